@@ -1,0 +1,141 @@
+// `neuron-cache status`: what optimum-cli neuron cache status shows, plus registry counts.
+#include <array>
+#include <cstdio>
+#include <iostream>
+
+#include "cli/context.h"
+#include "cli/output.h"
+#include "store/cache_tree.h"
+#include "store/cleanup.h"
+
+namespace neuron_cache::cli {
+namespace {
+
+using layout::EntryState;
+
+struct Tally {
+  int count = 0;
+  uint64_t bytes = 0;
+};
+
+struct Totals {
+  std::array<Tally, 4> by_state{};
+  uint64_t total_bytes = 0;
+  uint64_t old_version_bytes = 0;
+  int registry_entries = 0;
+};
+
+Totals tally(const CacheTree& tree) {
+  Totals totals;
+  for (const auto& compiler : tree.compilers) {
+    for (const auto& module : compiler.modules) {
+      Tally& t = totals.by_state[static_cast<size_t>(module.state)];
+      ++t.count;
+      t.bytes += module.size_bytes;
+      totals.total_bytes += module.size_bytes;
+      if (!tree.installed_compiler.empty() && !compiler.current) {
+        totals.old_version_bytes += module.size_bytes;
+      }
+    }
+    totals.registry_entries += static_cast<int>(compiler.registry.size());
+  }
+  return totals;
+}
+
+nlohmann::json state_counts(const std::array<Tally, 4>& by_state) {
+  nlohmann::json out = nlohmann::json::object();
+  for (size_t i = 0; i < by_state.size(); ++i) {
+    out[std::string(layout::state_name(static_cast<EntryState>(i)))] = {
+        {"count", by_state[i].count}, {"size_bytes", by_state[i].bytes}};
+  }
+  return out;
+}
+
+nlohmann::json to_json(const CacheTree& tree, const Totals& totals) {
+  nlohmann::json compilers = nlohmann::json::array();
+  nlohmann::json entries = nlohmann::json::array();
+  for (const auto& compiler : tree.compilers) {
+    std::array<Tally, 4> by_state{};
+    for (const auto& module : compiler.modules) {
+      auto& t = by_state[static_cast<size_t>(module.state)];
+      ++t.count;
+      t.bytes += module.size_bytes;
+      entries.push_back({{"path", compiler.name + "/" + module.name},
+                         {"state", layout::state_name(module.state)},
+                         {"size_bytes", module.size_bytes}});
+    }
+    compilers.push_back({{"name", compiler.name},
+                         {"version", compiler.version},
+                         {"current", compiler.current},
+                         {"size_bytes", compiler.size_bytes},
+                         {"entries", state_counts(by_state)},
+                         {"registry_entries", compiler.registry.size()}});
+  }
+  return {{"cache_path", tree.root.string()},
+          {"exists", tree.exists},
+          {"current_compiler_version", tree.installed_compiler},
+          {"total_size_bytes", totals.total_bytes},
+          {"old_version_size_bytes", totals.old_version_bytes},
+          {"entries_by_state", state_counts(totals.by_state)},
+          {"registry_entries", totals.registry_entries},
+          {"compiler_versions", compilers},
+          {"entries", entries},
+          {"skipped", tree.skipped}};
+}
+
+std::string marker(const CacheTree& tree, const CompilerDir& compiler) {
+  if (tree.installed_compiler.empty()) return "";
+  return compiler.current ? " (current)" : " (old)";
+}
+
+void print_text(const CacheTree& tree, const Totals& totals) {
+  std::cout << "Cache path: " << tree.root.string() << (tree.exists ? "" : " (does not exist yet)")
+            << "\nTotal size: " << format_size(totals.total_bytes) << "\n\nCompiler versions:\n";
+  for (const auto& compiler : tree.compilers) {
+    std::cout << "  - " << compiler.name << marker(tree, compiler) << "\n";
+  }
+  if (tree.installed_compiler.empty()) {
+    std::cout << "  (installed compiler unknown: pass --compiler-version to mark current/old)\n";
+  }
+  static const char* kLabels[] = {"Success: ", "Failed:  ", "Locked:  ", "Empty:   "};
+  std::cout << "\nEntry counts:\n";
+  for (size_t i = 0; i < 4; ++i) {
+    char count[16];
+    std::snprintf(count, sizeof count, "%6d", totals.by_state[i].count);
+    std::cout << "  " << kLabels[i] << count << "  (" << format_size(totals.by_state[i].bytes)
+              << ")\n";
+  }
+  std::cout << "\nRegistry entries: " << totals.registry_entries << "\n";
+  if (totals.old_version_bytes > 0) {
+    std::cout << "\nOld compiler version data: " << format_size(totals.old_version_bytes) << "\n";
+  }
+  for (const auto& skipped : tree.skipped) warn("skipped " + skipped);
+}
+
+void status(Context& context, bool json) {
+  const Settings& settings = context.settings();
+  LocalCache cache(settings.local_cache_root(), {settings.hf_hub_cache.value});
+  CacheTree tree = cache.scan(settings.compiler_version.value);
+  Totals totals = tally(tree);
+  if (json) {
+    print_json(to_json(tree, totals));
+  } else {
+    print_text(tree, totals);
+  }
+}
+
+}  // namespace
+
+void register_status(CLI::App& app, Context& context) {
+  CLI::App* cmd = app.add_subcommand(
+      "status", "Show the local cache: path, size, compiler versions, entries per state");
+  auto json = std::make_shared<bool>(false);
+  cmd->add_flag("--json", *json, "Print JSON for scripts");
+  cmd->add_option_function<std::string>(
+      "--cache-dir", [&context](const std::string& v) { context.overrides().cache_dir = v; },
+      "Local cache root (default: NEURON_CC_FLAGS --cache_dir, NEURON_COMPILE_CACHE_URL, "
+      "/var/tmp/neuron-compile-cache)");
+  cmd->callback([&context, json] { status(context, *json); });
+}
+
+}  // namespace neuron_cache::cli

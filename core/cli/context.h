@@ -1,0 +1,33 @@
+// What every command shares: the environment, the command-line overrides, and the settings
+// resolved from them on first use (resolving may run `neuron-cache --version`).
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <optional>
+
+#include "config/settings.h"
+
+namespace neuron_cache::cli {
+
+class Context {
+ public:
+  explicit Context(Environment env) : env_(std::move(env)) {}
+  SettingOverrides& overrides() { return overrides_; }
+  const Environment& env() const { return env_; }
+  const Settings& settings() {
+    if (!settings_) settings_ = Settings::resolve(env_, overrides_);
+    return *settings_;
+  }
+
+ private:
+  Environment env_;
+  SettingOverrides overrides_;
+  std::optional<Settings> settings_;
+};
+
+void register_config(CLI::App& app, Context& context);
+void register_status(CLI::App& app, Context& context);
+void register_cleanup(CLI::App& app, Context& context);
+void register_inspect(CLI::App& app, Context& context);
+
+}  // namespace neuron_cache::cli

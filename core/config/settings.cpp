@@ -1,0 +1,210 @@
+#include "config/settings.h"
+
+#include <algorithm>
+#include <cctype>
+#include <fstream>
+#include <regex>
+#include <sstream>
+
+#include "error.h"
+#include "format/layout.h"
+#include "process/process.h"
+
+extern char** environ;
+
+namespace neuron_cache {
+namespace {
+
+constexpr const char* kDefaultRepo = "aws-neuron/optimum-neuron-cache";
+constexpr const char* kDefaultEndpoint = "https://huggingface.co";
+constexpr const char* kCustomCacheFileName = "optimum_neuron_custom_cache";
+
+std::string strip(const std::string& text) {
+  auto not_space = [](unsigned char c) { return !std::isspace(c); };
+  auto begin = std::find_if(text.begin(), text.end(), not_space);
+  auto end = std::find_if(text.rbegin(), text.rend(), not_space).base();
+  return begin < end ? std::string(begin, end) : std::string();
+}
+
+// The stripped content of a small text file, or nothing when it is missing or empty.
+std::optional<std::string> read_stripped(const std::string& path) {
+  std::ifstream file(path);
+  if (!file) return std::nullopt;
+  std::stringstream content;
+  content << file.rdbuf();
+  std::string value = strip(content.str());
+  if (value.empty()) return std::nullopt;
+  return value;
+}
+
+bool is_truthy(const std::string& value) {
+  std::string upper;
+  for (char c : value) upper += static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  return upper == "1" || upper == "ON" || upper == "YES" || upper == "TRUE";
+}
+
+bool env_flag(const Environment& env, const std::string& name) {
+  auto value = env.get(name);
+  return value && is_truthy(*value);
+}
+
+std::vector<std::string> split_flags(const std::string& flags) {
+  std::istringstream stream(flags);
+  std::vector<std::string> tokens;
+  for (std::string token; stream >> token;) tokens.push_back(token);
+  return tokens;
+}
+
+void resolve_hf_home(Settings& s, const Environment& env) {
+  if (auto home = env.get("HF_HOME")) {
+    s.hf_home = {*home, "HF_HOME"};
+  } else if (auto xdg = env.get("XDG_CACHE_HOME")) {
+    s.hf_home = {*xdg + "/huggingface", "XDG_CACHE_HOME"};
+  } else {
+    s.hf_home = {env.get("HOME").value_or("") + "/.cache/huggingface", "default"};
+  }
+  if (auto hub = env.get("HF_HUB_CACHE")) {
+    s.hf_hub_cache = {*hub, "HF_HUB_CACHE"};
+  } else {
+    s.hf_hub_cache = {s.hf_home.value + "/hub", "hf_home/hub"};
+  }
+  s.custom_cache_file = {s.hf_home.value + "/" + kCustomCacheFileName, s.hf_home.origin};
+}
+
+// libneuronxla's order: --cache_dir= in NEURON_CC_FLAGS, then NEURON_COMPILE_CACHE_URL.
+void resolve_cache_dir(Settings& s, const Environment& env, const SettingOverrides& o) {
+  std::optional<std::string> from_flags;
+  for (const auto& token : split_flags(env.get("NEURON_CC_FLAGS").value_or(""))) {
+    if (token.starts_with("--cache_dir=")) from_flags = token.substr(12);
+    if (token == "--no_cache" || token == "--no-cache") s.caching_disabled = true;
+  }
+  if (o.cache_dir) {
+    s.cache_dir = {*o.cache_dir, "--cache-dir"};
+  } else if (from_flags && !from_flags->empty()) {
+    s.cache_dir = {*from_flags, "NEURON_CC_FLAGS --cache_dir"};
+  } else if (auto url = env.get("NEURON_COMPILE_CACHE_URL")) {
+    s.cache_dir = {*url, "NEURON_COMPILE_CACHE_URL"};
+  } else {
+    s.cache_dir = {std::string(layout::kDefaultCacheRoot), "default"};
+  }
+  s.cache_dir_is_s3 = s.cache_dir.value.starts_with("s3://");
+  if (s.caching_disabled) {
+    s.warnings.push_back("NEURON_CC_FLAGS contains --no_cache: libneuronxla will not use the cache");
+  }
+}
+
+void resolve_cache_repo(Settings& s, const Environment& env, const SettingOverrides& o) {
+  if (o.cache_repo) {
+    s.cache_repo = {*o.cache_repo, "--repo"};
+  } else if (auto repo = env.get("CUSTOM_CACHE_REPO")) {
+    s.cache_repo = {*repo, "CUSTOM_CACHE_REPO"};
+  } else if (auto saved = read_stripped(s.custom_cache_file.value)) {
+    s.cache_repo = {*saved, s.custom_cache_file.value};
+  } else if (env_flag(env, "HUGGINGFACE_CO_STAGING")) {
+    s.cache_repo = {"", "unset (HUGGINGFACE_CO_STAGING has no default repo)"};
+  } else {
+    s.cache_repo = {kDefaultRepo, "default"};
+  }
+}
+
+void resolve_hub(Settings& s, const Environment& env) {
+  if (auto token = env.get("HF_TOKEN")) {
+    s.token = {strip(*token), "HF_TOKEN"};
+  } else if (auto legacy = env.get("HUGGING_FACE_HUB_TOKEN")) {
+    s.token = {strip(*legacy), "HUGGING_FACE_HUB_TOKEN"};
+  } else {
+    auto path_env = env.get("HF_TOKEN_PATH");
+    std::string path = path_env.value_or(s.hf_home.value + "/token");
+    if (auto stored = read_stripped(path)) {
+      s.token = {*stored, path};
+    } else {
+      s.token = {"", "unset"};
+    }
+  }
+  if (auto endpoint = env.get("HF_ENDPOINT")) {
+    std::string value = *endpoint;
+    while (value.ends_with("/")) value.pop_back();
+    s.endpoint = {value, "HF_ENDPOINT"};
+  } else {
+    s.endpoint = {kDefaultEndpoint, "default"};
+  }
+  s.offline = env_flag(env, "HF_HUB_OFFLINE");
+  s.offline_origin = {s.offline ? "true" : "false",
+                      env.get("HF_HUB_OFFLINE") ? "HF_HUB_OFFLINE" : "default"};
+}
+
+void resolve_compiler(Settings& s, const Environment& env, const SettingOverrides& o) {
+  if (o.compiler_version) {
+    s.compiler_version = {*o.compiler_version, "--compiler-version"};
+    return;
+  }
+  s.compiler_version = {"", "unknown (neuronx-cc is not on PATH)"};
+  auto program = find_on_path("neuronx-cc", env.get("PATH").value_or(""));
+  if (!program) return;
+  // neuronx-cc is a Python program: its start-up alone can take seconds.
+  ProcessResult run = run_and_capture({*program, "--version"}, std::chrono::seconds(60));
+  if (auto version = parse_compiler_version_output(run.output); version && run.exit_code == 0) {
+    s.compiler_version = {*version, *program + " --version"};
+  } else {
+    s.compiler_version.origin = "unknown (" + *program + " --version gave no version)";
+  }
+}
+
+}  // namespace
+
+Environment Environment::from_process() {
+  std::map<std::string, std::string> vars;
+  for (char** entry = environ; entry != nullptr && *entry != nullptr; ++entry) {
+    std::string text = *entry;
+    size_t eq = text.find('=');
+    if (eq != std::string::npos) vars[text.substr(0, eq)] = text.substr(eq + 1);
+  }
+  return Environment(std::move(vars));
+}
+
+std::optional<std::string> Environment::get(const std::string& name) const {
+  auto it = vars_.find(name);
+  if (it == vars_.end() || it->second.empty()) return std::nullopt;
+  return it->second;
+}
+
+Settings Settings::resolve(const Environment& env, const SettingOverrides& overrides) {
+  Settings s;
+  resolve_hf_home(s, env);
+  resolve_cache_dir(s, env, overrides);
+  resolve_cache_repo(s, env, overrides);
+  resolve_hub(s, env);
+  resolve_compiler(s, env, overrides);
+  return s;
+}
+
+std::string Settings::local_cache_root() const {
+  if (cache_dir_is_s3) {
+    throw input_error("the cache location " + cache_dir.value + " (from " + cache_dir.origin +
+                      ") is an S3 URL, not a local path: pass --cache-dir with a local directory");
+  }
+  return cache_dir.value;
+}
+
+std::string Settings::require_compiler_version() const {
+  if (compiler_version.value.empty()) {
+    throw input_error("the neuronx-cc version is unknown (" + compiler_version.origin +
+                      "): pass --compiler-version, e.g. --compiler-version 2.21.33363.0+82129205");
+  }
+  return compiler_version.value;
+}
+
+std::string mask_token(const std::string& token) {
+  if (token.empty()) return "";
+  if (token.size() < 12) return "hf_****";
+  return "hf_****" + token.substr(token.size() - 4);
+}
+
+std::optional<std::string> parse_compiler_version_output(const std::string& output) {
+  static const std::regex kVersion(R"((?:version|Version)[:\s]+(\d+\.\d+\.\d+(?:\.\d+)?(?:\+[0-9A-Za-z]+)?))");
+  std::smatch match;
+  if (std::regex_search(output, match, kVersion)) return match[1].str();
+  return std::nullopt;
+}
+
+}  // namespace neuron_cache

@@ -1,0 +1,28 @@
+// Errors that reach the user: what failed, why, and what to do.
+#pragma once
+
+#include <stdexcept>
+#include <string>
+
+namespace neuron_cache {
+
+enum class ErrorKind {
+  Input,        // bad arguments, malformed files: exit code 2
+  Operational,  // I/O, locks, network, permissions: exit code 1
+};
+
+class Error : public std::runtime_error {
+ public:
+  Error(ErrorKind kind, const std::string& message) : std::runtime_error(message), kind_(kind) {}
+  ErrorKind kind() const { return kind_; }
+
+ private:
+  ErrorKind kind_;
+};
+
+inline Error input_error(const std::string& message) { return {ErrorKind::Input, message}; }
+inline Error operational_error(const std::string& message) {
+  return {ErrorKind::Operational, message};
+}
+
+}  // namespace neuron_cache

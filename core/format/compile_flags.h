@@ -1,0 +1,23 @@
+// The flags part of a MODULE_<graph key>+<flags key> name. libneuronxla names the folder after
+// the MD5 of the exact bytes of the flags file, so the file text must match Python's.
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace neuron_cache {
+
+// Text of compile_flags.json: Python json.dumps(flags), e.g. ["--target=trn1", "-O2"].
+std::string compile_flags_json(const std::vector<std::string>& flags);
+
+// Text of the legacy compile_flags.txt: the flags joined by single spaces.
+std::string legacy_compile_flags_txt(const std::vector<std::string>& flags);
+
+// First 8 hex digits of MD5 over the flags file bytes (either format).
+std::string flags_key(std::string_view flags_file_bytes);
+
+// Reads a compile_flags.json text; throws an input Error unless it is a JSON list of strings.
+std::vector<std::string> parse_compile_flags_json(std::string_view text);
+
+}  // namespace neuron_cache

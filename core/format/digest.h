@@ -1,0 +1,35 @@
+// Hashes used by the formats (MD5 flags keys, SHA-512 entry hashes, SHA-256 digests and LFS
+// oids), computed with OpenSSL's libcrypto. Streaming so that large NEFFs never sit in memory.
+#pragma once
+
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <string_view>
+
+namespace neuron_cache {
+
+enum class HashAlgorithm { Md5, Sha1, Sha256, Sha512 };
+
+class Hasher {
+ public:
+  explicit Hasher(HashAlgorithm algorithm);
+  ~Hasher();
+  Hasher(Hasher&&) noexcept;
+  Hasher& operator=(Hasher&&) noexcept;
+
+  void update(std::string_view bytes);
+  // Lowercase hex of the digest; the hasher cannot be updated afterwards.
+  std::string hex_digest();
+
+ private:
+  struct State;
+  std::unique_ptr<State> state_;
+};
+
+std::string hash_hex(HashAlgorithm algorithm, std::string_view bytes);
+std::string md5_hex(std::string_view bytes);
+std::string sha256_hex(std::string_view bytes);
+std::string sha512_hex(std::string_view bytes);
+
+}  // namespace neuron_cache

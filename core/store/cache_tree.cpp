@@ -1,0 +1,209 @@
+#include "store/cache_tree.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <climits>
+#include <cstdlib>
+
+#include "error.h"
+#include "format/compile_flags.h"
+
+namespace neuron_cache {
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr size_t kMaxRegistryFileBytes = 16 << 20;
+constexpr size_t kMaxFlagsFileBytes = 1 << 20;
+
+bool is_inside(const fs::path& path, const fs::path& base) {
+  auto [base_end, path_it] = std::mismatch(base.begin(), base.end(), path.begin(), path.end());
+  return base_end == base.end();
+}
+
+std::optional<fs::path> real_path(const fs::path& path) {
+  char buffer[PATH_MAX];
+  if (realpath(path.c_str(), buffer) == nullptr) return std::nullopt;
+  return fs::path(buffer);
+}
+
+std::string read_fd(int fd, size_t max_bytes, const fs::path& path) {
+  std::string content;
+  char buffer[65536];
+  ssize_t n = 0;
+  while ((n = read(fd, buffer, sizeof buffer)) > 0) {
+    content.append(buffer, static_cast<size_t>(n));
+    if (content.size() > max_bytes) {
+      throw input_error(path.string() + " is larger than expected for its kind of file");
+    }
+  }
+  if (n < 0) throw operational_error("cannot read " + path.string());
+  return content;
+}
+
+}  // namespace
+
+LocalCache::LocalCache(fs::path root, std::vector<fs::path> trusted_link_roots)
+    : root_(std::move(root)) {
+  trusted_link_roots.push_back(root_);
+  for (const auto& place : trusted_link_roots) {
+    if (auto resolved = real_path(place)) trusted_.push_back(*resolved);
+  }
+}
+
+bool LocalCache::exists() const {
+  std::error_code error;
+  return fs::is_directory(root_, error);
+}
+
+bool LocalCache::link_is_trusted(const SafeDir& dir, const std::string& name) const {
+  auto target = real_path(dir.path() / name);
+  if (!target) return false;
+  return std::any_of(trusted_.begin(), trusted_.end(),
+                     [&](const fs::path& base) { return is_inside(*target, base); });
+}
+
+namespace {
+
+// Reads a small file that may be a trusted symlink (a registry alias, a Hub-cache link).
+std::string read_entry_file(const LocalCache& cache, const SafeDir& dir, const DirEntry& file,
+                            size_t max_bytes) {
+  if (file.type != NodeType::Symlink) return dir.read_small_file(file.name, max_bytes);
+  if (!cache.link_is_trusted(dir, file.name)) {
+    throw operational_error((dir.path() / file.name).string() +
+                            " is a symlink to a place outside the cache: not read");
+  }
+  auto target = real_path(dir.path() / file.name);
+  int fd = target ? ::open(target->c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC) : -1;
+  if (fd < 0) throw operational_error("cannot open " + (dir.path() / file.name).string());
+  UniqueFd guard(fd);
+  return read_fd(fd, max_bytes, dir.path() / file.name);
+}
+
+bool present(const LocalCache& cache, const SafeDir& dir, const DirEntry& file) {
+  if (file.type == NodeType::Symlink) return cache.link_is_trusted(dir, file.name);
+  return true;
+}
+
+void note_file(const LocalCache& cache, const SafeDir& dir, const DirEntry& file,
+               ModuleEntry& entry) {
+  entry.file_names.push_back(file.name);
+  if (file.type == NodeType::Symlink && !cache.link_is_trusted(dir, file.name)) {
+    entry.untrusted_links.push_back(file.name);
+  }
+  bool here = present(cache, dir, file);
+  if (layout::is_lock_file(file.name)) entry.files.lock_files.push_back(file.name);
+  if (!here) return;
+  if (file.name == layout::kNeff) entry.files.has_neff = true;
+  if (file.name == layout::kDone) entry.files.has_done = true;
+  if (file.name == layout::kLog) entry.files.has_log = true;
+  if (file.name == layout::kHlo || (file.name == layout::kLegacyHlo && entry.hlo_file.empty())) {
+    entry.hlo_file = file.name;
+  }
+  if (file.name == layout::kFlagsJson ||
+      (file.name == layout::kLegacyFlagsTxt && entry.flags_file.empty())) {
+    entry.flags_file = file.name;
+  }
+}
+
+}  // namespace
+
+ModuleEntry LocalCache::inspect_module(const SafeDir& compiler_dir, const std::string& name) const {
+  ModuleEntry entry;
+  entry.compiler_dir = compiler_dir.path().filename().string();
+  entry.name = name;
+  entry.module = layout::parse_module_name(name).value_or(layout::ModuleName{name, ""});
+  std::optional<SafeDir> dir = compiler_dir.open_subdir(name);
+  if (!dir) throw operational_error((compiler_dir.path() / name).string() + " is not a directory");
+  std::vector<DirEntry> files = dir->list();
+  std::sort(files.begin(), files.end(),
+            [](const DirEntry& a, const DirEntry& b) { return a.name < b.name; });
+  for (const auto& file : files) note_file(*this, *dir, file, entry);
+  std::sort(entry.files.lock_files.begin(), entry.files.lock_files.end());
+  entry.state = layout::classify(entry.files);
+  entry.size_bytes = compiler_dir.tree_size(name);
+  if (!entry.flags_file.empty()) {
+    auto file = std::find_if(files.begin(), files.end(),
+                             [&](const DirEntry& f) { return f.name == entry.flags_file; });
+    entry.flags_file_key = flags_key(read_entry_file(*this, *dir, *file, kMaxFlagsFileBytes));
+  }
+  return entry;
+}
+
+namespace {
+
+void walk_registry(const LocalCache& cache, const SafeDir& dir, const std::string& prefix,
+                   std::vector<RegistryFile>& out, int depth) {
+  if (depth > 8) return;  // the deepest generation has 6 levels
+  for (const auto& item : dir.list()) {
+    std::string rel = prefix.empty() ? item.name : prefix + "/" + item.name;
+    if (item.type == NodeType::Directory) {
+      if (auto sub = dir.open_subdir(item.name)) walk_registry(cache, *sub, rel, out, depth + 1);
+      continue;
+    }
+    auto location = registry::locate(rel);
+    if (!location) continue;
+    RegistryFile file;
+    file.path = std::string(layout::kRegistryDir) + "/" + rel;
+    file.is_link = item.type == NodeType::Symlink;
+    try {
+      std::string text = read_entry_file(cache, dir, item, kMaxRegistryFileBytes);
+      file.record = registry::read_record(*location, text);
+    } catch (const Error& error) {
+      file.problem = error.what();
+    }
+    out.push_back(std::move(file));
+  }
+}
+
+}  // namespace
+
+std::vector<RegistryFile> LocalCache::scan_registry(const SafeDir& compiler_dir) const {
+  std::vector<RegistryFile> files;
+  if (auto registry_dir = compiler_dir.open_subdir(layout::kRegistryDir)) {
+    walk_registry(*this, *registry_dir, "", files, 0);
+  }
+  std::sort(files.begin(), files.end(),
+            [](const RegistryFile& a, const RegistryFile& b) { return a.path < b.path; });
+  return files;
+}
+
+CacheTree LocalCache::scan(const std::string& installed_compiler, bool with_registry) const {
+  CacheTree tree{root_, exists(), installed_compiler, {}, {}};
+  if (!tree.exists) return tree;
+  SafeDir root = SafeDir::open(root_);
+  std::vector<DirEntry> items = root.list();
+  std::sort(items.begin(), items.end(),
+            [](const DirEntry& a, const DirEntry& b) { return a.name < b.name; });
+  for (const auto& item : items) {
+    auto version = layout::compiler_version_of(item.name);
+    if (!version) continue;
+    std::optional<SafeDir> dir = root.open_subdir(item.name);
+    if (!dir) {
+      tree.skipped.push_back(item.name + " (not a directory, or a symlink: not followed)");
+      continue;
+    }
+    CompilerDir compiler;
+    compiler.name = item.name;
+    compiler.version = *version;
+    compiler.current = layout::is_current_compiler_dir(item.name, installed_compiler);
+    for (const auto& child : dir->list()) {
+      if (!child.name.starts_with(layout::kModulePrefix)) continue;
+      if (child.type != NodeType::Directory) {
+        tree.skipped.push_back(item.name + "/" + child.name + " (not a directory: not followed)");
+        continue;
+      }
+      compiler.modules.push_back(inspect_module(*dir, child.name));
+      compiler.size_bytes += compiler.modules.back().size_bytes;
+    }
+    std::sort(compiler.modules.begin(), compiler.modules.end(),
+              [](const ModuleEntry& a, const ModuleEntry& b) { return a.name < b.name; });
+    if (with_registry) compiler.registry = scan_registry(*dir);
+    tree.compilers.push_back(std::move(compiler));
+  }
+  return tree;
+}
+
+}  // namespace neuron_cache

@@ -1,0 +1,44 @@
+// `neuron-cache cleanup`: the semantics of optimum-cli neuron cache cleanup. Always removes FAILED
+// entries (cached compiler failures block recompilation forever) and the lock files of LOCKED
+// entries, unless a neuronx-cc process runs; optionally EMPTY entries, old compiler folders, or
+// the whole root. Nothing is ever deleted through a symlink.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "store/cache_tree.h"
+
+namespace neuron_cache {
+
+struct CleanupOptions {
+  bool remove_empty = false;         // --all
+  bool remove_old_versions = false;  // --old-versions
+  bool wipe = false;                 // --wipe
+  bool dry_run = false;
+  std::string installed_compiler;  // needed by --old-versions
+  bool compiler_running = false;   // a neuronx-cc process runs: locks are not stale
+};
+
+struct CleanupResult {
+  int failed_removed = 0;
+  int locks_removed = 0;
+  int empty_removed = 0;
+  int staging_removed = 0;
+  std::vector<std::string> old_versions_removed;
+  bool wiped = false;
+  uint64_t bytes_freed = 0;
+  std::string skipped_locks_reason;
+  std::vector<std::string> removed;  // paths relative to the root
+
+  // optimum-neuron's wording: "Removed 2 failed entries. Freed 1.5 KB."
+  std::string summary(bool dry_run) const;
+};
+
+CleanupResult cleanup_cache(const LocalCache& cache, const CleanupOptions& options);
+
+// optimum-neuron's sizes: B, KB, MB, GB in steps of 1024 with one decimal.
+std::string format_size(uint64_t bytes);
+
+}  // namespace neuron_cache

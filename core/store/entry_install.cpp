@@ -1,0 +1,218 @@
+#include "store/entry_install.h"
+
+#include <fcntl.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <random>
+#include <thread>
+
+#include "error.h"
+#include "format/layout.h"
+
+namespace neuron_cache {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string random_suffix() {
+  static thread_local std::mt19937_64 generator{std::random_device{}()};
+  static constexpr char kAlphabet[] = "abcdefghijklmnopqrstuvwxyz0123456789";
+  std::string suffix;
+  for (int i = 0; i < 12; ++i) suffix += kAlphabet[generator() % 36];
+  return suffix;
+}
+
+bool same_file(int fd, int dir_fd, const char* name) {
+  struct stat held {}, current {};
+  if (fstat(fd, &held) != 0) return false;
+  if (fstatat(dir_fd, name, &current, AT_SYMLINK_NOFOLLOW) != 0) return false;
+  return held.st_dev == current.st_dev && held.st_ino == current.st_ino;
+}
+
+bool entry_is_success(const SafeDir& entry) {
+  auto neff = entry.entry(layout::kNeff);
+  auto done = entry.entry(layout::kDone);
+  return neff && done && neff->type == NodeType::File && done->type == NodeType::File;
+}
+
+// Splits "a/b/c" into the folder part and the file name.
+std::pair<std::string, std::string> split_parent(std::string_view path) {
+  size_t slash = path.rfind('/');
+  if (slash == std::string_view::npos) return {"", std::string(path)};
+  return {std::string(path.substr(0, slash)), std::string(path.substr(slash + 1))};
+}
+
+}  // namespace
+
+EntryLock EntryLock::acquire(const SafeDir& entry_dir, std::chrono::milliseconds timeout) {
+  const std::string name(layout::kEntryLock);
+  auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (true) {
+    int fd = openat(entry_dir.fd(), name.c_str(), O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0644);
+    if (fd < 0) {
+      throw operational_error("cannot open the lock file " + (entry_dir.path() / name).string() +
+                              ": " + std::strerror(errno));
+    }
+    UniqueFd lock_fd(fd);
+    if (flock(fd, LOCK_EX | LOCK_NB) == 0) {
+      // The previous holder may have deleted the file after we opened it: lock the live one.
+      if (same_file(fd, entry_dir.fd(), name.c_str())) {
+        return EntryLock(UniqueFd(dup(entry_dir.fd())), std::move(lock_fd));
+      }
+      continue;
+    }
+    if (errno != EWOULDBLOCK && errno != EINTR) {
+      throw operational_error("cannot lock " + (entry_dir.path() / name).string() + ": " +
+                              std::strerror(errno));
+    }
+    if (std::chrono::steady_clock::now() >= deadline) {
+      throw operational_error(
+          entry_dir.path().string() + " is locked by another process (" + name +
+          "): a compilation or download of this entry is running; wait for it, or if no such "
+          "process exists run `neuron-cache cleanup` to remove the stale lock");
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+}
+
+EntryLock::~EntryLock() = default;
+
+void EntryLock::release_and_remove() {
+  if (!fd_) return;
+  unlinkat(dir_fd_.get(), std::string(layout::kEntryLock).c_str(), 0);
+  fd_ = UniqueFd();
+}
+
+void check_root_is_safe(const fs::path& root) {
+  struct stat info {};
+  if (stat(root.c_str(), &info) != 0) return;
+  if ((info.st_mode & S_IWOTH) && !(info.st_mode & S_ISVTX)) {
+    throw operational_error("the cache root " + root.string() +
+                            " is writable by every user without the sticky bit: anyone could "
+                            "replace entries; run `chmod o-w " + root.string() +
+                            "` or choose another --cache-dir");
+  }
+}
+
+EntryInstall::EntryInstall(const fs::path& cache_root, std::string compiler_dir,
+                           std::string module_name)
+    : root_(cache_root), compiler_dir_(std::move(compiler_dir)),
+      module_name_(std::move(module_name)) {
+  check_plain_name(compiler_dir_);
+  check_plain_name(module_name_);
+  SafeDir root = SafeDir::open_or_create(root_);
+  check_root_is_safe(root_);
+  staging_area_.emplace(root.make_path(layout::kStagingDir));
+  staging_name_ = module_name_ + "." + std::to_string(getpid()) + "." + random_suffix();
+  staging_.emplace(staging_area_->make_subdir(staging_name_));
+  // Held while this writer lives, so cleanup can tell abandoned staging folders from live ones.
+  staging_lock_ = UniqueFd(dup(staging_->fd()));
+  flock(staging_lock_.get(), LOCK_EX | LOCK_NB);
+}
+
+EntryInstall::~EntryInstall() {
+  if (staging_area_ && !staging_name_.empty()) {
+    try {
+      staging_area_->remove_tree(staging_name_);
+    } catch (const Error&) {
+      // Best effort: `neuron-cache cleanup` removes abandoned staging folders later.
+    }
+  }
+}
+
+UniqueFd EntryInstall::create_file(std::string_view relative_path) {
+  auto [parent, name] = split_parent(relative_path);
+  if (parent.empty()) return staging_->create_new(name);
+  return staging_->make_path(parent).create_new(name);
+}
+
+void EntryInstall::add_file(std::string_view relative_path, std::string_view content) {
+  auto [parent, name] = split_parent(relative_path);
+  if (parent.empty()) {
+    staging_->write_new_file(name, content);
+  } else {
+    staging_->make_path(parent).write_new_file(name, content);
+  }
+}
+
+void EntryInstall::step(std::string_view name) {
+  if (on_step) on_step(name);
+}
+
+void EntryInstall::sync_staged(const SafeDir& dir) {
+  for (const auto& item : dir.list()) {
+    if (item.type == NodeType::Directory) {
+      if (auto sub = dir.open_subdir(item.name)) sync_staged(*sub);
+    } else if (item.type == NodeType::File) {
+      UniqueFd fd = dir.open_read(item.name);
+      fsync(fd.get());
+    }
+  }
+  dir.sync();
+}
+
+InstallOutcome EntryInstall::commit(std::chrono::milliseconds lock_timeout) {
+  sync_staged(*staging_);
+  step("staged");
+  SafeDir root = SafeDir::open(root_);
+  SafeDir entry = root.make_subdir(compiler_dir_).make_subdir(module_name_);
+  EntryLock lock = EntryLock::acquire(entry, lock_timeout);
+  step("locked");
+  if (entry_is_success(entry)) {
+    lock.release_and_remove();
+    return InstallOutcome::AlreadyComplete;
+  }
+  // A done marker without its NEFF would turn SUCCESS the moment the NEFF lands: drop it first.
+  entry.remove_file(layout::kDone);
+  bool has_done = false;
+  bool has_neff = false;
+  for (const auto& item : staging_->list()) {
+    if (item.name == layout::kDone) {
+      has_done = true;
+      continue;
+    }
+    if (item.type == NodeType::Directory) entry.remove_tree(item.name);
+    has_neff = has_neff || item.name == layout::kNeff;
+    staging_->move_to(item.name, entry, item.name, false);
+    step("moved " + item.name);
+  }
+  if (has_neff) entry.remove_file(layout::kLog);  // a cached failure replaced by a NEFF
+  entry.sync();
+  step("synced");
+  if (has_done) {
+    staging_->move_to(layout::kDone, entry, layout::kDone, false);
+    entry.sync();
+    step("done");
+  }
+  lock.release_and_remove();
+  entry.sync();
+  committed_ = true;
+  step("unlocked");
+  return InstallOutcome::Installed;
+}
+
+uint64_t remove_abandoned_staging(const fs::path& cache_root, bool dry_run, int* removed_count) {
+  std::error_code error;
+  if (!fs::is_directory(cache_root, error)) return 0;
+  SafeDir root = SafeDir::open(cache_root);
+  std::optional<SafeDir> area = root.open_subdir(".cache");
+  if (area) area = area->open_subdir("huggingface");
+  if (area) area = area->open_subdir("neuron-cache-staging");
+  if (!area) return 0;
+  uint64_t freed = 0;
+  for (const auto& item : area->list()) {
+    if (item.type == NodeType::Directory) {
+      std::optional<SafeDir> dir = area->open_subdir(item.name);
+      if (dir && flock(dir->fd(), LOCK_EX | LOCK_NB) != 0) continue;  // its writer is alive
+    }
+    freed += dry_run ? area->tree_size(item.name) : area->remove_tree(item.name);
+    if (removed_count) ++*removed_count;
+  }
+  return freed;
+}
+
+}  // namespace neuron_cache

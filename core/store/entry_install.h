@@ -1,0 +1,75 @@
+// Installing a MODULE_ entry into the local cache so that a reader never sees model.done next to
+// an incomplete model.neff, and a writer killed at any point leaves nothing that classifies as
+// SUCCESS. Files are staged under <root>/.cache/huggingface/neuron-cache-staging (same
+// filesystem), flushed, then renamed into the entry under its lock, model.done last.
+#pragma once
+
+#include <chrono>
+#include <filesystem>
+#include <functional>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "store/safe_dir.h"
+
+namespace neuron_cache {
+
+// An exclusive flock on <entry>/model.hlo_module.pb.lock, the file libneuronxla locks while it
+// compiles an entry, so neuron-cache and the compiler never write one entry at the same time.
+class EntryLock {
+ public:
+  static EntryLock acquire(const SafeDir& entry_dir, std::chrono::milliseconds timeout);
+  EntryLock(EntryLock&&) noexcept = default;
+  ~EntryLock();
+  // Deletes the lock file, then releases the lock: an entry left complete carries no lock file.
+  void release_and_remove();
+
+ private:
+  EntryLock(UniqueFd dir_fd, UniqueFd fd) : dir_fd_(std::move(dir_fd)), fd_(std::move(fd)) {}
+  UniqueFd dir_fd_;
+  UniqueFd fd_;
+};
+
+enum class InstallOutcome { Installed, AlreadyComplete };
+
+class EntryInstall {
+ public:
+  EntryInstall(const std::filesystem::path& cache_root, std::string compiler_dir,
+               std::string module_name);
+  ~EntryInstall();
+  EntryInstall(const EntryInstall&) = delete;
+  EntryInstall& operator=(const EntryInstall&) = delete;
+
+  // A new staged file ('/'-separated path inside the entry); the caller streams into it.
+  UniqueFd create_file(std::string_view relative_path);
+  void add_file(std::string_view relative_path, std::string_view content);
+
+  // Moves the staged content into the entry. An entry that is already SUCCESS is kept as it is.
+  InstallOutcome commit(std::chrono::milliseconds lock_timeout = std::chrono::minutes(30));
+
+  // Called at each step of commit(); tests use it to kill a writer at every point.
+  std::function<void(std::string_view step)> on_step;
+
+ private:
+  void step(std::string_view name);
+  void sync_staged(const SafeDir& dir);
+
+  std::filesystem::path root_;
+  std::string compiler_dir_;
+  std::string module_name_;
+  std::string staging_name_;
+  std::optional<SafeDir> staging_area_;
+  std::optional<SafeDir> staging_;
+  UniqueFd staging_lock_;
+  bool committed_ = false;
+};
+
+// Refuses to write into a root anyone may rename entries in (world-writable without sticky bit).
+void check_root_is_safe(const std::filesystem::path& root);
+
+// Deletes staging folders whose writer is gone (their flock is free). Returns bytes freed.
+uint64_t remove_abandoned_staging(const std::filesystem::path& cache_root, bool dry_run,
+                                  int* removed_count);
+
+}  // namespace neuron_cache

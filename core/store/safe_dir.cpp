@@ -1,0 +1,272 @@
+#include "store/safe_dir.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <linux/fs.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "error.h"
+
+namespace neuron_cache {
+namespace {
+
+constexpr mode_t kDirMode = 0755;
+constexpr mode_t kFileMode = 0644;
+
+std::string describe_errno() { return std::strerror(errno); }
+
+Error io_error(const std::string& what, const std::filesystem::path& path) {
+  return operational_error(what + " " + path.string() + ": " + describe_errno());
+}
+
+NodeType node_type(mode_t mode) {
+  if (S_ISDIR(mode)) return NodeType::Directory;
+  if (S_ISREG(mode)) return NodeType::File;
+  if (S_ISLNK(mode)) return NodeType::Symlink;
+  return NodeType::Other;
+}
+
+DirEntry to_entry(std::string name, const struct stat& info) {
+  DirEntry entry{std::move(name), node_type(info.st_mode)};
+  entry.size = entry.type == NodeType::File ? static_cast<uint64_t>(info.st_size) : 0;
+  entry.owner = info.st_uid;
+  entry.mtime = static_cast<double>(info.st_mtim.tv_sec) + info.st_mtim.tv_nsec / 1e9;
+  return entry;
+}
+
+int open_dir_nofollow(int parent, std::string_view name) {
+  return openat(parent, std::string(name).c_str(),
+                O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+}
+
+void write_all(int fd, std::string_view content, const std::filesystem::path& path) {
+  while (!content.empty()) {
+    ssize_t n = write(fd, content.data(), content.size());
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) throw io_error("cannot write", path);
+    content.remove_prefix(static_cast<size_t>(n));
+  }
+}
+
+}  // namespace
+
+UniqueFd::~UniqueFd() {
+  if (fd_ >= 0) close(fd_);
+}
+
+UniqueFd& UniqueFd::operator=(UniqueFd&& other) noexcept {
+  if (this != &other) {
+    if (fd_ >= 0) close(fd_);
+    fd_ = other.release();
+  }
+  return *this;
+}
+
+int UniqueFd::release() {
+  int fd = fd_;
+  fd_ = -1;
+  return fd;
+}
+
+void check_plain_name(std::string_view name) {
+  if (name.empty() || name == "." || name == ".." ||
+      name.find_first_of(std::string_view("/\0", 2)) != std::string_view::npos) {
+    throw input_error("refusing the file name \"" + std::string(name) +
+                      "\": names inside the cache cannot be empty, '.', '..' or contain '/'");
+  }
+}
+
+SafeDir SafeDir::open(const std::filesystem::path& path) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) throw io_error("cannot open the directory", path);
+  return SafeDir(UniqueFd(fd), path);
+}
+
+SafeDir SafeDir::open_or_create(const std::filesystem::path& path) {
+  std::error_code error;
+  if (!std::filesystem::is_directory(path, error)) {
+    std::filesystem::create_directories(path, error);
+    if (error) {
+      throw operational_error("cannot create the directory " + path.string() + ": " +
+                              error.message() + ": choose another --cache-dir");
+    }
+  }
+  return open(path);
+}
+
+std::optional<SafeDir> SafeDir::open_subdir(std::string_view name) const {
+  check_plain_name(name);
+  int fd = open_dir_nofollow(fd_.get(), name);
+  if (fd < 0) {
+    if (errno == ENOENT || errno == ELOOP || errno == ENOTDIR) return std::nullopt;
+    throw io_error("cannot open the directory", path_ / name);
+  }
+  return SafeDir(UniqueFd(fd), path_ / name);
+}
+
+SafeDir SafeDir::make_subdir(std::string_view name) const {
+  check_plain_name(name);
+  if (mkdirat(fd_.get(), std::string(name).c_str(), kDirMode) != 0 && errno != EEXIST) {
+    throw io_error("cannot create the directory", path_ / name);
+  }
+  int fd = open_dir_nofollow(fd_.get(), name);
+  if (fd < 0) {
+    if (errno == ELOOP || errno == ENOTDIR) {
+      throw operational_error(
+          (path_ / name).string() +
+          " is a symlink or a file, not a directory: refusing to write through it; remove it "
+          "if you did not create it");
+    }
+    throw io_error("cannot open the directory", path_ / name);
+  }
+  return SafeDir(UniqueFd(fd), path_ / name);
+}
+
+SafeDir SafeDir::make_path(std::string_view relative) const {
+  std::optional<SafeDir> current;
+  size_t start = 0;
+  while (start < relative.size()) {
+    size_t slash = relative.find('/', start);
+    if (slash == std::string_view::npos) slash = relative.size();
+    std::string_view part = relative.substr(start, slash - start);
+    current.emplace(current ? current->make_subdir(part) : make_subdir(part));
+    start = slash + 1;
+  }
+  if (!current) throw input_error("an empty path cannot name a directory inside the cache");
+  return std::move(*current);
+}
+
+std::vector<DirEntry> SafeDir::list() const {
+  int fd = dup(fd_.get());
+  DIR* dir = fd < 0 ? nullptr : fdopendir(fd);
+  if (dir == nullptr) {
+    if (fd >= 0) close(fd);
+    throw io_error("cannot list", path_);
+  }
+  rewinddir(dir);
+  std::vector<DirEntry> entries;
+  while (dirent* item = readdir(dir)) {
+    std::string name = item->d_name;
+    if (name == "." || name == "..") continue;
+    struct stat info {};
+    if (fstatat(fd_.get(), name.c_str(), &info, AT_SYMLINK_NOFOLLOW) != 0) continue;
+    entries.push_back(to_entry(std::move(name), info));
+  }
+  closedir(dir);
+  return entries;
+}
+
+std::optional<DirEntry> SafeDir::entry(std::string_view name) const {
+  check_plain_name(name);
+  struct stat info {};
+  if (fstatat(fd_.get(), std::string(name).c_str(), &info, AT_SYMLINK_NOFOLLOW) != 0) {
+    if (errno == ENOENT || errno == ENOTDIR) return std::nullopt;
+    throw io_error("cannot stat", path_ / name);
+  }
+  return to_entry(std::string(name), info);
+}
+
+UniqueFd SafeDir::open_read(std::string_view name) const {
+  check_plain_name(name);
+  int fd = openat(fd_.get(), std::string(name).c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0) {
+    if (errno == ELOOP) {
+      throw operational_error((path_ / name).string() +
+                              " is a symlink: refusing to read through it from inside the cache");
+    }
+    throw io_error("cannot open", path_ / name);
+  }
+  return UniqueFd(fd);
+}
+
+UniqueFd SafeDir::create_new(std::string_view name) const {
+  check_plain_name(name);
+  int fd = openat(fd_.get(), std::string(name).c_str(),
+                  O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, kFileMode);
+  if (fd < 0) throw io_error("cannot create", path_ / name);
+  return UniqueFd(fd);
+}
+
+void SafeDir::write_new_file(std::string_view name, std::string_view content) const {
+  UniqueFd fd = create_new(name);
+  write_all(fd.get(), content, path_ / name);
+  if (fsync(fd.get()) != 0) throw io_error("cannot flush", path_ / name);
+}
+
+std::string SafeDir::read_small_file(std::string_view name, size_t max_bytes) const {
+  UniqueFd fd = open_read(name);
+  std::string content;
+  char buffer[65536];
+  while (true) {
+    ssize_t n = read(fd.get(), buffer, sizeof buffer);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) throw io_error("cannot read", path_ / name);
+    if (n == 0) return content;
+    content.append(buffer, static_cast<size_t>(n));
+    if (content.size() > max_bytes) {
+      throw input_error((path_ / name).string() + " is larger than expected (" +
+                        std::to_string(max_bytes) + " bytes at most)");
+    }
+  }
+}
+
+bool SafeDir::move_to(std::string_view name, const SafeDir& target, std::string_view new_name,
+                      bool no_replace) const {
+  check_plain_name(name);
+  check_plain_name(new_name);
+  unsigned flags = no_replace ? RENAME_NOREPLACE : 0;
+  if (syscall(SYS_renameat2, fd_.get(), std::string(name).c_str(), target.fd(),
+              std::string(new_name).c_str(), flags) == 0) {
+    return true;
+  }
+  if (no_replace && errno == EEXIST) return false;
+  throw io_error("cannot move " + (path_ / name).string() + " to", target.path() / new_name);
+}
+
+void SafeDir::remove_file(std::string_view name) const {
+  check_plain_name(name);
+  if (unlinkat(fd_.get(), std::string(name).c_str(), 0) != 0 && errno != ENOENT) {
+    throw io_error("cannot delete", path_ / name);
+  }
+}
+
+uint64_t SafeDir::remove_tree(std::string_view name) const {
+  auto node = entry(name);
+  if (!node) return 0;
+  uint64_t freed = node->size;
+  if (node->type == NodeType::Directory) {
+    std::optional<SafeDir> sub = open_subdir(name);
+    if (sub) {
+      for (const auto& child : sub->list()) freed += sub->remove_tree(child.name);
+    }
+    if (unlinkat(fd_.get(), std::string(name).c_str(), AT_REMOVEDIR) != 0 && errno != ENOENT) {
+      throw io_error("cannot delete the directory", path_ / name);
+    }
+    return freed;
+  }
+  remove_file(name);
+  return freed;
+}
+
+uint64_t SafeDir::tree_size(std::string_view name) const {
+  auto node = entry(name);
+  if (!node) return 0;
+  if (node->type != NodeType::Directory) return node->size;
+  std::optional<SafeDir> sub = open_subdir(name);
+  uint64_t total = 0;
+  if (sub) {
+    for (const auto& child : sub->list()) total += sub->tree_size(child.name);
+  }
+  return total;
+}
+
+void SafeDir::sync() const {
+  if (fsync(fd_.get()) != 0 && errno != EINVAL) throw io_error("cannot flush", path_);
+}
+
+}  // namespace neuron_cache

@@ -1,0 +1,92 @@
+// Directories handled by file descriptor. The default cache root sits in world-writable
+// /var/tmp, so every name below an opened directory is resolved with O_NOFOLLOW: a symlink planted
+// inside the cache is never traversed to write, delete or list outside the root.
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace neuron_cache {
+
+class UniqueFd {
+ public:
+  UniqueFd() = default;
+  explicit UniqueFd(int fd) : fd_(fd) {}
+  ~UniqueFd();
+  UniqueFd(UniqueFd&& other) noexcept : fd_(other.release()) {}
+  UniqueFd& operator=(UniqueFd&& other) noexcept;
+  int get() const { return fd_; }
+  int release();
+  explicit operator bool() const { return fd_ >= 0; }
+
+ private:
+  int fd_ = -1;
+};
+
+enum class NodeType { Directory, File, Symlink, Other };
+
+struct DirEntry {
+  std::string name;
+  NodeType type;
+  uint64_t size = 0;  // bytes of a regular file (0 otherwise)
+  uid_t owner = 0;
+  double mtime = 0;  // seconds since the epoch
+};
+
+class SafeDir {
+ public:
+  // Opens an existing directory; the path itself may go through symlinks (the user chose it).
+  static SafeDir open(const std::filesystem::path& path);
+  // Opens the directory, creating it and its parents (mode 0755) when missing.
+  static SafeDir open_or_create(const std::filesystem::path& path);
+
+  // A sub-directory, or nothing when the name is missing, a symlink or not a directory.
+  std::optional<SafeDir> open_subdir(std::string_view name) const;
+  // Opens `name`, creating it with mode 0755 when missing; refuses a symlink or a file there.
+  SafeDir make_subdir(std::string_view name) const;
+  // make_subdir for each '/'-separated component of `relative`.
+  SafeDir make_path(std::string_view relative) const;
+
+  std::vector<DirEntry> list() const;
+  std::optional<DirEntry> entry(std::string_view name) const;
+
+  // Opens a regular file for reading; refuses symlinks.
+  UniqueFd open_read(std::string_view name) const;
+  // Creates a new file (mode 0644) that must not exist yet.
+  UniqueFd create_new(std::string_view name) const;
+  // Writes `content` to a new file, fsyncs it.
+  void write_new_file(std::string_view name, std::string_view content) const;
+  // The content of a small regular file; refuses symlinks.
+  std::string read_small_file(std::string_view name, size_t max_bytes = 64 << 20) const;
+
+  // Moves `name` into `target` as `new_name`; with no_replace it fails if that name exists.
+  // Returns false (without throwing) only when no_replace was set and the name existed.
+  bool move_to(std::string_view name, const SafeDir& target, std::string_view new_name,
+               bool no_replace) const;
+  void remove_file(std::string_view name) const;
+  // Deletes `name` and everything below it without following any symlink; a symlink is removed
+  // itself. Returns the bytes of the regular files deleted.
+  uint64_t remove_tree(std::string_view name) const;
+  // Bytes of the regular files below `name` (symlinks are not followed nor counted).
+  uint64_t tree_size(std::string_view name) const;
+
+  void sync() const;
+  int fd() const { return fd_.get(); }
+  const std::filesystem::path& path() const { return path_; }
+
+ private:
+  SafeDir(UniqueFd fd, std::filesystem::path path) : fd_(std::move(fd)), path_(std::move(path)) {}
+  UniqueFd fd_;
+  std::filesystem::path path_;
+};
+
+// Rejects names that could leave a directory: empty, ".", "..", or containing '/' or NUL.
+void check_plain_name(std::string_view name);
+
+}  // namespace neuron_cache
