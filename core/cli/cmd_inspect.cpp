@@ -21,6 +21,7 @@ struct Options {
   std::string target;
   std::optional<std::string> flags;
   bool json = false;
+  bool canonical = false;
 };
 
 void inspect_flags(const std::string& flags_text, bool json) {
@@ -52,7 +53,7 @@ std::string read_input(const std::string& target) {
   return std::string(std::istreambuf_iterator<char>(file), {});
 }
 
-void inspect_entry(const std::string& target, bool json) {
+void inspect_entry(const std::string& target, bool json, bool canonical) {
   registry::Json entry = pyjson::parse(read_input(target));
   if (entry.is_object() && !entry.contains("_entry_class")) {
     throw input_error(
@@ -61,6 +62,10 @@ void inspect_entry(const std::string& target, bool json) {
         "prefix of its exact bytes, which `neuron-cache status` verifies");
   }
   std::string text = registry::serialize(entry);
+  if (canonical) {
+    std::cout << text;  // exactly the registry file bytes: no trailing newline
+    return;
+  }
   std::string hash = registry::entry_hash(text);
   std::string digest = registry::arch_digest(entry);
   if (json) {
@@ -136,7 +141,7 @@ void inspect(Context& context, const Options& options) {
   if (fs::is_directory(options.target, error)) {
     inspect_module(context, options.target, options.json);
   } else {
-    inspect_entry(options.target, options.json);
+    inspect_entry(options.target, options.json, options.canonical);
   }
 }
 
@@ -154,6 +159,8 @@ void register_inspect(CLI::App& app, Context& context) {
       "--flags", [options](const std::string& v) { options->flags = v; },
       "A JSON list of compiler flags, e.g. '[\"--target=trn1\"]'");
   cmd->add_flag("--json", options->json, "Print JSON for scripts");
+  cmd->add_flag("--canonical", options->canonical,
+                "Print only the registry file text of an entry (no trailing newline)");
   cmd->callback([&context, options] { inspect(context, *options); });
 }
 

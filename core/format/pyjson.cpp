@@ -72,8 +72,8 @@ class Parser {
       if (text_[i] == '\n') {
         ++line;
         column = 1;
-      } else {
-        ++column;
+      } else if ((static_cast<unsigned char>(text_[i]) & 0xC0) != 0x80) {
+        ++column;  // in characters, as Python and editors count, not in UTF-8 bytes
       }
     }
     throw input_error("invalid JSON at line " + std::to_string(line) + ", column " +

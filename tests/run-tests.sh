@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# Installs the dependencies, builds neuron-cache with warnings as errors and runs every test.
+# SANITIZE=1 builds with AddressSanitizer and UBSan instead (in build-asan/).
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+bash "$root/.ci/install-deps"
+
+build="$root/build"
+options=(-DCMAKE_BUILD_TYPE=RelWithDebInfo -DNEURON_CACHE_WERROR=ON)
+if [[ "${SANITIZE:-0}" == 1 ]]; then
+  build="$root/build-asan"
+  options+=(-DNEURON_CACHE_SANITIZE=ON)
+fi
+cmake -S "$root" -B "$build" "${options[@]}" >/dev/null
+cmake --build "$build" -j "$(nproc)"
+cd "$build"
+ctest --output-on-failure -j "$(nproc)" --timeout 600

@@ -1,0 +1,233 @@
+// The neuron-cache tool as a user runs it: exit codes, wording, JSON fields, secrets.
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+
+#include "format/pyjson.h"
+#include "test_support.h"
+
+namespace neuron_cache {
+namespace {
+
+using testing::Kind;
+using testing::make_entry;
+using testing::TempDir;
+using testing::write_file;
+
+struct Run {
+  int code;
+  std::string output;
+};
+
+// Runs the tool with a clean environment plus `env` ("NAME=value ..."), so the machine's own
+// HF_TOKEN or cache settings never leak into a test.
+Run tool(const std::string& args, const std::string& env = "", const std::string& stdin_file = "") {
+  std::string command = "env -i PATH=/usr/bin:/bin HOME=/nonexistent-home " + env + " " +
+                        testing::tool_path() + " " + args;
+  if (!stdin_file.empty()) command += " < '" + stdin_file + "'";
+  Run run{};
+  run.code = testing::run_command(command, &run.output);
+  return run;
+}
+
+bool contains(const std::string& text, const std::string& part) {
+  return text.find(part) != std::string::npos;
+}
+
+class CliTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    make_entry(cache.path(), "MODULE_11+d7cde3b5", Kind::Success);
+    make_entry(cache.path(), "MODULE_12+d7cde3b5", Kind::Failed);
+    make_entry(cache.path(), "MODULE_13+d7cde3b5", Kind::Locked);
+    make_entry(cache.path(), "MODULE_14+d7cde3b5", Kind::Empty);
+    make_entry(cache.path(), "MODULE_15+d7cde3b5", Kind::Success, "neuronxcc-2.15.128.0+56dc5a86");
+  }
+  std::string dir() const { return "--cache-dir '" + cache.path().string() + "'"; }
+  TempDir cache;
+};
+
+TEST_F(CliTest, EveryCommandHasHelp) {
+  for (const char* command : {"", "status", "cleanup", "inspect", "config", "config show"}) {
+    Run run = tool(std::string(command) + " --help");
+    EXPECT_EQ(run.code, 0) << command << run.output;
+    EXPECT_TRUE(contains(run.output, "Usage")) << command << run.output;
+  }
+  EXPECT_TRUE(contains(tool("cleanup --help").output, "--old-versions"));
+  EXPECT_TRUE(contains(tool("inspect --help").output, "--flags"));
+}
+
+TEST_F(CliTest, UsageErrorsExitTwo) {
+  EXPECT_EQ(tool("status --no-such-option").code, 2);
+  EXPECT_EQ(tool("no-such-command").code, 2);
+  EXPECT_EQ(tool("").code, 2);
+}
+
+TEST_F(CliTest, StatusCountsEntriesLikeOptimumNeuron) {
+  Run run = tool("status " + dir() + " --compiler-version 2.21.33363.0");
+  ASSERT_EQ(run.code, 0) << run.output;
+  EXPECT_TRUE(contains(run.output, "Cache path: " + cache.path().string()));
+  EXPECT_TRUE(contains(run.output, "  - neuronxcc-2.21.33363.0+82129205 (current)"));
+  EXPECT_TRUE(contains(run.output, "  - neuronxcc-2.15.128.0+56dc5a86 (old)"));
+  EXPECT_TRUE(contains(run.output, "  Success:      2  (")) << run.output;
+  EXPECT_TRUE(contains(run.output, "  Failed:       1  ("));
+  EXPECT_TRUE(contains(run.output, "  Locked:       1  ("));
+  EXPECT_TRUE(contains(run.output, "  Empty:        1  ("));
+  EXPECT_TRUE(contains(run.output, "Old compiler version data:"));
+}
+
+TEST_F(CliTest, StatusJsonHasCountsAndSizes) {
+  Run run = tool("status --json " + dir() + " --compiler-version 2.21.33363.0");
+  ASSERT_EQ(run.code, 0) << run.output;
+  auto doc = pyjson::parse(run.output);
+  EXPECT_EQ(doc["entries_by_state"]["success"]["count"], 2);
+  EXPECT_EQ(doc["entries_by_state"]["failed"]["count"], 1);
+  EXPECT_EQ(doc["compiler_versions"].size(), 2u);
+  EXPECT_EQ(doc["entries"].size(), 5u);
+  EXPECT_GT(doc["total_size_bytes"].get<uint64_t>(), 0u);
+}
+
+TEST_F(CliTest, StatusOfAMissingCacheSaysSo) {
+  Run run = tool("status --cache-dir '" + (cache / "absent").string() + "'");
+  EXPECT_EQ(run.code, 0);
+  EXPECT_TRUE(contains(run.output, "does not exist yet"));
+}
+
+TEST_F(CliTest, StatusReadsTheCacheFromTheEnvironment) {
+  Run run = tool("status --json", "NEURON_COMPILE_CACHE_URL='" + cache.path().string() + "'");
+  ASSERT_EQ(run.code, 0) << run.output;
+  EXPECT_EQ(pyjson::parse(run.output)["cache_path"], cache.path().string());
+}
+
+TEST_F(CliTest, StatusRefusesAnS3Url) {
+  Run run = tool("status", "NEURON_COMPILE_CACHE_URL=s3://bucket/cache");
+  EXPECT_EQ(run.code, 2);
+  EXPECT_TRUE(contains(run.output, "S3 URL")) << run.output;
+}
+
+TEST_F(CliTest, StatusOnAFileIsAnOperationalError) {
+  write_file(cache / "plain-file", "x");
+  Run run = tool("status --cache-dir '" + (cache / "plain-file").string() + "'");
+  EXPECT_EQ(run.code, 1) << run.output;
+  EXPECT_TRUE(contains(run.output, "not a directory"));
+}
+
+TEST_F(CliTest, CleanupRemovesFailedEntriesAndStaleLocks) {
+  Run dry = tool("cleanup --dry-run " + dir());
+  ASSERT_EQ(dry.code, 0) << dry.output;
+  EXPECT_TRUE(
+      contains(dry.output, "[DRY RUN] Removed 1 failed entries. Removed 1 stale lock files."));
+  EXPECT_TRUE(std::filesystem::exists(cache / testing::kCompilerDir / "MODULE_12+d7cde3b5"));
+  Run run = tool("cleanup " + dir());
+  ASSERT_EQ(run.code, 0) << run.output;
+  EXPECT_TRUE(contains(run.output, "Removed 1 failed entries. Removed 1 stale lock files. Freed"));
+  EXPECT_FALSE(std::filesystem::exists(cache / testing::kCompilerDir / "MODULE_12+d7cde3b5"));
+  EXPECT_FALSE(std::filesystem::exists(cache / testing::kCompilerDir / "MODULE_13+d7cde3b5" /
+                                       "model.hlo_module.pb.lock"));
+  EXPECT_TRUE(std::filesystem::exists(cache / testing::kCompilerDir / "MODULE_14+d7cde3b5"));
+  EXPECT_TRUE(contains(tool("cleanup " + dir()).output, "Nothing to clean up. Freed 0 B."));
+}
+
+TEST_F(CliTest, CleanupOldVersionsNeedsTheCompilerVersion) {
+  Run run = tool("cleanup --old-versions " + dir());
+  EXPECT_EQ(run.code, 2);
+  EXPECT_TRUE(contains(run.output, "--compiler-version"));
+  run = tool("cleanup --old-versions --json " + dir() + " --compiler-version 2.21.33363.0");
+  ASSERT_EQ(run.code, 0) << run.output;
+  auto doc = pyjson::parse(run.output);
+  EXPECT_EQ(doc["old_versions_removed"][0], "neuronxcc-2.15.128.0+56dc5a86");
+  EXPECT_FALSE(std::filesystem::exists(cache / "neuronxcc-2.15.128.0+56dc5a86"));
+}
+
+TEST_F(CliTest, CleanupKeepsLocksWhileNeuronxCcRuns) {
+  TempDir bin;
+  write_file(bin / "neuronx-cc", "#!/bin/sh\nexec sleep 30\n");
+  chmod((bin / "neuronx-cc").c_str(), 0755);
+  std::string pid;
+  testing::run_command("'" + (bin / "neuronx-cc").string() + "' & echo $!", &pid);
+  Run run = tool("cleanup " + dir());
+  testing::run_command("kill " + pid);
+  ASSERT_EQ(run.code, 0) << run.output;
+  EXPECT_TRUE(
+      contains(run.output, "Skipped lock cleanup: neuronx-cc processes are currently running"))
+      << run.output;
+  EXPECT_TRUE(std::filesystem::exists(cache / testing::kCompilerDir / "MODULE_13+d7cde3b5" /
+                                      "model.hlo_module.pb.lock"));
+}
+
+TEST_F(CliTest, CleanupWipe) {
+  Run run = tool("cleanup --wipe " + dir());
+  ASSERT_EQ(run.code, 0) << run.output;
+  EXPECT_TRUE(contains(run.output, "Cache wiped. Freed"));
+  EXPECT_FALSE(std::filesystem::exists(cache.path()));
+}
+
+TEST_F(CliTest, InspectEntryFromFileAndStdinGivesTheVectorValues) {
+  auto vectors = pyjson::parse(
+      testing::read_file(std::string(NEURON_CACHE_VECTORS_DIR) + "/registry-entries.json"));
+  const auto& vector = vectors[0];
+  write_file(cache / "entry.json", vector["entry"].dump());
+  for (const std::string& args : {"inspect --json '" + (cache / "entry.json").string() + "'",
+                                  std::string("inspect --json -")}) {
+    Run run = tool(args, "", args.ends_with("-") ? (cache / "entry.json").string() : "");
+    ASSERT_EQ(run.code, 0) << run.output;
+    auto doc = pyjson::parse(run.output);
+    EXPECT_EQ(doc["serialized"], vector["serialized"]);
+    EXPECT_EQ(doc["entry_hash"], vector["entry_hash"]);
+    EXPECT_EQ(doc["arch_digest"], vector["arch_digest"]);
+  }
+  Run text = tool("inspect '" + (cache / "entry.json").string() + "'");
+  EXPECT_TRUE(contains(text.output, "entry hash: " + vector["entry_hash"].get<std::string>()));
+}
+
+TEST_F(CliTest, InspectRejectsBadEntriesWithAReason) {
+  write_file(cache / "broken.json", "{\"a\": 1,\n  \"b\": }");
+  Run run = tool("inspect '" + (cache / "broken.json").string() + "'");
+  EXPECT_EQ(run.code, 2);
+  EXPECT_TRUE(contains(run.output, "line 2")) << run.output;
+  write_file(cache / "legacy.json", "{\"model_type\": \"llama\", \"neuron\": {\"task\": \"x\"}}");
+  run = tool("inspect '" + (cache / "legacy.json").string() + "'");
+  EXPECT_EQ(run.code, 2);
+  EXPECT_TRUE(contains(run.output, "_entry_class")) << run.output;
+  EXPECT_EQ(tool("inspect").code, 2);
+}
+
+TEST_F(CliTest, InspectFlags) {
+  Run run = tool("inspect --json --flags '[\"--model-type=transformer\", \"--auto-cast=none\"]'");
+  ASSERT_EQ(run.code, 0) << run.output;
+  auto doc = pyjson::parse(run.output);
+  EXPECT_EQ(doc["flags_key"], "d7cde3b5");
+  EXPECT_EQ(doc["legacy_flags_key"], "2c2d707e");
+  EXPECT_EQ(doc["compile_flags_json"], "[\"--model-type=transformer\", \"--auto-cast=none\"]");
+  EXPECT_EQ(tool("inspect --flags '{\"not\": \"a list\"}'").code, 2);
+}
+
+TEST_F(CliTest, InspectModuleFolderExplainsItsState) {
+  Run run =
+      tool("inspect '" + (cache / testing::kCompilerDir / "MODULE_12+d7cde3b5").string() + "'");
+  ASSERT_EQ(run.code, 0) << run.output;
+  EXPECT_TRUE(contains(run.output, "state: FAILED"));
+  EXPECT_TRUE(contains(run.output, "model.log is present without model.neff"));
+  EXPECT_TRUE(contains(run.output, "compile_flags.json hashes to d7cde3b5 (matches"));
+  run = tool("inspect --json '" + (cache / testing::kCompilerDir / "MODULE_11+d7cde3b5").string() +
+             "'");
+  auto doc = pyjson::parse(run.output);
+  EXPECT_EQ(doc["state"], "success");
+  EXPECT_EQ(doc["graph_key"], "11");
+  EXPECT_EQ(doc["flags_key"], "d7cde3b5");
+}
+
+TEST_F(CliTest, ConfigShowGivesOriginsAndMasksTheToken) {
+  const std::string token = "hf_abcdefghijklmnopqrstuvwxyz1234";
+  Run run = tool("config show", "HF_TOKEN=" + token + " CUSTOM_CACHE_REPO=me/cache");
+  ASSERT_EQ(run.code, 0) << run.output;
+  EXPECT_TRUE(contains(run.output, "(HF_TOKEN) token = hf_****1234"));
+  EXPECT_TRUE(contains(run.output, "(CUSTOM_CACHE_REPO) cache_repo = me/cache"));
+  EXPECT_TRUE(contains(run.output, "(default) cache_dir = /var/tmp/neuron-compile-cache"));
+  EXPECT_FALSE(contains(run.output, token));
+  Run json = tool("config show --json", "HF_TOKEN=" + token);
+  EXPECT_FALSE(contains(json.output, token));
+  EXPECT_EQ(pyjson::parse(json.output)["token"]["value"], "hf_****1234");
+}
+
+}  // namespace
+}  // namespace neuron_cache

@@ -1,0 +1,179 @@
+#include "config/settings.h"
+
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+
+#include "error.h"
+#include "test_support.h"
+
+namespace neuron_cache {
+namespace {
+
+using testing::TempDir;
+using testing::write_file;
+
+Settings resolve(std::map<std::string, std::string> vars, SettingOverrides overrides = {}) {
+  vars.emplace("PATH", "/nonexistent");  // no neuronx-cc unless a test puts one there
+  return Settings::resolve(Environment(std::move(vars)), overrides);
+}
+
+TEST(SettingsCacheDir, DefaultIsVarTmp) {
+  Settings s = resolve({});
+  EXPECT_EQ(s.cache_dir.value, "/var/tmp/neuron-compile-cache");
+  EXPECT_EQ(s.cache_dir.origin, "default");
+  EXPECT_FALSE(s.cache_dir_is_s3);
+}
+
+TEST(SettingsCacheDir, CompileCacheUrlBeatsDefault) {
+  Settings s = resolve({{"NEURON_COMPILE_CACHE_URL", "/data/cache"}});
+  EXPECT_EQ(s.cache_dir.value, "/data/cache");
+  EXPECT_EQ(s.cache_dir.origin, "NEURON_COMPILE_CACHE_URL");
+}
+
+TEST(SettingsCacheDir, CcFlagsCacheDirBeatsCompileCacheUrl) {
+  Settings s =
+      resolve({{"NEURON_COMPILE_CACHE_URL", "/data/url"},
+               {"NEURON_CC_FLAGS", "--model-type=transformer --cache_dir=/data/flags -O1"}});
+  EXPECT_EQ(s.cache_dir.value, "/data/flags");
+  EXPECT_EQ(s.cache_dir.origin, "NEURON_CC_FLAGS --cache_dir");
+}
+
+TEST(SettingsCacheDir, ExplicitOptionBeatsEverything) {
+  SettingOverrides o;
+  o.cache_dir = "/explicit";
+  Settings s = resolve(
+      {{"NEURON_COMPILE_CACHE_URL", "/data/url"}, {"NEURON_CC_FLAGS", "--cache_dir=/data/flags"}},
+      o);
+  EXPECT_EQ(s.cache_dir.value, "/explicit");
+  EXPECT_EQ(s.cache_dir.origin, "--cache-dir");
+}
+
+TEST(SettingsCacheDir, S3UrlIsRecognisedAndRefusedAsLocalPath) {
+  Settings s = resolve({{"NEURON_COMPILE_CACHE_URL", "s3://bucket/prefix"}});
+  EXPECT_TRUE(s.cache_dir_is_s3);
+  try {
+    s.local_cache_root();
+    FAIL() << "an s3 URL must not be used as a local path";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::Input);
+    EXPECT_NE(std::string(e.what()).find("S3 URL"), std::string::npos);
+    EXPECT_NE(std::string(e.what()).find("--cache-dir"), std::string::npos);
+  }
+}
+
+TEST(SettingsCacheDir, NoCacheFlagIsReported) {
+  Settings s = resolve({{"NEURON_CC_FLAGS", "--no_cache"}});
+  EXPECT_TRUE(s.caching_disabled);
+  ASSERT_EQ(s.warnings.size(), 1u);
+}
+
+TEST(SettingsRepo, PrecedenceOptionEnvFileDefault) {
+  TempDir home;
+  write_file(home / "optimum_neuron_custom_cache", "  me/my-cache\n");
+  EXPECT_EQ(resolve({{"HF_HOME", home.path()}}).cache_repo.value, "me/my-cache");
+  EXPECT_EQ(resolve({{"HF_HOME", home.path()}}).cache_repo.origin,
+            (home / "optimum_neuron_custom_cache").string());
+  Settings env = resolve({{"HF_HOME", home.path()}, {"CUSTOM_CACHE_REPO", "org/env-cache"}});
+  EXPECT_EQ(env.cache_repo.value, "org/env-cache");
+  EXPECT_EQ(env.cache_repo.origin, "CUSTOM_CACHE_REPO");
+  SettingOverrides o;
+  o.cache_repo = "org/explicit";
+  EXPECT_EQ(resolve({{"CUSTOM_CACHE_REPO", "org/env-cache"}}, o).cache_repo.value, "org/explicit");
+  TempDir empty_home;
+  Settings fallback = resolve({{"HF_HOME", empty_home.path()}});
+  EXPECT_EQ(fallback.cache_repo.value, "aws-neuron/optimum-neuron-cache");
+  EXPECT_EQ(fallback.cache_repo.origin, "default");
+}
+
+TEST(SettingsRepo, StagingHasNoDefaultRepo) {
+  TempDir home;
+  Settings s = resolve({{"HF_HOME", home.path()}, {"HUGGINGFACE_CO_STAGING", "1"}});
+  EXPECT_EQ(s.cache_repo.value, "");
+}
+
+TEST(SettingsHome, XdgAndHomeFallbacks) {
+  EXPECT_EQ(resolve({{"XDG_CACHE_HOME", "/xdg"}}).hf_home.value, "/xdg/huggingface");
+  EXPECT_EQ(resolve({{"HOME", "/home/u"}}).hf_home.value, "/home/u/.cache/huggingface");
+  EXPECT_EQ(resolve({{"HF_HOME", "/hf"}, {"XDG_CACHE_HOME", "/xdg"}}).hf_home.value, "/hf");
+  EXPECT_EQ(resolve({{"HF_HOME", "/hf"}}).custom_cache_file.value,
+            "/hf/optimum_neuron_custom_cache");
+  EXPECT_EQ(resolve({{"HF_HOME", "/hf"}}).hf_hub_cache.value, "/hf/hub");
+  EXPECT_EQ(resolve({{"HF_HUB_CACHE", "/blobs"}}).hf_hub_cache.value, "/blobs");
+}
+
+TEST(SettingsToken, PrecedenceEnvLegacyEnvFile) {
+  TempDir home;
+  write_file(home / "token", "hf_storedtoken1234\n");
+  write_file(home / "other-token", "hf_pathtoken5678");
+  EXPECT_EQ(resolve({{"HF_HOME", home.path()}}).token.value, "hf_storedtoken1234");
+  Settings by_path =
+      resolve({{"HF_HOME", home.path()}, {"HF_TOKEN_PATH", (home / "other-token").string()}});
+  EXPECT_EQ(by_path.token.value, "hf_pathtoken5678");
+  Settings legacy =
+      resolve({{"HF_HOME", home.path()}, {"HUGGING_FACE_HUB_TOKEN", "hf_legacy0000"}});
+  EXPECT_EQ(legacy.token.value, "hf_legacy0000");
+  EXPECT_EQ(legacy.token.origin, "HUGGING_FACE_HUB_TOKEN");
+  Settings env = resolve({{"HF_HOME", home.path()},
+                          {"HF_TOKEN", " hf_envtoken9999 "},
+                          {"HUGGING_FACE_HUB_TOKEN", "hf_legacy0000"}});
+  EXPECT_EQ(env.token.value, "hf_envtoken9999");
+  EXPECT_EQ(env.token.origin, "HF_TOKEN");
+  TempDir empty;
+  EXPECT_EQ(resolve({{"HF_HOME", empty.path()}, {"HF_TOKEN", ""}}).token.value, "");
+}
+
+TEST(SettingsToken, MaskShowsAtMostTheLastFourCharacters) {
+  EXPECT_EQ(mask_token("hf_abcdefghijklmnopWXYZ"), "hf_****WXYZ");
+  EXPECT_EQ(mask_token("hf_short"), "hf_****");
+  EXPECT_EQ(mask_token(""), "");
+}
+
+TEST(SettingsHub, EndpointStripsTrailingSlashAndOfflineIsTruthy) {
+  EXPECT_EQ(resolve({}).endpoint.value, "https://huggingface.co");
+  EXPECT_EQ(resolve({{"HF_ENDPOINT", "http://127.0.0.1:8080//"}}).endpoint.value,
+            "http://127.0.0.1:8080");
+  for (const char* yes : {"1", "true", "YES", "on"}) {
+    EXPECT_TRUE(resolve({{"HF_HUB_OFFLINE", yes}}).offline) << yes;
+  }
+  for (const char* no : {"0", "false", "no", ""}) {
+    EXPECT_FALSE(resolve({{"HF_HUB_OFFLINE", no}}).offline) << no;
+  }
+}
+
+TEST(SettingsCompiler, UnknownWithoutNeuronxCcAndExplainsHowToGiveIt) {
+  Settings s = resolve({});
+  EXPECT_EQ(s.compiler_version.value, "");
+  try {
+    s.require_compiler_version();
+    FAIL() << "an unknown compiler version must be an error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("--compiler-version"), std::string::npos);
+  }
+}
+
+TEST(SettingsCompiler, ReadsNeuronxCcVersionFromPath) {
+  TempDir bin;
+  write_file(bin / "neuronx-cc",
+             "#!/bin/sh\n[ \"$1\" = --version ] || exit 3\n"
+             "echo 'NeuronX Compiler version 2.21.33363.0+82129205'\necho\n"
+             "echo 'Python version 3.10.12'\n");
+  chmod((bin / "neuronx-cc").c_str(), 0755);
+  Settings s = Settings::resolve(Environment({{"PATH", bin.path().string()}}), {});
+  EXPECT_EQ(s.compiler_version.value, "2.21.33363.0+82129205");
+  EXPECT_NE(s.compiler_version.origin.find("--version"), std::string::npos);
+  SettingOverrides o;
+  o.compiler_version = "2.15.128.0+56dc5a86";
+  EXPECT_EQ(
+      Settings::resolve(Environment({{"PATH", bin.path().string()}}), o).compiler_version.value,
+      "2.15.128.0+56dc5a86");
+}
+
+TEST(SettingsCompiler, ParsesVersionOutputs) {
+  EXPECT_EQ(parse_compiler_version_output("NeuronX Compiler version 2.21.33363.0+82129205\n"),
+            "2.21.33363.0+82129205");
+  EXPECT_EQ(parse_compiler_version_output("neuronx-cc version 2.15.128.0"), "2.15.128.0");
+  EXPECT_EQ(parse_compiler_version_output("garbage"), std::nullopt);
+}
+
+}  // namespace
+}  // namespace neuron_cache

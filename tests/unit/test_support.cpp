@@ -1,0 +1,102 @@
+#include "test_support.h"
+
+#include <sys/wait.h>
+
+#include <array>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+#include <stdexcept>
+
+namespace neuron_cache::testing {
+
+TempDir::TempDir() {
+  std::string pattern = (fs::temp_directory_path() / "neuron-cache-test-XXXXXX").string();
+  if (mkdtemp(pattern.data()) == nullptr) throw std::runtime_error("mkdtemp failed");
+  path_ = pattern;
+}
+
+TempDir::~TempDir() {
+  std::error_code error;
+  // Tests chmod folders read-only; give permissions back so everything can be removed.
+  for (auto it = fs::recursive_directory_iterator(path_, error);
+       !error && it != fs::recursive_directory_iterator(); it.increment(error)) {
+    if (it->is_directory(error) && !it->is_symlink(error)) {
+      fs::permissions(it->path(), fs::perms::owner_all, fs::perm_options::add, error);
+    }
+  }
+  fs::remove_all(path_, error);
+}
+
+void write_file(const fs::path& path, const std::string& content) {
+  fs::create_directories(path.parent_path());
+  std::ofstream out(path, std::ios::binary);
+  out << content;
+  if (!out) throw std::runtime_error("cannot write " + path.string());
+}
+
+std::string read_file(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw std::runtime_error("cannot read " + path.string());
+  std::stringstream content;
+  content << in.rdbuf();
+  return content.str();
+}
+
+fs::path make_entry(const fs::path& root, const std::string& module, Kind kind,
+                    const std::string& compiler_dir) {
+  fs::path dir = root / compiler_dir / module;
+  fs::create_directories(dir);
+  const std::string flags = "[\"--model-type=transformer\", \"--auto-cast=none\"]";
+  switch (kind) {
+    case Kind::Success:
+      write_file(dir / "model.hlo_module.pb", "hlo-bytes");
+      write_file(dir / "compile_flags.json", flags);
+      write_file(dir / "model.neff", "neff-bytes-" + module);
+      write_file(dir / "model.done", "");
+      break;
+    case Kind::Failed:
+      write_file(dir / "model.hlo_module.pb", "hlo-bytes");
+      write_file(dir / "compile_flags.json", flags);
+      write_file(dir / "model.log", "ERROR: compilation failed");
+      break;
+    case Kind::Locked:
+      write_file(dir / "model.hlo_module.pb", "hlo-bytes");
+      write_file(dir / "model.hlo_module.pb.lock", "");
+      break;
+    case Kind::Empty:
+      write_file(dir / "model.hlo_module.pb", "hlo-bytes");
+      break;
+    case Kind::LegacySuccess:
+      write_file(dir / "model.hlo.pb", "hlo-bytes");
+      write_file(dir / "compile_flags.txt", "--model-type=transformer --auto-cast=none");
+      write_file(dir / "model.neff", "legacy-neff");
+      write_file(dir / "model.done", "");
+      break;
+    case Kind::Traced:
+      write_file(dir / "model.neuron", "traced-model");
+      write_file(dir / "config.json", "{\"model_type\": \"bert\"}");
+      write_file(dir / "tokenizer" / "vocab.txt", "[PAD]\n");
+      break;
+  }
+  return dir;
+}
+
+int run_command(const std::string& command_line, std::string* output) {
+  FILE* pipe = popen((command_line + " 2>&1").c_str(), "r");
+  if (pipe == nullptr) throw std::runtime_error("popen failed: " + command_line);
+  std::array<char, 4096> buffer{};
+  std::string text;
+  size_t n = 0;
+  while ((n = fread(buffer.data(), 1, buffer.size(), pipe)) > 0) text.append(buffer.data(), n);
+  int status = pclose(pipe);
+  if (output != nullptr) *output = text;
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+std::string tool_path() {
+  return NEURON_CACHE_TOOL;
+}
+
+}  // namespace neuron_cache::testing

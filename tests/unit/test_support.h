@@ -1,0 +1,46 @@
+// Helpers shared by the tests: temporary folders and cache trees laid out as in the format spec.
+#pragma once
+
+#include <filesystem>
+#include <string>
+#include <vector>
+
+namespace neuron_cache::testing {
+
+namespace fs = std::filesystem;
+
+// A fresh folder under the system temp dir, deleted with everything below it at scope exit.
+class TempDir {
+ public:
+  TempDir();
+  ~TempDir();
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+  const fs::path& path() const { return path_; }
+  fs::path operator/(const std::string& relative) const { return path_ / relative; }
+
+ private:
+  fs::path path_;
+};
+
+void write_file(const fs::path& path, const std::string& content);
+std::string read_file(const fs::path& path);
+
+inline constexpr const char* kCompilerDir = "neuronxcc-2.21.33363.0+82129205";
+
+enum class Kind { Success, Failed, Locked, Empty, LegacySuccess, Traced };
+
+// Creates <root>/<compiler_dir>/<module> with the files optimum-neuron's tests use for each state
+// (success = hlo + compile_flags.json + neff + done, failed = hlo + flags + log, locked = hlo +
+// model.hlo_module.pb.lock, empty = hlo only, legacy = model.hlo.pb + compile_flags.txt + neff +
+// done, traced = an export folder with model.neuron and config.json). Returns the folder.
+fs::path make_entry(const fs::path& root, const std::string& module, Kind kind,
+                    const std::string& compiler_dir = kCompilerDir);
+
+// Runs a shell command line, returns its exit code and fills `output` with stdout+stderr.
+int run_command(const std::string& command_line, std::string* output = nullptr);
+
+// The neuron-cache binary built with the tests.
+std::string tool_path();
+
+}  // namespace neuron_cache::testing
