@@ -1,8 +1,10 @@
 // The neuron-cache tool as a user runs it: exit codes, wording, JSON fields, secrets.
 #include <gtest/gtest.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "format/pyjson.h"
+#include "process/process.h"
 #include "test_support.h"
 
 namespace neuron_cache {
@@ -13,18 +15,18 @@ using testing::make_entry;
 using testing::TempDir;
 using testing::write_file;
 
-struct Run {
+struct ToolRun {
   int code;
   std::string output;
 };
 
 // Runs the tool with a clean environment plus `env` ("NAME=value ..."), so the machine's own
 // HF_TOKEN or cache settings never leak into a test.
-Run tool(const std::string& args, const std::string& env = "", const std::string& stdin_file = "") {
+ToolRun tool(const std::string& args, const std::string& env = "", const std::string& stdin_file = "") {
   std::string command = "env -i PATH=/usr/bin:/bin HOME=/nonexistent-home " + env + " " +
                         testing::tool_path() + " " + args;
   if (!stdin_file.empty()) command += " < '" + stdin_file + "'";
-  Run run{};
+  ToolRun run{};
   run.code = testing::run_command(command, &run.output);
   return run;
 }
@@ -48,7 +50,7 @@ class CliTest : public ::testing::Test {
 
 TEST_F(CliTest, EveryCommandHasHelp) {
   for (const char* command : {"", "status", "cleanup", "inspect", "config", "config show"}) {
-    Run run = tool(std::string(command) + " --help");
+    ToolRun run = tool(std::string(command) + " --help");
     EXPECT_EQ(run.code, 0) << command << run.output;
     EXPECT_TRUE(contains(run.output, "Usage")) << command << run.output;
   }
@@ -63,7 +65,7 @@ TEST_F(CliTest, UsageErrorsExitTwo) {
 }
 
 TEST_F(CliTest, StatusCountsEntriesLikeOptimumNeuron) {
-  Run run = tool("status " + dir() + " --compiler-version 2.21.33363.0");
+  ToolRun run = tool("status " + dir() + " --compiler-version 2.21.33363.0");
   ASSERT_EQ(run.code, 0) << run.output;
   EXPECT_TRUE(contains(run.output, "Cache path: " + cache.path().string()));
   EXPECT_TRUE(contains(run.output, "  - neuronxcc-2.21.33363.0+82129205 (current)"));
@@ -76,7 +78,7 @@ TEST_F(CliTest, StatusCountsEntriesLikeOptimumNeuron) {
 }
 
 TEST_F(CliTest, StatusJsonHasCountsAndSizes) {
-  Run run = tool("status --json " + dir() + " --compiler-version 2.21.33363.0");
+  ToolRun run = tool("status --json " + dir() + " --compiler-version 2.21.33363.0");
   ASSERT_EQ(run.code, 0) << run.output;
   auto doc = pyjson::parse(run.output);
   EXPECT_EQ(doc["entries_by_state"]["success"]["count"], 2);
@@ -87,37 +89,37 @@ TEST_F(CliTest, StatusJsonHasCountsAndSizes) {
 }
 
 TEST_F(CliTest, StatusOfAMissingCacheSaysSo) {
-  Run run = tool("status --cache-dir '" + (cache / "absent").string() + "'");
+  ToolRun run = tool("status --cache-dir '" + (cache / "absent").string() + "'");
   EXPECT_EQ(run.code, 0);
   EXPECT_TRUE(contains(run.output, "does not exist yet"));
 }
 
 TEST_F(CliTest, StatusReadsTheCacheFromTheEnvironment) {
-  Run run = tool("status --json", "NEURON_COMPILE_CACHE_URL='" + cache.path().string() + "'");
+  ToolRun run = tool("status --json", "NEURON_COMPILE_CACHE_URL='" + cache.path().string() + "'");
   ASSERT_EQ(run.code, 0) << run.output;
   EXPECT_EQ(pyjson::parse(run.output)["cache_path"], cache.path().string());
 }
 
 TEST_F(CliTest, StatusRefusesAnS3Url) {
-  Run run = tool("status", "NEURON_COMPILE_CACHE_URL=s3://bucket/cache");
+  ToolRun run = tool("status", "NEURON_COMPILE_CACHE_URL=s3://bucket/cache");
   EXPECT_EQ(run.code, 2);
   EXPECT_TRUE(contains(run.output, "S3 URL")) << run.output;
 }
 
 TEST_F(CliTest, StatusOnAFileIsAnOperationalError) {
   write_file(cache / "plain-file", "x");
-  Run run = tool("status --cache-dir '" + (cache / "plain-file").string() + "'");
+  ToolRun run = tool("status --cache-dir '" + (cache / "plain-file").string() + "'");
   EXPECT_EQ(run.code, 1) << run.output;
   EXPECT_TRUE(contains(run.output, "not a directory"));
 }
 
 TEST_F(CliTest, CleanupRemovesFailedEntriesAndStaleLocks) {
-  Run dry = tool("cleanup --dry-run " + dir());
+  ToolRun dry = tool("cleanup --dry-run " + dir());
   ASSERT_EQ(dry.code, 0) << dry.output;
   EXPECT_TRUE(
       contains(dry.output, "[DRY RUN] Removed 1 failed entries. Removed 1 stale lock files."));
   EXPECT_TRUE(std::filesystem::exists(cache / testing::kCompilerDir / "MODULE_12+d7cde3b5"));
-  Run run = tool("cleanup " + dir());
+  ToolRun run = tool("cleanup " + dir());
   ASSERT_EQ(run.code, 0) << run.output;
   EXPECT_TRUE(contains(run.output, "Removed 1 failed entries. Removed 1 stale lock files. Freed"));
   EXPECT_FALSE(std::filesystem::exists(cache / testing::kCompilerDir / "MODULE_12+d7cde3b5"));
@@ -128,7 +130,7 @@ TEST_F(CliTest, CleanupRemovesFailedEntriesAndStaleLocks) {
 }
 
 TEST_F(CliTest, CleanupOldVersionsNeedsTheCompilerVersion) {
-  Run run = tool("cleanup --old-versions " + dir());
+  ToolRun run = tool("cleanup --old-versions " + dir());
   EXPECT_EQ(run.code, 2);
   EXPECT_TRUE(contains(run.output, "--compiler-version"));
   run = tool("cleanup --old-versions --json " + dir() + " --compiler-version 2.21.33363.0");
@@ -140,11 +142,13 @@ TEST_F(CliTest, CleanupOldVersionsNeedsTheCompilerVersion) {
 
 TEST_F(CliTest, CleanupKeepsLocksWhileNeuronxCcRuns) {
   TempDir bin;
-  write_file(bin / "neuronx-cc", "#!/bin/sh\nexec sleep 30\n");
+  // The script must stay the running program (no exec) so its command name is neuronx-cc.
+  write_file(bin / "neuronx-cc", "#!/bin/sh\ni=0\nwhile [ $i -lt 100 ]; do sleep 0.2; i=$((i+1)); done\n");
   chmod((bin / "neuronx-cc").c_str(), 0755);
   std::string pid;
-  testing::run_command("'" + (bin / "neuronx-cc").string() + "' & echo $!", &pid);
-  Run run = tool("cleanup " + dir());
+  testing::run_command("'" + (bin / "neuronx-cc").string() + "' >/dev/null 2>&1 & echo $!", &pid);
+  for (int i = 0; i < 100 && !is_process_running("neuronx-cc"); ++i) usleep(20000);
+  ToolRun run = tool("cleanup " + dir());
   testing::run_command("kill " + pid);
   ASSERT_EQ(run.code, 0) << run.output;
   EXPECT_TRUE(
@@ -155,7 +159,7 @@ TEST_F(CliTest, CleanupKeepsLocksWhileNeuronxCcRuns) {
 }
 
 TEST_F(CliTest, CleanupWipe) {
-  Run run = tool("cleanup --wipe " + dir());
+  ToolRun run = tool("cleanup --wipe " + dir());
   ASSERT_EQ(run.code, 0) << run.output;
   EXPECT_TRUE(contains(run.output, "Cache wiped. Freed"));
   EXPECT_FALSE(std::filesystem::exists(cache.path()));
@@ -168,20 +172,20 @@ TEST_F(CliTest, InspectEntryFromFileAndStdinGivesTheVectorValues) {
   write_file(cache / "entry.json", vector["entry"].dump());
   for (const std::string& args : {"inspect --json '" + (cache / "entry.json").string() + "'",
                                   std::string("inspect --json -")}) {
-    Run run = tool(args, "", args.ends_with("-") ? (cache / "entry.json").string() : "");
+    ToolRun run = tool(args, "", args.ends_with("-") ? (cache / "entry.json").string() : "");
     ASSERT_EQ(run.code, 0) << run.output;
     auto doc = pyjson::parse(run.output);
     EXPECT_EQ(doc["serialized"], vector["serialized"]);
     EXPECT_EQ(doc["entry_hash"], vector["entry_hash"]);
     EXPECT_EQ(doc["arch_digest"], vector["arch_digest"]);
   }
-  Run text = tool("inspect '" + (cache / "entry.json").string() + "'");
+  ToolRun text = tool("inspect '" + (cache / "entry.json").string() + "'");
   EXPECT_TRUE(contains(text.output, "entry hash: " + vector["entry_hash"].get<std::string>()));
 }
 
 TEST_F(CliTest, InspectRejectsBadEntriesWithAReason) {
   write_file(cache / "broken.json", "{\"a\": 1,\n  \"b\": }");
-  Run run = tool("inspect '" + (cache / "broken.json").string() + "'");
+  ToolRun run = tool("inspect '" + (cache / "broken.json").string() + "'");
   EXPECT_EQ(run.code, 2);
   EXPECT_TRUE(contains(run.output, "line 2")) << run.output;
   write_file(cache / "legacy.json", "{\"model_type\": \"llama\", \"neuron\": {\"task\": \"x\"}}");
@@ -192,7 +196,7 @@ TEST_F(CliTest, InspectRejectsBadEntriesWithAReason) {
 }
 
 TEST_F(CliTest, InspectFlags) {
-  Run run = tool("inspect --json --flags '[\"--model-type=transformer\", \"--auto-cast=none\"]'");
+  ToolRun run = tool("inspect --json --flags '[\"--model-type=transformer\", \"--auto-cast=none\"]'");
   ASSERT_EQ(run.code, 0) << run.output;
   auto doc = pyjson::parse(run.output);
   EXPECT_EQ(doc["flags_key"], "d7cde3b5");
@@ -202,7 +206,7 @@ TEST_F(CliTest, InspectFlags) {
 }
 
 TEST_F(CliTest, InspectModuleFolderExplainsItsState) {
-  Run run =
+  ToolRun run =
       tool("inspect '" + (cache / testing::kCompilerDir / "MODULE_12+d7cde3b5").string() + "'");
   ASSERT_EQ(run.code, 0) << run.output;
   EXPECT_TRUE(contains(run.output, "state: FAILED"));
@@ -218,13 +222,13 @@ TEST_F(CliTest, InspectModuleFolderExplainsItsState) {
 
 TEST_F(CliTest, ConfigShowGivesOriginsAndMasksTheToken) {
   const std::string token = "hf_abcdefghijklmnopqrstuvwxyz1234";
-  Run run = tool("config show", "HF_TOKEN=" + token + " CUSTOM_CACHE_REPO=me/cache");
+  ToolRun run = tool("config show", "HF_TOKEN=" + token + " CUSTOM_CACHE_REPO=me/cache");
   ASSERT_EQ(run.code, 0) << run.output;
   EXPECT_TRUE(contains(run.output, "(HF_TOKEN) token = hf_****1234"));
   EXPECT_TRUE(contains(run.output, "(CUSTOM_CACHE_REPO) cache_repo = me/cache"));
   EXPECT_TRUE(contains(run.output, "(default) cache_dir = /var/tmp/neuron-compile-cache"));
   EXPECT_FALSE(contains(run.output, token));
-  Run json = tool("config show --json", "HF_TOKEN=" + token);
+  ToolRun json = tool("config show --json", "HF_TOKEN=" + token);
   EXPECT_FALSE(contains(json.output, token));
   EXPECT_EQ(pyjson::parse(json.output)["token"]["value"], "hf_****1234");
 }
