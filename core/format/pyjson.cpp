@@ -1,5 +1,8 @@
 #include "format/pyjson.h"
 
+#include <locale.h>
+#include <stdlib.h>
+
 #include <charconv>
 #include <cmath>
 #include <cstdlib>
@@ -50,6 +53,13 @@ size_t decode_utf8(std::string_view text, size_t pos, uint32_t& cp) {
   static constexpr uint32_t kMin[] = {0, 0, 0x80, 0x800, 0x10000};
   if (cp < kMin[len] || cp > 0x10FFFF) return 0;
   return len;
+}
+
+// strtod in the "C" locale whatever the process locale is: it rounds correctly and, like Python,
+// overflows to infinity and underflows to zero.
+double parse_c_double(const std::string& token) {
+  static const locale_t c_locale = newlocale(LC_ALL_MASK, "C", locale_t{});
+  return strtod_l(token.c_str(), nullptr, c_locale);
 }
 
 class Parser {
@@ -273,7 +283,7 @@ class Parser {
       }
     }
     std::string token(text_.substr(start, pos_ - start));
-    if (is_float) return std::strtod(token.c_str(), nullptr);
+    if (is_float) return parse_c_double(token);
     return parse_integer(token);
   }
 

@@ -1,6 +1,5 @@
 #include "format/registry.h"
 
-#include <regex>
 
 #include "error.h"
 #include "format/digest.h"
@@ -19,9 +18,14 @@ bool is_hex(std::string_view s, size_t length) {
   return true;
 }
 
+bool is_digit(char c) { return c >= '0' && c <= '9'; }
+
+// "0.4.6.dev4", "0.0.18": digits, a dot, digits, then anything.
 bool looks_like_version(std::string_view s) {
-  static const std::regex kVersion(R"(\d+(\.\d+)+.*)");
-  return std::regex_match(s.begin(), s.end(), kVersion);
+  size_t i = 0;
+  while (i < s.size() && is_digit(s[i])) ++i;
+  if (i == 0 || i + 1 >= s.size() || s[i] != '.') return false;
+  return is_digit(s[i + 1]);
 }
 
 std::vector<std::string> split_path(std::string_view path) {
