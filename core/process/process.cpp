@@ -17,15 +17,14 @@
 namespace neuron_cache {
 namespace {
 
-void exec_child(const std::vector<std::string>& argv, int out_fd) {
+// Runs in the forked child: only async-signal-safe calls (no allocation), since the parent may
+// have other threads holding the malloc lock. `args` is built before fork().
+[[noreturn]] void exec_child(char* const* args, int out_fd) {
   dup2(out_fd, STDOUT_FILENO);
   dup2(out_fd, STDERR_FILENO);
-  int null_fd = open("/dev/null", O_RDONLY);
+  int null_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
   if (null_fd >= 0) dup2(null_fd, STDIN_FILENO);
-  std::vector<char*> args;
-  for (const auto& arg : argv) args.push_back(const_cast<char*>(arg.c_str()));
-  args.push_back(nullptr);
-  execvp(args[0], args.data());
+  execvp(args[0], args);
   _exit(127);
 }
 
@@ -40,13 +39,23 @@ int wait_exit_code(pid_t pid) {
 
 ProcessResult run_and_capture(const std::vector<std::string>& argv,
                               std::chrono::milliseconds timeout) {
+  if (argv.empty()) throw operational_error("cannot start a helper process: no program given");
+  std::vector<char*> args;
+  for (const auto& arg : argv) args.push_back(const_cast<char*>(arg.c_str()));
+  args.push_back(nullptr);
   int fds[2];
-  if (argv.empty() || pipe2(fds, O_CLOEXEC) != 0) {
+  if (pipe2(fds, O_CLOEXEC) != 0) {
     throw operational_error("cannot start a helper process: " + std::string(strerror(errno)));
   }
   pid_t pid = fork();
-  if (pid == 0) exec_child(argv, fds[1]);
+  if (pid == 0) exec_child(args.data(), fds[1]);
   close(fds[1]);
+  if (pid < 0) {
+    // Without this, waitpid(-1) below would reap (and wait for) any child of the process.
+    int error = errno;
+    close(fds[0]);
+    throw operational_error("cannot start " + argv[0] + ": " + strerror(error));
+  }
   ProcessResult result;
   auto deadline = std::chrono::steady_clock::now() + timeout;
   char buffer[4096];
@@ -54,7 +63,9 @@ ProcessResult run_and_capture(const std::vector<std::string>& argv,
     auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
         deadline - std::chrono::steady_clock::now());
     pollfd poll_fd{fds[0], POLLIN, 0};
-    if (left.count() <= 0 || poll(&poll_fd, 1, static_cast<int>(left.count())) == 0) {
+    int ready = left.count() <= 0 ? 0 : poll(&poll_fd, 1, static_cast<int>(left.count()));
+    if (ready < 0 && errno == EINTR) continue;  // a signal: poll again, never block in read()
+    if (ready == 0) {
       result.timed_out = true;
       kill(pid, SIGKILL);
       break;

@@ -61,8 +61,11 @@ bool LocalCache::exists() const {
 bool LocalCache::link_is_trusted(const SafeDir& dir, const std::string& name) const {
   auto target = real_path(dir.path() / name);
   if (!target) return false;
-  return std::any_of(trusted_.begin(), trusted_.end(),
-                     [&](const fs::path& base) { return is_inside(*target, base); });
+  auto inside = [&](const fs::path& base) { return is_inside(*target, base); };
+  if (std::any_of(trusted_.begin(), trusted_.end(), inside)) return true;
+  // The root may not have existed when this LocalCache was made (a command that creates it).
+  auto root = real_path(root_);
+  return root && inside(*root);
 }
 
 namespace {
@@ -76,9 +79,10 @@ std::string read_entry_file(const LocalCache& cache, const SafeDir& dir, const D
                             " is a symlink to a place outside the cache: not read");
   }
   auto target = real_path(dir.path() / file.name);
-  int fd = target ? ::open(target->c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC) : -1;
+  int fd = target ? ::open(target->c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC) : -1;
   if (fd < 0) throw operational_error("cannot open " + (dir.path() / file.name).string());
   UniqueFd guard(fd);
+  require_regular_file(fd, dir.path() / file.name);
   return read_fd(fd, max_bytes, dir.path() / file.name);
 }
 
@@ -127,7 +131,12 @@ ModuleEntry LocalCache::inspect_module(const SafeDir& compiler_dir, const std::s
   if (!entry.flags_file.empty()) {
     auto file = std::find_if(files.begin(), files.end(),
                              [&](const DirEntry& f) { return f.name == entry.flags_file; });
-    entry.flags_file_key = flags_key(read_entry_file(*this, *dir, *file, kMaxFlagsFileBytes));
+    try {
+      entry.flags_file_key = flags_key(read_entry_file(*this, *dir, *file, kMaxFlagsFileBytes));
+    } catch (const Error&) {
+      // An unreadable flags file (a FIFO, too large, no permission) leaves the key unknown; the
+      // entry is still classified so that status and cleanup keep working.
+    }
   }
   return entry;
 }
@@ -201,7 +210,13 @@ CacheTree LocalCache::scan(const std::string& installed_compiler, bool with_regi
         tree.skipped.push_back(item.name + "/" + child.name + " (not a directory: not followed)");
         continue;
       }
-      compiler.modules.push_back(inspect_module(*dir, child.name));
+      try {
+        compiler.modules.push_back(inspect_module(*dir, child.name));
+      } catch (const Error& error) {
+        // Another user's private folder (EACCES) or one swapped for a symlink since the listing.
+        tree.skipped.push_back(item.name + "/" + child.name + " (" + error.what() + ")");
+        continue;
+      }
       compiler.size_bytes += compiler.modules.back().size_bytes;
     }
     std::sort(compiler.modules.begin(), compiler.modules.end(),

@@ -1,6 +1,10 @@
 #include "store/cleanup.h"
 
+#include <fcntl.h>
+#include <sys/file.h>
+
 #include <cstdio>
+#include <utility>
 
 #include "error.h"
 #include "store/entry_install.h"
@@ -9,6 +13,16 @@ namespace neuron_cache {
 namespace {
 
 using layout::EntryState;
+
+// Whether a live process holds an flock on the lock file (as EntryLock and, through Python's
+// filelock, libneuronxla do). Deleting such a file would let a second writer into the entry.
+bool lock_is_held(const SafeDir& dir, const std::string& name) {
+  int fd = openat(dir.fd(), name.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) return false;
+  UniqueFd guard(fd);
+  if (flock(fd, LOCK_EX | LOCK_NB) == 0) return false;  // released when `guard` closes
+  return errno == EWOULDBLOCK;
+}
 
 void clean_module(const SafeDir& compiler, const ModuleEntry& module,
                   const CleanupOptions& options, CleanupResult& result) {
@@ -24,6 +38,7 @@ void clean_module(const SafeDir& compiler, const ModuleEntry& module,
     std::optional<SafeDir> dir = compiler.open_subdir(module.name);
     if (!dir) return;
     for (const auto& lock : module.files.lock_files) {
+      if (lock_is_held(*dir, lock)) continue;
       result.bytes_freed += dir->entry(lock).value_or(DirEntry{lock, NodeType::Other}).size;
       if (!options.dry_run) dir->remove_file(lock);
       result.removed.push_back(rel + "/" + lock);
@@ -34,11 +49,22 @@ void clean_module(const SafeDir& compiler, const ModuleEntry& module,
   }
 }
 
+// The root as a parent folder and a plain name: "cache/", "cache/." and "./cache" all name the
+// folder "cache" (a trailing slash has an empty filename()).
+std::pair<std::filesystem::path, std::string> split_root(const std::filesystem::path& root) {
+  std::filesystem::path target = std::filesystem::absolute(root).lexically_normal();
+  if (!target.has_filename()) target = target.parent_path();
+  if (target == target.root_path()) {
+    throw input_error("refusing to wipe " + target.string() + ": it is not a cache folder");
+  }
+  return {target.parent_path(), target.filename().string()};
+}
+
 CleanupResult wipe(const LocalCache& cache, bool dry_run) {
   CleanupResult result;
   result.wiped = true;
-  auto parent = SafeDir::open(cache.root().parent_path().empty() ? "." : cache.root().parent_path());
-  std::string name = cache.root().filename().string();
+  auto [parent_path, name] = split_root(cache.root());
+  auto parent = SafeDir::open(parent_path);
   auto node = parent.entry(name);
   if (node && node->type == NodeType::Symlink) {
     throw input_error("the cache root " + cache.root().string() +

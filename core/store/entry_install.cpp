@@ -58,22 +58,26 @@ EntryLock EntryLock::acquire(const SafeDir& entry_dir, std::chrono::milliseconds
                               ": " + std::strerror(errno));
     }
     UniqueFd lock_fd(fd);
+    bool expired = std::chrono::steady_clock::now() >= deadline;
     if (flock(fd, LOCK_EX | LOCK_NB) == 0) {
       // The previous holder may have deleted the file after we opened it: lock the live one.
       if (same_file(fd, entry_dir.fd(), name.c_str())) {
         return EntryLock(UniqueFd(dup(entry_dir.fd())), std::move(lock_fd));
       }
-      continue;
-    }
-    if (errno != EWOULDBLOCK && errno != EINTR) {
+      if (!expired) continue;
+    } else if (errno != EWOULDBLOCK && errno != EINTR) {
       throw operational_error("cannot lock " + (entry_dir.path() / name).string() + ": " +
                               std::strerror(errno));
     }
-    if (std::chrono::steady_clock::now() >= deadline) {
+    if (expired) {
+      // A lock file left by a dead process never blocks (its flock died with it), so a live
+      // process holds this one: deleting the file would only let two writers in.
+      const std::string lock_path = (entry_dir.path() / name).string();
       throw operational_error(
           entry_dir.path().string() + " is locked by another process (" + name +
-          "): a compilation or download of this entry is running; wait for it, or if no such "
-          "process exists run `neuron-cache cleanup` to remove the stale lock");
+          "): a compilation or download of this entry is running; wait for it to finish, or "
+          "stop that process (`fuser -v " +
+          lock_path + "` shows it)");
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
@@ -107,11 +111,23 @@ EntryInstall::EntryInstall(const fs::path& cache_root, std::string compiler_dir,
   SafeDir root = SafeDir::open_or_create(root_);
   check_root_is_safe(root_);
   staging_area_.emplace(root.make_path(layout::kStagingDir));
-  staging_name_ = module_name_ + "." + std::to_string(getpid()) + "." + random_suffix();
-  staging_.emplace(staging_area_->make_subdir(staging_name_));
-  // Held while this writer lives, so cleanup can tell abandoned staging folders from live ones.
-  staging_lock_ = UniqueFd(dup(staging_->fd()));
-  flock(staging_lock_.get(), LOCK_EX | LOCK_NB);
+  for (int attempt = 0; !staging_; ++attempt) {
+    std::string name = module_name_ + "." + std::to_string(getpid()) + "." + random_suffix();
+    SafeDir dir = staging_area_->make_subdir(name);
+    // Held while this writer lives, so cleanup can tell abandoned staging folders from live ones.
+    UniqueFd lock(dup(dir.fd()));
+    // A cleanup may have taken the new, still unlocked folder for an abandoned one and deleted
+    // it between mkdir and flock: only a locked folder that is still in place is ours.
+    if (lock && flock(lock.get(), LOCK_EX | LOCK_NB) == 0 &&
+        same_file(lock.get(), staging_area_->fd(), name.c_str())) {
+      staging_name_ = name;
+      staging_lock_ = std::move(lock);
+      staging_.emplace(std::move(dir));
+    } else if (attempt >= 3) {
+      throw operational_error("cannot create a staging folder in " +
+                              staging_area_->path().string() + ": it keeps disappearing");
+    }
+  }
 }
 
 EntryInstall::~EntryInstall() {
@@ -175,7 +191,11 @@ InstallOutcome EntryInstall::commit(std::chrono::milliseconds lock_timeout) {
       has_done = true;
       continue;
     }
-    if (item.type == NodeType::Directory) entry.remove_tree(item.name);
+    // rename() replaces a file atomically but cannot replace a folder, nor a file by a folder.
+    auto existing = entry.entry(item.name);
+    if (existing && (item.type == NodeType::Directory || existing->type == NodeType::Directory)) {
+      entry.remove_tree(item.name);
+    }
     has_neff = has_neff || item.name == layout::kNeff;
     staging_->move_to(item.name, entry, item.name, false);
     step("moved " + item.name);

@@ -55,6 +55,19 @@ void write_all(int fd, std::string_view content, const std::filesystem::path& pa
 
 }  // namespace
 
+void require_regular_file(int fd, const std::filesystem::path& path) {
+  struct stat info {};
+  if (fstat(fd, &info) != 0) throw io_error("cannot stat", path);
+  if (!S_ISREG(info.st_mode)) {
+    throw operational_error(path.string() +
+                            " is not a regular file (a FIFO, socket or device): not read");
+  }
+  int flags = fcntl(fd, F_GETFL);
+  if (flags < 0 || fcntl(fd, F_SETFL, flags & ~O_NONBLOCK) != 0) {
+    throw io_error("cannot read", path);
+  }
+}
+
 UniqueFd::~UniqueFd() {
   if (fd_ >= 0) close(fd_);
 }
@@ -88,12 +101,16 @@ SafeDir SafeDir::open(const std::filesystem::path& path) {
 }
 
 SafeDir SafeDir::open_or_create(const std::filesystem::path& path) {
-  std::error_code error;
-  if (!std::filesystem::is_directory(path, error)) {
-    std::filesystem::create_directories(path, error);
-    if (error) {
-      throw operational_error("cannot create the directory " + path.string() + ": " +
-                              error.message() + ": choose another --cache-dir");
+  // Component by component with an explicit mode: create_directories uses 0777 & ~umask, which
+  // under umask 0 gives a world-writable root that check_root_is_safe then refuses.
+  std::filesystem::path current;
+  for (const auto& part : path) {
+    current /= part;
+    struct stat info {};
+    if (stat(current.c_str(), &info) == 0 && S_ISDIR(info.st_mode)) continue;
+    if (mkdir(current.c_str(), kDirMode) != 0 && errno != EEXIST) {
+      throw operational_error("cannot create the directory " + current.string() + ": " +
+                              describe_errno() + ": choose another --cache-dir");
     }
   }
   return open(path);
@@ -173,7 +190,9 @@ std::optional<DirEntry> SafeDir::entry(std::string_view name) const {
 
 UniqueFd SafeDir::open_read(std::string_view name) const {
   check_plain_name(name);
-  int fd = openat(fd_.get(), std::string(name).c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+  // O_NONBLOCK: opening a FIFO planted under a cache file name would otherwise block forever.
+  int fd = openat(fd_.get(), std::string(name).c_str(),
+                  O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
   if (fd < 0) {
     if (errno == ELOOP) {
       throw operational_error((path_ / name).string() +
@@ -181,7 +200,9 @@ UniqueFd SafeDir::open_read(std::string_view name) const {
     }
     throw io_error("cannot open", path_ / name);
   }
-  return UniqueFd(fd);
+  UniqueFd guard(fd);
+  require_regular_file(fd, path_ / name);
+  return guard;
 }
 
 UniqueFd SafeDir::create_new(std::string_view name) const {

@@ -86,6 +86,10 @@ class SafeDir {
   std::filesystem::path path_;
 };
 
+// Throws unless `fd` (opened with O_NONBLOCK so that a FIFO cannot block the open) is a regular
+// file; then clears O_NONBLOCK.
+void require_regular_file(int fd, const std::filesystem::path& path);
+
 // Rejects names that could leave a directory: empty, ".", "..", or containing '/' or NUL.
 void check_plain_name(std::string_view name);
 

@@ -83,6 +83,22 @@ fs::path make_entry(const fs::path& root, const std::string& module, Kind kind,
   return dir;
 }
 
+std::map<std::string, std::string> snapshot_tree(const fs::path& root) {
+  std::map<std::string, std::string> nodes;
+  for (auto it = fs::recursive_directory_iterator(root); it != fs::recursive_directory_iterator();
+       ++it) {
+    std::string rel = fs::relative(it->path(), root).string();
+    if (it->is_symlink()) {
+      nodes[rel] = "link:" + fs::read_symlink(it->path()).string();
+    } else if (it->is_directory()) {
+      nodes[rel] = "dir";
+    } else {
+      nodes[rel] = "file:" + read_file(it->path());
+    }
+  }
+  return nodes;
+}
+
 int run_command(const std::string& command_line, std::string* output) {
   FILE* pipe = popen((command_line + " 2>&1").c_str(), "r");
   if (pipe == nullptr) throw std::runtime_error("popen failed: " + command_line);

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <filesystem>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -36,6 +37,10 @@ enum class Kind { Success, Failed, Locked, Empty, LegacySuccess, Traced };
 // done, traced = an export folder with model.neuron and config.json). Returns the folder.
 fs::path make_entry(const fs::path& root, const std::string& module, Kind kind,
                     const std::string& compiler_dir = kCompilerDir);
+
+// Every node below `root` without following symlinks: relative path -> "file:<content>",
+// "dir" or "link:<target>". Comparing two snapshots proves a folder was left untouched.
+std::map<std::string, std::string> snapshot_tree(const fs::path& root);
 
 // Runs a shell command line, returns its exit code and fills `output` with stdout+stderr.
 int run_command(const std::string& command_line, std::string* output = nullptr);
