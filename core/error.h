@@ -20,7 +20,9 @@ class Error : public std::runtime_error {
   ErrorKind kind_;
 };
 
-inline Error input_error(const std::string& message) { return {ErrorKind::Input, message}; }
+inline Error input_error(const std::string& message) {
+  return {ErrorKind::Input, message};
+}
 inline Error operational_error(const std::string& message) {
   return {ErrorKind::Operational, message};
 }

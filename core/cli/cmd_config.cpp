@@ -44,7 +44,8 @@ void show(const Settings& settings, bool json) {
     std::cout << "(" << row.setting.origin << ") " << row.key << " = " << value << "\n";
   }
   if (settings.cache_dir_is_s3) {
-    std::cout << "note: cache_dir is an S3 URL, not a local path; local commands need --cache-dir\n";
+    std::cout
+        << "note: cache_dir is an S3 URL, not a local path; local commands need --cache-dir\n";
   }
   for (const auto& warning : settings.warnings) warn(warning);
 }

@@ -1,8 +1,8 @@
 // `neuron-cache inspect`: understand a key or a miss. A registry entry gives its canonical text,
 // entry hash and arch digest; --flags gives the flags key; a MODULE_ folder gives its state.
 #include <filesystem>
-#include <iostream>
 #include <fstream>
+#include <iostream>
 #include <iterator>
 
 #include "cli/context.h"
@@ -37,8 +37,8 @@ void inspect_flags(const std::string& flags_text, bool json) {
   }
   std::cout << "compile_flags.json: " << text << "\nflags key: " << flags_key(text)
             << "  (folder MODULE_<graph key>+" << flags_key(text) << ")\n"
-            << "legacy compile_flags.txt: " << legacy
-            << "\nlegacy flags key: " << flags_key(legacy) << "\n";
+            << "legacy compile_flags.txt: " << legacy << "\nlegacy flags key: " << flags_key(legacy)
+            << "\n";
 }
 
 std::string read_input(const std::string& target) {
@@ -115,7 +115,8 @@ void inspect_module(Context& context, const fs::path& dir, bool json) {
   fs::path path = fs::absolute(dir).lexically_normal();
   if (!path.has_filename()) path = path.parent_path();
   if (!path.filename().string().starts_with(layout::kModulePrefix)) {
-    throw input_error(path.string() + " is not a MODULE_ folder: give a MODULE_<key> folder, or "
+    throw input_error(path.string() +
+                      " is not a MODULE_ folder: give a MODULE_<key> folder, or "
                       "use `neuron-cache status` for a whole cache");
   }
   LocalCache cache(path.parent_path().parent_path(), {context.settings().hf_hub_cache.value});
@@ -134,8 +135,9 @@ void inspect(Context& context, const Options& options) {
     return;
   }
   if (options.target.empty()) {
-    throw input_error("give a registry entry file, '-' for standard input, a MODULE_ folder, or "
-                      "--flags '<json list>'");
+    throw input_error(
+        "give a registry entry file, '-' for standard input, a MODULE_ folder, or "
+        "--flags '<json list>'");
   }
   std::error_code error;
   if (fs::is_directory(options.target, error)) {

@@ -16,6 +16,8 @@ std::string upper_state(layout::EntryState state) {
   return name;
 }
 
-void warn(const std::string& message) { std::cerr << "neuron-cache: warning: " << message << "\n"; }
+void warn(const std::string& message) {
+  std::cerr << "neuron-cache: warning: " << message << "\n";
+}
 
 }  // namespace neuron_cache::cli

@@ -89,7 +89,8 @@ void resolve_cache_dir(Settings& s, const Environment& env, const SettingOverrid
   }
   s.cache_dir_is_s3 = s.cache_dir.value.starts_with("s3://");
   if (s.caching_disabled) {
-    s.warnings.push_back("NEURON_CC_FLAGS contains --no_cache: libneuronxla will not use the cache");
+    s.warnings.push_back(
+        "NEURON_CC_FLAGS contains --no_cache: libneuronxla will not use the cache");
   }
 }
 
@@ -201,7 +202,8 @@ std::string mask_token(const std::string& token) {
 }
 
 std::optional<std::string> parse_compiler_version_output(const std::string& output) {
-  static const std::regex kVersion(R"((?:version|Version)[:\s]+(\d+\.\d+\.\d+(?:\.\d+)?(?:\+[0-9A-Za-z]+)?))");
+  static const std::regex kVersion(
+      R"((?:version|Version)[:\s]+(\d+\.\d+\.\d+(?:\.\d+)?(?:\+[0-9A-Za-z]+)?))");
   std::smatch match;
   if (std::regex_search(output, match, kVersion)) return match[1].str();
   return std::nullopt;

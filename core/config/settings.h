@@ -37,17 +37,17 @@ struct SettingOverrides {
 
 struct Settings {
   Setting cache_dir;
-  bool cache_dir_is_s3 = false;     // an s3:// URL: not a local path, local commands refuse it
-  bool caching_disabled = false;    // --no_cache / --no-cache in NEURON_CC_FLAGS
+  bool cache_dir_is_s3 = false;   // an s3:// URL: not a local path, local commands refuse it
+  bool caching_disabled = false;  // --no_cache / --no-cache in NEURON_CC_FLAGS
   Setting cache_repo;
-  Setting token;                    // the secret itself: print only mask_token(token.value)
+  Setting token;  // the secret itself: print only mask_token(token.value)
   Setting endpoint;
   bool offline = false;
-  Setting offline_origin;           // value "true"/"false"
+  Setting offline_origin;  // value "true"/"false"
   Setting hf_home;
-  Setting hf_hub_cache;             // where huggingface_hub keeps downloaded files
-  Setting custom_cache_file;        // $HF_HOME/optimum_neuron_custom_cache
-  Setting compiler_version;         // full neuronx-cc version, or empty when unknown
+  Setting hf_hub_cache;       // where huggingface_hub keeps downloaded files
+  Setting custom_cache_file;  // $HF_HOME/optimum_neuron_custom_cache
+  Setting compiler_version;   // full neuronx-cc version, or empty when unknown
   std::vector<std::string> warnings;
 
   static Settings resolve(const Environment& env, const SettingOverrides& overrides);

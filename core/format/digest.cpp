@@ -15,10 +15,14 @@ namespace {
 
 const EVP_MD* message_digest(HashAlgorithm algorithm) {
   switch (algorithm) {
-    case HashAlgorithm::Md5: return EVP_md5();
-    case HashAlgorithm::Sha1: return EVP_sha1();
-    case HashAlgorithm::Sha256: return EVP_sha256();
-    case HashAlgorithm::Sha512: return EVP_sha512();
+    case HashAlgorithm::Md5:
+      return EVP_md5();
+    case HashAlgorithm::Sha1:
+      return EVP_sha1();
+    case HashAlgorithm::Sha256:
+      return EVP_sha256();
+    case HashAlgorithm::Sha512:
+      return EVP_sha512();
   }
   return nullptr;
 }
@@ -61,8 +65,14 @@ std::string hash_hex(HashAlgorithm algorithm, std::string_view bytes) {
   return hasher.hex_digest();
 }
 
-std::string md5_hex(std::string_view bytes) { return hash_hex(HashAlgorithm::Md5, bytes); }
-std::string sha256_hex(std::string_view bytes) { return hash_hex(HashAlgorithm::Sha256, bytes); }
-std::string sha512_hex(std::string_view bytes) { return hash_hex(HashAlgorithm::Sha512, bytes); }
+std::string md5_hex(std::string_view bytes) {
+  return hash_hex(HashAlgorithm::Md5, bytes);
+}
+std::string sha256_hex(std::string_view bytes) {
+  return hash_hex(HashAlgorithm::Sha256, bytes);
+}
+std::string sha512_hex(std::string_view bytes) {
+  return hash_hex(HashAlgorithm::Sha512, bytes);
+}
 
 }  // namespace neuron_cache

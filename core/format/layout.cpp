@@ -35,7 +35,9 @@ std::optional<ModuleName> parse_module_name(std::string_view dir_name) {
   return name;
 }
 
-bool is_lock_file(std::string_view file_name) { return file_name.ends_with(".lock"); }
+bool is_lock_file(std::string_view file_name) {
+  return file_name.ends_with(".lock");
+}
 
 EntryState classify(const EntryFiles& files) {
   if (files.has_neff && files.has_done) return EntryState::Success;
@@ -46,10 +48,14 @@ EntryState classify(const EntryFiles& files) {
 
 std::string_view state_name(EntryState state) {
   switch (state) {
-    case EntryState::Success: return "success";
-    case EntryState::Failed: return "failed";
-    case EntryState::Locked: return "locked";
-    case EntryState::Empty: return "empty";
+    case EntryState::Success:
+      return "success";
+    case EntryState::Failed:
+      return "failed";
+    case EntryState::Locked:
+      return "locked";
+    case EntryState::Empty:
+      return "empty";
   }
   return "empty";
 }
@@ -64,7 +70,8 @@ std::string explain(EntryState state, const EntryFiles& files) {
     case EntryState::Locked: {
       std::string names;
       for (const auto& lock : files.lock_files) names += (names.empty() ? "" : ", ") + lock;
-      return "lock file " + names + " is present: a compilation is running, or one was killed "
+      return "lock file " + names +
+             " is present: a compilation is running, or one was killed "
              "(a stale lock; neuron-cache cleanup removes it when no neuronx-cc runs)";
     }
     case EntryState::Empty:

@@ -40,7 +40,8 @@ std::string compiler_dir_name(std::string_view compiler_version);
 std::optional<std::string> compiler_version_of(std::string_view dir_name);
 
 // optimum-neuron marks a compiler folder current when its name starts with
-// "neuronxcc-<installed version>", so a short version like 2.21.33363.0 matches 2.21.33363.0+82129205.
+// "neuronxcc-<installed version>", so a short version like 2.21.33363.0
+// matches 2.21.33363.0+82129205.
 bool is_current_compiler_dir(std::string_view dir_name, std::string_view installed_version);
 
 struct ModuleName {

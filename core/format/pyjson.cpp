@@ -39,7 +39,11 @@ void append_utf8(std::string& out, uint32_t cp) {
 size_t decode_utf8(std::string_view text, size_t pos, uint32_t& cp) {
   auto byte = [&](size_t i) { return static_cast<unsigned char>(text[i]); };
   unsigned char b0 = byte(pos);
-  size_t len = b0 < 0x80 ? 1 : (b0 >> 5) == 0x6 ? 2 : (b0 >> 4) == 0xE ? 3 : (b0 >> 3) == 0x1E ? 4 : 0;
+  size_t len = b0 < 0x80           ? 1
+               : (b0 >> 5) == 0x6  ? 2
+               : (b0 >> 4) == 0xE  ? 3
+               : (b0 >> 3) == 0x1E ? 4
+                                   : 0;
   if (len == 0 || pos + len > text.size()) return 0;
   if (len == 1) {
     cp = b0;
@@ -214,16 +218,36 @@ class Parser {
     char c = peek();
     ++pos_;
     switch (c) {
-      case '"': out += '"'; break;
-      case '\\': out += '\\'; break;
-      case '/': out += '/'; break;
-      case 'b': out += '\b'; break;
-      case 'f': out += '\f'; break;
-      case 'n': out += '\n'; break;
-      case 'r': out += '\r'; break;
-      case 't': out += '\t'; break;
-      case 'u': append_utf8(out, parse_unicode_escape()); break;
-      default: --pos_; fail("invalid escape in a string");
+      case '"':
+        out += '"';
+        break;
+      case '\\':
+        out += '\\';
+        break;
+      case '/':
+        out += '/';
+        break;
+      case 'b':
+        out += '\b';
+        break;
+      case 'f':
+        out += '\f';
+        break;
+      case 'n':
+        out += '\n';
+        break;
+      case 'r':
+        out += '\r';
+        break;
+      case 't':
+        out += '\t';
+        break;
+      case 'u':
+        append_utf8(out, parse_unicode_escape());
+        break;
+      default:
+        --pos_;
+        fail("invalid escape in a string");
     }
   }
 
@@ -324,14 +348,36 @@ void write_escaped(std::string& out, std::string_view s) {
       continue;
     }
     switch (c) {
-      case '"': out += "\\\""; ++pos; continue;
-      case '\\': out += "\\\\"; ++pos; continue;
-      case '\n': out += "\\n"; ++pos; continue;
-      case '\r': out += "\\r"; ++pos; continue;
-      case '\t': out += "\\t"; ++pos; continue;
-      case '\b': out += "\\b"; ++pos; continue;
-      case '\f': out += "\\f"; ++pos; continue;
-      default: break;
+      case '"':
+        out += "\\\"";
+        ++pos;
+        continue;
+      case '\\':
+        out += "\\\\";
+        ++pos;
+        continue;
+      case '\n':
+        out += "\\n";
+        ++pos;
+        continue;
+      case '\r':
+        out += "\\r";
+        ++pos;
+        continue;
+      case '\t':
+        out += "\\t";
+        ++pos;
+        continue;
+      case '\b':
+        out += "\\b";
+        ++pos;
+        continue;
+      case '\f':
+        out += "\\f";
+        ++pos;
+        continue;
+      default:
+        break;
     }
     uint32_t cp = 0;
     size_t len = decode_utf8(s, pos, cp);
@@ -364,15 +410,32 @@ class Writer {
 
   void write(const Json& value, int level) {
     switch (value.type()) {
-      case Json::value_t::null: out_ += "null"; break;
-      case Json::value_t::boolean: out_ += value.get<bool>() ? "true" : "false"; break;
-      case Json::value_t::number_integer: out_ += std::to_string(value.get<int64_t>()); break;
-      case Json::value_t::number_unsigned: out_ += std::to_string(value.get<uint64_t>()); break;
-      case Json::value_t::number_float: write_float(out_, value.get<double>()); break;
-      case Json::value_t::string: write_escaped(out_, value.get_ref<const std::string&>()); break;
-      case Json::value_t::array: write_array(value, level); break;
-      case Json::value_t::object: write_object(value, level); break;
-      default: throw input_error("cannot serialize binary or discarded JSON values");
+      case Json::value_t::null:
+        out_ += "null";
+        break;
+      case Json::value_t::boolean:
+        out_ += value.get<bool>() ? "true" : "false";
+        break;
+      case Json::value_t::number_integer:
+        out_ += std::to_string(value.get<int64_t>());
+        break;
+      case Json::value_t::number_unsigned:
+        out_ += std::to_string(value.get<uint64_t>());
+        break;
+      case Json::value_t::number_float:
+        write_float(out_, value.get<double>());
+        break;
+      case Json::value_t::string:
+        write_escaped(out_, value.get_ref<const std::string&>());
+        break;
+      case Json::value_t::array:
+        write_array(value, level);
+        break;
+      case Json::value_t::object:
+        write_object(value, level);
+        break;
+      default:
+        throw input_error("cannot serialize binary or discarded JSON values");
     }
   }
 
@@ -439,7 +502,9 @@ class Writer {
 
 }  // namespace
 
-Json parse(std::string_view text) { return Parser(text).parse_document(); }
+Json parse(std::string_view text) {
+  return Parser(text).parse_document();
+}
 
 std::string dumps(const Json& value, std::optional<int> indent) {
   Writer writer(indent);
@@ -474,7 +539,8 @@ std::string float_repr(double value) {
   } else if (decpt >= n) {
     out += digits + std::string(static_cast<size_t>(decpt - n), '0') + ".0";
   } else {
-    out += digits.substr(0, static_cast<size_t>(decpt)) + "." + digits.substr(static_cast<size_t>(decpt));
+    out += digits.substr(0, static_cast<size_t>(decpt)) + "." +
+           digits.substr(static_cast<size_t>(decpt));
   }
   return out;
 }

@@ -1,6 +1,5 @@
 #include "format/registry.h"
 
-
 #include "error.h"
 #include "format/digest.h"
 #include "format/layout.h"
@@ -18,7 +17,9 @@ bool is_hex(std::string_view s, size_t length) {
   return true;
 }
 
-bool is_digit(char c) { return c >= '0' && c <= '9'; }
+bool is_digit(char c) {
+  return c >= '0' && c <= '9';
+}
 
 // "0.4.6.dev4", "0.0.18": digits, a dot, digits, then anything.
 bool looks_like_version(std::string_view s) {
@@ -85,8 +86,10 @@ void validate_entry(const Json& entry) {
   }
   const Json& entry_class = entry["_entry_class"];
   if (entry_class != kSingleModel && entry_class != kMultiModel) {
-    throw input_error("\"_entry_class\" must be \"SingleModelCacheEntry\" or "
-                      "\"MultiModelCacheEntry\", not " + pyjson::dumps(entry_class));
+    throw input_error(
+        "\"_entry_class\" must be \"SingleModelCacheEntry\" or "
+        "\"MultiModelCacheEntry\", not " +
+        pyjson::dumps(entry_class));
   }
   if (!entry.contains("_model_id") || !entry["_model_id"].is_string()) {
     throw input_error("the entry needs \"_model_id\" as a string (the Hub model id)");
@@ -118,12 +121,14 @@ Json arch_input(const Json& entry) {
               {"config", without_reserved_keys(entry)}};
 }
 
-std::string arch_digest(const Json& entry) { return sha256_hex(pyjson::dumps(arch_input(entry))); }
+std::string arch_digest(const Json& entry) {
+  return sha256_hex(pyjson::dumps(arch_input(entry)));
+}
 
 std::string primary_path(std::string_view optimum_version, std::string_view digest,
                          std::string_view hash) {
-  return join({std::string(layout::kRegistryDir), std::string(optimum_version),
-               std::string(digest), std::string(hash) + ".json"},
+  return join({std::string(layout::kRegistryDir), std::string(optimum_version), std::string(digest),
+               std::string(hash) + ".json"},
               0, 4);
 }
 
@@ -136,10 +141,14 @@ std::string alias_path(std::string_view optimum_version, std::string_view model_
 
 std::string_view shape_name(PathShape shape) {
   switch (shape) {
-    case PathShape::Initial: return "initial (0_REGISTRY/<model_id>)";
-    case PathShape::ByMode: return "by mode (optimum-neuron 0.0.19-0.1.x)";
-    case PathShape::ByModelType: return "by model type (optimum-neuron 0.0.18, 0.2.0-0.4.4, alias)";
-    case PathShape::ByArch: return "by architecture digest (optimum-neuron >= 0.4.5)";
+    case PathShape::Initial:
+      return "initial (0_REGISTRY/<model_id>)";
+    case PathShape::ByMode:
+      return "by mode (optimum-neuron 0.0.19-0.1.x)";
+    case PathShape::ByModelType:
+      return "by model type (optimum-neuron 0.0.18, 0.2.0-0.4.4, alias)";
+    case PathShape::ByArch:
+      return "by architecture digest (optimum-neuron >= 0.4.5)";
   }
   return "";
 }

@@ -70,8 +70,8 @@ struct Record {
   std::string entry_class;  // empty for legacy texts without "_entry_class"
   std::string model_id;
   std::optional<std::string> task;
-  Json neuron;  // the neuron config (null when absent)
-  Json config;  // the model config without neuron and underscore keys
+  Json neuron;                // the neuron config (null when absent)
+  Json config;                // the model config without neuron and underscore keys
   bool hash_matches = false;  // SHA-512[:20] of the file bytes equals the file name
 };
 

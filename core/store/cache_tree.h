@@ -31,7 +31,7 @@ struct RegistryFile {
   std::string path;  // relative to the compiler folder
   bool is_link = false;
   std::optional<registry::Record> record;  // nothing when unreadable
-  std::string problem;                      // why it could not be read
+  std::string problem;                     // why it could not be read
 };
 
 struct CompilerDir {

@@ -24,8 +24,8 @@ bool lock_is_held(const SafeDir& dir, const std::string& name) {
   return errno == EWOULDBLOCK;
 }
 
-void clean_module(const SafeDir& compiler, const ModuleEntry& module,
-                  const CleanupOptions& options, CleanupResult& result) {
+void clean_module(const SafeDir& compiler, const ModuleEntry& module, const CleanupOptions& options,
+                  CleanupResult& result) {
   std::string rel = module.compiler_dir + "/" + module.name;
   auto remove_entry = [&](int& counter) {
     result.bytes_freed += options.dry_run ? module.size_bytes : compiler.remove_tree(module.name);
@@ -101,7 +101,8 @@ std::string CleanupResult::summary(bool dry_run) const {
   };
   count(failed_removed, "failed entries");
   count(locks_removed, "stale lock files");
-  if (!skipped_locks_reason.empty()) parts.push_back("Skipped lock cleanup: " + skipped_locks_reason);
+  if (!skipped_locks_reason.empty())
+    parts.push_back("Skipped lock cleanup: " + skipped_locks_reason);
   count(empty_removed, "empty entries");
   if (!old_versions_removed.empty()) {
     std::string names;
@@ -120,8 +121,9 @@ CleanupResult cleanup_cache(const LocalCache& cache, const CleanupOptions& optio
   if (!cache.exists()) return {};
   if (options.wipe) return wipe(cache, options.dry_run);
   if (options.remove_old_versions && options.installed_compiler.empty()) {
-    throw input_error("--old-versions needs the installed compiler version to know which folders "
-                      "are old: put neuronx-cc on PATH or pass --compiler-version");
+    throw input_error(
+        "--old-versions needs the installed compiler version to know which folders "
+        "are old: put neuronx-cc on PATH or pass --compiler-version");
   }
   CleanupResult result;
   if (options.compiler_running) {
@@ -131,8 +133,8 @@ CleanupResult cleanup_cache(const LocalCache& cache, const CleanupOptions& optio
   SafeDir root = SafeDir::open(cache.root());
   for (const auto& compiler : tree.compilers) {
     if (options.remove_old_versions && !compiler.current) {
-      result.bytes_freed += options.dry_run ? root.tree_size(compiler.name)
-                                            : root.remove_tree(compiler.name);
+      result.bytes_freed +=
+          options.dry_run ? root.tree_size(compiler.name) : root.remove_tree(compiler.name);
       result.old_versions_removed.push_back(compiler.name);
       result.removed.push_back(compiler.name);
       continue;

@@ -27,7 +27,8 @@ std::string random_suffix() {
 }
 
 bool same_file(int fd, int dir_fd, const char* name) {
-  struct stat held {}, current {};
+  struct stat held {
+  }, current{};
   if (fstat(fd, &held) != 0) return false;
   if (fstatat(dir_fd, name, &current, AT_SYMLINK_NOFOLLOW) != 0) return false;
   return held.st_dev == current.st_dev && held.st_ino == current.st_ino;
@@ -97,14 +98,15 @@ void check_root_is_safe(const fs::path& root) {
   if ((info.st_mode & S_IWOTH) && !(info.st_mode & S_ISVTX)) {
     throw operational_error("the cache root " + root.string() +
                             " is writable by every user without the sticky bit: anyone could "
-                            "replace entries; run `chmod o-w " + root.string() +
-                            "` or choose another --cache-dir");
+                            "replace entries; run `chmod o-w " +
+                            root.string() + "` or choose another --cache-dir");
   }
 }
 
 EntryInstall::EntryInstall(const fs::path& cache_root, std::string compiler_dir,
                            std::string module_name)
-    : root_(cache_root), compiler_dir_(std::move(compiler_dir)),
+    : root_(cache_root),
+      compiler_dir_(std::move(compiler_dir)),
       module_name_(std::move(module_name)) {
   check_plain_name(compiler_dir_);
   check_plain_name(module_name_);

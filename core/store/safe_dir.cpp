@@ -18,7 +18,9 @@ namespace {
 constexpr mode_t kDirMode = 0755;
 constexpr mode_t kFileMode = 0644;
 
-std::string describe_errno() { return std::strerror(errno); }
+std::string describe_errno() {
+  return std::strerror(errno);
+}
 
 Error io_error(const std::string& what, const std::filesystem::path& path) {
   return operational_error(what + " " + path.string() + ": " + describe_errno());
@@ -40,8 +42,7 @@ DirEntry to_entry(std::string name, const struct stat& info) {
 }
 
 int open_dir_nofollow(int parent, std::string_view name) {
-  return openat(parent, std::string(name).c_str(),
-                O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  return openat(parent, std::string(name).c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 }
 
 void write_all(int fd, std::string_view content, const std::filesystem::path& path) {
@@ -191,8 +192,8 @@ std::optional<DirEntry> SafeDir::entry(std::string_view name) const {
 UniqueFd SafeDir::open_read(std::string_view name) const {
   check_plain_name(name);
   // O_NONBLOCK: opening a FIFO planted under a cache file name would otherwise block forever.
-  int fd = openat(fd_.get(), std::string(name).c_str(),
-                  O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+  int fd =
+      openat(fd_.get(), std::string(name).c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
   if (fd < 0) {
     if (errno == ELOOP) {
       throw operational_error((path_ / name).string() +

@@ -22,7 +22,8 @@ struct ToolRun {
 
 // Runs the tool with a clean environment plus `env` ("NAME=value ..."), so the machine's own
 // HF_TOKEN or cache settings never leak into a test.
-ToolRun tool(const std::string& args, const std::string& env = "", const std::string& stdin_file = "") {
+ToolRun tool(const std::string& args, const std::string& env = "",
+             const std::string& stdin_file = "") {
   std::string command = "env -i PATH=/usr/bin:/bin HOME=/nonexistent-home " + env + " " +
                         testing::tool_path() + " " + args;
   if (!stdin_file.empty()) command += " < '" + stdin_file + "'";
@@ -143,7 +144,8 @@ TEST_F(CliTest, CleanupOldVersionsNeedsTheCompilerVersion) {
 TEST_F(CliTest, CleanupKeepsLocksWhileNeuronxCcRuns) {
   TempDir bin;
   // The script must stay the running program (no exec) so its command name is neuronx-cc.
-  write_file(bin / "neuronx-cc", "#!/bin/sh\ni=0\nwhile [ $i -lt 100 ]; do sleep 0.2; i=$((i+1)); done\n");
+  write_file(bin / "neuronx-cc",
+             "#!/bin/sh\ni=0\nwhile [ $i -lt 100 ]; do sleep 0.2; i=$((i+1)); done\n");
   chmod((bin / "neuronx-cc").c_str(), 0755);
   std::string pid;
   testing::run_command("'" + (bin / "neuronx-cc").string() + "' >/dev/null 2>&1 & echo $!", &pid);
@@ -196,7 +198,8 @@ TEST_F(CliTest, InspectRejectsBadEntriesWithAReason) {
 }
 
 TEST_F(CliTest, InspectFlags) {
-  ToolRun run = tool("inspect --json --flags '[\"--model-type=transformer\", \"--auto-cast=none\"]'");
+  ToolRun run =
+      tool("inspect --json --flags '[\"--model-type=transformer\", \"--auto-cast=none\"]'");
   ASSERT_EQ(run.code, 0) << run.output;
   auto doc = pyjson::parse(run.output);
   EXPECT_EQ(doc["flags_key"], "d7cde3b5");
