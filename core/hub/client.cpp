@@ -1,0 +1,195 @@
+#include "hub/client.h"
+
+namespace neuron_cache::hub {
+namespace {
+
+using nlohmann::json;
+
+// An API call retried on transient failures (429, 5xx, no answer).
+class RetryingExchange : public Exchange {
+ public:
+  RetryingExchange(HttpRequest request, const RetryPolicy& policy)
+      : request_(std::move(request)), policy_(policy) {}
+  HttpRequest request() override { return request_; }
+  std::optional<std::chrono::milliseconds> on_complete(const HttpResponse& response) override {
+    response_ = response;
+    return retry_delay(response, ++attempts_, policy_);
+  }
+  HttpResponse response_;
+
+ private:
+  HttpRequest request_;
+  RetryPolicy policy_;
+  int attempts_ = 0;
+};
+
+bool ok(const HttpResponse& r) { return r.status >= 200 && r.status < 300; }
+
+json parse_json(const HttpResponse& response, const std::string& what) {
+  json value = json::parse(response.body, nullptr, false);
+  if (value.is_discarded()) {
+    throw operational_error(what + ": the Hub answered with something that is not JSON; check "
+                            "HF_ENDPOINT points to a Hugging Face Hub");
+  }
+  return value;
+}
+
+// The next page of a listing: `Link: <URL>; rel="next"`.
+std::optional<std::string> next_link(const HttpResponse& response) {
+  auto link = response.headers.get("Link");
+  if (!link) return std::nullopt;
+  size_t rel = link->find("rel=\"next\"");
+  if (rel == std::string::npos) return std::nullopt;
+  size_t open = link->rfind('<', rel);
+  size_t close = link->find('>', open);
+  if (open == std::string::npos || close == std::string::npos) return std::nullopt;
+  return link->substr(open + 1, close - open - 1);
+}
+
+}  // namespace
+
+RemoteEntry parse_entry(const json& item) {
+  RemoteEntry entry;
+  entry.path = item.value("path", "");
+  entry.is_directory = item.value("type", "file") == "directory";
+  entry.size = item.value("size", uint64_t{0});
+  entry.oid = item.value("oid", "");
+  if (item.contains("lfs") && item["lfs"].is_object()) {
+    entry.lfs_sha256 = item["lfs"].value("oid", "");
+    entry.size = item["lfs"].value("size", entry.size);
+  }
+  return entry;
+}
+
+HubClient::HubClient(ClientOptions options)
+    : options_(std::move(options)), http_(HttpOptions{options_.endpoint, options_.token}) {}
+
+ClientOptions HubClient::options_from(const Settings& settings) {
+  ClientOptions options;
+  options.endpoint = settings.endpoint.value;
+  options.token = settings.token.value;
+  options.offline = settings.offline;
+  return options;
+}
+
+void HubClient::check_online(const std::string& what) const {
+  if (options_.offline) {
+    throw operational_error(what + " needs the Hub, but HF_HUB_OFFLINE is set: no request was "
+                            "made; unset HF_HUB_OFFLINE to go online");
+  }
+}
+
+std::string HubClient::api(const std::string& path) const { return options_.endpoint + path; }
+
+HttpResponse HubClient::call(HttpRequest request, const std::string& what,
+                             const std::string& repo) {
+  check_online(what);
+  (void)repo;
+  RetryingExchange exchange(std::move(request), options_.retry);
+  http_.run({&exchange}, 1);
+  return exchange.response_;
+}
+
+const WhoAmI& HubClient::whoami() {
+  if (whoami_) return *whoami_;
+  if (options_.token.empty()) {
+    throw input_error("no Hugging Face token: set HF_TOKEN (or log in so that " 
+                      "~/.cache/huggingface/token exists)");
+  }
+  HttpResponse response = call({"GET", api("/api/whoami-v2")}, "asking the Hub who you are", "");
+  if (!ok(response)) throw hub_error(response, "asking the Hub who you are (whoami)", "");
+  json body = parse_json(response, "whoami");
+  WhoAmI who;
+  who.name = body.value("name", "");
+  who.type = body.value("type", "user");
+  if (body.contains("orgs") && body["orgs"].is_array()) {
+    for (const auto& org : body["orgs"]) who.orgs.push_back(org.value("name", ""));
+  }
+  if (body.contains("auth") && body["auth"].contains("accessToken")) {
+    const json& token = body["auth"]["accessToken"];
+    who.token_name = token.value("displayName", "");
+    who.role = token.value("role", "");
+  }
+  whoami_ = who;
+  return *whoami_;
+}
+
+std::string HubClient::create_repo(const std::string& name, const std::string& namespace_,
+                                   bool is_private) {
+  std::string owner = namespace_.empty() ? whoami().name : namespace_;
+  json body = {{"name", name}, {"organization", owner}, {"type", "model"},
+               {"visibility", is_private ? "private" : "public"}, {"private", is_private}};
+  std::string repo = owner + "/" + name;
+  HttpRequest request{"POST", api("/api/repos/create"), {"Content-Type: application/json"},
+                      body.dump()};
+  HttpResponse response = call(request, "creating " + repo, repo);
+  if (response.status == 409) {
+    throw operational_error("creating " + repo + " failed: the repo already exists; use "
+                            "`neuron-cache set " + repo + "` to use it as your cache");
+  }
+  if (!ok(response)) throw hub_error(response, "creating " + repo, repo);
+  return repo;
+}
+
+RepoInfo HubClient::repo_info(const std::string& repo, const std::string& revision) {
+  std::string path = "/api/models/" + repo;
+  if (!revision.empty() && revision != "main") path += "/revision/" + url_encode(revision, false);
+  HttpResponse response = call({"GET", api(path)}, "reading " + repo, repo);
+  if (!ok(response)) throw hub_error(response, "reading repo " + repo, repo);
+  json body = parse_json(response, "reading " + repo);
+  return {body.value("id", repo), body.value("sha", ""), body.value("private", false)};
+}
+
+bool HubClient::repo_exists(const std::string& repo) {
+  HttpResponse response = call({"GET", api("/api/models/" + repo)}, "checking " + repo, repo);
+  if (ok(response)) return true;
+  std::string code = response.headers.get("X-Error-Code").value_or("");
+  if (response.status == 404 || code == "RepoNotFound") return false;
+  if (response.status == 401 && server_message(response).find("Invalid credentials") ==
+                                    std::string::npos) {
+    return false;  // private repos look missing to those without access
+  }
+  throw hub_error(response, "checking repo " + repo, repo);
+}
+
+std::vector<RemoteEntry> HubClient::list_tree(const std::string& repo, const std::string& path,
+                                              bool recursive, const std::string& revision) {
+  std::string url = api("/api/models/" + repo + "/tree/" + url_encode(revision, false));
+  if (!path.empty()) url += "/" + url_encode(path, true);
+  url += std::string("?recursive=") + (recursive ? "true" : "false") + "&expand=false";
+  std::vector<RemoteEntry> entries;
+  for (std::optional<std::string> next = url; next;) {
+    HttpResponse response = call({"GET", *next}, "listing " + repo, repo);
+    if (response.status == 404 &&
+        response.headers.get("X-Error-Code").value_or("") == "EntryNotFound") {
+      return entries;
+    }
+    if (!ok(response)) throw hub_error(response, "listing files of " + repo, repo);
+    json page = parse_json(response, "listing " + repo);
+    for (const auto& item : page) entries.push_back(parse_entry(item));
+    next = next_link(response);
+  }
+  return entries;
+}
+
+std::vector<RemoteEntry> HubClient::paths_info(const std::string& repo,
+                                               const std::vector<std::string>& paths,
+                                               const std::string& revision) {
+  std::vector<RemoteEntry> entries;
+  constexpr size_t kBatch = 500;  // the Hub answers 413 above about 1000 paths
+  for (size_t start = 0; start < paths.size(); start += kBatch) {
+    json body = {{"paths", std::vector<std::string>(
+                               paths.begin() + static_cast<long>(start),
+                               paths.begin() + static_cast<long>(std::min(paths.size(), start + kBatch)))},
+                 {"expand", false}};
+    HttpRequest request{"POST",
+                        api("/api/models/" + repo + "/paths-info/" + url_encode(revision, false)),
+                        {"Content-Type: application/json"}, body.dump()};
+    HttpResponse response = call(request, "reading paths of " + repo, repo);
+    if (!ok(response)) throw hub_error(response, "reading file information of " + repo, repo);
+    for (const auto& item : parse_json(response, "paths-info")) entries.push_back(parse_entry(item));
+  }
+  return entries;
+}
+
+}  // namespace neuron_cache::hub

@@ -1,0 +1,131 @@
+// The Hugging Face Hub client: the subset of the HTTP API a cache needs (whoami, repos, tree
+// listings, verified parallel downloads, one-commit uploads). Every call returns values or throws
+// an Error whose message says what failed and what to do.
+#pragma once
+
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "config/settings.h"
+#include "hub/failures.h"
+#include "hub/http.h"
+
+namespace neuron_cache::hub {
+
+struct WhoAmI {
+  std::string name;
+  std::string type;  // user, org, app
+  std::vector<std::string> orgs;
+  std::string token_name;
+  std::string role;  // read, write, ...
+};
+
+struct RepoInfo {
+  std::string id;
+  std::string sha;  // head commit of the revision
+  bool is_private = false;
+};
+
+struct RemoteEntry {
+  std::string path;
+  bool is_directory = false;
+  uint64_t size = 0;
+  std::string oid;         // git blob id (for LFS files: of the pointer)
+  std::string lfs_sha256;  // empty for regular files
+  bool is_lfs() const { return !lfs_sha256.empty(); }
+};
+
+struct DownloadRequest {
+  std::string path_in_repo;
+  int fd = -1;          // destination, written from offset 0; the caller owns it
+  RemoteEntry expected; // from a listing: size and oid to verify against
+};
+
+struct DownloadResult {
+  bool ok = false;
+  std::string error;
+  uint64_t bytes = 0;
+  std::string commit;  // X-Repo-Commit
+};
+
+struct CommitOperation {
+  enum class Kind { Add, Delete } kind = Kind::Add;
+  std::string path_in_repo;
+  std::filesystem::path local;  // content to upload for Add
+};
+
+struct CommitResult {
+  bool committed = false;  // false when nothing changed: no commit was made
+  std::string commit_oid;
+  std::string commit_url;
+  size_t regular_files = 0;
+  size_t lfs_uploaded = 0;
+  size_t lfs_already_stored = 0;
+  size_t unchanged = 0;
+  size_t deleted = 0;
+  uint64_t bytes_uploaded = 0;
+};
+
+// The branch moved between reading its head and committing (HTTP 412 or 409).
+class CommitConflict : public Error {
+ public:
+  explicit CommitConflict(const std::string& message) : Error(ErrorKind::Operational, message) {}
+};
+
+struct ClientOptions {
+  std::string endpoint = "https://huggingface.co";
+  std::string token;
+  bool offline = false;
+  RetryPolicy retry;
+  size_t parallel = 8;                    // simultaneous transfers
+  uint64_t part_size = 64ull << 20;       // ranged parallel download part size
+};
+
+class HubClient {
+ public:
+  explicit HubClient(ClientOptions options);
+  static ClientOptions options_from(const Settings& settings);
+
+  // Asked once per client, then remembered: the Hub rate-limits whoami heavily.
+  const WhoAmI& whoami();
+  // Creates a model repo in `namespace_` (the caller's when empty); returns its id.
+  std::string create_repo(const std::string& name, const std::string& namespace_, bool is_private);
+  RepoInfo repo_info(const std::string& repo, const std::string& revision = "main");
+  bool repo_exists(const std::string& repo);
+  // Files (and folders) below `path`, following every page. A missing folder gives nothing.
+  std::vector<RemoteEntry> list_tree(const std::string& repo, const std::string& path = "",
+                                     bool recursive = true, const std::string& revision = "main");
+  std::vector<RemoteEntry> paths_info(const std::string& repo, const std::vector<std::string>& paths,
+                                      const std::string& revision = "main");
+  // Downloads every request in parallel; each file is verified while it streams (sha256 for LFS
+  // files, git blob id otherwise) and resumed with Range after a dropped connection.
+  std::vector<DownloadResult> download(const std::string& repo, const std::string& revision,
+                                       std::vector<DownloadRequest>& requests);
+  // Uploads as ONE commit: preupload, LFS batch, PUT or multipart, NDJSON commit. Files the
+  // Hub already has (same oid) are not sent again. Throws CommitConflict on 409/412.
+  CommitResult commit(const std::string& repo, const std::vector<CommitOperation>& operations,
+                      const std::string& message, const std::optional<std::string>& parent_commit,
+                      const std::string& revision = "main");
+
+  HttpEngine& http() { return http_; }
+  const ClientOptions& options() const { return options_; }
+
+  // One API request, retried on transient failures; refuses to run offline.
+  HttpResponse call(HttpRequest request, const std::string& what, const std::string& repo);
+  std::string api(const std::string& path) const;
+
+ private:
+  void check_online(const std::string& what) const;
+
+  ClientOptions options_;
+  HttpEngine http_;
+  std::optional<WhoAmI> whoami_;
+};
+
+// Parses one tree/paths-info entry.
+RemoteEntry parse_entry(const nlohmann::json& item);
+
+}  // namespace neuron_cache::hub

@@ -1,0 +1,229 @@
+// Verified, resumable, parallel downloads through the resolve endpoint.
+#include <unistd.h>
+
+#include <memory>
+
+#include "format/digest.h"
+#include "hub/client.h"
+
+namespace neuron_cache::hub {
+namespace {
+
+// Resumes that receive nothing new before a file is given up.
+constexpr int kMaxStalledResumes = 5;
+
+std::string normalise_etag(std::string etag) {
+  if (etag.starts_with("W/")) etag = etag.substr(2);
+  if (etag.size() >= 2 && etag.front() == '"' && etag.back() == '"') {
+    etag = etag.substr(1, etag.size() - 2);
+  }
+  return etag;
+}
+
+// What one file's download has verified so far, shared by its parts.
+struct FileState {
+  DownloadRequest* request = nullptr;
+  DownloadResult* result = nullptr;
+  size_t parts_left = 0;
+  bool failed = false;
+};
+
+Hasher new_hasher(const RemoteEntry& expected) {
+  if (expected.is_lfs()) return Hasher(HashAlgorithm::Sha256);
+  Hasher hasher(HashAlgorithm::Sha1);  // git blob id: sha1("blob <size>\0" + content)
+  hasher.update("blob " + std::to_string(expected.size) + std::string(1, '\0'));
+  return hasher;
+}
+
+std::string expected_hash(const RemoteEntry& expected) {
+  return expected.is_lfs() ? expected.lfs_sha256 : expected.oid;
+}
+
+// Hashes a finished file by reading it back (for files fetched in parallel ranges).
+std::string hash_file(int fd, const RemoteEntry& expected) {
+  Hasher hasher = new_hasher(expected);
+  std::string buffer(1 << 20, '\0');
+  uint64_t offset = 0;
+  while (true) {
+    ssize_t n = pread(fd, buffer.data(), buffer.size(), static_cast<off_t>(offset));
+    if (n <= 0) break;
+    hasher.update(std::string_view(buffer.data(), static_cast<size_t>(n)));
+    offset += static_cast<uint64_t>(n);
+  }
+  return hasher.hex_digest();
+}
+
+// One byte range [start, end) of a file, or the whole file when it is the only part.
+class RangeExchange : public Exchange {
+ public:
+  RangeExchange(std::string url, std::shared_ptr<FileState> file, uint64_t start, uint64_t end,
+                bool whole, const RetryPolicy& policy)
+      : url_(std::move(url)), file_(std::move(file)), start_(start), end_(end), pos_(start),
+        whole_(whole), policy_(policy) {
+    if (whole_) hasher_.emplace(new_hasher(file_->request->expected));
+  }
+
+  HttpRequest request() override {
+    HttpRequest r{"GET", url_};
+    r.headers.push_back("Accept-Encoding: identity");
+    if (!whole_ || pos_ > start_) {
+      r.headers.push_back("Range: bytes=" + std::to_string(pos_) + "-" + std::to_string(end_ - 1));
+    }
+    asked_range_ = !whole_ || pos_ > start_;
+    skip_ = 0;
+    return r;
+  }
+
+  bool streams_body() const override { return true; }
+
+  void on_stream_start(long status, const Headers&) override {
+    if (status != 200 || !asked_range_) return;
+    // The server ignored Range: a whole file restarts from zero, a part skips to its range.
+    if (whole_) {
+      pos_ = start_;
+      hasher_.emplace(new_hasher(file_->request->expected));
+      if (ftruncate(file_->request->fd, 0) != 0) file_->failed = true;
+    } else {
+      skip_ = pos_;
+    }
+  }
+
+  bool on_body(std::string_view bytes) override {
+    if (skip_ > 0) {
+      size_t n = static_cast<size_t>(std::min<uint64_t>(skip_, bytes.size()));
+      bytes.remove_prefix(n);
+      skip_ -= n;
+    }
+    bytes = bytes.substr(0, static_cast<size_t>(std::min<uint64_t>(bytes.size(), end_ - pos_)));
+    if (!bytes.empty() && !write_at(bytes)) return false;
+    return pos_ < end_ || whole_;
+  }
+
+  std::optional<std::chrono::milliseconds> on_complete(const HttpResponse& response) override {
+    record_headers(response);
+    if (file_->failed) return std::nullopt;
+    bool success = response.status >= 200 && response.status < 300;
+    if (success && pos_ >= end_) return finish_part();
+    if (success || response.streamed_bytes > 0) return resume(response);
+    if (auto delay = retry_delay(response, ++attempts_, policy_)) return delay;
+    fail(hub_error(response, "downloading " + file_->request->path_in_repo, "").what());
+    return std::nullopt;
+  }
+
+ private:
+  bool write_at(std::string_view bytes) {
+    ssize_t n = pwrite(file_->request->fd, bytes.data(), bytes.size(), static_cast<off_t>(pos_));
+    if (n != static_cast<ssize_t>(bytes.size())) {
+      fail("cannot write the downloaded bytes of " + file_->request->path_in_repo +
+           " to disk: is the disk full?");
+      return false;
+    }
+    if (hasher_) hasher_->update(bytes);
+    pos_ += bytes.size();
+    file_->result->bytes += bytes.size();
+    return true;
+  }
+
+  void record_headers(const HttpResponse& response) {
+    const Headers& hub =
+        response.first_headers.items.empty() ? response.headers : response.first_headers;
+    if (auto commit = hub.get("X-Repo-Commit")) file_->result->commit = *commit;
+    auto etag = hub.get("X-Linked-Etag");
+    if (!etag) etag = hub.get("ETag");
+    const RemoteEntry& expected = file_->request->expected;
+    if (etag && response.status >= 200 && response.status < 400 &&
+        normalise_etag(*etag) != expected_hash(expected)) {
+      fail(file_->request->path_in_repo + " changed on the Hub since it was listed (etag " +
+           normalise_etag(*etag) + "): run the command again");
+    }
+  }
+
+  std::optional<std::chrono::milliseconds> resume(const HttpResponse& response) {
+    stalled_ = pos_ > last_pos_ ? 0 : stalled_ + 1;
+    last_pos_ = pos_;
+    if (stalled_ >= kMaxStalledResumes) {
+      fail("downloading " + file_->request->path_in_repo + " keeps breaking (" + response.error +
+           "): check the network");
+      return std::nullopt;
+    }
+    return std::chrono::milliseconds(stalled_ == 0 ? 0 : 200 * stalled_);
+  }
+
+  std::optional<std::chrono::milliseconds> finish_part() {
+    if (--file_->parts_left > 0) return std::nullopt;
+    const RemoteEntry& expected = file_->request->expected;
+    std::string actual = hasher_ ? hasher_->hex_digest() : hash_file(file_->request->fd, expected);
+    if (actual == expected_hash(expected)) {
+      file_->result->ok = true;
+      return std::nullopt;
+    }
+    if (whole_ && ++corrupt_retries_ < 3) {  // corrupted in transit: fetch it again
+      file_->parts_left = 1;
+      pos_ = last_pos_ = start_;
+      file_->result->bytes = 0;
+      hasher_.emplace(new_hasher(expected));
+      return std::chrono::milliseconds(0);
+    }
+    fail("the content of " + file_->request->path_in_repo + " does not match its checksum (" +
+         actual + " instead of " + expected_hash(expected) + "): it was corrupted in transit");
+    return std::nullopt;
+  }
+
+  void fail(const std::string& error) {
+    if (!file_->failed) file_->result->error = error;
+    file_->failed = true;
+  }
+
+  std::string url_;
+  std::shared_ptr<FileState> file_;
+  uint64_t start_, end_, pos_;
+  bool whole_;
+  RetryPolicy policy_;
+  std::optional<Hasher> hasher_;
+  bool asked_range_ = false;
+  uint64_t skip_ = 0;
+  uint64_t last_pos_ = 0;
+  int stalled_ = 0;
+  int attempts_ = 0;
+  int corrupt_retries_ = 0;
+};
+
+}  // namespace
+
+std::vector<DownloadResult> HubClient::download(const std::string& repo,
+                                                const std::string& revision,
+                                                std::vector<DownloadRequest>& requests) {
+  check_online("downloading from " + repo);
+  std::vector<DownloadResult> results(requests.size());
+  std::vector<std::unique_ptr<RangeExchange>> exchanges;
+  for (size_t i = 0; i < requests.size(); ++i) {
+    DownloadRequest& request = requests[i];
+    std::string url = options_.endpoint + "/" + repo + "/resolve/" + url_encode(revision, false) +
+                      "/" + url_encode(request.path_in_repo, true);
+    auto state = std::make_shared<FileState>();
+    state->request = &request;
+    state->result = &results[i];
+    uint64_t size = request.expected.size;
+    size_t parts = size > options_.part_size ? (size + options_.part_size - 1) / options_.part_size : 1;
+    state->parts_left = parts;
+    if (size == 0) {
+      // Nothing to fetch: an empty file only needs its hash checked.
+      results[i].ok = hash_file(request.fd, request.expected) ==
+                      (request.expected.is_lfs() ? request.expected.lfs_sha256 : request.expected.oid);
+      if (!results[i].ok) results[i].error = "empty file does not match its listed checksum";
+      continue;
+    }
+    for (size_t p = 0; p < parts; ++p) {
+      uint64_t start = p * options_.part_size;
+      uint64_t end = parts == 1 ? size : std::min<uint64_t>(size, start + options_.part_size);
+      exchanges.push_back(
+          std::make_unique<RangeExchange>(url, state, start, end, parts == 1, options_.retry));
+    }
+  }
+  std::vector<Exchange*> pointers;
+  for (auto& e : exchanges) pointers.push_back(e.get());
+  http_.run(pointers, options_.parallel);
+  return results;
+}
+
+}  // namespace neuron_cache::hub

@@ -1,0 +1,379 @@
+// One-commit uploads: preupload -> LFS batch -> PUT or multipart -> NDJSON commit.
+#include <fcntl.h>
+#include <openssl/evp.h>
+#include <unistd.h>
+
+#include <map>
+#include <memory>
+
+#include "format/digest.h"
+#include "hub/client.h"
+#include "store/safe_dir.h"
+
+namespace neuron_cache::hub {
+namespace {
+
+using nlohmann::json;
+
+constexpr size_t kPreuploadBatch = 256;  // the Hub's limit per preupload call
+constexpr size_t kLfsBatch = 256;
+constexpr size_t kSampleBytes = 512;
+
+struct LocalFile {
+  std::string path_in_repo;
+  std::filesystem::path local;
+  uint64_t size = 0;
+  std::string sha256;
+  std::string git_oid;
+  std::string sample;
+  std::string mode;  // "regular" or "lfs", as the Hub decides
+};
+
+std::string base64(std::string_view bytes) {
+  std::string out(4 * ((bytes.size() + 2) / 3), '\0');
+  int n = EVP_EncodeBlock(reinterpret_cast<unsigned char*>(out.data()),
+                          reinterpret_cast<const unsigned char*>(bytes.data()),
+                          static_cast<int>(bytes.size()));
+  out.resize(static_cast<size_t>(n));
+  return out;
+}
+
+UniqueFd open_local(const std::filesystem::path& path) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) throw operational_error("cannot read " + path.string() + " to upload it");
+  return UniqueFd(fd);
+}
+
+// Reads the file once: size, sha256 (LFS oid), git blob id (regular oid) and the 512-byte sample.
+LocalFile describe(const CommitOperation& op) {
+  LocalFile file;
+  file.path_in_repo = op.path_in_repo;
+  file.local = op.local;
+  UniqueFd fd = open_local(op.local);
+  file.size = static_cast<uint64_t>(lseek(fd.get(), 0, SEEK_END));
+  Hasher sha256(HashAlgorithm::Sha256);
+  Hasher git(HashAlgorithm::Sha1);
+  git.update("blob " + std::to_string(file.size) + std::string(1, '\0'));
+  std::string buffer(1 << 20, '\0');
+  uint64_t offset = 0;
+  while (true) {
+    ssize_t n = pread(fd.get(), buffer.data(), buffer.size(), static_cast<off_t>(offset));
+    if (n < 0) throw operational_error("cannot read " + op.local.string());
+    if (n == 0) break;
+    std::string_view chunk(buffer.data(), static_cast<size_t>(n));
+    if (file.sample.size() < kSampleBytes) {
+      file.sample += chunk.substr(0, kSampleBytes - file.sample.size());
+    }
+    sha256.update(chunk);
+    git.update(chunk);
+    offset += static_cast<uint64_t>(n);
+  }
+  file.sha256 = sha256.hex_digest();
+  file.git_oid = git.hex_digest();
+  return file;
+}
+
+// PUT of a whole file, or of one part of a multipart upload, to a presigned URL (no token).
+class PutExchange : public Exchange {
+ public:
+  PutExchange(std::string url, int fd, uint64_t offset, uint64_t length, const RetryPolicy& policy)
+      : url_(std::move(url)), fd_(fd), offset_(offset), length_(length), policy_(policy) {}
+  HttpRequest request() override {
+    HttpRequest r{"PUT", url_};
+    r.upload_fd = fd_;
+    r.upload_offset = offset_;
+    r.upload_length = length_;
+    return r;
+  }
+  std::optional<std::chrono::milliseconds> on_complete(const HttpResponse& response) override {
+    response_ = response;
+    return retry_delay(response, ++attempts_, policy_);
+  }
+  HttpResponse response_;
+
+ private:
+  std::string url_;
+  int fd_;
+  uint64_t offset_, length_;
+  RetryPolicy policy_;
+  int attempts_ = 0;
+};
+
+bool ok(const HttpResponse& r) { return r.status >= 200 && r.status < 300; }
+
+}  // namespace
+
+namespace {
+
+struct UploadPlan {
+  std::vector<LocalFile> files;  // to put in the commit
+  std::vector<std::string> deletions;
+  size_t unchanged = 0;
+};
+
+json preupload_body(const std::vector<LocalFile>& files, size_t start, size_t end) {
+  json list = json::array();
+  for (size_t i = start; i < end; ++i) {
+    list.push_back({{"path", files[i].path_in_repo},
+                    {"size", files[i].size},
+                    {"sample", base64(files[i].sample)}});
+  }
+  return {{"files", list}};
+}
+
+}  // namespace
+
+namespace {
+
+json lfs_batch_body(const std::vector<LocalFile*>& files, const std::string& revision) {
+  json objects = json::array();
+  for (const LocalFile* file : files) objects.push_back({{"oid", file->sha256}, {"size", file->size}});
+  return {{"operation", "upload"},
+          {"transfers", {"basic", "multipart"}},
+          {"hash_algo", "sha256"},
+          {"ref", {{"name", revision}}},
+          {"objects", objects}};
+}
+
+// The uploads one LFS object needs: a single PUT, or the parts of a multipart upload.
+struct LfsUpload {
+  LocalFile* file = nullptr;
+  UniqueFd fd;
+  std::vector<std::unique_ptr<PutExchange>> puts;
+  std::string completion_url;  // multipart only
+  std::string verify_url;
+};
+
+LfsUpload plan_object(LocalFile* file, const json& upload, const json& actions,
+                      const RetryPolicy& policy) {
+  LfsUpload plan;
+  plan.file = file;
+  plan.fd = open_local(file->local);
+  if (actions.contains("verify")) plan.verify_url = actions["verify"].value("href", "");
+  const json header = upload.value("header", json::object());
+  if (!header.contains("chunk_size")) {
+    plan.puts.push_back(std::make_unique<PutExchange>(upload.value("href", ""), plan.fd.get(), 0,
+                                                      file->size, policy));
+    return plan;
+  }
+  uint64_t chunk = std::stoull(header["chunk_size"].get<std::string>());
+  std::map<long, std::string> parts;
+  for (const auto& [key, value] : header.items()) {
+    if (!key.empty() && key.find_first_not_of("0123456789") == std::string::npos) {
+      parts[std::stol(key)] = value.get<std::string>();
+    }
+  }
+  if (chunk == 0 || parts.size() != (file->size + chunk - 1) / chunk) {
+    throw operational_error("the Hub asked for a multipart upload of " + file->path_in_repo +
+                            " with an inconsistent number of parts");
+  }
+  for (const auto& [number, url] : parts) {
+    uint64_t offset = static_cast<uint64_t>(number - 1) * chunk;
+    plan.puts.push_back(std::make_unique<PutExchange>(
+        url, plan.fd.get(), offset, std::min(chunk, file->size - offset), policy));
+  }
+  plan.completion_url = upload.value("href", "");
+  return plan;
+}
+
+void check_put(const PutExchange& put, const LocalFile& file) {
+  if (!ok(put.response_)) {
+    throw hub_error(put.response_, "uploading " + file.path_in_repo + " to LFS storage", "");
+  }
+}
+
+void complete_upload(HubClient& client, LfsUpload& upload) {
+  const LocalFile& file = *upload.file;
+  for (const auto& put : upload.puts) check_put(*put, file);
+  if (!upload.completion_url.empty()) {
+    json parts = json::array();
+    for (size_t i = 0; i < upload.puts.size(); ++i) {
+      auto etag = upload.puts[i]->response_.headers.get("ETag");
+      if (!etag || etag->empty()) {
+        throw operational_error("LFS storage gave no ETag for part " + std::to_string(i + 1) +
+                                " of " + file.path_in_repo + ": retry the upload");
+      }
+      parts.push_back({{"partNumber", i + 1}, {"etag", *etag}});
+    }
+    HttpRequest request{"POST", upload.completion_url,
+                        {"Accept: application/vnd.git-lfs+json",
+                         "Content-Type: application/vnd.git-lfs+json"},
+                        json{{"oid", file.sha256}, {"parts", parts}}.dump()};
+    HttpResponse response = client.call(request, "completing the upload of " + file.path_in_repo, "");
+    if (!ok(response)) throw hub_error(response, "completing the upload of " + file.path_in_repo, "");
+  }
+  if (!upload.verify_url.empty()) {
+    HttpRequest request{"POST", upload.verify_url,
+                        {"Accept: application/vnd.git-lfs+json",
+                         "Content-Type: application/vnd.git-lfs+json"},
+                        json{{"oid", file.sha256}, {"size", file.size}}.dump()};
+    HttpResponse response = client.call(request, "verifying the upload of " + file.path_in_repo, "");
+    if (!ok(response)) throw hub_error(response, "verifying the upload of " + file.path_in_repo, "");
+  }
+}
+
+std::vector<LfsUpload> request_lfs_uploads(HubClient& client, const std::string& repo,
+                                           const std::string& revision,
+                                           std::vector<LocalFile*>& lfs, CommitResult& result) {
+  std::vector<LfsUpload> uploads;
+  for (size_t start = 0; start < lfs.size(); start += kLfsBatch) {
+    std::vector<LocalFile*> batch(lfs.begin() + static_cast<long>(start),
+                                  lfs.begin() + static_cast<long>(std::min(lfs.size(), start + kLfsBatch)));
+    HttpRequest request{"POST", client.options().endpoint + "/" + repo + ".git/info/lfs/objects/batch",
+                        {"Accept: application/vnd.git-lfs+json",
+                         "Content-Type: application/vnd.git-lfs+json"},
+                        lfs_batch_body(batch, revision).dump()};
+    HttpResponse response = client.call(request, "requesting LFS uploads for " + repo, repo);
+    if (!ok(response)) throw hub_error(response, "requesting LFS uploads for " + repo, repo);
+    std::map<std::string, LocalFile*> by_oid;
+    for (LocalFile* file : batch) by_oid[file->sha256] = file;
+    json answer = json::parse(response.body, nullptr, false);
+    for (const auto& object : answer.value("objects", json::array())) {
+      LocalFile* file = by_oid[object.value("oid", "")];
+      if (file == nullptr) continue;
+      if (object.contains("error")) {
+        throw operational_error("LFS storage refused " + file->path_in_repo + ": " +
+                                object["error"].value("message", "no reason given"));
+      }
+      json actions = object.value("actions", json::object());
+      if (!actions.contains("upload")) {
+        ++result.lfs_already_stored;  // the Hub has these bytes already: nothing to send
+        continue;
+      }
+      uploads.push_back(plan_object(file, actions["upload"], actions, client.options().retry));
+    }
+  }
+  return uploads;
+}
+
+void upload_lfs_objects(HubClient& client, const std::string& repo, const std::string& revision,
+                        std::vector<LocalFile>& files, CommitResult& result) {
+  std::vector<LocalFile*> lfs;
+  for (auto& file : files) {
+    if (file.mode == "lfs") lfs.push_back(&file);
+  }
+  std::vector<LfsUpload> uploads = request_lfs_uploads(client, repo, revision, lfs, result);
+  std::vector<Exchange*> puts;
+  for (auto& upload : uploads) {
+    for (auto& put : upload.puts) puts.push_back(put.get());
+  }
+  client.http().run(puts, client.options().parallel);
+  for (auto& upload : uploads) {
+    complete_upload(client, upload);
+    ++result.lfs_uploaded;
+    result.bytes_uploaded += upload.file->size;
+  }
+}
+
+std::string read_whole(const std::filesystem::path& path, uint64_t size) {
+  UniqueFd fd = open_local(path);
+  std::string content(size, '\0');
+  uint64_t done = 0;
+  while (done < size) {
+    ssize_t n = pread(fd.get(), content.data() + done, size - done, static_cast<off_t>(done));
+    if (n <= 0) throw operational_error("cannot read " + path.string() + " (did it change?)");
+    done += static_cast<uint64_t>(n);
+  }
+  return content;
+}
+
+std::string commit_payload(const std::vector<LocalFile>& files,
+                           const std::vector<std::string>& deletions, const std::string& message,
+                           const std::optional<std::string>& parent, CommitResult& result) {
+  json header = {{"summary", message}, {"description", ""}};
+  if (parent) header["parentCommit"] = *parent;
+  std::string ndjson = json{{"key", "header"}, {"value", header}}.dump() + "\n";
+  for (const auto& file : files) {
+    if (file.mode == "lfs") {
+      ndjson += json{{"key", "lfsFile"},
+                     {"value", {{"path", file.path_in_repo}, {"algo", "sha256"},
+                                {"oid", file.sha256}, {"size", file.size}}}}.dump() + "\n";
+      continue;
+    }
+    ndjson += json{{"key", "file"},
+                   {"value", {{"path", file.path_in_repo},
+                              {"content", base64(read_whole(file.local, file.size))},
+                              {"encoding", "base64"}}}}.dump() + "\n";
+    ++result.regular_files;
+    result.bytes_uploaded += file.size;
+  }
+  for (const auto& path : deletions) {
+    ndjson += json{{"key", "deletedFile"}, {"value", {{"path", path}}}}.dump() + "\n";
+    ++result.deleted;
+  }
+  return ndjson;
+}
+
+CommitResult post_commit(HubClient& client, const std::string& repo, const std::string& rev,
+                         const std::vector<LocalFile>& files,
+                         const std::vector<std::string>& deletions, const std::string& message,
+                         const std::optional<std::string>& parent, CommitResult result) {
+  HttpRequest request{"POST", client.api("/api/models/" + repo + "/commit/" + rev),
+                      {"Content-Type: application/x-ndjson"},
+                      commit_payload(files, deletions, message, parent, result)};
+  // Never retried blindly: a lost answer plus a retry could make a duplicate commit.
+  HttpResponse response = client.http().perform(request);
+  if (response.status == 409 || response.status == 412) {
+    throw CommitConflict("committing to " + repo + " failed: " + std::to_string(response.status) +
+                         " " + server_message(response) + "; another commit landed meanwhile");
+  }
+  if (!ok(response)) throw hub_error(response, "committing to " + repo, repo);
+  json answer = json::parse(response.body, nullptr, false);
+  result.committed = true;
+  result.commit_oid = answer.value("commitOid", "");
+  result.commit_url = answer.value("commitUrl", "");
+  return result;
+}
+
+}  // namespace
+
+CommitResult HubClient::commit(const std::string& repo, const std::vector<CommitOperation>& operations,
+                               const std::string& message,
+                               const std::optional<std::string>& parent_commit,
+                               const std::string& revision) {
+  check_online("uploading to " + repo);
+  std::string rev = url_encode(revision, false);
+  UploadPlan plan;
+  std::vector<LocalFile> candidates;
+  for (const auto& op : operations) {
+    if (op.kind == CommitOperation::Kind::Delete) {
+      plan.deletions.push_back(op.path_in_repo);
+    } else {
+      candidates.push_back(describe(op));
+    }
+  }
+  // Preupload: the Hub decides regular or LFS, and tells which files it already has.
+  for (size_t start = 0; start < candidates.size(); start += kPreuploadBatch) {
+    size_t end = std::min(candidates.size(), start + kPreuploadBatch);
+    HttpRequest request{"POST", api("/api/models/" + repo + "/preupload/" + rev),
+                        {"Content-Type: application/json"},
+                        preupload_body(candidates, start, end).dump()};
+    HttpResponse response = call(request, "preparing the upload to " + repo, repo);
+    if (!ok(response)) throw hub_error(response, "preparing the upload to " + repo, repo);
+    std::map<std::string, json> answers;
+    for (const auto& item : json::parse(response.body, nullptr, false).value("files", json::array())) {
+      answers[item.value("path", "")] = item;
+    }
+    for (size_t i = start; i < end; ++i) {
+      LocalFile& file = candidates[i];
+      const json& answer = answers[file.path_in_repo];
+      if (answer.value("shouldIgnore", false)) continue;
+      file.mode = answer.value("uploadMode", "regular");
+      std::string remote = answer.contains("oid") && answer["oid"].is_string()
+                               ? answer["oid"].get<std::string>() : "";
+      std::string local = file.mode == "lfs" ? file.sha256 : file.git_oid;
+      if (!remote.empty() && remote == local) {
+        ++plan.unchanged;
+        continue;
+      }
+      plan.files.push_back(std::move(file));
+    }
+  }
+  CommitResult result;
+  result.unchanged = plan.unchanged;
+  if (plan.files.empty() && plan.deletions.empty()) return result;
+  upload_lfs_objects(*this, repo, revision, plan.files, result);
+  return post_commit(*this, repo, rev, plan.files, plan.deletions, message, parent_commit, result);
+}
+
+}  // namespace neuron_cache::hub
