@@ -3,9 +3,11 @@
 #pragma once
 
 #include <CLI/CLI.hpp>
+#include <memory>
 #include <optional>
 
 #include "config/settings.h"
+#include "hub/client.h"
 
 namespace neuron_cache::cli {
 
@@ -18,16 +20,24 @@ class Context {
     if (!settings_) settings_ = Settings::resolve(env_, overrides_);
     return *settings_;
   }
+  // The Hub client for the resolved endpoint and token, made on first use.
+  hub::HubClient& client();
+  // Retry and conflict waits: NEURON_CACHE_RETRY_BASE_MS shortens them (tests, impatient CI).
+  hub::RetryPolicy retry_policy(int max_attempts) const;
 
  private:
   Environment env_;
   SettingOverrides overrides_;
   std::optional<Settings> settings_;
+  std::unique_ptr<hub::HubClient> client_;
 };
 
 void register_config(CLI::App& app, Context& context);
 void register_status(CLI::App& app, Context& context);
 void register_cleanup(CLI::App& app, Context& context);
 void register_inspect(CLI::App& app, Context& context);
+void register_repo_commands(CLI::App& app, Context& context);  // whoami, create, set
+void register_lookup(CLI::App& app, Context& context);
+void register_synchronize(CLI::App& app, Context& context);
 
 }  // namespace neuron_cache::cli

@@ -28,6 +28,9 @@ int run(int argc, char** argv) {
   cli::register_status(app, context);
   cli::register_cleanup(app, context);
   cli::register_inspect(app, context);
+  cli::register_repo_commands(app, context);
+  cli::register_lookup(app, context);
+  cli::register_synchronize(app, context);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& error) {

@@ -1,7 +1,10 @@
 #include "config/settings.h"
 
 #include <algorithm>
+#include <unistd.h>
+
 #include <cctype>
+#include <filesystem>
 #include <fstream>
 #include <regex>
 #include <sstream>
@@ -193,6 +196,28 @@ std::string Settings::require_compiler_version() const {
                       "): pass --compiler-version, e.g. --compiler-version 2.21.33363.0+82129205");
   }
   return compiler_version.value;
+}
+
+std::string save_custom_cache_repo(const Settings& settings, const std::string& repo) {
+  std::filesystem::path file = settings.custom_cache_file.value;
+  std::error_code error;
+  std::filesystem::create_directories(file.parent_path(), error);
+  std::filesystem::path temporary = file;
+  temporary += ".tmp-" + std::to_string(getpid());
+  {
+    std::ofstream out(temporary, std::ios::binary | std::ios::trunc);
+    out << repo;
+    if (!out.flush()) {
+      throw operational_error("cannot write " + temporary.string() + ": check that " +
+                              file.parent_path().string() + " is writable (or set HF_HOME)");
+    }
+  }
+  std::filesystem::rename(temporary, file, error);
+  if (error) {
+    throw operational_error("cannot save the cache repo in " + file.string() + ": " +
+                            error.message());
+  }
+  return file.string();
 }
 
 std::string mask_token(const std::string& token) {

@@ -58,6 +58,10 @@ struct Settings {
   std::string require_compiler_version() const;
 };
 
+// Writes the default Hub cache repo where optimum-neuron keeps it ($HF_HOME/
+// optimum_neuron_custom_cache, no trailing newline), atomically. Returns the file path.
+std::string save_custom_cache_repo(const Settings& settings, const std::string& repo);
+
 // "hf_****abcd": never more than the last 4 characters of a token.
 std::string mask_token(const std::string& token);
 
