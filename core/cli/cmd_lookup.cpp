@@ -16,11 +16,16 @@ struct Options {
 };
 
 nlohmann::json row_json(const remote::LookupRow& r) {
-  return {{"task", r.task}, {"batch_size", r.batch_size}, {"sequence_length", r.sequence_length},
-          {"tensor_parallel", r.tensor_parallel}, {"dtype", r.dtype},
-          {"instance_type", r.instance_type}, {"compiler_version", r.compiler_version},
+  return {{"task", r.task},
+          {"batch_size", r.batch_size},
+          {"sequence_length", r.sequence_length},
+          {"tensor_parallel", r.tensor_parallel},
+          {"dtype", r.dtype},
+          {"instance_type", r.instance_type},
+          {"compiler_version", r.compiler_version},
           {"optimum_neuron_version", r.optimum_version},
-          {"checkpoint_revision", r.checkpoint_revision}, {"path", r.path}};
+          {"checkpoint_revision", r.checkpoint_revision},
+          {"path", r.path}};
 }
 
 void print_table(const std::vector<remote::LookupRow>& rows) {
@@ -58,8 +63,11 @@ void lookup(Context& context, Options& options) {
   if (options.json) {
     nlohmann::json rows = nlohmann::json::array();
     for (const auto& r : result.rows) rows.push_back(row_json(r));
-    print_json({{"model_id", model}, {"repo", repo}, {"compiler_dirs", result.compiler_dirs},
-                {"entries", rows}, {"listing_requests", result.listing_requests}});
+    print_json({{"model_id", model},
+                {"repo", repo},
+                {"compiler_dirs", result.compiler_dirs},
+                {"entries", rows},
+                {"listing_requests", result.listing_requests}});
     return;
   }
   if (result.rows.empty()) {
@@ -83,25 +91,28 @@ void register_lookup(CLI::App& app, Context& context) {
       "lookup", "List the cached configurations of MODEL_ID in the Hub cache repo");
   auto& q = options->query;
   cmd->add_option("model_id", q.model_id, "Hub model id, e.g. meta-llama/Llama-3.1-8B")->required();
-  cmd->add_option_function<std::string>("--task", [options](const std::string& v) { options->query.task = v; },
-                                        "Task, e.g. text-generation");
+  cmd->add_option_function<std::string>(
+      "--task", [options](const std::string& v) { options->query.task = v; },
+      "Task, e.g. text-generation");
   cmd->add_option_function<std::string>(
       "--instance-type,--instance_type",
       [options](const std::string& v) { options->query.instance_type = v; },
       "Instance type the entry targets (trn1, trn2, inf2, trn1n)");
-  cmd->add_option_function<std::string>("--dtype", [options](const std::string& v) { options->query.dtype = v; },
-                                        "Precision: bfloat16 (bf16), float16 (fp16), float32");
+  cmd->add_option_function<std::string>(
+      "--dtype", [options](const std::string& v) { options->query.dtype = v; },
+      "Precision: bfloat16 (bf16), float16 (fp16), float32");
   cmd->add_option_function<long>(
       "--tensor-parallel-size,--tensor_parallel_size",
       [options](long v) { options->query.tensor_parallel_size = v; }, "Tensor parallel degree");
-  cmd->add_option_function<long>("--batch-size,--batch_size",
-                                 [options](long v) { options->query.batch_size = v; }, "Batch size");
-  cmd->add_option_function<long>("--sequence-length,--sequence_length",
-                                 [options](long v) { options->query.sequence_length = v; },
-                                 "Sequence length");
-  cmd->add_option_function<std::string>("--repo,--repo_id",
-                                        [options](const std::string& v) { options->repo = v; },
-                                        "Hub cache repo (default: the configured one)");
+  cmd->add_option_function<long>(
+      "--batch-size,--batch_size", [options](long v) { options->query.batch_size = v; },
+      "Batch size");
+  cmd->add_option_function<long>(
+      "--sequence-length,--sequence_length",
+      [options](long v) { options->query.sequence_length = v; }, "Sequence length");
+  cmd->add_option_function<std::string>(
+      "--repo,--repo_id", [options](const std::string& v) { options->repo = v; },
+      "Hub cache repo (default: the configured one)");
   cmd->add_flag("--json", options->json, "Print JSON for scripts");
   cmd->callback([&context, options] { lookup(context, *options); });
 }

@@ -23,8 +23,8 @@ void save(Context& context, const std::string& repo) {
   const Settings& settings = context.settings();
   std::string previous = read_saved_repo(settings);
   if (!previous.empty() && previous != repo) {
-    warn("A custom cache repo was already registered: " + previous + ". It will be overwritten to " +
-         repo + ".");
+    warn("A custom cache repo was already registered: " + previous +
+         ". It will be overwritten to " + repo + ".");
   }
   std::string file = save_custom_cache_repo(settings, repo);
   std::cout << "Neuron cache name set locally to " << repo << " in " << file << ".\n";
@@ -36,8 +36,11 @@ void save(Context& context, const std::string& repo) {
 void whoami(Context& context, bool json) {
   const hub::WhoAmI& who = context.client().whoami();
   if (json) {
-    print_json({{"name", who.name}, {"type", who.type}, {"orgs", who.orgs},
-                {"token_name", who.token_name}, {"role", who.role},
+    print_json({{"name", who.name},
+                {"type", who.type},
+                {"orgs", who.orgs},
+                {"token_name", who.token_name},
+                {"role", who.role},
                 {"endpoint", context.settings().endpoint.value}});
     return;
   }

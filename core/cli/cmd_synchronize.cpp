@@ -17,18 +17,19 @@ struct Options {
 };
 
 nlohmann::json result_json(const remote::SyncResult& r, const std::string& repo) {
-  return {{"repo", repo},
-          {"local_files", r.local_files},
-          {"already_on_hub", r.already_on_hub},
-          {"uploaded_files", r.to_upload},
-          {"bytes_uploaded", r.bytes_to_upload},
-          {"lfs_uploaded", r.commit.lfs_uploaded},
-          {"lfs_already_stored", r.commit.lfs_already_stored},
-          {"committed", r.commit.committed},
-          {"commit", r.commit.commit_oid},
-          {"attempts", r.attempts},
-          {"cleanup", r.cleanup_skipped ? "skipped: neuronx-cc is running" : r.cleanup.summary(false)},
-          {"skipped", r.skipped}};
+  return {
+      {"repo", repo},
+      {"local_files", r.local_files},
+      {"already_on_hub", r.already_on_hub},
+      {"uploaded_files", r.to_upload},
+      {"bytes_uploaded", r.bytes_to_upload},
+      {"lfs_uploaded", r.commit.lfs_uploaded},
+      {"lfs_already_stored", r.commit.lfs_already_stored},
+      {"committed", r.commit.committed},
+      {"commit", r.commit.commit_oid},
+      {"attempts", r.attempts},
+      {"cleanup", r.cleanup_skipped ? "skipped: neuronx-cc is running" : r.cleanup.summary(false)},
+      {"skipped", r.skipped}};
 }
 
 void synchronize(Context& context, const Options& options) {
@@ -56,8 +57,9 @@ void synchronize(Context& context, const Options& options) {
   if (result.cleanup_skipped) warn("Skipping cache cleanup: neuronx-cc is currently running.");
   for (const auto& skipped : result.skipped) warn("not uploaded: " + skipped);
   if (options.quiet) return;
-  if (!result.cleanup_skipped && result.cleanup.bytes_freed + result.cleanup.failed_removed +
-                                         result.cleanup.locks_removed > 0) {
+  if (!result.cleanup_skipped &&
+      result.cleanup.bytes_freed + result.cleanup.failed_removed + result.cleanup.locks_removed >
+          0) {
     std::cout << "Pre-sync cleanup: " << result.cleanup.summary(false) << "\n";
   }
   std::cout << result.local_files << " local files, " << result.already_on_hub
@@ -75,9 +77,9 @@ void register_synchronize(CLI::App& app, Context& context) {
   CLI::App* cmd = app.add_subcommand(
       "synchronize",
       "Upload the local cache to the Hub cache repo in one commit (only what is missing there)");
-  cmd->add_option_function<std::string>("--repo,--repo_id",
-                                        [options](const std::string& v) { options->repo = v; },
-                                        "Hub cache repo (default: the configured one)");
+  cmd->add_option_function<std::string>(
+      "--repo,--repo_id", [options](const std::string& v) { options->repo = v; },
+      "Hub cache repo (default: the configured one)");
   cmd->add_option_function<std::string>(
       "--cache-dir,--cache_dir",
       [&context](const std::string& v) { context.overrides().cache_dir = v; },

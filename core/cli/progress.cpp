@@ -24,13 +24,16 @@ Progress::Mode Progress::mode_for(bool quiet) {
 Progress::Progress(std::string label, Mode mode)
     : label_(std::move(label)), mode_(mode), start_(Clock::now()), last_print_(start_) {}
 
-Progress::~Progress() { finish(); }
+Progress::~Progress() {
+  finish();
+}
 
 void Progress::add(uint64_t bytes) {
   done_ += bytes;
   auto now = Clock::now();
-  auto interval = mode_ == Mode::Terminal ? std::chrono::duration_cast<Clock::duration>(kTerminalInterval)
-                                          : std::chrono::duration_cast<Clock::duration>(kLineInterval);
+  auto interval = mode_ == Mode::Terminal
+                      ? std::chrono::duration_cast<Clock::duration>(kTerminalInterval)
+                      : std::chrono::duration_cast<Clock::duration>(kLineInterval);
   if (mode_ != Mode::Quiet && now - last_print_ >= interval) {
     last_print_ = now;
     print(false);

@@ -1,12 +1,11 @@
 #include "config/settings.h"
 
-#include <algorithm>
 #include <unistd.h>
+#include <algorithm>
 
 #include <cctype>
 #include <filesystem>
 #include <fstream>
-#include <regex>
 #include <sstream>
 
 #include "error.h"
@@ -227,10 +226,18 @@ std::string mask_token(const std::string& token) {
 }
 
 std::optional<std::string> parse_compiler_version_output(const std::string& output) {
-  static const std::regex kVersion(
-      R"((?:version|Version)[:\s]+(\d+\.\d+\.\d+(?:\.\d+)?(?:\+[0-9A-Za-z]+)?))");
-  std::smatch match;
-  if (std::regex_search(output, match, kVersion)) return match[1].str();
+  // The first "version" followed by digits.digits.digits[.digits][+suffix].
+  for (size_t at = output.find("ersion"); at != std::string::npos;
+       at = output.find("ersion", at + 1)) {
+    size_t start = output.find_first_not_of(" \t:", at + 6);
+    if (start == std::string::npos || !std::isdigit(static_cast<unsigned char>(output[start]))) {
+      continue;
+    }
+    size_t end = output.find_first_not_of("0123456789.+abcdefABCDEF", start);
+    std::string version = output.substr(start, end == std::string::npos ? end : end - start);
+    while (!version.empty() && (version.back() == '.' || version.back() == '+')) version.pop_back();
+    if (std::count(version.begin(), version.end(), '.') >= 2) return version;
+  }
   return std::nullopt;
 }
 

@@ -23,12 +23,15 @@ class RetryingExchange : public Exchange {
   int attempts_ = 0;
 };
 
-bool ok(const HttpResponse& r) { return r.status >= 200 && r.status < 300; }
+bool ok(const HttpResponse& r) {
+  return r.status >= 200 && r.status < 300;
+}
 
 json parse_json(const HttpResponse& response, const std::string& what) {
   json value = json::parse(response.body, nullptr, false);
   if (value.is_discarded()) {
-    throw operational_error(what + ": the Hub answered with something that is not JSON; check "
+    throw operational_error(what +
+                            ": the Hub answered with something that is not JSON; check "
                             "HF_ENDPOINT points to a Hugging Face Hub");
   }
   return value;
@@ -74,12 +77,15 @@ ClientOptions HubClient::options_from(const Settings& settings) {
 
 void HubClient::check_online(const std::string& what) const {
   if (options_.offline) {
-    throw operational_error(what + " needs the Hub, but HF_HUB_OFFLINE is set: no request was "
+    throw operational_error(what +
+                            " needs the Hub, but HF_HUB_OFFLINE is set: no request was "
                             "made; unset HF_HUB_OFFLINE to go online");
   }
 }
 
-std::string HubClient::api(const std::string& path) const { return options_.endpoint + path; }
+std::string HubClient::api(const std::string& path) const {
+  return options_.endpoint + path;
+}
 
 HttpResponse HubClient::call(HttpRequest request, const std::string& what,
                              const std::string& repo) {
@@ -93,8 +99,9 @@ HttpResponse HubClient::call(HttpRequest request, const std::string& what,
 const WhoAmI& HubClient::whoami() {
   if (whoami_) return *whoami_;
   if (options_.token.empty()) {
-    throw input_error("no Hugging Face token: set HF_TOKEN (or log in so that " 
-                      "~/.cache/huggingface/token exists)");
+    throw input_error(
+        "no Hugging Face token: set HF_TOKEN (or log in so that "
+        "~/.cache/huggingface/token exists)");
   }
   HttpResponse response = call({"GET", api("/api/whoami-v2")}, "asking the Hub who you are", "");
   if (!ok(response)) throw hub_error(response, "asking the Hub who you are (whoami)", "");
@@ -117,15 +124,20 @@ const WhoAmI& HubClient::whoami() {
 std::string HubClient::create_repo(const std::string& name, const std::string& namespace_,
                                    bool is_private) {
   std::string owner = namespace_.empty() ? whoami().name : namespace_;
-  json body = {{"name", name}, {"organization", owner}, {"type", "model"},
-               {"visibility", is_private ? "private" : "public"}, {"private", is_private}};
+  json body = {{"name", name},
+               {"organization", owner},
+               {"type", "model"},
+               {"visibility", is_private ? "private" : "public"},
+               {"private", is_private}};
   std::string repo = owner + "/" + name;
-  HttpRequest request{"POST", api("/api/repos/create"), {"Content-Type: application/json"},
-                      body.dump()};
+  HttpRequest request{
+      "POST", api("/api/repos/create"), {"Content-Type: application/json"}, body.dump()};
   HttpResponse response = call(request, "creating " + repo, repo);
   if (response.status == 409) {
-    throw operational_error("creating " + repo + " failed: the repo already exists; use "
-                            "`neuron-cache set " + repo + "` to use it as your cache");
+    throw operational_error("creating " + repo +
+                            " failed: the repo already exists; use "
+                            "`neuron-cache set " +
+                            repo + "` to use it as your cache");
   }
   if (!ok(response)) throw hub_error(response, "creating " + repo, repo);
   return repo;
@@ -145,8 +157,8 @@ bool HubClient::repo_exists(const std::string& repo) {
   if (ok(response)) return true;
   std::string code = response.headers.get("X-Error-Code").value_or("");
   if (response.status == 404 || code == "RepoNotFound") return false;
-  if (response.status == 401 && server_message(response).find("Invalid credentials") ==
-                                    std::string::npos) {
+  if (response.status == 401 &&
+      server_message(response).find("Invalid credentials") == std::string::npos) {
     return false;  // private repos look missing to those without access
   }
   throw hub_error(response, "checking repo " + repo, repo);
@@ -178,16 +190,19 @@ std::vector<RemoteEntry> HubClient::paths_info(const std::string& repo,
   std::vector<RemoteEntry> entries;
   constexpr size_t kBatch = 500;  // the Hub answers 413 above about 1000 paths
   for (size_t start = 0; start < paths.size(); start += kBatch) {
-    json body = {{"paths", std::vector<std::string>(
-                               paths.begin() + static_cast<long>(start),
-                               paths.begin() + static_cast<long>(std::min(paths.size(), start + kBatch)))},
-                 {"expand", false}};
+    json body = {
+        {"paths", std::vector<std::string>(
+                      paths.begin() + static_cast<long>(start),
+                      paths.begin() + static_cast<long>(std::min(paths.size(), start + kBatch)))},
+        {"expand", false}};
     HttpRequest request{"POST",
                         api("/api/models/" + repo + "/paths-info/" + url_encode(revision, false)),
-                        {"Content-Type: application/json"}, body.dump()};
+                        {"Content-Type: application/json"},
+                        body.dump()};
     HttpResponse response = call(request, "reading paths of " + repo, repo);
     if (!ok(response)) throw hub_error(response, "reading file information of " + repo, repo);
-    for (const auto& item : parse_json(response, "paths-info")) entries.push_back(parse_entry(item));
+    for (const auto& item : parse_json(response, "paths-info"))
+      entries.push_back(parse_entry(item));
   }
   return entries;
 }

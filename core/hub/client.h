@@ -40,8 +40,8 @@ struct RemoteEntry {
 
 struct DownloadRequest {
   std::string path_in_repo;
-  int fd = -1;          // destination, written from offset 0; the caller owns it
-  RemoteEntry expected; // from a listing: size and oid to verify against
+  int fd = -1;           // destination, written from offset 0; the caller owns it
+  RemoteEntry expected;  // from a listing: size and oid to verify against
 };
 
 struct DownloadResult {
@@ -80,8 +80,8 @@ struct ClientOptions {
   std::string token;
   bool offline = false;
   RetryPolicy retry;
-  size_t parallel = 8;                    // simultaneous transfers
-  uint64_t part_size = 64ull << 20;       // ranged parallel download part size
+  size_t parallel = 8;               // simultaneous transfers
+  uint64_t part_size = 64ull << 20;  // ranged parallel download part size
 };
 
 class HubClient {
@@ -98,7 +98,8 @@ class HubClient {
   // Files (and folders) below `path`, following every page. A missing folder gives nothing.
   std::vector<RemoteEntry> list_tree(const std::string& repo, const std::string& path = "",
                                      bool recursive = true, const std::string& revision = "main");
-  std::vector<RemoteEntry> paths_info(const std::string& repo, const std::vector<std::string>& paths,
+  std::vector<RemoteEntry> paths_info(const std::string& repo,
+                                      const std::vector<std::string>& paths,
                                       const std::string& revision = "main");
   // Downloads every request in parallel; each file is verified while it streams (sha256 for LFS
   // files, git blob id otherwise) and resumed with Range after a dropped connection.

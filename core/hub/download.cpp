@@ -58,8 +58,13 @@ class RangeExchange : public Exchange {
  public:
   RangeExchange(std::string url, std::shared_ptr<FileState> file, uint64_t start, uint64_t end,
                 bool whole, const RetryPolicy& policy)
-      : url_(std::move(url)), file_(std::move(file)), start_(start), end_(end), pos_(start),
-        whole_(whole), policy_(policy) {
+      : url_(std::move(url)),
+        file_(std::move(file)),
+        start_(start),
+        end_(end),
+        pos_(start),
+        whole_(whole),
+        policy_(policy) {
     if (whole_) hasher_.emplace(new_hasher(file_->request->expected));
   }
 
@@ -204,12 +209,14 @@ std::vector<DownloadResult> HubClient::download(const std::string& repo,
     state->request = &request;
     state->result = &results[i];
     uint64_t size = request.expected.size;
-    size_t parts = size > options_.part_size ? (size + options_.part_size - 1) / options_.part_size : 1;
+    size_t parts =
+        size > options_.part_size ? (size + options_.part_size - 1) / options_.part_size : 1;
     state->parts_left = parts;
     if (size == 0) {
       // Nothing to fetch: an empty file only needs its hash checked.
-      results[i].ok = hash_file(request.fd, request.expected) ==
-                      (request.expected.is_lfs() ? request.expected.lfs_sha256 : request.expected.oid);
+      results[i].ok =
+          hash_file(request.fd, request.expected) ==
+          (request.expected.is_lfs() ? request.expected.lfs_sha256 : request.expected.oid);
       if (!results[i].ok) results[i].error = "empty file does not match its listed checksum";
       continue;
     }

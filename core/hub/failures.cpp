@@ -26,22 +26,24 @@ std::optional<long> rate_limit_reset(const HttpResponse& response) {
 
 std::optional<long> retry_after(const HttpResponse& response) {
   auto header = response.headers.get("Retry-After");
-  if (!header || header->empty() ||
-      header->find_first_not_of("0123456789") != std::string::npos) {
+  if (!header || header->empty() || header->find_first_not_of("0123456789") != std::string::npos) {
     return std::nullopt;  // the HTTP-date form is not used by the Hub
   }
   return std::stol(*header);
 }
 
 std::string advice(long status, const std::string& code, const std::string& repo) {
-  if (code == "RepoNotFound" || (status == 401 && !repo.empty()) || (status == 404 && code.empty())) {
-    return "repo " + repo + " does not exist or you have no access: check the name and run "
+  if (code == "RepoNotFound" || (status == 401 && !repo.empty()) ||
+      (status == 404 && code.empty())) {
+    return "repo " + repo +
+           " does not exist or you have no access: check the name and run "
            "`neuron-cache whoami`";
   }
   if (code == "RevisionNotFound") return "the revision does not exist in " + repo;
   if (code == "EntryNotFound") return "the file or folder does not exist in " + repo;
   if (code == "GatedRepo") return "accept the terms of " + repo + " on the Hub first";
-  if (status == 401) return "the token is missing or invalid: set HF_TOKEN and run `neuron-cache whoami`";
+  if (status == 401)
+    return "the token is missing or invalid: set HF_TOKEN and run `neuron-cache whoami`";
   if (status == 403) {
     return "the token is read-only or lacks write access to " + repo +
            ": use a token with write access (HF_TOKEN), or --read-only";

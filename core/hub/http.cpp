@@ -136,7 +136,8 @@ std::string origin_of(std::string_view url) {
 std::string resolve_location(std::string_view base, std::string_view location) {
   if (location.find("://") != std::string_view::npos) return std::string(location);
   std::string origin = origin_of(base);
-  if (location.starts_with("//")) return origin.substr(0, origin.find("://") + 1) + std::string(location);
+  if (location.starts_with("//"))
+    return origin.substr(0, origin.find("://") + 1) + std::string(location);
   if (location.starts_with("/")) return origin + std::string(location);
   std::string_view path = base.substr(0, base.find_first_of("?#"));
   return std::string(path.substr(0, path.rfind('/') + 1)) + std::string(location);
@@ -146,7 +147,8 @@ std::string url_encode(std::string_view text, bool keep_slash) {
   static constexpr char kHex[] = "0123456789ABCDEF";
   std::string out;
   for (unsigned char c : text) {
-    if (std::isalnum(c) || c == '-' || c == '_' || c == '.' || c == '~' || (keep_slash && c == '/')) {
+    if (std::isalnum(c) || c == '-' || c == '_' || c == '.' || c == '~' ||
+        (keep_slash && c == '/')) {
       out += static_cast<char>(c);
     } else {
       out += '%';
@@ -185,7 +187,8 @@ void configure(Transfer& t, const HttpOptions& options) {
   curl_easy_setopt(easy, CURLOPT_USERAGENT, options.user_agent.c_str());
   curl_easy_setopt(easy, CURLOPT_FOLLOWLOCATION, 0L);
   curl_easy_setopt(easy, CURLOPT_NOSIGNAL, 1L);
-  curl_easy_setopt(easy, CURLOPT_CONNECTTIMEOUT, static_cast<long>(options.connect_timeout.count()));
+  curl_easy_setopt(easy, CURLOPT_CONNECTTIMEOUT,
+                   static_cast<long>(options.connect_timeout.count()));
   curl_easy_setopt(easy, CURLOPT_LOW_SPEED_LIMIT, 1L);
   curl_easy_setopt(easy, CURLOPT_LOW_SPEED_TIME, static_cast<long>(options.stall_timeout.count()));
   curl_easy_setopt(easy, CURLOPT_HTTP_VERSION, CURL_HTTP_VERSION_2TLS);
@@ -207,7 +210,8 @@ void configure(Transfer& t, const HttpOptions& options) {
     curl_easy_setopt(easy, CURLOPT_POSTFIELDS, r.body.data());
     curl_easy_setopt(easy, CURLOPT_POSTFIELDSIZE_LARGE, static_cast<curl_off_t>(r.body.size()));
   }
-  for (const auto& header : r.headers) t.header_list = curl_slist_append(t.header_list, header.c_str());
+  for (const auto& header : r.headers)
+    t.header_list = curl_slist_append(t.header_list, header.c_str());
   // The token goes to the Hub's own origin only: never to a CDN, S3 or any redirect target.
   bool same_origin = origin_of(r.url) == origin_of(options.endpoint);
   std::string auth = "Authorization: Bearer " + options.token;
@@ -300,8 +304,8 @@ void HttpEngine::run(const std::vector<Exchange*>& exchanges, size_t parallel) {
       curl_easy_getinfo(message->easy_handle, CURLINFO_PRIVATE, &raw);
       CURLcode code = message->data.result;
       curl_multi_remove_handle(impl_->multi, message->easy_handle);
-      auto owned = std::find_if(active.begin(), active.end(),
-                                [&](const auto& t) { return t.get() == raw; });
+      auto owned =
+          std::find_if(active.begin(), active.end(), [&](const auto& t) { return t.get() == raw; });
       std::unique_ptr<Transfer> t = std::move(*owned);
       active.erase(owned);
       finish(*t, code);

@@ -25,7 +25,9 @@ struct HttpRequest {
   HttpRequest() = default;
   HttpRequest(std::string method_, std::string url_, std::vector<std::string> headers_ = {},
               std::string body_ = {})
-      : method(std::move(method_)), url(std::move(url_)), headers(std::move(headers_)),
+      : method(std::move(method_)),
+        url(std::move(url_)),
+        headers(std::move(headers_)),
         body(std::move(body_)) {}
 
   std::string method = "GET";
@@ -39,11 +41,11 @@ struct HttpRequest {
 };
 
 struct HttpResponse {
-  long status = 0;     // 0: no HTTP answer (connection refused, reset, timeout)
-  std::string error;   // libcurl's reason when status is 0 or the transfer broke
+  long status = 0;    // 0: no HTTP answer (connection refused, reset, timeout)
+  std::string error;  // libcurl's reason when status is 0 or the transfer broke
   Headers headers;
-  std::string body;    // non-streamed bodies and error bodies (capped)
-  std::string url;     // the URL that answered, after redirects
+  std::string body;       // non-streamed bodies and error bodies (capped)
+  std::string url;        // the URL that answered, after redirects
   Headers first_headers;  // the Hub's own answer when it redirected (X-Repo-Commit, X-Linked-*)
   uint64_t streamed_bytes = 0;
 };

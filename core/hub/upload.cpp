@@ -99,7 +99,9 @@ class PutExchange : public Exchange {
   int attempts_ = 0;
 };
 
-bool ok(const HttpResponse& r) { return r.status >= 200 && r.status < 300; }
+bool ok(const HttpResponse& r) {
+  return r.status >= 200 && r.status < 300;
+}
 
 }  // namespace
 
@@ -127,7 +129,8 @@ namespace {
 
 json lfs_batch_body(const std::vector<LocalFile*>& files, const std::string& revision) {
   json objects = json::array();
-  for (const LocalFile* file : files) objects.push_back({{"oid", file->sha256}, {"size", file->size}});
+  for (const LocalFile* file : files)
+    objects.push_back({{"oid", file->sha256}, {"size", file->size}});
   return {{"operation", "upload"},
           {"transfers", {"basic", "multipart"}},
           {"hash_algo", "sha256"},
@@ -195,20 +198,26 @@ void complete_upload(HubClient& client, LfsUpload& upload) {
       }
       parts.push_back({{"partNumber", i + 1}, {"etag", *etag}});
     }
-    HttpRequest request{"POST", upload.completion_url,
-                        {"Accept: application/vnd.git-lfs+json",
-                         "Content-Type: application/vnd.git-lfs+json"},
-                        json{{"oid", file.sha256}, {"parts", parts}}.dump()};
-    HttpResponse response = client.call(request, "completing the upload of " + file.path_in_repo, "");
-    if (!ok(response)) throw hub_error(response, "completing the upload of " + file.path_in_repo, "");
+    HttpRequest request{
+        "POST",
+        upload.completion_url,
+        {"Accept: application/vnd.git-lfs+json", "Content-Type: application/vnd.git-lfs+json"},
+        json{{"oid", file.sha256}, {"parts", parts}}.dump()};
+    HttpResponse response =
+        client.call(request, "completing the upload of " + file.path_in_repo, "");
+    if (!ok(response))
+      throw hub_error(response, "completing the upload of " + file.path_in_repo, "");
   }
   if (!upload.verify_url.empty()) {
-    HttpRequest request{"POST", upload.verify_url,
-                        {"Accept: application/vnd.git-lfs+json",
-                         "Content-Type: application/vnd.git-lfs+json"},
-                        json{{"oid", file.sha256}, {"size", file.size}}.dump()};
-    HttpResponse response = client.call(request, "verifying the upload of " + file.path_in_repo, "");
-    if (!ok(response)) throw hub_error(response, "verifying the upload of " + file.path_in_repo, "");
+    HttpRequest request{
+        "POST",
+        upload.verify_url,
+        {"Accept: application/vnd.git-lfs+json", "Content-Type: application/vnd.git-lfs+json"},
+        json{{"oid", file.sha256}, {"size", file.size}}.dump()};
+    HttpResponse response =
+        client.call(request, "verifying the upload of " + file.path_in_repo, "");
+    if (!ok(response))
+      throw hub_error(response, "verifying the upload of " + file.path_in_repo, "");
   }
 }
 
@@ -217,12 +226,14 @@ std::vector<LfsUpload> request_lfs_uploads(HubClient& client, const std::string&
                                            std::vector<LocalFile*>& lfs, CommitResult& result) {
   std::vector<LfsUpload> uploads;
   for (size_t start = 0; start < lfs.size(); start += kLfsBatch) {
-    std::vector<LocalFile*> batch(lfs.begin() + static_cast<long>(start),
-                                  lfs.begin() + static_cast<long>(std::min(lfs.size(), start + kLfsBatch)));
-    HttpRequest request{"POST", client.options().endpoint + "/" + repo + ".git/info/lfs/objects/batch",
-                        {"Accept: application/vnd.git-lfs+json",
-                         "Content-Type: application/vnd.git-lfs+json"},
-                        lfs_batch_body(batch, revision).dump()};
+    std::vector<LocalFile*> batch(
+        lfs.begin() + static_cast<long>(start),
+        lfs.begin() + static_cast<long>(std::min(lfs.size(), start + kLfsBatch)));
+    HttpRequest request{
+        "POST",
+        client.options().endpoint + "/" + repo + ".git/info/lfs/objects/batch",
+        {"Accept: application/vnd.git-lfs+json", "Content-Type: application/vnd.git-lfs+json"},
+        lfs_batch_body(batch, revision).dump()};
     HttpResponse response = client.call(request, "requesting LFS uploads for " + repo, repo);
     if (!ok(response)) throw hub_error(response, "requesting LFS uploads for " + repo, repo);
     std::map<std::string, LocalFile*> by_oid;
@@ -286,14 +297,22 @@ std::string commit_payload(const std::vector<LocalFile>& files,
   for (const auto& file : files) {
     if (file.mode == "lfs") {
       ndjson += json{{"key", "lfsFile"},
-                     {"value", {{"path", file.path_in_repo}, {"algo", "sha256"},
-                                {"oid", file.sha256}, {"size", file.size}}}}.dump() + "\n";
+                     {"value",
+                      {{"path", file.path_in_repo},
+                       {"algo", "sha256"},
+                       {"oid", file.sha256},
+                       {"size", file.size}}}}
+                    .dump() +
+                "\n";
       continue;
     }
     ndjson += json{{"key", "file"},
-                   {"value", {{"path", file.path_in_repo},
-                              {"content", base64(read_whole(file.local, file.size))},
-                              {"encoding", "base64"}}}}.dump() + "\n";
+                   {"value",
+                    {{"path", file.path_in_repo},
+                     {"content", base64(read_whole(file.local, file.size))},
+                     {"encoding", "base64"}}}}
+                  .dump() +
+              "\n";
     ++result.regular_files;
     result.bytes_uploaded += file.size;
   }
@@ -308,7 +327,8 @@ CommitResult post_commit(HubClient& client, const std::string& repo, const std::
                          const std::vector<LocalFile>& files,
                          const std::vector<std::string>& deletions, const std::string& message,
                          const std::optional<std::string>& parent, CommitResult result) {
-  HttpRequest request{"POST", client.api("/api/models/" + repo + "/commit/" + rev),
+  HttpRequest request{"POST",
+                      client.api("/api/models/" + repo + "/commit/" + rev),
                       {"Content-Type: application/x-ndjson"},
                       commit_payload(files, deletions, message, parent, result)};
   // Never retried blindly: a lost answer plus a retry could make a duplicate commit.
@@ -327,7 +347,8 @@ CommitResult post_commit(HubClient& client, const std::string& repo, const std::
 
 }  // namespace
 
-CommitResult HubClient::commit(const std::string& repo, const std::vector<CommitOperation>& operations,
+CommitResult HubClient::commit(const std::string& repo,
+                               const std::vector<CommitOperation>& operations,
                                const std::string& message,
                                const std::optional<std::string>& parent_commit,
                                const std::string& revision) {
@@ -345,13 +366,15 @@ CommitResult HubClient::commit(const std::string& repo, const std::vector<Commit
   // Preupload: the Hub decides regular or LFS, and tells which files it already has.
   for (size_t start = 0; start < candidates.size(); start += kPreuploadBatch) {
     size_t end = std::min(candidates.size(), start + kPreuploadBatch);
-    HttpRequest request{"POST", api("/api/models/" + repo + "/preupload/" + rev),
+    HttpRequest request{"POST",
+                        api("/api/models/" + repo + "/preupload/" + rev),
                         {"Content-Type: application/json"},
                         preupload_body(candidates, start, end).dump()};
     HttpResponse response = call(request, "preparing the upload to " + repo, repo);
     if (!ok(response)) throw hub_error(response, "preparing the upload to " + repo, repo);
     std::map<std::string, json> answers;
-    for (const auto& item : json::parse(response.body, nullptr, false).value("files", json::array())) {
+    for (const auto& item :
+         json::parse(response.body, nullptr, false).value("files", json::array())) {
       answers[item.value("path", "")] = item;
     }
     for (size_t i = start; i < end; ++i) {
@@ -360,7 +383,8 @@ CommitResult HubClient::commit(const std::string& repo, const std::vector<Commit
       if (answer.value("shouldIgnore", false)) continue;
       file.mode = answer.value("uploadMode", "regular");
       std::string remote = answer.contains("oid") && answer["oid"].is_string()
-                               ? answer["oid"].get<std::string>() : "";
+                               ? answer["oid"].get<std::string>()
+                               : "";
       std::string local = file.mode == "lfs" ? file.sha256 : file.git_oid;
       if (!remote.empty() && remote == local) {
         ++plan.unchanged;

@@ -35,7 +35,8 @@ LookupRow row_of(const registry::Record& record, const std::string& compiler_dir
   row.batch_size = first_of(n, {"batch_size", "static_batch_size"});
   row.sequence_length = first_of(n, {"sequence_length", "static_sequence_length"});
   row.tensor_parallel = first_of(n, {"tp_degree", "tensor_parallel_size", "num_cores"});
-  row.dtype = canonical_dtype(first_of(n, {"torch_dtype", "dtype", "auto_cast_type", "float_dtype"}));
+  row.dtype =
+      canonical_dtype(first_of(n, {"torch_dtype", "dtype", "auto_cast_type", "float_dtype"}));
   row.instance_type = first_of(n, {"target", "instance_type"});
   row.compiler_version = first_of(n, {"neuronxcc_version", "compiler_version"});
   if (row.compiler_version.empty()) {
@@ -101,8 +102,8 @@ std::vector<std::string> candidate_files(const std::vector<hub::RemoteEntry>& li
 
 std::string canonical_dtype(const std::string& dtype) {
   static const std::map<std::string, std::string> kNames = {
-      {"bf16", "bfloat16"}, {"fp16", "float16"}, {"fp32", "float32"},
-      {"float", "float32"}, {"half", "float16"}, {"torch.bfloat16", "bfloat16"},
+      {"bf16", "bfloat16"},         {"fp16", "float16"},         {"fp32", "float32"},
+      {"float", "float32"},         {"half", "float16"},         {"torch.bfloat16", "bfloat16"},
       {"torch.float16", "float16"}, {"torch.float32", "float32"}};
   auto it = kNames.find(dtype);
   return it == kNames.end() ? dtype : it->second;
@@ -117,7 +118,9 @@ bool LookupRow::operator<(const LookupRow& o) const {
   return key(*this) < key(o);
 }
 
-bool LookupRow::operator==(const LookupRow& o) const { return !(*this < o) && !(o < *this); }
+bool LookupRow::operator==(const LookupRow& o) const {
+  return !(*this < o) && !(o < *this);
+}
 
 namespace {
 
@@ -142,7 +145,8 @@ void read_candidates(hub::HubClient& client, const std::string& repo,
     std::string text;
     std::rewind(files[i]);
     char buffer[65536];
-    for (size_t n; (n = std::fread(buffer, 1, sizeof buffer, files[i])) > 0;) text.append(buffer, n);
+    for (size_t n; (n = std::fread(buffer, 1, sizeof buffer, files[i])) > 0;)
+      text.append(buffer, n);
     std::fclose(files[i]);
     if (!downloads[i].ok) {
       result.problems.push_back(paths[i] + ": " + downloads[i].error);

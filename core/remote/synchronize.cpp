@@ -56,7 +56,8 @@ std::string local_hash(const LocalCacheFile& file, bool lfs) {
   return hasher.hex_digest();
 }
 
-bool same_on_hub(const LocalCacheFile& file, const std::map<std::string, hub::RemoteEntry>& remote) {
+bool same_on_hub(const LocalCacheFile& file,
+                 const std::map<std::string, hub::RemoteEntry>& remote) {
   auto it = remote.find(file.path_in_repo);
   if (it == remote.end() || it->second.is_directory || it->second.size != file.size) return false;
   const hub::RemoteEntry& entry = it->second;
@@ -79,9 +80,8 @@ std::vector<LocalCacheFile> publishable_files(const LocalCache& cache,
   std::vector<LocalCacheFile> files;
   if (!cache.exists()) return files;
   walk(cache, SafeDir::open(cache.root()), "", files, skipped);
-  std::sort(files.begin(), files.end(), [](const auto& a, const auto& b) {
-    return a.path_in_repo < b.path_in_repo;
-  });
+  std::sort(files.begin(), files.end(),
+            [](const auto& a, const auto& b) { return a.path_in_repo < b.path_in_repo; });
   return files;
 }
 

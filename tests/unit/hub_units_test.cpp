@@ -29,8 +29,10 @@ TEST(HubUrls, OriginIgnoresPathAndDefaultPorts) {
 TEST(HubUrls, RedirectLocationsResolveAgainstTheRequest) {
   const std::string base = "http://127.0.0.1:9000/org/repo/resolve/main/a/b.json?x=1";
   EXPECT_EQ(resolve_location(base, "http://cdn:1/x"), "http://cdn:1/x");
-  EXPECT_EQ(resolve_location(base, "/api/resolve-cache/y"), "http://127.0.0.1:9000/api/resolve-cache/y");
-  EXPECT_EQ(resolve_location(base, "c.json"), "http://127.0.0.1:9000/org/repo/resolve/main/a/c.json");
+  EXPECT_EQ(resolve_location(base, "/api/resolve-cache/y"),
+            "http://127.0.0.1:9000/api/resolve-cache/y");
+  EXPECT_EQ(resolve_location(base, "c.json"),
+            "http://127.0.0.1:9000/org/repo/resolve/main/a/c.json");
   EXPECT_EQ(resolve_location(base, "//other:2/z"), "http://other:2/z");
 }
 

@@ -1,0 +1,255 @@
+// The Hub commands as a user runs them, against the local Hub server: whoami, create, set,
+// lookup and synchronize, with request counts from the server's access log.
+#include <gtest/gtest.h>
+
+#include <set>
+
+#include "format/pyjson.h"
+#include "format/registry.h"
+#include "hub/client.h"
+#include "hub/http.h"
+#include "hub_fixture.h"
+#include "test_support.h"
+
+namespace neuron_cache {
+namespace {
+
+using nlohmann::json;
+using testing::HubServer;
+using testing::Kind;
+using testing::make_entry;
+using testing::TempDir;
+using testing::write_file;
+
+struct ToolRun {
+  int code;
+  std::string output;
+};
+
+bool contains(const std::string& text, const std::string& part) {
+  return text.find(part) != std::string::npos;
+}
+
+size_t count(const json& log, const std::function<bool(const json&)>& predicate) {
+  size_t n = 0;
+  for (const auto& entry : log) n += predicate(entry) ? 1 : 0;
+  return n;
+}
+
+class HubCliTest : public ::testing::Test {
+ protected:
+  HubCliTest() : server(HubServer::example_config(), {"--page-size", "4"}) {}
+
+  ToolRun tool(const std::string& args, const std::string& token = testing::kHubWriteToken,
+               const std::string& extra_env = "") {
+    std::string command = "env -i PATH=/usr/bin:/bin HOME=/nonexistent-home HF_HOME='" +
+                          home.path().string() + "' HF_ENDPOINT=" + server.url() +
+                          " HF_TOKEN=" + token + " NEURON_CACHE_RETRY_BASE_MS=10 " + extra_env +
+                          " " + testing::tool_path() + " " + args + " 2>&1";
+    ToolRun run{};
+    run.code = testing::run_command(command, &run.output);
+    return run;
+  }
+
+  // The example registry entry of the format spec (llamafactory/tiny-random-Llama-3).
+  void add_registry_entry(const std::string& compiler_dir) {
+    auto vectors = pyjson::parse(
+        testing::read_file(std::string(NEURON_CACHE_VECTORS_DIR) + "/registry-entries.json"));
+    const auto& vector = vectors[0];
+    std::filesystem::path registry = cache.path() / compiler_dir / "0_REGISTRY" / "0.4.6.dev4";
+    std::filesystem::path primary = registry / vector["arch_digest"].get<std::string>() /
+                                    (vector["entry_hash"].get<std::string>() + ".json");
+    write_file(primary, vector["serialized"].get<std::string>());
+    std::filesystem::path alias = registry / "llama" / "llamafactory" / "tiny-random-Llama-3" /
+                                  (vector["entry_hash"].get<std::string>() + ".json");
+    std::filesystem::create_directories(alias.parent_path());
+    std::filesystem::create_symlink(primary, alias);
+  }
+
+  json commits(const std::string& repo) {
+    hub::HttpEngine http({server.url(), testing::kHubWriteToken});
+    hub::HttpResponse response =
+        http.perform({"GET", server.url() + "/api/models/" + repo + "/commits/main"});
+    return json::parse(response.body);
+  }
+
+  HubServer server;
+  TempDir home;
+  TempDir cache;
+};
+
+TEST_F(HubCliTest, WhoamiPrintsTheUserAndNeverTheToken) {
+  ToolRun run = tool("whoami");
+  ASSERT_EQ(run.code, 0) << run.output;
+  EXPECT_TRUE(contains(run.output, "alice"));
+  EXPECT_TRUE(contains(run.output, "orgs: acme"));
+  EXPECT_FALSE(contains(run.output, testing::kHubWriteToken));
+  ToolRun bad = tool("whoami", "hf_wrong");
+  EXPECT_EQ(bad.code, 1);
+  EXPECT_TRUE(contains(bad.output, "HF_TOKEN")) << bad.output;
+}
+
+TEST_F(HubCliTest, CreateSavesTheRepoWhereOptimumNeuronReadsIt) {
+  ToolRun run = tool("create");
+  ASSERT_EQ(run.code, 0) << run.output;
+  EXPECT_TRUE(contains(run.output,
+                       "Neuron cache created on the Hugging Face Hub: "
+                       "alice/optimum-neuron-cache [private]."));
+  EXPECT_EQ(testing::read_file(home / "optimum_neuron_custom_cache"), "alice/optimum-neuron-cache");
+  EXPECT_TRUE(contains(tool("config show").output, "cache_repo = alice/optimum-neuron-cache"));
+  ToolRun again = tool("create");
+  EXPECT_EQ(again.code, 1);
+  EXPECT_TRUE(contains(again.output, "already exists")) << again.output;
+  ToolRun org = tool("create -n acme/shared --public");
+  ASSERT_EQ(org.code, 0) << org.output;
+  EXPECT_TRUE(contains(org.output, "acme/shared [public]"));
+}
+
+TEST_F(HubCliTest, SetChecksTheRepoAndWarnsWhenReplacing) {
+  ToolRun missing = tool("set acme/does-not-exist");
+  EXPECT_EQ(missing.code, 1);
+  EXPECT_TRUE(contains(missing.output, "does not exist or is private to you")) << missing.output;
+  ASSERT_EQ(tool(std::string("set ") + testing::kHubPublicRepo).code, 0);
+  ToolRun replace = tool(std::string("set ") + testing::kHubPrivateRepo);
+  ASSERT_EQ(replace.code, 0) << replace.output;
+  EXPECT_TRUE(
+      contains(replace.output, "A custom cache repo was already registered: acme/public-cache"));
+  EXPECT_EQ(testing::read_file(home / "optimum_neuron_custom_cache"), testing::kHubPrivateRepo);
+  ToolRun bob = tool(std::string("set ") + testing::kHubPrivateRepo, testing::kHubBobToken);
+  EXPECT_EQ(bob.code, 1) << "bob has no access to acme's private repo";
+}
+
+TEST_F(HubCliTest, SynchronizeUploadsOnceInOneCommitWithoutLocks) {
+  ASSERT_EQ(tool("create -n sync-cache").code, 0);
+  make_entry(cache.path(), "MODULE_11+d7cde3b5", Kind::Success);
+  make_entry(cache.path(), "MODULE_12+d7cde3b5", Kind::Failed);
+  make_entry(cache.path(), "MODULE_13+d7cde3b5", Kind::Locked);
+  write_file(cache / "lock", "");
+  write_file(cache / testing::kCompilerDir / "MODULE_11+d7cde3b5" / "model.neff",
+             std::string(3 << 20, 'n'));
+  add_registry_entry(testing::kCompilerDir);
+  server.clear_log();
+  ToolRun run = tool("synchronize --cache-dir '" + cache.path().string() + "'");
+  ASSERT_EQ(run.code, 0) << run.output;
+  EXPECT_TRUE(contains(run.output,
+                       "Pre-sync cleanup: Removed 1 failed entries. Removed 1 stale lock files."))
+      << run.output;
+  EXPECT_TRUE(contains(run.output, "Synchronization complete."));
+  json log = server.access_log();
+  EXPECT_EQ(
+      count(log,
+            [](const json& e) { return e["method"] == "POST" && contains(e["path"], "/commit/"); }),
+      1u);
+  json history = commits("alice/sync-cache");
+  EXPECT_EQ(history[0]["title"], "Synchronizing local compiler cache.");
+  // Files on the Hub: same relative paths, the alias uploaded as a regular file, no lock files.
+  hub::ClientOptions options;
+  options.endpoint = server.url();
+  options.token = testing::kHubWriteToken;
+  std::set<std::string> paths;
+  for (const auto& f : hub::HubClient(options).list_tree("alice/sync-cache")) paths.insert(f.path);
+  const std::string module = std::string(testing::kCompilerDir) + "/MODULE_11+d7cde3b5/";
+  EXPECT_TRUE(paths.count(module + "model.neff"));
+  EXPECT_TRUE(paths.count(module + "model.done"));
+  EXPECT_FALSE(paths.count("lock"));
+  for (const auto& path : paths) EXPECT_FALSE(path.ends_with(".lock")) << path;
+  EXPECT_FALSE(paths.count(std::string(testing::kCompilerDir) + "/MODULE_12+d7cde3b5/model.log"));
+  EXPECT_TRUE(paths.count(
+      std::string(testing::kCompilerDir) +
+      "/0_REGISTRY/0.4.6.dev4/llama/llamafactory/tiny-random-Llama-3/5e484d66cb3e29251244.json"));
+
+  server.clear_log();
+  ToolRun again = tool("synchronize --json --cache-dir '" + cache.path().string() + "'");
+  ASSERT_EQ(again.code, 0) << again.output;
+  auto result = pyjson::parse(again.output);
+  EXPECT_EQ(result["uploaded_files"], 0);
+  EXPECT_EQ(result["committed"], false);
+  EXPECT_EQ(count(server.access_log(),
+                  [](const json& e) {
+                    return e["method"] == "PUT" || contains(e["path"], "/commit/") ||
+                           contains(e["path"], "/preupload/");
+                  }),
+            0u)
+      << "a second synchronize sends nothing";
+}
+
+TEST_F(HubCliTest, SynchronizeRetriesConcurrentCommits) {
+  ASSERT_EQ(tool("create -n busy-cache").code, 0);
+  make_entry(cache.path(), "MODULE_21+d7cde3b5", Kind::Success);
+  server.set_faults(
+      json::array({{{"match", {{"path_contains", "/commit/"}}},
+                    {"count", 2},
+                    {"action", "status"},
+                    {"status", 412},
+                    {"message", "A commit has happened since. Please refresh and try again."}}}));
+  ToolRun run = tool("synchronize --json --cache-dir '" + cache.path().string() + "'");
+  ASSERT_EQ(run.code, 0) << run.output;
+  EXPECT_EQ(pyjson::parse(run.output)["attempts"], 3);
+  server.set_faults(json::array({{{"match", {{"path_contains", "/commit/"}}},
+                                  {"count", 100},
+                                  {"action", "status"},
+                                  {"status", 409}}}));
+  make_entry(cache.path(), "MODULE_22+d7cde3b5", Kind::Success);
+  ToolRun fail = tool("synchronize --cache-dir '" + cache.path().string() + "'");
+  EXPECT_EQ(fail.code, 1);
+  EXPECT_TRUE(contains(fail.output, "failed after 6 attempts due to concurrent commits"))
+      << fail.output;
+}
+
+TEST_F(HubCliTest, SynchronizeWithAReadOnlyTokenSaysSo) {
+  make_entry(cache.path(), "MODULE_31+d7cde3b5", Kind::Success);
+  ToolRun run = tool(std::string("synchronize --repo ") + testing::kHubPublicRepo +
+                         " --cache-dir '" + cache.path().string() + "'",
+                     testing::kHubReadToken);
+  EXPECT_EQ(run.code, 1);
+  EXPECT_TRUE(contains(run.output, "read-only or lacks write access")) << run.output;
+}
+
+TEST_F(HubCliTest, LookupFindsEntriesWithAConstantNumberOfListings) {
+  ASSERT_EQ(tool("create -n lookup-cache").code, 0);
+  add_registry_entry(testing::kCompilerDir);
+  add_registry_entry("neuronxcc-2.15.128.0+56dc5a86");
+  for (int i = 0; i < 6; ++i)
+    make_entry(cache.path(), "MODULE_4" + std::to_string(i) + "+d7cde3b5", Kind::Success);
+  ASSERT_EQ(tool("synchronize --quiet --cache-dir '" + cache.path().string() + "'").code, 0);
+  server.clear_log();
+  ToolRun run =
+      tool("lookup llamafactory/tiny-random-Llama-3 --json --compiler-version 2.21.33363.0");
+  ASSERT_EQ(run.code, 0) << run.output;
+  auto result = pyjson::parse(run.output);
+  ASSERT_EQ(result["entries"].size(), 1u) << run.output;
+  const auto& row = result["entries"][0];
+  EXPECT_EQ(row["batch_size"], "2");
+  EXPECT_EQ(row["sequence_length"], "512");
+  EXPECT_EQ(row["tensor_parallel"], "2");
+  EXPECT_EQ(row["dtype"], "bfloat16");
+  EXPECT_EQ(row["instance_type"], "trn1");
+  EXPECT_EQ(row["compiler_version"], "2.21.33363.0+82129205");
+  EXPECT_EQ(row["checkpoint_revision"], "0000000000000000000000000000000000000000");
+  size_t tree_requests =
+      count(server.access_log(), [](const json& e) { return contains(e["path"], "/tree/"); });
+  EXPECT_LE(tree_requests, 4u) << "root listing plus one paginated registry listing";
+  EXPECT_EQ(
+      count(server.access_log(), [](const json& e) { return contains(e["path"], "/resolve/"); }),
+      1u)
+      << "alias and primary share a hash: one download";
+
+  ToolRun text = tool("lookup llamafactory/tiny-random-Llama-3 --batch-size 2 --dtype bf16");
+  EXPECT_TRUE(contains(text.output, "Cached entries for llamafactory/tiny-random-Llama-3"))
+      << text.output;
+  EXPECT_TRUE(contains(text.output, "not a guaranteed cache hit"));
+  ToolRun none = tool("lookup llamafactory/tiny-random-Llama-3 --batch-size 8");
+  EXPECT_TRUE(
+      contains(none.output, "No cached entries found for llamafactory/tiny-random-Llama-3"));
+}
+
+TEST_F(HubCliTest, OfflineCommandsMakeNoRequest) {
+  server.clear_log();
+  ToolRun run = tool("lookup org/model", testing::kHubWriteToken, "HF_HUB_OFFLINE=1");
+  EXPECT_EQ(run.code, 1);
+  EXPECT_TRUE(contains(run.output, "HF_HUB_OFFLINE")) << run.output;
+  EXPECT_TRUE(server.access_log().empty());
+}
+
+}  // namespace
+}  // namespace neuron_cache

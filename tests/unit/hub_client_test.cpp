@@ -1,0 +1,299 @@
+// The Hub client against the local Hub server: auth, listings, verified downloads through the
+// CDN redirect, resumes, retries, one-commit uploads, conflicts. Request counts come from the
+// server's access log.
+#include "hub/client.h"
+
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <random>
+
+#include "format/digest.h"
+#include "hub_fixture.h"
+#include "test_support.h"
+
+namespace neuron_cache::hub {
+namespace {
+
+using nlohmann::json;
+using testing::HubServer;
+using testing::TempDir;
+using testing::write_file;
+
+ClientOptions options_for(const HubServer& server, const std::string& token) {
+  ClientOptions options;
+  options.endpoint = server.url();
+  options.token = token;
+  options.retry = {6, std::chrono::milliseconds(20), std::chrono::milliseconds(200)};
+  return options;
+}
+
+std::string random_bytes(size_t size, uint64_t seed) {
+  std::mt19937_64 generator(seed);
+  std::string bytes(size, '\0');
+  for (auto& c : bytes) c = static_cast<char>(generator() & 0xFF);
+  return bytes;
+}
+
+size_t count(const json& log, const std::function<bool(const json&)>& predicate) {
+  size_t n = 0;
+  for (const auto& entry : log) n += predicate(entry) ? 1 : 0;
+  return n;
+}
+
+class HubClientTest : public ::testing::Test {
+ protected:
+  HubClientTest()
+      : server(HubServer::example_config(), {"--page-size", "3", "--multipart-threshold", "3145728",
+                                             "--multipart-chunk-size", "1048576"}),
+        client(options_for(server, testing::kHubWriteToken)) {}
+
+  // Uploads `files` (path -> content) to `repo` in one commit.
+  CommitResult upload(const std::string& repo, const std::map<std::string, std::string>& files) {
+    std::vector<CommitOperation> operations;
+    for (const auto& [path, content] : files) {
+      write_file(local / path, content);
+      operations.push_back({CommitOperation::Kind::Add, path, local / path});
+    }
+    return client.commit(repo, operations, "test upload", std::nullopt);
+  }
+
+  // Downloads `path` of `repo` and returns its bytes.
+  std::string download(const std::string& repo, const std::string& path,
+                       DownloadResult* out = nullptr) {
+    RemoteEntry expected;
+    for (const auto& entry : client.paths_info(repo, {path})) expected = entry;
+    std::FILE* file = std::tmpfile();
+    std::vector<DownloadRequest> requests{{path, fileno(file), expected}};
+    DownloadResult result = client.download(repo, "main", requests)[0];
+    if (out != nullptr) *out = result;
+    std::string content;
+    std::rewind(file);
+    char buffer[65536];
+    for (size_t n; (n = std::fread(buffer, 1, sizeof buffer, file)) > 0;) content.append(buffer, n);
+    std::fclose(file);
+    EXPECT_TRUE(result.ok) << result.error;
+    return content;
+  }
+
+  HubServer server;
+  HubClient client;
+  TempDir local;
+};
+
+TEST_F(HubClientTest, WhoamiIsAskedOnce) {
+  EXPECT_EQ(client.whoami().name, "alice");
+  EXPECT_EQ(client.whoami().orgs, std::vector<std::string>{"acme"});
+  EXPECT_EQ(client.whoami().role, "write");
+  EXPECT_EQ(count(server.access_log(), [](const json& e) { return e["path"] == "/api/whoami-v2"; }),
+            1u);
+}
+
+TEST_F(HubClientTest, BadTokenGivesAnActionableError) {
+  HubClient bad(options_for(server, "hf_not_a_real_token"));
+  try {
+    bad.whoami();
+    FAIL() << "an invalid token must fail";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("401"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("HF_TOKEN"), std::string::npos) << e.what();
+  }
+}
+
+TEST_F(HubClientTest, OfflineMakesNoRequest) {
+  ClientOptions options = options_for(server, testing::kHubWriteToken);
+  options.offline = true;
+  HubClient offline(options);
+  server.clear_log();
+  EXPECT_THROW(offline.list_tree(testing::kHubPublicRepo), Error);
+  EXPECT_THROW(offline.repo_info(testing::kHubPublicRepo), Error);
+  EXPECT_TRUE(server.access_log().empty());
+}
+
+TEST_F(HubClientTest, CreateRepoIsPrivateAndRefusesDuplicates) {
+  std::string repo = client.create_repo("my-cache", "", true);
+  EXPECT_EQ(repo, "alice/my-cache");
+  EXPECT_TRUE(client.repo_info(repo).is_private);
+  EXPECT_TRUE(client.repo_exists(repo));
+  try {
+    client.create_repo("my-cache", "", true);
+    FAIL() << "creating an existing repo must fail";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("already exists"), std::string::npos) << e.what();
+  }
+  HubClient bob(options_for(server, testing::kHubBobToken));
+  EXPECT_FALSE(bob.repo_exists(testing::kHubPrivateRepo)) << "private repos look missing";
+  EXPECT_FALSE(client.repo_exists("acme/no-such-repo"));
+}
+
+TEST_F(HubClientTest, ListingFollowsEveryPage) {
+  std::string repo = client.create_repo("paged", "", false);
+  std::map<std::string, std::string> files;
+  for (int i = 0; i < 8; ++i) files["dir/f" + std::to_string(i) + ".txt"] = std::to_string(i);
+  upload(repo, files);
+  server.clear_log();
+  auto entries = client.list_tree(repo, "dir");
+  EXPECT_EQ(entries.size(), 8u);
+  EXPECT_GE(count(server.access_log(),
+                  [](const json& e) {
+                    return e["path"].get<std::string>().find("/tree/") != std::string::npos;
+                  }),
+            3u)
+      << "8 entries at 3 per page need at least 3 pages";
+  EXPECT_TRUE(client.list_tree(repo, "missing-folder").empty());
+}
+
+TEST_F(HubClientTest, UploadThenDownloadByteIdenticalWithoutTokenOnTheCdn) {
+  std::string repo = client.create_repo("roundtrip", "", true);
+  std::map<std::string, std::string> files = {
+      {"neuronxcc-2.21/MODULE_1+d7cde3b5/compile_flags.json", "[\"--target=trn1\"]"},
+      {"neuronxcc-2.21/MODULE_1+d7cde3b5/model.done", ""},
+      {"neuronxcc-2.21/MODULE_1+d7cde3b5/model.neff", random_bytes(1536 * 1024, 1)},
+      {"neuronxcc-2.21/MODULE_1+d7cde3b5/model.hlo_module.pb", random_bytes(5 << 20, 2)},
+  };
+  CommitResult commit = upload(repo, files);
+  EXPECT_TRUE(commit.committed);
+  EXPECT_EQ(commit.commit_oid.size(), 40u);
+  EXPECT_EQ(commit.lfs_uploaded, 2u);
+  server.clear_log();
+  for (const auto& [path, content] : files) {
+    DownloadResult result;
+    EXPECT_EQ(download(repo, path, &result), content) << path;
+    // An empty file needs no request at all, so only fetched files report X-Repo-Commit.
+    if (!content.empty()) {
+      EXPECT_EQ(result.commit, commit.commit_oid) << "X-Repo-Commit";
+    }
+  }
+  json log = server.access_log();
+  EXPECT_GE(count(log, [](const json& e) { return e["listener"] == "cdn"; }), 2u);
+  EXPECT_EQ(
+      count(log,
+            [](const json& e) { return e["listener"] == "cdn" && e["authorization"] == true; }),
+      0u)
+      << "the token must never reach the CDN";
+}
+
+TEST_F(HubClientTest, UnchangedFilesAndStoredLfsObjectsAreNotSentAgain) {
+  std::string repo = client.create_repo("dedup", "", true);
+  std::string neff = random_bytes(2 << 20, 3);
+  upload(repo, {{"a/model.neff", neff}, {"a/flags.json", "[]"}});
+  server.clear_log();
+  CommitResult again = upload(repo, {{"a/model.neff", neff}, {"a/flags.json", "[]"}});
+  EXPECT_FALSE(again.committed) << "nothing changed: no commit";
+  EXPECT_EQ(again.unchanged, 2u);
+  CommitResult copy = upload(repo, {{"b/model.neff", neff}});
+  EXPECT_TRUE(copy.committed);
+  EXPECT_EQ(copy.lfs_already_stored, 1u);
+  EXPECT_EQ(copy.lfs_uploaded, 0u);
+  EXPECT_EQ(count(server.access_log(), [](const json& e) { return e["method"] == "PUT"; }), 0u)
+      << "no byte of a stored LFS object is uploaded again";
+}
+
+TEST_F(HubClientTest, DroppedDownloadResumesWithRange) {
+  std::string repo = client.create_repo("resume", "", true);
+  std::string neff = random_bytes(2 << 20, 4);
+  upload(repo, {{"model.neff", neff}});
+  server.set_faults(json::array({{{"match", {{"method", "GET"}, {"listener", "cdn"}}},
+                                  {"count", 2},
+                                  {"action", "drop_after"},
+                                  {"bytes", 300000}}}));
+  server.clear_log();
+  EXPECT_EQ(download(repo, "model.neff"), neff);
+  EXPECT_GE(count(server.access_log(),
+                  [](const json& e) { return e["listener"] == "cdn" && e["range"].is_string(); }),
+            2u)
+      << "each resume asks for the missing bytes only";
+}
+
+TEST_F(HubClientTest, CorruptedBytesAreDetectedAndFetchedAgain) {
+  std::string repo = client.create_repo("corrupt", "", true);
+  std::string neff = random_bytes(1 << 20, 5);
+  upload(repo, {{"model.neff", neff}, {"small.txt", "hello world"}});
+  server.set_faults(json::array(
+      {{{"match", {{"method", "GET"}}}, {"count", 1}, {"action", "corrupt"}, {"offset", 5}}}));
+  EXPECT_EQ(download(repo, "model.neff"), neff);
+  server.set_faults(json::array(
+      {{{"match", {{"method", "GET"}}}, {"count", 10}, {"action", "corrupt"}, {"offset", 1}}}));
+  DownloadResult result;
+  RemoteEntry expected = client.paths_info(repo, {"small.txt"})[0];
+  std::FILE* file = std::tmpfile();
+  std::vector<DownloadRequest> requests{{"small.txt", fileno(file), expected}};
+  result = client.download(repo, "main", requests)[0];
+  std::fclose(file);
+  EXPECT_FALSE(result.ok);
+  EXPECT_NE(result.error.find("checksum"), std::string::npos) << result.error;
+}
+
+TEST_F(HubClientTest, TransientErrorsAreRetriedHonouringRetryAfter) {
+  std::string repo = client.create_repo("retry", "", true);
+  server.set_faults(json::array({{{"match", {{"path_contains", "/tree/"}}},
+                                  {"count", 2},
+                                  {"action", "status"},
+                                  {"status", 503}}}));
+  EXPECT_NO_THROW(client.list_tree(repo));
+  server.set_faults(json::array({{{"match", {{"path_contains", "/tree/"}}},
+                                  {"count", 1},
+                                  {"action", "status"},
+                                  {"status", 429},
+                                  {"retry_after", 1}}}));
+  auto start = std::chrono::steady_clock::now();
+  EXPECT_NO_THROW(client.list_tree(repo));
+  EXPECT_GE(std::chrono::steady_clock::now() - start, std::chrono::milliseconds(900))
+      << "Retry-After: 1 is honoured";
+  server.set_faults(json::array({{{"match", {{"path_contains", "/tree/"}}},
+                                  {"count", 100},
+                                  {"action", "status"},
+                                  {"status", 500}}}));
+  EXPECT_THROW(client.list_tree(repo), Error) << "retries are bounded";
+}
+
+TEST_F(HubClientTest, StaleParentCommitIsAConflict) {
+  std::string repo = client.create_repo("conflict", "", true);
+  upload(repo, {{"a.txt", "1"}});
+  std::string stale = client.repo_info(repo).sha;
+  upload(repo, {{"b.txt", "2"}});
+  write_file(local / "c.txt", "3");
+  EXPECT_THROW(
+      client.commit(repo, {{CommitOperation::Kind::Add, "c.txt", local / "c.txt"}}, "late", stale),
+      CommitConflict);
+}
+
+TEST_F(HubClientTest, ReadOnlyTokenCannotCommit) {
+  HubClient reader(options_for(server, testing::kHubReadToken));
+  write_file(local / "x.txt", "x");
+  try {
+    reader.commit(testing::kHubPublicRepo, {{CommitOperation::Kind::Add, "x.txt", local / "x.txt"}},
+                  "nope", std::nullopt);
+    FAIL() << "a read token must not commit";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("write access"), std::string::npos) << e.what();
+  }
+}
+
+TEST_F(HubClientTest, ParallelDownloadsOfLargeFilesUseRanges) {
+  ClientOptions options = options_for(server, testing::kHubWriteToken);
+  options.part_size = 1 << 20;
+  HubClient ranged(options);
+  std::string repo = client.create_repo("ranges", "", true);
+  std::string big = random_bytes((4 << 20) + 123, 6);
+  upload(repo, {{"big.neff", big}});
+  server.clear_log();
+  RemoteEntry expected = ranged.paths_info(repo, {"big.neff"})[0];
+  std::FILE* file = std::tmpfile();
+  std::vector<DownloadRequest> requests{{"big.neff", fileno(file), expected}};
+  DownloadResult result = ranged.download(repo, "main", requests)[0];
+  ASSERT_TRUE(result.ok) << result.error;
+  std::string content(big.size(), '\0');
+  ASSERT_EQ(pread(fileno(file), content.data(), content.size(), 0),
+            static_cast<ssize_t>(big.size()));
+  std::fclose(file);
+  EXPECT_EQ(content, big);
+  EXPECT_EQ(count(server.access_log(),
+                  [](const json& e) { return e["listener"] == "cdn" && e["range"].is_string(); }),
+            5u)
+      << "4 MiB + 123 B in 1 MiB parts";
+}
+
+}  // namespace
+}  // namespace neuron_cache::hub

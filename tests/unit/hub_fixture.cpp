@@ -1,0 +1,139 @@
+#include "hub_fixture.h"
+
+#include <fcntl.h>
+#include <httplib.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+
+#include <chrono>
+#include <cstring>
+#include <stdexcept>
+#include <thread>
+
+extern char** environ;
+
+namespace neuron_cache::testing {
+namespace {
+
+using nlohmann::json;
+using Clock = std::chrono::steady_clock;
+
+// Waits for `pid` to exit until `deadline`; true when it did.
+bool wait_exit(pid_t pid, Clock::time_point deadline) {
+  while (Clock::now() < deadline) {
+    int status = 0;
+    if (waitpid(pid, &status, WNOHANG) == pid) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  return false;
+}
+
+}  // namespace
+
+json HubServer::example_config() {
+  return json::parse(
+      read_file(fs::path(NEURON_CACHE_TESTS_DIR) / "hub_server" / "example-config.json"));
+}
+
+HubServer::HubServer(const json& config, const std::vector<std::string>& extra_args)
+    : data_dir_(dir_ / "data") {
+  write_file(dir_ / "config.json", config.dump(2));
+  fs::path ready = dir_ / "ready.json";
+  fs::path log = dir_ / "server.log";
+  std::vector<std::string> args = {
+      NEURON_CACHE_HUB_SERVER,         "--data",       data_dir_.string(), "--config",
+      (dir_ / "config.json").string(), "--ready-file", ready.string()};
+  args.insert(args.end(), extra_args.begin(), extra_args.end());
+  std::vector<char*> argv;
+  for (auto& arg : args) argv.push_back(arg.data());
+  argv.push_back(nullptr);
+
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, log.c_str(),
+                                   O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  posix_spawn_file_actions_adddup2(&actions, STDOUT_FILENO, STDERR_FILENO);
+  int error = posix_spawn(&pid_, argv[0], &actions, nullptr, argv.data(), environ);
+  posix_spawn_file_actions_destroy(&actions);
+  if (error != 0) {
+    throw std::runtime_error(std::string("cannot start ") + NEURON_CACHE_HUB_SERVER + ": " +
+                             std::strerror(error) + " (is the hub-server target built?)");
+  }
+  auto deadline = Clock::now() + std::chrono::seconds(10);
+  while (!fs::exists(ready)) {
+    int status = 0;
+    if (waitpid(pid_, &status, WNOHANG) == pid_) {
+      pid_ = -1;
+      throw std::runtime_error("hub-server exited before it was ready:\n" + output());
+    }
+    if (Clock::now() > deadline) {
+      throw std::runtime_error("hub-server was not ready within 10 s:\n" + output());
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  json info = json::parse(read_file(ready));
+  port_ = info.at("port").get<int>();
+  cdn_port_ = info.at("cdn_port").get<int>();
+}
+
+HubServer::~HubServer() {
+  if (pid_ <= 0) return;
+  kill(pid_, SIGTERM);
+  if (!wait_exit(pid_, Clock::now() + std::chrono::seconds(5))) {
+    kill(pid_, SIGKILL);
+    waitpid(pid_, nullptr, 0);
+  }
+}
+
+std::string HubServer::url() const {
+  return "http://127.0.0.1:" + std::to_string(port_);
+}
+
+std::string HubServer::cdn_url() const {
+  return "http://127.0.0.1:" + std::to_string(cdn_port_);
+}
+
+std::string HubServer::output() const {
+  try {
+    return read_file(dir_ / "server.log");
+  } catch (const std::exception&) {
+    return "";
+  }
+}
+
+json HubServer::admin(const std::string& method, const std::string& what,
+                      const std::string& body) const {
+  httplib::Client client(url());
+  std::string path = "/_admin/" + what;
+  httplib::Result result = method == "GET"      ? client.Get(path)
+                           : method == "DELETE" ? client.Delete(path)
+                                                : client.Post(path, body, "application/json");
+  if (!result) {
+    throw std::runtime_error("hub-server admin " + method + " " + path +
+                             " failed: " + httplib::to_string(result.error()));
+  }
+  if (result->status != 200) {
+    throw std::runtime_error("hub-server admin " + method + " " + path + ": HTTP " +
+                             std::to_string(result->status) + " " + result->body);
+  }
+  return json::parse(result->body);
+}
+
+json HubServer::access_log() const {
+  return admin("GET", "log");
+}
+
+void HubServer::clear_log() const {
+  admin("DELETE", "log");
+}
+
+void HubServer::set_faults(const json& rules) const {
+  admin("POST", "faults", rules.dump());
+}
+
+void HubServer::clear_faults() const {
+  admin("DELETE", "faults");
+}
+
+}  // namespace neuron_cache::testing

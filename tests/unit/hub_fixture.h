@@ -1,0 +1,68 @@
+// Runs the test Hub server (tests/hub_server, built as hub-server) for one test: free ports, a
+// fresh data folder, stopped in the destructor. Its admin API gives tests the access log and
+// fault injection. What the server implements: tests/README.md.
+#pragma once
+
+#include <sys/types.h>
+
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "test_support.h"
+
+namespace neuron_cache::testing {
+
+// Tokens of tests/hub_server/example-config.json, the default config: alice (member of org
+// "acme") with a write, a read-only and an acme-only write token, and bob (no org).
+inline constexpr const char* kHubWriteToken = "hf_alice_write";
+inline constexpr const char* kHubReadToken = "hf_alice_read";
+inline constexpr const char* kHubAcmeOnlyToken = "hf_alice_acme_only";
+inline constexpr const char* kHubBobToken = "hf_bob_write";
+// Repos that config creates: public (README.md, registry/entry.json) and private (README.md).
+inline constexpr const char* kHubPublicRepo = "acme/public-cache";
+inline constexpr const char* kHubPrivateRepo = "acme/private-cache";
+
+class HubServer {
+ public:
+  // Starts hub-server with `config` (users, tokens, repos) and extra command-line options such
+  // as {"--page-size", "2"}; throws with the server's output when it is not ready in 10 s.
+  explicit HubServer(const nlohmann::json& config = example_config(),
+                     const std::vector<std::string>& extra_args = {});
+  ~HubServer();
+  HubServer(const HubServer&) = delete;
+  HubServer& operator=(const HubServer&) = delete;
+
+  std::string url() const;      // http://127.0.0.1:PORT, the HF_ENDPOINT to give a client
+  std::string cdn_url() const;  // where LFS redirects and upload URLs point
+  int port() const { return port_; }
+  int cdn_port() const { return cdn_port_; }
+  const fs::path& data_dir() const { return data_dir_; }
+
+  // Every request so far on both listeners, in arrival order: [{method, path, query, status,
+  // authorization, listener, bytes_in, bytes_out, range, fault}] (GET /_admin/log, which first
+  // lets requests still being answered finish, for at most 2 s).
+  nlohmann::json access_log() const;
+  void clear_log() const;
+  // Replaces the fault rules (POST /_admin/faults); see tests/README.md for the rule format.
+  void set_faults(const nlohmann::json& rules) const;
+  void clear_faults() const;
+
+  // What the server printed (stdout and stderr), for failure messages.
+  std::string output() const;
+
+  static nlohmann::json example_config();
+
+ private:
+  nlohmann::json admin(const std::string& method, const std::string& what,
+                       const std::string& body = "") const;
+
+  TempDir dir_;
+  fs::path data_dir_;
+  pid_t pid_ = -1;
+  int port_ = 0;
+  int cdn_port_ = 0;
+};
+
+}  // namespace neuron_cache::testing
