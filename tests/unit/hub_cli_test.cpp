@@ -4,6 +4,7 @@
 
 #include <set>
 
+#include "format/digest.h"
 #include "format/pyjson.h"
 #include "format/registry.h"
 #include "hub/client.h"
@@ -203,6 +204,14 @@ TEST_F(HubCliTest, SynchronizeWithAReadOnlyTokenSaysSo) {
                      testing::kHubReadToken);
   EXPECT_EQ(run.code, 1);
   EXPECT_TRUE(contains(run.output, "read-only or lacks write access")) << run.output;
+  EXPECT_EQ(count(server.access_log(),
+                  [](const json& e) {
+                    return e["method"] == "POST" && contains(e["path"], "/commit/") &&
+                           e["status"] == 200;
+                  }),
+            0u)
+      << "no commit is made";
+  EXPECT_EQ(commits(testing::kHubPublicRepo).size(), 1u) << "only the seed commit";
 }
 
 TEST_F(HubCliTest, LookupFindsEntriesWithAConstantNumberOfListings) {
@@ -241,6 +250,79 @@ TEST_F(HubCliTest, LookupFindsEntriesWithAConstantNumberOfListings) {
   ToolRun none = tool("lookup llamafactory/tiny-random-Llama-3 --batch-size 8");
   EXPECT_TRUE(
       contains(none.output, "No cached entries found for llamafactory/tiny-random-Llama-3"));
+}
+
+// Writes `text` as a registry file named by its SHA-512 prefix under `folder` (relative to the
+// compiler folder); returns its path relative to the cache root.
+std::string put_registry_text(const std::filesystem::path& cache, const std::string& folder,
+                              const std::string& text) {
+  std::string rel = std::string(testing::kCompilerDir) + "/0_REGISTRY/" + folder + "/" +
+                    registry::entry_hash(text) + ".json";
+  write_file(cache / rel, text);
+  return rel;
+}
+
+TEST_F(HubCliTest, LookupReadsEveryRegistryGenerationLikeThePublicCache) {
+  ASSERT_EQ(tool("create -n public-like").code, 0);
+  add_registry_entry(testing::kCompilerDir);  // 0.4.6.dev4: arch folder + alias
+  auto vectors = pyjson::parse(
+      testing::read_file(std::string(NEURON_CACHE_VECTORS_DIR) + "/registry-entries.json"));
+  // A second configuration of the same model in the same arch folder: no alias, as
+  // optimum-neuron writes aliases only for a model's first entry.
+  json second = vectors[0]["entry"];
+  second["neuron"]["batch_size"] = 4;
+  second["neuron"]["sequence_length"] = 4096;
+  put_registry_text(cache.path(), "0.4.6.dev4/" + vectors[0]["arch_digest"].get<std::string>(),
+                    registry::serialize(second));
+  // Another model with the same architecture: must not be listed.
+  json other = vectors[0]["entry"];
+  other["_model_id"] = "someone/fine-tune";
+  other["neuron"]["checkpoint_id"] = "someone/fine-tune";
+  put_registry_text(cache.path(), "0.4.6.dev4/" + vectors[0]["arch_digest"].get<std::string>(),
+                    registry::serialize(other));
+  // optimum-neuron 0.3.0: serialize() text under <model_type>/<model_id>/.
+  json v030 = vectors[0]["entry"];
+  v030["neuron"]["tp_degree"] = 8;
+  put_registry_text(cache.path(), "0.3.0/llama/llamafactory/tiny-random-Llama-3",
+                    registry::serialize(v030));
+  // optimum-neuron 0.0.20: compact legacy text with the neuron part inside, by mode.
+  std::string legacy =
+      "{\"model_type\": \"llama\", \"hidden_size\": 16, \"neuron\": {\"task\": "
+      "\"text-generation\", "
+      "\"batch_size\": 1, \"num_cores\": 2, \"auto_cast_type\": \"fp16\", \"sequence_length\": "
+      "1024, "
+      "\"compiler_type\": \"neuronx-cc\", \"compiler_version\": \"2.12.68.0\", \"checkpoint_id\": "
+      "\"llamafactory/tiny-random-Llama-3\", \"checkpoint_revision\": \"abc123\"}}";
+  put_registry_text(cache.path(), "0.0.20/inference/llama/llamafactory/tiny-random-Llama-3",
+                    legacy);
+  write_file(cache / "inference-cache-config" / "llama.json",
+             "{\"llamafactory/tiny-random-Llama-3\": []}");
+  ASSERT_EQ(tool("synchronize --quiet --cache-dir '" + cache.path().string() + "'").code, 0);
+
+  ToolRun run = tool("lookup llamafactory/tiny-random-Llama-3 --json");
+  ASSERT_EQ(run.code, 0) << run.output;
+  auto rows = pyjson::parse(run.output)["entries"];
+  ASSERT_EQ(rows.size(), 4u) << run.output;
+  // Sorted by tensor parallel, batch size, sequence length.
+  EXPECT_EQ(rows[0]["batch_size"], "1");
+  EXPECT_EQ(rows[0]["dtype"], "float16");
+  EXPECT_EQ(rows[0]["tensor_parallel"], "2");
+  EXPECT_EQ(rows[0]["compiler_version"], "2.12.68.0");
+  EXPECT_EQ(rows[0]["checkpoint_revision"], "abc123");
+  EXPECT_EQ(rows[1]["batch_size"], "2");
+  EXPECT_EQ(rows[2]["batch_size"], "4");
+  EXPECT_EQ(rows[2]["sequence_length"], "4096");
+  EXPECT_EQ(rows[3]["tensor_parallel"], "8");
+  for (const auto& row : rows) EXPECT_EQ(row["task"], "text-generation");
+
+  ToolRun text = tool("lookup llamafactory/tiny-random-Llama-3 --tensor-parallel-size 2");
+  ASSERT_EQ(text.code, 0) << text.output;
+  EXPECT_TRUE(
+      contains(text.output, "task             batch size  sequence length  tensor parallel"))
+      << text.output;
+  EXPECT_TRUE(contains(text.output, "text-generation  4           4096             2"))
+      << text.output;
+  EXPECT_FALSE(contains(text.output, "someone/fine-tune"));
 }
 
 TEST_F(HubCliTest, OfflineCommandsMakeNoRequest) {

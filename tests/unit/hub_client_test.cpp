@@ -11,6 +11,7 @@
 
 #include "format/digest.h"
 #include "hub_fixture.h"
+#include "store/entry_install.h"
 #include "test_support.h"
 
 namespace neuron_cache::hub {
@@ -223,6 +224,31 @@ TEST_F(HubClientTest, CorruptedBytesAreDetectedAndFetchedAgain) {
   std::fclose(file);
   EXPECT_FALSE(result.ok);
   EXPECT_NE(result.error.find("checksum"), std::string::npos) << result.error;
+}
+
+TEST_F(HubClientTest, ACorruptDownloadInstallsNothing) {
+  std::string repo = client.create_repo("corrupt-install", "", true);
+  std::string neff = random_bytes(1 << 20, 7);
+  upload(repo, {{"model.neff", neff}});
+  server.set_faults(json::array(
+      {{{"match", {{"method", "GET"}}}, {"count", -1}, {"action", "corrupt"}, {"offset", 100}}}));
+  TempDir cache;
+  {
+    EntryInstall install(cache.path(), testing::kCompilerDir, "MODULE_7+d7cde3b5");
+    UniqueFd fd = install.create_file("model.neff");
+    std::vector<DownloadRequest> requests{
+        {"model.neff", fd.get(), client.paths_info(repo, {"model.neff"})[0]}};
+    DownloadResult result = client.download(repo, "main", requests)[0];
+    EXPECT_FALSE(result.ok);
+    EXPECT_NE(result.error.find("checksum"), std::string::npos) << result.error;
+    // A failed download is never committed: the staged bytes go away with `install`.
+  }
+  EXPECT_FALSE(std::filesystem::exists(cache / testing::kCompilerDir / "MODULE_7+d7cde3b5"));
+  std::vector<std::string> leftovers;
+  for (const auto& item : std::filesystem::recursive_directory_iterator(cache.path())) {
+    if (item.is_regular_file()) leftovers.push_back(item.path().string());
+  }
+  EXPECT_TRUE(leftovers.empty()) << leftovers.front();
 }
 
 TEST_F(HubClientTest, TransientErrorsAreRetriedHonouringRetryAfter) {
