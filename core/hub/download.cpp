@@ -136,10 +136,14 @@ class RangeExchange : public Exchange {
     auto etag = hub.get("X-Linked-Etag");
     if (!etag) etag = hub.get("ETag");
     const RemoteEntry& expected = file_->request->expected;
-    if (etag && response.status >= 200 && response.status < 400 &&
-        normalise_etag(*etag) != expected_hash(expected)) {
+    if (response.status < 200 || response.status >= 400) return;
+    auto linked_size = hub.get("X-Linked-Size");
+    if (etag && normalise_etag(*etag) != expected_hash(expected)) {
       fail(file_->request->path_in_repo + " changed on the Hub since it was listed (etag " +
            normalise_etag(*etag) + "): run the command again");
+    } else if (linked_size && *linked_size != std::to_string(expected.size)) {
+      fail(file_->request->path_in_repo + " changed on the Hub since it was listed (size " +
+           *linked_size + "): run the command again");
     }
   }
 

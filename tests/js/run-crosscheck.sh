@@ -3,13 +3,14 @@
 # build tree (again only when package-lock.json changes), then runs crosscheck.mjs against a
 # fresh hub-server. When npm cannot install, this FAILS rather than skips: the cross-check is
 # what shows the test server behaves like the Hub for the official client.
-#   run-crosscheck.sh SOURCE_JS_DIR WORK_DIR HUB_SERVER [NODE] [NPM]
+#   run-crosscheck.sh SOURCE_JS_DIR WORK_DIR HUB_SERVER [NODE] [NPM] [HUB_TRANSFER]
 set -euo pipefail
 src=$1
 work=$2
 server=$3
 node=${4:-node}
 npm=${5:-npm}
+transfer=${6:-}
 
 mkdir -p "$work"
 cp "$src/package.json" "$src/package-lock.json" "$src/crosscheck.mjs" "$work/"
@@ -24,4 +25,6 @@ if ! cmp -s "$src/package-lock.json" "$stamp"; then
   fi
   cp "$src/package-lock.json" "$stamp"
 fi
-exec "$node" "$work/crosscheck.mjs" --server "$server" --config "$src/../hub_server/example-config.json"
+extra=()
+[[ -n "$transfer" ]] && extra=(--transfer "$transfer")
+exec "$node" "$work/crosscheck.mjs" --server "$server" --config "$src/../hub_server/example-config.json" "${extra[@]}"
