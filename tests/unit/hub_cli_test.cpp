@@ -136,6 +136,7 @@ TEST_F(HubCliTest, SynchronizeUploadsOnceInOneCommitWithoutLocks) {
                        "Pre-sync cleanup: Removed 1 failed entries. Removed 1 stale lock files."))
       << run.output;
   EXPECT_TRUE(contains(run.output, "Synchronization complete."));
+  EXPECT_TRUE(contains(run.output, "Uploading: ")) << "progress, as plain lines outside a terminal";
   json log = server.access_log();
   EXPECT_EQ(
       count(log,
@@ -220,7 +221,9 @@ TEST_F(HubCliTest, LookupFindsEntriesWithAConstantNumberOfListings) {
   add_registry_entry("neuronxcc-2.15.128.0+56dc5a86");
   for (int i = 0; i < 6; ++i)
     make_entry(cache.path(), "MODULE_4" + std::to_string(i) + "+d7cde3b5", Kind::Success);
-  ASSERT_EQ(tool("synchronize --quiet --cache-dir '" + cache.path().string() + "'").code, 0);
+  ToolRun quiet = tool("synchronize --quiet --cache-dir '" + cache.path().string() + "'");
+  ASSERT_EQ(quiet.code, 0) << quiet.output;
+  EXPECT_TRUE(quiet.output.empty()) << "--quiet prints nothing: " << quiet.output;
   server.clear_log();
   ToolRun run =
       tool("lookup llamafactory/tiny-random-Llama-3 --json --compiler-version 2.21.33363.0");
