@@ -576,7 +576,11 @@ void Server::send_ranged(Call& call, std::optional<fs::path> file, std::string t
                          const std::string& content_type) {
   call.res.set_header("Accept-Ranges", "bytes");
   std::optional<ByteRange> range;
-  if (call.req.has_header("Range")) range = parse_range(call.req.get_header_value("Range"), size);
+  // ignore_range plays a CDN that answers 200 with the whole body to a Range request.
+  bool ignore = call.response_fault && call.response_fault->action == FaultAction::IgnoreRange;
+  if (call.req.has_header("Range") && !ignore) {
+    range = parse_range(call.req.get_header_value("Range"), size);
+  }
   uint64_t first = 0;
   uint64_t length = size;
   int status = 200;

@@ -35,6 +35,8 @@ std::string Fault::name() const {
       return "corrupt";
     case FaultAction::Trickle:
       return "trickle";
+    case FaultAction::IgnoreRange:
+      return "ignore_range";
   }
   return "";
 }
@@ -119,9 +121,12 @@ FaultTable::Rule FaultTable::parse(const json& rule, size_t index) {
     if (fault.bytes_per_second == 0) {
       throw std::invalid_argument(where + ": \"bytes_per_second\" must be at least 1");
     }
+  } else if (action == "ignore_range") {
+    fault.action = FaultAction::IgnoreRange;
   } else {
-    throw std::invalid_argument(
-        where + ": \"action\" must be \"status\", \"drop_after\", \"corrupt\" or \"trickle\"");
+    throw std::invalid_argument(where +
+                                ": \"action\" must be \"status\", \"drop_after\", \"corrupt\", "
+                                "\"trickle\" or \"ignore_range\"");
   }
   return parsed;
 }

@@ -24,7 +24,7 @@ class AccessLog {
   std::map<uint64_t, nlohmann::json> entries_;
 };
 
-enum class FaultAction { Status, DropAfter, Corrupt, Trickle };
+enum class FaultAction { Status, DropAfter, Corrupt, Trickle, IgnoreRange };
 
 struct Fault {
   FaultAction action = FaultAction::Status;

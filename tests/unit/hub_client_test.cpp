@@ -207,6 +207,52 @@ TEST_F(HubClientTest, DroppedDownloadResumesWithRange) {
       << "each resume asks for the missing bytes only";
 }
 
+TEST_F(HubClientTest, ResumeAnsweredWith200StartsOver) {
+  std::string repo = client.create_repo("restart", "", true);
+  std::string neff = random_bytes(2 << 20, 8);
+  upload(repo, {{"model.neff", neff}});
+  server.set_faults(json::array({{{"match", {{"method", "GET"}, {"listener", "cdn"}}},
+                                  {"count", 1},
+                                  {"action", "drop_after"},
+                                  {"bytes", 500000}},
+                                 {{"match", {{"method", "GET"}, {"listener", "cdn"}}},
+                                  {"count", 1},
+                                  {"action", "ignore_range"}}}));
+  server.clear_log();
+  DownloadResult result;
+  EXPECT_EQ(download(repo, "model.neff", &result), neff);
+  json log = server.access_log();
+  EXPECT_EQ(count(log,
+                  [](const json& e) {
+                    return e["listener"] == "cdn" && e["range"].is_string() && e["status"] == 200;
+                  }),
+            1u)
+      << "the resume was answered with the whole file, and the client started over";
+}
+
+TEST_F(HubClientTest, DeletesAreCommitsAndMissingFilesAreReported) {
+  std::string repo = client.create_repo("deletes", "", true);
+  upload(repo, {{"a.txt", "a"}, {"b.txt", "b"}});
+  CommitResult removed =
+      client.commit(repo, {{CommitOperation::Kind::Delete, "a.txt", {}}}, "remove a", std::nullopt);
+  EXPECT_TRUE(removed.committed);
+  EXPECT_EQ(removed.deleted, 1u);
+  auto entries = client.list_tree(repo);
+  bool has_a = false, has_b = false;
+  for (const auto& e : entries) {
+    has_a = has_a || e.path == "a.txt";
+    has_b = has_b || e.path == "b.txt";
+  }
+  EXPECT_FALSE(has_a);
+  EXPECT_TRUE(has_b);
+  try {
+    client.commit(repo, {{CommitOperation::Kind::Delete, "missing.txt", {}}}, "x", std::nullopt);
+    FAIL() << "deleting a missing file must fail";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("EntryNotFound"), std::string::npos) << e.what();
+  }
+}
+
 TEST_F(HubClientTest, CorruptedBytesAreDetectedAndFetchedAgain) {
   std::string repo = client.create_repo("corrupt", "", true);
   std::string neff = random_bytes(1 << 20, 5);
