@@ -87,10 +87,8 @@ std::string HubClient::api(const std::string& path) const {
   return options_.endpoint + path;
 }
 
-HttpResponse HubClient::call(HttpRequest request, const std::string& what,
-                             const std::string& repo) {
+HttpResponse HubClient::call(HttpRequest request, const std::string& what) {
   check_online(what);
-  (void)repo;
   RetryingExchange exchange(std::move(request), options_.retry);
   http_.run({&exchange}, 1);
   return exchange.response_;
@@ -103,7 +101,7 @@ const WhoAmI& HubClient::whoami() {
         "no Hugging Face token: set HF_TOKEN (or log in so that "
         "~/.cache/huggingface/token exists)");
   }
-  HttpResponse response = call({"GET", api("/api/whoami-v2")}, "asking the Hub who you are", "");
+  HttpResponse response = call({"GET", api("/api/whoami-v2")}, "asking the Hub who you are");
   if (!ok(response)) throw hub_error(response, "asking the Hub who you are (whoami)", "");
   json body = parse_json(response, "whoami");
   WhoAmI who;
@@ -132,7 +130,7 @@ std::string HubClient::create_repo(const std::string& name, const std::string& n
   std::string repo = owner + "/" + name;
   HttpRequest request{
       "POST", api("/api/repos/create"), {"Content-Type: application/json"}, body.dump()};
-  HttpResponse response = call(request, "creating " + repo, repo);
+  HttpResponse response = call(request, "creating " + repo);
   if (response.status == 409) {
     throw operational_error("creating " + repo +
                             " failed: the repo already exists; use "
@@ -146,14 +144,14 @@ std::string HubClient::create_repo(const std::string& name, const std::string& n
 RepoInfo HubClient::repo_info(const std::string& repo, const std::string& revision) {
   std::string path = "/api/models/" + repo;
   if (!revision.empty() && revision != "main") path += "/revision/" + url_encode(revision, false);
-  HttpResponse response = call({"GET", api(path)}, "reading " + repo, repo);
+  HttpResponse response = call({"GET", api(path)}, "reading " + repo);
   if (!ok(response)) throw hub_error(response, "reading repo " + repo, repo);
   json body = parse_json(response, "reading " + repo);
   return {body.value("id", repo), body.value("sha", ""), body.value("private", false)};
 }
 
 bool HubClient::repo_exists(const std::string& repo) {
-  HttpResponse response = call({"GET", api("/api/models/" + repo)}, "checking " + repo, repo);
+  HttpResponse response = call({"GET", api("/api/models/" + repo)}, "checking " + repo);
   if (ok(response)) return true;
   std::string code = response.headers.get("X-Error-Code").value_or("");
   if (response.status == 404 || code == "RepoNotFound") return false;
@@ -171,7 +169,7 @@ std::vector<RemoteEntry> HubClient::list_tree(const std::string& repo, const std
   url += std::string("?recursive=") + (recursive ? "true" : "false") + "&expand=false";
   std::vector<RemoteEntry> entries;
   for (std::optional<std::string> next = url; next;) {
-    HttpResponse response = call({"GET", *next}, "listing " + repo, repo);
+    HttpResponse response = call({"GET", *next}, "listing " + repo);
     if (response.status == 404 &&
         response.headers.get("X-Error-Code").value_or("") == "EntryNotFound") {
       return entries;
@@ -199,7 +197,7 @@ std::vector<RemoteEntry> HubClient::paths_info(const std::string& repo,
                         api("/api/models/" + repo + "/paths-info/" + url_encode(revision, false)),
                         {"Content-Type: application/json"},
                         body.dump()};
-    HttpResponse response = call(request, "reading paths of " + repo, repo);
+    HttpResponse response = call(request, "reading paths of " + repo);
     if (!ok(response)) throw hub_error(response, "reading file information of " + repo, repo);
     for (const auto& item : parse_json(response, "paths-info"))
       entries.push_back(parse_entry(item));

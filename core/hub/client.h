@@ -115,7 +115,7 @@ class HubClient {
   const ClientOptions& options() const { return options_; }
 
   // One API request, retried on transient failures; refuses to run offline.
-  HttpResponse call(HttpRequest request, const std::string& what, const std::string& repo);
+  HttpResponse call(HttpRequest request, const std::string& what);
   std::string api(const std::string& path) const;
 
  private:

@@ -22,6 +22,7 @@ std::string normalise_etag(std::string etag) {
 
 // What one file's download has verified so far, shared by its parts.
 struct FileState {
+  std::string repo;
   DownloadRequest* request = nullptr;
   DownloadResult* result = nullptr;
   size_t parts_left = 0;
@@ -111,7 +112,7 @@ class RangeExchange : public Exchange {
     if (success && pos_ >= end_) return finish_part();
     if (success || response.streamed_bytes > 0) return resume(response);
     if (auto delay = retry_delay(response, ++attempts_, policy_)) return delay;
-    fail(hub_error(response, "downloading " + file_->request->path_in_repo, "").what());
+    fail(hub_error(response, "downloading " + file_->request->path_in_repo, file_->repo).what());
     return std::nullopt;
   }
 
@@ -210,6 +211,7 @@ std::vector<DownloadResult> HubClient::download(const std::string& repo,
     std::string url = options_.endpoint + "/" + repo + "/resolve/" + url_encode(revision, false) +
                       "/" + url_encode(request.path_in_repo, true);
     auto state = std::make_shared<FileState>();
+    state->repo = repo;
     state->request = &request;
     state->result = &results[i];
     uint64_t size = request.expected.size;

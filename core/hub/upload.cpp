@@ -203,8 +203,7 @@ void complete_upload(HubClient& client, LfsUpload& upload) {
         upload.completion_url,
         {"Accept: application/vnd.git-lfs+json", "Content-Type: application/vnd.git-lfs+json"},
         json{{"oid", file.sha256}, {"parts", parts}}.dump()};
-    HttpResponse response =
-        client.call(request, "completing the upload of " + file.path_in_repo, "");
+    HttpResponse response = client.call(request, "completing the upload of " + file.path_in_repo);
     if (!ok(response))
       throw hub_error(response, "completing the upload of " + file.path_in_repo, "");
   }
@@ -214,8 +213,7 @@ void complete_upload(HubClient& client, LfsUpload& upload) {
         upload.verify_url,
         {"Accept: application/vnd.git-lfs+json", "Content-Type: application/vnd.git-lfs+json"},
         json{{"oid", file.sha256}, {"size", file.size}}.dump()};
-    HttpResponse response =
-        client.call(request, "verifying the upload of " + file.path_in_repo, "");
+    HttpResponse response = client.call(request, "verifying the upload of " + file.path_in_repo);
     if (!ok(response))
       throw hub_error(response, "verifying the upload of " + file.path_in_repo, "");
   }
@@ -234,7 +232,7 @@ std::vector<LfsUpload> request_lfs_uploads(HubClient& client, const std::string&
         client.options().endpoint + "/" + repo + ".git/info/lfs/objects/batch",
         {"Accept: application/vnd.git-lfs+json", "Content-Type: application/vnd.git-lfs+json"},
         lfs_batch_body(batch, revision).dump()};
-    HttpResponse response = client.call(request, "requesting LFS uploads for " + repo, repo);
+    HttpResponse response = client.call(request, "requesting LFS uploads for " + repo);
     if (!ok(response)) throw hub_error(response, "requesting LFS uploads for " + repo, repo);
     std::map<std::string, LocalFile*> by_oid;
     for (LocalFile* file : batch) by_oid[file->sha256] = file;
@@ -370,7 +368,7 @@ CommitResult HubClient::commit(const std::string& repo,
                         api("/api/models/" + repo + "/preupload/" + rev),
                         {"Content-Type: application/json"},
                         preupload_body(candidates, start, end).dump()};
-    HttpResponse response = call(request, "preparing the upload to " + repo, repo);
+    HttpResponse response = call(request, "preparing the upload to " + repo);
     if (!ok(response)) throw hub_error(response, "preparing the upload to " + repo, repo);
     std::map<std::string, json> answers;
     for (const auto& item :
