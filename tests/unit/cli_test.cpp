@@ -10,6 +10,7 @@
 namespace neuron_cache {
 namespace {
 
+using testing::contains;
 using testing::Kind;
 using testing::make_entry;
 using testing::TempDir;
@@ -30,10 +31,6 @@ ToolRun tool(const std::string& args, const std::string& env = "",
   ToolRun run{};
   run.code = testing::run_command(command, &run.output);
   return run;
-}
-
-bool contains(const std::string& text, const std::string& part) {
-  return text.find(part) != std::string::npos;
 }
 
 class CliTest : public ::testing::Test {

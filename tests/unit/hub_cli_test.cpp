@@ -16,6 +16,7 @@ namespace neuron_cache {
 namespace {
 
 using nlohmann::json;
+using testing::contains;
 using testing::HubServer;
 using testing::Kind;
 using testing::make_entry;
@@ -26,16 +27,6 @@ struct ToolRun {
   int code;
   std::string output;
 };
-
-bool contains(const std::string& text, const std::string& part) {
-  return text.find(part) != std::string::npos;
-}
-
-size_t count(const json& log, const std::function<bool(const json&)>& predicate) {
-  size_t n = 0;
-  for (const auto& entry : log) n += predicate(entry) ? 1 : 0;
-  return n;
-}
 
 class HubCliTest : public ::testing::Test {
  protected:
@@ -139,8 +130,9 @@ TEST_F(HubCliTest, SynchronizeUploadsOnceInOneCommitWithoutLocks) {
   EXPECT_TRUE(contains(run.output, "Uploading: ")) << "progress, as plain lines outside a terminal";
   json log = server.access_log();
   EXPECT_EQ(
-      count(log,
-            [](const json& e) { return e["method"] == "POST" && contains(e["path"], "/commit/"); }),
+      testing::count_requests(
+          log,
+          [](const json& e) { return e["method"] == "POST" && contains(e["path"], "/commit/"); }),
       1u);
   json history = commits("alice/sync-cache");
   EXPECT_EQ(history[0]["title"], "Synchronizing local compiler cache.");
@@ -166,11 +158,12 @@ TEST_F(HubCliTest, SynchronizeUploadsOnceInOneCommitWithoutLocks) {
   auto result = pyjson::parse(again.output);
   EXPECT_EQ(result["uploaded_files"], 0);
   EXPECT_EQ(result["committed"], false);
-  EXPECT_EQ(count(server.access_log(),
-                  [](const json& e) {
-                    return e["method"] == "PUT" || contains(e["path"], "/commit/") ||
-                           contains(e["path"], "/preupload/");
-                  }),
+  EXPECT_EQ(testing::count_requests(server.access_log(),
+                                    [](const json& e) {
+                                      return e["method"] == "PUT" ||
+                                             contains(e["path"], "/commit/") ||
+                                             contains(e["path"], "/preupload/");
+                                    }),
             0u)
       << "a second synchronize sends nothing";
 }
@@ -205,11 +198,11 @@ TEST_F(HubCliTest, SynchronizeWithAReadOnlyTokenSaysSo) {
                      testing::kHubReadToken);
   EXPECT_EQ(run.code, 1);
   EXPECT_TRUE(contains(run.output, "read-only or lacks write access")) << run.output;
-  EXPECT_EQ(count(server.access_log(),
-                  [](const json& e) {
-                    return e["method"] == "POST" && contains(e["path"], "/commit/") &&
-                           e["status"] == 200;
-                  }),
+  EXPECT_EQ(testing::count_requests(server.access_log(),
+                                    [](const json& e) {
+                                      return e["method"] == "POST" &&
+                                             contains(e["path"], "/commit/") && e["status"] == 200;
+                                    }),
             0u)
       << "no commit is made";
   EXPECT_EQ(commits(testing::kHubPublicRepo).size(), 1u) << "only the seed commit";
@@ -238,12 +231,12 @@ TEST_F(HubCliTest, LookupFindsEntriesWithAConstantNumberOfListings) {
   EXPECT_EQ(row["instance_type"], "trn1");
   EXPECT_EQ(row["compiler_version"], "2.21.33363.0+82129205");
   EXPECT_EQ(row["checkpoint_revision"], "0000000000000000000000000000000000000000");
-  size_t tree_requests =
-      count(server.access_log(), [](const json& e) { return contains(e["path"], "/tree/"); });
+  size_t tree_requests = testing::count_requests(
+      server.access_log(), [](const json& e) { return contains(e["path"], "/tree/"); });
   EXPECT_LE(tree_requests, 4u) << "root listing plus one paginated registry listing";
-  EXPECT_EQ(
-      count(server.access_log(), [](const json& e) { return contains(e["path"], "/resolve/"); }),
-      1u)
+  EXPECT_EQ(testing::count_requests(server.access_log(),
+                                    [](const json& e) { return contains(e["path"], "/resolve/"); }),
+            1u)
       << "alias and primary share a hash: one download";
 
   ToolRun text = tool("lookup llamafactory/tiny-random-Llama-3 --batch-size 2 --dtype bf16");

@@ -37,12 +37,6 @@ std::string random_bytes(size_t size, uint64_t seed) {
   return bytes;
 }
 
-size_t count(const json& log, const std::function<bool(const json&)>& predicate) {
-  size_t n = 0;
-  for (const auto& entry : log) n += predicate(entry) ? 1 : 0;
-  return n;
-}
-
 class HubClientTest : public ::testing::Test {
  protected:
   HubClientTest()
@@ -87,7 +81,8 @@ TEST_F(HubClientTest, WhoamiIsAskedOnce) {
   EXPECT_EQ(client.whoami().name, "alice");
   EXPECT_EQ(client.whoami().orgs, std::vector<std::string>{"acme"});
   EXPECT_EQ(client.whoami().role, "write");
-  EXPECT_EQ(count(server.access_log(), [](const json& e) { return e["path"] == "/api/whoami-v2"; }),
+  EXPECT_EQ(testing::count_requests(server.access_log(),
+                                    [](const json& e) { return e["path"] == "/api/whoami-v2"; }),
             1u);
 }
 
@@ -136,10 +131,11 @@ TEST_F(HubClientTest, ListingFollowsEveryPage) {
   server.clear_log();
   auto entries = client.list_tree(repo, "dir");
   EXPECT_EQ(entries.size(), 8u);
-  EXPECT_GE(count(server.access_log(),
-                  [](const json& e) {
-                    return e["path"].get<std::string>().find("/tree/") != std::string::npos;
-                  }),
+  EXPECT_GE(testing::count_requests(server.access_log(),
+                                    [](const json& e) {
+                                      return e["path"].get<std::string>().find("/tree/") !=
+                                             std::string::npos;
+                                    }),
             3u)
       << "8 entries at 3 per page need at least 3 pages";
   EXPECT_TRUE(client.list_tree(repo, "missing-folder").empty());
@@ -167,10 +163,10 @@ TEST_F(HubClientTest, UploadThenDownloadByteIdenticalWithoutTokenOnTheCdn) {
     }
   }
   json log = server.access_log();
-  EXPECT_GE(count(log, [](const json& e) { return e["listener"] == "cdn"; }), 2u);
+  EXPECT_GE(testing::count_requests(log, [](const json& e) { return e["listener"] == "cdn"; }), 2u);
   EXPECT_EQ(
-      count(log,
-            [](const json& e) { return e["listener"] == "cdn" && e["authorization"] == true; }),
+      testing::count_requests(
+          log, [](const json& e) { return e["listener"] == "cdn" && e["authorization"] == true; }),
       0u)
       << "the token must never reach the CDN";
 }
@@ -187,7 +183,9 @@ TEST_F(HubClientTest, UnchangedFilesAndStoredLfsObjectsAreNotSentAgain) {
   EXPECT_TRUE(copy.committed);
   EXPECT_EQ(copy.lfs_already_stored, 1u);
   EXPECT_EQ(copy.lfs_uploaded, 0u);
-  EXPECT_EQ(count(server.access_log(), [](const json& e) { return e["method"] == "PUT"; }), 0u)
+  EXPECT_EQ(testing::count_requests(server.access_log(),
+                                    [](const json& e) { return e["method"] == "PUT"; }),
+            0u)
       << "no byte of a stored LFS object is uploaded again";
 }
 
@@ -201,8 +199,9 @@ TEST_F(HubClientTest, DroppedDownloadResumesWithRange) {
                                   {"bytes", 300000}}}));
   server.clear_log();
   EXPECT_EQ(download(repo, "model.neff"), neff);
-  EXPECT_GE(count(server.access_log(),
-                  [](const json& e) { return e["listener"] == "cdn" && e["range"].is_string(); }),
+  EXPECT_GE(testing::count_requests(
+                server.access_log(),
+                [](const json& e) { return e["listener"] == "cdn" && e["range"].is_string(); }),
             2u)
       << "each resume asks for the missing bytes only";
 }
@@ -222,10 +221,11 @@ TEST_F(HubClientTest, ResumeAnsweredWith200StartsOver) {
   DownloadResult result;
   EXPECT_EQ(download(repo, "model.neff", &result), neff);
   json log = server.access_log();
-  EXPECT_EQ(count(log,
-                  [](const json& e) {
-                    return e["listener"] == "cdn" && e["range"].is_string() && e["status"] == 200;
-                  }),
+  EXPECT_EQ(testing::count_requests(log,
+                                    [](const json& e) {
+                                      return e["listener"] == "cdn" && e["range"].is_string() &&
+                                             e["status"] == 200;
+                                    }),
             1u)
       << "the resume was answered with the whole file, and the client started over";
 }
@@ -361,8 +361,9 @@ TEST_F(HubClientTest, ParallelDownloadsOfLargeFilesUseRanges) {
             static_cast<ssize_t>(big.size()));
   std::fclose(file);
   EXPECT_EQ(content, big);
-  EXPECT_EQ(count(server.access_log(),
-                  [](const json& e) { return e["listener"] == "cdn" && e["range"].is_string(); }),
+  EXPECT_EQ(testing::count_requests(
+                server.access_log(),
+                [](const json& e) { return e["listener"] == "cdn" && e["range"].is_string(); }),
             5u)
       << "4 MiB + 123 B in 1 MiB parts";
 }

@@ -6,6 +6,7 @@
 #include <sys/types.h>
 
 #include <filesystem>
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -23,6 +24,14 @@ inline constexpr const char* kHubBobToken = "hf_bob_write";
 // Repos that config creates: public (README.md, registry/entry.json) and private (README.md).
 inline constexpr const char* kHubPublicRepo = "acme/public-cache";
 inline constexpr const char* kHubPrivateRepo = "acme/private-cache";
+
+// How many access-log entries satisfy `predicate` (for counting requests in tests).
+inline size_t count_requests(const nlohmann::json& log,
+                             const std::function<bool(const nlohmann::json&)>& predicate) {
+  size_t n = 0;
+  for (const auto& entry : log) n += predicate(entry) ? 1 : 0;
+  return n;
+}
 
 class HubServer {
  public:

@@ -45,6 +45,11 @@ std::map<std::string, std::string> snapshot_tree(const fs::path& root);
 // Runs a shell command line, returns its exit code and fills `output` with stdout+stderr.
 int run_command(const std::string& command_line, std::string* output = nullptr);
 
+// Whether `text` contains `part` (for checking command output).
+inline bool contains(const std::string& text, const std::string& part) {
+  return text.find(part) != std::string::npos;
+}
+
 // The neuron-cache binary built with the tests.
 std::string tool_path();
 
