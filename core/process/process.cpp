@@ -97,6 +97,21 @@ std::optional<std::string> find_on_path(const std::string& program, const std::s
   return std::nullopt;
 }
 
+namespace {
+
+// A zombie (exited, not yet reaped by its parent) keeps its name in /proc but runs nothing.
+bool is_zombie(const std::string& pid) {
+  std::ifstream stat("/proc/" + pid + "/stat");
+  std::string text;
+  std::getline(stat, text);
+  size_t close = text.rfind(')');  // the name may itself contain ')' or spaces
+  if (close == std::string::npos || close + 2 >= text.size()) return false;
+  char state = text[close + 2];
+  return state == 'Z' || state == 'X';
+}
+
+}  // namespace
+
 bool is_process_running(std::string_view name) {
   DIR* proc = opendir("/proc");
   if (proc == nullptr) return false;
@@ -106,7 +121,7 @@ bool is_process_running(std::string_view name) {
     if (pid.empty() || pid.find_first_not_of("0123456789") != std::string::npos) continue;
     std::ifstream comm("/proc/" + pid + "/comm");
     std::string command;
-    if (std::getline(comm, command) && command.find(name) != std::string::npos) {
+    if (std::getline(comm, command) && command.find(name) != std::string::npos && !is_zombie(pid)) {
       found = true;
       break;
     }

@@ -464,6 +464,30 @@ bool becomes_running(std::string_view name) {
   return false;
 }
 
+TEST(Process, AnExitedButUnreapedCompilerIsNotRunning) {
+  TempDir temp;
+  fs::path script = temp.path() / "neuronx-cc";
+  write_file(script, "#!/bin/sh\nexit 0\n");
+  fs::permissions(script, fs::perms::owner_all);
+  pid_t pid = fork();
+  if (pid == 0) {
+    execl(script.c_str(), "neuronx-cc", static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  // Not reaped yet: a zombie whose /proc entry still says neuronx-cc.
+  std::string stat_path = "/proc/" + std::to_string(pid) + "/stat";
+  bool zombie = false;
+  for (int i = 0; i < 200 && !zombie; ++i) {
+    std::this_thread::sleep_for(10ms);
+    std::string stat = read_file(stat_path);
+    zombie = stat.find(") Z") != std::string::npos;
+  }
+  ASSERT_TRUE(zombie);
+  EXPECT_FALSE(is_process_running("neuronx-cc"));
+  int status = 0;
+  waitpid(pid, &status, 0);
+}
+
 TEST(Process, DetectsARunningNeuronxCc) {
   TempDir temp;
   {
