@@ -43,12 +43,19 @@ void synchronize(Context& context, const Options& options) {
   Progress progress("Uploading", Progress::mode_for(options.quiet || options.json));
   sync.on_plan = [&](uint64_t, uint64_t bytes) { progress.set_total(bytes); };
   hub::HubClient& client = context.client();
-  client.http().on_progress = [&](uint64_t, uint64_t up) { progress.add(up); };
+  uint64_t streamed = 0;
+  client.http().on_progress = [&](uint64_t, uint64_t up) {
+    streamed += up;
+    progress.add(up);
+  };
   if (!options.quiet && !options.json) {
     std::cerr << "Synchronizing " << repo << " Hub cache with " << cache.root().string()
               << " local cache\n";
   }
   remote::SyncResult result = remote::synchronize(client, cache, repo, sync);
+  // Regular files travel inside the commit request, not as streamed uploads: count them at the end.
+  if (result.commit.bytes_uploaded > streamed)
+    progress.add(result.commit.bytes_uploaded - streamed);
   progress.finish();
   if (options.json) {
     print_json(result_json(result, repo));
