@@ -121,13 +121,18 @@ void Server::whoami(Call& call) {
              {"auth", {{"type", "access_token"}, {"accessToken", access_token}}}});
 }
 
-void Server::create_repo(Call& call) {
+Server::RepoRequest Server::read_repo_request(Call& call) {
   Identity who = identify(call, ErrorStyle::Hub);
   json body = parse_json(read_body(call));
   if (!body.is_object()) throw HttpError{400, "the request body must be a JSON object", ""};
   if (who.user == nullptr) require_write(who, "", ErrorStyle::Hub);
   std::string type = body_repo_type(body);
   std::string id = body_repo_id(body, who);
+  return {std::move(who), std::move(body), std::move(type), std::move(id)};
+}
+
+void Server::create_repo(Call& call) {
+  auto [who, body, type, id] = read_repo_request(call);
   require_write(who, id.substr(0, id.find('/')), ErrorStyle::Hub);
   bool is_private = false;
   if (body.contains("visibility") && body["visibility"].is_string()) {
@@ -166,12 +171,7 @@ void Server::create_repo(Call& call) {
 }
 
 void Server::delete_repo(Call& call) {
-  Identity who = identify(call, ErrorStyle::Hub);
-  json body = parse_json(read_body(call));
-  if (!body.is_object()) throw HttpError{400, "the request body must be a JSON object", ""};
-  if (who.user == nullptr) require_write(who, "", ErrorStyle::Hub);
-  std::string type = body_repo_type(body);
-  std::string id = body_repo_id(body, who);
+  auto [who, body, type, id] = read_repo_request(call);
   std::lock_guard lock(state_mutex_);
   Repo& repo = find_repo(who, type, id);
   require_write(who, repo.ns(), ErrorStyle::Hub);

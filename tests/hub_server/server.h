@@ -173,6 +173,14 @@ class Server {
 
   // handlers_repo.cpp
   void whoami(Call& call);
+  // The caller and the repo named in a create/delete body ({name, organization, type}).
+  struct RepoRequest {
+    Identity who;
+    nlohmann::json body;
+    std::string type;
+    std::string id;
+  };
+  RepoRequest read_repo_request(Call& call);
   void create_repo(Call& call);
   void delete_repo(Call& call);
   void repo_info(Call& call, const std::string& type, const std::string& id,

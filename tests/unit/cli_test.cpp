@@ -14,12 +14,8 @@ using testing::contains;
 using testing::Kind;
 using testing::make_entry;
 using testing::TempDir;
+using testing::ToolRun;
 using testing::write_file;
-
-struct ToolRun {
-  int code;
-  std::string output;
-};
 
 // Runs the tool with a clean environment plus `env` ("NAME=value ..."), so the machine's own
 // HF_TOKEN or cache settings never leak into a test.

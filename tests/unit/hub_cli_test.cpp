@@ -21,12 +21,8 @@ using testing::HubServer;
 using testing::Kind;
 using testing::make_entry;
 using testing::TempDir;
+using testing::ToolRun;
 using testing::write_file;
-
-struct ToolRun {
-  int code;
-  std::string output;
-};
 
 class HubCliTest : public ::testing::Test {
  protected:

@@ -45,6 +45,12 @@ std::map<std::string, std::string> snapshot_tree(const fs::path& root);
 // Runs a shell command line, returns its exit code and fills `output` with stdout+stderr.
 int run_command(const std::string& command_line, std::string* output = nullptr);
 
+// What a command printed (stdout and stderr) and its exit code.
+struct ToolRun {
+  int code;
+  std::string output;
+};
+
 // Whether `text` contains `part` (for checking command output).
 inline bool contains(const std::string& text, const std::string& part) {
   return text.find(part) != std::string::npos;
