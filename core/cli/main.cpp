@@ -3,6 +3,7 @@
 #include <iostream>
 
 #include "cli/context.h"
+#include "pipeline/pipeline.h"
 #include "error.h"
 
 namespace {
@@ -18,7 +19,7 @@ int run(int argc, char** argv) {
       "optimum-neuron.\nExit codes: 0 success, 1 operational failure, 2 usage or input error."};
   app.require_subcommand(1);
   app.fallthrough();  // global options such as --compiler-version also work after the command
-  app.set_version_flag("--version", "neuron-cache 0.1.0");
+  app.set_version_flag("--version", neuron_cache::pipeline::tool_version());
   auto& overrides = context.overrides();
   app.add_option_function<std::string>(
          "--compiler-version", [&](const std::string& v) { overrides.compiler_version = v; },
@@ -31,6 +32,7 @@ int run(int argc, char** argv) {
   cli::register_repo_commands(app, context);
   cli::register_lookup(app, context);
   cli::register_synchronize(app, context);
+  cli::register_pipeline(app, context);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& error) {

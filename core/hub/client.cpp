@@ -150,6 +150,17 @@ RepoInfo HubClient::repo_info(const std::string& repo, const std::string& revisi
   return {body.value("id", repo), body.value("sha", ""), body.value("private", false)};
 }
 
+std::optional<std::string> HubClient::read_file(const std::string& repo, const std::string& path,
+                                                const std::string& revision) {
+  std::string url = options_.endpoint + "/" + repo + "/resolve/" + url_encode(revision, false) +
+                    "/" + url_encode(path, true);
+  HttpResponse response = call({"GET", url}, "reading " + path + " from " + repo);
+  if (ok(response)) return response.body;
+  std::string code = response.headers.get("X-Error-Code").value_or("");
+  if (response.status == 404 && code == "EntryNotFound") return std::nullopt;
+  throw hub_error(response, "reading " + path + " from " + repo, repo);
+}
+
 bool HubClient::repo_exists(const std::string& repo) {
   HttpResponse response = call({"GET", api("/api/models/" + repo)}, "checking " + repo);
   if (ok(response)) return true;

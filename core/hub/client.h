@@ -35,6 +35,9 @@ struct RemoteEntry {
   uint64_t size = 0;
   std::string oid;         // git blob id (for LFS files: of the pointer)
   std::string lfs_sha256;  // empty for regular files
+  // When neither oid nor lfs_sha256 is known (a file known from an artifact index): the sha256
+  // of its content, which downloads verify instead.
+  std::string content_sha256;
   bool is_lfs() const { return !lfs_sha256.empty(); }
 };
 
@@ -101,6 +104,9 @@ class HubClient {
   std::vector<RemoteEntry> paths_info(const std::string& repo,
                                       const std::vector<std::string>& paths,
                                       const std::string& revision = "main");
+  // The content of a small file (JSON), or nothing when the repo has no such file.
+  std::optional<std::string> read_file(const std::string& repo, const std::string& path,
+                                       const std::string& revision = "main");
   // Downloads every request in parallel; each file is verified while it streams (sha256 for LFS
   // files, git blob id otherwise) and resumed with Range after a dropped connection.
   std::vector<DownloadResult> download(const std::string& repo, const std::string& revision,

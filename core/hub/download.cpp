@@ -30,14 +30,15 @@ struct FileState {
 };
 
 Hasher new_hasher(const RemoteEntry& expected) {
-  if (expected.is_lfs()) return Hasher(HashAlgorithm::Sha256);
+  if (expected.is_lfs() || expected.oid.empty()) return Hasher(HashAlgorithm::Sha256);
   Hasher hasher(HashAlgorithm::Sha1);  // git blob id: sha1("blob <size>\0" + content)
   hasher.update("blob " + std::to_string(expected.size) + std::string(1, '\0'));
   return hasher;
 }
 
 std::string expected_hash(const RemoteEntry& expected) {
-  return expected.is_lfs() ? expected.lfs_sha256 : expected.oid;
+  if (expected.is_lfs()) return expected.lfs_sha256;
+  return expected.oid.empty() ? expected.content_sha256 : expected.oid;
 }
 
 // Hashes a finished file by reading it back (for files fetched in parallel ranges).
@@ -139,7 +140,9 @@ class RangeExchange : public Exchange {
     const RemoteEntry& expected = file_->request->expected;
     if (response.status < 200 || response.status >= 400) return;
     auto linked_size = hub.get("X-Linked-Size");
-    if (etag && normalise_etag(*etag) != expected_hash(expected)) {
+    // Known only by content sha256, a file's etag may be its git blob id: nothing to compare.
+    bool etag_known = expected.is_lfs() || !expected.oid.empty();
+    if (etag && etag_known && normalise_etag(*etag) != expected_hash(expected)) {
       fail(file_->request->path_in_repo + " changed on the Hub since it was listed (etag " +
            normalise_etag(*etag) + "): run the command again");
     } else if (linked_size && *linked_size != std::to_string(expected.size)) {
@@ -220,9 +223,7 @@ std::vector<DownloadResult> HubClient::download(const std::string& repo,
     state->parts_left = parts;
     if (size == 0) {
       // Nothing to fetch: an empty file only needs its hash checked.
-      results[i].ok =
-          hash_file(request.fd, request.expected) ==
-          (request.expected.is_lfs() ? request.expected.lfs_sha256 : request.expected.oid);
+      results[i].ok = hash_file(request.fd, request.expected) == expected_hash(request.expected);
       if (!results[i].ok) results[i].error = "empty file does not match its listed checksum";
       continue;
     }

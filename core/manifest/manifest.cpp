@@ -22,7 +22,8 @@ const Keys kTopKeys = {
     "cache_repo",    "cache_dir",      "compiler_version", "optimum_neuron_version",
     "instance_type", "compiler_flags", "compile",          "models"};
 const Keys kCompileKeys = {"command", "env"};
-const Keys kModelKeys = {"model_id", "revision", "task", "configurations"};
+const Keys kModelKeys = {"model_id", "revision", "model_type",
+                         "checkout", "task",     "configurations"};
 const Keys kConfigurationKeys = {"name",          "batch_size",           "sequence_length",
                                  "num_cores",     "tensor_parallel_size", "precision",
                                  "instance_type", "compiler_flags"};
@@ -223,6 +224,8 @@ CompileSpec read_compile(const YamlReader& r, const YAML::Node& node) {
 struct ModelDefaults {
   std::string model_id;
   std::optional<std::string> revision;
+  std::optional<std::string> model_type;
+  std::optional<std::string> checkout;
   std::string task;
 };
 
@@ -239,6 +242,8 @@ Configuration read_configuration(const YamlReader& r, const YAML::Node& node,
   Configuration c;
   c.model_id = model.model_id;
   c.revision = model.revision;
+  c.model_type = model.model_type;
+  c.checkout = model.checkout;
   c.task = model.task;
   c.source = r.location(node);
   c.batch_size =
@@ -315,6 +320,13 @@ void read_model(const YamlReader& r, const YAML::Node& node, Manifest* manifest,
       r.required(f, "model_id", kContext, "the Hub model id, e.g. meta-llama/Llama-3.1-8B"),
       "model_id");
   model.revision = r.optional_string(f, "revision");
+  model.model_type = r.optional_string(f, "model_type");
+  model.checkout = r.optional_string(f, "checkout");
+  if (model.checkout && model.revision) {
+    r.fail(*f.value("checkout"),
+           "a model has both \"revision\" and \"checkout\": the revision of a checkout is the "
+           "commit it is at; give only one");
+  }
   model.task = r.string(r.required(f, "task", kContext, "e.g. text-generation"), "task");
   const YAML::Node& list = r.required(f, "configurations", kContext, "a list of configurations");
   if (!list.IsSequence()) {

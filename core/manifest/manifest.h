@@ -19,7 +19,13 @@
 //      env:                  map of string to string, optional. Added to the environment.
 //    models:                 list of maps, required, not empty. Each one:
 //      model_id:             string, required. Hub model id ("meta-llama/Llama-3.1-8B").
-//      revision:             string, optional. A branch, tag or 40-hex commit.
+//      revision:             string, optional. A branch, tag or 40-hex commit, resolved to
+//                            the commit through the Hub (default: the main branch).
+//      checkout:             string, optional. A local git clone of the model (relative to the
+//                            manifest's folder); its HEAD commit is the revision. Not with
+//                            revision. The path itself never enters a cache key.
+//      model_type:           string, optional. The config.json model_type ("llama"); read
+//                            from the checkout or from the Hub at the revision when absent.
 //      task:                 string, required ("text-generation", ...).
 //      configurations:       list of maps, required, not empty. Each one:
 //        name:               string, optional; default derived from the fields (see
@@ -72,6 +78,8 @@ struct CompileSpec {
 struct Configuration {
   std::string model_id;
   std::optional<std::string> revision;
+  std::optional<std::string> model_type;
+  std::optional<std::string> checkout;  // as written: relative to the manifest's folder
   std::string task;
   std::string name;
   std::int64_t batch_size = 0;

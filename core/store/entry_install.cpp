@@ -9,6 +9,7 @@
 #include <cstring>
 #include <random>
 #include <thread>
+#include <vector>
 
 #include "error.h"
 #include "format/layout.h"
@@ -45,6 +46,41 @@ std::pair<std::string, std::string> split_parent(std::string_view path) {
   size_t slash = path.rfind('/');
   if (slash == std::string_view::npos) return {"", std::string(path)};
   return {std::string(path.substr(0, slash)), std::string(path.substr(slash + 1))};
+}
+
+void copy_into(int source_fd, const SafeDir& dir, const std::string& name, const fs::path& source) {
+  UniqueFd out = dir.create_new(name);
+  std::vector<char> buffer(1 << 20);
+  while (true) {
+    ssize_t n = read(source_fd, buffer.data(), buffer.size());
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0)
+      throw operational_error("cannot read " + source.string() + ": " + std::strerror(errno));
+    if (n == 0) return;
+    for (ssize_t done = 0; done < n;) {
+      ssize_t written = write(out.get(), buffer.data() + done, static_cast<size_t>(n - done));
+      if (written < 0 && errno == EINTR) continue;
+      if (written < 0) {
+        throw operational_error("cannot write " + (dir.path() / name).string() + ": " +
+                                std::strerror(errno));
+      }
+      done += written;
+    }
+  }
+}
+
+// Links the very inode that was opened and checked (through /proc/self/fd), so a file swapped
+// for a symlink after the check is never what gets linked.
+void link_or_copy(int source_fd, const SafeDir& dir, const std::string& name,
+                  const fs::path& source) {
+  std::string fd_path = "/proc/self/fd/" + std::to_string(source_fd);
+  if (linkat(AT_FDCWD, fd_path.c_str(), dir.fd(), name.c_str(), AT_SYMLINK_FOLLOW) == 0) return;
+  // ENOENT: no /proc mounted.
+  if (errno != EXDEV && errno != EMLINK && errno != EPERM && errno != ENOENT) {
+    throw operational_error("cannot link " + source.string() + " into " + dir.path().string() +
+                            ": " + std::strerror(errno));
+  }
+  copy_into(source_fd, dir, name, source);
 }
 
 }  // namespace
@@ -154,6 +190,24 @@ void EntryInstall::add_file(std::string_view relative_path, std::string_view con
     staging_->write_new_file(name, content);
   } else {
     staging_->make_path(parent).write_new_file(name, content);
+  }
+}
+
+void EntryInstall::link_file(std::string_view relative_path, const fs::path& source) {
+  int fd = ::open(source.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) {
+    int error = errno;
+    throw operational_error("cannot open " + source.string() + ": " + std::strerror(error) +
+                            (error == ELOOP ? " (a symlink: only regular files are staged)" : ""));
+  }
+  UniqueFd source_fd(fd);
+  require_regular_file(fd, source);
+  auto [parent, name] = split_parent(relative_path);
+  check_plain_name(name);
+  if (parent.empty()) {
+    link_or_copy(fd, *staging_, name, source);
+  } else {
+    link_or_copy(fd, staging_->make_path(parent), name, source);
   }
 }
 

@@ -44,6 +44,9 @@ class EntryInstall {
   // A new staged file ('/'-separated path inside the entry); the caller streams into it.
   UniqueFd create_file(std::string_view relative_path);
   void add_file(std::string_view relative_path, std::string_view content);
+  // Stages the regular file `source` (never a symlink) as a hard link, or as a copy when it
+  // cannot be linked (another filesystem, link limit, fs.protected_hardlinks).
+  void link_file(std::string_view relative_path, const std::filesystem::path& source);
 
   // Moves the staged content into the entry. An entry that is already SUCCESS is kept as it is.
   InstallOutcome commit(std::chrono::milliseconds lock_timeout = std::chrono::minutes(30));

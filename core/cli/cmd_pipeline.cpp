@@ -1,0 +1,308 @@
+// The main job's commands: plan, prefetch, compile, push, ci and run. Each one is a thin shell
+// over pipeline::Pipeline: options in, a step or two, text or JSON out.
+#include <fstream>
+#include <iostream>
+
+#include "cli/context.h"
+#include "cli/output.h"
+#include "pipeline/pipeline.h"
+#include "report/report.h"
+
+namespace neuron_cache::cli {
+namespace {
+
+namespace fs = std::filesystem;
+
+struct Args {
+  std::string manifest;
+  std::vector<std::string> configs;
+  pipeline::Options options;
+  bool json = false;
+  bool quiet = false;
+  std::string report_file;
+  std::string summary_file;
+  std::vector<std::string> command;  // run -- CMD ARGS
+};
+
+void add_common(CLI::App* cmd, Context& context, const std::shared_ptr<Args>& args,
+                bool manifest_positional) {
+  if (manifest_positional) {
+    cmd->add_option("manifest", args->manifest,
+                    "The manifest: neuron-cache.yaml, or an inference-cache-config JSON file")
+        ->required();
+  }
+  cmd->add_option("--config", args->configs, "Only this configuration (repeat for several)")
+      ->allow_extra_args(false);
+  cmd->add_option_function<std::string>(
+      "--repo,--repo_id", [&context](const std::string& v) { context.overrides().cache_repo = v; },
+      "Hub cache repo (default: CUSTOM_CACHE_REPO, the manifest's cache_repo, the saved one)");
+  cmd->add_option_function<std::string>(
+      "--cache-dir,--cache_dir",
+      [&context](const std::string& v) { context.overrides().cache_dir = v; },
+      "Local cache root (default: NEURON_CC_FLAGS --cache_dir, NEURON_COMPILE_CACHE_URL, the "
+      "manifest's cache_dir, /var/tmp/neuron-compile-cache)");
+  cmd->add_flag(
+      "--strict", args->options.strict,
+      "Fail on cache problems (Hub down, no access) instead of compiling or skipping the push");
+  cmd->add_flag("--quiet", args->quiet, "Print nothing but warnings and errors");
+}
+
+void add_compile_options(CLI::App* cmd, const std::shared_ptr<Args>& args) {
+  cmd->add_option("--jobs,-j", args->options.jobs, "Compile this many configurations at once")
+      ->check(CLI::Range(1, 256));
+  cmd->add_option("--output-dir", args->options.output_dir,
+                  "Where compile outputs ({output}) and logs go (default: neuron-cache-output)");
+}
+
+std::unique_ptr<pipeline::Pipeline> open(Context& context, Args& args) {
+  args.options.manifest = args.manifest;
+  args.options.configs = args.configs;
+  args.options.push.conflicts = context.retry_policy(6);
+  const Settings& settings = context.settings();
+  for (const auto& warning : settings.warnings) warn(warning);
+  auto pipeline = std::make_unique<pipeline::Pipeline>(settings, &context.client(), args.options);
+  bool quiet = args.quiet || args.json;
+  pipeline->on_progress = [quiet](const std::string& line) {
+    if (line.starts_with("warning: ")) {
+      warn(line.substr(9));
+    } else if (!quiet) {
+      std::cerr << "neuron-cache: " << line << "\n";
+    }
+  };
+  return pipeline;
+}
+
+void print_compile_failures(const pipeline::CompileStep& step) {
+  for (const auto& o : step.outcomes) {
+    if (o.ok) continue;
+    std::cerr << "neuron-cache: compile of " << o.configuration << " failed: " << o.error << "\n";
+    if (!o.log_tail.empty()) {
+      std::cerr << "---- last lines of " << o.log_file << " ----\n" << o.log_tail;
+      if (!o.log_tail.ends_with("\n")) std::cerr << "\n";
+      std::cerr << "----\n";
+    }
+  }
+}
+
+void fail_if_compile_failed(const pipeline::CompileStep& step) {
+  if (size_t failed = step.failed()) {
+    throw operational_error(
+        std::to_string(failed) + " of " + std::to_string(step.outcomes.size()) +
+        " compiles failed (see above); nothing of theirs was recorded or pushed");
+  }
+}
+
+std::string prefetch_line(const pipeline::PrefetchStep& step) {
+  const auto& r = step.result;
+  return "prefetched " + std::to_string(step.hits) +
+         " configurations: " + std::to_string(r.modules_installed) + " MODULE folders installed, " +
+         std::to_string(r.modules_present) + " already present, " +
+         report::human_bytes(r.bytes_downloaded) + " downloaded in " +
+         std::to_string(r.files_downloaded) + " files";
+}
+
+std::string push_line(const pipeline::PushStep& step) {
+  if (!step.attempted) return "push skipped: " + step.skipped_reason;
+  const auto& r = step.result;
+  std::string line = "pushed " + std::to_string(r.pushed.size()) + " configurations";
+  if (!r.already_on_hub.empty())
+    line += " (" + std::to_string(r.already_on_hub.size()) + " already on the Hub)";
+  if (r.commit.committed) {
+    line += " in commit " + r.commit.commit_oid.substr(0, 12) + ": " +
+            std::to_string(r.commit.regular_files + r.commit.lfs_uploaded) + " files sent (" +
+            report::human_bytes(r.commit.bytes_uploaded) + "), " +
+            std::to_string(r.commit.unchanged + r.commit.lfs_already_stored) + " already stored";
+  } else if (!step.skipped_reason.empty()) {
+    line = "push failed: " + step.skipped_reason;
+  }
+  return line;
+}
+
+void write_file(const std::string& path, const std::string& content) {
+  if (path.empty()) return;
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out << content;
+  if (!out)
+    throw operational_error("cannot write " + path + ": check the folder exists and is writable");
+}
+
+void run_plan(Context& context, Args& args) {
+  auto p = open(context, args);
+  plan::Plan plan = p->make_plan();
+  if (args.json) {
+    nlohmann::json out = report::plan_json(plan);
+    out["hub_requests"] = p->hub_requests();
+    print_json(out);
+  } else {
+    std::cout << report::plan_text(plan);
+  }
+}
+
+void run_prefetch(Context& context, Args& args) {
+  auto p = open(context, args);
+  plan::Plan plan = p->make_plan();
+  pipeline::PrefetchStep step = p->prefetch(plan);
+  if (args.json) {
+    report::RunRecord run{&plan, &plan, step, std::nullopt, std::nullopt, p.get(), step.seconds};
+    print_json(report::run_json(run));
+    return;
+  }
+  std::cout << prefetch_line(step) << "\n";
+  size_t missing = plan.count(plan::Status::Compile);
+  if (missing)
+    std::cout << missing
+              << " configurations are not cached and must be compiled (see `neuron-cache plan`)\n";
+}
+
+void run_compile(Context& context, Args& args) {
+  auto p = open(context, args);
+  plan::Plan plan = p->make_plan();
+  pipeline::PrefetchStep fetched = p->prefetch(plan);
+  pipeline::CompileStep step = p->compile(plan);
+  if (args.json) {
+    report::RunRecord run{&plan, &plan, fetched, step, std::nullopt, p.get(), step.seconds};
+    print_json(report::run_json(run));
+  } else {
+    if (fetched.hits) std::cout << prefetch_line(fetched) << "\n";
+    std::cout << "compiled " << step.outcomes.size() - step.failed() << " of "
+              << step.outcomes.size() << " missing configurations in "
+              << report::human_seconds(step.seconds) << "\n";
+  }
+  print_compile_failures(step);
+  fail_if_compile_failed(step);
+}
+
+void run_push(Context& context, Args& args) {
+  auto p = open(context, args);
+  plan::Plan plan = p->make_plan();
+  pipeline::PushStep step = p->push(plan);
+  if (args.json) {
+    report::RunRecord run{&plan, &plan, std::nullopt, std::nullopt, step, p.get(), step.seconds};
+    print_json(report::run_json(run));
+    return;
+  }
+  std::cout << push_line(step) << "\n";
+}
+
+void run_ci(Context& context, Args& args) {
+  auto start = std::chrono::steady_clock::now();
+  auto p = open(context, args);
+  plan::Plan initial = p->make_plan();
+  plan::Plan plan = initial;
+  if (!args.quiet && !args.json) std::cout << report::plan_text(initial) << "\n";
+  pipeline::PrefetchStep fetched = p->prefetch(plan);
+  pipeline::CompileStep compiled = p->compile(plan);
+  pipeline::PushStep pushed = p->push(plan);
+  double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  report::RunRecord run{&initial, &plan, fetched, compiled, pushed, p.get(), seconds};
+  write_file(args.report_file, report::run_json(run).dump(2) + "\n");
+  write_file(args.summary_file, report::run_markdown(run));
+  if (args.json) {
+    print_json(report::run_json(run));
+  } else {
+    report::Totals t = report::totals(run);
+    std::cout << prefetch_line(fetched) << "\n"
+              << "compiled " << t.compiled << " of " << compiled.outcomes.size()
+              << " missing configurations in " << report::human_seconds(compiled.seconds) << "\n"
+              << push_line(pushed) << "\n"
+              << "done in " << report::human_seconds(seconds) << ": " << t.local << " local, "
+              << t.hub_hits << " from the Hub, " << t.compiled << " compiled, " << t.failed
+              << " failed; compile time saved: " << report::human_seconds(t.compile_seconds_saved)
+              << "\n";
+  }
+  print_compile_failures(compiled);
+  fail_if_compile_failed(compiled);
+}
+
+void run_wrapped(Context& context, Args& args) {
+  if (args.command.empty()) throw input_error("nothing to run: give the command after --");
+  if (!args.configs.empty() && args.manifest.empty()) {
+    throw input_error("--config needs --manifest: the configuration is declared there");
+  }
+  if (args.configs.size() > 1) throw input_error("run takes one --config");
+  std::optional<plan::Target> target;
+  std::unique_ptr<pipeline::Pipeline> p = open(context, args);
+  if (!args.configs.empty()) {
+    plan::Plan plan = p->make_plan();
+    p->prefetch(plan);
+    target = plan.rows.front().target;
+  }
+  pipeline::WrappedRun ran = p->run_wrapped(target ? &*target : nullptr, args.command);
+  std::cerr << "neuron-cache: the command " << (ran.exit_code == 0 ? "succeeded" : "failed")
+            << "; it compiled " << ran.produced.size() << " new graphs and reused " << ran.used
+            << "\n";
+  if (ran.exit_code == 0) {
+    pipeline::PushStep pushed;
+    if (target) {
+      plan::Plan after = p->make_plan();
+      pushed = p->push(after);
+    } else {
+      pushed = p->push_modules(ran.produced);
+    }
+    std::cerr << "neuron-cache: " << push_line(pushed) << "\n";
+  }
+  if (!ran.error.empty()) throw operational_error(ran.error);
+  if (ran.exit_code != 0) std::exit(ran.exit_code > 0 ? ran.exit_code : 1);
+}
+
+}  // namespace
+
+void register_pipeline(CLI::App& app, Context& context) {
+  auto plan_args = std::make_shared<Args>();
+  CLI::App* plan = app.add_subcommand(
+      "plan",
+      "For each declared configuration: complete locally, on the Hub, or to compile (and why)");
+  add_common(plan, context, plan_args, true);
+  plan->add_flag("--json", plan_args->json, "Print JSON for scripts");
+  plan->callback([&context, plan_args] { run_plan(context, *plan_args); });
+
+  auto prefetch_args = std::make_shared<Args>();
+  CLI::App* prefetch = app.add_subcommand(
+      "prefetch",
+      "Download the Hub's artifacts of the declared configurations into the local cache");
+  add_common(prefetch, context, prefetch_args, true);
+  prefetch->add_flag("--json", prefetch_args->json, "Print JSON for scripts");
+  prefetch->callback([&context, prefetch_args] { run_prefetch(context, *prefetch_args); });
+
+  auto compile_args = std::make_shared<Args>();
+  CLI::App* compile = app.add_subcommand(
+      "compile",
+      "Compile the declared configurations that no cache has (after prefetching the others)");
+  add_common(compile, context, compile_args, true);
+  add_compile_options(compile, compile_args);
+  compile->add_flag("--json", compile_args->json, "Print JSON for scripts");
+  compile->callback([&context, compile_args] { run_compile(context, *compile_args); });
+
+  auto push_args = std::make_shared<Args>();
+  CLI::App* push = app.add_subcommand(
+      "push", "Upload the locally compiled configurations the Hub lacks, in one commit");
+  add_common(push, context, push_args, true);
+  push->add_flag("--json", push_args->json, "Print JSON for scripts");
+  push->callback([&context, push_args] { run_push(context, *push_args); });
+
+  auto ci_args = std::make_shared<Args>();
+  CLI::App* ci =
+      app.add_subcommand("ci", "plan, prefetch, compile what is missing and push, in one step");
+  add_common(ci, context, ci_args, true);
+  add_compile_options(ci, ci_args);
+  ci->add_flag("--read-only", ci_args->options.read_only, "Never write to the Hub");
+  ci->add_option("--report", ci_args->report_file, "Write the JSON report here");
+  ci->add_option("--summary", ci_args->summary_file, "Write the Markdown summary here");
+  ci->add_flag("--json", ci_args->json, "Print the JSON report on stdout");
+  ci->callback([&context, ci_args] { run_ci(context, *ci_args); });
+
+  auto run_args = std::make_shared<Args>();
+  CLI::App* run = app.add_subcommand(
+      "run",
+      "Run a command (a training run, a custom loop) with the cache, then push what it compiled");
+  run->add_option("--manifest", run_args->manifest,
+                  "The manifest declaring the cache repo and compiler");
+  add_common(run, context, run_args, false);
+  run->add_flag("--read-only", run_args->options.read_only, "Never write to the Hub");
+  run->add_option("--output-dir", run_args->options.output_dir, "Where the run's log goes");
+  run->add_option("command", run_args->command, "The command and its arguments, after --")
+      ->required();
+  run->callback([&context, run_args] { run_wrapped(context, *run_args); });
+}
+
+}  // namespace neuron_cache::cli

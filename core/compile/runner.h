@@ -1,0 +1,47 @@
+// Running a compile command (optimum-cli export neuron, a training script, ...) as a child process
+// without a shell, its output sent to a log file, so that neuron-cache can capture what it
+// compiled. Safe to call from several threads at once.
+#pragma once
+
+#include <cstddef>
+#include <filesystem>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace neuron_cache::compile {
+
+struct CommandRun {
+  std::vector<std::string> argv;               // argv[0] is looked up in the child's PATH
+  std::map<std::string, std::string> set_env;  // added to or overridden in the child's environment
+  std::vector<std::string> unset_env;          // removed from it
+  std::filesystem::path log_file;              // stdout and stderr (created or truncated, 0644)
+  std::optional<std::filesystem::path> working_dir;
+  bool tee = false;  // also copy the output to our stdout
+};
+
+struct RunOutcome {
+  int exit_code = -1;  // -1 when killed by a signal or not started
+  int signal = 0;
+  bool started = false;
+  std::string start_error;  // why it could not start (not found, not executable, ...)
+  double seconds = 0;
+};
+
+// Starts the command, waits for it and reports how it ended. Never throws: a command that could
+// not start (not found, not executable, log file not writable) has started=false and start_error.
+// Never prints the environment (it may hold tokens).
+RunOutcome run_command(const CommandRun& run);
+
+// The last `lines` lines of a log file (empty when it cannot be read).
+std::string log_tail(const std::filesystem::path& log_file, size_t lines = 20);
+
+// NEURON_CC_FLAGS without the flags neuron-cache must control or that only the libneuronxla
+// wrapper reads: --cache_dir=..., --cache_dir <dir>, --no_cache, --no-cache,
+// --retry_failed_compilation. The words left are joined by single spaces; `removed` (optional)
+// receives the words taken out.
+std::string strip_cache_flags(const std::string& neuron_cc_flags,
+                              std::vector<std::string>* removed);
+
+}  // namespace neuron_cache::compile

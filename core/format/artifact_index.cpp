@@ -1,0 +1,221 @@
+#include "format/artifact_index.h"
+
+#include <ctime>
+
+#include "error.h"
+#include "format/layout.h"
+
+namespace neuron_cache::artifact_index {
+namespace {
+
+using pyjson::Json;
+
+[[noreturn]] void bad(const std::string& origin, const std::string& what) {
+  throw input_error(origin + ": not a valid artifact index: " + what);
+}
+
+const Json& member(const Json& object, const char* name, const std::string& origin) {
+  if (!object.is_object() || !object.contains(name)) {
+    bad(origin, std::string("missing field \"") + name + "\"");
+  }
+  return object.at(name);
+}
+
+std::string text(const Json& object, const char* name, const std::string& origin) {
+  const Json& value = member(object, name, origin);
+  if (!value.is_string()) bad(origin, std::string("\"") + name + "\" is not a string");
+  return value.get<std::string>();
+}
+
+bool is_sha256(std::string_view hex) {
+  return hex.size() == 64 && hex.find_first_not_of("0123456789abcdef") == std::string_view::npos;
+}
+
+Json files_to_json(const std::vector<FileRecord>& files) {
+  Json out = Json::array();
+  for (const auto& file : files) {
+    out.push_back({{"name", file.name}, {"size", file.size}, {"sha256", file.sha256}});
+  }
+  return out;
+}
+
+std::vector<FileRecord> files_from_json(const Json& list, const std::string& origin) {
+  if (!list.is_array()) bad(origin, "a file list is not a list");
+  std::vector<FileRecord> files;
+  for (const Json& item : list) {
+    FileRecord file{text(item, "name", origin), 0, text(item, "sha256", origin)};
+    const Json& size = member(item, "size", origin);
+    if (!size.is_number_unsigned() && !(size.is_number_integer() && size.get<int64_t>() >= 0)) {
+      bad(origin, "the size of " + file.name + " is not a non-negative integer");
+    }
+    file.size = size.get<uint64_t>();
+    if (!is_safe_relative_path(file.name)) bad(origin, "unsafe file name \"" + file.name + "\"");
+    if (!is_sha256(file.sha256)) bad(origin, "bad sha256 for " + file.name);
+    files.push_back(std::move(file));
+  }
+  return files;
+}
+
+ModuleRecord module_from_json(const Json& item, const std::string& origin) {
+  ModuleRecord module{text(item, "name", origin),
+                      files_from_json(member(item, "files", origin), origin)};
+  if (module.name.find('/') != std::string::npos || !layout::parse_module_name(module.name)) {
+    bad(origin, "\"" + module.name + "\" is not a MODULE_ folder name");
+  }
+  return module;
+}
+
+}  // namespace
+
+uint64_t ModuleRecord::size() const {
+  uint64_t total = 0;
+  for (const auto& file : files) total += file.size;
+  return total;
+}
+
+std::string Entry::compiler_dir() const {
+  return layout::compiler_dir_name(inputs.compiler_version);
+}
+
+uint64_t Entry::total_bytes() const {
+  uint64_t total = 0;
+  for (const auto& module : modules) total += module.size();
+  for (const auto& file : registry) total += file.size;
+  return total;
+}
+
+Json entry_to_json(const Entry& entry) {
+  Json modules = Json::array();
+  for (const auto& module : entry.modules) {
+    modules.push_back({{"name", module.name}, {"files", files_to_json(module.files)}});
+  }
+  return {{"key", entry.key},
+          {"inputs", cache_key::to_json(entry.inputs)},
+          {"configuration", entry.configuration},
+          {"modules", modules},
+          {"registry", files_to_json(entry.registry)},
+          {"compile_seconds", entry.compile_seconds},
+          {"tool", entry.tool},
+          {"created_at", entry.created_at}};
+}
+
+Entry entry_from_json(const Json& json, const std::string& origin) {
+  Entry entry;
+  entry.key = text(json, "key", origin);
+  try {
+    entry.inputs = cache_key::from_json(member(json, "inputs", origin));
+  } catch (const Error& error) {
+    bad(origin, error.what());
+  }
+  if (cache_key::key_of(entry.inputs) != entry.key) {
+    bad(origin, "entry " + entry.key + " does not match its inputs");
+  }
+  if (entry.inputs.compiler_version.empty() ||
+      entry.inputs.compiler_version.find('/') != std::string::npos) {
+    bad(origin, "unsafe compiler version \"" + entry.inputs.compiler_version + "\"");
+  }
+  entry.configuration = text(json, "configuration", origin);
+  const Json& modules = member(json, "modules", origin);
+  if (!modules.is_array()) bad(origin, "\"modules\" is not a list");
+  for (const Json& item : modules) entry.modules.push_back(module_from_json(item, origin));
+  entry.registry = files_from_json(member(json, "registry", origin), origin);
+  for (const auto& file : entry.registry) {
+    if (!file.name.starts_with(std::string(layout::kRegistryDir) + "/")) {
+      bad(origin, "registry file outside 0_REGISTRY: " + file.name);
+    }
+  }
+  const Json& seconds = member(json, "compile_seconds", origin);
+  if (!seconds.is_number()) bad(origin, "\"compile_seconds\" is not a number");
+  entry.compile_seconds = seconds.get<double>();
+  entry.tool = text(json, "tool", origin);
+  entry.created_at = text(json, "created_at", origin);
+  return entry;
+}
+
+std::string serialize_entry(const Entry& entry) {
+  return pyjson::dumps(entry_to_json(entry), 2);
+}
+
+Entry parse_entry(std::string_view text_in, const std::string& origin) {
+  Json json;
+  try {
+    json = pyjson::parse(text_in);
+  } catch (const Error& error) {
+    bad(origin, error.what());
+  }
+  return entry_from_json(json, origin);
+}
+
+std::string serialize_index(const IndexFile& index) {
+  Json entries = Json::object();
+  for (const auto& [key, entry] : index.entries) entries[key] = entry_to_json(entry);
+  return pyjson::dumps({{"format", kFormat}, {"entries", entries}}, 2);
+}
+
+IndexFile parse_index(std::string_view text_in, const std::string& origin) {
+  Json json;
+  try {
+    json = pyjson::parse(text_in);
+  } catch (const Error& error) {
+    bad(origin, error.what());
+  }
+  const Json& format = member(json, "format", origin);
+  if (!format.is_number_integer() || format.get<int64_t>() != kFormat) {
+    bad(origin, "index format " + format.dump() + " is not format " + std::to_string(kFormat) +
+                    ": upgrade neuron-cache");
+  }
+  const Json& entries = member(json, "entries", origin);
+  if (!entries.is_object()) bad(origin, "\"entries\" is not an object");
+  IndexFile index;
+  for (const auto& [key, value] : entries.items()) {
+    Entry entry = entry_from_json(value, origin + " (entry " + key + ")");
+    if (entry.key != key) bad(origin, "entry " + key + " is stored under another key");
+    index.entries.emplace(key, std::move(entry));
+  }
+  return index;
+}
+
+std::string remote_index_path(std::string_view compiler_version) {
+  return std::string(kRemoteDir) + "/" + layout::compiler_dir_name(compiler_version) + ".json";
+}
+
+std::optional<std::string> compiler_version_of_index(std::string_view path) {
+  std::string prefix = std::string(kRemoteDir) + "/";
+  if (!path.starts_with(prefix) || !path.ends_with(".json")) return std::nullopt;
+  std::string_view name = path.substr(prefix.size(), path.size() - prefix.size() - 5);
+  if (name.find('/') != std::string_view::npos) return std::nullopt;
+  return layout::compiler_version_of(name);
+}
+
+std::string local_entry_path(std::string_view compiler_version, std::string_view key) {
+  return std::string(kLocalDir) + "/" + layout::compiler_dir_name(compiler_version) + "/" +
+         std::string(key) + ".json";
+}
+
+bool is_safe_relative_path(std::string_view path) {
+  if (path.empty() || path.front() == '/' || path.find('\0') != std::string_view::npos) {
+    return false;
+  }
+  size_t start = 0;
+  while (start <= path.size()) {
+    size_t end = path.find('/', start);
+    if (end == std::string_view::npos) end = path.size();
+    std::string_view part = path.substr(start, end - start);
+    if (part.empty() || part == "." || part == "..") return false;
+    start = end + 1;
+  }
+  std::string_view base =
+      path.substr(path.rfind('/') == std::string_view::npos ? 0 : path.rfind('/') + 1);
+  return !layout::is_lock_file(base);
+}
+
+std::string utc_now() {
+  std::time_t now = std::time(nullptr);
+  std::tm tm{};
+  gmtime_r(&now, &tm);
+  char buffer[32];
+  std::strftime(buffer, sizeof buffer, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buffer;
+}
+
+}  // namespace neuron_cache::artifact_index

@@ -1,0 +1,96 @@
+// The artifact index: which MODULE_ folders (and registry files) a configuration key needs, with
+// each file's size and sha256, so neuron-cache can prefetch a configuration's NEFFs without
+// tracing the model. optimum-neuron's registry does not record this (format spec 13c), and every
+// file under 0_REGISTRY must stay a valid registry entry (13b), so the index lives elsewhere:
+//
+// - On the Hub: ONE file per compiler version, `neuron-cache-index/neuronxcc-<version>.json`,
+//   {"entries": {"<key>": <entry>, ...}, "format": 1}. One file lets `plan` learn about every
+//   configuration with one download per compiler version, whatever their number. Writers update
+//   it inside the commit that uploads the artifacts, on top of the head they read, so concurrent
+//   pushes never lose entries (a conflict re-reads and merges). The top-level name does not start
+//   with "neuronxcc-", so optimum-neuron's registry lookup never mistakes it for a compiler folder.
+// - Locally: one file per key, `<root>/.cache/huggingface/neuron-cache-index/neuronxcc-<version>/
+//   <key>.json`, written atomically, so parallel compiles need no lock. `.cache/huggingface/` is
+//   never uploaded by `synchronize` (nor by huggingface_hub's upload_folder).
+//
+// An entry, as written by pyjson::dumps(indent=2) (sorted keys):
+//   {"compile_seconds": 1834.2, "configuration": "llama-bs1", "created_at": "2026-11-29T18:00:00Z",
+//    "inputs": <cache key inputs, see cache_key.h>, "key": "<32 hex>",
+//    "modules": [{"files": [{"name": "model.neff", "sha256": "...", "size": 123}, ...],
+//                 "name": "MODULE_...+..."}],
+//    "registry": [{"name": "0_REGISTRY/0.4.5/<arch>/<hash>.json", "sha256": "...", "size": 1229}],
+//    "tool": "neuron-cache 0.1.0"}
+// Module and registry paths are relative to the folder neuronxcc-<inputs.compiler.version>.
+// Reading checks every name, so an index from the Hub can never make a writer leave that folder.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "format/cache_key.h"
+#include "format/pyjson.h"
+
+namespace neuron_cache::artifact_index {
+
+inline constexpr int kFormat = 1;
+inline constexpr std::string_view kRemoteDir = "neuron-cache-index";
+inline constexpr std::string_view kLocalDir = ".cache/huggingface/neuron-cache-index";
+
+struct FileRecord {
+  std::string name;  // '/'-separated, relative to its module (or to the compiler folder)
+  uint64_t size = 0;
+  std::string sha256;
+};
+
+struct ModuleRecord {
+  std::string name;  // "MODULE_..."
+  std::vector<FileRecord> files;
+  uint64_t size() const;
+};
+
+struct Entry {
+  std::string key;
+  cache_key::KeyInputs inputs;
+  std::string configuration;  // the manifest name it was compiled for (informative)
+  std::vector<ModuleRecord> modules;
+  std::vector<FileRecord> registry;  // registry files written by the compile command
+  double compile_seconds = 0;
+  std::string tool;
+  std::string created_at;  // ISO 8601, UTC
+
+  std::string compiler_dir() const;  // "neuronxcc-<inputs.compiler_version>"
+  uint64_t total_bytes() const;      // modules and registry files
+};
+
+struct IndexFile {
+  std::map<std::string, Entry> entries;  // by key
+};
+
+pyjson::Json entry_to_json(const Entry& entry);
+// Throws an input Error naming `origin` when a field is missing, a name is unsafe (absolute,
+// "..", not a MODULE_ folder, a lock file) or the key does not match the inputs.
+Entry entry_from_json(const pyjson::Json& json, const std::string& origin);
+
+std::string serialize_entry(const Entry& entry);
+Entry parse_entry(std::string_view text, const std::string& origin);
+std::string serialize_index(const IndexFile& index);
+IndexFile parse_index(std::string_view text, const std::string& origin);
+
+// "neuron-cache-index/neuronxcc-<version>.json"
+std::string remote_index_path(std::string_view compiler_version);
+// The compiler version of a remote index path, or nothing for other paths.
+std::optional<std::string> compiler_version_of_index(std::string_view path_in_repo);
+// ".cache/huggingface/neuron-cache-index/neuronxcc-<version>/<key>.json", relative to the root.
+std::string local_entry_path(std::string_view compiler_version, std::string_view key);
+
+// A relative '/'-path with no empty, "." or ".." component, no NUL and no lock file.
+bool is_safe_relative_path(std::string_view path);
+
+// The current time as "2026-11-29T18:00:00Z".
+std::string utc_now();
+
+}  // namespace neuron_cache::artifact_index

@@ -1,0 +1,216 @@
+// The compile step of the pipeline: each miss runs the manifest's compile command against a
+// staging cache (compile/capture.h), so the MODULE_ folders it produced or reused are known
+// exactly; only then are they moved into the cache and recorded in the artifact index.
+#include <atomic>
+#include <mutex>
+#include <thread>
+
+#include "compile/capture.h"
+#include "compile/runner.h"
+#include "error.h"
+#include "manifest/command_template.h"
+#include "pipeline/pipeline.h"
+
+namespace neuron_cache::pipeline {
+namespace {
+
+namespace fs = std::filesystem;
+namespace ai = artifact_index;
+
+std::string join_words(const std::vector<std::string>& words) {
+  std::string out;
+  for (const auto& word : words) out += (out.empty() ? "" : " ") + word;
+  return out;
+}
+
+// Why the captured run cannot be recorded, or nothing when it can.
+std::optional<std::string> capture_problem(const compile::CaptureResult& captured,
+                                           const std::string& compiler_dir) {
+  if (!captured.failed.empty()) {
+    return "the compiler left " + std::to_string(captured.failed.size()) +
+           " failed MODULE_ folder(s), e.g. " + captured.failed.front().name;
+  }
+  if (captured.produced.empty() && captured.used.empty()) {
+    return "the command succeeded but neither produced nor used a MODULE_ folder in "
+           "NEURON_COMPILE_CACHE_URL: does it compile through libneuronxla's cache?";
+  }
+  for (const auto& list : {captured.produced, captured.used}) {
+    for (const auto& module : list) {
+      if (module.compiler_dir != compiler_dir) {
+        return "the command compiled with " + module.compiler_dir + " but the keys are for " +
+               compiler_dir + ": install that compiler or set compiler_version to match";
+      }
+    }
+  }
+  return std::nullopt;
+}
+
+ai::Entry make_entry(const plan::Target& target, const LocalIndex& index,
+                     const compile::CaptureResult& captured, double seconds) {
+  ai::Entry entry;
+  entry.key = target.key;
+  entry.inputs = target.inputs;
+  entry.configuration = target.configuration.name;
+  std::string compiler_dir = entry.compiler_dir();
+  for (const auto& list : {captured.produced, captured.used}) {
+    for (const auto& module : list)
+      entry.modules.push_back(index.record_module(compiler_dir, module.name));
+  }
+  std::sort(entry.modules.begin(), entry.modules.end(),
+            [](const auto& a, const auto& b) { return a.name < b.name; });
+  std::string prefix = compiler_dir + "/";
+  for (const auto& path : captured.registry_files) {
+    if (!path.starts_with(prefix)) continue;
+    entry.registry.push_back(index.record_registry_file(compiler_dir, path.substr(prefix.size())));
+  }
+  entry.compile_seconds = seconds;
+  entry.tool = tool_version();
+  entry.created_at = ai::utc_now();
+  return entry;
+}
+
+}  // namespace
+
+CompileOutcome Pipeline::compile_one(const plan::Target& target) {
+  const manifest::Configuration& c = target.configuration;
+  CompileOutcome out;
+  out.configuration = c.name;
+  out.key = target.key;
+  if (!manifest_.compile) {
+    out.error = "the manifest has no compile: section, so a miss cannot be compiled";
+    return out;
+  }
+  fs::path output_dir = fs::absolute(options_.output_dir);
+  fs::create_directories(output_dir);
+  compile::CaptureCache capture(root_, c.name, trusted_roots());
+  capture.seed();
+  compile::CommandRun run;
+  run.argv =
+      manifest::render_command(manifest_.compile->command, c, (output_dir / c.name).string());
+  run.set_env = manifest_.compile->env;
+  run.set_env["NEURON_COMPILE_CACHE_URL"] = capture.dir().string();
+  std::vector<std::string> flags = c.compiler_flags;
+  Environment env = Environment::from_process();
+  for (auto& word : plan::flag_words(env.get("NEURON_CC_FLAGS").value_or("")))
+    flags.push_back(word);
+  run.set_env["NEURON_CC_FLAGS"] = join_words(flags);
+  run.log_file = output_dir / (c.name + ".log");
+  out.log_file = run.log_file.string();
+
+  compile::RunOutcome ran = compile::run_command(run);
+  out.seconds = ran.seconds;
+  out.exit_code = ran.exit_code;
+  compile::CaptureResult captured = capture.collect();
+  out.modules_produced = captured.produced.size();
+  out.modules_used = captured.used.size();
+  // Complete NEFFs are worth keeping even when the run failed; without an index entry they are
+  // never pushed as the configuration's artifacts.
+  capture.adopt(captured);
+  if (!ran.started) {
+    out.error = "the compile command could not start: " + ran.start_error;
+    return out;
+  }
+  if (ran.exit_code != 0) {
+    out.error = ran.signal
+                    ? "the compile command was killed by signal " + std::to_string(ran.signal)
+                    : "the compile command exited with status " + std::to_string(ran.exit_code);
+    out.log_tail = compile::log_tail(run.log_file);
+    return out;
+  }
+  if (auto problem = capture_problem(captured, layout::compiler_dir_name(compiler_version_))) {
+    out.error = *problem;
+    out.log_tail = compile::log_tail(run.log_file);
+    return out;
+  }
+  local_index_->write(make_entry(target, *local_index_, captured, ran.seconds));
+  out.ok = true;
+  return out;
+}
+
+CompileStep Pipeline::compile(plan::Plan& plan) {
+  auto start = std::chrono::steady_clock::now();
+  CompileStep step;
+  std::vector<plan::PlanRow*> misses;
+  for (auto& row : plan.rows) {
+    if (row.status == plan::Status::Compile) misses.push_back(&row);
+  }
+  step.outcomes.resize(misses.size());
+  std::atomic<size_t> next{0};
+  std::mutex progress;
+  auto worker = [&] {
+    for (size_t i; (i = next++) < misses.size();) {
+      const plan::Target& target = misses[i]->target;
+      {
+        std::lock_guard lock(progress);
+        if (on_progress) on_progress("compiling " + target.configuration.name);
+      }
+      try {
+        step.outcomes[i] = compile_one(target);
+      } catch (const Error& error) {
+        step.outcomes[i].configuration = target.configuration.name;
+        step.outcomes[i].key = target.key;
+        step.outcomes[i].error = error.what();
+      }
+      std::lock_guard lock(progress);
+      if (on_progress) {
+        const CompileOutcome& o = step.outcomes[i];
+        on_progress((o.ok ? "compiled " : "FAILED ") + o.configuration +
+                    (o.ok ? "" : ": " + o.error));
+      }
+    }
+  };
+  size_t threads = std::max<size_t>(1, std::min<size_t>(options_.jobs, misses.size()));
+  std::vector<std::thread> pool;
+  for (size_t t = 0; t < threads; ++t) pool.emplace_back(worker);
+  for (auto& thread : pool) thread.join();
+  for (size_t i = 0; i < misses.size(); ++i) {
+    if (step.outcomes[i].ok) {
+      misses[i]->status = plan::Status::Local;
+      misses[i]->reason = "compiled";
+      misses[i]->entry = local_index_->find(compiler_version_, misses[i]->target.key);
+    }
+  }
+  step.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return step;
+}
+
+}  // namespace neuron_cache::pipeline
+
+namespace neuron_cache::pipeline {
+
+WrappedRun Pipeline::run_wrapped(const plan::Target* target, const std::vector<std::string>& argv) {
+  WrappedRun out;
+  std::string label = target ? target->configuration.name : "run";
+  fs::path output_dir = fs::absolute(options_.output_dir);
+  fs::create_directories(output_dir);
+  compile::CaptureCache capture(root_, label, trusted_roots());
+  capture.seed();
+  compile::CommandRun run;
+  run.argv = argv;
+  run.set_env["NEURON_COMPILE_CACHE_URL"] = capture.dir().string();
+  Environment env = Environment::from_process();
+  std::vector<std::string> flags =
+      target ? target->configuration.compiler_flags : std::vector<std::string>{};
+  for (auto& word : plan::flag_words(env.get("NEURON_CC_FLAGS").value_or("")))
+    flags.push_back(word);
+  run.set_env["NEURON_CC_FLAGS"] = join_words(flags);
+  run.log_file = output_dir / (label + ".run.log");
+  run.tee = true;
+  compile::RunOutcome ran = compile::run_command(run);
+  out.seconds = ran.seconds;
+  out.exit_code = ran.exit_code;
+  if (!ran.started) out.error = "the command could not start: " + ran.start_error;
+  if (ran.signal) out.error = "the command was killed by signal " + std::to_string(ran.signal);
+  compile::CaptureResult captured = capture.collect();
+  capture.adopt(captured);
+  for (const auto& m : captured.produced) out.produced.push_back(m.compiler_dir + "/" + m.name);
+  out.used = captured.used.size();
+  if (target && ran.exit_code == 0 &&
+      !capture_problem(captured, layout::compiler_dir_name(compiler_version_))) {
+    local_index_->write(make_entry(*target, *local_index_, captured, ran.seconds));
+    out.recorded = true;
+  }
+  return out;
+}
+
+}  // namespace neuron_cache::pipeline

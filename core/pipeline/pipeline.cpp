@@ -1,0 +1,256 @@
+#include "pipeline/pipeline.h"
+
+#include <chrono>
+
+#include "error.h"
+#include "remote/remote_index.h"
+
+#ifndef NEURON_CACHE_VERSION
+#define NEURON_CACHE_VERSION "unknown"
+#endif
+
+namespace neuron_cache::pipeline {
+namespace {
+
+namespace fs = std::filesystem;
+namespace ai = artifact_index;
+
+double seconds_since(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+manifest::Manifest load_selected(const Options& options) {
+  if (options.manifest.empty()) return {};  // `run` without a manifest: no configurations
+  manifest::Manifest manifest = manifest::load_manifest(options.manifest);
+  if (options.configs.empty()) return manifest;
+  std::vector<manifest::Configuration> selected;
+  for (const auto& name : options.configs) {
+    const manifest::Configuration* found = manifest.find(name);
+    if (!found) {
+      std::string known;
+      for (const auto& c : manifest.configurations) known += (known.empty() ? "" : ", ") + c.name;
+      throw input_error("no configuration named \"" + name + "\" in " + options.manifest.string() +
+                        " (it has: " + known + ")");
+    }
+    selected.push_back(*found);
+  }
+  manifest.configurations = std::move(selected);
+  return manifest;
+}
+
+bool from_command_line_or_env(const Setting& setting) {
+  return setting.origin != "default" &&
+         setting.origin.find("optimum_neuron_custom_cache") == std::string::npos;
+}
+
+}  // namespace
+
+std::string tool_version() {
+  return std::string("neuron-cache ") + NEURON_CACHE_VERSION;
+}
+
+size_t CompileStep::failed() const {
+  size_t n = 0;
+  for (const auto& outcome : outcomes) n += outcome.ok ? 0 : 1;
+  return n;
+}
+
+Pipeline::Pipeline(const Settings& settings, hub::HubClient* client, Options options)
+    : settings_(settings), client_(client), options_(std::move(options)) {
+  manifest_ = load_selected(options_);
+  fs::path manifest_dir = fs::absolute(options_.manifest).parent_path();
+  if (options_.configs.size() > 0 && options_.manifest.empty()) {
+    throw input_error("--config needs a manifest: the configuration is declared there");
+  }
+  repo_ = settings_.cache_repo.value;
+  if (manifest_.cache_repo && !from_command_line_or_env(settings_.cache_repo))
+    repo_ = *manifest_.cache_repo;
+  std::string root = settings_.cache_dir.value;
+  if (manifest_.cache_dir && settings_.cache_dir.origin == "default") {
+    root = (manifest_dir / *manifest_.cache_dir).lexically_normal().string();
+  } else {
+    root = settings_.local_cache_root();
+  }
+  root_ = root;
+  compiler_version_ = settings_.compiler_version.value;
+  if (manifest_.compiler_version && settings_.compiler_version.origin != "--compiler-version") {
+    if (!compiler_version_.empty() && compiler_version_ != *manifest_.compiler_version) {
+      note(true, "the manifest declares neuronx-cc " + *manifest_.compiler_version +
+                     " but the installed one is " + compiler_version_ +
+                     ": keys use the manifest's version; a compile with the installed compiler "
+                     "would not match them");
+    }
+    compiler_version_ = *manifest_.compiler_version;
+  }
+  if (compiler_version_.empty() && !manifest_.configurations.empty()) {
+    compiler_version_ = settings_.require_compiler_version();
+  }
+  cache_ = std::make_unique<LocalCache>(root_, trusted_roots());
+  local_index_ = std::make_unique<LocalIndex>(*cache_);
+  if (client_) requests_at_start_ = client_->http().stats().requests;
+}
+
+Pipeline::~Pipeline() = default;
+
+std::vector<fs::path> Pipeline::trusted_roots() const {
+  if (settings_.hf_hub_cache.value.empty()) return {};
+  return {settings_.hf_hub_cache.value};
+}
+
+size_t Pipeline::hub_requests() const {
+  return client_ ? client_->http().stats().requests - requests_at_start_ : 0;
+}
+
+void Pipeline::note(bool warning, const std::string& text) {
+  notices_.push_back({warning, text});
+  if (on_progress) on_progress((warning ? "warning: " : "") + text);
+}
+
+void Pipeline::cache_problem(const std::string& what, const std::string& fallback) {
+  if (options_.strict)
+    throw operational_error(what + " (--strict: failing instead of " + fallback + ")");
+  note(true, what + ": " + fallback);
+}
+
+plan::Plan Pipeline::make_plan() {
+  fs::path manifest_dir = fs::absolute(options_.manifest).parent_path();
+  hub::HubClient* resolver_client = client_ && !client_->options().offline ? client_ : nullptr;
+  plan::ModelResolver resolver(resolver_client, manifest_dir);
+  plan::KeyContext context;
+  context.compiler_version = compiler_version_;
+  context.optimum_neuron_version = manifest_.optimum_neuron_version;
+  // Hub problems while resolving revisions are cache problems too, but keys cannot be made
+  // without them: they always fail, with the error saying how to pin revisions.
+  Environment env = Environment::from_process();
+  context.env_flags = plan::flag_words(env.get("NEURON_CC_FLAGS").value_or(""));
+  std::vector<plan::Target> targets = plan::make_targets(manifest_, context, resolver);
+
+  std::string hub_problem;
+  remote_.reset();
+  if (repo_.empty()) {
+    hub_problem = "no cache repo is set";
+  } else if (resolver_client == nullptr) {
+    hub_problem = "offline: the Hub was not asked";
+  } else {
+    try {
+      remote_ = std::make_unique<remote::RemoteIndex>(remote::RemoteIndex::open(*client_, repo_));
+    } catch (const Error& error) {
+      hub_problem = std::string("the Hub cache could not be read: ") + error.what();
+      cache_problem(hub_problem, "every configuration not complete locally will be compiled");
+    }
+  }
+  try {
+    return plan::make_plan(targets, *local_index_, remote_.get(), hub_problem);
+  } catch (const Error& error) {
+    // The index downloads happen lazily inside make_plan.
+    cache_problem(std::string("the Hub index could not be read: ") + error.what(),
+                  "every configuration not complete locally will be compiled");
+    remote_.reset();
+    return plan::make_plan(targets, *local_index_, nullptr, error.what());
+  }
+}
+
+PrefetchStep Pipeline::prefetch(plan::Plan& plan) {
+  auto start = std::chrono::steady_clock::now();
+  PrefetchStep step;
+  std::vector<ai::Entry> entries;
+  for (const auto& row : plan.rows) {
+    if (row.status == plan::Status::Hub && row.entry) entries.push_back(*row.entry);
+  }
+  if (entries.empty() || !client_ || !remote_) {
+    step.seconds = seconds_since(start);
+    return step;
+  }
+  if (on_progress)
+    on_progress("prefetching " + std::to_string(entries.size()) + " configurations from " + repo_);
+  try {
+    step.result = remote::prefetch(*client_, repo_, remote_->revision(), *local_index_, entries);
+  } catch (const Error& error) {
+    cache_problem(std::string("prefetch from ") + repo_ + " failed: " + error.what(),
+                  "the configurations will be compiled");
+    for (const auto& entry : entries) step.result.failed.emplace(entry.key, error.what());
+  }
+  for (auto& row : plan.rows) {
+    if (row.status != plan::Status::Hub) continue;
+    if (auto it = step.result.failed.find(row.target.key); it != step.result.failed.end()) {
+      cache_problem("could not fetch " + row.target.configuration.name + ": " + it->second,
+                    "it will be compiled");
+      row.status = plan::Status::Compile;
+      row.reason = "fetching from the Hub failed: " + it->second;
+      continue;
+    }
+    row.status = plan::Status::Local;
+    ++step.hits;
+  }
+  step.seconds = seconds_since(start);
+  return step;
+}
+
+PushStep Pipeline::push(const plan::Plan& plan) {
+  auto start = std::chrono::steady_clock::now();
+  PushStep step;
+  std::vector<ai::Entry> entries;
+  for (const auto& row : plan.rows) {
+    if (row.status != plan::Status::Local) continue;
+    if (auto entry = local_index_->find(row.target.inputs.compiler_version, row.target.key)) {
+      if (!remote_ || !remote_->find(entry->inputs.compiler_version, entry->key))
+        entries.push_back(*entry);
+    }
+  }
+  if (options_.read_only) {
+    step.skipped_reason = "--read-only: nothing is written to the Hub";
+  } else if (repo_.empty()) {
+    step.skipped_reason = "no cache repo is set";
+  } else if (!client_ || client_->options().offline) {
+    step.skipped_reason = "offline";
+  } else if (entries.empty()) {
+    step.skipped_reason = "nothing new to push";
+  }
+  if (!step.skipped_reason.empty()) {
+    step.seconds = seconds_since(start);
+    return step;
+  }
+  step.attempted = true;
+  if (on_progress)
+    on_progress("pushing " + std::to_string(entries.size()) + " configurations to " + repo_);
+  try {
+    step.result = remote::push(*client_, repo_, *local_index_, entries, options_.push);
+    for (const auto& [key, why] : step.result.skipped)
+      note(true, "not pushed: " + key + ": " + why);
+  } catch (const Error& error) {
+    step.skipped_reason = error.what();
+    cache_problem(std::string("push to ") + repo_ + " failed: " + error.what(),
+                  "the compiled artifacts stay in the local cache only");
+  }
+  step.seconds = seconds_since(start);
+  return step;
+}
+
+}  // namespace neuron_cache::pipeline
+
+namespace neuron_cache::pipeline {
+
+PushStep Pipeline::push_modules(const std::vector<std::string>& modules) {
+  PushStep step;
+  if (options_.read_only) {
+    step.skipped_reason = "--read-only: nothing is written to the Hub";
+  } else if (repo_.empty()) {
+    step.skipped_reason = "no cache repo is set";
+  } else if (!client_ || client_->options().offline) {
+    step.skipped_reason = "offline";
+  } else if (modules.empty()) {
+    step.skipped_reason = "nothing new to push";
+  }
+  if (!step.skipped_reason.empty()) return step;
+  step.attempted = true;
+  try {
+    step.result = remote::push_modules(*client_, repo_, *local_index_, modules, options_.push);
+  } catch (const Error& error) {
+    step.skipped_reason = error.what();
+    cache_problem(std::string("push to ") + repo_ + " failed: " + error.what(),
+                  "the compiled graphs stay in the local cache only");
+  }
+  return step;
+}
+
+}  // namespace neuron_cache::pipeline

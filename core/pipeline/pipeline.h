@@ -1,0 +1,145 @@
+// The main job, one step per stage: manifest -> plan -> prefetch -> compile -> push. The CLI
+// commands (plan, prefetch, compile, push, ci, run) and the GitHub Action call these steps; none
+// of them has cache logic of its own.
+//
+// Policy: a cache problem (Hub down, no access, rate limit, no write access) never fails the job
+// by default: it is recorded as a warning and the job falls back to compiling or skips the push.
+// With `strict` it is an Error. With `read_only` nothing is ever written to the Hub.
+#pragma once
+
+#include <filesystem>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "config/settings.h"
+#include "hub/client.h"
+#include "manifest/manifest.h"
+#include "plan/plan.h"
+#include "remote/prefetch.h"
+#include "remote/push.h"
+#include "store/cache_tree.h"
+#include "store/local_index.h"
+
+namespace neuron_cache::pipeline {
+
+struct Options {
+  std::filesystem::path manifest;
+  std::vector<std::string> configs;  // only these configuration names; empty: all
+  bool strict = false;
+  bool read_only = false;
+  int jobs = 1;
+  std::filesystem::path output_dir = "neuron-cache-output";  // compile outputs and logs
+  remote::PushOptions push;
+};
+
+// A warning or note the user must see; also goes into reports.
+struct Notice {
+  bool warning = true;
+  std::string text;
+};
+
+struct PrefetchStep {
+  remote::PrefetchResult result;
+  size_t hits = 0;  // configurations fetched from the Hub
+  double seconds = 0;
+};
+
+struct CompileOutcome {
+  std::string configuration;
+  std::string key;
+  bool ok = false;
+  double seconds = 0;
+  int exit_code = -1;
+  std::string error;     // one line
+  std::string log_file;  // the command's output
+  std::string log_tail;  // last lines, for failures
+  size_t modules_produced = 0;
+  size_t modules_used = 0;
+};
+
+struct CompileStep {
+  std::vector<CompileOutcome> outcomes;
+  double seconds = 0;
+  size_t failed() const;
+};
+
+// `neuron-cache run -- CMD`: a command run with the cache, and what it compiled.
+struct WrappedRun {
+  int exit_code = -1;
+  std::string error;  // when it could not start or was killed
+  double seconds = 0;
+  std::vector<std::string> produced;  // "neuronxcc-<v>/MODULE_..." moved into the cache
+  size_t used = 0;
+  bool recorded = false;  // an index entry was written for the configuration
+};
+
+struct PushStep {
+  bool attempted = false;
+  remote::PushResult result;
+  std::string skipped_reason;  // read-only, offline, no repo, nothing to push, error
+  double seconds = 0;
+};
+
+class Pipeline {
+ public:
+  // `client` is null when offline. Loads the manifest (throws an input Error on bad input).
+  Pipeline(const Settings& settings, hub::HubClient* client, Options options);
+  ~Pipeline();
+
+  const manifest::Manifest& manifest() const { return manifest_; }
+  const std::string& repo() const { return repo_; }
+  const std::string& compiler_version() const { return compiler_version_; }
+  const std::filesystem::path& cache_root() const { return root_; }
+  const std::vector<Notice>& notices() const { return notices_; }
+  const LocalIndex& local_index() const { return *local_index_; }
+  size_t hub_requests() const;
+
+  // Keys for every selected configuration, then local, Hub or compile for each.
+  plan::Plan make_plan();
+  // Downloads the Hub hits of `plan`; rows fetched become Local, rows that failed become
+  // Compile (or throw when strict).
+  PrefetchStep prefetch(plan::Plan& plan);
+  // Compiles the Compile rows (jobs in parallel); rows compiled become Local.
+  CompileStep compile(plan::Plan& plan);
+  // Pushes every Local row whose entry the Hub does not have (compiled here or earlier).
+  PushStep push(const plan::Plan& plan);
+
+  // Runs `argv` with the cache (NEURON_COMPILE_CACHE_URL on a staging cache), output shown
+  // live, then moves what it compiled into the cache; with a target and a zero exit status, the
+  // index entry for the target's key is written.
+  WrappedRun run_wrapped(const plan::Target* target, const std::vector<std::string>& argv);
+  // Pushes MODULE_ folders that belong to no configuration (a training run without --config).
+  PushStep push_modules(const std::vector<std::string>& modules);
+
+  // Called with one line whenever something happens (for live output).
+  std::function<void(const std::string&)> on_progress;
+
+ private:
+  void note(bool warning, const std::string& text);
+  // Throws when strict; otherwise records the fallback.
+  void cache_problem(const std::string& what, const std::string& fallback);
+  CompileOutcome compile_one(const plan::Target& target);
+  std::vector<std::filesystem::path> trusted_roots() const;
+
+  Settings settings_;
+  hub::HubClient* client_;
+  Options options_;
+  manifest::Manifest manifest_;
+  std::string repo_;
+  std::string compiler_version_;
+  std::filesystem::path root_;
+  std::unique_ptr<LocalCache> cache_;
+  std::unique_ptr<LocalIndex> local_index_;
+  std::unique_ptr<remote::RemoteIndex> remote_;
+  std::vector<Notice> notices_;
+  size_t requests_at_start_ = 0;
+};
+
+// "neuron-cache 0.1.0"
+std::string tool_version();
+
+}  // namespace neuron_cache::pipeline

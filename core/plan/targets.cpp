@@ -1,0 +1,147 @@
+#include "plan/targets.h"
+
+#include <fstream>
+
+#include "error.h"
+#include "format/pyjson.h"
+#include "git/git_info.h"
+
+namespace neuron_cache::plan {
+namespace {
+
+namespace fs = std::filesystem;
+
+bool is_cache_option(const std::string& word) {
+  return word.starts_with("--cache_dir") || word == "--no_cache" || word == "--no-cache" ||
+         word == "--retry_failed_compilation";
+}
+
+std::string model_type_of(const std::string& config_text, const std::string& origin) {
+  pyjson::Json config = pyjson::parse(config_text);
+  if (!config.is_object() || !config.contains("model_type") || !config["model_type"].is_string()) {
+    throw input_error(origin + " has no \"model_type\": set model_type in the manifest");
+  }
+  return config["model_type"].get<std::string>();
+}
+
+std::string memo_key(const manifest::Configuration& c) {
+  return c.model_id + "\n" + c.revision.value_or("") + "\n" + c.checkout.value_or("") + "\n" +
+         c.model_type.value_or("");
+}
+
+}  // namespace
+
+bool is_commit_id(const std::string& revision) {
+  return revision.size() == 40 &&
+         revision.find_first_not_of("0123456789abcdef") == std::string::npos;
+}
+
+std::vector<std::string> flag_words(const std::string& neuron_cc_flags) {
+  std::vector<std::string> words;
+  size_t start = 0;
+  while (start < neuron_cc_flags.size()) {
+    size_t begin = neuron_cc_flags.find_first_not_of(" \t\n", start);
+    if (begin == std::string::npos) break;
+    size_t end = neuron_cc_flags.find_first_of(" \t\n", begin);
+    std::string word = neuron_cc_flags.substr(begin, end == std::string::npos ? end : end - begin);
+    // "--cache_dir PATH" takes the next word too.
+    bool takes_value = word == "--cache_dir";
+    if (!is_cache_option(word)) words.push_back(word);
+    start = end == std::string::npos ? neuron_cc_flags.size() : end;
+    if (takes_value) {
+      size_t value = neuron_cc_flags.find_first_not_of(" \t\n", start);
+      if (value == std::string::npos) break;
+      size_t value_end = neuron_cc_flags.find_first_of(" \t\n", value);
+      start = value_end == std::string::npos ? neuron_cc_flags.size() : value_end;
+    }
+  }
+  return words;
+}
+
+hub::HubClient& ModelResolver::online(const manifest::Configuration& c, const std::string& why) {
+  if (client_ == nullptr || client_->options().offline) {
+    throw input_error(c.source.to_string() + ": cannot " + why + " of " + c.model_id +
+                      " offline: pin the model's revision to a 40-hex commit and set its "
+                      "model_type in the manifest");
+  }
+  return *client_;
+}
+
+ResolvedModel ModelResolver::resolve_checkout(const manifest::Configuration& c) {
+  fs::path dir = manifest_dir_ / *c.checkout;
+  std::optional<std::string> head = head_commit(dir);
+  if (!head) {
+    throw input_error(c.source.to_string() + ": checkout " + dir.string() +
+                      " is not a git clone: clone the model there or use revision: instead");
+  }
+  ResolvedModel model{head, c.model_type.value_or("")};
+  if (model.model_type.empty()) {
+    std::error_code error;
+    fs::path config = dir / "config.json";
+    if (!fs::is_regular_file(config, error)) {
+      throw input_error(c.source.to_string() + ": " + config.string() +
+                        " is missing: set model_type in the manifest");
+    }
+    std::ifstream in(config, std::ios::binary);
+    std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    model.model_type = model_type_of(text, config.string());
+  }
+  return model;
+}
+
+ResolvedModel ModelResolver::resolve_hub(const manifest::Configuration& c) {
+  ResolvedModel model;
+  std::string revision = c.revision.value_or("main");
+  if (is_commit_id(revision)) {
+    model.revision = revision;
+  } else {
+    model.revision =
+        online(c, "resolve revision \"" + revision + "\"").repo_info(c.model_id, revision).sha;
+  }
+  if (c.model_type) {
+    model.model_type = *c.model_type;
+    return model;
+  }
+  auto text = online(c, "read config.json").read_file(c.model_id, "config.json", *model.revision);
+  if (!text) {
+    throw input_error(c.source.to_string() + ": " + c.model_id +
+                      " has no config.json: set model_type in the manifest");
+  }
+  model.model_type = model_type_of(*text, c.model_id + "/config.json");
+  return model;
+}
+
+ResolvedModel ModelResolver::resolve(const manifest::Configuration& c) {
+  std::string memo = memo_key(c);
+  if (auto it = resolved_.find(memo); it != resolved_.end()) return it->second;
+  ResolvedModel model = c.checkout ? resolve_checkout(c) : resolve_hub(c);
+  resolved_.emplace(memo, model);
+  return model;
+}
+
+std::vector<Target> make_targets(const manifest::Manifest& manifest, const KeyContext& context,
+                                 ModelResolver& resolver) {
+  std::vector<Target> targets;
+  for (const auto& c : manifest.configurations) {
+    ResolvedModel model = resolver.resolve(c);
+    cache_key::KeyInputs in;
+    in.model_id = c.model_id;
+    in.model_type = model.model_type;
+    in.task = c.task;
+    in.precision = c.precision;
+    in.batch_size = c.batch_size;
+    in.sequence_length = c.sequence_length;
+    in.compiler_version = context.compiler_version;
+    in.num_cores = c.num_cores;
+    in.target = cache_key::target_of(c.instance_type);
+    in.flags = c.compiler_flags;
+    in.flags.insert(in.flags.end(), context.env_flags.begin(), context.env_flags.end());
+    in.checkpoint_revision = model.revision;
+    in.optimum_neuron_version = context.optimum_neuron_version;
+    std::string key = cache_key::key_of(in);
+    targets.push_back({c, std::move(in), std::move(key)});
+  }
+  return targets;
+}
+
+}  // namespace neuron_cache::plan

@@ -1,0 +1,63 @@
+// From declared configurations to cache keys: the checkpoint revision and model type of each
+// model are resolved (Hub or local git clone), then every configuration gets its key inputs.
+// Requests grow with the number of models, never with the number of configurations.
+#pragma once
+
+#include <filesystem>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "format/cache_key.h"
+#include "hub/client.h"
+#include "manifest/manifest.h"
+
+namespace neuron_cache::plan {
+
+// A configuration with its key.
+struct Target {
+  manifest::Configuration configuration;
+  cache_key::KeyInputs inputs;
+  std::string key;
+};
+
+// What every key shares: the compiler, NEURON_CC_FLAGS, the optimum-neuron version.
+struct KeyContext {
+  std::string compiler_version;
+  std::vector<std::string> env_flags;  // NEURON_CC_FLAGS words, cache options removed
+  std::optional<std::string> optimum_neuron_version;
+};
+
+struct ResolvedModel {
+  std::optional<std::string> revision;  // 40-hex commit
+  std::string model_type;
+};
+
+class ModelResolver {
+ public:
+  // `client` may be null (offline): then revisions must be commits and model types given.
+  ModelResolver(hub::HubClient* client, std::filesystem::path manifest_dir)
+      : client_(client), manifest_dir_(std::move(manifest_dir)) {}
+  // Once per model: later configurations of the same model reuse the answer.
+  ResolvedModel resolve(const manifest::Configuration& configuration);
+
+ private:
+  ResolvedModel resolve_checkout(const manifest::Configuration& configuration);
+  ResolvedModel resolve_hub(const manifest::Configuration& configuration);
+  hub::HubClient& online(const manifest::Configuration& configuration, const std::string& why);
+
+  hub::HubClient* client_;
+  std::filesystem::path manifest_dir_;
+  std::map<std::string, ResolvedModel> resolved_;
+};
+
+bool is_commit_id(const std::string& revision);
+
+// The words of NEURON_CC_FLAGS that change the NEFFs (see compile::strip_cache_flags).
+std::vector<std::string> flag_words(const std::string& neuron_cc_flags);
+
+std::vector<Target> make_targets(const manifest::Manifest& manifest, const KeyContext& context,
+                                 ModelResolver& resolver);
+
+}  // namespace neuron_cache::plan

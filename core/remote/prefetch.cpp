@@ -1,0 +1,169 @@
+#include "remote/prefetch.h"
+
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <memory>
+#include <set>
+
+#include "error.h"
+#include "store/entry_install.h"
+
+namespace neuron_cache::remote {
+namespace {
+
+namespace ai = artifact_index;
+
+// Modules per batch: bounds the open files while keeping many transfers in flight.
+constexpr size_t kModulesPerBatch = 32;
+
+struct ModuleJob {
+  std::string compiler_dir;
+  const ai::ModuleRecord* record = nullptr;
+  std::vector<std::string> keys;  // entries that need it
+};
+
+struct Staged {
+  ModuleJob* job;
+  std::unique_ptr<EntryInstall> install;
+  std::vector<UniqueFd> fds;
+  size_t first_request = 0;
+};
+
+hub::RemoteEntry expected(const ai::FileRecord& file) {
+  hub::RemoteEntry entry;
+  entry.size = file.size;
+  entry.content_sha256 = file.sha256;
+  return entry;
+}
+
+std::vector<ModuleJob> modules_to_fetch(const std::vector<ai::Entry>& entries,
+                                        const LocalIndex& local, PrefetchResult& result) {
+  std::map<std::string, ModuleJob> jobs;
+  std::set<std::string> present;
+  for (const auto& entry : entries) {
+    for (const auto& module : entry.modules) {
+      std::string id = entry.compiler_dir() + "/" + module.name;
+      if (present.count(id)) continue;
+      if (!jobs.count(id) && local.module_complete(entry.compiler_dir(), module)) {
+        present.insert(id);
+        ++result.modules_present;
+        continue;
+      }
+      ModuleJob& job = jobs[id];
+      job.compiler_dir = entry.compiler_dir();
+      job.record = &module;
+      job.keys.push_back(entry.key);
+    }
+  }
+  std::vector<ModuleJob> out;
+  for (auto& [id, job] : jobs) out.push_back(std::move(job));
+  return out;
+}
+
+void fail_keys(const std::vector<std::string>& keys, const std::string& why,
+               PrefetchResult& result) {
+  for (const auto& key : keys) result.failed.emplace(key, why);
+}
+
+void install_batch(hub::HubClient& client, const std::string& repo, const std::string& revision,
+                   const LocalIndex& local, std::vector<ModuleJob*> batch, PrefetchResult& result) {
+  std::vector<Staged> staged;
+  std::vector<hub::DownloadRequest> requests;
+  for (ModuleJob* job : batch) {
+    Staged s{
+        job,
+        std::make_unique<EntryInstall>(local.cache().root(), job->compiler_dir, job->record->name),
+        {},
+        requests.size()};
+    for (const auto& file : job->record->files) {
+      s.fds.push_back(s.install->create_file(file.name));
+      requests.push_back({job->compiler_dir + "/" + job->record->name + "/" + file.name,
+                          s.fds.back().get(), expected(file)});
+    }
+    staged.push_back(std::move(s));
+  }
+  std::vector<hub::DownloadResult> downloads = client.download(repo, revision, requests);
+  for (auto& s : staged) {
+    std::string error;
+    for (size_t i = 0; i < s.job->record->files.size(); ++i) {
+      const hub::DownloadResult& d = downloads[s.first_request + i];
+      if (!d.ok && error.empty()) error = d.error;
+      if (d.ok) {
+        ++result.files_downloaded;
+        result.bytes_downloaded += d.bytes;
+      }
+    }
+    s.fds.clear();
+    if (!error.empty()) {
+      fail_keys(s.job->keys, s.job->compiler_dir + "/" + s.job->record->name + ": " + error,
+                result);
+      continue;
+    }
+    try {
+      s.install->commit();
+      ++result.modules_installed;
+    } catch (const Error& e) {
+      fail_keys(s.job->keys, e.what(), result);
+    }
+  }
+}
+
+std::string read_fd(int fd) {
+  std::string content;
+  char buffer[65536];
+  for (off_t offset = 0;;) {
+    ssize_t n = pread(fd, buffer, sizeof buffer, offset);
+    if (n <= 0) return content;
+    content.append(buffer, static_cast<size_t>(n));
+    offset += n;
+  }
+}
+
+void fetch_registry(hub::HubClient& client, const std::string& repo, const std::string& revision,
+                    const LocalIndex& local, const ai::Entry& entry, PrefetchResult& result) {
+  for (const auto& file : entry.registry) {
+    if (local.registry_file_present(entry.compiler_dir(), file)) continue;
+    UniqueFd fd(memfd_create("registry", MFD_CLOEXEC));
+    if (!fd) throw operational_error("cannot create a memory file for a registry entry");
+    std::vector<hub::DownloadRequest> request{
+        {entry.compiler_dir() + "/" + file.name, fd.get(), expected(file)}};
+    hub::DownloadResult d = client.download(repo, revision, request).front();
+    if (!d.ok) {
+      result.failed.emplace(entry.key, file.name + ": " + d.error);
+      return;
+    }
+    local.install_registry_file(entry.compiler_dir(), file.name, read_fd(fd.get()));
+    ++result.files_downloaded;
+    result.bytes_downloaded += d.bytes;
+  }
+}
+
+}  // namespace
+
+PrefetchResult prefetch(hub::HubClient& client, const std::string& repo,
+                        const std::string& revision, const LocalIndex& local,
+                        const std::vector<ai::Entry>& entries) {
+  PrefetchResult result;
+  std::vector<ModuleJob> jobs = modules_to_fetch(entries, local, result);
+  for (size_t start = 0; start < jobs.size(); start += kModulesPerBatch) {
+    std::vector<ModuleJob*> batch;
+    for (size_t i = start; i < std::min(jobs.size(), start + kModulesPerBatch); ++i)
+      batch.push_back(&jobs[i]);
+    install_batch(client, repo, revision, local, batch, result);
+  }
+  for (const auto& entry : entries) {
+    if (result.failed.count(entry.key)) continue;
+    try {
+      fetch_registry(client, repo, revision, local, entry, result);
+    } catch (const Error& e) {
+      result.failed.emplace(entry.key, e.what());
+    }
+    if (result.failed.count(entry.key)) continue;
+    local.write(entry);
+    result.completed.push_back(entry.key);
+  }
+  return result;
+}
+
+}  // namespace neuron_cache::remote

@@ -1,0 +1,200 @@
+#include "remote/push.h"
+
+#include <stdlib.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <set>
+#include <thread>
+
+#include "error.h"
+
+namespace neuron_cache::remote {
+namespace {
+
+namespace ai = artifact_index;
+namespace fs = std::filesystem;
+
+// Why the local files no longer match the entry, or nothing when they do.
+std::optional<std::string> check_local(const LocalIndex& local, const ai::Entry& entry) {
+  for (const auto& module : entry.modules) {
+    if (!local.module_complete(entry.compiler_dir(), module)) {
+      return module.name + " is not complete in the local cache";
+    }
+    ai::ModuleRecord now = local.record_module(entry.compiler_dir(), module.name);
+    for (const auto& file : module.files) {
+      auto it = std::find_if(now.files.begin(), now.files.end(),
+                             [&](const ai::FileRecord& f) { return f.name == file.name; });
+      if (it == now.files.end() || it->sha256 != file.sha256) {
+        return module.name + "/" + file.name + " changed since it was compiled";
+      }
+    }
+  }
+  for (const auto& file : entry.registry) {
+    if (local.record_registry_file(entry.compiler_dir(), file.name).sha256 != file.sha256) {
+      return file.name + " changed since it was compiled";
+    }
+  }
+  return std::nullopt;
+}
+
+// A temporary file holding `content`, removed when the object goes away.
+class TempFile {
+ public:
+  explicit TempFile(const std::string& content) {
+    std::string pattern = (fs::temp_directory_path() / "neuron-cache-index-XXXXXX").string();
+    int fd = mkstemp(pattern.data());
+    if (fd < 0)
+      throw operational_error("cannot create a temporary file in " +
+                              fs::temp_directory_path().string());
+    close(fd);
+    path_ = pattern;
+    std::ofstream(path_, std::ios::binary) << content;
+  }
+  ~TempFile() {
+    std::error_code ignored;
+    fs::remove(path_, ignored);
+  }
+  const fs::path& path() const { return path_; }
+
+ private:
+  fs::path path_;
+};
+
+struct Attempt {
+  std::vector<hub::CommitOperation> operations;
+  std::vector<std::unique_ptr<TempFile>> temp_files;
+  std::vector<std::string> pushed;
+  std::vector<std::string> already;
+};
+
+void add_entry_files(const LocalIndex& local, const ai::Entry& entry, Attempt& attempt) {
+  fs::path compiler = local.cache().root() / entry.compiler_dir();
+  for (const auto& module : entry.modules) {
+    for (const auto& file : module.files) {
+      std::string path = entry.compiler_dir() + "/" + module.name + "/" + file.name;
+      attempt.operations.push_back({hub::CommitOperation::Kind::Add, path,
+                                    fs::canonical(compiler / module.name / file.name)});
+    }
+  }
+  for (const auto& file : entry.registry) {
+    attempt.operations.push_back({hub::CommitOperation::Kind::Add,
+                                  entry.compiler_dir() + "/" + file.name,
+                                  fs::canonical(compiler / file.name)});
+  }
+}
+
+Attempt prepare(hub::HubClient& client, const std::string& repo, const std::string& head,
+                const LocalIndex& local, const std::vector<const ai::Entry*>& entries) {
+  Attempt attempt;
+  std::map<std::string, std::vector<const ai::Entry*>> by_version;
+  for (const ai::Entry* entry : entries)
+    by_version[entry->inputs.compiler_version].push_back(entry);
+  for (const auto& [version, list] : by_version) {
+    std::string path = ai::remote_index_path(version);
+    ai::IndexFile index;
+    if (auto text = client.read_file(repo, path, head))
+      index = ai::parse_index(*text, repo + "/" + path);
+    bool changed = false;
+    for (const ai::Entry* entry : list) {
+      if (index.entries.count(entry->key)) {
+        attempt.already.push_back(entry->key);
+        continue;
+      }
+      add_entry_files(local, *entry, attempt);
+      index.entries.emplace(entry->key, *entry);
+      attempt.pushed.push_back(entry->key);
+      changed = true;
+    }
+    if (!changed) continue;
+    attempt.temp_files.push_back(std::make_unique<TempFile>(ai::serialize_index(index)));
+    attempt.operations.push_back(
+        {hub::CommitOperation::Kind::Add, path, attempt.temp_files.back()->path()});
+  }
+  return attempt;
+}
+
+constexpr const char* kModulesCommitMessage = "neuron-cache: add compiled graphs";
+
+}  // namespace
+
+std::string push_commit_message(size_t configurations) {
+  return "neuron-cache: add compiled artifacts of " + std::to_string(configurations) +
+         (configurations == 1 ? " configuration" : " configurations");
+}
+
+PushResult push(hub::HubClient& client, const std::string& repo, const LocalIndex& local,
+                const std::vector<ai::Entry>& entries, const PushOptions& options) {
+  PushResult result;
+  std::vector<const ai::Entry*> ready;
+  std::set<std::string> seen;
+  for (const auto& entry : entries) {
+    if (!seen.insert(entry.key).second) continue;
+    if (auto problem = check_local(local, entry)) {
+      result.skipped.emplace(entry.key, *problem);
+    } else {
+      ready.push_back(&entry);
+    }
+  }
+  if (ready.empty()) return result;
+  while (true) {
+    ++result.attempts;
+    std::string head = client.repo_info(repo).sha;
+    Attempt attempt = prepare(client, repo, head, local, ready);
+    result.pushed = attempt.pushed;
+    result.already_on_hub = attempt.already;
+    if (attempt.pushed.empty()) return result;
+    try {
+      result.commit =
+          client.commit(repo, attempt.operations, push_commit_message(attempt.pushed.size()), head);
+      return result;
+    } catch (const hub::CommitConflict&) {
+      if (result.attempts >= options.conflicts.max_attempts) {
+        throw operational_error("pushing to " + repo + " failed after " +
+                                std::to_string(result.attempts) +
+                                " attempts because of concurrent commits: run it again");
+      }
+      std::this_thread::sleep_for(hub::backoff(result.attempts, options.conflicts));
+    }
+  }
+}
+
+PushResult push_modules(hub::HubClient& client, const std::string& repo, const LocalIndex& local,
+                        const std::vector<std::string>& modules, const PushOptions& options) {
+  PushResult result;
+  std::vector<hub::CommitOperation> operations;
+  for (const auto& id : modules) {
+    size_t slash = id.find('/');
+    std::string compiler_dir = id.substr(0, slash);
+    std::string name = slash == std::string::npos ? "" : id.substr(slash + 1);
+    try {
+      ai::ModuleRecord record = local.record_module(compiler_dir, name);
+      for (const auto& file : record.files) {
+        operations.push_back(
+            {hub::CommitOperation::Kind::Add, id + "/" + file.name,
+             fs::canonical(local.cache().root() / compiler_dir / name / file.name)});
+      }
+      result.pushed.push_back(id);
+    } catch (const Error& error) {
+      result.skipped.emplace(id, error.what());
+    }
+  }
+  if (operations.empty()) return result;
+  while (true) {
+    ++result.attempts;
+    std::string head = client.repo_info(repo).sha;
+    try {
+      result.commit = client.commit(repo, operations, kModulesCommitMessage, head);
+      return result;
+    } catch (const hub::CommitConflict&) {
+      if (result.attempts >= options.conflicts.max_attempts) {
+        throw operational_error("pushing to " + repo + " failed after " +
+                                std::to_string(result.attempts) +
+                                " attempts because of concurrent commits: run it again");
+      }
+      std::this_thread::sleep_for(hub::backoff(result.attempts, options.conflicts));
+    }
+  }
+}
+
+}  // namespace neuron_cache::remote

@@ -1,0 +1,40 @@
+// Reading the artifact index of a Hub cache repo (format/artifact_index.h) with a number of
+// requests that does not depend on how many configurations are asked about: the head commit, one
+// listing of neuron-cache-index/, then one download per compiler version actually needed.
+#pragma once
+
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "format/artifact_index.h"
+#include "hub/client.h"
+
+namespace neuron_cache::remote {
+
+class RemoteIndex {
+ public:
+  // Reads the head commit and lists the index folder; everything later reads that commit.
+  static RemoteIndex open(hub::HubClient& client, const std::string& repo);
+
+  const std::string& repo() const { return repo_; }
+  const std::string& revision() const { return revision_; }
+  // Versions that have an index file on the Hub.
+  std::vector<std::string> compiler_versions() const;
+  // The index of one compiler version, downloaded once; empty when there is none.
+  const artifact_index::IndexFile& index(const std::string& compiler_version);
+  const artifact_index::Entry* find(const std::string& compiler_version, const std::string& key);
+
+ private:
+  RemoteIndex(hub::HubClient& client, std::string repo)
+      : client_(&client), repo_(std::move(repo)) {}
+
+  hub::HubClient* client_;
+  std::string repo_;
+  std::string revision_;
+  std::map<std::string, hub::RemoteEntry> files_;  // by compiler version
+  std::map<std::string, artifact_index::IndexFile> loaded_;
+};
+
+}  // namespace neuron_cache::remote

@@ -1,0 +1,259 @@
+#include "report/report.h"
+
+#include <cstdio>
+#include <map>
+
+#include "store/cleanup.h"
+
+namespace neuron_cache::report {
+namespace {
+
+using nlohmann::json;
+
+json nearest_json(const plan::Nearest& n) {
+  json differences = json::array();
+  for (const auto& d : n.differences) {
+    differences.push_back({{"field", d.field}, {"cached", d.have}, {"requested", d.want}});
+  }
+  return {{"configuration", n.configuration}, {"key", n.key}, {"differences", differences}};
+}
+
+json row_json(const plan::PlanRow& row) {
+  const auto& c = row.target.configuration;
+  json nearest = json::array();
+  for (const auto& n : row.nearest) nearest.push_back(nearest_json(n));
+  return {{"name", c.name},
+          {"model_id", c.model_id},
+          {"key", row.target.key},
+          {"status", plan::status_name(row.status)},
+          {"reason", row.reason},
+          {"bytes_to_download", row.bytes_to_download},
+          {"files_to_download", row.files_to_download},
+          {"compile_seconds_saved", row.compile_seconds_saved},
+          {"source", c.source.to_string()},
+          {"nearest", nearest}};
+}
+
+const plan::PlanRow* find_row(const plan::Plan* plan, const std::string& key) {
+  if (!plan) return nullptr;
+  for (const auto& row : plan->rows) {
+    if (row.target.key == key) return &row;
+  }
+  return nullptr;
+}
+
+const pipeline::CompileOutcome* find_outcome(const RunRecord& run, const std::string& key) {
+  if (!run.compile) return nullptr;
+  for (const auto& o : run.compile->outcomes) {
+    if (o.key == key) return &o;
+  }
+  return nullptr;
+}
+
+std::string cell(std::string text) {
+  for (char& ch : text) {
+    if (ch == '|' || ch == '\n') ch = ' ';
+  }
+  return text;
+}
+
+// What happened to one configuration, in a few words.
+std::string outcome_of(const RunRecord& run, const plan::PlanRow& before) {
+  switch (before.status) {
+    case plan::Status::Local:
+      return "local hit";
+    case plan::Status::Hub: {
+      const plan::PlanRow* after = find_row(run.final, before.target.key);
+      if (run.prefetch && after && after->status == plan::Status::Local)
+        return "fetched from the Hub";
+      if (!run.prefetch) return "available on the Hub";
+      break;
+    }
+    case plan::Status::Compile:
+      break;
+  }
+  if (const auto* o = find_outcome(run, before.target.key)) {
+    return o->ok ? "compiled" : "compile FAILED";
+  }
+  return "must compile";
+}
+
+}  // namespace
+
+std::string human_bytes(uint64_t bytes) {
+  return format_size(bytes);
+}
+
+std::string human_seconds(double seconds) {
+  char buffer[32];
+  if (seconds < 90) {
+    std::snprintf(buffer, sizeof buffer, "%.0f s", seconds);
+  } else if (seconds < 5400) {
+    std::snprintf(buffer, sizeof buffer, "%.0f min", seconds / 60);
+  } else {
+    std::snprintf(buffer, sizeof buffer, "%.1f h", seconds / 3600);
+  }
+  return buffer;
+}
+
+Totals totals(const RunRecord& run) {
+  Totals t;
+  if (!run.initial) return t;
+  t.configurations = run.initial->rows.size();
+  for (const auto& row : run.initial->rows) {
+    if (row.status == plan::Status::Local) {
+      ++t.local;
+      t.compile_seconds_saved += row.compile_seconds_saved;
+    }
+    const plan::PlanRow* after = find_row(run.final, row.target.key);
+    bool fetched = row.status == plan::Status::Hub && run.prefetch && after &&
+                   after->status == plan::Status::Local && !find_outcome(run, row.target.key);
+    if (fetched) {
+      ++t.hub_hits;
+      t.compile_seconds_saved += row.compile_seconds_saved;
+    }
+    if (row.status == plan::Status::Compile ||
+        (row.status == plan::Status::Hub && !fetched && run.prefetch)) {
+      ++t.misses;
+    }
+  }
+  if (run.prefetch) t.bytes_downloaded = run.prefetch->result.bytes_downloaded;
+  if (run.compile) {
+    for (const auto& o : run.compile->outcomes) {
+      (o.ok ? t.compiled : t.failed) += 1;
+      t.compile_seconds += o.seconds;
+    }
+  }
+  if (run.push) t.bytes_uploaded = run.push->result.commit.bytes_uploaded;
+  return t;
+}
+
+json plan_json(const plan::Plan& plan) {
+  json rows = json::array();
+  for (const auto& row : plan.rows) rows.push_back(row_json(row));
+  return {{"repo", plan.repo},
+          {"hub_checked", plan.hub_checked},
+          {"hub_revision", plan.hub_revision},
+          {"hub_problem", plan.hub_problem},
+          {"local", plan.count(plan::Status::Local)},
+          {"hub", plan.count(plan::Status::Hub)},
+          {"compile", plan.count(plan::Status::Compile)},
+          {"configurations", rows}};
+}
+
+json run_json(const RunRecord& run) {
+  Totals t = totals(run);
+  json configurations = json::array();
+  if (run.initial) {
+    for (const auto& row : run.initial->rows) {
+      json item = row_json(row);
+      item["outcome"] = outcome_of(run, row);
+      if (const auto* o = find_outcome(run, row.target.key)) {
+        item["compile"] = {{"ok", o->ok},
+                           {"seconds", o->seconds},
+                           {"exit_code", o->exit_code},
+                           {"error", o->error},
+                           {"log_file", o->log_file},
+                           {"log_tail", o->log_tail},
+                           {"modules_produced", o->modules_produced},
+                           {"modules_used", o->modules_used}};
+      }
+      configurations.push_back(item);
+    }
+  }
+  json notices = json::array();
+  if (run.pipeline) {
+    for (const auto& n : run.pipeline->notices())
+      notices.push_back({{"warning", n.warning}, {"text", n.text}});
+  }
+  json push = nullptr;
+  if (run.push) {
+    push = {{"attempted", run.push->attempted},
+            {"skipped_reason", run.push->skipped_reason},
+            {"pushed", run.push->result.pushed},
+            {"already_on_hub", run.push->result.already_on_hub},
+            {"commit", run.push->result.commit.commit_oid},
+            {"bytes_uploaded", run.push->result.commit.bytes_uploaded}};
+  }
+  return {{"tool", pipeline::tool_version()},
+          {"repo", run.pipeline ? run.pipeline->repo() : ""},
+          {"compiler_version", run.pipeline ? run.pipeline->compiler_version() : ""},
+          {"hub_requests", run.pipeline ? run.pipeline->hub_requests() : 0},
+          {"totals",
+           {{"configurations", t.configurations},
+            {"local", t.local},
+            {"hub_hits", t.hub_hits},
+            {"misses", t.misses},
+            {"compiled", t.compiled},
+            {"failed", t.failed},
+            {"bytes_downloaded", t.bytes_downloaded},
+            {"bytes_uploaded", t.bytes_uploaded},
+            {"compile_seconds", t.compile_seconds},
+            {"compile_seconds_saved", t.compile_seconds_saved},
+            {"seconds", run.seconds}}},
+          {"push", push},
+          {"notices", notices},
+          {"configurations", configurations}};
+}
+
+std::string plan_text(const plan::Plan& plan) {
+  std::string out;
+  for (const auto& row : plan.rows) {
+    const auto& c = row.target.configuration;
+    std::string line = std::string(plan::status_name(row.status));
+    line.resize(8, ' ');
+    line += c.name + "  key " + row.target.key.substr(0, 12);
+    if (row.status == plan::Status::Hub) {
+      line += "  download " + human_bytes(row.bytes_to_download) + " in " +
+              std::to_string(row.files_to_download) + " files";
+    }
+    if (row.status != plan::Status::Compile && row.compile_seconds_saved > 0) {
+      line += ", saves " + human_seconds(row.compile_seconds_saved) + " of compiling";
+    }
+    out += line + "\n";
+    if (row.status == plan::Status::Compile) out += "        " + row.reason + "\n";
+  }
+  out += "\n" + std::to_string(plan.rows.size()) +
+         " configurations: " + std::to_string(plan.count(plan::Status::Local)) + " local, " +
+         std::to_string(plan.count(plan::Status::Hub)) + " on the Hub, " +
+         std::to_string(plan.count(plan::Status::Compile)) + " to compile";
+  if (!plan.hub_checked && !plan.hub_problem.empty())
+    out += " (Hub not checked: " + plan.hub_problem + ")";
+  return out + "\n";
+}
+
+std::string run_markdown(const RunRecord& run) {
+  Totals t = totals(run);
+  std::string md = "## neuron-cache\n\n";
+  md += std::to_string(t.configurations) + " configurations: **" + std::to_string(t.local) +
+        " local**, **" + std::to_string(t.hub_hits) + " fetched from the Hub**, **" +
+        std::to_string(t.misses) + " compiled or to compile**";
+  if (t.failed) md += ", **" + std::to_string(t.failed) + " failed**";
+  md += ".\n\n";
+  md += "| | |\n|---|---|\n";
+  md += "| Cache repo | `" + cell(run.pipeline ? run.pipeline->repo() : "") + "` |\n";
+  md += "| Compiler | `" + cell(run.pipeline ? run.pipeline->compiler_version() : "") + "` |\n";
+  md += "| Downloaded | " + human_bytes(t.bytes_downloaded) + " |\n";
+  md += "| Uploaded | " + human_bytes(t.bytes_uploaded) + " |\n";
+  md += "| Compile time spent | " + human_seconds(t.compile_seconds) + " |\n";
+  md += "| Compile time saved | " + human_seconds(t.compile_seconds_saved) + " |\n";
+  md += "| Total time | " + human_seconds(run.seconds) + " |\n\n";
+  md += "| Configuration | Model | Outcome | Key | Note |\n|---|---|---|---|---|\n";
+  if (run.initial) {
+    for (const auto& row : run.initial->rows) {
+      std::string note = row.status == plan::Status::Compile ? row.reason : "";
+      if (const auto* o = find_outcome(run, row.target.key); o && !o->ok) note = o->error;
+      md += "| " + cell(row.target.configuration.name) + " | " +
+            cell(row.target.configuration.model_id) + " | " + outcome_of(run, row) + " | `" +
+            row.target.key.substr(0, 12) + "` | " + cell(note) + " |\n";
+    }
+  }
+  if (run.pipeline && !run.pipeline->notices().empty()) {
+    md += "\n### Notices\n\n";
+    for (const auto& n : run.pipeline->notices())
+      md += std::string("- ") + (n.warning ? "**warning:** " : "") + cell(n.text) + "\n";
+  }
+  return md;
+}
+
+}  // namespace neuron_cache::report

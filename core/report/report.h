@@ -1,0 +1,49 @@
+// What a run did, for people and for machines: the JSON report (`ci --report`), the Markdown
+// summary (`ci --summary`, GitHub's job summary) and the plan table printed by `plan`.
+#pragma once
+
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+
+#include "pipeline/pipeline.h"
+#include "plan/plan.h"
+
+namespace neuron_cache::report {
+
+// Everything a run may have done; steps that did not run stay empty.
+struct RunRecord {
+  const plan::Plan* initial = nullptr;  // the plan before any step
+  const plan::Plan* final = nullptr;    // after prefetch and compile
+  std::optional<pipeline::PrefetchStep> prefetch;
+  std::optional<pipeline::CompileStep> compile;
+  std::optional<pipeline::PushStep> push;
+  const pipeline::Pipeline* pipeline = nullptr;
+  double seconds = 0;
+};
+
+struct Totals {
+  size_t configurations = 0;
+  size_t local = 0;     // complete locally before the run
+  size_t hub_hits = 0;  // fetched from the Hub
+  size_t misses = 0;    // had to be compiled
+  size_t compiled = 0;  // compiled successfully
+  size_t failed = 0;    // compile failed
+  uint64_t bytes_downloaded = 0;
+  uint64_t bytes_uploaded = 0;
+  double compile_seconds = 0;        // spent compiling
+  double compile_seconds_saved = 0;  // recorded compile time of every hit
+};
+Totals totals(const RunRecord& run);
+
+nlohmann::json plan_json(const plan::Plan& plan);
+nlohmann::json run_json(const RunRecord& run);
+std::string plan_text(const plan::Plan& plan);
+std::string run_markdown(const RunRecord& run);
+
+// "1.5 GB", "12.0 KB": the cleanup summary's units.
+std::string human_bytes(uint64_t bytes);
+// "45 s", "12 min", "1.5 h"
+std::string human_seconds(double seconds);
+
+}  // namespace neuron_cache::report

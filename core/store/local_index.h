@@ -1,0 +1,57 @@
+// The local side of the artifact index (format/artifact_index.h): one entry file per key under
+// <root>/.cache/huggingface/neuron-cache-index/, and the checks that tell whether the MODULE_
+// folders an entry lists are complete in the local cache.
+#pragma once
+
+#include <filesystem>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "format/artifact_index.h"
+#include "store/cache_tree.h"
+
+namespace neuron_cache {
+
+class LocalIndex {
+ public:
+  explicit LocalIndex(const LocalCache& cache) : cache_(cache) {}
+
+  // Every readable entry of one compiler version; unreadable files are reported in `problems`.
+  std::map<std::string, artifact_index::Entry> entries(const std::string& compiler_version,
+                                                       std::vector<std::string>* problems) const;
+  std::optional<artifact_index::Entry> find(const std::string& compiler_version,
+                                            const std::string& key) const;
+  // Writes (or replaces) the entry atomically: a reader sees the old file or the new one.
+  void write(const artifact_index::Entry& entry) const;
+
+  // Whether the module is SUCCESS locally and holds every listed file with its listed size.
+  bool module_complete(const std::string& compiler_dir,
+                       const artifact_index::ModuleRecord& module) const;
+  // Whether the registry file exists locally (as a file or a trusted symlink).
+  bool registry_file_present(const std::string& compiler_dir,
+                             const artifact_index::FileRecord& file) const;
+  // The record of a local SUCCESS module: every regular file with its size and sha256 (lock
+  // files left out). Throws an operational Error when the module is not SUCCESS.
+  artifact_index::ModuleRecord record_module(const std::string& compiler_dir,
+                                             const std::string& module_name) const;
+  // The record of one registry file ('/'-path relative to the compiler folder).
+  artifact_index::FileRecord record_registry_file(const std::string& compiler_dir,
+                                                  const std::string& path) const;
+
+  // Writes a registry file ('/'-path relative to the compiler folder) unless one is there;
+  // returns false when it was already there. Atomic: a reader never sees half a file.
+  bool install_registry_file(const std::string& compiler_dir, const std::string& path,
+                             std::string_view content) const;
+
+  const LocalCache& cache() const { return cache_; }
+
+ private:
+  const LocalCache& cache_;
+};
+
+// The sha256 of a file, streamed.
+std::string sha256_of_file(const std::filesystem::path& file);
+
+}  // namespace neuron_cache

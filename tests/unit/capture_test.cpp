@@ -1,0 +1,548 @@
+// The compiler stand-in (tests/tools/stand-in-export) follows libneuronxla's and optimum-neuron's
+// cache contract, and CaptureCache tells exactly which entries a compile run produced and which
+// cached ones it reused, installs only complete ones, and never writes outside the cache root.
+#include "compile/capture.h"
+
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <map>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "compile/runner.h"
+#include "error.h"
+#include "format/compile_flags.h"
+#include "format/digest.h"
+#include "format/pyjson.h"
+#include "format/registry.h"
+#include "store/cache_tree.h"
+#include "test_support.h"
+
+namespace neuron_cache::compile {
+namespace {
+
+using testing::contains;
+using testing::Kind;
+using testing::make_entry;
+using testing::read_file;
+using testing::snapshot_tree;
+using testing::TempDir;
+using testing::write_file;
+namespace fs = std::filesystem;
+
+constexpr const char* kCompiler = testing::kCompilerDir;  // the stand-in's default version
+
+struct Config {
+  std::string model = "org/tiny";
+  int batch = 1;
+  int sequence = 128;
+  int cores = 2;
+  std::string precision = "bf16";
+  std::string instance = "trn1";
+};
+
+std::string flags_json(const std::string& target = "trn1") {
+  return compile_flags_json(
+      {"--model-type=transformer", "--auto-cast=matmult", "--target=" + target});
+}
+
+std::string module_name(const std::string& graph_input) {
+  std::string flags = flags_json();
+  return "MODULE_" + sha256_hex(graph_input + "|" + flags).substr(0, 20) + "+" + flags_key(flags);
+}
+
+// The names the stand-in gives its two graphs, computed independently here.
+std::string ctx_module(const Config& c) {
+  return module_name("ctx|" + c.model + "|" + std::to_string(c.batch) + "|" +
+                     std::to_string(c.sequence) + "|" + std::to_string(c.cores) + "|" +
+                     c.precision);
+}
+std::string tkg_module(const Config& c) {
+  return module_name("tkg|" + c.model + "|" + std::to_string(c.batch) + "|" +
+                     std::to_string(c.cores) + "|" + c.precision);
+}
+
+CapturedModule captured(const std::string& name) {
+  return {kCompiler, name};
+}
+
+using Modules = std::vector<CapturedModule>;
+
+class StandIn {
+ public:
+  explicit StandIn(const TempDir& tmp) : tmp_(tmp) {}
+
+  RunOutcome run(const Config& c, const fs::path& cache_url,
+                 const std::map<std::string, std::string>& env = {}) {
+    int n = ++runs_;
+    CommandRun run;
+    run.argv = {STAND_IN_EXPORT,
+                "--model",
+                c.model,
+                "--task",
+                "text-generation",
+                "--batch_size",
+                std::to_string(c.batch),
+                "--sequence_length",
+                std::to_string(c.sequence),
+                "--num_cores",
+                std::to_string(c.cores),
+                "--auto_cast_type",
+                c.precision,
+                "--instance_type",
+                c.instance,
+                (tmp_ / ("out" + std::to_string(n))).string()};
+    run.set_env = {{"NEURON_COMPILE_CACHE_URL", cache_url.string()},
+                   {"STAND_IN_DELAY", "0.02"},
+                   {"STAND_IN_CALL_LOG", call_log().string()}};
+    for (const auto& [name, value] : env) run.set_env[name] = value;
+    if (!env.count("NEURON_CC_FLAGS")) run.unset_env = {"NEURON_CC_FLAGS"};
+    run.log_file = tmp_ / ("stand-in-" + std::to_string(n) + ".log");
+    RunOutcome outcome = run_command(run);
+    std::lock_guard<std::mutex> lock(mutex_);
+    last_log_ = read_file(run.log_file);
+    return outcome;
+  }
+
+  fs::path call_log() const { return tmp_ / "calls.jsonl"; }
+  std::string last_log() const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return last_log_;
+  }
+
+  std::vector<nlohmann::json> calls() const {
+    std::vector<nlohmann::json> lines;
+    std::istringstream text(fs::exists(call_log()) ? read_file(call_log()) : "");
+    for (std::string line; std::getline(text, line);) lines.push_back(nlohmann::json::parse(line));
+    return lines;
+  }
+
+ private:
+  const TempDir& tmp_;
+  std::atomic<int> runs_{0};
+  mutable std::mutex mutex_;
+  std::string last_log_;  // of the last run to finish
+};
+
+std::set<std::string> file_names(const fs::path& dir) {
+  std::set<std::string> names;
+  for (const auto& item : fs::directory_iterator(dir)) names.insert(item.path().filename());
+  return names;
+}
+
+// ---------------------------------------------------------------------------------------------
+// The stand-in itself.
+
+TEST(StandIn, WritesOneCompleteEntryPerGraph) {
+  TempDir tmp;
+  StandIn stand_in(tmp);
+  Config config;
+  RunOutcome outcome = stand_in.run(config, tmp / "cache");
+  ASSERT_EQ(outcome.exit_code, 0) << outcome.start_error << stand_in.last_log();
+  const std::set<std::string> complete = {"compile_flags.json", "model.done", "model.hlo_module.pb",
+                                          "model.neff"};
+  for (const auto& name : {ctx_module(config), tkg_module(config)}) {
+    fs::path dir = tmp / "cache" / kCompiler / name;
+    ASSERT_TRUE(fs::is_directory(dir)) << name << "\n" << stand_in.last_log();
+    EXPECT_EQ(file_names(dir), complete);
+    std::string flags = read_file(dir / "compile_flags.json");
+    EXPECT_EQ(flags, flags_json());
+    EXPECT_TRUE(name.ends_with("+" + flags_key(flags)));
+    EXPECT_EQ(fs::file_size(dir / "model.neff"), 65536u);
+    EXPECT_EQ(fs::file_size(dir / "model.hlo_module.pb"), 2048u);
+    EXPECT_EQ(fs::file_size(dir / "model.done"), 0u);
+  }
+  CacheTree tree = LocalCache(tmp / "cache").scan("");
+  ASSERT_EQ(tree.compilers.size(), 1u);
+  ASSERT_EQ(tree.compilers[0].modules.size(), 2u);
+  for (const auto& module : tree.compilers[0].modules) {
+    EXPECT_EQ(module.state, layout::EntryState::Success);
+    EXPECT_EQ(module.module.flags_key, module.flags_file_key);
+  }
+  EXPECT_TRUE(fs::exists(tmp / "out1" / "neuron_config.json"));
+  EXPECT_TRUE(contains(read_file(tmp / "out1" / "model.neuron-info.txt"), ctx_module(config)));
+}
+
+TEST(StandIn, WritesTheRegistryEntryAndItsAliasOnce) {
+  TempDir tmp;
+  StandIn stand_in(tmp);
+  ASSERT_EQ(stand_in.run(Config{}, tmp / "cache").exit_code, 0) << stand_in.last_log();
+  LocalCache cache(tmp / "cache");
+  SafeDir compiler = SafeDir::open(tmp / "cache" / kCompiler);
+  std::vector<RegistryFile> files = cache.scan_registry(compiler);
+  ASSERT_EQ(files.size(), 2u);
+  const RegistryFile& primary = files[0].is_link ? files[1] : files[0];
+  const RegistryFile& alias = files[0].is_link ? files[0] : files[1];
+  ASSERT_TRUE(primary.record && alias.record) << primary.problem << alias.problem;
+  EXPECT_TRUE(primary.record->hash_matches);
+  EXPECT_EQ(primary.record->location.shape, registry::PathShape::ByArch);
+  EXPECT_EQ(primary.record->model_id, "org/tiny");
+  EXPECT_EQ(primary.record->task, "text-generation");
+  EXPECT_EQ(primary.record->neuron.at("sequence_length"), 128);
+  EXPECT_EQ(alias.path,
+            "0_REGISTRY/0.4.5/llama/org/tiny/" + primary.record->location.hash + ".json");
+  std::string text = read_file(compiler.path() / primary.path);
+  EXPECT_EQ(primary.record->location.arch_digest, registry::arch_digest(pyjson::parse(text)));
+  EXPECT_EQ(registry::serialize(pyjson::parse(text)), text);
+  fs::path link_target = fs::read_symlink(compiler.path() / alias.path);
+  EXPECT_TRUE(link_target.is_absolute());
+  EXPECT_EQ(link_target, compiler.path() / primary.path);
+
+  // optimum-neuron's quirk: a second entry of the same model gets no alias.
+  Config longer;
+  longer.sequence = 256;
+  ASSERT_EQ(stand_in.run(longer, tmp / "cache").exit_code, 0);
+  files = cache.scan_registry(compiler);
+  EXPECT_EQ(files.size(), 3u);
+  EXPECT_EQ(std::count_if(files.begin(), files.end(), [](auto& f) { return f.is_link; }), 1);
+}
+
+TEST(StandIn, ASecondRunOnlyHitsTheCache) {
+  TempDir tmp;
+  StandIn stand_in(tmp);
+  Config config;
+  ASSERT_EQ(stand_in.run(config, tmp / "cache").exit_code, 0);
+  ASSERT_EQ(stand_in.run(config, tmp / "cache").exit_code, 0);
+  EXPECT_TRUE(contains(stand_in.last_log(), "Using a cached neff for " + ctx_module(config)));
+  auto calls = stand_in.calls();
+  ASSERT_EQ(calls.size(), 2u);
+  EXPECT_EQ(calls[0]["compiled"], (nlohmann::json{ctx_module(config), tkg_module(config)}));
+  EXPECT_EQ(calls[0]["hits"], nlohmann::json::array());
+  EXPECT_EQ(calls[1]["compiled"], nlohmann::json::array());
+  EXPECT_EQ(calls[1]["hits"], (nlohmann::json{ctx_module(config), tkg_module(config)}));
+  EXPECT_EQ(calls[1]["failed"], false);
+  EXPECT_EQ(calls[1]["cache_root"], (tmp / "cache").string());
+  EXPECT_EQ(calls[1]["argv"][1], "org/tiny");
+}
+
+TEST(StandIn, AFailureLeavesModelLogExits70AndIsNeverRetried) {
+  TempDir tmp;
+  StandIn stand_in(tmp);
+  Config failing;
+  failing.sequence = 256;
+  std::map<std::string, std::string> env = {{"STAND_IN_FAIL", "other,sequence_length=256"}};
+  ASSERT_EQ(stand_in.run(failing, tmp / "cache", env).exit_code, 70) << stand_in.last_log();
+  EXPECT_TRUE(
+      contains(stand_in.last_log(), "ERROR: compilation failed for " + ctx_module(failing)));
+  fs::path dir = tmp / "cache" / kCompiler / ctx_module(failing);
+  EXPECT_TRUE(fs::exists(dir / "model.log"));
+  EXPECT_FALSE(fs::exists(dir / "model.neff"));
+  EXPECT_FALSE(fs::exists(dir / "model.done"));
+  EXPECT_EQ(stand_in.calls().back()["failed"], true);
+
+  EXPECT_EQ(stand_in.run(failing, tmp / "cache").exit_code, 1);
+  EXPECT_TRUE(contains(stand_in.last_log(), "Got a cached failed neff"));
+  EXPECT_EQ(stand_in.run(Config{}, tmp / "cache", env).exit_code, 0);
+}
+
+TEST(StandIn, CacheDirFlagWinsAndWrapperFlagsAreNotCompilerFlags) {
+  TempDir tmp;
+  StandIn stand_in(tmp);
+  Config config;
+  config.instance = "trn2";
+  std::string cc_flags = "--cache_dir=" + (tmp / "flag-cache").string() +
+                         " --no_cache -O1 --retry_failed_compilation --no-cache";
+  ASSERT_EQ(stand_in.run(config, tmp / "url-cache", {{"NEURON_CC_FLAGS", cc_flags}}).exit_code, 0);
+  EXPECT_FALSE(fs::exists(tmp / "url-cache"));
+  fs::path compiler = tmp / "flag-cache" / kCompiler;
+  ASSERT_TRUE(fs::is_directory(compiler));
+  std::string expected = compile_flags_json(
+      {"--model-type=transformer", "--auto-cast=matmult", "--target=trn2", "-O1"});
+  for (const auto& item : fs::directory_iterator(compiler)) {
+    if (item.path().filename() == "0_REGISTRY") continue;
+    EXPECT_EQ(read_file(item.path() / "compile_flags.json"), expected);
+    EXPECT_TRUE(item.path().filename().string().ends_with("+" + flags_key(expected)));
+  }
+}
+
+TEST(StandIn, BadArgumentsExit2WithAUsage) {
+  TempDir tmp;
+  CommandRun run;
+  run.argv = {STAND_IN_EXPORT, "--model", "x", "out"};
+  run.log_file = tmp / "log";
+  EXPECT_EQ(run_command(run).exit_code, 2);
+  EXPECT_TRUE(contains(read_file(tmp / "log"), "usage: stand-in-export"));
+}
+
+// ---------------------------------------------------------------------------------------------
+// CaptureCache.
+
+class Capture : public ::testing::Test {
+ protected:
+  fs::path root() const { return tmp_ / "cache"; }
+
+  // One compile run through a staging cache, as the product does it.
+  CaptureResult capture(const Config& config, bool adopt = true, int expected_exit = 0,
+                        const std::map<std::string, std::string>& env = {},
+                        size_t* installed = nullptr) {
+    CaptureCache cache(root(), "test");
+    cache.seed();
+    RunOutcome outcome = stand_in_.run(config, cache.dir(), env);
+    EXPECT_EQ(outcome.exit_code, expected_exit) << stand_in_.last_log();
+    CaptureResult result = cache.collect();
+    size_t count = adopt ? cache.adopt(result) : 0;
+    if (installed) *installed = count;
+    return result;
+  }
+
+  fs::path real(const std::string& module) const { return root() / kCompiler / module; }
+
+  TempDir tmp_;
+  StandIn stand_in_{tmp_};
+};
+
+bool is_success(const fs::path& dir) {
+  return fs::is_regular_file(fs::symlink_status(dir / "model.neff")) &&
+         fs::is_regular_file(fs::symlink_status(dir / "model.done"));
+}
+
+TEST_F(Capture, AFirstRunProducesBothGraphsAndAdoptsThem) {
+  Config config;
+  size_t installed = 0;
+  CaptureResult result = capture(config, true, 0, {}, &installed);
+  Modules expected = {captured(ctx_module(config)), captured(tkg_module(config))};
+  std::sort(expected.begin(), expected.end());
+  EXPECT_EQ(result.produced, expected);
+  EXPECT_TRUE(result.used.empty());
+  EXPECT_TRUE(result.failed.empty());
+  EXPECT_TRUE(result.usage_tracked);
+  EXPECT_EQ(result.registry_files.size(), 2u);
+  EXPECT_EQ(installed, 2u);
+  for (const auto& module : expected) {
+    EXPECT_TRUE(is_success(real(module.name))) << module.name;
+    EXPECT_FALSE(fs::exists(real(module.name) / "model.hlo_module.pb.lock"));
+    EXPECT_EQ(fs::file_size(real(module.name) / "model.neff"), 65536u);
+  }
+  CacheTree tree = LocalCache(root()).scan("");
+  ASSERT_EQ(tree.compilers.size(), 1u);
+  for (const auto& module : tree.compilers[0].modules) {
+    EXPECT_EQ(module.state, layout::EntryState::Success) << module.name;
+  }
+}
+
+TEST_F(Capture, RegistryFilesAreAdoptedWithTheAliasPointingAtTheRealRoot) {
+  CaptureResult result = capture(Config{});
+  ASSERT_EQ(result.registry_files.size(), 2u);
+  SafeDir compiler = SafeDir::open(root() / kCompiler);
+  std::vector<RegistryFile> files = LocalCache(root()).scan_registry(compiler);
+  ASSERT_EQ(files.size(), 2u);
+  for (const auto& file : files) {
+    ASSERT_TRUE(file.record) << file.path << ": " << file.problem;
+    EXPECT_TRUE(file.record->hash_matches);
+    EXPECT_TRUE(contains(result.registry_files[0] + result.registry_files[1], file.path));
+    if (!file.is_link) continue;
+    fs::path target = fs::read_symlink(compiler.path() / file.path);
+    EXPECT_TRUE(target.is_absolute());
+    EXPECT_TRUE(target.string().starts_with(fs::absolute(root()).string() + "/" + kCompiler + "/"))
+        << target;
+    EXPECT_TRUE(fs::is_regular_file(fs::symlink_status(target)));
+  }
+}
+
+TEST_F(Capture, ADifferentSequenceLengthReusesTheSharedTokenGraph) {
+  Config first;
+  capture(first);
+  Config second;
+  second.sequence = 512;
+  size_t installed = 0;
+  CaptureResult result = capture(second, true, 0, {}, &installed);
+  EXPECT_EQ(result.produced, Modules{captured(ctx_module(second))});
+  EXPECT_EQ(result.used, Modules{captured(tkg_module(first))});
+  EXPECT_TRUE(result.failed.empty());
+  // The alias folder of the model exists already (seeded): only a new primary file.
+  EXPECT_EQ(result.registry_files.size(), 1u);
+  EXPECT_EQ(installed, 1u);
+  EXPECT_EQ(stand_in_.calls().back()["hits"], nlohmann::json::array({tkg_module(first)}));
+  EXPECT_TRUE(is_success(real(ctx_module(second))));
+}
+
+TEST_F(Capture, AnUnrelatedConfigurationUsesNothing) {
+  capture(Config{});
+  Config other;
+  other.model = "org/other";
+  CaptureResult result = capture(other);
+  EXPECT_TRUE(result.used.empty());
+  EXPECT_EQ(result.produced.size(), 2u);
+}
+
+TEST_F(Capture, ParallelRunsEachReportOnlyTheirOwnUse) {
+  Config tiny, second;
+  second.model = "org/second";
+  capture(tiny);
+  capture(second);
+  // Both staging caches hold hard links to both token graphs (the same inodes): each run must
+  // see only the opens made through its own paths.
+  Config tiny_long = tiny, second_long = second;
+  tiny_long.sequence = second_long.sequence = 1024;
+  CaptureResult results[2];
+  std::thread a([&] { results[0] = capture(tiny_long, false, 0, {{"STAND_IN_DELAY", "0.3"}}); });
+  std::thread b([&] { results[1] = capture(second_long, false, 0, {{"STAND_IN_DELAY", "0.3"}}); });
+  a.join();
+  b.join();
+  EXPECT_EQ(results[0].used, Modules{captured(tkg_module(tiny))});
+  EXPECT_EQ(results[1].used, Modules{captured(tkg_module(second))});
+  EXPECT_EQ(results[0].produced, Modules{captured(ctx_module(tiny_long))});
+  EXPECT_EQ(results[1].produced, Modules{captured(ctx_module(second_long))});
+}
+
+TEST_F(Capture, AFailedCompileIsReportedAndNeverAdopted) {
+  Config failing;
+  failing.sequence = 256;
+  size_t installed = 99;
+  CaptureResult result =
+      capture(failing, true, 70, {{"STAND_IN_FAIL", "sequence_length=256"}}, &installed);
+  EXPECT_EQ(result.failed, Modules{captured(ctx_module(failing))});
+  EXPECT_TRUE(result.produced.empty());
+  EXPECT_TRUE(result.registry_files.empty());
+  EXPECT_EQ(installed, 0u);
+  EXPECT_FALSE(fs::exists(real(ctx_module(failing))));
+  CacheTree tree = LocalCache(root()).scan("");
+  for (const auto& compiler : tree.compilers) EXPECT_TRUE(compiler.modules.empty());
+}
+
+TEST_F(Capture, PlantedSymlinksAreNeitherSeededNorWrittenThrough) {
+  fs::path outside = tmp_ / "outside";
+  make_entry(outside, "MODULE_1+d7cde3b5", Kind::Success);
+  write_file(outside / "secret.neff", "not yours");
+  fs::create_directories(root() / kCompiler);
+  fs::create_directory_symlink(outside / kCompiler / "MODULE_1+d7cde3b5",
+                               root() / kCompiler / "MODULE_evil+d7cde3b5");
+  fs::create_directory_symlink(outside / kCompiler, root() / "neuronxcc-9.9.9");
+  fs::path bad = make_entry(root(), "MODULE_badlink+d7cde3b5", Kind::Success);
+  fs::remove(bad / "compile_flags.json");
+  fs::create_symlink(outside / "secret.neff", bad / "compile_flags.json");
+  auto before = snapshot_tree(outside);
+
+  CaptureCache cache(root(), "planted");
+  cache.seed();
+  fs::path staged = cache.dir() / kCompiler;
+  EXPECT_FALSE(fs::exists(fs::symlink_status(staged / "MODULE_evil+d7cde3b5")));
+  EXPECT_FALSE(fs::exists(fs::symlink_status(staged / "MODULE_badlink+d7cde3b5")));
+  EXPECT_FALSE(fs::exists(fs::symlink_status(cache.dir() / "neuronxcc-9.9.9")));
+  ASSERT_EQ(cache.not_seeded().size(), 1u);
+  EXPECT_TRUE(contains(cache.not_seeded()[0], "MODULE_badlink+d7cde3b5"));
+  ASSERT_EQ(stand_in_.run(Config{}, cache.dir()).exit_code, 0);
+  CaptureResult result = cache.collect();
+  EXPECT_TRUE(result.used.empty());
+  EXPECT_EQ(cache.adopt(result), 2u);
+  EXPECT_EQ(snapshot_tree(outside), before);
+  EXPECT_TRUE(fs::is_symlink(root() / kCompiler / "MODULE_evil+d7cde3b5"));
+}
+
+TEST_F(Capture, ASymlinkedRegistryFolderIsRefusedForWriting) {
+  fs::path outside = tmp_ / "outside";
+  fs::create_directories(outside);
+  fs::create_directories(root() / kCompiler / "0_REGISTRY" / "0.4.5");
+  fs::create_directory_symlink(outside, root() / kCompiler / "0_REGISTRY" / "0.4.5" / "llama");
+  CaptureCache cache(root(), "planted");
+  cache.seed();
+  ASSERT_EQ(stand_in_.run(Config{}, cache.dir()).exit_code, 0);
+  CaptureResult result = cache.collect();
+  EXPECT_THROW(cache.adopt(result), Error);
+  EXPECT_TRUE(fs::is_empty(outside));
+  EXPECT_TRUE(is_success(real(ctx_module(Config{}))));  // entries go in before registry files
+}
+
+TEST_F(Capture, TrustedSymlinkedFilesAreSeededAsLinksToTheirTarget) {
+  Config first;
+  capture(first);
+  // As after a Hub download: the NEFF is a symlink into the Hugging Face file cache.
+  fs::path hub = tmp_ / "hub";
+  fs::path neff = real(tkg_module(first)) / "model.neff";
+  write_file(hub / "blob", read_file(neff));
+  fs::remove(neff);
+  fs::create_symlink(hub / "blob", neff);
+
+  CaptureCache untrusting(root(), "untrusting");
+  untrusting.seed();
+  EXPECT_FALSE(fs::exists(untrusting.dir() / kCompiler / tkg_module(first)));
+
+  CaptureCache cache(root(), "trusting", {hub});
+  cache.seed();
+  EXPECT_TRUE(cache.not_seeded().empty());
+  fs::path staged = cache.dir() / kCompiler / tkg_module(first) / "model.neff";
+  struct stat staged_info {
+  }, blob_info{};
+  ASSERT_EQ(lstat(staged.c_str(), &staged_info), 0);
+  ASSERT_EQ(stat((hub / "blob").c_str(), &blob_info), 0);
+  EXPECT_TRUE(S_ISREG(staged_info.st_mode));
+  EXPECT_EQ(staged_info.st_ino, blob_info.st_ino);
+  Config second = first;
+  second.sequence = 2048;
+  ASSERT_EQ(stand_in_.run(second, cache.dir()).exit_code, 0);
+  EXPECT_EQ(cache.collect().used, Modules{captured(tkg_module(first))});
+}
+
+TEST_F(Capture, TheWorkFolderLivesInTheRootAndGoesWithTheObject) {
+  fs::path work;
+  {
+    CaptureCache cache(root(), "my label/../x");
+    work = cache.dir();
+    EXPECT_TRUE(fs::is_directory(work));
+    EXPECT_EQ(work.parent_path(), fs::absolute(root()) / ".cache/huggingface/neuron-cache-work");
+    EXPECT_TRUE(work.filename().string().starts_with("my-label-..-x-")) << work;
+    EXPECT_EQ(work.filename().string().size(), std::string("my-label-..-x-").size() + 8);
+    struct stat info {};
+    ASSERT_EQ(stat(work.c_str(), &info), 0);
+    EXPECT_EQ(info.st_mode & 0777, 0755u);
+    cache.seed();
+    ASSERT_EQ(stand_in_.run(Config{}, cache.dir()).exit_code, 0);
+  }
+  EXPECT_FALSE(fs::exists(work));
+}
+
+TEST_F(Capture, AbandonedWorkFoldersAreRemovedButLiveOnesKept) {
+  fs::path area = root() / ".cache/huggingface/neuron-cache-work";
+  write_file(area / "old-deadbeef" / kCompiler / "MODULE_1+d7cde3b5" / "model.neff", "left over");
+  // A process killed while it held a CaptureCache: its flock died with it.
+  int fds[2];
+  ASSERT_EQ(pipe(fds), 0);
+  pid_t pid = fork();
+  if (pid == 0) {
+    CaptureCache cache(root(), "killed");
+    std::string path = cache.dir().string();
+    if (write(fds[1], path.data(), path.size()) < 0) _exit(1);
+    close(fds[1]);
+    raise(SIGKILL);
+  }
+  close(fds[1]);
+  char buffer[4096];
+  ssize_t n = read(fds[0], buffer, sizeof buffer);
+  close(fds[0]);
+  ASSERT_GT(n, 0);
+  fs::path killed(std::string(buffer, static_cast<size_t>(n)));
+  waitpid(pid, nullptr, 0);
+  ASSERT_TRUE(fs::is_directory(killed));
+
+  CaptureCache live(root(), "live");
+  EXPECT_FALSE(fs::exists(area / "old-deadbeef"));
+  EXPECT_FALSE(fs::exists(killed));
+  CaptureCache another(root(), "another");
+  EXPECT_TRUE(fs::is_directory(live.dir()));
+  EXPECT_EQ(remove_abandoned_work(root()), 0u);
+  EXPECT_TRUE(fs::is_directory(another.dir()));
+}
+
+TEST_F(Capture, TheRootIsCreatedWhenMissing) {
+  fs::path missing = tmp_ / "new" / "cache";
+  CaptureCache cache(missing, "new");
+  EXPECT_TRUE(fs::is_directory(missing));
+  cache.seed();
+  CaptureResult result = cache.collect();
+  EXPECT_TRUE(result.produced.empty() && result.used.empty() && result.failed.empty());
+  EXPECT_EQ(cache.adopt(result), 0u);
+}
+
+}  // namespace
+}  // namespace neuron_cache::compile

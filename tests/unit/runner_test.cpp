@@ -1,0 +1,233 @@
+// run_command: exit codes, signals, start failures, the child's environment and log, and runs
+// from several threads at once; log_tail and strip_cache_flags.
+#include "compile/runner.h"
+
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "test_support.h"
+
+namespace neuron_cache::compile {
+namespace {
+
+using testing::contains;
+using testing::read_file;
+using testing::TempDir;
+using testing::write_file;
+namespace fs = std::filesystem;
+
+CommandRun shell(const std::string& script, const fs::path& log) {
+  CommandRun run;
+  run.argv = {"sh", "-c", script};
+  run.log_file = log;
+  return run;
+}
+
+TEST(Runner, ReportsTheExitCode) {
+  TempDir dir;
+  RunOutcome ok = run_command(shell("exit 0", dir / "ok.log"));
+  EXPECT_TRUE(ok.started);
+  EXPECT_EQ(ok.exit_code, 0);
+  EXPECT_EQ(ok.signal, 0);
+  RunOutcome failed = run_command(shell("exit 70", dir / "failed.log"));
+  EXPECT_TRUE(failed.started);
+  EXPECT_EQ(failed.exit_code, 70);
+  EXPECT_GE(failed.seconds, 0.0);
+}
+
+TEST(Runner, ReportsTheSignalThatKilledIt) {
+  TempDir dir;
+  RunOutcome outcome = run_command(shell("kill -TERM $$; sleep 5", dir / "log"));
+  EXPECT_TRUE(outcome.started);
+  EXPECT_EQ(outcome.exit_code, -1);
+  EXPECT_EQ(outcome.signal, SIGTERM);
+}
+
+TEST(Runner, ACommandNotFoundDoesNotStart) {
+  TempDir dir;
+  CommandRun run;
+  run.argv = {"neuron-cache-no-such-program"};
+  run.log_file = dir / "log";
+  RunOutcome outcome = run_command(run);
+  EXPECT_FALSE(outcome.started);
+  EXPECT_EQ(outcome.exit_code, -1);
+  EXPECT_TRUE(contains(outcome.start_error, "neuron-cache-no-such-program")) << outcome.start_error;
+  EXPECT_TRUE(contains(outcome.start_error, "not found")) << outcome.start_error;
+}
+
+TEST(Runner, ANonExecutableFileDoesNotStart) {
+  TempDir dir;
+  write_file(dir / "script", "#!/bin/sh\necho hi\n");
+  chmod((dir / "script").c_str(), 0644);
+  CommandRun run;
+  run.argv = {(dir / "script").string()};
+  run.log_file = dir / "log";
+  RunOutcome outcome = run_command(run);
+  EXPECT_FALSE(outcome.started);
+  EXPECT_TRUE(contains(outcome.start_error, "executable")) << outcome.start_error;
+}
+
+TEST(Runner, AnEmptyCommandDoesNotStart) {
+  TempDir dir;
+  CommandRun run;
+  run.log_file = dir / "log";
+  RunOutcome outcome = run_command(run);
+  EXPECT_FALSE(outcome.started);
+  EXPECT_FALSE(outcome.start_error.empty());
+}
+
+TEST(Runner, AnUnwritableLogDoesNotStart) {
+  TempDir dir;
+  RunOutcome outcome = run_command(shell("exit 0", dir / "missing-dir" / "log"));
+  EXPECT_FALSE(outcome.started);
+  EXPECT_TRUE(contains(outcome.start_error, "log file")) << outcome.start_error;
+}
+
+TEST(Runner, SetsAndUnsetsEnvironmentVariables) {
+  TempDir dir;
+  setenv("NEURON_CACHE_RUNNER_TEST_GONE", "present", 1);
+  setenv("NEURON_CACHE_RUNNER_TEST_KEPT", "kept", 1);
+  CommandRun run = shell(
+      "echo \"set=$RUNNER_SET gone=${NEURON_CACHE_RUNNER_TEST_GONE-unset} "
+      "kept=$NEURON_CACHE_RUNNER_TEST_KEPT over=$NEURON_CACHE_RUNNER_TEST_KEPT2\"",
+      dir / "log");
+  run.set_env = {{"RUNNER_SET", "a value with spaces"}, {"NEURON_CACHE_RUNNER_TEST_KEPT2", "x"}};
+  run.unset_env = {"NEURON_CACHE_RUNNER_TEST_GONE"};
+  RunOutcome outcome = run_command(run);
+  unsetenv("NEURON_CACHE_RUNNER_TEST_GONE");
+  unsetenv("NEURON_CACHE_RUNNER_TEST_KEPT");
+  ASSERT_EQ(outcome.exit_code, 0) << outcome.start_error;
+  EXPECT_EQ(read_file(dir / "log"), "set=a value with spaces gone=unset kept=kept over=x\n");
+}
+
+TEST(Runner, FindsTheProgramThroughTheChildPath) {
+  TempDir dir;
+  write_file(dir / "bin" / "my-compiler", "#!/bin/sh\necho \"compiled $1\"\n");
+  chmod((dir / "bin" / "my-compiler").c_str(), 0755);
+  CommandRun run;
+  run.argv = {"my-compiler", "graph"};
+  run.set_env = {{"PATH", (dir / "bin").string() + ":/usr/bin:/bin"}};
+  run.log_file = dir / "log";
+  RunOutcome outcome = run_command(run);
+  ASSERT_TRUE(outcome.started) << outcome.start_error;
+  EXPECT_EQ(outcome.exit_code, 0);
+  EXPECT_EQ(read_file(dir / "log"), "compiled graph\n");
+}
+
+TEST(Runner, LogsStdoutAndStderrAndTruncatesTheLog) {
+  TempDir dir;
+  write_file(dir / "log", std::string(10000, 'x'));
+  RunOutcome outcome = run_command(shell("echo out; echo err >&2; echo out2", dir / "log"));
+  ASSERT_EQ(outcome.exit_code, 0);
+  EXPECT_EQ(read_file(dir / "log"), "out\nerr\nout2\n");
+  struct stat info {};
+  ASSERT_EQ(stat((dir / "log").c_str(), &info), 0);
+  EXPECT_EQ(info.st_mode & 0777, 0644u & ~static_cast<unsigned>(umask(umask(0))));
+}
+
+TEST(Runner, TeeAlsoFillsTheLog) {
+  TempDir dir;
+  CommandRun run = shell("echo teed; echo teed-err >&2; exit 4", dir / "log");
+  run.tee = true;
+  RunOutcome outcome = run_command(run);
+  EXPECT_EQ(outcome.exit_code, 4);
+  EXPECT_EQ(read_file(dir / "log"), "teed\nteed-err\n");
+}
+
+TEST(Runner, TeeDoesNotWaitForABackgroundChildHoldingTheOutput) {
+  TempDir dir;
+  CommandRun run = shell("sleep 3 & echo started", dir / "log");
+  run.tee = true;
+  RunOutcome outcome = run_command(run);
+  EXPECT_EQ(outcome.exit_code, 0);
+  EXPECT_LT(outcome.seconds, 2.5);
+  EXPECT_EQ(read_file(dir / "log"), "started\n");
+}
+
+TEST(Runner, RunsInTheWorkingDirectory) {
+  TempDir dir;
+  fs::create_directories(dir / "work");
+  CommandRun run = shell("pwd", dir / "log");
+  run.working_dir = dir / "work";
+  ASSERT_EQ(run_command(run).exit_code, 0);
+  EXPECT_EQ(read_file(dir / "log"), fs::canonical(dir / "work").string() + "\n");
+}
+
+TEST(Runner, OurOtherDescriptorsDoNotLeakIntoTheChild) {
+  TempDir dir;
+  int fd = open((dir / "leak").c_str(), O_WRONLY | O_CREAT, 0644);  // no O_CLOEXEC on purpose
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(dup2(fd, 77), 77);
+  RunOutcome outcome = run_command(shell("ls /proc/self/fd", dir / "log"));
+  close(77);
+  close(fd);
+  ASSERT_EQ(outcome.exit_code, 0);
+  std::string fds = "\n" + read_file(dir / "log");
+  EXPECT_FALSE(contains(fds, "\n77\n")) << fds;
+}
+
+TEST(Runner, RunsInParallelThreads) {
+  TempDir dir;
+  constexpr int kRuns = 4;
+  std::vector<RunOutcome> outcomes(kRuns);
+  std::vector<std::thread> threads;
+  for (int i = 0; i < kRuns; ++i) {
+    threads.emplace_back([&, i] {
+      CommandRun run =
+          shell("sleep 0.3; echo run $RUN; exit $RUN", dir / ("log" + std::to_string(i)));
+      run.set_env = {{"RUN", std::to_string(i)}};
+      run.tee = i % 2 == 1;
+      outcomes[i] = run_command(run);
+    });
+  }
+  for (auto& thread : threads) thread.join();
+  for (int i = 0; i < kRuns; ++i) {
+    EXPECT_EQ(outcomes[i].exit_code, i);
+    EXPECT_EQ(read_file(dir / ("log" + std::to_string(i))), "run " + std::to_string(i) + "\n");
+  }
+}
+
+TEST(Runner, LogTailGivesTheLastLines) {
+  TempDir dir;
+  std::string text;
+  for (int i = 1; i <= 30; ++i) text += "line " + std::to_string(i) + "\n";
+  write_file(dir / "log", text);
+  std::string tail = log_tail(dir / "log");
+  EXPECT_EQ(tail.substr(0, 8), "line 11\n");
+  EXPECT_EQ(tail.size(), text.size() - text.find("line 11"));
+  EXPECT_EQ(log_tail(dir / "log", 2), "line 29\nline 30\n");
+  write_file(dir / "short", "one\ntwo");
+  EXPECT_EQ(log_tail(dir / "short", 5), "one\ntwo");
+  EXPECT_EQ(log_tail(dir / "short", 1), "two");
+  EXPECT_EQ(log_tail(dir / "missing"), "");
+  write_file(dir / "empty", "");
+  EXPECT_EQ(log_tail(dir / "empty"), "");
+}
+
+TEST(Runner, StripCacheFlagsRemovesWhatNeuronCacheControls) {
+  std::vector<std::string> removed;
+  EXPECT_EQ(strip_cache_flags("--cache_dir=/x -O1  --no_cache\t--model-type=transformer", &removed),
+            "-O1 --model-type=transformer");
+  EXPECT_EQ(removed, (std::vector<std::string>{"--cache_dir=/x", "--no_cache"}));
+  removed.clear();
+  EXPECT_EQ(strip_cache_flags("--cache_dir /y --retry_failed_compilation --no-cache -O2", &removed),
+            "-O2");
+  EXPECT_EQ(removed, (std::vector<std::string>{"--cache_dir", "/y", "--retry_failed_compilation",
+                                               "--no-cache"}));
+  EXPECT_EQ(strip_cache_flags("", nullptr), "");
+  EXPECT_EQ(strip_cache_flags("  --auto-cast=none  ", nullptr), "--auto-cast=none");
+  EXPECT_EQ(strip_cache_flags("--cache_dir", nullptr), "");
+  // Only these exact flags: look-alikes are compiler flags and stay.
+  EXPECT_EQ(strip_cache_flags("--cache_dirx=1 --no_cache_please", nullptr),
+            "--cache_dirx=1 --no_cache_please");
+}
+
+}  // namespace
+}  // namespace neuron_cache::compile
