@@ -197,28 +197,33 @@ json run_json(const RunRecord& run) {
 }
 
 std::string plan_text(const plan::Plan& plan) {
+  size_t width = 0;
+  for (const auto& row : plan.rows) width = std::max(width, row.target.configuration.name.size());
   std::string out;
   for (const auto& row : plan.rows) {
-    const auto& c = row.target.configuration;
     std::string line = std::string(plan::status_name(row.status));
-    line.resize(8, ' ');
-    line += c.name + "  key " + row.target.key.substr(0, 12);
+    line.resize(9, ' ');
+    std::string name = row.target.configuration.name;
+    name.resize(width, ' ');
+    line += name + "  key " + row.target.key.substr(0, 12);
     if (row.status == plan::Status::Hub) {
       line += "  download " + human_bytes(row.bytes_to_download) + " in " +
               std::to_string(row.files_to_download) + " files";
     }
     if (row.status != plan::Status::Compile && row.compile_seconds_saved > 0) {
-      line += ", saves " + human_seconds(row.compile_seconds_saved) + " of compiling";
+      line += (row.status == plan::Status::Hub ? ", saves " : "  saves ") +
+              human_seconds(row.compile_seconds_saved) + " of compiling";
     }
     out += line + "\n";
-    if (row.status == plan::Status::Compile) out += "        " + row.reason + "\n";
+    if (row.status == plan::Status::Compile) out += "         " + row.reason + "\n";
   }
   out += "\n" + std::to_string(plan.rows.size()) +
          " configurations: " + std::to_string(plan.count(plan::Status::Local)) + " local, " +
          std::to_string(plan.count(plan::Status::Hub)) + " on the Hub, " +
          std::to_string(plan.count(plan::Status::Compile)) + " to compile";
-  if (!plan.hub_checked && !plan.hub_problem.empty())
+  if (!plan.hub_checked && !plan.hub_problem.empty()) {
     out += " (Hub not checked: " + plan.hub_problem + ")";
+  }
   return out + "\n";
 }
 

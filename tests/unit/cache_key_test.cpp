@@ -1,0 +1,196 @@
+// Cache keys and the artifact index: the key is what CPython computes from the documented
+// inputs, every factor changes it, and index files from the Hub can never name a path outside
+// their compiler folder.
+#include <gtest/gtest.h>
+
+#include "error.h"
+#include "format/artifact_index.h"
+#include "format/cache_key.h"
+#include "plan/plan.h"
+#include "plan/targets.h"
+#include "test_support.h"
+
+namespace neuron_cache {
+namespace {
+
+namespace ai = artifact_index;
+using cache_key::KeyInputs;
+
+KeyInputs sample() {
+  KeyInputs in;
+  in.model_id = "meta-llama/Llama-3.1-8B";
+  in.model_type = "llama";
+  in.task = "text-generation";
+  in.precision = "bf16";
+  in.batch_size = 4;
+  in.sequence_length = 4096;
+  in.compiler_version = "2.21.33363.0+82129205";
+  in.num_cores = 8;
+  in.target = "trn1";
+  in.flags = {"--optlevel=2", "--enable-fast-loading-neuron-binaries"};
+  in.checkpoint_revision = "9ab9e76e2b09f9f29ea2d56aa5bd139e4445c59e";
+  in.optimum_neuron_version = "0.4.5";
+  return in;
+}
+
+std::string python_key(const KeyInputs& in) {
+  testing::TempDir dir;
+  testing::write_file(dir.path() / "inputs.json", cache_key::to_json(in).dump());
+  std::string output;
+  std::string command =
+      std::string(NEURON_CACHE_PYTHON) +
+      " -c 'import hashlib,json,sys; d=json.load(open(sys.argv[1])); "
+      "print(hashlib.sha256(json.dumps(d, sort_keys=True).encode()).hexdigest()[:32])' " +
+      (dir.path() / "inputs.json").string();
+  EXPECT_EQ(testing::run_command(command, &output), 0) << output;
+  while (!output.empty() && output.back() == '\n') output.pop_back();
+  return output;
+}
+
+TEST(CacheKey, IsWhatCPythonComputesFromTheDocumentedInputs) {
+  KeyInputs in = sample();
+  EXPECT_EQ(cache_key::key_of(in), python_key(in));
+  in.model_id = "org/mod\u00e8le \"quoted\"";
+  in.flags = {"--x='a b'", "\\", "\u2603"};
+  in.checkpoint_revision.reset();
+  in.optimum_neuron_version.reset();
+  EXPECT_EQ(cache_key::key_of(in), python_key(in));
+  EXPECT_EQ(cache_key::key_of(in).size(), 32u);
+}
+
+TEST(CacheKey, IsStableAcrossReleases) {
+  // Pinned: a change here orphans every cached configuration. Bump key_format instead.
+  EXPECT_EQ(cache_key::key_of(sample()), "4d9bc1fb75e1c7388f0cda204acf6950");
+  EXPECT_EQ(
+      pyjson::dumps(cache_key::to_json(sample())),
+      "{\"compiler\": {\"flags\": [\"--optlevel=2\", \"--enable-fast-loading-neuron-binaries\"], "
+      "\"num_cores\": 8, \"target\": \"trn1\", \"version\": \"2.21.33363.0+82129205\"}, "
+      "\"environment\": {\"checkpoint_revision\": \"9ab9e76e2b09f9f29ea2d56aa5bd139e4445c59e\", "
+      "\"optimum_neuron_version\": \"0.4.5\"}, \"key_format\": 1, \"model\": {\"batch_size\": 4, "
+      "\"model_id\": \"meta-llama/Llama-3.1-8B\", \"model_type\": \"llama\", \"precision\": "
+      "\"bf16\", \"sequence_length\": 4096, \"task\": \"text-generation\"}}");
+}
+
+TEST(CacheKey, EveryFactorChangesTheKey) {
+  const std::string base = cache_key::key_of(sample());
+  std::vector<std::function<void(KeyInputs&)>> changes = {
+      [](KeyInputs& in) { in.model_id += "-Instruct"; },
+      [](KeyInputs& in) { in.model_type = "mistral"; },
+      [](KeyInputs& in) { in.task = "feature-extraction"; },
+      [](KeyInputs& in) { in.precision = "fp16"; },
+      [](KeyInputs& in) { in.batch_size = 8; },
+      [](KeyInputs& in) { in.sequence_length = 8192; },
+      [](KeyInputs& in) { in.compiler_version = "2.22.0.0+aaaa"; },
+      [](KeyInputs& in) { in.num_cores = 16; },
+      [](KeyInputs& in) { in.target = "trn2"; },
+      [](KeyInputs& in) { in.flags.push_back("-O3"); },
+      [](KeyInputs& in) { std::swap(in.flags[0], in.flags[1]); },
+      [](KeyInputs& in) { in.checkpoint_revision = std::string(40, 'a'); },
+      [](KeyInputs& in) { in.checkpoint_revision.reset(); },
+      [](KeyInputs& in) { in.optimum_neuron_version = "0.4.6"; },
+  };
+  std::set<std::string> keys{base};
+  for (const auto& change : changes) {
+    KeyInputs in = sample();
+    change(in);
+    keys.insert(cache_key::key_of(in));
+    EXPECT_EQ(cache_key::differences(sample(), in).size(), 1u);
+  }
+  EXPECT_EQ(keys.size(), changes.size() + 1);
+}
+
+TEST(CacheKey, InputsRoundTripAndBadInputsAreErrors) {
+  KeyInputs in = sample();
+  KeyInputs back = cache_key::from_json(cache_key::to_json(in));
+  EXPECT_EQ(cache_key::key_of(back), cache_key::key_of(in));
+  auto json = cache_key::to_json(in);
+  json["model"].erase("batch_size");
+  EXPECT_THROW(cache_key::from_json(json), Error);
+  json = cache_key::to_json(in);
+  json["key_format"] = 2;
+  EXPECT_THROW(cache_key::from_json(json), Error);
+}
+
+TEST(CacheKey, TargetFollowsOptimumNeuronNormalisation) {
+  EXPECT_EQ(cache_key::target_of("trn2"), "trn2");
+  EXPECT_EQ(cache_key::target_of("trn1"), "trn1");
+  EXPECT_EQ(cache_key::target_of("trn1n"), "trn1");
+  EXPECT_EQ(cache_key::target_of("inf2"), "trn1");
+}
+
+TEST(CacheKey, NeuronCcFlagsLoseOnlyTheCacheOptions) {
+  EXPECT_EQ(
+      plan::flag_words("  -O2 --cache_dir=/x --no_cache --retry_failed_compilation "
+                       "--model-type=transformer --cache_dir /y --no-cache\t--auto-cast=none"),
+      (std::vector<std::string>{"-O2", "--model-type=transformer", "--auto-cast=none"}));
+  EXPECT_TRUE(plan::flag_words("").empty());
+}
+
+TEST(CacheKey, MissesAreExplainedByTheirDifferences) {
+  KeyInputs want = sample();
+  want.sequence_length = 8192;
+  want.compiler_version = "2.22.1.0+abc";
+  EXPECT_EQ(plan::explain_difference(cache_key::differences(sample(), want)),
+            "cached for compiler 2.21.33363.0+82129205 and sequence length 4096; you asked for "
+            "2.22.1.0+abc and 8192");
+}
+
+ai::Entry sample_entry() {
+  ai::Entry entry;
+  entry.inputs = sample();
+  entry.key = cache_key::key_of(entry.inputs);
+  entry.configuration = "llama-bs4";
+  entry.modules.push_back(
+      {"MODULE_0123456789abcdef0123+d7517139",
+       {{"model.neff", 123, std::string(64, 'a')}, {"model.done", 0, std::string(64, 'b')}}});
+  entry.registry.push_back(
+      {"0_REGISTRY/0.4.5/llama/meta-llama/Llama-3.1-8B/x.json", 10, std::string(64, 'c')});
+  entry.compile_seconds = 1834.5;
+  entry.tool = "neuron-cache 0.1.0";
+  entry.created_at = "2026-11-29T18:00:00Z";
+  return entry;
+}
+
+TEST(ArtifactIndex, EntriesAndIndexFilesRoundTrip) {
+  ai::Entry entry = sample_entry();
+  ai::Entry back = ai::parse_entry(ai::serialize_entry(entry), "test");
+  EXPECT_EQ(ai::serialize_entry(back), ai::serialize_entry(entry));
+  EXPECT_EQ(back.total_bytes(), 133u);
+  ai::IndexFile index;
+  index.entries.emplace(entry.key, entry);
+  EXPECT_EQ(ai::serialize_index(ai::parse_index(ai::serialize_index(index), "test")),
+            ai::serialize_index(index));
+  EXPECT_EQ(ai::remote_index_path("2.21.1+ab"), "neuron-cache-index/neuronxcc-2.21.1+ab.json");
+  EXPECT_EQ(ai::compiler_version_of_index("neuron-cache-index/neuronxcc-2.21.1+ab.json"),
+            "2.21.1+ab");
+  EXPECT_FALSE(ai::compiler_version_of_index("neuron-cache-index/x/neuronxcc-2.json"));
+  EXPECT_FALSE(ai::compiler_version_of_index("neuronxcc-2.21/0_REGISTRY/x.json"));
+}
+
+TEST(ArtifactIndex, UnsafeOrInconsistentEntriesAreRejected) {
+  auto rejects = [](const std::function<void(ai::Entry&)>& change) {
+    ai::Entry entry = sample_entry();
+    change(entry);
+    EXPECT_THROW(ai::parse_entry(ai::serialize_entry(entry), "hub"), Error);
+  };
+  rejects([](ai::Entry& e) { e.modules[0].name = "../../../../tmp/evil"; });
+  rejects([](ai::Entry& e) { e.modules[0].name = "MODULE_x/../../y"; });
+  rejects([](ai::Entry& e) { e.modules[0].name = "notamodule"; });
+  rejects([](ai::Entry& e) { e.modules[0].files[0].name = "../x"; });
+  rejects([](ai::Entry& e) { e.modules[0].files[0].name = "/etc/passwd"; });
+  rejects([](ai::Entry& e) { e.modules[0].files[0].name = "a//b"; });
+  rejects([](ai::Entry& e) { e.modules[0].files[0].name = "model.hlo_module.pb.lock"; });
+  rejects([](ai::Entry& e) { e.modules[0].files[0].sha256 = "xyz"; });
+  rejects([](ai::Entry& e) { e.registry[0].name = "../0_REGISTRY/x.json"; });
+  rejects([](ai::Entry& e) { e.registry[0].name = "MODULE_a/x.json"; });
+  rejects([](ai::Entry& e) { e.key = std::string(32, '0'); });
+  rejects([](ai::Entry& e) {
+    e.inputs.compiler_version = "../../x";
+    e.key = cache_key::key_of(e.inputs);
+  });
+  EXPECT_THROW(ai::parse_index("{\"format\": 2, \"entries\": {}}", "hub"), Error);
+  EXPECT_THROW(ai::parse_index("not json", "hub"), Error);
+}
+
+}  // namespace
+}  // namespace neuron_cache
