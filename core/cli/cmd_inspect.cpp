@@ -8,8 +8,11 @@
 #include "cli/context.h"
 #include "cli/output.h"
 #include "error.h"
+#include "format/cache_key.h"
 #include "format/compile_flags.h"
+#include "format/pyjson.h"
 #include "format/registry.h"
+#include "pipeline/pipeline.h"
 #include "store/cache_tree.h"
 
 namespace neuron_cache::cli {
@@ -22,7 +25,29 @@ struct Options {
   std::optional<std::string> flags;
   bool json = false;
   bool canonical = false;
+  std::string manifest;
+  std::vector<std::string> configs;
 };
+
+// The cache key of each declared configuration, with the inputs it was computed from.
+void inspect_keys(Context& context, const Options& options) {
+  pipeline::Options pipeline_options;
+  pipeline_options.manifest = options.manifest;
+  pipeline_options.configs = options.configs;
+  pipeline::Pipeline pipeline(context.settings(), &context.client(), pipeline_options);
+  nlohmann::json out = nlohmann::json::array();
+  for (const auto& target : pipeline.targets()) {
+    nlohmann::json inputs = cache_key::to_json(target.inputs);
+    if (options.json) {
+      out.push_back({{"name", target.configuration.name}, {"key", target.key}, {"inputs", inputs}});
+    } else {
+      std::cout << target.configuration.name << "\nkey: " << target.key
+                << "\ninputs (sha256 of this JSON, compact and sorted, gives the key):\n"
+                << pyjson::dumps(inputs, 2) << "\n\n";
+    }
+  }
+  if (options.json) print_json(out);
+}
 
 void inspect_flags(const std::string& flags_text, bool json) {
   std::vector<std::string> flags = parse_compile_flags_json(flags_text);
@@ -130,6 +155,10 @@ void inspect_module(Context& context, const fs::path& dir, bool json) {
 }
 
 void inspect(Context& context, const Options& options) {
+  if (!options.manifest.empty()) {
+    inspect_keys(context, options);
+    return;
+  }
   if (options.flags) {
     inspect_flags(*options.flags, options.json);
     return;
@@ -160,6 +189,9 @@ void register_inspect(CLI::App& app, Context& context) {
   cmd->add_option_function<std::string>(
       "--flags", [options](const std::string& v) { options->flags = v; },
       "A JSON list of compiler flags, e.g. '[\"--target=trn1\"]'");
+  cmd->add_option("--manifest", options->manifest,
+                  "Print the cache key and key inputs of the manifest's configurations");
+  cmd->add_option("--config", options->configs, "With --manifest: only this configuration");
   cmd->add_flag("--json", options->json, "Print JSON for scripts");
   cmd->add_flag("--canonical", options->canonical,
                 "Print only the registry file text of an entry (no trailing newline)");

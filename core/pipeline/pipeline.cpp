@@ -112,19 +112,23 @@ void Pipeline::cache_problem(const std::string& what, const std::string& fallbac
   note(true, what + ": " + fallback);
 }
 
-plan::Plan Pipeline::make_plan() {
+std::vector<plan::Target> Pipeline::targets() {
   fs::path manifest_dir = fs::absolute(options_.manifest).parent_path();
-  hub::HubClient* resolver_client = client_ && !client_->options().offline ? client_ : nullptr;
-  plan::ModelResolver resolver(resolver_client, manifest_dir);
+  hub::HubClient* online = client_ && !client_->options().offline ? client_ : nullptr;
+  plan::ModelResolver resolver(online, manifest_dir);
   plan::KeyContext context;
   context.compiler_version = compiler_version_;
   context.optimum_neuron_version = manifest_.optimum_neuron_version;
-  // Hub problems while resolving revisions are cache problems too, but keys cannot be made
-  // without them: they always fail, with the error saying how to pin revisions.
   Environment env = Environment::from_process();
   context.env_flags = plan::flag_words(env.get("NEURON_CC_FLAGS").value_or(""));
-  std::vector<plan::Target> targets = plan::make_targets(manifest_, context, resolver);
+  // Keys cannot be made without revisions: a Hub problem here always fails, and the message
+  // says how to pin revisions so the Hub is not needed.
+  return plan::make_targets(manifest_, context, resolver);
+}
 
+plan::Plan Pipeline::make_plan() {
+  std::vector<plan::Target> targets = this->targets();
+  hub::HubClient* resolver_client = client_ && !client_->options().offline ? client_ : nullptr;
   std::string hub_problem;
   remote_.reset();
   if (repo_.empty()) {
@@ -156,6 +160,11 @@ PrefetchStep Pipeline::prefetch(plan::Plan& plan) {
   std::vector<ai::Entry> entries;
   for (const auto& row : plan.rows) {
     if (row.status == plan::Status::Hub && row.entry) entries.push_back(*row.entry);
+    // Complete locally through the Hub's entry only (fetched by an older run or by
+    // optimum-neuron): record it, so later runs know it without the Hub.
+    bool unrecorded = row.status == plan::Status::Local && row.entry &&
+                      !local_index_->find(row.entry->inputs.compiler_version, row.entry->key);
+    if (unrecorded) local_index_->write(*row.entry);
   }
   if (entries.empty() || !client_ || !remote_) {
     step.seconds = seconds_since(start);

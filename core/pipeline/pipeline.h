@@ -98,6 +98,8 @@ class Pipeline {
   const LocalIndex& local_index() const { return *local_index_; }
   size_t hub_requests() const;
 
+  // Keys for every selected configuration (revisions and model types resolved).
+  std::vector<plan::Target> targets();
   // Keys for every selected configuration, then local, Hub or compile for each.
   plan::Plan make_plan();
   // Downloads the Hub hits of `plan`; rows fetched become Local, rows that failed become
