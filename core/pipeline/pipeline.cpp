@@ -115,7 +115,8 @@ void Pipeline::cache_problem(const std::string& what, const std::string& fallbac
 std::vector<plan::Target> Pipeline::targets() {
   fs::path manifest_dir = fs::absolute(options_.manifest).parent_path();
   hub::HubClient* online = client_ && !client_->options().offline ? client_ : nullptr;
-  plan::ModelResolver resolver(online, manifest_dir);
+  plan::ModelResolver resolver(online, manifest_dir,
+                               root_ / std::string(ai::kLocalDir) / "models.json");
   plan::KeyContext context;
   context.compiler_version = compiler_version_;
   context.optimum_neuron_version = manifest_.optimum_neuron_version;
@@ -123,7 +124,12 @@ std::vector<plan::Target> Pipeline::targets() {
   context.env_flags = plan::flag_words(env.get("NEURON_CC_FLAGS").value_or(""));
   // Keys cannot be made without revisions: a Hub problem here always fails, and the message
   // says how to pin revisions so the Hub is not needed.
-  return plan::make_targets(manifest_, context, resolver);
+  std::vector<plan::Target> targets = plan::make_targets(manifest_, context, resolver);
+  for (const auto& used : resolver.from_memo()) {
+    cache_problem("the Hub could not resolve " + used,
+                  "using the revision remembered from an earlier run");
+  }
+  return targets;
 }
 
 plan::Plan Pipeline::make_plan() {

@@ -1,5 +1,7 @@
 #include "plan/targets.h"
 
+#include <unistd.h>
+
 #include <fstream>
 
 #include "error.h"
@@ -27,6 +29,12 @@ std::string model_type_of(const std::string& config_text, const std::string& ori
 std::string memo_key(const manifest::Configuration& c) {
   return c.model_id + "\n" + c.revision.value_or("") + "\n" + c.checkout.value_or("") + "\n" +
          c.model_type.value_or("");
+}
+
+// What the memo file remembers: "model_id@revision", with the model type when the manifest gives it.
+std::string hub_memo_key(const manifest::Configuration& c) {
+  std::string key = c.model_id + "@" + c.revision.value_or("main");
+  return c.model_type ? key + " model_type=" + *c.model_type : key;
 }
 
 }  // namespace
@@ -111,10 +119,64 @@ ResolvedModel ModelResolver::resolve_hub(const manifest::Configuration& c) {
   return model;
 }
 
+std::optional<ResolvedModel> ModelResolver::recall(const std::string& memo) const {
+  if (memo_file_.empty()) return std::nullopt;
+  std::ifstream in(memo_file_, std::ios::binary);
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  try {
+    pyjson::Json json = pyjson::parse(text);
+    if (!json.is_object() || !json.contains(memo)) return std::nullopt;
+    const pyjson::Json& item = json[memo];
+    std::string revision = item.value("revision", "");
+    if (!is_commit_id(revision)) return std::nullopt;
+    return ResolvedModel{revision, item.value("model_type", "")};
+  } catch (const std::exception&) {
+    return std::nullopt;  // a damaged memo is only a missed shortcut
+  }
+}
+
+void ModelResolver::remember(const std::string& memo, const ResolvedModel& model) const {
+  if (memo_file_.empty() || !model.revision) return;
+  try {
+    std::ifstream in(memo_file_, std::ios::binary);
+    std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    pyjson::Json json = pyjson::Json::object();
+    try {
+      json = pyjson::parse(text);
+    } catch (const Error&) {
+    }
+    if (!json.is_object()) json = pyjson::Json::object();
+    json[memo] = {{"revision", *model.revision}, {"model_type", model.model_type}};
+    fs::create_directories(memo_file_.parent_path());
+    fs::path temp = memo_file_;
+    temp += "." + std::to_string(getpid()) + ".tmp";
+    std::ofstream(temp, std::ios::binary | std::ios::trunc) << pyjson::dumps(json, 2);
+    fs::rename(temp, memo_file_);
+  } catch (const std::exception&) {
+    // Remembering is best effort: the next run asks the Hub again.
+  }
+}
+
 ResolvedModel ModelResolver::resolve(const manifest::Configuration& c) {
   std::string memo = memo_key(c);
   if (auto it = resolved_.find(memo); it != resolved_.end()) return it->second;
-  ResolvedModel model = c.checkout ? resolve_checkout(c) : resolve_hub(c);
+  ResolvedModel model;
+  if (c.checkout) {
+    model = resolve_checkout(c);
+  } else {
+    try {
+      model = resolve_hub(c);
+      remember(hub_memo_key(c), model);
+    } catch (const Error& error) {
+      bool hub_unavailable = error.kind() == ErrorKind::Operational || client_ == nullptr ||
+                             client_->options().offline;
+      auto known = hub_unavailable ? recall(hub_memo_key(c)) : std::nullopt;
+      if (!known) throw;
+      from_memo_.push_back(c.model_id + "@" + c.revision.value_or("main") + " -> " +
+                           *known->revision + " (" + error.what() + ")");
+      model = *known;
+    }
+  }
   resolved_.emplace(memo, model);
   return model;
 }

@@ -36,20 +36,30 @@ struct ResolvedModel {
 
 class ModelResolver {
  public:
-  // `client` may be null (offline): then revisions must be commits and model types given.
-  ModelResolver(hub::HubClient* client, std::filesystem::path manifest_dir)
-      : client_(client), manifest_dir_(std::move(manifest_dir)) {}
+  // `client` may be null (offline): then revisions must be commits and model types given, or
+  // known from `memo_file`, where every answer of the Hub is remembered (a JSON object; the
+  // cache root's .cache/huggingface/neuron-cache-index/models.json), so a pipeline that ran once
+  // still makes its keys while the Hub is unreachable. Empty: no memo.
+  ModelResolver(hub::HubClient* client, std::filesystem::path manifest_dir,
+                std::filesystem::path memo_file = {})
+      : client_(client), manifest_dir_(std::move(manifest_dir)), memo_file_(std::move(memo_file)) {}
   // Once per model: later configurations of the same model reuse the answer.
   ResolvedModel resolve(const manifest::Configuration& configuration);
+  // Answers taken from the memo because the Hub could not be asked (for warnings).
+  const std::vector<std::string>& from_memo() const { return from_memo_; }
 
  private:
+  std::optional<ResolvedModel> recall(const std::string& memo_key) const;
+  void remember(const std::string& memo_key, const ResolvedModel& model) const;
   ResolvedModel resolve_checkout(const manifest::Configuration& configuration);
   ResolvedModel resolve_hub(const manifest::Configuration& configuration);
   hub::HubClient& online(const manifest::Configuration& configuration, const std::string& why);
 
   hub::HubClient* client_;
   std::filesystem::path manifest_dir_;
+  std::filesystem::path memo_file_;
   std::map<std::string, ResolvedModel> resolved_;
+  std::vector<std::string> from_memo_;
 };
 
 bool is_commit_id(const std::string& revision);
