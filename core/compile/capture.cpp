@@ -229,7 +229,8 @@ CaptureCache::CaptureCache(const fs::path& cache_root, const std::string& label,
     std::string name = prefix + random_hex(8);
     if (work_area_->entry(name)) continue;
     SafeDir dir = work_area_->make_subdir(name);
-    UniqueFd lock(dup(dir.fd()));
+    // Close-on-exec: a compiler child holding it would keep our folder "alive" after we die.
+    UniqueFd lock(fcntl(dir.fd(), F_DUPFD_CLOEXEC, 0));
     // remove_abandoned_work may take the new, still unlocked folder for an abandoned one and
     // delete it between mkdir and flock: only a locked folder still in place is ours.
     if (lock && flock(lock.get(), LOCK_EX | LOCK_NB) == 0 &&
@@ -258,6 +259,8 @@ const fs::path& CaptureCache::dir() const {
 }
 
 void CaptureCache::seed() {
+  if (seeded_) return;
+  seeded_ = true;
   SafeDir root = SafeDir::open(root_);
   LocalCache cache(root_, trusted_);
   for (const auto& item : root.list()) {

@@ -69,12 +69,13 @@ class CaptureCache {
   // hard links, then watches the seeded entries. Entries that cannot be linked (another
   // filesystem, another user's files under fs.protected_hardlinks) are left out and listed in
   // not_seeded(): the command compiles them again if it needs them. When inotify cannot watch
-  // them all, no entry is seeded and usage is not tracked.
+  // them all, no entry is seeded and usage is not tracked. Only the first call does anything.
   void seed();
   // Seeded entries left out, with the reason ("neuronxcc-.../MODULE_...: why").
   const std::vector<std::string>& not_seeded() const { return not_seeded_; }
 
-  // After the command finished: which entries it produced, used and failed.
+  // After the command finished: which entries it produced, used and failed (call it once). A
+  // failed entry's model.log stays readable under dir() until this object is destroyed.
   CaptureResult collect();
 
   // Installs the produced entries into the real cache (atomically, model.done last; an entry
@@ -111,6 +112,7 @@ class CaptureCache {
   std::vector<std::string> not_seeded_;
   std::unique_ptr<UsageWatcher> watcher_;
   bool usage_tracked_ = true;
+  bool seeded_ = false;
 };
 
 // Deletes the staging caches of <root>/.cache/huggingface/neuron-cache-work whose owner is gone

@@ -131,10 +131,17 @@ TEST(ManifestYaml, UnknownKeysAtEveryLevel) {
             "compiler_flags, compile, models)");
   EXPECT_EQ(yaml_error("models:\n  - model_id: a/b\n    revison: main\n"),
             "neuron-cache.yaml:3:5: unknown key \"revison\" in a model (expected one of: "
-            "model_id, revision, task, configurations)");
+            "model_id, revision, model_type, checkout, task, configurations)");
   EXPECT_EQ(yaml_error("compile: {cmd: x}\nmodels: []\n"),
             "neuron-cache.yaml:1:11: unknown key \"cmd\" in compile (expected one of: command, "
             "env)");
+}
+
+TEST(ManifestYaml, CheckoutAndRevisionExcludeEachOther) {
+  EXPECT_EQ(yaml_error("models:\n  - model_id: a/b\n    revision: main\n    checkout: ./b\n"
+                       "    task: t\n    configurations: []\n"),
+            "neuron-cache.yaml:4:15: a model has both \"revision\" and \"checkout\": the revision "
+            "of a checkout is the commit it is at; give only one");
 }
 
 TEST(ManifestYaml, DuplicateKey) {
