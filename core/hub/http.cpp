@@ -192,7 +192,9 @@ void configure(Transfer& t, const HttpOptions& options) {
   curl_easy_setopt(easy, CURLOPT_LOW_SPEED_LIMIT, 1L);
   curl_easy_setopt(easy, CURLOPT_LOW_SPEED_TIME, static_cast<long>(options.stall_timeout.count()));
   curl_easy_setopt(easy, CURLOPT_HTTP_VERSION, CURL_HTTP_VERSION_2TLS);
-  curl_easy_setopt(easy, CURLOPT_PIPEWAIT, 1L);
+  // Waiting to share a connection only pays where HTTP/2 can be negotiated (TLS): on plain
+  // HTTP/1.1 it queues every transfer behind one connection.
+  curl_easy_setopt(easy, CURLOPT_PIPEWAIT, r.url.starts_with("https://") ? 1L : 0L);
   curl_easy_setopt(easy, CURLOPT_HEADERFUNCTION, on_header);
   curl_easy_setopt(easy, CURLOPT_HEADERDATA, &t);
   curl_easy_setopt(easy, CURLOPT_WRITEFUNCTION, on_write);

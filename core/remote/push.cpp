@@ -129,10 +129,12 @@ PushResult push(hub::HubClient& client, const std::string& repo, const LocalInde
   std::vector<const ai::Entry*> ready;
   std::set<std::string> seen;
   for (const auto& entry : entries) {
-    if (!seen.insert(entry.key).second) continue;
+    if (seen.count(entry.key)) continue;
     if (auto problem = check_local(local, entry)) {
       result.skipped.emplace(entry.key, *problem);
     } else {
+      seen.insert(entry.key);
+      result.skipped.erase(entry.key);
       ready.push_back(&entry);
     }
   }
