@@ -300,8 +300,9 @@ Configuration read_configuration(const YamlReader& r, const YAML::Node& node,
   if (const YAML::Node* name = f.value("name")) {
     c.name = r.string(*name, "name");
     if (!is_valid_name(c.name)) {
-      r.fail(*name, "invalid configuration name " + show(c.name) +
-                        " (use letters, digits and . _ - + @ : only)");
+      r.fail(*name,
+             "invalid configuration name " + show(c.name) +
+                 " (start with a letter or digit, then letters, digits and . _ - + @ : only)");
     }
     *named_at = {*name, false};
   } else {
@@ -425,15 +426,17 @@ bool is_known_instance_type(std::string_view instance_type) {
          instance_type == "inf2";
 }
 
+namespace {
+bool is_name_char(char c) {
+  return std::isalnum(static_cast<unsigned char>(c)) ||
+         std::string_view("._-+@:").find(c) != std::string_view::npos;
+}
+}  // namespace
+
 bool is_valid_name(std::string_view name) {
-  if (name.empty()) return false;
-  for (char c : name) {
-    if (!std::isalnum(static_cast<unsigned char>(c)) &&
-        std::string_view("._-+@:").find(c) == std::string_view::npos) {
-      return false;
-    }
-  }
-  return true;
+  // Names become file names and command arguments: no ".", "..", hidden files or options.
+  if (name.empty() || !std::isalnum(static_cast<unsigned char>(name.front()))) return false;
+  return std::all_of(name.begin(), name.end(), is_name_char);
 }
 
 std::string default_name(const Configuration& c) {
@@ -442,7 +445,7 @@ std::string default_name(const Configuration& c) {
     if (ch == '/') {
       model += "--";
     } else {
-      model += is_valid_name(std::string_view(&ch, 1)) ? ch : '_';
+      model += is_name_char(ch) ? ch : '_';
     }
   }
   return model + "-bs" + std::to_string(c.batch_size) + "-seq" + std::to_string(c.sequence_length) +

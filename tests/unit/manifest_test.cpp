@@ -9,6 +9,7 @@
 namespace neuron_cache::manifest {
 namespace {
 
+using testing::contains;
 using testing::TempDir;
 using testing::write_file;
 
@@ -299,8 +300,16 @@ TEST(ManifestYaml, DuplicateConfigurationNames) {
   EXPECT_EQ(
       yaml_error(with_configuration("      - {name: \"a b\", batch_size: 1, sequence_length: 2, "
                                     "num_cores: 2, precision: fp16}\n")),
-      "neuron-cache.yaml:6:16: invalid configuration name \"a b\" (use letters, digits and "
-      ". _ - + @ : only)");
+      "neuron-cache.yaml:6:16: invalid configuration name \"a b\" (start with a letter or "
+      "digit, then letters, digits and . _ - + @ : only)");
+  for (const char* name : {"..", ".hidden", "-rf", "_x"}) {
+    EXPECT_TRUE(
+        contains(yaml_error(with_configuration(
+                     std::string("      - {name: \"") + name +
+                     "\", batch_size: 1, sequence_length: 2, num_cores: 2, precision: fp16}\n")),
+                 "invalid configuration name"))
+        << name;
+  }
 }
 
 TEST(ManifestYaml, CompileCommandIsChecked) {
