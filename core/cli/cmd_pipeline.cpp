@@ -21,6 +21,7 @@ struct Args {
   bool quiet = false;
   std::string report_file;
   std::string summary_file;
+  std::string export_dir;
   std::vector<std::string> command;  // run -- CMD ARGS
 };
 
@@ -45,6 +46,18 @@ void add_common(CLI::App* cmd, Context& context, const std::shared_ptr<Args>& ar
       "--strict", args->options.strict,
       "Fail on cache problems (Hub down, no access) instead of compiling or skipping the push");
   cmd->add_flag("--quiet", args->quiet, "Print nothing but warnings and errors");
+}
+
+void add_export_option(CLI::App* cmd, const std::shared_ptr<Args>& args) {
+  cmd->add_option("--export-dir", args->export_dir,
+                  "Afterwards, give each configuration complete locally a folder DIR/<name> "
+                  "(symlinks to its NEFFs; use it as NEURON_COMPILE_CACHE_URL)");
+}
+
+std::map<std::string, std::string> export_if_asked(pipeline::Pipeline& p, const plan::Plan& plan,
+                                                   const Args& args) {
+  if (args.export_dir.empty()) return {};
+  return p.export_artifacts(plan, args.export_dir);
 }
 
 void add_compile_options(CLI::App* cmd, const std::shared_ptr<Args>& args) {
@@ -142,8 +155,10 @@ void run_prefetch(Context& context, Args& args) {
   auto p = open(context, args);
   plan::Plan plan = p->make_plan();
   pipeline::PrefetchStep step = p->prefetch(plan);
+  auto exports = export_if_asked(*p, plan, args);
   if (args.json) {
-    report::RunRecord run{&plan, &plan, step, std::nullopt, std::nullopt, p.get(), step.seconds};
+    report::RunRecord run{&plan,        &plan,   step,         std::nullopt,
+                          std::nullopt, p.get(), step.seconds, exports};
     print_json(report::run_json(run));
     return;
   }
@@ -159,8 +174,10 @@ void run_compile(Context& context, Args& args) {
   plan::Plan plan = p->make_plan();
   pipeline::PrefetchStep fetched = p->prefetch(plan);
   pipeline::CompileStep step = p->compile(plan);
+  auto exports = export_if_asked(*p, plan, args);
   if (args.json) {
-    report::RunRecord run{&plan, &plan, fetched, step, std::nullopt, p.get(), step.seconds};
+    report::RunRecord run{&plan,        &plan,   fetched,      step,
+                          std::nullopt, p.get(), step.seconds, exports};
     print_json(report::run_json(run));
   } else {
     if (fetched.hits) std::cout << prefetch_line(fetched) << "\n";
@@ -177,7 +194,7 @@ void run_push(Context& context, Args& args) {
   plan::Plan plan = p->make_plan();
   pipeline::PushStep step = p->push(plan);
   if (args.json) {
-    report::RunRecord run{&plan, &plan, std::nullopt, std::nullopt, step, p.get(), step.seconds};
+    report::RunRecord run{&plan, &plan, std::nullopt, std::nullopt, step, p.get(), step.seconds, {}};
     print_json(report::run_json(run));
     return;
   }
@@ -194,7 +211,8 @@ void run_ci(Context& context, Args& args) {
   pipeline::CompileStep compiled = p->compile(plan);
   pipeline::PushStep pushed = p->push(plan);
   double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  report::RunRecord run{&initial, &plan, fetched, compiled, pushed, p.get(), seconds};
+  auto exports = export_if_asked(*p, plan, args);
+  report::RunRecord run{&initial, &plan, fetched, compiled, pushed, p.get(), seconds, exports};
   write_file(args.report_file, report::run_json(run).dump(2) + "\n");
   write_file(args.summary_file, report::run_markdown(run));
   if (args.json) {
@@ -262,6 +280,7 @@ void register_pipeline(CLI::App& app, Context& context) {
       "Download the Hub's artifacts of the declared configurations into the local cache");
   add_common(prefetch, context, prefetch_args, true);
   prefetch->add_flag("--json", prefetch_args->json, "Print JSON for scripts");
+  add_export_option(prefetch, prefetch_args);
   prefetch->callback([&context, prefetch_args] { run_prefetch(context, *prefetch_args); });
 
   auto compile_args = std::make_shared<Args>();
@@ -271,6 +290,7 @@ void register_pipeline(CLI::App& app, Context& context) {
   add_common(compile, context, compile_args, true);
   add_compile_options(compile, compile_args);
   compile->add_flag("--json", compile_args->json, "Print JSON for scripts");
+  add_export_option(compile, compile_args);
   compile->callback([&context, compile_args] { run_compile(context, *compile_args); });
 
   auto push_args = std::make_shared<Args>();
@@ -289,6 +309,7 @@ void register_pipeline(CLI::App& app, Context& context) {
   ci->add_option("--report", ci_args->report_file, "Write the JSON report here");
   ci->add_option("--summary", ci_args->summary_file, "Write the Markdown summary here");
   ci->add_flag("--json", ci_args->json, "Print the JSON report on stdout");
+  add_export_option(ci, ci_args);
   ci->callback([&context, ci_args] { run_ci(context, *ci_args); });
 
   auto run_args = std::make_shared<Args>();

@@ -4,6 +4,7 @@
 
 #include "error.h"
 #include "remote/remote_index.h"
+#include "store/export_dir.h"
 
 #ifndef NEURON_CACHE_VERSION
 #define NEURON_CACHE_VERSION "unknown"
@@ -266,6 +267,24 @@ PushStep Pipeline::push_modules(const std::vector<std::string>& modules) {
                   "the compiled graphs stay in the local cache only");
   }
   return step;
+}
+
+}  // namespace neuron_cache::pipeline
+
+namespace neuron_cache::pipeline {
+
+std::map<std::string, std::string> Pipeline::export_artifacts(const plan::Plan& plan,
+                                                              const std::filesystem::path& dir) {
+  std::map<std::string, std::string> exports;
+  for (const auto& row : plan.rows) {
+    if (row.status != plan::Status::Local) continue;
+    auto entry = local_index_->find(row.target.inputs.compiler_version, row.target.key);
+    if (!entry) continue;
+    const std::string& name = row.target.configuration.name;
+    exports[name] =
+        export_configuration(*cache_, *entry, std::filesystem::absolute(dir), name).string();
+  }
+  return exports;
 }
 
 }  // namespace neuron_cache::pipeline

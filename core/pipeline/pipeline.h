@@ -110,6 +110,11 @@ class Pipeline {
   // Pushes every Local row whose entry the Hub does not have (compiled here or earlier).
   PushStep push(const plan::Plan& plan);
 
+  // Exports every configuration complete locally (store/export_dir.h) under `dir`; returns the
+  // folder of each, by configuration name.
+  std::map<std::string, std::string> export_artifacts(const plan::Plan& plan,
+                                                      const std::filesystem::path& dir);
+
   // Runs `argv` with the cache (NEURON_COMPILE_CACHE_URL on a staging cache), output shown
   // live, then moves what it compiled into the cache; with a target and a zero exit status, the
   // index entry for the target's key is written.

@@ -148,6 +148,8 @@ json run_json(const RunRecord& run) {
     for (const auto& row : run.initial->rows) {
       json item = row_json(row);
       item["outcome"] = outcome_of(run, row);
+      auto exported = run.exports.find(row.target.configuration.name);
+      item["export_dir"] = exported == run.exports.end() ? json(nullptr) : json(exported->second);
       if (const auto* o = find_outcome(run, row.target.key)) {
         item["compile"] = {{"ok", o->ok},
                            {"seconds", o->seconds},

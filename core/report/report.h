@@ -2,6 +2,7 @@
 // summary (`ci --summary`, GitHub's job summary) and the plan table printed by `plan`.
 #pragma once
 
+#include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
@@ -20,6 +21,7 @@ struct RunRecord {
   std::optional<pipeline::PushStep> push;
   const pipeline::Pipeline* pipeline = nullptr;
   double seconds = 0;
+  std::map<std::string, std::string> exports;  // configuration name -> export folder
 };
 
 struct Totals {
