@@ -162,6 +162,7 @@ void run_prefetch(Context& context, Args& args) {
     print_json(report::run_json(run));
     return;
   }
+  if (args.quiet) return;
   std::cout << prefetch_line(step) << "\n";
   size_t missing = plan.count(plan::Status::Compile);
   if (missing)
@@ -179,7 +180,7 @@ void run_compile(Context& context, Args& args) {
     report::RunRecord run{&plan,        &plan,   fetched,      step,
                           std::nullopt, p.get(), step.seconds, exports};
     print_json(report::run_json(run));
-  } else {
+  } else if (!args.quiet) {
     if (fetched.hits) std::cout << prefetch_line(fetched) << "\n";
     std::cout << "compiled " << step.outcomes.size() - step.failed() << " of "
               << step.outcomes.size() << " missing configurations in "
@@ -198,7 +199,7 @@ void run_push(Context& context, Args& args) {
     print_json(report::run_json(run));
     return;
   }
-  std::cout << push_line(step) << "\n";
+  if (!args.quiet || !step.attempted) std::cout << push_line(step) << "\n";
 }
 
 void run_ci(Context& context, Args& args) {
@@ -217,7 +218,7 @@ void run_ci(Context& context, Args& args) {
   write_file(args.summary_file, report::run_markdown(run));
   if (args.json) {
     print_json(report::run_json(run));
-  } else {
+  } else if (!args.quiet) {
     report::Totals t = report::totals(run);
     std::cout << prefetch_line(fetched) << "\n"
               << "compiled " << t.compiled << " of " << compiled.outcomes.size()
