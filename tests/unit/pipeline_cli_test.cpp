@@ -1,0 +1,915 @@
+// The main job as a user runs it: `neuron-cache plan|prefetch|compile|push|ci|run` against the
+// local Hub server, with tests/tools/stand-in-export in place of `optimum-cli export neuron` and
+// neuronx-cc. Facts come from the Hub (index file, tree listing, access log), the local cache on
+// disk and the stand-in's call log, never from the exit code alone.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <map>
+#include <set>
+#include <sstream>
+
+#include "format/artifact_index.h"
+#include "format/cache_key.h"
+#include "format/digest.h"
+#include "hub/client.h"
+#include "hub/http.h"
+#include "hub_fixture.h"
+#include "test_support.h"
+
+namespace neuron_cache {
+namespace {
+
+using nlohmann::json;
+using testing::contains;
+using testing::HubServer;
+using testing::read_file;
+using testing::TempDir;
+using testing::write_file;
+namespace fs = std::filesystem;
+
+constexpr const char* kVersion = "2.21.33363.0+82129205";
+constexpr const char* kRepo = "acme/neuron-cache";
+constexpr const char* kLlama = "meta-llama/Llama-3.2-1B";
+constexpr const char* kQwen = "Qwen/Qwen2.5-0.5B";
+const std::string kCompiler = std::string("neuronxcc-") + kVersion;
+const std::string kIndexPath = "neuron-cache-index/" + kCompiler + ".json";
+// The compile_flags.json the stand-in writes for trn1 without NEURON_CC_FLAGS.
+constexpr const char* kStandInFlags =
+    R"(["--model-type=transformer", "--auto-cast=matmult", "--target=trn1"])";
+
+json hub_config() {
+  json repos = json::array();
+  repos.push_back(
+      {{"id", kRepo}, {"private", false}, {"files", {{"README.md", "# acme neuron cache\n"}}}});
+  repos.push_back(
+      {{"id", kLlama},
+       {"private", false},
+       {"files", {{"config.json", R"({"model_type": "llama", "hidden_size": 2048})"}}}});
+  repos.push_back({{"id", kQwen},
+                   {"private", false},
+                   {"files", {{"config.json", R"({"model_type": "qwen2", "hidden_size": 896})"}}}});
+  return {{"users", json::array({{{"name", "alice"}, {"orgs", json::array({"acme"})}}})},
+          {"tokens", json::array({{{"token", testing::kHubWriteToken},
+                                   {"user", "alice"},
+                                   {"role", "write"},
+                                   {"name", "alice-ci"}},
+                                  {{"token", testing::kHubReadToken},
+                                   {"user", "alice"},
+                                   {"role", "read"},
+                                   {"name", "alice-read"}}})},
+          {"repos", repos}};
+}
+
+// One declared configuration.
+struct Conf {
+  std::string name;
+  int64_t batch = 1;
+  int64_t seq = 128;
+  int64_t cores = 2;
+  std::string precision = "bf16";
+  std::string model = kLlama;
+};
+
+struct ManifestSpec {
+  std::vector<Conf> confs;
+  std::string compiler_version = kVersion;
+  std::string optimum = "0.4.5";
+  std::map<std::string, std::string> revisions;    // model -> revision
+  std::map<std::string, std::string> model_types;  // model -> model_type
+};
+
+std::string manifest_text(const ManifestSpec& spec) {
+  std::ostringstream y;
+  y << "cache_repo: " << kRepo << "\n"
+    << "compiler_version: \"" << spec.compiler_version << "\"\n"
+    << "optimum_neuron_version: \"" << spec.optimum << "\"\n"
+    << "instance_type: trn1\n"
+    << "compile:\n"
+    << "  command: \"" << STAND_IN_EXPORT
+    << " --model {model_id} --task {task} --batch_size {batch_size} --sequence_length "
+       "{sequence_length} --num_cores {num_cores} --auto_cast_type {precision} --instance_type "
+       "{instance_type} {output}\"\n"
+    << "models:\n";
+  std::vector<std::string> models;
+  for (const auto& c : spec.confs) {
+    if (std::find(models.begin(), models.end(), c.model) == models.end()) models.push_back(c.model);
+  }
+  for (const auto& model : models) {
+    y << "  - model_id: " << model << "\n";
+    if (auto it = spec.revisions.find(model); it != spec.revisions.end())
+      y << "    revision: \"" << it->second << "\"\n";
+    if (auto it = spec.model_types.find(model); it != spec.model_types.end())
+      y << "    model_type: " << it->second << "\n";
+    y << "    task: text-generation\n    configurations:\n";
+    for (const auto& c : spec.confs) {
+      if (c.model != model) continue;
+      y << "      - {name: " << c.name << ", batch_size: " << c.batch
+        << ", sequence_length: " << c.seq << ", num_cores: " << c.cores
+        << ", precision: " << c.precision << "}\n";
+    }
+  }
+  return y.str();
+}
+
+// The MODULE_ folder names the stand-in gives a configuration's two graphs.
+std::string stand_in_module(const std::string& seed) {
+  return "MODULE_" + sha256_hex(seed).substr(0, 20) + "+" + md5_hex(kStandInFlags).substr(0, 8);
+}
+std::string context_module(const Conf& c) {
+  return stand_in_module("ctx|" + c.model + "|" + std::to_string(c.batch) + "|" +
+                         std::to_string(c.seq) + "|" + std::to_string(c.cores) + "|" + c.precision +
+                         "|" + kStandInFlags);
+}
+std::string token_module(const Conf& c) {  // no sequence length: shared across them
+  return stand_in_module("tkg|" + c.model + "|" + std::to_string(c.batch) + "|" +
+                         std::to_string(c.cores) + "|" + c.precision + "|" + kStandInFlags);
+}
+
+std::string quoted(const fs::path& path) {
+  return "'" + path.string() + "'";
+}
+
+// The stand-in's command line for one configuration, as a user would type it after `run --`.
+std::string stand_in_command(const Conf& c, const fs::path& output) {
+  return std::string(STAND_IN_EXPORT) + " --model " + c.model +
+         " --task text-generation --batch_size " + std::to_string(c.batch) + " --sequence_length " +
+         std::to_string(c.seq) + " --num_cores " + std::to_string(c.cores) + " --auto_cast_type " +
+         c.precision + " --instance_type trn1 " + quoted(output);
+}
+
+size_t count(const json& log, const std::function<bool(const json&)>& predicate) {
+  return testing::count_requests(log, predicate);
+}
+
+bool is_commit(const json& e) {
+  return e["method"] == "POST" && contains(e["path"].get<std::string>(), "/commit/");
+}
+
+bool is_write(const json& e) {
+  return e["method"] == "POST" || e["method"] == "PUT" || e["method"] == "DELETE";
+}
+
+bool is_module_download(const json& e) {
+  std::string path = e["path"].get<std::string>();
+  return contains(path, "/resolve/") && contains(path, "MODULE_");
+}
+
+// What one run of the tool printed, stdout and stderr apart.
+struct ToolResult {
+  int code = -1;
+  std::string out;
+  std::string err;
+  std::string all() const { return out + err; }
+};
+
+class PipelineCliTest : public ::testing::Test {
+ protected:
+  PipelineCliTest() : server(hub_config()), endpoint(server.url()) {}
+
+  // Runs neuron-cache in `work` with a clean environment: the Hub server, the test's HF home,
+  // `cache_dir` (default: `cache`) as NEURON_COMPILE_CACHE_URL and the stand-in's call log.
+  ToolResult tool(const std::string& args, const std::string& extra_env = "",
+                  const fs::path& cache_dir = {}) {
+    fs::path err_file = work / ("stderr-" + std::to_string(runs_++) + ".txt");
+    std::string command =
+        "(cd " + quoted(work.path()) + " && env -i PATH=/usr/bin:/bin HOME=/nonexistent-home" +
+        " HF_HOME=" + quoted(home.path()) + " HF_ENDPOINT=" + endpoint + " HF_TOKEN=" + token +
+        " NEURON_COMPILE_CACHE_URL=" + quoted(cache_dir.empty() ? cache : cache_dir) +
+        " NEURON_CACHE_RETRY_BASE_MS=10 STAND_IN_DELAY=0 STAND_IN_CALL_LOG=" + quoted(call_log) +
+        " " + extra_env + " " + testing::tool_path() + " " + args + " 2>" + quoted(err_file) + ")";
+    ToolResult run;
+    std::string output;
+    run.code = testing::run_command(command, &output);
+    run.out = output;
+    run.err = fs::exists(err_file) ? read_file(err_file) : "";
+    return run;
+  }
+
+  fs::path write_manifest(const ManifestSpec& spec, const std::string& name = "neuron-cache.yaml",
+                          const fs::path& dir = {}) {
+    fs::path path = (dir.empty() ? work.path() : dir) / name;
+    write_file(path, manifest_text(spec));
+    return path;
+  }
+
+  // `plan --json` of a manifest; null when it failed (the test fails too).
+  json plan_json(const fs::path& manifest, const std::string& extra_env = "",
+                 const fs::path& cache_dir = {}) {
+    ToolResult run = tool("plan --json " + quoted(manifest), extra_env, cache_dir);
+    EXPECT_EQ(run.code, 0) << run.all();
+    if (run.code != 0) return nullptr;
+    return json::parse(run.out);
+  }
+
+  // Configuration name -> key, from `plan --json`.
+  static std::map<std::string, std::string> keys_of(const json& plan) {
+    std::map<std::string, std::string> keys;
+    if (plan.is_null()) return keys;
+    for (const auto& row : plan["configurations"]) keys[row["name"]] = row["key"];
+    return keys;
+  }
+
+  // How many times the stand-in compiler ran.
+  size_t calls() const {
+    if (!fs::exists(call_log)) return 0;
+    std::ifstream in(call_log);
+    size_t n = 0;
+    for (std::string line; std::getline(in, line);) n += line.empty() ? 0 : 1;
+    return n;
+  }
+
+  hub::HubClient client(const std::string& with_token = testing::kHubWriteToken) const {
+    hub::ClientOptions options;
+    options.endpoint = server.url();
+    options.token = with_token;
+    return hub::HubClient(options);
+  }
+
+  // The Hub's artifact index of kVersion, or null when there is none.
+  json hub_index() const {
+    auto text = client().read_file(kRepo, kIndexPath);
+    return text ? json::parse(*text) : json(nullptr);
+  }
+
+  std::set<std::string> hub_files() const {
+    std::set<std::string> paths;
+    for (const auto& f : client().list_tree(kRepo)) {
+      if (!f.is_directory) paths.insert(f.path);
+    }
+    return paths;
+  }
+
+  size_t hub_commits() const {
+    hub::HttpEngine http({server.url(), testing::kHubWriteToken});
+    hub::HttpResponse response =
+        http.perform({"GET", server.url() + "/api/models/" + std::string(kRepo) + "/commits/main"});
+    return json::parse(response.body).size();
+  }
+
+  std::string model_sha(const std::string& model) const { return client().repo_info(model).sha; }
+
+  // Whether an index module is SUCCESS in `root` with every listed file at its listed size.
+  static bool module_complete(const fs::path& root, const json& module) {
+    fs::path dir = root / kCompiler / module["name"].get<std::string>();
+    if (!fs::is_regular_file(dir / "model.done") || !fs::is_regular_file(dir / "model.neff"))
+      return false;
+    for (const auto& file : module["files"]) {
+      fs::path path = dir / file["name"].get<std::string>();
+      std::error_code error;
+      if (fs::file_size(path, error) != file["size"].get<uint64_t>() || error) return false;
+    }
+    return true;
+  }
+
+  static std::set<std::string> module_names(const json& entry) {
+    std::set<std::string> names;
+    for (const auto& m : entry["modules"]) names.insert(m["name"].get<std::string>());
+    return names;
+  }
+
+  // The local index entry of `key` in `root`, or null.
+  static json local_entry(const fs::path& root, const std::string& key) {
+    fs::path path = root / artifact_index::local_entry_path(kVersion, key);
+    return fs::exists(path) ? json::parse(read_file(path)) : json(nullptr);
+  }
+
+  HubServer server;
+  std::string endpoint;
+  std::string token = testing::kHubWriteToken;
+  TempDir home;
+  TempDir work;
+  fs::path cache = work / "cache";
+  fs::path call_log = work / "compiler-calls.jsonl";
+
+ private:
+  int runs_ = 0;
+};
+
+TEST_F(PipelineCliTest, FirstCiCompilesAndPushesSecondRunOnEmptyCacheFetchesEverything) {
+  ManifestSpec spec;
+  spec.confs = {
+      {"llama-bs1", 1, 128}, {"llama-bs2", 2, 128}, {"qwen-bs1", 1, 256, 2, "bf16", kQwen}};
+  const size_t n = spec.confs.size();
+  fs::path manifest = write_manifest(spec);
+  json plan = plan_json(manifest);
+  ASSERT_FALSE(plan.is_null());
+  for (const auto& row : plan["configurations"]) EXPECT_EQ(row["status"], "compile") << row;
+  std::map<std::string, std::string> keys = keys_of(plan);
+  ASSERT_EQ(keys.size(), n);
+
+  // Machine 1: empty cache, empty Hub repo.
+  ToolResult first =
+      tool("ci " + quoted(manifest) + " --output-dir " + quoted(work / "out1") + " --report " +
+           quoted(work / "report1.json") + " --summary " + quoted(work / "summary1.md"));
+  ASSERT_EQ(first.code, 0) << first.all();
+  EXPECT_EQ(calls(), n) << "the compiler ran once per configuration";
+  json report1 = json::parse(read_file(work / "report1.json"));
+  EXPECT_EQ(report1["totals"]["compiled"], n) << report1.dump(2);
+  EXPECT_EQ(report1["totals"]["failed"], 0);
+  EXPECT_EQ(report1["push"]["pushed"].size(), n);
+  std::string summary = read_file(work / "summary1.md");
+  for (const auto& [name, key] : keys) {
+    EXPECT_TRUE(contains(summary, "| " + name + " | ")) << summary;
+    EXPECT_TRUE(contains(summary, "`" + key.substr(0, 12) + "`")) << summary;
+  }
+  EXPECT_TRUE(contains(summary, "| compiled |")) << summary;
+
+  json index = hub_index();
+  ASSERT_FALSE(index.is_null()) << "no " << kIndexPath << " on the Hub";
+  std::set<std::string> index_keys, plan_keys;
+  for (const auto& [key, entry] : index["entries"].items()) index_keys.insert(key);
+  for (const auto& [name, key] : keys) plan_keys.insert(key);
+  EXPECT_EQ(index_keys, plan_keys);
+  std::set<std::string> files = hub_files();
+  for (const auto& [key, entry] : index["entries"].items()) {
+    EXPECT_EQ(keys[entry["configuration"].get<std::string>()], key);
+    ASSERT_FALSE(entry["modules"].empty()) << entry;
+    for (const auto& module : entry["modules"]) {
+      std::set<std::string> listed;
+      for (const auto& file : module["files"]) {
+        listed.insert(file["name"].get<std::string>());
+        std::string path = kCompiler + "/" + module["name"].get<std::string>() + "/" +
+                           file["name"].get<std::string>();
+        EXPECT_TRUE(files.count(path)) << path << " is listed in the index but not on the Hub";
+      }
+      EXPECT_TRUE(listed.count("model.neff") && listed.count("model.done")) << module;
+    }
+    for (const auto& file : entry["registry"])
+      EXPECT_TRUE(files.count(kCompiler + "/" + file["name"].get<std::string>())) << file;
+  }
+
+  // Machine 2: a new empty cache; the Hub has everything.
+  fs::path cache2 = work / "cache2";
+  ToolResult second = tool("ci " + quoted(manifest) + " --output-dir " + quoted(work / "out2") +
+                               " --report " + quoted(work / "report2.json"),
+                           "", cache2);
+  ASSERT_EQ(second.code, 0) << second.all();
+  EXPECT_EQ(calls(), n) << "nothing was compiled on the second machine";
+  json report2 = json::parse(read_file(work / "report2.json"));
+  EXPECT_EQ(report2["totals"]["hub_hits"], n) << report2.dump(2);
+  EXPECT_EQ(report2["totals"]["compiled"], 0);
+  for (const auto& [key, entry] : index["entries"].items()) {
+    for (const auto& module : entry["modules"])
+      EXPECT_TRUE(module_complete(cache2, module)) << module["name"] << " is not complete";
+    EXPECT_FALSE(local_entry(cache2, key).is_null()) << "no local index entry for " << key;
+  }
+
+  // Machine 2 again: nothing to download, nothing to push.
+  server.clear_log();
+  ToolResult third = tool("ci " + quoted(manifest) + " --output-dir " + quoted(work / "out2") +
+                              " --report " + quoted(work / "report3.json"),
+                          "", cache2);
+  ASSERT_EQ(third.code, 0) << third.all();
+  json log = server.access_log();
+  EXPECT_EQ(count(log, is_module_download), 0u) << log.dump(1);
+  EXPECT_EQ(count(log, is_commit), 0u);
+  EXPECT_EQ(count(log, is_write), 0u);
+  EXPECT_EQ(calls(), n);
+  EXPECT_EQ(json::parse(read_file(work / "report3.json"))["totals"]["local"], n);
+}
+
+TEST_F(PipelineCliTest, PlanRequestsDoNotGrowWithConfigurations) {
+  ManifestSpec pinned;
+  pinned.revisions[kLlama] = model_sha(kLlama);
+  pinned.model_types[kLlama] = "llama";
+  auto grid = [](ManifestSpec spec, int seq_steps) {
+    for (int k = 1; k <= seq_steps; ++k) {
+      for (int b = 1; b <= 10; ++b) {
+        spec.confs.push_back(
+            {"bs" + std::to_string(b) + "-seq" + std::to_string(128 * k), b, 128 * k});
+      }
+    }
+    return spec;
+  };
+  // Seed the Hub with two of them, so the index exists.
+  ManifestSpec seed = pinned;
+  seed.confs = {{"bs1-seq128", 1, 128}, {"bs2-seq128", 2, 128}};
+  ToolResult seeded = tool("ci " + quoted(write_manifest(seed, "seed.yaml")) + " --output-dir " +
+                           quoted(work / "out"));
+  ASSERT_EQ(seeded.code, 0) << seeded.all();
+  ASSERT_FALSE(hub_index().is_null());
+
+  for (bool pin : {true, false}) {
+    SCOPED_TRACE(pin ? "pinned revision and model_type" : "unpinned");
+    ManifestSpec base = pin ? pinned : ManifestSpec{};
+    fs::path ten = write_manifest(grid(base, 1), "ten.yaml");
+    fs::path thousand = write_manifest(grid(base, 100), "thousand.yaml");
+    fs::path fresh = work / "fresh-cache";  // not the seeding cache: hits are on the Hub only
+    server.clear_log();
+    json plan10 = plan_json(ten, "", fresh);
+    size_t requests10 = server.access_log().size();
+    server.clear_log();
+    json plan1000 = plan_json(thousand, "", fresh);
+    size_t requests1000 = server.access_log().size();
+    ASSERT_FALSE(plan10.is_null());
+    ASSERT_FALSE(plan1000.is_null());
+    EXPECT_EQ(requests10, requests1000) << "requests must not grow with configurations";
+    EXPECT_GE(requests10, 2u) << "the Hub index was read";
+    EXPECT_LE(requests1000, pin ? 6u : 8u);
+    EXPECT_EQ(plan1000["hub_requests"], requests1000) << "the tool counts what the server saw";
+    ASSERT_EQ(plan10["configurations"].size(), 10u);
+    ASSERT_EQ(plan1000["configurations"].size(), 1000u);
+    for (const json* plan : {&plan10, &plan1000}) {
+      EXPECT_EQ((*plan)["hub"], 2);
+      for (const auto& row : (*plan)["configurations"]) {
+        std::string name = row["name"];
+        bool seeded_row = name == "bs1-seq128" || name == "bs2-seq128";
+        EXPECT_EQ(row["status"], seeded_row ? "hub" : "compile") << name;
+      }
+    }
+  }
+}
+
+TEST_F(PipelineCliTest, MissExplainsNearestCachedConfiguration) {
+  ManifestSpec cached;
+  cached.confs = {{"long4k", 1, 4096}};
+  fs::path manifest4k = write_manifest(cached, "long4k.yaml");
+  ToolResult ci = tool("ci " + quoted(manifest4k) + " --output-dir " + quoted(work / "out"));
+  ASSERT_EQ(ci.code, 0) << ci.all();
+  fs::path fresh = work / "fresh-cache";
+
+  ManifestSpec longer;
+  longer.confs = {{"long8k", 1, 8192}};
+  fs::path manifest8k = write_manifest(longer, "long8k.yaml");
+  ToolResult text = tool("plan " + quoted(manifest8k), "", fresh);
+  ASSERT_EQ(text.code, 0) << text.all();
+  EXPECT_TRUE(contains(text.out, "compile ")) << text.out;
+  EXPECT_TRUE(contains(text.out,
+                       "nearest: long4k, cached for sequence length 4096; you asked "
+                       "for 8192"))
+      << text.out;
+  json plan = plan_json(manifest8k, "", fresh);
+  ASSERT_FALSE(plan.is_null());
+  const json& row = plan["configurations"][0];
+  EXPECT_EQ(row["status"], "compile");
+  ASSERT_FALSE(row["nearest"].empty()) << row;
+  EXPECT_EQ(row["nearest"][0]["configuration"], "long4k");
+  EXPECT_EQ(
+      row["nearest"][0]["differences"],
+      json::parse(R"([{"field": "sequence length", "cached": "4096", "requested": "8192"}])"));
+
+  // Another compiler, on the command line and in the manifest.
+  const std::string other = "2.22.5000.0+abcdef12";
+  ToolResult flag = tool("--compiler-version " + other + " plan " + quoted(manifest4k), "", fresh);
+  ASSERT_EQ(flag.code, 0) << flag.all();
+  EXPECT_TRUE(contains(flag.out,
+                       "cached for compiler " + std::string(kVersion) + "; you asked for " + other))
+      << flag.out;
+  ManifestSpec newer = cached;
+  newer.compiler_version = other;
+  json plan_other = plan_json(write_manifest(newer, "newer.yaml"), "", fresh);
+  ASSERT_FALSE(plan_other.is_null());
+  const json& other_row = plan_other["configurations"][0];
+  EXPECT_EQ(other_row["status"], "compile");
+  ASSERT_FALSE(other_row["nearest"].empty()) << other_row;
+  EXPECT_EQ(other_row["nearest"][0]["differences"],
+            json::parse(R"([{"field": "compiler", "cached": ")" + std::string(kVersion) +
+                        R"(", "requested": ")" + other + R"("}])"));
+}
+
+TEST_F(PipelineCliTest, FailedCompileIsNeverPushedAsSuccess) {
+  ManifestSpec spec;
+  Conf good{"good", 1, 128};
+  Conf bad{"bad", 1, 256};
+  spec.confs = {good, bad};
+  fs::path manifest = write_manifest(spec);
+  std::map<std::string, std::string> keys = keys_of(plan_json(manifest));
+  ASSERT_EQ(keys.size(), 2u);
+
+  ToolResult ci = tool("ci " + quoted(manifest) + " --output-dir " + quoted(work / "out"),
+                       "STAND_IN_FAIL=sequence_length=256");
+  EXPECT_EQ(ci.code, 1) << ci.all();
+  EXPECT_EQ(calls(), 2u);
+  EXPECT_TRUE(contains(ci.err, "compile of bad failed")) << ci.all();
+  EXPECT_TRUE(contains(ci.err, "ERROR: compilation failed for " + context_module(bad)))
+      << "the tail of the compiler's log is shown: " << ci.all();
+  EXPECT_TRUE(contains(ci.err, "1 of 2 compiles failed")) << ci.all();
+
+  json index = hub_index();
+  ASSERT_FALSE(index.is_null()) << "the good configuration is pushed";
+  EXPECT_TRUE(index["entries"].contains(keys["good"]));
+  EXPECT_FALSE(index["entries"].contains(keys["bad"]));
+  std::set<std::string> files = hub_files();
+  for (const auto& path : files) {
+    EXPECT_FALSE(path.ends_with("model.log")) << path;
+    EXPECT_FALSE(contains(path, context_module(bad))) << path;
+  }
+  EXPECT_TRUE(files.count(kCompiler + "/" + context_module(good) + "/model.neff"));
+
+  fs::path failed_dir = cache / kCompiler / context_module(bad);
+  EXPECT_FALSE(fs::exists(failed_dir / "model.done")) << "the failure is not SUCCESS locally";
+  EXPECT_FALSE(fs::exists(failed_dir / "model.neff"));
+  EXPECT_TRUE(local_entry(cache, keys["bad"]).is_null());
+  EXPECT_FALSE(local_entry(cache, keys["good"]).is_null());
+
+  server.clear_log();
+  ToolResult push = tool("push " + quoted(manifest));
+  EXPECT_EQ(push.code, 0) << push.all();
+  EXPECT_TRUE(contains(push.out, "nothing new to push")) << push.all();
+  EXPECT_EQ(count(server.access_log(), is_write), 0u);
+  EXPECT_FALSE(hub_index()["entries"].contains(keys["bad"]));
+}
+
+TEST_F(PipelineCliTest, SameManifestInTwoDirectoriesGivesSameKeys) {
+  const std::string rev = "0123456789abcdef0123456789abcdef01234567";
+  ManifestSpec base;
+  base.revisions = {{kLlama, rev}, {kQwen, rev}};
+  base.model_types = {{kLlama, "llama"}, {kQwen, "qwen2"}};
+  base.confs = {{"a", 1, 128}, {"b", 2, 128}, {"c", 1, 128, 2, "bf16", kQwen}};
+  const std::string offline = "HF_HUB_OFFLINE=1";
+  fs::path one = work / "one" / "checkout";
+  fs::path two = work / "two" / "somewhere" / "else";
+  fs::create_directories(one);
+  fs::create_directories(two);
+  std::map<std::string, std::string> keys1 = keys_of(
+      plan_json(write_manifest(base, "neuron-cache.yaml", one), offline, work / "cache-one"));
+  std::map<std::string, std::string> keys2 = keys_of(
+      plan_json(write_manifest(base, "neuron-cache.yaml", two), offline, work / "cache-two"));
+  ASSERT_EQ(keys1.size(), 3u);
+  EXPECT_EQ(keys1, keys2) << "no path enters a key";
+  std::set<std::string> distinct;
+  for (const auto& [name, key] : keys1) distinct.insert(key);
+  EXPECT_EQ(distinct.size(), 3u);
+
+  int variant = 0;
+  auto keys_with = [&](const ManifestSpec& spec, const std::string& env = "") {
+    fs::path path = write_manifest(spec, "variant-" + std::to_string(variant++) + ".yaml");
+    return keys_of(plan_json(path, offline + " " + env));
+  };
+  // The names whose key differs from the base.
+  auto changed = [&](const std::map<std::string, std::string>& keys) {
+    std::set<std::string> names;
+    for (const auto& [name, key] : keys) {
+      if (keys1[name] != key) names.insert(name);
+    }
+    EXPECT_EQ(keys.size(), 3u);
+    return names;
+  };
+  using Names = std::set<std::string>;
+  ManifestSpec precision = base;
+  precision.confs[1].precision = "fp16";
+  EXPECT_EQ(changed(keys_with(precision)), Names{"b"});
+  ManifestSpec batch = base;
+  batch.confs[1].batch = 3;
+  EXPECT_EQ(changed(keys_with(batch)), Names{"b"});
+  ManifestSpec revision = base;
+  revision.revisions[kQwen] = "fedcba9876543210fedcba9876543210fedcba98";
+  EXPECT_EQ(changed(keys_with(revision)), Names{"c"});
+  // Factors every configuration shares change every key.
+  ManifestSpec optimum = base;
+  optimum.optimum = "0.4.6";
+  EXPECT_EQ(changed(keys_with(optimum)), (Names{"a", "b", "c"}));
+  EXPECT_EQ(changed(keys_with(base, "NEURON_CC_FLAGS=-O2")), (Names{"a", "b", "c"}));
+  // Options of libneuronxla's cache wrapper do not change the NEFFs, nor the keys.
+  EXPECT_EQ(changed(keys_with(base, "NEURON_CC_FLAGS=--retry_failed_compilation")), Names{});
+  EXPECT_TRUE(server.access_log().empty()) << "offline: no request";
+}
+
+TEST_F(PipelineCliTest, ManifestErrorPointsAtLineAndColumn) {
+  fs::path manifest = work / "neuron-cache.yaml";
+  write_file(manifest,
+             "cache_repo: acme/neuron-cache\n"
+             "compiler_version: \"2.21.33363.0+82129205\"\n"
+             "instance_type: trn1\n"
+             "models:\n"
+             "  - model_id: meta-llama/Llama-3.2-1B\n"
+             "    task: text-generation\n"
+             "    bacth_size: 1\n"
+             "    configurations:\n"
+             "      - {batch_size: 1, sequence_length: 128, num_cores: 2, precision: bf16}\n");
+  ToolResult plan = tool("plan " + quoted(manifest));
+  EXPECT_EQ(plan.code, 2) << plan.all();
+  EXPECT_TRUE(contains(plan.err, manifest.string() + ":7:5: ")) << plan.all();
+  EXPECT_TRUE(contains(plan.err, "bacth_size")) << plan.all();
+  EXPECT_EQ(calls(), 0u);
+}
+
+TEST_F(PipelineCliTest, ReadOnlyTokenPushGetsClearMessage) {
+  token = testing::kHubReadToken;  // for everything
+  ManifestSpec spec;
+  spec.confs = {{"a", 1, 128}};
+  fs::path manifest = write_manifest(spec);
+  ToolResult compile =
+      tool("compile " + quoted(manifest) + " --output-dir " + quoted(work / "out"));
+  ASSERT_EQ(compile.code, 0) << compile.all();
+  EXPECT_EQ(calls(), 1u);
+  EXPECT_TRUE(contains(compile.out, "compiled 1 of 1")) << compile.all();
+  size_t commits_before = hub_commits();
+
+  server.clear_log();
+  ToolResult push = tool("push " + quoted(manifest));
+  EXPECT_EQ(push.code, 0) << "cache problems do not fail by default: " << push.all();
+  EXPECT_TRUE(contains(push.all(), "read-only or lacks write access")) << push.all();
+  ToolResult strict = tool("push --strict " + quoted(manifest));
+  EXPECT_EQ(strict.code, 1) << strict.all();
+  EXPECT_TRUE(contains(strict.all(), "read-only or lacks write access")) << strict.all();
+  EXPECT_EQ(
+      count(server.access_log(), [](const json& e) { return is_commit(e) && e["status"] == 200; }),
+      0u);
+  EXPECT_EQ(hub_commits(), commits_before) << "no commit was made";
+  EXPECT_TRUE(hub_index().is_null());
+}
+
+TEST_F(PipelineCliTest, HubDownFallsBackToCompiling) {
+  {
+    HubServer stopped(hub_config());
+    endpoint = stopped.url();
+  }  // stopped: nothing listens on its port now
+  ManifestSpec spec;
+  spec.revisions[kLlama] = "0123456789abcdef0123456789abcdef01234567";
+  spec.model_types[kLlama] = "llama";
+  spec.confs = {{"a", 1, 128}, {"b", 2, 128}};
+  fs::path manifest = write_manifest(spec);
+  ToolResult ci = tool("ci " + quoted(manifest) + " --output-dir " + quoted(work / "out"));
+  EXPECT_EQ(ci.code, 0) << ci.all();
+  EXPECT_TRUE(contains(ci.err, "the Hub cache could not be read")) << ci.all();
+  EXPECT_EQ(calls(), 2u) << "everything is compiled";
+  EXPECT_TRUE(contains(ci.out, "compiled 2 of 2")) << ci.all();
+  EXPECT_TRUE(contains(ci.err, "push to acme/neuron-cache failed")) << ci.all();
+
+  fs::remove(call_log);
+  ToolResult strict =
+      tool("ci --strict " + quoted(manifest) + " --output-dir " + quoted(work / "out2"), "",
+           work / "cache-strict");
+  EXPECT_EQ(strict.code, 1) << strict.all();
+  EXPECT_TRUE(contains(strict.err, "the Hub cache could not be read")) << strict.all();
+  EXPECT_TRUE(contains(strict.err, "--strict")) << strict.all();
+  EXPECT_EQ(calls(), 0u) << "--strict compiles nothing";
+}
+
+TEST_F(PipelineCliTest, ReadOnlyFlagNeverWrites) {
+  ManifestSpec spec;
+  spec.confs = {{"a", 1, 128}, {"b", 2, 128}};
+  fs::path manifest = write_manifest(spec);
+  server.clear_log();
+  ToolResult ci = tool("ci --read-only " + quoted(manifest) + " --output-dir " +
+                       quoted(work / "out") + " --report " + quoted(work / "report.json"));
+  ASSERT_EQ(ci.code, 0) << ci.all();
+  EXPECT_EQ(calls(), 2u);
+  json log = server.access_log();
+  EXPECT_GT(log.size(), 0u) << "the Hub was read";
+  EXPECT_EQ(count(log, [](const json& e) { return e["method"] == "POST" || e["method"] == "PUT"; }),
+            0u)
+      << log.dump(1);
+  json report = json::parse(read_file(work / "report.json"));
+  EXPECT_EQ(report["totals"]["compiled"], 2);
+  EXPECT_EQ(report["push"]["attempted"], false);
+  EXPECT_TRUE(contains(report["push"]["skipped_reason"].get<std::string>(), "--read-only"));
+  EXPECT_TRUE(hub_index().is_null());
+}
+
+TEST_F(PipelineCliTest, PrefetchSkipsCompleteAndVerifies) {
+  ManifestSpec spec;  // distinct batch sizes: no module is shared
+  spec.confs = {{"a", 1, 128}, {"b", 2, 128}, {"c", 4, 128}};
+  fs::path manifest = write_manifest(spec);
+  std::map<std::string, std::string> keys = keys_of(plan_json(manifest));
+  ToolResult ci = tool("ci " + quoted(manifest) + " --output-dir " + quoted(work / "out"));
+  ASSERT_EQ(ci.code, 0) << ci.all();
+  json index = hub_index();
+  ASSERT_FALSE(index.is_null());
+  const json& entry_b = index["entries"][keys["b"]];
+  const std::string corrupted = context_module(spec.confs[1]);
+  std::string neff_sha;
+  for (const auto& module : entry_b["modules"]) {
+    if (module["name"] != corrupted) continue;
+    for (const auto& file : module["files"]) {
+      if (file["name"] == "model.neff") neff_sha = file["sha256"];
+    }
+  }
+  ASSERT_FALSE(neff_sha.empty()) << entry_b;
+
+  // model.neff is an LFS file: its bytes come from the CDN, under its sha256.
+  server.set_faults(json::array({{{"match", {{"listener", "cdn"}, {"path_contains", neff_sha}}},
+                                  {"count", -1},
+                                  {"action", "corrupt"},
+                                  {"offset", 100}}}));
+  fs::path fresh = work / "fresh-cache";
+  ToolResult first = tool("prefetch " + quoted(manifest), "", fresh);
+  EXPECT_EQ(first.code, 0) << first.all();
+  EXPECT_TRUE(contains(first.err, "could not fetch b")) << first.all();
+  EXPECT_TRUE(contains(first.out, "prefetched 2 configurations")) << first.all();
+  EXPECT_GT(count(server.access_log(), [](const json& e) { return !e["fault"].is_null(); }), 0u)
+      << "the fault was applied";
+  fs::path bad_dir = fresh / kCompiler / corrupted;
+  EXPECT_FALSE(fs::exists(bad_dir / "model.done")) << "a corrupted NEFF is never SUCCESS";
+  EXPECT_FALSE(fs::exists(bad_dir / "model.neff"));
+  EXPECT_TRUE(local_entry(fresh, keys["b"]).is_null());
+  for (const std::string name : {"a", "c"}) {
+    for (const auto& module : index["entries"][keys[name]]["modules"])
+      EXPECT_TRUE(module_complete(fresh, module)) << name << ": " << module["name"];
+    EXPECT_FALSE(local_entry(fresh, keys[name]).is_null());
+  }
+
+  server.clear_faults();
+  server.clear_log();
+  ToolResult second = tool("prefetch " + quoted(manifest), "", fresh);
+  EXPECT_EQ(second.code, 0) << second.all();
+  EXPECT_TRUE(contains(second.out, "prefetched 1 configurations")) << second.all();
+  for (const auto& module : entry_b["modules"])
+    EXPECT_TRUE(module_complete(fresh, module)) << module["name"];
+  EXPECT_FALSE(local_entry(fresh, keys["b"]).is_null());
+  json log = server.access_log();
+  EXPECT_GT(count(log, is_module_download), 0u);
+  EXPECT_EQ(count(log,
+                  [&](const json& e) {
+                    // Paths in the log are percent-encoded: '+' is %2B.
+                    return is_module_download(e) &&
+                           !contains(e["path"].get<std::string>(),
+                                     corrupted.substr(0, corrupted.find('+')));
+                  }),
+            0u)
+      << "complete folders are not downloaded again: " << log.dump(1);
+  EXPECT_EQ(calls(), 3u) << "prefetch never compiles";
+}
+
+TEST_F(PipelineCliTest, RunRecordsAndPushesWhatTheCommandCompiled) {
+  ManifestSpec spec;
+  Conf declared{"declared", 1, 128};
+  spec.confs = {declared};
+  fs::path manifest = write_manifest(spec);
+  std::map<std::string, std::string> keys = keys_of(plan_json(manifest));
+  const std::string common =
+      "run --manifest " + quoted(manifest) + " --output-dir " + quoted(work / "out");
+
+  ToolResult with_config = tool(common + " --config declared -- " +
+                                stand_in_command(declared, work / "export-declared"));
+  ASSERT_EQ(with_config.code, 0) << with_config.all();
+  EXPECT_EQ(calls(), 1u);
+  EXPECT_TRUE(fs::exists(work / "export-declared" / "neuron_config.json"));
+  json index = hub_index();
+  ASSERT_FALSE(index.is_null()) << with_config.all();
+  ASSERT_TRUE(index["entries"].contains(keys["declared"])) << index.dump(2);
+  EXPECT_EQ(module_names(index["entries"][keys["declared"]]),
+            (std::set<std::string>{context_module(declared), token_module(declared)}));
+  EXPECT_TRUE(hub_files().count(kCompiler + "/" + context_module(declared) + "/model.neff"));
+
+  // A run no configuration declares: its graphs are pushed, without an index entry.
+  Conf adhoc{"adhoc", 8, 512};
+  ToolResult without = tool(common + " -- " + stand_in_command(adhoc, work / "export-adhoc"));
+  ASSERT_EQ(without.code, 0) << without.all();
+  EXPECT_EQ(calls(), 2u);
+  std::set<std::string> files = hub_files();
+  for (const auto& module : {context_module(adhoc), token_module(adhoc)}) {
+    EXPECT_TRUE(files.count(kCompiler + "/" + module + "/model.neff")) << module;
+    EXPECT_TRUE(files.count(kCompiler + "/" + module + "/model.done")) << module;
+  }
+  EXPECT_EQ(hub_index()["entries"].size(), 1u) << "no index entry for an undeclared run";
+
+  // A failing command: its status comes back, nothing is pushed.
+  Conf failing{"failing", 16, 128};
+  server.clear_log();
+  ToolResult failed = tool(common + " -- " + stand_in_command(failing, work / "export-failing"),
+                           "STAND_IN_FAIL=batch_size=16");
+  EXPECT_EQ(failed.code, 70) << failed.all();
+  EXPECT_TRUE(contains(failed.all(), "ERROR: compilation failed")) << "output is shown live";
+  EXPECT_EQ(count(server.access_log(), is_write), 0u);
+  for (const auto& path : hub_files()) EXPECT_FALSE(contains(path, context_module(failing)));
+}
+
+TEST_F(PipelineCliTest, CompileJobsInParallel) {
+  ManifestSpec spec;
+  spec.confs = {{"b1-s128", 1, 128}, {"b1-s256", 1, 256}, {"b2-s128", 2, 128}, {"b2-s256", 2, 256}};
+  fs::path manifest = write_manifest(spec);
+  ToolResult compile =
+      tool("compile --json --jobs 2 " + quoted(manifest) + " --output-dir " + quoted(work / "out"));
+  ASSERT_EQ(compile.code, 0) << compile.all();
+  EXPECT_EQ(calls(), 4u);
+  json result = json::parse(compile.out);
+  EXPECT_EQ(result["totals"]["compiled"], 4);
+  std::map<std::string, json> entries;
+  for (const auto& row : result["configurations"]) {
+    EXPECT_EQ(row["compile"]["ok"], true) << row;
+    EXPECT_EQ(
+        row["compile"]["modules_produced"].get<int>() + row["compile"]["modules_used"].get<int>(),
+        2)
+        << row;
+    entries[row["name"]] = local_entry(cache, row["key"]);
+  }
+  for (const auto& c : spec.confs) {
+    ASSERT_FALSE(entries[c.name].is_null()) << c.name;
+    EXPECT_EQ(module_names(entries[c.name]),
+              (std::set<std::string>{context_module(c), token_module(c)}))
+        << c.name;
+    for (const auto& module : entries[c.name]["modules"])
+      EXPECT_TRUE(module_complete(cache, module)) << c.name << ": " << module["name"];
+  }
+  // Configurations that differ only by sequence length share the token-generation graph.
+  EXPECT_EQ(token_module(spec.confs[0]), token_module(spec.confs[1]));
+  EXPECT_NE(token_module(spec.confs[0]), token_module(spec.confs[2]));
+
+  // A later compile reuses the cached token graph: it is recorded as used, not compiled again.
+  ManifestSpec more = spec;
+  Conf longer{"b1-s512", 1, 512};
+  more.confs.push_back(longer);
+  ToolResult again = tool("compile --json " + quoted(write_manifest(more)) + " --output-dir " +
+                          quoted(work / "out"));
+  ASSERT_EQ(again.code, 0) << again.all();
+  EXPECT_EQ(calls(), 5u);
+  json row = json::parse(again.out)["configurations"][4];
+  EXPECT_EQ(row["name"], "b1-s512");
+  EXPECT_EQ(row["compile"]["modules_produced"], 1) << row;
+  EXPECT_EQ(row["compile"]["modules_used"], 1) << row;
+  EXPECT_EQ(module_names(local_entry(cache, row["key"])),
+            (std::set<std::string>{context_module(longer), token_module(longer)}));
+  std::ifstream log(call_log);
+  std::string line, last;
+  while (std::getline(log, line)) last = line;
+  json call = json::parse(last);
+  EXPECT_EQ(call["hits"], json::array({token_module(longer)})) << call;
+  EXPECT_EQ(call["compiled"], json::array({context_module(longer)})) << call;
+}
+
+TEST_F(PipelineCliTest, HostileIndexIsRejected) {
+  const std::string sha = model_sha(kLlama);
+  ManifestSpec spec;
+  spec.revisions[kLlama] = sha;
+  spec.model_types[kLlama] = "llama";
+  spec.confs = {{"victim", 1, 128}};
+  fs::path manifest = write_manifest(spec);
+
+  // An entry for exactly the declared configuration, so a reader that trusted it would fetch it.
+  cache_key::KeyInputs inputs;
+  inputs.model_id = kLlama;
+  inputs.model_type = "llama";
+  inputs.task = "text-generation";
+  inputs.precision = "bf16";
+  inputs.batch_size = 1;
+  inputs.sequence_length = 128;
+  inputs.compiler_version = kVersion;
+  inputs.num_cores = 2;
+  inputs.target = "trn1";
+  inputs.checkpoint_revision = sha;
+  inputs.optimum_neuron_version = "0.4.5";
+  const std::string key = cache_key::key_of(inputs);
+  ASSERT_EQ(keys_of(plan_json(manifest))["victim"], key) << "the test builds the product's key";
+  artifact_index::Entry entry;
+  entry.key = key;
+  entry.inputs = inputs;
+  entry.configuration = "victim";
+  entry.modules = {{"MODULE_1234+d7cde3b5",
+                    {{"model.neff", 5, sha256_hex("evil!")}, {"model.done", 0, sha256_hex("")}}}};
+  entry.compile_seconds = 1800;
+  entry.tool = "attacker";
+  entry.created_at = "2026-01-01T00:00:00Z";
+  artifact_index::IndexFile file;
+  file.entries.emplace(key, entry);
+  const std::string clean = artifact_index::serialize_index(file);
+  const std::string marker = "evil-" + key.substr(0, 8) + "-" + std::to_string(getpid());
+
+  auto replace = [](std::string text, const std::string& from, const std::string& to) {
+    size_t at = text.find(from);
+    EXPECT_NE(at, std::string::npos) << from;
+    return at == std::string::npos ? text : text.replace(at, from.size(), to);
+  };
+  auto publish = [&](const std::string& text) {
+    fs::path local = work / "hostile-index.json";
+    write_file(local, text);
+    hub::HubClient writer = client();
+    writer.commit(kRepo, {{hub::CommitOperation::Kind::Add, kIndexPath, local}}, "hostile index",
+                  std::nullopt);
+  };
+  // Paths the two hostile names would reach from a module folder of `root`.
+  auto escaped = [&](const fs::path& root) {
+    std::vector<std::string> found;
+    for (const fs::path& dir : {fs::path("/"), fs::path("/tmp"), work.path(), root}) {
+      std::error_code error;
+      for (const auto& item : fs::directory_iterator(dir, error)) {
+        if (contains(item.path().filename().string(), marker)) found.push_back(item.path());
+      }
+    }
+    for (const fs::path& file : {root / kCompiler / "x", root / "x"}) {
+      if (fs::exists(fs::symlink_status(file))) found.push_back(file);
+    }
+    return found;
+  };
+
+  const std::vector<std::pair<std::string, std::string>> variants = {
+      {"module name",
+       replace(clean, "\"MODULE_1234+d7cde3b5\"", "\"../../../../tmp/" + marker + "\"")},
+      {"file name", replace(clean, "\"model.neff\"", "\"../x\"")}};
+  for (size_t i = 0; i < variants.size(); ++i) {
+    SCOPED_TRACE(variants[i].first);
+    publish(variants[i].second);
+    fs::path fresh = work / ("cache-" + std::to_string(i));
+    ToolResult plan = tool("plan " + quoted(manifest), "", fresh);
+    EXPECT_EQ(plan.code, 0) << plan.all();
+    EXPECT_TRUE(contains(plan.err, "not a valid artifact index")) << plan.all();
+    EXPECT_TRUE(contains(plan.out, "compile ")) << plan.all();
+    size_t before = calls();
+    ToolResult ci =
+        tool("ci " + quoted(manifest) + " --output-dir " + quoted(work / "out"), "", fresh);
+    EXPECT_EQ(ci.code, 0) << ci.all();
+    EXPECT_TRUE(contains(ci.err, "not a valid artifact index")) << ci.all();
+    EXPECT_EQ(calls(), before + 1) << "ci falls back to compiling";
+    EXPECT_FALSE(local_entry(fresh, key).is_null()) << "compiled here";
+    EXPECT_EQ(escaped(fresh), std::vector<std::string>{})
+        << "nothing written outside the cache root";
+    EXPECT_FALSE(fs::exists(fresh / kCompiler / "MODULE_1234+d7cde3b5"));
+  }
+  EXPECT_FALSE(fs::exists("/tmp/" + marker));
+}
+
+}  // namespace
+}  // namespace neuron_cache
