@@ -114,10 +114,11 @@ std::string prefetch_line(const pipeline::PrefetchStep& step) {
          std::to_string(r.files_downloaded) + " files";
 }
 
-std::string push_line(const pipeline::PushStep& step) {
+// `what` names the things pushed: configurations, or compiled graphs for `run` without --config.
+std::string push_line(const pipeline::PushStep& step, const std::string& what = "configurations") {
   if (!step.attempted) return "push skipped: " + step.skipped_reason;
   const auto& r = step.result;
-  std::string line = "pushed " + std::to_string(r.pushed.size()) + " configurations";
+  std::string line = "pushed " + std::to_string(r.pushed.size()) + " " + what;
   if (!r.already_on_hub.empty())
     line += " (" + std::to_string(r.already_on_hub.size()) + " already on the Hub)";
   if (r.commit.committed) {
@@ -195,7 +196,8 @@ void run_push(Context& context, Args& args) {
   plan::Plan plan = p->make_plan();
   pipeline::PushStep step = p->push(plan);
   if (args.json) {
-    report::RunRecord run{&plan, &plan, std::nullopt, std::nullopt, step, p.get(), step.seconds, {}};
+    report::RunRecord run{&plan, &plan,   std::nullopt, std::nullopt,
+                          step,  p.get(), step.seconds, {}};
     print_json(report::run_json(run));
     return;
   }
@@ -258,7 +260,9 @@ void run_wrapped(Context& context, Args& args) {
     } else {
       pushed = p->push_modules(ran.produced);
     }
-    std::cerr << "neuron-cache: " << push_line(pushed) << "\n";
+    std::cerr << "neuron-cache: "
+              << push_line(pushed, target ? "configurations" : "compiled graphs (MODULE folders)")
+              << "\n";
   }
   if (!ran.error.empty()) throw operational_error(ran.error);
   if (ran.exit_code != 0) std::exit(ran.exit_code > 0 ? ran.exit_code : 1);

@@ -148,6 +148,7 @@ Entry parse_entry(std::string_view text_in, const std::string& origin) {
 
 std::string serialize_index(const IndexFile& index) {
   Json entries = Json::object();
+  for (const auto& [key, raw] : index.unreadable) entries[key] = raw;
   for (const auto& [key, entry] : index.entries) entries[key] = entry_to_json(entry);
   return pyjson::dumps({{"format", kFormat}, {"entries", entries}}, 2);
 }
@@ -168,9 +169,14 @@ IndexFile parse_index(std::string_view text_in, const std::string& origin) {
   if (!entries.is_object()) bad(origin, "\"entries\" is not an object");
   IndexFile index;
   for (const auto& [key, value] : entries.items()) {
-    Entry entry = entry_from_json(value, origin + " (entry " + key + ")");
-    if (entry.key != key) bad(origin, "entry " + key + " is stored under another key");
-    index.entries.emplace(key, std::move(entry));
+    try {
+      Entry entry = entry_from_json(value, origin + " (entry " + key + ")");
+      if (entry.key != key) bad(origin, "entry " + key + " is stored under another key");
+      index.entries.emplace(key, std::move(entry));
+    } catch (const Error& error) {
+      index.unreadable.emplace(key, value);
+      index.problems.push_back(error.what());
+    }
   }
   return index;
 }

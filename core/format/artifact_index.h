@@ -68,6 +68,10 @@ struct Entry {
 
 struct IndexFile {
   std::map<std::string, Entry> entries;  // by key
+  // Entries this version cannot read (damaged, or written by a newer neuron-cache): kept as they
+  // are so a writer never drops them, and never used.
+  std::map<std::string, pyjson::Json> unreadable;
+  std::vector<std::string> problems;  // why each unreadable entry was set aside
 };
 
 pyjson::Json entry_to_json(const Entry& entry);
@@ -78,6 +82,8 @@ Entry entry_from_json(const pyjson::Json& json, const std::string& origin);
 std::string serialize_entry(const Entry& entry);
 Entry parse_entry(std::string_view text, const std::string& origin);
 std::string serialize_index(const IndexFile& index);
+// Throws an input Error when the file itself is not an index (or of a newer format); a bad entry
+// only lands in `unreadable`, so one broken entry never hides the others.
 IndexFile parse_index(std::string_view text, const std::string& origin);
 
 // "neuron-cache-index/neuronxcc-<version>.json"

@@ -151,7 +151,12 @@ plan::Plan Pipeline::make_plan() {
     }
   }
   try {
-    return plan::make_plan(targets, *local_index_, remote_.get(), hub_problem);
+    plan::Plan plan = plan::make_plan(targets, *local_index_, remote_.get(), hub_problem);
+    if (remote_) {
+      for (const auto& problem : remote_->problems())
+        note(true, "skipped an index entry: " + problem);
+    }
+    return plan;
   } catch (const Error& error) {
     // The index downloads happen lazily inside make_plan.
     cache_problem(std::string("the Hub index could not be read: ") + error.what(),

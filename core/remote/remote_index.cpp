@@ -31,6 +31,7 @@ const ai::IndexFile& RemoteIndex::index(const std::string& compiler_version) {
     std::string path = ai::remote_index_path(compiler_version);
     auto text = client_->read_file(repo_, path, revision_);
     if (text) index = ai::parse_index(*text, repo_ + "/" + path);
+    problems_.insert(problems_.end(), index.problems.begin(), index.problems.end());
   }
   return loaded_.emplace(compiler_version, std::move(index)).first->second;
 }

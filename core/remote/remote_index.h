@@ -25,6 +25,8 @@ class RemoteIndex {
   // The index of one compiler version, downloaded once; empty when there is none.
   const artifact_index::IndexFile& index(const std::string& compiler_version);
   const artifact_index::Entry* find(const std::string& compiler_version, const std::string& key);
+  // Entries set aside so far because they could not be read.
+  const std::vector<std::string>& problems() const { return problems_; }
 
  private:
   RemoteIndex(hub::HubClient& client, std::string repo)
@@ -35,6 +37,7 @@ class RemoteIndex {
   std::string revision_;
   std::map<std::string, hub::RemoteEntry> files_;  // by compiler version
   std::map<std::string, artifact_index::IndexFile> loaded_;
+  std::vector<std::string> problems_;
 };
 
 }  // namespace neuron_cache::remote

@@ -212,7 +212,7 @@ std::string plan_text(const plan::Plan& plan) {
       line += "  download " + human_bytes(row.bytes_to_download) + " in " +
               std::to_string(row.files_to_download) + " files";
     }
-    if (row.status != plan::Status::Compile && row.compile_seconds_saved > 0) {
+    if (row.status != plan::Status::Compile && row.compile_seconds_saved >= 1) {
       line += (row.status == plan::Status::Hub ? ", saves " : "  saves ") +
               human_seconds(row.compile_seconds_saved) + " of compiling";
     }

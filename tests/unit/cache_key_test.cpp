@@ -192,5 +192,25 @@ TEST(ArtifactIndex, UnsafeOrInconsistentEntriesAreRejected) {
   EXPECT_THROW(ai::parse_index("not json", "hub"), Error);
 }
 
+TEST(ArtifactIndex, OneBadEntryNeitherHidesNorLosesTheOthers) {
+  ai::Entry good = sample_entry();
+  ai::IndexFile index;
+  index.entries.emplace(good.key, good);
+  pyjson::Json json = pyjson::parse(ai::serialize_index(index));
+  json["entries"]["f00d"] = {{"key", "f00d"}, {"written_by", "a newer neuron-cache"}};
+  ai::IndexFile read = ai::parse_index(pyjson::dumps(json, 2), "hub");
+  EXPECT_EQ(read.entries.size(), 1u);
+  ASSERT_EQ(read.problems.size(), 1u);
+  EXPECT_TRUE(testing::contains(read.problems[0], "f00d"));
+  // A writer adding its own entry keeps the one it could not read.
+  ai::Entry other = sample_entry();
+  other.inputs.batch_size = 16;
+  other.key = cache_key::key_of(other.inputs);
+  read.entries.emplace(other.key, other);
+  pyjson::Json written = pyjson::parse(ai::serialize_index(read));
+  EXPECT_EQ(written["entries"].size(), 3u);
+  EXPECT_EQ(written["entries"]["f00d"]["written_by"], "a newer neuron-cache");
+}
+
 }  // namespace
 }  // namespace neuron_cache
