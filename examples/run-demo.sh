@@ -70,6 +70,9 @@ step ci "$manifest" --jobs 2 --output-dir "$work/machine-1/out" --report "$work/
   --summary "$work/summary-1.md"
 echo "compiler calls so far: $(calls)"
 cat "$work/summary-1.md"
+# The registry entries the compile command wrote went up unchanged: optimum-neuron's lookup (and
+# ours) finds the configurations in the repo.
+step lookup meta-llama/Llama-3.1-8B-Instruct --repo acme/neuron-cache
 
 printf '\n==== second machine: empty cache, the Hub has everything ====\n'
 export NEURON_COMPILE_CACHE_URL="$work/machine-2/neuron-compile-cache"

@@ -8,10 +8,10 @@
 //    unescaped " (inside it, \" and \\ are a quote and a backslash), and outside quotes a
 //    backslash keeps the next character. Quotes are removed; '' or "" is an empty argument.
 //    No other shell syntax exists: ; | & $ ` > < are ordinary characters.
-// 2. In each word, placeholders are replaced by values: {model_id}, {revision} ("main" when the
-//    configuration has none, the Hub's default branch), {task}, {batch_size},
-//    {sequence_length}, {num_cores}, {tensor_parallel_size} (the same value), {precision},
-//    {instance_type}, {name} and {output} (given by the caller). {{ and }} are a literal { and
+// 2. In each word, placeholders are replaced by values: {model_id}, {revision} (the pipeline
+//    passes the commit the revision resolved to; "main" when a configuration has none), {task},
+//    {batch_size}, {sequence_length}, {num_cores}, {tensor_parallel_size} (the same value),
+//    {precision}, {instance_type}, {name} and {output} (given by the caller). {{ and }} are a literal { and
 //    }. Placeholders are replaced inside quotes too; quoting only groups.
 // Because words are split before values are put in, a value with spaces, quotes or ; stays
 // inside the one argument its placeholder was in.

@@ -85,8 +85,11 @@ CompileOutcome Pipeline::compile_one(const plan::Target& target) {
   compile::CaptureCache capture(root_, c.name, trusted_roots());
   capture.seed();
   compile::CommandRun run;
+  // {revision} is the commit the key was made for, not a branch that may have moved since.
+  manifest::Configuration pinned = c;
+  if (target.inputs.checkpoint_revision) pinned.revision = target.inputs.checkpoint_revision;
   run.argv =
-      manifest::render_command(manifest_.compile->command, c, (output_dir / c.name).string());
+      manifest::render_command(manifest_.compile->command, pinned, (output_dir / c.name).string());
   run.set_env = manifest_.compile->env;
   run.set_env["NEURON_COMPILE_CACHE_URL"] = capture.dir().string();
   std::vector<std::string> flags = c.compiler_flags;
