@@ -155,10 +155,11 @@ void run_plan(Context& context, Args& args) {
 void run_prefetch(Context& context, Args& args) {
   auto p = open(context, args);
   plan::Plan plan = p->make_plan();
+  plan::Plan initial = plan;
   pipeline::PrefetchStep step = p->prefetch(plan);
   auto exports = export_if_asked(*p, plan, args);
   if (args.json) {
-    report::RunRecord run{&plan,        &plan,   step,         std::nullopt,
+    report::RunRecord run{&initial,     &plan,   step,         std::nullopt,
                           std::nullopt, p.get(), step.seconds, exports};
     print_json(report::run_json(run));
     return;
@@ -174,11 +175,12 @@ void run_prefetch(Context& context, Args& args) {
 void run_compile(Context& context, Args& args) {
   auto p = open(context, args);
   plan::Plan plan = p->make_plan();
+  plan::Plan initial = plan;
   pipeline::PrefetchStep fetched = p->prefetch(plan);
   pipeline::CompileStep step = p->compile(plan);
   auto exports = export_if_asked(*p, plan, args);
   if (args.json) {
-    report::RunRecord run{&plan,        &plan,   fetched,      step,
+    report::RunRecord run{&initial,     &plan,   fetched,      step,
                           std::nullopt, p.get(), step.seconds, exports};
     print_json(report::run_json(run));
   } else if (!args.quiet) {

@@ -1,0 +1,479 @@
+# neuron_cache_prefetch(): make the compiled Neuron models a manifest declares available to a
+# CMake build, through the neuron-cache tool (no cache logic lives here).
+#
+#   neuron_cache_prefetch(MANIFEST <file> [CONFIGS <names...>] [CACHE_REPO <repo>]
+#                         [CACHE_DIR <dir>] [COMPILE_MISSING] [PUSH] [READ_ONLY] [OFFLINE]
+#                         [STRICT] [OUTPUT_VARIABLE <var>])
+#
+# At configure time it runs `neuron-cache prefetch --export-dir` and gives each configuration
+# complete locally a folder ${CMAKE_BINARY_DIR}/neuron-cache/<manifest stem>/<name> (symlinks to
+# its NEFFs; usable as NEURON_COMPILE_CACHE_URL). For each configuration with a folder:
+#   NEURON_CACHE_<NAME>_DIR            the folder (NAME upper-cased, other chars -> _)
+#   neuron_cache::<name>               INTERFACE target: property NEURON_CACHE_DIR and the compile
+#                                      definition NEURON_CACHE_DIR_<NAME>="<folder>"
+#   <var> / <var>_MISSING / <var>_REPORT  with OUTPUT_VARIABLE: configurations with artifacts,
+#                                      those without, the tool's JSON report
+# COMPILE_MISSING compiles the missing ones at build time (custom target, part of ALL; their
+# targets depend on it), PUSH then uploads them unless READ_ONLY.
+#
+# Defaults: CACHE_REPO, CACHE_DIR, STRICT, OFFLINE and READ_ONLY fall back to the cache variables
+# NEURON_CACHE_REPO, NEURON_CACHE_DIR, NEURON_CACHE_STRICT, NEURON_CACHE_OFFLINE and
+# NEURON_CACHE_READ_ONLY, then to what the tool reads from the environment (CUSTOM_CACHE_REPO,
+# NEURON_COMPILE_CACHE_URL, HF_HUB_OFFLINE). The Hub token is only ever HF_TOKEN in the
+# environment of cmake and of the build: this file never reads it, so it cannot leak into the
+# cache, a command line or a message.
+#
+# The tool: NEURON_CACHE_TOOL if set, else NeuronCache::neuron-cache from find_package, else the
+# in-tree neuron-cache target (add_subdirectory/FetchContent), else neuron-cache on PATH. The
+# in-tree target is not built yet at configure time, so then everything happens at build time:
+# CONFIGS is required and the folders appear when the custom target neuron_cache_prefetch_<stem>
+# (or neuron_cache_compile_<stem>) has run, before anything that links neuron_cache::<name>.
+include_guard(GLOBAL)
+
+if(CMAKE_VERSION VERSION_LESS 3.19)
+  message(FATAL_ERROR "NeuronCache.cmake needs CMake 3.19 or newer (for string(JSON)); "
+                      "this is CMake ${CMAKE_VERSION}")
+endif()
+
+set(NEURON_CACHE_TOOL "" CACHE FILEPATH
+    "neuron-cache binary for neuron_cache_prefetch() (empty: NeuronCache::neuron-cache)")
+set(NEURON_CACHE_REPO "" CACHE STRING
+    "Default Hub cache repo of neuron_cache_prefetch() (empty: CUSTOM_CACHE_REPO, the manifest's)")
+set(NEURON_CACHE_DIR "" CACHE PATH
+    "Default local cache of neuron_cache_prefetch() (empty: NEURON_COMPILE_CACHE_URL, the tool's)")
+option(NEURON_CACHE_STRICT "neuron_cache_prefetch(): fail on cache problems" OFF)
+option(NEURON_CACHE_OFFLINE "neuron_cache_prefetch(): never contact the Hub" OFF)
+option(NEURON_CACHE_READ_ONLY "neuron_cache_prefetch(): never push to the Hub" OFF)
+
+# Identifier form of a configuration name, for variable and macro names.
+function(_neuron_cache_id out name)
+  string(TOUPPER "${name}" id)
+  string(REGEX REPLACE "[^A-Z0-9_]" "_" id "${id}")
+  set(${out} "${id}" PARENT_SCOPE)
+endfunction()
+
+# Configuration names may hold "@" and ":", which target names may not.
+function(_neuron_cache_target_name out name)
+  string(REGEX REPLACE "[^A-Za-z0-9_.+-]" "_" safe "${name}")
+  set(${out} "${safe}" PARENT_SCOPE)
+endfunction()
+
+function(_neuron_cache_check_arguments)
+  set(expected "MANIFEST, CONFIGS, CACHE_REPO, CACHE_DIR, COMPILE_MISSING, PUSH, READ_ONLY, "
+               "OFFLINE, STRICT, OUTPUT_VARIABLE")
+  string(JOIN "" expected ${expected})
+  if(DEFINED arg_UNPARSED_ARGUMENTS)
+    # The first one is the culprit: what follows is usually its value.
+    list(GET arg_UNPARSED_ARGUMENTS 0 unknown)
+    message(FATAL_ERROR "neuron_cache_prefetch: unknown argument ${unknown} (expected ${expected})")
+  endif()
+  foreach(keyword IN LISTS arg_KEYWORDS_MISSING_VALUES)
+    if(keyword STREQUAL "CONFIGS")
+      message(FATAL_ERROR "neuron_cache_prefetch: CONFIGS needs at least one configuration name "
+                          "(leave CONFIGS out for all the manifest's configurations)")
+    endif()
+    message(FATAL_ERROR "neuron_cache_prefetch: ${keyword} needs a value "
+                        "(is the variable you passed empty?)")
+  endforeach()
+  if(NOT DEFINED arg_MANIFEST)
+    message(FATAL_ERROR "neuron_cache_prefetch: MANIFEST <file> is required "
+                        "(the neuron-cache.yaml that declares the configurations)")
+  endif()
+endfunction()
+
+# Sets tool (a path usable now) or tool_target (an in-tree target, usable at build time only).
+function(_neuron_cache_find_tool)
+  set(tool "")
+  set(tool_target "")
+  if(NEURON_CACHE_TOOL)
+    if(NOT EXISTS "${NEURON_CACHE_TOOL}" OR IS_DIRECTORY "${NEURON_CACHE_TOOL}")
+      message(FATAL_ERROR "neuron_cache_prefetch: NEURON_CACHE_TOOL=${NEURON_CACHE_TOOL} is not "
+                          "a file: point it at a neuron-cache binary, or empty it")
+    endif()
+    set(tool "${NEURON_CACHE_TOOL}")
+  elseif(TARGET NeuronCache::neuron-cache)
+    get_target_property(imported NeuronCache::neuron-cache IMPORTED)
+    if(imported)
+      get_target_property(tool NeuronCache::neuron-cache LOCATION)
+    else()
+      # This project's own alias: add_custom_command wants the real name in DEPENDS.
+      get_target_property(tool_target NeuronCache::neuron-cache ALIASED_TARGET)
+    endif()
+  elseif(TARGET neuron-cache)
+    set(tool_target neuron-cache)
+  else()
+    find_program(NEURON_CACHE_TOOL_ON_PATH neuron-cache)
+    if(NOT NEURON_CACHE_TOOL_ON_PATH)
+      message(FATAL_ERROR "neuron_cache_prefetch: no neuron-cache tool: call "
+                          "find_package(NeuronCache CONFIG) first (with CMAKE_PREFIX_PATH set to "
+                          "its install prefix), add_subdirectory() the neuron-cache project, or "
+                          "set NEURON_CACHE_TOOL to a neuron-cache binary")
+    endif()
+    set(tool "${NEURON_CACHE_TOOL_ON_PATH}")
+  endif()
+  set(tool "${tool}" PARENT_SCOPE)
+  set(tool_target "${tool_target}" PARENT_SCOPE)
+endfunction()
+
+# The CHECK_START text names the repo; only the tool knows the final answer, so this mirrors its
+# order (argument, CUSTOM_CACHE_REPO, the manifest's cache_repo) for the message alone.
+function(_neuron_cache_repo_label out manifest repo)
+  if(repo STREQUAL "" AND NOT "$ENV{CUSTOM_CACHE_REPO}" STREQUAL "")
+    set(repo "$ENV{CUSTOM_CACHE_REPO}")
+  endif()
+  if(repo STREQUAL "")
+    file(STRINGS "${manifest}" line REGEX "^cache_repo:" LIMIT_COUNT 1)
+    string(REGEX REPLACE "^cache_repo:[ \t]*([^ \t#]*).*" "\\1" repo "${line}")
+    string(REGEX REPLACE "[\"']" "" repo "${repo}")
+  endif()
+  if(repo STREQUAL "")
+    set(repo "the default cache repo")
+  endif()
+  set(${out} "${repo}" PARENT_SCOPE)
+endfunction()
+
+# Same units as the tool (binary multiples, one decimal).
+function(_neuron_cache_size out bytes)
+  set(unit B)
+  set(scale 1)
+  foreach(next_unit IN ITEMS KB MB GB)
+    math(EXPR next "${scale} * 1024")
+    if(bytes LESS next)
+      break()
+    endif()
+    set(unit ${next_unit})
+    set(scale ${next})
+  endforeach()
+  if(unit STREQUAL "B")
+    set(${out} "${bytes} B" PARENT_SCOPE)
+    return()
+  endif()
+  math(EXPR tenths "(${bytes} * 10 + ${scale} / 2) / ${scale}")
+  math(EXPR whole "${tenths} / 10")
+  math(EXPR decimal "${tenths} % 10")
+  set(${out} "${whole}.${decimal} ${unit}" PARENT_SCOPE)
+endfunction()
+
+# "2 configurations", "1 configuration", or "the configurations" when CONFIGS is left out.
+function(_neuron_cache_count_label out)
+  list(LENGTH ARGN count)
+  if(count EQUAL 0)
+    set(${out} "the configurations" PARENT_SCOPE)
+  elseif(count EQUAL 1)
+    set(${out} "1 configuration" PARENT_SCOPE)
+  else()
+    set(${out} "${count} configurations" PARENT_SCOPE)
+  endif()
+endfunction()
+
+# --config for each name: no name means all the manifest's configurations.
+function(_neuron_cache_config_args out)
+  set(args "")
+  foreach(name IN LISTS ARGN)
+    list(APPEND args --config "${name}")
+  endforeach()
+  set(${out} "${args}" PARENT_SCOPE)
+endfunction()
+
+# Runs `neuron-cache prefetch` now. Sets present (name;dir pairs), missing, fetched, local_count,
+# report, failed and tool_warnings.
+function(_neuron_cache_prefetch_now)
+  _neuron_cache_config_args(config_args ${arg_CONFIGS})
+  execute_process(
+    COMMAND ${run_prefix} "${tool}" prefetch "${manifest}" ${config_args} ${shared_args}
+            --export-dir "${export_dir}" --json --quiet
+    WORKING_DIRECTORY "${CMAKE_CURRENT_BINARY_DIR}"
+    OUTPUT_VARIABLE report ERROR_VARIABLE errors RESULT_VARIABLE rc)
+  string(STRIP "${errors}" errors)
+  set(failed "")
+  set(tool_warnings "")
+  if(NOT rc EQUAL 0)
+    set(failed "neuron-cache prefetch failed (${rc}): ${errors}")
+  else()
+    string(JSON count ERROR_VARIABLE json_error LENGTH "${report}" configurations)
+    if(json_error)
+      set(failed "neuron-cache prefetch printed no readable report (${json_error}): ${errors}")
+    else()
+      # Cache problems the tool worked around (Hub down, no access): worth seeing, not fatal.
+      set(tool_warnings "${errors}")
+    endif()
+  endif()
+  set(present "")
+  set(missing "")
+  set(fetched 0)
+  set(local_count 0)
+  if(failed STREQUAL "" AND count GREATER 0)
+    math(EXPR last "${count} - 1")
+    foreach(i RANGE ${last})
+      string(JSON name GET "${report}" configurations ${i} name)
+      string(JSON dir_type TYPE "${report}" configurations ${i} export_dir)
+      if(NOT dir_type STREQUAL "STRING")
+        list(APPEND missing "${name}")
+        continue()
+      endif()
+      string(JSON dir GET "${report}" configurations ${i} export_dir)
+      list(APPEND present "${name}" "${dir}")
+      # status is meant to be the state before the step; prefetch reports it after the step, so
+      # a planned download (files_to_download) is what tells a Hub hit from a local one.
+      string(JSON status GET "${report}" configurations ${i} status)
+      string(JSON files GET "${report}" configurations ${i} files_to_download)
+      if(status STREQUAL "hub" OR files GREATER 0)
+        math(EXPR fetched "${fetched} + 1")
+      else()
+        math(EXPR local_count "${local_count} + 1")
+      endif()
+    endforeach()
+  elseif(NOT failed STREQUAL "")
+    set(missing ${arg_CONFIGS})
+    set(report "")
+  endif()
+  foreach(var present missing fetched local_count report failed tool_warnings)
+    set(${var} "${${var}}" PARENT_SCOPE)
+  endforeach()
+endfunction()
+
+# A custom target (part of ALL) running the tool at build time. A stamp plus an arguments file
+# rewritten only on change make it re-run when the manifest, the tool or the arguments change,
+# not at every build. Sets step_target.
+function(_neuron_cache_build_step kind commands_var byproducts_var)
+  _neuron_cache_target_name(stem_name "${stem}")
+  set(step_target "neuron_cache_${kind}_${stem_name}")
+  set(n 2)
+  while(TARGET ${step_target})
+    set(step_target "neuron_cache_${kind}_${stem_name}_${n}")
+    math(EXPR n "${n} + 1")
+  endwhile()
+  set(side "${CMAKE_BINARY_DIR}/neuron-cache/${step_target}")
+  string(REPLACE ";" "\n" arguments "${${commands_var}}")
+  set(previous "")
+  if(EXISTS "${side}.args")
+    file(READ "${side}.args" previous)
+  endif()
+  if(NOT previous STREQUAL arguments)
+    file(WRITE "${side}.args" "${arguments}")
+  endif()
+  set(depends "${manifest}" "${side}.args")
+  if(tool_target)
+    list(APPEND depends ${tool_target})
+  else()
+    list(APPEND depends "${tool}")
+  endif()
+  add_custom_command(
+    OUTPUT "${side}.stamp"
+    ${${commands_var}}
+    COMMAND "${CMAKE_COMMAND}" -E touch "${side}.stamp"
+    BYPRODUCTS ${${byproducts_var}}
+    DEPENDS ${depends}
+    WORKING_DIRECTORY "${CMAKE_CURRENT_BINARY_DIR}"
+    COMMENT "neuron-cache: ${kind} ${stem} at build time"
+    USES_TERMINAL VERBATIM)
+  add_custom_target(${step_target} ALL DEPENDS "${side}.stamp")
+  set(step_target ${step_target} PARENT_SCOPE)
+endfunction()
+
+# The build-time commands: compile (which prefetches first) the given configurations, push when
+# asked, or only prefetch when the tool is not built yet at configure time.
+function(_neuron_cache_add_build_time kind)
+  _neuron_cache_config_args(config_args ${ARGN})
+  set(exe "${tool}")
+  if(tool_target)
+    set(exe "$<TARGET_FILE:${tool_target}>")
+  endif()
+  set(commands "")
+  list(LENGTH ARGN names)
+  # No name would mean every configuration of the manifest: with nothing missing, only push.
+  if(NOT kind STREQUAL "compile" OR names GREATER 0)
+    list(APPEND commands COMMAND ${run_prefix} "${exe}" ${kind} "${manifest}" ${config_args}
+                         ${shared_args} --export-dir "${export_dir}" --quiet)
+  endif()
+  if(kind STREQUAL "compile")
+    if(names GREATER 0)
+      list(APPEND commands --output-dir "${CMAKE_BINARY_DIR}/neuron-cache/${stem}.output")
+    endif()
+    if(push)
+      _neuron_cache_config_args(all_config_args ${arg_CONFIGS})
+      list(APPEND commands COMMAND ${run_prefix} "${exe}" push "${manifest}" ${all_config_args}
+                           ${shared_args} --quiet)
+    endif()
+  endif()
+  set(byproducts "")
+  foreach(name IN LISTS ARGN)
+    list(APPEND byproducts "${export_dir}/${name}/neuron-cache-entry.json")
+  endforeach()
+  _neuron_cache_build_step(${kind} commands byproducts)
+  set(step_target ${step_target} PARENT_SCOPE)
+endfunction()
+
+# neuron_cache::<name>: a real INTERFACE library (so it can depend on the build step) behind an
+# alias (names with "::" are reserved for aliases and imported targets).
+function(_neuron_cache_add_target name dir step)
+  _neuron_cache_target_name(safe "${name}")
+  _neuron_cache_id(id "${name}")
+  set(real "neuron_cache_config_${safe}")
+  if(NOT TARGET ${real})
+    add_library(${real} INTERFACE)
+    add_library(neuron_cache::${safe} ALIAS ${real})
+  endif()
+  set_target_properties(${real} PROPERTIES
+    NEURON_CACHE_DIR "${dir}"
+    INTERFACE_COMPILE_DEFINITIONS "NEURON_CACHE_DIR_${id}=\"${dir}\"")
+  if(step)
+    add_dependencies(${real} ${step})
+  endif()
+endfunction()
+
+function(_neuron_cache_summary out)
+  _neuron_cache_size(size "${bytes}")
+  set(text "${local_count} local, ${fetched} from the Hub (${size})")
+  list(LENGTH missing missing_count)
+  if(missing_count GREATER 0 AND arg_COMPILE_MISSING)
+    string(APPEND text ", ${missing_count} to compile at build time")
+  elseif(missing_count GREATER 0)
+    list(JOIN missing ", " names)
+    string(APPEND text ", missing: ${names} (add COMPILE_MISSING to compile them at build time)")
+  endif()
+  set(${out} "${text}" PARENT_SCOPE)
+endfunction()
+
+function(neuron_cache_prefetch)
+  cmake_parse_arguments(PARSE_ARGV 0 arg "COMPILE_MISSING;PUSH;READ_ONLY;OFFLINE;STRICT"
+                        "MANIFEST;CACHE_REPO;CACHE_DIR;OUTPUT_VARIABLE" "CONFIGS")
+  _neuron_cache_check_arguments()
+  get_filename_component(manifest "${arg_MANIFEST}" ABSOLUTE BASE_DIR "${CMAKE_CURRENT_SOURCE_DIR}")
+  if(NOT EXISTS "${manifest}" OR IS_DIRECTORY "${manifest}")
+    message(FATAL_ERROR "neuron_cache_prefetch: manifest ${manifest} not found (a relative "
+                        "MANIFEST is read from CMAKE_CURRENT_SOURCE_DIR)")
+  endif()
+  set_property(DIRECTORY APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS "${manifest}")
+  get_filename_component(stem "${manifest}" NAME_WLE)
+  set(export_dir "${CMAKE_BINARY_DIR}/neuron-cache/${stem}")
+
+  set(repo "${arg_CACHE_REPO}")
+  if(repo STREQUAL "")
+    set(repo "${NEURON_CACHE_REPO}")
+  endif()
+  set(cache_dir "${arg_CACHE_DIR}")
+  if(cache_dir STREQUAL "")
+    set(cache_dir "${NEURON_CACHE_DIR}")
+  endif()
+  # Only what CMake was told goes on the command line; the rest the tool reads from the
+  # environment, as it would outside CMake.
+  set(shared_args "")
+  if(NOT repo STREQUAL "")
+    list(APPEND shared_args --repo "${repo}")
+  endif()
+  if(NOT cache_dir STREQUAL "")
+    get_filename_component(cache_dir "${cache_dir}" ABSOLUTE BASE_DIR "${CMAKE_CURRENT_BINARY_DIR}")
+    list(APPEND shared_args --cache-dir "${cache_dir}")
+  endif()
+  set(strict OFF)
+  if(arg_STRICT OR NEURON_CACHE_STRICT)
+    set(strict ON)
+    list(APPEND shared_args --strict)
+  endif()
+  set(run_prefix "")
+  if(arg_OFFLINE OR NEURON_CACHE_OFFLINE)
+    set(run_prefix "${CMAKE_COMMAND}" -E env HF_HUB_OFFLINE=1)
+  endif()
+  set(push OFF)
+  if(arg_PUSH AND (arg_READ_ONLY OR NEURON_CACHE_READ_ONLY))
+    message(STATUS "neuron-cache: READ_ONLY: the compiled configurations are not pushed")
+  elseif(arg_PUSH)
+    set(push ON)
+  endif()
+
+  _neuron_cache_find_tool()
+  if(tool_target)
+    _neuron_cache_prefetch_later()
+  else()
+    _neuron_cache_prefetch_at_configure()
+  endif()
+
+  foreach(pair IN LISTS results)
+    string(REPLACE "|" ";" pair "${pair}")
+    list(GET pair 0 name)
+    list(GET pair 1 dir)
+    _neuron_cache_id(id "${name}")
+    set(NEURON_CACHE_${id}_DIR "${dir}" PARENT_SCOPE)
+  endforeach()
+  if(arg_OUTPUT_VARIABLE)
+    set(${arg_OUTPUT_VARIABLE} "${with_artifacts}" PARENT_SCOPE)
+    set(${arg_OUTPUT_VARIABLE}_MISSING "${missing}" PARENT_SCOPE)
+    set(${arg_OUTPUT_VARIABLE}_REPORT "${report}" PARENT_SCOPE)
+  endif()
+endfunction()
+
+# Configure-time path. Sets results (name|dir items), with_artifacts, missing, report.
+macro(_neuron_cache_prefetch_at_configure)
+  _neuron_cache_count_label(requested ${arg_CONFIGS})
+  _neuron_cache_repo_label(repo_label "${manifest}" "${repo}")
+  message(CHECK_START "neuron-cache: prefetching ${requested} from ${repo_label}")
+  _neuron_cache_prefetch_now()
+  if(NOT failed STREQUAL "")
+    message(CHECK_FAIL "failed")
+    if(strict)
+      message(FATAL_ERROR "neuron_cache_prefetch: ${failed}")
+    endif()
+    message(WARNING "neuron_cache_prefetch: ${failed}\nThe configurations are reported missing.")
+    set(bytes 0)
+  else()
+    string(JSON bytes GET "${report}" totals bytes_downloaded)
+    file(WRITE "${CMAKE_BINARY_DIR}/neuron-cache/${stem}.report.json" "${report}")
+  endif()
+  _neuron_cache_summary(summary)
+  if(failed STREQUAL "" AND (missing STREQUAL "" OR arg_COMPILE_MISSING))
+    message(CHECK_PASS "${summary}")
+  elseif(failed STREQUAL "")
+    message(CHECK_FAIL "${summary}")
+  endif()
+  if(NOT tool_warnings STREQUAL "")
+    message(WARNING "${tool_warnings}")
+  endif()
+
+  set(step "")
+  if(arg_COMPILE_MISSING AND (NOT missing STREQUAL "" OR push))
+    _neuron_cache_add_build_time(compile ${missing})
+    set(step ${step_target})
+  endif()
+  set(results "")
+  set(with_artifacts "")
+  while(NOT present STREQUAL "")
+    list(POP_FRONT present name dir)
+    list(APPEND results "${name}|${dir}")
+    list(APPEND with_artifacts "${name}")
+    _neuron_cache_add_target("${name}" "${dir}" "${step}")
+  endwhile()
+  if(arg_COMPILE_MISSING)
+    foreach(name IN LISTS missing)
+      list(APPEND results "${name}|${export_dir}/${name}")
+      _neuron_cache_add_target("${name}" "${export_dir}/${name}" "${step}")
+    endforeach()
+  endif()
+endmacro()
+
+# Build-time path (the in-tree tool is not built yet): the folders are known, their content comes
+# with the build step. Sets results, with_artifacts (all of CONFIGS), missing (empty), report.
+macro(_neuron_cache_prefetch_later)
+  if(NOT DEFINED arg_CONFIGS)
+    message(FATAL_ERROR "neuron_cache_prefetch: the neuron-cache tool is built by this project, so "
+                        "the prefetch runs at build time and needs CONFIGS <names...> to define "
+                        "the targets; or set NEURON_CACHE_TOOL to an installed neuron-cache to "
+                        "prefetch at configure time")
+  endif()
+  _neuron_cache_count_label(requested ${arg_CONFIGS})
+  if(arg_COMPILE_MISSING)
+    _neuron_cache_add_build_time(compile ${arg_CONFIGS})
+  else()
+    _neuron_cache_add_build_time(prefetch ${arg_CONFIGS})
+  endif()
+  message(STATUS "neuron-cache: ${requested} of ${stem} prefetched at build "
+                 "time by ${step_target} (the tool is built by this project)")
+  set(results "")
+  foreach(name IN LISTS arg_CONFIGS)
+    list(APPEND results "${name}|${export_dir}/${name}")
+    _neuron_cache_add_target("${name}" "${export_dir}/${name}" "${step_target}")
+  endforeach()
+  set(with_artifacts ${arg_CONFIGS})
+  set(missing "")
+  set(report "")
+endmacro()

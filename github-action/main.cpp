@@ -1,0 +1,424 @@
+// neuron-cache-action: the binary behind github-action/action.yml. It reads the action's inputs
+// from INPUT_* variables (the composite action maps them, since composite steps do not get them
+// by themselves), runs the pipeline steps the mode asks for exactly as `neuron-cache ci` does,
+// and answers in the runner's terms: step outputs in GITHUB_OUTPUT, the Markdown summary in
+// GITHUB_STEP_SUMMARY, annotations, masks and groups on stdout. No cache logic lives here.
+//
+// Exit codes: 0 success, 1 a compile failed (or a cache problem with strict), 2 bad inputs.
+#include <unistd.h>
+
+#include <array>
+#include <chrono>
+#include <cstdlib>
+#include <fstream>
+#include <iostream>
+#include <map>
+
+#include "cli/context.h"
+#include "error.h"
+#include "pipeline/pipeline.h"
+#include "report/report.h"
+#include "runner_protocol.h"
+
+namespace neuron_cache::action {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+constexpr int kExitFailed = 1;
+constexpr int kExitInput = 2;
+
+// The action.yml inputs this binary reads, as INPUT_<NAME> with '-' as '_' (`binary` is the
+// build step's own). `--list-inputs` prints them so the tests can check action.yml maps each.
+constexpr std::array<const char*, 9> kInputs = {"manifest",  "cache-repo", "mode",
+                                                "token",     "read-only",  "strict",
+                                                "cache-dir", "configs",    "jobs"};
+
+enum class Mode { Plan, Prefetch, Compile, Push, All };
+
+struct Inputs {
+  std::string manifest;
+  std::string cache_repo;
+  std::string cache_dir;
+  std::string token;
+  std::string mode_name = "all";
+  Mode mode = Mode::All;
+  std::string read_only = "auto";
+  bool strict = false;
+  int jobs = 1;
+  std::vector<std::string> configs;
+};
+
+std::string env_name(const std::string& input) {
+  std::string name = "INPUT_";
+  for (char ch : input) name += ch == '-' ? '_' : static_cast<char>(std::toupper(ch));
+  return name;
+}
+
+std::string trim(const std::string& text) {
+  size_t begin = text.find_first_not_of(" \t\r\n");
+  if (begin == std::string::npos) return "";
+  return text.substr(begin, text.find_last_not_of(" \t\r\n") - begin + 1);
+}
+
+// An input's value; the composite action passes an empty string for one not given.
+std::string input(const std::string& name, const std::string& fallback = "") {
+  const char* value = std::getenv(env_name(name).c_str());
+  std::string text = value ? trim(value) : "";
+  return text.empty() ? fallback : text;
+}
+
+std::string lower(std::string text) {
+  for (char& ch : text) ch = static_cast<char>(std::tolower(ch));
+  return text;
+}
+
+// GitHub's own boolean inputs accept true/True/TRUE and false/False/FALSE.
+bool parse_bool(const std::string& name, const std::string& value) {
+  if (lower(value) == "true") return true;
+  if (lower(value) == "false") return false;
+  throw input_error("input " + name + " must be true or false, not \"" + value + "\"");
+}
+
+Mode parse_mode(const std::string& value) {
+  static const std::map<std::string, Mode> modes = {{"plan", Mode::Plan},
+                                                    {"prefetch", Mode::Prefetch},
+                                                    {"compile", Mode::Compile},
+                                                    {"push", Mode::Push},
+                                                    {"all", Mode::All}};
+  auto it = modes.find(lower(value));
+  if (it == modes.end()) {
+    throw input_error("input mode must be plan, prefetch, compile, push or all, not \"" + value +
+                      "\"");
+  }
+  return it->second;
+}
+
+int parse_jobs(const std::string& value) {
+  size_t used = 0;
+  int jobs = 0;
+  try {
+    jobs = std::stoi(value, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (used != value.size() || jobs < 1 || jobs > 256)
+    throw input_error("input jobs must be a number from 1 to 256, not \"" + value + "\"");
+  return jobs;
+}
+
+// Names one per line or separated by commas (a YAML block scalar or a one-line list).
+std::vector<std::string> split_configs(const std::string& value) {
+  std::vector<std::string> names;
+  std::string current;
+  for (char ch : value + "\n") {
+    if (ch != ',' && ch != '\n') {
+      current += ch;
+      continue;
+    }
+    if (std::string name = trim(current); !name.empty()) names.push_back(name);
+    current.clear();
+  }
+  return names;
+}
+
+// Everything but the token, which main() has taken already.
+Inputs read_inputs(std::string token) {
+  Inputs in;
+  in.token = std::move(token);
+  in.manifest = input("manifest");
+  if (in.manifest.empty()) throw input_error("input manifest is required (a neuron-cache.yaml)");
+  if (!fs::is_regular_file(in.manifest))
+    throw input_error("input manifest: no file " + in.manifest + " (relative to " +
+                      fs::current_path().string() + ")");
+  in.cache_repo = input("cache-repo");
+  in.cache_dir = input("cache-dir");
+  in.mode_name = lower(input("mode", "all"));
+  in.mode = parse_mode(in.mode_name);
+  in.read_only = lower(input("read-only", "auto"));
+  if (in.read_only != "auto") parse_bool("read-only", in.read_only);
+  in.strict = parse_bool("strict", input("strict", "false"));
+  in.jobs = parse_jobs(input("jobs", "1"));
+  in.configs = split_configs(input("configs"));
+  return in;
+}
+
+struct ReadOnly {
+  bool on = false;
+  bool fork = false;
+  std::string why;
+};
+
+ReadOnly resolve_read_only(const std::string& value) {
+  if (value == "true") return {true, false, "the read-only input is true"};
+  if (value == "false") return {false, false, ""};
+  auto env = [](const char* name) {
+    const char* value = std::getenv(name);
+    return std::string(value ? value : "");
+  };
+  auto fork = pull_request_fork(env("GITHUB_EVENT_NAME"), env("GITHUB_EVENT_PATH"));
+  if (!fork || !fork->fork) return {false, false, ""};
+  return {true, true, fork->why};
+}
+
+bool runs_prefetch(Mode mode) {
+  return mode == Mode::Prefetch || mode == Mode::Compile || mode == Mode::All;
+}
+bool runs_compile(Mode mode) {
+  return mode == Mode::Compile || mode == Mode::All;
+}
+bool runs_push(Mode mode) {
+  return mode == Mode::Push || mode == Mode::All;
+}
+
+// What the steps did; RunRecord points into it.
+struct Steps {
+  plan::Plan initial;
+  plan::Plan final;
+  std::optional<pipeline::PrefetchStep> prefetch;
+  std::optional<pipeline::CompileStep> compile;
+  std::optional<pipeline::PushStep> push;
+  double seconds = 0;
+};
+
+// Ends a group even when a step throws, so the rest of the log is not folded into it.
+class Group {
+ public:
+  Group(WorkflowCommands& commands, const std::string& title) : commands_(commands) {
+    commands_.group(title);
+  }
+  ~Group() { commands_.endgroup(); }
+
+ private:
+  WorkflowCommands& commands_;
+};
+
+// The same steps as the CLI's plan / prefetch / compile / push / ci (core/cli/cmd_pipeline.cpp).
+Steps run_steps(pipeline::Pipeline& p, const Inputs& in, WorkflowCommands& commands) {
+  auto start = std::chrono::steady_clock::now();
+  Group group(commands, "neuron-cache " + in.mode_name + ": " + p.repo());
+  Steps steps;
+  steps.initial = p.make_plan();
+  steps.final = steps.initial;
+  commands.line(report::plan_text(steps.initial));
+  if (runs_prefetch(in.mode)) steps.prefetch = p.prefetch(steps.final);
+  if (runs_compile(in.mode)) steps.compile = p.compile(steps.final);
+  if (runs_push(in.mode)) steps.push = p.push(steps.final);
+  steps.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return steps;
+}
+
+report::RunRecord record_of(const Steps& steps, const pipeline::Pipeline& p) {
+  return {&steps.initial, &steps.final, steps.prefetch, steps.compile,
+          steps.push,     &p,           steps.seconds,  {}};
+}
+
+struct Outputs {
+  bool cache_hit = false;
+  size_t hits = 0;
+  size_t misses = 0;
+  size_t compiled = 0;
+  std::vector<std::string> missing;  // configurations without local artifacts at the end
+  std::string report;
+};
+
+Outputs outputs_of(const report::RunRecord& run) {
+  report::Totals t = report::totals(run);
+  Outputs out;
+  // Without a prefetch (plan, push) a configuration on the Hub counts as a hit: it would be one.
+  size_t on_hub = run.prefetch ? 0 : run.initial->count(plan::Status::Hub);
+  out.hits = t.local + t.hub_hits + on_hub;
+  out.misses = t.configurations - out.hits;
+  out.compiled = t.compiled;
+  out.cache_hit = out.misses == 0;
+  for (const auto& row : run.final->rows) {
+    if (row.status != plan::Status::Local) out.missing.push_back(row.target.configuration.name);
+  }
+  return out;
+}
+
+std::string push_line(const std::optional<pipeline::PushStep>& step) {
+  if (!step) return "";
+  if (!step->attempted) return "push skipped: " + step->skipped_reason;
+  const auto& r = step->result;
+  if (!r.commit.committed && !step->skipped_reason.empty())
+    return "push failed: " + step->skipped_reason;
+  std::string line = "pushed " + std::to_string(r.pushed.size()) + " configurations";
+  if (r.commit.committed) line += " in commit " + r.commit.commit_oid.substr(0, 12);
+  return line;
+}
+
+std::string summary_line(const report::RunRecord& run, const Outputs& out) {
+  report::Totals t = report::totals(run);
+  std::string hub = run.prefetch
+                        ? std::to_string(t.hub_hits) + " fetched from the Hub"
+                        : std::to_string(run.initial->count(plan::Status::Hub)) + " on the Hub";
+  std::string line = std::to_string(t.configurations) +
+                     " configurations: " + std::to_string(out.hits) + " hits (" +
+                     std::to_string(t.local) + " local, " + hub + "), " +
+                     std::to_string(out.misses) + " misses, " + std::to_string(t.compiled) +
+                     " compiled, " + std::to_string(t.failed) + " failed";
+  if (std::string pushed = push_line(run.push); !pushed.empty()) line += "; " + pushed;
+  return line;
+}
+
+// A report file of its own for each run: several steps of one job share RUNNER_TEMP.
+std::string write_report(const json& report) {
+  const char* temp = std::getenv("RUNNER_TEMP");
+  fs::path dir = temp && *temp ? fs::path(temp) : fs::current_path();
+  std::string path = (dir / "neuron-cache-report-XXXXXX.json").string();
+  int fd = mkstemps(path.data(), 5);
+  if (fd < 0) throw operational_error("cannot create a report file in " + dir.string());
+  close(fd);
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out << report.dump(2) << "\n";
+  if (!out) throw operational_error("cannot write the report " + path);
+  return path;
+}
+
+json action_json(const Inputs& in, const ReadOnly& read_only, const Outputs& out) {
+  return {{"mode", in.mode_name},
+          {"read_only", read_only.on},
+          {"read_only_reason", read_only.why},
+          {"strict", in.strict},
+          {"outputs",
+           {{"cache-hit", out.cache_hit},
+            {"hits", out.hits},
+            {"misses", out.misses},
+            {"compiled", out.compiled},
+            {"missing", out.missing}}}};
+}
+
+void write_outputs(const Outputs& out) {
+  const char* path = std::getenv("GITHUB_OUTPUT");
+  if (!path || !*path) return;  // run by hand: the report has the same values
+  std::string text = output_entry("cache-hit", out.cache_hit ? "true" : "false", false) +
+                     output_entry("hits", std::to_string(out.hits), false) +
+                     output_entry("misses", std::to_string(out.misses), false) +
+                     output_entry("compiled", std::to_string(out.compiled), false) +
+                     output_entry("missing", json(out.missing).dump(), true) +
+                     output_entry("report", out.report, false);
+  append_file(path, text);
+}
+
+void write_summary(const report::RunRecord& run, const Inputs& in, const ReadOnly& read_only) {
+  const char* path = std::getenv("GITHUB_STEP_SUMMARY");
+  if (!path || !*path) return;
+  std::string md = report::run_markdown(run);
+  md += "\nMode `" + in.mode_name + "`";
+  if (read_only.on) md += "; read-only (" + read_only.why + "): nothing was pushed to the Hub";
+  append_file(path, md + ".\n");
+}
+
+// The log tail of each failed compile, folded, and a warning that points to it.
+void report_failures(const std::optional<pipeline::CompileStep>& step, WorkflowCommands& commands) {
+  if (!step) return;
+  for (const auto& o : step->outcomes) {
+    if (o.ok) continue;
+    if (!o.log_tail.empty()) {
+      Group group(commands, "compile " + o.configuration);
+      commands.line("last lines of " + o.log_file + ":");
+      commands.untrusted(o.log_tail);
+    }
+    commands.warning("compile of " + o.configuration + " failed: " + o.error +
+                     (o.log_file.empty() ? "" : " (log: " + o.log_file + ")"));
+  }
+}
+
+void report_notices(const pipeline::Pipeline& p, WorkflowCommands& commands) {
+  for (const auto& n : p.notices()) n.warning ? commands.warning(n.text) : commands.notice(n.text);
+}
+
+void announce_read_only(const ReadOnly& read_only, Mode mode, WorkflowCommands& commands) {
+  if (!read_only.on || !(runs_push(mode) || runs_compile(mode))) return;
+  if (read_only.fork) {
+    commands.notice("pushes are disabled for pull requests from forks (" + read_only.why +
+                    "): artifacts are only fetched and compiled locally");
+  } else {
+    commands.notice("read-only: nothing is pushed to the Hub");
+  }
+}
+
+int run_action(const std::string& token, WorkflowCommands& commands) {
+  Inputs in = read_inputs(token);
+  ReadOnly read_only = resolve_read_only(in.read_only);
+  Environment env = Environment::from_process();
+  // The token reaches the Hub client only through this Environment: not argv, not the process
+  // environment the compile commands inherit.
+  if (!in.token.empty()) env.set("HF_TOKEN", in.token);
+  cli::Context context(env);
+  if (!in.cache_repo.empty()) context.overrides().cache_repo = in.cache_repo;
+  if (!in.cache_dir.empty()) context.overrides().cache_dir = in.cache_dir;
+  for (const auto& warning : context.settings().warnings) commands.warning(warning);
+  announce_read_only(read_only, in.mode, commands);
+
+  pipeline::Options options;
+  options.manifest = in.manifest;
+  options.configs = in.configs;
+  options.strict = in.strict;
+  options.read_only = read_only.on;
+  options.jobs = in.jobs;
+  options.push.conflicts = context.retry_policy(6);
+  pipeline::Pipeline p(context.settings(), &context.client(), options);
+  p.on_progress = [&commands](const std::string& line) { commands.line("neuron-cache: " + line); };
+
+  Steps steps = run_steps(p, in, commands);
+  report::RunRecord run = record_of(steps, p);
+  Outputs out = outputs_of(run);
+  json report = report::run_json(run);
+  report["action"] = action_json(in, read_only, out);
+  out.report = write_report(report);
+  write_summary(run, in, read_only);
+  write_outputs(out);
+
+  report_failures(steps.compile, commands);
+  report_notices(p, commands);
+  commands.notice(summary_line(run, out));
+  return steps.compile && steps.compile->failed() ? kExitFailed : 0;
+}
+
+// The token first of all: masked before anything could print it, and removed from the
+// environment so no child process (the compile command) inherits it under any name.
+std::string take_token(WorkflowCommands& commands) {
+  std::string token = input("token");
+  if (!token.empty()) commands.mask(token);
+  unsetenv(env_name("token").c_str());
+  return token;
+}
+
+int main_action(int argc, char** argv) {
+  WorkflowCommands commands(std::cout);
+  std::string token = take_token(commands);
+  std::string arg = argc > 1 ? argv[1] : "";
+  if (argc == 2 && arg == "--list-inputs") {
+    for (const char* name : kInputs) std::cout << name << "\n";
+    return 0;
+  }
+  if (argc == 2 && arg == "--version") {
+    std::cout << pipeline::tool_version() << "\n";
+    return 0;
+  }
+  if (argc > 1) {
+    commands.error(
+        "neuron-cache-action takes its inputs from INPUT_* variables, not arguments "
+        "(only --list-inputs and --version)");
+    return kExitInput;
+  }
+  try {
+    return run_action(token, commands);
+  } catch (const Error& error) {
+    commands.error(error.what());
+    return error.kind() == ErrorKind::Input ? kExitInput : kExitFailed;
+  } catch (const std::exception& error) {
+    commands.error(error.what());
+    return kExitFailed;
+  }
+}
+
+}  // namespace
+}  // namespace neuron_cache::action
+
+int main(int argc, char** argv) {
+  return neuron_cache::action::main_action(argc, argv);
+}

@@ -1,0 +1,144 @@
+#include "runner_protocol.h"
+
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <ostream>
+#include <random>
+#include <set>
+
+#include "error.h"
+
+namespace neuron_cache::action {
+namespace {
+
+using nlohmann::json;
+
+// Events whose payload has a `pull_request` object with the head and base repositories.
+const std::set<std::string> kPullRequestEvents = {
+    "pull_request", "pull_request_target", "pull_request_review", "pull_request_review_comment"};
+
+// The value at object[k1][k2]..., or null when any step is missing or not an object: event
+// payloads are read defensively.
+json member(const json& object, std::initializer_list<const char*> keys) {
+  const json* at = &object;
+  for (const char* key : keys) {
+    if (!at->is_object() || !at->contains(key)) return nullptr;
+    at = &(*at)[key];
+  }
+  return *at;
+}
+
+std::string string_at(const json& object, const char* key) {
+  json value = member(object, {key});
+  return value.is_string() ? value.get<std::string>() : "";
+}
+
+ForkCheck fork_from_payload(const json& pull_request) {
+  json head_repo = member(pull_request, {"head", "repo"});
+  json base_repo = member(pull_request, {"base", "repo"});
+  // A fork deleted after the pull request was opened leaves head.repo null.
+  if (head_repo.is_null())
+    return {true, "the head repository of this pull request no longer exists"};
+  std::string head_name = string_at(head_repo, "full_name");
+  std::string base_name = string_at(base_repo, "full_name");
+  // Names first: a base repository that is itself a fork has head.repo.fork true for its own
+  // branches, which are not a fork's pull requests.
+  if (!head_name.empty() && !base_name.empty()) {
+    if (head_name == base_name) return {false, "this pull request's branch is in " + base_name};
+    return {true, "this pull request comes from the fork " + head_name};
+  }
+  if (member(head_repo, {"fork"}) == true)
+    return {true, "the head repository of this pull request is a fork"};
+  return {false, "the head repository of this pull request is not a fork"};
+}
+
+}  // namespace
+
+std::string escape_data(const std::string& text) {
+  std::string out;
+  out.reserve(text.size());
+  for (char ch : text) {
+    if (ch == '%') {
+      out += "%25";
+    } else if (ch == '\r') {
+      out += "%0D";
+    } else if (ch == '\n') {
+      out += "%0A";
+    } else {
+      out += ch;
+    }
+  }
+  return out;
+}
+
+void WorkflowCommands::mask(const std::string& secret) {
+  out_ << "::add-mask::" << escape_data(secret) << std::endl;
+}
+
+void WorkflowCommands::annotation(const std::string& kind, const std::string& text) {
+  out_ << "::" << kind << " title=neuron-cache::" << escape_data(text) << std::endl;
+}
+
+void WorkflowCommands::group(const std::string& title) {
+  out_ << "::group::" << escape_data(title) << std::endl;
+}
+
+void WorkflowCommands::endgroup() {
+  out_ << "::endgroup::" << std::endl;
+}
+
+void WorkflowCommands::untrusted(const std::string& text) {
+  std::string stop = random_delimiter(text);
+  out_ << "::stop-commands::" << stop << "\n" << text;
+  if (!text.empty() && !text.ends_with("\n")) out_ << "\n";
+  out_ << "::" << stop << "::" << std::endl;
+}
+
+void WorkflowCommands::line(const std::string& text) {
+  out_ << text << std::endl;
+}
+
+std::string random_delimiter(const std::string& avoid) {
+  std::random_device device;
+  for (;;) {
+    std::string token = "neuron_cache_";
+    for (int i = 0; i < 4; ++i) {
+      char part[9];
+      std::snprintf(part, sizeof part, "%08x", device());
+      token += part;
+    }
+    if (avoid.find(token) == std::string::npos) return token;
+  }
+}
+
+std::string output_entry(const std::string& name, const std::string& value, bool multi_line) {
+  if (!multi_line && value.find_first_of("\r\n") == std::string::npos) {
+    return name + "=" + value + "\n";
+  }
+  std::string delimiter = random_delimiter(value);
+  return name + "<<" + delimiter + "\n" + value + "\n" + delimiter + "\n";
+}
+
+void append_file(const std::string& path, const std::string& text) {
+  std::ofstream out(path, std::ios::binary | std::ios::app);
+  out << text;
+  out.flush();
+  if (!out) throw operational_error("cannot append to " + path + " (a file the runner gave)");
+}
+
+std::optional<ForkCheck> pull_request_fork(const std::string& event_name,
+                                           const std::string& event_path) {
+  if (!kPullRequestEvents.contains(event_name)) return std::nullopt;
+  // Unknown means unsafe: a pull request whose origin cannot be told is treated as a fork's.
+  ForkCheck unknown{true,
+                    "the pull request event's payload (GITHUB_EVENT_PATH) could not be read, so it "
+                    "counts as a fork's"};
+  if (event_path.empty()) return unknown;
+  std::ifstream in(event_path, std::ios::binary);
+  if (!in) return unknown;
+  json payload = json::parse(in, nullptr, false);
+  if (payload.is_discarded() || !member(payload, {"pull_request"}).is_object()) return unknown;
+  return fork_from_payload(payload["pull_request"]);
+}
+
+}  // namespace neuron_cache::action

@@ -1,0 +1,185 @@
+#!/usr/bin/env bash
+# The CMake front end end to end (ctest frontend_cmake): installs this build into a temporary
+# prefix, then runs real cmake on examples/cmake and on small projects against the local Hub
+# server.
+#   tests/frontends/cmake-test.sh BUILD_DIR [SOURCE_DIR]
+# Proves: find_package(NeuronCache CONFIG) works from an install; configure prefetches with
+# CHECK messages and exports folders holding model.neff; the consumer builds and sees them; a
+# second configure downloads nothing; COMPILE_MISSING compiles and pushes at build time; the
+# in-tree (add_subdirectory) path prefetches at build time; bad arguments fail with a clear
+# message; the token never reaches the cache, the build files or the output.
+set -euo pipefail
+build=$(cd "$1" && pwd)
+root=$(cd "${2:-$(dirname "$0")/../..}" && pwd)
+work=$(mktemp -d "${TMPDIR:-/tmp}/neuron-cache-cmake-test.XXXXXX")
+prefix=$work/prefix
+log=$work/all-output.log
+: >"$log"
+
+fail() { echo "FAIL: $*" >&2; exit 1; }
+step() { echo "== $*"; }
+# Runs a command, keeps its output in $log (checked for the token at the end) and in $out.
+run() {
+  set +e
+  out=$("$@" 2>&1)
+  rc=$?
+  set -e
+  printf '%s\n' "$out" >>"$log"
+}
+expect_ok() { run "$@"; [[ $rc == 0 ]] || { echo "$out"; fail "$* exited $rc"; }; }
+expect_in() { grep -qF -- "$1" <<<"$out" || { echo "$out"; fail "expected in the output: $1"; }; }
+module_downloads() { hub_log | grep -o '"path":"[^"]*/resolve/[^"]*MODULE_[^"]*"' | wc -l; }
+
+source "$root/tests/tools/hub-env.sh" "$build" "$work/hub"
+cleanup() { stop_hub; [[ -n "${KEEP_WORK:-}" ]] || rm -rf "$work"; }
+trap cleanup EXIT
+
+step "install into $prefix"
+expect_ok cmake --install "$build" --prefix "$prefix"
+[[ -x $prefix/bin/neuron-cache && -f $prefix/lib/cmake/NeuronCache/NeuronCacheConfig.cmake ]] ||
+  fail "the install lacks the tool or the package files"
+
+step "start the Hub and push two configurations"
+start_hub
+trap cleanup EXIT  # start_hub set its own
+seed_hub "$root/examples/neuron-cache.yaml" --config llama3-8b-chat --config qwen2.5-7b-trn2
+export NEURON_COMPILE_CACHE_URL=$work/cache
+unset CUSTOM_CACHE_REPO HF_HUB_OFFLINE
+
+step "configure examples/cmake: both configurations come from the Hub"
+consumer=$work/consumer
+expect_ok cmake -S "$root/examples/cmake" -B "$consumer" -DCMAKE_PREFIX_PATH="$prefix"
+expect_in "-- neuron-cache: prefetching 2 configurations from acme/neuron-cache"
+expect_in "-- neuron-cache: prefetching 2 configurations from acme/neuron-cache - 0 local, 2 from the Hub ("
+expect_in "models with artifacts: llama3-8b-chat;qwen2.5-7b-trn2; missing: "
+exported=$consumer/neuron-cache/neuron-cache
+for config in llama3-8b-chat qwen2.5-7b-trn2; do
+  n=$(find -L "$exported/$config" -name model.neff | wc -l)
+  [[ $n -gt 0 ]] || fail "no model.neff under $exported/$config"
+done
+grep -qx "$exported/qwen2.5-7b-trn2" "$consumer/qwen-dir.txt" || fail "qwen-dir.txt: $(cat "$consumer/qwen-dir.txt")"
+
+step "build and run the consumer"
+expect_ok cmake --build "$consumer"
+expect_ok "$consumer/list-models"
+for config in llama3-8b-chat qwen2.5-7b-trn2; do
+  n=$(find -L "$exported/$config" -name model.neff | wc -l)
+  expect_in "$config: $exported/$config ($n model.neff)"
+done
+
+step "configure again: nothing is downloaded"
+hub_clear_log
+expect_ok cmake "$consumer"
+expect_in "- 2 local, 0 from the Hub (0 B)"
+[[ $(module_downloads) == 0 ]] || fail "the second configure downloaded MODULE files"
+
+step "OFFLINE and CACHE_DIR: served from the given cache without a request"
+mkdir -p "$work/offline-src"
+cat >"$work/offline-src/CMakeLists.txt" <<CMAKE
+cmake_minimum_required(VERSION 3.25)
+project(offline NONE)
+find_package(NeuronCache CONFIG REQUIRED)
+neuron_cache_prefetch(MANIFEST "$root/examples/neuron-cache.yaml" CONFIGS llama3-8b-chat
+  OFFLINE CACHE_DIR "$work/cache" CACHE_REPO acme/neuron-cache)
+message(STATUS "llama=\${NEURON_CACHE_LLAMA3_8B_CHAT_DIR}")
+CMAKE
+hub_clear_log
+NEURON_COMPILE_CACHE_URL=$work/elsewhere expect_ok cmake -S "$work/offline-src" -B "$work/offline-build" -DCMAKE_PREFIX_PATH="$prefix"
+expect_in "- 1 local, 0 from the Hub (0 B)"
+expect_in "llama=$work/offline-build/neuron-cache/neuron-cache/llama3-8b-chat"
+[[ $(hub_log) == "[]" ]] || fail "OFFLINE made requests: $(hub_log)"
+
+step "COMPILE_MISSING PUSH: a configuration the Hub lacks is compiled and pushed by the build"
+mkdir -p "$work/compile-src"
+cp "$root/examples/neuron-cache.yaml" "$work/compile-src/models.yaml"
+cat >"$work/compile-src/CMakeLists.txt" <<CMAKE
+cmake_minimum_required(VERSION 3.25)
+project(compile_missing NONE)
+find_package(NeuronCache CONFIG REQUIRED)
+neuron_cache_prefetch(MANIFEST models.yaml CONFIGS llama3-8b-chat mistral-7b-inf2
+  COMPILE_MISSING PUSH OUTPUT_VARIABLE got)
+message(STATUS "got=\${got} missing=\${got_MISSING} mistral=\${NEURON_CACHE_MISTRAL_7B_INF2_DIR}")
+add_custom_target(use-mistral ALL
+  COMMAND \${CMAKE_COMMAND} -E cat "\$<TARGET_PROPERTY:neuron_cache::mistral-7b-inf2,NEURON_CACHE_DIR>/neuron-cache-entry.json"
+  DEPENDS neuron_cache::mistral-7b-inf2)
+CMAKE
+compile_build=$work/compile-build
+expect_ok cmake -S "$work/compile-src" -B "$compile_build" -DCMAKE_PREFIX_PATH="$prefix"
+expect_in "- 1 local, 0 from the Hub (0 B), 1 to compile at build time"
+expect_in "got=llama3-8b-chat missing=mistral-7b-inf2 mistral=$compile_build/neuron-cache/models/mistral-7b-inf2"
+hub_clear_log
+expect_ok cmake --build "$compile_build"
+n=$(find -L "$compile_build/neuron-cache/models/mistral-7b-inf2" -name model.neff | wc -l)
+[[ $n -gt 0 ]] || fail "the build did not export mistral-7b-inf2"
+hub_log | grep -q '"path":"/api/models/acme/neuron-cache/commit/main"' || fail "no push commit"
+hub_clear_log
+expect_ok cmake --build "$compile_build"
+[[ $(module_downloads) == 0 ]] && ! grep -q 'neuron-cache: compile' <<<"$out" ||
+  fail "an up-to-date build ran the compile again"
+touch "$work/compile-src/models.yaml"
+expect_ok cmake --build "$compile_build"
+expect_in "- 2 local, 0 from the Hub (0 B)"  # a changed manifest re-runs the configure
+
+step "add_subdirectory: the in-tree tool prefetches at build time"
+mkdir -p "$work/subdir-src"
+cat >"$work/subdir-src/CMakeLists.txt" <<CMAKE
+cmake_minimum_required(VERSION 3.25)
+project(subdir_consumer NONE)
+set(NEURON_CACHE_BUILD_TESTS OFF CACHE BOOL "")
+add_subdirectory("$root" neuron-cache EXCLUDE_FROM_ALL)
+neuron_cache_prefetch(MANIFEST "$root/examples/neuron-cache.yaml" CONFIGS qwen2.5-7b-trn2)
+add_custom_target(use-qwen ALL COMMAND \${CMAKE_COMMAND} -E echo "qwen: \${NEURON_CACHE_QWEN2_5_7B_TRN2_DIR}"
+  DEPENDS neuron_cache::qwen2.5-7b-trn2)
+CMAKE
+subdir_build=$work/subdir-build
+expect_ok cmake -S "$work/subdir-src" -B "$subdir_build"
+expect_in "neuron-cache: 1 configuration of neuron-cache prefetched at build time by neuron_cache_prefetch_neuron-cache"
+if [[ -n "${NEURON_CACHE_TEST_SUBDIR_BUILD:-}" ]]; then
+  expect_ok cmake --build "$subdir_build" -j2
+  n=$(find -L "$subdir_build/neuron-cache/neuron-cache/qwen2.5-7b-trn2" -name model.neff | wc -l)
+  [[ $n -gt 0 ]] || fail "the in-tree build did not export qwen2.5-7b-trn2"
+else
+  echo "(not building the in-tree project: set NEURON_CACHE_TEST_SUBDIR_BUILD=1 to build it too)"
+fi
+
+step "bad arguments fail with a clear message"
+bad_project() {  # NAME CALL EXPECTED
+  mkdir -p "$work/bad-$1"
+  printf 'cmake_minimum_required(VERSION 3.25)\nproject(bad NONE)\nfind_package(NeuronCache CONFIG REQUIRED)\n%s\n' \
+    "$2" >"$work/bad-$1/CMakeLists.txt"
+  run cmake -S "$work/bad-$1" -B "$work/bad-$1/build" -DCMAKE_PREFIX_PATH="$prefix"
+  [[ $rc != 0 ]] || { echo "$out"; fail "$1: configure succeeded"; }
+  out=$(tr -s ' \n' '  ' <<<"$out")  # CMake wraps long messages
+  expect_in "$3"
+}
+bad_project unknown "neuron_cache_prefetch(MANIFEST $root/examples/neuron-cache.yaml FOO bar)" \
+  "neuron_cache_prefetch: unknown argument FOO (expected MANIFEST, CONFIGS, CACHE_REPO, CACHE_DIR, COMPILE_MISSING, PUSH, READ_ONLY, OFFLINE, STRICT, OUTPUT_VARIABLE)"
+bad_project no-value "neuron_cache_prefetch(MANIFEST $root/examples/neuron-cache.yaml CACHE_REPO)" \
+  "neuron_cache_prefetch: CACHE_REPO needs a value"
+bad_project no-manifest "neuron_cache_prefetch(CONFIGS llama3-8b-chat)" \
+  "neuron_cache_prefetch: MANIFEST <file> is required"
+bad_project missing-file "neuron_cache_prefetch(MANIFEST nope.yaml)" \
+  "neuron_cache_prefetch: manifest $work/bad-missing-file/nope.yaml not found"
+bad_project strict-unknown-config \
+  "neuron_cache_prefetch(MANIFEST $root/examples/neuron-cache.yaml CONFIGS nope STRICT)" \
+  'no configuration named "nope"'
+
+step "a failing tool without STRICT: a warning, the configurations reported missing"
+mkdir -p "$work/soft-src"
+cat >"$work/soft-src/CMakeLists.txt" <<CMAKE
+cmake_minimum_required(VERSION 3.25)
+project(soft NONE)
+find_package(NeuronCache CONFIG REQUIRED)
+neuron_cache_prefetch(MANIFEST "$root/examples/neuron-cache.yaml" CONFIGS nope OUTPUT_VARIABLE got)
+message(STATUS "got=[\${got}] missing=[\${got_MISSING}]")
+CMAKE
+expect_ok cmake -S "$work/soft-src" -B "$work/soft-build" -DCMAKE_PREFIX_PATH="$prefix"
+expect_in "- failed"
+expect_in "CMake Warning"
+expect_in "got=[] missing=[nope]"
+
+step "the token is nowhere"
+token=$HF_TOKEN
+! grep -rqF "$token" "$consumer" "$compile_build" "$subdir_build" "$work/offline-build" || fail "the token is in a build tree"
+! grep -qF "$token" "$log" || fail "the token is in the output"
+echo "PASS"

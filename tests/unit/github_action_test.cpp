@@ -1,0 +1,554 @@
+// The GitHub Action (github-action/) under the runner's contract: the binary runs with a clean
+// environment holding only what a runner gives a composite step (INPUT_*, GITHUB_OUTPUT,
+// GITHUB_STEP_SUMMARY, GITHUB_EVENT_NAME/PATH, RUNNER_TEMP) against the local Hub server with the
+// demo's repos, compiling examples/neuron-cache.yaml with the stand-in behind an `optimum-cli`
+// shim. Facts come from the files the runner would read, the Hub's access log and action.yml.
+#include <gtest/gtest.h>
+#include <yaml-cpp/yaml.h>
+
+#include <map>
+#include <nlohmann/json.hpp>
+#include <regex>
+#include <set>
+#include <sstream>
+
+#include "hub_fixture.h"
+#include "test_support.h"
+
+namespace neuron_cache {
+namespace {
+
+using nlohmann::json;
+using testing::contains;
+using testing::HubServer;
+using testing::read_file;
+using testing::TempDir;
+using testing::write_file;
+namespace fs = std::filesystem;
+
+constexpr const char* kToken = "hf_alice_write";
+const std::vector<std::string> kConfigs = {"llama3-8b-chat", "llama3-8b-batch", "llama3-8b-long",
+                                           "qwen2.5-7b-trn2", "mistral-7b-inf2"};
+
+fs::path repo_root() {
+  return fs::path(NEURON_CACHE_TESTS_DIR).parent_path();
+}
+
+std::string quoted(const std::string& text) {
+  std::string out = "'";
+  for (char ch : text) out += ch == '\'' ? std::string("'\\''") : std::string(1, ch);
+  return out + "'";
+}
+
+size_t occurrences(const std::string& text, const std::string& part) {
+  size_t n = 0;
+  for (size_t at = text.find(part); at != std::string::npos; at = text.find(part, at + 1)) ++n;
+  return n;
+}
+
+bool is_commit(const json& e) {
+  return e["method"] == "POST" && contains(e["path"].get<std::string>(), "/commit/");
+}
+
+// GITHUB_OUTPUT as the runner reads it: `name=value` and `name<<DELIM` ... `DELIM`.
+std::vector<std::pair<std::string, std::string>> parse_outputs(const std::string& text) {
+  std::vector<std::pair<std::string, std::string>> out;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) {
+    if (size_t heredoc = line.find("<<"); heredoc != std::string::npos) {
+      std::string name = line.substr(0, heredoc), delimiter = line.substr(heredoc + 2), value;
+      bool closed = false;
+      for (std::string body; std::getline(in, body);) {
+        if (body == delimiter) {
+          closed = true;
+          break;
+        }
+        value += (value.empty() ? "" : "\n") + body;
+      }
+      EXPECT_TRUE(closed) << "unterminated " << name << " in\n" << text;
+      out.emplace_back(name, value);
+    } else if (size_t eq = line.find('='); eq != std::string::npos) {
+      out.emplace_back(line.substr(0, eq), line.substr(eq + 1));
+    } else if (!line.empty()) {
+      ADD_FAILURE() << "not an output line: " << line;
+    }
+  }
+  return out;
+}
+
+// What one run of the action left where the runner looks.
+struct ActionRun {
+  int code = -1;
+  std::string out;  // stdout: workflow commands and the log
+  std::string err;
+  std::string output_file;  // GITHUB_OUTPUT
+  std::map<std::string, std::string> outputs;
+  std::vector<std::string> output_names;  // in order, repeats kept
+  std::string summary;                    // GITHUB_STEP_SUMMARY
+  json report;                            // the file the `report` output names
+  std::string report_text;
+};
+
+class GithubActionTest : public ::testing::Test {
+ protected:
+  GithubActionTest()
+      : server(json::parse(read_file(repo_root() / "examples/demo-hub.json"))),
+        endpoint(server.url()) {
+    fs::create_directories(work / "bin");
+    fs::create_directories(work / "temp");
+    // The demo's compile command is `optimum-cli export neuron ...`; the shim runs the stand-in
+    // instead, records its environment (to prove the token never reaches it) and prints a
+    // workflow command, as a compiler log could, that the action must not obey.
+    write_file(work / "bin/optimum-cli",
+               "#!/bin/sh\nenv > \"$(mktemp " + (work / "child-env-XXXXXX").string() +
+                   ")\"\necho '::error title=injected::from the compile log'\n"
+                   "[ \"$1 $2\" = \"export neuron\" ] && shift 2\nexec " +
+                   std::string(STAND_IN_EXPORT) + " \"$@\"\n");
+    fs::permissions(work / "bin/optimum-cli", fs::perms::owner_all);
+    fs::copy_file(repo_root() / "examples/neuron-cache.yaml", work / "neuron-cache.yaml");
+    write_file(work / "push-event.json", R"({"ref": "refs/heads/main"})");
+  }
+
+  // Runs `program` (a command line; the action binary by default) in the work folder with only
+  // the runner's variables, `inputs` as INPUT_<NAME>, and `env` on top.
+  ActionRun run(const std::map<std::string, std::string>& inputs,
+                std::map<std::string, std::string> env = {},
+                const std::string& program = quoted(NEURON_CACHE_ACTION)) {
+    std::string id = std::to_string(runs_++);
+    fs::path output_file = work / ("output-" + id), summary = work / ("summary-" + id);
+    fs::path err_file = work / ("stderr-" + id);
+    std::map<std::string, std::string> vars = {
+        {"PATH", (work / "bin").string() + ":/usr/bin:/bin"},
+        {"HOME", "/nonexistent-home"},
+        {"HF_HOME", (work / "hf-home").string()},
+        {"HF_ENDPOINT", endpoint},
+        {"NEURON_COMPILE_CACHE_URL", (work / "default-cache").string()},
+        {"NEURON_CACHE_RETRY_BASE_MS", "10"},
+        {"STAND_IN_DELAY", "0"},
+        {"GITHUB_ACTIONS", "true"},
+        {"GITHUB_EVENT_NAME", "push"},
+        {"GITHUB_EVENT_PATH", (work / "push-event.json").string()},
+        {"GITHUB_OUTPUT", output_file.string()},
+        {"GITHUB_STEP_SUMMARY", summary.string()},
+        {"RUNNER_TEMP", (work / "temp").string()}};
+    for (const auto& [name, value] : inputs) vars[input_variable(name)] = value;
+    for (const auto& [name, value] : env) vars[name] = value;
+    std::string command = "cd " + quoted(work.path()) + " && env -i";
+    for (const auto& [name, value] : vars) command += " " + name + "=" + quoted(value);
+    command += " " + program + " 2>" + quoted(err_file);
+    ActionRun result;
+    result.code = testing::run_command(command, &result.out);
+    result.err = fs::exists(err_file) ? read_file(err_file) : "";
+    result.output_file = fs::exists(output_file) ? read_file(output_file) : "";
+    for (const auto& [name, value] : parse_outputs(result.output_file)) {
+      result.outputs[name] = value;
+      result.output_names.push_back(name);
+    }
+    result.summary = fs::exists(summary) ? read_file(summary) : "";
+    if (auto it = result.outputs.find("report"); it != result.outputs.end()) {
+      result.report_text = read_file(it->second);
+      result.report = json::parse(result.report_text);
+    }
+    return result;
+  }
+
+  static std::string input_variable(const std::string& name) {
+    std::string variable = "INPUT_";
+    for (char ch : name) variable += ch == '-' ? '_' : static_cast<char>(std::toupper(ch));
+    return variable;
+  }
+
+  // mode all on main with the write token, compiling into `cache`.
+  ActionRun main_push(const std::string& cache, std::map<std::string, std::string> env = {}) {
+    return run({{"manifest", "neuron-cache.yaml"},
+                {"mode", "all"},
+                {"token", kToken},
+                {"cache-dir", (work / cache).string()}},
+               std::move(env));
+  }
+
+  fs::path event_file(const json& payload) {
+    fs::path path = work / ("event-" + std::to_string(runs_) + ".json");
+    write_file(path, payload.dump());
+    return path;
+  }
+
+  static json pull_request(const json& head_repo, const std::string& base) {
+    return {{"action", "opened"},
+            {"pull_request",
+             {{"number", 7},
+              {"head", {{"ref", "feature"}, {"repo", head_repo}}},
+              {"base", {{"ref", "main"}, {"repo", {{"full_name", base}, {"fork", false}}}}}}}};
+  }
+
+  // Every environment the compile commands ran with, concatenated.
+  std::string child_environments() const {
+    std::string all;
+    for (const auto& entry : fs::directory_iterator(work.path())) {
+      if (entry.path().filename().string().starts_with("child-env-"))
+        all += read_file(entry.path());
+    }
+    return all;
+  }
+
+  static void expect_summary_rows(const std::string& summary, const std::string& outcome) {
+    for (const auto& name : kConfigs) {
+      std::regex row("\\| " + std::regex_replace(name, std::regex("\\."), "\\.") +
+                     " \\| [^|]+ \\| " + outcome + " \\|");
+      EXPECT_TRUE(std::regex_search(summary, row)) << name << " " << outcome << " in\n" << summary;
+    }
+  }
+
+  TempDir work;
+  HubServer server;
+  std::string endpoint;
+
+ private:
+  int runs_ = 0;
+};
+
+// (1) main: compiles the 5 configurations, pushes them in one commit, sets every output, writes
+// the summary table, and the token shows up once, in the mask command, and nowhere else.
+TEST_F(GithubActionTest, MainPushCompilesPushesAndMasksTheToken) {
+  ActionRun r = main_push("cache");
+  ASSERT_EQ(r.code, 0) << r.out << r.err;
+  EXPECT_EQ(r.outputs["cache-hit"], "false");
+  EXPECT_EQ(r.outputs["hits"], "0");
+  EXPECT_EQ(r.outputs["misses"], "5");
+  EXPECT_EQ(r.outputs["compiled"], "5");
+  EXPECT_EQ(json::parse(r.outputs["missing"]), json::array());
+  EXPECT_TRUE(contains(r.output_file, "missing<<")) << "JSON goes in the multi-line form";
+  EXPECT_EQ(r.report["totals"]["compiled"], 5);
+  EXPECT_FALSE(r.report["push"]["commit"].get<std::string>().empty()) << r.report_text;
+  EXPECT_EQ(r.report["action"]["read_only"], false);
+  EXPECT_TRUE(fs::path(r.outputs["report"]).parent_path() == work / "temp");
+  EXPECT_EQ(testing::count_requests(server.access_log(), is_commit), 1u);
+
+  expect_summary_rows(r.summary, "compiled");
+  EXPECT_TRUE(contains(r.out, "::notice title=neuron-cache::5 configurations: 0 hits"));
+  EXPECT_TRUE(contains(r.out, "::group::neuron-cache all: acme/neuron-cache")) << r.out;
+
+  EXPECT_TRUE(r.out.starts_with(std::string("::add-mask::") + kToken + "\n")) << r.out;
+  EXPECT_EQ(occurrences(r.out, kToken), 1u) << r.out;
+  for (const auto& text : {r.err, r.output_file, r.summary, r.report_text, child_environments()})
+    EXPECT_FALSE(contains(text, kToken));
+  // The compile commands ran, and without INPUT_TOKEN or HF_TOKEN.
+  EXPECT_TRUE(contains(child_environments(), "NEURON_COMPILE_CACHE_URL="));
+  EXPECT_FALSE(contains(child_environments(), "INPUT_TOKEN"));
+}
+
+// (2) a second machine (empty cache) after main's run: everything comes from the Hub.
+TEST_F(GithubActionTest, SecondRunIsACacheHit) {
+  ASSERT_EQ(main_push("cache").code, 0);
+  server.clear_log();
+  ActionRun r = main_push("second-machine");
+  ASSERT_EQ(r.code, 0) << r.out << r.err;
+  EXPECT_EQ(r.outputs["cache-hit"], "true");
+  EXPECT_EQ(r.outputs["hits"], "5");
+  EXPECT_EQ(r.outputs["misses"], "0");
+  EXPECT_EQ(r.outputs["compiled"], "0");
+  EXPECT_EQ(json::parse(r.outputs["missing"]), json::array());
+  EXPECT_EQ(r.report["totals"]["hub_hits"], 5);
+  expect_summary_rows(r.summary, "fetched from the Hub");
+  EXPECT_EQ(testing::count_requests(server.access_log(), is_commit), 0u);
+  EXPECT_TRUE(child_environments().size() > 0);  // only the first run's compiles
+
+  ActionRun again = main_push("second-machine");  // and the same machine again: all local
+  ASSERT_EQ(again.code, 0) << again.out;
+  EXPECT_EQ(again.outputs["cache-hit"], "true");
+  EXPECT_EQ(again.report["totals"]["local"], 5);
+}
+
+// (3) a pull request from a fork, even given a write token: read-only, compiles locally, says so.
+TEST_F(GithubActionTest, ForkPullRequestNeverWritesToTheHub) {
+  json payload = pull_request({{"full_name", "mallory/neuron-app"}, {"fork", true}}, "acme/app");
+  ActionRun r = run(
+      {{"manifest", "neuron-cache.yaml"},
+       {"mode", "all"},
+       {"token", kToken},
+       {"cache-dir", (work / "cache").string()}},
+      {{"GITHUB_EVENT_NAME", "pull_request"}, {"GITHUB_EVENT_PATH", event_file(payload).string()}});
+  ASSERT_EQ(r.code, 0) << r.out << r.err;
+  EXPECT_EQ(r.outputs["compiled"], "5");
+  EXPECT_EQ(json::parse(r.outputs["missing"]), json::array());
+  EXPECT_EQ(r.report["action"]["read_only"], true);
+  EXPECT_FALSE(r.report["push"]["attempted"].get<bool>());
+  json log = server.access_log();
+  EXPECT_EQ(testing::count_requests(log, is_commit), 0u);
+  EXPECT_EQ(testing::count_requests(log,
+                                    [](const json& e) {
+                                      std::string path = e["path"];
+                                      return contains(path, "preupload") ||
+                                             contains(path, "/info/lfs/");
+                                    }),
+            0u);
+  EXPECT_TRUE(std::regex_search(
+      r.out, std::regex("::notice title=neuron-cache::pushes are disabled for pull requests "
+                        "from forks[^\n]*mallory/neuron-app")))
+      << r.out;
+  EXPECT_TRUE(contains(r.summary, "read-only")) << r.summary;
+}
+
+// read-only: auto follows the event; explicit values win; an unreadable pull request payload
+// counts as a fork's (plan mode: each run is a handful of requests).
+TEST_F(GithubActionTest, ReadOnlyAutoFollowsTheEvent) {
+  auto read_only = [&](const std::string& event, const json& payload,
+                       const std::string& value = "auto") {
+    fs::path path = payload.is_null() ? work / "missing-event.json" : event_file(payload);
+    ActionRun r = run({{"manifest", "neuron-cache.yaml"}, {"mode", "plan"}, {"read-only", value}},
+                      {{"GITHUB_EVENT_NAME", event}, {"GITHUB_EVENT_PATH", path.string()}});
+    EXPECT_EQ(r.code, 0) << r.out;
+    return r.report["action"]["read_only"] == true;
+  };
+  json same_repo = {{"full_name", "acme/app"}, {"fork", false}};
+  EXPECT_FALSE(read_only("push", {{"ref", "refs/heads/main"}}));
+  EXPECT_FALSE(read_only("pull_request", pull_request(same_repo, "acme/app")));
+  // A base repository that is itself a fork: its own branches are not a fork's.
+  EXPECT_FALSE(read_only("pull_request",
+                         pull_request({{"full_name", "acme/app"}, {"fork", true}}, "acme/app")));
+  EXPECT_TRUE(read_only("pull_request", pull_request({{"full_name", "eve/app"}}, "acme/app")));
+  EXPECT_TRUE(
+      read_only("pull_request_target", pull_request({{"full_name", "eve/app"}}, "acme/app")));
+  EXPECT_TRUE(read_only("pull_request", pull_request(nullptr, "acme/app")));  // fork deleted
+  EXPECT_TRUE(read_only("pull_request", nullptr));                            // no payload
+  EXPECT_TRUE(read_only("push", {{"ref", "refs/heads/main"}}, "true"));
+  EXPECT_FALSE(
+      read_only("pull_request", pull_request({{"full_name", "eve/app"}}, "acme/app"), "FALSE"));
+}
+
+// (4) a failing compile: exit 1, its log tail folded (with workflow commands in it disabled), a
+// warning, the other configurations still compiled and pushed.
+TEST_F(GithubActionTest, FailedCompileExitsOneWithTheLogFolded) {
+  ActionRun r = main_push("cache", {{"STAND_IN_FAIL", "sequence_length=8192"}});
+  EXPECT_EQ(r.code, 1) << r.out << r.err;
+  EXPECT_EQ(r.outputs["compiled"], "4");
+  EXPECT_EQ(r.outputs["cache-hit"], "false");
+  EXPECT_EQ(json::parse(r.outputs["missing"]), json::array({"llama3-8b-long"}));
+  EXPECT_EQ(r.report["totals"]["failed"], 1);
+
+  size_t group = r.out.find("::group::compile llama3-8b-long\n");
+  ASSERT_NE(group, std::string::npos) << r.out;
+  size_t end = r.out.find("::endgroup::", group);
+  ASSERT_NE(end, std::string::npos);
+  std::string folded = r.out.substr(group, end - group);
+  EXPECT_TRUE(contains(folded, "terminated abnormally (stand-in failure)")) << folded;
+  std::smatch stop;
+  ASSERT_TRUE(std::regex_search(folded, stop, std::regex("::stop-commands::(\\w+)\n"))) << folded;
+  size_t injected = folded.find("::error title=injected::");
+  ASSERT_NE(injected, std::string::npos) << folded;
+  EXPECT_GT(injected, folded.find("::stop-commands::"));
+  EXPECT_LT(injected, folded.find("::" + stop[1].str() + "::"));
+  EXPECT_TRUE(contains(r.out,
+                       "::warning title=neuron-cache::compile of llama3-8b-long failed: "
+                       "the compile command exited with status 70"))
+      << r.out;
+  expect_summary_rows(r.summary, "(compiled|compile FAILED)");
+  EXPECT_EQ(testing::count_requests(server.access_log(), is_commit), 1u);  // the 4 others
+}
+
+// (5) bad inputs: exit 2 with an ::error command, before any Hub request; the token is masked
+// even then.
+TEST_F(GithubActionTest, BadInputsExitTwo) {
+  struct Case {
+    std::map<std::string, std::string> inputs;
+    std::string message;
+  };
+  std::vector<Case> cases = {
+      {{{"manifest", "neuron-cache.yaml"}, {"mode", "bogus"}}, "input mode must be"},
+      {{{"token", kToken}}, "input manifest is required"},
+      {{{"manifest", "nowhere.yaml"}}, "input manifest: no file nowhere.yaml"},
+      {{{"manifest", "neuron-cache.yaml"}, {"jobs", "0"}}, "input jobs must be"},
+      {{{"manifest", "neuron-cache.yaml"}, {"strict", "maybe"}}, "input strict must be"},
+      {{{"manifest", "neuron-cache.yaml"}, {"read-only", "sometimes"}}, "input read-only must"},
+  };
+  for (const auto& c : cases) {
+    ActionRun r = run(c.inputs);
+    EXPECT_EQ(r.code, 2) << r.out;
+    EXPECT_TRUE(contains(r.out, "::error title=neuron-cache::" + c.message)) << r.out;
+    EXPECT_TRUE(r.output_file.empty());
+  }
+  EXPECT_EQ(server.access_log().size(), 0u);
+  ActionRun masked = run({{"token", kToken}});
+  EXPECT_TRUE(masked.out.starts_with(std::string("::add-mask::") + kToken + "\n"));
+  EXPECT_EQ(occurrences(masked.out, kToken), 1u);
+
+  ActionRun unknown = run({{"manifest", "neuron-cache.yaml"}, {"configs", "llama3-8b-chat, nope"}});
+  EXPECT_EQ(unknown.code, 2) << unknown.out;
+  EXPECT_TRUE(contains(unknown.out, "::error title=neuron-cache::no configuration named"));
+}
+
+// A cache problem (here: the cache repo does not exist) is a warning and the run goes on; with
+// strict it fails the step.
+TEST_F(GithubActionTest, CacheProblemWarnsOrFailsWhenStrict) {
+  std::map<std::string, std::string> inputs = {
+      {"manifest", "neuron-cache.yaml"}, {"mode", "plan"}, {"cache-repo", "acme/no-such-cache"}};
+  ActionRun lenient = run(inputs);
+  EXPECT_EQ(lenient.code, 0) << lenient.out;
+  EXPECT_TRUE(
+      contains(lenient.out, "::warning title=neuron-cache::the Hub cache could not be read"))
+      << lenient.out;
+  EXPECT_EQ(lenient.outputs["misses"], "5");
+
+  inputs["strict"] = "true";
+  ActionRun strict = run(inputs);
+  EXPECT_EQ(strict.code, 1) << strict.out;
+  EXPECT_TRUE(contains(strict.out, "::error title=neuron-cache::the Hub cache could not be read"))
+      << strict.out;
+  EXPECT_TRUE(strict.output_file.empty());
+}
+
+// `configs` takes names separated by newlines or commas.
+TEST_F(GithubActionTest, ConfigsSelectsConfigurations) {
+  ActionRun r = run({{"manifest", "neuron-cache.yaml"},
+                     {"mode", "plan"},
+                     {"configs", "llama3-8b-chat,\n  mistral-7b-inf2\n"}});
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_EQ(r.outputs["misses"], "2");
+  EXPECT_EQ(json::parse(r.outputs["missing"]), json::array({"llama3-8b-chat", "mistral-7b-inf2"}));
+}
+
+// The composite action as the runner executes it: each step's `run` under bash with its `env:`
+// evaluated (inputs given or their defaults, the build step's output).
+class CompositeAction {
+ public:
+  explicit CompositeAction(const fs::path& file) : yaml_(YAML::LoadFile(file.string())) {}
+  const YAML::Node& yaml() const { return yaml_; }
+  YAML::Node step(const std::string& id) const {
+    for (const auto& s : yaml_["runs"]["steps"]) {
+      if (s["id"] && s["id"].as<std::string>() == id) return s;
+    }
+    return {};
+  }
+  // ${{ inputs.X }} and ${{ steps.build.outputs.path }} replaced by their values.
+  std::string evaluate(const std::string& expression,
+                       const std::map<std::string, std::string>& inputs,
+                       const std::string& built) const {
+    std::smatch m;
+    if (std::regex_match(expression, m, std::regex(R"(\$\{\{ inputs\.([\w-]+) \}\})"))) {
+      auto given = inputs.find(m[1]);
+      if (given != inputs.end()) return given->second;
+      YAML::Node declared = yaml_["inputs"][m[1].str()];
+      return declared["default"] ? declared["default"].as<std::string>() : "";
+    }
+    if (expression == "${{ steps.build.outputs.path }}") return built;
+    return expression;
+  }
+
+ private:
+  YAML::Node yaml_;
+};
+
+// (6) action.yml: composite; every input used, and mapped to the INPUT_ variable the binary reads;
+// every output is the run step's, and the binary writes exactly those; the steps run as written.
+TEST_F(GithubActionTest, ActionYmlMapsEveryInputAndOutput) {
+  CompositeAction action(repo_root() / "github-action/action.yml");
+  const YAML::Node& yaml = action.yaml();
+  ASSERT_EQ(yaml["runs"]["using"].as<std::string>(), "composite");
+  ASSERT_TRUE(yaml["inputs"]["manifest"]["required"].as<bool>());
+
+  std::string listed;
+  ASSERT_EQ(testing::run_command(std::string(NEURON_CACHE_ACTION) + " --list-inputs", &listed), 0);
+  std::set<std::string> read_by_binary;
+  std::istringstream lines(listed);
+  for (std::string name; std::getline(lines, name);) read_by_binary.insert(name);
+
+  std::string steps_text;
+  for (const auto& s : yaml["runs"]["steps"]) {
+    EXPECT_EQ(s["shell"].as<std::string>(), "bash");
+    steps_text += YAML::Dump(s) + "\n";
+  }
+  std::set<std::string> declared;
+  for (const auto& input : yaml["inputs"]) {
+    std::string name = input.first.as<std::string>();
+    declared.insert(name);
+    EXPECT_TRUE(input.second["description"]) << name;
+    EXPECT_TRUE(contains(steps_text, "${{ inputs." + name + " }}")) << name << " is never used";
+  }
+  std::set<std::string> expected = read_by_binary;
+  expected.insert("binary");  // the build step's own
+  EXPECT_EQ(declared, expected);
+
+  YAML::Node run_step = action.step("run");
+  ASSERT_TRUE(run_step);
+  std::set<std::string> mapped;
+  for (const auto& variable : run_step["env"]) {
+    std::string name = variable.first.as<std::string>();
+    if (!name.starts_with("INPUT_")) continue;
+    mapped.insert(name);
+  }
+  std::set<std::string> wanted;
+  for (const auto& name : read_by_binary) {
+    wanted.insert(input_variable(name));
+    YAML::Node value = run_step["env"][input_variable(name)];
+    EXPECT_TRUE(value && value.as<std::string>() == "${{ inputs." + name + " }}")
+        << input_variable(name) << " must be ${{ inputs." << name << " }}";
+  }
+  EXPECT_EQ(mapped, wanted);
+
+  std::set<std::string> outputs;
+  for (const auto& output : yaml["outputs"]) {
+    std::string name = output.first.as<std::string>();
+    outputs.insert(name);
+    EXPECT_TRUE(output.second["description"]) << name;
+    EXPECT_EQ(output.second["value"].as<std::string>(), "${{ steps.run.outputs." + name + " }}");
+  }
+
+  // The build step with `binary` given, then the run step, as the runner would run them.
+  std::map<std::string, std::string> inputs = {
+      {"manifest", "neuron-cache.yaml"}, {"mode", "plan"}, {"binary", NEURON_CACHE_ACTION}};
+  std::map<std::string, std::string> built;
+  for (const char* id : {"build", "run"}) {
+    YAML::Node s = action.step(id);
+    ASSERT_TRUE(s) << id;
+    fs::path script = work / (std::string(id) + ".sh");
+    write_file(script, s["run"].as<std::string>());
+    ASSERT_EQ(testing::run_command("bash -n " + quoted(script.string())), 0) << id;
+    std::map<std::string, std::string> env;
+    for (const auto& variable : s["env"]) {
+      env[variable.first.as<std::string>()] =
+          action.evaluate(variable.second.as<std::string>(), inputs, built["path"]);
+    }
+    ActionRun r = run({}, env, "/bin/bash --noprofile --norc -eo pipefail " + quoted(script));
+    ASSERT_EQ(r.code, 0) << id << "\n" << r.out << r.err;
+    if (std::string(id) == "build") {
+      built = r.outputs;
+      EXPECT_EQ(built["path"], NEURON_CACHE_ACTION);
+      continue;
+    }
+    // Every output once, and no other.
+    std::set<std::string> written(r.output_names.begin(), r.output_names.end());
+    EXPECT_EQ(written, outputs);
+    EXPECT_EQ(written.size(), r.output_names.size());
+    EXPECT_EQ(r.report["action"]["mode"], "plan");
+    EXPECT_EQ(r.report["action"]["strict"], false);  // the defaults were accepted
+  }
+}
+
+// The example workflow parses, runs the action read-only on pull requests (no token for forks)
+// and compiles and pushes on main with HF_TOKEN, with inputs the action declares.
+TEST_F(GithubActionTest, ExampleWorkflowUsesTheAction) {
+  YAML::Node action = YAML::LoadFile((repo_root() / "github-action/action.yml").string());
+  YAML::Node workflow = YAML::LoadFile((repo_root() / "examples/github/neuron-cache.yml").string());
+  ASSERT_TRUE(workflow["on"]["pull_request"]);
+  EXPECT_EQ(workflow["on"]["push"]["branches"][0].as<std::string>(), "main");
+  std::map<std::string, YAML::Node> by_mode;
+  for (const auto& job : workflow["jobs"]) {
+    for (const auto& s : job.second["steps"]) {
+      if (!s["uses"] || !contains(s["uses"].as<std::string>(), "github-action")) continue;
+      for (const auto& with : s["with"])
+        EXPECT_TRUE(action["inputs"][with.first.as<std::string>()]) << with.first.as<std::string>();
+      by_mode.emplace(s["with"]["mode"].as<std::string>(), static_cast<const YAML::Node&>(s));
+    }
+  }
+  ASSERT_TRUE(by_mode.count("prefetch"));
+  ASSERT_TRUE(by_mode.count("all"));
+  YAML::Node pr = by_mode["prefetch"], main = by_mode["all"];
+  EXPECT_TRUE(contains(pr["if"].as<std::string>(), "pull_request"));
+  EXPECT_FALSE(pr["with"]["read-only"]) << "auto (the default) is what makes forks read-only";
+  EXPECT_TRUE(contains(pr["with"]["token"].as<std::string>(), "head.repo.full_name"));
+  EXPECT_TRUE(contains(main["if"].as<std::string>(), "push"));
+  EXPECT_EQ(main["with"]["token"].as<std::string>(), "${{ secrets.HF_TOKEN }}");
+}
+
+}  // namespace
+}  // namespace neuron_cache
