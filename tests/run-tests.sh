@@ -3,7 +3,7 @@
 # SANITIZE=1 builds with AddressSanitizer and UBSan instead (in build-asan/).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
-bash "$root/.ci/install-deps"
+bash "$root/.ci/install-deps" --tests
 
 build="$root/build"
 options=(-DCMAKE_BUILD_TYPE=RelWithDebInfo -DNEURON_CACHE_WERROR=ON)
