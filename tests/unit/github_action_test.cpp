@@ -8,7 +8,6 @@
 
 #include <map>
 #include <nlohmann/json.hpp>
-#include <regex>
 #include <set>
 #include <sstream>
 
@@ -191,11 +190,25 @@ class GithubActionTest : public ::testing::Test {
     return all;
   }
 
-  static void expect_summary_rows(const std::string& summary, const std::string& outcome) {
+  // The Outcome cell of a configuration's row in the summary table ("| name | model | outcome |").
+  static std::string outcome_cell(const std::string& summary, const std::string& name) {
+    size_t row = summary.find("\n| " + name + " | ");
+    if (row == std::string::npos) return "";
+    size_t model = summary.find(" | ", row + 1);
+    size_t outcome = summary.find(" | ", model + 3);
+    size_t end = summary.find(" |", outcome + 3);
+    if (outcome == std::string::npos || end == std::string::npos) return "";
+    return summary.substr(outcome + 3, end - outcome - 3);
+  }
+
+  // No std::regex here: GCC 12 with ASan warns falsely inside <regex>.
+  static void expect_summary_rows(const std::string& summary,
+                                  const std::vector<std::string>& outcomes) {
     for (const auto& name : kConfigs) {
-      std::regex row("\\| " + std::regex_replace(name, std::regex("\\."), "\\.") +
-                     " \\| [^|]+ \\| " + outcome + " \\|");
-      EXPECT_TRUE(std::regex_search(summary, row)) << name << " " << outcome << " in\n" << summary;
+      std::string cell = outcome_cell(summary, name);
+      EXPECT_NE(std::find(outcomes.begin(), outcomes.end(), cell), outcomes.end())
+          << name << " has outcome \"" << cell << "\" in\n"
+          << summary;
     }
   }
 
@@ -224,7 +237,7 @@ TEST_F(GithubActionTest, MainPushCompilesPushesAndMasksTheToken) {
   EXPECT_TRUE(fs::path(r.outputs["report"]).parent_path() == work / "temp");
   EXPECT_EQ(testing::count_requests(server.access_log(), is_commit), 1u);
 
-  expect_summary_rows(r.summary, "compiled");
+  expect_summary_rows(r.summary, {"compiled"});
   EXPECT_TRUE(contains(r.out, "::notice title=neuron-cache::5 configurations: 0 hits"));
   EXPECT_TRUE(contains(r.out, "::group::neuron-cache all: acme/neuron-cache")) << r.out;
 
@@ -249,7 +262,7 @@ TEST_F(GithubActionTest, SecondRunIsACacheHit) {
   EXPECT_EQ(r.outputs["compiled"], "0");
   EXPECT_EQ(json::parse(r.outputs["missing"]), json::array());
   EXPECT_EQ(r.report["totals"]["hub_hits"], 5);
-  expect_summary_rows(r.summary, "fetched from the Hub");
+  expect_summary_rows(r.summary, {"fetched from the Hub"});
   EXPECT_EQ(testing::count_requests(server.access_log(), is_commit), 0u);
   EXPECT_TRUE(child_environments().size() > 0);  // only the first run's compiles
 
@@ -282,9 +295,11 @@ TEST_F(GithubActionTest, ForkPullRequestNeverWritesToTheHub) {
                                              contains(path, "/info/lfs/");
                                     }),
             0u);
-  EXPECT_TRUE(std::regex_search(
-      r.out, std::regex("::notice title=neuron-cache::pushes are disabled for pull requests "
-                        "from forks[^\n]*mallory/neuron-app")))
+  size_t notice =
+      r.out.find("::notice title=neuron-cache::pushes are disabled for pull requests from forks");
+  ASSERT_NE(notice, std::string::npos) << r.out;
+  EXPECT_TRUE(
+      contains(r.out.substr(notice, r.out.find('\n', notice) - notice), "mallory/neuron-app"))
       << r.out;
   EXPECT_TRUE(contains(r.summary, "read-only")) << r.summary;
 }
@@ -332,17 +347,20 @@ TEST_F(GithubActionTest, FailedCompileExitsOneWithTheLogFolded) {
   ASSERT_NE(end, std::string::npos);
   std::string folded = r.out.substr(group, end - group);
   EXPECT_TRUE(contains(folded, "terminated abnormally (stand-in failure)")) << folded;
-  std::smatch stop;
-  ASSERT_TRUE(std::regex_search(folded, stop, std::regex("::stop-commands::(\\w+)\n"))) << folded;
+  size_t stop = folded.find("::stop-commands::");
+  ASSERT_NE(stop, std::string::npos) << folded;
+  size_t token_start = stop + std::string("::stop-commands::").size();
+  std::string token = folded.substr(token_start, folded.find('\n', token_start) - token_start);
+  ASSERT_FALSE(token.empty()) << folded;
   size_t injected = folded.find("::error title=injected::");
   ASSERT_NE(injected, std::string::npos) << folded;
-  EXPECT_GT(injected, folded.find("::stop-commands::"));
-  EXPECT_LT(injected, folded.find("::" + stop[1].str() + "::"));
+  EXPECT_GT(injected, stop);
+  EXPECT_LT(injected, folded.find("::" + token + "::"));
   EXPECT_TRUE(contains(r.out,
                        "::warning title=neuron-cache::compile of llama3-8b-long failed: "
                        "the compile command exited with status 70"))
       << r.out;
-  expect_summary_rows(r.summary, "(compiled|compile FAILED)");
+  expect_summary_rows(r.summary, {"compiled", "compile FAILED"});
   EXPECT_EQ(testing::count_requests(server.access_log(), is_commit), 1u);  // the 4 others
 }
 
@@ -423,11 +441,13 @@ class CompositeAction {
   std::string evaluate(const std::string& expression,
                        const std::map<std::string, std::string>& inputs,
                        const std::string& built) const {
-    std::smatch m;
-    if (std::regex_match(expression, m, std::regex(R"(\$\{\{ inputs\.([\w-]+) \}\})"))) {
-      auto given = inputs.find(m[1]);
+    const std::string prefix = "${{ inputs.", suffix = " }}";
+    if (expression.starts_with(prefix) && expression.ends_with(suffix)) {
+      std::string name =
+          expression.substr(prefix.size(), expression.size() - prefix.size() - suffix.size());
+      auto given = inputs.find(name);
       if (given != inputs.end()) return given->second;
-      YAML::Node declared = yaml_["inputs"][m[1].str()];
+      YAML::Node declared = yaml_["inputs"][name];
       return declared["default"] ? declared["default"].as<std::string>() : "";
     }
     if (expression == "${{ steps.build.outputs.path }}") return built;
