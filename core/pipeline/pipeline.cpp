@@ -144,7 +144,8 @@ plan::Plan Pipeline::make_plan() {
     hub_problem = "offline: the Hub was not asked";
   } else {
     try {
-      remote_ = std::make_unique<remote::RemoteIndex>(remote::RemoteIndex::open(*client_, repo_));
+      remote_ = std::make_unique<remote::RemoteIndex>(
+          remote::RemoteIndex::open(*client_, repo_, root_ / std::string(ai::kLocalDir) / "hub"));
     } catch (const Error& error) {
       hub_problem = std::string("the Hub cache could not be read: ") + error.what();
       cache_problem(hub_problem, "every configuration not complete locally will be compiled");

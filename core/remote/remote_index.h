@@ -3,6 +3,7 @@
 // listing of neuron-cache-index/, then one download per compiler version actually needed.
 #pragma once
 
+#include <filesystem>
 #include <map>
 #include <optional>
 #include <string>
@@ -15,8 +16,11 @@ namespace neuron_cache::remote {
 
 class RemoteIndex {
  public:
-  // Reads the head commit and lists the index folder; everything later reads that commit.
-  static RemoteIndex open(hub::HubClient& client, const std::string& repo);
+  // Reads the head commit and lists the index folder; everything later reads that commit. With
+  // `copies`, index files are kept there by their Hub oid (verified when read back), so an index
+  // that did not change since the last run is not downloaded again.
+  static RemoteIndex open(hub::HubClient& client, const std::string& repo,
+                          std::filesystem::path copies = {});
 
   const std::string& repo() const { return repo_; }
   const std::string& revision() const { return revision_; }
@@ -31,10 +35,13 @@ class RemoteIndex {
  private:
   RemoteIndex(hub::HubClient& client, std::string repo)
       : client_(&client), repo_(std::move(repo)) {}
+  std::optional<std::string> read_copy(const std::string& compiler_version) const;
+  void keep_copy(const std::string& compiler_version, const std::string& text) const;
 
   hub::HubClient* client_;
   std::string repo_;
   std::string revision_;
+  std::filesystem::path copies_;
   std::map<std::string, hub::RemoteEntry> files_;  // by compiler version
   std::map<std::string, artifact_index::IndexFile> loaded_;
   std::vector<std::string> problems_;

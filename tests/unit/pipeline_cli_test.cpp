@@ -396,13 +396,28 @@ TEST_F(PipelineCliTest, PlanRequestsDoNotGrowWithConfigurations) {
     ManifestSpec base = pin ? pinned : ManifestSpec{};
     fs::path ten = write_manifest(grid(base, 1), "ten.yaml");
     fs::path thousand = write_manifest(grid(base, 100), "thousand.yaml");
-    fs::path fresh = work / "fresh-cache";  // not the seeding cache: hits are on the Hub only
+    // Not the seeding cache (hits are on the Hub only), and one each: a cache keeps a copy of
+    // the Hub's index file, checked below.
+    fs::path fresh10 = work / (pin ? "fresh-10-pinned" : "fresh-10");
+    fs::path fresh1000 = work / (pin ? "fresh-1000-pinned" : "fresh-1000");
     server.clear_log();
-    json plan10 = plan_json(ten, "", fresh);
+    json plan10 = plan_json(ten, "", fresh10);
     size_t requests10 = server.access_log().size();
     server.clear_log();
-    json plan1000 = plan_json(thousand, "", fresh);
+    json plan1000 = plan_json(thousand, "", fresh1000);
     size_t requests1000 = server.access_log().size();
+    // Again in the same cache: the index did not change, so it is not downloaded again.
+    server.clear_log();
+    json again = plan_json(thousand, "", fresh1000);
+    json again_log = server.access_log();
+    EXPECT_EQ(again_log.size(), requests1000 - 1);
+    EXPECT_EQ(testing::count_requests(again_log,
+                                      [](const json& e) {
+                                        return contains(e.value("path", ""),
+                                                        "neuron-cache-index/neuronxcc");
+                                      }),
+              0u);
+    EXPECT_EQ(again["hub"], 2);
     ASSERT_FALSE(plan10.is_null());
     ASSERT_FALSE(plan1000.is_null());
     EXPECT_EQ(requests10, requests1000) << "requests must not grow with configurations";
