@@ -69,6 +69,13 @@ ai::Entry make_entry(const plan::Target& target, const LocalIndex& index,
   return entry;
 }
 
+// NEURON_CACHE_SEED=0: the staging cache starts empty, so every run compiles all it needs
+// itself. Slower but needs neither hard links nor inotify (what happens anyway when inotify
+// cannot watch the seeded entries).
+bool seeding_enabled() {
+  return Environment::from_process().get("NEURON_CACHE_SEED").value_or("1") != "0";
+}
+
 }  // namespace
 
 CompileOutcome Pipeline::compile_one(const plan::Target& target) {
@@ -83,7 +90,7 @@ CompileOutcome Pipeline::compile_one(const plan::Target& target) {
   fs::path output_dir = fs::absolute(options_.output_dir);
   fs::create_directories(output_dir);
   compile::CaptureCache capture(root_, c.name, trusted_roots());
-  capture.seed();
+  if (seeding_enabled()) capture.seed();
   compile::CommandRun run;
   // {revision} is the commit the key was made for, not a branch that may have moved since.
   manifest::Configuration pinned = c;
@@ -187,7 +194,7 @@ WrappedRun Pipeline::run_wrapped(const plan::Target* target, const std::vector<s
   fs::path output_dir = fs::absolute(options_.output_dir);
   fs::create_directories(output_dir);
   compile::CaptureCache capture(root_, label, trusted_roots());
-  capture.seed();
+  if (seeding_enabled()) capture.seed();
   compile::CommandRun run;
   run.argv = argv;
   run.set_env["NEURON_COMPILE_CACHE_URL"] = capture.dir().string();

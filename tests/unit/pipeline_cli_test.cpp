@@ -836,6 +836,34 @@ TEST_F(PipelineCliTest, CompileJobsInParallel) {
   EXPECT_EQ(call["compiled"], json::array({context_module(longer)})) << call;
 }
 
+TEST_F(PipelineCliTest, WithoutSeedingEachCompileBuildsAndRecordsAllItNeeds) {
+  // What also happens when inotify cannot watch the seeded entries: nothing is reused, so each
+  // run compiles every graph itself, and each entry still lists exactly its own modules.
+  ManifestSpec spec;
+  spec.confs = {{"b1-s128", 1, 128}, {"b1-s256", 1, 256}};
+  fs::path manifest = write_manifest(spec);
+  ToolResult first = tool("compile --json " + quoted(manifest) + " --config b1-s128 --output-dir " +
+                          quoted(work / "out"));
+  ASSERT_EQ(first.code, 0) << first.all();
+  ToolResult second = tool("compile --json " + quoted(manifest) +
+                               " --config b1-s256 --output-dir " + quoted(work / "out"),
+                           "NEURON_CACHE_SEED=0");
+  ASSERT_EQ(second.code, 0) << second.all();
+  json row = json::parse(second.out)["configurations"][0];
+  EXPECT_EQ(row["compile"]["modules_used"], 0) << row;
+  EXPECT_EQ(row["compile"]["modules_produced"], 2) << row;
+  std::ifstream log(call_log);
+  std::string line, last;
+  while (std::getline(log, line)) last = line;
+  json call = json::parse(last);
+  EXPECT_EQ(call["hits"], json::array()) << "the shared token graph was compiled again: " << call;
+  EXPECT_EQ(module_names(local_entry(cache, row["key"])),
+            (std::set<std::string>{context_module(spec.confs[1]), token_module(spec.confs[1])}));
+  for (const auto& module : local_entry(cache, row["key"])["modules"]) {
+    EXPECT_TRUE(module_complete(cache, module)) << module["name"];
+  }
+}
+
 TEST_F(PipelineCliTest, HostileIndexIsRejected) {
   const std::string sha = model_sha(kLlama);
   ManifestSpec spec;
