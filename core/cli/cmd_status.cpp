@@ -7,6 +7,7 @@
 #include "cli/output.h"
 #include "store/cache_tree.h"
 #include "store/cleanup.h"
+#include "store/local_index.h"
 
 namespace neuron_cache::cli {
 namespace {
@@ -23,11 +24,30 @@ struct Totals {
   uint64_t total_bytes = 0;
   uint64_t old_version_bytes = 0;
   int registry_entries = 0;
+  int configurations = 0;           // recorded in the local artifact index
+  int complete_configurations = 0;  // ... whose MODULE_ folders are all complete
 };
 
-Totals tally(const CacheTree& tree) {
+// Configurations neuron-cache recorded for one compiler folder, and how many are complete.
+std::pair<int, int> count_configurations(const LocalCache& cache, const CompilerDir& compiler) {
+  LocalIndex index(cache);
+  int recorded = 0, complete = 0;
+  for (const auto& [key, entry] : index.entries(compiler.version, nullptr)) {
+    ++recorded;
+    bool all = std::all_of(entry.modules.begin(), entry.modules.end(), [&](const auto& module) {
+      return index.module_complete(compiler.name, module);
+    });
+    complete += all ? 1 : 0;
+  }
+  return {recorded, complete};
+}
+
+Totals tally(const LocalCache& cache, const CacheTree& tree) {
   Totals totals;
   for (const auto& compiler : tree.compilers) {
+    auto [recorded, complete] = count_configurations(cache, compiler);
+    totals.configurations += recorded;
+    totals.complete_configurations += complete;
     for (const auto& module : compiler.modules) {
       Tally& t = totals.by_state[static_cast<size_t>(module.state)];
       ++t.count;
@@ -78,6 +98,8 @@ nlohmann::json to_json(const CacheTree& tree, const Totals& totals) {
           {"old_version_size_bytes", totals.old_version_bytes},
           {"entries_by_state", state_counts(totals.by_state)},
           {"registry_entries", totals.registry_entries},
+          {"configurations",
+           {{"recorded", totals.configurations}, {"complete", totals.complete_configurations}}},
           {"compiler_versions", compilers},
           {"entries", entries},
           {"skipped", tree.skipped}};
@@ -106,6 +128,8 @@ void print_text(const CacheTree& tree, const Totals& totals) {
               << ")\n";
   }
   std::cout << "\nRegistry entries: " << totals.registry_entries << "\n";
+  std::cout << "Configurations recorded by neuron-cache: " << totals.configurations << " ("
+            << totals.complete_configurations << " complete)\n";
   if (totals.old_version_bytes > 0) {
     std::cout << "\nOld compiler version data: " << format_size(totals.old_version_bytes) << "\n";
   }
@@ -116,7 +140,7 @@ void status(Context& context, bool json) {
   const Settings& settings = context.settings();
   LocalCache cache(settings.local_cache_root(), {settings.hf_hub_cache.value});
   CacheTree tree = cache.scan(settings.compiler_version.value);
-  Totals totals = tally(tree);
+  Totals totals = tally(cache, tree);
   if (json) {
     print_json(to_json(tree, totals));
   } else {

@@ -862,6 +862,13 @@ TEST_F(PipelineCliTest, WithoutSeedingEachCompileBuildsAndRecordsAllItNeeds) {
   for (const auto& module : local_entry(cache, row["key"])["modules"]) {
     EXPECT_TRUE(module_complete(cache, module)) << module["name"];
   }
+  // status counts what the index recorded, and what of it is complete.
+  ToolResult status = tool("status --json");
+  ASSERT_EQ(status.code, 0) << status.all();
+  EXPECT_EQ(json::parse(status.out)["configurations"], json({{"recorded", 2}, {"complete", 2}}));
+  fs::remove(cache / kCompiler / context_module(spec.confs[1]) / "model.done");
+  EXPECT_EQ(json::parse(tool("status --json").out)["configurations"],
+            json({{"recorded", 2}, {"complete", 1}}));
 }
 
 TEST_F(PipelineCliTest, HostileIndexIsRejected) {
