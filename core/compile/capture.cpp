@@ -548,8 +548,11 @@ size_t remove_abandoned_work(const fs::path& cache_root) {
   if (!area) return 0;
   size_t removed = 0;
   for (const auto& item : area->list()) {
+    // Held until the folder is gone: a constructor that made it a moment ago and has not locked
+    // it yet must not lock it between our check and the removal, and then believe it owns it.
+    std::optional<SafeDir> dir;
     if (item.type == NodeType::Directory) {
-      std::optional<SafeDir> dir = area->open_subdir(item.name);
+      dir = area->open_subdir(item.name);
       if (dir && flock(dir->fd(), LOCK_EX | LOCK_NB) != 0) continue;  // its owner is alive
     }
     area->remove_tree(item.name);
