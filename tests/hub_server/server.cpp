@@ -463,15 +463,16 @@ void Server::route_admin(Call& call) {
   const auto& s = call.segments;
   const std::string& method = call.req.method;
   std::string what = s.size() == 2 ? s[1] : "";
-  if (what == "log" && method == "GET") {
+  if (what == "log") {
     // A request is logged after its body is written, which can be just after its client has
-    // read the response: let requests in flight finish so a test sees what it just did.
+    // read the response: let requests in flight finish, so a test sees what it just did, and a
+    // clear does not leave the previous step's last request to be logged in the next one.
     auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(2);
     while (active_requests_ > 0 && std::chrono::steady_clock::now() < deadline) {
       std::this_thread::sleep_for(std::chrono::milliseconds(1));
     }
-    return send_json(call, 200, log_.entries());
   }
+  if (what == "log" && method == "GET") return send_json(call, 200, log_.entries());
   if (what == "log" && method == "DELETE") {
     log_.clear();
     return send_json(call, 200, json::object());
