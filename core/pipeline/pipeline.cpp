@@ -208,6 +208,14 @@ PrefetchStep Pipeline::prefetch(plan::Plan& plan) {
   return step;
 }
 
+std::string Pipeline::why_not_push(bool nothing_new) const {
+  if (options_.read_only) return "--read-only: nothing is written to the Hub";
+  if (repo_.empty()) return "no cache repo is set";
+  if (!client_ || client_->options().offline) return "offline";
+  if (nothing_new) return "nothing new to push";
+  return "";
+}
+
 PushStep Pipeline::push(const plan::Plan& plan) {
   auto start = std::chrono::steady_clock::now();
   PushStep step;
@@ -219,15 +227,7 @@ PushStep Pipeline::push(const plan::Plan& plan) {
         entries.push_back(*entry);
     }
   }
-  if (options_.read_only) {
-    step.skipped_reason = "--read-only: nothing is written to the Hub";
-  } else if (repo_.empty()) {
-    step.skipped_reason = "no cache repo is set";
-  } else if (!client_ || client_->options().offline) {
-    step.skipped_reason = "offline";
-  } else if (entries.empty()) {
-    step.skipped_reason = "nothing new to push";
-  }
+  step.skipped_reason = why_not_push(entries.empty());
   if (!step.skipped_reason.empty()) {
     step.seconds = seconds_since(start);
     return step;
@@ -254,15 +254,7 @@ namespace neuron_cache::pipeline {
 
 PushStep Pipeline::push_modules(const std::vector<std::string>& modules) {
   PushStep step;
-  if (options_.read_only) {
-    step.skipped_reason = "--read-only: nothing is written to the Hub";
-  } else if (repo_.empty()) {
-    step.skipped_reason = "no cache repo is set";
-  } else if (!client_ || client_->options().offline) {
-    step.skipped_reason = "offline";
-  } else if (modules.empty()) {
-    step.skipped_reason = "nothing new to push";
-  }
+  step.skipped_reason = why_not_push(modules.empty());
   if (!step.skipped_reason.empty()) return step;
   step.attempted = true;
   try {

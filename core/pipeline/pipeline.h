@@ -131,6 +131,8 @@ class Pipeline {
   void cache_problem(const std::string& what, const std::string& fallback);
   CompileOutcome compile_one(const plan::Target& target);
   std::vector<std::filesystem::path> trusted_roots() const;
+  // Why a push must not happen (read-only, no repo, offline, nothing new), or "" when it may.
+  std::string why_not_push(bool nothing_new) const;
 
   Settings settings_;
   hub::HubClient* client_;

@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <fstream>
+#include <functional>
 #include <set>
 #include <thread>
 
@@ -114,6 +115,26 @@ Attempt prepare(hub::HubClient& client, const std::string& repo, const std::stri
   return attempt;
 }
 
+// Runs `attempt` on the current head until it commits without a conflict (another commit
+// landed first), waiting between attempts; counts them in result.attempts.
+void commit_on_head(hub::HubClient& client, const std::string& repo, const PushOptions& options,
+                    PushResult& result, const std::function<void(const std::string&)>& attempt) {
+  while (true) {
+    ++result.attempts;
+    try {
+      attempt(client.repo_info(repo).sha);
+      return;
+    } catch (const hub::CommitConflict&) {
+      if (result.attempts >= options.conflicts.max_attempts) {
+        throw operational_error("pushing to " + repo + " failed after " +
+                                std::to_string(result.attempts) +
+                                " attempts because of concurrent commits: run it again");
+      }
+      std::this_thread::sleep_for(hub::backoff(result.attempts, options.conflicts));
+    }
+  }
+}
+
 constexpr const char* kModulesCommitMessage = "neuron-cache: add compiled graphs";
 
 }  // namespace
@@ -139,26 +160,15 @@ PushResult push(hub::HubClient& client, const std::string& repo, const LocalInde
     }
   }
   if (ready.empty()) return result;
-  while (true) {
-    ++result.attempts;
-    std::string head = client.repo_info(repo).sha;
+  commit_on_head(client, repo, options, result, [&](const std::string& head) {
     Attempt attempt = prepare(client, repo, head, local, ready);
     result.pushed = attempt.pushed;
     result.already_on_hub = attempt.already;
-    if (attempt.pushed.empty()) return result;
-    try {
-      result.commit =
-          client.commit(repo, attempt.operations, push_commit_message(attempt.pushed.size()), head);
-      return result;
-    } catch (const hub::CommitConflict&) {
-      if (result.attempts >= options.conflicts.max_attempts) {
-        throw operational_error("pushing to " + repo + " failed after " +
-                                std::to_string(result.attempts) +
-                                " attempts because of concurrent commits: run it again");
-      }
-      std::this_thread::sleep_for(hub::backoff(result.attempts, options.conflicts));
-    }
-  }
+    if (attempt.pushed.empty()) return;
+    result.commit =
+        client.commit(repo, attempt.operations, push_commit_message(attempt.pushed.size()), head);
+  });
+  return result;
 }
 
 PushResult push_modules(hub::HubClient& client, const std::string& repo, const LocalIndex& local,
@@ -182,21 +192,10 @@ PushResult push_modules(hub::HubClient& client, const std::string& repo, const L
     }
   }
   if (operations.empty()) return result;
-  while (true) {
-    ++result.attempts;
-    std::string head = client.repo_info(repo).sha;
-    try {
-      result.commit = client.commit(repo, operations, kModulesCommitMessage, head);
-      return result;
-    } catch (const hub::CommitConflict&) {
-      if (result.attempts >= options.conflicts.max_attempts) {
-        throw operational_error("pushing to " + repo + " failed after " +
-                                std::to_string(result.attempts) +
-                                " attempts because of concurrent commits: run it again");
-      }
-      std::this_thread::sleep_for(hub::backoff(result.attempts, options.conflicts));
-    }
-  }
+  commit_on_head(client, repo, options, result, [&](const std::string& head) {
+    result.commit = client.commit(repo, operations, kModulesCommitMessage, head);
+  });
+  return result;
 }
 
 }  // namespace neuron_cache::remote
