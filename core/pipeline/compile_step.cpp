@@ -69,6 +69,17 @@ ai::Entry make_entry(const plan::Target& target, const LocalIndex& index,
   return entry;
 }
 
+// The command's NEURON_CC_FLAGS: the configuration's flags, then the user's without the cache
+// options (a --cache_dir there would win over NEURON_COMPILE_CACHE_URL and bypass the staging
+// cache); the same words, in the same order, as the key's flags.
+std::string child_cc_flags(std::vector<std::string> flags) {
+  Environment env = Environment::from_process();
+  for (auto& word : plan::flag_words(env.get("NEURON_CC_FLAGS").value_or(""))) {
+    flags.push_back(std::move(word));
+  }
+  return join_words(flags);
+}
+
 // NEURON_CACHE_SEED=0: the staging cache starts empty, so every run compiles all it needs
 // itself. Slower but needs neither hard links nor inotify (what happens anyway when inotify
 // cannot watch the seeded entries).
@@ -99,11 +110,7 @@ CompileOutcome Pipeline::compile_one(const plan::Target& target) {
       manifest::render_command(manifest_.compile->command, pinned, (output_dir / c.name).string());
   run.set_env = manifest_.compile->env;
   run.set_env["NEURON_COMPILE_CACHE_URL"] = capture.dir().string();
-  std::vector<std::string> flags = c.compiler_flags;
-  Environment env = Environment::from_process();
-  for (auto& word : plan::flag_words(env.get("NEURON_CC_FLAGS").value_or("")))
-    flags.push_back(word);
-  run.set_env["NEURON_CC_FLAGS"] = join_words(flags);
+  run.set_env["NEURON_CC_FLAGS"] = child_cc_flags(c.compiler_flags);
   run.log_file = output_dir / (c.name + ".log");
   out.log_file = run.log_file.string();
 
@@ -198,12 +205,8 @@ WrappedRun Pipeline::run_wrapped(const plan::Target* target, const std::vector<s
   compile::CommandRun run;
   run.argv = argv;
   run.set_env["NEURON_COMPILE_CACHE_URL"] = capture.dir().string();
-  Environment env = Environment::from_process();
-  std::vector<std::string> flags =
-      target ? target->configuration.compiler_flags : std::vector<std::string>{};
-  for (auto& word : plan::flag_words(env.get("NEURON_CC_FLAGS").value_or("")))
-    flags.push_back(word);
-  run.set_env["NEURON_CC_FLAGS"] = join_words(flags);
+  run.set_env["NEURON_CC_FLAGS"] =
+      child_cc_flags(target ? target->configuration.compiler_flags : std::vector<std::string>{});
   run.log_file = output_dir / (label + ".run.log");
   run.tee = true;
   compile::RunOutcome ran = compile::run_command(run);

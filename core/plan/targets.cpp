@@ -3,7 +3,10 @@
 #include <unistd.h>
 
 #include <fstream>
+#include <iterator>
+#include <sstream>
 
+#include "compile/runner.h"
 #include "error.h"
 #include "format/pyjson.h"
 #include "git/git_info.h"
@@ -12,11 +15,6 @@ namespace neuron_cache::plan {
 namespace {
 
 namespace fs = std::filesystem;
-
-bool is_cache_option(const std::string& word) {
-  return word.starts_with("--cache_dir") || word == "--no_cache" || word == "--no-cache" ||
-         word == "--retry_failed_compilation";
-}
 
 std::string model_type_of(const std::string& config_text, const std::string& origin) {
   pyjson::Json config = pyjson::parse(config_text);
@@ -31,7 +29,8 @@ std::string memo_key(const manifest::Configuration& c) {
          c.model_type.value_or("");
 }
 
-// What the memo file remembers: "model_id@revision", with the model type when the manifest gives it.
+// What the memo file remembers: "model_id@revision", with the model type when the manifest gives
+// it.
 std::string hub_memo_key(const manifest::Configuration& c) {
   std::string key = c.model_id + "@" + c.revision.value_or("main");
   return c.model_type ? key + " model_type=" + *c.model_type : key;
@@ -45,25 +44,9 @@ bool is_commit_id(const std::string& revision) {
 }
 
 std::vector<std::string> flag_words(const std::string& neuron_cc_flags) {
-  std::vector<std::string> words;
-  size_t start = 0;
-  while (start < neuron_cc_flags.size()) {
-    size_t begin = neuron_cc_flags.find_first_not_of(" \t\n", start);
-    if (begin == std::string::npos) break;
-    size_t end = neuron_cc_flags.find_first_of(" \t\n", begin);
-    std::string word = neuron_cc_flags.substr(begin, end == std::string::npos ? end : end - begin);
-    // "--cache_dir PATH" takes the next word too.
-    bool takes_value = word == "--cache_dir";
-    if (!is_cache_option(word)) words.push_back(word);
-    start = end == std::string::npos ? neuron_cc_flags.size() : end;
-    if (takes_value) {
-      size_t value = neuron_cc_flags.find_first_not_of(" \t\n", start);
-      if (value == std::string::npos) break;
-      size_t value_end = neuron_cc_flags.find_first_of(" \t\n", value);
-      start = value_end == std::string::npos ? neuron_cc_flags.size() : value_end;
-    }
-  }
-  return words;
+  // The cache options are dropped by the one rule the compile step applies too.
+  std::istringstream kept(compile::strip_cache_flags(neuron_cc_flags, nullptr));
+  return {std::istream_iterator<std::string>(kept), std::istream_iterator<std::string>()};
 }
 
 hub::HubClient& ModelResolver::online(const manifest::Configuration& c, const std::string& why) {

@@ -64,7 +64,7 @@ class ModelResolver {
 
 bool is_commit_id(const std::string& revision);
 
-// The words of NEURON_CC_FLAGS that change the NEFFs (see compile::strip_cache_flags).
+// The words of NEURON_CC_FLAGS that change the NEFFs: compile::strip_cache_flags, as a list.
 std::vector<std::string> flag_words(const std::string& neuron_cc_flags);
 
 std::vector<Target> make_targets(const manifest::Manifest& manifest, const KeyContext& context,
