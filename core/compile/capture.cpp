@@ -51,14 +51,6 @@ std::string folder_label(const std::string& label) {
   return plain;
 }
 
-bool same_file(int fd, int dir_fd, const char* name) {
-  struct stat held {
-  }, current{};
-  if (fstat(fd, &held) != 0) return false;
-  if (fstatat(dir_fd, name, &current, AT_SYMLINK_NOFOLLOW) != 0) return false;
-  return held.st_dev == current.st_dev && held.st_ino == current.st_ino;
-}
-
 std::optional<fs::path> real_path(const fs::path& path) {
   char buffer[PATH_MAX];
   if (realpath(path.c_str(), buffer) == nullptr) return std::nullopt;

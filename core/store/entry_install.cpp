@@ -27,14 +27,6 @@ std::string random_suffix() {
   return suffix;
 }
 
-bool same_file(int fd, int dir_fd, const char* name) {
-  struct stat held {
-  }, current{};
-  if (fstat(fd, &held) != 0) return false;
-  if (fstatat(dir_fd, name, &current, AT_SYMLINK_NOFOLLOW) != 0) return false;
-  return held.st_dev == current.st_dev && held.st_ino == current.st_ino;
-}
-
 bool entry_is_success(const SafeDir& entry) {
   auto neff = entry.entry(layout::kNeff);
   auto done = entry.entry(layout::kDone);

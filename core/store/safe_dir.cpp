@@ -291,4 +291,12 @@ void SafeDir::sync() const {
   if (fsync(fd_.get()) != 0 && errno != EINVAL) throw io_error("cannot flush", path_);
 }
 
+bool same_file(int fd, int dir_fd, const char* name) {
+  struct stat held {
+  }, current{};
+  if (fstat(fd, &held) != 0) return false;
+  if (fstatat(dir_fd, name, &current, AT_SYMLINK_NOFOLLOW) != 0) return false;
+  return held.st_dev == current.st_dev && held.st_ino == current.st_ino;
+}
+
 }  // namespace neuron_cache

@@ -86,6 +86,10 @@ class SafeDir {
   std::filesystem::path path_;
 };
 
+// Whether `fd` is still the file named `name` in the folder `dir_fd` (not replaced or deleted
+// since it was opened): what makes a lock taken on an open file the lock of that name.
+bool same_file(int fd, int dir_fd, const char* name);
+
 // Throws unless `fd` (opened with O_NONBLOCK so that a FIFO cannot block the open) is a regular
 // file; then clears O_NONBLOCK.
 void require_regular_file(int fd, const std::filesystem::path& path);
