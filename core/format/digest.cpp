@@ -2,6 +2,8 @@
 
 #include <openssl/evp.h>
 
+#include <fstream>
+
 #include "error.h"
 
 namespace neuron_cache {
@@ -73,6 +75,18 @@ std::string sha256_hex(std::string_view bytes) {
 }
 std::string sha512_hex(std::string_view bytes) {
   return hash_hex(HashAlgorithm::Sha512, bytes);
+}
+
+std::string sha256_of_file(const std::filesystem::path& file) {
+  std::ifstream in(file, std::ios::binary);
+  if (!in) throw operational_error("cannot read " + file.string());
+  Hasher hasher(HashAlgorithm::Sha256);
+  std::string buffer(1 << 20, '\0');
+  while (in.read(buffer.data(), static_cast<std::streamsize>(buffer.size())) || in.gcount() > 0) {
+    hasher.update(std::string_view(buffer.data(), static_cast<size_t>(in.gcount())));
+  }
+  if (in.bad()) throw operational_error("cannot read " + file.string());
+  return hasher.hex_digest();
 }
 
 }  // namespace neuron_cache

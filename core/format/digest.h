@@ -30,6 +30,8 @@ class Hasher {
 std::string hash_hex(HashAlgorithm algorithm, std::string_view bytes);
 std::string md5_hex(std::string_view bytes);
 std::string sha256_hex(std::string_view bytes);
+// The sha256 of a file's content, streamed; throws an operational Error when it cannot be read.
+std::string sha256_of_file(const std::filesystem::path& file);
 std::string sha512_hex(std::string_view bytes);
 
 }  // namespace neuron_cache

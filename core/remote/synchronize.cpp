@@ -44,16 +44,7 @@ void walk(const LocalCache& cache, const SafeDir& dir, const std::string& prefix
 }
 
 std::string local_hash(const LocalCacheFile& file, bool lfs) {
-  if (!lfs) return git_blob_id_of_file(file.read_from);
-  int fd = ::open(file.read_from.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) throw operational_error("cannot read " + file.read_from.string());
-  UniqueFd guard(fd);
-  Hasher hasher(HashAlgorithm::Sha256);
-  std::string buffer(1 << 20, '\0');
-  for (ssize_t n; (n = read(fd, buffer.data(), buffer.size())) > 0;) {
-    hasher.update(std::string_view(buffer.data(), static_cast<size_t>(n)));
-  }
-  return hasher.hex_digest();
+  return lfs ? sha256_of_file(file.read_from) : git_blob_id_of_file(file.read_from);
 }
 
 bool same_on_hub(const LocalCacheFile& file,

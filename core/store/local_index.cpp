@@ -95,22 +95,6 @@ void collect_files(const LocalCache& cache, const SafeDir& dir, const std::strin
 
 }  // namespace
 
-std::string sha256_of_file(const fs::path& file) {
-  int fd = ::open(file.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) throw operational_error("cannot read " + file.string() + ": " + strerror(errno));
-  UniqueFd guard(fd);
-  Hasher hasher(HashAlgorithm::Sha256);
-  std::string buffer(1 << 20, '\0');
-  while (true) {
-    ssize_t n = read(fd, buffer.data(), buffer.size());
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) throw operational_error("cannot read " + file.string() + ": " + strerror(errno));
-    if (n == 0) break;
-    hasher.update(std::string_view(buffer.data(), static_cast<size_t>(n)));
-  }
-  return hasher.hex_digest();
-}
-
 std::map<std::string, ai::Entry> LocalIndex::entries(const std::string& compiler_version,
                                                      std::vector<std::string>* problems) const {
   std::map<std::string, ai::Entry> out;

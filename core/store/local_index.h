@@ -51,7 +51,4 @@ class LocalIndex {
   const LocalCache& cache_;
 };
 
-// The sha256 of a file, streamed.
-std::string sha256_of_file(const std::filesystem::path& file);
-
 }  // namespace neuron_cache
