@@ -2,6 +2,8 @@
 // paths-info, commits and refs.
 #include <algorithm>
 #include <ctime>
+#include <optional>
+#include <set>
 
 #include "hash.h"
 #include "server.h"
@@ -21,6 +23,61 @@ json parse_json(const std::string& body) {
 
 std::string fake_id(const std::string& kind, const std::string& name) {
   return sha256_hex(kind + ":" + name).substr(0, 24);
+}
+
+// What `expand` may name (hub-docs api.md, GET /api/models): anything else is a 400, as on the
+// Hub. Properties this server does not model are left out of its answers, as for a repo that
+// does not have them.
+const std::set<std::string>& expandable_properties() {
+  static const std::set<std::string> names = [] {
+    auto words = split(
+        "author baseModels cardData childrenModelCount config createdAt disabled downloads "
+        "downloadsAllTime gated gguf inference inferenceProviderMapping lastModified library_name "
+        "likes mask_token model-index pipeline_tag private resourceGroup safetensors sha siblings "
+        "spaces tags transformersInfo trendingScore usedStorage widgetData xetEnabled",
+        ' ');
+    return std::set<std::string>(words.begin(), words.end());
+  }();
+  return names;
+}
+
+// The properties a repo info request asks for: huggingface_hub and the JS client's modelInfo
+// repeat `expand=`, its repoExists sends `expand[]=`. Nothing when neither is given: then every
+// property is answered, siblings included.
+std::optional<std::set<std::string>> requested_properties(const Call& call) {
+  std::vector<std::string> names = call.params("expand");
+  for (auto& name : call.params("expand[]")) names.push_back(std::move(name));
+  if (names.empty()) return std::nullopt;
+  for (const auto& name : names) {
+    if (!expandable_properties().count(name)) {
+      throw HttpError{400, "\"expand\" cannot be \"" + name + "\": not a property of a repo", ""};
+    }
+  }
+  return std::set<std::string>(names.begin(), names.end());
+}
+
+// The file list of a repo info answer: every file of the commit, with `blobs` its size and ids.
+json siblings(const Commit& commit, bool blobs) {
+  json out = json::array();
+  for (const auto& [path, file] : commit.files) {
+    json sibling = {{"rfilename", path}};
+    if (blobs) {
+      sibling["size"] = file.size;
+      sibling["blobId"] = file.oid;
+      if (file.lfs) {
+        sibling["lfs"] = {
+            {"sha256", file.sha256}, {"size", file.size}, {"pointerSize", file.pointer_size()}};
+      }
+    }
+    out.push_back(std::move(sibling));
+  }
+  return out;
+}
+
+uint64_t used_storage(const Commit& commit) {
+  uint64_t used = 0;
+  for (const auto& [path, file] : commit.files) used += file.size;
+  return used;
 }
 
 size_t cursor_offset(const Call& call, size_t total) {
@@ -185,24 +242,10 @@ void Server::repo_info(Call& call, const std::string& type, const std::string& i
                        const std::string& revision) {
   Identity who = identify(call, ErrorStyle::Hub);
   bool blobs = call.param("blobs") && truthy(*call.param("blobs"));
+  std::optional<std::set<std::string>> wanted = requested_properties(call);
   std::lock_guard lock(state_mutex_);
   const Repo& repo = find_repo(who, type, id);
   const Commit& commit = find_revision(repo, revision);
-  json siblings = json::array();
-  uint64_t used = 0;
-  for (const auto& [path, file] : commit.files) {
-    json sibling = {{"rfilename", path}};
-    if (blobs) {
-      sibling["size"] = file.size;
-      sibling["blobId"] = file.oid;
-      if (file.lfs) {
-        sibling["lfs"] = {
-            {"sha256", file.sha256}, {"size", file.size}, {"pointerSize", file.pointer_size()}};
-      }
-    }
-    used += file.size;
-    siblings.push_back(sibling);
-  }
   json info = {{"_id", fake_id("repo", repo.key())},
                {"id", repo.id},
                {"author", repo.ns()},
@@ -215,10 +258,21 @@ void Server::repo_info(Call& call, const std::string& type, const std::string& i
                {"downloads", 0},
                {"likes", 0},
                {"tags", json::array()},
-               {"siblings", siblings},
-               {"usedStorage", used}};
+               {"usedStorage", used_storage(commit)},
+               {"xetEnabled", false}};
   if (type == "model") info["modelId"] = repo.id;
-  send_json(call, 200, info);
+  if (!wanted) {
+    info.erase("xetEnabled");  // only answered when asked for
+    info["siblings"] = siblings(commit, blobs);
+    return send_json(call, 200, info);
+  }
+  // Like the Hub: only what was asked for, plus the ids.
+  json answer = {{"_id", info["_id"]}, {"id", info["id"]}};
+  for (const auto& name : *wanted) {
+    if (name == "siblings") answer["siblings"] = siblings(commit, blobs);
+    if (info.contains(name)) answer[name] = info[name];
+  }
+  send_json(call, 200, answer);
 }
 
 json Server::entry_json(const Repo& repo, const Commit& commit, const TreeEntry& entry,

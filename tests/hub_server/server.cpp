@@ -122,6 +122,13 @@ std::optional<std::string> Call::param(const std::string& name) const {
   return req.get_param_value(name);
 }
 
+std::vector<std::string> Call::params(const std::string& name) const {
+  std::vector<std::string> values;
+  for (size_t i = 0; i < req.get_param_value_count(name); ++i)
+    values.push_back(req.get_param_value(name, i));
+  return values;
+}
+
 bool valid_repo_id(const std::string& id) {
   auto parts = split(id, '/');
   if (parts.size() != 2) return false;

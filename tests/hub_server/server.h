@@ -74,6 +74,8 @@ struct Call {
   bool body_consumed = false;
 
   std::optional<std::string> param(const std::string& name) const;
+  // Every value of a repeated parameter (expand=a&expand=b), in order.
+  std::vector<std::string> params(const std::string& name) const;
 };
 
 // One change of an NDJSON commit.

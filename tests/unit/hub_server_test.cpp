@@ -196,6 +196,35 @@ TEST(HubServerTest, CreateAndDeleteRepos) {
       404);
 }
 
+TEST(HubServerTest, RepoInfoAnswersOnlyTheExpandedProperties) {
+  HubServer server;
+  Http hub(server.url());
+  std::string info = std::string("/api/models/") + kHubPublicRepo;
+  json full = body_of(hub->Get(info));
+  ASSERT_TRUE(full.contains("siblings")) << "no expand: every property, the file list too";
+  EXPECT_EQ(full["siblings"].size(), 3u) << full;  // .gitattributes, README.md, registry/entry.json
+  EXPECT_FALSE(full["siblings"][0].contains("size")) << "sizes only with blobs=true";
+
+  // huggingface_hub repeats `expand`; the JS client's repoExists sends `expand[]`.
+  for (const std::string query : {"?expand=sha&expand=private", "?expand[]=sha&expand[]=private",
+                                  "?expand%5B%5D=sha&expand%5B%5D=private"}) {
+    SCOPED_TRACE(query);
+    json small = body_of(hub->Get(info + "/revision/main" + query));
+    EXPECT_EQ(small, json({{"_id", full["_id"]},
+                           {"id", kHubPublicRepo},
+                           {"sha", full["sha"]},
+                           {"private", false}}));
+  }
+  json listed = body_of(hub->Get(info + "?expand=siblings&blobs=true"));
+  EXPECT_EQ(listed.size(), 3u) << listed;  // _id, id, siblings
+  ASSERT_EQ(listed["siblings"].size(), 3u) << listed;
+  EXPECT_TRUE(listed["siblings"][0].contains("size")) << listed;
+
+  auto unknown = hub->Get(info + "?expand=sha&expand=nonsense");
+  EXPECT_EQ(unknown->status, 400);
+  EXPECT_NE(unknown->body.find("nonsense"), std::string::npos) << unknown->body;
+}
+
 TEST(HubServerTest, PrivateReposAnswer401WithoutAccess) {
   HubServer server;
   Http hub(server.url());
