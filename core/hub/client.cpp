@@ -142,8 +142,11 @@ std::string HubClient::create_repo(const std::string& name, const std::string& n
 }
 
 RepoInfo HubClient::repo_info(const std::string& repo, const std::string& revision) {
-  std::string path = "/api/models/" + repo;
-  if (!revision.empty() && revision != "main") path += "/revision/" + url_encode(revision, false);
+  // Only what RepoInfo holds: without `expand` the Hub also sends the repo's whole file list
+  // (siblings), 818 KB for an 8,000-file cache repo. huggingface_hub repeats `expand` this way.
+  std::string path = "/api/models/" + repo + "/revision/" +
+                     url_encode(revision.empty() ? "main" : revision, false) +
+                     "?expand=sha&expand=private";
   HttpResponse response = call({"GET", api(path)}, "reading " + repo);
   if (!ok(response)) throw hub_error(response, "reading repo " + repo, repo);
   json body = parse_json(response, "reading " + repo);
@@ -162,7 +165,9 @@ std::optional<std::string> HubClient::read_file(const std::string& repo, const s
 }
 
 bool HubClient::repo_exists(const std::string& repo) {
-  HttpResponse response = call({"GET", api("/api/models/" + repo)}, "checking " + repo);
+  // One small property, not the file list (as the JS client's repoExists does).
+  HttpResponse response =
+      call({"GET", api("/api/models/" + repo + "?expand=private")}, "checking " + repo);
   if (ok(response)) return true;
   std::string code = response.headers.get("X-Error-Code").value_or("");
   if (response.status == 404 || code == "RepoNotFound") return false;

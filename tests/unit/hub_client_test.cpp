@@ -123,6 +123,30 @@ TEST_F(HubClientTest, CreateRepoIsPrivateAndRefusesDuplicates) {
   EXPECT_FALSE(client.repo_exists("acme/no-such-repo"));
 }
 
+// The head commit of a large cache repo costs a few hundred bytes, not its file list.
+TEST(HubClientMetadata, RepoInfoOfAnEightThousandFileRepoStaysSmall) {
+  json config = HubServer::example_config();
+  json files = json::object();
+  for (int i = 0; i < 8000; ++i) {
+    files["neuronxcc-2.21/MODULE_" + std::to_string(1000000 + i) + "+d7517139/model.done"] = "";
+  }
+  config["repos"].push_back({{"id", "acme/big-cache"}, {"private", false}, {"files", files}});
+  HubServer server(config);
+  HubClient client(options_for(server, testing::kHubWriteToken));
+  server.clear_log();
+  RepoInfo info = client.repo_info("acme/big-cache");
+  EXPECT_EQ(info.sha.size(), 40u);
+  EXPECT_TRUE(client.repo_exists("acme/big-cache"));
+  json log = server.access_log();
+  ASSERT_EQ(log.size(), 2u) << log;
+  for (const auto& request : log) EXPECT_LT(request["bytes_out"], 200) << request;
+
+  // What the same request without `expand` costs: the whole file list.
+  hub::HttpEngine http({server.url(), testing::kHubWriteToken});
+  EXPECT_GT(http.perform({"GET", server.url() + "/api/models/acme/big-cache"}).body.size(),
+            400000u);
+}
+
 TEST_F(HubClientTest, ListingFollowsEveryPage) {
   std::string repo = client.create_repo("paged", "", false);
   std::map<std::string, std::string> files;
