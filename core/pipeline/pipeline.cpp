@@ -175,9 +175,9 @@ PrefetchStep Pipeline::prefetch(plan::Plan& plan) {
     if (row.status == plan::Status::Hub && row.entry) entries.push_back(*row.entry);
     // Complete locally through the Hub's entry only (fetched by an older run or by
     // optimum-neuron): record it, so later runs know it without the Hub.
-    bool unrecorded = row.status == plan::Status::Local && row.entry &&
-                      !local_index_->find(row.entry->inputs.compiler_version, row.entry->key);
-    if (unrecorded) local_index_->write(*row.entry);
+    if (row.status == plan::Status::Local && row.entry && !row.recorded) {
+      local_index_->write(*row.entry);
+    }
   }
   if (entries.empty() || !client_ || !remote_) {
     step.seconds = seconds_since(start);
@@ -222,10 +222,10 @@ PushStep Pipeline::push(const plan::Plan& plan) {
   std::vector<ai::Entry> entries;
   for (const auto& row : plan.rows) {
     if (row.status != plan::Status::Local) continue;
-    if (auto entry = local_index_->find(row.target.inputs.compiler_version, row.target.key)) {
-      if (!remote_ || !remote_->find(entry->inputs.compiler_version, entry->key))
-        entries.push_back(*entry);
-    }
+    // The Hub's index first: a warm run finds every key there and reads no local entry again.
+    const std::string& version = row.target.inputs.compiler_version;
+    if (remote_ && remote_->find(version, row.target.key)) continue;
+    if (auto entry = local_index_->find(version, row.target.key)) entries.push_back(*entry);
   }
   step.skipped_reason = why_not_push(entries.empty());
   if (!step.skipped_reason.empty()) {

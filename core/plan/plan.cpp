@@ -11,16 +11,9 @@ constexpr size_t kMaxNearest = 3;
 
 // Bytes and files still missing locally for an entry.
 void count_missing(const ai::Entry& entry, const LocalIndex& local, PlanRow& row) {
-  for (const auto& module : entry.modules) {
-    if (local.module_complete(entry.compiler_dir(), module)) continue;
-    row.bytes_to_download += module.size();
-    row.files_to_download += module.files.size();
-  }
-  for (const auto& file : entry.registry) {
-    if (local.registry_file_present(entry.compiler_dir(), file)) continue;
-    row.bytes_to_download += file.size;
-    ++row.files_to_download;
-  }
+  LocalIndex::Missing missing = local.missing(entry);
+  row.bytes_to_download = missing.bytes;
+  row.files_to_download = missing.files;
 }
 
 // Every entry neuron-cache knows about, locally or on the Hub, for explaining misses.
@@ -74,32 +67,35 @@ std::string miss_reason(const Target& target, const Plan& plan, const PlanRow& r
   return reason;
 }
 
+void mark_local(PlanRow& row, const ai::Entry& entry, bool recorded) {
+  row.status = Status::Local;
+  row.entry = entry;
+  row.recorded = recorded;
+  row.compile_seconds_saved = entry.compile_seconds;
+  row.reason = "complete in the local cache";
+}
+
+// The local index entry first: when it is complete, the Hub's index is not even read.
 PlanRow plan_row(const Target& target, const LocalIndex& local, remote::RemoteIndex* remote) {
   PlanRow row;
   row.target = target;
   std::string version = target.inputs.compiler_version;
   std::optional<ai::Entry> local_entry = local.find(version, target.key);
+  if (local_entry && local.missing(*local_entry).files == 0) {
+    mark_local(row, *local_entry, true);
+    return row;
+  }
   const ai::Entry* hub_entry = remote ? remote->find(version, target.key) : nullptr;
-  const ai::Entry* local_ptr = local_entry ? &*local_entry : nullptr;
-  for (const ai::Entry* entry : {local_ptr, hub_entry}) {
-    if (entry == nullptr) continue;
-    PlanRow probe;
-    count_missing(*entry, local, probe);
-    if (probe.files_to_download == 0) {
-      row.status = Status::Local;
-      row.entry = *entry;
-      row.compile_seconds_saved = entry->compile_seconds;
-      row.reason = "complete in the local cache";
-      return row;
-    }
+  if (!hub_entry) return row;
+  count_missing(*hub_entry, local, row);
+  if (row.files_to_download == 0) {
+    mark_local(row, *hub_entry, false);  // fetched earlier, or by optimum-neuron
+    return row;
   }
-  if (hub_entry) {
-    row.status = Status::Hub;
-    row.entry = *hub_entry;
-    count_missing(*hub_entry, local, row);
-    row.compile_seconds_saved = hub_entry->compile_seconds;
-    row.reason = "available in " + remote->repo();
-  }
+  row.status = Status::Hub;
+  row.entry = *hub_entry;
+  row.compile_seconds_saved = hub_entry->compile_seconds;
+  row.reason = "available in " + remote->repo();
   return row;
 }
 

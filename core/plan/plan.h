@@ -27,6 +27,7 @@ struct PlanRow {
   Target target;
   Status status = Status::Compile;
   std::optional<artifact_index::Entry> entry;  // what makes it a hit
+  bool recorded = false;                       // `entry` is the local index's own
   uint64_t bytes_to_download = 0;
   size_t files_to_download = 0;
   double compile_seconds_saved = 0;

@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <random>
 
 #include "error.h"
@@ -66,9 +67,58 @@ std::optional<uint64_t> present_size(const LocalCache& cache, const SafeDir& dir
   return static_cast<uint64_t>(fs::file_size(target, error));
 }
 
-std::optional<SafeDir> open_root(const LocalCache& cache) {
-  if (!cache.exists()) return std::nullopt;
-  return SafeDir::open(cache.root());
+// The folder `relative` ('/'-path below the root, "" for the root) through the folders already
+// in `opened`, adding each one it opens; null when missing. Components are opened with
+// O_NOFOLLOW (SafeDir::open_subdir).
+const SafeDir* open_folder(const LocalCache& cache, std::map<std::string, SafeDir>& opened,
+                           const std::string& relative) {
+  if (auto it = opened.find(relative); it != opened.end()) return &it->second;
+  std::optional<SafeDir> dir;
+  size_t slash = relative.rfind('/');
+  if (relative.empty()) {
+    if (cache.exists()) dir = SafeDir::open(cache.root());
+  } else if (auto* up = open_folder(cache, opened,
+                                    slash == std::string::npos ? "" : relative.substr(0, slash))) {
+    dir = up->open_subdir(slash == std::string::npos ? relative : relative.substr(slash + 1));
+  }
+  if (!dir) return nullptr;
+  return &opened.emplace(relative, std::move(*dir)).first->second;
+}
+
+// "a/b/c.json" -> "a/b"; "c.json" -> "".
+std::string folder_of(const std::string& path) {
+  size_t slash = path.rfind('/');
+  return slash == std::string::npos ? "" : path.substr(0, slash);
+}
+
+std::string name_of(const std::string& path) {
+  return path.substr(path.rfind('/') + 1);
+}
+
+bool is_listed(const ai::ModuleRecord& module, std::string_view name) {
+  return std::any_of(module.files.begin(), module.files.end(),
+                     [&](const ai::FileRecord& file) { return file.name == name; });
+}
+
+// SUCCESS as optimum-neuron classifies it (model.neff and model.done there) and every listed
+// file there with its listed size. One openat, then one fstatat per file: nothing is listed,
+// read or hashed, so a warm run costs what its entries list, not what the cache holds, and a
+// deleted or truncated NEFF is still seen.
+bool module_complete_in(const LocalCache& cache, const SafeDir& compiler,
+                        const ai::ModuleRecord& module) {
+  auto dir = compiler.open_subdir(module.name);
+  if (!dir) return false;
+  for (std::string_view name : {layout::kNeff, layout::kDone}) {
+    if (!is_listed(module, name) && !present_size(cache, *dir, std::string(name))) return false;
+  }
+  for (const auto& file : module.files) {
+    auto parts = split_path(file.name);
+    auto parent = parent_of(*dir, parts);
+    if (!parent) return false;
+    auto size = present_size(cache, *parent, parts.back());
+    if (!size || *size != file.size) return false;
+  }
+  return true;
 }
 
 std::string random_suffix() {
@@ -98,11 +148,8 @@ void collect_files(const LocalCache& cache, const SafeDir& dir, const std::strin
 std::map<std::string, ai::Entry> LocalIndex::entries(const std::string& compiler_version,
                                                      std::vector<std::string>* problems) const {
   std::map<std::string, ai::Entry> out;
-  auto root = open_root(cache_);
-  if (!root) return out;
-  std::string folder =
-      std::string(ai::kLocalDir) + "/" + layout::compiler_dir_name(compiler_version);
-  auto dir = parent_of(*root, split_path(folder + "/x"));
+  const SafeDir* dir =
+      folder(std::string(ai::kLocalDir) + "/" + layout::compiler_dir_name(compiler_version));
   if (!dir) return out;
   for (const auto& item : dir->list()) {
     if (item.type != NodeType::File || !item.name.ends_with(".json")) continue;
@@ -122,17 +169,16 @@ std::map<std::string, ai::Entry> LocalIndex::entries(const std::string& compiler
 
 std::optional<ai::Entry> LocalIndex::find(const std::string& compiler_version,
                                           const std::string& key) const {
-  auto root = open_root(cache_);
-  if (!root) return std::nullopt;
-  auto parts = split_path(ai::local_entry_path(compiler_version, key));
-  auto dir = parent_of(*root, parts);
-  if (!dir || !dir->entry(parts.back())) return std::nullopt;
+  std::string path = ai::local_entry_path(compiler_version, key);
+  const SafeDir* dir = folder(folder_of(path));
+  if (!dir) return std::nullopt;
   try {
-    ai::Entry entry =
-        ai::parse_entry(dir->read_small_file(parts.back()), (dir->path() / parts.back()).string());
+    std::string name = name_of(path);
+    ai::Entry entry = ai::parse_entry(dir->read_small_file(name), (dir->path() / name).string());
     if (entry.key == key) return entry;
   } catch (const Error&) {
-    // An unreadable entry is as good as none: the configuration is compiled or fetched again.
+    // A missing or unreadable entry is as good as none: the configuration is compiled or
+    // fetched again.
   }
   return std::nullopt;
 }
@@ -151,33 +197,34 @@ void LocalIndex::write(const ai::Entry& entry) const {
 
 bool LocalIndex::module_complete(const std::string& compiler_dir,
                                  const ai::ModuleRecord& module) const {
-  auto root = open_root(cache_);
-  if (!root) return false;
-  auto compiler = root->open_subdir(compiler_dir);
-  if (!compiler) return false;
-  auto module_dir = compiler->open_subdir(module.name);
-  if (!module_dir) return false;
-  if (cache_.inspect_module(*compiler, module.name).state != layout::EntryState::Success)
-    return false;
-  for (const auto& file : module.files) {
-    auto parts = split_path(file.name);
-    auto dir = parent_of(*module_dir, parts);
-    if (!dir) return false;
-    auto size = present_size(cache_, *dir, parts.back());
-    if (!size || *size != file.size) return false;
-  }
-  return true;
+  const SafeDir* compiler = folder(compiler_dir);
+  return compiler && module_complete_in(cache_, *compiler, module);
 }
 
 bool LocalIndex::registry_file_present(const std::string& compiler_dir,
                                        const ai::FileRecord& file) const {
-  auto root = open_root(cache_);
-  if (!root) return false;
-  auto compiler = root->open_subdir(compiler_dir);
-  if (!compiler) return false;
-  auto parts = split_path(file.name);
-  auto dir = parent_of(*compiler, parts);
-  return dir && present_size(cache_, *dir, parts.back()).has_value();
+  const SafeDir* dir = folder(compiler_dir + "/" + folder_of(file.name));
+  return dir && present_size(cache_, *dir, name_of(file.name)).has_value();
+}
+
+LocalIndex::Missing LocalIndex::missing(const ai::Entry& entry) const {
+  Missing out;
+  for (const auto& module : entry.modules) {
+    if (module_complete(entry.compiler_dir(), module)) continue;
+    out.bytes += module.size();
+    out.files += module.files.size();
+  }
+  for (const auto& file : entry.registry) {
+    if (registry_file_present(entry.compiler_dir(), file)) continue;
+    out.bytes += file.size;
+    ++out.files;
+  }
+  return out;
+}
+
+const SafeDir* LocalIndex::folder(const std::string& relative) const {
+  std::lock_guard lock(folders_mutex_);
+  return open_folder(cache_, folders_, relative);
 }
 
 ai::ModuleRecord LocalIndex::record_module(const std::string& compiler_dir,

@@ -5,6 +5,7 @@
 
 #include <filesystem>
 #include <map>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
@@ -27,11 +28,20 @@ class LocalIndex {
   void write(const artifact_index::Entry& entry) const;
 
   // Whether the module is SUCCESS locally and holds every listed file with its listed size.
+  // Costs one openat and one fstatat per listed file (no listing, no read).
   bool module_complete(const std::string& compiler_dir,
                        const artifact_index::ModuleRecord& module) const;
   // Whether the registry file exists locally (as a file or a trusted symlink).
   bool registry_file_present(const std::string& compiler_dir,
                              const artifact_index::FileRecord& file) const;
+  // What an entry still lacks locally: the files (and their bytes) of its incomplete modules and
+  // of its missing registry files. Nothing missing: the entry is complete.
+  struct Missing {
+    size_t files = 0;
+    uint64_t bytes = 0;
+  };
+  Missing missing(const artifact_index::Entry& entry) const;
+
   // The record of a local SUCCESS module: every regular file with its size and sha256 (lock
   // files left out). Throws an operational Error when the module is not SUCCESS.
   artifact_index::ModuleRecord record_module(const std::string& compiler_dir,
@@ -48,7 +58,15 @@ class LocalIndex {
   const LocalCache& cache() const { return cache_; }
 
  private:
+  // A folder below the root ('/'-path, "" for the root), or null when missing. Each one is
+  // opened once and kept while this index lives, so a plan of many entries opens the compiler
+  // and index folders once, not once per entry. Only folders found are kept: one created later
+  // is still seen.
+  const SafeDir* folder(const std::string& relative) const;
+
   const LocalCache& cache_;
+  mutable std::mutex folders_mutex_;
+  mutable std::map<std::string, SafeDir> folders_;
 };
 
 }  // namespace neuron_cache
