@@ -93,43 +93,51 @@ ResolvedModel ModelResolver::resolve_hub(const manifest::Configuration& c) {
     model.model_type = *c.model_type;
     return model;
   }
+  // config.json at a commit never changes: its model type is read once, then remembered.
+  std::string at_commit = c.model_id + "@" + *model.revision;
+  if (auto known = recall(at_commit); known && !known->model_type.empty()) {
+    model.model_type = known->model_type;
+    return model;
+  }
   auto text = online(c, "read config.json").read_file(c.model_id, "config.json", *model.revision);
   if (!text) {
     throw input_error(c.source.to_string() + ": " + c.model_id +
                       " has no config.json: set model_type in the manifest");
   }
   model.model_type = model_type_of(*text, c.model_id + "/config.json");
+  remember(at_commit, model);
   return model;
 }
 
-std::optional<ResolvedModel> ModelResolver::recall(const std::string& memo) const {
-  if (memo_file_.empty()) return std::nullopt;
+pyjson::Json ModelResolver::read_memo() const {
   std::ifstream in(memo_file_, std::ios::binary);
   std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   try {
     pyjson::Json json = pyjson::parse(text);
-    if (!json.is_object() || !json.contains(memo)) return std::nullopt;
-    const pyjson::Json& item = json[memo];
-    std::string revision = item.value("revision", "");
-    if (!is_commit_id(revision)) return std::nullopt;
-    return ResolvedModel{revision, item.value("model_type", "")};
-  } catch (const std::exception&) {
-    return std::nullopt;  // a damaged memo is only a missed shortcut
+    if (json.is_object()) return json;
+  } catch (const Error&) {
+    // A damaged memo is only a missed shortcut.
   }
+  return pyjson::Json::object();
+}
+
+std::optional<ResolvedModel> ModelResolver::recall(const std::string& memo) const {
+  if (memo_file_.empty()) return std::nullopt;
+  pyjson::Json json = read_memo();
+  if (!json.contains(memo) || !json[memo].is_object()) return std::nullopt;
+  const pyjson::Json& item = json[memo];
+  std::string revision = item.value("revision", "");
+  if (!is_commit_id(revision)) return std::nullopt;
+  return ResolvedModel{revision, item.value("model_type", "")};
 }
 
 void ModelResolver::remember(const std::string& memo, const ResolvedModel& model) const {
   if (memo_file_.empty() || !model.revision) return;
   try {
-    std::ifstream in(memo_file_, std::ios::binary);
-    std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    pyjson::Json json = pyjson::Json::object();
-    try {
-      json = pyjson::parse(text);
-    } catch (const Error&) {
-    }
-    if (!json.is_object()) json = pyjson::Json::object();
-    json[memo] = {{"revision", *model.revision}, {"model_type", model.model_type}};
+    pyjson::Json json = read_memo();
+    pyjson::Json item = {{"revision", *model.revision}, {"model_type", model.model_type}};
+    if (json.contains(memo) && json[memo] == item) return;  // an unchanged run writes nothing
+    json[memo] = item;
     fs::create_directories(memo_file_.parent_path());
     fs::path temp = memo_file_;
     temp += "." + std::to_string(getpid()) + ".tmp";

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "format/cache_key.h"
+#include "format/pyjson.h"
 #include "hub/client.h"
 #include "manifest/manifest.h"
 
@@ -39,7 +40,9 @@ class ModelResolver {
   // `client` may be null (offline): then revisions must be commits and model types given, or
   // known from `memo_file`, where every answer of the Hub is remembered (a JSON object; the
   // cache root's .cache/huggingface/neuron-cache-index/models.json), so a pipeline that ran once
-  // still makes its keys while the Hub is unreachable. Empty: no memo.
+  // still makes its keys while the Hub is unreachable. The model type read from config.json is
+  // remembered by commit ("model_id@<commit>") and reused online too, as a commit's config.json
+  // never changes: an unchanged run asks only each unpinned model's revision. Empty: no memo.
   ModelResolver(hub::HubClient* client, std::filesystem::path manifest_dir,
                 std::filesystem::path memo_file = {})
       : client_(client), manifest_dir_(std::move(manifest_dir)), memo_file_(std::move(memo_file)) {}
@@ -49,6 +52,7 @@ class ModelResolver {
   const std::vector<std::string>& from_memo() const { return from_memo_; }
 
  private:
+  pyjson::Json read_memo() const;
   std::optional<ResolvedModel> recall(const std::string& memo_key) const;
   void remember(const std::string& memo_key, const ResolvedModel& model) const;
   ResolvedModel resolve_checkout(const manifest::Configuration& configuration);
