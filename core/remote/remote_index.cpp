@@ -1,9 +1,12 @@
 #include "remote/remote_index.h"
 
+#include <unistd.h>
+
 #include "format/layout.h"
 
 #include <fstream>
 #include <iterator>
+#include <sstream>
 
 #include "error.h"
 #include "format/digest.h"
@@ -24,6 +27,59 @@ std::string oid_of(const hub::RemoteEntry& file) {
   return file.is_lfs() ? file.lfs_sha256 : file.oid;
 }
 
+// The listing of neuron-cache-index/ at a commit never changes: with `copies`, the last one is
+// kept there (listing.json), so a run against an unchanged repo asks only for its head commit.
+// Like the index copies it is as trusted as the cache root it sits in.
+std::optional<std::vector<hub::RemoteEntry>> read_listing(const fs::path& file,
+                                                          const std::string& revision) {
+  std::ifstream in(file, std::ios::binary);
+  if (!in) return std::nullopt;
+  nlohmann::json json = nlohmann::json::parse(in, nullptr, false);
+  if (!json.is_object() || json.value("revision", "") != revision) return std::nullopt;
+  if (!json.contains("entries") || !json["entries"].is_array()) return std::nullopt;
+  std::vector<hub::RemoteEntry> entries;
+  for (const auto& item : json["entries"]) {
+    if (!item.is_object()) return std::nullopt;
+    entries.push_back(hub::parse_entry(item));
+  }
+  return entries;
+}
+
+void keep_listing(const fs::path& file, const std::string& revision,
+                  const std::vector<hub::RemoteEntry>& entries) {
+  nlohmann::json items = nlohmann::json::array();
+  for (const auto& entry : entries) {
+    nlohmann::json item = {{"path", entry.path},
+                           {"type", entry.is_directory ? "directory" : "file"},
+                           {"size", entry.size},
+                           {"oid", entry.oid}};
+    if (entry.is_lfs()) item["lfs"] = {{"oid", entry.lfs_sha256}, {"size", entry.size}};
+    items.push_back(std::move(item));
+  }
+  try {
+    fs::create_directories(file.parent_path());
+    fs::path temp = file;
+    temp += "." + std::to_string(getpid()) + ".tmp";  // two runs may keep it at once
+    std::ofstream(temp, std::ios::binary | std::ios::trunc)
+        << nlohmann::json({{"revision", revision}, {"entries", items}}).dump();
+    fs::rename(temp, file);
+  } catch (const std::exception&) {
+    // A kept listing only saves a request next time.
+  }
+}
+
+std::vector<hub::RemoteEntry> list_index_folder(hub::HubClient& client, const std::string& repo,
+                                                const std::string& revision,
+                                                const fs::path& copies) {
+  fs::path file = copies.empty() ? fs::path() : copies / "listing.json";
+  if (!file.empty()) {
+    if (auto kept = read_listing(file, revision)) return *kept;
+  }
+  auto entries = client.list_tree(repo, std::string(ai::kRemoteDir), false, revision);
+  if (!file.empty()) keep_listing(file, revision, entries);
+  return entries;
+}
+
 }  // namespace
 
 RemoteIndex RemoteIndex::open(hub::HubClient& client, const std::string& repo, fs::path copies) {
@@ -34,7 +90,7 @@ RemoteIndex RemoteIndex::open(hub::HubClient& client, const std::string& repo, f
     index.copies_ = copies / folder;
   }
   index.revision_ = client.repo_info(repo).sha;
-  for (auto& entry : client.list_tree(repo, std::string(ai::kRemoteDir), false, index.revision_)) {
+  for (auto& entry : list_index_folder(client, repo, index.revision_, index.copies_)) {
     if (entry.is_directory) continue;
     if (auto version = ai::compiler_version_of_index(entry.path)) {
       index.files_.emplace(*version, std::move(entry));
@@ -71,9 +127,10 @@ std::optional<std::string> RemoteIndex::read_copy(const std::string& compiler_ve
   fs::path path = copies_ / layout::compiler_dir_name(compiler_version) / (oid_of(file) + ".json");
   std::ifstream in(path, std::ios::binary);
   if (!in) return std::nullopt;
-  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  if (!matches(file, text)) return std::nullopt;  // damaged: fetch it again
-  return text;
+  std::ostringstream text;  // in bulk: a character iterator costs ms on a large index
+  text << in.rdbuf();
+  if (!matches(file, text.str())) return std::nullopt;  // damaged: fetch it again
+  return text.str();
 }
 
 void RemoteIndex::keep_copy(const std::string& compiler_version, const std::string& text) const {
