@@ -5,6 +5,7 @@
 #include <memory>
 
 #include "error.h"
+#include "format/digest.h"
 
 namespace neuron_cache {
 namespace {
@@ -54,12 +55,12 @@ std::string oid_hex(const git_oid& oid) {
 }  // namespace
 
 std::string git_blob_id(std::string_view content) {
-  ensure_libgit2();
-  git_oid oid;
-  if (git_odb_hash(&oid, content.data(), content.size(), GIT_OBJECT_BLOB) != 0) {
-    throw operational_error("libgit2 could not hash a blob: " + last_git_error());
-  }
-  return oid_hex(oid);
+  // libcrypto, not libgit2: initialising libgit2 loads every CA certificate (about 10 ms), too
+  // much for checking a kept copy of the Hub's index on every run.
+  Hasher sha1(HashAlgorithm::Sha1);
+  sha1.update("blob " + std::to_string(content.size()) + std::string(1, '\0'));
+  sha1.update(content);
+  return sha1.hex_digest();
 }
 
 std::string git_blob_id_of_file(const std::filesystem::path& file) {
