@@ -156,6 +156,11 @@ bool is_module_download(const json& e) {
   return contains(path, "/resolve/") && contains(path, "MODULE_");
 }
 
+bool is_config_read(const json& e) {
+  std::string path = e["path"].get<std::string>();
+  return contains(path, "/resolve/") && path.ends_with("/config.json");
+}
+
 // What one run of the tool printed, stdout and stderr apart.
 struct ToolResult {
   int code = -1;
@@ -178,7 +183,8 @@ class PipelineCliTest : public ::testing::Test {
         " HF_HOME=" + quoted(home.path()) + " HF_ENDPOINT=" + endpoint + " HF_TOKEN=" + token +
         " NEURON_COMPILE_CACHE_URL=" + quoted(cache_dir.empty() ? cache : cache_dir) +
         " NEURON_CACHE_RETRY_BASE_MS=10 STAND_IN_DELAY=0 STAND_IN_CALL_LOG=" + quoted(call_log) +
-        " " + extra_env + " " + testing::tool_path() + " " + args + " 2>" + quoted(err_file) + ")";
+        " " + extra_env + " " + wrapper + " " + testing::tool_path() + " " + args + " 2>" +
+        quoted(err_file) + ")";
     ToolResult run;
     std::string output;
     run.code = testing::run_command(command, &output);
@@ -278,6 +284,7 @@ class PipelineCliTest : public ::testing::Test {
   HubServer server;
   std::string endpoint;
   std::string token = testing::kHubWriteToken;
+  std::string wrapper;  // a command the tool runs under (strace)
   TempDir home;
   TempDir work;
   fs::path cache = work / "cache";
@@ -406,11 +413,12 @@ TEST_F(PipelineCliTest, PlanRequestsDoNotGrowWithConfigurations) {
     server.clear_log();
     json plan1000 = plan_json(thousand, "", fresh1000);
     size_t requests1000 = server.access_log().size();
-    // Again in the same cache: the index did not change, so it is not downloaded again.
+    // Again in the same cache: the repo did not change, so neither its index listing nor the
+    // index is read again, nor the model's config.json: only the revisions are asked.
     server.clear_log();
     json again = plan_json(thousand, "", fresh1000);
     json again_log = server.access_log();
-    EXPECT_EQ(again_log.size(), requests1000 - 1);
+    EXPECT_EQ(again_log.size(), pin ? 1u : 2u) << again_log.dump(1);
     EXPECT_EQ(testing::count_requests(again_log,
                                       [](const json& e) {
                                         return contains(e.value("path", ""),
@@ -959,6 +967,119 @@ TEST_F(PipelineCliTest, HostileIndexIsRejected) {
     EXPECT_FALSE(fs::exists(fresh / kCompiler / "MODULE_1234+d7cde3b5"));
   }
   EXPECT_FALSE(fs::exists("/tmp/" + marker));
+}
+
+// A warm run (everything complete locally, nothing new on the Hub) asks the Hub only what can
+// have changed: each unpinned model's revision and the cache repo's head, in small answers.
+TEST_F(PipelineCliTest, WarmRunAsksOnlyForRevisions) {
+  ManifestSpec spec;
+  spec.confs = {{"bs1", 1, 128}, {"bs2", 2, 128}, {"qwen", 1, 128, 2, "bf16", kQwen}};
+  spec.revisions[kQwen] = model_sha(kQwen);  // pinned: nothing to ask about it
+  fs::path manifest = write_manifest(spec);
+  ToolResult cold = tool("ci " + quoted(manifest) + " --output-dir " + quoted(work / "out"));
+  ASSERT_EQ(cold.code, 0) << cold.all();
+  // The push made a new head: the next run lists and reads the new index once, then keeps them.
+  ASSERT_EQ(tool("ci " + quoted(manifest) + " --output-dir " + quoted(work / "out")).code, 0);
+  for (const std::string command : {"prefetch", "ci", "plan"}) {
+    SCOPED_TRACE(command);
+    server.clear_log();
+    std::string extra = command == "ci" ? " --output-dir " + quoted(work / "out") : "";
+    ToolResult warm = tool(command + " " + quoted(manifest) + extra);
+    ASSERT_EQ(warm.code, 0) << warm.all();
+    json log = server.access_log();
+    ASSERT_EQ(log.size(), 2u) << log.dump(1);
+    EXPECT_EQ(log[0]["path"], "/api/models/" + std::string(kLlama) + "/revision/main");
+    EXPECT_EQ(log[1]["path"], "/api/models/" + std::string(kRepo) + "/revision/main");
+    for (const auto& e : log) EXPECT_LT(e["bytes_out"], 200) << e;
+  }
+  EXPECT_EQ(calls(), 3u);
+}
+
+// The model type comes from config.json, which never changes at a given commit: it is read once
+// per commit, then remembered in the cache root (also when the revision is pinned).
+TEST_F(PipelineCliTest, ConfigJsonIsReadOncePerModelCommit) {
+  const std::string model = "acme/tiny-model";  // a model alice may commit to
+  auto set_config = [&](const std::string& text) {
+    write_file(work / "config.json", text);
+    client().commit(model, {{hub::CommitOperation::Kind::Add, "config.json", work / "config.json"}},
+                    "config", std::nullopt);
+  };
+  client().create_repo("tiny-model", "acme", false);
+  set_config(R"({"model_type": "llama", "hidden_size": 64})");
+  ManifestSpec spec;
+  spec.confs = {{"tiny", 1, 128, 2, "bf16", model}, {"qwen", 1, 128, 2, "bf16", kQwen}};
+  spec.revisions[kQwen] = model_sha(kQwen);
+  fs::path manifest = write_manifest(spec);
+  server.clear_log();
+  std::map<std::string, std::string> keys = keys_of(plan_json(manifest));
+  EXPECT_EQ(count(server.access_log(), is_config_read), 2u);
+  server.clear_log();
+  EXPECT_EQ(keys_of(plan_json(manifest)), keys);
+  json log = server.access_log();
+  EXPECT_EQ(count(log, is_config_read), 0u) << log.dump(1);
+  EXPECT_EQ(count(log, [](const json& e) { return contains(e["path"], kQwen); }), 0u)
+      << "a pinned model with a known type costs no request";
+
+  // A new commit of the model: its config.json is read again, once.
+  set_config(R"({"model_type": "llama", "hidden_size": 128})");
+  server.clear_log();
+  json moved = plan_json(manifest);
+  EXPECT_EQ(count(server.access_log(), is_config_read), 1u);
+  EXPECT_NE(keys_of(moved)["tiny"], keys["tiny"]) << "another commit, another key";
+  EXPECT_EQ(keys_of(moved)["qwen"], keys["qwen"]);
+}
+
+// Completeness comes from the entry and one stat per file it lists: a NEFF deleted or cut short
+// is still seen, and MODULE folders no entry lists are never looked at.
+TEST_F(PipelineCliTest, WarmRunChecksListedFilesOnly) {
+  ManifestSpec spec;
+  for (int b = 1; b <= 4; ++b) spec.confs.push_back({"bs" + std::to_string(b), b, 128});
+  fs::path manifest = write_manifest(spec);
+  ManifestSpec half = spec;
+  half.confs.resize(2);
+  fs::path half_manifest = write_manifest(half, "half.yaml");
+  ToolResult cold = tool("ci " + quoted(manifest) + " --output-dir " + quoted(work / "out"));
+  ASSERT_EQ(cold.code, 0) << cold.all();
+
+  if (testing::strace_works()) {
+    auto stats = [&](const fs::path& m) {
+      fs::path summary = work / "strace.txt";
+      wrapper = "strace -f -c -o " + quoted(summary);
+      ToolResult run = tool("prefetch " + quoted(m));
+      wrapper.clear();
+      EXPECT_EQ(run.code, 0) << run.all();
+      return testing::stat_calls(read_file(summary));
+    };
+    size_t two = stats(half_manifest);
+    size_t four = stats(manifest);
+    // Two configurations of two modules of four files each: an entry read and one stat per
+    // listed file, give or take a few.
+    EXPECT_LE(four - two, 2u * (2 * 5 + 4)) << two << " then " << four;
+    for (int i = 0; i < 300; ++i) {  // graphs of other pipelines, in the same compiler folder
+      fs::path other = cache / kCompiler / ("MODULE_" + std::to_string(900000 + i) + "+d7517139");
+      for (const char* name : {"model.neff", "model.done", "model.hlo_module.pb"})
+        write_file(other / name, "x");
+    }
+    EXPECT_LE(stats(manifest), four + 4) << "a warm run never lists the cache";
+  } else {
+    std::cerr << "strace cannot run here: stat counts not checked\n";
+  }
+
+  const Conf& deleted = spec.confs[0];
+  const Conf& truncated = spec.confs[1];
+  fs::remove(cache / kCompiler / context_module(deleted) / "model.neff");
+  fs::resize_file(cache / kCompiler / token_module(truncated) / "model.neff", 10);
+  json plan = plan_json(manifest);
+  ASSERT_FALSE(plan.is_null());
+  for (const auto& row : plan["configurations"]) {
+    bool damaged = row["name"] == deleted.name || row["name"] == truncated.name;
+    EXPECT_EQ(row["status"], damaged ? "hub" : "local") << row;
+  }
+  ToolResult fetched = tool("prefetch " + quoted(manifest));
+  ASSERT_EQ(fetched.code, 0) << fetched.all();
+  EXPECT_TRUE(contains(fetched.out, "prefetched 2 configurations")) << fetched.all();
+  for (const auto& row : plan_json(manifest)["configurations"]) EXPECT_EQ(row["status"], "local");
+  EXPECT_EQ(calls(), 4u) << "nothing compiled again";
 }
 
 }  // namespace

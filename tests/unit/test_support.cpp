@@ -3,9 +3,11 @@
 #include <sys/wait.h>
 
 #include <array>
+#include <cctype>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <iterator>
 #include <sstream>
 #include <stdexcept>
 
@@ -109,6 +111,23 @@ int run_command(const std::string& command_line, std::string* output) {
   int status = pclose(pipe);
   if (output != nullptr) *output = text;
   return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+size_t stat_calls(const std::string& strace_summary) {
+  size_t calls = 0;
+  std::istringstream lines(strace_summary);
+  for (std::string line; std::getline(lines, line);) {
+    // "% time  seconds  usecs/call  calls  [errors]  syscall"
+    std::istringstream words(line);
+    std::vector<std::string> w{std::istream_iterator<std::string>(words), {}};
+    bool is_stat = w.size() >= 5 && w.back().find("stat") != std::string::npos;
+    if (is_stat && std::isdigit(static_cast<unsigned char>(w[3][0]))) calls += std::stoul(w[3]);
+  }
+  return calls;
+}
+
+bool strace_works() {
+  return run_command("strace -f -c -o /dev/null true") == 0;
 }
 
 std::string tool_path() {

@@ -56,6 +56,11 @@ inline bool contains(const std::string& text, const std::string& part) {
   return text.find(part) != std::string::npos;
 }
 
+// Calls of the stat family (fstat, newfstatat, statx, ...) in an `strace -c` summary, and whether
+// strace can trace here (it needs ptrace, which some containers refuse).
+size_t stat_calls(const std::string& strace_summary);
+bool strace_works();
+
 // The neuron-cache binary built with the tests.
 std::string tool_path();
 
