@@ -1,7 +1,14 @@
 // pipeline-bench: the main job at scale against the local Hub server: push N configurations in
 // one commit, plan them from another machine (requests must not grow with N), prefetch them into
-// an empty cache, and prefetch again (nothing may move).
-//   pipeline-bench [CONFIGS=200] [MODULES_PER_CONFIG=3] [KIB_PER_NEFF=256]
+// an empty cache, and prefetch again (nothing may move). Then the warm no-op as users run it:
+// `neuron-cache prefetch` and `ci` with WARM_CONFIGS configurations of one unpinned model, all
+// complete locally: wall time, Hub requests, response bytes and stat calls (with strace).
+//   pipeline-bench [CONFIGS=200] [MODULES_PER_CONFIG=3] [KIB_PER_NEFF=256] [WARM_CONFIGS=100]
+#include <fcntl.h>
+#include <spawn.h>
+#include <sys/wait.h>
+
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <random>
@@ -81,12 +88,166 @@ void report(const char* label, double seconds, uint64_t requests, const std::str
               static_cast<unsigned long long>(requests), detail.c_str());
 }
 
+// The warm no-op: a manifest of `configs` configurations of one unpinned model, laid out in a
+// cache and pushed, so that the tool finds every one complete locally.
+constexpr const char* kModel = "alice/bench-model";
+
+// The key the tool makes for configuration `i` of warm_manifest().
+plan::Target warm_target(int i, const std::string& revision) {
+  plan::Target t;
+  t.inputs = {kModel, "llama", "text-generation", "bf16", i, 128, kCompiler, 2,
+              "trn1", {},      revision,          "0.4.5"};
+  t.key = cache_key::key_of(t.inputs);
+  t.configuration.name = "c" + std::to_string(i);
+  t.configuration.model_id = kModel;
+  return t;
+}
+
+std::string warm_manifest(const std::string& repo, int configs) {
+  std::string y = "cache_repo: " + repo + "\ncompiler_version: \"" + kCompiler +
+                  "\"\noptimum_neuron_version: \"0.4.5\"\ninstance_type: trn1\nmodels:\n" +
+                  "  - model_id: " + kModel + "\n    task: text-generation\n    configurations:\n";
+  for (int i = 1; i <= configs; ++i) {
+    y += "      - {name: c" + std::to_string(i) + ", batch_size: " + std::to_string(i) +
+         ", sequence_length: 128, num_cores: 2, precision: bf16}\n";
+  }
+  return y;
+}
+
+// Runs `argv` with exactly `env`, output discarded; returns the exit code and the wall time.
+std::pair<int, double> spawn(const std::vector<std::string>& argv,
+                             const std::vector<std::string>& env) {
+  std::vector<char*> args, envp;
+  for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+  for (const auto& e : env) envp.push_back(const_cast<char*>(e.c_str()));
+  args.push_back(nullptr);
+  envp.push_back(nullptr);
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0);
+  posix_spawn_file_actions_addopen(&actions, 2, "/dev/null", O_WRONLY, 0);
+  auto start = Clock::now();
+  pid_t pid = -1;
+  int status = -1;
+  if (posix_spawn(&pid, args[0], &actions, nullptr, args.data(), envp.data()) == 0) {
+    waitpid(pid, &status, 0);
+  }
+  double seconds = seconds_since(start);
+  posix_spawn_file_actions_destroy(&actions);
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, seconds};
+}
+
+struct WarmRun {
+  double best = 1e9;
+  double median = 0;
+  size_t requests = 0;
+  uint64_t bytes = 0;
+  bool ok = true;
+};
+
+// `runs` timed runs of the tool; requests and bytes of the last one (they are all alike).
+WarmRun time_tool(const testing::HubServer& server, const std::vector<std::string>& argv,
+                  const std::vector<std::string>& env, int runs) {
+  WarmRun out;
+  std::vector<double> times;
+  for (int i = 0; i < runs; ++i) {
+    server.clear_log();
+    auto [code, seconds] = spawn(argv, env);
+    out.ok = out.ok && code == 0;
+    times.push_back(seconds);
+  }
+  nlohmann::json log = server.access_log();
+  out.requests = log.size();
+  for (const auto& e : log) out.bytes += e.value("bytes_out", uint64_t{0});
+  std::sort(times.begin(), times.end());
+  out.best = times.front();
+  out.median = times[times.size() / 2];
+  return out;
+}
+
+// Stat calls of one run, or -1 when strace cannot trace here.
+long stats_of(const std::vector<std::string>& argv, const std::vector<std::string>& env,
+              const std::filesystem::path& summary) {
+  if (!testing::strace_works()) return -1;
+  std::vector<std::string> traced = {"/usr/bin/strace", "-f", "-c", "-o", summary.string()};
+  traced.insert(traced.end(), argv.begin(), argv.end());
+  spawn(traced, env);
+  return static_cast<long>(testing::stat_calls(testing::read_file(summary)));
+}
+
+// How many configurations `plan --json` finds complete locally.
+size_t local_rows(const std::vector<std::string>& env, const std::string& manifest) {
+  std::string command = "env -i";
+  for (const auto& e : env) command += " '" + e + "'";
+  std::string out;
+  testing::run_command(command + " " + testing::tool_path() + " plan --json '" + manifest + "'",
+                       &out);
+  size_t json_start = out.find('{');
+  auto plan = nlohmann::json::parse(json_start == std::string::npos ? "" : out.substr(json_start),
+                                    nullptr, false);
+  if (plan.is_discarded() || !plan.contains("configurations")) return 0;
+  size_t local = 0;
+  for (const auto& row : plan["configurations"]) local += row["status"] == "local" ? 1 : 0;
+  return local;
+}
+
+void warm_no_op(const testing::HubServer& server, hub::HubClient& client, const std::string& repo,
+                int configs, int modules, size_t kib) {
+  testing::TempDir dir;
+  std::string model = client.create_repo("bench-model", "", false);
+  testing::write_file(dir / "config.json", R"({"model_type": "llama"})");
+  client.commit(model, {{hub::CommitOperation::Kind::Add, "config.json", dir / "config.json"}},
+                "config", std::nullopt);
+  std::string revision = client.repo_info(model).sha;
+  LocalCache cache(dir / "cache");
+  LocalIndex index(cache);
+  std::mt19937_64 random(11);
+  std::vector<ai::Entry> entries;
+  for (int i = 1; i <= configs; ++i) {
+    plan::Target t = warm_target(i, revision);
+    compile_fake(index, t, modules, kib << 10, random);
+    entries.push_back(*index.find(kCompiler, t.key));
+  }
+  remote::push(client, repo, index, entries);
+  testing::write_file(dir / "m.yaml", warm_manifest(repo, configs));
+  std::vector<std::string> env = {"PATH=/usr/bin:/bin",
+                                  "HOME=" + dir.path().string(),
+                                  "HF_HOME=" + (dir / "hf").string(),
+                                  "HF_ENDPOINT=" + server.url(),
+                                  "HF_TOKEN=" + std::string(testing::kHubWriteToken),
+                                  "NEURON_COMPILE_CACHE_URL=" + cache.root().string()};
+  std::string manifest = (dir / "m.yaml").string();
+  if (size_t local = local_rows(env, manifest); local != static_cast<size_t>(configs)) {
+    std::printf(
+        "warm no-op: only %zu of %d configurations are local: the bench's keys are not "
+        "the tool's\n",
+        local, configs);
+    return;
+  }
+  std::printf("warm no-op, %d configurations complete locally (%d modules each):\n", configs,
+              modules);
+  for (const char* command : {"prefetch", "ci"}) {
+    std::vector<std::string> argv = {testing::tool_path(), command, manifest, "--quiet"};
+    if (std::string(command) == "ci") argv.insert(argv.end(), {"--output-dir", (dir / "out")});
+    spawn(argv, env);  // the first run after the push reads the new index once
+    WarmRun run = time_tool(server, argv, env, 7);
+    long stats = stats_of(argv, env, dir / "strace.txt");
+    char detail[160];
+    std::snprintf(detail, sizeof detail, "best %.3f s, %llu response bytes, %ld stat calls%s",
+                  run.best, static_cast<unsigned long long>(run.bytes), stats,
+                  run.ok ? "" : ", FAILED");
+    std::string label = std::string("  ") + command + " (median of 7)";
+    report(label.c_str(), run.median, run.requests, detail);
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   int configs = argc > 1 ? std::atoi(argv[1]) : 200;
   int modules = argc > 2 ? std::atoi(argv[2]) : 3;
   size_t kib = argc > 3 ? static_cast<size_t>(std::atoi(argv[3])) : 256;
+  int warm_configs = argc > 4 ? std::atoi(argv[4]) : 100;
   testing::HubServer server;
   testing::TempDir first, second;
   std::mt19937_64 random(7);
@@ -145,5 +306,6 @@ int main(int argc, char** argv) {
         static_cast<double>(fetched.bytes_downloaded) / (1 << 20) / seconds, fetched.failed.size());
     report(label, seconds, fresh.http().stats().requests, detail);
   }
+  warm_no_op(server, client, repo, warm_configs, modules, kib);
   return 0;
 }
