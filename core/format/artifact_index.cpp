@@ -1,8 +1,11 @@
 #include "format/artifact_index.h"
 
+#include <algorithm>
+#include <cctype>
 #include <ctime>
 
 #include "error.h"
+#include "format/digest.h"
 #include "format/layout.h"
 
 namespace neuron_cache::artifact_index {
@@ -150,7 +153,10 @@ std::string serialize_index(const IndexFile& index) {
   Json entries = Json::object();
   for (const auto& [key, raw] : index.unreadable) entries[key] = raw;
   for (const auto& [key, entry] : index.entries) entries[key] = entry_to_json(entry);
-  return pyjson::dumps({{"format", kFormat}, {"entries", entries}}, 2);
+  if (index.format == kLegacyFormat) {
+    return pyjson::dumps({{"format", kLegacyFormat}, {"entries", entries}}, 2);
+  }
+  return pyjson::dumps({{"format", kFormat}, {"model_id", index.model_id}, {"entries", entries}});
 }
 
 IndexFile parse_index(std::string_view text_in, const std::string& origin) {
@@ -161,17 +167,25 @@ IndexFile parse_index(std::string_view text_in, const std::string& origin) {
     bad(origin, error.what());
   }
   const Json& format = member(json, "format", origin);
-  if (!format.is_number_integer() || format.get<int64_t>() != kFormat) {
-    bad(origin, "index format " + format.dump() + " is not format " + std::to_string(kFormat) +
-                    ": upgrade neuron-cache");
+  bool known = format.is_number_integer() &&
+               (format.get<int64_t>() == kFormat || format.get<int64_t>() == kLegacyFormat);
+  if (!known) {
+    bad(origin, "index format " + format.dump() + " is newer than format " +
+                    std::to_string(kFormat) + ": upgrade neuron-cache");
   }
   const Json& entries = member(json, "entries", origin);
   if (!entries.is_object()) bad(origin, "\"entries\" is not an object");
   IndexFile index;
+  index.format = static_cast<int>(format.get<int64_t>());
+  if (index.format == kFormat) index.model_id = text(json, "model_id", origin);
   for (const auto& [key, value] : entries.items()) {
     try {
       Entry entry = entry_from_json(value, origin + " (entry " + key + ")");
       if (entry.key != key) bad(origin, "entry " + key + " is stored under another key");
+      if (index.format == kFormat && entry.inputs.model_id != index.model_id) {
+        bad(origin, "entry " + key + " of " + entry.inputs.model_id + " is in the shard of " +
+                        index.model_id);
+      }
       index.entries.emplace(key, std::move(entry));
     } catch (const Error& error) {
       index.unreadable.emplace(key, value);
@@ -183,6 +197,28 @@ IndexFile parse_index(std::string_view text_in, const std::string& origin) {
 
 std::string remote_index_path(std::string_view compiler_version) {
   return std::string(kRemoteDir) + "/" + layout::compiler_dir_name(compiler_version) + ".json";
+}
+
+std::string model_slug(std::string_view model_id) {
+  constexpr size_t kMaxSlug = 200;
+  bool plain = !model_id.empty() && model_id.size() <= kMaxSlug && model_id.front() != '.' &&
+               model_id.front() != '-' && std::count(model_id.begin(), model_id.end(), '/') <= 1 &&
+               model_id.find("--") == std::string_view::npos && model_id.back() != '/';
+  for (char ch : model_id) {
+    bool allowed = std::isalnum(static_cast<unsigned char>(ch)) || ch == '.' || ch == '_' ||
+                   ch == '-' || ch == '/';
+    plain = plain && allowed;
+  }
+  if (plain && model_id.find("/.") != std::string_view::npos) plain = false;
+  if (!plain) return "model-" + sha256_hex(model_id).substr(0, 32);
+  std::string slug;
+  for (char ch : model_id) slug += ch == '/' ? std::string("--") : std::string(1, ch);
+  return slug;
+}
+
+std::string remote_shard_path(std::string_view compiler_version, std::string_view model_id) {
+  return std::string(kRemoteDir) + "/" + layout::compiler_dir_name(compiler_version) + "/" +
+         model_slug(model_id) + ".json";
 }
 
 std::optional<std::string> compiler_version_of_index(std::string_view path) {

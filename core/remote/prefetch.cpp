@@ -66,6 +66,26 @@ void fail_keys(const std::vector<std::string>& keys, const std::string& why,
   for (const auto& key : keys) result.failed.emplace(key, why);
 }
 
+// The downloaded folders of a batch go in together: one flush of the filesystem per phase.
+void install_all(std::vector<EntryInstall::BatchItem>& ready,
+                 const std::vector<const std::vector<std::string>*>& keys_of,
+                 PrefetchResult& result) {
+  try {
+    EntryInstall::commit_all(ready);
+  } catch (const Error& e) {
+    for (auto& item : ready) {
+      if (!item.outcome && item.error.empty()) item.error = e.what();
+    }
+  }
+  for (size_t i = 0; i < ready.size(); ++i) {
+    if (ready[i].outcome) {
+      ++result.modules_installed;
+    } else {
+      fail_keys(*keys_of[i], ready[i].error, result);
+    }
+  }
+}
+
 void install_batch(hub::HubClient& client, const std::string& repo, const std::string& revision,
                    const LocalIndex& local, std::vector<ModuleJob*> batch, PrefetchResult& result) {
   std::vector<Staged> staged;
@@ -84,15 +104,15 @@ void install_batch(hub::HubClient& client, const std::string& repo, const std::s
     staged.push_back(std::move(s));
   }
   std::vector<hub::DownloadResult> downloads = client.download(repo, revision, requests);
+  std::vector<EntryInstall::BatchItem> ready;
+  std::vector<const std::vector<std::string>*> keys_of;
   for (auto& s : staged) {
     std::string error;
     for (size_t i = 0; i < s.job->record->files.size(); ++i) {
       const hub::DownloadResult& d = downloads[s.first_request + i];
       if (!d.ok && error.empty()) error = d.error;
-      if (d.ok) {
-        ++result.files_downloaded;
-        result.bytes_downloaded += d.bytes;
-      }
+      result.bytes_downloaded += d.bytes;  // what moved, even when it was thrown away
+      if (d.ok) ++result.files_downloaded;
     }
     s.fds.clear();
     if (!error.empty()) {
@@ -100,13 +120,10 @@ void install_batch(hub::HubClient& client, const std::string& repo, const std::s
                 result);
       continue;
     }
-    try {
-      s.install->commit();
-      ++result.modules_installed;
-    } catch (const Error& e) {
-      fail_keys(s.job->keys, e.what(), result);
-    }
+    ready.push_back({s.install.get(), std::nullopt, ""});
+    keys_of.push_back(&s.job->keys);
   }
+  install_all(ready, keys_of, result);
 }
 
 std::string read_fd(int fd) {
@@ -129,13 +146,13 @@ void fetch_registry(hub::HubClient& client, const std::string& repo, const std::
     std::vector<hub::DownloadRequest> request{
         {entry.compiler_dir() + "/" + file.name, fd.get(), expected(file)}};
     hub::DownloadResult d = client.download(repo, revision, request).front();
+    result.bytes_downloaded += d.bytes;
     if (!d.ok) {
       result.failed.emplace(entry.key, file.name + ": " + d.error);
       return;
     }
     local.install_registry_file(entry.compiler_dir(), file.name, read_fd(fd.get()));
     ++result.files_downloaded;
-    result.bytes_downloaded += d.bytes;
   }
 }
 

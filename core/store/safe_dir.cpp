@@ -209,7 +209,7 @@ UniqueFd SafeDir::open_read(std::string_view name) const {
 UniqueFd SafeDir::create_new(std::string_view name) const {
   check_plain_name(name);
   int fd = openat(fd_.get(), std::string(name).c_str(),
-                  O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, kFileMode);
+                  O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, kFileMode);
   if (fd < 0) throw io_error("cannot create", path_ / name);
   return UniqueFd(fd);
 }
