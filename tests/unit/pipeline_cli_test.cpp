@@ -834,6 +834,39 @@ TEST_F(PipelineCliTest, GiBFilesMoveByteForByteThroughPushAndPrefetch) {
   EXPECT_GE(compared, 8u);
 }
 
+// Two configurations that differ only by sequence length share their token graph: one push
+// sends its files once, and asks for no LFS verify per object.
+TEST_F(PipelineCliTest, OnePushSendsASharedFolderOnce) {
+  ManifestSpec spec;
+  spec.confs = {{"short", 1, 128}, {"long", 1, 256}};
+  fs::path manifest = write_manifest(spec);
+  ToolResult compiled = tool("compile " + quoted(manifest));
+  ASSERT_EQ(compiled.code, 0) << compiled.all();
+  server.clear_log();
+  ToolResult pushed = tool("push " + quoted(manifest));
+  ASSERT_EQ(pushed.code, 0) << pushed.all();
+  json log = server.access_log();
+  const std::string shared = token_module(spec.confs[0]);
+  ASSERT_EQ(shared, token_module(spec.confs[1]));
+  EXPECT_EQ(count(log, [](const json& e) { return is_commit(e) && e["status"] == 200; }), 1u);
+  EXPECT_EQ(
+      count(log, [](const json& e) { return contains(e["path"].get<std::string>(), "verify"); }),
+      0u);
+  // Three folders (two context graphs, one shared token graph), each with two LFS files (NEFF,
+  // .pb): six objects, each sent once.
+  std::set<std::string> objects;
+  size_t puts = 0;
+  for (const auto& e : log) {
+    if (e["method"] != "PUT" || e["listener"] != "cdn") continue;
+    objects.insert(e["path"].get<std::string>());
+    ++puts;
+  }
+  EXPECT_EQ(puts, 6u) << log.dump(1);
+  EXPECT_EQ(objects.size(), puts);
+  json entries = hub_index()["entries"];
+  EXPECT_EQ(entries.size(), 2u);
+}
+
 TEST_F(PipelineCliTest, RunRecordsAndPushesWhatTheCommandCompiled) {
   ManifestSpec spec;
   Conf declared{"declared", 1, 128};
