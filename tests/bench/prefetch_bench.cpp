@@ -13,9 +13,9 @@
 // client (npm ci) into DIR. The set at --scale 1: one MODULE folder with a 1 GiB model.neff, eight
 // with a 100 MiB one, and --small-modules (200) small folders (NEFFs of 4 KiB to 400 KiB); SCALE
 // multiplies the nine large NEFFs only. Random bytes throughout, so nothing compresses or sparses.
+// Wall time and peak RSS of each process come from measure-exec (tests/bench/measure_exec.cpp).
 #include <fcntl.h>
 #include <httplib.h>
-#include <signal.h>
 #include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -80,8 +80,8 @@ struct SetFile {
 };
 
 struct Set {
-  fs::path root;       // the local cache that was pushed
-  fs::path manifest;   // the manifest naming its configurations
+  fs::path root;      // the local cache that was pushed
+  fs::path manifest;  // the manifest naming its configurations
   std::vector<SetFile> files;
   uint64_t bytes = 0;
   uint64_t largest = 0;
@@ -237,20 +237,28 @@ std::string hex_id(std::mt19937_64& random, size_t digits) {
 }
 
 std::string manifest_text() {
-  std::string text = std::string("cache_repo: ") + kRepo + "\ncompiler_version: " + kCompiler +
-                     "\noptimum_neuron_version: 0.4.5\ninstance_type: trn1\nmodels:\n"
-                     "  - model_id: " + kModel + "\n    revision: " + kRevision +
-                     "\n    model_type: llama\n    task: text-generation\n    configurations:\n";
+  std::ostringstream text;
+  text << "cache_repo: " << kRepo << "\n"
+       << "compiler_version: " << kCompiler << "\n"
+       << "optimum_neuron_version: 0.4.5\n"
+       << "instance_type: trn1\n"
+       << "models:\n"
+       << "  - model_id: " << kModel << "\n"
+       << "    revision: " << kRevision << "\n"
+       << "    model_type: llama\n"
+       << "    task: text-generation\n"
+       << "    configurations:\n";
   for (int batch : {1, 2, 4, 8}) {
-    text += "      - {name: bs" + std::to_string(batch) + ", batch_size: " + std::to_string(batch) +
-            ", sequence_length: 4096, num_cores: 8, precision: bf16}\n";
+    text << "      - {name: bs" << batch << ", batch_size: " << batch
+         << ", sequence_length: 4096, num_cores: 8, precision: bf16}\n";
   }
-  return text;
+  return text.str();
 }
 
 Set generate(const fs::path& work, const Options& o) {
   Set set;
   set.root = work / "source-cache";
+  fs::remove_all(set.root);  // a --work folder used before: nothing extra for cp -r to copy
   set.manifest = work / "neuron-cache.yaml";
   testing::write_file(set.manifest, manifest_text());
   // The keys as the tool computes them (pinned revision and model type: nothing asks the Hub).
@@ -263,24 +271,28 @@ Set generate(const fs::path& work, const Options& o) {
   // Module sizes: the nine large NEFFs first (1 GiB, 8 x 100 MiB, times SCALE), then the small.
   std::vector<uint64_t> neffs;
   neffs.push_back(static_cast<uint64_t>(std::llround(o.scale * 1024 * kMiB)));
-  for (int i = 0; i < 8; ++i) neffs.push_back(static_cast<uint64_t>(std::llround(o.scale * 100 * kMiB)));
+  for (int i = 0; i < 8; ++i)
+    neffs.push_back(static_cast<uint64_t>(std::llround(o.scale * 100 * kMiB)));
   std::mt19937_64 random(9);
-  for (int i = 0; i < o.small_modules; ++i) neffs.push_back(log_uniform(random, 4 << 10, 400 << 10));
+  for (int i = 0; i < o.small_modules; ++i)
+    neffs.push_back(log_uniform(random, 4 << 10, 400 << 10));
 
   LocalCache cache(set.root);
   LocalIndex index(cache);
   std::vector<ai::Entry> entries;
   for (const auto& t : targets) {
-    entries.push_back({t.key, t.inputs, t.configuration.name, {}, {}, 1800.0, "prefetch-bench",
-                       ai::utc_now()});
+    entries.push_back(
+        {t.key, t.inputs, t.configuration.name, {}, {}, 1800.0, "prefetch-bench", ai::utc_now()});
   }
-  std::string flags = compile_flags_json({"--model-type=transformer", "--auto-cast=none",
-                                          "--target=trn1", "--enable-fast-loading-neuron-binaries"});
+  std::string flags =
+      compile_flags_json({"--model-type=transformer", "--auto-cast=none", "--target=trn1",
+                          "--enable-fast-loading-neuron-binaries"});
   std::string compiler_dir = entries.front().compiler_dir();
   for (size_t m = 0; m < neffs.size(); ++m) {
     std::string name = "MODULE_" + hex_id(random, 20) + "+" + flags_key(flags);
     fs::path dir = set.root / compiler_dir / name;
-    uint64_t hlo = m < 9 ? log_uniform(random, 256 << 10, 2 << 20) : log_uniform(random, 1 << 10, 64 << 10);
+    uint64_t hlo =
+        m < 9 ? log_uniform(random, 256 << 10, 2 << 20) : log_uniform(random, 1 << 10, 64 << 10);
     write_random(dir / "model.hlo_module.pb", hlo, random);
     testing::write_file(dir / "compile_flags.json", flags);
     write_random(dir / "model.neff", neffs[m], random);
@@ -370,8 +382,9 @@ class Bench {
         env["HF_HOME"] = (work_ / ("hf-home-prefetch-" + std::to_string(round))).string();
         break;
       case Curl:
-        args = {o_.curl,     "--parallel", "--parallel-max", "8",        "--fail",
-                "--silent", "--show-error", "--create-dirs", "--config", curl_config(out).string()};
+        args = {
+            o_.curl,    "--parallel",   "--parallel-max", "8",        "--fail",
+            "--silent", "--show-error", "--create-dirs",  "--config", curl_config(out).string()};
         break;
       case Copy:
         args = {"cp", "-r", set_.root.string(), out.string()};
@@ -390,12 +403,10 @@ class Bench {
     Sample sample;
     sample.run = run(args, env, log);
     json access = server_.access_log();
-    sample.hub_requests = testing::count_requests(access, [](const json& e) {
-      return e.value("listener", "") == "hub";
-    });
-    sample.cdn_requests = testing::count_requests(access, [](const json& e) {
-      return e.value("listener", "") == "cdn";
-    });
+    sample.hub_requests = testing::count_requests(
+        access, [](const json& e) { return e.value("listener", "") == "hub"; });
+    sample.cdn_requests = testing::count_requests(
+        access, [](const json& e) { return e.value("listener", "") == "cdn"; });
     if (method == Snapshot) result_root = snapshot_folder(out);
     sample.check = verify(result_root, set_.files);
     if (sample.run.exit_code != 0) {
@@ -406,7 +417,8 @@ class Bench {
       detail += std::to_string(sample.check.good) + " of " + std::to_string(sample.check.total) +
                 " files delivered byte for byte";
       for (const auto& p : sample.check.problems) detail += "\n      " + p;
-      detail += "\n    its output (" + log.string() + "), last lines:\n" + tail_of(log, 8);
+      detail += "\n    its output (" + log.string() + (o_.work ? "" : ", kept with --work DIR") +
+                "), last lines:\n" + tail_of(log, 8);
       sample.note = detail;
     } else if (method == Prefetch) {
       sample.note = first_line_with(log, "prefetched ");
@@ -496,7 +508,8 @@ int bench(const Options& o, const fs::path& work) {
   std::printf("push: neuron-cache push, %.1f s, exit code %d: %s\n", pushed.seconds,
               pushed.exit_code, tail_of(push_log, 1).c_str());
   if (pushed.exit_code != 0) {
-    std::printf("FAILED: the push failed, nothing to measure:\n%s\n", tail_of(push_log, 20).c_str());
+    std::printf("FAILED: the push failed, nothing to measure:\n%s\n",
+                tail_of(push_log, 20).c_str());
     return 1;
   }
   std::printf(
@@ -567,7 +580,7 @@ int bench(const Options& o, const fs::path& work) {
                  {"peak RSS of prefetch <= 64 MiB", rss[Prefetch], 64}};
   std::printf("\ntargets (issue 9, section 2; they are set for SCALE=1):\n");
   for (const auto& t : targets) {
-    const char* verdict = failed[Prefetch] ? "not met (prefetch FAILED)"
+    const char* verdict = failed[Prefetch]     ? "not met (prefetch FAILED)"
                           : t.value <= t.limit ? "met"
                                                : "not met";
     std::printf("  %-38s %8.2f  %s\n", t.what, t.value, verdict);
