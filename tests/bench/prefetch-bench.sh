@@ -27,7 +27,7 @@ while (($#)); do
     --no-build) do_build=0; shift ;;
     --ctest) ctest=1; do_build=0; shift ;;
     --small-modules | --work) extra+=("$1" "$2"); shift 2 ;;
-    -h | --help) sed -n '2,14p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h | --help) sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     -*) echo "prefetch-bench.sh: unknown option $1 (see --help)" >&2; exit 2 ;;
     *) positional+=("$1"); shift ;;
   esac
