@@ -16,6 +16,8 @@
 // Wall time and peak RSS of each process come from measure-exec (tests/bench/measure_exec.cpp).
 #include <fcntl.h>
 #include <httplib.h>
+#include <pthread.h>
+#include <signal.h>
 #include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -29,10 +31,12 @@
 #include <fstream>
 #include <iostream>
 #include <map>
+#include <mutex>
 #include <optional>
 #include <random>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "format/artifact_index.h"
@@ -132,6 +136,33 @@ Options parse(int argc, char** argv) {
 }
 
 // ---------------------------------------------------------------------------------------------
+// Interruptions (Ctrl-C, kill): a thread waits for the signal, stops the measured command and
+// the Hub server, removes the temporary files (gigabytes at SCALE=1) and exits 128+N.
+
+struct Interruption {
+  std::mutex mutex;
+  pid_t child_group = -1;  // measure-exec and the command it runs, in their own process group
+  pid_t server = -1;
+  std::vector<fs::path> temporary;
+};
+Interruption interruption;
+
+void handle_interruptions(const sigset_t& signals) {
+  std::thread([signals] {
+    int signal_number = 0;
+    sigwait(&signals, &signal_number);
+    std::lock_guard lock(interruption.mutex);
+    if (interruption.child_group > 0) kill(-interruption.child_group, SIGTERM);
+    if (interruption.server > 0) kill(interruption.server, SIGTERM);
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));  // let them close their files
+    std::error_code ignored;
+    for (const auto& path : interruption.temporary) fs::remove_all(path, ignored);
+    std::fprintf(stderr, "\nprefetch-bench: interrupted by signal %d\n", signal_number);
+    _exit(128 + signal_number);
+  }).detach();
+}
+
+// ---------------------------------------------------------------------------------------------
 // Child processes, measured by measure-exec.
 
 struct Run {
@@ -171,9 +202,26 @@ Run run(const std::vector<std::string>& args, const std::map<std::string, std::s
                                    O_WRONLY | O_CREAT | O_TRUNC, 0644);
   posix_spawn_file_actions_adddup2(&actions, STDOUT_FILENO, STDERR_FILENO);
   posix_spawn_file_actions_addopen(&actions, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
+  // Its own process group (an interruption stops it and what it runs), with the signals we
+  // block or ignore back to normal.
+  posix_spawnattr_t attributes;
+  posix_spawnattr_init(&attributes);
+  sigset_t none, broken_pipe;
+  sigemptyset(&none);
+  sigemptyset(&broken_pipe);
+  sigaddset(&broken_pipe, SIGPIPE);
+  posix_spawnattr_setpgroup(&attributes, 0);
+  posix_spawnattr_setsigmask(&attributes, &none);
+  posix_spawnattr_setsigdefault(&attributes, &broken_pipe);
+  posix_spawnattr_setflags(&attributes,
+                           POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
   pid_t pid = -1;
-  int error = posix_spawn(&pid, argv[0], &actions, nullptr, argv.data(), envp.data());
+  std::unique_lock lock(interruption.mutex);
+  int error = posix_spawn(&pid, argv[0], &actions, &attributes, argv.data(), envp.data());
   posix_spawn_file_actions_destroy(&actions);
+  posix_spawnattr_destroy(&attributes);
+  if (error == 0) interruption.child_group = pid;
+  lock.unlock();
   if (error != 0) {
     throw std::runtime_error(std::string("cannot start ") + MEASURE_EXEC + ": " +
                              std::strerror(error));
@@ -181,6 +229,10 @@ Run run(const std::vector<std::string>& args, const std::map<std::string, std::s
   int status = 0;
   while (waitpid(pid, &status, 0) < 0) {
     if (errno != EINTR) throw std::runtime_error("waitpid failed for " + args[0]);
+  }
+  {
+    std::lock_guard done(interruption.mutex);
+    interruption.child_group = -1;
   }
   Run result;
   long max_rss_kib = 0;
@@ -498,6 +550,12 @@ int bench(const Options& o, const fs::path& work) {
       set.largest / kMiB, seconds_since(start));
 
   testing::HubServer server(bench_config());
+  {
+    std::lock_guard lock(interruption.mutex);
+    fs::path server_dir = server.data_dir().parent_path();
+    interruption.server = json::parse(testing::read_file(server_dir / "ready.json")).at("pid");
+    interruption.temporary.push_back(server_dir);
+  }
   fs::path push_log = work / "push.log";
   Run pushed = run({o.tool, "push", set.manifest.string(), "--cache-dir", set.root.string()},
                    {{"HF_ENDPOINT", server.url()},
@@ -614,12 +672,22 @@ int bench(const Options& o, const fs::path& work) {
 
 int main(int argc, char** argv) {
   Options options = parse(argc, argv);
+  sigset_t signals;
+  sigemptyset(&signals);
+  for (int s : {SIGINT, SIGTERM, SIGHUP}) sigaddset(&signals, s);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  signal(SIGPIPE, SIG_IGN);  // a closed pipe (`| head`) must not leave the server running
+  handle_interruptions(signals);
   try {
     if (options.work) {
       fs::create_directories(*options.work);
       return bench(options, *options.work);
     }
     testing::TempDir work;
+    {
+      std::lock_guard lock(interruption.mutex);
+      interruption.temporary.push_back(work.path());
+    }
     return bench(options, work.path());
   } catch (const std::exception& error) {
     std::fprintf(stderr, "prefetch-bench: %s\n", error.what());
