@@ -400,9 +400,11 @@ Check verify(const fs::path& root, const std::vector<SetFile>& files) {
 // ---------------------------------------------------------------------------------------------
 // The four methods.
 
-enum Method { Prefetch, Curl, Copy, Snapshot, kMethods };
+// DurableCopy is cp -r followed by syncfs: the disk's ceiling for a copy that survives a power
+// cut, which is what prefetch delivers (the others leave their bytes in the page cache).
+enum Method { Prefetch, Curl, Copy, DurableCopy, Snapshot, kMethods };
 const char* kNames[kMethods] = {"neuron-cache prefetch", "curl --parallel (8)", "cp -r",
-                                "snapshotDownload (JS)"};
+                                "cp -r + sync -f", "snapshotDownload (JS)"};
 
 struct Sample {
   Run run;
@@ -417,6 +419,14 @@ class Bench {
   Bench(const Options& o, const fs::path& work, const Set& set, const testing::HubServer& server)
       : o_(o), work_(work), set_(set), server_(server) {}
 
+  static std::vector<std::string> wrap_words() {
+    std::vector<std::string> words;
+    const char* wrap = std::getenv("PREFETCH_BENCH_WRAP");
+    std::istringstream in(wrap ? wrap : "");
+    for (std::string word; in >> word;) words.push_back(word);
+    return words;
+  }
+
   Sample measure(Method method, int round) {
     fs::path out = work_ / ("round-" + std::to_string(round)) / ("out-" + std::to_string(method));
     fs::path log = work_ / ("round-" + std::to_string(round)) / ("log-" + std::to_string(method));
@@ -428,7 +438,9 @@ class Bench {
     switch (method) {
       case Prefetch:
         fs::create_directories(out);
-        args = {o_.tool, "prefetch", set_.manifest.string(), "--cache-dir", out.string()};
+        args = wrap_words();  // PREFETCH_BENCH_WRAP="strace -f -c -o FILE": profile by hand
+        args.insert(args.end(),
+                    {o_.tool, "prefetch", set_.manifest.string(), "--cache-dir", out.string()});
         env["HF_ENDPOINT"] = server_.url();
         env["HF_TOKEN"] = testing::kHubReadToken;
         env["HF_HOME"] = (work_ / ("hf-home-prefetch-" + std::to_string(round))).string();
@@ -440,6 +452,10 @@ class Bench {
         break;
       case Copy:
         args = {"cp", "-r", set_.root.string(), out.string()};
+        break;
+      case DurableCopy:
+        args = {"/bin/sh", "-c", "cp -r \"$0\" \"$1\" && sync -f \"$1\"", set_.root.string(),
+                out.string()};
         break;
       case Snapshot:
         args = {o_.node, (o_.js_dir / "snapshot-download.mjs").string(), server_.url(), kRepo,
@@ -626,6 +642,8 @@ int bench(const Options& o, const fs::path& work) {
       "files, resolved before its timing)\n",
       set.bytes / kMiB, set.files.size(), floor.max_rss_mib);
 
+  std::printf("prefetch x (cp -r + sync -f), the durable disk ceiling: %.2f\n",
+              seconds[Prefetch] / seconds[DurableCopy]);
   double x_curl = seconds[Prefetch] / seconds[Curl];
   double x_snapshot = seconds[Prefetch] / seconds[Snapshot];
   struct Target {
