@@ -13,6 +13,13 @@ namespace {
 
 using pyjson::Json;
 
+// Bounds on what one entry read from a shared repo may claim: a file above 1 TiB is no NEFF, and
+// an entry listing 100,000 modules would cost hundreds of thousands of requests.
+constexpr uint64_t kMaxFileBytes = 1ull << 40;
+constexpr size_t kMaxModules = 10000;
+constexpr size_t kMaxFilesPerList = 1000;
+constexpr size_t kMaxNameBytes = 255;
+
 [[noreturn]] void bad(const std::string& origin, const std::string& what) {
   throw input_error(origin + ": not a valid artifact index: " + what);
 }
@@ -44,6 +51,10 @@ Json files_to_json(const std::vector<FileRecord>& files) {
 
 std::vector<FileRecord> files_from_json(const Json& list, const std::string& origin) {
   if (!list.is_array()) bad(origin, "a file list is not a list");
+  if (list.size() > kMaxFilesPerList) {
+    bad(origin, "a file list of " + std::to_string(list.size()) + " files (at most " +
+                    std::to_string(kMaxFilesPerList) + ")");
+  }
   std::vector<FileRecord> files;
   for (const Json& item : list) {
     FileRecord file{text(item, "name", origin), 0, text(item, "sha256", origin)};
@@ -52,6 +63,11 @@ std::vector<FileRecord> files_from_json(const Json& list, const std::string& ori
       bad(origin, "the size of " + file.name + " is not a non-negative integer");
     }
     file.size = size.get<uint64_t>();
+    if (file.size > kMaxFileBytes) {
+      bad(origin,
+          "the size of " + file.name + " (" + std::to_string(file.size) + " bytes) is above 1 TiB");
+    }
+    if (file.name.size() > kMaxNameBytes) bad(origin, "a file name longer than 255 bytes");
     if (!is_safe_relative_path(file.name)) bad(origin, "unsafe file name \"" + file.name + "\"");
     if (!is_sha256(file.sha256)) bad(origin, "bad sha256 for " + file.name);
     files.push_back(std::move(file));
@@ -62,7 +78,8 @@ std::vector<FileRecord> files_from_json(const Json& list, const std::string& ori
 ModuleRecord module_from_json(const Json& item, const std::string& origin) {
   ModuleRecord module{text(item, "name", origin),
                       files_from_json(member(item, "files", origin), origin)};
-  if (module.name.find('/') != std::string::npos || !layout::parse_module_name(module.name)) {
+  if (module.name.size() > kMaxNameBytes || module.name.find('/') != std::string::npos ||
+      !layout::parse_module_name(module.name)) {
     bad(origin, "\"" + module.name + "\" is not a MODULE_ folder name");
   }
   return module;
@@ -120,6 +137,10 @@ Entry entry_from_json(const Json& json, const std::string& origin) {
   entry.configuration = text(json, "configuration", origin);
   const Json& modules = member(json, "modules", origin);
   if (!modules.is_array()) bad(origin, "\"modules\" is not a list");
+  if (modules.size() > kMaxModules) {
+    bad(origin, std::to_string(modules.size()) + " modules in one entry (at most " +
+                    std::to_string(kMaxModules) + ")");
+  }
   for (const Json& item : modules) entry.modules.push_back(module_from_json(item, origin));
   entry.registry = files_from_json(member(json, "registry", origin), origin);
   for (const auto& file : entry.registry) {

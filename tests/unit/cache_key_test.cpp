@@ -193,6 +193,12 @@ TEST(ArtifactIndex, UnsafeOrInconsistentEntriesAreRejected) {
   rejects([](ai::Entry& e) { e.modules[0].files[0].name = "a//b"; });
   rejects([](ai::Entry& e) { e.modules[0].files[0].name = "model.hlo_module.pb.lock"; });
   rejects([](ai::Entry& e) { e.modules[0].files[0].sha256 = "xyz"; });
+  rejects([](ai::Entry& e) { e.modules[0].files[0].size = UINT64_MAX; });
+  rejects([](ai::Entry& e) { e.modules[0].files[0].size = (1ull << 40) + 1; });
+  rejects([](ai::Entry& e) { e.modules[0].files[0].name = std::string(256, 'a'); });
+  rejects(
+      [](ai::Entry& e) { e.modules[0].name = "MODULE_" + std::string(300, '1') + "+d7cde3b5"; });
+  rejects([](ai::Entry& e) { e.modules.resize(10001, e.modules[0]); });
   rejects([](ai::Entry& e) { e.registry[0].name = "../0_REGISTRY/x.json"; });
   rejects([](ai::Entry& e) { e.registry[0].name = "MODULE_a/x.json"; });
   rejects([](ai::Entry& e) { e.key = std::string(32, '0'); });
