@@ -105,13 +105,21 @@ void fail_if_compile_failed(const pipeline::CompileStep& step) {
   }
 }
 
-std::string prefetch_line(const pipeline::PrefetchStep& step) {
+// The summary of a prefetch, then one line per configuration it could not install.
+std::string prefetch_line(const pipeline::PrefetchStep& step, const plan::Plan& before) {
   const auto& r = step.result;
-  return "prefetched " + std::to_string(step.hits) +
-         " configurations: " + std::to_string(r.modules_installed) + " MODULE folders installed, " +
-         std::to_string(r.modules_present) + " already present, " +
-         report::human_bytes(r.bytes_downloaded) + " downloaded in " +
-         std::to_string(r.files_downloaded) + " files";
+  std::string text = "prefetched " + std::to_string(step.hits) +
+                     " configurations: " + std::to_string(r.modules_installed) +
+                     " MODULE folders installed, " + std::to_string(r.modules_present) +
+                     " already present, " + report::human_bytes(r.bytes_downloaded) +
+                     " downloaded in " + std::to_string(r.files_downloaded) + " files";
+  if (r.failed.empty()) return text;
+  text += "\n" + std::to_string(r.failed.size()) + " configurations on the Hub were NOT installed:";
+  for (const auto& row : before.rows) {
+    auto it = r.failed.find(row.target.key);
+    if (it != r.failed.end()) text += "\n  " + row.target.configuration.name + ": " + it->second;
+  }
+  return text;
 }
 
 // `what` names the things pushed: configurations, or compiled graphs for `run` without --config.
@@ -165,7 +173,7 @@ void run_prefetch(Context& context, Args& args) {
     return;
   }
   if (args.quiet) return;
-  std::cout << prefetch_line(step) << "\n";
+  std::cout << prefetch_line(step, initial) << "\n";
   size_t missing = plan.count(plan::Status::Compile);
   if (missing)
     std::cout << missing
@@ -184,7 +192,8 @@ void run_compile(Context& context, Args& args) {
                           std::nullopt, p.get(), step.seconds, exports};
     print_json(report::run_json(run));
   } else if (!args.quiet) {
-    if (fetched.hits) std::cout << prefetch_line(fetched) << "\n";
+    if (fetched.hits || !fetched.result.failed.empty())
+      std::cout << prefetch_line(fetched, initial) << "\n";
     std::cout << "compiled " << step.outcomes.size() - step.failed() << " of "
               << step.outcomes.size() << " missing configurations in "
               << report::human_seconds(step.seconds) << "\n";
@@ -224,7 +233,7 @@ void run_ci(Context& context, Args& args) {
     print_json(report::run_json(run));
   } else if (!args.quiet) {
     report::Totals t = report::totals(run);
-    std::cout << prefetch_line(fetched) << "\n"
+    std::cout << prefetch_line(fetched, initial) << "\n"
               << "compiled " << t.compiled << " of " << compiled.outcomes.size()
               << " missing configurations in " << report::human_seconds(compiled.seconds) << "\n"
               << push_line(pushed) << "\n"

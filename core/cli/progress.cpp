@@ -4,7 +4,7 @@
 
 #include <cstdio>
 
-#include "store/cleanup.h"
+#include "report/report.h"
 
 namespace neuron_cache::cli {
 namespace {
@@ -49,9 +49,9 @@ void Progress::finish() {
 void Progress::print(bool final) {
   double seconds = std::chrono::duration<double>(Clock::now() - start_).count();
   double rate = seconds > 0 ? static_cast<double>(done_) / seconds : 0;
-  std::string line = label_ + ": " + format_size(done_);
-  if (total_ > 0) line += " / " + format_size(total_);
-  line += "  " + format_size(static_cast<uint64_t>(rate)) + "/s";
+  std::string line = label_ + ": " + report::human_bytes(done_);
+  if (total_ > 0) line += " / " + report::human_bytes(total_);
+  line += "  " + report::human_bytes(static_cast<uint64_t>(rate)) + "/s";
   if (!final && total_ > done_ && rate > 0) {
     line += "  ETA " + std::to_string(static_cast<long>((total_ - done_) / rate)) + "s";
   }

@@ -1,14 +1,24 @@
 #include "format/artifact_index.h"
 
+#include <algorithm>
+#include <cctype>
 #include <ctime>
 
 #include "error.h"
+#include "format/digest.h"
 #include "format/layout.h"
 
 namespace neuron_cache::artifact_index {
 namespace {
 
 using pyjson::Json;
+
+// Bounds on what one entry read from a shared repo may claim: a file above 1 TiB is no NEFF, and
+// an entry listing 100,000 modules would cost hundreds of thousands of requests.
+constexpr uint64_t kMaxFileBytes = 1ull << 40;
+constexpr size_t kMaxModules = 10000;
+constexpr size_t kMaxFilesPerList = 1000;
+constexpr size_t kMaxNameBytes = 255;
 
 [[noreturn]] void bad(const std::string& origin, const std::string& what) {
   throw input_error(origin + ": not a valid artifact index: " + what);
@@ -41,6 +51,10 @@ Json files_to_json(const std::vector<FileRecord>& files) {
 
 std::vector<FileRecord> files_from_json(const Json& list, const std::string& origin) {
   if (!list.is_array()) bad(origin, "a file list is not a list");
+  if (list.size() > kMaxFilesPerList) {
+    bad(origin, "a file list of " + std::to_string(list.size()) + " files (at most " +
+                    std::to_string(kMaxFilesPerList) + ")");
+  }
   std::vector<FileRecord> files;
   for (const Json& item : list) {
     FileRecord file{text(item, "name", origin), 0, text(item, "sha256", origin)};
@@ -49,6 +63,11 @@ std::vector<FileRecord> files_from_json(const Json& list, const std::string& ori
       bad(origin, "the size of " + file.name + " is not a non-negative integer");
     }
     file.size = size.get<uint64_t>();
+    if (file.size > kMaxFileBytes) {
+      bad(origin,
+          "the size of " + file.name + " (" + std::to_string(file.size) + " bytes) is above 1 TiB");
+    }
+    if (file.name.size() > kMaxNameBytes) bad(origin, "a file name longer than 255 bytes");
     if (!is_safe_relative_path(file.name)) bad(origin, "unsafe file name \"" + file.name + "\"");
     if (!is_sha256(file.sha256)) bad(origin, "bad sha256 for " + file.name);
     files.push_back(std::move(file));
@@ -59,7 +78,8 @@ std::vector<FileRecord> files_from_json(const Json& list, const std::string& ori
 ModuleRecord module_from_json(const Json& item, const std::string& origin) {
   ModuleRecord module{text(item, "name", origin),
                       files_from_json(member(item, "files", origin), origin)};
-  if (module.name.find('/') != std::string::npos || !layout::parse_module_name(module.name)) {
+  if (module.name.size() > kMaxNameBytes || module.name.find('/') != std::string::npos ||
+      !layout::parse_module_name(module.name)) {
     bad(origin, "\"" + module.name + "\" is not a MODULE_ folder name");
   }
   return module;
@@ -117,6 +137,10 @@ Entry entry_from_json(const Json& json, const std::string& origin) {
   entry.configuration = text(json, "configuration", origin);
   const Json& modules = member(json, "modules", origin);
   if (!modules.is_array()) bad(origin, "\"modules\" is not a list");
+  if (modules.size() > kMaxModules) {
+    bad(origin, std::to_string(modules.size()) + " modules in one entry (at most " +
+                    std::to_string(kMaxModules) + ")");
+  }
   for (const Json& item : modules) entry.modules.push_back(module_from_json(item, origin));
   entry.registry = files_from_json(member(json, "registry", origin), origin);
   for (const auto& file : entry.registry) {
@@ -150,7 +174,10 @@ std::string serialize_index(const IndexFile& index) {
   Json entries = Json::object();
   for (const auto& [key, raw] : index.unreadable) entries[key] = raw;
   for (const auto& [key, entry] : index.entries) entries[key] = entry_to_json(entry);
-  return pyjson::dumps({{"format", kFormat}, {"entries", entries}}, 2);
+  if (index.format == kLegacyFormat) {
+    return pyjson::dumps({{"format", kLegacyFormat}, {"entries", entries}}, 2);
+  }
+  return pyjson::dumps({{"format", kFormat}, {"model_id", index.model_id}, {"entries", entries}});
 }
 
 IndexFile parse_index(std::string_view text_in, const std::string& origin) {
@@ -161,17 +188,25 @@ IndexFile parse_index(std::string_view text_in, const std::string& origin) {
     bad(origin, error.what());
   }
   const Json& format = member(json, "format", origin);
-  if (!format.is_number_integer() || format.get<int64_t>() != kFormat) {
-    bad(origin, "index format " + format.dump() + " is not format " + std::to_string(kFormat) +
-                    ": upgrade neuron-cache");
+  bool known = format.is_number_integer() &&
+               (format.get<int64_t>() == kFormat || format.get<int64_t>() == kLegacyFormat);
+  if (!known) {
+    bad(origin, "index format " + format.dump() + " is newer than format " +
+                    std::to_string(kFormat) + ": upgrade neuron-cache");
   }
   const Json& entries = member(json, "entries", origin);
   if (!entries.is_object()) bad(origin, "\"entries\" is not an object");
   IndexFile index;
+  index.format = static_cast<int>(format.get<int64_t>());
+  if (index.format == kFormat) index.model_id = text(json, "model_id", origin);
   for (const auto& [key, value] : entries.items()) {
     try {
       Entry entry = entry_from_json(value, origin + " (entry " + key + ")");
       if (entry.key != key) bad(origin, "entry " + key + " is stored under another key");
+      if (index.format == kFormat && entry.inputs.model_id != index.model_id) {
+        bad(origin, "entry " + key + " of " + entry.inputs.model_id + " is in the shard of " +
+                        index.model_id);
+      }
       index.entries.emplace(key, std::move(entry));
     } catch (const Error& error) {
       index.unreadable.emplace(key, value);
@@ -183,6 +218,28 @@ IndexFile parse_index(std::string_view text_in, const std::string& origin) {
 
 std::string remote_index_path(std::string_view compiler_version) {
   return std::string(kRemoteDir) + "/" + layout::compiler_dir_name(compiler_version) + ".json";
+}
+
+std::string model_slug(std::string_view model_id) {
+  constexpr size_t kMaxSlug = 200;
+  bool plain = !model_id.empty() && model_id.size() <= kMaxSlug && model_id.front() != '.' &&
+               model_id.front() != '-' && std::count(model_id.begin(), model_id.end(), '/') <= 1 &&
+               model_id.find("--") == std::string_view::npos && model_id.back() != '/';
+  for (char ch : model_id) {
+    bool allowed = std::isalnum(static_cast<unsigned char>(ch)) || ch == '.' || ch == '_' ||
+                   ch == '-' || ch == '/';
+    plain = plain && allowed;
+  }
+  if (plain && model_id.find("/.") != std::string_view::npos) plain = false;
+  if (!plain) return "model-" + sha256_hex(model_id).substr(0, 32);
+  std::string slug;
+  for (char ch : model_id) slug += ch == '/' ? std::string("--") : std::string(1, ch);
+  return slug;
+}
+
+std::string remote_shard_path(std::string_view compiler_version, std::string_view model_id) {
+  return std::string(kRemoteDir) + "/" + layout::compiler_dir_name(compiler_version) + "/" +
+         model_slug(model_id) + ".json";
 }
 
 std::optional<std::string> compiler_version_of_index(std::string_view path) {

@@ -3,12 +3,19 @@
 // tracing the model. optimum-neuron's registry does not record this (format spec 13c), and every
 // file under 0_REGISTRY must stay a valid registry entry (13b), so the index lives elsewhere:
 //
-// - On the Hub: ONE file per compiler version, `neuron-cache-index/neuronxcc-<version>.json`,
-//   {"entries": {"<key>": <entry>, ...}, "format": 1}. One file lets `plan` learn about every
-//   configuration with one download per compiler version, whatever their number. Writers update
-//   it inside the commit that uploads the artifacts, on top of the head they read, so concurrent
-//   pushes never lose entries (a conflict re-reads and merges). The top-level name does not start
-//   with "neuronxcc-", so optimum-neuron's registry lookup never mistakes it for a compiler folder.
+// - On the Hub (format 2): one SHARD per model and compiler version,
+//   `neuron-cache-index/neuronxcc-<version>/<model slug>.json`,
+//   {"entries": {"<key>": <entry>, ...}, "format": 2, "model_id": "<model id>"}, compact JSON.
+//   A shard's path follows from a configuration's inputs, so `plan` asks for the shards of the
+//   models it needs with one paths-info request and downloads only those: the cost grows with the
+//   models asked about, not with the repo. Pushing a configuration rewrites its model's shard
+//   only (about 2 KB per configuration of that model and compiler version), inside the commit
+//   that uploads the artifacts, on top of the head it read: a conflict re-reads and merges.
+//   The top-level name does not start with "neuronxcc-", so optimum-neuron's registry lookup
+//   never mistakes it for a compiler folder.
+// - Format 1 (neuron-cache 0.1): ONE file per compiler version,
+//   `neuron-cache-index/neuronxcc-<version>.json`, same object with "format": 1. Still read (its
+//   entries count as on the Hub), never rewritten: its size grew with the whole repo.
 // - Locally: one file per key, `<root>/.cache/huggingface/neuron-cache-index/neuronxcc-<version>/
 //   <key>.json`, written atomically, so parallel compiles need no lock. `.cache/huggingface/` is
 //   never uploaded by `synchronize` (nor by huggingface_hub's upload_folder).
@@ -36,7 +43,8 @@
 
 namespace neuron_cache::artifact_index {
 
-inline constexpr int kFormat = 1;
+inline constexpr int kFormat = 2;        // what this version writes: per-model shards
+inline constexpr int kLegacyFormat = 1;  // one file per compiler version, read only
 inline constexpr std::string_view kRemoteDir = "neuron-cache-index";
 inline constexpr std::string_view kLocalDir = ".cache/huggingface/neuron-cache-index";
 
@@ -67,6 +75,8 @@ struct Entry {
 };
 
 struct IndexFile {
+  int format = kFormat;
+  std::string model_id;                  // format 2: the model every entry belongs to
   std::map<std::string, Entry> entries;  // by key
   // Entries this version cannot read (damaged, or written by a newer neuron-cache): kept as they
   // are so a writer never drops them, and never used.
@@ -81,13 +91,20 @@ Entry entry_from_json(const pyjson::Json& json, const std::string& origin);
 
 std::string serialize_entry(const Entry& entry);
 Entry parse_entry(std::string_view text, const std::string& origin);
+// A format 2 shard (compact) or a format 1 file (indented), as `index.format` says.
 std::string serialize_index(const IndexFile& index);
 // Throws an input Error when the file itself is not an index (or of a newer format); a bad entry
-// only lands in `unreadable`, so one broken entry never hides the others.
+// (or, in a shard, an entry of another model) only lands in `unreadable`, so one broken entry
+// never hides the others.
 IndexFile parse_index(std::string_view text, const std::string& origin);
 
-// "neuron-cache-index/neuronxcc-<version>.json"
+// "neuron-cache-index/neuronxcc-<version>.json" (format 1)
 std::string remote_index_path(std::string_view compiler_version);
+// "neuron-cache-index/neuronxcc-<version>/<model slug>.json" (format 2)
+std::string remote_shard_path(std::string_view compiler_version, std::string_view model_id);
+// A file name for a model id: "org--name" when it only has [A-Za-z0-9._-] and one '/', else
+// "model-" + 32 hex of its sha256 (local paths, odd names): never a path, never too long.
+std::string model_slug(std::string_view model_id);
 // The compiler version of a remote index path, or nothing for other paths.
 std::optional<std::string> compiler_version_of_index(std::string_view path_in_repo);
 // ".cache/huggingface/neuron-cache-index/neuronxcc-<version>/<key>.json", relative to the root.

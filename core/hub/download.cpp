@@ -1,4 +1,5 @@
 // Verified, resumable, parallel downloads through the resolve endpoint.
+#include <fcntl.h>
 #include <unistd.h>
 
 #include <memory>
@@ -11,6 +12,7 @@ namespace {
 
 // Resumes that receive nothing new before a file is given up.
 constexpr int kMaxStalledResumes = 5;
+constexpr uint64_t kWritebackChunk = 16ull << 20;
 
 std::string normalise_etag(std::string etag) {
   if (etag.starts_with("W/")) etag = etag.substr(2);
@@ -27,6 +29,13 @@ struct FileState {
   DownloadResult* result = nullptr;
   size_t parts_left = 0;
   bool failed = false;
+  // A ranged download is hashed in file order while its parts stream in: bytes at the frontier
+  // are hashed from memory, bytes a later part wrote ahead of it are read back from the page
+  // cache once the frontier reaches them. So no part is read back after the download ends.
+  std::optional<Hasher> hasher;
+  uint64_t hashed = 0;            // bytes [0, hashed) went through `hasher`
+  uint64_t part_size = 0;         // every part but the last is this long
+  std::vector<uint64_t> written;  // per part: bytes [part start, written) are on disk
 };
 
 Hasher new_hasher(const RemoteEntry& expected) {
@@ -41,27 +50,48 @@ std::string expected_hash(const RemoteEntry& expected) {
   return expected.oid.empty() ? expected.content_sha256 : expected.oid;
 }
 
-// Hashes a finished file by reading it back (for files fetched in parallel ranges).
-std::string hash_file(int fd, const RemoteEntry& expected) {
-  Hasher hasher = new_hasher(expected);
-  std::string buffer(1 << 20, '\0');
-  uint64_t offset = 0;
-  while (true) {
-    ssize_t n = pread(fd, buffer.data(), buffer.size(), static_cast<off_t>(offset));
-    if (n <= 0) break;
+// Feeds bytes [from, to) of the file on disk to `hasher`; false when they cannot be read.
+bool hash_range(int fd, Hasher& hasher, uint64_t from, uint64_t to) {
+  std::string buffer(static_cast<size_t>(std::min<uint64_t>(to - from, 1 << 20)), '\0');
+  while (from < to) {
+    size_t want = static_cast<size_t>(std::min<uint64_t>(buffer.size(), to - from));
+    ssize_t n = pread(fd, buffer.data(), want, static_cast<off_t>(from));
+    if (n <= 0) return false;
     hasher.update(std::string_view(buffer.data(), static_cast<size_t>(n)));
-    offset += static_cast<uint64_t>(n);
+    from += static_cast<uint64_t>(n);
   }
-  return hasher.hex_digest();
+  return true;
+}
+
+// Records that a part wrote `bytes` at `offset` and moves the hash frontier as far as the bytes
+// on disk allow.
+void advance_hash(FileState& file, size_t part, uint64_t offset, std::string_view bytes) {
+  file.written[part] = offset + bytes.size();
+  if (offset != file.hashed) return;
+  file.hasher->update(bytes);
+  file.hashed += bytes.size();
+  uint64_t size = file.request->expected.size;
+  while (file.hashed < size) {
+    uint64_t until = file.written[file.hashed / file.part_size];
+    if (until <= file.hashed) return;
+    if (!hash_range(file.request->fd, *file.hasher, file.hashed, until)) {
+      file.failed = true;
+      file.result->error = "cannot read back the downloaded bytes of " +
+                           file.request->path_in_repo + " to verify them";
+      return;
+    }
+    file.hashed = until;
+  }
 }
 
 // One byte range [start, end) of a file, or the whole file when it is the only part.
 class RangeExchange : public Exchange {
  public:
-  RangeExchange(std::string url, std::shared_ptr<FileState> file, uint64_t start, uint64_t end,
-                bool whole, const RetryPolicy& policy)
+  RangeExchange(std::string url, std::shared_ptr<FileState> file, size_t part, uint64_t start,
+                uint64_t end, bool whole, const RetryPolicy& policy)
       : url_(std::move(url)),
         file_(std::move(file)),
+        part_(part),
         start_(start),
         end_(end),
         pos_(start),
@@ -96,6 +126,7 @@ class RangeExchange : public Exchange {
   }
 
   bool on_body(std::string_view bytes) override {
+    file_->result->bytes += bytes.size();  // what moved, kept or not
     if (skip_ > 0) {
       size_t n = static_cast<size_t>(std::min<uint64_t>(skip_, bytes.size()));
       bytes.remove_prefix(n);
@@ -125,10 +156,24 @@ class RangeExchange : public Exchange {
            " to disk: is the disk full?");
       return false;
     }
-    if (hasher_) hasher_->update(bytes);
+    if (whole_) {
+      hasher_->update(bytes);
+    } else {
+      advance_hash(*file_, part_, pos_, bytes);
+    }
     pos_ += bytes.size();
-    file_->result->bytes += bytes.size();
-    return true;
+    start_writeback();
+    return !file_->failed;
+  }
+
+  // The installer flushes every file before it becomes visible: asking the kernel to start
+  // writing each 16 MiB as it arrives lets the disk work during the download instead of after.
+  void start_writeback() {
+    if (pos_ < written_back_) written_back_ = start_;  // restarted from the beginning
+    if (pos_ - written_back_ < kWritebackChunk) return;
+    sync_file_range(file_->request->fd, static_cast<off_t>(written_back_),
+                    static_cast<off_t>(pos_ - written_back_), SYNC_FILE_RANGE_WRITE);
+    written_back_ = pos_;  // best effort: memory files and some filesystems refuse it
   }
 
   void record_headers(const HttpResponse& response) {
@@ -165,21 +210,27 @@ class RangeExchange : public Exchange {
   std::optional<std::chrono::milliseconds> finish_part() {
     if (--file_->parts_left > 0) return std::nullopt;
     const RemoteEntry& expected = file_->request->expected;
-    std::string actual = hasher_ ? hasher_->hex_digest() : hash_file(file_->request->fd, expected);
+    std::string actual = whole_ ? hasher_->hex_digest() : file_->hasher->hex_digest();
     if (actual == expected_hash(expected)) {
       file_->result->ok = true;
       return std::nullopt;
     }
-    if (whole_ && ++corrupt_retries_ < 3) {  // corrupted in transit: fetch it again
-      file_->parts_left = 1;
-      pos_ = last_pos_ = start_;
-      file_->result->bytes = 0;
-      hasher_.emplace(new_hasher(expected));
-      return std::chrono::milliseconds(0);
-    }
+    if (++corrupt_retries_ < 3) return fetch_whole_again();
     fail("the content of " + file_->request->path_in_repo + " does not match its checksum (" +
          actual + " instead of " + expected_hash(expected) + "): it was corrupted in transit");
     return std::nullopt;
+  }
+
+  // A checksum says that some byte went wrong, not which part holds it: the last part to finish
+  // fetches the whole file again as one verified stream.
+  std::chrono::milliseconds fetch_whole_again() {
+    file_->parts_left = 1;
+    whole_ = true;
+    start_ = pos_ = last_pos_ = 0;
+    end_ = file_->request->expected.size;
+    stalled_ = 0;
+    hasher_.emplace(new_hasher(file_->request->expected));
+    return std::chrono::milliseconds(0);
   }
 
   void fail(const std::string& error) {
@@ -189,7 +240,9 @@ class RangeExchange : public Exchange {
 
   std::string url_;
   std::shared_ptr<FileState> file_;
+  size_t part_;
   uint64_t start_, end_, pos_;
+  uint64_t written_back_ = start_;
   bool whole_;
   RetryPolicy policy_;
   std::optional<Hasher> hasher_;
@@ -223,15 +276,20 @@ std::vector<DownloadResult> HubClient::download(const std::string& repo,
     state->parts_left = parts;
     if (size == 0) {
       // Nothing to fetch: an empty file only needs its hash checked.
-      results[i].ok = hash_file(request.fd, request.expected) == expected_hash(request.expected);
+      results[i].ok = new_hasher(request.expected).hex_digest() == expected_hash(request.expected);
       if (!results[i].ok) results[i].error = "empty file does not match its listed checksum";
       continue;
+    }
+    if (parts > 1) {
+      state->hasher.emplace(new_hasher(request.expected));
+      state->part_size = options_.part_size;
+      for (size_t p = 0; p < parts; ++p) state->written.push_back(p * options_.part_size);
     }
     for (size_t p = 0; p < parts; ++p) {
       uint64_t start = p * options_.part_size;
       uint64_t end = parts == 1 ? size : std::min<uint64_t>(size, start + options_.part_size);
       exchanges.push_back(
-          std::make_unique<RangeExchange>(url, state, start, end, parts == 1, options_.retry));
+          std::make_unique<RangeExchange>(url, state, p, start, end, parts == 1, options_.retry));
     }
   }
   std::vector<Exchange*> pointers;

@@ -144,15 +144,12 @@ struct LfsUpload {
   UniqueFd fd;
   std::vector<std::unique_ptr<PutExchange>> puts;
   std::string completion_url;  // multipart only
-  std::string verify_url;
 };
 
-LfsUpload plan_object(LocalFile* file, const json& upload, const json& actions,
-                      const RetryPolicy& policy) {
+LfsUpload plan_object(LocalFile* file, const json& upload, const RetryPolicy& policy) {
   LfsUpload plan;
   plan.file = file;
   plan.fd = open_local(file->local);
-  if (actions.contains("verify")) plan.verify_url = actions["verify"].value("href", "");
   const json header = upload.value("header", json::object());
   if (!header.contains("chunk_size")) {
     plan.puts.push_back(std::make_unique<PutExchange>(upload.value("href", ""), plan.fd.get(), 0,
@@ -207,16 +204,8 @@ void complete_upload(HubClient& client, LfsUpload& upload) {
     if (!ok(response))
       throw hub_error(response, "completing the upload of " + file.path_in_repo, "");
   }
-  if (!upload.verify_url.empty()) {
-    HttpRequest request{
-        "POST",
-        upload.verify_url,
-        {"Accept: application/vnd.git-lfs+json", "Content-Type: application/vnd.git-lfs+json"},
-        json{{"oid", file.sha256}, {"size", file.size}}.dump()};
-    HttpResponse response = client.call(request, "verifying the upload of " + file.path_in_repo);
-    if (!ok(response))
-      throw hub_error(response, "verifying the upload of " + file.path_in_repo, "");
-  }
+  // The LFS `verify` action is not called (one request per object, as the official JS client
+  // also skips it): the commit itself is refused when an lfsFile's object is not stored.
 }
 
 std::vector<LfsUpload> request_lfs_uploads(HubClient& client, const std::string& repo,
@@ -249,7 +238,7 @@ std::vector<LfsUpload> request_lfs_uploads(HubClient& client, const std::string&
         ++result.lfs_already_stored;  // the Hub has these bytes already: nothing to send
         continue;
       }
-      uploads.push_back(plan_object(file, actions["upload"], actions, client.options().retry));
+      uploads.push_back(plan_object(file, actions["upload"], client.options().retry));
     }
   }
   return uploads;

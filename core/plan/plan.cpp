@@ -1,6 +1,7 @@
 #include "plan/plan.h"
 
 #include <algorithm>
+#include <set>
 
 namespace neuron_cache::plan {
 namespace {
@@ -16,22 +17,35 @@ void count_missing(const ai::Entry& entry, const LocalIndex& local, PlanRow& row
   row.files_to_download = missing.files;
 }
 
-// Every entry neuron-cache knows about, locally or on the Hub, for explaining misses.
-std::vector<ai::Entry> known_entries(const std::vector<Target>& targets, const LocalIndex& local,
-                                     remote::RemoteIndex* remote) {
+// The shards the targets need: one per model and compiler version.
+std::set<std::pair<std::string, std::string>> shards_of(const std::vector<Target>& targets) {
+  std::set<std::pair<std::string, std::string>> shards;
+  for (const auto& t : targets) shards.emplace(t.inputs.compiler_version, t.inputs.model_id);
+  return shards;
+}
+
+// Every entry neuron-cache knows about for the models of the misses, locally or on the Hub, in
+// every compiler version (a configuration cached for another compiler is worth a mention).
+std::vector<ai::Entry> known_entries(const std::vector<Target>& targets,
+                                     const std::vector<const Target*>& misses,
+                                     const LocalIndex& local, remote::RemoteIndex* remote) {
   std::map<std::string, ai::Entry> known;
-  std::vector<std::string> versions;
-  for (const auto& target : targets) versions.push_back(target.inputs.compiler_version);
+  std::set<std::string> versions;
+  for (const auto& target : targets) versions.insert(target.inputs.compiler_version);
   if (remote) {
-    for (const auto& version : remote->compiler_versions()) versions.push_back(version);
+    std::set<std::pair<std::string, std::string>> shards;
+    for (const auto& version : remote->compiler_versions()) {
+      versions.insert(version);
+      for (const Target* miss : misses) shards.emplace(version, miss->inputs.model_id);
+    }
+    remote->load(shards);
+    for (const Target* miss : misses) {
+      for (const ai::Entry* entry : remote->entries_of(miss->inputs.model_id))
+        known.emplace(entry->key, *entry);
+    }
   }
-  std::sort(versions.begin(), versions.end());
-  versions.erase(std::unique(versions.begin(), versions.end()), versions.end());
   for (const auto& version : versions) {
     for (auto& [key, entry] : local.entries(version, nullptr)) known.emplace(key, entry);
-    if (remote) {
-      for (const auto& [key, entry] : remote->index(version).entries) known.emplace(key, entry);
-    }
   }
   std::vector<ai::Entry> out;
   for (auto& [key, entry] : known) out.push_back(std::move(entry));
@@ -138,9 +152,14 @@ Plan make_plan(const std::vector<Target>& targets, const LocalIndex& local,
     plan.repo = remote->repo();
     plan.hub_revision = remote->revision();
   }
+  if (remote) remote->load(shards_of(targets));
   for (const auto& target : targets) plan.rows.push_back(plan_row(target, local, remote));
   if (plan.count(Status::Compile) == 0) return plan;
-  std::vector<ai::Entry> known = known_entries(targets, local, remote);
+  std::vector<const Target*> misses;
+  for (const auto& row : plan.rows) {
+    if (row.status == Status::Compile) misses.push_back(&row.target);
+  }
+  std::vector<ai::Entry> known = known_entries(targets, misses, local, remote);
   for (auto& row : plan.rows) {
     if (row.status != Status::Compile) continue;
     row.nearest = nearest(row.target, known);

@@ -4,7 +4,9 @@
 #include <unistd.h>
 
 #include <memory>
+#include <optional>
 #include <set>
+#include <thread>
 
 #include "error.h"
 #include "store/entry_install.h"
@@ -66,9 +68,37 @@ void fail_keys(const std::vector<std::string>& keys, const std::string& why,
   for (const auto& key : keys) result.failed.emplace(key, why);
 }
 
-void install_batch(hub::HubClient& client, const std::string& repo, const std::string& revision,
-                   const LocalIndex& local, std::vector<ModuleJob*> batch, PrefetchResult& result) {
-  std::vector<Staged> staged;
+// A batch whose files are downloaded and verified, waiting to be installed.
+struct DownloadedBatch {
+  std::vector<Staged> staged;  // owns the staged folders
+  std::vector<EntryInstall::BatchItem> ready;
+  std::vector<const std::vector<std::string>*> keys_of;  // per ready item
+  PrefetchResult installed;  // what installing it did, merged by the caller
+};
+
+// The downloaded folders of a batch go in together: one flush of the filesystem per phase.
+void install_all(DownloadedBatch& batch) {
+  try {
+    EntryInstall::commit_all(batch.ready);
+  } catch (const std::exception& e) {
+    for (auto& item : batch.ready) {
+      if (!item.outcome && item.error.empty()) item.error = e.what();
+    }
+  }
+  for (size_t i = 0; i < batch.ready.size(); ++i) {
+    if (batch.ready[i].outcome) {
+      ++batch.installed.modules_installed;
+    } else {
+      fail_keys(*batch.keys_of[i], batch.ready[i].error, batch.installed);
+    }
+  }
+}
+
+DownloadedBatch download_batch(hub::HubClient& client, const std::string& repo,
+                               const std::string& revision, const LocalIndex& local,
+                               std::vector<ModuleJob*> batch, PrefetchResult& result) {
+  DownloadedBatch out;
+  std::vector<Staged>& staged = out.staged;
   std::vector<hub::DownloadRequest> requests;
   for (ModuleJob* job : batch) {
     Staged s{
@@ -89,10 +119,8 @@ void install_batch(hub::HubClient& client, const std::string& repo, const std::s
     for (size_t i = 0; i < s.job->record->files.size(); ++i) {
       const hub::DownloadResult& d = downloads[s.first_request + i];
       if (!d.ok && error.empty()) error = d.error;
-      if (d.ok) {
-        ++result.files_downloaded;
-        result.bytes_downloaded += d.bytes;
-      }
+      result.bytes_downloaded += d.bytes;  // what moved, even when it was thrown away
+      if (d.ok) ++result.files_downloaded;
     }
     s.fds.clear();
     if (!error.empty()) {
@@ -100,14 +128,36 @@ void install_batch(hub::HubClient& client, const std::string& repo, const std::s
                 result);
       continue;
     }
-    try {
-      s.install->commit();
-      ++result.modules_installed;
-    } catch (const Error& e) {
-      fail_keys(s.job->keys, e.what(), result);
-    }
+    out.ready.push_back({s.install.get(), std::nullopt, ""});
+    out.keys_of.push_back(&s.job->keys);
   }
+  return out;
 }
+
+// Installs each batch on a thread while the next one downloads: the flushes and renames of one
+// batch overlap the transfers of the next.
+class Installer {
+ public:
+  explicit Installer(PrefetchResult& result) : result_(result) {}
+  ~Installer() { wait(); }
+  void start(DownloadedBatch batch) {
+    wait();
+    pending_.emplace(std::move(batch));
+    thread_ = std::thread([this] { install_all(*pending_); });
+  }
+  void wait() {
+    if (!thread_.joinable()) return;
+    thread_.join();
+    result_.modules_installed += pending_->installed.modules_installed;
+    result_.failed.insert(pending_->installed.failed.begin(), pending_->installed.failed.end());
+    pending_.reset();
+  }
+
+ private:
+  PrefetchResult& result_;
+  std::optional<DownloadedBatch> pending_;
+  std::thread thread_;
+};
 
 std::string read_fd(int fd) {
   std::string content;
@@ -129,13 +179,13 @@ void fetch_registry(hub::HubClient& client, const std::string& repo, const std::
     std::vector<hub::DownloadRequest> request{
         {entry.compiler_dir() + "/" + file.name, fd.get(), expected(file)}};
     hub::DownloadResult d = client.download(repo, revision, request).front();
+    result.bytes_downloaded += d.bytes;
     if (!d.ok) {
       result.failed.emplace(entry.key, file.name + ": " + d.error);
       return;
     }
     local.install_registry_file(entry.compiler_dir(), file.name, read_fd(fd.get()));
     ++result.files_downloaded;
-    result.bytes_downloaded += d.bytes;
   }
 }
 
@@ -146,11 +196,14 @@ PrefetchResult prefetch(hub::HubClient& client, const std::string& repo,
                         const std::vector<ai::Entry>& entries) {
   PrefetchResult result;
   std::vector<ModuleJob> jobs = modules_to_fetch(entries, local, result);
-  for (size_t start = 0; start < jobs.size(); start += kModulesPerBatch) {
-    std::vector<ModuleJob*> batch;
-    for (size_t i = start; i < std::min(jobs.size(), start + kModulesPerBatch); ++i)
-      batch.push_back(&jobs[i]);
-    install_batch(client, repo, revision, local, batch, result);
+  {
+    Installer installer(result);
+    for (size_t start = 0; start < jobs.size(); start += kModulesPerBatch) {
+      std::vector<ModuleJob*> batch;
+      for (size_t i = start; i < std::min(jobs.size(), start + kModulesPerBatch); ++i)
+        batch.push_back(&jobs[i]);
+      installer.start(download_batch(client, repo, revision, local, batch, result));
+    }
   }
   for (const auto& entry : entries) {
     if (result.failed.count(entry.key)) continue;

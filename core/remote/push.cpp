@@ -64,38 +64,50 @@ class TempFile {
 
 struct Attempt {
   std::vector<hub::CommitOperation> operations;
+  std::set<std::string> paths;  // each file once, however many configurations share it
   std::vector<std::unique_ptr<TempFile>> temp_files;
   std::vector<std::string> pushed;
   std::vector<std::string> already;
+
+  void add(const std::string& path_in_repo, const fs::path& local) {
+    if (paths.insert(path_in_repo).second)
+      operations.push_back({hub::CommitOperation::Kind::Add, path_in_repo, local});
+  }
 };
 
 void add_entry_files(const LocalIndex& local, const ai::Entry& entry, Attempt& attempt) {
   fs::path compiler = local.cache().root() / entry.compiler_dir();
   for (const auto& module : entry.modules) {
     for (const auto& file : module.files) {
-      std::string path = entry.compiler_dir() + "/" + module.name + "/" + file.name;
-      attempt.operations.push_back({hub::CommitOperation::Kind::Add, path,
-                                    fs::canonical(compiler / module.name / file.name)});
+      attempt.add(entry.compiler_dir() + "/" + module.name + "/" + file.name,
+                  fs::canonical(compiler / module.name / file.name));
     }
   }
   for (const auto& file : entry.registry) {
-    attempt.operations.push_back({hub::CommitOperation::Kind::Add,
-                                  entry.compiler_dir() + "/" + file.name,
-                                  fs::canonical(compiler / file.name)});
+    attempt.add(entry.compiler_dir() + "/" + file.name, fs::canonical(compiler / file.name));
   }
 }
 
+// Only the shards of the pushed configurations' models are read and rewritten: the index data
+// a push sends does not grow with the repo.
 Attempt prepare(hub::HubClient& client, const std::string& repo, const std::string& head,
                 const LocalIndex& local, const std::vector<const ai::Entry*>& entries) {
   Attempt attempt;
-  std::map<std::string, std::vector<const ai::Entry*>> by_version;
-  for (const ai::Entry* entry : entries)
-    by_version[entry->inputs.compiler_version].push_back(entry);
-  for (const auto& [version, list] : by_version) {
-    std::string path = ai::remote_index_path(version);
+  std::map<std::string, std::vector<const ai::Entry*>> by_shard;
+  for (const ai::Entry* entry : entries) {
+    by_shard[ai::remote_shard_path(entry->inputs.compiler_version, entry->inputs.model_id)]
+        .push_back(entry);
+  }
+  for (const auto& [path, list] : by_shard) {
     ai::IndexFile index;
-    if (auto text = client.read_file(repo, path, head))
+    index.model_id = list.front()->inputs.model_id;
+    if (auto text = client.read_file(repo, path, head)) {
       index = ai::parse_index(*text, repo + "/" + path);
+      if (index.format != ai::kFormat || index.model_id != list.front()->inputs.model_id) {
+        throw input_error(repo + "/" + path + " is not the index shard of " +
+                          list.front()->inputs.model_id + ": fix or delete that file");
+      }
+    }
     bool changed = false;
     for (const ai::Entry* entry : list) {
       if (index.entries.count(entry->key)) {
@@ -109,8 +121,7 @@ Attempt prepare(hub::HubClient& client, const std::string& repo, const std::stri
     }
     if (!changed) continue;
     attempt.temp_files.push_back(std::make_unique<TempFile>(ai::serialize_index(index)));
-    attempt.operations.push_back(
-        {hub::CommitOperation::Kind::Add, path, attempt.temp_files.back()->path()});
+    attempt.add(path, attempt.temp_files.back()->path());
   }
   return attempt;
 }

@@ -1,22 +1,26 @@
 #include "remote/remote_index.h"
 
+#include <sys/mman.h>
 #include <unistd.h>
-
-#include "format/layout.h"
 
 #include <fstream>
 #include <iterator>
-#include <sstream>
 
 #include "error.h"
 #include "format/digest.h"
+#include "format/layout.h"
 #include "git/git_info.h"
+#include "store/safe_dir.h"
 
 namespace neuron_cache::remote {
 namespace {
 
 namespace ai = artifact_index;
 namespace fs = std::filesystem;
+
+// An index file larger than this is not an index: a format 1 file of 10,000 configurations is
+// about 100 MB, a shard a few KB per configuration.
+constexpr uint64_t kMaxIndexFileBytes = 256ull << 20;
 
 // The Hub's oid of a file with this content: sha256 for LFS files, the git blob id otherwise.
 bool matches(const hub::RemoteEntry& file, const std::string& content) {
@@ -27,57 +31,15 @@ std::string oid_of(const hub::RemoteEntry& file) {
   return file.is_lfs() ? file.lfs_sha256 : file.oid;
 }
 
-// The listing of neuron-cache-index/ at a commit never changes: with `copies`, the last one is
-// kept there (listing.json), so a run against an unchanged repo asks only for its head commit.
-// Like the index copies it is as trusted as the cache root it sits in.
-std::optional<std::vector<hub::RemoteEntry>> read_listing(const fs::path& file,
-                                                          const std::string& revision) {
-  std::ifstream in(file, std::ios::binary);
-  if (!in) return std::nullopt;
-  nlohmann::json json = nlohmann::json::parse(in, nullptr, false);
-  if (!json.is_object() || json.value("revision", "") != revision) return std::nullopt;
-  if (!json.contains("entries") || !json["entries"].is_array()) return std::nullopt;
-  std::vector<hub::RemoteEntry> entries;
-  for (const auto& item : json["entries"]) {
-    if (!item.is_object()) return std::nullopt;
-    entries.push_back(hub::parse_entry(item));
+std::string read_all(int fd) {
+  std::string content;
+  char buffer[65536];
+  for (off_t offset = 0;;) {
+    ssize_t n = pread(fd, buffer, sizeof buffer, offset);
+    if (n <= 0) return content;
+    content.append(buffer, static_cast<size_t>(n));
+    offset += n;
   }
-  return entries;
-}
-
-void keep_listing(const fs::path& file, const std::string& revision,
-                  const std::vector<hub::RemoteEntry>& entries) {
-  nlohmann::json items = nlohmann::json::array();
-  for (const auto& entry : entries) {
-    nlohmann::json item = {{"path", entry.path},
-                           {"type", entry.is_directory ? "directory" : "file"},
-                           {"size", entry.size},
-                           {"oid", entry.oid}};
-    if (entry.is_lfs()) item["lfs"] = {{"oid", entry.lfs_sha256}, {"size", entry.size}};
-    items.push_back(std::move(item));
-  }
-  try {
-    fs::create_directories(file.parent_path());
-    fs::path temp = file;
-    temp += "." + std::to_string(getpid()) + ".tmp";  // two runs may keep it at once
-    std::ofstream(temp, std::ios::binary | std::ios::trunc)
-        << nlohmann::json({{"revision", revision}, {"entries", items}}).dump();
-    fs::rename(temp, file);
-  } catch (const std::exception&) {
-    // A kept listing only saves a request next time.
-  }
-}
-
-std::vector<hub::RemoteEntry> list_index_folder(hub::HubClient& client, const std::string& repo,
-                                                const std::string& revision,
-                                                const fs::path& copies) {
-  fs::path file = copies.empty() ? fs::path() : copies / "listing.json";
-  if (!file.empty()) {
-    if (auto kept = read_listing(file, revision)) return *kept;
-  }
-  auto entries = client.list_tree(repo, std::string(ai::kRemoteDir), false, revision);
-  if (!file.empty()) keep_listing(file, revision, entries);
-  return entries;
 }
 
 }  // namespace
@@ -90,68 +52,133 @@ RemoteIndex RemoteIndex::open(hub::HubClient& client, const std::string& repo, f
     index.copies_ = copies / folder;
   }
   index.revision_ = client.repo_info(repo).sha;
-  for (auto& entry : list_index_folder(client, repo, index.revision_, index.copies_)) {
-    if (entry.is_directory) continue;
-    if (auto version = ai::compiler_version_of_index(entry.path)) {
-      index.files_.emplace(*version, std::move(entry));
-    }
-  }
   return index;
 }
 
-std::vector<std::string> RemoteIndex::compiler_versions() const {
-  std::vector<std::string> versions;
-  for (const auto& [version, file] : files_) versions.push_back(version);
-  return versions;
-}
-
-const ai::IndexFile& RemoteIndex::index(const std::string& compiler_version) {
-  if (auto it = loaded_.find(compiler_version); it != loaded_.end()) return it->second;
-  ai::IndexFile index;
-  if (files_.count(compiler_version)) {
-    std::string path = ai::remote_index_path(compiler_version);
-    auto text = read_copy(compiler_version);
-    if (!text) {
-      text = client_->read_file(repo_, path, revision_);
-      if (text) keep_copy(compiler_version, *text);
-    }
-    if (text) index = ai::parse_index(*text, repo_ + "/" + path);
-    problems_.insert(problems_.end(), index.problems.begin(), index.problems.end());
+void RemoteIndex::load(const std::set<std::pair<std::string, std::string>>& versions_and_models) {
+  std::vector<std::string> paths;
+  auto ask = [&](const std::string& path) {
+    if (asked_.insert(path).second) paths.push_back(path);
+  };
+  for (const auto& [version, model] : versions_and_models) {
+    ask(ai::remote_index_path(version));
+    ask(ai::remote_shard_path(version, model));
   }
-  return loaded_.emplace(compiler_version, std::move(index)).first->second;
+  if (paths.empty()) return;
+  std::vector<hub::RemoteEntry> found;
+  for (auto& file : client_->paths_info(repo_, paths, revision_)) {
+    // paths-info answers only for paths that exist; anything else it sends is ignored.
+    if (file.is_directory || !std::count(paths.begin(), paths.end(), file.path)) continue;
+    if (file.size > kMaxIndexFileBytes) {
+      problems_.push_back(repo_ + "/" + file.path + " is " + std::to_string(file.size) +
+                          " bytes: too large for an index file, ignored");
+      continue;
+    }
+    found.push_back(std::move(file));
+  }
+  for (const auto& [path, text] : fetch(found)) {
+    try {
+      add(ai::parse_index(text, repo_ + "/" + path));
+    } catch (const Error& error) {
+      problems_.push_back(error.what());
+    }
+  }
 }
 
-std::optional<std::string> RemoteIndex::read_copy(const std::string& compiler_version) const {
+// The content of each file, from the kept copies or downloaded in parallel; a file that cannot
+// be fetched intact is a problem, not a failure: its configurations are then compiled.
+std::map<std::string, std::string> RemoteIndex::fetch(const std::vector<hub::RemoteEntry>& files) {
+  std::map<std::string, std::string> texts;
+  std::vector<hub::DownloadRequest> requests;
+  std::vector<UniqueFd> fds;
+  for (const auto& file : files) {
+    if (auto copy = read_copy(file)) {
+      texts.emplace(file.path, std::move(*copy));
+      continue;
+    }
+    fds.emplace_back(memfd_create("neuron-cache-index", MFD_CLOEXEC));
+    if (!fds.back()) throw operational_error("cannot create a memory file for an index file");
+    requests.push_back({file.path, fds.back().get(), file});
+  }
+  if (requests.empty()) return texts;
+  std::vector<hub::DownloadResult> results = client_->download(repo_, revision_, requests);
+  for (size_t i = 0; i < requests.size(); ++i) {
+    const hub::RemoteEntry& file = requests[i].expected;
+    if (!results[i].ok) {
+      problems_.push_back("the index file " + repo_ + "/" + file.path +
+                          " could not be fetched intact (" + results[i].error +
+                          "): its configurations count as not cached");
+      continue;
+    }
+    std::string text = read_all(fds[i].get());
+    keep_copy(file, text);
+    texts.emplace(file.path, std::move(text));
+  }
+  return texts;
+}
+
+void RemoteIndex::add(const ai::IndexFile& file) {
+  problems_.insert(problems_.end(), file.problems.begin(), file.problems.end());
+  for (const auto& [key, entry] : file.entries) {
+    entries_[entry.inputs.compiler_version].emplace(key, entry);
+  }
+}
+
+const std::vector<std::string>& RemoteIndex::compiler_versions() {
+  if (versions_) return *versions_;
+  std::set<std::string> versions;
+  for (const auto& item :
+       client_->list_tree(repo_, std::string(ai::kRemoteDir), false, revision_)) {
+    std::string name = item.path.substr(item.path.rfind('/') + 1);
+    if (!item.is_directory && name.ends_with(".json")) name.resize(name.size() - 5);
+    if (auto version = layout::compiler_version_of(name)) versions.insert(*version);
+  }
+  versions_.emplace(versions.begin(), versions.end());
+  return *versions_;
+}
+
+const ai::Entry* RemoteIndex::find(const std::string& compiler_version,
+                                   const std::string& key) const {
+  auto version = entries_.find(compiler_version);
+  if (version == entries_.end()) return nullptr;
+  auto it = version->second.find(key);
+  return it == version->second.end() ? nullptr : &it->second;
+}
+
+std::vector<const ai::Entry*> RemoteIndex::entries_of(const std::string& model_id) const {
+  std::vector<const ai::Entry*> out;
+  for (const auto& [version, entries] : entries_) {
+    for (const auto& [key, entry] : entries) {
+      if (entry.inputs.model_id == model_id) out.push_back(&entry);
+    }
+  }
+  return out;
+}
+
+std::optional<std::string> RemoteIndex::read_copy(const hub::RemoteEntry& file) const {
   if (copies_.empty()) return std::nullopt;
-  const hub::RemoteEntry& file = files_.at(compiler_version);
-  fs::path path = copies_ / layout::compiler_dir_name(compiler_version) / (oid_of(file) + ".json");
-  std::ifstream in(path, std::ios::binary);
+  std::ifstream in(copies_ / file.path / (oid_of(file) + ".json"), std::ios::binary);
   if (!in) return std::nullopt;
-  std::ostringstream text;  // in bulk: a character iterator costs ms on a large index
-  text << in.rdbuf();
-  if (!matches(file, text.str())) return std::nullopt;  // damaged: fetch it again
-  return text.str();
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  if (!matches(file, text)) return std::nullopt;  // damaged: fetch it again
+  return text;
 }
 
-void RemoteIndex::keep_copy(const std::string& compiler_version, const std::string& text) const {
-  if (copies_.empty() || !matches(files_.at(compiler_version), text)) return;
+void RemoteIndex::keep_copy(const hub::RemoteEntry& file, const std::string& text) const {
+  if (copies_.empty() || !matches(file, text)) return;
   try {
-    fs::path dir = copies_ / layout::compiler_dir_name(compiler_version);
-    fs::remove_all(dir);  // older copies of this index are outdated
+    // The path was asked for by name (remote_shard_path, remote_index_path), never taken from
+    // an answer, so it stays below copies_.
+    fs::path dir = copies_ / file.path;
+    fs::remove_all(dir);  // older copies of this file are outdated
     fs::create_directories(dir);
-    std::string name = oid_of(files_.at(compiler_version)) + ".json";
+    std::string name = oid_of(file) + ".json";
     fs::path temp = dir / ("." + name + ".tmp");
     std::ofstream(temp, std::ios::binary | std::ios::trunc) << text;
     fs::rename(temp, dir / name);
   } catch (const std::exception&) {
     // A copy only saves a download next time.
   }
-}
-
-const ai::Entry* RemoteIndex::find(const std::string& compiler_version, const std::string& key) {
-  const ai::IndexFile& file = index(compiler_version);
-  auto it = file.entries.find(key);
-  return it == file.entries.end() ? nullptr : &it->second;
 }
 
 }  // namespace neuron_cache::remote

@@ -42,6 +42,13 @@ const plan::PlanRow* find_row(const plan::Plan* plan, const std::string& key) {
   return nullptr;
 }
 
+// Why prefetch did not install a configuration it meant to install, or nothing.
+const std::string* not_installed(const RunRecord& run, const std::string& key) {
+  if (!run.prefetch) return nullptr;
+  auto it = run.prefetch->result.failed.find(key);
+  return it == run.prefetch->result.failed.end() ? nullptr : &it->second;
+}
+
 const pipeline::CompileOutcome* find_outcome(const RunRecord& run, const std::string& key) {
   if (!run.compile) return nullptr;
   for (const auto& o : run.compile->outcomes) {
@@ -67,6 +74,7 @@ std::string outcome_of(const RunRecord& run, const plan::PlanRow& before) {
       if (run.prefetch && after && after->status == plan::Status::Local)
         return "fetched from the Hub";
       if (!run.prefetch) return "available on the Hub";
+      if (!find_outcome(run, before.target.key)) return "NOT installed from the Hub";
       break;
     }
     case plan::Status::Compile:
@@ -81,7 +89,17 @@ std::string outcome_of(const RunRecord& run, const plan::PlanRow& before) {
 }  // namespace
 
 std::string human_bytes(uint64_t bytes) {
-  return format_size(bytes);
+  static constexpr const char* kUnits[] = {"KiB", "MiB", "GiB", "TiB"};
+  if (bytes < 1024) return std::to_string(bytes) + " B";
+  double value = static_cast<double>(bytes) / 1024;
+  size_t unit = 0;
+  while (value >= 1024 && unit + 1 < std::size(kUnits)) {
+    value /= 1024;
+    ++unit;
+  }
+  char text[32];
+  std::snprintf(text, sizeof text, "%.1f %s", value, kUnits[unit]);
+  return text;
 }
 
 std::string human_seconds(double seconds) {
@@ -117,7 +135,10 @@ Totals totals(const RunRecord& run) {
       ++t.misses;
     }
   }
-  if (run.prefetch) t.bytes_downloaded = run.prefetch->result.bytes_downloaded;
+  if (run.prefetch) {
+    t.bytes_downloaded = run.prefetch->result.bytes_downloaded;
+    t.not_installed = run.prefetch->result.failed.size();
+  }
   if (run.compile) {
     for (const auto& o : run.compile->outcomes) {
       (o.ok ? t.compiled : t.failed) += 1;
@@ -150,6 +171,11 @@ json run_json(const RunRecord& run) {
       item["outcome"] = outcome_of(run, row);
       auto exported = run.exports.find(row.target.configuration.name);
       item["export_dir"] = exported == run.exports.end() ? json(nullptr) : json(exported->second);
+      if (run.prefetch && row.status == plan::Status::Hub) {
+        const std::string* why = not_installed(run, row.target.key);
+        item["prefetch"] = {{"installed", why == nullptr},
+                            {"error", why ? json(*why) : json(nullptr)}};
+      }
       if (const auto* o = find_outcome(run, row.target.key)) {
         item["compile"] = {{"ok", o->ok},
                            {"seconds", o->seconds},
@@ -188,6 +214,7 @@ json run_json(const RunRecord& run) {
             {"misses", t.misses},
             {"compiled", t.compiled},
             {"failed", t.failed},
+            {"not_installed", t.not_installed},
             {"bytes_downloaded", t.bytes_downloaded},
             {"bytes_uploaded", t.bytes_uploaded},
             {"compile_seconds", t.compile_seconds},
@@ -236,6 +263,9 @@ std::string run_markdown(const RunRecord& run) {
         " local**, **" + std::to_string(t.hub_hits) + " fetched from the Hub**, **" +
         std::to_string(t.misses) + " compiled or to compile**";
   if (t.failed) md += ", **" + std::to_string(t.failed) + " failed**";
+  if (t.not_installed) {
+    md += ", **" + std::to_string(t.not_installed) + " on the Hub but NOT installed**";
+  }
   md += ".\n\n";
   md += "| | |\n|---|---|\n";
   md += "| Cache repo | `" + cell(run.pipeline ? run.pipeline->repo() : "") + "` |\n";
@@ -249,6 +279,7 @@ std::string run_markdown(const RunRecord& run) {
   if (run.initial) {
     for (const auto& row : run.initial->rows) {
       std::string note = row.status == plan::Status::Compile ? row.reason : "";
+      if (const std::string* why = not_installed(run, row.target.key)) note = *why;
       if (const auto* o = find_outcome(run, row.target.key); o && !o->ok) note = o->error;
       md += "| " + cell(row.target.configuration.name) + " | " +
             cell(row.target.configuration.model_id) + " | " + outcome_of(run, row) + " | `" +

@@ -26,11 +26,12 @@ struct RunRecord {
 
 struct Totals {
   size_t configurations = 0;
-  size_t local = 0;     // complete locally before the run
-  size_t hub_hits = 0;  // fetched from the Hub
-  size_t misses = 0;    // had to be compiled
-  size_t compiled = 0;  // compiled successfully
-  size_t failed = 0;    // compile failed
+  size_t local = 0;          // complete locally before the run
+  size_t hub_hits = 0;       // fetched from the Hub
+  size_t misses = 0;         // had to be compiled
+  size_t compiled = 0;       // compiled successfully
+  size_t failed = 0;         // compile failed
+  size_t not_installed = 0;  // on the Hub, but prefetch could not install them
   uint64_t bytes_downloaded = 0;
   uint64_t bytes_uploaded = 0;
   double compile_seconds = 0;        // spent compiling
@@ -43,7 +44,8 @@ nlohmann::json run_json(const RunRecord& run);
 std::string plan_text(const plan::Plan& plan);
 std::string run_markdown(const RunRecord& run);
 
-// "1.5 GB", "12.0 KB": the cleanup summary's units.
+// "1.5 GiB", "12.0 KiB", "512 B": powers of 1024 with their IEC names. (status and cleanup keep
+// optimum-neuron's "KB"/"MB" wording for the same powers: store/cleanup.h format_size.)
 std::string human_bytes(uint64_t bytes);
 // "45 s", "12 min", "1.5 h"
 std::string human_seconds(double seconds);

@@ -219,17 +219,25 @@ void EntryInstall::sync_staged(const SafeDir& dir) {
   dir.sync();
 }
 
-InstallOutcome EntryInstall::commit(std::chrono::milliseconds lock_timeout) {
-  sync_staged(*staging_);
-  step("staged");
+struct EntryInstall::Locked {
+  SafeDir entry;
+  EntryLock lock;
+};
+
+std::optional<EntryInstall::Locked> EntryInstall::lock_entry(
+    std::chrono::milliseconds lock_timeout) {
   SafeDir root = SafeDir::open(root_);
   SafeDir entry = root.make_subdir(compiler_dir_).make_subdir(module_name_);
   EntryLock lock = EntryLock::acquire(entry, lock_timeout);
   step("locked");
   if (entry_is_success(entry)) {
     lock.release_and_remove();
-    return InstallOutcome::AlreadyComplete;
+    return std::nullopt;
   }
+  return Locked{std::move(entry), std::move(lock)};
+}
+
+bool EntryInstall::move_content(const SafeDir& entry) {
   // A done marker without its NEFF would turn SUCCESS the moment the NEFF lands: drop it first.
   entry.remove_file(layout::kDone);
   bool has_done = false;
@@ -249,18 +257,76 @@ InstallOutcome EntryInstall::commit(std::chrono::milliseconds lock_timeout) {
     step("moved " + item.name);
   }
   if (has_neff) entry.remove_file(layout::kLog);  // a cached failure replaced by a NEFF
-  entry.sync();
+  return has_done;
+}
+
+InstallOutcome EntryInstall::commit(std::chrono::milliseconds lock_timeout) {
+  sync_staged(*staging_);
+  step("staged");
+  std::optional<Locked> locked = lock_entry(lock_timeout);
+  if (!locked) return InstallOutcome::AlreadyComplete;
+  bool has_done = move_content(locked->entry);
+  locked->entry.sync();
   step("synced");
   if (has_done) {
-    staging_->move_to(layout::kDone, entry, layout::kDone, false);
-    entry.sync();
+    staging_->move_to(layout::kDone, locked->entry, layout::kDone, false);
+    locked->entry.sync();
     step("done");
   }
-  lock.release_and_remove();
-  entry.sync();
+  locked->lock.release_and_remove();
+  locked->entry.sync();
   committed_ = true;
   step("unlocked");
   return InstallOutcome::Installed;
+}
+
+namespace {
+
+// syncfs: every dirty page and inode of the cache's filesystem, in one journal commit.
+void flush_filesystem(const SafeDir& dir) {
+  if (syncfs(dir.fd()) != 0) {
+    throw operational_error("cannot flush the filesystem of " + dir.path().string() + ": " +
+                            std::strerror(errno));
+  }
+}
+
+}  // namespace
+
+void EntryInstall::commit_all(std::vector<BatchItem>& items,
+                              std::chrono::milliseconds lock_timeout) {
+  if (items.empty()) return;
+  flush_filesystem(*items.front().install->staging_area_);
+  std::vector<std::pair<BatchItem*, Locked>> locked;
+  std::vector<bool> has_done;
+  for (auto& item : items) {
+    try {
+      item.install->step("staged");
+      std::optional<Locked> entry = item.install->lock_entry(lock_timeout);
+      if (!entry) {
+        item.outcome = InstallOutcome::AlreadyComplete;
+        continue;
+      }
+      has_done.push_back(item.install->move_content(entry->entry));
+      locked.emplace_back(&item, std::move(*entry));
+    } catch (const Error& error) {
+      item.error = error.what();
+    }
+  }
+  if (locked.empty()) return;
+  flush_filesystem(locked.front().second.entry);
+  for (size_t i = 0; i < locked.size(); ++i) {
+    EntryInstall& install = *locked[i].first->install;
+    install.step("synced");
+    if (has_done[i]) {
+      install.staging_->move_to(layout::kDone, locked[i].second.entry, layout::kDone, false);
+    }
+  }
+  flush_filesystem(locked.front().second.entry);
+  for (auto& [item, entry] : locked) {
+    entry.lock.release_and_remove();
+    item->install->committed_ = true;
+    item->outcome = InstallOutcome::Installed;
+  }
 }
 
 uint64_t remove_abandoned_staging(const fs::path& cache_root, bool dry_run, int* removed_count) {

@@ -51,12 +51,29 @@ class EntryInstall {
   // Moves the staged content into the entry. An entry that is already SUCCESS is kept as it is.
   InstallOutcome commit(std::chrono::milliseconds lock_timeout = std::chrono::minutes(30));
 
+  struct BatchItem {
+    EntryInstall* install = nullptr;
+    std::optional<InstallOutcome> outcome;  // set when it went in (or was already complete)
+    std::string error;                      // set when it did not
+  };
+  // commit() for many staged entries at once, with the same guarantees (nothing looks complete
+  // before its content is durable, model.done last) but three flushes of the filesystem in all
+  // (before the renames, after them, after the model.done renames) instead of an fsync per file
+  // and folder: a prefetch of 836 files spent 41% of its syscall time in 1,730 fsyncs.
+  static void commit_all(std::vector<BatchItem>& items,
+                         std::chrono::milliseconds lock_timeout = std::chrono::minutes(30));
+
   // Called at each step of commit(); tests use it to kill a writer at every point.
   std::function<void(std::string_view step)> on_step;
 
  private:
+  struct Locked;
   void step(std::string_view name);
   void sync_staged(const SafeDir& dir);
+  // The entry folder under its lock, or nothing when the entry is already SUCCESS.
+  std::optional<Locked> lock_entry(std::chrono::milliseconds lock_timeout);
+  // Renames every staged item but model.done into the entry; true when model.done is staged.
+  bool move_content(const SafeDir& entry);
 
   std::filesystem::path root_;
   std::string compiler_dir_;

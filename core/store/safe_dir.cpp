@@ -129,10 +129,14 @@ std::optional<SafeDir> SafeDir::open_subdir(std::string_view name) const {
 
 SafeDir SafeDir::make_subdir(std::string_view name) const {
   check_plain_name(name);
-  if (mkdirat(fd_.get(), std::string(name).c_str(), kDirMode) != 0 && errno != EEXIST) {
-    throw io_error("cannot create the directory", path_ / name);
-  }
+  // Open first: the folder is usually there already (a prefetch made 8,800 failing mkdirat).
   int fd = open_dir_nofollow(fd_.get(), name);
+  if (fd < 0 && errno == ENOENT) {
+    if (mkdirat(fd_.get(), std::string(name).c_str(), kDirMode) != 0 && errno != EEXIST) {
+      throw io_error("cannot create the directory", path_ / name);
+    }
+    fd = open_dir_nofollow(fd_.get(), name);
+  }
   if (fd < 0) {
     if (errno == ELOOP || errno == ENOTDIR) {
       throw operational_error(
@@ -209,7 +213,7 @@ UniqueFd SafeDir::open_read(std::string_view name) const {
 UniqueFd SafeDir::create_new(std::string_view name) const {
   check_plain_name(name);
   int fd = openat(fd_.get(), std::string(name).c_str(),
-                  O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, kFileMode);
+                  O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, kFileMode);
   if (fd < 0) throw io_error("cannot create", path_ / name);
   return UniqueFd(fd);
 }

@@ -58,7 +58,8 @@ class SafeDir {
 
   // Opens a regular file for reading; refuses symlinks.
   UniqueFd open_read(std::string_view name) const;
-  // Creates a new file (mode 0644) that must not exist yet.
+  // Creates a new file (mode 0644) that must not exist yet, open for reading and writing (a
+  // download reads back what its later parts wrote to verify it).
   UniqueFd create_new(std::string_view name) const;
   // Writes `content` to a new file, fsyncs it.
   void write_new_file(std::string_view name, std::string_view content) const;

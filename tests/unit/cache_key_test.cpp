@@ -157,9 +157,21 @@ TEST(ArtifactIndex, EntriesAndIndexFilesRoundTrip) {
   EXPECT_EQ(ai::serialize_entry(back), ai::serialize_entry(entry));
   EXPECT_EQ(back.total_bytes(), 133u);
   ai::IndexFile index;
+  index.model_id = entry.inputs.model_id;
   index.entries.emplace(entry.key, entry);
   EXPECT_EQ(ai::serialize_index(ai::parse_index(ai::serialize_index(index), "test")),
             ai::serialize_index(index));
+  index.format = ai::kLegacyFormat;
+  EXPECT_EQ(ai::serialize_index(ai::parse_index(ai::serialize_index(index), "test")),
+            ai::serialize_index(index));
+  EXPECT_EQ(ai::remote_shard_path("2.21.1+ab", "meta-llama/Llama-3.1-8B"),
+            "neuron-cache-index/neuronxcc-2.21.1+ab/meta-llama--Llama-3.1-8B.json");
+  for (const std::string& odd :
+       std::vector<std::string>{"../../etc", "a/b/c", "/abs/path", "a--b/c", std::string(300, 'x'),
+                                std::string("x\0y", 3), "a/.hidden", "-flag", ""}) {
+    std::string slug = ai::model_slug(odd);
+    EXPECT_TRUE(slug.starts_with("model-") && slug.size() == 38) << odd << " -> " << slug;
+  }
   EXPECT_EQ(ai::remote_index_path("2.21.1+ab"), "neuron-cache-index/neuronxcc-2.21.1+ab.json");
   EXPECT_EQ(ai::compiler_version_of_index("neuron-cache-index/neuronxcc-2.21.1+ab.json"),
             "2.21.1+ab");
@@ -181,6 +193,12 @@ TEST(ArtifactIndex, UnsafeOrInconsistentEntriesAreRejected) {
   rejects([](ai::Entry& e) { e.modules[0].files[0].name = "a//b"; });
   rejects([](ai::Entry& e) { e.modules[0].files[0].name = "model.hlo_module.pb.lock"; });
   rejects([](ai::Entry& e) { e.modules[0].files[0].sha256 = "xyz"; });
+  rejects([](ai::Entry& e) { e.modules[0].files[0].size = UINT64_MAX; });
+  rejects([](ai::Entry& e) { e.modules[0].files[0].size = (1ull << 40) + 1; });
+  rejects([](ai::Entry& e) { e.modules[0].files[0].name = std::string(256, 'a'); });
+  rejects(
+      [](ai::Entry& e) { e.modules[0].name = "MODULE_" + std::string(300, '1') + "+d7cde3b5"; });
+  rejects([](ai::Entry& e) { e.modules.resize(10001, e.modules[0]); });
   rejects([](ai::Entry& e) { e.registry[0].name = "../0_REGISTRY/x.json"; });
   rejects([](ai::Entry& e) { e.registry[0].name = "MODULE_a/x.json"; });
   rejects([](ai::Entry& e) { e.key = std::string(32, '0'); });
@@ -188,13 +206,16 @@ TEST(ArtifactIndex, UnsafeOrInconsistentEntriesAreRejected) {
     e.inputs.compiler_version = "../../x";
     e.key = cache_key::key_of(e.inputs);
   });
-  EXPECT_THROW(ai::parse_index("{\"format\": 2, \"entries\": {}}", "hub"), Error);
+  EXPECT_THROW(ai::parse_index("{\"format\": 3, \"entries\": {}}", "hub"), Error);
+  EXPECT_THROW(ai::parse_index("{\"format\": 2, \"entries\": {}}", "hub"), Error)
+      << "a shard names its model";
   EXPECT_THROW(ai::parse_index("not json", "hub"), Error);
 }
 
 TEST(ArtifactIndex, OneBadEntryNeitherHidesNorLosesTheOthers) {
   ai::Entry good = sample_entry();
   ai::IndexFile index;
+  index.model_id = good.inputs.model_id;
   index.entries.emplace(good.key, good);
   pyjson::Json json = pyjson::parse(ai::serialize_index(index));
   json["entries"]["f00d"] = {{"key", "f00d"}, {"written_by", "a newer neuron-cache"}};

@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <chrono>
 #include <functional>
+#include <memory>
 #include <random>
 #include <set>
 #include <string>
@@ -226,6 +227,39 @@ TEST_F(EntryInstallTest, CompleteEntryIsKeptAsItIs) {
   EXPECT_EQ(read_file(entry_path(root()) / "model.neff"), old_neff);
   EXPECT_EQ(state_of(root()), EntryState::Success);
   EXPECT_FALSE(has_lock_file(root()));
+  EXPECT_EQ(count_children(staging_path(root())), 0u);
+}
+
+// The batch path prefetch uses: several folders, three filesystem flushes, same outcomes.
+TEST_F(EntryInstallTest, BatchInstallsEachFolderOrKeepsTheCompleteOne) {
+  make_entry(root(), kModule, Kind::Success);
+  std::string old_neff = read_file(entry_path(root()) / "model.neff");
+  std::vector<std::unique_ptr<EntryInstall>> installs;
+  std::vector<EntryInstall::BatchItem> items;
+  const std::vector<std::string> names = {kModule, "MODULE_43+d7cde3b5", "MODULE_44+d7cde3b5"};
+  for (const auto& name : names) {
+    installs.push_back(std::make_unique<EntryInstall>(root(), kCompiler, name));
+    stage(*installs.back(), compiled_entry(kNeff + name));
+    items.push_back({installs.back().get(), std::nullopt, ""});
+  }
+  std::vector<std::string> steps;
+  installs[1]->on_step = [&](std::string_view step) { steps.emplace_back(step); };
+  EntryInstall::commit_all(items);
+  EXPECT_EQ(items[0].outcome, InstallOutcome::AlreadyComplete);
+  EXPECT_EQ(read_file(entry_path(root()) / "model.neff"), old_neff);
+  for (size_t i = 1; i < names.size(); ++i) {
+    EXPECT_EQ(items[i].outcome, InstallOutcome::Installed) << items[i].error;
+    fs::path dir = root() / kCompiler / names[i];
+    EXPECT_EQ(read_file(dir / "model.neff"), kNeff + names[i]);
+    SafeDir compiler = SafeDir::open(root() / kCompiler);
+    EXPECT_EQ(LocalCache(root()).inspect_module(compiler, names[i]).state, EntryState::Success);
+    EXPECT_FALSE(fs::exists(dir / "model.hlo_module.pb.lock"));
+  }
+  // model.done moves only after every other file of the batch was renamed and flushed.
+  ASSERT_FALSE(steps.empty());
+  EXPECT_EQ(steps.front(), "staged");
+  EXPECT_EQ(steps.back(), "synced");
+  installs.clear();
   EXPECT_EQ(count_children(staging_path(root())), 0u);
 }
 

@@ -392,5 +392,39 @@ TEST_F(HubClientTest, ParallelDownloadsOfLargeFilesUseRanges) {
       << "4 MiB + 123 B in 1 MiB parts";
 }
 
+// The product's own descriptor (EntryInstall::create_file), parts of 1 MiB, one part corrupted
+// on the way: the file is verified while its parts stream in and fetched again.
+TEST_F(HubClientTest, CorruptedPartOfARangedDownloadIsFetchedAgain) {
+  ClientOptions options = options_for(server, testing::kHubWriteToken);
+  options.part_size = 1 << 20;
+  HubClient ranged(options);
+  std::string repo = client.create_repo("ranged-corrupt", "", true);
+  std::string big = random_bytes((5 << 20) + 77, 8);
+  upload(repo, {{"big.neff", big}});
+  RemoteEntry expected = ranged.paths_info(repo, {"big.neff"})[0];
+  TempDir cache;
+  EntryInstall install(cache.path(), testing::kCompilerDir, "MODULE_9+d7cde3b5");
+  for (int always : {0, 1}) {
+    server.set_faults(json::array({{{"match", {{"listener", "cdn"}, {"method", "GET"}}},
+                                    {"count", always ? -1 : 1},
+                                    {"action", "corrupt"},
+                                    {"offset", 10}}}));
+    UniqueFd fd = install.create_file(always ? "always.neff" : "model.neff");
+    std::vector<DownloadRequest> requests{{"big.neff", fd.get(), expected}};
+    DownloadResult result = ranged.download(repo, "main", requests)[0];
+    if (always) {
+      EXPECT_FALSE(result.ok);
+      EXPECT_NE(result.error.find("does not match its checksum"), std::string::npos)
+          << result.error;
+      continue;
+    }
+    ASSERT_TRUE(result.ok) << result.error;
+    EXPECT_GT(result.bytes, big.size()) << "the refetch moved bytes too";
+    std::string content(big.size(), '\0');
+    ASSERT_EQ(pread(fd.get(), content.data(), content.size(), 0), static_cast<ssize_t>(big.size()));
+    EXPECT_TRUE(content == big);
+  }
+}
+
 }  // namespace
 }  // namespace neuron_cache::hub

@@ -34,7 +34,8 @@ constexpr const char* kRepo = "acme/neuron-cache";
 constexpr const char* kLlama = "meta-llama/Llama-3.2-1B";
 constexpr const char* kQwen = "Qwen/Qwen2.5-0.5B";
 const std::string kCompiler = std::string("neuronxcc-") + kVersion;
-const std::string kIndexPath = "neuron-cache-index/" + kCompiler + ".json";
+const std::string kIndexPath = "neuron-cache-index/" + kCompiler + ".json";  // format 1
+const std::string kShardDir = "neuron-cache-index/" + kCompiler;             // format 2
 // The compile_flags.json the stand-in writes for trn1 without NEURON_CC_FLAGS.
 constexpr const char* kStandInFlags =
     R"(["--model-type=transformer", "--auto-cast=matmult", "--target=trn1"])";
@@ -148,6 +149,7 @@ bool is_commit(const json& e) {
 }
 
 bool is_write(const json& e) {
+  if (contains(e["path"].get<std::string>(), "/paths-info/")) return false;  // a read, by POST
   return e["method"] == "POST" || e["method"] == "PUT" || e["method"] == "DELETE";
 }
 
@@ -233,10 +235,22 @@ class PipelineCliTest : public ::testing::Test {
     return hub::HubClient(options);
   }
 
-  // The Hub's artifact index of kVersion, or null when there is none.
+  // The Hub's artifact index of kVersion: the entries of every shard (and of a format 1 file),
+  // or null when there is none.
   json hub_index() const {
-    auto text = client().read_file(kRepo, kIndexPath);
-    return text ? json::parse(*text) : json(nullptr);
+    json merged = nullptr;
+    std::vector<std::string> files{kIndexPath};
+    for (const auto& f : client().list_tree(kRepo, kShardDir)) {
+      if (!f.is_directory) files.push_back(f.path);
+    }
+    for (const auto& path : files) {
+      auto text = client().read_file(kRepo, path);
+      if (!text) continue;
+      if (merged.is_null()) merged = {{"entries", json::object()}};
+      json file = json::parse(*text);
+      for (const auto& [key, entry] : file["entries"].items()) merged["entries"][key] = entry;
+    }
+    return merged;
   }
 
   std::set<std::string> hub_files() const {
@@ -673,9 +687,7 @@ TEST_F(PipelineCliTest, ReadOnlyFlagNeverWrites) {
   EXPECT_EQ(calls(), 2u);
   json log = server.access_log();
   EXPECT_GT(log.size(), 0u) << "the Hub was read";
-  EXPECT_EQ(count(log, [](const json& e) { return e["method"] == "POST" || e["method"] == "PUT"; }),
-            0u)
-      << log.dump(1);
+  EXPECT_EQ(count(log, is_write), 0u) << log.dump(1);
   json report = json::parse(read_file(work / "report.json"));
   EXPECT_EQ(report["totals"]["compiled"], 2);
   EXPECT_EQ(report["push"]["attempted"], false);
@@ -719,6 +731,28 @@ TEST_F(PipelineCliTest, PrefetchSkipsCompleteAndVerifies) {
   EXPECT_FALSE(fs::exists(bad_dir / "model.done")) << "a corrupted NEFF is never SUCCESS";
   EXPECT_FALSE(fs::exists(bad_dir / "model.neff"));
   EXPECT_TRUE(local_entry(fresh, keys["b"]).is_null());
+  EXPECT_TRUE(contains(first.out, "1 configurations on the Hub were NOT installed:\n  b: "))
+      << first.all();
+  EXPECT_TRUE(contains(first.out, "does not match its checksum")) << first.all();
+  // Each try of the corrupted NEFF moved its bytes: the count says so.
+  const uint64_t neff_bytes = 65536;
+  fs::path json_cache = work / "json-cache";
+  ToolResult as_json = tool("prefetch --json " + quoted(manifest), "", json_cache);
+  EXPECT_EQ(as_json.code, 0) << as_json.all();
+  json report = json::parse(as_json.out);
+  EXPECT_EQ(report["totals"]["not_installed"], 1) << report.dump(1);
+  EXPECT_GE(report["totals"]["bytes_downloaded"].get<uint64_t>(), 3 * neff_bytes + 2 * neff_bytes);
+  for (const auto& row : report["configurations"]) {
+    bool is_b = row["name"] == "b";
+    EXPECT_EQ(row["prefetch"]["installed"], !is_b) << row.dump();
+    EXPECT_EQ(row["outcome"], is_b ? "NOT installed from the Hub" : "fetched from the Hub");
+    if (is_b) {
+      EXPECT_TRUE(contains(row["prefetch"]["error"].get<std::string>(), "checksum"));
+    }
+  }
+  ToolResult strict = tool("prefetch --strict " + quoted(manifest), "", work / "strict-cache");
+  EXPECT_EQ(strict.code, 1) << strict.all();
+  EXPECT_TRUE(contains(strict.err, "--strict")) << strict.all();
   for (const std::string name : {"a", "c"}) {
     for (const auto& module : index["entries"][keys[name]]["modules"])
       EXPECT_TRUE(module_complete(fresh, module)) << name << ": " << module["name"];
@@ -745,6 +779,100 @@ TEST_F(PipelineCliTest, PrefetchSkipsCompleteAndVerifies) {
             0u)
       << "complete folders are not downloaded again: " << log.dump(1);
   EXPECT_EQ(calls(), 3u) << "prefetch never compiles";
+}
+
+// Real NEFF sizes, above every threshold of the transfer paths: LFS (10 MiB), multipart upload
+// (64 MiB, in 16 MiB parts), ranged parallel download (64 MiB parts). Random bytes, so a part
+// hashed twice, skipped or misplaced cannot go unnoticed; compared with cmp, not our hashing.
+TEST_F(PipelineCliTest, GiBFilesMoveByteForByteThroughPushAndPrefetch) {
+  constexpr uint64_t kContextNeff = 1ull << 30;
+  constexpr uint64_t kTokenNeff = 200ull << 20;
+  ManifestSpec spec;
+  spec.confs = {{"big", 1, 4096}};
+  fs::path manifest = write_manifest(spec);
+  const std::string sizes = "STAND_IN_NEFF_BYTES=" + std::to_string(kContextNeff) +
+                            " STAND_IN_TKG_NEFF_BYTES=" + std::to_string(kTokenNeff);
+  ToolResult ci = tool("ci " + quoted(manifest) + " --output-dir " + quoted(work / "out"), sizes);
+  ASSERT_EQ(ci.code, 0) << ci.all();
+  json log = server.access_log();
+  EXPECT_GE(
+      count(log, [](const json& e) { return e["method"] == "PUT" && e["listener"] == "cdn"; }),
+      (kContextNeff + kTokenNeff) / (16u << 20))
+      << "both NEFFs go up in multipart parts";
+
+  // One part of one NEFF arrives corrupted: that NEFF is fetched again, nothing fails.
+  server.clear_log();
+  server.set_faults(json::array({{{"match", {{"listener", "cdn"}, {"method", "GET"}}},
+                                  {"count", 1},
+                                  {"action", "corrupt"},
+                                  {"offset", 4096}}}));
+  fs::path fresh = work / "fresh-cache";
+  ToolResult prefetch = tool("prefetch --json " + quoted(manifest), "", fresh);
+  ASSERT_EQ(prefetch.code, 0) << prefetch.all();
+  json report = json::parse(prefetch.out);
+  EXPECT_EQ(report["configurations"][0]["prefetch"]["installed"], true) << report.dump(1);
+  EXPECT_EQ(report["totals"]["not_installed"], 0);
+  EXPECT_GT(report["totals"]["bytes_downloaded"].get<uint64_t>(), kContextNeff + kTokenNeff)
+      << "every byte that moved is counted, the refetch included";
+  log = server.access_log();
+  EXPECT_GE(
+      count(log, [](const json& e) { return e["listener"] == "cdn" && e["range"].is_string(); }),
+      16u + 4u)
+      << "64 MiB parts";
+  EXPECT_EQ(count(log, [](const json& e) { return !e["fault"].is_null(); }), 1u);
+  EXPECT_GE(
+      count(log, [](const json& e) { return e["listener"] == "cdn" && e["range"].is_null(); }), 1u)
+      << "the NEFF whose part was corrupted is fetched again whole";
+
+  json entry = hub_index()["entries"].begin().value();
+  size_t compared = 0;
+  for (const auto& module : entry["modules"]) {
+    EXPECT_TRUE(module_complete(fresh, module)) << module["name"];
+    for (const auto& file : module["files"]) {
+      fs::path relative =
+          fs::path(kCompiler) / module["name"].get<std::string>() / file["name"].get<std::string>();
+      std::string output;
+      EXPECT_EQ(testing::run_command(
+                    "cmp " + quoted(cache / relative) + " " + quoted(fresh / relative), &output),
+                0)
+          << relative << ": " << output;
+      ++compared;
+    }
+  }
+  EXPECT_GE(compared, 8u);
+}
+
+// Two configurations that differ only by sequence length share their token graph: one push
+// sends its files once, and asks for no LFS verify per object.
+TEST_F(PipelineCliTest, OnePushSendsASharedFolderOnce) {
+  ManifestSpec spec;
+  spec.confs = {{"short", 1, 128}, {"long", 1, 256}};
+  fs::path manifest = write_manifest(spec);
+  ToolResult compiled = tool("compile " + quoted(manifest));
+  ASSERT_EQ(compiled.code, 0) << compiled.all();
+  server.clear_log();
+  ToolResult pushed = tool("push " + quoted(manifest));
+  ASSERT_EQ(pushed.code, 0) << pushed.all();
+  json log = server.access_log();
+  const std::string shared = token_module(spec.confs[0]);
+  ASSERT_EQ(shared, token_module(spec.confs[1]));
+  EXPECT_EQ(count(log, [](const json& e) { return is_commit(e) && e["status"] == 200; }), 1u);
+  EXPECT_EQ(
+      count(log, [](const json& e) { return contains(e["path"].get<std::string>(), "verify"); }),
+      0u);
+  // Three folders (two context graphs, one shared token graph), each with two LFS files (NEFF,
+  // .pb): six objects, each sent once.
+  std::set<std::string> objects;
+  size_t puts = 0;
+  for (const auto& e : log) {
+    if (e["method"] != "PUT" || e["listener"] != "cdn") continue;
+    objects.insert(e["path"].get<std::string>());
+    ++puts;
+  }
+  EXPECT_EQ(puts, 6u) << log.dump(1);
+  EXPECT_EQ(objects.size(), puts);
+  json entries = hub_index()["entries"];
+  EXPECT_EQ(entries.size(), 2u);
 }
 
 TEST_F(PipelineCliTest, RunRecordsAndPushesWhatTheCommandCompiled) {
@@ -912,6 +1040,7 @@ TEST_F(PipelineCliTest, HostileIndexIsRejected) {
   entry.tool = "attacker";
   entry.created_at = "2026-01-01T00:00:00Z";
   artifact_index::IndexFile file;
+  file.format = artifact_index::kLegacyFormat;  // what neuron-cache 0.1 wrote, still read
   file.entries.emplace(key, entry);
   const std::string clean = artifact_index::serialize_index(file);
   const std::string marker = "evil-" + key.substr(0, 8) + "-" + std::to_string(getpid());
@@ -956,8 +1085,8 @@ TEST_F(PipelineCliTest, HostileIndexIsRejected) {
     EXPECT_TRUE(contains(plan.err, "not a valid artifact index")) << plan.all();
     EXPECT_TRUE(contains(plan.out, "compile ")) << plan.all();
     size_t before = calls();
-    ToolResult ci =
-        tool("ci " + quoted(manifest) + " --output-dir " + quoted(work / "out"), "", fresh);
+    ToolResult ci = tool(
+        "ci --read-only " + quoted(manifest) + " --output-dir " + quoted(work / "out"), "", fresh);
     EXPECT_EQ(ci.code, 0) << ci.all();
     EXPECT_TRUE(contains(ci.err, "not a valid artifact index")) << ci.all();
     EXPECT_EQ(calls(), before + 1) << "ci falls back to compiling";

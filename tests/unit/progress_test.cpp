@@ -39,7 +39,7 @@ TEST(Progress, TerminalRedrawsOneLineWithRateAndEta) {
     progress.finish();
   });
   EXPECT_NE(out.find("\r\033[K"), std::string::npos) << out;
-  EXPECT_NE(out.find("Uploading: 2.0 MB / 10.0 MB"), std::string::npos) << out;
+  EXPECT_NE(out.find("Uploading: 2.0 MiB / 10.0 MiB"), std::string::npos) << out;
   EXPECT_NE(out.find("/s"), std::string::npos);
   EXPECT_NE(out.find("ETA"), std::string::npos) << out;
   EXPECT_NE(out.find(" in "), std::string::npos) << "the final line gives the time taken";
@@ -51,7 +51,7 @@ TEST(Progress, LogsGetPlainLinesAndQuietGetsNothing) {
     progress.add(2048);
   });
   EXPECT_EQ(lines.find('\r'), std::string::npos) << "no terminal control in logs";
-  EXPECT_NE(lines.find("Downloading: 2.0 KB"), std::string::npos) << lines;
+  EXPECT_NE(lines.find("Downloading: 2.0 KiB"), std::string::npos) << lines;
   EXPECT_EQ(lines.back(), '\n');
   std::string quiet = capture_stderr([] {
     Progress progress("Downloading", Progress::Mode::Quiet);
