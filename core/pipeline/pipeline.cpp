@@ -216,18 +216,37 @@ std::string Pipeline::why_not_push(bool nothing_new) const {
   return "";
 }
 
+std::vector<ai::Entry> Pipeline::not_on_hub(const plan::Plan& plan) {
+  std::vector<const plan::Target*> local;
+  for (const auto& row : plan.rows) {
+    if (row.status == plan::Status::Local) local.push_back(&row.target);
+  }
+  bool known = remote_ != nullptr;
+  try {
+    // A plan whose entries were all complete locally did not read the Hub's index.
+    if (remote_) remote_->load(plan::shards_of(local));
+  } catch (const Error&) {
+    known = false;  // then every one is offered: push reads the index again and skips those there
+  }
+  std::vector<ai::Entry> entries;
+  for (const plan::Target* target : local) {
+    // The Hub's index first: a warm run finds every key there and reads no local entry again.
+    const std::string& version = target->inputs.compiler_version;
+    if (known && remote_->find(version, target->key)) continue;
+    if (auto entry = local_index_->find(version, target->key)) entries.push_back(*entry);
+  }
+  return entries;
+}
+
 PushStep Pipeline::push(const plan::Plan& plan) {
   auto start = std::chrono::steady_clock::now();
   PushStep step;
+  step.skipped_reason = why_not_push(false);
   std::vector<ai::Entry> entries;
-  for (const auto& row : plan.rows) {
-    if (row.status != plan::Status::Local) continue;
-    // The Hub's index first: a warm run finds every key there and reads no local entry again.
-    const std::string& version = row.target.inputs.compiler_version;
-    if (remote_ && remote_->find(version, row.target.key)) continue;
-    if (auto entry = local_index_->find(version, row.target.key)) entries.push_back(*entry);
+  if (step.skipped_reason.empty()) {
+    entries = not_on_hub(plan);
+    if (entries.empty()) step.skipped_reason = why_not_push(true);
   }
-  step.skipped_reason = why_not_push(entries.empty());
   if (!step.skipped_reason.empty()) {
     step.seconds = seconds_since(start);
     return step;

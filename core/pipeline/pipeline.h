@@ -133,6 +133,8 @@ class Pipeline {
   std::vector<std::filesystem::path> trusted_roots() const;
   // Why a push must not happen (read-only, no repo, offline, nothing new), or "" when it may.
   std::string why_not_push(bool nothing_new) const;
+  // The local index entries of the plan's Local rows that the Hub's index does not have.
+  std::vector<artifact_index::Entry> not_on_hub(const plan::Plan& plan);
 
   Settings settings_;
   hub::HubClient* client_;

@@ -17,13 +17,6 @@ void count_missing(const ai::Entry& entry, const LocalIndex& local, PlanRow& row
   row.files_to_download = missing.files;
 }
 
-// The shards the targets need: one per model and compiler version.
-std::set<std::pair<std::string, std::string>> shards_of(const std::vector<Target>& targets) {
-  std::set<std::pair<std::string, std::string>> shards;
-  for (const auto& t : targets) shards.emplace(t.inputs.compiler_version, t.inputs.model_id);
-  return shards;
-}
-
 // Every entry neuron-cache knows about for the models of the misses, locally or on the Hub, in
 // every compiler version (a configuration cached for another compiler is worth a mention).
 std::vector<ai::Entry> known_entries(const std::vector<Target>& targets,
@@ -89,28 +82,27 @@ void mark_local(PlanRow& row, const ai::Entry& entry, bool recorded) {
   row.reason = "complete in the local cache";
 }
 
-// The local index entry first: when it is complete, the Hub's index is not even read.
-PlanRow plan_row(const Target& target, const LocalIndex& local, remote::RemoteIndex* remote) {
+// Local when the local index entry is complete; otherwise still Compile, for hub_row to decide.
+PlanRow local_row(const Target& target, const LocalIndex& local) {
   PlanRow row;
   row.target = target;
-  std::string version = target.inputs.compiler_version;
-  std::optional<ai::Entry> local_entry = local.find(version, target.key);
-  if (local_entry && local.missing(*local_entry).files == 0) {
-    mark_local(row, *local_entry, true);
-    return row;
-  }
-  const ai::Entry* hub_entry = remote ? remote->find(version, target.key) : nullptr;
-  if (!hub_entry) return row;
+  std::optional<ai::Entry> entry = local.find(target.inputs.compiler_version, target.key);
+  if (entry && local.missing(*entry).files == 0) mark_local(row, *entry, true);
+  return row;
+}
+
+void hub_row(PlanRow& row, const LocalIndex& local, const remote::RemoteIndex& remote) {
+  const ai::Entry* hub_entry = remote.find(row.target.inputs.compiler_version, row.target.key);
+  if (!hub_entry) return;
   count_missing(*hub_entry, local, row);
   if (row.files_to_download == 0) {
     mark_local(row, *hub_entry, false);  // fetched earlier, or by optimum-neuron
-    return row;
+    return;
   }
   row.status = Status::Hub;
   row.entry = *hub_entry;
   row.compile_seconds_saved = hub_entry->compile_seconds;
-  row.reason = "available in " + remote->repo();
-  return row;
+  row.reason = "available in " + remote.repo();
 }
 
 }  // namespace
@@ -125,6 +117,12 @@ std::string_view status_name(Status status) {
       return "compile";
   }
   return "compile";
+}
+
+std::set<std::pair<std::string, std::string>> shards_of(const std::vector<const Target*>& targets) {
+  std::set<std::pair<std::string, std::string>> shards;
+  for (const Target* t : targets) shards.emplace(t->inputs.compiler_version, t->inputs.model_id);
+  return shards;
 }
 
 size_t Plan::count(Status status) const {
@@ -152,8 +150,18 @@ Plan make_plan(const std::vector<Target>& targets, const LocalIndex& local,
     plan.repo = remote->repo();
     plan.hub_revision = remote->revision();
   }
-  if (remote) remote->load(shards_of(targets));
-  for (const auto& target : targets) plan.rows.push_back(plan_row(target, local, remote));
+  // Local entries first: when every one is complete, the Hub's index is not read at all.
+  std::vector<const Target*> incomplete;
+  for (const auto& target : targets) {
+    plan.rows.push_back(local_row(target, local));
+    if (plan.rows.back().status != Status::Local) incomplete.push_back(&target);
+  }
+  if (remote && !incomplete.empty()) {
+    remote->load(shards_of(incomplete));
+    for (auto& row : plan.rows) {
+      if (row.status != Status::Local) hub_row(row, local, *remote);
+    }
+  }
   if (plan.count(Status::Compile) == 0) return plan;
   std::vector<const Target*> misses;
   for (const auto& row : plan.rows) {

@@ -4,7 +4,9 @@
 #pragma once
 
 #include <optional>
+#include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "format/artifact_index.h"
@@ -44,6 +46,9 @@ struct Plan {
 
   size_t count(Status status) const;
 };
+
+// The index shards that can hold these targets' entries: (compiler version, model id) pairs.
+std::set<std::pair<std::string, std::string>> shards_of(const std::vector<const Target*>& targets);
 
 // `remote` is null when the Hub is not asked (offline, or unreachable: say why in hub_problem).
 Plan make_plan(const std::vector<Target>& targets, const LocalIndex& local,
