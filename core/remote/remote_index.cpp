@@ -1,12 +1,12 @@
 #include "remote/remote_index.h"
 
+#include <fcntl.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <fstream>
 #include <iterator>
-#include <sstream>
 
 #include "error.h"
 #include "format/digest.h"
@@ -220,12 +220,12 @@ std::vector<const ai::Entry*> RemoteIndex::entries_of(const std::string& model_i
 
 std::optional<std::string> RemoteIndex::read_copy(const hub::RemoteEntry& file) const {
   if (copies_.empty()) return std::nullopt;
-  std::ifstream in(copies_ / file.path / (oid_of(file) + ".json"), std::ios::binary);
-  if (!in) return std::nullopt;
-  std::ostringstream text;  // in bulk: a character iterator costs ms on a large index file
-  text << in.rdbuf();
-  if (!matches(file, text.str())) return std::nullopt;  // damaged: fetch it again
-  return text.str();
+  fs::path path = copies_ / file.path / (oid_of(file) + ".json");
+  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK));  // a FIFO never blocks
+  if (!fd) return std::nullopt;
+  std::string text = read_all(fd.get());  // in bulk: a character iterator costs ms on a large file
+  if (!matches(file, text)) return std::nullopt;  // damaged: fetch it again
+  return text;
 }
 
 void RemoteIndex::keep_copy(const hub::RemoteEntry& file, const std::string& text) const {
