@@ -1,8 +1,10 @@
 #include "pipeline/pipeline.h"
 
 #include <chrono>
+#include <set>
 
 #include "error.h"
+#include "pipeline/hub_keys.h"
 #include "remote/remote_index.h"
 #include "store/export_dir.h"
 
@@ -216,24 +218,40 @@ std::string Pipeline::why_not_push(bool nothing_new) const {
   return "";
 }
 
-std::vector<ai::Entry> Pipeline::not_on_hub(const plan::Plan& plan) {
-  std::vector<const plan::Target*> local;
-  for (const auto& row : plan.rows) {
-    if (row.status == plan::Status::Local) local.push_back(&row.target);
-  }
-  bool known = remote_ != nullptr;
+std::vector<std::string> Pipeline::keys_on_hub(const std::vector<const plan::Target*>& targets) {
+  if (!remote_) return {};
   try {
     // A plan whose entries were all complete locally did not read the Hub's index.
-    if (remote_) remote_->load(plan::shards_of(local));
+    remote_->load(plan::shards_of(targets));
   } catch (const Error&) {
-    known = false;  // then every one is offered: push reads the index again and skips those there
+    return {};  // unknown: every one is offered to push, which reads the index again
   }
+  std::vector<std::string> found;
+  for (const plan::Target* target : targets) {
+    if (remote_->find(target->inputs.compiler_version, target->key)) found.push_back(target->key);
+  }
+  return found;
+}
+
+std::vector<ai::Entry> Pipeline::not_on_hub(const plan::Plan& plan) {
+  std::vector<const plan::Target*> local;
+  std::vector<std::string> keys;
+  for (const auto& row : plan.rows) {
+    if (row.status != plan::Status::Local) continue;
+    local.push_back(&row.target);
+    keys.push_back(row.target.key);
+  }
+  HubKeys on_hub(root_ / std::string(ai::kLocalDir) / "hub" / "on-hub.json", repo_,
+                 remote_ ? remote_->revision() : "");
+  if (on_hub.has_all(keys)) return {};  // a warm run: nothing new, and no shard read
+  std::vector<std::string> found = keys_on_hub(local);
+  on_hub.remember(found);
+  std::set<std::string> there(found.begin(), found.end());
   std::vector<ai::Entry> entries;
   for (const plan::Target* target : local) {
-    // The Hub's index first: a warm run finds every key there and reads no local entry again.
-    const std::string& version = target->inputs.compiler_version;
-    if (known && remote_->find(version, target->key)) continue;
-    if (auto entry = local_index_->find(version, target->key)) entries.push_back(*entry);
+    if (there.count(target->key)) continue;
+    if (auto entry = local_index_->find(target->inputs.compiler_version, target->key))
+      entries.push_back(*entry);
   }
   return entries;
 }

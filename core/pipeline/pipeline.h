@@ -135,6 +135,8 @@ class Pipeline {
   std::string why_not_push(bool nothing_new) const;
   // The local index entries of the plan's Local rows that the Hub's index does not have.
   std::vector<artifact_index::Entry> not_on_hub(const plan::Plan& plan);
+  // The keys of `targets` the Hub's index has (none when it cannot be read).
+  std::vector<std::string> keys_on_hub(const std::vector<const plan::Target*>& targets);
 
   Settings settings_;
   hub::HubClient* client_;

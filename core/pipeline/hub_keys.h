@@ -1,0 +1,30 @@
+// Which configuration keys the Hub's index holds at a commit, remembered in the cache root. The
+// index at a commit never changes, so once a push step has read the shards and found every local
+// configuration there, the next run against the same head learns that nothing is new without
+// reading them again (about 10 KB of JSON per configuration to parse).
+#pragma once
+
+#include <filesystem>
+#include <string>
+#include <vector>
+
+namespace neuron_cache::pipeline {
+
+class HubKeys {
+ public:
+  // `file` holds {"repo", "revision", "keys"}; another repo or revision there is not used.
+  HubKeys(std::filesystem::path file, std::string repo, std::string revision)
+      : file_(std::move(file)), repo_(std::move(repo)), revision_(std::move(revision)) {}
+
+  // Whether every key was found in the repo's index at this revision by an earlier run.
+  bool has_all(const std::vector<std::string>& keys) const;
+  // Records keys found in the repo's index at this revision (best effort).
+  void remember(const std::vector<std::string>& keys) const;
+
+ private:
+  std::filesystem::path file_;
+  std::string repo_;
+  std::string revision_;
+};
+
+}  // namespace neuron_cache::pipeline
