@@ -1129,6 +1129,18 @@ TEST_F(PipelineCliTest, WarmRunAsksOnlyForRevisions) {
     for (const auto& e : log) EXPECT_LT(e["bytes_out"], 200) << e;
   }
   EXPECT_EQ(calls(), 3u);
+
+  // What a run remembers holds for one head only: with the llama shard deleted on the Hub, the
+  // next ci reads the index again and pushes those configurations back.
+  std::string shard = artifact_index::remote_shard_path(kVersion, kLlama);
+  client().commit(kRepo, {{hub::CommitOperation::Kind::Delete, shard, {}}}, "lost shard",
+                  std::nullopt);
+  size_t commits = hub_commits();
+  ToolResult again = tool("ci " + quoted(manifest) + " --output-dir " + quoted(work / "out"));
+  ASSERT_EQ(again.code, 0) << again.all();
+  EXPECT_EQ(hub_commits(), commits + 1) << again.all();
+  EXPECT_EQ(hub_index()["entries"].size(), 3u);
+  EXPECT_EQ(calls(), 3u) << "pushed from the local cache, not compiled";
 }
 
 // The model type comes from config.json, which never changes at a given commit: it is read once
