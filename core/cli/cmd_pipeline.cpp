@@ -227,8 +227,9 @@ void run_ci(Context& context, Args& args) {
   double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   auto exports = export_if_asked(*p, plan, args);
   report::RunRecord run{&initial, &plan, fetched, compiled, pushed, p.get(), seconds, exports};
-  write_file(args.report_file, report::run_json(run).dump(2) + "\n");
-  write_file(args.summary_file, report::run_markdown(run));
+  // Built only when asked for: for many configurations they cost milliseconds.
+  if (!args.report_file.empty()) write_file(args.report_file, report::run_json(run).dump(2) + "\n");
+  if (!args.summary_file.empty()) write_file(args.summary_file, report::run_markdown(run));
   if (args.json) {
     print_json(report::run_json(run));
   } else if (!args.quiet) {
