@@ -6,6 +6,7 @@
 //   pipeline-bench [CONFIGS=200] [MODULES_PER_CONFIG=3] [KIB_PER_NEFF=256] [WARM_CONFIGS=100]
 #include <fcntl.h>
 #include <spawn.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 
 #include <algorithm>
@@ -114,9 +115,18 @@ std::string warm_manifest(const std::string& repo, int configs) {
   return y;
 }
 
-// Runs `argv` with exactly `env`, output discarded; returns the exit code and the wall time.
-std::pair<int, double> spawn(const std::vector<std::string>& argv,
-                             const std::vector<std::string>& env) {
+struct Spawned {
+  int code = -1;
+  double seconds = 0;      // wall
+  double cpu_seconds = 0;  // user + system: steadier than wall on a shared machine
+};
+
+double seconds_of(const timeval& t) {
+  return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_usec) / 1e6;
+}
+
+// Runs `argv` with exactly `env`, output discarded.
+Spawned spawn(const std::vector<std::string>& argv, const std::vector<std::string>& env) {
   std::vector<char*> args, envp;
   for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
   for (const auto& e : env) envp.push_back(const_cast<char*>(e.c_str()));
@@ -129,39 +139,50 @@ std::pair<int, double> spawn(const std::vector<std::string>& argv,
   auto start = Clock::now();
   pid_t pid = -1;
   int status = -1;
+  rusage usage{};
   if (posix_spawn(&pid, args[0], &actions, nullptr, args.data(), envp.data()) == 0) {
-    waitpid(pid, &status, 0);
+    wait4(pid, &status, 0, &usage);
   }
-  double seconds = seconds_since(start);
+  Spawned out;
+  out.seconds = seconds_since(start);
+  out.cpu_seconds = seconds_of(usage.ru_utime) + seconds_of(usage.ru_stime);
+  out.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
   posix_spawn_file_actions_destroy(&actions);
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, seconds};
+  return out;
 }
 
 struct WarmRun {
   double best = 1e9;
   double median = 0;
+  double median_cpu = 0;
   size_t requests = 0;
   uint64_t bytes = 0;
   bool ok = true;
 };
 
+double median_of(std::vector<double> values) {
+  std::sort(values.begin(), values.end());
+  return values[values.size() / 2];
+}
+
 // `runs` timed runs of the tool; requests and bytes of the last one (they are all alike).
 WarmRun time_tool(const testing::HubServer& server, const std::vector<std::string>& argv,
                   const std::vector<std::string>& env, int runs) {
   WarmRun out;
-  std::vector<double> times;
+  std::vector<double> times, cpu;
   for (int i = 0; i < runs; ++i) {
     server.clear_log();
-    auto [code, seconds] = spawn(argv, env);
-    out.ok = out.ok && code == 0;
-    times.push_back(seconds);
+    Spawned run = spawn(argv, env);
+    out.ok = out.ok && run.code == 0;
+    times.push_back(run.seconds);
+    cpu.push_back(run.cpu_seconds);
   }
   nlohmann::json log = server.access_log();
   out.requests = log.size();
   for (const auto& e : log) out.bytes += e.value("bytes_out", uint64_t{0});
-  std::sort(times.begin(), times.end());
-  out.best = times.front();
-  out.median = times[times.size() / 2];
+  out.best = *std::min_element(times.begin(), times.end());
+  out.median = median_of(times);
+  out.median_cpu = median_of(cpu);
   return out;
 }
 
@@ -191,9 +212,17 @@ size_t local_rows(const std::vector<std::string>& env, const std::string& manife
   return local;
 }
 
-void warm_no_op(const testing::HubServer& server, hub::HubClient& client, const std::string& repo,
-                int configs, int modules, size_t kib) {
+// A cache holding `configs` configurations of one unpinned model, all pushed, and the manifest
+// declaring them: what the warm runs find.
+struct WarmSetup {
   testing::TempDir dir;
+  std::vector<std::string> env;
+  std::string manifest;
+};
+
+void prepare_warm(WarmSetup& setup, const testing::HubServer& server, hub::HubClient& client,
+                  const std::string& repo, int configs, int modules, size_t kib) {
+  const testing::TempDir& dir = setup.dir;
   std::string model = client.create_repo("bench-model", "", false);
   testing::write_file(dir / "config.json", R"({"model_type": "llama"})");
   client.commit(model, {{hub::CommitOperation::Kind::Add, "config.json", dir / "config.json"}},
@@ -210,14 +239,35 @@ void warm_no_op(const testing::HubServer& server, hub::HubClient& client, const 
   }
   remote::push(client, repo, index, entries);
   testing::write_file(dir / "m.yaml", warm_manifest(repo, configs));
-  std::vector<std::string> env = {"PATH=/usr/bin:/bin",
-                                  "HOME=" + dir.path().string(),
-                                  "HF_HOME=" + (dir / "hf").string(),
-                                  "HF_ENDPOINT=" + server.url(),
-                                  "HF_TOKEN=" + std::string(testing::kHubWriteToken),
-                                  "NEURON_COMPILE_CACHE_URL=" + cache.root().string()};
-  std::string manifest = (dir / "m.yaml").string();
-  if (size_t local = local_rows(env, manifest); local != static_cast<size_t>(configs)) {
+  setup.manifest = (dir / "m.yaml").string();
+  setup.env = {"PATH=/usr/bin:/bin",
+               "HOME=" + dir.path().string(),
+               "HF_HOME=" + (dir / "hf").string(),
+               "HF_ENDPOINT=" + server.url(),
+               "HF_TOKEN=" + std::string(testing::kHubWriteToken),
+               "NEURON_COMPILE_CACHE_URL=" + cache.root().string()};
+}
+
+// Seven timed runs of `argv` after one untimed (the first run after a push reads the new
+// index once), then one under strace for the stat calls.
+void report_warm(const testing::HubServer& server, const std::string& label,
+                 const std::vector<std::string>& argv, const WarmSetup& setup) {
+  spawn(argv, setup.env);
+  WarmRun run = time_tool(server, argv, setup.env, 7);
+  long stats = stats_of(argv, setup.env, setup.dir / "strace.txt");
+  char detail[200];
+  std::snprintf(detail, sizeof detail,
+                "best %.3f s, cpu %.3f s, %llu response bytes, %ld stat calls%s", run.best,
+                run.median_cpu, static_cast<unsigned long long>(run.bytes), stats,
+                run.ok ? "" : ", FAILED");
+  report(("  " + label + " (median of 7)").c_str(), run.median, run.requests, detail);
+}
+
+void warm_no_op(const testing::HubServer& server, hub::HubClient& client, const std::string& repo,
+                int configs, int modules, size_t kib) {
+  WarmSetup setup;
+  prepare_warm(setup, server, client, repo, configs, modules, kib);
+  if (size_t local = local_rows(setup.env, setup.manifest); local != size_t(configs)) {
     std::printf(
         "warm no-op: only %zu of %d configurations are local: the bench's keys are not "
         "the tool's\n",
@@ -226,19 +276,13 @@ void warm_no_op(const testing::HubServer& server, hub::HubClient& client, const 
   }
   std::printf("warm no-op, %d configurations complete locally (%d modules each):\n", configs,
               modules);
-  for (const char* command : {"prefetch", "ci"}) {
-    std::vector<std::string> argv = {testing::tool_path(), command, manifest, "--quiet"};
-    if (std::string(command) == "ci") argv.insert(argv.end(), {"--output-dir", (dir / "out")});
-    spawn(argv, env);  // the first run after the push reads the new index once
-    WarmRun run = time_tool(server, argv, env, 7);
-    long stats = stats_of(argv, env, dir / "strace.txt");
-    char detail[160];
-    std::snprintf(detail, sizeof detail, "best %.3f s, %llu response bytes, %ld stat calls%s",
-                  run.best, static_cast<unsigned long long>(run.bytes), stats,
-                  run.ok ? "" : ", FAILED");
-    std::string label = std::string("  ") + command + " (median of 7)";
-    report(label.c_str(), run.median, run.requests, detail);
-  }
+  // What any run of the tool costs on this machine: starting it (43 shared libraries).
+  report_warm(server, "--version", {testing::tool_path(), "--version"}, setup);
+  report_warm(server, "prefetch", {testing::tool_path(), "prefetch", setup.manifest, "--quiet"},
+              setup);
+  std::string out = (setup.dir / "out").string();
+  report_warm(server, "ci",
+              {testing::tool_path(), "ci", setup.manifest, "--quiet", "--output-dir", out}, setup);
 }
 
 }  // namespace
