@@ -3,6 +3,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <memory>
 #include <optional>
 #include <set>
@@ -60,6 +61,11 @@ std::vector<ModuleJob> modules_to_fetch(const std::vector<ai::Entry>& entries,
   }
   std::vector<ModuleJob> out;
   for (auto& [id, job] : jobs) out.push_back(std::move(job));
+  // Largest first: the big NEFFs download (and their flush runs on the installer thread) while
+  // the small folders follow, instead of one long batch that nothing overlaps at the end.
+  std::stable_sort(out.begin(), out.end(), [](const ModuleJob& a, const ModuleJob& b) {
+    return a.record->size() > b.record->size();
+  });
   return out;
 }
 
