@@ -3,6 +3,7 @@
 // cached ones it reused, installs only complete ones, and never writes outside the cache root.
 #include "compile/capture.h"
 
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/stat.h>
@@ -11,6 +12,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <ctime>
 #include <map>
 #include <mutex>
 #include <nlohmann/json.hpp>
@@ -21,6 +23,7 @@
 #include <vector>
 
 #include "compile/runner.h"
+#include "compile/seed_view.h"
 #include "error.h"
 #include "format/compile_flags.h"
 #include "format/digest.h"
@@ -339,13 +342,23 @@ TEST(StandIn, BadArgumentsExit2WithAUsage) {
 class Capture : public ::testing::Test {
  protected:
   fs::path root() const { return tmp_ / "cache"; }
+  fs::path view(int n = 0) const {
+    return root() / ".cache/huggingface/neuron-cache-work" / ("view-" + std::to_string(n));
+  }
 
-  // One compile run through a staging cache, as the product does it.
+  // The seeded views of this "process" (the pipeline keeps one SeedViews for all its runs).
+  SeedViews& views() {
+    if (!views_) views_ = std::make_unique<SeedViews>(root());
+    return *views_;
+  }
+  // What a later process starts from: the views on disk and their state files, nothing else.
+  void new_process() { views_.reset(); }
+
+  // One compile run through a seeded view, as the product does it.
   CaptureResult capture(const Config& config, bool adopt = true, int expected_exit = 0,
                         const std::map<std::string, std::string>& env = {},
-                        size_t* installed = nullptr) {
-    CaptureCache cache(root(), "test");
-    cache.seed();
+                        size_t* installed = nullptr, SeedViews* through = nullptr) {
+    CaptureCache cache(through ? *through : views(), "test");
     RunOutcome outcome = stand_in_.run(config, cache.dir(), env);
     EXPECT_EQ(outcome.exit_code, expected_exit) << stand_in_.last_log();
     CaptureResult result = cache.collect();
@@ -358,6 +371,7 @@ class Capture : public ::testing::Test {
 
   TempDir tmp_;
   StandIn stand_in_{tmp_};
+  std::unique_ptr<SeedViews> views_;
 };
 
 bool is_success(const fs::path& dir) {
@@ -418,8 +432,9 @@ TEST_F(Capture, ADifferentSequenceLengthReusesTheSharedTokenGraph) {
   EXPECT_EQ(result.produced, Modules{captured(ctx_module(second))});
   EXPECT_EQ(result.used, Modules{captured(tkg_module(first))});
   EXPECT_TRUE(result.failed.empty());
-  // The alias folder of the model exists already (seeded): only a new primary file.
-  EXPECT_EQ(result.registry_files.size(), 1u);
+  // The registry is not seeded (each run starts with an empty one): the run writes its primary
+  // file and its alias, both new to the real cache.
+  EXPECT_EQ(result.registry_files.size(), 2u);
   EXPECT_EQ(installed, 1u);
   EXPECT_EQ(stand_in_.calls().back()["hits"], nlohmann::json::array({tkg_module(first)}));
   EXPECT_TRUE(is_success(real(ctx_module(second))));
@@ -439,8 +454,8 @@ TEST_F(Capture, ParallelRunsEachReportOnlyTheirOwnUse) {
   second.model = "org/second";
   capture(tiny);
   capture(second);
-  // Both staging caches hold hard links to both token graphs (the same inodes): each run must
-  // see only the opens made through its own paths.
+  // Both runs' views hold hard links to both token graphs (the same inodes): each run must see
+  // only the opens made through its own view.
   Config tiny_long = tiny, second_long = second;
   tiny_long.sequence = second_long.sequence = 1024;
   CaptureResult results[2];
@@ -482,8 +497,7 @@ TEST_F(Capture, PlantedSymlinksAreNeitherSeededNorWrittenThrough) {
   fs::create_symlink(outside / "secret.neff", bad / "compile_flags.json");
   auto before = snapshot_tree(outside);
 
-  CaptureCache cache(root(), "planted");
-  cache.seed();
+  CaptureCache cache(views(), "planted");
   fs::path staged = cache.dir() / kCompiler;
   EXPECT_FALSE(fs::exists(fs::symlink_status(staged / "MODULE_evil+d7cde3b5")));
   EXPECT_FALSE(fs::exists(fs::symlink_status(staged / "MODULE_badlink+d7cde3b5")));
@@ -503,8 +517,7 @@ TEST_F(Capture, ASymlinkedRegistryFolderIsRefusedForWriting) {
   fs::create_directories(outside);
   fs::create_directories(root() / kCompiler / "0_REGISTRY" / "0.4.5");
   fs::create_directory_symlink(outside, root() / kCompiler / "0_REGISTRY" / "0.4.5" / "llama");
-  CaptureCache cache(root(), "planted");
-  cache.seed();
+  CaptureCache cache(views(), "planted");
   ASSERT_EQ(stand_in_.run(Config{}, cache.dir()).exit_code, 0);
   CaptureResult result = cache.collect();
   EXPECT_THROW(cache.adopt(result), Error);
@@ -515,26 +528,34 @@ TEST_F(Capture, ASymlinkedRegistryFolderIsRefusedForWriting) {
 TEST_F(Capture, TrustedSymlinkedFilesAreSeededAsLinksToTheirTarget) {
   Config first;
   capture(first);
-  // As after a Hub download: the NEFF is a symlink into the Hugging Face file cache.
+  // As after a Hub download: the NEFF is a symlink into the Hugging Face file cache. The entry
+  // is made anew, as an install does (a view takes an entry changed in place for unchanged).
   fs::path hub = tmp_ / "hub";
-  fs::path neff = real(tkg_module(first)) / "model.neff";
-  write_file(hub / "blob", read_file(neff));
-  fs::remove(neff);
-  fs::create_symlink(hub / "blob", neff);
+  fs::path module = real(tkg_module(first));
+  fs::path fresh = root() / kCompiler / "fresh";
+  fs::copy(module, fresh);
+  write_file(hub / "blob", read_file(fresh / "model.neff"));
+  fs::remove(fresh / "model.neff");
+  fs::create_symlink(hub / "blob", fresh / "model.neff");
+  fs::remove_all(module);
+  fs::rename(fresh, module);
 
-  CaptureCache untrusting(root(), "untrusting");
-  untrusting.seed();
-  EXPECT_FALSE(fs::exists(untrusting.dir() / kCompiler / tkg_module(first)));
-
-  CaptureCache cache(root(), "trusting", {hub});
-  cache.seed();
+  new_process();
+  {
+    CaptureCache untrusting(views(), "untrusting");
+    EXPECT_FALSE(fs::exists(untrusting.dir() / kCompiler / tkg_module(first)));
+  }
+  // Another process that trusts the Hugging Face cache: the view it finds was seeded under
+  // less trust, so it is rebuilt (and one seeded under more trust would be too).
+  SeedViews trusting(root(), {hub});
+  CaptureCache cache(trusting, "trusting");
   EXPECT_TRUE(cache.not_seeded().empty());
   fs::path staged = cache.dir() / kCompiler / tkg_module(first) / "model.neff";
   struct stat staged_info {
   }, blob_info{};
-  ASSERT_EQ(lstat(staged.c_str(), &staged_info), 0);
+  ASSERT_EQ(stat(staged.c_str(), &staged_info), 0);
   ASSERT_EQ(stat((hub / "blob").c_str(), &blob_info), 0);
-  EXPECT_TRUE(S_ISREG(staged_info.st_mode));
+  EXPECT_TRUE(fs::is_symlink(staged));  // into the view's .links folder, hard-linked to the blob
   EXPECT_EQ(staged_info.st_ino, blob_info.st_ino);
   Config second = first;
   second.sequence = 2048;
@@ -554,7 +575,6 @@ TEST_F(Capture, TheWorkFolderLivesInTheRootAndGoesWithTheObject) {
     struct stat info {};
     ASSERT_EQ(stat(work.c_str(), &info), 0);
     EXPECT_EQ(info.st_mode & 0777, 0755u);
-    cache.seed();
     ASSERT_EQ(stand_in_.run(Config{}, cache.dir()).exit_code, 0);
   }
   EXPECT_FALSE(fs::exists(work));
@@ -594,9 +614,9 @@ TEST_F(Capture, AbandonedWorkFoldersAreRemovedButLiveOnesKept) {
 
 TEST_F(Capture, TheRootIsCreatedWhenMissing) {
   fs::path missing = tmp_ / "new" / "cache";
-  CaptureCache cache(missing, "new");
+  SeedViews views(missing);
   EXPECT_TRUE(fs::is_directory(missing));
-  cache.seed();
+  CaptureCache cache(views, "new");
   CaptureResult result = cache.collect();
   EXPECT_TRUE(result.produced.empty() && result.used.empty() && result.failed.empty());
   EXPECT_EQ(cache.adopt(result), 0u);
