@@ -622,5 +622,296 @@ TEST_F(Capture, TheRootIsCreatedWhenMissing) {
   EXPECT_EQ(cache.adopt(result), 0u);
 }
 
+// ---------------------------------------------------------------------------------------------
+// Seeded views (seed_view.h): what a run reuses and records, what it costs, and how views stay
+// right when runs are parallel, killed, or the cache changes under them.
+
+// The entries seeded in a view or staging cache (their model.done is a symlink into .links).
+std::set<std::string> seeded_in(const fs::path& url) {
+  std::set<std::string> names;
+  if (!fs::is_directory(url / kCompiler)) return names;
+  for (const auto& item : fs::directory_iterator(url / kCompiler)) {
+    if (fs::is_symlink(item.path() / "model.done")) names.insert(item.path().filename());
+  }
+  return names;
+}
+
+std::set<std::string> complete_in(const fs::path& root) {
+  std::set<std::string> names;
+  for (const auto& item : fs::directory_iterator(root / kCompiler)) {
+    if (is_success(item.path())) names.insert(item.path().filename());
+  }
+  return names;
+}
+
+std::set<std::string> names_in(const fs::path& dir) {
+  std::set<std::string> names;
+  for (const auto& item : fs::directory_iterator(dir)) names.insert(item.path().filename());
+  return names;
+}
+
+SeedStats minus(SeedStats a, const SeedStats& b) {
+  a.views_built -= b.views_built, a.full_listings -= b.full_listings;
+  a.names_listed -= b.names_listed, a.entries_checked -= b.entries_checked;
+  a.entries_seeded -= b.entries_seeded, a.entries_unseeded -= b.entries_unseeded;
+  a.links_made -= b.links_made;
+  return a;
+}
+
+TEST_F(Capture, AFineTuneReusesEveryGraphOfItsBaseModelAndRecordsThem) {
+  Config base;
+  capture(base);
+  new_process();
+  Config tuned = base;
+  tuned.model = "org/tiny-chat";
+  size_t installed = 99;
+  CaptureResult result =
+      capture(tuned, true, 0, {{"STAND_IN_GRAPH_MODEL", base.model}}, &installed);
+  Modules both = {captured(ctx_module(base)), captured(tkg_module(base))};
+  std::sort(both.begin(), both.end());
+  EXPECT_EQ(result.used, both);
+  EXPECT_TRUE(result.produced.empty());
+  EXPECT_EQ(installed, 0u);
+  EXPECT_EQ(stand_in_.calls().back()["hits"].size(), 2u) << stand_in_.last_log();
+  EXPECT_EQ(stand_in_.calls().back()["compiled"], nlohmann::json::array());
+  EXPECT_EQ(result.registry_files.size(), 2u);  // its own registry entry and alias
+}
+
+TEST_F(Capture, WhatARunMakesIsCapturedExactlyAndTheViewKeepsNoneOfItsLeftovers) {
+  make_entry(root(), "MODULE_1+d7cde3b5", Kind::Success);
+  make_entry(root(), "MODULE_2+d7cde3b5", Kind::Failed);  // a cached failure is not seeded
+  CaptureResult result;
+  {
+    CaptureCache cache(views(), "exact");
+    fs::path url = cache.dir();
+    EXPECT_EQ(seeded_in(url), std::set<std::string>{"MODULE_1+d7cde3b5"});
+    EXPECT_FALSE(fs::exists(url / kCompiler / "MODULE_2+d7cde3b5"));
+    // What libneuronxla does (a hit, a success, a failure), and what else a command may leave.
+    EXPECT_EQ(read_file(url / kCompiler / "MODULE_1+d7cde3b5" / "model.neff"),
+              "neff-bytes-MODULE_1+d7cde3b5");
+    make_entry(url, "MODULE_3+d7cde3b5", Kind::Success);
+    make_entry(url, "MODULE_4+d7cde3b5", Kind::Failed);
+    fs::create_directories(url / kCompiler / "MODULE_5+d7cde3b5");
+    fs::remove(url / kCompiler / "MODULE_5+d7cde3b5");
+    write_file(url / "lock", "");
+    write_file(url / kCompiler / "notes.txt", "x");
+    write_file(url / kCompiler / "0_REGISTRY" / "0.4.5" / "digest" / "h.json", "{}");
+    result = cache.collect();
+    EXPECT_EQ(result.produced, Modules{captured("MODULE_3+d7cde3b5")});
+    EXPECT_EQ(result.failed, Modules{captured("MODULE_4+d7cde3b5")});
+    EXPECT_EQ(result.used, Modules{captured("MODULE_1+d7cde3b5")});
+    EXPECT_EQ(result.registry_files,
+              std::vector<std::string>{std::string(kCompiler) + "/0_REGISTRY/0.4.5/digest/h.json"});
+    EXPECT_EQ(cache.adopt(result), 1u);
+    EXPECT_TRUE(fs::exists(url / kCompiler / "MODULE_4+d7cde3b5" / "model.log"));
+  }
+  // Given back: the view holds the complete entries of the cache, the run's among them (seeded
+  // like the others), and nothing else the run left.
+  EXPECT_EQ(names_in(view()), (std::set<std::string>{".links", ".state", kCompiler}));
+  EXPECT_EQ(names_in(view() / kCompiler),
+            (std::set<std::string>{"MODULE_1+d7cde3b5", "MODULE_3+d7cde3b5"}));
+  EXPECT_EQ(seeded_in(view()), names_in(view() / kCompiler));
+  EXPECT_TRUE(is_success(real("MODULE_3+d7cde3b5")));
+  EXPECT_FALSE(fs::exists(real("MODULE_4+d7cde3b5")));
+  EXPECT_EQ(read_file(root() / kCompiler / "0_REGISTRY/0.4.5/digest/h.json"), "{}");
+}
+
+// Entries with the two files that make them complete, written fast.
+void lay_out_entries(const fs::path& root, int count) {
+  for (int i = 0; i < count; ++i) {
+    fs::path dir = root / kCompiler / ("MODULE_" + std::to_string(1000000 + i) + "+d7cde3b5");
+    fs::create_directories(dir);
+    write_file(dir / "model.neff", "neff");
+    write_file(dir / "model.done", "");
+  }
+}
+
+TEST_F(Capture, WithTenThousandEntriesARunTouchesOnlyWhatItMadeOrOpened) {
+  constexpr int kEntries = 10000;
+  lay_out_entries(root(), kEntries);
+  Config first;
+  capture(first);  // the first run ever builds the view: every entry, once
+  EXPECT_EQ(views().stats().views_built, 1u);
+  EXPECT_GE(views().stats().entries_seeded, static_cast<size_t>(kEntries));
+  new_process();  // later runs, in another process: the view is trusted from its state file
+  Config config = first;
+  for (int i = 0; i < 3; ++i) {
+    config.sequence = 256 << i;
+    SeedStats before = views().stats();
+    CaptureResult result = capture(config);
+    SeedStats cost = minus(views().stats(), before);
+    EXPECT_EQ(result.produced, Modules{captured(ctx_module(config))});
+    EXPECT_EQ(result.used, Modules{captured(tkg_module(first))});
+    // Nothing compared name by name; only the entry made and the one opened are looked at and
+    // seeded again (four files each: a hard link and a symlink per file).
+    EXPECT_EQ(cost.full_listings, 0u) << "run " << i;
+    EXPECT_EQ(cost.names_listed, 0u) << "run " << i;
+    EXPECT_EQ(cost.entries_checked, 2u) << "run " << i;
+    EXPECT_EQ(cost.links_made, 16u) << "run " << i;
+    EXPECT_EQ(cost.views_built, 0u) << "run " << i;
+  }
+}
+
+TEST_F(Capture, ParallelRunsInOneProcessEachHaveTheirOwnViewAndStayExact) {
+  Config base;
+  capture(base);
+  std::vector<Config> configs(4, base);
+  configs[0].sequence = 256;  // these two reuse the base's token graph
+  configs[1].sequence = 512;
+  configs[2].model = "org/a";  // these two share nothing
+  configs[3].model = "org/b";
+  CaptureResult results[4];
+  std::vector<std::thread> threads;
+  for (int i = 0; i < 4; ++i) {
+    threads.emplace_back([&, i] {
+      results[i] = capture(configs[i], true, 0, {{"STAND_IN_DELAY", "0.3"}});
+    });
+  }
+  for (auto& thread : threads) thread.join();
+  for (int i = 0; i < 2; ++i) {
+    EXPECT_EQ(results[i].used, Modules{captured(tkg_module(base))}) << i;
+    EXPECT_EQ(results[i].produced, Modules{captured(ctx_module(configs[i]))}) << i;
+  }
+  for (int i = 2; i < 4; ++i) {
+    EXPECT_TRUE(results[i].used.empty()) << i;
+    EXPECT_EQ(results[i].produced.size(), 2u) << i;
+  }
+  EXPECT_LE(views().stats().views_built, 4u);
+  // Held at once, every view holds exactly the complete entries of the cache.
+  std::set<std::string> complete = complete_in(root());
+  EXPECT_EQ(complete.size(), 8u);
+  std::vector<std::unique_ptr<CaptureCache>> held;
+  for (int n = 0; n < 4; ++n) held.push_back(std::make_unique<CaptureCache>(views(), "check"));
+  for (auto& cache : held) {
+    EXPECT_EQ(seeded_in(cache->dir()), complete) << cache->dir();
+    cache->collect();
+  }
+}
+
+TEST_F(Capture, WithoutInotifyForTheRunItRunsUnseededAndSaysSo) {
+  Config first;
+  capture(first);
+  SeedViews unwatched(root(), {}, SeedOptions{true, false});
+  Config second = first;
+  second.sequence = 512;
+  CaptureCache cache(unwatched, "unwatched");
+  ASSERT_EQ(cache.not_seeded().size(), 1u);
+  EXPECT_TRUE(contains(cache.not_seeded()[0], "inotify cannot watch")) << cache.not_seeded()[0];
+  EXPECT_FALSE(fs::exists(cache.dir() / kCompiler));
+  ASSERT_EQ(stand_in_.run(second, cache.dir()).exit_code, 0);
+  CaptureResult result = cache.collect();
+  EXPECT_FALSE(result.usage_tracked);
+  EXPECT_TRUE(result.used.empty());
+  EXPECT_EQ(result.produced.size(), 2u);  // the shared graph compiled again: slower, but exact
+  EXPECT_EQ(stand_in_.calls().back()["hits"], nlohmann::json::array());
+}
+
+TEST_F(Capture, WithoutWatchingTheCacheEachUseComparesNamesAndStaysExact) {
+  SeedViews unwatched(root(), {}, SeedOptions{false, true});
+  Config first;
+  capture(first, true, 0, {}, nullptr, &unwatched);
+  make_entry(root(), "MODULE_1+d7cde3b5", Kind::Success);
+  Config second = first;
+  second.sequence = 512;
+  SeedStats before = unwatched.stats();
+  CaptureResult result = capture(second, true, 0, {}, nullptr, &unwatched);
+  EXPECT_EQ(result.used, Modules{captured(tkg_module(first))});
+  EXPECT_EQ(result.produced, Modules{captured(ctx_module(second))});
+  EXPECT_GE(minus(unwatched.stats(), before).full_listings, 1u);
+  CaptureCache cache(unwatched, "check");
+  EXPECT_EQ(seeded_in(cache.dir()), complete_in(root()));
+  cache.collect();
+}
+
+TEST_F(Capture, ChangesToTheCacheReachTheViewWithoutComparingEveryName) {
+  Config first;
+  capture(first);
+  // Meanwhile, others remove the token graph, install an entry and start one.
+  fs::remove_all(real(tkg_module(first)));
+  make_entry(root(), "MODULE_new+d7cde3b5", Kind::Success);
+  fs::path late = make_entry(root(), "MODULE_late+d7cde3b5", Kind::Empty);
+  SeedStats before = views().stats();
+  {
+    CaptureCache cache(views(), "changed");
+    EXPECT_EQ(seeded_in(cache.dir()),
+              (std::set<std::string>{ctx_module(first), "MODULE_new+d7cde3b5"}));
+    cache.collect();
+  }
+  write_file(late / "model.neff", "neff");  // completed in place, as libneuronxla does
+  write_file(late / "model.done", "");
+  {
+    CaptureCache cache(views(), "completed");
+    EXPECT_TRUE(seeded_in(cache.dir()).count("MODULE_late+d7cde3b5"));
+    cache.collect();
+  }
+  EXPECT_EQ(minus(views().stats(), before).full_listings, 0u);
+  Config second = first;
+  second.sequence = 512;
+  CaptureResult result = capture(second);
+  EXPECT_TRUE(result.used.empty());  // the token graph is gone: compiled again
+  EXPECT_EQ(result.produced.size(), 2u);
+}
+
+TEST_F(Capture, AnEntryReplacedBetweenProcessesIsSeededAgain) {
+  fs::path entry = make_entry(root(), "MODULE_1+d7cde3b5", Kind::Success);
+  {
+    CaptureCache cache(views(), "one");
+    cache.collect();
+  }
+  new_process();
+  fs::path fresh = make_entry(root(), "MODULE_fresh+d7cde3b5", Kind::Success);
+  write_file(fresh / "model.neff", "replaced");
+  fs::remove_all(entry);
+  fs::rename(fresh, entry);
+  CaptureCache cache(views(), "two");
+  EXPECT_EQ(read_file(cache.dir() / kCompiler / "MODULE_1+d7cde3b5" / "model.neff"), "replaced");
+  EXPECT_EQ(seeded_in(cache.dir()), std::set<std::string>{"MODULE_1+d7cde3b5"});
+  cache.collect();
+}
+
+TEST_F(Capture, AViewLeftByAKilledRunIsRebuiltBeforeItIsUsed) {
+  Config first;
+  capture(first);
+  new_process();
+  pid_t pid = fork();
+  if (pid == 0) {
+    SeedViews views(root());
+    CaptureCache cache(views, "killed");
+    // Half a compile, and a seeded entry damaged, then the process dies.
+    write_file(cache.dir() / kCompiler / "MODULE_half+d7cde3b5" / "model.hlo_module.pb", "hlo");
+    fs::remove(cache.dir() / kCompiler / tkg_module(first) / "model.done");
+    raise(SIGKILL);
+  }
+  ASSERT_GT(pid, 0);
+  waitpid(pid, nullptr, 0);
+  Config second = first;
+  second.sequence = 512;
+  CaptureResult result = capture(second);
+  EXPECT_EQ(views().stats().views_built, 1u);
+  EXPECT_EQ(result.used, Modules{captured(tkg_module(first))});
+  EXPECT_EQ(result.produced, Modules{captured(ctx_module(second))});
+  EXPECT_TRUE(result.failed.empty());
+}
+
+TEST_F(Capture, ViewsStayBetweenRunsAndGoAfterAWeekUnused) {
+  capture(Config{});
+  new_process();
+  ASSERT_TRUE(fs::exists(view() / ".state"));
+  EXPECT_EQ(remove_abandoned_work(root()), 0u);
+  EXPECT_TRUE(fs::is_directory(view()));
+  timespec old = {time(nullptr) - 8 * 24 * 3600, 0};
+  timespec times[2] = {old, old};
+  ASSERT_EQ(utimensat(AT_FDCWD, (view() / ".state").c_str(), times, AT_SYMLINK_NOFOLLOW), 0);
+  {
+    CaptureCache held(views(), "held");  // a view in use is never removed
+    EXPECT_EQ(remove_abandoned_work(root()), 0u);
+    held.collect();
+  }
+  ASSERT_EQ(utimensat(AT_FDCWD, (view() / ".state").c_str(), times, AT_SYMLINK_NOFOLLOW), 0);
+  EXPECT_EQ(remove_abandoned_work(root()), 1u);
+  EXPECT_FALSE(fs::exists(view()));
+  EXPECT_TRUE(is_success(real(ctx_module(Config{}))));
+}
+
 }  // namespace
 }  // namespace neuron_cache::compile
