@@ -1,26 +1,20 @@
 #include "compile/capture.h"
 
 #include <fcntl.h>
-#include <poll.h>
-#include <sys/eventfd.h>
 #include <sys/file.h>
-#include <sys/inotify.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cctype>
 #include <cerrno>
+#include <chrono>
 #include <climits>
-#include <cstdlib>
 #include <cstring>
-#include <map>
-#include <random>
-#include <thread>
 
+#include "compile/seed_view.h"
 #include "error.h"
 #include "format/layout.h"
-#include "store/cache_tree.h"
 #include "store/entry_install.h"
 
 namespace neuron_cache::compile {
@@ -29,16 +23,10 @@ namespace fs = std::filesystem;
 
 namespace {
 
-constexpr std::string_view kWorkDir = ".cache/huggingface/neuron-cache-work";
 constexpr int kMaxDepth = 8;  // registry generations go 6 levels deep, entries 1 or 2
-
-std::string random_hex(int digits) {
-  static thread_local std::mt19937_64 generator{std::random_device{}()};
-  static constexpr char kHex[] = "0123456789abcdef";
-  std::string text;
-  for (int i = 0; i < digits; ++i) text += kHex[generator() % 16];
-  return text;
-}
+// A view unused this long is deleted: it holds hard links to entries that may since have been
+// deleted from the cache, and their space comes back only with the view.
+constexpr double kIdleViewSeconds = 7 * 24 * 3600;
 
 // The label names a folder: keep it readable but plain.
 std::string folder_label(const std::string& label) {
@@ -49,12 +37,6 @@ std::string folder_label(const std::string& label) {
   }
   if (plain.empty() || plain[0] == '.') plain.insert(0, "run");
   return plain;
-}
-
-std::optional<fs::path> real_path(const fs::path& path) {
-  char buffer[PATH_MAX];
-  if (realpath(path.c_str(), buffer) == nullptr) return std::nullopt;
-  return fs::path(buffer);
 }
 
 // `path` below `base` as a relative path without "..", or nothing.
@@ -82,140 +64,60 @@ std::optional<SafeDir> open_parent(const SafeDir& dir, const std::vector<std::st
   return current;
 }
 
-// Hard-links the inode behind `fd` (already checked to be a regular file) as `name` in `dir`.
-bool link_fd(int fd, const SafeDir& dir, const std::string& name) {
-  std::string fd_path = "/proc/self/fd/" + std::to_string(fd);
-  return linkat(AT_FDCWD, fd_path.c_str(), dir.fd(), name.c_str(), AT_SYMLINK_FOLLOW) == 0;
-}
-
-// A file of a real entry, for seeding: a regular file, or a symlink LocalCache trusts.
-UniqueFd open_seed_source(const LocalCache& cache, const SafeDir& dir, const DirEntry& item) {
-  if (item.type == NodeType::File) return dir.open_read(item.name);
-  auto target =
-      cache.link_is_trusted(dir, item.name) ? real_path(dir.path() / item.name) : std::nullopt;
-  if (!target) {
-    throw operational_error((dir.path() / item.name).string() +
-                            " is a symlink to an untrusted place");
-  }
-  int fd = ::open(target->c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
-  if (fd < 0)
-    throw operational_error("cannot open " + target->string() + ": " + std::strerror(errno));
-  UniqueFd guard(fd);
-  require_regular_file(fd, *target);
-  return guard;
-}
-
 bool is_success(const SafeDir& module) {
   auto neff = module.entry(layout::kNeff);
   auto done = module.entry(layout::kDone);
   return neff && done && neff->type == NodeType::File && done->type == NodeType::File;
 }
 
-bool is_compiler_dir(const DirEntry& item) {
-  return item.type == NodeType::Directory && layout::compiler_version_of(item.name).has_value();
+// A seeded entry of a view: its files are symlinks into the view's .links folder.
+bool is_seeded(const SafeDir& compiler, const std::string& name) {
+  auto module = compiler.open_subdir(name);
+  auto done = module ? module->entry(layout::kDone) : std::nullopt;
+  return done && done->type == NodeType::Symlink;
 }
 
 }  // namespace
 
-// Watches the seeded entries of one staging cache with inotify. A directory watch reports opens
-// by the path used, so opens of the same inodes through the real cache or through another run's
-// staging cache never show up here. The first event of an entry is enough: its watch is then
-// dropped, which keeps the event queue short during long compiles.
-class UsageWatcher {
- public:
-  using Key = std::pair<std::string, std::string>;
-  ~UsageWatcher() { stop(); }
+CaptureCache::CaptureCache(const fs::path& cache_root, const std::string& label)
+    : root_(fs::absolute(cache_root).lexically_normal()) {
+  if (!root_.has_filename()) root_ = root_.parent_path();  // "/a/b/" -> "/a/b"
+  SafeDir::open_or_create(root_);
+  check_root_is_safe(root_);
+  make_work_folder(label);
+}
 
-  // False when inotify cannot watch every folder (no instance left, watch limit reached).
-  bool start(const std::vector<std::pair<fs::path, Key>>& dirs) {
-    int fd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
-    if (fd < 0) return false;
-    inotify_ = UniqueFd(fd);
-    for (const auto& [path, key] : dirs) {
-      int wd =
-          inotify_add_watch(fd, path.c_str(), IN_OPEN | IN_ACCESS | IN_ONLYDIR | IN_DONT_FOLLOW);
-      if (wd < 0) return false;
-      watches_[wd] = key;
-      all_.insert(key);
-    }
-    int wake = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-    if (wake < 0) return false;
-    wake_ = UniqueFd(wake);
-    thread_ = std::thread([this] { run(); });
-    return true;
-  }
-
-  // Ends the watch; the entries used (all of them when events were lost: over-reporting is safe).
-  std::set<Key> stop() {
-    if (thread_.joinable()) {
-      uint64_t one = 1;
-      if (write(wake_.get(), &one, sizeof one) < 0) overflow_ = true;
-      thread_.join();
-    }
-    inotify_ = UniqueFd();
-    return overflow_ ? all_ : used_;
-  }
-
- private:
-  void run() {
-    while (true) {
-      pollfd fds[2] = {{inotify_.get(), POLLIN, 0}, {wake_.get(), POLLIN, 0}};
-      int ready = poll(fds, 2, -1);
-      if (ready < 0 && errno == EINTR) continue;
-      if (ready < 0) {
-        overflow_ = true;
+CaptureCache::CaptureCache(SeedViews& views, const std::string& label) : root_(views.root()) {
+  std::string why =
+      "inotify cannot watch them (see fs.inotify.max_user_watches and "
+      "max_user_instances)";
+  try {
+    if (views.options().watch_runs) {
+      SeedView& view = views.acquire(not_seeded_);
+      if (view.watch().begin(view)) {
+        views_ = &views;
+        view_ = &view;
         return;
       }
-      drain();  // on a stop request too: the command has exited, its events are all queued
-      if (fds[1].revents & POLLIN) return;
+      views.release(view, {}, true);
     }
+  } catch (const Error& error) {
+    why = std::string("they could not be seeded: ") + error.what();
   }
+  // Without a watch, a reused entry could not be told from an unused one: the command compiles
+  // everything itself instead, which is slower but exact.
+  usage_tracked_ = false;
+  not_seeded_.push_back("every entry: " + why + "; the command compiles everything it needs");
+  make_work_folder(label);
+}
 
-  void drain() {
-    alignas(inotify_event) char buffer[64 << 10];
-    while (true) {
-      ssize_t n = read(inotify_.get(), buffer, sizeof buffer);
-      if (n < 0 && errno == EINTR) continue;
-      if (n <= 0) return;
-      for (char* p = buffer; p < buffer + n;) {
-        const auto* event = reinterpret_cast<const inotify_event*>(p);
-        note(*event);
-        p += sizeof(inotify_event) + event->len;
-      }
-    }
-  }
-
-  void note(const inotify_event& event) {
-    if (event.mask & IN_Q_OVERFLOW) overflow_ = true;
-    auto watch = watches_.find(event.wd);
-    // Events without a name are about the watched folder itself (listing it is not a use).
-    if (watch == watches_.end() || event.len == 0 || (event.mask & IN_ISDIR)) return;
-    used_.insert(watch->second);
-    inotify_rm_watch(inotify_.get(), event.wd);
-    watches_.erase(watch);
-  }
-
-  UniqueFd inotify_;
-  UniqueFd wake_;
-  std::map<int, Key> watches_;
-  std::set<Key> all_;
-  std::set<Key> used_;
-  bool overflow_ = false;
-  std::thread thread_;
-};
-
-CaptureCache::CaptureCache(const fs::path& cache_root, const std::string& label,
-                           std::vector<fs::path> trusted_link_roots)
-    : root_(fs::absolute(cache_root).lexically_normal()), trusted_(std::move(trusted_link_roots)) {
-  if (!root_.has_filename()) root_ = root_.parent_path();  // "/a/b/" -> "/a/b"
-  SafeDir root = SafeDir::open_or_create(root_);
-  check_root_is_safe(root_);
+void CaptureCache::make_work_folder(const std::string& label) {
   try {
     remove_abandoned_work(root_);
   } catch (const Error&) {
     // Leftovers of other runs only take space; they must not stop this one.
   }
-  work_area_.emplace(root.make_path(kWorkDir));
+  work_area_.emplace(SafeDir::open(root_).make_path(kWorkDir));
   const std::string prefix = folder_label(label) + "-";
   for (int attempt = 0; !work_; ++attempt) {
     std::string name = prefix + random_hex(8);
@@ -239,7 +141,9 @@ CaptureCache::CaptureCache(const fs::path& cache_root, const std::string& label,
 
 CaptureCache::~CaptureCache() {
   try {
-    watcher_.reset();
+    if (view_ && !collected_) view_->watch().end();
+    // Not collected: what the run left in the view is unknown.
+    if (view_) views_->release(*view_, touched_, view_trusted_ && collected_);
     if (work_area_ && !work_name_.empty()) work_area_->remove_tree(work_name_);
   } catch (...) {
     // Best effort: the next CaptureCache removes it once our flock is gone.
@@ -247,153 +151,29 @@ CaptureCache::~CaptureCache() {
 }
 
 const fs::path& CaptureCache::dir() const {
-  return work_->path();
+  return stage().path();
 }
 
-void CaptureCache::seed() {
-  if (seeded_) return;
-  seeded_ = true;
-  SafeDir root = SafeDir::open(root_);
-  LocalCache cache(root_, trusted_);
-  for (const auto& item : root.list()) {
-    if (!is_compiler_dir(item)) continue;  // a symlinked compiler folder is never followed
-    if (auto real_dir = root.open_subdir(item.name)) seed_compiler_dir(cache, *real_dir);
-  }
-  watch_seeded();
-}
-
-void CaptureCache::seed_compiler_dir(const LocalCache& cache, const SafeDir& real_dir) {
-  const std::string name = real_dir.path().filename().string();
-  SafeDir stage_dir = work_->make_subdir(name);
-  for (const auto& child : real_dir.list()) {
-    if (child.type != NodeType::Directory) continue;  // nor a symlinked MODULE_ folder
-    if (child.name.starts_with(layout::kModulePrefix)) {
-      seed_module(cache, real_dir, stage_dir, child.name);
-    } else if (child.name == layout::kRegistryDir) {
-      if (auto registry = real_dir.open_subdir(child.name)) {
-        seed_registry(*registry, stage_dir.make_subdir(child.name), name + "/" + child.name, 0);
-      }
-    }
-  }
-}
-
-namespace {
-
-void link_tree(const LocalCache& cache, const SafeDir& real, const SafeDir& stage, int depth) {
-  for (const auto& item : real.list()) {
-    if (layout::is_lock_file(item.name)) continue;
-    if (item.type == NodeType::Directory && depth < kMaxDepth) {
-      if (auto sub = real.open_subdir(item.name)) {
-        link_tree(cache, *sub, stage.make_subdir(item.name), depth + 1);
-      }
-    } else if (item.type == NodeType::File || item.type == NodeType::Symlink) {
-      UniqueFd fd = open_seed_source(cache, real, item);
-      if (!link_fd(fd.get(), stage, item.name)) {
-        throw operational_error("cannot hard-link " + (real.path() / item.name).string() + ": " +
-                                std::strerror(errno));
-      }
-    }
-  }
-}
-
-}  // namespace
-
-void CaptureCache::seed_module(const LocalCache& cache, const SafeDir& real_dir,
-                               const SafeDir& stage_dir, const std::string& name) {
-  const std::string compiler = real_dir.path().filename().string();
-  try {
-    ModuleEntry entry = cache.inspect_module(real_dir, name);
-    if (entry.state != layout::EntryState::Success) return;
-    if (!entry.untrusted_links.empty()) {
-      not_seeded_.push_back(compiler + "/" + name + ": has symlinks to untrusted places");
-      return;
-    }
-    auto real_module = real_dir.open_subdir(name);
-    if (!real_module) return;
-    link_tree(cache, *real_module, stage_dir.make_subdir(name), 0);
-  } catch (const Error& error) {
-    not_seeded_.push_back(compiler + "/" + name + ": " + error.what());
-    try {
-      stage_dir.remove_tree(name);
-    } catch (const Error&) {
-      // Left in the staging cache, it would read as produced: collect() must not see it.
-      seeded_modules_.insert({compiler, name});
-    }
-    return;
-  }
-  seeded_modules_.insert({compiler, name});
-}
-
-void CaptureCache::seed_registry(const SafeDir& real, const SafeDir& stage, const std::string& rel,
-                                 int depth) {
-  for (const auto& item : real.list()) {
-    const std::string item_rel = rel + "/" + item.name;
-    try {
-      if (item.type == NodeType::Directory && depth < kMaxDepth) {
-        if (auto sub = real.open_subdir(item.name)) {
-          seed_registry(*sub, stage.make_subdir(item.name), item_rel, depth + 1);
-        }
-      } else if (item.type == NodeType::File) {
-        UniqueFd fd = real.open_read(item.name);
-        if (!link_fd(fd.get(), stage, item.name)) {
-          stage.write_new_file(item.name, real.read_small_file(item.name));
-        }
-        seeded_registry_.insert(item_rel);
-      } else if (item.type == NodeType::Symlink) {
-        // An alias: recreated pointing at the staging copy of its target, when that is in the root.
-        auto target = real_path(real.path() / item.name);
-        auto root = real_path(root_);
-        auto rel_target = target && root ? inside(*target, *root) : std::nullopt;
-        if (!rel_target) continue;
-        fs::path staged_target = work_->path() / *rel_target;
-        if (symlinkat(staged_target.c_str(), stage.fd(), item.name.c_str()) == 0) {
-          seeded_registry_.insert(item_rel);
-        }
-      }
-    } catch (const Error&) {
-      // An unreadable registry file is not seeded: the command may write it again, and adopt()
-      // never replaces the real one.
-    }
-  }
-}
-
-void CaptureCache::watch_seeded() {
-  if (seeded_modules_.empty()) return;
-  std::vector<std::pair<fs::path, Key>> dirs;
-  for (const auto& key : seeded_modules_) {
-    dirs.emplace_back(work_->path() / key.first / key.second, key);
-  }
-  auto watcher = std::make_unique<UsageWatcher>();
-  if (watcher->start(dirs)) {
-    watcher_ = std::move(watcher);
-    return;
-  }
-  watcher.reset();
-  // Without a watch, a reused entry could not be told from an unused one: the command compiles
-  // everything itself instead, which is slower but exact.
-  unseed_all();
-  usage_tracked_ = false;
-  not_seeded_.push_back(
-      "every entry: inotify cannot watch them (see fs.inotify.max_user_watches and "
-      "max_user_instances); the command compiles everything it needs");
-}
-
-void CaptureCache::unseed_all() {
-  for (auto it = seeded_modules_.begin(); it != seeded_modules_.end();) {
-    auto compiler = work_->open_subdir(it->first);
-    if (compiler) compiler->remove_tree(it->second);
-    it = seeded_modules_.erase(it);
-  }
+const SafeDir& CaptureCache::stage() const {
+  return view_ ? view_->dir() : *work_;
 }
 
 CaptureResult CaptureCache::collect() {
   CaptureResult result;
   result.usage_tracked = usage_tracked_;
-  std::set<Key> used = watcher_ ? watcher_->stop() : std::set<Key>{};
-  watcher_.reset();
-  for (const auto& item : work_->list()) {
+  if (view_) {
+    collect_from_events(result);
+  } else {
+    collect_from_scan(result);
+  }
+  collected_ = true;
+  // The registry starts empty in every staging cache: all of it is the run's.
+  for (const auto& item : stage().list()) {
     if (!is_compiler_dir(item)) continue;
-    if (auto dir = work_->open_subdir(item.name)) scan_compiler_dir(*dir, used, result);
+    auto compiler = stage().open_subdir(item.name);
+    auto registry = compiler ? compiler->open_subdir(layout::kRegistryDir) : std::nullopt;
+    if (registry)
+      scan_registry(*registry, item.name + "/" + std::string(layout::kRegistryDir), 0, result);
   }
   std::sort(result.produced.begin(), result.produced.end());
   std::sort(result.used.begin(), result.used.end());
@@ -402,27 +182,56 @@ CaptureResult CaptureCache::collect() {
   return result;
 }
 
-void CaptureCache::scan_compiler_dir(const SafeDir& dir, const std::set<Key>& used,
-                                     CaptureResult& result) {
-  const std::string compiler = dir.path().filename().string();
-  for (const auto& child : dir.list()) {
-    if (child.type != NodeType::Directory) continue;
-    if (child.name == layout::kRegistryDir) {
-      if (auto registry = dir.open_subdir(child.name)) {
-        scan_registry(*registry, compiler + "/" + child.name, 0, result);
-      }
-      continue;
+// Every entry of the staging cache is the run's, but for the seeded ones of a view (after lost
+// events: slow, and used stays unknown).
+void CaptureCache::collect_from_scan(CaptureResult& result) {
+  for (const auto& item : stage().list()) {
+    if (!is_compiler_dir(item)) continue;
+    auto compiler = stage().open_subdir(item.name);
+    if (!compiler) continue;
+    for (const auto& child : compiler->list()) {
+      if (child.type != NodeType::Directory) continue;
+      if (view_ && is_seeded(*compiler, child.name)) continue;
+      classify(item.name, child.name, result);
     }
-    if (!child.name.starts_with(layout::kModulePrefix)) continue;
-    Key key{compiler, child.name};
-    if (seeded_modules_.count(key)) {
-      if (used.count(key)) result.used.push_back({compiler, child.name});
-      continue;
-    }
-    auto module = dir.open_subdir(child.name);
-    if (!module) continue;
-    (is_success(*module) ? result.produced : result.failed).push_back({compiler, child.name});
   }
+}
+
+void CaptureCache::collect_from_events(CaptureResult& result) {
+  RunWatch::Events events = view_->watch().end();
+  if (events.lost) {
+    view_trusted_ = false;  // the next user rebuilds the view
+    result.usage_lost = true;
+    collect_from_scan(result);
+    return;
+  }
+  for (const auto& compiler : events.new_compilers) {
+    touched_.insert({compiler, ""});
+    auto dir = stage().open_subdir(compiler);
+    for (const auto& child : dir ? dir->list() : std::vector<DirEntry>{}) {
+      if (child.type == NodeType::Directory) classify(compiler, child.name, result);
+    }
+  }
+  for (const auto& key : events.created) {
+    touched_.insert(key);
+    if (!events.new_compilers.count(key.first)) classify(key.first, key.second, result);
+  }
+  touched_.insert(events.deleted.begin(), events.deleted.end());
+  std::set<CapturedModule> made(result.produced.begin(), result.produced.end());
+  made.insert(result.failed.begin(), result.failed.end());
+  for (const auto& [compiler, name] : events.opened) {
+    touched_.insert({compiler, name});
+    if (!made.count({compiler, name})) result.used.push_back({compiler, name});
+  }
+}
+
+void CaptureCache::classify(const std::string& compiler, const std::string& name,
+                            CaptureResult& result) {
+  if (!name.starts_with(layout::kModulePrefix)) return;
+  auto dir = stage().open_subdir(compiler);
+  auto module = dir ? dir->open_subdir(name) : std::nullopt;
+  if (!module) return;  // made and removed again by the run, or not a folder
+  (is_success(*module) ? result.produced : result.failed).push_back({compiler, name});
 }
 
 void CaptureCache::scan_registry(const SafeDir& dir, const std::string& rel, int depth,
@@ -431,8 +240,7 @@ void CaptureCache::scan_registry(const SafeDir& dir, const std::string& rel, int
     const std::string item_rel = rel + "/" + item.name;
     if (item.type == NodeType::Directory && depth < kMaxDepth) {
       if (auto sub = dir.open_subdir(item.name)) scan_registry(*sub, item_rel, depth + 1, result);
-    } else if ((item.type == NodeType::File || item.type == NodeType::Symlink) &&
-               !seeded_registry_.count(item_rel)) {
+    } else if (item.type == NodeType::File || item.type == NodeType::Symlink) {
       result.registry_files.push_back(item_rel);
     }
   }
@@ -474,7 +282,7 @@ bool is_real_file(const SafeDir& root, const std::string& rel) {
 }  // namespace
 
 void CaptureCache::adopt_module(const CapturedModule& module, size_t& installed) {
-  auto compiler = work_->open_subdir(module.compiler_dir);
+  auto compiler = stage().open_subdir(module.compiler_dir);
   auto staged = compiler ? compiler->open_subdir(module.name) : std::nullopt;
   if (!staged) {
     throw operational_error("the compiled entry " + module.compiler_dir + "/" + module.name +
@@ -489,13 +297,13 @@ void CaptureCache::adopt_module(const CapturedModule& module, size_t& installed)
 void CaptureCache::adopt_registry_file(const std::string& rel_path, bool links) {
   auto parts = split_path(rel_path);
   if (parts.size() < 3) return;
-  auto stage = open_parent(*work_, parts);
+  auto staged = open_parent(stage(), parts);
   const std::string& name = parts.back();
-  auto node = stage ? stage->entry(name) : std::nullopt;
+  auto node = staged ? staged->entry(name) : std::nullopt;
   if (!node || (node->type == NodeType::Symlink) != links) return;
   if (!links && node->type != NodeType::File) return;
   std::optional<fs::path> target;
-  if (links && !(target = real_link_target(*stage, name))) return;  // points outside the cache
+  if (links && !(target = real_link_target(*staged, name))) return;  // points outside the cache
   SafeDir root = SafeDir::open(root_);
   SafeDir real = root.make_path(rel_path.substr(0, rel_path.size() - name.size() - 1));
   if (real.entry(name)) return;  // the real cache's copy is never replaced
@@ -508,8 +316,8 @@ void CaptureCache::adopt_registry_file(const std::string& rel_path, bool links) 
   }
   // Written complete in the work folder (same filesystem), then renamed: never seen half-written.
   const std::string temp = "registry-" + random_hex(12);
-  work_->write_new_file(temp, stage->read_small_file(name));
-  if (!work_->move_to(temp, real, name, true)) work_->remove_file(temp);
+  stage().write_new_file(temp, staged->read_small_file(name));
+  if (!stage().move_to(temp, real, name, true)) stage().remove_file(temp);
 }
 
 // The real-cache path of what the staged alias `name` points at: an absolute path, as
@@ -522,15 +330,32 @@ std::optional<fs::path> CaptureCache::real_link_target(const SafeDir& stage_dir,
   if (n <= 0) return std::nullopt;
   fs::path target(std::string(buffer, static_cast<size_t>(n)));
   if (target.is_relative()) target = stage_dir.path() / target;
-  auto rel = inside(target, work_->path());
+  auto rel = inside(target, stage().path());
   if (!rel) {
-    auto work_real = real_path(work_->path());
+    auto work_real = real_path(stage().path());
     auto target_real = real_path(target);
     if (work_real && target_real) rel = inside(*target_real, *work_real);
   }
   if (!rel || !is_real_file(SafeDir::open(root_), rel->generic_string())) return std::nullopt;
   return root_ / *rel;
 }
+
+namespace {
+
+// A view unused for kIdleViewSeconds, locked (no run holds it) and deleted.
+bool remove_idle_view(const SafeDir& area, const DirEntry& item) {
+  auto dir = item.type == NodeType::Directory ? area.open_subdir(item.name) : std::nullopt;
+  if (!dir) return false;
+  auto state = dir->entry(kViewStateFile);
+  double last_use = state ? state->mtime : item.mtime;
+  double now =
+      std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+  if (now - last_use < kIdleViewSeconds || flock(dir->fd(), LOCK_EX | LOCK_NB) != 0) return false;
+  area.remove_tree(item.name);
+  return true;
+}
+
+}  // namespace
 
 size_t remove_abandoned_work(const fs::path& cache_root) {
   std::error_code error;
@@ -540,6 +365,10 @@ size_t remove_abandoned_work(const fs::path& cache_root) {
   if (!area) return 0;
   size_t removed = 0;
   for (const auto& item : area->list()) {
+    if (item.name.starts_with(kViewPrefix)) {
+      removed += remove_idle_view(*area, item) ? 1 : 0;
+      continue;
+    }
     // Held until the folder is gone: a constructor that made it a moment ago and has not locked
     // it yet must not lock it between our check and the removal, and then believe it owns it.
     std::optional<SafeDir> dir;

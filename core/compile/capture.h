@@ -1,18 +1,18 @@
-// Which MODULE_ entries a compile command produced or used. The command runs against a private
-// staging cache inside the real root, seeded with hard links of the real cache's complete
-// entries, so everything new in it is the command's own work, and opens of seeded files (watched
-// with inotify through the staging paths) say which cached entries it reused. Parallel runs each
-// have their own staging cache, so they never see each other's work.
+// Which MODULE_ entries a compile command produced or used. The command runs against a staging
+// cache inside the real root, so everything new in it is the command's own work, and adopt()
+// installs it into the real cache only once complete.
 //
-// Work folders live in <root>/.cache/huggingface/neuron-cache-work/<label>-<8 hex>: same
-// filesystem as the entries (hard links, atomic renames), and a path that neither synchronize nor
-// optimum-cli's upload_folder publishes. Each is flock-ed by its owner while it lives; one left by
-// a killed process is deleted by the next CaptureCache (remove_abandoned_work). Until then it
-// only takes space: nothing reads it.
+// Seeded (the default): the staging cache is a view of seed_view.h holding every complete entry
+// of the cache, so the command reuses any of them as libneuronxla would; inotify tells which
+// ones it opened and which names it created, so capture costs what the run did, not what the
+// cache holds. Parallel runs each have their own view: they never see each other's work, and
+// the opens of one never show up in another. When inotify cannot watch the run, it runs in an
+// empty staging cache instead (exact, slower: it compiles every graph it needs), and
+// not_seeded() says so.
 //
-// Seeded files are hard links sharing the real entries' inodes: libneuronxla never writes into an
-// entry that has model.done, so they are only read. A command that rewrote a complete entry in
-// place would change the real cache too.
+// Unseeded: an empty staging cache of its own, <root>/.cache/huggingface/neuron-cache-work/
+// <label>-<8 hex>, flock-ed by its owner while it lives; one left by a killed process is
+// deleted by the next CaptureCache (remove_abandoned_work).
 #pragma once
 
 #include <cstddef>
@@ -24,11 +24,8 @@
 #include <utility>
 #include <vector>
 
+#include "compile/work_area.h"
 #include "store/safe_dir.h"
-
-namespace neuron_cache {
-class LocalCache;
-}
 
 namespace neuron_cache::compile {
 
@@ -42,36 +39,35 @@ struct CaptureResult {
   std::vector<CapturedModule> produced;  // new entries that are SUCCESS (model.neff + model.done)
   std::vector<CapturedModule> used;      // seeded entries the command opened a file in
   std::vector<CapturedModule> failed;    // new entries that are not SUCCESS (model.log, ...)
-  // New files under neuronxcc-*/0_REGISTRY/ ('/'-paths relative to the cache root): primary
-  // files and alias symlinks.
+  // Files the command wrote under neuronxcc-*/0_REGISTRY/ ('/'-paths relative to the cache
+  // root; the staging registry starts empty): primary files and alias symlinks.
   std::vector<std::string> registry_files;
   bool usage_tracked = true;  // false when inotify was unavailable: nothing was seeded
+  // inotify dropped events of a seeded run: `used` is unknown, so the run must not be recorded
+  // (produced and failed come from a scan of the view and stay exact).
+  bool usage_lost = false;
 };
 
-class UsageWatcher;
+class SeedView;
+class SeedViews;
 
 class CaptureCache {
  public:
-  // Creates an empty staging cache for one command (the real root is created when missing) and
-  // deletes the work folders of processes that are gone. Symlinked files of the real cache are
-  // seeded only when they resolve inside the root or `trusted_link_roots` (the Hugging Face file
-  // cache), as LocalCache reads them.
-  CaptureCache(const std::filesystem::path& cache_root, const std::string& label,
-               std::vector<std::filesystem::path> trusted_link_roots = {});
-  ~CaptureCache();  // deletes the staging cache (best effort, never throws)
+  // An empty staging cache of its own for one command (the real root is created when missing);
+  // also deletes the work folders of processes that are gone.
+  CaptureCache(const std::filesystem::path& cache_root, const std::string& label);
+  // A view of `views` seeded with every complete entry of the cache, its use watched; an empty
+  // staging cache when inotify cannot watch it. Entries left out are listed in not_seeded().
+  CaptureCache(SeedViews& views, const std::string& label);
+  ~CaptureCache();  // gives the view back, or deletes the staging cache (never throws)
   CaptureCache(const CaptureCache&) = delete;
   CaptureCache& operator=(const CaptureCache&) = delete;
 
   // The staging cache: the command's NEURON_COMPILE_CACHE_URL.
   const std::filesystem::path& dir() const;
 
-  // Mirrors every SUCCESS entry and the registry of the real cache into the staging cache with
-  // hard links, then watches the seeded entries. Entries that cannot be linked (another
-  // filesystem, another user's files under fs.protected_hardlinks) are left out and listed in
-  // not_seeded(): the command compiles them again if it needs them. When inotify cannot watch
-  // them all, no entry is seeded and usage is not tracked. Only the first call does anything.
-  void seed();
-  // Seeded entries left out, with the reason ("neuronxcc-.../MODULE_...: why").
+  // Complete entries the command cannot reuse, with the reason ("neuronxcc-.../MODULE_...:
+  // why"), or why nothing is seeded.
   const std::vector<std::string>& not_seeded() const { return not_seeded_; }
 
   // After the command finished: which entries it produced, used and failed (call it once). A
@@ -85,15 +81,11 @@ class CaptureCache {
   size_t adopt(const CaptureResult& result);
 
  private:
-  using Key = std::pair<std::string, std::string>;  // compiler dir, module name
-
-  void seed_compiler_dir(const LocalCache& cache, const SafeDir& real_dir);
-  void seed_module(const LocalCache& cache, const SafeDir& real_dir, const SafeDir& stage_dir,
-                   const std::string& name);
-  void seed_registry(const SafeDir& real, const SafeDir& stage, const std::string& rel, int depth);
-  void watch_seeded();
-  void unseed_all();
-  void scan_compiler_dir(const SafeDir& dir, const std::set<Key>& used, CaptureResult& result);
+  void make_work_folder(const std::string& label);
+  const SafeDir& stage() const;
+  void collect_from_scan(CaptureResult& result);
+  void collect_from_events(CaptureResult& result);
+  void classify(const std::string& compiler, const std::string& name, CaptureResult& result);
   void scan_registry(const SafeDir& dir, const std::string& rel, int depth,
                      CaptureResult& result) const;
   void adopt_module(const CapturedModule& module, size_t& installed);
@@ -102,21 +94,17 @@ class CaptureCache {
                                                         const std::string& name) const;
 
   std::filesystem::path root_;
-  std::vector<std::filesystem::path> trusted_;
   std::optional<SafeDir> work_area_;
   std::string work_name_;
   std::optional<SafeDir> work_;
   UniqueFd work_lock_;
-  std::set<Key> seeded_modules_;
-  std::set<std::string> seeded_registry_;
+  SeedViews* views_ = nullptr;
+  SeedView* view_ = nullptr;                               // while held
+  std::set<std::pair<std::string, std::string>> touched_;  // names of the view the run touched
+  bool view_trusted_ = true;  // false: what the run did to the view is unknown
+  bool collected_ = false;
   std::vector<std::string> not_seeded_;
-  std::unique_ptr<UsageWatcher> watcher_;
   bool usage_tracked_ = true;
-  bool seeded_ = false;
 };
-
-// Deletes the staging caches of <root>/.cache/huggingface/neuron-cache-work whose owner is gone
-// (their flock is free). Returns how many were removed.
-size_t remove_abandoned_work(const std::filesystem::path& cache_root);
 
 }  // namespace neuron_cache::compile

@@ -1,12 +1,16 @@
 // The compile step of the pipeline: each miss runs the manifest's compile command against a
-// staging cache (compile/capture.h), so the MODULE_ folders it produced or reused are known
-// exactly; only then are they moved into the cache and recorded in the artifact index.
+// staging cache (compile/capture.h): a seeded view of the cache (compile/seed_view.h) that one
+// SeedViews object keeps up to date for all runs of the process, so the MODULE_ folders a run
+// produced or reused are known exactly, at a cost that does not grow with the cache; only then
+// are they moved into the cache and recorded in the artifact index.
 #include <atomic>
 #include <mutex>
+#include <set>
 #include <thread>
 
 #include "compile/capture.h"
 #include "compile/runner.h"
+#include "compile/seed_view.h"
 #include "error.h"
 #include "manifest/command_template.h"
 #include "pipeline/pipeline.h"
@@ -26,6 +30,10 @@ std::string join_words(const std::vector<std::string>& words) {
 // Why the captured run cannot be recorded, or nothing when it can.
 std::optional<std::string> capture_problem(const compile::CaptureResult& captured,
                                            const std::string& compiler_dir) {
+  if (captured.usage_lost) {
+    return "inotify dropped events while the command ran, so which cached MODULE_ folders it "
+           "reused is unknown: run it again (its new entries were kept)";
+  }
   if (!captured.failed.empty()) {
     return "the compiler left " + std::to_string(captured.failed.size()) +
            " failed MODULE_ folder(s), e.g. " + captured.failed.front().name;
@@ -80,14 +88,43 @@ std::string child_cc_flags(std::vector<std::string> flags) {
   return join_words(flags);
 }
 
+constexpr const char* kNotSeeded = "not reusable by compiles from the local cache: ";
+
+// The same entry is reported by every run that could have used it: once is enough.
+std::vector<std::string> unique_notes(const std::vector<CompileOutcome>& outcomes) {
+  std::vector<std::string> texts;
+  std::set<std::string> seen;
+  for (const auto& outcome : outcomes) {
+    for (const auto& text : outcome.notes) {
+      if (seen.insert(text).second) texts.push_back(text);
+    }
+  }
+  return texts;
+}
+
 // NEURON_CACHE_SEED=0: the staging cache starts empty, so every run compiles all it needs
 // itself. Slower but needs neither hard links nor inotify (what happens anyway when inotify
-// cannot watch the seeded entries).
+// cannot watch a run).
 bool seeding_enabled() {
   return Environment::from_process().get("NEURON_CACHE_SEED").value_or("1") != "0";
 }
 
 }  // namespace
+
+compile::SeedViews* Pipeline::seed_views() {
+  if (!seeding_enabled()) return nullptr;
+  std::call_once(seed_views_once_, [this] {
+    seed_views_ = std::make_unique<compile::SeedViews>(root_, trusted_roots());
+  });
+  return seed_views_.get();
+}
+
+std::unique_ptr<compile::CaptureCache> Pipeline::capture_cache(const std::string& label) {
+  if (compile::SeedViews* views = seed_views()) {
+    return std::make_unique<compile::CaptureCache>(*views, label);
+  }
+  return std::make_unique<compile::CaptureCache>(root_, label);
+}
 
 CompileOutcome Pipeline::compile_one(const plan::Target& target) {
   const manifest::Configuration& c = target.configuration;
@@ -100,8 +137,8 @@ CompileOutcome Pipeline::compile_one(const plan::Target& target) {
   }
   fs::path output_dir = fs::absolute(options_.output_dir);
   fs::create_directories(output_dir);
-  compile::CaptureCache capture(root_, c.name, trusted_roots());
-  if (seeding_enabled()) capture.seed();
+  std::unique_ptr<compile::CaptureCache> capture = capture_cache(c.name);
+  out.notes = capture->not_seeded();
   compile::CommandRun run;
   // {revision} is the commit the key was made for, not a branch that may have moved since.
   manifest::Configuration pinned = c;
@@ -109,7 +146,7 @@ CompileOutcome Pipeline::compile_one(const plan::Target& target) {
   run.argv =
       manifest::render_command(manifest_.compile->command, pinned, (output_dir / c.name).string());
   run.set_env = manifest_.compile->env;
-  run.set_env["NEURON_COMPILE_CACHE_URL"] = capture.dir().string();
+  run.set_env["NEURON_COMPILE_CACHE_URL"] = capture->dir().string();
   run.set_env["NEURON_CC_FLAGS"] = child_cc_flags(c.compiler_flags);
   run.log_file = output_dir / (c.name + ".log");
   out.log_file = run.log_file.string();
@@ -117,12 +154,12 @@ CompileOutcome Pipeline::compile_one(const plan::Target& target) {
   compile::RunOutcome ran = compile::run_command(run);
   out.seconds = ran.seconds;
   out.exit_code = ran.exit_code;
-  compile::CaptureResult captured = capture.collect();
+  compile::CaptureResult captured = capture->collect();
   out.modules_produced = captured.produced.size();
   out.modules_used = captured.used.size();
   // Complete NEFFs are worth keeping even when the run failed; without an index entry they are
   // never pushed as the configuration's artifacts.
-  capture.adopt(captured);
+  capture->adopt(captured);
   if (!ran.started) {
     out.error = "the compile command could not start: " + ran.start_error;
     return out;
@@ -180,6 +217,7 @@ CompileStep Pipeline::compile(plan::Plan& plan) {
   std::vector<std::thread> pool;
   for (size_t t = 0; t < threads; ++t) pool.emplace_back(worker);
   for (auto& thread : pool) thread.join();
+  for (const auto& text : unique_notes(step.outcomes)) note(true, kNotSeeded + text);
   for (size_t i = 0; i < misses.size(); ++i) {
     if (step.outcomes[i].ok) {
       misses[i]->status = plan::Status::Local;
@@ -200,11 +238,11 @@ WrappedRun Pipeline::run_wrapped(const plan::Target* target, const std::vector<s
   std::string label = target ? target->configuration.name : "run";
   fs::path output_dir = fs::absolute(options_.output_dir);
   fs::create_directories(output_dir);
-  compile::CaptureCache capture(root_, label, trusted_roots());
-  if (seeding_enabled()) capture.seed();
+  std::unique_ptr<compile::CaptureCache> capture = capture_cache(label);
+  for (const auto& text : capture->not_seeded()) note(true, kNotSeeded + text);
   compile::CommandRun run;
   run.argv = argv;
-  run.set_env["NEURON_COMPILE_CACHE_URL"] = capture.dir().string();
+  run.set_env["NEURON_COMPILE_CACHE_URL"] = capture->dir().string();
   run.set_env["NEURON_CC_FLAGS"] =
       child_cc_flags(target ? target->configuration.compiler_flags : std::vector<std::string>{});
   run.log_file = output_dir / (label + ".run.log");
@@ -214,8 +252,8 @@ WrappedRun Pipeline::run_wrapped(const plan::Target* target, const std::vector<s
   out.exit_code = ran.exit_code;
   if (!ran.started) out.error = "the command could not start: " + ran.start_error;
   if (ran.signal) out.error = "the command was killed by signal " + std::to_string(ran.signal);
-  compile::CaptureResult captured = capture.collect();
-  capture.adopt(captured);
+  compile::CaptureResult captured = capture->collect();
+  capture->adopt(captured);
   for (const auto& m : captured.produced) out.produced.push_back(m.compiler_dir + "/" + m.name);
   out.used = captured.used.size();
   if (target && ran.exit_code == 0 &&

@@ -3,6 +3,8 @@
 #include <chrono>
 #include <set>
 
+#include "compile/capture.h"
+#include "compile/seed_view.h"
 #include "error.h"
 #include "pipeline/hub_keys.h"
 #include "remote/remote_index.h"
@@ -172,6 +174,12 @@ plan::Plan Pipeline::make_plan() {
 PrefetchStep Pipeline::prefetch(plan::Plan& plan) {
   auto start = std::chrono::steady_clock::now();
   PrefetchStep step;
+  try {
+    // Watching from before the entries land: the first compile then seeds only those.
+    if (manifest_.compile) seed_views();
+  } catch (const Error&) {
+    // The compile step reports it, if it has anything to compile.
+  }
   std::vector<ai::Entry> entries;
   for (const auto& row : plan.rows) {
     if (row.status == plan::Status::Hub && row.entry) entries.push_back(*row.entry);

@@ -11,6 +11,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
@@ -23,6 +24,11 @@
 #include "remote/push.h"
 #include "store/cache_tree.h"
 #include "store/local_index.h"
+
+namespace neuron_cache::compile {
+class CaptureCache;
+class SeedViews;
+}  // namespace neuron_cache::compile
 
 namespace neuron_cache::pipeline {
 
@@ -59,6 +65,7 @@ struct CompileOutcome {
   std::string log_tail;  // last lines, for failures
   size_t modules_produced = 0;
   size_t modules_used = 0;
+  std::vector<std::string> notes;  // cached entries the run could not reuse, and why
 };
 
 struct CompileStep {
@@ -130,6 +137,11 @@ class Pipeline {
   // Throws when strict; otherwise records the fallback.
   void cache_problem(const std::string& what, const std::string& fallback);
   CompileOutcome compile_one(const plan::Target& target);
+  // The staging cache of one run: a seeded view (NEURON_CACHE_SEED=0: an empty one).
+  std::unique_ptr<compile::CaptureCache> capture_cache(const std::string& label);
+  // The seeded views of the cache, watched from the first call on (before prefetch installs
+  // anything, so the first compile sees only what changed). Nothing when seeding is off.
+  compile::SeedViews* seed_views();
   std::vector<std::filesystem::path> trusted_roots() const;
   // Why a push must not happen (read-only, no repo, offline, nothing new), or "" when it may.
   std::string why_not_push(bool nothing_new) const;
@@ -150,6 +162,8 @@ class Pipeline {
   std::unique_ptr<remote::RemoteIndex> remote_;
   std::vector<Notice> notices_;
   size_t requests_at_start_ = 0;
+  std::once_flag seed_views_once_;
+  std::unique_ptr<compile::SeedViews> seed_views_;
 };
 
 // "neuron-cache 0.1.0"

@@ -3,6 +3,7 @@
 // cached ones it reused, installs only complete ones, and never writes outside the cache root.
 #include "compile/capture.h"
 
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/stat.h>
@@ -11,6 +12,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <ctime>
 #include <map>
 #include <mutex>
 #include <nlohmann/json.hpp>
@@ -21,6 +23,7 @@
 #include <vector>
 
 #include "compile/runner.h"
+#include "compile/seed_view.h"
 #include "error.h"
 #include "format/compile_flags.h"
 #include "format/digest.h"
@@ -339,13 +342,23 @@ TEST(StandIn, BadArgumentsExit2WithAUsage) {
 class Capture : public ::testing::Test {
  protected:
   fs::path root() const { return tmp_ / "cache"; }
+  fs::path view(int n = 0) const {
+    return root() / ".cache/huggingface/neuron-cache-work" / ("view-" + std::to_string(n));
+  }
 
-  // One compile run through a staging cache, as the product does it.
+  // The seeded views of this "process" (the pipeline keeps one SeedViews for all its runs).
+  SeedViews& views() {
+    if (!views_) views_ = std::make_unique<SeedViews>(root());
+    return *views_;
+  }
+  // What a later process starts from: the views on disk and their state files, nothing else.
+  void new_process() { views_.reset(); }
+
+  // One compile run through a seeded view, as the product does it.
   CaptureResult capture(const Config& config, bool adopt = true, int expected_exit = 0,
                         const std::map<std::string, std::string>& env = {},
-                        size_t* installed = nullptr) {
-    CaptureCache cache(root(), "test");
-    cache.seed();
+                        size_t* installed = nullptr, SeedViews* through = nullptr) {
+    CaptureCache cache(through ? *through : views(), "test");
     RunOutcome outcome = stand_in_.run(config, cache.dir(), env);
     EXPECT_EQ(outcome.exit_code, expected_exit) << stand_in_.last_log();
     CaptureResult result = cache.collect();
@@ -358,6 +371,7 @@ class Capture : public ::testing::Test {
 
   TempDir tmp_;
   StandIn stand_in_{tmp_};
+  std::unique_ptr<SeedViews> views_;
 };
 
 bool is_success(const fs::path& dir) {
@@ -418,8 +432,9 @@ TEST_F(Capture, ADifferentSequenceLengthReusesTheSharedTokenGraph) {
   EXPECT_EQ(result.produced, Modules{captured(ctx_module(second))});
   EXPECT_EQ(result.used, Modules{captured(tkg_module(first))});
   EXPECT_TRUE(result.failed.empty());
-  // The alias folder of the model exists already (seeded): only a new primary file.
-  EXPECT_EQ(result.registry_files.size(), 1u);
+  // The registry is not seeded (each run starts with an empty one): the run writes its primary
+  // file and its alias, both new to the real cache.
+  EXPECT_EQ(result.registry_files.size(), 2u);
   EXPECT_EQ(installed, 1u);
   EXPECT_EQ(stand_in_.calls().back()["hits"], nlohmann::json::array({tkg_module(first)}));
   EXPECT_TRUE(is_success(real(ctx_module(second))));
@@ -439,8 +454,8 @@ TEST_F(Capture, ParallelRunsEachReportOnlyTheirOwnUse) {
   second.model = "org/second";
   capture(tiny);
   capture(second);
-  // Both staging caches hold hard links to both token graphs (the same inodes): each run must
-  // see only the opens made through its own paths.
+  // Both runs' views hold hard links to both token graphs (the same inodes): each run must see
+  // only the opens made through its own view.
   Config tiny_long = tiny, second_long = second;
   tiny_long.sequence = second_long.sequence = 1024;
   CaptureResult results[2];
@@ -482,8 +497,7 @@ TEST_F(Capture, PlantedSymlinksAreNeitherSeededNorWrittenThrough) {
   fs::create_symlink(outside / "secret.neff", bad / "compile_flags.json");
   auto before = snapshot_tree(outside);
 
-  CaptureCache cache(root(), "planted");
-  cache.seed();
+  CaptureCache cache(views(), "planted");
   fs::path staged = cache.dir() / kCompiler;
   EXPECT_FALSE(fs::exists(fs::symlink_status(staged / "MODULE_evil+d7cde3b5")));
   EXPECT_FALSE(fs::exists(fs::symlink_status(staged / "MODULE_badlink+d7cde3b5")));
@@ -503,8 +517,7 @@ TEST_F(Capture, ASymlinkedRegistryFolderIsRefusedForWriting) {
   fs::create_directories(outside);
   fs::create_directories(root() / kCompiler / "0_REGISTRY" / "0.4.5");
   fs::create_directory_symlink(outside, root() / kCompiler / "0_REGISTRY" / "0.4.5" / "llama");
-  CaptureCache cache(root(), "planted");
-  cache.seed();
+  CaptureCache cache(views(), "planted");
   ASSERT_EQ(stand_in_.run(Config{}, cache.dir()).exit_code, 0);
   CaptureResult result = cache.collect();
   EXPECT_THROW(cache.adopt(result), Error);
@@ -515,26 +528,34 @@ TEST_F(Capture, ASymlinkedRegistryFolderIsRefusedForWriting) {
 TEST_F(Capture, TrustedSymlinkedFilesAreSeededAsLinksToTheirTarget) {
   Config first;
   capture(first);
-  // As after a Hub download: the NEFF is a symlink into the Hugging Face file cache.
+  // As after a Hub download: the NEFF is a symlink into the Hugging Face file cache. The entry
+  // is made anew, as an install does (a view takes an entry changed in place for unchanged).
   fs::path hub = tmp_ / "hub";
-  fs::path neff = real(tkg_module(first)) / "model.neff";
-  write_file(hub / "blob", read_file(neff));
-  fs::remove(neff);
-  fs::create_symlink(hub / "blob", neff);
+  fs::path module = real(tkg_module(first));
+  fs::path fresh = root() / kCompiler / "fresh";
+  fs::copy(module, fresh);
+  write_file(hub / "blob", read_file(fresh / "model.neff"));
+  fs::remove(fresh / "model.neff");
+  fs::create_symlink(hub / "blob", fresh / "model.neff");
+  fs::remove_all(module);
+  fs::rename(fresh, module);
 
-  CaptureCache untrusting(root(), "untrusting");
-  untrusting.seed();
-  EXPECT_FALSE(fs::exists(untrusting.dir() / kCompiler / tkg_module(first)));
-
-  CaptureCache cache(root(), "trusting", {hub});
-  cache.seed();
+  new_process();
+  {
+    CaptureCache untrusting(views(), "untrusting");
+    EXPECT_FALSE(fs::exists(untrusting.dir() / kCompiler / tkg_module(first)));
+  }
+  // Another process that trusts the Hugging Face cache: the view it finds was seeded under
+  // less trust, so it is rebuilt (and one seeded under more trust would be too).
+  SeedViews trusting(root(), {hub});
+  CaptureCache cache(trusting, "trusting");
   EXPECT_TRUE(cache.not_seeded().empty());
   fs::path staged = cache.dir() / kCompiler / tkg_module(first) / "model.neff";
   struct stat staged_info {
   }, blob_info{};
-  ASSERT_EQ(lstat(staged.c_str(), &staged_info), 0);
+  ASSERT_EQ(stat(staged.c_str(), &staged_info), 0);
   ASSERT_EQ(stat((hub / "blob").c_str(), &blob_info), 0);
-  EXPECT_TRUE(S_ISREG(staged_info.st_mode));
+  EXPECT_TRUE(fs::is_symlink(staged));  // into the view's .links folder, hard-linked to the blob
   EXPECT_EQ(staged_info.st_ino, blob_info.st_ino);
   Config second = first;
   second.sequence = 2048;
@@ -554,7 +575,6 @@ TEST_F(Capture, TheWorkFolderLivesInTheRootAndGoesWithTheObject) {
     struct stat info {};
     ASSERT_EQ(stat(work.c_str(), &info), 0);
     EXPECT_EQ(info.st_mode & 0777, 0755u);
-    cache.seed();
     ASSERT_EQ(stand_in_.run(Config{}, cache.dir()).exit_code, 0);
   }
   EXPECT_FALSE(fs::exists(work));
@@ -594,12 +614,303 @@ TEST_F(Capture, AbandonedWorkFoldersAreRemovedButLiveOnesKept) {
 
 TEST_F(Capture, TheRootIsCreatedWhenMissing) {
   fs::path missing = tmp_ / "new" / "cache";
-  CaptureCache cache(missing, "new");
+  SeedViews views(missing);
   EXPECT_TRUE(fs::is_directory(missing));
-  cache.seed();
+  CaptureCache cache(views, "new");
   CaptureResult result = cache.collect();
   EXPECT_TRUE(result.produced.empty() && result.used.empty() && result.failed.empty());
   EXPECT_EQ(cache.adopt(result), 0u);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Seeded views (seed_view.h): what a run reuses and records, what it costs, and how views stay
+// right when runs are parallel, killed, or the cache changes under them.
+
+// The entries seeded in a view or staging cache (their model.done is a symlink into .links).
+std::set<std::string> seeded_in(const fs::path& url) {
+  std::set<std::string> names;
+  if (!fs::is_directory(url / kCompiler)) return names;
+  for (const auto& item : fs::directory_iterator(url / kCompiler)) {
+    if (fs::is_symlink(item.path() / "model.done")) names.insert(item.path().filename());
+  }
+  return names;
+}
+
+std::set<std::string> complete_in(const fs::path& root) {
+  std::set<std::string> names;
+  for (const auto& item : fs::directory_iterator(root / kCompiler)) {
+    if (is_success(item.path())) names.insert(item.path().filename());
+  }
+  return names;
+}
+
+std::set<std::string> names_in(const fs::path& dir) {
+  std::set<std::string> names;
+  for (const auto& item : fs::directory_iterator(dir)) names.insert(item.path().filename());
+  return names;
+}
+
+SeedStats minus(SeedStats a, const SeedStats& b) {
+  a.views_built -= b.views_built, a.full_listings -= b.full_listings;
+  a.names_listed -= b.names_listed, a.entries_checked -= b.entries_checked;
+  a.entries_seeded -= b.entries_seeded, a.entries_unseeded -= b.entries_unseeded;
+  a.links_made -= b.links_made;
+  return a;
+}
+
+TEST_F(Capture, AFineTuneReusesEveryGraphOfItsBaseModelAndRecordsThem) {
+  Config base;
+  capture(base);
+  new_process();
+  Config tuned = base;
+  tuned.model = "org/tiny-chat";
+  size_t installed = 99;
+  CaptureResult result =
+      capture(tuned, true, 0, {{"STAND_IN_GRAPH_MODEL", base.model}}, &installed);
+  Modules both = {captured(ctx_module(base)), captured(tkg_module(base))};
+  std::sort(both.begin(), both.end());
+  EXPECT_EQ(result.used, both);
+  EXPECT_TRUE(result.produced.empty());
+  EXPECT_EQ(installed, 0u);
+  EXPECT_EQ(stand_in_.calls().back()["hits"].size(), 2u) << stand_in_.last_log();
+  EXPECT_EQ(stand_in_.calls().back()["compiled"], nlohmann::json::array());
+  EXPECT_EQ(result.registry_files.size(), 2u);  // its own registry entry and alias
+}
+
+TEST_F(Capture, WhatARunMakesIsCapturedExactlyAndTheViewKeepsNoneOfItsLeftovers) {
+  make_entry(root(), "MODULE_1+d7cde3b5", Kind::Success);
+  make_entry(root(), "MODULE_2+d7cde3b5", Kind::Failed);  // a cached failure is not seeded
+  CaptureResult result;
+  {
+    CaptureCache cache(views(), "exact");
+    fs::path url = cache.dir();
+    EXPECT_EQ(seeded_in(url), std::set<std::string>{"MODULE_1+d7cde3b5"});
+    EXPECT_FALSE(fs::exists(url / kCompiler / "MODULE_2+d7cde3b5"));
+    // What libneuronxla does (a hit, a success, a failure), and what else a command may leave.
+    EXPECT_EQ(read_file(url / kCompiler / "MODULE_1+d7cde3b5" / "model.neff"),
+              "neff-bytes-MODULE_1+d7cde3b5");
+    make_entry(url, "MODULE_3+d7cde3b5", Kind::Success);
+    make_entry(url, "MODULE_4+d7cde3b5", Kind::Failed);
+    fs::create_directories(url / kCompiler / "MODULE_5+d7cde3b5");
+    fs::remove(url / kCompiler / "MODULE_5+d7cde3b5");
+    write_file(url / "lock", "");
+    write_file(url / kCompiler / "notes.txt", "x");
+    write_file(url / kCompiler / "0_REGISTRY" / "0.4.5" / "digest" / "h.json", "{}");
+    result = cache.collect();
+    EXPECT_EQ(result.produced, Modules{captured("MODULE_3+d7cde3b5")});
+    EXPECT_EQ(result.failed, Modules{captured("MODULE_4+d7cde3b5")});
+    EXPECT_EQ(result.used, Modules{captured("MODULE_1+d7cde3b5")});
+    EXPECT_EQ(result.registry_files,
+              std::vector<std::string>{std::string(kCompiler) + "/0_REGISTRY/0.4.5/digest/h.json"});
+    EXPECT_EQ(cache.adopt(result), 1u);
+    EXPECT_TRUE(fs::exists(url / kCompiler / "MODULE_4+d7cde3b5" / "model.log"));
+  }
+  // Given back: the view holds the complete entries of the cache, the run's among them (seeded
+  // like the others), and nothing else the run left.
+  EXPECT_EQ(names_in(view()), (std::set<std::string>{".links", ".state", kCompiler}));
+  EXPECT_EQ(names_in(view() / kCompiler),
+            (std::set<std::string>{"MODULE_1+d7cde3b5", "MODULE_3+d7cde3b5"}));
+  EXPECT_EQ(seeded_in(view()), names_in(view() / kCompiler));
+  EXPECT_TRUE(is_success(real("MODULE_3+d7cde3b5")));
+  EXPECT_FALSE(fs::exists(real("MODULE_4+d7cde3b5")));
+  EXPECT_EQ(read_file(root() / kCompiler / "0_REGISTRY/0.4.5/digest/h.json"), "{}");
+}
+
+// Entries with the two files that make them complete, written fast.
+void lay_out_entries(const fs::path& root, int count) {
+  for (int i = 0; i < count; ++i) {
+    fs::path dir = root / kCompiler / ("MODULE_" + std::to_string(1000000 + i) + "+d7cde3b5");
+    fs::create_directories(dir);
+    write_file(dir / "model.neff", "neff");
+    write_file(dir / "model.done", "");
+  }
+}
+
+TEST_F(Capture, WithTenThousandEntriesARunTouchesOnlyWhatItMadeOrOpened) {
+  constexpr int kEntries = 10000;
+  lay_out_entries(root(), kEntries);
+  Config first;
+  capture(first);  // the first run ever builds the view: every entry, once
+  EXPECT_EQ(views().stats().views_built, 1u);
+  EXPECT_GE(views().stats().entries_seeded, static_cast<size_t>(kEntries));
+  new_process();  // later runs, in another process: the view is trusted from its state file
+  Config config = first;
+  for (int i = 0; i < 3; ++i) {
+    config.sequence = 256 << i;
+    SeedStats before = views().stats();
+    CaptureResult result = capture(config);
+    SeedStats cost = minus(views().stats(), before);
+    EXPECT_EQ(result.produced, Modules{captured(ctx_module(config))});
+    EXPECT_EQ(result.used, Modules{captured(tkg_module(first))});
+    // Nothing compared name by name; only the entry made and the one opened are looked at and
+    // seeded again (four files each: a hard link and a symlink per file).
+    EXPECT_EQ(cost.full_listings, 0u) << "run " << i;
+    EXPECT_EQ(cost.names_listed, 0u) << "run " << i;
+    EXPECT_EQ(cost.entries_checked, 2u) << "run " << i;
+    EXPECT_EQ(cost.links_made, 16u) << "run " << i;
+    EXPECT_EQ(cost.views_built, 0u) << "run " << i;
+  }
+}
+
+TEST_F(Capture, ParallelRunsInOneProcessEachHaveTheirOwnViewAndStayExact) {
+  Config base;
+  capture(base);
+  std::vector<Config> configs(4, base);
+  configs[0].sequence = 256;  // these two reuse the base's token graph
+  configs[1].sequence = 512;
+  configs[2].model = "org/a";  // these two share nothing
+  configs[3].model = "org/b";
+  CaptureResult results[4];
+  std::vector<std::thread> threads;
+  for (int i = 0; i < 4; ++i) {
+    threads.emplace_back([&, i] {
+      results[i] = capture(configs[i], true, 0, {{"STAND_IN_DELAY", "0.3"}});
+    });
+  }
+  for (auto& thread : threads) thread.join();
+  for (int i = 0; i < 2; ++i) {
+    EXPECT_EQ(results[i].used, Modules{captured(tkg_module(base))}) << i;
+    EXPECT_EQ(results[i].produced, Modules{captured(ctx_module(configs[i]))}) << i;
+  }
+  for (int i = 2; i < 4; ++i) {
+    EXPECT_TRUE(results[i].used.empty()) << i;
+    EXPECT_EQ(results[i].produced.size(), 2u) << i;
+  }
+  EXPECT_LE(views().stats().views_built, 4u);
+  // Held at once, every view holds exactly the complete entries of the cache.
+  std::set<std::string> complete = complete_in(root());
+  EXPECT_EQ(complete.size(), 8u);
+  std::vector<std::unique_ptr<CaptureCache>> held;
+  for (int n = 0; n < 4; ++n) held.push_back(std::make_unique<CaptureCache>(views(), "check"));
+  for (auto& cache : held) {
+    EXPECT_EQ(seeded_in(cache->dir()), complete) << cache->dir();
+    cache->collect();
+  }
+}
+
+TEST_F(Capture, WithoutInotifyForTheRunItRunsUnseededAndSaysSo) {
+  Config first;
+  capture(first);
+  SeedViews unwatched(root(), {}, SeedOptions{true, false});
+  Config second = first;
+  second.sequence = 512;
+  CaptureCache cache(unwatched, "unwatched");
+  ASSERT_EQ(cache.not_seeded().size(), 1u);
+  EXPECT_TRUE(contains(cache.not_seeded()[0], "inotify cannot watch")) << cache.not_seeded()[0];
+  EXPECT_FALSE(fs::exists(cache.dir() / kCompiler));
+  ASSERT_EQ(stand_in_.run(second, cache.dir()).exit_code, 0);
+  CaptureResult result = cache.collect();
+  EXPECT_FALSE(result.usage_tracked);
+  EXPECT_TRUE(result.used.empty());
+  EXPECT_EQ(result.produced.size(), 2u);  // the shared graph compiled again: slower, but exact
+  EXPECT_EQ(stand_in_.calls().back()["hits"], nlohmann::json::array());
+}
+
+TEST_F(Capture, WithoutWatchingTheCacheEachUseComparesNamesAndStaysExact) {
+  SeedViews unwatched(root(), {}, SeedOptions{false, true});
+  Config first;
+  capture(first, true, 0, {}, nullptr, &unwatched);
+  make_entry(root(), "MODULE_1+d7cde3b5", Kind::Success);
+  Config second = first;
+  second.sequence = 512;
+  SeedStats before = unwatched.stats();
+  CaptureResult result = capture(second, true, 0, {}, nullptr, &unwatched);
+  EXPECT_EQ(result.used, Modules{captured(tkg_module(first))});
+  EXPECT_EQ(result.produced, Modules{captured(ctx_module(second))});
+  EXPECT_GE(minus(unwatched.stats(), before).full_listings, 1u);
+  CaptureCache cache(unwatched, "check");
+  EXPECT_EQ(seeded_in(cache.dir()), complete_in(root()));
+  cache.collect();
+}
+
+TEST_F(Capture, ChangesToTheCacheReachTheViewWithoutComparingEveryName) {
+  Config first;
+  capture(first);
+  // Meanwhile, others remove the token graph, install an entry and start one.
+  fs::remove_all(real(tkg_module(first)));
+  make_entry(root(), "MODULE_new+d7cde3b5", Kind::Success);
+  fs::path late = make_entry(root(), "MODULE_late+d7cde3b5", Kind::Empty);
+  SeedStats before = views().stats();
+  {
+    CaptureCache cache(views(), "changed");
+    EXPECT_EQ(seeded_in(cache.dir()),
+              (std::set<std::string>{ctx_module(first), "MODULE_new+d7cde3b5"}));
+    cache.collect();
+  }
+  write_file(late / "model.neff", "neff");  // completed in place, as libneuronxla does
+  write_file(late / "model.done", "");
+  {
+    CaptureCache cache(views(), "completed");
+    EXPECT_TRUE(seeded_in(cache.dir()).count("MODULE_late+d7cde3b5"));
+    cache.collect();
+  }
+  EXPECT_EQ(minus(views().stats(), before).full_listings, 0u);
+  Config second = first;
+  second.sequence = 512;
+  CaptureResult result = capture(second);
+  EXPECT_TRUE(result.used.empty());  // the token graph is gone: compiled again
+  EXPECT_EQ(result.produced.size(), 2u);
+}
+
+TEST_F(Capture, AnEntryReplacedBetweenProcessesIsSeededAgain) {
+  fs::path entry = make_entry(root(), "MODULE_1+d7cde3b5", Kind::Success);
+  {
+    CaptureCache cache(views(), "one");
+    cache.collect();
+  }
+  new_process();
+  fs::path fresh = make_entry(root(), "MODULE_fresh+d7cde3b5", Kind::Success);
+  write_file(fresh / "model.neff", "replaced");
+  fs::remove_all(entry);
+  fs::rename(fresh, entry);
+  CaptureCache cache(views(), "two");
+  EXPECT_EQ(read_file(cache.dir() / kCompiler / "MODULE_1+d7cde3b5" / "model.neff"), "replaced");
+  EXPECT_EQ(seeded_in(cache.dir()), std::set<std::string>{"MODULE_1+d7cde3b5"});
+  cache.collect();
+}
+
+TEST_F(Capture, AViewLeftByAKilledRunIsRebuiltBeforeItIsUsed) {
+  Config first;
+  capture(first);
+  new_process();
+  pid_t pid = fork();
+  if (pid == 0) {
+    SeedViews views(root());
+    CaptureCache cache(views, "killed");
+    // Half a compile, and a seeded entry damaged, then the process dies.
+    write_file(cache.dir() / kCompiler / "MODULE_half+d7cde3b5" / "model.hlo_module.pb", "hlo");
+    fs::remove(cache.dir() / kCompiler / tkg_module(first) / "model.done");
+    raise(SIGKILL);
+  }
+  ASSERT_GT(pid, 0);
+  waitpid(pid, nullptr, 0);
+  Config second = first;
+  second.sequence = 512;
+  CaptureResult result = capture(second);
+  EXPECT_EQ(views().stats().views_built, 1u);
+  EXPECT_EQ(result.used, Modules{captured(tkg_module(first))});
+  EXPECT_EQ(result.produced, Modules{captured(ctx_module(second))});
+  EXPECT_TRUE(result.failed.empty());
+}
+
+TEST_F(Capture, ViewsStayBetweenRunsAndGoAfterAWeekUnused) {
+  capture(Config{});
+  new_process();
+  ASSERT_TRUE(fs::exists(view() / ".state"));
+  EXPECT_EQ(remove_abandoned_work(root()), 0u);
+  EXPECT_TRUE(fs::is_directory(view()));
+  timespec old = {time(nullptr) - 8 * 24 * 3600, 0};
+  timespec times[2] = {old, old};
+  ASSERT_EQ(utimensat(AT_FDCWD, (view() / ".state").c_str(), times, AT_SYMLINK_NOFOLLOW), 0);
+  {
+    CaptureCache held(views(), "held");  // a view in use is never removed
+    EXPECT_EQ(remove_abandoned_work(root()), 0u);
+    held.collect();
+  }
+  ASSERT_EQ(utimensat(AT_FDCWD, (view() / ".state").c_str(), times, AT_SYMLINK_NOFOLLOW), 0);
+  EXPECT_EQ(remove_abandoned_work(root()), 1u);
+  EXPECT_FALSE(fs::exists(view()));
+  EXPECT_TRUE(is_success(real(ctx_module(Config{}))));
 }
 
 }  // namespace
