@@ -130,6 +130,7 @@ class SeedViews {
   void bring_up_to_date(SeedView& view, Sync& sync);
   void take_changes(SeedView& view, Sync& sync);
   void plan_listings(SeedView& view, Sync& sync);
+  void plan_from_stamp(const std::string& compiler, Sync& sync);
   void full_listing(SeedView& view, const std::string& compiler, Sync& sync);
   void recheck(SeedView& view, const ModuleKey& key, Sync& sync);
   void recheck_pending(SeedView& view, Sync& sync);
