@@ -592,10 +592,22 @@ void SeedViews::plan_listings(SeedView& view, Sync& sync) {
     if (sync.everything) {
       sync.full.insert(compiler);  // also what happens without a feed
     } else if (sync.stamps) {
-      auto stamp = sync.stamps->find(compiler);
-      bool known = stamp != sync.stamps->end() && stamp->second == feed_->start_stamp(compiler);
-      if (!known) sync.full.insert(compiler);
+      plan_from_stamp(compiler, sync);
     }
+  }
+}
+
+// Equal to the folder's stamp now: the view matches it, nothing to do (the changes taken from
+// the log, the folder's creation included, happened before). Equal to its stamp when our feed started: the log has every change
+// since. Otherwise, compare names.
+void SeedViews::plan_from_stamp(const std::string& compiler, Sync& sync) {
+  auto found = sync.stamps->find(compiler);
+  std::string recorded = found == sync.stamps->end() ? "" : found->second;
+  if (!recorded.empty() && recorded == folder_stamp(sync.root->fd(), compiler)) {
+    sync.full.erase(compiler);
+    std::erase_if(sync.changes, [&](const ModuleKey& key) { return key.first == compiler; });
+  } else if (recorded.empty() || recorded != feed_->start_stamp(compiler)) {
+    sync.full.insert(compiler);
   }
 }
 

@@ -8,21 +8,27 @@
 // A view is <root>/.cache/huggingface/neuron-cache-work/view-<n>/ (same filesystem as the
 // entries, never published), used by one compile at a time (flock). A seeded entry is a real
 // folder of relative symlinks into .links/<compiler>/, which holds hard links to the real files
-// (named <module>.<inode of the real folder>.<n>), one folder per compiler version: an open through
-// the view then reports (inotify, by the path opened) in that one folder, so one watch tells which
-// seeded entries a compile opened, and opens through the real cache or another view never show up
-// there.
+// (named <module>.<inode of the real folder>.<n>), one folder per compiler version: an open
+// through the view then reports (inotify, by the path opened) in that one folder, so one watch
+// tells which seeded entries a compile opened, and opens through the real cache or another view
+// never show up there.
 //
-// What changed in the real cache comes from inotify watches on its compiler folders, held for the
-// life of the SeedViews object (one per process). Between processes a view records the stamp
+// What changed in the real cache comes from inotify watches on its compiler folders, held for
+// the life of the SeedViews object (one per process). Between processes a view records the stamp
 // (inode, mtime, ctime) of each real compiler folder it matches; a folder whose stamp moved is
-// compared name by name (readdir only). A view left by a killed process or from before a reboot
-// is rebuilt whole. The registry (0_REGISTRY) is not seeded: each run starts with an empty one,
-// so everything in it is what the run wrote.
+// compared by readdir alone (names, and the inodes of the real folders). A view left by a killed
+// process, from before a reboot or seeded under other trusted symlink roots is rebuilt whole. The
+// registry (0_REGISTRY) is not seeded: each run starts with an empty one, so everything in it is
+// what the run wrote.
 //
-// Seeded files share the real entries' inodes: libneuronxla never writes into an entry that has
-// model.done, so they are only read. A command that rewrote a complete entry in place would change
-// the real cache too. Files a command adds inside a seeded entry it did not open are not seen.
+// Costs and limits: a view is built once per cache and machine boot (and one per compile running
+// at once), at about the cost of the old per-compile seeding; it holds hard links to entries
+// deleted from the cache until its next use (or its removal after a week unused). Seeded files
+// share the real entries' inodes: libneuronxla never writes into an entry that has model.done, so
+// they are only read; a command that rewrote a complete entry in place would change the real
+// cache too. Not seen: files a command adds inside a seeded entry it did not open, a file replaced
+// inside a real entry whose folder stays (the view keeps the old one, the same graph), and a real
+// folder deleted and made again with the same inode number between two processes.
 #pragma once
 
 #include <cstddef>
@@ -124,6 +130,7 @@ class SeedViews {
   void bring_up_to_date(SeedView& view, Sync& sync);
   void take_changes(SeedView& view, Sync& sync);
   void plan_listings(SeedView& view, Sync& sync);
+  void plan_from_stamp(const std::string& compiler, Sync& sync);
   void full_listing(SeedView& view, const std::string& compiler, Sync& sync);
   void recheck(SeedView& view, const ModuleKey& key, Sync& sync);
   void recheck_pending(SeedView& view, Sync& sync);

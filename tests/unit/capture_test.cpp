@@ -869,6 +869,28 @@ TEST_F(Capture, AnEntryReplacedBetweenProcessesIsSeededAgain) {
   cache.collect();
 }
 
+TEST_F(Capture, ProcessesTakingTurnsWithAViewCompareNoNames) {
+  Config config;
+  capture(config);          // this process builds the view
+  SeedViews other(root());  // another process, started now
+  for (int i = 0; i < 2; ++i) {
+    SeedStats ours = views().stats(), theirs = other.stats();
+    config.sequence = 256 << i;
+    CaptureResult result = capture(config, true, 0, {}, nullptr, &other);
+    EXPECT_EQ(result.used, Modules{captured(tkg_module(Config{}))});
+    config.sequence = 1024 << i;
+    result = capture(config);
+    EXPECT_EQ(result.used, Modules{captured(tkg_module(Config{}))});
+    EXPECT_EQ(result.produced, Modules{captured(ctx_module(config))});
+    // Each finds the view as the other left it, stamped: nothing compared by name.
+    EXPECT_EQ(minus(views().stats(), ours).full_listings, 0u) << i;
+    EXPECT_EQ(minus(other.stats(), theirs).full_listings, 0u) << i;
+  }
+  CaptureCache cache(views(), "check");
+  EXPECT_EQ(seeded_in(cache.dir()), complete_in(root()));
+  cache.collect();
+}
+
 TEST_F(Capture, AViewLeftByAKilledRunIsRebuiltBeforeItIsUsed) {
   Config first;
   capture(first);

@@ -979,6 +979,33 @@ TEST_F(PipelineCliTest, CompileJobsInParallel) {
   EXPECT_EQ(call["compiled"], json::array({context_module(longer)})) << call;
 }
 
+TEST_F(PipelineCliTest, AFineTuneRecordsTheGraphsOfItsBaseModelItReused) {
+  // The stand-in keys every model's graphs on Llama's, as libneuronxla gives a fine-tune of the
+  // same architecture its base model's graphs: another configuration's MODULE folders.
+  const std::string same_graphs = std::string("STAND_IN_GRAPH_MODEL=") + kLlama;
+  Conf base{"base", 1, 128};
+  ManifestSpec spec;
+  spec.confs = {base};
+  ToolResult first = tool(
+      "compile --json " + quoted(write_manifest(spec)) + " --output-dir " + quoted(work / "out"),
+      same_graphs);
+  ASSERT_EQ(first.code, 0) << first.all();
+  spec.confs = {{"tuned", 1, 128, 2, "bf16", kQwen}};
+  ToolResult tuned = tool("compile --json " + quoted(write_manifest(spec, "tuned.yaml")) +
+                              " --output-dir " + quoted(work / "out"),
+                          same_graphs);
+  ASSERT_EQ(tuned.code, 0) << tuned.all();
+  json row = json::parse(tuned.out)["configurations"][0];
+  EXPECT_EQ(row["compile"]["modules_used"], 2) << row;
+  EXPECT_EQ(row["compile"]["modules_produced"], 0) << row;
+  json entry = local_entry(cache, row["key"]);
+  EXPECT_EQ(module_names(entry), (std::set<std::string>{context_module(base), token_module(base)}));
+  for (const auto& module : entry["modules"]) {
+    EXPECT_TRUE(module_complete(cache, module)) << module["name"];
+  }
+  EXPECT_EQ(calls(), 2u);
+}
+
 TEST_F(PipelineCliTest, WithoutSeedingEachCompileBuildsAndRecordsAllItNeeds) {
   // What also happens when inotify cannot watch the seeded entries: nothing is reused, so each
   // run compiles every graph itself, and each entry still lists exactly its own modules.
