@@ -165,17 +165,6 @@ class Installer {
   std::thread thread_;
 };
 
-std::string read_fd(int fd) {
-  std::string content;
-  char buffer[65536];
-  for (off_t offset = 0;;) {
-    ssize_t n = pread(fd, buffer, sizeof buffer, offset);
-    if (n <= 0) return content;
-    content.append(buffer, static_cast<size_t>(n));
-    offset += n;
-  }
-}
-
 void fetch_registry(hub::HubClient& client, const std::string& repo, const std::string& revision,
                     const LocalIndex& local, const ai::Entry& entry, PrefetchResult& result) {
   for (const auto& file : entry.registry) {
@@ -190,7 +179,7 @@ void fetch_registry(hub::HubClient& client, const std::string& repo, const std::
       result.failed.emplace(entry.key, file.name + ": " + d.error);
       return;
     }
-    local.install_registry_file(entry.compiler_dir(), file.name, read_fd(fd.get()));
+    local.install_registry_file(entry.compiler_dir(), file.name, read_whole_fd(fd.get()));
     ++result.files_downloaded;
   }
 }

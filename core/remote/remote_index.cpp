@@ -33,17 +33,6 @@ std::string oid_of(const hub::RemoteEntry& file) {
   return file.is_lfs() ? file.lfs_sha256 : file.oid;
 }
 
-std::string read_all(int fd) {
-  std::string content;
-  char buffer[65536];
-  for (off_t offset = 0;;) {
-    ssize_t n = pread(fd, buffer, sizeof buffer, offset);
-    if (n <= 0) return content;
-    content.append(buffer, static_cast<size_t>(n));
-    offset += n;
-  }
-}
-
 nlohmann::json entry_json(const hub::RemoteEntry& entry) {
   nlohmann::json item = {{"path", entry.path},
                          {"type", entry.is_directory ? "directory" : "file"},
@@ -173,7 +162,7 @@ std::map<std::string, std::string> RemoteIndex::fetch(const std::vector<hub::Rem
                           "): its configurations count as not cached");
       continue;
     }
-    std::string text = read_all(fds[i].get());
+    std::string text = read_whole_fd(fds[i].get());
     keep_copy(file, text);
     texts.emplace(file.path, std::move(text));
   }
@@ -223,7 +212,8 @@ std::optional<std::string> RemoteIndex::read_copy(const hub::RemoteEntry& file) 
   fs::path path = copies_ / file.path / (oid_of(file) + ".json");
   UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK));  // a FIFO never blocks
   if (!fd) return std::nullopt;
-  std::string text = read_all(fd.get());  // in bulk: a character iterator costs ms on a large file
+  std::string text =
+      read_whole_fd(fd.get());  // in bulk: a character iterator costs ms on a large file
   if (!matches(file, text)) return std::nullopt;  // damaged: fetch it again
   return text;
 }

@@ -210,6 +210,17 @@ UniqueFd SafeDir::open_read(std::string_view name) const {
   return guard;
 }
 
+std::string read_whole_fd(int fd) {
+  std::string content;
+  char buffer[65536];
+  for (off_t offset = 0;;) {
+    ssize_t n = pread(fd, buffer, sizeof buffer, offset);
+    if (n <= 0) return content;
+    content.append(buffer, static_cast<size_t>(n));
+    offset += n;
+  }
+}
+
 UniqueFd SafeDir::create_new(std::string_view name) const {
   check_plain_name(name);
   int fd = openat(fd_.get(), std::string(name).c_str(),

@@ -87,6 +87,9 @@ class SafeDir {
   std::filesystem::path path_;
 };
 
+// Everything `fd` holds from offset 0 (a small file: an index, a registry entry in memory).
+std::string read_whole_fd(int fd);
+
 // Whether `fd` is still the file named `name` in the folder `dir_fd` (not replaced or deleted
 // since it was opened): what makes a lock taken on an open file the lock of that name.
 bool same_file(int fd, int dir_fd, const char* name);
