@@ -1,11 +1,11 @@
 #include "pipeline/hub_keys.h"
 
-#include <unistd.h>
-
 #include <algorithm>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <set>
+
+#include "store/safe_dir.h"
 
 namespace neuron_cache::pipeline {
 namespace {
@@ -46,12 +46,7 @@ void HubKeys::remember(const std::vector<std::string>& keys) const {
   known.insert(keys.begin(), keys.end());
   if (known.size() == before) return;  // nothing new: nothing written
   try {
-    fs::create_directories(file_.parent_path());
-    fs::path temp = file_;
-    temp += "." + std::to_string(getpid()) + ".tmp";
-    json memo = {{"repo", repo_}, {"revision", revision_}, {"keys", known}};
-    std::ofstream(temp, std::ios::binary | std::ios::trunc) << memo.dump();
-    fs::rename(temp, file_);
+    replace_file(file_, json{{"repo", repo_}, {"revision", revision_}, {"keys", known}}.dump());
   } catch (const std::exception&) {
     // Remembering only saves reading the index next time.
   }

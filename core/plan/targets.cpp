@@ -10,6 +10,7 @@
 #include "error.h"
 #include "format/pyjson.h"
 #include "git/git_info.h"
+#include "store/safe_dir.h"
 
 namespace neuron_cache::plan {
 namespace {
@@ -138,11 +139,7 @@ void ModelResolver::remember(const std::string& memo, const ResolvedModel& model
     pyjson::Json item = {{"revision", *model.revision}, {"model_type", model.model_type}};
     if (json.contains(memo) && json[memo] == item) return;  // an unchanged run writes nothing
     json[memo] = item;
-    fs::create_directories(memo_file_.parent_path());
-    fs::path temp = memo_file_;
-    temp += "." + std::to_string(getpid()) + ".tmp";
-    std::ofstream(temp, std::ios::binary | std::ios::trunc) << pyjson::dumps(json, 2);
-    fs::rename(temp, memo_file_);
+    replace_file(memo_file_, pyjson::dumps(json, 2));
   } catch (const std::exception&) {
     // Remembering is best effort: the next run asks the Hub again.
   }

@@ -57,11 +57,7 @@ nlohmann::json read_answers(const fs::path& file, const std::string& revision) {
 void keep_answers(const fs::path& file, const nlohmann::json& answers) {
   if (file.empty()) return;
   try {
-    fs::create_directories(file.parent_path());
-    fs::path temp = file;
-    temp += "." + std::to_string(getpid()) + ".tmp";  // two runs may keep it at once
-    std::ofstream(temp, std::ios::binary | std::ios::trunc) << answers.dump();
-    fs::rename(temp, file);
+    replace_file(file, answers.dump());
   } catch (const std::exception&) {
     // Kept answers only save a request next time.
   }
@@ -225,11 +221,7 @@ void RemoteIndex::keep_copy(const hub::RemoteEntry& file, const std::string& tex
     // an answer, so it stays below copies_.
     fs::path dir = copies_ / file.path;
     fs::remove_all(dir);  // older copies of this file are outdated
-    fs::create_directories(dir);
-    std::string name = oid_of(file) + ".json";
-    fs::path temp = dir / ("." + name + ".tmp");
-    std::ofstream(temp, std::ios::binary | std::ios::trunc) << text;
-    fs::rename(temp, dir / name);
+    replace_file(dir / (oid_of(file) + ".json"), text);
   } catch (const std::exception&) {
     // A copy only saves a download next time.
   }

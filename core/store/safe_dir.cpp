@@ -9,6 +9,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <fstream>
 
 #include "error.h"
 
@@ -208,6 +209,14 @@ UniqueFd SafeDir::open_read(std::string_view name) const {
   UniqueFd guard(fd);
   require_regular_file(fd, path_ / name);
   return guard;
+}
+
+void replace_file(const std::filesystem::path& file, std::string_view content) {
+  std::filesystem::create_directories(file.parent_path());
+  std::filesystem::path temp = file;
+  temp += "." + std::to_string(getpid()) + ".tmp";  // two runs may replace it at once
+  std::ofstream(temp, std::ios::binary | std::ios::trunc) << content;
+  std::filesystem::rename(temp, file);
 }
 
 std::string read_whole_fd(int fd) {

@@ -87,6 +87,11 @@ class SafeDir {
   std::filesystem::path path_;
 };
 
+// Writes `content` to `file` (creating its folders) through a temporary file of this process and
+// a rename, so a reader sees the old content or the new, never a mix; for the memos kept in the
+// cache root. Throws std::exception on failure: callers that only save work next time ignore it.
+void replace_file(const std::filesystem::path& file, std::string_view content);
+
 // Everything `fd` holds from offset 0 (a small file: an index, a registry entry in memory).
 std::string read_whole_fd(int fd);
 
