@@ -28,13 +28,19 @@ nlohmann::json row_json(const remote::LookupRow& r) {
           {"path", r.path}};
 }
 
+// A table cell: numbers as digits, missing values blank.
+std::string cell(const nlohmann::json& value) {
+  if (value.is_null()) return "";
+  return value.is_string() ? value.get<std::string>() : value.dump();
+}
+
 void print_table(const std::vector<remote::LookupRow>& rows) {
   std::vector<std::vector<std::string>> table = {{"task", "batch size", "sequence length",
                                                   "tensor parallel", "dtype", "instance type",
                                                   "compiler version", "checkpoint revision"}};
   for (const auto& r : rows) {
-    table.push_back({r.task, r.batch_size, r.sequence_length, r.tensor_parallel, r.dtype,
-                     r.instance_type, r.compiler_version, r.checkpoint_revision});
+    table.push_back({r.task, cell(r.batch_size), cell(r.sequence_length), cell(r.tensor_parallel),
+                     r.dtype, r.instance_type, r.compiler_version, r.checkpoint_revision});
   }
   std::vector<size_t> widths(table[0].size(), 0);
   for (const auto& row : table) {

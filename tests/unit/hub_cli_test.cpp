@@ -220,9 +220,9 @@ TEST_F(HubCliTest, LookupFindsEntriesWithAConstantNumberOfListings) {
   auto result = pyjson::parse(run.output);
   ASSERT_EQ(result["entries"].size(), 1u) << run.output;
   const auto& row = result["entries"][0];
-  EXPECT_EQ(row["batch_size"], "2");
-  EXPECT_EQ(row["sequence_length"], "512");
-  EXPECT_EQ(row["tensor_parallel"], "2");
+  EXPECT_EQ(row["batch_size"], 2);
+  EXPECT_EQ(row["sequence_length"], 512);
+  EXPECT_EQ(row["tensor_parallel"], 2);
   EXPECT_EQ(row["dtype"], "bfloat16");
   EXPECT_EQ(row["instance_type"], "trn1");
   EXPECT_EQ(row["compiler_version"], "2.21.33363.0+82129205");
@@ -296,15 +296,15 @@ TEST_F(HubCliTest, LookupReadsEveryRegistryGenerationLikeThePublicCache) {
   auto rows = pyjson::parse(run.output)["entries"];
   ASSERT_EQ(rows.size(), 4u) << run.output;
   // Sorted by tensor parallel, batch size, sequence length.
-  EXPECT_EQ(rows[0]["batch_size"], "1");
+  EXPECT_EQ(rows[0]["batch_size"], 1);
   EXPECT_EQ(rows[0]["dtype"], "float16");
-  EXPECT_EQ(rows[0]["tensor_parallel"], "2");
+  EXPECT_EQ(rows[0]["tensor_parallel"], 2);
   EXPECT_EQ(rows[0]["compiler_version"], "2.12.68.0");
   EXPECT_EQ(rows[0]["checkpoint_revision"], "abc123");
-  EXPECT_EQ(rows[1]["batch_size"], "2");
-  EXPECT_EQ(rows[2]["batch_size"], "4");
-  EXPECT_EQ(rows[2]["sequence_length"], "4096");
-  EXPECT_EQ(rows[3]["tensor_parallel"], "8");
+  EXPECT_EQ(rows[1]["batch_size"], 2);
+  EXPECT_EQ(rows[2]["batch_size"], 4);
+  EXPECT_EQ(rows[2]["sequence_length"], 4096);
+  EXPECT_EQ(rows[3]["tensor_parallel"], 8);
   for (const auto& row : rows) EXPECT_EQ(row["task"], "text-generation");
 
   ToolRun text = tool("lookup llamafactory/tiny-random-Llama-3 --tensor-parallel-size 2");
