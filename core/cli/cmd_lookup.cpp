@@ -1,5 +1,6 @@
 // `neuron-cache lookup MODEL_ID`: the cached configurations of a model in the Hub cache repo.
 #include <cstdio>
+#include <functional>
 #include <iostream>
 
 #include "cli/context.h"
@@ -15,16 +16,22 @@ struct Options {
   bool json = false;
 };
 
+// A value the entry may not store: null when it does not, so scripts tell "" from missing.
+nlohmann::json or_null(const std::string& text) {
+  return text.empty() ? nlohmann::json() : nlohmann::json(text);
+}
+
 nlohmann::json row_json(const remote::LookupRow& r) {
-  return {{"task", r.task},
+  return {{"task", or_null(r.task)},
+          {"mode", r.mode},
           {"batch_size", r.batch_size},
           {"sequence_length", r.sequence_length},
           {"tensor_parallel", r.tensor_parallel},
-          {"dtype", r.dtype},
-          {"instance_type", r.instance_type},
-          {"compiler_version", r.compiler_version},
-          {"optimum_neuron_version", r.optimum_version},
-          {"checkpoint_revision", r.checkpoint_revision},
+          {"dtype", or_null(r.dtype)},
+          {"instance_type", or_null(r.instance_type)},
+          {"compiler_version", or_null(r.compiler_version)},
+          {"optimum_neuron_version", or_null(r.optimum_version)},
+          {"checkpoint_revision", or_null(r.checkpoint_revision)},
           {"path", r.path}};
 }
 
@@ -34,15 +41,39 @@ std::string cell(const nlohmann::json& value) {
   return value.is_string() ? value.get<std::string>() : value.dump();
 }
 
-void print_table(const std::vector<remote::LookupRow>& rows) {
-  std::vector<std::vector<std::string>> table = {{"task", "batch size", "sequence length",
-                                                  "tensor parallel", "dtype", "instance type",
-                                                  "compiler version", "checkpoint revision"}};
-  for (const auto& r : rows) {
-    table.push_back({r.task, cell(r.batch_size), cell(r.sequence_length), cell(r.tensor_parallel),
-                     r.dtype, r.instance_type, r.compiler_version, r.checkpoint_revision});
+using Column = std::pair<std::string, std::function<std::string(const remote::LookupRow&)>>;
+
+// Training entries (0.0.19-0.1.x) describe a parallel layout, not a served shape: no batch size,
+// sequence length or instance type.
+std::vector<Column> columns_for(const std::string& mode) {
+  using Row = remote::LookupRow;
+  std::vector<Column> columns;
+  if (mode == "all") columns.push_back({"mode", [](const Row& r) { return r.mode; }});
+  columns.push_back({"task", [](const Row& r) { return r.task; }});
+  if (mode != "training") {
+    columns.push_back({"batch size", [](const Row& r) { return cell(r.batch_size); }});
+    columns.push_back({"sequence length", [](const Row& r) { return cell(r.sequence_length); }});
   }
-  std::vector<size_t> widths(table[0].size(), 0);
+  columns.push_back({"tensor parallel", [](const Row& r) { return cell(r.tensor_parallel); }});
+  columns.push_back({"dtype", [](const Row& r) { return r.dtype; }});
+  if (mode != "training") {
+    columns.push_back({"instance type", [](const Row& r) { return r.instance_type; }});
+  }
+  columns.push_back({"compiler version", [](const Row& r) { return r.compiler_version; }});
+  columns.push_back({"optimum-neuron", [](const Row& r) { return r.optimum_version; }});
+  columns.push_back({"checkpoint revision", [](const Row& r) { return r.checkpoint_revision; }});
+  return columns;
+}
+
+void print_table(const std::vector<remote::LookupRow>& rows, const std::string& mode) {
+  std::vector<Column> columns = columns_for(mode);
+  std::vector<std::vector<std::string>> table(1);
+  for (const auto& column : columns) table[0].push_back(column.first);
+  for (const auto& r : rows) {
+    table.emplace_back();
+    for (const auto& column : columns) table.back().push_back(column.second(r));
+  }
+  std::vector<size_t> widths(columns.size(), 0);
   for (const auto& row : table) {
     for (size_t i = 0; i < row.size(); ++i) widths[i] = std::max(widths[i], row[i].size());
   }
@@ -56,6 +87,31 @@ void print_table(const std::vector<remote::LookupRow>& rows) {
   }
 }
 
+void print_text(const remote::LookupResult& result, const Options& options,
+                const std::string& repo) {
+  const remote::LookupQuery& q = options.query;
+  if (!result.has_registry) {
+    std::cout << "No registry entries in " << repo
+              << (q.compiler_version.empty() ? "" : " for neuronx-cc " + q.compiler_version)
+              << ".\n";
+  } else if (result.rows.empty()) {
+    std::cout << "No cached entries found for " << q.model_id << " in " << repo << ".\n";
+  } else {
+    std::cout << "Cached entries for " << q.model_id << " in " << repo << ":\n\n";
+    print_table(result.rows, q.mode);
+  }
+  if (result.other_mode_rows > 0) {
+    std::cout << "\n"
+              << result.other_mode_rows << " more entries of another mode: pass --mode "
+              << (q.mode == "inference" ? "training" : "inference") << " or --mode all.\n";
+  }
+  std::cout << "\nAn entry is not a guaranteed cache hit: the exact configuration (compiler and "
+               "optimum-neuron versions, compiler flags) must match to reuse the NEFFs.\n";
+  if (q.compiler_version.empty()) {
+    std::cout << "Searched every compiler version: pass --compiler-version to narrow it.\n";
+  }
+}
+
 void lookup(Context& context, Options& options) {
   const Settings& settings = context.settings();
   std::string repo = options.repo.value_or(settings.cache_repo.value);
@@ -65,28 +121,23 @@ void lookup(Context& context, Options& options) {
   }
   remote::LookupResult result = remote::lookup(context.client(), repo, options.query);
   for (const auto& problem : result.problems) warn("unreadable registry entry " + problem);
-  const std::string& model = options.query.model_id;
-  if (options.json) {
-    nlohmann::json rows = nlohmann::json::array();
-    for (const auto& r : result.rows) rows.push_back(row_json(r));
-    print_json({{"model_id", model},
-                {"repo", repo},
-                {"compiler_dirs", result.compiler_dirs},
-                {"entries", rows},
-                {"listing_requests", result.listing_requests}});
+  if (!options.json) {
+    print_text(result, options, repo);
     return;
   }
-  if (result.rows.empty()) {
-    std::cout << "No cached entries found for " << model << " in " << repo << ".\n";
-  } else {
-    std::cout << "Cached entries for " << model << " in " << repo << ":\n\n";
-    print_table(result.rows);
-  }
-  std::cout << "\nAn entry is not a guaranteed cache hit: the exact configuration (compiler and "
-               "optimum-neuron versions, compiler flags) must match to reuse the NEFFs.\n";
-  if (settings.compiler_version.value.empty() && options.query.compiler_version.empty()) {
-    std::cout << "Searched every compiler version: pass --compiler-version to narrow it.\n";
-  }
+  nlohmann::json rows = nlohmann::json::array();
+  for (const auto& r : result.rows) rows.push_back(row_json(r));
+  print_json({{"model_id", options.query.model_id},
+              {"repo", repo},
+              {"mode", options.query.mode},
+              {"optimum_neuron_version", options.query.optimum_version
+                                             ? nlohmann::json(*options.query.optimum_version)
+                                             : nlohmann::json()},
+              {"compiler_dirs", result.compiler_dirs},
+              {"has_registry", result.has_registry},
+              {"entries", rows},
+              {"other_mode_entries", result.other_mode_rows},
+              {"listing_requests", result.listing_requests}});
 }
 
 }  // namespace
@@ -100,6 +151,14 @@ void register_lookup(CLI::App& app, Context& context) {
   cmd->add_option_function<std::string>(
       "--task", [options](const std::string& v) { options->query.task = v; },
       "Task, e.g. text-generation");
+  cmd->add_option("--mode", q.mode,
+                  "Entries to list: inference (default), training (optimum-neuron 0.0.19-0.1.x "
+                  "training runs) or all")
+      ->check(CLI::IsMember({"inference", "training", "all"}));
+  cmd->add_option_function<std::string>(
+      "--optimum-neuron-version,--optimum_neuron_version",
+      [options](const std::string& v) { options->query.optimum_version = v; },
+      "Only entries written by this optimum-neuron version (exact, e.g. 0.4.5; default: all)");
   cmd->add_option_function<std::string>(
       "--instance-type,--instance_type",
       [options](const std::string& v) { options->query.instance_type = v; },

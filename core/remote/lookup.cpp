@@ -240,10 +240,16 @@ bool LookupRow::operator==(const LookupRow& o) const {
   return !(*this < o) && !(o < *this);
 }
 
+bool mode_matches(const LookupRow& row, const std::string& mode) {
+  return mode == "all" || row.mode == mode;
+}
+
 bool matches(const LookupRow& row, const LookupQuery& q) {
+  if (!mode_matches(row, q.mode)) return false;
   auto same = [](const Json& have, const std::optional<long>& want) {
     return !want || (have.is_number_integer() && have.get<long>() == *want);
   };
+  if (q.optimum_version && row.optimum_version != *q.optimum_version) return false;
   if (q.task && row.task != *q.task) return false;
   if (q.instance_type && row.instance_type != *q.instance_type) return false;
   if (q.dtype && row.dtype != canonical_dtype(*q.dtype)) return false;
@@ -291,8 +297,14 @@ LookupResult lookup(hub::HubClient& client, const std::string& repo, const Looku
   result.problems = std::move(scan.problems);
   result.listing_requests = scan.listing_requests;
   result.has_registry = scan.has_registry;
+  LookupQuery any_mode = query;
+  any_mode.mode = "all";
   for (const auto& hit : scan.hits[query.model_id]) {
-    if (matches(hit.row, query)) result.rows.push_back(hit.row);
+    if (matches(hit.row, query)) {
+      result.rows.push_back(hit.row);
+    } else if (matches(hit.row, any_mode)) {
+      ++result.other_mode_rows;
+    }
   }
   result.rows.erase(std::unique(result.rows.begin(), result.rows.end()), result.rows.end());
   return result;

@@ -75,6 +75,8 @@ struct LookupQuery {
   std::optional<long> tensor_parallel_size;
   std::optional<long> batch_size;
   std::optional<long> sequence_length;
+  std::string mode = "inference";              // "inference", "training" or "all"
+  std::optional<std::string> optimum_version;  // exact registry version folder; none: every one
 };
 
 struct LookupResult {
@@ -83,6 +85,7 @@ struct LookupResult {
   std::vector<std::string> problems;       // unreadable entry files
   uint64_t listing_requests = 0;
   bool has_registry = false;
+  size_t other_mode_rows = 0;  // rows that pass every filter but the mode (e.g. training rows)
 };
 
 // scan_registry for one model, filtered by the query.
@@ -90,6 +93,7 @@ LookupResult lookup(hub::HubClient& client, const std::string& repo, const Looku
 
 // Whether a row passes the query's filters (compiler version and model id aside).
 bool matches(const LookupRow& row, const LookupQuery& query);
+bool mode_matches(const LookupRow& row, const std::string& mode);
 
 // "bf16" and "bfloat16" are the same dtype (optimum-neuron's DTYPE_MAPPER).
 std::string canonical_dtype(const std::string& dtype);

@@ -152,5 +152,138 @@ TEST(LookupScan, TheSameBytesUnderTwoVersionsAreTwoEntries) {
   EXPECT_TRUE(hits[0].record.hash_matches);
 }
 
+// optimum-neuron 0.0.19-0.1.x: compact text with the neuron part inside, under a mode folder.
+json legacy_entry(const std::string& mode, const json& neuron) {
+  return {{"compiler_dir", "neuronxcc-2.12.68.0+4480452af"},
+          {"optimum_version", "0.1.0"},
+          {"generation", "0.1"},
+          {"mode", mode},
+          {"model_id", "org/model-a"},
+          {"task", "text-generation"},
+          {"model_type", "llama"},
+          {"config", {{"model_type", "llama"}, {"hidden_size", 16}}},
+          {"neuron", neuron}};
+}
+
+// A repo as optimum-neuron leaves it after several releases: 0.4.5 arch folder + alias and a
+// second entry without alias, the same bytes again under 0.4.6, and a 0.1.0 inference and
+// training entry under their mode folders.
+json public_like_files() {
+  json legacy_inference = {{"task", "text-generation"},
+                           {"batch_size", 1},
+                           {"num_cores", "2"},  // numeric text, as some legacy entries have
+                           {"auto_cast_type", "fp16"},
+                           {"sequence_length", 1024},
+                           {"compiler_type", "neuronx-cc"},
+                           {"compiler_version", "2.12.68.0"},
+                           {"checkpoint_id", "org/model-a"},
+                           {"checkpoint_revision", "abc123"}};
+  json legacy_training = {{"compiler_type", "neuronx-cc"},
+                          {"compiler_version", "2.12.68.0"},
+                          {"tensor_parallel_size", 8},
+                          {"auto_cast_type", "bf16"}};
+  return optimum_written(json::array(
+      {decoder_entry("org/model-a", 1, 512, "0.4.5"), decoder_entry("org/model-a", 4, 512, "0.4.5"),
+       decoder_entry("org/model-a", 1, 512, "0.4.6"), legacy_entry("inference", legacy_inference),
+       legacy_entry("training", legacy_training)}));
+}
+
+class LookupCliTest : public ::testing::Test {
+ protected:
+  LookupCliTest() : server(config_with(public_like_files()), {"--page-size", "4"}) {}
+
+  ToolRun tool(const std::string& args) {
+    std::string command = "env -i PATH=/usr/bin:/bin HOME=/nonexistent-home HF_HOME='" +
+                          home.path().string() + "' HF_ENDPOINT=" + server.url() +
+                          " HF_TOKEN=" + testing::kHubReadToken + " " + testing::tool_path() +
+                          " lookup org/model-a --repo " + kRepo + " " + args + " 2>&1";
+    ToolRun run{};
+    run.code = testing::run_command(command, &run.output);
+    return run;
+  }
+
+  json rows(const std::string& args) {
+    ToolRun run = tool("--json " + args);
+    EXPECT_EQ(run.code, 0) << run.output;
+    return json::parse(run.output)["entries"];
+  }
+
+  HubServer server;
+  TempDir home;
+};
+
+TEST_F(LookupCliTest, ListsInferenceEntriesOfEveryVersionWithTypedValues) {
+  ToolRun run = tool("--json");
+  ASSERT_EQ(run.code, 0) << run.output;
+  json result = json::parse(run.output);
+  EXPECT_EQ(result["other_mode_entries"], 1) << "the training entry is counted, not listed";
+  const json& rows = result["entries"];
+  ASSERT_EQ(rows.size(), 4u) << run.output;
+  EXPECT_EQ(rows[0]["optimum_neuron_version"], "0.4.5");
+  EXPECT_EQ(rows[1]["optimum_neuron_version"], "0.4.6") << "same bytes, listed under both";
+  EXPECT_EQ(rows[0]["batch_size"], 1);
+  EXPECT_EQ(rows[1]["batch_size"], 1);
+  auto file_name = [](const json& row) {
+    std::string path = row["path"].get<std::string>();
+    return path.substr(path.rfind('/') + 1);
+  };
+  EXPECT_EQ(file_name(rows[0]), file_name(rows[1]));
+  EXPECT_NE(rows[0]["path"], rows[1]["path"]);
+  EXPECT_EQ(rows[2]["optimum_neuron_version"], "0.1.0");
+  EXPECT_EQ(rows[2]["sequence_length"], 1024);
+  EXPECT_EQ(rows[2]["tensor_parallel"], 2) << "\"2\" in the legacy text";
+  EXPECT_EQ(rows[2]["dtype"], "float16");
+  EXPECT_TRUE(rows[2]["instance_type"].is_null()) << rows[2].dump();
+  EXPECT_EQ(rows[2]["checkpoint_revision"], "abc123");
+  EXPECT_EQ(rows[3]["batch_size"], 4);
+  EXPECT_EQ(rows[3]["instance_type"], "trn1");
+  for (const auto& row : rows) {
+    EXPECT_EQ(row["mode"], "inference");
+    EXPECT_EQ(row["task"], "text-generation");
+    EXPECT_EQ(row["tensor_parallel"], 2);
+  }
+
+  ToolRun text = tool("");
+  ASSERT_EQ(text.code, 0) << text.output;
+  EXPECT_TRUE(contains(text.output, "compiler version       optimum-neuron  checkpoint revision"))
+      << text.output;
+  EXPECT_TRUE(contains(text.output, "0.4.6")) << text.output;
+  EXPECT_TRUE(contains(text.output, "1 more entries of another mode: pass --mode training"))
+      << text.output;
+}
+
+TEST_F(LookupCliTest, FiltersByOptimumNeuronVersion) {
+  json v046 = rows("--optimum-neuron-version 0.4.6");
+  ASSERT_EQ(v046.size(), 1u);
+  EXPECT_EQ(v046[0]["optimum_neuron_version"], "0.4.6");
+  EXPECT_EQ(rows("--optimum_neuron_version 0.4.5").size(), 2u);
+  EXPECT_EQ(rows("--optimum-neuron-version 0.4").size(), 0u) << "exact match, not a prefix";
+  EXPECT_EQ(rows("--optimum-neuron-version 0.4.5 --batch-size 4").size(), 1u);
+}
+
+TEST_F(LookupCliTest, TrainingEntriesOnlyWithTheirMode) {
+  json training = rows("--mode training");
+  ASSERT_EQ(training.size(), 1u);
+  EXPECT_EQ(training[0]["mode"], "training");
+  EXPECT_EQ(training[0]["tensor_parallel"], 8);
+  EXPECT_EQ(training[0]["dtype"], "bfloat16");
+  EXPECT_EQ(training[0]["compiler_version"], "2.12.68.0");
+  EXPECT_TRUE(training[0]["batch_size"].is_null());
+  EXPECT_TRUE(training[0]["sequence_length"].is_null());
+  EXPECT_TRUE(training[0]["task"].is_null());
+  EXPECT_TRUE(contains(training[0]["path"], "/0_REGISTRY/0.1.0/training/llama/org/model-a/"));
+
+  ToolRun text = tool("--mode training");
+  ASSERT_EQ(text.code, 0) << text.output;
+  EXPECT_TRUE(contains(text.output, "tensor parallel")) << text.output;
+  EXPECT_FALSE(contains(text.output, "batch size")) << "not a training column: " << text.output;
+
+  EXPECT_EQ(rows("--mode all").size(), 5u);
+  ToolRun all = tool("--mode all");
+  EXPECT_TRUE(contains(all.output, "mode       task")) << all.output;
+  EXPECT_TRUE(contains(all.output, "training")) << all.output;
+  EXPECT_EQ(tool("--mode serving").code, 2);
+}
+
 }  // namespace
 }  // namespace neuron_cache
