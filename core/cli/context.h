@@ -38,6 +38,7 @@ void register_cleanup(CLI::App& app, Context& context);
 void register_inspect(CLI::App& app, Context& context);
 void register_repo_commands(CLI::App& app, Context& context);  // whoami, create, set
 void register_lookup(CLI::App& app, Context& context);
+void register_fetch(CLI::App& app, Context& context);
 void register_synchronize(CLI::App& app, Context& context);
 void register_pipeline(CLI::App& app, Context& context);  // plan, prefetch, compile, push, ci, run
 

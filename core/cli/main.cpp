@@ -3,8 +3,8 @@
 #include <iostream>
 
 #include "cli/context.h"
-#include "pipeline/pipeline.h"
 #include "error.h"
+#include "pipeline/pipeline.h"
 
 namespace {
 
@@ -31,6 +31,7 @@ int run(int argc, char** argv) {
   cli::register_inspect(app, context);
   cli::register_repo_commands(app, context);
   cli::register_lookup(app, context);
+  cli::register_fetch(app, context);
   cli::register_synchronize(app, context);
   cli::register_pipeline(app, context);
   try {

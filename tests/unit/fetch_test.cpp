@@ -1,0 +1,201 @@
+// `neuron-cache fetch` and remote::fetch_modules against the local Hub server: named MODULE_
+// folders and traced exports named by their registry entry, installed byte for byte, refused
+// when the listing is hostile, and not downloaded again when complete locally.
+#include <gtest/gtest.h>
+
+#include <map>
+#include <string>
+
+#include "format/digest.h"
+#include "hub/client.h"
+#include "hub_fixture.h"
+#include "remote/fetch.h"
+#include "store/cache_tree.h"
+#include "test_support.h"
+
+namespace neuron_cache {
+namespace {
+
+using nlohmann::json;
+using testing::contains;
+using testing::HubServer;
+using testing::TempDir;
+using testing::ToolRun;
+
+constexpr const char* kRepo = "acme/fetch-cache";
+constexpr const char* kCompiler = "neuronxcc-2.21.33363.0+82129205";
+
+// The files of two NEFF folders (model.neff is LFS through the Hub's .gitattributes), by path
+// relative to the compiler folder.
+std::map<std::string, std::string> module_files() {
+  return {{"MODULE_11+d7cde3b5/model.neff", std::string(5000, 'n') + "neff-11"},
+          {"MODULE_11+d7cde3b5/model.done", ""},
+          {"MODULE_11+d7cde3b5/model.hlo_module.pb", "hlo-11"},
+          {"MODULE_11+d7cde3b5/compile_flags.json",
+           "[\"--model-type=transformer\", \"--auto-cast=none\"]"},
+          {"MODULE_22+d7cde3b5/model.neff", "neff-22"},
+          {"MODULE_22+d7cde3b5/model.done", ""},
+          {"MODULE_22+d7cde3b5/extra/wrapped_neff.hlo", "wrapped-22"}};
+}
+
+json seeded_config(const json& extra_files = json::object()) {
+  json files = json::object();
+  for (const auto& [path, content] : module_files())
+    files[std::string(kCompiler) + "/" + path] = content;
+  files["neuronxcc-2.15.128.0+56dc5a86/MODULE_33+d7cde3b5/model.done"] = "";
+  files["neuronxcc-2.21.9.0+11111111/MODULE_44+d7cde3b5/model.done"] = "";
+  for (const auto& [path, content] : extra_files.items()) files[path] = content;
+  json config = HubServer::example_config();
+  config["repos"].push_back({{"id", kRepo}, {"private", false}, {"files", files}});
+  return config;
+}
+
+size_t requests_with(const HubServer& server, const std::string& part) {
+  return testing::count_requests(server.access_log(),
+                                 [&](const json& e) { return contains(e["path"], part); });
+}
+
+class FetchTest : public ::testing::Test {
+ protected:
+  explicit FetchTest(const json& extra_files = json::object())
+      : server(seeded_config(extra_files)) {}
+
+  ToolRun tool(const std::string& args) {
+    std::string command =
+        "env -i PATH=/usr/bin:/bin HOME=/nonexistent-home HF_HOME='" + home.path().string() +
+        "' HF_ENDPOINT=" + server.url() + " HF_TOKEN=" + testing::kHubReadToken +
+        " NEURON_CACHE_RETRY_BASE_MS=10 " + testing::tool_path() + " fetch --repo " + kRepo +
+        " --cache-dir '" + cache.path().string() + "' " + args + " 2>&1";
+    ToolRun run{};
+    run.code = testing::run_command(command, &run.output);
+    return run;
+  }
+
+  hub::HubClient client() {
+    hub::ClientOptions options;
+    options.endpoint = server.url();
+    options.token = testing::kHubReadToken;
+    return hub::HubClient(options);
+  }
+
+  HubServer server;
+  TempDir home;
+  TempDir cache;
+};
+
+TEST_F(FetchTest, InstallsNamedModulesByteForByte) {
+  ToolRun run = tool("--compiler-version 2.21.33363.0 MODULE_11+d7cde3b5 MODULE_22+d7cde3b5");
+  ASSERT_EQ(run.code, 0) << run.output;
+  EXPECT_TRUE(contains(run.output, "MODULE_11+d7cde3b5: installed (4 files")) << run.output;
+  for (const auto& [path, content] : module_files()) {
+    EXPECT_EQ(testing::read_file(cache / (std::string(kCompiler) + "/" + path)), content) << path;
+  }
+  LocalCache local(cache.path());
+  CacheTree tree = local.scan("", false);
+  ASSERT_EQ(tree.compilers.size(), 1u);
+  for (const auto& module : tree.compilers[0].modules) {
+    EXPECT_EQ(module.state, layout::EntryState::Success) << module.name;
+  }
+  EXPECT_FALSE(std::filesystem::exists(cache / ".cache/huggingface/neuron-cache-staging") &&
+               !std::filesystem::is_empty(cache / ".cache/huggingface/neuron-cache-staging"))
+      << "no staging leftovers";
+}
+
+TEST_F(FetchTest, ReturnsARecordOfEachInstalledFolder) {
+  hub::HubClient hub = client();
+  LocalCache local(cache.path());
+  remote::FetchResult result =
+      remote::fetch_modules(hub, kRepo, "main", local, kCompiler, {"MODULE_22+d7cde3b5"});
+  ASSERT_EQ(result.modules.size(), 1u);
+  ASSERT_EQ(result.modules[0].status, remote::FetchStatus::Installed) << result.modules[0].error;
+  ASSERT_TRUE(result.modules[0].record.has_value());
+  std::map<std::string, std::string> sha256;
+  for (const auto& file : result.modules[0].record->files) sha256[file.name] = file.sha256;
+  EXPECT_EQ(sha256.size(), 3u);
+  EXPECT_EQ(sha256["model.neff"], sha256_hex("neff-22")) << "LFS: the listing's sha256";
+  EXPECT_EQ(sha256["extra/wrapped_neff.hlo"], sha256_hex("wrapped-22")) << "regular: hashed";
+  EXPECT_EQ(sha256["model.done"], sha256_hex(""));
+  EXPECT_EQ(result.listing_requests, 1u);
+  EXPECT_TRUE(result.ok());
+}
+
+TEST_F(FetchTest, AFolderAlreadyPresentIsNotDownloadedAgain) {
+  ASSERT_EQ(tool("--compiler-version 2.21.33363.0 MODULE_11+d7cde3b5").code, 0);
+  auto before = testing::snapshot_tree(cache.path());
+  server.clear_log();
+  ToolRun again = tool("--compiler-version 2.21.33363.0 MODULE_11+d7cde3b5 --json");
+  ASSERT_EQ(again.code, 0) << again.output;
+  json result = json::parse(again.output);
+  EXPECT_EQ(result["items"][0]["status"], "already present");
+  EXPECT_EQ(result["bytes_downloaded"], 0);
+  EXPECT_EQ(requests_with(server, "/resolve/"), 0u);
+  EXPECT_EQ(requests_with(server, "/tree/"), 1u) << "the root listing only";
+  EXPECT_EQ(testing::snapshot_tree(cache.path()), before);
+}
+
+TEST_F(FetchTest, AnUnknownModuleIsNotOnTheHub) {
+  ToolRun run = tool("--compiler-version 2.21.33363.0 MODULE_11+d7cde3b5 MODULE_99+d7cde3b5");
+  EXPECT_EQ(run.code, 1) << run.output;
+  EXPECT_TRUE(contains(run.output, "MODULE_99+d7cde3b5: not on the Hub")) << run.output;
+  EXPECT_TRUE(contains(run.output, "check the name and the compiler version")) << run.output;
+  EXPECT_TRUE(contains(run.output, "MODULE_11+d7cde3b5: installed")) << "the others still go in";
+  EXPECT_FALSE(std::filesystem::exists(cache / (std::string(kCompiler) + "/MODULE_99+d7cde3b5")));
+}
+
+TEST_F(FetchTest, TheCompilerVersionMustNameOneFolder) {
+  ToolRun ambiguous = tool("--compiler-version 2.21 MODULE_11+d7cde3b5");
+  EXPECT_EQ(ambiguous.code, 2) << ambiguous.output;
+  EXPECT_TRUE(contains(ambiguous.output, "matches several folders")) << ambiguous.output;
+  ToolRun missing = tool("--compiler-version 2.99 MODULE_11+d7cde3b5");
+  EXPECT_EQ(missing.code, 2) << missing.output;
+  EXPECT_TRUE(contains(missing.output, "has no compiler folder neuronxcc-2.99*")) << missing.output;
+  ToolRun none = tool("MODULE_11+d7cde3b5");
+  EXPECT_EQ(none.code, 2) << none.output;
+  EXPECT_TRUE(contains(none.output, "--compiler-version")) << none.output;
+}
+
+TEST_F(FetchTest, DryRunWritesNothing) {
+  ToolRun run = tool("--compiler-version 2.21.33363.0 MODULE_11+d7cde3b5 --dry-run");
+  ASSERT_EQ(run.code, 0) << run.output;
+  EXPECT_TRUE(contains(run.output, "MODULE_11+d7cde3b5: would fetch 4 files")) << run.output;
+  EXPECT_TRUE(testing::snapshot_tree(cache.path()).empty());
+  EXPECT_EQ(requests_with(server, "/resolve/"), 0u);
+  ToolRun json_run = tool("--compiler-version 2.21.33363.0 MODULE_22+d7cde3b5 --dry-run --json");
+  ASSERT_EQ(json_run.code, 0) << json_run.output;
+  json item = json::parse(json_run.output)["items"][0];
+  EXPECT_EQ(item["status"], "to fetch");
+  EXPECT_EQ(item["files"], 3);
+  EXPECT_EQ(item["bytes"], 17);
+  EXPECT_TRUE(testing::snapshot_tree(cache.path()).empty());
+}
+
+class FetchHostileTest : public FetchTest {
+ protected:
+  FetchHostileTest()
+      : FetchTest({{std::string(kCompiler) + "/MODULE_55+d7cde3b5/model.done", ""},
+                   {std::string(kCompiler) + "/MODULE_55+d7cde3b5/../../evil.txt", "evil"}}) {}
+};
+
+TEST_F(FetchHostileTest, APathLeavingTheFolderIsRefused) {
+  hub::HubClient hub = client();
+  std::vector<hub::RemoteEntry> listing =
+      hub.list_tree(kRepo, std::string(kCompiler) + "/MODULE_55+d7cde3b5", true);
+  bool hostile = false;
+  for (const auto& entry : listing) hostile = hostile || contains(entry.path, "..");
+  if (!hostile) GTEST_SKIP() << "the test server normalised the seeded path";
+  server.clear_log();
+  LocalCache local(cache.path());
+  remote::FetchResult result =
+      remote::fetch_modules(hub, kRepo, "main", local, kCompiler, {"MODULE_55+d7cde3b5"});
+  ASSERT_EQ(result.modules.size(), 1u);
+  EXPECT_EQ(result.modules[0].status, remote::FetchStatus::Failed);
+  EXPECT_TRUE(contains(result.modules[0].error, "not a safe path")) << result.modules[0].error;
+  EXPECT_EQ(requests_with(server, "/resolve/"), 0u);
+  EXPECT_TRUE(testing::snapshot_tree(cache.path()).empty());
+  ToolRun run = tool("--compiler-version 2.21.33363.0 MODULE_55+d7cde3b5");
+  EXPECT_EQ(run.code, 1);
+  EXPECT_TRUE(contains(run.output, "refused")) << run.output;
+}
+
+}  // namespace
+}  // namespace neuron_cache
