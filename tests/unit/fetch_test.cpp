@@ -9,6 +9,7 @@
 #include "format/digest.h"
 #include "hub/client.h"
 #include "hub_fixture.h"
+#include "optimum_writer.h"
 #include "remote/fetch.h"
 #include "store/cache_tree.h"
 #include "test_support.h"
@@ -195,6 +196,111 @@ TEST_F(FetchHostileTest, APathLeavingTheFolderIsRefused) {
   ToolRun run = tool("--compiler-version 2.21.33363.0 MODULE_55+d7cde3b5");
   EXPECT_EQ(run.code, 1);
   EXPECT_TRUE(contains(run.output, "refused")) << run.output;
+}
+
+// A traced export (sentence embedding) and a decoder entry, as optimum-neuron writes them: the
+// traced export's artifacts are the folder MODULE_<entry hash>, without model.neff/model.done.
+struct RegistrySeed {
+  json files = json::object();
+  std::string traced_hash;
+  std::string decoder_hash;
+  std::vector<std::string> traced_paths;  // primary file and alias
+};
+
+std::string stem(const std::string& path) {
+  std::string name = path.substr(path.rfind('/') + 1);
+  return name.substr(0, name.size() - 5);
+}
+
+RegistrySeed make_registry_seed() {
+  json traced = {{"compiler_dir", kCompiler},
+                 {"optimum_version", "0.4.5"},
+                 {"generation", "0.4.5"},
+                 {"model_id", "org/bert-tiny"},
+                 {"task", "feature-extraction"},
+                 {"model_type", "bert"},
+                 {"config", {{"model_type", "bert"}, {"hidden_size", 32}}},
+                 {"neuron",
+                  {{"compiler_type", "neuronx-cc"},
+                   {"compiler_version", "2.21.33363.0+82129205"},
+                   {"static_batch_size", 1},
+                   {"static_sequence_length", 128},
+                   {"auto_cast_type", "bf16"},
+                   {"task", "feature-extraction"}}}};
+  json decoder = traced;
+  decoder["model_id"] = "org/llama-tiny";
+  decoder["model_type"] = "llama";
+  decoder["task"] = "text-generation";
+  decoder["config"] = {{"model_type", "llama"}, {"hidden_size", 16}};
+  decoder["neuron"] = {{"batch_size", 1}, {"sequence_length", 512}, {"tp_degree", 2}};
+  RegistrySeed seed;
+  seed.files = testing::optimum_written(json::array({traced, decoder}));
+  for (const auto& [path, text] : seed.files.items()) {
+    if (contains(path, "/org/bert-tiny/")) seed.traced_hash = stem(path);
+    if (contains(path, "/org/llama-tiny/")) seed.decoder_hash = stem(path);
+  }
+  for (const auto& [path, text] : seed.files.items()) {
+    if (stem(path) == seed.traced_hash) seed.traced_paths.push_back(path);
+  }
+  std::string folder = std::string(kCompiler) + "/MODULE_" + seed.traced_hash + "/";
+  seed.files[folder + "config.json"] = "{\"model_type\": \"bert\"}";
+  seed.files[folder + "model.neuron"] = "traced-graph";
+  seed.files[folder + "tokenizer.json"] = "{}";
+  return seed;
+}
+
+const RegistrySeed& registry_seed() {
+  static const RegistrySeed seed = make_registry_seed();
+  return seed;
+}
+
+class FetchRegistryTest : public FetchTest {
+ protected:
+  FetchRegistryTest() : FetchTest(registry_seed().files) {}
+};
+
+TEST_F(FetchRegistryTest, ATracedExportByHashBringsItsEntryAndFolder) {
+  const RegistrySeed& seed = registry_seed();
+  ASSERT_EQ(seed.traced_paths.size(), 2u) << "primary file and alias";
+  ToolRun run = tool("--registry " + seed.traced_hash);
+  ASSERT_EQ(run.code, 0) << run.output;
+  std::string folder = std::string(kCompiler) + "/MODULE_" + seed.traced_hash + "/";
+  for (const std::string name : {"config.json", "model.neuron", "tokenizer.json"}) {
+    EXPECT_EQ(testing::read_file(cache / (folder + name)), seed.files[folder + name]) << name;
+  }
+  for (const auto& path : seed.traced_paths) {
+    EXPECT_EQ(testing::read_file(cache / path), seed.files[path].get<std::string>()) << path;
+  }
+  EXPECT_FALSE(std::filesystem::exists(cache / (folder + "model.hlo_module.pb.lock")));
+}
+
+TEST_F(FetchRegistryTest, ATracedExportByPathBringsThatFile) {
+  const RegistrySeed& seed = registry_seed();
+  ToolRun run = tool("--json --registry " + seed.traced_paths[0]);
+  ASSERT_EQ(run.code, 0) << run.output;
+  json items = json::parse(run.output)["items"];
+  ASSERT_EQ(items.size(), 2u) << run.output;
+  EXPECT_EQ(items[0]["path"], std::string(kCompiler) + "/MODULE_" + seed.traced_hash);
+  EXPECT_EQ(items[0]["status"], "installed");
+  EXPECT_EQ(items[1]["path"], seed.traced_paths[0]);
+  EXPECT_EQ(items[1]["status"], "installed");
+  EXPECT_TRUE(std::filesystem::exists(cache / seed.traced_paths[0]));
+  EXPECT_FALSE(std::filesystem::exists(cache / seed.traced_paths[1]));
+}
+
+TEST_F(FetchRegistryTest, ADecoderEntryNamesNoFolder) {
+  ToolRun run = tool("--registry " + registry_seed().decoder_hash);
+  EXPECT_EQ(run.code, 1) << run.output;
+  EXPECT_TRUE(contains(run.output, "not on the Hub")) << run.output;
+  EXPECT_TRUE(contains(run.output, "Only traced exports")) << run.output;
+  EXPECT_FALSE(std::filesystem::exists(cache / std::string(kCompiler) / "0_REGISTRY"))
+      << "no registry entry without its folder";
+  ToolRun bogus = tool("--registry not-a-hash");
+  EXPECT_EQ(bogus.code, 2) << bogus.output;
+  EXPECT_TRUE(contains(bogus.output, "20 lowercase hex")) << bogus.output;
+  ToolRun unknown = tool("--registry " + std::string(20, 'a'));
+  EXPECT_EQ(unknown.code, 2) << unknown.output;
+  EXPECT_TRUE(contains(unknown.output, "no registry entry")) << unknown.output;
 }
 
 }  // namespace

@@ -9,6 +9,7 @@
 #include "format/pyjson.h"
 #include "hub/client.h"
 #include "hub_fixture.h"
+#include "optimum_writer.h"
 #include "remote/lookup.h"
 #include "test_support.h"
 
@@ -18,25 +19,12 @@ namespace {
 using nlohmann::json;
 using testing::contains;
 using testing::HubServer;
+using testing::optimum_written;
 using testing::TempDir;
 using testing::ToolRun;
 
 constexpr const char* kRepo = "acme/optimum-like";
 constexpr const char* kCompiler = "neuronxcc-2.21.33363.0+82129205";
-
-// The files optimum-neuron writes for `entries` (see optimum_registry_writer.py), by repo path.
-json optimum_written(const json& entries) {
-  TempDir dir;
-  testing::write_file(dir / "entries.json", entries.dump());
-  std::string command = std::string(NEURON_CACHE_PYTHON) + " " + NEURON_CACHE_TESTS_DIR +
-                        "/tools/optimum_registry_writer.py < '" + (dir / "entries.json").string() +
-                        "'";
-  std::string output;
-  if (testing::run_command(command, &output) != 0) {
-    throw std::runtime_error("optimum_registry_writer.py failed: " + output);
-  }
-  return json::parse(output);
-}
 
 // The example config plus kRepo holding `files` (path -> text).
 json config_with(const json& files) {
