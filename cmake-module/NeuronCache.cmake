@@ -38,7 +38,7 @@ endif()
 set(NEURON_CACHE_TOOL "" CACHE FILEPATH
     "neuron-cache binary for neuron_cache_prefetch() (empty: NeuronCache::neuron-cache)")
 set(NEURON_CACHE_REPO "" CACHE STRING
-    "Default Hub cache repo of neuron_cache_prefetch() (empty: CUSTOM_CACHE_REPO, the manifest's)")
+    "Default Hub cache repo of neuron_cache_prefetch() (empty: the manifest's, CUSTOM_CACHE_REPO)")
 set(NEURON_CACHE_DIR "" CACHE PATH
     "Default local cache of neuron_cache_prefetch() (empty: NEURON_COMPILE_CACHE_URL, the tool's)")
 option(NEURON_CACHE_STRICT "neuron_cache_prefetch(): fail on cache problems" OFF)
@@ -116,15 +116,15 @@ function(_neuron_cache_find_tool)
 endfunction()
 
 # The CHECK_START text names the repo; only the tool knows the final answer, so this mirrors its
-# order (argument, CUSTOM_CACHE_REPO, the manifest's cache_repo) for the message alone.
+# order (argument, the manifest's cache_repo, CUSTOM_CACHE_REPO) for the message alone.
 function(_neuron_cache_repo_label out manifest repo)
-  if(repo STREQUAL "" AND NOT "$ENV{CUSTOM_CACHE_REPO}" STREQUAL "")
-    set(repo "$ENV{CUSTOM_CACHE_REPO}")
-  endif()
   if(repo STREQUAL "")
     file(STRINGS "${manifest}" line REGEX "^cache_repo:" LIMIT_COUNT 1)
     string(REGEX REPLACE "^cache_repo:[ \t]*([^ \t#]*).*" "\\1" repo "${line}")
     string(REGEX REPLACE "[\"']" "" repo "${repo}")
+  endif()
+  if(repo STREQUAL "" AND NOT "$ENV{CUSTOM_CACHE_REPO}" STREQUAL "")
+    set(repo "$ENV{CUSTOM_CACHE_REPO}")
   endif()
   if(repo STREQUAL "")
     set(repo "the default cache repo")

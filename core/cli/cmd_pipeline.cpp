@@ -36,7 +36,7 @@ void add_common(CLI::App* cmd, Context& context, const std::shared_ptr<Args>& ar
       ->allow_extra_args(false);
   cmd->add_option_function<std::string>(
       "--repo,--repo_id", [&context](const std::string& v) { context.overrides().cache_repo = v; },
-      "Hub cache repo (default: CUSTOM_CACHE_REPO, the manifest's cache_repo, the saved one)");
+      "Hub cache repo (default: the manifest's cache_repo, CUSTOM_CACHE_REPO, the saved one)");
   cmd->add_option_function<std::string>(
       "--cache-dir,--cache_dir",
       [&context](const std::string& v) { context.overrides().cache_dir = v; },
@@ -174,7 +174,7 @@ void run_prefetch(Context& context, Args& args) {
   }
   if (args.quiet) return;
   std::cout << prefetch_line(step, initial) << "\n";
-  size_t missing = plan.count(plan::Status::Compile);
+  size_t missing = plan.count(plan::Status::Compile) + plan.count(plan::Status::Registry);
   if (missing)
     std::cout << missing
               << " configurations are not cached and must be compiled (see `neuron-cache plan`)\n";

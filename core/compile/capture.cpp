@@ -70,6 +70,24 @@ bool is_success(const SafeDir& module) {
   return neff && done && neff->type == NodeType::File && done->type == NodeType::File;
 }
 
+// What optimum-neuron's hub proxy leaves: links into the HF file cache and no model.log (a
+// traced export's folder is linked file by file, sub-folders included).
+bool only_links(const SafeDir& dir, int depth) {
+  bool any = false;
+  for (const auto& item : dir.list()) {
+    if (item.type == NodeType::Symlink) {
+      any = true;
+    } else if (item.type == NodeType::Directory && depth < kMaxDepth) {
+      auto sub = dir.open_subdir(item.name);
+      if (!sub || !only_links(*sub, depth + 1)) return false;
+      any = true;
+    } else if (!layout::is_lock_file(item.name)) {
+      return false;
+    }
+  }
+  return any;
+}
+
 // A seeded entry of a view: its files are symlinks into the view's .links folder.
 bool is_seeded(const SafeDir& compiler, const std::string& name) {
   auto module = compiler.open_subdir(name);
@@ -231,7 +249,13 @@ void CaptureCache::classify(const std::string& compiler, const std::string& name
   auto dir = stage().open_subdir(compiler);
   auto module = dir ? dir->open_subdir(name) : std::nullopt;
   if (!module) return;  // made and removed again by the run, or not a folder
-  (is_success(*module) ? result.produced : result.failed).push_back({compiler, name});
+  if (is_success(*module)) {
+    result.produced.push_back({compiler, name});
+  } else if (only_links(*module, 0)) {
+    result.proxied.push_back({compiler, name});
+  } else {
+    result.failed.push_back({compiler, name});
+  }
 }
 
 void CaptureCache::scan_registry(const SafeDir& dir, const std::string& rel, int depth,

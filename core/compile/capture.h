@@ -39,6 +39,10 @@ struct CaptureResult {
   std::vector<CapturedModule> produced;  // new entries that are SUCCESS (model.neff + model.done)
   std::vector<CapturedModule> used;      // seeded entries the command opened a file in
   std::vector<CapturedModule> failed;    // new entries that are not SUCCESS (model.log, ...)
+  // New entries holding nothing but symlinks: optimum-neuron's hub proxy fetched their files into
+  // the HF file cache and linked them (format spec 2.5). They are complete on the Hub, not here:
+  // the caller completes them from there (the links themselves are never trusted nor copied).
+  std::vector<CapturedModule> proxied;
   // Files the command wrote under neuronxcc-*/0_REGISTRY/ ('/'-paths relative to the cache
   // root; the staging registry starts empty): primary files and alias symlinks.
   std::vector<std::string> registry_files;

@@ -14,6 +14,7 @@
 #include "error.h"
 #include "manifest/command_template.h"
 #include "pipeline/pipeline.h"
+#include "remote/fetch.h"
 
 namespace neuron_cache::pipeline {
 namespace {
@@ -126,7 +127,18 @@ std::unique_ptr<compile::CaptureCache> Pipeline::capture_cache(const std::string
   return std::make_unique<compile::CaptureCache>(root_, label);
 }
 
-CompileOutcome Pipeline::compile_one(const plan::Target& target) {
+void Pipeline::add_hub_env(std::map<std::string, std::string>& env) const {
+  if (repo_.empty()) return;
+  // What the manifest's compile env sets explicitly stays as it is.
+  env.try_emplace("CUSTOM_CACHE_REPO", repo_);
+  env.try_emplace("HF_ENDPOINT", settings_.endpoint.value);
+  if (!settings_.hf_hub_cache.value.empty())
+    env.try_emplace("HF_HUB_CACHE", settings_.hf_hub_cache.value);
+  if (!settings_.token.value.empty()) env.try_emplace("HF_TOKEN", settings_.token.value);
+  if (!client_ || client_->options().offline) env.try_emplace("HF_HUB_OFFLINE", "1");
+}
+
+CompileOutcome Pipeline::compile_one(const plan::Target& target, bool listed_in_registry) {
   const manifest::Configuration& c = target.configuration;
   CompileOutcome out;
   out.configuration = c.name;
@@ -146,6 +158,7 @@ CompileOutcome Pipeline::compile_one(const plan::Target& target) {
   run.argv =
       manifest::render_command(manifest_.compile->command, pinned, (output_dir / c.name).string());
   run.set_env = manifest_.compile->env;
+  add_hub_env(run.set_env);
   run.set_env["NEURON_COMPILE_CACHE_URL"] = capture->dir().string();
   run.set_env["NEURON_CC_FLAGS"] = child_cc_flags(c.compiler_flags);
   run.log_file = output_dir / (c.name + ".log");
@@ -171,6 +184,22 @@ CompileOutcome Pipeline::compile_one(const plan::Target& target) {
     out.log_tail = compile::log_tail(run.log_file);
     return out;
   }
+  if (!captured.proxied.empty()) {
+    out.modules_from_hub = captured.proxied.size();
+    if (auto problem = complete_from_hub(captured)) {
+      out.error = *problem;
+      return out;
+    }
+  }
+  if (captured.produced.empty() && (out.modules_from_hub > 0 || listed_in_registry)) {
+    out.reused = "reused from the Hub through optimum-neuron";
+  }
+  if (listed_in_registry && captured.produced.empty() && captured.used.empty() &&
+      captured.failed.empty() && !captured.usage_lost) {
+    // optimum-neuron loaded the NEFFs from the HF file cache without linking anything here.
+    out.ok = true;
+    return out;
+  }
   if (auto problem = capture_problem(captured, layout::compiler_dir_name(compiler_version_))) {
     out.error = *problem;
     out.log_tail = compile::log_tail(run.log_file);
@@ -178,7 +207,34 @@ CompileOutcome Pipeline::compile_one(const plan::Target& target) {
   }
   local_index_->write(make_entry(target, *local_index_, captured, ran.seconds));
   out.ok = true;
+  out.recorded = true;
   return out;
+}
+
+std::optional<std::string> Pipeline::complete_from_hub(compile::CaptureResult& captured) {
+  const std::string what = "optimum-neuron's hub proxy linked " +
+                           std::to_string(captured.proxied.size()) +
+                           " MODULE folder(s) from the HF file cache";
+  if (!client_ || client_->options().offline || repo_.empty() || !remote_) {
+    return what + ", but the Hub cannot be read to complete them (offline or no cache repo)";
+  }
+  std::map<std::string, std::vector<std::string>> by_dir;
+  for (const auto& module : captured.proxied) by_dir[module.compiler_dir].push_back(module.name);
+  for (const auto& [dir, names] : by_dir) {
+    remote::FetchResult fetched =
+        remote::fetch_modules(*client_, repo_, remote_->revision(), *cache_, dir, names);
+    for (const auto& module : fetched.modules) {
+      bool complete = module.status == remote::FetchStatus::Installed ||
+                      module.status == remote::FetchStatus::AlreadyPresent;
+      if (!complete) {
+        return what + ", but " + dir + "/" + module.name + " could not be installed from " + repo_ +
+               ": " + module.error;
+      }
+    }
+  }
+  captured.used.insert(captured.used.end(), captured.proxied.begin(), captured.proxied.end());
+  captured.proxied.clear();
+  return std::nullopt;
 }
 
 CompileStep Pipeline::compile(plan::Plan& plan) {
@@ -186,7 +242,7 @@ CompileStep Pipeline::compile(plan::Plan& plan) {
   CompileStep step;
   std::vector<plan::PlanRow*> misses;
   for (auto& row : plan.rows) {
-    if (row.status == plan::Status::Compile) misses.push_back(&row);
+    if (plan::runs_compile(row.status)) misses.push_back(&row);
   }
   step.outcomes.resize(misses.size());
   std::atomic<size_t> next{0};
@@ -199,7 +255,7 @@ CompileStep Pipeline::compile(plan::Plan& plan) {
         if (on_progress) on_progress("compiling " + target.configuration.name);
       }
       try {
-        step.outcomes[i] = compile_one(target);
+        step.outcomes[i] = compile_one(target, misses[i]->status == plan::Status::Registry);
       } catch (const Error& error) {
         step.outcomes[i].configuration = target.configuration.name;
         step.outcomes[i].key = target.key;
@@ -218,10 +274,17 @@ CompileStep Pipeline::compile(plan::Plan& plan) {
   for (size_t t = 0; t < threads; ++t) pool.emplace_back(worker);
   for (auto& thread : pool) thread.join();
   for (const auto& text : unique_notes(step.outcomes)) note(true, kNotSeeded + text);
+  for (const auto& o : step.outcomes) {
+    if (!o.ok || o.recorded) continue;
+    note(false, o.configuration +
+                    " was reused from the Hub through optimum-neuron, which linked no MODULE "
+                    "folder into the cache: which ones it used is unknown, so nothing was "
+                    "recorded and the next run goes through optimum-neuron again");
+  }
   for (size_t i = 0; i < misses.size(); ++i) {
-    if (step.outcomes[i].ok) {
+    if (step.outcomes[i].recorded) {
       misses[i]->status = plan::Status::Local;
-      misses[i]->reason = "compiled";
+      misses[i]->reason = step.outcomes[i].reused.empty() ? "compiled" : step.outcomes[i].reused;
       misses[i]->entry = local_index_->find(compiler_version_, misses[i]->target.key);
     }
   }
@@ -242,6 +305,7 @@ WrappedRun Pipeline::run_wrapped(const plan::Target* target, const std::vector<s
   for (const auto& text : capture->not_seeded()) note(true, kNotSeeded + text);
   compile::CommandRun run;
   run.argv = argv;
+  add_hub_env(run.set_env);
   run.set_env["NEURON_COMPILE_CACHE_URL"] = capture->dir().string();
   run.set_env["NEURON_CC_FLAGS"] =
       child_cc_flags(target ? target->configuration.compiler_flags : std::vector<std::string>{});

@@ -7,6 +7,8 @@
 #include "compile/seed_view.h"
 #include "error.h"
 #include "pipeline/hub_keys.h"
+#include "pipeline/registry_memo.h"
+#include "remote/lookup.h"
 #include "remote/remote_index.h"
 #include "store/export_dir.h"
 
@@ -43,9 +45,39 @@ manifest::Manifest load_selected(const Options& options) {
   return manifest;
 }
 
-bool from_command_line_or_env(const Setting& setting) {
-  return setting.origin != "default" &&
-         setting.origin.find("optimum_neuron_custom_cache") == std::string::npos;
+// The one precedence rule for the Hub cache repo (README "Settings"): --repo, then the
+// manifest's cache_repo, then what optimum-neuron would use (CUSTOM_CACHE_REPO, the saved repo,
+// the default). The manifest wins over the environment because it is the project's own
+// declaration, checked in with the code, while CUSTOM_CACHE_REPO is often a machine-wide default.
+Setting choose_repo(const Setting& resolved, const manifest::Manifest& manifest,
+                    const fs::path& manifest_path) {
+  if (resolved.origin != "--repo" && manifest.cache_repo)
+    return {*manifest.cache_repo, "the manifest's cache_repo in " + manifest_path.string()};
+  if (resolved.origin == "default") return {resolved.value, "optimum-neuron's default"};
+  return resolved;
+}
+
+std::optional<int64_t> number_of(const nlohmann::json& value) {
+  if (value.is_number_integer()) return value.get<int64_t>();
+  return std::nullopt;
+}
+
+std::vector<plan::RegistryCandidate> candidates_of(const remote::RegistryScan& scan) {
+  std::vector<plan::RegistryCandidate> out;
+  for (const auto& [model_id, hits] : scan.hits) {
+    for (const auto& hit : hits) {
+      if (hit.row.mode == "training") continue;  // no inference configuration to match
+      out.push_back({model_id,
+                     hit.row.task,
+                     number_of(hit.row.batch_size),
+                     number_of(hit.row.sequence_length),
+                     number_of(hit.row.tensor_parallel),
+                     hit.row.dtype,
+                     hit.row.instance_type,
+                     {hit.compiler_dir, hit.optimum_version, hit.path}});
+    }
+  }
+  return out;
 }
 
 }  // namespace
@@ -67,9 +99,15 @@ Pipeline::Pipeline(const Settings& settings, hub::HubClient* client, Options opt
   if (options_.configs.size() > 0 && options_.manifest.empty()) {
     throw input_error("--config needs a manifest: the configuration is declared there");
   }
-  repo_ = settings_.cache_repo.value;
-  if (manifest_.cache_repo && !from_command_line_or_env(settings_.cache_repo))
-    repo_ = *manifest_.cache_repo;
+  Setting repo = choose_repo(settings_.cache_repo, manifest_, options_.manifest);
+  repo_ = repo.value;
+  repo_origin_ = repo.origin;
+  if (settings_.cache_repo.origin == "CUSTOM_CACHE_REPO" && repo.origin != "CUSTOM_CACHE_REPO" &&
+      settings_.cache_repo.value != repo_) {
+    repo_note_ = "CUSTOM_CACHE_REPO=" + settings_.cache_repo.value +
+                 " is not used: " + repo_origin_ + " wins (pass --repo to choose)";
+    note(false, repo_note_);
+  }
   std::string root = settings_.cache_dir.value;
   if (manifest_.cache_dir && settings_.cache_dir.origin == "default") {
     root = (manifest_dir / *manifest_.cache_dir).lexically_normal().string();
@@ -157,6 +195,8 @@ plan::Plan Pipeline::make_plan() {
   }
   try {
     plan::Plan plan = plan::make_plan(targets, *local_index_, remote_.get(), hub_problem);
+    describe_repo(plan);
+    if (remote_) read_registry(plan);
     if (remote_) {
       for (const auto& problem : remote_->problems())
         note(true, "skipped an index entry: " + problem);
@@ -167,8 +207,58 @@ plan::Plan Pipeline::make_plan() {
     cache_problem(std::string("the Hub index could not be read: ") + error.what(),
                   "every configuration not complete locally will be compiled");
     remote_.reset();
-    return plan::make_plan(targets, *local_index_, nullptr, error.what());
+    plan::Plan plan = plan::make_plan(targets, *local_index_, nullptr, error.what());
+    describe_repo(plan);
+    return plan;
   }
+}
+
+void Pipeline::read_registry(plan::Plan& plan) {
+  std::map<std::string, std::set<std::string>> models_by_version;
+  for (const auto& row : plan.rows) {
+    if (row.status == plan::Status::Compile)
+      models_by_version[row.target.inputs.compiler_version].insert(row.target.inputs.model_id);
+  }
+  if (models_by_version.empty()) return;
+  RegistryMemo memo(root_ / std::string(ai::kLocalDir) / "hub" / "registry.json", repo_,
+                    remote_->revision());
+  bool has_registry = false;
+  try {
+    for (const auto& [version, models] : models_by_version) {
+      std::optional<RegistryAnswer> answer = memo.recall(version, models);
+      if (!answer) {
+        answer = scan_registry(version, models);
+        memo.remember(version, models, *answer);
+      }
+      has_registry = has_registry || answer->has_registry;
+      plan::mark_registry_hits(plan, answer->candidates);
+    }
+  } catch (const Error& error) {
+    note(true, std::string("optimum-neuron's registry in ") + repo_ +
+                   " could not be read: " + error.what());
+  }
+  if (has_registry && remote_->compiler_versions().empty()) {
+    plan.notes.push_back(
+        repo_ +
+        " has no neuron-cache index yet (optimum-cli wrote it): configurations its "
+        "registry lists are compiled through optimum-neuron, which fetches their NEFFs "
+        "from it; push then indexes them, so later runs prefetch them directly");
+  }
+}
+
+RegistryAnswer Pipeline::scan_registry(const std::string& compiler_version,
+                                       const std::set<std::string>& models) {
+  remote::RegistryScan scan =
+      remote::scan_registry(*client_, repo_, compiler_version, models, remote_->revision());
+  for (const auto& problem : scan.problems)
+    note(true, "skipped an unreadable registry entry: " + problem);
+  return {scan.has_registry, candidates_of(scan)};
+}
+
+void Pipeline::describe_repo(plan::Plan& plan) const {
+  plan.repo = repo_;
+  plan.repo_origin = repo_origin_;
+  if (!repo_note_.empty()) plan.notes.push_back(repo_note_);
 }
 
 PrefetchStep Pipeline::prefetch(plan::Plan& plan) {

@@ -13,6 +13,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -27,10 +28,13 @@
 
 namespace neuron_cache::compile {
 class CaptureCache;
+struct CaptureResult;
 class SeedViews;
 }  // namespace neuron_cache::compile
 
 namespace neuron_cache::pipeline {
+
+struct RegistryAnswer;
 
 struct Options {
   std::filesystem::path manifest;
@@ -58,6 +62,7 @@ struct CompileOutcome {
   std::string configuration;
   std::string key;
   bool ok = false;
+  bool recorded = false;  // an index entry was written: the configuration is complete locally
   double seconds = 0;
   int exit_code = -1;
   std::string error;     // one line
@@ -65,6 +70,10 @@ struct CompileOutcome {
   std::string log_tail;  // last lines, for failures
   size_t modules_produced = 0;
   size_t modules_used = 0;
+  size_t modules_from_hub = 0;  // completed from the Hub after optimum-neuron's proxy linked them
+  // Not empty when the command compiled nothing itself: "reused from the Hub through
+  // optimum-neuron" (then `error` may still say why nothing could be recorded).
+  std::string reused;
   std::vector<std::string> notes;  // cached entries the run could not reuse, and why
 };
 
@@ -99,6 +108,10 @@ class Pipeline {
 
   const manifest::Manifest& manifest() const { return manifest_; }
   const std::string& repo() const { return repo_; }
+  // Where repo() comes from: "--repo", "the manifest's cache_repo in FILE", "CUSTOM_CACHE_REPO",
+  // the saved-repo file, "default". Precedence: --repo > manifest > CUSTOM_CACHE_REPO > saved
+  // repo ($HF_HOME/optimum_neuron_custom_cache) > aws-neuron/optimum-neuron-cache.
+  const std::string& repo_origin() const { return repo_origin_; }
   const std::string& compiler_version() const { return compiler_version_; }
   const std::filesystem::path& cache_root() const { return root_; }
   const std::vector<Notice>& notices() const { return notices_; }
@@ -134,9 +147,22 @@ class Pipeline {
 
  private:
   void note(bool warning, const std::string& text);
+  void describe_repo(plan::Plan& plan) const;
+  // Compile rows that optimum-neuron's registry lists become Registry rows (one listing per
+  // compiler version, whatever the number of configurations).
+  void read_registry(plan::Plan& plan);
+  RegistryAnswer scan_registry(const std::string& compiler_version,
+                               const std::set<std::string>& models);
   // Throws when strict; otherwise records the fallback.
   void cache_problem(const std::string& what, const std::string& fallback);
-  CompileOutcome compile_one(const plan::Target& target);
+  CompileOutcome compile_one(const plan::Target& target, bool listed_in_registry);
+  // Installs from the Hub the folders optimum-neuron's hub proxy only linked (captured.proxied)
+  // and counts them as used; or says why it could not.
+  std::optional<std::string> complete_from_hub(compile::CaptureResult& captured);
+  // The compile command reads the Hub through optimum-neuron's hub proxy: it gets the repo,
+  // endpoint, file cache and token of this run (in its environment, never its arguments), so a
+  // repo declared in the manifest is the one it reads, and what it links is in a trusted place.
+  void add_hub_env(std::map<std::string, std::string>& env) const;
   // The staging cache of one run: a seeded view (NEURON_CACHE_SEED=0: an empty one).
   std::unique_ptr<compile::CaptureCache> capture_cache(const std::string& label);
   // The seeded views of the cache, watched from the first call on (before prefetch installs
@@ -155,6 +181,8 @@ class Pipeline {
   Options options_;
   manifest::Manifest manifest_;
   std::string repo_;
+  std::string repo_origin_;
+  std::string repo_note_;  // CUSTOM_CACHE_REPO set but not used
   std::string compiler_version_;
   std::filesystem::path root_;
   std::unique_ptr<LocalCache> cache_;

@@ -1,7 +1,10 @@
 #include "plan/plan.h"
 
 #include <algorithm>
+#include <map>
 #include <set>
+
+#include "format/layout.h"
 
 namespace neuron_cache::plan {
 namespace {
@@ -105,7 +108,50 @@ void hub_row(PlanRow& row, const LocalIndex& local, const remote::RemoteIndex& r
   row.reason = "available in " + remote.repo();
 }
 
+std::string canonical_dtype(const std::string& dtype) {
+  static const std::map<std::string, std::string> kNames = {
+      {"bf16", "bfloat16"},         {"fp16", "float16"},         {"fp32", "float32"},
+      {"float", "float32"},         {"half", "float16"},         {"torch.bfloat16", "bfloat16"},
+      {"torch.float16", "float16"}, {"torch.float32", "float32"}};
+  auto it = kNames.find(dtype);
+  return it == kNames.end() ? dtype : it->second;
+}
+
+bool registry_matches(const Target& target, const RegistryCandidate& c) {
+  const cache_key::KeyInputs& in = target.inputs;
+  auto same = [](const std::optional<int64_t>& have, int64_t want) { return have == want; };
+  if (c.model_id != in.model_id || (!c.task.empty() && c.task != in.task)) return false;
+  if (!same(c.batch_size, in.batch_size) || !same(c.sequence_length, in.sequence_length) ||
+      !same(c.tensor_parallel, in.num_cores)) {
+    return false;
+  }
+  if (canonical_dtype(c.dtype) != canonical_dtype(in.precision)) return false;
+  if (c.target.empty() || cache_key::target_of(c.target) != in.target) return false;
+  if (c.where.compiler_dir != layout::compiler_dir_name(in.compiler_version)) return false;
+  return !in.optimum_neuron_version || *in.optimum_neuron_version == c.where.optimum_version;
+}
+
+std::string registry_reason(const RegistryMatch& where, const std::string& repo) {
+  return "in optimum-neuron's registry in " + repo + " (optimum-neuron " + where.optimum_version +
+         ", " + where.compiler_dir +
+         ") but not in a neuron-cache index yet: the compile command fetches its NEFFs through "
+         "optimum-neuron's hub cache instead of compiling, then neuron-cache indexes them";
+}
+
 }  // namespace
+
+void mark_registry_hits(Plan& plan, const std::vector<RegistryCandidate>& candidates) {
+  for (auto& row : plan.rows) {
+    if (row.status != Status::Compile) continue;
+    for (const auto& candidate : candidates) {
+      if (!registry_matches(row.target, candidate)) continue;
+      row.status = Status::Registry;
+      row.registry = candidate.where;
+      row.reason = registry_reason(candidate.where, plan.repo);
+      break;
+    }
+  }
+}
 
 std::string_view status_name(Status status) {
   switch (status) {
@@ -113,10 +159,16 @@ std::string_view status_name(Status status) {
       return "local";
     case Status::Hub:
       return "hub";
+    case Status::Registry:
+      return "registry";
     case Status::Compile:
       return "compile";
   }
   return "compile";
+}
+
+bool runs_compile(Status status) {
+  return status == Status::Registry || status == Status::Compile;
 }
 
 std::set<std::pair<std::string, std::string>> shards_of(const std::vector<const Target*>& targets) {

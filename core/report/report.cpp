@@ -18,6 +18,13 @@ json nearest_json(const plan::Nearest& n) {
   return {{"configuration", n.configuration}, {"key", n.key}, {"differences", differences}};
 }
 
+json registry_json(const plan::PlanRow& row) {
+  if (!row.registry) return nullptr;
+  return {{"compiler_dir", row.registry->compiler_dir},
+          {"optimum_neuron_version", row.registry->optimum_version},
+          {"path", row.registry->path}};
+}
+
 json row_json(const plan::PlanRow& row) {
   const auto& c = row.target.configuration;
   json nearest = json::array();
@@ -30,6 +37,7 @@ json row_json(const plan::PlanRow& row) {
           {"bytes_to_download", row.bytes_to_download},
           {"files_to_download", row.files_to_download},
           {"compile_seconds_saved", row.compile_seconds_saved},
+          {"registry", registry_json(row)},
           {"source", c.source.to_string()},
           {"nearest", nearest}};
 }
@@ -77,12 +85,15 @@ std::string outcome_of(const RunRecord& run, const plan::PlanRow& before) {
       if (!find_outcome(run, before.target.key)) return "NOT installed from the Hub";
       break;
     }
+    case plan::Status::Registry:
     case plan::Status::Compile:
       break;
   }
   if (const auto* o = find_outcome(run, before.target.key)) {
+    if (o->ok && !o->reused.empty()) return o->reused;
     return o->ok ? "compiled" : "compile FAILED";
   }
+  if (before.status == plan::Status::Registry) return "in optimum-neuron's registry";
   return "must compile";
 }
 
@@ -130,7 +141,7 @@ Totals totals(const RunRecord& run) {
       ++t.hub_hits;
       t.compile_seconds_saved += row.compile_seconds_saved;
     }
-    if (row.status == plan::Status::Compile ||
+    if (plan::runs_compile(row.status) ||
         (row.status == plan::Status::Hub && !fetched && run.prefetch)) {
       ++t.misses;
     }
@@ -153,11 +164,14 @@ json plan_json(const plan::Plan& plan) {
   json rows = json::array();
   for (const auto& row : plan.rows) rows.push_back(row_json(row));
   return {{"repo", plan.repo},
+          {"repo_origin", plan.repo_origin},
+          {"notes", plan.notes},
           {"hub_checked", plan.hub_checked},
           {"hub_revision", plan.hub_revision},
           {"hub_problem", plan.hub_problem},
           {"local", plan.count(plan::Status::Local)},
           {"hub", plan.count(plan::Status::Hub)},
+          {"registry", plan.count(plan::Status::Registry)},
           {"compile", plan.count(plan::Status::Compile)},
           {"configurations", rows}};
 }
@@ -184,7 +198,9 @@ json run_json(const RunRecord& run) {
                            {"log_file", o->log_file},
                            {"log_tail", o->log_tail},
                            {"modules_produced", o->modules_produced},
-                           {"modules_used", o->modules_used}};
+                           {"modules_used", o->modules_used},
+                           {"modules_from_hub", o->modules_from_hub},
+                           {"reused", o->reused.empty() ? json(nullptr) : json(o->reused)}};
       }
       configurations.push_back(item);
     }
@@ -229,6 +245,8 @@ std::string plan_text(const plan::Plan& plan) {
   size_t width = 0;
   for (const auto& row : plan.rows) width = std::max(width, row.target.configuration.name.size());
   std::string out;
+  if (!plan.repo.empty())
+    out += "cache repo: " + plan.repo + " (from " + plan.repo_origin + ")\n\n";
   for (const auto& row : plan.rows) {
     std::string line = std::string(plan::status_name(row.status));
     line.resize(9, ' ');
@@ -244,16 +262,23 @@ std::string plan_text(const plan::Plan& plan) {
               human_seconds(row.compile_seconds_saved) + " of compiling";
     }
     out += line + "\n";
-    if (row.status == plan::Status::Compile) out += "         " + row.reason + "\n";
+    if (plan::runs_compile(row.status)) out += "         " + row.reason + "\n";
   }
   out += "\n" + std::to_string(plan.rows.size()) +
          " configurations: " + std::to_string(plan.count(plan::Status::Local)) + " local, " +
          std::to_string(plan.count(plan::Status::Hub)) + " on the Hub, " +
+         (plan.count(plan::Status::Registry)
+              ? std::to_string(plan.count(plan::Status::Registry)) +
+                    " in optimum-neuron's registry (compiled through optimum-neuron, which "
+                    "fetches their NEFFs), "
+              : "") +
          std::to_string(plan.count(plan::Status::Compile)) + " to compile";
   if (!plan.hub_checked && !plan.hub_problem.empty()) {
     out += " (Hub not checked: " + plan.hub_problem + ")";
   }
-  return out + "\n";
+  out += "\n";
+  for (const auto& note : plan.notes) out += "note: " + note + "\n";
+  return out;
 }
 
 std::string run_markdown(const RunRecord& run) {
@@ -278,7 +303,7 @@ std::string run_markdown(const RunRecord& run) {
   md += "| Configuration | Model | Outcome | Key | Note |\n|---|---|---|---|---|\n";
   if (run.initial) {
     for (const auto& row : run.initial->rows) {
-      std::string note = row.status == plan::Status::Compile ? row.reason : "";
+      std::string note = plan::runs_compile(row.status) ? row.reason : "";
       if (const std::string* why = not_installed(run, row.target.key)) note = *why;
       if (const auto* o = find_outcome(run, row.target.key); o && !o->ok) note = o->error;
       md += "| " + cell(row.target.configuration.name) + " | " +
