@@ -315,11 +315,15 @@ void prefetch_for_run(pipeline::Pipeline& p, const plan::Target& target, const A
   pipeline::PrefetchStep fetched = p.prefetch(plan);
   const plan::PlanRow& row = before.rows.front();
   if (args.quiet) return;
-  if (row.status == plan::Status::Hub) {
-    say(prefetch_line(fetched, before));
-  } else {
+  if (row.status != plan::Status::Hub) {
     say(run_owner(args) + ": " + row.reason);
-  }
+  } else if (fetched.hits) {
+    const auto& r = fetched.result;
+    say("prefetched " + run_owner(args) + ": " + std::to_string(r.modules_installed) +
+        " MODULE folders installed, " + std::to_string(r.modules_present) + " already present, " +
+        report::human_bytes(r.bytes_downloaded) + " downloaded in " +
+        std::to_string(r.files_downloaded) + " files");
+  }  // a failed prefetch was reported as a warning: the command compiles what it needs
 }
 
 // After the command: the entry written for the target, or why none was.

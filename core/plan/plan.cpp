@@ -66,8 +66,8 @@ std::vector<Nearest> nearest(const Target& target, const std::vector<ai::Entry>&
 std::string miss_reason(const Target& target, const Plan& plan, const PlanRow& row) {
   std::string where = plan.hub_checked ? "locally or in " + plan.repo : "locally";
   if (row.nearest.empty()) {
-    std::string reason =
-        "no configuration of " + cache_key::owner_of(target.inputs) + " is cached " + where;
+    std::string reason = (target.inputs.profile ? "nothing of " : "no configuration of ") +
+                         cache_key::owner_of(target.inputs) + " is cached " + where;
     if (!plan.hub_checked && !plan.hub_problem.empty()) reason += " (" + plan.hub_problem + ")";
     return reason;
   }
