@@ -1328,6 +1328,16 @@ class RunCliTest : public PipelineCliTest {
 };
 
 TEST_F(RunCliTest, RunWithoutManifestRunsTheCommandAndSaysNothingRecordsItsGraphs) {
+  // No option at all: the command runs; the default repo (optimum-neuron's public cache) is not
+  // on this Hub, so the push fails, says so, and the graphs stay in the local cache.
+  ToolResult alone = tool("run -- " + train_command(1), "", work / "cache-alone");
+  ASSERT_EQ(alone.code, 0) << alone.all();
+  EXPECT_FALSE(contains(alone.all(), "filesystem error")) << alone.all();
+  EXPECT_EQ(names(last_call()["compiled"]), training_modules(1));
+  EXPECT_TRUE(contains(alone.err, "push failed: ")) << alone.err;
+  EXPECT_TRUE(contains(alone.err, "stay in the local cache only")) << alone.err;
+  EXPECT_EQ(complete_modules(work / "cache-alone"), training_modules(1));
+
   ToolResult first = tool("run --repo " + std::string(kRepo) + " --output-dir " +
                           quoted(work / "out") + " -- " + train_command(2));
   ASSERT_EQ(first.code, 0) << first.all();
