@@ -309,10 +309,10 @@ bool covers(const Entry& hub, const Entry& local) {
          has_all_names(hub.registry, local.registry);
 }
 
-Entry merged(const Entry& local, const Entry& hub) {
-  Entry out = local;
-  add_missing(out.modules, hub.modules);
-  add_missing(out.registry, hub.registry);
+Entry merged(const Entry& first, const Entry& more) {
+  Entry out = first;
+  add_missing(out.modules, more.modules);
+  add_missing(out.registry, more.registry);
   return out;
 }
 

@@ -131,9 +131,10 @@ std::string local_entry_path(std::string_view compiler_version, std::string_view
 // Whether `hub` lists every MODULE_ folder and registry file of `local` (by name): then pushing
 // `local` adds nothing.
 bool covers(const Entry& hub, const Entry& local);
-// `local` with the MODULE_ folders and registry files of `hub` it lacks added (same key): what a
-// push of a grown entry writes. Sorted by name.
-Entry merged(const Entry& local, const Entry& hub);
+// `first` with the MODULE_ folders and registry files of `more` it lacks added (same key; the
+// records of `first` win for names both list): the union a grown entry is written as. Sorted by
+// name.
+Entry merged(const Entry& first, const Entry& more);
 // The key and the names of an entry's modules and registry files, as one short string: two
 // entries of one key with the same contents have the same one (what the push memo remembers).
 std::string contents_id(const Entry& entry);

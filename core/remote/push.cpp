@@ -116,6 +116,18 @@ ai::IndexFile read_shard(hub::HubClient& client, const std::string& repo, const 
   return index;
 }
 
+// What the shard says of `entry` after the push: the Hub's records of the folders it has (their
+// files are what the Hub serves, whatever this cache holds), then the ones this push adds.
+ai::Entry grown(const ai::Entry* on_hub, const ai::Entry& entry) {
+  if (!on_hub) return entry;
+  ai::Entry out = ai::merged(*on_hub, entry);
+  out.configuration = entry.configuration;
+  out.compile_seconds = std::max(on_hub->compile_seconds, entry.compile_seconds);
+  out.tool = entry.tool;
+  out.created_at = entry.created_at;
+  return out;
+}
+
 // Only the shards of the pushed configurations' models are read and rewritten: the index data
 // a push sends does not grow with the repo.
 Attempt prepare(hub::HubClient& client, const std::string& repo, const std::string& head,
@@ -136,8 +148,7 @@ Attempt prepare(hub::HubClient& client, const std::string& repo, const std::stri
         continue;
       }
       add_entry_files(local, *entry, on_hub, attempt);
-      ai::Entry written = on_hub ? ai::merged(*entry, *on_hub) : *entry;
-      index.entries.insert_or_assign(entry->key, std::move(written));
+      index.entries.insert_or_assign(entry->key, grown(on_hub, *entry));
       attempt.pushed.push_back(entry->key);
       changed = true;
     }

@@ -368,6 +368,11 @@ TEST(ArtifactIndex, AGrownEntryIsTheUnionAndIsNotCoveredByTheOldOne) {
   EXPECT_NE(ai::contents_id(all), ai::contents_id(hub));
   EXPECT_EQ(ai::contents_id(all), ai::contents_id(ai::merged(hub, local)));
   EXPECT_TRUE(ai::contents_id(all).starts_with(all.key + "+"));
+  // For a name both list, the first one's records win: a push keeps what the Hub serves.
+  ai::Entry other_bytes = profile_entry({"MODULE_2+3cc9a3cb"});
+  other_bytes.modules[0].files[0].sha256 = std::string(64, 'f');
+  EXPECT_EQ(ai::merged(hub, other_bytes).modules[1].files[0].sha256, std::string(64, 'a'));
+  EXPECT_EQ(ai::merged(other_bytes, hub).modules[0].files[0].sha256, std::string(64, 'f'));
 }
 
 }  // namespace
