@@ -372,7 +372,7 @@ TEST(ArtifactIndex, AGrownEntryIsTheUnionAndIsNotCoveredByTheOldOne) {
   ai::Entry other_bytes = profile_entry({"MODULE_2+3cc9a3cb"});
   other_bytes.modules[0].files[0].sha256 = std::string(64, 'f');
   EXPECT_EQ(ai::merged(hub, other_bytes).modules[1].files[0].sha256, std::string(64, 'a'));
-  EXPECT_EQ(ai::merged(other_bytes, hub).modules[0].files[0].sha256, std::string(64, 'f'));
+  EXPECT_EQ(ai::merged(other_bytes, hub).modules[1].files[0].sha256, std::string(64, 'f'));
 }
 
 }  // namespace
