@@ -22,7 +22,8 @@ struct Args {
   std::string report_file;
   std::string summary_file;
   std::string export_dir;
-  std::vector<std::string> command;  // run -- CMD ARGS
+  std::vector<std::string> command;    // run -- CMD ARGS
+  std::optional<std::string> profile;  // run --profile NAME
 };
 
 void add_common(CLI::App* cmd, Context& context, const std::shared_ptr<Args>& args,
@@ -247,34 +248,117 @@ void run_ci(Context& context, Args& args) {
   fail_if_compile_failed(compiled);
 }
 
-void run_wrapped(Context& context, Args& args) {
+// What `run` records its graphs under: "profile NAME" or "configuration NAME".
+std::string run_owner(const Args& args) {
+  return args.profile ? "profile " + *args.profile : "configuration " + args.configs.front();
+}
+
+void check_run_args(const Args& args) {
   if (args.command.empty()) throw input_error("nothing to run: give the command after --");
   if (!args.configs.empty() && args.manifest.empty()) {
     throw input_error("--config needs --manifest: the configuration is declared there");
   }
   if (args.configs.size() > 1) throw input_error("run takes one --config");
-  std::optional<plan::Target> target;
-  std::unique_ptr<pipeline::Pipeline> p = open(context, args);
-  if (!args.configs.empty()) {
-    plan::Plan plan = p->make_plan();
-    p->prefetch(plan);
-    target = plan.rows.front().target;
+  if (args.profile && !args.configs.empty()) {
+    throw input_error(
+        "run takes --config or --profile, not both: --config records the run under a "
+        "configuration the manifest declares, --profile under a name of your own");
   }
+  if (args.profile && args.profile->empty()) {
+    throw input_error(
+        "--profile needs a name: e.g. --profile llama-train (letters, digits, '.', '_', '-')");
+  }
+}
+
+// The push of a run with a profile or configuration: what the Hub got, or why nothing.
+std::string run_push_line(const pipeline::PushStep& step, const std::string& owner) {
+  if (!step.attempted) return "push skipped: " + step.skipped_reason;
+  const auto& r = step.result;
+  if (r.commit.committed) {
+    return "pushed " + owner + ": " + std::to_string(r.modules_added) +
+           " new compiled graphs (MODULE folders) and its index entry in commit " +
+           r.commit.commit_oid.substr(0, 12) + ": " +
+           std::to_string(r.commit.regular_files + r.commit.lfs_uploaded) + " files sent (" +
+           report::human_bytes(r.commit.bytes_uploaded) + "), " +
+           std::to_string(r.commit.unchanged + r.commit.lfs_already_stored) + " already stored";
+  }
+  if (!step.skipped_reason.empty()) return "push failed: " + step.skipped_reason;
+  if (!r.skipped.empty()) return "not pushed: " + r.skipped.begin()->second;
+  return "nothing new to push: the Hub already has every compiled graph of " + owner;
+}
+
+// The push of a run's MODULE folders without an index entry.
+std::string modules_push_line(const pipeline::PushStep& step) {
+  if (!step.attempted) return "push skipped: " + step.skipped_reason;
+  const auto& r = step.result;
+  if (r.commit.committed) {
+    return "pushed " + std::to_string(r.pushed.size()) +
+           " compiled graphs (MODULE folders) in commit " + r.commit.commit_oid.substr(0, 12) +
+           ": " + std::to_string(r.commit.regular_files + r.commit.lfs_uploaded) + " files sent (" +
+           report::human_bytes(r.commit.bytes_uploaded) + "), " +
+           std::to_string(r.commit.unchanged + r.commit.lfs_already_stored) + " already stored";
+  }
+  if (!step.skipped_reason.empty()) return "push failed: " + step.skipped_reason;
+  if (r.pushed.empty()) return "nothing pushed: no compiled graph could be read";
+  return std::to_string(r.pushed.size()) +
+         " compiled graphs were already on the Hub: nothing to push";
+}
+
+void say(const std::string& line) {
+  std::cerr << "neuron-cache: " << line << "\n";
+}
+
+// Before the command: what the Hub has for the target, fetched into the cache.
+void prefetch_for_run(pipeline::Pipeline& p, const plan::Target& target, const Args& args) {
+  plan::Plan plan = p.plan_run(target);
+  plan::Plan before = plan;
+  pipeline::PrefetchStep fetched = p.prefetch(plan);
+  const plan::PlanRow& row = before.rows.front();
+  if (args.quiet) return;
+  if (row.status != plan::Status::Hub) {
+    say(run_owner(args) + ": " + row.reason);
+  } else if (fetched.hits) {
+    const auto& r = fetched.result;
+    say("prefetched " + run_owner(args) + ": " + std::to_string(r.modules_installed) +
+        " MODULE folders installed, " + std::to_string(r.modules_present) + " already present, " +
+        report::human_bytes(r.bytes_downloaded) + " downloaded in " +
+        std::to_string(r.files_downloaded) + " files");
+  }  // a failed prefetch was reported as a warning: the command compiles what it needs
+}
+
+// After the command: the entry written for the target, or why none was.
+void report_recorded(const pipeline::WrappedRun& ran, const Args& args) {
+  if (ran.recorded) {
+    say("recorded " + run_owner(args) + ": " + std::to_string(ran.modules_recorded) +
+        " compiled graphs (" + std::to_string(ran.modules_added) + " new)");
+  } else if (!ran.not_recorded.empty()) {
+    warn("nothing recorded for " + run_owner(args) + ": " + ran.not_recorded);
+  }
+}
+
+void run_wrapped(Context& context, Args& args) {
+  check_run_args(args);
+  std::unique_ptr<pipeline::Pipeline> p = open(context, args);
+  std::optional<plan::Target> target;
+  if (args.profile) target = p->profile_target(*args.profile);
+  if (!args.configs.empty()) target = p->targets().front();
+  if (target) prefetch_for_run(*p, *target, args);
   pipeline::WrappedRun ran = p->run_wrapped(target ? &*target : nullptr, args.command);
-  std::cerr << "neuron-cache: the command " << (ran.exit_code == 0 ? "succeeded" : "failed")
-            << "; it compiled " << ran.produced.size() << " new graphs and reused " << ran.used
-            << "\n";
-  if (ran.exit_code == 0) {
-    pipeline::PushStep pushed;
-    if (target) {
-      plan::Plan after = p->make_plan();
-      pushed = p->push(after);
-    } else {
-      pushed = p->push_modules(ran.produced);
+  say(std::string("the command ") + (ran.exit_code == 0 ? "succeeded" : "failed") +
+      "; it compiled " + std::to_string(ran.produced.size()) + " new graphs and reused " +
+      std::to_string(ran.used));
+  if (ran.exit_code == 0 && target) {
+    report_recorded(ran, args);
+    plan::Plan after = p->make_plan(std::vector<plan::Target>{*target});
+    say(run_push_line(p->push(after), run_owner(args)));
+  } else if (ran.exit_code == 0) {
+    if (!ran.produced.empty()) {
+      warn(
+          "nothing records these compiled graphs for prefetching: a run on another machine "
+          "compiles them again; give the run a name with --profile NAME (e.g. --profile "
+          "my-training) to record, prefetch and push them");
     }
-    std::cerr << "neuron-cache: "
-              << push_line(pushed, target ? "configurations" : "compiled graphs (MODULE folders)")
-              << "\n";
+    say(modules_push_line(p->push_modules(ran.produced)));
   }
   if (!ran.error.empty()) throw operational_error(ran.error);
   if (ran.exit_code != 0) std::exit(ran.exit_code > 0 ? ran.exit_code : 1);
@@ -335,6 +419,11 @@ void register_pipeline(CLI::App& app, Context& context) {
       "Run a command (a training run, a custom loop) with the cache, then push what it compiled");
   run->add_option("--manifest", run_args->manifest,
                   "The manifest declaring the cache repo and compiler");
+  run->add_option_function<std::string>(
+      "--profile", [run_args](const std::string& name) { run_args->profile = name; },
+      "Record the MODULE folders the run produced or used under this name (a "
+      "training run, a custom loop): the next run with it prefetches them, and "
+      "what a run adds is pushed");
   add_common(run, context, run_args, false);
   run->add_flag("--read-only", run_args->options.read_only, "Never write to the Hub");
   run->add_option("--output-dir", run_args->options.output_dir, "Where the run's log goes");

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cctype>
 #include <ctime>
+#include <set>
 
 #include "error.h"
 #include "format/digest.h"
@@ -83,6 +84,39 @@ ModuleRecord module_from_json(const Json& item, const std::string& origin) {
     bad(origin, "\"" + module.name + "\" is not a MODULE_ folder name");
   }
   return module;
+}
+
+// A format 2 shard belongs to one model ("model_id") or one profile ("profile").
+void read_owner(const Json& json, const std::string& origin, IndexFile& index) {
+  if (!json.contains("profile")) {
+    index.model_id = text(json, "model_id", origin);
+    return;
+  }
+  index.profile = text(json, "profile", origin);
+  if (auto problem = cache_key::profile_name_problem(*index.profile)) bad(origin, *problem);
+}
+
+std::string owner_of(const IndexFile& index) {
+  return index.profile ? "profile " + *index.profile : index.model_id;
+}
+
+template <typename Record>
+void add_missing(std::vector<Record>& into, const std::vector<Record>& from) {
+  std::set<std::string> names;
+  for (const auto& record : into) names.insert(record.name);
+  for (const auto& record : from) {
+    if (names.insert(record.name).second) into.push_back(record);
+  }
+  std::sort(into.begin(), into.end(),
+            [](const Record& a, const Record& b) { return a.name < b.name; });
+}
+
+template <typename Record>
+bool has_all_names(const std::vector<Record>& have, const std::vector<Record>& want) {
+  std::set<std::string> names;
+  for (const auto& record : have) names.insert(record.name);
+  return std::all_of(want.begin(), want.end(),
+                     [&](const Record& record) { return names.count(record.name) > 0; });
 }
 
 }  // namespace
@@ -177,6 +211,9 @@ std::string serialize_index(const IndexFile& index) {
   if (index.format == kLegacyFormat) {
     return pyjson::dumps({{"format", kLegacyFormat}, {"entries", entries}}, 2);
   }
+  if (index.profile) {
+    return pyjson::dumps({{"format", kFormat}, {"profile", *index.profile}, {"entries", entries}});
+  }
   return pyjson::dumps({{"format", kFormat}, {"model_id", index.model_id}, {"entries", entries}});
 }
 
@@ -198,14 +235,17 @@ IndexFile parse_index(std::string_view text_in, const std::string& origin) {
   if (!entries.is_object()) bad(origin, "\"entries\" is not an object");
   IndexFile index;
   index.format = static_cast<int>(format.get<int64_t>());
-  if (index.format == kFormat) index.model_id = text(json, "model_id", origin);
+  if (index.format == kFormat) read_owner(json, origin, index);
   for (const auto& [key, value] : entries.items()) {
     try {
       Entry entry = entry_from_json(value, origin + " (entry " + key + ")");
       if (entry.key != key) bad(origin, "entry " + key + " is stored under another key");
-      if (index.format == kFormat && entry.inputs.model_id != index.model_id) {
-        bad(origin, "entry " + key + " of " + entry.inputs.model_id + " is in the shard of " +
-                        index.model_id);
+      if (index.format == kFormat && !is_shard_for(index, entry.inputs)) {
+        bad(origin, "entry " + key + " of " + cache_key::owner_of(entry.inputs) +
+                        " is in the shard of " + owner_of(index));
+      }
+      if (index.format == kLegacyFormat && entry.inputs.profile) {
+        bad(origin, "entry " + key + " of a profile is in a format 1 file");
       }
       index.entries.emplace(key, std::move(entry));
     } catch (const Error& error) {
@@ -240,6 +280,50 @@ std::string model_slug(std::string_view model_id) {
 std::string remote_shard_path(std::string_view compiler_version, std::string_view model_id) {
   return std::string(kRemoteDir) + "/" + layout::compiler_dir_name(compiler_version) + "/" +
          model_slug(model_id) + ".json";
+}
+
+std::string remote_profile_shard_path(std::string_view compiler_version, std::string_view profile) {
+  return std::string(kRemoteDir) + "/" + layout::compiler_dir_name(compiler_version) +
+         "/profiles/" + std::string(profile) + ".json";
+}
+
+std::string remote_shard_path(const cache_key::KeyInputs& inputs) {
+  if (inputs.profile) return remote_profile_shard_path(inputs.compiler_version, *inputs.profile);
+  return remote_shard_path(inputs.compiler_version, inputs.model_id);
+}
+
+IndexFile shard_for(const cache_key::KeyInputs& inputs) {
+  IndexFile shard;
+  shard.profile = inputs.profile;
+  if (!inputs.profile) shard.model_id = inputs.model_id;
+  return shard;
+}
+
+bool is_shard_for(const IndexFile& shard, const cache_key::KeyInputs& inputs) {
+  if (shard.format != kFormat || shard.profile != inputs.profile) return false;
+  return inputs.profile || shard.model_id == inputs.model_id;
+}
+
+bool covers(const Entry& hub, const Entry& local) {
+  return hub.key == local.key && has_all_names(hub.modules, local.modules) &&
+         has_all_names(hub.registry, local.registry);
+}
+
+Entry merged(const Entry& first, const Entry& more) {
+  Entry out = first;
+  add_missing(out.modules, more.modules);
+  add_missing(out.registry, more.registry);
+  return out;
+}
+
+std::string contents_id(const Entry& entry) {
+  std::vector<std::string> names;
+  for (const auto& module : entry.modules) names.push_back(module.name);
+  for (const auto& file : entry.registry) names.push_back(file.name);
+  std::sort(names.begin(), names.end());
+  std::string all;
+  for (const auto& name : names) all += name + "\n";
+  return entry.key + "+" + sha256_hex(all).substr(0, 16);
 }
 
 std::optional<std::string> compiler_version_of_index(std::string_view path) {

@@ -13,6 +13,14 @@
 //   that uploads the artifacts, on top of the head it read: a conflict re-reads and merges.
 //   The top-level name does not start with "neuronxcc-", so optimum-neuron's registry lookup
 //   never mistakes it for a compiler folder.
+// - A PROFILE (cache_key.h: a training run's graphs, no model) has its own shard,
+//   `neuron-cache-index/neuronxcc-<version>/profiles/<profile name>.json`,
+//   {"entries": {"<key>": <entry>, ...}, "format": 2, "profile": "<name>"}: one entry per compiler
+//   flags. Model slugs never contain '/', so no model's shard can be that path; format 1 files
+//   never hold profiles.
+// - An entry GROWS (a later run of a profile, or of `run --config`, adds graphs): pushing it
+//   again writes the union of the Hub's entry and the local one (merged()), and uploads only the
+//   MODULE_ folders the Hub's entry lacked; covers() tells whether there is anything to push.
 // - Format 1 (neuron-cache 0.1): ONE file per compiler version,
 //   `neuron-cache-index/neuronxcc-<version>.json`, same object with "format": 1. Still read (its
 //   entries count as on the Hub), never rewritten: its size grew with the whole repo.
@@ -77,6 +85,7 @@ struct Entry {
 struct IndexFile {
   int format = kFormat;
   std::string model_id;                  // format 2: the model every entry belongs to
+  std::optional<std::string> profile;    // format 2: or the profile (then model_id is empty)
   std::map<std::string, Entry> entries;  // by key
   // Entries this version cannot read (damaged, or written by a newer neuron-cache): kept as they
   // are so a writer never drops them, and never used.
@@ -102,6 +111,15 @@ IndexFile parse_index(std::string_view text, const std::string& origin);
 std::string remote_index_path(std::string_view compiler_version);
 // "neuron-cache-index/neuronxcc-<version>/<model slug>.json" (format 2)
 std::string remote_shard_path(std::string_view compiler_version, std::string_view model_id);
+// "neuron-cache-index/neuronxcc-<version>/profiles/<name>.json" (format 2); `profile` must be a
+// valid profile name (cache_key::profile_name_problem).
+std::string remote_profile_shard_path(std::string_view compiler_version, std::string_view profile);
+// The shard that holds entries of these inputs: the profile's or the model's.
+std::string remote_shard_path(const cache_key::KeyInputs& inputs);
+// An empty shard for entries of these inputs (model_id or profile set).
+IndexFile shard_for(const cache_key::KeyInputs& inputs);
+// Whether `shard` is the shard for entries of `inputs`.
+bool is_shard_for(const IndexFile& shard, const cache_key::KeyInputs& inputs);
 // A file name for a model id: "org--name" when it only has [A-Za-z0-9._-] and one '/', else
 // "model-" + 32 hex of its sha256 (local paths, odd names): never a path, never too long.
 std::string model_slug(std::string_view model_id);
@@ -109,6 +127,17 @@ std::string model_slug(std::string_view model_id);
 std::optional<std::string> compiler_version_of_index(std::string_view path_in_repo);
 // ".cache/huggingface/neuron-cache-index/neuronxcc-<version>/<key>.json", relative to the root.
 std::string local_entry_path(std::string_view compiler_version, std::string_view key);
+
+// Whether `hub` lists every MODULE_ folder and registry file of `local` (by name): then pushing
+// `local` adds nothing.
+bool covers(const Entry& hub, const Entry& local);
+// `first` with the MODULE_ folders and registry files of `more` it lacks added (same key; the
+// records of `first` win for names both list): the union a grown entry is written as. Sorted by
+// name.
+Entry merged(const Entry& first, const Entry& more);
+// The key and the names of an entry's modules and registry files, as one short string: two
+// entries of one key with the same contents have the same one (what the push memo remembers).
+std::string contents_id(const Entry& entry);
 
 // A relative '/'-path with no empty, "." or ".." component, no NUL and no lock file.
 bool is_safe_relative_path(std::string_view path);

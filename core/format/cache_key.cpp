@@ -1,5 +1,7 @@
 #include "format/cache_key.h"
 
+#include <cctype>
+
 #include "error.h"
 #include "format/digest.h"
 
@@ -52,9 +54,71 @@ std::string join(const std::vector<std::string>& words) {
   return out;
 }
 
+void read_flags(const Json& compiler, KeyInputs& in) {
+  const Json& flags = field(compiler, "flags");
+  if (!flags.is_array()) throw input_error("cache key inputs: \"flags\" is not a list");
+  for (const Json& flag : flags) {
+    if (!flag.is_string()) throw input_error("cache key inputs: a flag is not a string");
+    in.flags.push_back(flag.get<std::string>());
+  }
+}
+
+KeyInputs profile_from_json(const Json& json) {
+  KeyInputs in;
+  in.profile = string_field(json, "profile");
+  if (auto problem = profile_name_problem(*in.profile)) {
+    throw input_error("cache key inputs: " + *problem);
+  }
+  const Json& compiler = field(json, "compiler");
+  in.compiler_version = string_field(compiler, "version");
+  read_flags(compiler, in);
+  return in;
+}
+
 }  // namespace
 
+std::optional<std::string> profile_name_problem(const std::string& name) {
+  if (name.empty()) return "a profile name is empty";
+  if (name.size() > kMaxProfileName) {
+    return "the profile name \"" + name.substr(0, 20) + "...\" is longer than " +
+           std::to_string(kMaxProfileName) + " characters";
+  }
+  if (!std::isalnum(static_cast<unsigned char>(name.front()))) {
+    return "the profile name \"" + name + "\" does not start with a letter or digit";
+  }
+  for (char ch : name) {
+    bool allowed =
+        std::isalnum(static_cast<unsigned char>(ch)) || ch == '.' || ch == '_' || ch == '-';
+    if (!allowed) {
+      return "the profile name \"" + name + "\" has a character other than A-Z a-z 0-9 . _ -";
+    }
+  }
+  return std::nullopt;
+}
+
+KeyInputs profile_inputs(const std::string& name, const std::string& compiler_version,
+                         std::vector<std::string> flags) {
+  KeyInputs in;
+  in.profile = name;
+  in.compiler_version = compiler_version;
+  in.flags = std::move(flags);
+  return in;
+}
+
+std::string owner_of(const KeyInputs& inputs) {
+  return inputs.profile ? "profile " + *inputs.profile : inputs.model_id;
+}
+
+bool same_owner(const KeyInputs& a, const KeyInputs& b) {
+  return a.profile == b.profile && (a.profile || a.model_id == b.model_id);
+}
+
 Json to_json(const KeyInputs& in) {
+  if (in.profile) {
+    return {{"key_format", kKeyFormat},
+            {"profile", *in.profile},
+            {"compiler", {{"version", in.compiler_version}, {"flags", in.flags}}}};
+  }
   Json model = {{"model_id", in.model_id},
                 {"model_type", in.model_type},
                 {"task", in.task},
@@ -78,6 +142,7 @@ KeyInputs from_json(const Json& json) {
     throw input_error("cache key inputs of another key format: this neuron-cache reads format " +
                       std::to_string(kKeyFormat));
   }
+  if (json.contains("profile")) return profile_from_json(json);
   const Json& model = field(json, "model");
   const Json& compiler = field(json, "compiler");
   const Json& environment = field(json, "environment");
@@ -91,12 +156,7 @@ KeyInputs from_json(const Json& json) {
   in.compiler_version = string_field(compiler, "version");
   in.num_cores = int_field(compiler, "num_cores");
   in.target = string_field(compiler, "target");
-  const Json& flags = field(compiler, "flags");
-  if (!flags.is_array()) throw input_error("cache key inputs: \"flags\" is not a list");
-  for (const Json& flag : flags) {
-    if (!flag.is_string()) throw input_error("cache key inputs: a flag is not a string");
-    in.flags.push_back(flag.get<std::string>());
-  }
+  read_flags(compiler, in);
   in.checkpoint_revision = nullable_field(environment, "checkpoint_revision");
   in.optimum_neuron_version = nullable_field(environment, "optimum_neuron_version");
   return in;
@@ -115,6 +175,7 @@ std::vector<Difference> differences(const KeyInputs& have, const KeyInputs& want
   auto compare = [&out](const char* field, const std::string& a, const std::string& b) {
     if (a != b) out.push_back({field, a, b});
   };
+  compare("profile", show(have.profile), show(want.profile));
   compare("model", have.model_id, want.model_id);
   compare("model type", have.model_type, want.model_type);
   compare("task", have.task, want.task);

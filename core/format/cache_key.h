@@ -17,6 +17,17 @@
 //   inf2, as optimum-neuron normalises it): the instance type itself does not change the NEFFs.
 // - No path (cache dir, checkout, manifest location) ever enters the inputs.
 // Changing this layout is a new key_format: old keys then simply stop matching.
+//
+// A PROFILE (`neuron-cache run --profile NAME`: a training run, a custom loop) has no model
+// configuration: its graphs are whatever the run compiles. Its inputs are only the profile name,
+// the compiler version and the flags (the same NEURON_CC_FLAGS rule as above), with no "model" or
+// "environment" object, so no model key can ever equal a profile key:
+//
+//   {"compiler": {"flags": [...], "version": "2.21.33363.0+82129205"}, "key_format": 1,
+//    "profile": "llama-train"}
+//
+// A profile name starts with a letter or digit, has only [A-Za-z0-9._-] and at most 100
+// characters (like a configuration name), so it is also a safe file name.
 #pragma once
 
 #include <cstdint>
@@ -43,10 +54,26 @@ struct KeyInputs {
   std::vector<std::string> flags;
   std::optional<std::string> checkpoint_revision;
   std::optional<std::string> optimum_neuron_version;
+  // Set for a profile: then only it, compiler_version and flags are key inputs, and the model
+  // fields above stay empty.
+  std::optional<std::string> profile;
 };
 
+inline constexpr size_t kMaxProfileName = 100;
+
+// Why `name` is not a valid profile name, or nothing when it is.
+std::optional<std::string> profile_name_problem(const std::string& name);
+// The inputs of a profile.
+KeyInputs profile_inputs(const std::string& name, const std::string& compiler_version,
+                         std::vector<std::string> flags);
+// "profile llama-train" or the model id: what an entry is of, for messages.
+std::string owner_of(const KeyInputs& inputs);
+// Whether both are of the same profile, or both of the same model.
+bool same_owner(const KeyInputs& a, const KeyInputs& b);
+
 pyjson::Json to_json(const KeyInputs& inputs);
-// Reads inputs written by to_json; throws an input Error naming the missing or wrong field.
+// Reads inputs written by to_json (either shape); throws an input Error naming the missing or
+// wrong field, or a bad profile name.
 KeyInputs from_json(const pyjson::Json& json);
 std::string key_of(const KeyInputs& inputs);
 

@@ -320,12 +320,40 @@ WrappedRun Pipeline::run_wrapped(const plan::Target* target, const std::vector<s
   capture->adopt(captured);
   for (const auto& m : captured.produced) out.produced.push_back(m.compiler_dir + "/" + m.name);
   out.used = captured.used.size();
-  if (target && ran.exit_code == 0 &&
-      !capture_problem(captured, layout::compiler_dir_name(compiler_version_))) {
-    local_index_->write(make_entry(*target, *local_index_, captured, ran.seconds));
-    out.recorded = true;
+  if (target && ran.exit_code == 0 && !captured.proxied.empty()) {
+    // A training run through optimum-neuron's hub proxy: what it linked is completed from the Hub.
+    if (auto problem = complete_from_hub(captured)) {
+      out.not_recorded = *problem;
+      return out;
+    }
+    out.used = captured.used.size();
   }
+  if (target && ran.exit_code == 0) record_run(*target, captured, ran.seconds, out);
   return out;
+}
+
+void Pipeline::record_run(const plan::Target& target, const compile::CaptureResult& captured,
+                          double seconds, WrappedRun& out) {
+  if (auto problem =
+          capture_problem(captured, layout::compiler_dir_name(target.inputs.compiler_version))) {
+    out.not_recorded = *problem;
+    return;
+  }
+  ai::Entry entry = make_entry(target, *local_index_, captured, seconds);
+  size_t ran_with = entry.modules.size();
+  std::optional<ai::Entry> before = local_index_->find(target.inputs.compiler_version, target.key);
+  if (before) {
+    // A run compiles only what it traced this time: what earlier runs recorded stays recorded.
+    ai::Entry kept = complete_part(*before);
+    entry = ai::merged(entry, kept);
+    entry.compile_seconds = std::max(entry.compile_seconds, before->compile_seconds);
+    out.modules_added = entry.modules.size() - kept.modules.size();
+  } else {
+    out.modules_added = ran_with;
+  }
+  local_index_->write(entry);
+  out.recorded = true;
+  out.modules_recorded = entry.modules.size();
 }
 
 }  // namespace neuron_cache::pipeline

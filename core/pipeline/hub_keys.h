@@ -1,7 +1,9 @@
-// Which configuration keys the Hub's index holds at a commit, remembered in the cache root. The
-// index at a commit never changes, so once a push step has read the shards and found every local
-// configuration there, the next run against the same head learns that nothing is new without
-// reading them again (about 10 KB of JSON per configuration to parse).
+// Which entries the Hub's index holds at a commit, remembered in the cache root. The index at a
+// commit never changes, so once a push step has read the shards and found every local entry
+// there, the next run against the same head learns that nothing is new without reading them
+// again (about 10 KB of JSON per configuration to parse). The push step remembers contents ids
+// (artifact_index::contents_id: the key and the names of its folders), not bare keys, so a local
+// entry that grew since (a profile's run added a graph) is not taken for one the Hub has.
 #pragma once
 
 #include <filesystem>
@@ -16,9 +18,10 @@ class HubKeys {
   HubKeys(std::filesystem::path file, std::string repo, std::string revision)
       : file_(std::move(file)), repo_(std::move(repo)), revision_(std::move(revision)) {}
 
-  // Whether every key was found in the repo's index at this revision by an earlier run.
+  // Whether every key (or contents id) was found in the repo's index at this revision by an
+  // earlier run.
   bool has_all(const std::vector<std::string>& keys) const;
-  // Records keys found in the repo's index at this revision (best effort).
+  // Records keys (or contents ids) found in the repo's index at this revision (best effort).
   void remember(const std::vector<std::string>& keys) const;
 
  private:

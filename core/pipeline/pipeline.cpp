@@ -94,11 +94,10 @@ size_t CompileStep::failed() const {
 
 Pipeline::Pipeline(const Settings& settings, hub::HubClient* client, Options options)
     : settings_(settings), client_(client), options_(std::move(options)) {
-  manifest_ = load_selected(options_);
-  fs::path manifest_dir = fs::absolute(options_.manifest).parent_path();
   if (options_.configs.size() > 0 && options_.manifest.empty()) {
     throw input_error("--config needs a manifest: the configuration is declared there");
   }
+  manifest_ = load_selected(options_);
   Setting repo = choose_repo(settings_.cache_repo, manifest_, options_.manifest);
   repo_ = repo.value;
   repo_origin_ = repo.origin;
@@ -110,7 +109,7 @@ Pipeline::Pipeline(const Settings& settings, hub::HubClient* client, Options opt
   }
   std::string root = settings_.cache_dir.value;
   if (manifest_.cache_dir && settings_.cache_dir.origin == "default") {
-    root = (manifest_dir / *manifest_.cache_dir).lexically_normal().string();
+    root = (manifest_dir() / *manifest_.cache_dir).lexically_normal().string();
   } else {
     root = settings_.local_cache_root();
   }
@@ -135,6 +134,12 @@ Pipeline::Pipeline(const Settings& settings, hub::HubClient* client, Options opt
 
 Pipeline::~Pipeline() = default;
 
+fs::path Pipeline::manifest_dir() const {
+  // fs::absolute("") throws: `run` needs no manifest.
+  if (options_.manifest.empty()) return fs::current_path();
+  return fs::absolute(options_.manifest).parent_path();
+}
+
 std::vector<fs::path> Pipeline::trusted_roots() const {
   if (settings_.hf_hub_cache.value.empty()) return {};
   return {settings_.hf_hub_cache.value};
@@ -156,9 +161,8 @@ void Pipeline::cache_problem(const std::string& what, const std::string& fallbac
 }
 
 std::vector<plan::Target> Pipeline::targets() {
-  fs::path manifest_dir = fs::absolute(options_.manifest).parent_path();
   hub::HubClient* online = client_ && !client_->options().offline ? client_ : nullptr;
-  plan::ModelResolver resolver(online, manifest_dir,
+  plan::ModelResolver resolver(online, manifest_dir(),
                                root_ / std::string(ai::kLocalDir) / "models.json");
   plan::KeyContext context;
   context.compiler_version = compiler_version_;
@@ -175,8 +179,28 @@ std::vector<plan::Target> Pipeline::targets() {
   return targets;
 }
 
+plan::Target Pipeline::profile_target(const std::string& name) {
+  if (auto problem = cache_key::profile_name_problem(name)) {
+    throw input_error(*problem +
+                      ": a profile name starts with a letter or digit and has only "
+                      "letters, digits, '.', '_' and '-' (at most " +
+                      std::to_string(cache_key::kMaxProfileName) + " characters)");
+  }
+  if (compiler_version_.empty()) compiler_version_ = settings_.require_compiler_version();
+  Environment env = Environment::from_process();
+  plan::Target target;
+  target.configuration.name = name;
+  target.inputs = cache_key::profile_inputs(
+      name, compiler_version_, plan::flag_words(env.get("NEURON_CC_FLAGS").value_or("")));
+  target.key = cache_key::key_of(target.inputs);
+  return target;
+}
+
 plan::Plan Pipeline::make_plan() {
-  std::vector<plan::Target> targets = this->targets();
+  return make_plan(targets());
+}
+
+plan::Plan Pipeline::make_plan(const std::vector<plan::Target>& targets) {
   hub::HubClient* resolver_client = client_ && !client_->options().offline ? client_ : nullptr;
   std::string hub_problem;
   remote_.reset();
@@ -261,6 +285,49 @@ void Pipeline::describe_repo(plan::Plan& plan) const {
   if (!repo_note_.empty()) plan.notes.push_back(repo_note_);
 }
 
+ai::Entry Pipeline::complete_part(const ai::Entry& entry) const {
+  ai::Entry out = entry;
+  std::erase_if(out.modules, [&](const ai::ModuleRecord& module) {
+    return !local_index_->module_complete(entry.compiler_dir(), module);
+  });
+  std::erase_if(out.registry, [&](const ai::FileRecord& file) {
+    return !local_index_->registry_file_present(entry.compiler_dir(), file);
+  });
+  return out;
+}
+
+plan::Plan Pipeline::plan_run(const plan::Target& target) {
+  plan::Plan plan = make_plan(std::vector<plan::Target>{target});
+  plan::PlanRow& row = plan.rows.front();
+  if (!remote_ || row.status == plan::Status::Compile) return plan;
+  const ai::Entry* hub = nullptr;
+  try {
+    remote_->load(plan::shards_of({&row.target}));  // a complete local entry did not read it
+    hub = remote_->find(target.inputs.compiler_version, target.key);
+  } catch (const Error& error) {
+    cache_problem(std::string("the Hub index could not be read: ") + error.what(),
+                  "what the Hub has beyond the local cache will be compiled");
+  }
+  std::optional<ai::Entry> local = local_index_->find(target.inputs.compiler_version, target.key);
+  if (!hub || !local) return plan;
+  if (row.status == plan::Status::Local && ai::covers(*local, *hub)) return plan;
+  // Another machine's run added folders: fetch them, and keep this cache's own complete ones.
+  ai::Entry wanted = ai::merged(complete_part(*local), *hub);
+  LocalIndex::Missing missing = local_index_->missing(wanted);
+  row.entry = wanted;
+  row.recorded = false;  // prefetch writes the union
+  row.bytes_to_download = missing.bytes;
+  row.files_to_download = missing.files;
+  if (missing.files == 0) {
+    row.status = plan::Status::Local;
+    row.reason = "complete in the local cache";
+    return plan;
+  }
+  row.status = plan::Status::Hub;
+  row.reason = "the entry in " + repo_ + " has compiled graphs this cache lacks";
+  return plan;
+}
+
 PrefetchStep Pipeline::prefetch(plan::Plan& plan) {
   auto start = std::chrono::steady_clock::now();
   PrefetchStep step;
@@ -316,8 +383,10 @@ std::string Pipeline::why_not_push(bool nothing_new) const {
   return "";
 }
 
-std::vector<std::string> Pipeline::keys_on_hub(const std::vector<const plan::Target*>& targets) {
+std::vector<std::string> Pipeline::covered_on_hub(const std::vector<const plan::PlanRow*>& rows) {
   if (!remote_) return {};
+  std::vector<const plan::Target*> targets;
+  for (const plan::PlanRow* row : rows) targets.push_back(&row->target);
   try {
     // A plan whose entries were all complete locally did not read the Hub's index.
     remote_->load(plan::shards_of(targets));
@@ -325,30 +394,32 @@ std::vector<std::string> Pipeline::keys_on_hub(const std::vector<const plan::Tar
     return {};  // unknown: every one is offered to push, which reads the index again
   }
   std::vector<std::string> found;
-  for (const plan::Target* target : targets) {
-    if (remote_->find(target->inputs.compiler_version, target->key)) found.push_back(target->key);
+  for (const plan::PlanRow* row : rows) {
+    const ai::Entry* hub = remote_->find(row->target.inputs.compiler_version, row->target.key);
+    if (hub && ai::covers(*hub, *row->entry)) found.push_back(ai::contents_id(*row->entry));
   }
   return found;
 }
 
 std::vector<ai::Entry> Pipeline::not_on_hub(const plan::Plan& plan) {
-  std::vector<const plan::Target*> local;
-  std::vector<std::string> keys;
+  std::vector<const plan::PlanRow*> local;
+  std::vector<std::string> ids;
   for (const auto& row : plan.rows) {
-    if (row.status != plan::Status::Local) continue;
-    local.push_back(&row.target);
-    keys.push_back(row.target.key);
+    if (row.status != plan::Status::Local || !row.entry) continue;
+    local.push_back(&row);
+    ids.push_back(ai::contents_id(*row.entry));
   }
+  // Remembered by contents, not by key: an entry that grew since is offered again.
   HubKeys on_hub(root_ / std::string(ai::kLocalDir) / "hub" / "on-hub.json", repo_,
                  remote_ ? remote_->revision() : "");
-  if (on_hub.has_all(keys)) return {};  // a warm run: nothing new, and no shard read
-  std::vector<std::string> found = keys_on_hub(local);
+  if (on_hub.has_all(ids)) return {};  // a warm run: nothing new, and no shard read
+  std::vector<std::string> found = covered_on_hub(local);
   on_hub.remember(found);
   std::set<std::string> there(found.begin(), found.end());
   std::vector<ai::Entry> entries;
-  for (const plan::Target* target : local) {
-    if (there.count(target->key)) continue;
-    if (auto entry = local_index_->find(target->inputs.compiler_version, target->key))
+  for (const plan::PlanRow* row : local) {
+    if (there.count(ai::contents_id(*row->entry))) continue;
+    if (auto entry = local_index_->find(row->target.inputs.compiler_version, row->target.key))
       entries.push_back(*entry);
   }
   return entries;

@@ -90,7 +90,10 @@ struct WrappedRun {
   double seconds = 0;
   std::vector<std::string> produced;  // "neuronxcc-<v>/MODULE_..." moved into the cache
   size_t used = 0;
-  bool recorded = false;  // an index entry was written for the configuration
+  bool recorded = false;        // an index entry was written for the target
+  std::string not_recorded;     // with a target and a zero exit status: why no entry was written
+  size_t modules_recorded = 0;  // MODULE_ folders the written entry lists
+  size_t modules_added = 0;     // ... that the target's previous local entry did not list
 };
 
 struct PushStep {
@@ -120,8 +123,18 @@ class Pipeline {
 
   // Keys for every selected configuration (revisions and model types resolved).
   std::vector<plan::Target> targets();
+  // The target of a profile (cache_key.h): its name, the compiler version and NEURON_CC_FLAGS.
+  // Throws an input Error for a bad name or an unknown compiler version.
+  plan::Target profile_target(const std::string& name);
   // Keys for every selected configuration, then local, Hub or compile for each.
   plan::Plan make_plan();
+  // The same for these targets.
+  plan::Plan make_plan(const std::vector<plan::Target>& targets);
+  // The plan of the one target of `run` (a profile or a configuration), whose entry grows: the
+  // Hub's entry is read even when the local one is complete, and the row becomes a Hub row for
+  // the union of the local entry's complete folders and the Hub's entry when the Hub lists
+  // folders this cache lacks (another machine's run added them).
+  plan::Plan plan_run(const plan::Target& target);
   // Downloads the Hub hits of `plan`; rows fetched become Local, rows that failed become
   // Compile (or throw when strict).
   PrefetchStep prefetch(plan::Plan& plan);
@@ -137,7 +150,8 @@ class Pipeline {
 
   // Runs `argv` with the cache (NEURON_COMPILE_CACHE_URL on a staging cache), output shown
   // live, then moves what it compiled into the cache; with a target and a zero exit status, the
-  // index entry for the target's key is written.
+  // index entry for the target's key is written: the MODULE_ folders the run produced or used,
+  // with those of the previous local entry that are still complete (so an entry only grows).
   WrappedRun run_wrapped(const plan::Target* target, const std::vector<std::string>& argv);
   // Pushes MODULE_ folders that belong to no configuration (a training run without --config).
   PushStep push_modules(const std::vector<std::string>& modules);
@@ -163,6 +177,9 @@ class Pipeline {
   // endpoint, file cache and token of this run (in its environment, never its arguments), so a
   // repo declared in the manifest is the one it reads, and what it links is in a trusted place.
   void add_hub_env(std::map<std::string, std::string>& env) const;
+  // Writes the entry of a run of `target` that exited 0 (or says in `out` why it cannot).
+  void record_run(const plan::Target& target, const compile::CaptureResult& captured,
+                  double seconds, WrappedRun& out);
   // The staging cache of one run: a seeded view (NEURON_CACHE_SEED=0: an empty one).
   std::unique_ptr<compile::CaptureCache> capture_cache(const std::string& label);
   // The seeded views of the cache, watched from the first call on (before prefetch installs
@@ -171,10 +188,16 @@ class Pipeline {
   std::vector<std::filesystem::path> trusted_roots() const;
   // Why a push must not happen (read-only, no repo, offline, nothing new), or "" when it may.
   std::string why_not_push(bool nothing_new) const;
-  // The local index entries of the plan's Local rows that the Hub's index does not have.
+  // The local index entries of the plan's Local rows that the Hub's index does not have, or has
+  // with fewer MODULE_ folders or registry files (artifact_index::covers).
   std::vector<artifact_index::Entry> not_on_hub(const plan::Plan& plan);
-  // The keys of `targets` the Hub's index has (none when it cannot be read).
-  std::vector<std::string> keys_on_hub(const std::vector<const plan::Target*>& targets);
+  // The contents ids (artifact_index::contents_id) of the rows' entries the Hub's index covers
+  // (none when it cannot be read).
+  std::vector<std::string> covered_on_hub(const std::vector<const plan::PlanRow*>& rows);
+  // The part of an entry complete in the local cache: its complete folders and present files.
+  artifact_index::Entry complete_part(const artifact_index::Entry& entry) const;
+  // The manifest's folder (the working directory without a manifest).
+  std::filesystem::path manifest_dir() const;
 
   Settings settings_;
   hub::HubClient* client_;

@@ -32,11 +32,15 @@ std::vector<ai::Entry> known_entries(const std::vector<Target>& targets,
     std::set<std::pair<std::string, std::string>> shards;
     for (const auto& version : remote->compiler_versions()) {
       versions.insert(version);
-      for (const Target* miss : misses) shards.emplace(version, miss->inputs.model_id);
+      for (const Target* miss : misses) {
+        cache_key::KeyInputs in_version = miss->inputs;
+        in_version.compiler_version = version;
+        shards.emplace(version, ai::remote_shard_path(in_version));
+      }
     }
     remote->load(shards);
     for (const Target* miss : misses) {
-      for (const ai::Entry* entry : remote->entries_of(miss->inputs.model_id))
+      for (const ai::Entry* entry : remote->entries_of(miss->inputs))
         known.emplace(entry->key, *entry);
     }
   }
@@ -51,7 +55,7 @@ std::vector<ai::Entry> known_entries(const std::vector<Target>& targets,
 std::vector<Nearest> nearest(const Target& target, const std::vector<ai::Entry>& known) {
   std::vector<Nearest> found;
   for (const auto& entry : known) {
-    if (entry.inputs.model_id != target.inputs.model_id) continue;
+    if (!cache_key::same_owner(entry.inputs, target.inputs)) continue;
     found.push_back(
         {entry.configuration, entry.key, cache_key::differences(entry.inputs, target.inputs)});
   }
@@ -65,7 +69,8 @@ std::vector<Nearest> nearest(const Target& target, const std::vector<ai::Entry>&
 std::string miss_reason(const Target& target, const Plan& plan, const PlanRow& row) {
   std::string where = plan.hub_checked ? "locally or in " + plan.repo : "locally";
   if (row.nearest.empty()) {
-    std::string reason = "no configuration of " + target.inputs.model_id + " is cached " + where;
+    std::string reason = (target.inputs.profile ? "nothing of " : "no configuration of ") +
+                         cache_key::owner_of(target.inputs) + " is cached " + where;
     if (!plan.hub_checked && !plan.hub_problem.empty()) reason += " (" + plan.hub_problem + ")";
     return reason;
   }
@@ -173,7 +178,9 @@ bool runs_compile(Status status) {
 
 std::set<std::pair<std::string, std::string>> shards_of(const std::vector<const Target*>& targets) {
   std::set<std::pair<std::string, std::string>> shards;
-  for (const Target* t : targets) shards.emplace(t->inputs.compiler_version, t->inputs.model_id);
+  for (const Target* t : targets) {
+    shards.emplace(t->inputs.compiler_version, ai::remote_shard_path(t->inputs));
+  }
   return shards;
 }
 

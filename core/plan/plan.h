@@ -74,7 +74,7 @@ struct Plan {
   size_t count(Status status) const;
 };
 
-// The index shards that can hold these targets' entries: (compiler version, model id) pairs.
+// The index shards that can hold these targets' entries: (compiler version, shard path) pairs.
 std::set<std::pair<std::string, std::string>> shards_of(const std::vector<const Target*>& targets);
 
 // `remote` is null when the Hub is not asked (offline, or unreachable: say why in hub_problem).

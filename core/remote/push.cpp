@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <fstream>
 #include <functional>
 #include <set>
@@ -68,6 +69,7 @@ struct Attempt {
   std::vector<std::unique_ptr<TempFile>> temp_files;
   std::vector<std::string> pushed;
   std::vector<std::string> already;
+  size_t modules_added = 0;
 
   void add(const std::string& path_in_repo, const fs::path& local) {
     if (paths.insert(path_in_repo).second)
@@ -75,17 +77,55 @@ struct Attempt {
   }
 };
 
-void add_entry_files(const LocalIndex& local, const ai::Entry& entry, Attempt& attempt) {
+template <typename Record>
+bool listed(const std::vector<Record>& records, const std::string& name) {
+  return std::any_of(records.begin(), records.end(),
+                     [&](const Record& record) { return record.name == name; });
+}
+
+// The files of `entry`, except those of the modules and registry files the Hub's entry of the
+// same key (`on_hub`, when there is one) already lists: a grown entry sends only what it added.
+void add_entry_files(const LocalIndex& local, const ai::Entry& entry, const ai::Entry* on_hub,
+                     Attempt& attempt) {
   fs::path compiler = local.cache().root() / entry.compiler_dir();
   for (const auto& module : entry.modules) {
+    if (on_hub && listed(on_hub->modules, module.name)) continue;
+    ++attempt.modules_added;
     for (const auto& file : module.files) {
       attempt.add(entry.compiler_dir() + "/" + module.name + "/" + file.name,
                   fs::canonical(compiler / module.name / file.name));
     }
   }
   for (const auto& file : entry.registry) {
+    if (on_hub && listed(on_hub->registry, file.name)) continue;
     attempt.add(entry.compiler_dir() + "/" + file.name, fs::canonical(compiler / file.name));
   }
+}
+
+// Reads the shard at `path` on `head` (an empty one when there is none) and checks it is the
+// shard of `inputs`' model or profile.
+ai::IndexFile read_shard(hub::HubClient& client, const std::string& repo, const std::string& head,
+                         const std::string& path, const cache_key::KeyInputs& inputs) {
+  auto text = client.read_file(repo, path, head);
+  if (!text) return ai::shard_for(inputs);
+  ai::IndexFile index = ai::parse_index(*text, repo + "/" + path);
+  if (!ai::is_shard_for(index, inputs)) {
+    throw input_error(repo + "/" + path + " is not the index shard of " +
+                      cache_key::owner_of(inputs) + ": fix or delete that file");
+  }
+  return index;
+}
+
+// What the shard says of `entry` after the push: the Hub's records of the folders it has (their
+// files are what the Hub serves, whatever this cache holds), then the ones this push adds.
+ai::Entry grown(const ai::Entry* on_hub, const ai::Entry& entry) {
+  if (!on_hub) return entry;
+  ai::Entry out = ai::merged(*on_hub, entry);
+  out.configuration = entry.configuration;
+  out.compile_seconds = std::max(on_hub->compile_seconds, entry.compile_seconds);
+  out.tool = entry.tool;
+  out.created_at = entry.created_at;
+  return out;
 }
 
 // Only the shards of the pushed configurations' models are read and rewritten: the index data
@@ -95,27 +135,20 @@ Attempt prepare(hub::HubClient& client, const std::string& repo, const std::stri
   Attempt attempt;
   std::map<std::string, std::vector<const ai::Entry*>> by_shard;
   for (const ai::Entry* entry : entries) {
-    by_shard[ai::remote_shard_path(entry->inputs.compiler_version, entry->inputs.model_id)]
-        .push_back(entry);
+    by_shard[ai::remote_shard_path(entry->inputs)].push_back(entry);
   }
   for (const auto& [path, list] : by_shard) {
-    ai::IndexFile index;
-    index.model_id = list.front()->inputs.model_id;
-    if (auto text = client.read_file(repo, path, head)) {
-      index = ai::parse_index(*text, repo + "/" + path);
-      if (index.format != ai::kFormat || index.model_id != list.front()->inputs.model_id) {
-        throw input_error(repo + "/" + path + " is not the index shard of " +
-                          list.front()->inputs.model_id + ": fix or delete that file");
-      }
-    }
+    ai::IndexFile index = read_shard(client, repo, head, path, list.front()->inputs);
     bool changed = false;
     for (const ai::Entry* entry : list) {
-      if (index.entries.count(entry->key)) {
+      auto it = index.entries.find(entry->key);
+      const ai::Entry* on_hub = it == index.entries.end() ? nullptr : &it->second;
+      if (on_hub && ai::covers(*on_hub, *entry)) {
         attempt.already.push_back(entry->key);
         continue;
       }
-      add_entry_files(local, *entry, attempt);
-      index.entries.emplace(entry->key, *entry);
+      add_entry_files(local, *entry, on_hub, attempt);
+      index.entries.insert_or_assign(entry->key, grown(on_hub, *entry));
       attempt.pushed.push_back(entry->key);
       changed = true;
     }
@@ -175,6 +208,7 @@ PushResult push(hub::HubClient& client, const std::string& repo, const LocalInde
     Attempt attempt = prepare(client, repo, head, local, ready);
     result.pushed = attempt.pushed;
     result.already_on_hub = attempt.already;
+    result.modules_added = attempt.modules_added;
     if (attempt.pushed.empty()) return;
     result.commit =
         client.commit(repo, attempt.operations, push_commit_message(attempt.pushed.size()), head);

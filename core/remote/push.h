@@ -1,6 +1,9 @@
 // `neuron-cache push`: uploads the artifacts of locally compiled configurations, their registry
 // files and the updated artifact index in ONE commit on top of the head it read. Entries the Hub
-// index already has are not sent; files the Hub already stores are skipped by the commit itself.
+// index already has with every MODULE_ folder and registry file (artifact_index::covers) are not
+// sent; an entry that grew since (a profile, or `run --config`, that compiled more graphs) is
+// written again as the union of both, and only the folders the Hub's entry lacked are uploaded.
+// Files the Hub already stores are skipped by the commit itself.
 // Local files are checked against their index entry first, so a changed or half-written file is
 // never published under a configuration's key.
 #pragma once
@@ -20,8 +23,9 @@ struct PushOptions {
 };
 
 struct PushResult {
-  std::vector<std::string> pushed;             // keys added to the Hub index
-  std::vector<std::string> already_on_hub;     // keys the Hub index had
+  std::vector<std::string> pushed;             // keys added to (or grown in) the Hub index
+  std::vector<std::string> already_on_hub;     // keys the Hub index had with all their contents
+  size_t modules_added = 0;                    // MODULE_ folders the pushed entries added
   std::map<std::string, std::string> skipped;  // key -> why it was not pushed
   hub::CommitResult commit;
   int attempts = 0;

@@ -103,14 +103,14 @@ RemoteIndex RemoteIndex::open(hub::HubClient& client, const std::string& repo, f
   return index;
 }
 
-void RemoteIndex::load(const std::set<std::pair<std::string, std::string>>& versions_and_models) {
+void RemoteIndex::load(const std::set<std::pair<std::string, std::string>>& versions_and_shards) {
   std::vector<std::string> paths;
   auto ask = [&](const std::string& path) {
     if (asked_.insert(path).second) paths.push_back(path);
   };
-  for (const auto& [version, model] : versions_and_models) {
+  for (const auto& [version, shard] : versions_and_shards) {
     ask(ai::remote_index_path(version));
-    ask(ai::remote_shard_path(version, model));
+    ask(shard);
   }
   if (paths.empty()) return;
   std::vector<hub::RemoteEntry> found;
@@ -193,11 +193,11 @@ const ai::Entry* RemoteIndex::find(const std::string& compiler_version,
   return it == version->second.end() ? nullptr : &it->second;
 }
 
-std::vector<const ai::Entry*> RemoteIndex::entries_of(const std::string& model_id) const {
+std::vector<const ai::Entry*> RemoteIndex::entries_of(const cache_key::KeyInputs& inputs) const {
   std::vector<const ai::Entry*> out;
   for (const auto& [version, entries] : entries_) {
     for (const auto& [key, entry] : entries) {
-      if (entry.inputs.model_id == model_id) out.push_back(&entry);
+      if (cache_key::same_owner(entry.inputs, inputs)) out.push_back(&entry);
     }
   }
   return out;

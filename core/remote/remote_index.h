@@ -27,16 +27,17 @@ class RemoteIndex {
 
   const std::string& repo() const { return repo_; }
   const std::string& revision() const { return revision_; }
-  // Fetches the index files that can hold entries of these (compiler version, model id) pairs,
-  // once each: what find() and entries_of() answer from.
-  void load(const std::set<std::pair<std::string, std::string>>& versions_and_models);
+  // Fetches the index files that can hold these entries: (compiler version, shard path) pairs
+  // (artifact_index::remote_shard_path), and the format 1 file of each version, once each: what
+  // find() and entries_of() answer from.
+  void load(const std::set<std::pair<std::string, std::string>>& versions_and_shards);
   const artifact_index::Entry* find(const std::string& compiler_version,
                                     const std::string& key) const;
   // The compiler versions the repo has index files for (one listing, asked once): what a miss
   // looks through for a nearest configuration.
   const std::vector<std::string>& compiler_versions();
-  // Every loaded entry of a model, for explaining misses.
-  std::vector<const artifact_index::Entry*> entries_of(const std::string& model_id) const;
+  // Every loaded entry of the model (or profile) of `inputs`, for explaining misses.
+  std::vector<const artifact_index::Entry*> entries_of(const cache_key::KeyInputs& inputs) const;
   // Entries (or whole files) set aside so far because they could not be read.
   const std::vector<std::string>& problems() const { return problems_; }
 

@@ -50,7 +50,8 @@ plan::Target target(int i) {
               "trn1",
               {},
               std::string(40, 'a'),
-              "0.4.5"};
+              "0.4.5",
+              std::nullopt};
   t.inputs.batch_size = 1 + i;  // every configuration distinct
   t.key = cache_key::key_of(t.inputs);
   t.configuration.name = "config-" + std::to_string(i);
@@ -96,8 +97,8 @@ constexpr const char* kModel = "alice/bench-model";
 // The key the tool makes for configuration `i` of warm_manifest().
 plan::Target warm_target(int i, const std::string& revision) {
   plan::Target t;
-  t.inputs = {kModel, "llama", "text-generation", "bf16", i, 128, kCompiler, 2,
-              "trn1", {},      revision,          "0.4.5"};
+  t.inputs = {kModel, "llama", "text-generation", "bf16",  i,           128, kCompiler, 2,
+              "trn1", {},      revision,          "0.4.5", std::nullopt};
   t.key = cache_key::key_of(t.inputs);
   t.configuration.name = "c" + std::to_string(i);
   t.configuration.model_id = kModel;

@@ -3,6 +3,9 @@
 // their compiler folder.
 #include <gtest/gtest.h>
 
+#include <functional>
+#include <set>
+
 #include "error.h"
 #include "format/artifact_index.h"
 #include "format/cache_key.h"
@@ -135,6 +138,61 @@ TEST(CacheKey, MissesAreExplainedByTheirDifferences) {
             "2.22.1.0+abc and 8192");
 }
 
+KeyInputs sample_profile() {
+  return cache_key::profile_inputs("llama-train", "2.21.33363.0+82129205",
+                                   {"--optlevel=2", "--enable-saturate-infinity"});
+}
+
+TEST(CacheKey, AProfileIsKeyedOnItsNameCompilerAndFlagsOnly) {
+  KeyInputs in = sample_profile();
+  EXPECT_EQ(pyjson::dumps(cache_key::to_json(in)),
+            "{\"compiler\": {\"flags\": [\"--optlevel=2\", \"--enable-saturate-infinity\"], "
+            "\"version\": \"2.21.33363.0+82129205\"}, \"key_format\": 1, \"profile\": "
+            "\"llama-train\"}");
+  EXPECT_EQ(cache_key::key_of(in), python_key(in));
+  KeyInputs back = cache_key::from_json(cache_key::to_json(in));
+  EXPECT_EQ(back.profile, in.profile);
+  EXPECT_EQ(cache_key::key_of(back), cache_key::key_of(in));
+  EXPECT_EQ(cache_key::key_of(cache_key::from_json(cache_key::to_json(sample()))),
+            "4d9bc1fb75e1c7388f0cda204acf6950")
+      << "a model's inputs still read as before";
+  std::set<std::string> keys{cache_key::key_of(in), cache_key::key_of(sample())};
+  for (const auto& change : std::vector<std::function<void(KeyInputs&)>>{
+           [](KeyInputs& p) { p.profile = "llama-train2"; },
+           [](KeyInputs& p) { p.compiler_version = "2.22.0.0+aaaa"; },
+           [](KeyInputs& p) { p.flags.pop_back(); },
+       }) {
+    KeyInputs changed = sample_profile();
+    change(changed);
+    keys.insert(cache_key::key_of(changed));
+  }
+  EXPECT_EQ(keys.size(), 5u);
+  EXPECT_TRUE(cache_key::same_owner(in, sample_profile()));
+  EXPECT_FALSE(cache_key::same_owner(in, sample()));
+  EXPECT_EQ(cache_key::owner_of(in), "profile llama-train");
+}
+
+TEST(CacheKey, ProfileNamesAreCheckedWhereverTheyComeFrom) {
+  for (const std::string& good :
+       std::vector<std::string>{"llama-train", "a", "7b.v2_final", std::string(100, 'x')}) {
+    EXPECT_FALSE(cache_key::profile_name_problem(good)) << good;
+  }
+  for (const std::string& bad :
+       std::vector<std::string>{"", "-x", ".hidden", "_x", "a/b", "../x", "a b", "x:y",
+                                "\u00e9t\u00e9", std::string(101, 'x'), std::string("a\0b", 3)}) {
+    EXPECT_TRUE(cache_key::profile_name_problem(bad)) << bad;
+    auto json = cache_key::to_json(sample_profile());
+    json["profile"] = bad;
+    EXPECT_THROW(cache_key::from_json(json), Error) << bad;
+  }
+  auto json = cache_key::to_json(sample_profile());
+  json["compiler"].erase("flags");
+  EXPECT_THROW(cache_key::from_json(json), Error);
+  json = cache_key::to_json(sample_profile());
+  json["profile"] = 7;
+  EXPECT_THROW(cache_key::from_json(json), Error);
+}
+
 ai::Entry sample_entry() {
   ai::Entry entry;
   entry.inputs = sample();
@@ -231,6 +289,90 @@ TEST(ArtifactIndex, OneBadEntryNeitherHidesNorLosesTheOthers) {
   pyjson::Json written = pyjson::parse(ai::serialize_index(read));
   EXPECT_EQ(written["entries"].size(), 3u);
   EXPECT_EQ(written["entries"]["f00d"]["written_by"], "a newer neuron-cache");
+}
+
+ai::Entry profile_entry(const std::vector<std::string>& modules) {
+  ai::Entry entry;
+  entry.inputs = sample_profile();
+  entry.key = cache_key::key_of(entry.inputs);
+  entry.configuration = "llama-train";
+  for (const auto& name : modules) {
+    entry.modules.push_back({name, {{"model.neff", 10, std::string(64, 'a')}}});
+  }
+  entry.tool = "neuron-cache 0.1.0";
+  entry.created_at = "2026-12-01T12:00:00Z";
+  return entry;
+}
+
+TEST(ArtifactIndex, AProfileHasItsOwnShardThatNoModelCanClaim) {
+  EXPECT_EQ(ai::remote_profile_shard_path("2.21.1+ab", "llama-train"),
+            "neuron-cache-index/neuronxcc-2.21.1+ab/profiles/llama-train.json");
+  KeyInputs profile = sample_profile();
+  EXPECT_EQ(ai::remote_shard_path(profile),
+            "neuron-cache-index/neuronxcc-2.21.33363.0+82129205/profiles/llama-train.json");
+  EXPECT_EQ(ai::remote_shard_path(sample()),
+            ai::remote_shard_path(sample().compiler_version, sample().model_id));
+  // Model slugs never hold '/': not a model named "profiles/llama-train", nor an org "profile"
+  // or "profiles", nor odd names, reach a profile's shard.
+  for (const std::string& model : std::vector<std::string>{
+           "profiles/llama-train", "profile/llama-train", "profiles", "profiles--llama-train",
+           "profiles/llama-train.json", "a/profiles/llama-train"}) {
+    std::string path = ai::remote_shard_path("2.21.33363.0+82129205", model);
+    EXPECT_NE(path, ai::remote_shard_path(profile)) << model;
+    EXPECT_EQ(path.find("/profiles/"), std::string::npos) << model << " -> " << path;
+  }
+
+  ai::Entry entry = profile_entry({"MODULE_9993940051196728623+3cc9a3cb"});
+  ai::IndexFile shard = ai::shard_for(entry.inputs);
+  shard.entries.emplace(entry.key, entry);
+  std::string text = ai::serialize_index(shard);
+  EXPECT_TRUE(testing::contains(text, "\"profile\": \"llama-train\"")) << text;
+  EXPECT_FALSE(testing::contains(text, "model_id")) << text;
+  ai::IndexFile back = ai::parse_index(text, "hub");
+  EXPECT_EQ(back.profile, "llama-train");
+  EXPECT_EQ(back.entries.size(), 1u);
+  EXPECT_TRUE(ai::is_shard_for(back, entry.inputs));
+  EXPECT_FALSE(ai::is_shard_for(back, sample()));
+  EXPECT_EQ(ai::serialize_index(back), text);
+
+  // An entry in the wrong kind of shard is set aside, never used.
+  ai::IndexFile model_shard;
+  model_shard.model_id = sample().model_id;
+  model_shard.entries.emplace(entry.key, entry);
+  EXPECT_EQ(ai::parse_index(ai::serialize_index(model_shard), "hub").entries.size(), 0u);
+  ai::IndexFile other = ai::shard_for(cache_key::profile_inputs("other", "2.21.1+ab", {}));
+  other.entries.emplace(entry.key, entry);
+  EXPECT_EQ(ai::parse_index(ai::serialize_index(other), "hub").entries.size(), 0u);
+  ai::IndexFile legacy;
+  legacy.format = ai::kLegacyFormat;
+  legacy.entries.emplace(entry.key, entry);
+  EXPECT_EQ(ai::parse_index(ai::serialize_index(legacy), "hub").entries.size(), 0u);
+  EXPECT_THROW(ai::parse_index(R"({"format": 2, "profile": "../x", "entries": {}})", "hub"), Error);
+}
+
+TEST(ArtifactIndex, AGrownEntryIsTheUnionAndIsNotCoveredByTheOldOne) {
+  ai::Entry hub = profile_entry({"MODULE_1+3cc9a3cb", "MODULE_2+3cc9a3cb"});
+  ai::Entry local = profile_entry({"MODULE_2+3cc9a3cb", "MODULE_3+3cc9a3cb"});
+  EXPECT_FALSE(ai::covers(hub, local));
+  EXPECT_TRUE(ai::covers(hub, profile_entry({"MODULE_1+3cc9a3cb"})));
+  EXPECT_TRUE(ai::covers(hub, hub));
+  ai::Entry all = ai::merged(local, hub);
+  std::vector<std::string> names;
+  for (const auto& module : all.modules) names.push_back(module.name);
+  EXPECT_EQ(names, (std::vector<std::string>{"MODULE_1+3cc9a3cb", "MODULE_2+3cc9a3cb",
+                                             "MODULE_3+3cc9a3cb"}));
+  EXPECT_TRUE(ai::covers(all, local));
+  EXPECT_TRUE(ai::covers(all, hub));
+  EXPECT_EQ(ai::parse_entry(ai::serialize_entry(all), "test").modules.size(), 3u);
+  EXPECT_NE(ai::contents_id(hub), ai::contents_id(local));
+  EXPECT_NE(ai::contents_id(all), ai::contents_id(hub));
+  EXPECT_EQ(ai::contents_id(all), ai::contents_id(ai::merged(hub, local)));
+  EXPECT_TRUE(ai::contents_id(all).starts_with(all.key + "+"));
+  // For a name both list, the first one's records win: a push keeps what the Hub serves.
+  ai::Entry other_bytes = profile_entry({"MODULE_2+3cc9a3cb"});
+  other_bytes.modules[0].files[0].sha256 = std::string(64, 'f');
+  EXPECT_EQ(ai::merged(hub, other_bytes).modules[1].files[0].sha256, std::string(64, 'a'));
+  EXPECT_EQ(ai::merged(other_bytes, hub).modules[1].files[0].sha256, std::string(64, 'f'));
 }
 
 }  // namespace

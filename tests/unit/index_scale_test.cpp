@@ -47,7 +47,8 @@ cache_key::KeyInputs inputs(int m, int c, const std::string& version) {
           "trn1",
           {},
           std::string(40, 'a'),
-          std::string("0.4.5")};
+          std::string("0.4.5"),
+          std::nullopt};
 }
 
 ai::Entry entry(int m, int c, const std::string& version) {

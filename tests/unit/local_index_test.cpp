@@ -21,8 +21,9 @@ constexpr const char* kModule = "MODULE_0123456789abcdef0123+d7517139";
 
 ai::Entry entry_for(const LocalIndex& index, const std::string& version) {
   ai::Entry entry;
-  entry.inputs = {"org/model", "llama", "text-generation", "bf16",      1, 128, version, 2,
-                  "trn1",      {},      std::nullopt,      std::nullopt};
+  entry.inputs = {
+      "org/model", "llama", "text-generation", "bf16",       1,           128, version, 2,
+      "trn1",      {},      std::nullopt,      std::nullopt, std::nullopt};
   entry.key = cache_key::key_of(entry.inputs);
   entry.configuration = "c1";
   entry.modules.push_back(index.record_module(entry.compiler_dir(), kModule));
