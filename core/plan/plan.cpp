@@ -5,6 +5,7 @@
 #include <set>
 
 #include "format/layout.h"
+#include "remote/lookup.h"
 
 namespace neuron_cache::plan {
 namespace {
@@ -113,15 +114,6 @@ void hub_row(PlanRow& row, const LocalIndex& local, const remote::RemoteIndex& r
   row.reason = "available in " + remote.repo();
 }
 
-std::string canonical_dtype(const std::string& dtype) {
-  static const std::map<std::string, std::string> kNames = {
-      {"bf16", "bfloat16"},         {"fp16", "float16"},         {"fp32", "float32"},
-      {"float", "float32"},         {"half", "float16"},         {"torch.bfloat16", "bfloat16"},
-      {"torch.float16", "float16"}, {"torch.float32", "float32"}};
-  auto it = kNames.find(dtype);
-  return it == kNames.end() ? dtype : it->second;
-}
-
 bool registry_matches(const Target& target, const RegistryCandidate& c) {
   const cache_key::KeyInputs& in = target.inputs;
   auto same = [](const std::optional<int64_t>& have, int64_t want) { return have == want; };
@@ -130,7 +122,7 @@ bool registry_matches(const Target& target, const RegistryCandidate& c) {
       !same(c.tensor_parallel, in.num_cores)) {
     return false;
   }
-  if (canonical_dtype(c.dtype) != canonical_dtype(in.precision)) return false;
+  if (remote::canonical_dtype(c.dtype) != remote::canonical_dtype(in.precision)) return false;
   if (c.target.empty() || cache_key::target_of(c.target) != in.target) return false;
   if (c.where.compiler_dir != layout::compiler_dir_name(in.compiler_version)) return false;
   return !in.optimum_neuron_version || *in.optimum_neuron_version == c.where.optimum_version;
