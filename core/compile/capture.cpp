@@ -15,6 +15,7 @@
 #include "compile/seed_view.h"
 #include "error.h"
 #include "format/layout.h"
+#include "store/cache_tree.h"
 #include "store/entry_install.h"
 
 namespace neuron_cache::compile {
@@ -64,17 +65,17 @@ std::optional<SafeDir> open_parent(const SafeDir& dir, const std::vector<std::st
   return current;
 }
 
-bool is_success(const SafeDir& module) {
-  auto neff = module.entry(layout::kNeff);
-  auto done = module.entry(layout::kDone);
-  return neff && done && neff->type == NodeType::File && done->type == NodeType::File;
-}
-
-// A seeded entry of a view: its files are symlinks into the view's .links folder.
+// A seeded entry of a view: its files are symlinks into the view's .links folder (a command
+// writes regular files). A NEFF entry is told by its model.done, a traced export by its config.
 bool is_seeded(const SafeDir& compiler, const std::string& name) {
   auto module = compiler.open_subdir(name);
-  auto done = module ? module->entry(layout::kDone) : std::nullopt;
-  return done && done->type == NodeType::Symlink;
+  if (!module) return false;
+  for (std::string_view marker :
+       {layout::kDone, layout::kTracedConfig, layout::kTracedModelIndex}) {
+    auto file = module->entry(marker);
+    if (file && file->type == NodeType::Symlink) return true;
+  }
+  return false;
 }
 
 }  // namespace
@@ -158,7 +159,8 @@ const SafeDir& CaptureCache::stage() const {
   return view_ ? view_->dir() : *work_;
 }
 
-CaptureResult CaptureCache::collect() {
+CaptureResult CaptureCache::collect(bool command_succeeded) {
+  command_succeeded_ = command_succeeded;
   CaptureResult result;
   result.usage_tracked = usage_tracked_;
   if (view_) {
@@ -231,7 +233,11 @@ void CaptureCache::classify(const std::string& compiler, const std::string& name
   auto dir = stage().open_subdir(compiler);
   auto module = dir ? dir->open_subdir(name) : std::nullopt;
   if (!module) return;  // made and removed again by the run, or not a folder
-  (is_success(*module) ? result.produced : result.failed).push_back({compiler, name});
+  // A traced export has no marker written last: only the end of its command says it is whole.
+  layout::EntryState state = state_of_written_folder(*dir, name);
+  bool complete = state == layout::EntryState::Success ||
+                  (state == layout::EntryState::Traced && command_succeeded_);
+  (complete ? result.produced : result.failed).push_back({compiler, name});
 }
 
 void CaptureCache::scan_registry(const SafeDir& dir, const std::string& rel, int depth,

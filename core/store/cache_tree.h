@@ -51,6 +51,11 @@ struct CacheTree {
   std::vector<std::string> skipped;  // symlinked folders and other things not looked into
 };
 
+// The state of the MODULE_ folder `name` in `compiler_dir` from its regular files alone (symlinks
+// count as absent): what a writer checks in a folder it or its command wrote. Empty when the
+// folder is missing.
+layout::EntryState state_of_written_folder(const SafeDir& compiler_dir, const std::string& name);
+
 class LocalCache {
  public:
   // Symlinks inside the cache are followed for reading only when they resolve inside the root or
