@@ -234,7 +234,7 @@ void CaptureCache::classify(const std::string& compiler, const std::string& name
   auto module = dir ? dir->open_subdir(name) : std::nullopt;
   if (!module) return;  // made and removed again by the run, or not a folder
   // A traced export has no marker written last: only the end of its command says it is whole.
-  layout::EntryState state = state_of_written_folder(*dir, name);
+  layout::EntryState state = state_of_written_folder(*module, name);
   bool complete = state == layout::EntryState::Success ||
                   (state == layout::EntryState::Traced && command_succeeded_);
   (complete ? result.produced : result.failed).push_back({compiler, name});

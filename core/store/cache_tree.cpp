@@ -136,20 +136,19 @@ void note_traced_tree(const SafeDir& dir, const std::string& prefix, int depth,
 
 }  // namespace
 
-layout::EntryState state_of_written_folder(const SafeDir& compiler_dir, const std::string& name) {
-  std::optional<SafeDir> dir = compiler_dir.open_subdir(name);
-  if (!dir) return layout::EntryState::Empty;
+layout::EntryState state_of_written_folder(const SafeDir& module_dir,
+                                           std::string_view module_name) {
   layout::EntryFiles files;
-  for (const auto& item : dir->list()) {
+  for (const auto& item : module_dir.list()) {
     if (layout::is_lock_file(item.name)) files.lock_files.push_back(item.name);
     if (item.type != NodeType::File) continue;
     files.has_neff = files.has_neff || item.name == layout::kNeff;
     files.has_done = files.has_done || item.name == layout::kDone;
     files.has_log = files.has_log || item.name == layout::kLog;
   }
-  files.traced_name = layout::is_traced_module_name(name);
+  files.traced_name = layout::is_traced_module_name(module_name);
   if (files.traced_name) {
-    note_traced_tree(*dir, "", 0, files, [](const SafeDir&, const DirEntry& item) {
+    note_traced_tree(module_dir, "", 0, files, [](const SafeDir&, const DirEntry& item) {
       return item.type == NodeType::File;
     });
   }

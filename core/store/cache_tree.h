@@ -51,10 +51,11 @@ struct CacheTree {
   std::vector<std::string> skipped;  // symlinked folders and other things not looked into
 };
 
-// The state of the MODULE_ folder `name` in `compiler_dir` from its regular files alone (symlinks
-// count as absent): what a writer checks in a folder it or its command wrote. Empty when the
-// folder is missing.
-layout::EntryState state_of_written_folder(const SafeDir& compiler_dir, const std::string& name);
+// The state of `module_dir`, the folder of MODULE_ entry `module_name` (its name decides whether
+// it may be a traced export; the folder may be a staged copy under another name), from its
+// regular files alone (symlinks count as absent): what a writer checks in a folder it or its
+// command wrote.
+layout::EntryState state_of_written_folder(const SafeDir& module_dir, std::string_view module_name);
 
 class LocalCache {
  public:

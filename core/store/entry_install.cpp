@@ -269,7 +269,7 @@ bool EntryInstall::is_traced() const {
 // name: the staged folder, every file in place, is renamed to it at once. One already complete
 // there is kept; anything else there (a copy killed half-way) is moved aside, then replaced.
 InstallOutcome EntryInstall::rename_traced_into_place() {
-  if (state_of_written_folder(*staging_area_, staging_name_) != layout::EntryState::Traced) {
+  if (state_of_written_folder(*staging_, module_name_) != layout::EntryState::Traced) {
     throw operational_error("refusing to install " + compiler_dir_ + "/" + module_name_ +
                             ": the staged traced export lacks its config.json (or "
                             "model_index.json) or a *.neuron file");
@@ -277,9 +277,12 @@ InstallOutcome EntryInstall::rename_traced_into_place() {
   SafeDir compiler = SafeDir::open(root_).make_subdir(compiler_dir_);
   for (int attempt = 0;; ++attempt) {
     if (compiler.entry(module_name_)) {
-      if (state_of_written_folder(compiler, module_name_) == layout::EntryState::Traced) {
+      std::optional<SafeDir> present = compiler.open_subdir(module_name_);
+      if (present &&
+          state_of_written_folder(*present, module_name_) == layout::EntryState::Traced) {
         return InstallOutcome::AlreadyComplete;
       }
+      present.reset();
       const std::string aside = module_name_ + ".replaced." + random_suffix();
       if (compiler.move_to(module_name_, *staging_area_, aside, true)) {
         step("moved aside");
