@@ -34,7 +34,8 @@ constexpr const char* kVersion = "2.21.33363.0+82129205";
 constexpr const char* kRepo = "acme/neuron-cache";
 constexpr const char* kLlama = "meta-llama/Llama-3.2-1B";
 constexpr const char* kQwen = "Qwen/Qwen2.5-0.5B";
-constexpr const char* kEncoder = "sentence-transformers/all-MiniLM-L6-v2";  // a traced export
+constexpr const char* kEncoder = "sentence-transformers/all-MiniLM-L6-v2";   // a traced export
+constexpr const char* kDiffusion = "stabilityai/stable-diffusion-2-1-base";  // traced, sub-folders
 const std::string kCompiler = std::string("neuronxcc-") + kVersion;
 const std::string kIndexPath = "neuron-cache-index/" + kCompiler + ".json";  // format 1
 const std::string kShardDir = "neuron-cache-index/" + kCompiler;             // format 2
@@ -56,6 +57,11 @@ json hub_config() {
   repos.push_back({{"id", kEncoder},
                    {"private", false},
                    {"files", {{"config.json", R"({"model_type": "bert", "hidden_size": 384})"}}}});
+  repos.push_back({{"id", kDiffusion},
+                   {"private", false},
+                   {"files",
+                    {{"model_index.json", R"({"_class_name": "StableDiffusionPipeline"})"},
+                     {"unet/config.json", R"({"in_channels": 4})"}}}});
   return {{"users", json::array({{{"name", "alice"}, {"orgs", json::array({"acme"})}}})},
           {"tokens", json::array({{{"token", testing::kHubWriteToken},
                                    {"user", "alice"},
@@ -1358,6 +1364,44 @@ TEST_F(PipelineCliTest, TracedExportRoundTripsThroughPushAndPrefetch) {
                        quoted(work / "direct");
   EXPECT_EQ(testing::run_command(direct, &output), 0) << output;
   EXPECT_TRUE(contains(output, "Loaded the cached traced model")) << output;
+}
+
+// Every file below `dir`, as '/'-paths.
+std::set<std::string> files_below(const fs::path& dir) {
+  std::set<std::string> names;
+  for (const auto& item : fs::recursive_directory_iterator(dir)) {
+    if (item.is_regular_file()) names.insert(item.path().lexically_relative(dir).generic_string());
+  }
+  return names;
+}
+
+TEST_F(PipelineCliTest, DiffusionExportRoundTripsWithItsComponentFolders) {
+  ManifestSpec spec;
+  spec.confs = {{"sd-bs1", 1, 77, 1, "bf16", kDiffusion}};
+  spec.tasks[kDiffusion] = "text-to-image";
+  spec.model_types[kDiffusion] = "stable-diffusion";
+  fs::path manifest = write_manifest(spec);
+  ToolResult first = tool("ci " + quoted(manifest) + " --output-dir " + quoted(work / "out1"));
+  ASSERT_EQ(first.code, 0) << first.all();
+  std::set<std::string> modules = module_folders(cache);
+  ASSERT_EQ(modules.size(), 1u);
+  const std::string name = *modules.begin();
+  std::set<std::string> made = files_below(cache / kCompiler / name);
+  EXPECT_TRUE(made.count("unet/model.neuron") && made.count("text_encoder/config.json") &&
+              made.count("model_index.json"))
+      << first.all();
+
+  fs::path cache2 = work / "cache2";
+  ToolResult second =
+      tool("ci " + quoted(manifest) + " --output-dir " + quoted(work / "out2"), "", cache2);
+  ASSERT_EQ(second.code, 0) << second.all();
+  EXPECT_EQ(calls(), 1u) << "nothing compiled on the second machine";
+  EXPECT_EQ(files_below(cache2 / kCompiler / name), made);
+  for (const auto& file : made) {
+    EXPECT_EQ(read_file(cache2 / kCompiler / name / file),
+              read_file(cache / kCompiler / name / file))
+        << file;
+  }
 }
 
 TEST_F(PipelineCliTest, TracedExportOfAFailedCommandIsNeitherRecordedNorInstalled) {
