@@ -255,9 +255,19 @@ void CaptureCache::scan_registry(const SafeDir& dir, const std::string& rel, int
 size_t CaptureCache::adopt(const CaptureResult& result) {
   size_t installed = 0;
   for (const auto& module : result.produced) adopt_module(module, installed);
+  // The registry files of a traced export that is not adopted would promise a folder this cache
+  // does not hold (the entry hash names both): they stay out too.
+  std::set<std::string> dropped;
+  for (const auto& module : result.failed) {
+    if (auto hash = layout::traced_entry_hash(module.name)) dropped.insert(*hash + ".json");
+  }
+  std::vector<std::string> files;
+  for (const auto& rel : result.registry_files) {
+    if (!dropped.count(rel.substr(rel.rfind('/') + 1))) files.push_back(rel);
+  }
   // Primary files first, so that the aliases made next point at files that exist.
-  for (const auto& rel : result.registry_files) adopt_registry_file(rel, false);
-  for (const auto& rel : result.registry_files) adopt_registry_file(rel, true);
+  for (const auto& rel : files) adopt_registry_file(rel, false);
+  for (const auto& rel : files) adopt_registry_file(rel, true);
   return installed;
 }
 

@@ -42,6 +42,11 @@ bool is_traced_module_name(std::string_view dir_name) {
          hash.find_first_not_of("0123456789abcdef") == std::string_view::npos;
 }
 
+std::optional<std::string> traced_entry_hash(std::string_view dir_name) {
+  if (!is_traced_module_name(dir_name)) return std::nullopt;
+  return std::string(dir_name.substr(kModulePrefix.size()));
+}
+
 bool is_lock_file(std::string_view file_name) {
   return file_name.ends_with(".lock");
 }

@@ -64,6 +64,10 @@ std::optional<ModuleName> parse_module_name(std::string_view dir_name);
 // "MODULE_" + 20 lowercase hex and no '+': the folder of a traced export. (An NxD graph key has 20
 // hex digits too, but its folder always carries "+<flags key>".)
 bool is_traced_module_name(std::string_view dir_name);
+// The registry entry hash a traced export folder is named after (its registry files are
+// 0_REGISTRY/<optimum version>/<arch digest>/<hash>.json and the alias
+// 0_REGISTRY/<optimum version>/<model_type>/<model id>/<hash>.json); nothing for other names.
+std::optional<std::string> traced_entry_hash(std::string_view dir_name);
 
 bool is_lock_file(std::string_view file_name);
 

@@ -529,7 +529,8 @@ TEST_F(Capture, ADiffusionExportIsAdoptedWithItsComponentFolders) {
 }
 
 TEST_F(Capture, ATracedExportOfAFailedRunIsNeverAdopted) {
-  for (const char* at : {"copy", "after"}) {  // config.json missing, or the folder whole
+  // config.json missing; the folder whole; the folder whole and its registry entry written
+  for (const char* at : {"copy", "after", "registry"}) {
     auto env = kTraced;
     env["STAND_IN_FAIL"] = "model=";
     env["STAND_IN_TRACED_FAIL_AT"] = at;
@@ -539,7 +540,10 @@ TEST_F(Capture, ATracedExportOfAFailedRunIsNeverAdopted) {
     EXPECT_TRUE(result.produced.empty()) << at;
     EXPECT_EQ(installed, 0u) << at;
     CacheTree tree = LocalCache(root()).scan("");
-    for (const auto& compiler : tree.compilers) EXPECT_TRUE(compiler.modules.empty()) << at;
+    for (const auto& compiler : tree.compilers) {
+      EXPECT_TRUE(compiler.modules.empty()) << at;
+      EXPECT_TRUE(compiler.registry.empty()) << at << ": the entry of a folder not adopted";
+    }
   }
 }
 

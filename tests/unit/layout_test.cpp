@@ -182,6 +182,8 @@ TEST(LayoutTraced, NameIsTwentyLowercaseHexWithoutFlags) {
   EXPECT_FALSE(is_traced_module_name("MODULE_0123456789abcdef01234"));
   EXPECT_FALSE(is_traced_module_name("MODULE_9993940051196728623"));  // 19 digits
   EXPECT_FALSE(is_traced_module_name("0123456789abcdef0123"));
+  EXPECT_EQ(traced_entry_hash("MODULE_0123456789abcdef0123"), "0123456789abcdef0123");
+  EXPECT_EQ(traced_entry_hash("MODULE_0123456789abcdef0123+d7cde3b5"), std::nullopt);
 }
 
 EntryFiles traced_files(std::initializer_list<std::string_view> paths) {
