@@ -35,6 +35,7 @@ void cleanup(Context& context, const Flags& flags) {
                 {"failed_removed", result.failed_removed},
                 {"locks_removed", result.locks_removed},
                 {"empty_removed", result.empty_removed},
+                {"traced_kept", result.traced_kept},
                 {"staging_removed", result.staging_removed},
                 {"old_versions_removed", result.old_versions_removed},
                 {"skipped_locks_reason", result.skipped_locks_reason},
@@ -56,7 +57,10 @@ void register_cleanup(CLI::App& app, Context& context) {
       "cleanup",
       "Remove FAILED entries and stale lock files (locks are kept while neuronx-cc runs)");
   auto flags = std::make_shared<Flags>();
-  cmd->add_flag("--all", flags->all, "Also remove EMPTY (incomplete) entries");
+  cmd->add_flag("--all", flags->all,
+                "Also remove EMPTY (incomplete) entries; complete traced exports "
+                "(MODULE_<entry hash> with config.json and *.neuron files) are kept, unlike "
+                "optimum-cli neuron cache cleanup --all");
   cmd->add_flag("--old-versions", flags->old_versions,
                 "Also remove whole neuronxcc-* folders of other compiler versions");
   cmd->add_flag("--wipe", flags->wipe, "Remove the entire cache root");

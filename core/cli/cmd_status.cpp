@@ -14,13 +14,16 @@ namespace {
 
 using layout::EntryState;
 
+// Every EntryState, optimum-neuron's four then TRACED (which it would count as EMPTY).
+constexpr size_t kStates = 5;
+
 struct Tally {
   int count = 0;
   uint64_t bytes = 0;
 };
 
 struct Totals {
-  std::array<Tally, 4> by_state{};
+  std::array<Tally, kStates> by_state{};
   uint64_t total_bytes = 0;
   uint64_t old_version_bytes = 0;
   int registry_entries = 0;
@@ -62,7 +65,7 @@ Totals tally(const LocalCache& cache, const CacheTree& tree) {
   return totals;
 }
 
-nlohmann::json state_counts(const std::array<Tally, 4>& by_state) {
+nlohmann::json state_counts(const std::array<Tally, kStates>& by_state) {
   nlohmann::json out = nlohmann::json::object();
   for (size_t i = 0; i < by_state.size(); ++i) {
     out[std::string(layout::state_name(static_cast<EntryState>(i)))] = {
@@ -75,7 +78,7 @@ nlohmann::json to_json(const CacheTree& tree, const Totals& totals) {
   nlohmann::json compilers = nlohmann::json::array();
   nlohmann::json entries = nlohmann::json::array();
   for (const auto& compiler : tree.compilers) {
-    std::array<Tally, 4> by_state{};
+    std::array<Tally, kStates> by_state{};
     for (const auto& module : compiler.modules) {
       auto& t = by_state[static_cast<size_t>(module.state)];
       ++t.count;
@@ -119,13 +122,19 @@ void print_text(const CacheTree& tree, const Totals& totals) {
   if (tree.installed_compiler.empty()) {
     std::cout << "  (installed compiler unknown: pass --compiler-version to mark current/old)\n";
   }
-  static const char* kLabels[] = {"Success: ", "Failed:  ", "Locked:  ", "Empty:   "};
+  static const char* kLabels[kStates] = {
+      "Success: ", "Failed:  ", "Locked:  ", "Empty:   ", "Traced:  "};
   std::cout << "\nEntry counts:\n";
-  for (size_t i = 0; i < 4; ++i) {
+  for (size_t i = 0; i < kStates; ++i) {
     char count[16];
     std::snprintf(count, sizeof count, "%6d", totals.by_state[i].count);
     std::cout << "  " << kLabels[i] << count << "  (" << format_size(totals.by_state[i].bytes)
               << ")\n";
+  }
+  if (totals.by_state[static_cast<size_t>(EntryState::Traced)].count > 0) {
+    std::cout
+        << "  (Traced: complete exports of encoders or diffusion models, MODULE_<entry hash>; "
+           "optimum-cli neuron cache status counts them as Empty)\n";
   }
   std::cout << "\nRegistry entries: " << totals.registry_entries << "\n";
   std::cout << "Configurations recorded by neuron-cache: " << totals.configurations << " ("

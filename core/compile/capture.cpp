@@ -15,6 +15,7 @@
 #include "compile/seed_view.h"
 #include "error.h"
 #include "format/layout.h"
+#include "store/cache_tree.h"
 #include "store/entry_install.h"
 
 namespace neuron_cache::compile {
@@ -64,12 +65,6 @@ std::optional<SafeDir> open_parent(const SafeDir& dir, const std::vector<std::st
   return current;
 }
 
-bool is_success(const SafeDir& module) {
-  auto neff = module.entry(layout::kNeff);
-  auto done = module.entry(layout::kDone);
-  return neff && done && neff->type == NodeType::File && done->type == NodeType::File;
-}
-
 // What optimum-neuron's hub proxy leaves: links into the HF file cache and no model.log (a
 // traced export's folder is linked file by file, sub-folders included).
 bool only_links(const SafeDir& dir, int depth) {
@@ -88,11 +83,17 @@ bool only_links(const SafeDir& dir, int depth) {
   return any;
 }
 
-// A seeded entry of a view: its files are symlinks into the view's .links folder.
+// A seeded entry of a view: its files are symlinks into the view's .links folder (a command
+// writes regular files). A NEFF entry is told by its model.done, a traced export by its config.
 bool is_seeded(const SafeDir& compiler, const std::string& name) {
   auto module = compiler.open_subdir(name);
-  auto done = module ? module->entry(layout::kDone) : std::nullopt;
-  return done && done->type == NodeType::Symlink;
+  if (!module) return false;
+  for (std::string_view marker :
+       {layout::kDone, layout::kTracedConfig, layout::kTracedModelIndex}) {
+    auto file = module->entry(marker);
+    if (file && file->type == NodeType::Symlink) return true;
+  }
+  return false;
 }
 
 }  // namespace
@@ -176,7 +177,8 @@ const SafeDir& CaptureCache::stage() const {
   return view_ ? view_->dir() : *work_;
 }
 
-CaptureResult CaptureCache::collect() {
+CaptureResult CaptureCache::collect(bool command_succeeded) {
+  command_succeeded_ = command_succeeded;
   CaptureResult result;
   result.usage_tracked = usage_tracked_;
   if (view_) {
@@ -249,12 +251,14 @@ void CaptureCache::classify(const std::string& compiler, const std::string& name
   auto dir = stage().open_subdir(compiler);
   auto module = dir ? dir->open_subdir(name) : std::nullopt;
   if (!module) return;  // made and removed again by the run, or not a folder
-  if (is_success(*module)) {
-    result.produced.push_back({compiler, name});
-  } else if (only_links(*module, 0)) {
+  // A traced export has no marker written last: only the end of its command says it is whole.
+  layout::EntryState state = state_of_written_folder(*module, name);
+  bool complete = state == layout::EntryState::Success ||
+                  (state == layout::EntryState::Traced && command_succeeded_);
+  if (only_links(*module, 0)) {
     result.proxied.push_back({compiler, name});
   } else {
-    result.failed.push_back({compiler, name});
+    (complete ? result.produced : result.failed).push_back({compiler, name});
   }
 }
 
@@ -273,9 +277,19 @@ void CaptureCache::scan_registry(const SafeDir& dir, const std::string& rel, int
 size_t CaptureCache::adopt(const CaptureResult& result) {
   size_t installed = 0;
   for (const auto& module : result.produced) adopt_module(module, installed);
+  // The registry files of a traced export that is not adopted would promise a folder this cache
+  // does not hold (the entry hash names both): they stay out too.
+  std::set<std::string> dropped;
+  for (const auto& module : result.failed) {
+    if (auto hash = layout::traced_entry_hash(module.name)) dropped.insert(*hash + ".json");
+  }
+  std::vector<std::string> files;
+  for (const auto& rel : result.registry_files) {
+    if (!dropped.count(rel.substr(rel.rfind('/') + 1))) files.push_back(rel);
+  }
   // Primary files first, so that the aliases made next point at files that exist.
-  for (const auto& rel : result.registry_files) adopt_registry_file(rel, false);
-  for (const auto& rel : result.registry_files) adopt_registry_file(rel, true);
+  for (const auto& rel : files) adopt_registry_file(rel, false);
+  for (const auto& rel : files) adopt_registry_file(rel, true);
   return installed;
 }
 

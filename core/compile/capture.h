@@ -36,9 +36,11 @@ struct CapturedModule {
 };
 
 struct CaptureResult {
-  std::vector<CapturedModule> produced;  // new entries that are SUCCESS (model.neff + model.done)
-  std::vector<CapturedModule> used;      // seeded entries the command opened a file in
-  std::vector<CapturedModule> failed;    // new entries that are not SUCCESS (model.log, ...)
+  // New entries that are complete: SUCCESS (model.neff + model.done), or a TRACED export folder
+  // (config + *.neuron files) written by a command that succeeded.
+  std::vector<CapturedModule> produced;
+  std::vector<CapturedModule> used;    // seeded entries the command opened a file in
+  std::vector<CapturedModule> failed;  // new entries that are not complete (model.log, ...)
   // New entries holding nothing but symlinks: optimum-neuron's hub proxy fetched their files into
   // the HF file cache and linked them (format spec 2.5). They are complete on the Hub, not here:
   // the caller completes them from there (the links themselves are never trusted nor copied).
@@ -76,12 +78,14 @@ class CaptureCache {
 
   // After the command finished: which entries it produced, used and failed (call it once). A
   // failed entry's model.log stays readable under dir() until this object is destroyed.
-  CaptureResult collect();
+  // `command_succeeded` false (non-zero exit, signal): a traced export folder it wrote may lack
+  // files nothing can tell missing, so it counts as failed.
+  CaptureResult collect(bool command_succeeded = true);
 
-  // Installs the produced entries into the real cache (atomically, model.done last; an entry
-  // already complete there is kept) and the new registry files that are absent there, alias
-  // symlinks re-pointed at the real root. Failed entries are not installed. Returns the number
-  // of entries installed.
+  // Installs the produced entries into the real cache (atomically: model.done last, a traced
+  // export folder renamed into place whole; an entry already complete there is kept) and the new
+  // registry files that are absent there, alias symlinks re-pointed at the real root. Failed
+  // entries are not installed. Returns the number of entries installed.
   size_t adopt(const CaptureResult& result);
 
  private:
@@ -107,6 +111,7 @@ class CaptureCache {
   std::set<std::pair<std::string, std::string>> touched_;  // names of the view the run touched
   bool view_trusted_ = true;  // false: what the run did to the view is unknown
   bool collected_ = false;
+  bool command_succeeded_ = true;
   std::vector<std::string> not_seeded_;
   bool usage_tracked_ = true;
 };

@@ -598,8 +598,8 @@ void SeedViews::plan_listings(SeedView& view, Sync& sync) {
 }
 
 // Equal to the folder's stamp now: the view matches it, nothing to do (the changes taken from
-// the log, the folder's creation included, happened before). Equal to its stamp when our feed started: the log has every change
-// since. Otherwise, compare names.
+// the log, the folder's creation included, happened before). Equal to its stamp when our feed
+// started: the log has every change since. Otherwise, compare names.
 void SeedViews::plan_from_stamp(const std::string& compiler, Sync& sync) {
   auto found = sync.stamps->find(compiler);
   std::string recorded = found == sync.stamps->end() ? "" : found->second;
@@ -688,7 +688,7 @@ void SeedViews::consider(SeedView& view, const ModuleKey& key, const SafeDir& re
   view.pending_[compiler][name] = stamp;  // until it is seeded
   try {
     ModuleEntry entry = cache_->inspect_module(real, name);
-    if (entry.state != layout::EntryState::Success) return;
+    if (!layout::is_complete(entry.state)) return;  // SUCCESS, or a whole traced export
     if (!entry.untrusted_links.empty()) {
       throw operational_error("has symlinks to untrusted places");
     }

@@ -18,7 +18,6 @@ using pyjson::Json;
 // an entry listing 100,000 modules would cost hundreds of thousands of requests.
 constexpr uint64_t kMaxFileBytes = 1ull << 40;
 constexpr size_t kMaxModules = 10000;
-constexpr size_t kMaxFilesPerList = 1000;
 constexpr size_t kMaxNameBytes = 255;
 
 [[noreturn]] void bad(const std::string& origin, const std::string& what) {
@@ -76,12 +75,25 @@ std::vector<FileRecord> files_from_json(const Json& list, const std::string& ori
   return files;
 }
 
+// Whether the files listed make a complete traced export (layout's rule): a prefetch installs
+// what is listed, and must never put an incomplete one in place.
+bool lists_whole_traced_export(const ModuleRecord& module) {
+  layout::EntryFiles files;
+  files.traced_name = true;
+  for (const auto& file : module.files) layout::note_traced_file(files, file.name);
+  return layout::classify(files) == layout::EntryState::Traced;
+}
+
 ModuleRecord module_from_json(const Json& item, const std::string& origin) {
   ModuleRecord module{text(item, "name", origin),
                       files_from_json(member(item, "files", origin), origin)};
   if (module.name.size() > kMaxNameBytes || module.name.find('/') != std::string::npos ||
       !layout::parse_module_name(module.name)) {
     bad(origin, "\"" + module.name + "\" is not a MODULE_ folder name");
+  }
+  if (layout::is_traced_module_name(module.name) && !lists_whole_traced_export(module)) {
+    bad(origin, "the traced export " + module.name +
+                    " lists no config.json (or model_index.json) or no *.neuron file");
   }
   return module;
 }

@@ -36,6 +36,8 @@
 //    "registry": [{"name": "0_REGISTRY/0.4.5/<arch>/<hash>.json", "sha256": "...", "size": 1229}],
 //    "tool": "neuron-cache 0.1.0"}
 // Module and registry paths are relative to the folder neuronxcc-<inputs.compiler.version>.
+// A traced export (MODULE_<entry hash>, no model.neff) is one module whose files are the export
+// folder's, sub-folders included; its listed files must make it complete (layout::classify).
 // Reading checks every name, so an index from the Hub can never make a writer leave that folder.
 #pragma once
 
@@ -55,9 +57,14 @@ inline constexpr int kFormat = 2;        // what this version writes: per-model 
 inline constexpr int kLegacyFormat = 1;  // one file per compiler version, read only
 inline constexpr std::string_view kRemoteDir = "neuron-cache-index";
 inline constexpr std::string_view kLocalDir = ".cache/huggingface/neuron-cache-index";
+// Files one list (a module's, or the registry files) may hold: an entry read from a shared repo
+// claiming more is refused, so a folder with more files cannot be recorded.
+inline constexpr size_t kMaxFilesPerList = 1000;
 
 struct FileRecord {
-  std::string name;  // '/'-separated, relative to its module (or to the compiler folder)
+  // '/'-separated, relative to its module (or to the compiler folder): a traced export's
+  // sub-folders (diffusion components) give "unet/model.neuron". At most 255 bytes.
+  std::string name;
   uint64_t size = 0;
   std::string sha256;
 };

@@ -35,15 +35,44 @@ std::optional<ModuleName> parse_module_name(std::string_view dir_name) {
   return name;
 }
 
+bool is_traced_module_name(std::string_view dir_name) {
+  if (!dir_name.starts_with(kModulePrefix)) return false;
+  std::string_view hash = dir_name.substr(kModulePrefix.size());
+  return hash.size() == kEntryHashLength &&
+         hash.find_first_not_of("0123456789abcdef") == std::string_view::npos;
+}
+
+std::optional<std::string> traced_entry_hash(std::string_view dir_name) {
+  if (!is_traced_module_name(dir_name)) return std::nullopt;
+  return std::string(dir_name.substr(kModulePrefix.size()));
+}
+
 bool is_lock_file(std::string_view file_name) {
   return file_name.ends_with(".lock");
+}
+
+void note_traced_file(EntryFiles& files, std::string_view relative_path) {
+  size_t slash = relative_path.rfind('/');
+  std::string_view base =
+      slash == std::string_view::npos ? relative_path : relative_path.substr(slash + 1);
+  bool top = slash == std::string_view::npos;
+  if (top && (base == kTracedConfig || base == kTracedModelIndex)) files.has_traced_config = true;
+  // "model.neuron" and its kind; a bare ".neuron" is no compiled model.
+  if (base.size() > kNeuronSuffix.size() && base.ends_with(kNeuronSuffix)) ++files.neuron_files;
 }
 
 EntryState classify(const EntryFiles& files) {
   if (files.has_neff && files.has_done) return EntryState::Success;
   if (files.has_log && !files.has_neff) return EntryState::Failed;
   if (!files.lock_files.empty()) return EntryState::Locked;
+  if (files.traced_name && files.has_traced_config && files.neuron_files > 0) {
+    return EntryState::Traced;
+  }
   return EntryState::Empty;
+}
+
+bool is_complete(EntryState state) {
+  return state == EntryState::Success || state == EntryState::Traced;
 }
 
 std::string_view state_name(EntryState state) {
@@ -56,6 +85,8 @@ std::string_view state_name(EntryState state) {
       return "locked";
     case EntryState::Empty:
       return "empty";
+    case EntryState::Traced:
+      return "traced";
   }
   return "empty";
 }
@@ -76,8 +107,14 @@ std::string explain(EntryState state, const EntryFiles& files) {
     }
     case EntryState::Empty:
       if (files.has_neff) return "model.neff is present but model.done is missing: incomplete";
-      return "no model.neff with model.done, no model.log and no lock: an incomplete entry or a "
-             "traced export folder";
+      if (files.traced_name) {
+        return "a traced export folder without config.json (or model_index.json) and a *.neuron "
+               "file: incomplete";
+      }
+      return "no model.neff with model.done, no model.log and no lock: an incomplete entry";
+    case EntryState::Traced:
+      return "a traced export (config and *.neuron files, no model.neff): usable as it is; "
+             "optimum-neuron counts it as EMPTY and its `cache cleanup --all` would delete it";
   }
   return {};
 }

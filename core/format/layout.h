@@ -7,6 +7,7 @@
 //   <root>/neuronxcc-<version>/0_REGISTRY/<optimum version>/...  (see registry.h)
 #pragma once
 
+#include <cstddef>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -30,6 +31,15 @@ inline constexpr std::string_view kLegacyFlagsTxt = "compile_flags.txt";
 inline constexpr std::string_view kEntryLock = "model.hlo_module.pb.lock";
 inline constexpr std::string_view kWrappedNeff = "wrapped_neff.hlo";
 
+// A traced export (encoders, sentence-transformers, diffusion: format spec 2.3 kind 3, 5.3) is the
+// exported model folder copied whole to MODULE_<registry entry hash>: config.json (one model) or
+// model_index.json (diffusion, whose component sub-folders hold their own config.json), and the
+// compiled *.neuron files. It has no model.neff nor model.done.
+inline constexpr std::string_view kTracedConfig = "config.json";
+inline constexpr std::string_view kTracedModelIndex = "model_index.json";
+inline constexpr std::string_view kNeuronSuffix = ".neuron";
+inline constexpr size_t kEntryHashLength = 20;  // sha512 hex[:20] (format spec 4.3)
+
 // Private work area of this tool inside the root. Python's upload_folder skips any
 // ".cache/huggingface" path, so a staging leftover is never published by optimum-cli synchronize,
 // and it sits on the same filesystem as the entries, so renames out of it are atomic.
@@ -51,22 +61,44 @@ struct ModuleName {
 };
 std::optional<ModuleName> parse_module_name(std::string_view dir_name);
 
+// "MODULE_" + 20 lowercase hex and no '+': the folder of a traced export. (An NxD graph key has 20
+// hex digits too, but its folder always carries "+<flags key>".)
+bool is_traced_module_name(std::string_view dir_name);
+// The registry entry hash a traced export folder is named after (its registry files are
+// 0_REGISTRY/<optimum version>/<arch digest>/<hash>.json and the alias
+// 0_REGISTRY/<optimum version>/<model_type>/<model id>/<hash>.json); nothing for other names.
+std::optional<std::string> traced_entry_hash(std::string_view dir_name);
+
 bool is_lock_file(std::string_view file_name);
 
-enum class EntryState { Success, Failed, Locked, Empty };
+// Traced is neuron-cache's own state, listed last so the first four keep optimum-neuron's order.
+enum class EntryState { Success, Failed, Locked, Empty, Traced };
 
 // What classification looks at in one MODULE_ folder.
 struct EntryFiles {
   bool has_neff = false;
   bool has_done = false;
   bool has_log = false;
-  std::vector<std::string> lock_files;
+  std::vector<std::string> lock_files;  // '/'-paths; below the top only for traced names
+  bool traced_name = false;             // is_traced_module_name
+  bool has_traced_config = false;       // config.json or model_index.json at the top
+  size_t neuron_files = 0;              // *.neuron files at any depth
 };
 
+// Notes one present file of a traced export folder ('/'-path relative to the folder): the rule
+// of which files make a traced export complete lives here.
+void note_traced_file(EntryFiles& files, std::string_view relative_path);
+
 // optimum-neuron's _classify_entry, in its order: SUCCESS (neff and done), FAILED (log without
-// neff), LOCKED (any *.lock), else EMPTY (traced export folders included).
+// neff), LOCKED (any *.lock), else EMPTY. neuron-cache adds one class before EMPTY: TRACED, a
+// traced export folder with its config and at least one *.neuron file (optimum-neuron calls it
+// EMPTY, and its `cache cleanup --all` deletes it: format spec 2.4). Whether the command writing
+// it has finished is the caller's business: a traced folder has no marker written last.
 EntryState classify(const EntryFiles& files);
-std::string_view state_name(EntryState state);  // "success", "failed", "locked", "empty"
+// The states whose folder is usable as it is: SUCCESS and TRACED.
+bool is_complete(EntryState state);
+// "success", "failed", "locked", "empty", "traced"
+std::string_view state_name(EntryState state);
 // One sentence saying why an entry has its state.
 std::string explain(EntryState state, const EntryFiles& files);
 

@@ -167,11 +167,12 @@ CompileOutcome Pipeline::compile_one(const plan::Target& target, bool listed_in_
   compile::RunOutcome ran = compile::run_command(run);
   out.seconds = ran.seconds;
   out.exit_code = ran.exit_code;
-  compile::CaptureResult captured = capture->collect();
+  compile::CaptureResult captured = capture->collect(ran.started && ran.exit_code == 0);
   out.modules_produced = captured.produced.size();
   out.modules_used = captured.used.size();
-  // Complete NEFFs are worth keeping even when the run failed; without an index entry they are
-  // never pushed as the configuration's artifacts.
+  // Complete NEFFs are worth keeping even when the run failed (traced exports of a failed run
+  // are not complete, see collect); without an index entry they are never pushed as the
+  // configuration's artifacts.
   capture->adopt(captured);
   if (!ran.started) {
     out.error = "the compile command could not start: " + ran.start_error;
@@ -316,7 +317,7 @@ WrappedRun Pipeline::run_wrapped(const plan::Target* target, const std::vector<s
   out.exit_code = ran.exit_code;
   if (!ran.started) out.error = "the command could not start: " + ran.start_error;
   if (ran.signal) out.error = "the command was killed by signal " + std::to_string(ran.signal);
-  compile::CaptureResult captured = capture->collect();
+  compile::CaptureResult captured = capture->collect(ran.started && ran.exit_code == 0);
   capture->adopt(captured);
   for (const auto& m : captured.produced) out.produced.push_back(m.compiler_dir + "/" + m.name);
   out.used = captured.used.size();

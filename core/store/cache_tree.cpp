@@ -112,7 +112,48 @@ void note_file(const LocalCache& cache, const SafeDir& dir, const DirEntry& file
   }
 }
 
+constexpr int kMaxTracedDepth = 8;  // diffusion components are one level down
+
+// The files of a traced export at every depth (its components live in sub-folders): what makes
+// it complete, and lock files below the top. `present` says whether a file counts.
+template <typename Present>
+void note_traced_tree(const SafeDir& dir, const std::string& prefix, int depth,
+                      layout::EntryFiles& files, const Present& present) {
+  for (const auto& item : dir.list()) {
+    std::string rel = prefix + item.name;
+    if (item.type == NodeType::Directory) {
+      auto sub = depth < kMaxTracedDepth ? dir.open_subdir(item.name) : std::nullopt;
+      if (sub) note_traced_tree(*sub, rel + "/", depth + 1, files, present);
+      continue;
+    }
+    if (layout::is_lock_file(item.name)) {
+      if (!prefix.empty()) files.lock_files.push_back(rel);  // the top ones are noted already
+    } else if (present(dir, item)) {
+      layout::note_traced_file(files, rel);
+    }
+  }
+}
+
 }  // namespace
+
+layout::EntryState state_of_written_folder(const SafeDir& module_dir,
+                                           std::string_view module_name) {
+  layout::EntryFiles files;
+  for (const auto& item : module_dir.list()) {
+    if (layout::is_lock_file(item.name)) files.lock_files.push_back(item.name);
+    if (item.type != NodeType::File) continue;
+    files.has_neff = files.has_neff || item.name == layout::kNeff;
+    files.has_done = files.has_done || item.name == layout::kDone;
+    files.has_log = files.has_log || item.name == layout::kLog;
+  }
+  files.traced_name = layout::is_traced_module_name(module_name);
+  if (files.traced_name) {
+    note_traced_tree(module_dir, "", 0, files, [](const SafeDir&, const DirEntry& item) {
+      return item.type == NodeType::File;
+    });
+  }
+  return layout::classify(files);
+}
 
 ModuleEntry LocalCache::inspect_module(const SafeDir& compiler_dir, const std::string& name) const {
   ModuleEntry entry;
@@ -125,6 +166,12 @@ ModuleEntry LocalCache::inspect_module(const SafeDir& compiler_dir, const std::s
   std::sort(files.begin(), files.end(),
             [](const DirEntry& a, const DirEntry& b) { return a.name < b.name; });
   for (const auto& file : files) note_file(*this, *dir, file, entry);
+  entry.files.traced_name = layout::is_traced_module_name(name);
+  if (entry.files.traced_name) {
+    note_traced_tree(*dir, "", 0, entry.files, [this](const SafeDir& in, const DirEntry& item) {
+      return present(*this, in, item);
+    });
+  }
   std::sort(entry.files.lock_files.begin(), entry.files.lock_files.end());
   entry.state = layout::classify(entry.files);
   entry.size_bytes = compiler_dir.tree_size(name);

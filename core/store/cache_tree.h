@@ -51,6 +51,12 @@ struct CacheTree {
   std::vector<std::string> skipped;  // symlinked folders and other things not looked into
 };
 
+// The state of `module_dir`, the folder of MODULE_ entry `module_name` (its name decides whether
+// it may be a traced export; the folder may be a staged copy under another name), from its
+// regular files alone (symlinks count as absent): what a writer checks in a folder it or its
+// command wrote.
+layout::EntryState state_of_written_folder(const SafeDir& module_dir, std::string_view module_name);
+
 class LocalCache {
  public:
   // Symlinks inside the cache are followed for reading only when they resolve inside the root or

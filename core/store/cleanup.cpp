@@ -46,6 +46,10 @@ void clean_module(const SafeDir& compiler, const ModuleEntry& module, const Clea
     }
   } else if (module.state == EntryState::Empty && options.remove_empty) {
     remove_entry(result.empty_removed);
+  } else if (module.state == EntryState::Traced && options.remove_empty) {
+    // optimum-neuron's cleanup --all counts it EMPTY and deletes it (format spec 2.4): it is a
+    // usable export, so it stays, and the summary says so.
+    ++result.traced_kept;
   }
 }
 
@@ -104,6 +108,11 @@ std::string CleanupResult::summary(bool dry_run) const {
   if (!skipped_locks_reason.empty())
     parts.push_back("Skipped lock cleanup: " + skipped_locks_reason);
   count(empty_removed, "empty entries");
+  if (traced_kept > 0) {
+    parts.push_back("Kept " + std::to_string(traced_kept) +
+                    " complete traced exports (optimum-cli neuron cache cleanup --all would "
+                    "delete them as empty)");
+  }
   if (!old_versions_removed.empty()) {
     std::string names;
     for (const auto& v : old_versions_removed) names += (names.empty() ? "" : ", ") + v;

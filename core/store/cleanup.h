@@ -1,7 +1,8 @@
 // `neuron-cache cleanup`: the semantics of optimum-cli neuron cache cleanup. Always removes FAILED
 // entries (cached compiler failures block recompilation forever) and the lock files of LOCKED
 // entries, unless a neuronx-cc process runs; optionally EMPTY entries, old compiler folders, or
-// the whole root. Nothing is ever deleted through a symlink.
+// the whole root. Nothing is ever deleted through a symlink. Unlike optimum-neuron, EMPTY never
+// covers a complete traced export folder (layout::EntryState::Traced): --all keeps it.
 #pragma once
 
 #include <cstdint>
@@ -25,6 +26,7 @@ struct CleanupResult {
   int failed_removed = 0;
   int locks_removed = 0;
   int empty_removed = 0;
+  int traced_kept = 0;  // complete traced exports --all left in place
   int staging_removed = 0;
   std::vector<std::string> old_versions_removed;
   bool wiped = false;

@@ -13,6 +13,7 @@
 
 #include "error.h"
 #include "format/layout.h"
+#include "store/cache_tree.h"
 
 namespace neuron_cache {
 namespace {
@@ -260,9 +261,56 @@ bool EntryInstall::move_content(const SafeDir& entry) {
   return has_done;
 }
 
+bool EntryInstall::is_traced() const {
+  return layout::is_traced_module_name(module_name_);
+}
+
+// A traced export has no marker written last, so it must never be seen half-made under its
+// name: the staged folder, every file in place, is renamed to it at once. One already complete
+// there is kept; anything else there (a copy killed half-way) is moved aside, then replaced.
+InstallOutcome EntryInstall::rename_traced_into_place() {
+  if (state_of_written_folder(*staging_, module_name_) != layout::EntryState::Traced) {
+    throw operational_error("refusing to install " + compiler_dir_ + "/" + module_name_ +
+                            ": the staged traced export lacks its config.json (or "
+                            "model_index.json) or a *.neuron file");
+  }
+  SafeDir compiler = SafeDir::open(root_).make_subdir(compiler_dir_);
+  for (int attempt = 0;; ++attempt) {
+    if (compiler.entry(module_name_)) {
+      std::optional<SafeDir> present = compiler.open_subdir(module_name_);
+      if (present &&
+          state_of_written_folder(*present, module_name_) == layout::EntryState::Traced) {
+        return InstallOutcome::AlreadyComplete;
+      }
+      present.reset();
+      const std::string aside = module_name_ + ".replaced." + random_suffix();
+      if (compiler.move_to(module_name_, *staging_area_, aside, true)) {
+        step("moved aside");
+        staging_area_->remove_tree(aside);
+      }
+    }
+    if (staging_area_->move_to(staging_name_, compiler, module_name_, true)) break;
+    if (attempt >= 3) {
+      throw operational_error("cannot install " + (compiler.path() / module_name_).string() +
+                              ": other processes keep writing an incomplete folder there; stop "
+                              "them and run the command again");
+    }
+  }
+  step("renamed");
+  staging_name_.clear();  // it is the entry now
+  staging_lock_ = UniqueFd();
+  committed_ = true;
+  return InstallOutcome::Installed;
+}
+
 InstallOutcome EntryInstall::commit(std::chrono::milliseconds lock_timeout) {
   sync_staged(*staging_);
   step("staged");
+  if (is_traced()) {
+    InstallOutcome outcome = rename_traced_into_place();
+    SafeDir::open(root_ / compiler_dir_).sync();
+    return outcome;
+  }
   std::optional<Locked> locked = lock_entry(lock_timeout);
   if (!locked) return InstallOutcome::AlreadyComplete;
   bool has_done = move_content(locked->entry);
@@ -298,9 +346,15 @@ void EntryInstall::commit_all(std::vector<BatchItem>& items,
   flush_filesystem(*items.front().install->staging_area_);
   std::vector<std::pair<BatchItem*, Locked>> locked;
   std::vector<bool> has_done;
+  bool renamed = false;
   for (auto& item : items) {
     try {
       item.install->step("staged");
+      if (item.install->is_traced()) {
+        item.outcome = item.install->rename_traced_into_place();
+        renamed = true;
+        continue;
+      }
       std::optional<Locked> entry = item.install->lock_entry(lock_timeout);
       if (!entry) {
         item.outcome = InstallOutcome::AlreadyComplete;
@@ -312,7 +366,10 @@ void EntryInstall::commit_all(std::vector<BatchItem>& items,
       item.error = error.what();
     }
   }
-  if (locked.empty()) return;
+  if (locked.empty()) {
+    if (renamed) flush_filesystem(*items.front().install->staging_area_);
+    return;
+  }
   flush_filesystem(locked.front().second.entry);
   for (size_t i = 0; i < locked.size(); ++i) {
     EntryInstall& install = *locked[i].first->install;

@@ -2,6 +2,9 @@
 // an incomplete model.neff, and a writer killed at any point leaves nothing that classifies as
 // SUCCESS. Files are staged under <root>/.cache/huggingface/neuron-cache-staging (same
 // filesystem), flushed, then renamed into the entry under its lock, model.done last.
+// A traced export folder (MODULE_<entry hash>, layout::is_traced_module_name) has no model.done:
+// its staged folder is renamed into place whole, so it appears under its name only with every
+// file (sub-folders included) in place. It takes no lock file (one would make it LOCKED).
 #pragma once
 
 #include <chrono>
@@ -48,7 +51,8 @@ class EntryInstall {
   // cannot be linked (another filesystem, link limit, fs.protected_hardlinks).
   void link_file(std::string_view relative_path, const std::filesystem::path& source);
 
-  // Moves the staged content into the entry. An entry that is already SUCCESS is kept as it is.
+  // Moves the staged content into the entry. An entry that is already SUCCESS (or TRACED) is
+  // kept as it is.
   InstallOutcome commit(std::chrono::milliseconds lock_timeout = std::chrono::minutes(30));
 
   struct BatchItem {
@@ -69,6 +73,8 @@ class EntryInstall {
  private:
   struct Locked;
   void step(std::string_view name);
+  bool is_traced() const;
+  InstallOutcome rename_traced_into_place();
   void sync_staged(const SafeDir& dir);
   // The entry folder under its lock, or nothing when the entry is already SUCCESS.
   std::optional<Locked> lock_entry(std::chrono::milliseconds lock_timeout);

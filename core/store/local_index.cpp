@@ -103,12 +103,15 @@ bool is_listed(const ai::ModuleRecord& module, std::string_view name) {
 // SUCCESS as optimum-neuron classifies it (model.neff and model.done there) and every listed
 // file there with its listed size. One openat, then one fstatat per file: nothing is listed,
 // read or hashed, so a warm run costs what its entries list, not what the cache holds, and a
-// deleted or truncated NEFF is still seen.
+// deleted or truncated NEFF is still seen. A traced export has no model.neff: its record lists
+// what makes it complete (artifact_index checks that), so its listed files are enough.
 bool module_complete_in(const LocalCache& cache, const SafeDir& compiler,
                         const ai::ModuleRecord& module) {
   auto dir = compiler.open_subdir(module.name);
   if (!dir) return false;
+  bool traced = layout::is_traced_module_name(module.name);
   for (std::string_view name : {layout::kNeff, layout::kDone}) {
+    if (traced) break;
     if (!is_listed(module, name) && !present_size(cache, *dir, std::string(name))) return false;
   }
   for (const auto& file : module.files) {
@@ -231,7 +234,7 @@ ai::ModuleRecord LocalIndex::record_module(const std::string& compiler_dir,
                                            const std::string& module_name) const {
   SafeDir compiler = SafeDir::open(cache_.root() / compiler_dir);
   ModuleEntry inspected = cache_.inspect_module(compiler, module_name);
-  if (inspected.state != layout::EntryState::Success) {
+  if (!layout::is_complete(inspected.state)) {
     throw operational_error(compiler_dir + "/" + module_name + " is not complete (" +
                             std::string(layout::state_name(inspected.state)) + ")");
   }
@@ -239,6 +242,12 @@ ai::ModuleRecord LocalIndex::record_module(const std::string& compiler_dir,
   if (!dir) throw operational_error(compiler_dir + "/" + module_name + " is not a folder");
   ai::ModuleRecord record{module_name, {}};
   collect_files(cache_, *dir, "", record.files);
+  if (record.files.size() > ai::kMaxFilesPerList) {
+    throw operational_error(compiler_dir + "/" + module_name + " holds " +
+                            std::to_string(record.files.size()) +
+                            " files: the artifact index records at most " +
+                            std::to_string(ai::kMaxFilesPerList) + " per folder");
+  }
   std::sort(record.files.begin(), record.files.end(),
             [](const auto& a, const auto& b) { return a.name < b.name; });
   return record;

@@ -27,7 +27,8 @@ class LocalIndex {
   // Writes (or replaces) the entry atomically: a reader sees the old file or the new one.
   void write(const artifact_index::Entry& entry) const;
 
-  // Whether the module is SUCCESS locally and holds every listed file with its listed size.
+  // Whether the module is SUCCESS locally (a traced export: present) and holds every listed
+  // file with its listed size.
   // Costs one openat and one fstatat per listed file (no listing, no read).
   bool module_complete(const std::string& compiler_dir,
                        const artifact_index::ModuleRecord& module) const;
@@ -42,8 +43,9 @@ class LocalIndex {
   };
   Missing missing(const artifact_index::Entry& entry) const;
 
-  // The record of a local SUCCESS module: every regular file with its size and sha256 (lock
-  // files left out). Throws an operational Error when the module is not SUCCESS.
+  // The record of a local SUCCESS or TRACED module: every regular file with its size and
+  // sha256, '/'-paths for sub-folders (lock files left out). Throws an operational Error when
+  // the module is not complete.
   artifact_index::ModuleRecord record_module(const std::string& compiler_dir,
                                              const std::string& module_name) const;
   // The record of one registry file ('/'-path relative to the compiler folder).

@@ -116,7 +116,8 @@ TEST_F(CacheTreeTest, ScanClassifiesEveryKindOfEntry) {
   EXPECT_EQ(states["MODULE_3+d7cde3b5"], EntryState::Locked);
   EXPECT_EQ(states["MODULE_4+d7cde3b5"], EntryState::Empty);
   EXPECT_EQ(states["MODULE_5+2c2d707e"], EntryState::Success);
-  EXPECT_EQ(states[kTracedModule], EntryState::Empty);  // as optimum-neuron classifies it
+  // optimum-neuron calls it EMPTY; neuron-cache knows a complete traced export.
+  EXPECT_EQ(states[kTracedModule], EntryState::Traced);
   EXPECT_TRUE(tree.skipped.empty());
 }
 

@@ -361,7 +361,7 @@ class Capture : public ::testing::Test {
     CaptureCache cache(through ? *through : views(), "test");
     RunOutcome outcome = stand_in_.run(config, cache.dir(), env);
     EXPECT_EQ(outcome.exit_code, expected_exit) << stand_in_.last_log();
-    CaptureResult result = cache.collect();
+    CaptureResult result = cache.collect(outcome.exit_code == 0);
     size_t count = adopt ? cache.adopt(result) : 0;
     if (installed) *installed = count;
     return result;
@@ -482,6 +482,69 @@ TEST_F(Capture, AFailedCompileIsReportedAndNeverAdopted) {
   EXPECT_FALSE(fs::exists(real(ctx_module(failing))));
   CacheTree tree = LocalCache(root()).scan("");
   for (const auto& compiler : tree.compilers) EXPECT_TRUE(compiler.modules.empty());
+}
+
+// Traced exports: the stand-in copies the export folder whole to MODULE_<entry hash>.
+const std::map<std::string, std::string> kTraced = {{"STAND_IN_TRACED", "1"}};
+const std::map<std::string, std::string> kDiffusion = {{"STAND_IN_TRACED", "1"},
+                                                       {"STAND_IN_DIFFUSION", "1"}};
+
+layout::EntryState real_state(const fs::path& root, const std::string& module) {
+  SafeDir compiler = SafeDir::open(root / kCompiler);
+  return LocalCache(root).inspect_module(compiler, module).state;
+}
+
+TEST_F(Capture, ATracedExportIsProducedAdoptedThenUsedFromTheView) {
+  size_t installed = 0;
+  CaptureResult first = capture(Config{}, true, 0, kTraced, &installed);
+  ASSERT_EQ(first.produced.size(), 1u);
+  const std::string name = first.produced[0].name;
+  EXPECT_TRUE(layout::is_traced_module_name(name)) << name;
+  EXPECT_TRUE(first.failed.empty());
+  EXPECT_EQ(first.registry_files.size(), 2u);
+  EXPECT_EQ(installed, 1u);
+  EXPECT_EQ(real_state(root(), name), layout::EntryState::Traced);
+  EXPECT_EQ(fs::file_size(real(name) / "model.neuron"), 65536u);
+
+  CaptureResult second = capture(Config{}, true, 0, kTraced);
+  EXPECT_EQ(second.used, Modules{captured(name)});
+  EXPECT_TRUE(second.produced.empty());
+  EXPECT_TRUE(second.failed.empty());
+  EXPECT_EQ(stand_in_.calls().back()["hits"], nlohmann::json::array({name}));
+}
+
+TEST_F(Capture, ADiffusionExportIsAdoptedWithItsComponentFolders) {
+  CaptureResult first = capture(Config{}, true, 0, kDiffusion);
+  ASSERT_EQ(first.produced.size(), 1u);
+  const std::string name = first.produced[0].name;
+  EXPECT_EQ(real_state(root(), name), layout::EntryState::Traced);
+  for (const char* file :
+       {"model_index.json", "unet/config.json", "unet/model.neuron", "text_encoder/config.json",
+        "text_encoder/model.neuron", "tokenizer/tokenizer.json"}) {
+    EXPECT_TRUE(fs::is_regular_file(fs::symlink_status(real(name) / file))) << file;
+  }
+  CaptureResult second = capture(Config{}, true, 0, kDiffusion);
+  EXPECT_EQ(second.used, Modules{captured(name)}) << "seeded with its sub-folders";
+  EXPECT_TRUE(second.produced.empty());
+}
+
+TEST_F(Capture, ATracedExportOfAFailedRunIsNeverAdopted) {
+  // config.json missing; the folder whole; the folder whole and its registry entry written
+  for (const char* at : {"copy", "after", "registry"}) {
+    auto env = kTraced;
+    env["STAND_IN_FAIL"] = "model=";
+    env["STAND_IN_TRACED_FAIL_AT"] = at;
+    size_t installed = 99;
+    CaptureResult result = capture(Config{}, true, 70, env, &installed);
+    EXPECT_EQ(result.failed.size(), 1u) << at;
+    EXPECT_TRUE(result.produced.empty()) << at;
+    EXPECT_EQ(installed, 0u) << at;
+    CacheTree tree = LocalCache(root()).scan("");
+    for (const auto& compiler : tree.compilers) {
+      EXPECT_TRUE(compiler.modules.empty()) << at;
+      EXPECT_TRUE(compiler.registry.empty()) << at << ": the entry of a folder not adopted";
+    }
+  }
 }
 
 TEST_F(Capture, PlantedSymlinksAreNeitherSeededNorWrittenThrough) {

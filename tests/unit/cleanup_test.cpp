@@ -128,21 +128,37 @@ TEST_F(CleanupTest, MissingRootIsNothingToCleanUp) {
   EXPECT_EQ(result.summary(false), "Nothing to clean up. Freed 0 B.");
 }
 
-// As optimum-neuron does, --all also deletes traced exports: they classify as EMPTY.
-TEST_F(CleanupTest, AllAlsoRemovesEmptyEntriesAndTracedExports) {
+// Unlike optimum-neuron (whose --all deletes traced exports as EMPTY, format spec 2.4), --all
+// keeps a complete traced export, and says so.
+TEST_F(CleanupTest, AllRemovesEmptyEntriesButKeepsCompleteTracedExports) {
   make_every_state();
 
   CleanupResult result = clean(with_all());
 
-  EXPECT_EQ(result.empty_removed, 2);
+  EXPECT_EQ(result.empty_removed, 1);
+  EXPECT_EQ(result.traced_kept, 1);
   EXPECT_FALSE(fs::exists(current() / "MODULE_4+d7cde3b5"));
-  EXPECT_FALSE(fs::exists(current() / "MODULE_5e484d66cb3e29251244"));
+  EXPECT_TRUE(fs::exists(current() / "MODULE_5e484d66cb3e29251244" / "model.neuron"));
   EXPECT_TRUE(fs::exists(current() / "MODULE_1+d7cde3b5"));
   EXPECT_TRUE(fs::exists(current() / "MODULE_3+d7cde3b5"));  // LOCKED: lock removed, entry kept
-  EXPECT_EQ(result.bytes_freed, 34u + 9u + 40u);
+  EXPECT_EQ(result.bytes_freed, 34u + 9u);
   EXPECT_EQ(result.summary(false),
-            "Removed 1 failed entries. Removed 1 stale lock files. Removed 2 empty entries. "
-            "Freed 83 B.");
+            "Removed 1 failed entries. Removed 1 stale lock files. Removed 1 empty entries. Kept 1 "
+            "complete traced exports (optimum-cli neuron cache cleanup --all would delete them as "
+            "empty). Freed 43 B.");
+}
+
+// A traced export folder missing its *.neuron file (a copy killed half-way) is EMPTY: --all
+// removes it.
+TEST_F(CleanupTest, AllRemovesAnIncompleteTracedExport) {
+  fs::path dir = make_entry(root(), "MODULE_5e484d66cb3e29251244", Kind::Traced);
+  fs::remove(dir / "model.neuron");
+
+  CleanupResult result = clean(with_all());
+
+  EXPECT_EQ(result.empty_removed, 1);
+  EXPECT_EQ(result.traced_kept, 0);
+  EXPECT_FALSE(fs::exists(dir));
 }
 
 TEST_F(CleanupTest, OldVersionsRemovesCompilerFoldersNotMatchingTheInstalledPrefix) {

@@ -89,6 +89,12 @@ InstallOutcome install_now(const fs::path& root, const Files& files,
   return install.commit(timeout);
 }
 
+InstallOutcome install_traced(const fs::path& root, const Files& files) {
+  EntryInstall install(root, kCompiler, "MODULE_5e484d66cb3e29251244");
+  stage(install, files);
+  return install.commit(2s);
+}
+
 // ---------------------------------------------------------------------------------------------
 // Child processes
 
@@ -286,7 +292,8 @@ TEST_F(EntryInstallTest, TracedExportWithSubFoldersInstalls) {
     EXPECT_EQ(read_file(entry_path(root()) / name), content) << name;
   }
   EXPECT_FALSE(fs::exists(entry_path(root()) / "tokenizer" / "stale.txt"));
-  EXPECT_EQ(state_of(root()), EntryState::Empty);  // optimum-neuron's class of traced exports
+  // Export files under a NEFF folder's name ("+<flags key>") make no traced export.
+  EXPECT_EQ(state_of(root()), EntryState::Empty);
   EXPECT_FALSE(has_lock_file(root()));
   EXPECT_EQ(count_children(staging_path(root())), 0u);
 }
@@ -594,6 +601,87 @@ TEST_F(EntryInstallTest, RootWritableByAllNeedsTheStickyBit) {
   ASSERT_EQ(chmod(root().c_str(), 0755), 0);
   EXPECT_NO_THROW(check_root_is_safe(root()));
   EXPECT_NO_THROW(check_root_is_safe(temp_ / "missing"));
+}
+
+// ---------------------------------------------------------------------------------------------
+// Traced exports (MODULE_<entry hash>, no model.neff/model.done): renamed into place whole.
+
+constexpr const char* kTraced = "MODULE_5e484d66cb3e29251244";
+
+// A diffusion export: model_index.json at the top, compiled components in sub-folders.
+const Files kDiffusion = {{"model_index.json", "{\"_class_name\": \"StableDiffusionPipeline\"}"},
+                          {"unet/config.json", "{\"neuron\": {}}"},
+                          {"unet/model.neuron", std::string("unet\0neff", 9)},
+                          {"text_encoder/config.json", "{}"},
+                          {"text_encoder/model.neuron", "text-encoder"},
+                          {"tokenizer/vocab.json", "{}"}};
+
+fs::path traced_path(const fs::path& root) {
+  return root / kCompiler / kTraced;
+}
+
+EntryState traced_state(const fs::path& root) {
+  SafeDir compiler = SafeDir::open(root / kCompiler);
+  return LocalCache(root).inspect_module(compiler, kTraced).state;
+}
+
+TEST_F(EntryInstallTest, TracedExportAppearsOnlyWholeUnderItsName) {
+  EntryInstall install(root(), kCompiler, kTraced);
+  stage(install, kDiffusion);
+  std::vector<std::string> seen;
+  install.on_step = [&](std::string_view step) {
+    seen.push_back(std::string(step) + (fs::exists(traced_path(root())) ? " present" : ""));
+  };
+
+  EXPECT_EQ(install.commit(), InstallOutcome::Installed);
+
+  EXPECT_EQ(seen, (std::vector<std::string>{"staged", "renamed present"}));
+  for (const auto& [name, content] : kDiffusion) {
+    EXPECT_EQ(read_file(traced_path(root()) / name), content) << name;
+  }
+  EXPECT_EQ(traced_state(root()), EntryState::Traced);
+  EXPECT_FALSE(fs::exists(traced_path(root()) / layout::kEntryLock)) << "it would be LOCKED";
+  EXPECT_EQ(count_children(staging_path(root())), 0u);
+}
+
+TEST_F(EntryInstallTest, CompleteTracedExportIsKeptAndAnIncompleteOneReplaced) {
+  make_entry(root(), kTraced, Kind::Traced);  // complete: config.json, model.neuron, tokenizer/
+  const std::string before = read_file(traced_path(root()) / "model.neuron");
+  EXPECT_EQ(install_traced(root(), kDiffusion), InstallOutcome::AlreadyComplete);
+  EXPECT_EQ(read_file(traced_path(root()) / "model.neuron"), before);
+
+  fs::remove(traced_path(root()) / "model.neuron");  // a copy killed half-way
+  ASSERT_EQ(traced_state(root()), EntryState::Empty);
+  EXPECT_EQ(install_traced(root(), kDiffusion), InstallOutcome::Installed);
+  EXPECT_EQ(traced_state(root()), EntryState::Traced);
+  EXPECT_FALSE(fs::exists(traced_path(root()) / "config.json")) << "the old folder is gone";
+  EXPECT_EQ(read_file(traced_path(root()) / "unet/model.neuron"), kDiffusion[2].second);
+  EXPECT_EQ(count_children(staging_path(root())), 0u);
+}
+
+TEST_F(EntryInstallTest, IncompleteStagedTracedExportIsRefused) {
+  Files no_config = {{"model.neuron", "x"}, {"tokenizer.json", "{}"}};
+  EXPECT_THROW(install_traced(root(), no_config), Error);
+  EXPECT_FALSE(fs::exists(traced_path(root())));
+  EXPECT_EQ(count_children(staging_path(root())), 0u);
+}
+
+TEST_F(EntryInstallTest, BatchInstallsTracedAndNeffEntriesTogether) {
+  EntryInstall traced(root(), kCompiler, kTraced);
+  stage(traced, kDiffusion);
+  EntryInstall neff(root(), kCompiler, kModule);
+  stage(neff, compiled_entry(kNeff));
+  std::vector<EntryInstall::BatchItem> items{{&traced, std::nullopt, ""},
+                                             {&neff, std::nullopt, ""}};
+
+  EntryInstall::commit_all(items);
+
+  for (const auto& item : items) {
+    EXPECT_EQ(item.outcome, InstallOutcome::Installed) << item.error;
+  }
+  EXPECT_EQ(traced_state(root()), EntryState::Traced);
+  EXPECT_EQ(state_of(root()), EntryState::Success);
+  EXPECT_EQ(read_file(traced_path(root()) / "text_encoder/model.neuron"), "text-encoder");
 }
 
 }  // namespace

@@ -165,12 +165,59 @@ TEST(LayoutClassify, ExplanationsNameTheCause) {
   EntryFiles locked;
   locked.lock_files = {"a.lock", "b.lock"};
   EXPECT_NE(explain(EntryState::Locked, locked).find("a.lock, b.lock"), std::string::npos);
-  // An incomplete compile and a traced export are both EMPTY; the neff tells them apart.
   EXPECT_NE(
       explain(EntryState::Empty, files(true, false, false, false)).find("model.done is missing"),
       std::string::npos);
-  EXPECT_NE(explain(EntryState::Empty, files(false, false, false, false)).find("traced export"),
-            std::string::npos);
+  EntryFiles traced;
+  traced.traced_name = true;
+  EXPECT_NE(explain(EntryState::Empty, traced).find("traced export"), std::string::npos);
+  EXPECT_NE(explain(EntryState::Traced, traced).find("cleanup --all"), std::string::npos);
+}
+
+TEST(LayoutTraced, NameIsTwentyLowercaseHexWithoutFlags) {
+  EXPECT_TRUE(is_traced_module_name("MODULE_0123456789abcdef0123"));
+  EXPECT_FALSE(is_traced_module_name("MODULE_0123456789abcdef0123+d7cde3b5"));  // NxD graph
+  EXPECT_FALSE(is_traced_module_name("MODULE_0123456789ABCDEF0123"));
+  EXPECT_FALSE(is_traced_module_name("MODULE_0123456789abcdef012"));
+  EXPECT_FALSE(is_traced_module_name("MODULE_0123456789abcdef01234"));
+  EXPECT_FALSE(is_traced_module_name("MODULE_9993940051196728623"));  // 19 digits
+  EXPECT_FALSE(is_traced_module_name("0123456789abcdef0123"));
+  EXPECT_EQ(traced_entry_hash("MODULE_0123456789abcdef0123"), "0123456789abcdef0123");
+  EXPECT_EQ(traced_entry_hash("MODULE_0123456789abcdef0123+d7cde3b5"), std::nullopt);
+}
+
+EntryFiles traced_files(std::initializer_list<std::string_view> paths) {
+  EntryFiles result;
+  result.traced_name = true;
+  for (auto path : paths) note_traced_file(result, path);
+  return result;
+}
+
+TEST(LayoutTraced, CompleteWithConfigAndANeuronFile) {
+  EXPECT_EQ(classify(traced_files({"config.json", "model.neuron", "tokenizer.json"})),
+            EntryState::Traced);
+  // Diffusion: model_index.json at the top, the compiled components in sub-folders.
+  EXPECT_EQ(classify(traced_files({"model_index.json", "unet/config.json", "unet/model.neuron",
+                                   "text_encoder/model.neuron"})),
+            EntryState::Traced);
+  EXPECT_TRUE(is_complete(EntryState::Traced));
+  EXPECT_TRUE(is_complete(EntryState::Success));
+  EXPECT_FALSE(is_complete(EntryState::Empty));
+  EXPECT_EQ(state_name(EntryState::Traced), "traced");
+}
+
+TEST(LayoutTraced, IncompleteOrLockedOrMisnamedIsNotTraced) {
+  EXPECT_EQ(classify(traced_files({"model.neuron", "tokenizer.json"})), EntryState::Empty);
+  EXPECT_EQ(classify(traced_files({"config.json", "tokenizer.json"})), EntryState::Empty);
+  EXPECT_EQ(classify(traced_files({"unet/config.json", "unet/model.neuron"})), EntryState::Empty)
+      << "a config below the top does not make the folder an export";
+  EXPECT_EQ(classify(traced_files({"config.json", ".neuron"})), EntryState::Empty);
+  EntryFiles locked = traced_files({"config.json", "model.neuron"});
+  locked.lock_files = {"unet/model.neuron.lock"};
+  EXPECT_EQ(classify(locked), EntryState::Locked);
+  EntryFiles misnamed = traced_files({"config.json", "model.neuron"});
+  misnamed.traced_name = false;
+  EXPECT_EQ(classify(misnamed), EntryState::Empty);
 }
 
 }  // namespace

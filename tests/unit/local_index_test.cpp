@@ -77,6 +77,42 @@ TEST(LocalIndex, FailedModulesCannotBeRecorded) {
   EXPECT_THROW(index.record_module(testing::kCompilerDir, kModule), Error);
 }
 
+// A diffusion export: one traced folder whose components sit in sub-folders.
+TEST(LocalIndex, TracedExportIsRecordedWithSubPathsAndCheckedByItsListedFiles) {
+  TempDir root;
+  const std::string traced = "MODULE_5e484d66cb3e29251244";
+  fs::path dir = root.path() / testing::kCompilerDir / traced;
+  testing::write_file(dir / "model_index.json", "{}");
+  testing::write_file(dir / "unet/config.json", "{\"neuron\": {}}");
+  testing::write_file(dir / "unet/model.neuron", "unet");
+  testing::write_file(dir / "text_encoder/model.neuron", "text");
+  LocalCache cache(root.path());
+  LocalIndex index(cache);
+  ai::ModuleRecord record = index.record_module(testing::kCompilerDir, traced);
+  std::vector<std::string> names;
+  for (const auto& file : record.files) names.push_back(file.name);
+  EXPECT_EQ(names, (std::vector<std::string>{"model_index.json", "text_encoder/model.neuron",
+                                             "unet/config.json", "unet/model.neuron"}));
+
+  make_entry(root.path(), kModule, Kind::Success);  // what entry_for records
+  ai::Entry entry = entry_for(index, version_of(testing::kCompilerDir));
+  entry.modules = {record};
+  ai::Entry back = ai::parse_entry(ai::serialize_entry(entry), "test");
+  EXPECT_EQ(back.modules.at(0).files.size(), 4u);
+  EXPECT_TRUE(index.module_complete(entry.compiler_dir(), record));
+  EXPECT_EQ(index.missing(entry).files, 0u);
+  fs::remove(dir / "unet/model.neuron");
+  EXPECT_FALSE(index.module_complete(entry.compiler_dir(), record));
+  EXPECT_EQ(index.missing(entry).files, 4u);
+  fs::remove(dir / "model_index.json");
+  EXPECT_THROW(index.record_module(testing::kCompilerDir, traced), Error) << "no longer complete";
+
+  // An index that lists a traced export without what makes it whole is refused: a prefetch
+  // would install an incomplete folder.
+  entry.modules[0].files.erase(entry.modules[0].files.begin());  // model_index.json
+  EXPECT_THROW(ai::parse_entry(ai::serialize_entry(entry), "hub"), Error);
+}
+
 TEST(LocalIndex, RegistryFilesInstallOnceAndOnlyInsideTheRegistry) {
   TempDir root;
   LocalCache cache(root.path());

@@ -13,6 +13,7 @@
 #include "format/artifact_index.h"
 #include "format/cache_key.h"
 #include "format/digest.h"
+#include "format/layout.h"
 #include "hub/client.h"
 #include "hub/http.h"
 #include "hub_fixture.h"
@@ -33,6 +34,8 @@ constexpr const char* kVersion = "2.21.33363.0+82129205";
 constexpr const char* kRepo = "acme/neuron-cache";
 constexpr const char* kLlama = "meta-llama/Llama-3.2-1B";
 constexpr const char* kQwen = "Qwen/Qwen2.5-0.5B";
+constexpr const char* kEncoder = "sentence-transformers/all-MiniLM-L6-v2";   // a traced export
+constexpr const char* kDiffusion = "stabilityai/stable-diffusion-2-1-base";  // traced, sub-folders
 const std::string kCompiler = std::string("neuronxcc-") + kVersion;
 const std::string kIndexPath = "neuron-cache-index/" + kCompiler + ".json";  // format 1
 const std::string kShardDir = "neuron-cache-index/" + kCompiler;             // format 2
@@ -51,6 +54,14 @@ json hub_config() {
   repos.push_back({{"id", kQwen},
                    {"private", false},
                    {"files", {{"config.json", R"({"model_type": "qwen2", "hidden_size": 896})"}}}});
+  repos.push_back({{"id", kEncoder},
+                   {"private", false},
+                   {"files", {{"config.json", R"({"model_type": "bert", "hidden_size": 384})"}}}});
+  repos.push_back({{"id", kDiffusion},
+                   {"private", false},
+                   {"files",
+                    {{"model_index.json", R"({"_class_name": "StableDiffusionPipeline"})"},
+                     {"unet/config.json", R"({"in_channels": 4})"}}}});
   return {{"users", json::array({{{"name", "alice"}, {"orgs", json::array({"acme"})}}})},
           {"tokens", json::array({{{"token", testing::kHubWriteToken},
                                    {"user", "alice"},
@@ -80,6 +91,7 @@ struct ManifestSpec {
   std::string optimum = "0.4.5";
   std::map<std::string, std::string> revisions;    // model -> revision
   std::map<std::string, std::string> model_types;  // model -> model_type
+  std::map<std::string, std::string> tasks;        // model -> task (default text-generation)
 };
 
 std::string manifest_text(const ManifestSpec& spec) {
@@ -104,7 +116,9 @@ std::string manifest_text(const ManifestSpec& spec) {
       y << "    revision: \"" << it->second << "\"\n";
     if (auto it = spec.model_types.find(model); it != spec.model_types.end())
       y << "    model_type: " << it->second << "\n";
-    y << "    task: text-generation\n    configurations:\n";
+    auto task = spec.tasks.find(model);
+    y << "    task: " << (task == spec.tasks.end() ? "text-generation" : task->second)
+      << "\n    configurations:\n";
     for (const auto& c : spec.confs) {
       if (c.model != model) continue;
       y << "      - {name: " << c.name << ", batch_size: " << c.batch
@@ -1720,6 +1734,183 @@ TEST_F(RunCliTest, RunWithAManifestButNoConfigTellsWhatThePushDid) {
   ToolResult third = run(work / "cache-b");
   ASSERT_EQ(third.code, 0) << third.all();
   EXPECT_TRUE(contains(third.err, "push skipped: nothing new to push")) << third.err;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Traced exports (encoders): one MODULE_<entry hash> folder with config.json, model.neuron and
+// tokenizer files, no model.neff/model.done, plus its registry entry (format spec 2.3, 5.3).
+
+ManifestSpec encoder_spec() {
+  ManifestSpec spec;
+  spec.confs = {{"minilm-bs1", 1, 128, 1, "bf16", kEncoder}};
+  spec.tasks[kEncoder] = "feature-extraction";
+  return spec;
+}
+
+// The MODULE_ folders directly in a cache's compiler folder.
+std::set<std::string> module_folders(const fs::path& root) {
+  std::set<std::string> names;
+  if (!fs::is_directory(root / kCompiler)) return names;
+  for (const auto& item : fs::directory_iterator(root / kCompiler)) {
+    std::string name = item.path().filename().string();
+    if (name.starts_with("MODULE_")) names.insert(name);
+  }
+  return names;
+}
+
+TEST_F(PipelineCliTest, TracedExportRoundTripsThroughPushAndPrefetch) {
+  fs::path manifest = write_manifest(encoder_spec());
+  std::string key = keys_of(plan_json(manifest))["minilm-bs1"];
+  ASSERT_FALSE(key.empty());
+
+  // Machine 1: the stand-in exports the encoder; the folder is recorded and pushed.
+  ToolResult first = tool("ci " + quoted(manifest) + " --output-dir " + quoted(work / "out1") +
+                          " --report " + quoted(work / "report1.json"));
+  ASSERT_EQ(first.code, 0) << first.all();
+  EXPECT_EQ(calls(), 1u);
+  json report1 = json::parse(read_file(work / "report1.json"));
+  EXPECT_EQ(report1["totals"]["compiled"], 1) << report1.dump(2);
+  json local = local_entry(cache, key);
+  ASSERT_FALSE(local.is_null()) << "no local index entry: " << first.all();
+  ASSERT_EQ(local["modules"].size(), 1u) << local.dump(2);
+  const json& module = local["modules"][0];
+  const std::string name = module["name"];
+  EXPECT_TRUE(layout::is_traced_module_name(name)) << name;
+  std::set<std::string> listed;
+  for (const auto& file : module["files"]) listed.insert(file["name"].get<std::string>());
+  EXPECT_EQ(listed, (std::set<std::string>{"config.json", "model.neuron", "special_tokens_map.json",
+                                           "tokenizer.json", "tokenizer_config.json"}));
+  // The registry entry is named by the same hash as the folder (check_traced_cache_entry).
+  const std::string hash = name.substr(std::string("MODULE_").size());
+  ASSERT_EQ(local["registry"].size(), 2u) << "primary file and alias: " << local.dump(2);
+  for (const auto& file : local["registry"]) {
+    EXPECT_TRUE(file["name"].get<std::string>().ends_with("/" + hash + ".json")) << file;
+  }
+  EXPECT_TRUE(contains(local["registry"].dump(), "/bert/" + std::string(kEncoder) + "/"));
+
+  json index = hub_index();
+  ASSERT_FALSE(index.is_null());
+  ASSERT_TRUE(index["entries"].contains(key));
+  EXPECT_EQ(index["entries"][key]["modules"], local["modules"]);
+  std::set<std::string> files = hub_files();
+  for (const auto& file : listed) EXPECT_TRUE(files.count(kCompiler + "/" + name + "/" + file));
+  for (const auto& file : local["registry"])
+    EXPECT_TRUE(files.count(kCompiler + "/" + file["name"].get<std::string>())) << file;
+  EXPECT_TRUE(files.count(kShardDir + "/sentence-transformers--all-MiniLM-L6-v2.json"));
+
+  // Machine 2: an empty cache prefetches the folder and runs nothing.
+  fs::path cache2 = work / "cache2";
+  ToolResult second = tool("ci " + quoted(manifest) + " --output-dir " + quoted(work / "out2") +
+                               " --report " + quoted(work / "report2.json"),
+                           "", cache2);
+  ASSERT_EQ(second.code, 0) << second.all();
+  EXPECT_EQ(calls(), 1u) << "the stand-in was not called on the second machine";
+  EXPECT_EQ(json::parse(read_file(work / "report2.json"))["totals"]["hub_hits"], 1);
+  EXPECT_EQ(module_folders(cache2), std::set<std::string>{name});
+  for (const auto& file : listed) {
+    fs::path a = cache / kCompiler / name / file, b = cache2 / kCompiler / name / file;
+    EXPECT_EQ(testing::run_command("cmp " + quoted(a) + " " + quoted(b)), 0) << file;
+  }
+  for (const auto& file : local["registry"]) {
+    fs::path rel = fs::path(kCompiler) / file["name"].get<std::string>();
+    EXPECT_EQ(read_file(cache2 / rel), read_file(cache / rel)) << rel;
+  }
+  EXPECT_FALSE(local_entry(cache2, key).is_null());
+  json status = json::parse(tool("status --json", "", cache2).out);
+  EXPECT_EQ(status["entries_by_state"]["traced"]["count"], 1) << status.dump(2);
+  EXPECT_EQ(status["entries_by_state"]["empty"]["count"], 0);
+
+  // optimum-neuron's own lookup on machine 2 finds MODULE_<hash> and loads it: no compile.
+  std::string output;
+  std::string direct = "env STAND_IN_DELAY=0 NEURON_COMPILE_CACHE_URL=" + quoted(cache2) + " " +
+                       STAND_IN_EXPORT + " --model " + kEncoder +
+                       " --task feature-extraction --batch_size 1 --sequence_length 128 "
+                       "--num_cores 1 --auto_cast_type bf16 --instance_type trn1 " +
+                       quoted(work / "direct");
+  EXPECT_EQ(testing::run_command(direct, &output), 0) << output;
+  EXPECT_TRUE(contains(output, "Loaded the cached traced model")) << output;
+}
+
+// Every file below `dir`, as '/'-paths.
+std::set<std::string> files_below(const fs::path& dir) {
+  std::set<std::string> names;
+  for (const auto& item : fs::recursive_directory_iterator(dir)) {
+    if (item.is_regular_file()) names.insert(item.path().lexically_relative(dir).generic_string());
+  }
+  return names;
+}
+
+TEST_F(PipelineCliTest, DiffusionExportRoundTripsWithItsComponentFolders) {
+  ManifestSpec spec;
+  spec.confs = {{"sd-bs1", 1, 77, 1, "bf16", kDiffusion}};
+  spec.tasks[kDiffusion] = "text-to-image";
+  spec.model_types[kDiffusion] = "stable-diffusion";
+  fs::path manifest = write_manifest(spec);
+  ToolResult first = tool("ci " + quoted(manifest) + " --output-dir " + quoted(work / "out1"));
+  ASSERT_EQ(first.code, 0) << first.all();
+  std::set<std::string> modules = module_folders(cache);
+  ASSERT_EQ(modules.size(), 1u);
+  const std::string name = *modules.begin();
+  std::set<std::string> made = files_below(cache / kCompiler / name);
+  EXPECT_TRUE(made.count("unet/model.neuron") && made.count("text_encoder/config.json") &&
+              made.count("model_index.json"))
+      << first.all();
+
+  fs::path cache2 = work / "cache2";
+  ToolResult second =
+      tool("ci " + quoted(manifest) + " --output-dir " + quoted(work / "out2"), "", cache2);
+  ASSERT_EQ(second.code, 0) << second.all();
+  EXPECT_EQ(calls(), 1u) << "nothing compiled on the second machine";
+  EXPECT_EQ(files_below(cache2 / kCompiler / name), made);
+  for (const auto& file : made) {
+    EXPECT_EQ(read_file(cache2 / kCompiler / name / file),
+              read_file(cache / kCompiler / name / file))
+        << file;
+  }
+}
+
+TEST_F(PipelineCliTest, TracedExportOfAFailedCommandIsNeitherRecordedNorInstalled) {
+  fs::path manifest = write_manifest(encoder_spec());
+  std::string key = keys_of(plan_json(manifest))["minilm-bs1"];
+  // Killed half-way through the copy into the cache: model.neuron there, config.json not.
+  ToolResult half = tool("ci " + quoted(manifest) + " --output-dir " + quoted(work / "out"),
+                         "STAND_IN_FAIL=MiniLM");
+  EXPECT_NE(half.code, 0) << half.all();
+  // The copy finished, then the command failed: nothing tells that the folder is whole.
+  ToolResult after = tool("ci " + quoted(manifest) + " --output-dir " + quoted(work / "out"),
+                          "STAND_IN_FAIL=MiniLM STAND_IN_TRACED_FAIL_AT=after");
+  EXPECT_NE(after.code, 0) << after.all();
+  EXPECT_EQ(calls(), 2u);
+  EXPECT_TRUE(module_folders(cache).empty()) << "a traced folder of a failed run was installed";
+  EXPECT_TRUE(local_entry(cache, key).is_null());
+  EXPECT_TRUE(hub_index().is_null() || !hub_index()["entries"].contains(key));
+  for (const auto& path : hub_files()) EXPECT_FALSE(contains(path, "MODULE_")) << path;
+
+  ToolResult good = tool("ci " + quoted(manifest) + " --output-dir " + quoted(work / "out"));
+  ASSERT_EQ(good.code, 0) << good.all();
+  EXPECT_EQ(module_folders(cache).size(), 1u);
+  EXPECT_FALSE(local_entry(cache, key).is_null());
+}
+
+TEST_F(PipelineCliTest, CleanupAllKeepsACompleteTracedExport) {
+  fs::path manifest = write_manifest(encoder_spec());
+  ToolResult ci = tool("ci " + quoted(manifest) + " --output-dir " + quoted(work / "out"));
+  ASSERT_EQ(ci.code, 0) << ci.all();
+  std::set<std::string> before = module_folders(cache);
+  ASSERT_EQ(before.size(), 1u);
+  fs::path incomplete = cache / kCompiler / "MODULE_00000000000000000000";
+  write_file(incomplete / "model.neuron", "half a copy");  // no config.json: EMPTY
+
+  ToolResult status = tool("status");
+  EXPECT_TRUE(contains(status.out, "  Traced:       1  (")) << status.all();
+  EXPECT_TRUE(contains(status.out, "  Empty:        1  (")) << status.all();
+  ToolResult cleanup = tool("cleanup --all");
+  ASSERT_EQ(cleanup.code, 0) << cleanup.all();
+  EXPECT_TRUE(contains(cleanup.out, "Kept 1 complete traced exports")) << cleanup.all();
+  EXPECT_EQ(module_folders(cache), before);
+  EXPECT_FALSE(fs::exists(incomplete));
+  for (const auto& row : plan_json(manifest)["configurations"]) EXPECT_EQ(row["status"], "local");
+  EXPECT_TRUE(contains(tool("cleanup --help").out, "complete traced exports"));
 }
 
 }  // namespace
