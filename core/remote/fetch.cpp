@@ -30,18 +30,15 @@ std::string folder_path(const std::string& compiler_dir, const std::string& name
   return compiler_dir + "/" + name;
 }
 
-// EntryInstall's rule for a complete folder: model.neff and model.done as regular files. A
-// folder whose files are symlinks into the Hugging Face file cache is not complete: fetching it
-// replaces the links by files.
+// EntryInstall's rule for a complete folder (SUCCESS, or a TRACED export), from regular files
+// alone: a folder whose files are symlinks into the Hugging Face file cache is not complete, and
+// fetching it replaces the links by files.
 bool complete_locally(const LocalCache& cache, const std::string& compiler_dir,
                       const std::string& name) {
   if (!cache.exists()) return false;
   auto compiler = SafeDir::open(cache.root()).open_subdir(compiler_dir);
   auto module = compiler ? compiler->open_subdir(name) : std::nullopt;
-  if (!module) return false;
-  auto neff = module->entry(layout::kNeff);
-  auto done = module->entry(layout::kDone);
-  return neff && done && neff->type == NodeType::File && done->type == NodeType::File;
+  return module && layout::is_complete(state_of_written_folder(*module, name));
 }
 
 bool is_module_name(const std::string& name) {

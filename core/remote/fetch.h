@@ -71,7 +71,7 @@ std::vector<ModulePlan> plan_modules(hub::HubClient& client, const std::string& 
 // - failures are values (NotOnHub, Failed with the reason), one folder's failure does not stop
 //   the others; only a failure to reach the Hub at all throws.
 // Traced export folders (MODULE_<entry hash>, no model.neff/model.done) are fetched like the
-// others, but are never "complete" locally, so they are downloaded again on each call.
+// others; one is complete locally when it is TRACED from its regular files (layout.h).
 FetchResult fetch_modules(hub::HubClient& client, const std::string& repo,
                           const std::string& revision, const LocalCache& cache,
                           const std::string& compiler_dir,

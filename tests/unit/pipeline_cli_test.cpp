@@ -148,9 +148,10 @@ std::string quoted(const fs::path& path) {
 }
 
 // The stand-in's command line for one configuration, as a user would type it after `run --`.
-std::string stand_in_command(const Conf& c, const fs::path& output) {
-  return std::string(STAND_IN_EXPORT) + " --model " + c.model +
-         " --task text-generation --batch_size " + std::to_string(c.batch) + " --sequence_length " +
+std::string stand_in_command(const Conf& c, const fs::path& output,
+                             const std::string& task = "text-generation") {
+  return std::string(STAND_IN_EXPORT) + " --model " + c.model + " --task " + task +
+         " --batch_size " + std::to_string(c.batch) + " --sequence_length " +
          std::to_string(c.seq) + " --num_cores " + std::to_string(c.cores) + " --auto_cast_type " +
          c.precision + " --instance_type trn1 " + quoted(output);
 }
@@ -1278,13 +1279,14 @@ TEST_F(PipelineCliTest, WarmRunChecksListedFilesOnly) {
 // every file of that root (symlinks uploaded as their content), no neuron-cache index.
 class OptimumRepoTest : public PipelineCliTest {
  protected:
-  void seed_like_optimum(const std::vector<Conf>& confs) {
+  void seed_like_optimum(const std::vector<Conf>& confs,
+                         const std::string& task = "text-generation") {
     fs::path root = work / "python-user-cache";
     for (const auto& c : confs) {
       std::string command = "env -i PATH=/usr/bin:/bin STAND_IN_DELAY=0 STAND_IN_NEFF_BYTES=" +
                             std::to_string(kNeffBytes) +
                             " NEURON_COMPILE_CACHE_URL=" + quoted(root) + " " +
-                            stand_in_command(c, work / "python-out") + " >/dev/null";
+                            stand_in_command(c, work / "python-out", task) + " >/dev/null";
       ASSERT_EQ(testing::run_command(command), 0) << command;
     }
     std::vector<hub::CommitOperation> operations;
@@ -1911,6 +1913,45 @@ TEST_F(PipelineCliTest, CleanupAllKeepsACompleteTracedExport) {
   EXPECT_FALSE(fs::exists(incomplete));
   for (const auto& row : plan_json(manifest)["configurations"]) EXPECT_EQ(row["status"], "local");
   EXPECT_TRUE(contains(tool("cleanup --help").out, "complete traced exports"));
+}
+
+TEST_F(OptimumRepoTest, TracedExportOfAnOptimumRepoComesThroughTheProxyThenDirectly) {
+  ManifestSpec spec = encoder_spec();
+  seed_like_optimum(spec.confs, "feature-extraction");
+  fs::path manifest = write_manifest(spec);
+  json plan = plan_json(manifest);
+  ASSERT_FALSE(plan.is_null());
+  EXPECT_EQ(plan["configurations"][0]["status"], "registry") << plan.dump(1);
+  size_t commits_before = hub_commits();
+  server.clear_log();
+  ToolResult first =
+      tool("ci " + quoted(manifest) + " --report " + quoted(work / "r1.json"), "STAND_IN_PROXY=1");
+  ASSERT_EQ(first.code, 0) << first.all();
+  json report = json::parse(read_file(work / "r1.json"));
+  EXPECT_EQ(report["configurations"][0]["outcome"], "reused from the Hub through optimum-neuron")
+      << report.dump(1);
+  EXPECT_EQ(hub_commits(), commits_before + 1);
+  EXPECT_EQ(count(server.access_log(),
+                  [](const json& e) { return e["listener"] == "cdn" && e["method"] == "PUT"; }),
+            0u);
+  std::set<std::string> installed = module_folders(cache);
+  ASSERT_EQ(installed.size(), 1u);
+  std::string module = *installed.begin();
+  for (const auto& item : fs::recursive_directory_iterator(cache / kCompiler / module))
+    EXPECT_FALSE(fs::is_symlink(item.symlink_status())) << item.path() << " is still a link";
+
+  fs::path cache2 = work / "cache2";
+  ToolResult second = tool("ci " + quoted(manifest) + " --report " + quoted(work / "r2.json"),
+                           "STAND_IN_PROXY=1", cache2);
+  ASSERT_EQ(second.code, 0) << second.all();
+  EXPECT_EQ(json::parse(read_file(work / "r2.json"))["totals"]["hub_hits"], 1);
+  EXPECT_EQ(calls(), 1u) << "the second machine ran the export";
+  for (const auto& item : fs::recursive_directory_iterator(optimum_root / kCompiler / module)) {
+    if (!item.is_regular_file()) continue;
+    fs::path rel = item.path().lexically_relative(optimum_root);
+    EXPECT_EQ(testing::run_command("cmp -s " + quoted(item.path()) + " " + quoted(cache2 / rel)), 0)
+        << rel;
+  }
 }
 
 }  // namespace
