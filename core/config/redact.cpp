@@ -1,6 +1,7 @@
 #include "config/redact.h"
 
 #include <algorithm>
+#include <utility>
 
 #include "config/settings.h"
 
