@@ -702,6 +702,36 @@ TEST_F(PipelineCliTest, ReadOnlyTokenPushGetsClearMessage) {
   EXPECT_TRUE(hub_index().is_null());
 }
 
+TEST_F(PipelineCliTest, ACommitRedirectedToAnotherHostIsReportedAsAFailedPush) {
+  ManifestSpec spec;
+  spec.confs = {{"a", 1, 128}};
+  fs::path manifest = write_manifest(spec);
+  ToolResult compile =
+      tool("compile " + quoted(manifest) + " --output-dir " + quoted(work / "out"));
+  ASSERT_EQ(compile.code, 0) << compile.all();
+  // The cdn listener plays another host that answers the commit with a 200.
+  server.set_faults(json::array(
+      {{{"match", {{"method", "POST"}, {"path_contains", "/commit/"}, {"listener", "hub"}}},
+        {"action", "redirect"},
+        {"status", 307},
+        {"to", "cdn"}},
+       {{"match", {{"listener", "cdn"}, {"path_contains", "/commit/"}}},
+        {"action", "status"},
+        {"status", 200},
+        {"body", {{"success", true}}}}}));
+  server.clear_log();
+  ToolResult push = tool("push " + quoted(manifest));
+  EXPECT_EQ(push.code, 0) << "cache problems do not fail by default: " << push.all();
+  EXPECT_TRUE(contains(push.all(), "push failed")) << push.all();
+  EXPECT_TRUE(contains(push.all(), "another host")) << push.all();
+  EXPECT_FALSE(contains(push.all(), "in commit ")) << push.all();
+  EXPECT_FALSE(contains(push.all(), token)) << push.all();
+  json log = server.access_log();
+  EXPECT_EQ(count(log, [](const json& e) { return e["listener"] == "cdn" && is_commit(e); }), 0u)
+      << "neither the commit body nor the token reached the other host: " << log.dump(1);
+  EXPECT_TRUE(hub_index().is_null()) << "nothing was committed";
+}
+
 TEST_F(PipelineCliTest, HubDownFallsBackToCompiling) {
   {
     HubServer stopped(hub_config());
