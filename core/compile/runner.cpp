@@ -125,12 +125,17 @@ int wait_status(pid_t pid) {
   return status;
 }
 
-// The token the tool knows, and any *TOKEN* value given to the child: what it prints of them
-// must not reach the log or our stdout.
-Redactor redactor_for(const CommandRun& run) {
+// The token the tool knows, and the value of every variable of the child's environment whose
+// name ends in TOKEN (HF_TOKEN, HUGGING_FACE_HUB_TOKEN, GITHUB_TOKEN, inherited or set; not
+// HF_TOKEN_PATH nor TOKENIZERS_PARALLELISM): what the child prints of them must not reach the log
+// or our stdout.
+Redactor redactor_for(const ChildEnv& env) {
   std::vector<std::string> secrets = known_secrets().secrets();
-  for (const auto& [name, value] : run.set_env) {
-    if (name.find("TOKEN") != std::string::npos) secrets.push_back(value);
+  for (const auto& entry : env.entries) {
+    size_t equals = entry.find('=');
+    if (equals != std::string::npos && entry.substr(0, equals).ends_with("TOKEN")) {
+      secrets.push_back(entry.substr(equals + 1));
+    }
   }
   return Redactor(std::move(secrets));
 }
@@ -138,9 +143,10 @@ Redactor redactor_for(const CommandRun& run) {
 // Copies the child's output, redacted, to the log (and our stdout when teeing) until it exits.
 // A grandchild that keeps the pipe open (a daemon) must not hang us, so the child's exit also
 // ends the copy.
-int copy_output_until_exit(pid_t pid, int read_fd, int log_fd, const CommandRun& run) {
+int copy_output_until_exit(pid_t pid, int read_fd, int log_fd, const CommandRun& run,
+                           const ChildEnv& env) {
   char buffer[65536];
-  StreamRedactor redactor(redactor_for(run));
+  StreamRedactor redactor(redactor_for(env));
   auto write_out = [&](const std::string& text) {
     write_all(log_fd, text.data(), text.size());
     if (run.tee) write_all(STDOUT_FILENO, text.data(), text.size());
@@ -228,7 +234,7 @@ RunOutcome run_command(const CommandRun& run) {
   }
   outcome.started = true;
   write_end = UniqueFd();  // only the child writes now: its exit closes the pipe
-  int status = copy_output_until_exit(pid, read_end.get(), log_fd.get(), run);
+  int status = copy_output_until_exit(pid, read_end.get(), log_fd.get(), run, env);
   outcome.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   fill_exit(outcome, status);
   return outcome;

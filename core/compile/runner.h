@@ -17,7 +17,8 @@ struct CommandRun {
   std::map<std::string, std::string> set_env;  // added to or overridden in the child's environment
   std::vector<std::string> unset_env;          // removed from it
   // stdout and stderr (created or truncated, 0644), with every secret masked (config/redact.h):
-  // the known token and any value of a set_env variable whose name contains TOKEN.
+  // the known token and the value of any variable of the child's environment whose name ends
+  // in TOKEN.
   std::filesystem::path log_file;
   std::optional<std::filesystem::path> working_dir;
   bool tee = false;  // also copy the (masked) output to our stdout

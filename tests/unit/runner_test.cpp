@@ -63,6 +63,14 @@ TEST(Runner, MasksTokensTheCommandPrintsInTheLogAndItsTee) {
   EXPECT_TRUE(contains(log, "token hf_****9876")) << log;
   EXPECT_TRUE(contains(log, "err hf_****9876")) << log;
   EXPECT_FALSE(contains(log_tail(dir / "run.log"), token));
+
+  // Inherited, not set: masked too.
+  setenv("NEURON_CACHE_TEST_TOKEN", "hf_inherited_secret_5555", 1);
+  RunOutcome inherited =
+      run_command(shell("echo \"$NEURON_CACHE_TEST_TOKEN\"", dir / "inherited.log"));
+  unsetenv("NEURON_CACHE_TEST_TOKEN");
+  EXPECT_EQ(inherited.exit_code, 0);
+  EXPECT_EQ(read_file(dir / "inherited.log"), "hf_****5555\n");
 }
 
 TEST(Runner, ReportsTheExitCode) {
