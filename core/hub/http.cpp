@@ -275,7 +275,8 @@ void HttpEngine::run(const std::vector<Exchange*>& exchanges, size_t parallel) {
     next.url = std::move(target);
     if (t.response.status == 303) {
       next.method = next.method == "HEAD" ? "HEAD" : "GET";
-      next.body.clear();
+      next.body.clear();  // 303: See Other, fetched without the body
+      next.upload_fd = -1;
     }
     Headers first = t.redirects == 0 ? t.response.headers : t.response.first_headers;
     waiting.push_front(
