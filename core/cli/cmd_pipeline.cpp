@@ -5,6 +5,7 @@
 
 #include "cli/context.h"
 #include "cli/output.h"
+#include "config/redact.h"
 #include "pipeline/pipeline.h"
 #include "report/report.h"
 
@@ -80,7 +81,7 @@ std::unique_ptr<pipeline::Pipeline> open(Context& context, Args& args) {
     if (line.starts_with("warning: ")) {
       warn(line.substr(9));
     } else if (!quiet) {
-      std::cerr << "neuron-cache: " << line << "\n";
+      std::cerr << "neuron-cache: " << redact(line) << "\n";
     }
   };
   return pipeline;
@@ -89,9 +90,10 @@ std::unique_ptr<pipeline::Pipeline> open(Context& context, Args& args) {
 void print_compile_failures(const pipeline::CompileStep& step) {
   for (const auto& o : step.outcomes) {
     if (o.ok) continue;
-    std::cerr << "neuron-cache: compile of " << o.configuration << " failed: " << o.error << "\n";
+    std::cerr << "neuron-cache: compile of " << o.configuration << " failed: " << redact(o.error)
+              << "\n";
     if (!o.log_tail.empty()) {
-      std::cerr << "---- last lines of " << o.log_file << " ----\n" << o.log_tail;
+      std::cerr << "---- last lines of " << o.log_file << " ----\n" << redact(o.log_tail);
       if (!o.log_tail.ends_with("\n")) std::cerr << "\n";
       std::cerr << "----\n";
     }
@@ -144,7 +146,7 @@ std::string push_line(const pipeline::PushStep& step, const std::string& what = 
 void write_file(const std::string& path, const std::string& content) {
   if (path.empty()) return;
   std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  out << content;
+  out << redact(content);  // reports quote logs and messages: no token in them
   if (!out)
     throw operational_error("cannot write " + path + ": check the folder exists and is writable");
 }

@@ -3,6 +3,7 @@
 #include <iostream>
 
 #include "cli/context.h"
+#include "config/redact.h"
 #include "error.h"
 #include "pipeline/pipeline.h"
 
@@ -49,10 +50,10 @@ int main(int argc, char** argv) {
   try {
     return run(argc, argv);
   } catch (const neuron_cache::Error& error) {
-    std::cerr << "neuron-cache: error: " << error.what() << "\n";
+    std::cerr << "neuron-cache: error: " << neuron_cache::redact(error.what()) << "\n";
     return error.kind() == neuron_cache::ErrorKind::Input ? kExitUsage : kExitOperational;
   } catch (const std::exception& error) {
-    std::cerr << "neuron-cache: error: " << error.what() << "\n";
+    std::cerr << "neuron-cache: error: " << neuron_cache::redact(error.what()) << "\n";
     return kExitOperational;
   }
 }

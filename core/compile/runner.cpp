@@ -14,6 +14,7 @@
 #include <cstring>
 #include <sstream>
 
+#include "config/redact.h"
 #include "process/process.h"
 #include "store/safe_dir.h"
 
@@ -124,13 +125,34 @@ int wait_status(pid_t pid) {
   return status;
 }
 
-// Copies the child's output to the log and our stdout until it exits. A grandchild that keeps
-// the pipe open (a daemon) must not hang us, so the child's exit also ends the copy.
-int copy_output_until_exit(pid_t pid, int read_fd, int log_fd) {
+// The token the tool knows, and the value of every variable of the child's environment whose
+// name ends in TOKEN (HF_TOKEN, HUGGING_FACE_HUB_TOKEN, GITHUB_TOKEN, inherited or set; not
+// HF_TOKEN_PATH nor TOKENIZERS_PARALLELISM): what the child prints of them must not reach the log
+// or our stdout.
+Redactor redactor_for(const ChildEnv& env) {
+  std::vector<std::string> secrets = known_secrets().secrets();
+  for (const auto& entry : env.entries) {
+    size_t equals = entry.find('=');
+    if (equals != std::string::npos && entry.substr(0, equals).ends_with("TOKEN")) {
+      secrets.push_back(entry.substr(equals + 1));
+    }
+  }
+  return Redactor(std::move(secrets));
+}
+
+// Copies the child's output, redacted, to the log (and our stdout when teeing) until it exits.
+// A grandchild that keeps the pipe open (a daemon) must not hang us, so the child's exit also
+// ends the copy.
+int copy_output_until_exit(pid_t pid, int read_fd, int log_fd, const CommandRun& run,
+                           const ChildEnv& env) {
   char buffer[65536];
+  StreamRedactor redactor(redactor_for(env));
+  auto write_out = [&](const std::string& text) {
+    write_all(log_fd, text.data(), text.size());
+    if (run.tee) write_all(STDOUT_FILENO, text.data(), text.size());
+  };
   auto copy = [&](ssize_t n) {
-    write_all(log_fd, buffer, static_cast<size_t>(n));
-    write_all(STDOUT_FILENO, buffer, static_cast<size_t>(n));
+    write_out(redactor.feed(std::string_view(buffer, static_cast<size_t>(n))));
   };
   while (true) {
     pollfd poll_fd{read_fd, POLLIN, 0};
@@ -143,6 +165,7 @@ int copy_output_until_exit(pid_t pid, int read_fd, int log_fd) {
         copy(n);
         continue;
       }
+      write_out(redactor.finish());
       return wait_status(pid);  // end of output
     }
     int status = 0;
@@ -150,6 +173,7 @@ int copy_output_until_exit(pid_t pid, int read_fd, int log_fd) {
       fcntl(read_fd, F_SETFL, fcntl(read_fd, F_GETFL) | O_NONBLOCK);
       ssize_t n = 0;
       while ((n = read(read_fd, buffer, sizeof buffer)) > 0) copy(n);
+      write_out(redactor.finish());
       return status;
     }
   }
@@ -192,18 +216,16 @@ RunOutcome run_command(const CommandRun& run) {
     return outcome;
   }
   UniqueFd log_fd(log);
-  UniqueFd read_end, write_end;
-  if (run.tee) {
-    int fds[2];
-    if (pipe2(fds, O_CLOEXEC) != 0) {
-      outcome.start_error = "cannot start " + run.argv[0] + ": " + std::strerror(errno);
-      return outcome;
-    }
-    read_end = UniqueFd(fds[0]);
-    write_end = UniqueFd(fds[1]);
+  // Always through a pipe, never straight to the log: the output is redacted on its way.
+  int fds[2];
+  if (pipe2(fds, O_CLOEXEC) != 0) {
+    outcome.start_error = "cannot start " + run.argv[0] + ": " + std::strerror(errno);
+    return outcome;
   }
+  UniqueFd read_end(fds[0]);
+  UniqueFd write_end(fds[1]);
   SpawnSetup setup;
-  setup.redirect(run.tee ? write_end.get() : log_fd.get(), run.working_dir);
+  setup.redirect(write_end.get(), run.working_dir);
   auto start = std::chrono::steady_clock::now();
   pid_t pid = 0;
   if (int error = setup.spawn(&pid, *program, run.argv, env.entries); error != 0) {
@@ -212,8 +234,7 @@ RunOutcome run_command(const CommandRun& run) {
   }
   outcome.started = true;
   write_end = UniqueFd();  // only the child writes now: its exit closes the pipe
-  int status =
-      run.tee ? copy_output_until_exit(pid, read_end.get(), log_fd.get()) : wait_status(pid);
+  int status = copy_output_until_exit(pid, read_end.get(), log_fd.get(), run, env);
   outcome.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   fill_exit(outcome, status);
   return outcome;
@@ -237,7 +258,8 @@ std::string log_tail(const fs::path& log_file, size_t lines) {
   for (size_t found = 0; begin > 0; --begin) {
     if (text[begin - 1] == '\n' && ++found == lines) break;
   }
-  return text.substr(begin);
+  // The log was redacted as it was written; a log another tool wrote may not be.
+  return redact(text.substr(begin));
 }
 
 std::string strip_cache_flags(const std::string& neuron_cc_flags,

@@ -16,9 +16,12 @@ struct CommandRun {
   std::vector<std::string> argv;               // argv[0] is looked up in the child's PATH
   std::map<std::string, std::string> set_env;  // added to or overridden in the child's environment
   std::vector<std::string> unset_env;          // removed from it
-  std::filesystem::path log_file;              // stdout and stderr (created or truncated, 0644)
+  // stdout and stderr (created or truncated, 0644), with every secret masked (config/redact.h):
+  // the known token and the value of any variable of the child's environment whose name ends
+  // in TOKEN.
+  std::filesystem::path log_file;
   std::optional<std::filesystem::path> working_dir;
-  bool tee = false;  // also copy the output to our stdout
+  bool tee = false;  // also copy the (masked) output to our stdout
 };
 
 struct RunOutcome {

@@ -8,6 +8,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "config/redact.h"
 #include "error.h"
 #include "format/layout.h"
 #include "process/process.h"
@@ -124,6 +125,8 @@ void resolve_hub(Settings& s, const Environment& env) {
       s.token = {"", "unset"};
     }
   }
+  // Known from now on to every writer, which masks it (config/redact.h).
+  if (!s.token.value.empty()) add_secret(s.token.value);
   if (auto endpoint = env.get("HF_ENDPOINT")) {
     std::string value = *endpoint;
     while (value.ends_with("/")) value.pop_back();

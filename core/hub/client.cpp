@@ -119,8 +119,18 @@ const WhoAmI& HubClient::whoami() {
   return *whoami_;
 }
 
+void HubClient::require_write_token(const std::string& what) {
+  const WhoAmI& who = whoami();
+  if (who.role != "read") return;
+  throw operational_error(what + " needs a token with write access, but the token \"" +
+                          who.token_name +
+                          "\" is read-only (role read): nothing was sent to the Hub; set HF_TOKEN "
+                          "to a write token");
+}
+
 std::string HubClient::create_repo(const std::string& name, const std::string& namespace_,
                                    bool is_private) {
+  require_write_token("creating a repo");
   std::string owner = namespace_.empty() ? whoami().name : namespace_;
   json body = {{"name", name},
                {"organization", owner},
@@ -157,7 +167,9 @@ std::optional<std::string> HubClient::read_file(const std::string& repo, const s
                                                 const std::string& revision) {
   std::string url = options_.endpoint + "/" + repo + "/resolve/" + url_encode(revision, false) +
                     "/" + url_encode(path, true);
-  HttpResponse response = call({"GET", url}, "reading " + path + " from " + repo);
+  HttpRequest request{"GET", url};
+  request.may_leave_origin = true;  // an LFS file comes from the CDN the Hub redirects to
+  HttpResponse response = call(request, "reading " + path + " from " + repo);
   if (ok(response)) return response.body;
   std::string code = response.headers.get("X-Error-Code").value_or("");
   if (response.status == 404 && code == "EntryNotFound") return std::nullopt;

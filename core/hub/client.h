@@ -94,6 +94,9 @@ class HubClient {
 
   // Asked once per client, then remembered: the Hub rate-limits whoami heavily.
   const WhoAmI& whoami();
+  // Throws before any write when whoami says the token is read-only: `what` needs a write
+  // token, and nothing was sent. A token whoami cannot describe is left to the Hub to judge.
+  void require_write_token(const std::string& what);
   // Creates a model repo in `namespace_` (the caller's when empty); returns its id.
   std::string create_repo(const std::string& name, const std::string& namespace_, bool is_private);
   RepoInfo repo_info(const std::string& repo, const std::string& revision = "main");

@@ -46,7 +46,7 @@ std::string advice(long status, const std::string& code, const std::string& repo
     return "the token is missing or invalid: set HF_TOKEN and run `neuron-cache whoami`";
   if (status == 403) {
     return "the token is read-only or lacks write access to " + repo +
-           ": use a token with write access (HF_TOKEN), or --read-only";
+           ": use a token with write access (HF_TOKEN)";
   }
   if (status == 409) return "it already exists";
   if (status == 412) return "the repo changed meanwhile: run the command again";
@@ -54,6 +54,9 @@ std::string advice(long status, const std::string& code, const std::string& repo
   if (status == 429) return "the Hub rate-limited this client: wait a few minutes and retry";
   if (status >= 500) return "the Hub is failing: retry later";
   if (status == 0) return "check the network and HF_ENDPOINT";
+  if (status >= 300 && status < 400) {
+    return "check that HF_ENDPOINT is the Hub itself, not a proxy or mirror that redirects";
+  }
   return "";
 }
 
@@ -98,6 +101,9 @@ Error hub_error(const HttpResponse& response, const std::string& what, const std
   if (!code.empty()) why += " " + code;
   std::string message = server_message(response);
   if (!message.empty()) why += ": " + message;
+  if (response.status >= 300 && response.status < 400 && !response.error.empty()) {
+    why += " " + response.error;
+  }
   std::string text = what + " failed: " + why;
   std::string todo = advice(response.status, code, repo);
   if (!todo.empty()) text += "; " + todo;

@@ -35,6 +35,19 @@ bool is_redirect(long status) {
   return status == 301 || status == 302 || status == 303 || status == 307 || status == 308;
 }
 
+bool has_body(const HttpRequest& r) {
+  return r.upload_fd >= 0 || !r.body.empty() || (r.method != "GET" && r.method != "HEAD");
+}
+
+// Why a redirect from `r` to `target` is not followed, or nothing when it may be.
+std::optional<std::string> refused_redirect(const HttpRequest& r, const std::string& target) {
+  if (origin_of(target) == origin_of(r.url)) return std::nullopt;
+  std::string where = "redirected to another host (" + origin_of(target) + "), not followed: ";
+  if (has_body(r)) return where + "a request with a body is never re-sent to another host";
+  if (!r.may_leave_origin) return where + "only file downloads may leave the Hub's origin";
+  return std::nullopt;
+}
+
 void ensure_curl_global() {
   static const CURLcode initialised = curl_global_init(CURL_GLOBAL_DEFAULT);
   if (initialised != CURLE_OK) throw operational_error("libcurl could not be initialised");
@@ -217,7 +230,7 @@ void configure(Transfer& t, const HttpOptions& options) {
   // The token goes to the Hub's own origin only: never to a CDN, S3 or any redirect target.
   bool same_origin = origin_of(r.url) == origin_of(options.endpoint);
   std::string auth = "Authorization: Bearer " + options.token;
-  if (same_origin && !options.token.empty()) {
+  if (same_origin && r.send_token && !options.token.empty()) {
     t.header_list = curl_slist_append(t.header_list, auth.c_str());
   }
   t.header_list = curl_slist_append(t.header_list, "Expect:");  // no 100-continue round trip
@@ -257,6 +270,19 @@ void HttpEngine::run(const std::vector<Exchange*>& exchanges, size_t parallel) {
     active.push_back(std::move(t));
   };
 
+  auto follow = [&](Transfer& t, std::string target) {
+    HttpRequest next = t.request;
+    next.url = std::move(target);
+    if (t.response.status == 303) {
+      next.method = next.method == "HEAD" ? "HEAD" : "GET";
+      next.body.clear();  // 303: See Other, fetched without the body
+      next.upload_fd = -1;
+    }
+    Headers first = t.redirects == 0 ? t.response.headers : t.response.first_headers;
+    waiting.push_front(
+        {t.exchange, Clock::now(), std::move(next), std::move(first), t.redirects + 1, true});
+  };
+
   auto finish = [&](Transfer& t, CURLcode code) {
     curl_easy_getinfo(t.easy, CURLINFO_RESPONSE_CODE, &t.response.status);
     t.response.url = t.request.url;
@@ -271,13 +297,13 @@ void HttpEngine::run(const std::vector<Exchange*>& exchanges, size_t parallel) {
       if (t.redirects >= options_.max_redirects) {
         t.response.error = "too many redirects";
       } else {
-        HttpRequest next = t.request;
-        next.url = resolve_location(t.request.url, *location);
-        if (t.response.status == 303) next.method = next.method == "HEAD" ? "HEAD" : "GET";
-        Headers first = t.redirects == 0 ? t.response.headers : t.response.first_headers;
-        waiting.push_front(
-            {t.exchange, Clock::now(), std::move(next), std::move(first), t.redirects + 1, true});
-        return;
+        std::string target = resolve_location(t.request.url, *location);
+        if (auto refused = refused_redirect(t.request, target)) {
+          t.response.error = *refused;  // the exchange sees the 3xx itself, not the other host
+        } else {
+          follow(t, std::move(target));
+          return;
+        }
       }
     }
     if (auto retry_in = t.exchange->on_complete(t.response)) {

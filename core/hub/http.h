@@ -1,6 +1,7 @@
 // HTTP on libcurl for the Hub client: one curl multi handle drives many exchanges at once with
 // connection reuse (HTTP/2 where offered). Redirects are followed here, not by libcurl, so the
-// token is only ever sent to the Hub endpoint's own origin.
+// token is only ever sent to the Hub endpoint's own origin, and only downloads without a body
+// follow a redirect to another origin (see HttpRequest::may_leave_origin).
 #pragma once
 
 #include <chrono>
@@ -38,14 +39,22 @@ struct HttpRequest {
   int upload_fd = -1;
   uint64_t upload_offset = 0;
   uint64_t upload_length = 0;
+  // Whether a redirect to another origin may be followed: only file downloads, which the Hub
+  // serves from a CDN (without the token). API calls and requests with a body never leave the
+  // origin they were sent to: another host's answer is not the Hub's.
+  bool may_leave_origin = false;
+  // Whether the token goes with it (to the Hub endpoint's origin only). Presigned storage URLs
+  // (LFS PUTs, multipart parts) carry their own signature and must not get it.
+  bool send_token = true;
 };
 
 struct HttpResponse {
   long status = 0;    // 0: no HTTP answer (connection refused, reset, timeout)
   std::string error;  // libcurl's reason when status is 0 or the transfer broke
   Headers headers;
-  std::string body;       // non-streamed bodies and error bodies (capped)
-  std::string url;        // the URL that answered, after redirects
+  std::string body;  // non-streamed bodies and error bodies (capped)
+  std::string url;   // the URL that answered, after redirects
+  // When a 3xx answer was not followed (another origin): why, and the status stays the 3xx.
   Headers first_headers;  // the Hub's own answer when it redirected (X-Repo-Commit, X-Linked-*)
   uint64_t streamed_bytes = 0;
 };

@@ -80,6 +80,7 @@ class PutExchange : public Exchange {
       : url_(std::move(url)), fd_(fd), offset_(offset), length_(length), policy_(policy) {}
   HttpRequest request() override {
     HttpRequest r{"PUT", url_};
+    r.send_token = false;  // the URL is signed; storage refuses (or logs) a second credential
     r.upload_fd = fd_;
     r.upload_offset = offset_;
     r.upload_length = length_;
@@ -200,6 +201,7 @@ void complete_upload(HubClient& client, LfsUpload& upload) {
         upload.completion_url,
         {"Accept: application/vnd.git-lfs+json", "Content-Type: application/vnd.git-lfs+json"},
         json{{"oid", file.sha256}, {"parts", parts}}.dump()};
+    request.send_token = false;  // signed like the part URLs, as huggingface_hub sends it
     HttpResponse response = client.call(request, "completing the upload of " + file.path_in_repo);
     if (!ok(response))
       throw hub_error(response, "completing the upload of " + file.path_in_repo, "");
@@ -326,8 +328,16 @@ CommitResult post_commit(HubClient& client, const std::string& repo, const std::
   }
   if (!ok(response)) throw hub_error(response, "committing to " + repo, repo);
   json answer = json::parse(response.body, nullptr, false);
+  if (!answer.is_object() || !answer.contains("commitOid") || !answer["commitOid"].is_string() ||
+      answer["commitOid"].get<std::string>().empty()) {
+    // Only the Hub's answer with the new commit's id proves the commit was made.
+    throw operational_error("committing to " + repo + " failed: the answer (HTTP " +
+                            std::to_string(response.status) +
+                            ") has no commit id, so no commit can be assumed; check HF_ENDPOINT "
+                            "points to the Hub and run the command again");
+  }
   result.committed = true;
-  result.commit_oid = answer.value("commitOid", "");
+  result.commit_oid = answer["commitOid"].get<std::string>();
   result.commit_url = answer.value("commitUrl", "");
   return result;
 }
@@ -340,6 +350,7 @@ CommitResult HubClient::commit(const std::string& repo,
                                const std::optional<std::string>& parent_commit,
                                const std::string& revision) {
   check_online("uploading to " + repo);
+  if (!options_.token.empty()) require_write_token("uploading to " + repo);
   std::string rev = url_encode(revision, false);
   UploadPlan plan;
   std::vector<LocalFile> candidates;

@@ -383,6 +383,22 @@ std::string Pipeline::why_not_push(bool nothing_new) const {
   return "";
 }
 
+std::string Pipeline::read_only_token() {
+  try {
+    const hub::WhoAmI& who = client_->whoami();
+    if (who.role != "read") return "";
+  } catch (const Error&) {
+    return "";  // no answer about the token: the push itself will say what is wrong
+  }
+  // Asked once, before any write request: a read token would only collect 403s.
+  std::string why = "the token \"" + client_->whoami().token_name +
+                    "\" is read-only: nothing was pushed; set HF_TOKEN to a token with write "
+                    "access (or pass --read-only to `ci` or `run` to not push on purpose)";
+  // One message: the push line (and the report) carry it; --strict makes it an error.
+  if (options_.strict) cache_problem("push to " + repo_ + " failed: " + why, "skipping the push");
+  return why;
+}
+
 std::vector<std::string> Pipeline::covered_on_hub(const std::vector<const plan::PlanRow*>& rows) {
   if (!remote_) return {};
   std::vector<const plan::Target*> targets;
@@ -434,6 +450,7 @@ PushStep Pipeline::push(const plan::Plan& plan) {
     entries = not_on_hub(plan);
     if (entries.empty()) step.skipped_reason = why_not_push(true);
   }
+  if (step.skipped_reason.empty()) step.skipped_reason = read_only_token();
   if (!step.skipped_reason.empty()) {
     step.seconds = seconds_since(start);
     return step;

@@ -188,6 +188,8 @@ class Pipeline {
   std::vector<std::filesystem::path> trusted_roots() const;
   // Why a push must not happen (read-only, no repo, offline, nothing new), or "" when it may.
   std::string why_not_push(bool nothing_new) const;
+  // Why nothing can be pushed when whoami says the token is read-only, else empty.
+  std::string read_only_token();
   // The local index entries of the plan's Local rows that the Hub's index does not have, or has
   // with fewer MODULE_ folders or registry files (artifact_index::covers).
   std::vector<artifact_index::Entry> not_on_hub(const plan::Plan& plan);

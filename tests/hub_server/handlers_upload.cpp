@@ -139,7 +139,7 @@ json Server::upload_action(const std::string& sha256, uint64_t size) const {
     for (uint64_t part = 1; part <= parts; ++part) {
       std::string key = std::to_string(part);
       key.insert(0, key.size() < 5 ? 5 - key.size() : 0, '0');
-      header[key] = signed_url(cdn_base(), "PUT", base + "/part/" + std::to_string(part), query);
+      header[key] = signed_url(upload_base(), "PUT", base + "/part/" + std::to_string(part), query);
     }
     // The completion URL lives on the Hub, as on huggingface.co, and is signed: no token needed.
     return {{"href", signed_url(hub_base(), "POST", "/api/complete_multipart",
@@ -147,7 +147,7 @@ json Server::upload_action(const std::string& sha256, uint64_t size) const {
             {"header", header},
             {"expires_in", kUrlLifetimeSeconds}};
   }
-  return {{"href", signed_url(cdn_base(), "PUT", base, "size=" + std::to_string(size))},
+  return {{"href", signed_url(upload_base(), "PUT", base, "size=" + std::to_string(size))},
           {"header", json::object()},
           {"expires_in", kUrlLifetimeSeconds}};
 }

@@ -107,6 +107,8 @@ int main(int argc, char** argv) {
                  "LFS objects of at least this size upload in parts (bytes)")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
+  app.add_flag("--storage-on-hub", options.storage_on_hub,
+               "LFS upload URLs on the hub listener (same origin as the API), not the cdn");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& error) {

@@ -241,7 +241,7 @@ void Server::handle(Listener listener, const httplib::Request& req, httplib::Res
     ++active_requests_;
     if (auto fault = faults_.take(req.method, call.raw_path, req.path, listener_name(listener))) {
       t_stats.fault = fault->name();
-      if (fault->action == FaultAction::Status) {
+      if (fault->action == FaultAction::Status || fault->action == FaultAction::Redirect) {
         drain_body(call);
         return send_fault_status(call, *fault);
       }
@@ -289,6 +289,9 @@ void Server::log_request(Listener listener, const httplib::Request& req,
 
 void Server::route_hub(Call& call) {
   const auto& s = call.segments;
+  if (options_.storage_on_hub && s.size() >= 3 && s[0] == "lfs" && s[1] == "upload") {
+    return route_cdn(call);
+  }
   if (!s.empty() && s[0] == "api") return route_api(call);
   route_web(call);
 }
@@ -549,7 +552,11 @@ void Server::send_fault_status(Call& call, const Fault& fault) {
   for (const auto& [key, value] : fault.headers.items()) {
     call.res.set_header(key, value.is_string() ? value.get<std::string>() : value.dump());
   }
-  send_json(call, fault.status, {{"error", fault.message}});
+  if (fault.action == FaultAction::Redirect) {
+    std::string base = fault.redirect_to == "cdn" ? cdn_base() : hub_base();
+    call.res.set_header("Location", base + call.req.target);
+  }
+  send_json(call, fault.status, fault.body.is_null() ? json{{"error", fault.message}} : fault.body);
 }
 
 void Server::send_json(Call& call, int status, const json& body, const std::string& content_type) {
@@ -813,6 +820,10 @@ std::string Server::hub_base() const {
 
 std::string Server::cdn_base() const {
   return "http://" + options_.host + ":" + std::to_string(cdn_port_);
+}
+
+std::string Server::upload_base() const {
+  return options_.storage_on_hub ? hub_base() : cdn_base();
 }
 
 std::string Server::repo_url(const Repo& repo) const {

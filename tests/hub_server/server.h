@@ -38,6 +38,9 @@ struct Options {
   uint64_t lfs_threshold = 10 * kMiB;
   uint64_t multipart_chunk_size = 16 * kMiB;
   uint64_t multipart_threshold = 64 * kMiB;
+  // Upload URLs (single PUTs and parts) on the hub listener itself, as a Hub whose storage
+  // shares its origin: a client that sends the token to every same-origin URL then leaks it.
+  bool storage_on_hub = false;
 };
 
 enum class Listener { Hub, Cdn };
@@ -166,6 +169,7 @@ class Server {
   // URLs
   std::string hub_base() const;
   std::string cdn_base() const;
+  std::string upload_base() const;  // cdn_base(), or hub_base() with --storage-on-hub
   std::string repo_url(const Repo& repo) const;
   std::string signed_url(const std::string& base, const std::string& method,
                          const std::string& path, const std::string& query) const;

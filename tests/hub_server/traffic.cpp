@@ -37,6 +37,8 @@ std::string Fault::name() const {
       return "trickle";
     case FaultAction::IgnoreRange:
       return "ignore_range";
+    case FaultAction::Redirect:
+      return "redirect";
   }
   return "";
 }
@@ -109,6 +111,19 @@ FaultTable::Rule FaultTable::parse(const json& rule, size_t index) {
       }
       fault.headers = rule["headers"];
     }
+    if (rule.contains("body")) fault.body = rule["body"];
+  } else if (action == "redirect") {
+    fault.action = FaultAction::Redirect;
+    fault.status =
+        rule.contains("status") ? static_cast<int>(non_negative(rule, "status", where)) : 302;
+    if (fault.status < 300 || fault.status > 399) {
+      throw std::invalid_argument(where + ": \"status\" of a redirect must be 3xx");
+    }
+    fault.message = "Redirect injected by the test Hub server";
+    fault.redirect_to = optional_string(rule, "to", where).value_or("");
+    if (fault.redirect_to != "hub" && fault.redirect_to != "cdn") {
+      throw std::invalid_argument(where + ": \"to\" must be \"hub\" or \"cdn\"");
+    }
   } else if (action == "drop_after") {
     fault.action = FaultAction::DropAfter;
     fault.bytes = non_negative(rule, "bytes", where);
@@ -125,8 +140,8 @@ FaultTable::Rule FaultTable::parse(const json& rule, size_t index) {
     fault.action = FaultAction::IgnoreRange;
   } else {
     throw std::invalid_argument(where +
-                                ": \"action\" must be \"status\", \"drop_after\", \"corrupt\", "
-                                "\"trickle\" or \"ignore_range\"");
+                                ": \"action\" must be \"status\", \"redirect\", \"drop_after\", "
+                                "\"corrupt\", \"trickle\" or \"ignore_range\"");
   }
   return parsed;
 }

@@ -24,7 +24,7 @@ class AccessLog {
   std::map<uint64_t, nlohmann::json> entries_;
 };
 
-enum class FaultAction { Status, DropAfter, Corrupt, Trickle, IgnoreRange };
+enum class FaultAction { Status, DropAfter, Corrupt, Trickle, IgnoreRange, Redirect };
 
 struct Fault {
   FaultAction action = FaultAction::Status;
@@ -34,6 +34,10 @@ struct Fault {
   std::string error_code;
   std::string message;
   nlohmann::json headers = nlohmann::json::object();
+  nlohmann::json body;  // Status: sent instead of {"error": message} when given
+  // Redirect (with `status`, a 3xx): the listener ("hub" or "cdn") the Location points at, with
+  // the same path and query: the other listener plays a foreign host.
+  std::string redirect_to;
   // DropAfter: body bytes sent before the connection is closed; Corrupt: which body byte flips.
   uint64_t bytes = 0;
   uint64_t offset = 0;

@@ -193,14 +193,17 @@ TEST_F(HubCliTest, SynchronizeWithAReadOnlyTokenSaysSo) {
                          " --cache-dir '" + cache.path().string() + "'",
                      testing::kHubReadToken);
   EXPECT_EQ(run.code, 1);
-  EXPECT_TRUE(contains(run.output, "read-only or lacks write access")) << run.output;
+  EXPECT_TRUE(contains(run.output, "is read-only (role read)")) << run.output;
+  EXPECT_TRUE(contains(run.output, "write token")) << run.output;
+  EXPECT_FALSE(contains(run.output, "--read-only")) << "synchronize has no --read-only";
   EXPECT_EQ(testing::count_requests(server.access_log(),
                                     [](const json& e) {
-                                      return e["method"] == "POST" &&
-                                             contains(e["path"], "/commit/") && e["status"] == 200;
+                                      std::string path = e["path"];
+                                      return contains(path, "/preupload/") ||
+                                             contains(path, "/commit/") || contains(path, "/lfs/");
                                     }),
             0u)
-      << "no commit is made";
+      << "whoami said read: no write request is sent";
   EXPECT_EQ(commits(testing::kHubPublicRepo).size(), 1u) << "only the seed commit";
 }
 

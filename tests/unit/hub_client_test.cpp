@@ -77,6 +77,98 @@ class HubClientTest : public ::testing::Test {
   TempDir local;
 };
 
+size_t count_on(const json& log, const std::string& listener) {
+  return testing::count_requests(log, [&](const json& e) { return e["listener"] == listener; });
+}
+
+// The cdn listener plays a foreign host that answers whatever it is asked with `body`.
+json redirect_to_foreign_host(const std::string& method, const std::string& path, int status,
+                              const json& body) {
+  return json::array(
+      {{{"match", {{"method", method}, {"path_contains", path}, {"listener", "hub"}}},
+        {"action", "redirect"},
+        {"status", status},
+        {"to", "cdn"}},
+       {{"match", {{"listener", "cdn"}, {"path_contains", path}}},
+        {"action", "status"},
+        {"status", 200},
+        {"body", body}}});
+}
+
+TEST_F(HubClientTest, ACommitRedirectedToAnotherHostIsNeitherSentThereNorASuccess) {
+  std::string repo = client.create_repo("redirected-commit", "", true);
+  for (int status : {302, 307, 308}) {
+    server.set_faults(redirect_to_foreign_host("POST", "/commit/", status,
+                                               {{"success", true}, {"commitOid", ""}}));
+    server.clear_log();
+    try {
+      upload(repo, {{"file-" + std::to_string(status) + ".txt", "content"}});
+      FAIL() << status << ": another host's 200 is not a commit";
+    } catch (const Error& e) {
+      EXPECT_TRUE(testing::contains(e.what(), "another host")) << e.what();
+      EXPECT_FALSE(testing::contains(e.what(), testing::kHubWriteToken)) << e.what();
+    }
+    EXPECT_EQ(count_on(server.access_log(), "cdn"), 0u)
+        << status << ": neither the commit body nor anything else reached the foreign host: "
+        << server.access_log().dump(1);
+  }
+}
+
+TEST_F(HubClientTest, ACommitAnswerWithoutCommitIdIsAFailure) {
+  std::string repo = client.create_repo("no-oid", "", true);
+  server.set_faults(json::array({{{"match", {{"method", "POST"}, {"path_contains", "/commit/"}}},
+                                  {"action", "status"},
+                                  {"status", 200},
+                                  {"body", {{"success", true}}}}}));
+  try {
+    upload(repo, {{"a.txt", "a"}});
+    FAIL() << "a 200 without commitOid proves no commit";
+  } catch (const Error& e) {
+    EXPECT_TRUE(testing::contains(e.what(), "no commit id")) << e.what();
+  }
+}
+
+TEST_F(HubClientTest, WhoamiDoesNotFollowARedirectToAnotherHost) {
+  server.set_faults(redirect_to_foreign_host(
+      "GET", "/api/whoami-v2", 302,
+      {{"name", "mallory"}, {"auth", {{"accessToken", {{"role", "write"}}}}}}));
+  try {
+    std::string name = client.whoami().name;
+    FAIL() << "the foreign host's user was taken: " << name;
+  } catch (const Error& e) {
+    EXPECT_TRUE(testing::contains(e.what(), "another host")) << e.what();
+  }
+  EXPECT_EQ(count_on(server.access_log(), "cdn"), 0u) << server.access_log().dump(1);
+}
+
+TEST(HubClientStorage, LfsUploadsCarryNoTokenEvenOnTheHubsOwnOrigin) {
+  HubServer server(HubServer::example_config(),
+                   {"--storage-on-hub", "--lfs-threshold", "1024", "--multipart-threshold",
+                    "3145728", "--multipart-chunk-size", "1048576"});
+  HubClient client(options_for(server, testing::kHubWriteToken));
+  std::string repo = client.create_repo("same-origin-storage", "", true);
+  TempDir local;
+  write_file(local / "single.neff", random_bytes(1536 * 1024, 5));
+  write_file(local / "parts.neff", random_bytes(5 << 20, 6));
+  CommitResult commit =
+      client.commit(repo,
+                    {{CommitOperation::Kind::Add, "single.neff", local / "single.neff"},
+                     {CommitOperation::Kind::Add, "parts.neff", local / "parts.neff"}},
+                    "lfs", std::nullopt);
+  EXPECT_TRUE(commit.committed);
+  EXPECT_EQ(commit.lfs_uploaded, 2u);
+  json log = server.access_log();
+  auto storage = [](const json& e) {
+    std::string path = e["path"].get<std::string>();
+    return e["method"] == "PUT" || path.starts_with("/api/complete_multipart");
+  };
+  EXPECT_GE(testing::count_requests(log, storage), 7u) << "1 PUT, 5 parts, 1 completion";
+  EXPECT_EQ(testing::count_requests(
+                log, [&](const json& e) { return storage(e) && e["authorization"] == true; }),
+            0u)
+      << "signed storage URLs get no token: " << log.dump(1);
+}
+
 TEST_F(HubClientTest, WhoamiIsAskedOnce) {
   EXPECT_EQ(client.whoami().name, "alice");
   EXPECT_EQ(client.whoami().orgs, std::vector<std::string>{"acme"});

@@ -573,6 +573,41 @@ TEST_F(PipelineCliTest, FailedCompileIsNeverPushedAsSuccess) {
   EXPECT_FALSE(hub_index()["entries"].contains(keys["bad"]));
 }
 
+TEST_F(PipelineCliTest, TokenTheCompileCommandPrintsIsMaskedEverywhere) {
+  ManifestSpec spec;
+  Conf good{"good", 1, 128};
+  Conf bad{"bad", 1, 256};  // fails: its log tail goes to stderr, report.json and summary.md
+  spec.confs = {good, bad};
+  fs::path manifest = write_manifest(spec);
+  const std::string masked = "hf_****rite";  // mask_token(kHubWriteToken)
+  const std::string print = "STAND_IN_PRINT_ENV=HF_TOKEN ";
+  ToolResult ci =
+      tool("ci " + quoted(manifest) + " --output-dir " + quoted(work / "out") + " --report " +
+               quoted(work / "report.json") + " --summary " + quoted(work / "summary.md"),
+           print + "STAND_IN_FAIL=sequence_length=256");
+  EXPECT_EQ(ci.code, 1) << ci.all();
+  EXPECT_FALSE(contains(ci.all(), token)) << ci.all();
+  EXPECT_TRUE(contains(ci.err, "HF_TOKEN=" + masked)) << "the log tail is shown: " << ci.all();
+  for (const auto& file : {work / "report.json", work / "summary.md", work / "out" / "good.log",
+                           work / "out" / "bad.log"}) {
+    ASSERT_TRUE(fs::exists(file)) << file;
+    std::string text = read_file(file);
+    EXPECT_FALSE(contains(text, token)) << file << ":\n" << text;
+  }
+  EXPECT_TRUE(contains(read_file(work / "out" / "good.log"), "stderr HF_TOKEN=" + masked));
+  EXPECT_TRUE(contains(read_file(work / "report.json"), "HF_TOKEN=" + masked));
+
+  // `run` shows the command's output live: masked too, and in its log.
+  ToolResult run =
+      tool("run --manifest " + quoted(manifest) + " --output-dir " + quoted(work / "out") +
+               " --config good -- " + stand_in_command(good, work / "export-good"),
+           print);
+  EXPECT_EQ(run.code, 0) << run.all();
+  EXPECT_TRUE(contains(run.all(), "HF_TOKEN=" + masked)) << run.all();
+  EXPECT_FALSE(contains(run.all(), token)) << run.all();
+  EXPECT_FALSE(contains(read_file(work / "out" / "good.run.log"), token));
+}
+
 TEST_F(PipelineCliTest, SameManifestInTwoDirectoriesGivesSameKeys) {
   const std::string rev = "0123456789abcdef0123456789abcdef01234567";
   ManifestSpec base;
@@ -662,15 +697,54 @@ TEST_F(PipelineCliTest, ReadOnlyTokenPushGetsClearMessage) {
   server.clear_log();
   ToolResult push = tool("push " + quoted(manifest));
   EXPECT_EQ(push.code, 0) << "cache problems do not fail by default: " << push.all();
-  EXPECT_TRUE(contains(push.all(), "read-only or lacks write access")) << push.all();
+  EXPECT_TRUE(contains(push.out, "push skipped: the token \"alice-read\" is read-only"))
+      << push.all();
+  EXPECT_TRUE(contains(push.out, "write access")) << push.all();
+  std::string all = push.all();
+  EXPECT_EQ(all.find("alice-read", all.find("alice-read") + 1), std::string::npos)
+      << "one message, not one per refused request: " << all;
   ToolResult strict = tool("push --strict " + quoted(manifest));
   EXPECT_EQ(strict.code, 1) << strict.all();
-  EXPECT_TRUE(contains(strict.all(), "read-only or lacks write access")) << strict.all();
-  EXPECT_EQ(
-      count(server.access_log(), [](const json& e) { return is_commit(e) && e["status"] == 200; }),
-      0u);
+  EXPECT_TRUE(contains(strict.all(), "is read-only")) << strict.all();
+  ToolResult ci = tool("ci " + quoted(manifest) + " --output-dir " + quoted(work / "out"));
+  EXPECT_EQ(ci.code, 0) << ci.all();
+  EXPECT_TRUE(contains(ci.out, "push skipped: the token \"alice-read\" is read-only")) << ci.all();
+  json log = server.access_log();
+  EXPECT_EQ(count(log, is_write), 0u) << "no preupload, LFS batch or commit: " << log.dump(1);
+  EXPECT_EQ(count(log, [](const json& e) { return e["path"] == "/api/whoami-v2"; }), 3u)
+      << "the role is asked once per run";
   EXPECT_EQ(hub_commits(), commits_before) << "no commit was made";
   EXPECT_TRUE(hub_index().is_null());
+}
+
+TEST_F(PipelineCliTest, ACommitRedirectedToAnotherHostIsReportedAsAFailedPush) {
+  ManifestSpec spec;
+  spec.confs = {{"a", 1, 128}};
+  fs::path manifest = write_manifest(spec);
+  ToolResult compile =
+      tool("compile " + quoted(manifest) + " --output-dir " + quoted(work / "out"));
+  ASSERT_EQ(compile.code, 0) << compile.all();
+  // The cdn listener plays another host that answers the commit with a 200.
+  server.set_faults(json::array(
+      {{{"match", {{"method", "POST"}, {"path_contains", "/commit/"}, {"listener", "hub"}}},
+        {"action", "redirect"},
+        {"status", 307},
+        {"to", "cdn"}},
+       {{"match", {{"listener", "cdn"}, {"path_contains", "/commit/"}}},
+        {"action", "status"},
+        {"status", 200},
+        {"body", {{"success", true}}}}}));
+  server.clear_log();
+  ToolResult push = tool("push " + quoted(manifest));
+  EXPECT_EQ(push.code, 0) << "cache problems do not fail by default: " << push.all();
+  EXPECT_TRUE(contains(push.all(), "push failed")) << push.all();
+  EXPECT_TRUE(contains(push.all(), "another host")) << push.all();
+  EXPECT_FALSE(contains(push.all(), "in commit ")) << push.all();
+  EXPECT_FALSE(contains(push.all(), token)) << push.all();
+  json log = server.access_log();
+  EXPECT_EQ(count(log, [](const json& e) { return e["listener"] == "cdn" && is_commit(e); }), 0u)
+      << "neither the commit body nor the token reached the other host: " << log.dump(1);
+  EXPECT_TRUE(hub_index().is_null()) << "nothing was committed";
 }
 
 TEST_F(PipelineCliTest, HubDownFallsBackToCompiling) {

@@ -12,10 +12,14 @@
 #include <thread>
 #include <vector>
 
+#include "config/redact.h"
 #include "test_support.h"
 
 namespace neuron_cache::compile {
 namespace {
+
+using neuron_cache::Redactor;
+using neuron_cache::StreamRedactor;
 
 using testing::contains;
 using testing::read_file;
@@ -28,6 +32,45 @@ CommandRun shell(const std::string& script, const fs::path& log) {
   run.argv = {"sh", "-c", script};
   run.log_file = log;
   return run;
+}
+
+TEST(Redactor, MasksEverySecretAndIgnoresShortValues) {
+  Redactor redact({"hf_secret_token_1234", "1"});
+  EXPECT_EQ(redact("a hf_secret_token_1234 b hf_secret_token_1234"), "a hf_****1234 b hf_****1234");
+  EXPECT_EQ(redact("1 + 1"), "1 + 1");
+}
+
+TEST(Redactor, StreamFindsASecretSplitAcrossChunks) {
+  const std::string secret = "hf_secret_token_1234";
+  for (size_t cut = 1; cut < secret.size(); ++cut) {
+    StreamRedactor stream(Redactor({secret}));
+    std::string out = stream.feed("x=" + secret.substr(0, cut));
+    out += stream.feed(secret.substr(cut) + "\nhf_se");
+    out += stream.finish();
+    EXPECT_EQ(out, "x=hf_****1234\nhf_se") << "cut at " << cut;
+  }
+}
+
+TEST(Runner, MasksTokensTheCommandPrintsInTheLogAndItsTee) {
+  TempDir dir;
+  const std::string token = "hf_runner_secret_9876";
+  CommandRun run = shell("echo \"token $HF_TOKEN\"; echo \"err $HF_TOKEN\" >&2", dir / "run.log");
+  run.set_env["HF_TOKEN"] = token;
+  RunOutcome ran = run_command(run);
+  EXPECT_EQ(ran.exit_code, 0);
+  std::string log = read_file(dir / "run.log");
+  EXPECT_FALSE(contains(log, token)) << log;
+  EXPECT_TRUE(contains(log, "token hf_****9876")) << log;
+  EXPECT_TRUE(contains(log, "err hf_****9876")) << log;
+  EXPECT_FALSE(contains(log_tail(dir / "run.log"), token));
+
+  // Inherited, not set: masked too.
+  setenv("NEURON_CACHE_TEST_TOKEN", "hf_inherited_secret_5555", 1);
+  RunOutcome inherited =
+      run_command(shell("echo \"$NEURON_CACHE_TEST_TOKEN\"", dir / "inherited.log"));
+  unsetenv("NEURON_CACHE_TEST_TOKEN");
+  EXPECT_EQ(inherited.exit_code, 0);
+  EXPECT_EQ(read_file(dir / "inherited.log"), "hf_****5555\n");
 }
 
 TEST(Runner, ReportsTheExitCode) {

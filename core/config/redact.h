@@ -1,0 +1,46 @@
+// One place that knows every secret the tool holds (the Hub token) and replaces it by its mask in
+// everything the tool writes: logs of the commands it runs, their live output, reports, messages.
+// The compile command receives HF_TOKEN on purpose, so whatever it prints must pass through here.
+#pragma once
+
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace neuron_cache {
+
+// Replaces each known secret by mask_token(secret).
+class Redactor {
+ public:
+  explicit Redactor(std::vector<std::string> secrets = {});
+  std::string operator()(std::string_view text) const;
+  const std::vector<std::string>& secrets() const { return secrets_; }
+
+ private:
+  std::vector<std::string> secrets_;
+};
+
+// Redacts a stream read in chunks: a secret split across two chunks is still found, because the
+// end of a chunk that could begin a secret is held back until the next one (or finish()).
+class StreamRedactor {
+ public:
+  explicit StreamRedactor(Redactor redactor) : redactor_(std::move(redactor)) {}
+  // What can be written now.
+  std::string feed(std::string_view chunk);
+  // Whatever was held back, at the end of the stream.
+  std::string finish();
+
+ private:
+  Redactor redactor_;
+  std::string pending_;
+};
+
+// The secrets of this process: Settings::resolve adds the token it found, so every writer can
+// redact without being handed it. Values shorter than 8 characters are not treated as secrets
+// (masking "1" everywhere would garble output and protect nothing).
+void add_secret(const std::string& secret);
+Redactor known_secrets();
+std::string redact(std::string_view text);
+
+}  // namespace neuron_cache
