@@ -1,12 +1,12 @@
 // The main job's commands: plan, prefetch, compile, push, ci and run. Each one is a thin shell
 // over pipeline::Pipeline: options in, a step or two, text or JSON out.
-#include <fstream>
 #include <iostream>
 
 #include "cli/context.h"
 #include "cli/output.h"
 #include "pipeline/pipeline.h"
 #include "report/report.h"
+#include "store/safe_dir.h"
 
 namespace neuron_cache::cli {
 namespace {
@@ -143,10 +143,11 @@ std::string push_line(const pipeline::PushStep& step, const std::string& what = 
 
 void write_file(const std::string& path, const std::string& content) {
   if (path.empty()) return;
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  out << content;
-  if (!out)
-    throw operational_error("cannot write " + path + ": check the folder exists and is writable");
+  try {
+    write_whole_file(path, content);  // 0644 whatever the umask
+  } catch (const Error& e) {
+    throw operational_error(std::string(e.what()) + ": check the folder exists and is writable");
+  }
 }
 
 void run_plan(Context& context, Args& args) {

@@ -339,6 +339,7 @@ CommitResult HubClient::commit(const std::string& repo,
                                const std::string& message,
                                const std::optional<std::string>& parent_commit,
                                const std::string& revision) {
+  check_repo(repo);
   check_online("uploading to " + repo);
   std::string rev = url_encode(revision, false);
   UploadPlan plan;
