@@ -219,12 +219,10 @@ UniqueFd SafeDir::open_read(std::string_view name) const {
 }
 
 void write_whole_file(const std::filesystem::path& file, std::string_view content) {
-  // An explicit mode (std::ofstream creates 0666 & ~umask) and a fresh file, whose mode is the
-  // one given here rather than an old file's.
-  if (unlink(file.c_str()) != 0 && errno != ENOENT) throw io_error("cannot replace", file);
-  UniqueFd fd(
-      ::open(file.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, kFileMode));
-  if (!fd) throw io_error("cannot create", file);
+  // An explicit mode: std::ofstream creates 0666 & ~umask. A file already there keeps its mode
+  // (it may be /dev/stdout given as a report file).
+  UniqueFd fd(::open(file.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, kFileMode));
+  if (!fd) throw io_error("cannot write", file);
   write_all(fd.get(), content, file);
 }
 
@@ -232,6 +230,8 @@ void replace_file(const std::filesystem::path& file, std::string_view content) {
   if (file.has_parent_path()) make_directories(file.parent_path());
   std::filesystem::path temp = file;
   temp += "." + std::to_string(getpid()) + ".tmp";  // two runs may replace it at once
+  // A temp file left by a dead run of the same pid would keep its old mode: start afresh.
+  if (unlink(temp.c_str()) != 0 && errno != ENOENT) throw io_error("cannot replace", temp);
   write_whole_file(temp, content);
   if (rename(temp.c_str(), file.c_str()) != 0) {
     Error error = io_error("cannot replace " + file.string() + " with", temp);

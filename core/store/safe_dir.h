@@ -95,8 +95,8 @@ class SafeDir {
 // would use 0777 & ~umask). Throws an operational Error.
 void make_directories(const std::filesystem::path& path);
 
-// Writes `content` as a new `file` with mode 0644, replacing a file already there (not atomic:
-// for files only this run reads, like reports; see replace_file).
+// Writes `content` to `file`, created with mode 0644 (a file already there is truncated and
+// keeps its mode). Not atomic: for reports and staged files; see replace_file.
 void write_whole_file(const std::filesystem::path& file, std::string_view content);
 
 // Writes `content` to `file` (creating its folders) through a temporary file of this process and
