@@ -5,6 +5,7 @@
 
 #include "cli/context.h"
 #include "cli/output.h"
+#include "format/hub_names.h"
 #include "remote/lookup.h"
 
 namespace neuron_cache::cli {
@@ -116,6 +117,9 @@ void lookup(Context& context, Options& options) {
   const Settings& settings = context.settings();
   std::string repo = options.repo.value_or(settings.cache_repo.value);
   if (repo.empty()) throw input_error("no cache repo: pass --repo or run `neuron-cache set REPO`");
+  hub_names::require_repo_id(
+      repo, options.repo ? "--repo" : "the cache repo from " + settings.cache_repo.origin,
+      "check the name");
   if (options.query.compiler_version.empty()) {
     options.query.compiler_version = settings.compiler_version.value;
   }

@@ -1,6 +1,5 @@
 // The main job's commands: plan, prefetch, compile, push, ci and run. Each one is a thin shell
 // over pipeline::Pipeline: options in, a step or two, text or JSON out.
-#include <fstream>
 #include <iostream>
 
 #include "cli/context.h"
@@ -8,6 +7,7 @@
 #include "config/redact.h"
 #include "pipeline/pipeline.h"
 #include "report/report.h"
+#include "store/safe_dir.h"
 
 namespace neuron_cache::cli {
 namespace {
@@ -145,10 +145,12 @@ std::string push_line(const pipeline::PushStep& step, const std::string& what = 
 
 void write_file(const std::string& path, const std::string& content) {
   if (path.empty()) return;
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  out << redact(content);  // reports quote logs and messages: no token in them
-  if (!out)
-    throw operational_error("cannot write " + path + ": check the folder exists and is writable");
+  try {
+    // 0644 whatever the umask; reports quote logs and messages: no token in them.
+    write_whole_file(path, redact(content));
+  } catch (const Error& e) {
+    throw operational_error(std::string(e.what()) + ": check the folder exists and is writable");
+  }
 }
 
 void run_plan(Context& context, Args& args) {

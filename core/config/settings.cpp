@@ -10,8 +10,10 @@
 
 #include "config/redact.h"
 #include "error.h"
+#include "format/hub_names.h"
 #include "format/layout.h"
 #include "process/process.h"
+#include "store/safe_dir.h"
 
 extern char** environ;
 
@@ -109,6 +111,12 @@ void resolve_cache_repo(Settings& s, const Environment& env, const SettingOverri
   } else {
     s.cache_repo = {kDefaultRepo, "default"};
   }
+  // Only a warning here, so commands that do not use the Hub (and `set`, which fixes a bad saved
+  // repo) still run; the commands that use the Hub refuse it before any request.
+  if (!s.cache_repo.value.empty() && !hub_names::is_repo_id(s.cache_repo.value)) {
+    s.warnings.push_back("the cache repo \"" + s.cache_repo.value + "\" from " +
+                         s.cache_repo.origin + " is not a Hub repo id");
+  }
 }
 
 void resolve_hub(Settings& s, const Environment& env) {
@@ -201,23 +209,14 @@ std::string Settings::require_compiler_version() const {
 }
 
 std::string save_custom_cache_repo(const Settings& settings, const std::string& repo) {
+  hub_names::require_repo_id(repo, "the cache repo", "give it as org/name");
   std::filesystem::path file = settings.custom_cache_file.value;
-  std::error_code error;
-  std::filesystem::create_directories(file.parent_path(), error);
-  std::filesystem::path temporary = file;
-  temporary += ".tmp-" + std::to_string(getpid());
-  {
-    std::ofstream out(temporary, std::ios::binary | std::ios::trunc);
-    out << repo;
-    if (!out.flush()) {
-      throw operational_error("cannot write " + temporary.string() + ": check that " +
-                              file.parent_path().string() + " is writable (or set HF_HOME)");
-    }
-  }
-  std::filesystem::rename(temporary, file, error);
-  if (error) {
-    throw operational_error("cannot save the cache repo in " + file.string() + ": " +
-                            error.message());
+  try {
+    replace_file(file, repo);  // folders 0755, the file 0644, whatever the umask
+  } catch (const std::exception& e) {
+    throw operational_error("cannot save the cache repo in " + file.string() + ": " + e.what() +
+                            ": check that " + file.parent_path().string() +
+                            " is writable (or set HF_HOME)");
   }
   return file.string();
 }

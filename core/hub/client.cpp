@@ -1,5 +1,7 @@
 #include "hub/client.h"
 
+#include "format/hub_names.h"
+
 namespace neuron_cache::hub {
 namespace {
 
@@ -83,6 +85,13 @@ void HubClient::check_online(const std::string& what) const {
   }
 }
 
+void HubClient::check_repo(const std::string& repo) {
+  hub_names::require_repo_id(
+      repo, "the repo",
+      "no request was made; check --repo, the manifest's cache_repo or "
+      "model_id, CUSTOM_CACHE_REPO, or the repo saved by `neuron-cache set`");
+}
+
 std::string HubClient::api(const std::string& path) const {
   return options_.endpoint + path;
 }
@@ -138,6 +147,7 @@ std::string HubClient::create_repo(const std::string& name, const std::string& n
                {"visibility", is_private ? "private" : "public"},
                {"private", is_private}};
   std::string repo = owner + "/" + name;
+  check_repo(repo);
   HttpRequest request{
       "POST", api("/api/repos/create"), {"Content-Type: application/json"}, body.dump()};
   HttpResponse response = call(request, "creating " + repo);
@@ -152,6 +162,7 @@ std::string HubClient::create_repo(const std::string& name, const std::string& n
 }
 
 RepoInfo HubClient::repo_info(const std::string& repo, const std::string& revision) {
+  check_repo(repo);
   // Only what RepoInfo holds: without `expand` the Hub also sends the repo's whole file list
   // (siblings), 818 KB for an 8,000-file cache repo. huggingface_hub repeats `expand` this way.
   std::string path = "/api/models/" + repo + "/revision/" +
@@ -165,6 +176,7 @@ RepoInfo HubClient::repo_info(const std::string& repo, const std::string& revisi
 
 std::optional<std::string> HubClient::read_file(const std::string& repo, const std::string& path,
                                                 const std::string& revision) {
+  check_repo(repo);
   std::string url = options_.endpoint + "/" + repo + "/resolve/" + url_encode(revision, false) +
                     "/" + url_encode(path, true);
   HttpRequest request{"GET", url};
@@ -177,6 +189,7 @@ std::optional<std::string> HubClient::read_file(const std::string& repo, const s
 }
 
 bool HubClient::repo_exists(const std::string& repo) {
+  check_repo(repo);
   // One small property, not the file list (as the JS client's repoExists does).
   HttpResponse response =
       call({"GET", api("/api/models/" + repo + "?expand=private")}, "checking " + repo);
@@ -192,6 +205,7 @@ bool HubClient::repo_exists(const std::string& repo) {
 
 std::vector<RemoteEntry> HubClient::list_tree(const std::string& repo, const std::string& path,
                                               bool recursive, const std::string& revision) {
+  check_repo(repo);
   std::string url = api("/api/models/" + repo + "/tree/" + url_encode(revision, false));
   if (!path.empty()) url += "/" + url_encode(path, true);
   url += std::string("?recursive=") + (recursive ? "true" : "false") + "&expand=false";
@@ -213,6 +227,7 @@ std::vector<RemoteEntry> HubClient::list_tree(const std::string& repo, const std
 std::vector<RemoteEntry> HubClient::paths_info(const std::string& repo,
                                                const std::vector<std::string>& paths,
                                                const std::string& revision) {
+  check_repo(repo);
   std::vector<RemoteEntry> entries;
   constexpr size_t kBatch = 500;  // the Hub answers 413 above about 1000 paths
   for (size_t start = 0; start < paths.size(); start += kBatch) {

@@ -129,6 +129,9 @@ class HubClient {
 
  private:
   void check_online(const std::string& what) const;
+  // Throws an input Error unless `repo` is a Hub repo id: a name like "../api/whoami-v2" would
+  // otherwise become another API path, sent with the token.
+  static void check_repo(const std::string& repo);
 
   ClientOptions options_;
   HttpEngine http_;

@@ -260,6 +260,7 @@ class RangeExchange : public Exchange {
 std::vector<DownloadResult> HubClient::download(const std::string& repo,
                                                 const std::string& revision,
                                                 std::vector<DownloadRequest>& requests) {
+  check_repo(repo);
   check_online("downloading from " + repo);
   std::vector<DownloadResult> results(requests.size());
   std::vector<std::unique_ptr<RangeExchange>> exchanges;

@@ -349,6 +349,7 @@ CommitResult HubClient::commit(const std::string& repo,
                                const std::string& message,
                                const std::optional<std::string>& parent_commit,
                                const std::string& revision) {
+  check_repo(repo);
   check_online("uploading to " + repo);
   if (!options_.token.empty()) require_write_token("uploading to " + repo);
   std::string rev = url_encode(revision, false);

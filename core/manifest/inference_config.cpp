@@ -2,6 +2,7 @@
 #include <set>
 
 #include "error.h"
+#include "format/hub_names.h"
 #include "format/pyjson.h"
 #include "manifest/manifest.h"
 
@@ -93,6 +94,10 @@ Configuration read_item(const JsonPlace& at, const Json& item,
   Configuration c;
   c.model_id = at.model_id;
   c.task = optional_string(at, item, "task").value_or("text-generation");
+  if (!hub_names::is_identifier(c.task)) {
+    at.fail("task \"" + c.task + "\" is not a task (" + std::string(hub_names::kIdentifierRule) +
+            "): check the value");
+  }
   c.batch_size = positive(at, item, "batch_size");
   c.sequence_length = positive(at, item, "sequence_length");
   c.num_cores = num_cores(at, item);
@@ -129,6 +134,7 @@ Manifest parse_inference_cache_config(std::string_view text, const std::string& 
   std::map<std::string, std::string> first_place;
   for (const auto& [model_id, list] : root.items()) {
     if (model_id.empty()) throw input_error(file + ": a model id is empty");
+    hub_names::require_repo_id(model_id, file + ": the model id", "check the name");
     if (!list.is_array()) {
       throw input_error(file + ": \"" + model_id + "\" must be a list of configurations");
     }

@@ -39,8 +39,16 @@
 //        instance_type:      string, optional override of the global one.
 //        compiler_flags:     list of strings, optional; appended to the global ones.
 //
-//    Integers must be plain YAML integers: `batch_size: "1"` is a string and an error, so a typo
-//    never silently becomes a different configuration.
+//    Integers must be plain YAML integers: `batch_size: "1"` and `batch_size: !!str 1` are
+//    strings and an error, so a typo never silently becomes a different configuration. Strings
+//    must be YAML strings: `task: 5` (an integer), `compiler_version: 2.21` (a number) or `yes`
+//    (a boolean) are errors; quote them. Every value must be UTF-8 text without NUL.
+//    Names follow the grammars of format/hub_names.h: cache_repo and model_id are Hub repo ids
+//    (model_id may be another name, never an option or holding '{' '}', with checkout:),
+//    compiler_version and optimum_neuron_version are versions, revision a git revision,
+//    model_type and task lower-case identifiers.
+//    Bounds (a manifest is a short hand-written file): 1 MiB of text, 500,000 YAML nodes and
+//    16 MiB of values once aliases (*name) and the global compiler_flags are expanded.
 //
 // 2. The public cache repo's `inference-cache-config/*.json` (format spec, section 3):
 //    { "<model_id>": [ {"batch_size": 1, "sequence_length": 4096, "tensor_parallel_size": 2,

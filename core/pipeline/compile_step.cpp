@@ -15,6 +15,7 @@
 #include "manifest/command_template.h"
 #include "pipeline/pipeline.h"
 #include "remote/fetch.h"
+#include "store/safe_dir.h"
 
 namespace neuron_cache::pipeline {
 namespace {
@@ -148,7 +149,7 @@ CompileOutcome Pipeline::compile_one(const plan::Target& target, bool listed_in_
     return out;
   }
   fs::path output_dir = fs::absolute(options_.output_dir);
-  fs::create_directories(output_dir);
+  make_directories(output_dir);
   std::unique_ptr<compile::CaptureCache> capture = capture_cache(c.name);
   out.notes = capture->not_seeded();
   compile::CommandRun run;
@@ -301,7 +302,7 @@ WrappedRun Pipeline::run_wrapped(const plan::Target* target, const std::vector<s
   WrappedRun out;
   std::string label = target ? target->configuration.name : "run";
   fs::path output_dir = fs::absolute(options_.output_dir);
-  fs::create_directories(output_dir);
+  make_directories(output_dir);
   std::unique_ptr<compile::CaptureCache> capture = capture_cache(label);
   for (const auto& text : capture->not_seeded()) note(true, kNotSeeded + text);
   compile::CommandRun run;

@@ -6,6 +6,7 @@
 #include "compile/capture.h"
 #include "compile/seed_view.h"
 #include "error.h"
+#include "format/hub_names.h"
 #include "pipeline/hub_keys.h"
 #include "pipeline/registry_memo.h"
 #include "remote/lookup.h"
@@ -101,6 +102,9 @@ Pipeline::Pipeline(const Settings& settings, hub::HubClient* client, Options opt
   Setting repo = choose_repo(settings_.cache_repo, manifest_, options_.manifest);
   repo_ = repo.value;
   repo_origin_ = repo.origin;
+  if (!repo_.empty()) {
+    hub_names::require_repo_id(repo_, "the cache repo from " + repo_origin_, "check the name");
+  }
   if (settings_.cache_repo.origin == "CUSTOM_CACHE_REPO" && repo.origin != "CUSTOM_CACHE_REPO" &&
       settings_.cache_repo.value != repo_) {
     repo_note_ = "CUSTOM_CACHE_REPO=" + settings_.cache_repo.value +

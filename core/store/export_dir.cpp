@@ -8,6 +8,7 @@
 #include <iterator>
 
 #include "error.h"
+#include "store/safe_dir.h"
 
 namespace neuron_cache {
 namespace {
@@ -31,7 +32,7 @@ void link_module(const LocalCache& cache, const std::string& compiler_dir,
                               " is missing from the local cache: run prefetch again");
     }
     fs::path link = into / compiler_dir / module.name / file.name;
-    fs::create_directories(link.parent_path());
+    make_directories(link.parent_path());
     fs::create_symlink(target, link);
   }
 }
@@ -59,14 +60,14 @@ fs::path export_configuration(const LocalCache& cache, const ai::Entry& entry,
   if (fs::is_directory(final_path, error) && read_text(final_path / kExportEntryFile) == text) {
     return final_path;
   }
-  fs::create_directories(export_root);
+  make_directories(export_root);
   fs::path staged = export_root / ("." + name + ".tmp-" + std::to_string(getpid()));
   fs::remove_all(staged);
-  fs::create_directory(staged);
+  make_directories(staged);
   try {
     for (const auto& module : entry.modules)
       link_module(cache, entry.compiler_dir(), module, staged);
-    std::ofstream(staged / kExportEntryFile, std::ios::binary) << text;
+    write_whole_file(staged / kExportEntryFile, text);
     install(staged, final_path);
   } catch (...) {
     fs::remove_all(staged, error);

@@ -9,7 +9,6 @@
 
 #include <cerrno>
 #include <cstring>
-#include <fstream>
 
 #include "error.h"
 
@@ -102,7 +101,7 @@ SafeDir SafeDir::open(const std::filesystem::path& path) {
   return SafeDir(UniqueFd(fd), path);
 }
 
-SafeDir SafeDir::open_or_create(const std::filesystem::path& path) {
+void make_directories(const std::filesystem::path& path) {
   // Component by component with an explicit mode: create_directories uses 0777 & ~umask, which
   // under umask 0 gives a world-writable root that check_root_is_safe then refuses.
   std::filesystem::path current;
@@ -112,8 +111,16 @@ SafeDir SafeDir::open_or_create(const std::filesystem::path& path) {
     if (stat(current.c_str(), &info) == 0 && S_ISDIR(info.st_mode)) continue;
     if (mkdir(current.c_str(), kDirMode) != 0 && errno != EEXIST) {
       throw operational_error("cannot create the directory " + current.string() + ": " +
-                              describe_errno() + ": choose another --cache-dir");
+                              describe_errno() + ": check its parent is writable");
     }
+  }
+}
+
+SafeDir SafeDir::open_or_create(const std::filesystem::path& path) {
+  try {
+    make_directories(path);
+  } catch (const Error& e) {
+    throw operational_error(std::string(e.what()) + " (or choose another --cache-dir)");
   }
   return open(path);
 }
@@ -211,12 +218,26 @@ UniqueFd SafeDir::open_read(std::string_view name) const {
   return guard;
 }
 
+void write_whole_file(const std::filesystem::path& file, std::string_view content) {
+  // An explicit mode: std::ofstream creates 0666 & ~umask. A file already there keeps its mode
+  // (it may be /dev/stdout given as a report file).
+  UniqueFd fd(::open(file.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, kFileMode));
+  if (!fd) throw io_error("cannot write", file);
+  write_all(fd.get(), content, file);
+}
+
 void replace_file(const std::filesystem::path& file, std::string_view content) {
-  std::filesystem::create_directories(file.parent_path());
+  if (file.has_parent_path()) make_directories(file.parent_path());
   std::filesystem::path temp = file;
   temp += "." + std::to_string(getpid()) + ".tmp";  // two runs may replace it at once
-  std::ofstream(temp, std::ios::binary | std::ios::trunc) << content;
-  std::filesystem::rename(temp, file);
+  // A temp file left by a dead run of the same pid would keep its old mode: start afresh.
+  if (unlink(temp.c_str()) != 0 && errno != ENOENT) throw io_error("cannot replace", temp);
+  write_whole_file(temp, content);
+  if (rename(temp.c_str(), file.c_str()) != 0) {
+    Error error = io_error("cannot replace " + file.string() + " with", temp);
+    unlink(temp.c_str());
+    throw error;
+  }
 }
 
 std::string read_whole_fd(int fd) {

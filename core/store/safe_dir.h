@@ -87,6 +87,18 @@ class SafeDir {
   std::filesystem::path path_;
 };
 
+// Every folder and file this tool creates gets mode 0755 or 0644 through the modes given to
+// mkdir and open, so a permissive umask (000, 002) never makes them group- or world-writable,
+// and a stricter one (077) still removes bits: the user asked for privacy.
+
+// Creates `path` and its missing parents with mode 0755 (std::filesystem::create_directories
+// would use 0777 & ~umask). Throws an operational Error.
+void make_directories(const std::filesystem::path& path);
+
+// Writes `content` to `file`, created with mode 0644 (a file already there is truncated and
+// keeps its mode). Not atomic: for reports and staged files; see replace_file.
+void write_whole_file(const std::filesystem::path& file, std::string_view content);
+
 // Writes `content` to `file` (creating its folders) through a temporary file of this process and
 // a rename, so a reader sees the old content or the new, never a mix; for the memos kept in the
 // cache root. Throws std::exception on failure: callers that only save work next time ignore it.

@@ -107,6 +107,40 @@ TEST_F(HubCliTest, SetChecksTheRepoAndWarnsWhenReplacing) {
   EXPECT_EQ(bob.code, 1) << "bob has no access to acme's private repo";
 }
 
+// A repo name is a path in Hub URLs sent with the token: "../../api/whoami-v2" would read
+// another endpoint. Wherever it comes from, it is refused before any request.
+TEST_F(HubCliTest, MalformedRepoNamesAreRefusedBeforeAnyRequest) {
+  const std::string bad = "../../api/whoami-v2";
+  const std::string lookup = "lookup llamafactory/tiny-random-Llama-3 --compiler-version 2.21.1.0";
+  server.clear_log();
+  ToolRun option = tool(lookup + " --repo " + bad);
+  EXPECT_EQ(option.code, 2) << option.output;
+  EXPECT_TRUE(contains(option.output, "--repo \"../../api/whoami-v2\" is not a Hub repo id"))
+      << option.output;
+  ToolRun env = tool(lookup, testing::kHubWriteToken, "CUSTOM_CACHE_REPO=" + bad);
+  EXPECT_EQ(env.code, 2) << env.output;
+  EXPECT_TRUE(contains(
+      env.output, "the cache repo from CUSTOM_CACHE_REPO \"" + bad + "\" is not a Hub repo id"))
+      << env.output;
+  ToolRun set = tool("set " + bad);
+  EXPECT_EQ(set.code, 2) << set.output;
+  EXPECT_TRUE(contains(set.output, "is not a Hub repo id")) << set.output;
+  EXPECT_FALSE(std::filesystem::exists(home / "optimum_neuron_custom_cache"));
+  write_file(home / "optimum_neuron_custom_cache", bad);
+  ToolRun saved = tool(lookup);
+  EXPECT_EQ(saved.code, 2) << saved.output;
+  EXPECT_TRUE(
+      contains(saved.output, "optimum_neuron_custom_cache \"" + bad + "\" is not a Hub repo id"))
+      << saved.output;
+  ToolRun sync = tool("synchronize --repo acme/x--y --cache-dir '" + cache.path().string() + "'");
+  EXPECT_EQ(sync.code, 2) << sync.output;
+  EXPECT_EQ(server.access_log().size(), 0u) << server.access_log().dump();
+  // `set` replaces a bad saved repo (the settings only warn about it).
+  ToolRun fix = tool(std::string("set ") + testing::kHubPublicRepo);
+  EXPECT_EQ(fix.code, 0) << fix.output;
+  EXPECT_EQ(testing::read_file(home / "optimum_neuron_custom_cache"), testing::kHubPublicRepo);
+}
+
 TEST_F(HubCliTest, SynchronizeUploadsOnceInOneCommitWithoutLocks) {
   ASSERT_EQ(tool("create -n sync-cache").code, 0);
   make_entry(cache.path(), "MODULE_11+d7cde3b5", Kind::Success);

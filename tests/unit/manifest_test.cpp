@@ -2,7 +2,10 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
+
 #include "error.h"
+#include "format/hub_names.h"
 #include "manifest/command_template.h"
 #include "test_support.h"
 
@@ -376,7 +379,7 @@ TEST(ManifestYaml, HugeManifests) {
   EXPECT_EQ(m.configurations.back().batch_size, 5000);
   EXPECT_EQ(m.configurations.back().source.line, 5005);
 
-  std::string long_value(1 << 20, 'k');
+  std::string long_value(1 << 19, 'k');
   std::string message = yaml_error("models: []\ninstance_type: " + long_value + "\n");
   EXPECT_EQ(message.rfind("neuron-cache.yaml:2:16: unknown instance type \"kkkk", 0), 0u);
   EXPECT_LT(message.size(), 400u);  // long values are cut in messages
@@ -490,6 +493,205 @@ TEST(ManifestJson, Errors) {
             "(a--b-bs1-seq2-tp2-bf16-trn1)");
   std::string syntax = json_error("{\"a/b\": [");
   EXPECT_EQ(syntax.rfind("c.json: ", 0), 0u) << syntax;
+}
+
+// Every value with a grammar is checked where it is read (issue "Local input", item 1).
+TEST(ManifestYaml, ValuesFollowTheirGrammar) {
+  EXPECT_EQ(yaml_error("cache_repo: \"../../api/whoami-v2\"\nmodels: []\n"),
+            "neuron-cache.yaml:1:13: cache_repo \"../../api/whoami-v2\" is not a Hub repo id "
+            "(namespace/name of letters, digits, '.', '_', '-', no leading or trailing '.' or "
+            "'-', no '--' or '..', at most 96 characters each): check the name");
+  EXPECT_EQ(yaml_error("compiler_version: 2.21/../../x\nmodels: []\n"),
+            "neuron-cache.yaml:1:19: compiler_version \"2.21/../../x\" is not a version (a "
+            "digit, then letters, digits, '.', '+', '_', '-', at most 100 characters, e.g. "
+            "2.21.33363.0+82129205): check the value");
+  EXPECT_TRUE(contains(yaml_error("optimum_neuron_version: ../0.4\nmodels: []\n"),
+                       "neuron-cache.yaml:1:25: optimum_neuron_version \"../0.4\" is not a "
+                       "version"));
+  auto model = [](const std::string& fields) {
+    return "instance_type: trn1\nmodels:\n  - " + fields +
+           "\n    configurations:\n"
+           "      - {batch_size: 1, sequence_length: 2, num_cores: 2, precision: bf16}\n";
+  };
+  EXPECT_TRUE(contains(yaml_error(model("model_id: a/b\n    task: t\n    model_type: ../llama")),
+                       "neuron-cache.yaml:5:17: model_type \"../llama\" is not a model type "
+                       "(lower-case letters, digits, '_' and '-'"));
+  EXPECT_TRUE(contains(yaml_error(model("model_id: --help\n    task: t")),
+                       "neuron-cache.yaml:3:15: model_id \"--help\" is not a Hub repo id"));
+  EXPECT_TRUE(contains(yaml_error(model("model_id: \"{output}\"\n    task: t")),
+                       "neuron-cache.yaml:3:15: model_id \"{output}\" is not a Hub repo id"));
+  EXPECT_NE(yaml_error(model("model_id: a/b/c\n    task: t")), "");
+  EXPECT_NE(yaml_error(model("model_id: a--b/c\n    task: t")), "");
+  EXPECT_NE(yaml_error(model("model_id: a/b\n    task: t\n    revision: --force")), "");
+  EXPECT_NE(yaml_error(model("model_id: a/b\n    task: Text Generation")), "");
+  // A checkout names the model by its folder: a path is then a fine id, an option never.
+  EXPECT_EQ(yaml_error(model("model_id: ./models/llama\n    task: t\n    checkout: ./llama")), "");
+  EXPECT_TRUE(contains(yaml_error(model("model_id: --help\n    task: t\n    checkout: ./b")),
+                       "neuron-cache.yaml:3:15: model_id \"--help\" can be neither an option"));
+  EXPECT_EQ(yaml_error(model("model_id: gpt2\n    task: t\n    revision: refs/pr/1")), "");
+}
+
+// A string where a string is expected, an integer where an integer is expected.
+TEST(ManifestYaml, ScalarsHaveTheirYamlType) {
+  auto model = [](const std::string& task, const std::string& batch) {
+    return "instance_type: trn1\nmodels:\n  - model_id: a/b\n    task: " + task +
+           "\n    configurations:\n"
+           "      - {batch_size: " +
+           batch + ", sequence_length: 2, num_cores: 2, precision: bf16}\n";
+  };
+  EXPECT_EQ(yaml_error(model("5", "1")),
+            "neuron-cache.yaml:4:11: \"task\" must be a string, got the integer 5 (quote it if "
+            "you mean the text: \"5\")");
+  EXPECT_EQ(yaml_error(model("true", "1")),
+            "neuron-cache.yaml:4:11: \"task\" must be a string, got the boolean true (quote it "
+            "if you mean the text: \"true\")");
+  EXPECT_EQ(yaml_error(model("\"5\"", "1")), "");
+  EXPECT_EQ(yaml_error(model("!!str 5", "1")), "");
+  EXPECT_EQ(yaml_error(model("t", "!!str 1")),
+            "neuron-cache.yaml:6:22: \"batch_size\" must be a positive integer, got the string "
+            "\"1\" (tagged !!str)");
+  EXPECT_EQ(yaml_error(model("t", "\"1\"")),
+            "neuron-cache.yaml:6:22: \"batch_size\" must be a positive integer, got the quoted "
+            "string \"1\"");
+  EXPECT_EQ(yaml_error(model("t", "!!int 1")), "");
+  EXPECT_EQ(yaml_error("compiler_version: 2.21\nmodels: []\n"),
+            "neuron-cache.yaml:1:19: \"compiler_version\" must be a string, got the number 2.21 "
+            "(quote it if you mean the text: \"2.21\")");
+  EXPECT_EQ(yaml_error("compiler_flags: [-O2, 3]\nmodels: []\n"),
+            "neuron-cache.yaml:1:23: \"compiler_flags\" must be a string, got the integer 3 "
+            "(quote it if you mean the text: \"3\")");
+}
+
+TEST(ManifestHubNames, RepoIdsVersionsAndIdentifiers) {
+  for (const char* good : {"gpt2", "meta-llama/Llama-3.1-8B", "aws-neuron/optimum-neuron-cache",
+                           "a_b/c.d-e", "Org1/x"}) {
+    EXPECT_TRUE(hub_names::is_repo_id(good)) << good;
+  }
+  for (const char* bad :
+       {"", "/", "a/", "/a", "a/b/c", "../x", "a/..", "-a/b", "a/b-", "a/.b", "a--b/c", "a/b..c",
+        "a/b c", "a/b?x", "a/b#x", "a/b%2F", "a/b.git", "a/\xc3\xa9"}) {
+    EXPECT_FALSE(hub_names::is_repo_id(bad)) << bad;
+  }
+  EXPECT_TRUE(hub_names::is_repo_id("a/" + std::string(96, 'x')));
+  EXPECT_FALSE(hub_names::is_repo_id("a/" + std::string(97, 'x')));
+  EXPECT_TRUE(hub_names::is_version("2.21.33363.0+82129205"));
+  EXPECT_TRUE(hub_names::is_version("0.4.6.dev4"));
+  EXPECT_FALSE(hub_names::is_version("v2.21"));
+  EXPECT_FALSE(hub_names::is_version("2.21/.."));
+  EXPECT_FALSE(hub_names::is_version(std::string(101, '1')));
+  EXPECT_TRUE(hub_names::is_identifier("text-generation"));
+  EXPECT_TRUE(hub_names::is_identifier("qwen2_moe"));
+  EXPECT_FALSE(hub_names::is_identifier("Llama"));
+  EXPECT_FALSE(hub_names::is_identifier("-x"));
+  EXPECT_FALSE(hub_names::is_identifier("a/b"));
+  EXPECT_TRUE(hub_names::is_revision("main"));
+  EXPECT_TRUE(hub_names::is_revision("refs/pr/1"));
+  EXPECT_TRUE(hub_names::is_revision("0123456789abcdef0123456789abcdef01234567"));
+  EXPECT_FALSE(hub_names::is_revision("-x"));
+  EXPECT_FALSE(hub_names::is_revision("a..b"));
+  EXPECT_FALSE(hub_names::is_revision("{output}"));
+  EXPECT_FALSE(hub_names::is_revision("a b"));
+}
+
+TEST(ManifestJson, ModelIdsAndTasksFollowTheirGrammar) {
+  std::string item = R"({"batch_size": 1, "sequence_length": 2, "num_cores": 2)";
+  try {
+    parse_inference_cache_config("{\"../api/whoami-v2\": [" + item + "}]}", "c.json", "trn1");
+    ADD_FAILURE() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::Input);
+    EXPECT_TRUE(contains(e.what(),
+                         "c.json: the model id \"../api/whoami-v2\" is not a Hub repo "
+                         "id"))
+        << e.what();
+  }
+  try {
+    parse_inference_cache_config("{\"a/b\": [" + item + ", \"task\": \"--x\"}]}", "c.json", "trn1");
+    ADD_FAILURE() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_TRUE(contains(e.what(), "c.json: \"a/b\"[0]: task \"--x\" is not a task")) << e.what();
+  }
+}
+
+// Issue item 2: aliases repeat nodes without repeating text; the reader stops at its bounds.
+TEST(ManifestYaml, AliasBombsStopFastAtTheBounds) {
+  std::string flag(1 << 19, 'f');
+  std::string text =
+      "instance_type: trn1\nmodels:\n  - model_id: a/b\n    task: t\n"
+      "    configurations:\n"
+      "      - {batch_size: 1, sequence_length: 2, num_cores: 2, precision: bf16, "
+      "compiler_flags: &big [\"" +
+      flag + "\"]}\n";
+  for (int i = 2; i <= 200; ++i) {
+    text += "      - {batch_size: " + std::to_string(i) +
+            ", sequence_length: 2, num_cores: 2, precision: bf16, compiler_flags: *big}\n";
+  }
+  auto start = std::chrono::steady_clock::now();
+  std::string message = yaml_error(text);
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(2));
+  EXPECT_TRUE(contains(message, "neuron-cache.yaml:"));
+  EXPECT_TRUE(contains(message, "more than 16 MiB once aliases (*name)")) << message;
+
+  // Many nodes: 400 models that each reuse one list of 400 configurations.
+  std::string nodes =
+      "instance_type: trn1\nmodels:\n  - model_id: a/b\n    task: t\n"
+      "    configurations: &many\n";
+  for (int i = 1; i <= 400; ++i) {
+    nodes += "      - {batch_size: " + std::to_string(i) +
+             ", sequence_length: 2, num_cores: 2, precision: bf16}\n";
+  }
+  for (int i = 2; i <= 400; ++i) {
+    nodes += "  - {model_id: a/m" + std::to_string(i) + ", task: t, configurations: *many}\n";
+  }
+  start = std::chrono::steady_clock::now();
+  message = yaml_error(nodes);
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(2));
+  EXPECT_TRUE(contains(message, "neuron-cache.yaml:"));
+  EXPECT_TRUE(contains(message, "more than 500000 YAML nodes once aliases (*name) are expanded"))
+      << message;
+}
+
+TEST(ManifestLoad, FileSizeIsBounded) {
+  TempDir dir;
+  write_file(dir / "big.yaml", "models: []\n#" + std::string(1 << 20, 'x') + "\n");
+  try {
+    load_manifest(dir / "big.yaml");
+    ADD_FAILURE() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::Input);
+    EXPECT_TRUE(contains(e.what(), (dir / "big.yaml").string() + " is 1048589 bytes; a "
+                                                                 "manifest is at most 1 MiB"))
+        << e.what();
+  }
+  EXPECT_TRUE(contains(yaml_error(std::string((1 << 20) + 1, ' ')),
+                       "neuron-cache.yaml: the manifest is 1048577 bytes; a manifest is at most "
+                       "1 MiB"));
+}
+
+// Issue item 3: broken text is refused where it is read, with its place and field.
+TEST(ManifestYaml, TextMustBeUtf8) {
+  auto model = [](const std::string& task) {
+    return "instance_type: trn1\nmodels:\n  - model_id: a/b\n    task: " + task +
+           "\n    configurations:\n"
+           "      - {batch_size: 1, sequence_length: 2, num_cores: 2, precision: bf16}\n";
+  };
+  EXPECT_EQ(yaml_error(model("text-\xff")),
+            "neuron-cache.yaml:4:11: \"task\" is not valid UTF-8 (byte 0xFF at offset 5 of the "
+            "value): save the manifest as UTF-8 text");
+  EXPECT_EQ(yaml_error("compiler_flags: [\"-O2\", \"a\\0b\"]\nmodels: []\n"),
+            "neuron-cache.yaml:1:25: \"compiler_flags\" contains a NUL byte (byte 0x00 at offset "
+            "1 of the value): save the manifest as UTF-8 text");
+  EXPECT_EQ(yaml_error("cache_dir: /tmp/\xc3\x28\nmodels: []\n"),
+            "neuron-cache.yaml:1:12: \"cache_dir\" is not valid UTF-8 (byte 0xC3 at offset 5 of "
+            "the value): save the manifest as UTF-8 text");
+  EXPECT_EQ(yaml_error("cache_dir: /tmp/\xed\xa0\x80\nmodels: []\n"),  // a UTF-16 surrogate
+            "neuron-cache.yaml:1:12: \"cache_dir\" is not valid UTF-8 (byte 0xED at offset 5 of "
+            "the value): save the manifest as UTF-8 text");
+  EXPECT_EQ(yaml_error("cache_\xff: x\nmodels: []\n"),
+            "neuron-cache.yaml:1:1: a key in the manifest is not valid UTF-8 (byte 0xFF at offset "
+            "6 of the value): save the manifest as UTF-8 text");
+  EXPECT_EQ(yaml_error("cache_dir: /tmp/caf\xc3\xa9\nmodels: []\n"),
+            "neuron-cache.yaml:2:9: \"models\" is empty (declare at least one model)");
 }
 
 Configuration sample() {

@@ -793,6 +793,50 @@ TEST_F(PipelineCliTest, ReadOnlyFlagNeverWrites) {
   EXPECT_TRUE(hub_index().is_null());
 }
 
+// README "Formats and guarantees": folders 0755 and files 0644 whatever the umask. Under
+// umask 000 the cache root used to be 0777 (then refused as world-writable) and the cached Hub
+// index files 0666.
+TEST_F(PipelineCliTest, CreatedFoldersAndFilesIgnoreAPermissiveUmask) {
+  ManifestSpec spec;
+  spec.confs = {{"a", 1, 128}};
+  fs::path manifest = write_manifest(spec);
+  ToolResult ci = tool("ci " + quoted(manifest) + " --output-dir " + quoted(work / "out"));
+  ASSERT_EQ(ci.code, 0) << ci.all();
+
+  wrapper = "sh -c 'umask 000 && exec \"$0\" \"$@\"'";
+  fs::path fresh = work / "umask" / "cache";
+  fs::path fresh_home = work / "umask" / "hf-home";
+  std::string home_env = "HF_HOME=" + quoted(fresh_home);
+  ToolResult plan = tool("plan " + quoted(manifest), home_env, fresh);
+  ASSERT_EQ(plan.code, 0) << plan.all();
+  ToolResult prefetch = tool("ci --read-only " + quoted(manifest) + " --output-dir " +
+                                 quoted(work / "umask" / "out") + " --report " +
+                                 quoted(work / "umask" / "report.json") + " --export-dir " +
+                                 quoted(work / "umask" / "export"),
+                             home_env, fresh);
+  ASSERT_EQ(prefetch.code, 0) << prefetch.all();
+  EXPECT_TRUE(fs::exists(work / "umask" / "export" / "a")) << prefetch.all();
+  ToolResult set = tool(std::string("set ") + kRepo, home_env, fresh);
+  ASSERT_EQ(set.code, 0) << set.all();
+
+  size_t folders = 0, files = 0;
+  for (auto it = fs::recursive_directory_iterator(work / "umask");
+       it != fs::recursive_directory_iterator(); ++it) {
+    if (it->is_symlink()) continue;
+    auto mode = static_cast<unsigned>(it->symlink_status().permissions() & fs::perms::mask);
+    if (it->is_directory()) {
+      ++folders;
+      EXPECT_EQ(mode, 0755u) << it->path();
+    } else {
+      ++files;
+      EXPECT_EQ(mode, 0644u) << it->path();
+    }
+  }
+  EXPECT_GT(folders, 3u);
+  EXPECT_GT(files, 3u);
+  EXPECT_TRUE(fs::exists(fresh_home / "optimum_neuron_custom_cache"));
+}
+
 TEST_F(PipelineCliTest, PrefetchSkipsCompleteAndVerifies) {
   ManifestSpec spec;  // distinct batch sizes: no module is shared
   spec.confs = {{"a", 1, 128}, {"b", 2, 128}, {"c", 4, 128}};

@@ -85,6 +85,24 @@ TEST(SettingsRepo, PrecedenceOptionEnvFileDefault) {
   EXPECT_EQ(fallback.cache_repo.origin, "default");
 }
 
+TEST(SettingsRepo, MalformedRepoIsWarnedAboutAndNeverSaved) {
+  TempDir home;
+  Settings s = resolve({{"HF_HOME", home.path()}, {"CUSTOM_CACHE_REPO", "../../api/whoami-v2"}});
+  ASSERT_EQ(s.warnings.size(), 1u);
+  EXPECT_EQ(s.warnings[0],
+            "the cache repo \"../../api/whoami-v2\" from CUSTOM_CACHE_REPO is not a Hub repo id");
+  try {
+    save_custom_cache_repo(s, "a/../b");
+    ADD_FAILURE() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::Input);
+    EXPECT_NE(std::string(e.what()).find("the cache repo \"a/../b\" is not a Hub repo id"),
+              std::string::npos)
+        << e.what();
+  }
+  EXPECT_FALSE(std::filesystem::exists(home / "optimum_neuron_custom_cache"));
+}
+
 TEST(SettingsRepo, StagingHasNoDefaultRepo) {
   TempDir home;
   Settings s = resolve({{"HF_HOME", home.path()}, {"HUGGINGFACE_CO_STAGING", "1"}});
