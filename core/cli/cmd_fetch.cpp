@@ -6,7 +6,6 @@
 
 #include "cli/context.h"
 #include "cli/output.h"
-#include "format/hub_names.h"
 #include "remote/fetch.h"
 #include "store/cleanup.h"
 
@@ -167,11 +166,7 @@ void fetch(Context& context, const Options& options) {
     throw input_error("nothing to fetch: name MODULE_ folders or pass --registry ENTRY");
   }
   const Settings& settings = context.settings();
-  std::string repo = options.repo.value_or(settings.cache_repo.value);
-  if (repo.empty()) throw input_error("no cache repo: pass --repo or run `neuron-cache set REPO`");
-  hub_names::require_repo_id(
-      repo, options.repo ? "--repo" : "the cache repo from " + settings.cache_repo.origin,
-      "check the name");
+  std::string repo = context.hub_repo(options.repo);
   LocalCache cache(settings.local_cache_root(), {settings.hf_hub_cache.value});
   hub::HubClient& client = context.client();
   uint64_t listings = 0;

@@ -5,7 +5,6 @@
 
 #include "cli/context.h"
 #include "cli/output.h"
-#include "format/hub_names.h"
 #include "remote/lookup.h"
 
 namespace neuron_cache::cli {
@@ -115,11 +114,7 @@ void print_text(const remote::LookupResult& result, const Options& options,
 
 void lookup(Context& context, Options& options) {
   const Settings& settings = context.settings();
-  std::string repo = options.repo.value_or(settings.cache_repo.value);
-  if (repo.empty()) throw input_error("no cache repo: pass --repo or run `neuron-cache set REPO`");
-  hub_names::require_repo_id(
-      repo, options.repo ? "--repo" : "the cache repo from " + settings.cache_repo.origin,
-      "check the name");
+  std::string repo = context.hub_repo(options.repo);
   if (options.query.compiler_version.empty()) {
     options.query.compiler_version = settings.compiler_version.value;
   }

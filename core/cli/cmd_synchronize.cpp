@@ -4,7 +4,6 @@
 #include "cli/context.h"
 #include "cli/output.h"
 #include "cli/progress.h"
-#include "format/hub_names.h"
 #include "process/process.h"
 #include "remote/synchronize.h"
 
@@ -35,11 +34,7 @@ nlohmann::json result_json(const remote::SyncResult& r, const std::string& repo)
 
 void synchronize(Context& context, const Options& options) {
   const Settings& settings = context.settings();
-  std::string repo = options.repo.value_or(settings.cache_repo.value);
-  if (repo.empty()) throw input_error("no cache repo: pass --repo or run `neuron-cache set REPO`");
-  hub_names::require_repo_id(
-      repo, options.repo ? "--repo" : "the cache repo from " + settings.cache_repo.origin,
-      "check the name");
+  std::string repo = context.hub_repo(options.repo);
   LocalCache cache(settings.local_cache_root(), {settings.hf_hub_cache.value});
   remote::SyncOptions sync;
   sync.conflicts = context.retry_policy(6);

@@ -22,6 +22,9 @@ class Context {
   }
   // The Hub client for the resolved endpoint and token, made on first use.
   hub::HubClient& client();
+  // The cache repo a Hub command works on: `given` (its --repo), else the configured one;
+  // throws an input Error when there is none or its name is not a Hub repo id.
+  std::string hub_repo(const std::optional<std::string>& given);
   // Retry and conflict waits: NEURON_CACHE_RETRY_BASE_MS shortens them (tests, impatient CI).
   hub::RetryPolicy retry_policy(int max_attempts) const;
 
