@@ -113,11 +113,20 @@ def _tool_message(result):
     text = (result.stderr or result.stdout).strip()
     return text if text else "(no output)"
 
-def _decode_report(result):
+# The report format this rule reads (core/report/report.schema.json in the tool's sources).
+_REPORT_FORMAT = 1
+
+def _decode_report(result, tool):
     text = result.stdout.strip()
     if not text.startswith("{"):
         return None
-    return json.decode(text)
+    report = json.decode(text)
+    version = report.get("format_version")
+    if version != _REPORT_FORMAT:
+        fail(("%s writes JSON reports of format %s; this rule reads format %d: use the " +
+              "neuron-cache of the same release as this rule (the `tool` attribute)") %
+             (tool, version, _REPORT_FORMAT))
+    return report
 
 def _bzl_list(items, indent):
     if not items:
@@ -169,7 +178,7 @@ def _neuron_model_artifacts_impl(rctx):
     result = rctx.execute(args, environment = environment, timeout = rctx.attr.timeout,
                           quiet = True)
 
-    report = _decode_report(result) if result.return_code == 0 else None
+    report = _decode_report(result, tool) if result.return_code == 0 else None
     if result.return_code == _EXIT_USAGE or (result.return_code != 0 and rctx.attr.strict):
         fail("neuron-cache prefetch failed (exit %d) for @%s:\n%s" %
              (result.return_code, rctx.name, _tool_message(result)))

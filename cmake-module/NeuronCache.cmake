@@ -29,6 +29,8 @@
 # CONFIGS is required and the folders appear when the custom target neuron_cache_prefetch_<stem>
 # (or neuron_cache_compile_<stem>) has run, before anything that links neuron_cache::<name>.
 include_guard(GLOBAL)
+# The tool's JSON report format this module reads (core/report/report.schema.json).
+set(_NEURON_CACHE_REPORT_FORMAT 1)
 
 if(CMAKE_VERSION VERSION_LESS 3.19)
   message(FATAL_ERROR "NeuronCache.cmake needs CMake 3.19 or newer (for string(JSON)); "
@@ -191,8 +193,16 @@ function(_neuron_cache_prefetch_now)
     set(failed "neuron-cache prefetch failed (${rc}): ${errors}")
   else()
     string(JSON count ERROR_VARIABLE json_error LENGTH "${report}" configurations)
+    string(JSON format ERROR_VARIABLE format_error GET "${report}" format_version)
     if(json_error)
       set(failed "neuron-cache prefetch printed no readable report (${json_error}): ${errors}")
+    elseif(format_error OR NOT format STREQUAL _NEURON_CACHE_REPORT_FORMAT)
+      if(format_error)
+        set(format "(none)")
+      endif()
+      string(CONCAT failed "${tool} writes JSON reports of format ${format}; this "
+             "NeuronCache.cmake reads format ${_NEURON_CACHE_REPORT_FORMAT}: use the neuron-cache "
+             "of the same release as this module")
     else()
       # Cache problems the tool worked around (Hub down, no access): worth seeing, not fatal.
       set(tool_warnings "${errors}")

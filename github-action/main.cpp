@@ -360,7 +360,7 @@ int run_action(const std::string& token, WorkflowCommands& commands) {
   options.read_only = read_only.on;
   options.jobs = in.jobs;
   options.push.conflicts = context.retry_policy(6);
-  pipeline::Pipeline p(context.settings(), &context.client(), options);
+  pipeline::Pipeline p(context.settings_with_compiler(), &context.client(), options);
   p.on_progress = [&commands](const std::string& line) { commands.line("neuron-cache: " + line); };
 
   Steps steps = run_steps(p, in, commands);

@@ -18,7 +18,7 @@ struct Flags {
 };
 
 void cleanup(Context& context, const Flags& flags) {
-  const Settings& settings = context.settings();
+  const Settings& settings = context.settings_with_compiler();
   LocalCache cache(settings.local_cache_root(), {settings.hf_hub_cache.value});
   CleanupOptions options;
   options.remove_empty = flags.all;

@@ -65,7 +65,7 @@ void register_config(CLI::App& app, Context& context) {
   show_cmd->add_option_function<std::string>(
       "--repo", [&context](const std::string& v) { context.overrides().cache_repo = v; },
       "Hub cache repo to report as the explicit option");
-  show_cmd->callback([&context, json] { show(context.settings(), *json); });
+  show_cmd->callback([&context, json] { show(context.settings_with_compiler(), *json); });
 }
 
 }  // namespace neuron_cache::cli

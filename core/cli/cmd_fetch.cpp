@@ -165,7 +165,7 @@ void fetch(Context& context, const Options& options) {
   if (options.modules.empty() && options.registry.empty()) {
     throw input_error("nothing to fetch: name MODULE_ folders or pass --registry ENTRY");
   }
-  const Settings& settings = context.settings();
+  const Settings& settings = context.settings_with_compiler();
   std::string repo = context.hub_repo(options.repo);
   LocalCache cache(settings.local_cache_root(), {settings.hf_hub_cache.value});
   hub::HubClient& client = context.client();

@@ -34,7 +34,8 @@ void inspect_keys(Context& context, const Options& options) {
   pipeline::Options pipeline_options;
   pipeline_options.manifest = options.manifest;
   pipeline_options.configs = options.configs;
-  pipeline::Pipeline pipeline(context.settings(), &context.client(), pipeline_options);
+  pipeline::Pipeline pipeline(context.settings_with_compiler(), &context.client(),
+                              pipeline_options);
   nlohmann::json out = nlohmann::json::array();
   for (const auto& target : pipeline.targets()) {
     nlohmann::json inputs = cache_key::to_json(target.inputs);

@@ -113,7 +113,7 @@ void print_text(const remote::LookupResult& result, const Options& options,
 }
 
 void lookup(Context& context, Options& options) {
-  const Settings& settings = context.settings();
+  const Settings& settings = context.settings_with_compiler();
   std::string repo = context.hub_repo(options.repo);
   if (options.query.compiler_version.empty()) {
     options.query.compiler_version = settings.compiler_version.value;

@@ -73,7 +73,7 @@ std::unique_ptr<pipeline::Pipeline> open(Context& context, Args& args) {
   args.options.manifest = args.manifest;
   args.options.configs = args.configs;
   args.options.push.conflicts = context.retry_policy(6);
-  const Settings& settings = context.settings();
+  const Settings& settings = context.settings_with_compiler();
   for (const auto& warning : settings.warnings) warn(warning);
   auto pipeline = std::make_unique<pipeline::Pipeline>(settings, &context.client(), args.options);
   bool quiet = args.quiet || args.json;

@@ -146,7 +146,7 @@ void print_text(const CacheTree& tree, const Totals& totals) {
 }
 
 void status(Context& context, bool json) {
-  const Settings& settings = context.settings();
+  const Settings& settings = context.settings_with_compiler();
   LocalCache cache(settings.local_cache_root(), {settings.hf_hub_cache.value});
   CacheTree tree = cache.scan(settings.compiler_version.value);
   Totals totals = tally(cache, tree);

@@ -1,5 +1,6 @@
 // What every command shares: the environment, the command-line overrides, and the settings
-// resolved from them on first use (resolving may run `neuron-cache --version`).
+// resolved from them on first use. Only commands that key or scan by compiler ask for the
+// compiler version, which runs `neuronx-cc --version`.
 #pragma once
 
 #include <CLI/CLI.hpp>
@@ -18,6 +19,12 @@ class Context {
   const Environment& env() const { return env_; }
   const Settings& settings() {
     if (!settings_) settings_ = Settings::resolve(env_, overrides_);
+    return *settings_;
+  }
+  // The settings with the compiler version detected (plan, prefetch, status, cleanup, ...).
+  const Settings& settings_with_compiler() {
+    settings();
+    settings_->detect_compiler(env_);
     return *settings_;
   }
   // The Hub client for the resolved endpoint and token, made on first use.

@@ -147,20 +147,11 @@ void resolve_hub(Settings& s, const Environment& env) {
                       env.get("HF_HUB_OFFLINE") ? "HF_HUB_OFFLINE" : "default"};
 }
 
-void resolve_compiler(Settings& s, const Environment& env, const SettingOverrides& o) {
+void resolve_compiler(Settings& s, const SettingOverrides& o) {
   if (o.compiler_version) {
     s.compiler_version = {*o.compiler_version, "--compiler-version"};
-    return;
-  }
-  s.compiler_version = {"", "unknown (neuronx-cc is not on PATH)"};
-  auto program = find_on_path("neuronx-cc", env.get("PATH").value_or(""));
-  if (!program) return;
-  // neuronx-cc is a Python program: its start-up alone can take seconds.
-  ProcessResult run = run_and_capture({*program, "--version"}, std::chrono::seconds(60));
-  if (auto version = parse_compiler_version_output(run.output); version && run.exit_code == 0) {
-    s.compiler_version = {*version, *program + " --version"};
   } else {
-    s.compiler_version.origin = "unknown (" + *program + " --version gave no version)";
+    s.compiler_version = {"", "not detected yet"};
   }
 }
 
@@ -188,8 +179,22 @@ Settings Settings::resolve(const Environment& env, const SettingOverrides& overr
   resolve_cache_dir(s, env, overrides);
   resolve_cache_repo(s, env, overrides);
   resolve_hub(s, env);
-  resolve_compiler(s, env, overrides);
+  resolve_compiler(s, overrides);
   return s;
+}
+
+void Settings::detect_compiler(const Environment& env) {
+  if (compiler_version.origin != "not detected yet") return;
+  compiler_version = {"", "unknown (neuronx-cc is not on PATH)"};
+  auto program = find_on_path("neuronx-cc", env.get("PATH").value_or(""));
+  if (!program) return;
+  // neuronx-cc is a Python program: its start-up alone can take seconds.
+  ProcessResult run = run_and_capture({*program, "--version"}, std::chrono::seconds(60));
+  if (auto version = parse_compiler_version_output(run.output); version && run.exit_code == 0) {
+    compiler_version = {*version, *program + " --version"};
+  } else {
+    compiler_version.origin = "unknown (" + *program + " --version gave no version)";
+  }
 }
 
 std::string Settings::local_cache_root() const {

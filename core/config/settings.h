@@ -50,7 +50,12 @@ struct Settings {
   Setting compiler_version;   // full neuronx-cc version, or empty when unknown
   std::vector<std::string> warnings;
 
+  // Everything but the compiler version unless --compiler-version gave it: detecting it runs
+  // `neuronx-cc --version` (seconds, up to a minute), which only commands that key or scan by
+  // compiler need (detect_compiler).
   static Settings resolve(const Environment& env, const SettingOverrides& overrides);
+  // Runs `neuronx-cc --version` from PATH once, unless the version is already known.
+  void detect_compiler(const Environment& env);
 
   // The local cache root; throws an input Error when it is an s3:// URL.
   std::string local_cache_root() const;

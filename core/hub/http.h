@@ -14,6 +14,8 @@
 #include <utility>
 #include <vector>
 
+#include "version.h"
+
 namespace neuron_cache::hub {
 
 struct Headers {
@@ -80,7 +82,7 @@ class Exchange {
 struct HttpOptions {
   std::string endpoint;  // e.g. https://huggingface.co: its origin is the only one given the token
   std::string token;
-  std::string user_agent = "neuron-cache/0.1";
+  std::string user_agent = std::string("neuron-cache/") + kVersion;
   std::chrono::seconds connect_timeout{10};
   // A transfer that moves less than 1 byte/s for this long is considered dead.
   std::chrono::seconds stall_timeout{60};

@@ -12,10 +12,7 @@
 #include "remote/lookup.h"
 #include "remote/remote_index.h"
 #include "store/export_dir.h"
-
-#ifndef NEURON_CACHE_VERSION
-#define NEURON_CACHE_VERSION "unknown"
-#endif
+#include "version.h"
 
 namespace neuron_cache::pipeline {
 namespace {
@@ -84,7 +81,7 @@ std::vector<plan::RegistryCandidate> candidates_of(const remote::RegistryScan& s
 }  // namespace
 
 std::string tool_version() {
-  return std::string("neuron-cache ") + NEURON_CACHE_VERSION;
+  return std::string("neuron-cache ") + kVersion;
 }
 
 size_t CompileStep::failed() const {

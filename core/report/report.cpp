@@ -163,7 +163,8 @@ Totals totals(const RunRecord& run) {
 json plan_json(const plan::Plan& plan) {
   json rows = json::array();
   for (const auto& row : plan.rows) rows.push_back(row_json(row));
-  return {{"repo", plan.repo},
+  return {{"format_version", kReportFormatVersion},
+          {"repo", plan.repo},
           {"repo_origin", plan.repo_origin},
           {"notes", plan.notes},
           {"hub_checked", plan.hub_checked},
@@ -219,7 +220,8 @@ json run_json(const RunRecord& run) {
             {"commit", run.push->result.commit.commit_oid},
             {"bytes_uploaded", run.push->result.commit.bytes_uploaded}};
   }
-  return {{"tool", pipeline::tool_version()},
+  return {{"format_version", kReportFormatVersion},
+          {"tool", pipeline::tool_version()},
           {"repo", run.pipeline ? run.pipeline->repo() : ""},
           {"compiler_version", run.pipeline ? run.pipeline->compiler_version() : ""},
           {"hub_requests", run.pipeline ? run.pipeline->hub_requests() : 0},

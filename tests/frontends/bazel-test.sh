@@ -162,6 +162,21 @@ offline_build=$(dirname "$generated")/offline_models/BUILD.bazel
   { cat "$offline_build" >&2; fail "offline: not every NEFF of both configurations"; }
 grep -q 'name = "chat_bf16"' "$offline_build" || fail "chat:bf16 is not the target chat_bf16"
 
+step "a tool whose JSON report has another format: the fetch fails and says why"
+printf '#!/bin/sh\necho '"'"'{"format_version": 99, "configurations": []}'"'"'\n' >"$work/future-tool"
+chmod +x "$work/future-tool"
+cat >>"$work/ws/WORKSPACE" <<WS
+
+neuron_model_artifacts(
+    name = "future_models",
+    manifest = "//:neuron-cache.yaml",
+    configs = ["llama3-8b-chat"],
+)
+WS
+if bazel_in_ws build @future_models//:llama3-8b-chat --repo_env=NEURON_CACHE_TOOL="$work/future-tool"; then show_last; fail "a report of format 99 was read"; fi
+grep -q 'writes JSON reports of format 99; this rule reads format 1' "$last" ||
+  { show_last; fail "another report format: no clear message"; }
+
 step "the token is nowhere in Bazel's output or output base"
 if grep -rlF "$token" "$outputs" "$work/bazel-root" "$work/ws" 2>/dev/null; then
   fail "the token leaked into the files above"

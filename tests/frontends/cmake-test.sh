@@ -38,6 +38,7 @@ step "install into $prefix"
 expect_ok cmake --install "$build" --prefix "$prefix"
 [[ -x $prefix/bin/neuron-cache && -f $prefix/lib/cmake/NeuronCache/NeuronCacheConfig.cmake ]] ||
   fail "the install lacks the tool or the package files"
+[[ ! -e $prefix/bin/neuron-cache-action ]] || fail "the install holds the CI-only neuron-cache-action"
 
 step "start the Hub and push two configurations"
 start_hub
@@ -125,7 +126,6 @@ mkdir -p "$work/subdir-src"
 cat >"$work/subdir-src/CMakeLists.txt" <<CMAKE
 cmake_minimum_required(VERSION 3.25)
 project(subdir_consumer NONE)
-set(NEURON_CACHE_BUILD_TESTS OFF CACHE BOOL "")
 add_subdirectory("$root" neuron-cache EXCLUDE_FROM_ALL)
 neuron_cache_prefetch(MANIFEST "$root/examples/neuron-cache.yaml" CONFIGS qwen2.5-7b-trn2)
 add_custom_target(use-qwen ALL COMMAND \${CMAKE_COMMAND} -E echo "qwen: \${NEURON_CACHE_QWEN2_5_7B_TRN2_DIR}"
@@ -134,6 +134,14 @@ CMAKE
 subdir_build=$work/subdir-build
 expect_ok cmake -S "$work/subdir-src" -B "$subdir_build"
 expect_in "neuron-cache: 1 configuration of neuron-cache prefetched at build time by neuron_cache_prefetch_neuron-cache"
+# A consumer gets the tool and the library, not our tests, the Action binary or a build type.
+run cmake --build "$subdir_build" --target help
+for target in neuron_cache_tests hub-server neuron-cache-action; do
+  ! grep -qw -- "$target" <<<"$out" || fail "add_subdirectory defines the project's own target $target"
+done
+grep -qw -- neuron-cache <<<"$out" || fail "add_subdirectory does not define the tool's target"
+! grep -q '^CMAKE_BUILD_TYPE:STRING=.\+' "$subdir_build/CMakeCache.txt" ||
+  fail "add_subdirectory set the consumer's CMAKE_BUILD_TYPE: $(grep ^CMAKE_BUILD_TYPE "$subdir_build/CMakeCache.txt")"
 if [[ -n "${NEURON_CACHE_TEST_SUBDIR_BUILD:-}" ]]; then
   expect_ok cmake --build "$subdir_build" -j2
   n=$(find -L "$subdir_build/neuron-cache/neuron-cache/qwen2.5-7b-trn2" -name model.neff | wc -l)
@@ -163,6 +171,13 @@ bad_project missing-file "neuron_cache_prefetch(MANIFEST nope.yaml)" \
 bad_project strict-unknown-config \
   "neuron_cache_prefetch(MANIFEST $root/examples/neuron-cache.yaml CONFIGS nope STRICT)" \
   'no configuration named "nope"'
+
+printf '#!/bin/sh\necho '"'"'{"format_version": 99, "configurations": []}'"'"'\n' >"$work/future-tool"
+chmod +x "$work/future-tool"
+bad_project future-format \
+  "set(NEURON_CACHE_TOOL $work/future-tool CACHE FILEPATH \"\" FORCE)
+neuron_cache_prefetch(MANIFEST $root/examples/neuron-cache.yaml CONFIGS llama3-8b-chat STRICT)" \
+  "writes JSON reports of format 99; this NeuronCache.cmake reads format 1"
 
 step "a failing tool without STRICT: a warning, the configurations reported missing"
 mkdir -p "$work/soft-src"

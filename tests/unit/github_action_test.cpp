@@ -456,6 +456,9 @@ class CompositeAction {
       return declared["default"] ? declared["default"].as<std::string>() : "";
     }
     if (expression == "${{ steps.build.outputs.path }}") return built;
+    const std::string action_path = "${{ github.action_path }}";
+    if (expression.starts_with(action_path))
+      return (repo_root() / "github-action").string() + expression.substr(action_path.size());
     return expression;
   }
 
@@ -547,6 +550,60 @@ TEST_F(GithubActionTest, ActionYmlMapsEveryInputAndOutput) {
     EXPECT_EQ(r.report["action"]["mode"], "plan");
     EXPECT_EQ(r.report["action"]["strict"], false);  // the defaults were accepted
   }
+}
+
+// The build step keeps what it built under a key of the action's sources, OS and architecture:
+// the next job with the same key installs and builds nothing, a changed source is a new key, and
+// a runner it cannot serve gets a clear error before anything is installed.
+TEST_F(GithubActionTest, BuildStepReusesTheBinaryOfTheSameSourcesOnly) {
+  fs::path src = work / "action-src", cache = work / "tool-cache";
+  for (const char* dir : {"core", "github-action", "cmake-module"})
+    fs::create_directories(src / dir);
+  write_file(src / "CMakeLists.txt", "project(neuron_cache VERSION 0.1.0)\n");
+  write_file(src / "core/a.cpp", "int a;\n");
+  fs::copy_file(repo_root() / "github-action/build-action.sh",
+                src / "github-action/build-action.sh");
+  // apt-get, sudo and cmake leave a mark: a reused build must call none of them.
+  fs::path marks = work / "tool-calls";
+  for (const char* tool : {"apt-get", "sudo", "cmake"}) {
+    write_file(work / "bin" / tool, std::string("#!/bin/sh\necho ") + tool + " >> " +
+                                        quoted(marks.string()) + "\nexit 1\n");
+    fs::permissions(work / "bin" / tool, fs::perms::owner_all);
+  }
+  std::string script = "bash " + quoted((src / "github-action/build-action.sh").string());
+  std::map<std::string, std::string> env = {{"NEURON_CACHE_SOURCE", src.string()},
+                                            {"NEURON_CACHE_ACTION_CACHE", cache.string()}};
+  ActionRun key_run = run({}, env, script + " --print-key");
+  ASSERT_EQ(key_run.code, 0) << key_run.out << key_run.err;
+  std::string key = key_run.out.substr(0, key_run.out.find('\n'));
+  ASSERT_EQ(key.size(), 16u) << key_run.out;
+
+  fs::create_directories(cache / key);
+  write_file(cache / key / "neuron-cache-action", "#!/bin/sh\n");
+  fs::permissions(cache / key / "neuron-cache-action", fs::perms::owner_all);
+  ActionRun reused = run({}, env, script);
+  ASSERT_EQ(reused.code, 0) << reused.out << reused.err;
+  EXPECT_EQ(reused.outputs["path"], (cache / key / "neuron-cache-action").string());
+  EXPECT_FALSE(fs::exists(marks)) << read_file(marks);
+  EXPECT_TRUE(contains(reused.out, "using the build in")) << reused.out;
+
+  write_file(src / "core/a.cpp", "int a = 1;\n");  // an upgraded action
+  ActionRun changed = run({}, env, script + " --print-key");
+  ASSERT_EQ(changed.code, 0);
+  EXPECT_NE(changed.out.substr(0, changed.out.find('\n')), key);
+  ActionRun rebuilt = run({}, env, script);
+  EXPECT_NE(rebuilt.code, 0) << "the fake cmake fails the new build";
+  EXPECT_TRUE(fs::exists(marks)) << "a changed source must build again";
+
+  fs::remove(marks);
+  env["RUNNER_OS"] = "macOS";
+  ActionRun mac = run({}, env, script);
+  EXPECT_EQ(mac.code, 2);
+  EXPECT_TRUE(contains(mac.out,
+                       "::error title=neuron-cache::neuron-cache-action runs on Linux "
+                       "runners only (this one: macOS"))
+      << mac.out;
+  EXPECT_FALSE(fs::exists(marks)) << "nothing is installed on a runner the action cannot serve";
 }
 
 // The example workflow parses, runs the action read-only on pull requests (no token for forks)

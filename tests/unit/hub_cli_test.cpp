@@ -2,6 +2,7 @@
 // lookup and synchronize, with request counts from the server's access log.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <set>
 
 #include "format/digest.h"
@@ -75,6 +76,31 @@ TEST_F(HubCliTest, WhoamiPrintsTheUserAndNeverTheToken) {
   ToolRun bad = tool("whoami", "hf_wrong");
   EXPECT_EQ(bad.code, 1);
   EXPECT_TRUE(contains(bad.output, "HF_TOKEN")) << bad.output;
+}
+
+// `neuronx-cc --version` can take a minute; commands that neither key nor scan by compiler never
+// run it, and those that do run it once.
+TEST_F(HubCliTest, OnlyCommandsThatNeedTheCompilerVersionRunNeuronxCc) {
+  TempDir bin;
+  std::filesystem::path calls = bin / "calls";
+  write_file(bin / "neuronx-cc", "#!/bin/sh\necho called >> '" + calls.string() +
+                                     "'\nsleep \"${NEURONX_CC_DELAY:-0}\"\n"
+                                     "echo 'NeuronX Compiler version 2.21.33363.0+82129205'\n");
+  std::filesystem::permissions(bin / "neuronx-cc", std::filesystem::perms::owner_all);
+  std::string path = "PATH=" + bin.path().string() + ":/usr/bin:/bin";
+  auto started = std::chrono::steady_clock::now();
+  for (const char* command : {"whoami", "set acme/public-cache", "config show"}) {
+    std::string delay = std::string(command) == "config show" ? "0" : "30";
+    ToolRun run = tool(command, testing::kHubWriteToken, path + " NEURONX_CC_DELAY=" + delay);
+    ASSERT_EQ(run.code, 0) << command << "\n" << run.output;
+    if (std::string(command) == "config show") {
+      EXPECT_TRUE(contains(run.output, "2.21.33363.0+82129205")) << run.output;
+      EXPECT_EQ(testing::read_file(calls), "called\n") << "config show detects it, once";
+    } else {
+      EXPECT_FALSE(std::filesystem::exists(calls)) << command << " ran neuronx-cc";
+    }
+  }
+  EXPECT_LT(std::chrono::steady_clock::now() - started, std::chrono::seconds(20));
 }
 
 TEST_F(HubCliTest, CreateSavesTheRepoWhereOptimumNeuronReadsIt) {

@@ -17,6 +17,7 @@
 #include "hub/client.h"
 #include "hub/http.h"
 #include "hub_fixture.h"
+#include "schema_check.h"
 #include "test_support.h"
 
 namespace neuron_cache {
@@ -344,6 +345,10 @@ TEST_F(PipelineCliTest, FirstCiCompilesAndPushesSecondRunOnEmptyCacheFetchesEver
   EXPECT_EQ(calls(), n) << "the compiler ran once per configuration";
   json report1 = json::parse(read_file(work / "report1.json"));
   EXPECT_EQ(report1["totals"]["compiled"], n) << report1.dump(2);
+  testing::SchemaCheck schema(json::parse(read_file(fs::path(NEURON_CACHE_TESTS_DIR).parent_path() /
+                                                    "core/report/report.schema.json")));
+  EXPECT_EQ(schema.problems(plan), std::vector<std::string>{}) << plan.dump(1);
+  EXPECT_EQ(schema.problems(report1), std::vector<std::string>{}) << report1.dump(1);
   EXPECT_EQ(report1["totals"]["failed"], 0);
   EXPECT_EQ(report1["push"]["pushed"].size(), n);
   std::string summary = read_file(work / "summary1.md");
@@ -386,6 +391,11 @@ TEST_F(PipelineCliTest, FirstCiCompilesAndPushesSecondRunOnEmptyCacheFetchesEver
   EXPECT_EQ(calls(), n) << "nothing was compiled on the second machine";
   json report2 = json::parse(read_file(work / "report2.json"));
   EXPECT_EQ(report2["totals"]["hub_hits"], n) << report2.dump(2);
+  EXPECT_EQ(schema.problems(report2), std::vector<std::string>{}) << report2.dump(1);
+  json unknown = report2;
+  unknown["format_version"] = 2;
+  unknown["surprise"] = true;
+  EXPECT_FALSE(schema.problems(unknown).empty()) << "the checker must see a wrong report";
   EXPECT_EQ(report2["totals"]["compiled"], 0);
   for (const auto& [key, entry] : index["entries"].items()) {
     for (const auto& module : entry["modules"])

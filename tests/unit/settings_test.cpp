@@ -160,7 +160,9 @@ TEST(SettingsHub, EndpointStripsTrailingSlashAndOfflineIsTruthy) {
 
 TEST(SettingsCompiler, UnknownWithoutNeuronxCcAndExplainsHowToGiveIt) {
   Settings s = resolve({});
+  s.detect_compiler(Environment(std::map<std::string, std::string>{}));
   EXPECT_EQ(s.compiler_version.value, "");
+  EXPECT_EQ(s.compiler_version.origin, "unknown (neuronx-cc is not on PATH)");
   try {
     s.require_compiler_version();
     FAIL() << "an unknown compiler version must be an error";
@@ -176,14 +178,17 @@ TEST(SettingsCompiler, ReadsNeuronxCcVersionFromPath) {
              "echo 'NeuronX Compiler version 2.21.33363.0+82129205'\necho\n"
              "echo 'Python version 3.10.12'\n");
   chmod((bin / "neuronx-cc").c_str(), 0755);
-  Settings s = Settings::resolve(Environment({{"PATH", bin.path().string()}}), {});
+  Environment env({{"PATH", bin.path().string()}});
+  Settings s = Settings::resolve(env, {});
+  EXPECT_EQ(s.compiler_version.value, "") << "resolving alone never runs neuronx-cc";
+  s.detect_compiler(env);
   EXPECT_EQ(s.compiler_version.value, "2.21.33363.0+82129205");
   EXPECT_NE(s.compiler_version.origin.find("--version"), std::string::npos);
   SettingOverrides o;
   o.compiler_version = "2.15.128.0+56dc5a86";
-  EXPECT_EQ(
-      Settings::resolve(Environment({{"PATH", bin.path().string()}}), o).compiler_version.value,
-      "2.15.128.0+56dc5a86");
+  Settings given = Settings::resolve(env, o);
+  given.detect_compiler(env);
+  EXPECT_EQ(given.compiler_version.value, "2.15.128.0+56dc5a86");
 }
 
 TEST(SettingsCompiler, ParsesVersionOutputs) {

@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# ctest version_consistency: the version has one source, project() in CMakeLists.txt (the tool
+# reads it through core/version.h.in). Bazel's MODULE.bazel and the docs must spell it out; this
+# check fails when one of them is left behind.
+#   tests/packaging/version-consistency.sh SOURCE_DIR VERSION
+set -euo pipefail
+root=$1 version=$2
+fail=0
+expect() {  # FILE PATTERN
+  if ! grep -qF -- "$2" "$root/$1"; then
+    echo "FAIL: $1 does not say $2 (the version in CMakeLists.txt is $version)" >&2
+    fail=1
+  fi
+}
+expect MODULE.bazel "version = \"$version\","
+expect README.md "bazel_dep(name = \"neuron_cache\", version = \"$version\")"
+expect bazel/extensions.bzl "bazel_dep(name = \"neuron_cache\", version = \"$version\")"
+# No source file may carry its own copy.
+if grep -rn --include='*.cpp' --include='*.h' -E '"neuron-cache[ /][0-9]+\.[0-9]' "$root/core" "$root/github-action" |
+  grep -vE '^[^:]+:[0-9]+:\s*//'; then
+  echo "FAIL: a source file spells out the version: use neuron_cache::kVersion (version.h)" >&2
+  fail=1
+fi
+[[ $fail == 0 ]] && echo "version $version everywhere"
+exit $fail
