@@ -53,7 +53,11 @@ int main(int argc, char** argv) {
     std::cerr << "neuron-cache: error: " << neuron_cache::redact(error.what()) << "\n";
     return error.kind() == neuron_cache::ErrorKind::Input ? kExitUsage : kExitOperational;
   } catch (const std::exception& error) {
+    // Not the project's Error (a library's exception): one line and exit 1, never an abort.
     std::cerr << "neuron-cache: error: " << neuron_cache::redact(error.what()) << "\n";
+    return kExitOperational;
+  } catch (...) {
+    std::cerr << "neuron-cache: error: an unexpected failure stopped the command\n";
     return kExitOperational;
   }
 }

@@ -22,7 +22,11 @@ constexpr uint32_t kTopEvents = IN_CREATE | IN_MOVED_TO | IN_ONLYDIR | IN_DONT_F
 }  // namespace
 
 RunWatch::~RunWatch() {
-  end();
+  try {
+    end();
+  } catch (...) {
+    // Nobody asks for the events any more: only the thread had to stop.
+  }
 }
 
 bool RunWatch::begin(const SeedView& view) {
@@ -45,7 +49,14 @@ bool RunWatch::begin(const SeedView& view) {
     if (wake < 0) return false;
     wake_ = UniqueFd(wake);
   }
-  thread_ = std::thread([this] { run(); });
+  thread_ = std::thread([this] {
+    try {
+      run();
+    } catch (...) {
+      // An exception leaving a thread ends the process: end() rethrows it instead.
+      failure_ = std::current_exception();
+    }
+  });
   return true;
 }
 
@@ -56,6 +67,10 @@ RunWatch::Events RunWatch::end() {
     thread_.join();
     uint64_t count = 0;
     if (read(wake_.get(), &count, sizeof count) < 0) count = 0;  // ready for the next run
+  }
+  if (std::exception_ptr failure = std::exchange(failure_, nullptr)) {
+    events_ = Events{};
+    std::rethrow_exception(failure);
   }
   return std::move(events_);
 }

@@ -10,6 +10,7 @@
 
 #include <sys/inotify.h>
 
+#include <exception>
 #include <filesystem>
 #include <map>
 #include <set>
@@ -43,7 +44,7 @@ class RunWatch {
   // seeding), watches the folders not watched yet and starts reading events. False when inotify
   // cannot (no instance left, watch limit reached).
   bool begin(const SeedView& view);
-  // After the run: what it did.
+  // After the run: what it did. Rethrows what stopped the reading thread, if anything did.
   Events end();
 
  private:
@@ -59,6 +60,7 @@ class RunWatch {
   std::map<int, std::pair<Kind, std::string>> watches_;
   Events events_;
   std::thread thread_;
+  std::exception_ptr failure_;  // what the thread threw, handed to end()
 };
 
 }  // namespace neuron_cache::compile

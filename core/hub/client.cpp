@@ -1,6 +1,7 @@
 #include "hub/client.h"
 
 #include "format/hub_names.h"
+#include "hub/answer.h"
 
 namespace neuron_cache::hub {
 namespace {
@@ -29,16 +30,6 @@ bool ok(const HttpResponse& r) {
   return r.status >= 200 && r.status < 300;
 }
 
-json parse_json(const HttpResponse& response, const std::string& what) {
-  json value = json::parse(response.body, nullptr, false);
-  if (value.is_discarded()) {
-    throw operational_error(what +
-                            ": the Hub answered with something that is not JSON; check "
-                            "HF_ENDPOINT points to a Hugging Face Hub");
-  }
-  return value;
-}
-
 // The next page of a listing: `Link: <URL>; rel="next"`.
 std::optional<std::string> next_link(const HttpResponse& response) {
   auto link = response.headers.get("Link");
@@ -54,17 +45,29 @@ std::optional<std::string> next_link(const HttpResponse& response) {
 }  // namespace
 
 RemoteEntry parse_entry(const json& item) {
+  object_in(item, "an entry");
   RemoteEntry entry;
-  entry.path = item.value("path", "");
-  entry.is_directory = item.value("type", "file") == "directory";
-  entry.size = item.value("size", uint64_t{0});
-  entry.oid = item.value("oid", "");
-  if (item.contains("lfs") && item["lfs"].is_object()) {
-    entry.lfs_sha256 = item["lfs"].value("oid", "");
-    entry.size = item["lfs"].value("size", entry.size);
+  entry.path = text_in(item, "path");
+  entry.is_directory = text_in(item, "type", "file") == "directory";
+  entry.size = size_in(item, "size", 0);
+  entry.oid = text_in(item, "oid");
+  if (const json* lfs = member(item, "lfs")) {
+    object_in(*lfs, "\"lfs\"");
+    entry.lfs_sha256 = text_in(*lfs, "oid");
+    entry.size = size_in(*lfs, "size", entry.size);
   }
   return entry;
 }
+
+namespace {
+
+std::vector<RemoteEntry> parse_entries(const json& list) {
+  std::vector<RemoteEntry> entries;
+  for (const auto& item : array_in(list, "the answer")) entries.push_back(parse_entry(item));
+  return entries;
+}
+
+}  // namespace
 
 HubClient::HubClient(ClientOptions options)
     : options_(std::move(options)), http_(HttpOptions{options_.endpoint, options_.token}) {}
@@ -110,21 +113,27 @@ const WhoAmI& HubClient::whoami() {
         "no Hugging Face token: set HF_TOKEN (or log in so that "
         "~/.cache/huggingface/token exists)");
   }
-  HttpResponse response = call({"GET", api("/api/whoami-v2")}, "asking the Hub who you are");
+  HttpRequest request{"GET", api("/api/whoami-v2")};
+  HttpResponse response = call(request, "asking the Hub who you are");
   if (!ok(response)) throw hub_error(response, "asking the Hub who you are (whoami)", "");
-  json body = parse_json(response, "whoami");
-  WhoAmI who;
-  who.name = body.value("name", "");
-  who.type = body.value("type", "user");
-  if (body.contains("orgs") && body["orgs"].is_array()) {
-    for (const auto& org : body["orgs"]) who.orgs.push_back(org.value("name", ""));
-  }
-  if (body.contains("auth") && body["auth"].contains("accessToken")) {
-    const json& token = body["auth"]["accessToken"];
-    who.token_name = token.value("displayName", "");
-    who.role = token.value("role", "");
-  }
-  whoami_ = who;
+  whoami_ = read_answer(response, request_name(request), "an account", [](const json& body) {
+    object_in(body, "the answer");
+    WhoAmI who;
+    who.name = text_in(body, "name");
+    who.type = text_in(body, "type", "user");
+    if (const json* orgs = member(body, "orgs")) {
+      for (const auto& org : array_in(*orgs, "\"orgs\""))
+        who.orgs.push_back(text_in(object_in(org, "an org"), "name"));
+    }
+    const json* auth = member(body, "auth");
+    const json* token = auth ? member(object_in(*auth, "\"auth\""), "accessToken") : nullptr;
+    if (token) {
+      object_in(*token, "\"accessToken\"");
+      who.token_name = text_in(*token, "displayName");
+      who.role = text_in(*token, "role");
+    }
+    return who;
+  });
   return *whoami_;
 }
 
@@ -168,10 +177,14 @@ RepoInfo HubClient::repo_info(const std::string& repo, const std::string& revisi
   std::string path = "/api/models/" + repo + "/revision/" +
                      url_encode(revision.empty() ? "main" : revision, false) +
                      "?expand=sha&expand=private";
-  HttpResponse response = call({"GET", api(path)}, "reading " + repo);
+  HttpRequest request{"GET", api(path)};
+  HttpResponse response = call(request, "reading " + repo);
   if (!ok(response)) throw hub_error(response, "reading repo " + repo, repo);
-  json body = parse_json(response, "reading " + repo);
-  return {body.value("id", repo), body.value("sha", ""), body.value("private", false)};
+  return read_answer(response, request_name(request), "a repo", [&](const json& body) {
+    object_in(body, "the answer");
+    return RepoInfo{text_in(body, "id", repo), text_in(body, "sha"),
+                    flag_in(body, "private", false)};
+  });
 }
 
 std::optional<std::string> HubClient::read_file(const std::string& repo, const std::string& path,
@@ -211,14 +224,16 @@ std::vector<RemoteEntry> HubClient::list_tree(const std::string& repo, const std
   url += std::string("?recursive=") + (recursive ? "true" : "false") + "&expand=false";
   std::vector<RemoteEntry> entries;
   for (std::optional<std::string> next = url; next;) {
-    HttpResponse response = call({"GET", *next}, "listing " + repo);
+    HttpRequest request{"GET", *next};
+    HttpResponse response = call(request, "listing " + repo);
     if (response.status == 404 &&
         response.headers.get("X-Error-Code").value_or("") == "EntryNotFound") {
       return entries;
     }
     if (!ok(response)) throw hub_error(response, "listing files of " + repo, repo);
-    json page = parse_json(response, "listing " + repo);
-    for (const auto& item : page) entries.push_back(parse_entry(item));
+    for (auto& entry :
+         read_answer(response, request_name(request), "a list of files", parse_entries))
+      entries.push_back(std::move(entry));
     next = next_link(response);
   }
   return entries;
@@ -242,8 +257,9 @@ std::vector<RemoteEntry> HubClient::paths_info(const std::string& repo,
                         body.dump()};
     HttpResponse response = call(request, "reading paths of " + repo);
     if (!ok(response)) throw hub_error(response, "reading file information of " + repo, repo);
-    for (const auto& item : parse_json(response, "paths-info"))
-      entries.push_back(parse_entry(item));
+    for (auto& entry :
+         read_answer(response, request_name(request), "a list of files", parse_entries))
+      entries.push_back(std::move(entry));
   }
   return entries;
 }

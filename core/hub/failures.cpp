@@ -29,6 +29,8 @@ std::optional<long> retry_after(const HttpResponse& response) {
   if (!header || header->empty() || header->find_first_not_of("0123456789") != std::string::npos) {
     return std::nullopt;  // the HTTP-date form is not used by the Hub
   }
+  // More than a day is no answer to wait for (and more digits than a long holds is none at all).
+  if (header->size() > 5) return std::nullopt;
   return std::stol(*header);
 }
 

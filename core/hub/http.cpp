@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cctype>
 #include <deque>
+#include <exception>
 #include <list>
 
 #include "error.h"
@@ -67,6 +68,9 @@ struct Transfer {
   HttpEngine* engine = nullptr;
   std::function<void(uint64_t, uint64_t)>* progress = nullptr;
   HttpStats* stats = nullptr;
+  // What a callback threw: libcurl is C and must never see an exception, so the callback stores
+  // it, aborts the transfer, and run() rethrows it once curl has returned.
+  std::exception_ptr failure;
 
   ~Transfer() {
     if (header_list != nullptr) curl_slist_free_all(header_list);
@@ -74,21 +78,27 @@ struct Transfer {
   }
 };
 
-size_t on_header(char* data, size_t size, size_t count, void* user) {
-  auto* t = static_cast<Transfer*>(user);
-  std::string_view line(data, size * count);
+size_t read_header(Transfer* t, std::string_view line) {
   if (line.starts_with("HTTP/")) {
     t->response.headers.items.clear();  // a new response (after 100 Continue)
   } else if (size_t colon = line.find(':'); colon != std::string_view::npos) {
     t->response.headers.items.emplace_back(trim(line.substr(0, colon)),
                                            trim(line.substr(colon + 1)));
   }
-  return size * count;
+  return line.size();
 }
 
-size_t on_write(char* data, size_t size, size_t count, void* user) {
+size_t on_header(char* data, size_t size, size_t count, void* user) {
   auto* t = static_cast<Transfer*>(user);
-  size_t bytes = size * count;
+  try {
+    return read_header(t, std::string_view(data, size * count));
+  } catch (...) {
+    t->failure = std::current_exception();
+    return 0;  // any other count than the one given aborts the transfer
+  }
+}
+
+size_t write_body(Transfer* t, char* data, size_t bytes) {
   if (t->status_checked == 0) {
     long status = 0;
     curl_easy_getinfo(t->easy, CURLINFO_RESPONSE_CODE, &status);
@@ -111,10 +121,19 @@ size_t on_write(char* data, size_t size, size_t count, void* user) {
   return bytes;
 }
 
-size_t on_read(char* buffer, size_t size, size_t count, void* user) {
+size_t on_write(char* data, size_t size, size_t count, void* user) {
   auto* t = static_cast<Transfer*>(user);
+  try {
+    return write_body(t, data, size * count);
+  } catch (...) {
+    t->failure = std::current_exception();
+    return 0;
+  }
+}
+
+size_t read_upload(Transfer* t, char* buffer, size_t room) {
   uint64_t left = t->request.upload_length - t->uploaded;
-  size_t want = static_cast<size_t>(std::min<uint64_t>(left, size * count));
+  size_t want = static_cast<size_t>(std::min<uint64_t>(left, room));
   if (want == 0) return 0;
   ssize_t n = pread(t->request.upload_fd, buffer, want,
                     static_cast<off_t>(t->request.upload_offset + t->uploaded));
@@ -123,6 +142,16 @@ size_t on_read(char* buffer, size_t size, size_t count, void* user) {
   t->stats->bytes_up += static_cast<uint64_t>(n);
   if (*t->progress) (*t->progress)(0, static_cast<uint64_t>(n));
   return static_cast<size_t>(n);
+}
+
+size_t on_read(char* buffer, size_t size, size_t count, void* user) {
+  auto* t = static_cast<Transfer*>(user);
+  try {
+    return read_upload(t, buffer, size * count);
+  } catch (...) {
+    t->failure = std::current_exception();
+    return CURL_READFUNC_ABORT;
+  }
 }
 
 }  // namespace
@@ -251,6 +280,15 @@ void HttpEngine::run(const std::vector<Exchange*>& exchanges, size_t parallel) {
   std::deque<Waiting> waiting;
   for (Exchange* e : exchanges) waiting.push_back({e, Clock::now(), {}, {}, 0, false});
   std::list<std::unique_ptr<Transfer>> active;
+  // Whatever leaves run() early (an exception from an exchange or a callback) first takes the
+  // transfers still running out of the multi handle, before they are freed.
+  struct Detach {
+    CURLM* multi;
+    std::list<std::unique_ptr<Transfer>>& active;
+    ~Detach() {
+      for (auto& t : active) curl_multi_remove_handle(multi, t->easy);
+    }
+  } detach{impl_->multi, active};
   parallel = std::max<size_t>(parallel, 1);
 
   auto start = [&](Waiting& w) {
@@ -284,6 +322,7 @@ void HttpEngine::run(const std::vector<Exchange*>& exchanges, size_t parallel) {
   };
 
   auto finish = [&](Transfer& t, CURLcode code) {
+    if (t.failure) std::rethrow_exception(t.failure);
     curl_easy_getinfo(t.easy, CURLINFO_RESPONSE_CODE, &t.response.status);
     t.response.url = t.request.url;
     if (code != CURLE_OK) {

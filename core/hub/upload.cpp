@@ -7,6 +7,7 @@
 #include <memory>
 
 #include "format/digest.h"
+#include "hub/answer.h"
 #include "hub/client.h"
 #include "store/safe_dir.h"
 
@@ -114,6 +115,21 @@ struct UploadPlan {
   size_t unchanged = 0;
 };
 
+// The preupload answer's files by path; each checked for the fields the upload reads.
+std::map<std::string, json> preupload_answers(const json& answer) {
+  const json* files = member(object_in(answer, "the answer"), "files");
+  if (files == nullptr) throw BadAnswer("it has no \"files\"");
+  std::map<std::string, json> by_path;
+  for (const auto& item : array_in(*files, "\"files\"")) {
+    object_in(item, "a file");
+    flag_in(item, "shouldIgnore", false);
+    text_in(item, "uploadMode", "regular");
+    text_in(item, "oid");
+    by_path[text_in(item, "path")] = item;
+  }
+  return by_path;
+}
+
 json preupload_body(const std::vector<LocalFile>& files, size_t start, size_t end) {
   json list = json::array();
   for (size_t i = start; i < end; ++i) {
@@ -147,33 +163,54 @@ struct LfsUpload {
   std::string completion_url;  // multipart only
 };
 
+// The part URLs of a multipart upload: the header's numbered keys "1", "2", ...
+std::map<long, std::string> part_urls(const json& header) {
+  std::map<long, std::string> parts;
+  for (const auto& [key, value] : header.items()) {
+    if (key.empty() || key.size() > 9 || key.find_first_not_of("0123456789") != std::string::npos)
+      continue;
+    if (!value.is_string()) throw BadAnswer("the URL of part " + key + " is not a string");
+    parts[std::stol(key)] = value.get<std::string>();
+  }
+  return parts;
+}
+
+uint64_t chunk_size_of(const json& header) {
+  std::string text = text_in(header, "chunk_size");
+  if (text.empty() || text.size() > 19 || text.find_first_not_of("0123456789") != std::string::npos)
+    throw BadAnswer("\"chunk_size\" is not a number of bytes");
+  return std::stoull(text);
+}
+
+// Throws BadAnswer when `upload` (an LFS batch "upload" action) is not one.
 LfsUpload plan_object(LocalFile* file, const json& upload, const RetryPolicy& policy) {
   LfsUpload plan;
   plan.file = file;
-  plan.fd = open_local(file->local);
-  const json header = upload.value("header", json::object());
-  if (!header.contains("chunk_size")) {
-    plan.puts.push_back(std::make_unique<PutExchange>(upload.value("href", ""), plan.fd.get(), 0,
-                                                      file->size, policy));
+  object_in(upload, "the upload action of " + file->path_in_repo);
+  std::string href = text_in(upload, "href");
+  if (href.empty()) throw BadAnswer("the upload action of " + file->path_in_repo + " has no href");
+  const json* header = member(upload, "header");
+  if (header) object_in(*header, "the upload header of " + file->path_in_repo);
+  if (!header || !header->contains("chunk_size")) {
+    plan.fd = open_local(file->local);
+    plan.puts.push_back(std::make_unique<PutExchange>(href, plan.fd.get(), 0, file->size, policy));
     return plan;
   }
-  uint64_t chunk = std::stoull(header["chunk_size"].get<std::string>());
-  std::map<long, std::string> parts;
-  for (const auto& [key, value] : header.items()) {
-    if (!key.empty() && key.find_first_not_of("0123456789") == std::string::npos) {
-      parts[std::stol(key)] = value.get<std::string>();
-    }
-  }
-  if (chunk == 0 || parts.size() != (file->size + chunk - 1) / chunk) {
+  uint64_t chunk = chunk_size_of(*header);
+  std::map<long, std::string> parts = part_urls(*header);
+  if (chunk == 0 || parts.size() != (file->size + chunk - 1) / chunk ||
+      (!parts.empty() &&
+       (parts.begin()->first != 1 || parts.rbegin()->first != static_cast<long>(parts.size())))) {
     throw operational_error("the Hub asked for a multipart upload of " + file->path_in_repo +
                             " with an inconsistent number of parts");
   }
+  plan.fd = open_local(file->local);
   for (const auto& [number, url] : parts) {
     uint64_t offset = static_cast<uint64_t>(number - 1) * chunk;
     plan.puts.push_back(std::make_unique<PutExchange>(
         url, plan.fd.get(), offset, std::min(chunk, file->size - offset), policy));
   }
-  plan.completion_url = upload.value("href", "");
+  plan.completion_url = href;
   return plan;
 }
 
@@ -210,6 +247,28 @@ void complete_upload(HubClient& client, LfsUpload& upload) {
   // also skips it): the commit itself is refused when an lfsFile's object is not stored.
 }
 
+// What the LFS batch answer says of one object: nothing to send, or the uploads to make.
+void plan_upload(const json& object, std::map<std::string, LocalFile*>& by_oid,
+                 const RetryPolicy& policy, std::vector<LfsUpload>& uploads, CommitResult& result) {
+  auto known = by_oid.find(text_in(object, "oid"));
+  if (known == by_oid.end()) return;
+  LocalFile* file = known->second;
+  if (const json* error = member(object, "error")) {
+    std::string why =
+        error->is_object() ? text_in(*error, "message", "no reason given") : "no reason given";
+    throw operational_error("LFS storage refused " + file->path_in_repo + ": " + why);
+  }
+  const json* actions = member(object, "actions");
+  const json* upload =
+      actions ? member(object_in(*actions, "the actions of " + file->path_in_repo), "upload")
+              : nullptr;
+  if (upload == nullptr) {
+    ++result.lfs_already_stored;  // the Hub has these bytes already: nothing to send
+    return;
+  }
+  uploads.push_back(plan_object(file, *upload, policy));
+}
+
 std::vector<LfsUpload> request_lfs_uploads(HubClient& client, const std::string& repo,
                                            const std::string& revision,
                                            std::vector<LocalFile*>& lfs, CommitResult& result) {
@@ -227,21 +286,14 @@ std::vector<LfsUpload> request_lfs_uploads(HubClient& client, const std::string&
     if (!ok(response)) throw hub_error(response, "requesting LFS uploads for " + repo, repo);
     std::map<std::string, LocalFile*> by_oid;
     for (LocalFile* file : batch) by_oid[file->sha256] = file;
-    json answer = json::parse(response.body, nullptr, false);
-    for (const auto& object : answer.value("objects", json::array())) {
-      LocalFile* file = by_oid[object.value("oid", "")];
-      if (file == nullptr) continue;
-      if (object.contains("error")) {
-        throw operational_error("LFS storage refused " + file->path_in_repo + ": " +
-                                object["error"].value("message", "no reason given"));
+    read_answer(response, request_name(request), "an LFS batch answer", [&](const json& answer) {
+      const json* objects = member(object_in(answer, "the answer"), "objects");
+      if (objects == nullptr) throw BadAnswer("it has no \"objects\"");
+      for (const auto& object : array_in(*objects, "\"objects\"")) {
+        plan_upload(object_in(object, "an object"), by_oid, client.options().retry, uploads,
+                    result);
       }
-      json actions = object.value("actions", json::object());
-      if (!actions.contains("upload")) {
-        ++result.lfs_already_stored;  // the Hub has these bytes already: nothing to send
-        continue;
-      }
-      uploads.push_back(plan_object(file, actions["upload"], client.options().retry));
-    }
+    });
   }
   return uploads;
 }
@@ -328,17 +380,19 @@ CommitResult post_commit(HubClient& client, const std::string& repo, const std::
   }
   if (!ok(response)) throw hub_error(response, "committing to " + repo, repo);
   json answer = json::parse(response.body, nullptr, false);
-  if (!answer.is_object() || !answer.contains("commitOid") || !answer["commitOid"].is_string() ||
-      answer["commitOid"].get<std::string>().empty()) {
+  const json* oid = answer.is_object() ? member(answer, "commitOid") : nullptr;
+  if (oid == nullptr || !oid->is_string() || oid->get<std::string>().empty()) {
     // Only the Hub's answer with the new commit's id proves the commit was made.
-    throw operational_error("committing to " + repo + " failed: the answer (HTTP " +
-                            std::to_string(response.status) +
-                            ") has no commit id, so no commit can be assumed; check HF_ENDPOINT "
+    throw operational_error(request_name(request) + " failed: committing to " + repo +
+                            " got an answer (HTTP " + std::to_string(response.status) +
+                            ") with no commit id, so no commit can be assumed; check HF_ENDPOINT "
                             "points to the Hub and run the command again");
   }
   result.committed = true;
-  result.commit_oid = answer["commitOid"].get<std::string>();
-  result.commit_url = answer.value("commitUrl", "");
+  result.commit_oid = oid->get<std::string>();
+  // The commit was made: a strange URL beside its id is not worth failing for.
+  const json* url = member(answer, "commitUrl");
+  result.commit_url = url && url->is_string() ? url->get<std::string>() : "";
   return result;
 }
 
@@ -371,19 +425,14 @@ CommitResult HubClient::commit(const std::string& repo,
                         preupload_body(candidates, start, end).dump()};
     HttpResponse response = call(request, "preparing the upload to " + repo);
     if (!ok(response)) throw hub_error(response, "preparing the upload to " + repo, repo);
-    std::map<std::string, json> answers;
-    for (const auto& item :
-         json::parse(response.body, nullptr, false).value("files", json::array())) {
-      answers[item.value("path", "")] = item;
-    }
+    std::map<std::string, json> answers =
+        read_answer(response, request_name(request), "a preupload answer", preupload_answers);
     for (size_t i = start; i < end; ++i) {
       LocalFile& file = candidates[i];
       const json& answer = answers[file.path_in_repo];
-      if (answer.value("shouldIgnore", false)) continue;
-      file.mode = answer.value("uploadMode", "regular");
-      std::string remote = answer.contains("oid") && answer["oid"].is_string()
-                               ? answer["oid"].get<std::string>()
-                               : "";
+      if (answer.is_object() && flag_in(answer, "shouldIgnore", false)) continue;
+      file.mode = answer.is_object() ? text_in(answer, "uploadMode", "regular") : "regular";
+      std::string remote = answer.is_object() ? text_in(answer, "oid") : "";
       std::string local = file.mode == "lfs" ? file.sha256 : file.git_oid;
       if (!remote.empty() && remote == local) {
         ++plan.unchanged;

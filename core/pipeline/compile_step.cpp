@@ -18,6 +18,19 @@
 #include "store/safe_dir.h"
 
 namespace neuron_cache::pipeline {
+
+namespace {
+
+// --output-dir made absolute; std::filesystem throws its own exception for an empty path.
+std::filesystem::path absolute_output_dir(const std::filesystem::path& dir) {
+  if (dir.empty()) {
+    throw input_error("--output-dir is empty: give the folder for the compiled models and logs");
+  }
+  return std::filesystem::absolute(dir);
+}
+
+}  // namespace
+
 namespace {
 
 namespace fs = std::filesystem;
@@ -148,7 +161,7 @@ CompileOutcome Pipeline::compile_one(const plan::Target& target, bool listed_in_
     out.error = "the manifest has no compile: section, so a miss cannot be compiled";
     return out;
   }
-  fs::path output_dir = fs::absolute(options_.output_dir);
+  fs::path output_dir = absolute_output_dir(options_.output_dir);
   make_directories(output_dir);
   std::unique_ptr<compile::CaptureCache> capture = capture_cache(c.name);
   out.notes = capture->not_seeded();
@@ -249,32 +262,55 @@ CompileStep Pipeline::compile(plan::Plan& plan) {
   step.outcomes.resize(misses.size());
   std::atomic<size_t> next{0};
   std::mutex progress;
+  std::exception_ptr failure;  // the first exception that is not an Error, rethrown after join
   auto worker = [&] {
-    for (size_t i; (i = next++) < misses.size();) {
-      const plan::Target& target = misses[i]->target;
-      {
-        std::lock_guard lock(progress);
-        if (on_progress) on_progress("compiling " + target.configuration.name);
-      }
-      try {
-        step.outcomes[i] = compile_one(target, misses[i]->status == plan::Status::Registry);
-      } catch (const Error& error) {
-        step.outcomes[i].configuration = target.configuration.name;
-        step.outcomes[i].key = target.key;
-        step.outcomes[i].error = error.what();
-      }
+    try {
+      compile_each(misses, step, next, progress);
+    } catch (...) {
       std::lock_guard lock(progress);
-      if (on_progress) {
-        const CompileOutcome& o = step.outcomes[i];
-        on_progress((o.ok ? "compiled " : "FAILED ") + o.configuration +
-                    (o.ok ? "" : ": " + o.error));
-      }
+      if (!failure) failure = std::current_exception();
+      next = misses.size();  // the other workers take no new configuration
     }
   };
   size_t threads = std::max<size_t>(1, std::min<size_t>(options_.jobs, misses.size()));
   std::vector<std::thread> pool;
   for (size_t t = 0; t < threads; ++t) pool.emplace_back(worker);
   for (auto& thread : pool) thread.join();
+  if (failure) std::rethrow_exception(failure);
+  finish_compile(misses, step);
+  step.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return step;
+}
+
+// One worker's loop: compiles the next configuration not taken yet until none is left.
+void Pipeline::compile_each(const std::vector<plan::PlanRow*>& misses, CompileStep& step,
+                            std::atomic<size_t>& next, std::mutex& progress) {
+  for (size_t i; (i = next++) < misses.size();) {
+    const plan::Target& target = misses[i]->target;
+    {
+      std::lock_guard lock(progress);
+      if (on_progress) on_progress("compiling " + target.configuration.name);
+    }
+    try {
+      step.outcomes[i] = compile_one(target, misses[i]->status == plan::Status::Registry);
+    } catch (const std::exception& error) {
+      // An Error, or a library's exception (std::filesystem, allocation): this configuration
+      // failed, the others go on.
+      step.outcomes[i].configuration = target.configuration.name;
+      step.outcomes[i].key = target.key;
+      step.outcomes[i].error = error.what();
+    }
+    std::lock_guard lock(progress);
+    if (on_progress) {
+      const CompileOutcome& o = step.outcomes[i];
+      on_progress((o.ok ? "compiled " : "FAILED ") + o.configuration +
+                  (o.ok ? "" : ": " + o.error));
+    }
+  }
+}
+
+// What the compiles did, in the plan and in notes.
+void Pipeline::finish_compile(const std::vector<plan::PlanRow*>& misses, CompileStep& step) {
   for (const auto& text : unique_notes(step.outcomes)) note(true, kNotSeeded + text);
   for (const auto& o : step.outcomes) {
     if (!o.ok || o.recorded) continue;
@@ -290,8 +326,6 @@ CompileStep Pipeline::compile(plan::Plan& plan) {
       misses[i]->entry = local_index_->find(compiler_version_, misses[i]->target.key);
     }
   }
-  step.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  return step;
 }
 
 }  // namespace neuron_cache::pipeline
@@ -301,7 +335,7 @@ namespace neuron_cache::pipeline {
 WrappedRun Pipeline::run_wrapped(const plan::Target* target, const std::vector<std::string>& argv) {
   WrappedRun out;
   std::string label = target ? target->configuration.name : "run";
-  fs::path output_dir = fs::absolute(options_.output_dir);
+  fs::path output_dir = absolute_output_dir(options_.output_dir);
   make_directories(output_dir);
   std::unique_ptr<compile::CaptureCache> capture = capture_cache(label);
   for (const auto& text : capture->not_seeded()) note(true, kNotSeeded + text);

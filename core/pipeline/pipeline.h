@@ -7,6 +7,7 @@
 // With `strict` it is an Error. With `read_only` nothing is ever written to the Hub.
 #pragma once
 
+#include <atomic>
 #include <filesystem>
 #include <functional>
 #include <map>
@@ -170,6 +171,9 @@ class Pipeline {
   // Throws when strict; otherwise records the fallback.
   void cache_problem(const std::string& what, const std::string& fallback);
   CompileOutcome compile_one(const plan::Target& target, bool listed_in_registry);
+  void compile_each(const std::vector<plan::PlanRow*>& misses, CompileStep& step,
+                    std::atomic<size_t>& next, std::mutex& progress);
+  void finish_compile(const std::vector<plan::PlanRow*>& misses, CompileStep& step);
   // Installs from the Hub the folders optimum-neuron's hub proxy only linked (captured.proxied)
   // and counts them as used; or says why it could not.
   std::optional<std::string> complete_from_hub(compile::CaptureResult& captured);

@@ -145,15 +145,28 @@ DownloadedBatch download_batch(hub::HubClient& client, const std::string& repo,
 class Installer {
  public:
   explicit Installer(PrefetchResult& result) : result_(result) {}
-  ~Installer() { wait(); }
+  ~Installer() {
+    if (thread_.joinable()) thread_.join();  // leaving early on an exception: only stop
+  }
   void start(DownloadedBatch batch) {
     wait();
     pending_.emplace(std::move(batch));
-    thread_ = std::thread([this] { install_all(*pending_); });
+    thread_ = std::thread([this] {
+      try {
+        install_all(*pending_);
+      } catch (...) {
+        failure_ = std::current_exception();  // wait() rethrows it on the caller's thread
+      }
+    });
   }
+  // Waits for the batch being installed and adds what it did to the result.
   void wait() {
     if (!thread_.joinable()) return;
     thread_.join();
+    if (std::exception_ptr failure = std::exchange(failure_, nullptr)) {
+      pending_.reset();
+      std::rethrow_exception(failure);
+    }
     result_.modules_installed += pending_->installed.modules_installed;
     result_.failed.insert(pending_->installed.failed.begin(), pending_->installed.failed.end());
     pending_.reset();
@@ -163,6 +176,7 @@ class Installer {
   PrefetchResult& result_;
   std::optional<DownloadedBatch> pending_;
   std::thread thread_;
+  std::exception_ptr failure_;
 };
 
 void fetch_registry(hub::HubClient& client, const std::string& repo, const std::string& revision,
@@ -199,6 +213,7 @@ PrefetchResult prefetch(hub::HubClient& client, const std::string& repo,
         batch.push_back(&jobs[i]);
       installer.start(download_batch(client, repo, revision, local, batch, result));
     }
+    installer.wait();
   }
   for (const auto& entry : entries) {
     if (result.failed.count(entry.key)) continue;

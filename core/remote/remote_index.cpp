@@ -12,6 +12,7 @@
 #include "format/digest.h"
 #include "format/layout.h"
 #include "git/git_info.h"
+#include "hub/answer.h"
 #include "store/safe_dir.h"
 
 namespace neuron_cache::remote {
@@ -49,7 +50,7 @@ nlohmann::json read_answers(const fs::path& file, const std::string& revision) {
   std::ifstream in(file, std::ios::binary);
   if (file.empty() || !in) return empty;
   nlohmann::json kept = nlohmann::json::parse(in, nullptr, false);
-  bool usable = kept.is_object() && kept.value("revision", "") == revision &&
+  bool usable = kept.is_object() && kept.contains("revision") && kept["revision"] == revision &&
                 kept.contains("paths") && kept["paths"].is_object();
   return usable ? kept : empty;
 }
@@ -76,10 +77,14 @@ std::vector<hub::RemoteEntry> paths_info_at(hub::HubClient& client, const std::s
                                [&](const std::string& path) { return known.contains(path); });
   std::vector<hub::RemoteEntry> found;
   if (all_known) {
-    for (const auto& path : paths) {
-      if (known[path].is_object()) found.push_back(hub::parse_entry(known[path]));
+    try {
+      for (const auto& path : paths) {
+        if (known[path].is_object()) found.push_back(hub::parse_entry(known[path]));
+      }
+      return found;
+    } catch (const hub::BadAnswer&) {
+      found.clear();  // a damaged copy: ask the Hub again
     }
-    return found;
   }
   found = client.paths_info(repo, paths, revision);
   for (const auto& path : paths) known[path] = nullptr;
