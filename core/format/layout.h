@@ -71,6 +71,12 @@ std::optional<std::string> traced_entry_hash(std::string_view dir_name);
 
 bool is_lock_file(std::string_view file_name);
 
+// A file a writer is still filling in before renaming it to its real name: a dot-file
+// (".<name>.<random>.tmp" of neuron-cache, ".<hash>.json.<pid>-<random>.tmp" of other writers) or
+// any "*.tmp". libneuronxla and optimum-neuron never give a cache file such a name, so one is
+// never published (synchronize, push) and cleanup removes it once its writer is surely gone.
+bool is_temporary_file(std::string_view file_name);
+
 // Traced is neuron-cache's own state, listed last so the first four keep optimum-neuron's order.
 enum class EntryState { Success, Failed, Locked, Empty, Traced };
 
