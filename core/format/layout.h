@@ -44,6 +44,9 @@ inline constexpr size_t kEntryHashLength = 20;  // sha512 hex[:20] (format spec 
 // ".cache/huggingface" path, so a staging leftover is never published by optimum-cli synchronize,
 // and it sits on the same filesystem as the entries, so renames out of it are atomic.
 inline constexpr std::string_view kStagingDir = ".cache/huggingface/neuron-cache-staging";
+// Flocked by a prefetch for its run (PrefetchLock); beside the staging area, never inside it.
+inline constexpr std::string_view kWorkAreaDir = ".cache/huggingface";
+inline constexpr std::string_view kPrefetchLock = "neuron-cache-prefetch.lock";
 
 std::string compiler_dir_name(std::string_view compiler_version);
 // The version part of "neuronxcc-<version>", or nothing for other names.
