@@ -116,6 +116,13 @@ std::string prefetch_line(const pipeline::PrefetchStep& step, const plan::Plan& 
                      " MODULE folders installed, " + std::to_string(r.modules_present) +
                      " already present, " + report::human_bytes(r.bytes_downloaded) +
                      " downloaded in " + std::to_string(r.files_downloaded) + " files";
+  if (r.files_reused > 0) {
+    text += ", " + std::to_string(r.files_reused) + " files (" +
+            report::human_bytes(r.bytes_reused) + ") reused from an interrupted prefetch";
+  }
+  if (r.staging_reclaimed > 0) {
+    text += ", " + std::to_string(r.staging_reclaimed) + " abandoned staging folders deleted";
+  }
   if (r.failed.empty()) return text;
   text += "\n" + std::to_string(r.failed.size()) + " configurations on the Hub were NOT installed:";
   for (const auto& row : before.rows) {

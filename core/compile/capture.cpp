@@ -268,7 +268,9 @@ void CaptureCache::scan_registry(const SafeDir& dir, const std::string& rel, int
     const std::string item_rel = rel + "/" + item.name;
     if (item.type == NodeType::Directory && depth < kMaxDepth) {
       if (auto sub = dir.open_subdir(item.name)) scan_registry(*sub, item_rel, depth + 1, result);
-    } else if (item.type == NodeType::File || item.type == NodeType::Symlink) {
+    } else if ((item.type == NodeType::File || item.type == NodeType::Symlink) &&
+               !layout::is_temporary_file(item.name)) {
+      // A temporary file is a registry write the command did not finish: not the run's output.
       result.registry_files.push_back(item_rel);
     }
   }

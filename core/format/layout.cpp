@@ -51,6 +51,10 @@ bool is_lock_file(std::string_view file_name) {
   return file_name.ends_with(".lock");
 }
 
+bool is_temporary_file(std::string_view file_name) {
+  return file_name.starts_with('.') || file_name.ends_with(".tmp");
+}
+
 void note_traced_file(EntryFiles& files, std::string_view relative_path) {
   size_t slash = relative_path.rfind('/');
   std::string_view base =

@@ -44,6 +44,9 @@ inline constexpr size_t kEntryHashLength = 20;  // sha512 hex[:20] (format spec 
 // ".cache/huggingface" path, so a staging leftover is never published by optimum-cli synchronize,
 // and it sits on the same filesystem as the entries, so renames out of it are atomic.
 inline constexpr std::string_view kStagingDir = ".cache/huggingface/neuron-cache-staging";
+// Flocked by a prefetch for its run (PrefetchLock); beside the staging area, never inside it.
+inline constexpr std::string_view kWorkAreaDir = ".cache/huggingface";
+inline constexpr std::string_view kPrefetchLock = "neuron-cache-prefetch.lock";
 
 std::string compiler_dir_name(std::string_view compiler_version);
 // The version part of "neuronxcc-<version>", or nothing for other names.
@@ -70,6 +73,12 @@ bool is_traced_module_name(std::string_view dir_name);
 std::optional<std::string> traced_entry_hash(std::string_view dir_name);
 
 bool is_lock_file(std::string_view file_name);
+
+// A file a writer is still filling in before renaming it to its real name: a dot-file
+// (".<name>.<random>.tmp" of neuron-cache, ".<hash>.json.<pid>-<random>.tmp" of other writers) or
+// any "*.tmp". libneuronxla and optimum-neuron never give a cache file such a name, so one is
+// never published (synchronize, push) and cleanup removes it once its writer is surely gone.
+bool is_temporary_file(std::string_view file_name);
 
 // Traced is neuron-cache's own state, listed last so the first four keep optimum-neuron's order.
 enum class EntryState { Success, Failed, Locked, Empty, Traced };

@@ -354,7 +354,10 @@ PrefetchStep Pipeline::prefetch(plan::Plan& plan) {
   if (on_progress)
     on_progress("prefetching " + std::to_string(entries.size()) + " configurations from " + repo_);
   try {
-    step.result = remote::prefetch(*client_, repo_, remote_->revision(), *local_index_, entries);
+    step.result = remote::prefetch(*client_, repo_, remote_->revision(), *local_index_, entries,
+                                   [this](const std::string& line) {
+                                     if (on_progress) on_progress(line);
+                                   });
   } catch (const Error& error) {
     cache_problem(std::string("prefetch from ") + repo_ + " failed: " + error.what(),
                   "the configurations will be compiled");

@@ -69,6 +69,12 @@ std::vector<ModuleJob> modules_to_fetch(const std::vector<ai::Entry>& entries,
   return out;
 }
 
+std::vector<EntryInstall::ExpectedFile> expected_files(const ai::ModuleRecord& record) {
+  std::vector<EntryInstall::ExpectedFile> files;
+  for (const auto& file : record.files) files.push_back({file.name, file.size, file.sha256});
+  return files;
+}
+
 void fail_keys(const std::vector<std::string>& keys, const std::string& why,
                PrefetchResult& result) {
   for (const auto& key : keys) result.failed.emplace(key, why);
@@ -112,7 +118,12 @@ DownloadedBatch download_batch(hub::HubClient& client, const std::string& repo,
         std::make_unique<EntryInstall>(local.cache().root(), job->compiler_dir, job->record->name),
         {},
         requests.size()};
+    EntryInstall::Reused reused = s.install->reuse_abandoned(expected_files(*job->record));
+    result.files_reused += reused.files.size();
+    result.bytes_reused += reused.bytes;
     for (const auto& file : job->record->files) {
+      if (std::find(reused.files.begin(), reused.files.end(), file.name) != reused.files.end())
+        continue;
       s.fds.push_back(s.install->create_file(file.name));
       requests.push_back({job->compiler_dir + "/" + job->record->name + "/" + file.name,
                           s.fds.back().get(), expected(file)});
@@ -122,7 +133,7 @@ DownloadedBatch download_batch(hub::HubClient& client, const std::string& repo,
   std::vector<hub::DownloadResult> downloads = client.download(repo, revision, requests);
   for (auto& s : staged) {
     std::string error;
-    for (size_t i = 0; i < s.job->record->files.size(); ++i) {
+    for (size_t i = 0; i < s.fds.size(); ++i) {
       const hub::DownloadResult& d = downloads[s.first_request + i];
       if (!d.ok && error.empty()) error = d.error;
       result.bytes_downloaded += d.bytes;  // what moved, even when it was thrown away
@@ -202,8 +213,11 @@ void fetch_registry(hub::HubClient& client, const std::string& repo, const std::
 
 PrefetchResult prefetch(hub::HubClient& client, const std::string& repo,
                         const std::string& revision, const LocalIndex& local,
-                        const std::vector<ai::Entry>& entries) {
+                        const std::vector<ai::Entry>& entries,
+                        const std::function<void(const std::string&)>& on_wait) {
   PrefetchResult result;
+  // Before looking at what is missing: after a wait, what the other prefetch installed is there.
+  PrefetchLock lock = PrefetchLock::acquire(local.cache().root(), on_wait);
   std::vector<ModuleJob> jobs = modules_to_fetch(entries, local, result);
   {
     Installer installer(result);
@@ -214,6 +228,13 @@ PrefetchResult prefetch(hub::HubClient& client, const std::string& repo,
       installer.start(download_batch(client, repo, revision, local, batch, result));
     }
     installer.wait();
+  }
+  // Staging no live writer holds (what killed prefetches left and nothing above reused) would
+  // only fill the disk.
+  try {
+    remove_abandoned_staging(local.cache().root(), false, &result.staging_reclaimed);
+  } catch (const Error&) {
+    // Nothing installed depends on it; `neuron-cache cleanup` tries again.
   }
   for (const auto& entry : entries) {
     if (result.failed.count(entry.key)) continue;

@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "error.h"
+#include "format/layout.h"
 
 namespace neuron_cache::remote {
 namespace {
@@ -98,6 +99,8 @@ void add_entry_files(const LocalIndex& local, const ai::Entry& entry, const ai::
   }
   for (const auto& file : entry.registry) {
     if (on_hub && listed(on_hub->registry, file.name)) continue;
+    // An entry recorded before temporary files were left out may still list one.
+    if (layout::is_temporary_file(file.name.substr(file.name.rfind('/') + 1))) continue;
     attempt.add(entry.compiler_dir() + "/" + file.name, fs::canonical(compiler / file.name));
   }
 }

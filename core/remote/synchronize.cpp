@@ -25,6 +25,8 @@ void walk(const LocalCache& cache, const SafeDir& dir, const std::string& prefix
   for (const auto& item : dir.list()) {
     std::string path = prefix.empty() ? item.name : prefix + "/" + item.name;
     if (excluded(path)) continue;
+    // Half-written by a writer still running or killed: never something to share.
+    if (item.type != NodeType::Directory && layout::is_temporary_file(item.name)) continue;
     if (item.type == NodeType::Directory) {
       if (auto sub = dir.open_subdir(item.name)) walk(cache, *sub, path, out, skipped);
     } else if (item.type == NodeType::File) {

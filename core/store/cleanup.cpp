@@ -3,10 +3,12 @@
 #include <fcntl.h>
 #include <sys/file.h>
 
+#include <chrono>
 #include <cstdio>
 #include <utility>
 
 #include "error.h"
+#include "format/layout.h"
 #include "store/entry_install.h"
 
 namespace neuron_cache {
@@ -50,6 +52,33 @@ void clean_module(const SafeDir& compiler, const ModuleEntry& module, const Clea
     // optimum-neuron's cleanup --all counts it EMPTY and deletes it (format spec 2.4): it is a
     // usable export, so it stays, and the summary says so.
     ++result.traced_kept;
+  }
+}
+
+// Registry generations go 6 levels deep (format spec 2.2): 8 leaves room without walking forever.
+constexpr int kMaxRegistryDepth = 8;
+
+double seconds_now() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+// Removes the temporary files (layout::is_temporary_file) below `dir` old enough to be abandoned.
+void clean_registry_temporaries(const SafeDir& dir, const std::string& rel, int depth,
+                                const CleanupOptions& options, CleanupResult& result) {
+  for (const auto& item : dir.list()) {
+    std::string path = rel + "/" + item.name;
+    if (item.type == NodeType::Directory) {
+      if (depth >= kMaxRegistryDepth) continue;
+      if (auto sub = dir.open_subdir(item.name))
+        clean_registry_temporaries(*sub, path, depth + 1, options, result);
+      continue;
+    }
+    if (!layout::is_temporary_file(item.name)) continue;
+    if (seconds_now() - item.mtime < kAbandonedTemporarySeconds) continue;  // maybe being written
+    if (!options.dry_run) dir.remove_file(item.name);
+    result.bytes_freed += item.size;
+    result.removed.push_back(path);
+    ++result.temporary_removed;
   }
 }
 
@@ -119,6 +148,7 @@ std::string CleanupResult::summary(bool dry_run) const {
     parts.push_back("Removed old compiler versions: " + names);
   }
   count(staging_removed, "abandoned neuron-cache staging folders");
+  count(temporary_removed, "abandoned temporary registry files");
   if (parts.empty()) parts.push_back("Nothing to clean up");
   parts.push_back("Freed " + format_size(bytes_freed));
   std::string text = prefix;
@@ -151,6 +181,10 @@ CleanupResult cleanup_cache(const LocalCache& cache, const CleanupOptions& optio
     std::optional<SafeDir> dir = root.open_subdir(compiler.name);
     if (!dir) continue;
     for (const auto& module : compiler.modules) clean_module(*dir, module, options, result);
+    if (auto registry = dir->open_subdir(layout::kRegistryDir)) {
+      clean_registry_temporaries(*registry, compiler.name + "/" + std::string(layout::kRegistryDir),
+                                 0, options, result);
+    }
   }
   result.bytes_freed +=
       remove_abandoned_staging(cache.root(), options.dry_run, &result.staging_removed);

@@ -1,8 +1,9 @@
 // `neuron-cache cleanup`: the semantics of optimum-cli neuron cache cleanup. Always removes FAILED
 // entries (cached compiler failures block recompilation forever) and the lock files of LOCKED
 // entries, unless a neuronx-cc process runs; optionally EMPTY entries, old compiler folders, or
-// the whole root. Nothing is ever deleted through a symlink. Unlike optimum-neuron, EMPTY never
-// covers a complete traced export folder (layout::EntryState::Traced): --all keeps it.
+// the whole root, and always temporary files left in 0_REGISTRY by a writer that died (see
+// kAbandonedTemporarySeconds). Nothing is ever deleted through a symlink. Unlike optimum-neuron,
+// EMPTY never covers a complete traced export folder (layout::EntryState::Traced): --all keeps it.
 #pragma once
 
 #include <cstdint>
@@ -12,6 +13,10 @@
 #include "store/cache_tree.h"
 
 namespace neuron_cache {
+
+// A registry file is written and renamed in well under a second: a temporary one this old has
+// lost its writer (nothing records which process writes it, so its age is the only safe sign).
+inline constexpr double kAbandonedTemporarySeconds = 3600;
 
 struct CleanupOptions {
   bool remove_empty = false;         // --all
@@ -28,6 +33,7 @@ struct CleanupResult {
   int empty_removed = 0;
   int traced_kept = 0;  // complete traced exports --all left in place
   int staging_removed = 0;
+  int temporary_removed = 0;  // abandoned temporary files in 0_REGISTRY
   std::vector<std::string> old_versions_removed;
   bool wiped = false;
   uint64_t bytes_freed = 0;

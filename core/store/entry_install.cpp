@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <random>
@@ -12,6 +13,7 @@
 #include <vector>
 
 #include "error.h"
+#include "format/digest.h"
 #include "format/layout.h"
 #include "store/cache_tree.h"
 
@@ -76,6 +78,64 @@ void link_or_copy(int source_fd, const SafeDir& dir, const std::string& name,
   copy_into(source_fd, dir, name, source);
 }
 
+// The staging folder names the constructor makes for `module`: "<module>.<pid>.<12 chars>".
+bool is_staging_folder_of(std::string_view name, std::string_view module) {
+  if (name.size() <= module.size() + 1 || !name.starts_with(module) || name[module.size()] != '.')
+    return false;
+  std::string_view rest = name.substr(module.size() + 1);
+  size_t dot = rest.find('.');
+  if (dot == 0 || dot == std::string_view::npos) return false;
+  for (char c : rest.substr(0, dot)) {
+    if (c < '0' || c > '9') return false;
+  }
+  return rest.size() - dot - 1 == 12;
+}
+
+// The folder holding '/'-path `relative` below `dir` (no symlink followed), or nothing. Only
+// for a path with a folder part.
+std::optional<SafeDir> parent_folder(const SafeDir& dir, std::string_view relative) {
+  std::string_view folders = relative.substr(0, relative.rfind('/'));
+  size_t slash = folders.find('/');
+  std::optional<SafeDir> at = dir.open_subdir(folders.substr(0, slash));
+  while (at && slash != std::string_view::npos) {
+    size_t next = folders.find('/', slash + 1);
+    at = at->open_subdir(folders.substr(slash + 1, next == folders.npos ? next : next - slash - 1));
+    slash = next;
+  }
+  return at;
+}
+
+// The staged file `file.name` below `dir`, open for reading, when it is a regular file with the
+// expected size and sha256: a killed writer's file may be cut short or hold any bytes.
+std::optional<UniqueFd> open_if_whole(const SafeDir& dir, const EntryInstall::ExpectedFile& file) {
+  try {
+    std::optional<SafeDir> sub;
+    if (file.name.find('/') != std::string::npos) {
+      sub = parent_folder(dir, file.name);
+      if (!sub) return std::nullopt;
+    }
+    const SafeDir& parent = sub ? *sub : dir;
+    std::string name = split_parent(file.name).second;
+    auto node = parent.entry(name);
+    if (!node || node->type != NodeType::File || node->size != file.size) return std::nullopt;
+    UniqueFd fd = parent.open_read(name);
+    Hasher hasher(HashAlgorithm::Sha256);
+    std::vector<char> buffer(1 << 20);
+    for (off_t offset = 0;;) {
+      ssize_t n = pread(fd.get(), buffer.data(), buffer.size(), offset);
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0) return std::nullopt;
+      if (n == 0) break;
+      hasher.update(std::string_view(buffer.data(), static_cast<size_t>(n)));
+      offset += n;
+    }
+    if (hasher.hex_digest() != file.sha256) return std::nullopt;
+    return fd;
+  } catch (const Error&) {
+    return std::nullopt;  // unreadable: downloaded again
+  }
+}
+
 }  // namespace
 
 EntryLock EntryLock::acquire(const SafeDir& entry_dir, std::chrono::milliseconds timeout) {
@@ -119,6 +179,43 @@ void EntryLock::release_and_remove() {
   if (!fd_) return;
   unlinkat(dir_fd_.get(), std::string(layout::kEntryLock).c_str(), 0);
   fd_ = UniqueFd();
+}
+
+PrefetchLock PrefetchLock::acquire(const fs::path& cache_root,
+                                   const std::function<void(const std::string&)>& on_wait) {
+  SafeDir area = SafeDir::open_or_create(cache_root).make_path(layout::kWorkAreaDir);
+  const std::string name(layout::kPrefetchLock);
+  const fs::path path = area.path() / name;
+  // Never deleted, so every process locks the same inode.
+  int fd = openat(area.fd(), name.c_str(), O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0644);
+  if (fd < 0) {
+    throw operational_error("cannot open the prefetch lock " + path.string() + ": " +
+                            std::strerror(errno));
+  }
+  UniqueFd lock(fd);
+  if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+    if (errno != EWOULDBLOCK) {
+      throw operational_error("cannot lock " + path.string() + ": " + std::strerror(errno));
+    }
+    if (on_wait) {
+      std::string holder = read_whole_fd(fd);
+      while (!holder.empty() && (holder.back() == '\n' || holder.back() == ' ')) holder.pop_back();
+      on_wait("another neuron-cache prefetch into " + cache_root.string() + " is running" +
+              (holder.empty() ? "" : " (pid " + holder + ")") +
+              ": waiting for it to finish; what it installs is not downloaded again");
+    }
+    while (flock(fd, LOCK_EX) != 0) {
+      if (errno != EINTR) {
+        throw operational_error("cannot lock " + path.string() + ": " + std::strerror(errno));
+      }
+    }
+  }
+  // The pid only names the holder in the next waiter's message: the flock decides ownership.
+  std::string pid = std::to_string(getpid()) + "\n";
+  if (ftruncate(fd, 0) != 0 || pwrite(fd, pid.data(), pid.size(), 0) < 0) {
+    // Only the message of a waiter would lack the pid.
+  }
+  return PrefetchLock(std::move(lock));
 }
 
 void check_root_is_safe(const fs::path& root) {
@@ -202,6 +299,44 @@ void EntryInstall::link_file(std::string_view relative_path, const fs::path& sou
   } else {
     link_or_copy(fd, staging_->make_path(parent), name, source);
   }
+}
+
+EntryInstall::Reused EntryInstall::reuse_abandoned(const std::vector<ExpectedFile>& wanted) {
+  Reused reused;
+  for (const auto& item : staging_area_->list()) {
+    if (item.type != NodeType::Directory || item.name == staging_name_ ||
+        !is_staging_folder_of(item.name, module_name_)) {
+      continue;
+    }
+    // Its writer is gone when its flock is free; held until the folder is deleted below, so a
+    // cleanup or another prefetch cannot take it meanwhile.
+    std::optional<SafeDir> dir = staging_area_->open_subdir(item.name);
+    if (!dir || flock(dir->fd(), LOCK_EX | LOCK_NB) != 0 ||
+        !same_file(dir->fd(), staging_area_->fd(), item.name.c_str())) {
+      continue;
+    }
+    for (const auto& file : wanted) {
+      if (std::find(reused.files.begin(), reused.files.end(), file.name) != reused.files.end())
+        continue;
+      std::optional<UniqueFd> fd = open_if_whole(*dir, file);
+      if (!fd) continue;
+      auto [parent, name] = split_parent(file.name);
+      check_plain_name(name);
+      if (parent.empty()) {
+        link_or_copy(fd->get(), *staging_, name, dir->path() / file.name);
+      } else {
+        link_or_copy(fd->get(), staging_->make_path(parent), name, dir->path() / file.name);
+      }
+      reused.files.push_back(file.name);
+      reused.bytes += file.size;
+    }
+    try {
+      staging_area_->remove_tree(item.name);
+    } catch (const Error&) {
+      // What is left is deleted by the end of the prefetch or by `neuron-cache cleanup`.
+    }
+  }
+  return reused;
 }
 
 void EntryInstall::step(std::string_view name) {

@@ -13,6 +13,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "store/safe_dir.h"
 
@@ -50,6 +51,22 @@ class EntryInstall {
   // Stages the regular file `source` (never a symlink) as a hard link, or as a copy when it
   // cannot be linked (another filesystem, link limit, fs.protected_hardlinks).
   void link_file(std::string_view relative_path, const std::filesystem::path& source);
+
+  // A file a staged-whole candidate must match to be reused: its '/'-path in the entry, size and
+  // sha256 (as the artifact index lists it).
+  struct ExpectedFile {
+    std::string name;
+    uint64_t size = 0;
+    std::string sha256;
+  };
+  struct Reused {
+    std::vector<std::string> files;  // names staged from abandoned folders
+    uint64_t bytes = 0;
+  };
+  // Stages, from the staging folders of this module a killed writer left (their flock is free),
+  // every file of `wanted` found there whole: same size and sha256, verified now, not trusted.
+  // Those folders are deleted afterwards. The caller downloads only what was not reused.
+  Reused reuse_abandoned(const std::vector<ExpectedFile>& wanted);
 
   // Moves the staged content into the entry. An entry that is already SUCCESS (or TRACED) is
   // kept as it is.
@@ -89,6 +106,22 @@ class EntryInstall {
   std::optional<SafeDir> staging_;
   UniqueFd staging_lock_;
   bool committed_ = false;
+};
+
+// Held by a prefetch for its whole run over one cache root (an flock on
+// <root>/.cache/huggingface/neuron-cache-prefetch.lock): a second prefetch into the same cache
+// waits, then finds installed what the first downloaded instead of downloading it again. A
+// prefetch killed with -9 holds nothing: the kernel drops its flock with the process.
+class PrefetchLock {
+ public:
+  // `on_wait` is called once, with a sentence naming the holder, when another process holds it.
+  static PrefetchLock acquire(const std::filesystem::path& cache_root,
+                              const std::function<void(const std::string&)>& on_wait);
+  PrefetchLock(PrefetchLock&&) noexcept = default;
+
+ private:
+  explicit PrefetchLock(UniqueFd fd) : fd_(std::move(fd)) {}
+  UniqueFd fd_;
 };
 
 // Refuses to write into a root anyone may rename entries in (world-writable without sticky bit).
