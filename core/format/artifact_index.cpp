@@ -15,10 +15,19 @@ namespace {
 using pyjson::Json;
 
 // Bounds on what one entry read from a shared repo may claim: a file above 1 TiB is no NEFF, and
-// an entry listing 100,000 modules would cost hundreds of thousands of requests.
+// an entry listing 100,000 modules would cost hundreds of thousands of requests. The totals bound
+// what one configuration may make a prefetch download and write (10,000 modules of five files).
 constexpr uint64_t kMaxFileBytes = 1ull << 40;
+constexpr uint64_t kMaxEntryBytes = 2ull << 40;
 constexpr size_t kMaxModules = 10000;
+constexpr size_t kMaxFilesPerEntry = 50000;
 constexpr size_t kMaxNameBytes = 255;
+
+// The files libneuronxla writes in a MODULE_<graph key>+<flags key> folder (format spec 2.2),
+// lock files aside: such a folder is flat and holds nothing else.
+constexpr std::string_view kModuleFiles[] = {
+    layout::kHlo,  layout::kLegacyHlo, layout::kFlagsJson, layout::kLegacyFlagsTxt,
+    layout::kNeff, layout::kDone,      layout::kLog,       layout::kWrappedNeff};
 
 [[noreturn]] void bad(const std::string& origin, const std::string& what) {
   throw input_error(origin + ": not a valid artifact index: " + what);
@@ -49,28 +58,100 @@ Json files_to_json(const std::vector<FileRecord>& files) {
   return out;
 }
 
-std::vector<FileRecord> files_from_json(const Json& list, const std::string& origin) {
+// A name as it can be quoted in a message: at most 80 bytes, control characters escaped.
+std::string printable(std::string_view name) {
+  std::string out;
+  for (char ch : name.substr(0, 80)) {
+    auto c = static_cast<unsigned char>(ch);
+    if (c < 0x20 || c == 0x7f || c == '\\') {
+      static constexpr char kHex[] = "0123456789abcdef";
+      out += std::string("\\x") + kHex[c >> 4] + kHex[c & 15];
+    } else {
+      out += ch;
+    }
+  }
+  if (name.size() > 80) out += "... (" + std::to_string(name.size()) + " bytes)";
+  return out;
+}
+
+// No control character, DEL or backslash: names are printed in messages and logs, and become
+// paths on every machine that reads the cache.
+bool has_safe_chars(std::string_view name) {
+  return std::none_of(name.begin(), name.end(), [](char ch) {
+    auto c = static_cast<unsigned char>(ch);
+    return c < 0x20 || c == 0x7f || c == '\\';
+  });
+}
+
+bool is_lower_hex(std::string_view text, size_t length) {
+  return text.size() == length &&
+         text.find_first_not_of("0123456789abcdef") == std::string_view::npos;
+}
+
+// The graph keys libneuronxla and NxD write are decimal or hex (format spec 2.3): letters,
+// digits, '.', '_' and '-' cover them and keep the folder name one plain path component.
+bool is_graph_key(std::string_view key) {
+  return !key.empty() && std::all_of(key.begin(), key.end(), [](char ch) {
+    return std::isalnum(static_cast<unsigned char>(ch)) || ch == '.' || ch == '_' || ch == '-';
+  });
+}
+
+using NameCheck = std::optional<std::string> (*)(std::string_view module, std::string_view name);
+
+std::optional<std::string> registry_name_problem(std::string_view, std::string_view name) {
+  if (name.size() > kMaxNameBytes) return "longer than 255 bytes";
+  if (!has_safe_chars(name)) return "a control character or a backslash";
+  if (!is_safe_relative_path(name)) return "not a relative path inside the folder";
+  if (!name.starts_with(std::string(layout::kRegistryDir) + "/")) return "outside 0_REGISTRY";
+  return std::nullopt;
+}
+
+// "a" listed as a file and "a/b" below it: both cannot be written.
+std::optional<std::string> file_under_file(const std::set<std::string>& names) {
+  for (const auto& name : names) {
+    for (size_t slash = name.find('/'); slash != std::string::npos;
+         slash = name.find('/', slash + 1)) {
+      if (names.count(name.substr(0, slash))) return name.substr(0, slash);
+    }
+  }
+  return std::nullopt;
+}
+
+std::vector<FileRecord> files_from_json(const Json& list, const std::string& origin,
+                                        std::string_view module, NameCheck check) {
   if (!list.is_array()) bad(origin, "a file list is not a list");
   if (list.size() > kMaxFilesPerList) {
     bad(origin, "a file list of " + std::to_string(list.size()) + " files (at most " +
                     std::to_string(kMaxFilesPerList) + ")");
   }
   std::vector<FileRecord> files;
+  std::set<std::string> names;
   for (const Json& item : list) {
     FileRecord file{text(item, "name", origin), 0, text(item, "sha256", origin)};
+    std::string shown = printable(file.name);
+    if (auto problem = check(module, file.name)) {
+      bad(origin, "\"" + shown + "\" is not a file of a MODULE_ folder or of 0_REGISTRY (" +
+                      *problem + ")");
+    }
+    if (!names.insert(file.name).second) {
+      bad(origin, (module.empty() ? std::string("the registry") : std::string(module)) + " lists " +
+                      shown + " twice");
+    }
     const Json& size = member(item, "size", origin);
     if (!size.is_number_unsigned() && !(size.is_number_integer() && size.get<int64_t>() >= 0)) {
-      bad(origin, "the size of " + file.name + " is not a non-negative integer");
+      bad(origin, "the size of " + shown + " is not a non-negative integer");
     }
     file.size = size.get<uint64_t>();
     if (file.size > kMaxFileBytes) {
       bad(origin,
-          "the size of " + file.name + " (" + std::to_string(file.size) + " bytes) is above 1 TiB");
+          "the size of " + shown + " (" + std::to_string(file.size) + " bytes) is above 1 TiB");
     }
-    if (file.name.size() > kMaxNameBytes) bad(origin, "a file name longer than 255 bytes");
-    if (!is_safe_relative_path(file.name)) bad(origin, "unsafe file name \"" + file.name + "\"");
-    if (!is_sha256(file.sha256)) bad(origin, "bad sha256 for " + file.name);
+    if (!is_sha256(file.sha256)) bad(origin, "bad sha256 for " + shown);
     files.push_back(std::move(file));
+  }
+  if (auto both = file_under_file(names)) {
+    bad(origin,
+        std::string(module) + " lists " + printable(*both) + " both as a file and as a folder");
   }
   return files;
 }
@@ -85,17 +166,45 @@ bool lists_whole_traced_export(const ModuleRecord& module) {
 }
 
 ModuleRecord module_from_json(const Json& item, const std::string& origin) {
-  ModuleRecord module{text(item, "name", origin),
-                      files_from_json(member(item, "files", origin), origin)};
-  if (module.name.size() > kMaxNameBytes || module.name.find('/') != std::string::npos ||
-      !layout::parse_module_name(module.name)) {
-    bad(origin, "\"" + module.name + "\" is not a MODULE_ folder name");
+  std::string name = text(item, "name", origin);
+  if (auto problem = module_name_problem(name)) {
+    bad(origin, "\"" + printable(name) + "\" is not a MODULE_ folder name (" + *problem + ")");
   }
+  ModuleRecord module{
+      name, files_from_json(member(item, "files", origin), origin, name, file_name_problem)};
   if (layout::is_traced_module_name(module.name) && !lists_whole_traced_export(module)) {
     bad(origin, "the traced export " + module.name +
                     " lists no config.json (or model_index.json) or no *.neuron file");
   }
   return module;
+}
+
+// What one entry holds in all, bounded as it is read.
+struct Totals {
+  size_t files = 0;
+  uint64_t bytes = 0;
+  void add(const std::vector<FileRecord>& list, const std::string& origin) {
+    files += list.size();
+    for (const auto& file : list) bytes += file.size;  // each at most 1 TiB: no overflow
+    if (files > kMaxFilesPerEntry) {
+      bad(origin, "more than " + std::to_string(kMaxFilesPerEntry) +
+                      " files in one entry: no configuration needs that many");
+    }
+    if (bytes > kMaxEntryBytes) {
+      bad(origin, "more than " + std::to_string(kMaxEntryBytes) +
+                      " bytes in one entry (2 TiB): no configuration needs that much");
+    }
+  }
+};
+
+// A bounded informative text: printed in plans and reports.
+std::string short_text(const Json& object, const char* name, const std::string& origin) {
+  std::string value = text(object, name, origin);
+  if (value.size() > kMaxNameBytes || !has_safe_chars(value)) {
+    bad(origin, std::string("the ") + name + " \"" + printable(value) +
+                    "\" is longer than 255 bytes or holds a control character");
+  }
+  return value;
 }
 
 // A format 2 shard belongs to one model ("model_id") or one profile ("profile").
@@ -176,29 +285,38 @@ Entry entry_from_json(const Json& json, const std::string& origin) {
   if (cache_key::key_of(entry.inputs) != entry.key) {
     bad(origin, "entry " + entry.key + " does not match its inputs");
   }
-  if (entry.inputs.compiler_version.empty() ||
-      entry.inputs.compiler_version.find('/') != std::string::npos) {
-    bad(origin, "unsafe compiler version \"" + entry.inputs.compiler_version + "\"");
+  const std::string& version = entry.inputs.compiler_version;
+  if (version.empty() || version.size() > 200 || version.find('/') != std::string::npos ||
+      version == "." || version == ".." || !has_safe_chars(version)) {
+    bad(origin, "unsafe compiler version \"" + printable(version) + "\"");
   }
   entry.configuration = text(json, "configuration", origin);
+  if (entry.configuration.size() > kMaxNameBytes || !has_safe_chars(entry.configuration)) {
+    bad(origin, "the configuration name \"" + printable(entry.configuration) +
+                    "\" is longer than 255 bytes or holds a control character");
+  }
   const Json& modules = member(json, "modules", origin);
   if (!modules.is_array()) bad(origin, "\"modules\" is not a list");
   if (modules.size() > kMaxModules) {
     bad(origin, std::to_string(modules.size()) + " modules in one entry (at most " +
                     std::to_string(kMaxModules) + ")");
   }
-  for (const Json& item : modules) entry.modules.push_back(module_from_json(item, origin));
-  entry.registry = files_from_json(member(json, "registry", origin), origin);
-  for (const auto& file : entry.registry) {
-    if (!file.name.starts_with(std::string(layout::kRegistryDir) + "/")) {
-      bad(origin, "registry file outside 0_REGISTRY: " + file.name);
-    }
+  Totals totals;
+  std::set<std::string> module_names;
+  for (const Json& item : modules) {
+    ModuleRecord module = module_from_json(item, origin);
+    if (!module_names.insert(module.name).second) bad(origin, "lists " + module.name + " twice");
+    totals.add(module.files, origin);
+    entry.modules.push_back(std::move(module));
   }
+  entry.registry =
+      files_from_json(member(json, "registry", origin), origin, "", registry_name_problem);
+  totals.add(entry.registry, origin);
   const Json& seconds = member(json, "compile_seconds", origin);
   if (!seconds.is_number()) bad(origin, "\"compile_seconds\" is not a number");
   entry.compile_seconds = seconds.get<double>();
-  entry.tool = text(json, "tool", origin);
-  entry.created_at = text(json, "created_at", origin);
+  entry.tool = short_text(json, "tool", origin);
+  entry.created_at = short_text(json, "created_at", origin);
   return entry;
 }
 
@@ -349,6 +467,32 @@ std::optional<std::string> compiler_version_of_index(std::string_view path) {
 std::string local_entry_path(std::string_view compiler_version, std::string_view key) {
   return std::string(kLocalDir) + "/" + layout::compiler_dir_name(compiler_version) + "/" +
          std::string(key) + ".json";
+}
+
+std::optional<std::string> module_name_problem(std::string_view name) {
+  if (name.size() > kMaxNameBytes) return "longer than 255 bytes";
+  if (!has_safe_chars(name)) return "a control character or a backslash";
+  if (layout::is_traced_module_name(name)) return std::nullopt;
+  auto parsed = layout::parse_module_name(name);
+  if (!parsed || !is_graph_key(parsed->graph_key) || !is_lower_hex(parsed->flags_key, 8)) {
+    return "libneuronxla names its folders MODULE_<graph key>+<8 hex flags key>, traced exports "
+           "MODULE_<20 hex>";
+  }
+  return std::nullopt;
+}
+
+std::optional<std::string> file_name_problem(std::string_view module, std::string_view name) {
+  if (name.size() > kMaxNameBytes) return "longer than 255 bytes";
+  if (!has_safe_chars(name)) return "a control character or a backslash";
+  if (!is_safe_relative_path(name)) return "not a relative path inside the folder";
+  if (layout::is_traced_module_name(module)) return std::nullopt;  // the export's own files
+  if (name.find('/') != std::string_view::npos) {
+    return "a MODULE_<graph key>+<flags key> folder is flat";
+  }
+  if (std::find(std::begin(kModuleFiles), std::end(kModuleFiles), name) == std::end(kModuleFiles)) {
+    return "not a file libneuronxla writes";
+  }
+  return std::nullopt;
 }
 
 bool is_safe_relative_path(std::string_view path) {

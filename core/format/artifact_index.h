@@ -146,6 +146,14 @@ Entry merged(const Entry& first, const Entry& more);
 // entries of one key with the same contents have the same one (what the push memo remembers).
 std::string contents_id(const Entry& entry);
 
+// Why `name` is not a MODULE_ folder an index may list (libneuronxla's MODULE_<graph key>+<8 hex>
+// or a traced export's MODULE_<20 hex>, at most 255 bytes, no control character), or nothing.
+std::optional<std::string> module_name_problem(std::string_view name);
+// Why `name` is not a file an index may list in the folder `module`, or nothing: a plain MODULE_
+// folder is flat and holds only the files libneuronxla writes; a traced export's files may sit
+// in sub-folders. At most 255 bytes, no control character nor backslash, no lock file.
+std::optional<std::string> file_name_problem(std::string_view module, std::string_view name);
+
 // A relative '/'-path with no empty, "." or ".." component, no NUL and no lock file.
 bool is_safe_relative_path(std::string_view path);
 

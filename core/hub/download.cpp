@@ -3,6 +3,8 @@
 #include <unistd.h>
 
 #include <memory>
+#include <optional>
+#include <string>
 
 #include "format/digest.h"
 #include "hub/client.h"
@@ -36,7 +38,36 @@ struct FileState {
   uint64_t hashed = 0;            // bytes [0, hashed) went through `hasher`
   uint64_t part_size = 0;         // every part but the last is this long
   std::vector<uint64_t> written;  // per part: bytes [part start, written) are on disk
+  std::string hub_blob_id;        // the ETag of a regular file known only by an index entry
 };
+
+// A file known only from an artifact index entry (its size and sha256), not from a listing: when
+// the Hub disagrees with what the entry says, the entry is wrong, not the transfer.
+bool known_by_index_only(const RemoteEntry& expected) {
+  return !expected.is_lfs() && expected.oid.empty();
+}
+
+std::string index_entry_wrong(const std::string& path, const std::string& what) {
+  return "the index entry is wrong about " + path + ": " + what +
+         "; it is not installed (push the configuration again from a machine that has it)";
+}
+
+// The size of the whole file an answer serves: Content-Range's total for a 206, Content-Length
+// for a 200.
+std::optional<uint64_t> served_size(long status, const Headers& headers) {
+  std::optional<std::string> value;
+  if (status == 206) {
+    value = headers.get("Content-Range");
+    if (value && value->find('/') != std::string::npos) value = value->substr(value->find('/') + 1);
+  } else if (status == 200) {
+    value = headers.get("Content-Length");
+  }
+  if (!value || value->empty() || value->find_first_not_of("0123456789") != std::string::npos ||
+      value->size() > 19) {
+    return std::nullopt;
+  }
+  return std::stoull(*value);
+}
 
 Hasher new_hasher(const RemoteEntry& expected) {
   if (expected.is_lfs() || expected.oid.empty()) return Hasher(HashAlgorithm::Sha256);
@@ -114,7 +145,8 @@ class RangeExchange : public Exchange {
 
   bool streams_body() const override { return true; }
 
-  void on_stream_start(long status, const Headers&) override {
+  void on_stream_start(long status, const Headers& headers) override {
+    check_served_size(status, headers);  // a wrong entry stops here, before its bytes come
     if (status != 200 || !asked_range_) return;
     // The server ignored Range: a whole file restarts from zero, a part skips to its range.
     if (whole_) {
@@ -128,6 +160,7 @@ class RangeExchange : public Exchange {
 
   bool on_body(std::string_view bytes) override {
     file_->result->bytes += bytes.size();  // what moved, kept or not
+    if (file_->failed) return false;
     if (skip_ > 0) {
       size_t n = static_cast<size_t>(std::min<uint64_t>(skip_, bytes.size()));
       bytes.remove_prefix(n);
@@ -181,20 +214,59 @@ class RangeExchange : public Exchange {
     const Headers& hub =
         response.first_headers.items.empty() ? response.headers : response.first_headers;
     if (auto commit = hub.get("X-Repo-Commit")) file_->result->commit = *commit;
-    auto etag = hub.get("X-Linked-Etag");
-    if (!etag) etag = hub.get("ETag");
+    auto linked_etag = hub.get("X-Linked-Etag");
+    auto etag = linked_etag ? linked_etag : hub.get("ETag");
     const RemoteEntry& expected = file_->request->expected;
     if (response.status < 200 || response.status >= 400) return;
     auto linked_size = hub.get("X-Linked-Size");
-    // Known only by content sha256, a file's etag may be its git blob id: nothing to compare.
-    bool etag_known = expected.is_lfs() || !expected.oid.empty();
-    if (etag && etag_known && normalise_etag(*etag) != expected_hash(expected)) {
-      fail(file_->request->path_in_repo + " changed on the Hub since it was listed (etag " +
-           normalise_etag(*etag) + "): run the command again");
-    } else if (linked_size && *linked_size != std::to_string(expected.size)) {
-      fail(file_->request->path_in_repo + " changed on the Hub since it was listed (size " +
-           *linked_size + "): run the command again");
+    const std::string& path = file_->request->path_in_repo;
+    if (known_by_index_only(expected)) {
+      // The Hub's own sha256 of an LFS file, or the git blob id of a regular one (compared with
+      // the bytes once they are in).
+      if (linked_etag && normalise_etag(*linked_etag) != expected.content_sha256) {
+        fail(index_entry_wrong(path, "it says sha256 " + expected.content_sha256 +
+                                         ", the Hub's file has sha256 " +
+                                         normalise_etag(*linked_etag)));
+      } else if (linked_size && *linked_size != std::to_string(expected.size)) {
+        fail(index_entry_wrong(path, "it says " + std::to_string(expected.size) +
+                                         " bytes, the Hub's file has " + *linked_size));
+      } else if (etag && !linked_etag) {
+        file_->hub_blob_id = normalise_etag(*etag);
+      }
+      check_served_size(response.status, response.headers);
+      return;
     }
+    if (etag && normalise_etag(*etag) != expected_hash(expected)) {
+      fail(path + " changed on the Hub since it was listed (etag " + normalise_etag(*etag) +
+           "): run the command again");
+    } else if (linked_size && *linked_size != std::to_string(expected.size)) {
+      fail(path + " changed on the Hub since it was listed (size " + *linked_size +
+           "): run the command again");
+    }
+  }
+
+  // A file the Hub serves at another size than its index entry says is never installed, whatever
+  // its bytes hash to (a size 0 entry for a NEFF, a size cut short).
+  void check_served_size(long status, const Headers& headers) {
+    const RemoteEntry& expected = file_->request->expected;
+    if (!known_by_index_only(expected)) return;
+    auto size = served_size(status, headers);
+    if (size && *size != expected.size) {
+      fail(index_entry_wrong(file_->request->path_in_repo,
+                             "it says " + std::to_string(expected.size) +
+                                 " bytes, the Hub's file has " + std::to_string(*size)));
+    }
+  }
+
+  // Whether the bytes received are the Hub's regular file (its git blob id): then a sha256 that
+  // differs from the index entry's is the entry's fault, and fetching again cannot help.
+  bool received_hub_file() {
+    const RemoteEntry& expected = file_->request->expected;
+    if (!known_by_index_only(expected) || file_->hub_blob_id.empty()) return false;
+    Hasher blob(HashAlgorithm::Sha1);
+    blob.update("blob " + std::to_string(expected.size) + std::string(1, '\0'));
+    return hash_range(file_->request->fd, blob, 0, expected.size) &&
+           blob.hex_digest() == file_->hub_blob_id;
   }
 
   std::optional<std::chrono::milliseconds> resume(const HttpResponse& response) {
@@ -214,6 +286,13 @@ class RangeExchange : public Exchange {
     std::string actual = whole_ ? hasher_->hex_digest() : file_->hasher->hex_digest();
     if (actual == expected_hash(expected)) {
       file_->result->ok = true;
+      return std::nullopt;
+    }
+    if (received_hub_file()) {
+      fail(index_entry_wrong(file_->request->path_in_repo,
+                             "it says sha256 " + expected.content_sha256 +
+                                 ", the Hub's file (git blob " + file_->hub_blob_id +
+                                 ") has sha256 " + actual));
       return std::nullopt;
     }
     if (++corrupt_retries_ < 3) return fetch_whole_again();
@@ -276,8 +355,9 @@ std::vector<DownloadResult> HubClient::download(const std::string& repo,
     size_t parts =
         size > options_.part_size ? (size + options_.part_size - 1) / options_.part_size : 1;
     state->parts_left = parts;
-    if (size == 0) {
-      // Nothing to fetch: an empty file only needs its hash checked.
+    if (size == 0 && !known_by_index_only(request.expected)) {
+      // Nothing to fetch: an empty file the listing says is empty only needs its hash checked.
+      // One an index entry says is empty is asked for: the Hub's answer says its size.
       results[i].ok = new_hasher(request.expected).hex_digest() == expected_hash(request.expected);
       if (!results[i].ok) results[i].error = "empty file does not match its listed checksum";
       continue;

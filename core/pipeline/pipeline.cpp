@@ -506,8 +506,13 @@ std::map<std::string, std::string> Pipeline::export_artifacts(const plan::Plan& 
     auto entry = local_index_->find(row.target.inputs.compiler_version, row.target.key);
     if (!entry) continue;
     const std::string& name = row.target.configuration.name;
-    exports[name] =
-        export_configuration(*cache_, *entry, std::filesystem::absolute(dir), name).string();
+    try {
+      exports[name] =
+          export_configuration(*cache_, *entry, std::filesystem::absolute(dir), name).string();
+    } catch (const Error& error) {
+      // One configuration that cannot be exported does not keep the others from it.
+      cache_problem("cannot export " + name + ": " + error.what(), "it has no export folder");
+    }
   }
   return exports;
 }

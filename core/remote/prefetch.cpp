@@ -10,6 +10,8 @@
 #include <thread>
 
 #include "error.h"
+#include "format/digest.h"
+#include "format/layout.h"
 #include "store/entry_install.h"
 
 namespace neuron_cache::remote {
@@ -31,7 +33,15 @@ struct Staged {
   std::unique_ptr<EntryInstall> install;
   std::vector<UniqueFd> fds;
   size_t first_request = 0;
+  size_t requests = 0;
 };
+
+// model.done is the empty marker libneuronxla writes last: an entry listing it empty needs no
+// request (any other file an entry says is empty is asked for, so the Hub's size is checked).
+bool is_empty_marker(const ai::FileRecord& file) {
+  static const std::string kEmpty = sha256_hex("");
+  return file.name == layout::kDone && file.size == 0 && file.sha256 == kEmpty;
+}
 
 hub::RemoteEntry expected(const ai::FileRecord& file) {
   hub::RemoteEntry entry;
@@ -125,15 +135,17 @@ DownloadedBatch download_batch(hub::HubClient& client, const std::string& repo,
       if (std::find(reused.files.begin(), reused.files.end(), file.name) != reused.files.end())
         continue;
       s.fds.push_back(s.install->create_file(file.name));
+      if (is_empty_marker(file)) continue;
       requests.push_back({job->compiler_dir + "/" + job->record->name + "/" + file.name,
                           s.fds.back().get(), expected(file)});
+      ++s.requests;
     }
     staged.push_back(std::move(s));
   }
   std::vector<hub::DownloadResult> downloads = client.download(repo, revision, requests);
   for (auto& s : staged) {
     std::string error;
-    for (size_t i = 0; i < s.fds.size(); ++i) {
+    for (size_t i = 0; i < s.requests; ++i) {
       const hub::DownloadResult& d = downloads[s.first_request + i];
       if (!d.ok && error.empty()) error = d.error;
       result.bytes_downloaded += d.bytes;  // what moved, even when it was thrown away

@@ -6,6 +6,7 @@
 
 #include <fstream>
 #include <iterator>
+#include <set>
 
 #include "error.h"
 #include "store/safe_dir.h"
@@ -33,7 +34,11 @@ void link_module(const LocalCache& cache, const std::string& compiler_dir,
     }
     fs::path link = into / compiler_dir / module.name / file.name;
     make_directories(link.parent_path());
-    fs::create_symlink(target, link);
+    fs::create_symlink(target, link, error);
+    if (error) {
+      throw operational_error("cannot link " + link.string() + " to " + target.string() + ": " +
+                              error.message() + " (does the entry list this file twice?)");
+    }
   }
 }
 
@@ -65,8 +70,11 @@ fs::path export_configuration(const LocalCache& cache, const ai::Entry& entry,
   fs::remove_all(staged);
   make_directories(staged);
   try {
-    for (const auto& module : entry.modules)
-      link_module(cache, entry.compiler_dir(), module, staged);
+    std::set<std::string> linked;  // an entry read before names were checked may repeat one
+    for (const auto& module : entry.modules) {
+      if (linked.insert(module.name).second)
+        link_module(cache, entry.compiler_dir(), module, staged);
+    }
     write_whole_file(staged / kExportEntryFile, text);
     install(staged, final_path);
   } catch (...) {

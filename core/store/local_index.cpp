@@ -242,6 +242,11 @@ ai::ModuleRecord LocalIndex::record_module(const std::string& compiler_dir,
   if (!dir) throw operational_error(compiler_dir + "/" + module_name + " is not a folder");
   ai::ModuleRecord record{module_name, {}};
   collect_files(cache_, *dir, "", record.files);
+  // What a reader of the index would refuse (a file libneuronxla never writes there) stays out,
+  // so the entry stays readable everywhere.
+  std::erase_if(record.files, [&](const ai::FileRecord& file) {
+    return ai::file_name_problem(module_name, file.name).has_value();
+  });
   if (record.files.size() > ai::kMaxFilesPerList) {
     throw operational_error(compiler_dir + "/" + module_name + " holds " +
                             std::to_string(record.files.size()) +

@@ -1,0 +1,495 @@
+// Hostile index content in a shared cache repo (issue 11): an attacker with write access to the
+// repo commits index shards of their own making. Each test pushes two real configurations with
+// `ci` (the stand-in compiler), rewrites the entry of one of them ("victim") on the Hub as an
+// attacker would, then runs the tool on an empty cache: the victim must never install anything
+// it did not verify, and the other configuration ("good") must still come from the Hub.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+
+#include "format/artifact_index.h"
+#include "format/digest.h"
+#include "hub/client.h"
+#include "hub_fixture.h"
+#include "test_support.h"
+
+namespace neuron_cache {
+namespace {
+
+using nlohmann::json;
+using testing::contains;
+using testing::HubServer;
+using testing::read_file;
+using testing::TempDir;
+using testing::write_file;
+namespace fs = std::filesystem;
+
+constexpr const char* kVersion = "2.21.33363.0+82129205";
+constexpr const char* kRepo = "acme/neuron-cache";
+constexpr const char* kLlama = "meta-llama/Llama-3.2-1B";
+const std::string kCompiler = std::string("neuronxcc-") + kVersion;
+
+json hub_config() {
+  json repos = json::array();
+  repos.push_back(
+      {{"id", kRepo}, {"private", false}, {"files", {{"README.md", "# acme neuron cache\n"}}}});
+  repos.push_back(
+      {{"id", kLlama},
+       {"private", false},
+       {"files", {{"config.json", R"({"model_type": "llama", "hidden_size": 2048})"}}}});
+  return {{"users", json::array({{{"name", "alice"}, {"orgs", json::array({"acme"})}}})},
+          {"tokens", json::array({{{"token", testing::kHubWriteToken},
+                                   {"user", "alice"},
+                                   {"role", "write"},
+                                   {"name", "alice-ci"}}})},
+          {"repos", repos}};
+}
+
+// Two configurations of one model with distinct batch sizes: they share no MODULE_ folder.
+std::string manifest_text() {
+  std::ostringstream y;
+  y << "cache_repo: " << kRepo << "\n"
+    << "compiler_version: \"" << kVersion << "\"\n"
+    << "optimum_neuron_version: \"0.4.5\"\n"
+    << "instance_type: trn1\n"
+    << "compile:\n"
+    << "  command: \"" << STAND_IN_EXPORT
+    << " --model {model_id} --task {task} --batch_size {batch_size} --sequence_length "
+       "{sequence_length} --num_cores {num_cores} --auto_cast_type {precision} --instance_type "
+       "{instance_type} {output}\"\n"
+    << "models:\n"
+    << "  - model_id: " << kLlama << "\n"
+    << "    task: text-generation\n"
+    << "    configurations:\n"
+    << "      - {name: good, batch_size: 1, sequence_length: 128, num_cores: 2, precision: bf16}\n"
+    << "      - {name: victim, batch_size: 2, sequence_length: 128, num_cores: 2, precision: "
+       "bf16}\n";
+  return y.str();
+}
+
+std::string quoted(const fs::path& path) {
+  return "'" + path.string() + "'";
+}
+
+struct ToolResult {
+  int code = -1;
+  std::string out;
+  std::string err;
+  std::string all() const { return out + err; }
+};
+
+bool is_download_of(const json& e, const std::string& part) {
+  std::string path = e["path"].get<std::string>();
+  return e["method"] == "GET" && contains(path, part);
+}
+
+class HostileIndexTest : public ::testing::Test {
+ protected:
+  HostileIndexTest() : server(hub_config()) {}
+
+  void SetUp() override {
+    manifest = work / "neuron-cache.yaml";
+    write_file(manifest, manifest_text());
+    ToolResult ci = tool("ci " + quoted(manifest) + " --output-dir " + quoted(work / "out"));
+    ASSERT_EQ(ci.code, 0) << ci.all();
+    shard_path = artifact_index::remote_shard_path(kVersion, kLlama);
+    auto text = client().read_file(kRepo, shard_path);
+    ASSERT_TRUE(text.has_value()) << "no shard " << shard_path;
+    shard = json::parse(*text);
+    for (const auto& [key, entry] : shard["entries"].items()) {
+      keys[entry["configuration"].get<std::string>()] = key;
+    }
+    ASSERT_EQ(keys.size(), 2u) << shard.dump(1);
+  }
+
+  ToolResult tool(const std::string& args, const fs::path& cache_dir = {}) {
+    fs::path err_file = work / ("stderr-" + std::to_string(runs_++) + ".txt");
+    std::string command =
+        "(cd " + quoted(work.path()) + " && env -i PATH=/usr/bin:/bin HOME=/nonexistent-home" +
+        " HF_HOME=" + quoted(home.path()) + " HF_ENDPOINT=" + server.url() +
+        " HF_TOKEN=" + testing::kHubWriteToken +
+        " NEURON_COMPILE_CACHE_URL=" + quoted(cache_dir.empty() ? cache : cache_dir) +
+        " NEURON_CACHE_RETRY_BASE_MS=10 STAND_IN_DELAY=0 " + testing::tool_path() + " " + args +
+        " 2>" + quoted(err_file) + ")";
+    ToolResult run;
+    std::string output;
+    run.code = testing::run_command(command, &output);
+    run.out = output;
+    run.err = fs::exists(err_file) ? read_file(err_file) : "";
+    return run;
+  }
+
+  hub::HubClient client() const {
+    hub::ClientOptions options;
+    options.endpoint = server.url();
+    options.token = testing::kHubWriteToken;
+    return hub::HubClient(options);
+  }
+
+  json& victim() { return shard["entries"][keys["victim"]]; }
+  json& good() { return shard["entries"][keys["good"]]; }
+
+  // The victim's module holding model.neff (its first one) and that file's record.
+  json& victim_neff() {
+    for (auto& module : victim()["modules"]) {
+      for (auto& file : module["files"]) {
+        if (file["name"] == "model.neff") return file;
+      }
+    }
+    throw std::runtime_error("no model.neff in the victim entry");
+  }
+  json& victim_file(const std::string& name) {
+    for (auto& file : victim()["modules"][0]["files"]) {
+      if (file["name"] == name) return file;
+    }
+    throw std::runtime_error("no " + name + " in the victim's first module");
+  }
+
+  // Commits `text` as the model's shard, as an attacker with write access would.
+  void publish(const std::string& text) {
+    fs::path local = work / ("hostile-" + std::to_string(published_++) + ".json");
+    write_file(local, text);
+    client().commit(kRepo, {{hub::CommitOperation::Kind::Add, shard_path, local}}, "hostile",
+                    std::nullopt);
+  }
+  void publish() { publish(shard.dump()); }
+
+  // A fresh, empty cache folder.
+  fs::path fresh() { return work / ("fresh-" + std::to_string(fresh_++)); }
+
+  static bool installed(const fs::path& root, const json& entry) {
+    std::string key = entry["key"];
+    if (!fs::exists(root / artifact_index::local_entry_path(kVersion, key))) return false;
+    for (const auto& module : entry["modules"]) {
+      fs::path dir = root / kCompiler / module["name"].get<std::string>();
+      for (const auto& file : module["files"]) {
+        std::error_code error;
+        if (fs::file_size(dir / file["name"].get<std::string>(), error) != file["size"] || error)
+          return false;
+      }
+    }
+    return true;
+  }
+
+  // The victim has no local entry and its first module, the one the tests make hostile, is not
+  // in `root` (its other, valid module may be: its bytes were verified).
+  bool victim_absent(const fs::path& root) {
+    if (fs::exists(root / artifact_index::local_entry_path(kVersion, keys["victim"]))) return false;
+    std::string name = victim()["modules"][0]["name"];
+    return name.size() > 200 || (!fs::exists(root / kCompiler / name / "model.neff") &&
+                                 !fs::exists(root / kCompiler / name / "model.done"));
+  }
+
+  // Runs prefetch on an empty cache and checks the outcome every hostile victim must have: exit
+  // 0, the good configuration installed, nothing of the victim's, and `warning` said.
+  ToolResult prefetch_expecting_miss(const std::string& warning) {
+    fs::path root = fresh();
+    ToolResult run = tool("prefetch " + quoted(manifest), root);
+    EXPECT_EQ(run.code, 0) << run.all();
+    EXPECT_TRUE(installed(root, good())) << "the good configuration still prefetches\n"
+                                         << run.all();
+    EXPECT_TRUE(victim_absent(root)) << run.all();
+    EXPECT_TRUE(contains(run.all(), warning)) << "expected: " << warning << "\n" << run.all();
+    EXPECT_FALSE(contains(run.all(), "File name too long")) << run.all();
+    EXPECT_FALSE(contains(run.all(), "filesystem error")) << run.all();
+    last_root = root;
+    return run;
+  }
+
+  HubServer server;
+  TempDir home;
+  TempDir work;
+  fs::path cache = work / "cache";
+  fs::path manifest;
+  std::string shard_path;
+  json shard;
+  std::map<std::string, std::string> keys;  // configuration -> key
+  fs::path last_root;
+
+ private:
+  int runs_ = 0;
+  int published_ = 0;
+  int fresh_ = 0;
+};
+
+// --- numbers ---------------------------------------------------------------------------------
+
+class HostileIndexNumbers : public HostileIndexTest {};
+
+// Sizes no NEFF has, and sizes that disagree with the Hub's file: a bytes count that was not
+// checked is never installed.
+TEST_F(HostileIndexNumbers, ImpossibleOrWrongSizesNeverInstall) {
+  const json original = shard;
+  const std::string neff_sha = victim_neff()["sha256"];
+  const uint64_t neff_size = victim_neff()["size"];
+  struct Variant {
+    uint64_t size;
+    std::string sha256;
+    std::string warning;
+  };
+  const std::vector<Variant> variants = {
+      {UINT64_MAX, neff_sha, "is above 1 TiB"},
+      {1ull << 62, neff_sha, "is above 1 TiB"},
+      {0, sha256_hex(""), "the index entry is wrong"},  // an empty file for a NEFF
+      {neff_size - 1, neff_sha, "the index entry is wrong"},
+      {neff_size + 1, neff_sha, "the index entry is wrong"},
+  };
+  for (const auto& variant : variants) {
+    SCOPED_TRACE(variant.size);
+    shard = original;
+    victim_neff()["size"] = variant.size;
+    victim_neff()["sha256"] = variant.sha256;
+    publish();
+    server.clear_log();
+    ToolResult run = prefetch_expecting_miss(variant.warning);
+    EXPECT_TRUE(contains(run.all(), "model.neff")) << run.all();
+    if (variant.size > neff_size + 1) {
+      EXPECT_TRUE(contains(run.all(), keys["victim"])) << "the entry is named\n" << run.all();
+      EXPECT_EQ(testing::count_requests(server.access_log(),
+                                        [&](const json& e) { return is_download_of(e, neff_sha); }),
+                0u);
+    }
+  }
+}
+
+TEST_F(HostileIndexNumbers, ARegularFileOfTheWrongSizeIsTheIndexEntrysFault) {
+  json& flags = victim_file("compile_flags.json");
+  flags["size"] = flags["size"].get<uint64_t>() - 1;
+  publish();
+  ToolResult run = prefetch_expecting_miss("the index entry is wrong");
+  EXPECT_TRUE(contains(run.all(), "compile_flags.json")) << run.all();
+}
+
+// A traced export folder (any file names) named MODULE_<20 hex> from `n`.
+json traced_module(int n, size_t files) {
+  char hex[21];
+  std::snprintf(hex, sizeof hex, "%020x", n + 1);
+  json list = json::array({{{"name", "config.json"}, {"size", 2}, {"sha256", sha256_hex("{}")}},
+                           {{"name", "model.neuron"}, {"size", 1}, {"sha256", sha256_hex("x")}}});
+  for (size_t i = 2; i < files; ++i) {
+    list.push_back({{"name", "f" + std::to_string(i) + ".bin"},
+                    {"size", 1},
+                    {"sha256", sha256_hex(std::to_string(i))}});
+  }
+  return {{"name", std::string("MODULE_") + hex}, {"files", list}};
+}
+
+// Modules, files and bytes of one entry are bounded, each with its own message, and an entry
+// beyond a bound costs no request.
+TEST_F(HostileIndexNumbers, WhatOneEntryHoldsIsBoundedBeforeAnyRequest) {
+  const json original = shard;
+  std::string tail = victim()["modules"][0]["name"].get<std::string>();
+  tail = tail.substr(tail.find('+'));
+
+  // 100,000 modules.
+  json modules = json::array();
+  for (int m = 0; m < 100000; ++m) {
+    modules.push_back(
+        {{"name", "MODULE_" + std::to_string(m) + tail},
+         {"files",
+          json::array({{{"name", "model.neff"}, {"size", 1}, {"sha256", sha256_hex("")}}})}});
+  }
+  victim()["modules"] = modules;
+  publish();
+  server.clear_log();
+  prefetch_expecting_miss("100000 modules in one entry");
+  EXPECT_EQ(testing::count_requests(server.access_log(),
+                                    [&](const json& e) {
+                                      return is_download_of(e, "MODULE_99") ||
+                                             is_download_of(e, "MODULE_0%2B");
+                                    }),
+            0u);
+
+  // Three NEFFs of 1 TiB each: every one within the bound of a file, the entry above its own.
+  shard = original;
+  for (int i = 0; i < 3; ++i) {
+    json module = original["entries"][keys["victim"]]["modules"][0];
+    std::string name = module["name"];
+    module["name"] = name.substr(0, name.size() - 1) + std::to_string(i);
+    for (auto& file : module["files"]) {
+      if (file["name"] == "model.neff") file["size"] = 1ull << 40;
+    }
+    victim()["modules"].push_back(module);
+  }
+  publish();
+  prefetch_expecting_miss("bytes in one entry");
+
+  // 60 folders of 1,000 files each: every list within its bound, the entry above its own.
+  shard = original;
+  for (int m = 0; m < 60; ++m) victim()["modules"].push_back(traced_module(m, 1000));
+  publish();
+  server.clear_log();
+  prefetch_expecting_miss("files in one entry");
+  EXPECT_EQ(testing::count_requests(server.access_log(),
+                                    [&](const json& e) { return is_download_of(e, "f2.bin"); }),
+            0u);
+}
+
+// --- names -----------------------------------------------------------------------------------
+
+class HostileIndexNames : public HostileIndexTest {};
+
+TEST_F(HostileIndexNames, ModuleNamesFollowLibneuronxla) {
+  const json original = shard;
+  std::string real = victim()["modules"][0]["name"];
+  std::string key = real.substr(7, real.find('+') - 7);
+  const std::vector<std::string> names = {
+      "MODULE_" + std::string(5000, 'a') + "+12345678",  // too long for any filesystem
+      "MODULE_" + key + "+1234567",                      // flags key not 8 hex
+      "MODULE_" + key + "+1234567G",
+      "MODULE_+12345678",                // no graph key
+      "MODULE_" + key + "\n+12345678",   // a newline
+      "MODULE_" + key + "\\x+12345678",  // a backslash
+      "MODULE_" + key + "\x01+12345678",
+      "MODULE_a b+12345678",
+  };
+  for (const auto& name : names) {
+    SCOPED_TRACE(name.substr(0, 60));
+    shard = original;
+    victim()["modules"][0]["name"] = name;
+    publish();
+    prefetch_expecting_miss("is not a MODULE_ folder name");
+  }
+}
+
+TEST_F(HostileIndexNames, FileNamesFollowLibneuronxla) {
+  const json original = shard;
+  const std::vector<std::string> names = {
+      std::string(5000, 'f'),          // far too long
+      std::string(300, 'f') + ".bin",  // too long for one file name
+      "model\n.neff",
+      "model\\x.neff",
+      "model\x7f.neff",
+      "sub/model.neff",  // a plain MODULE_ folder is flat
+      "model.bin",       // not a file libneuronxla writes
+  };
+  for (const auto& name : names) {
+    SCOPED_TRACE(name.substr(0, 60));
+    shard = original;
+    victim_neff()["name"] = name;
+    publish();
+    prefetch_expecting_miss("not a file of a MODULE_ folder");
+  }
+}
+
+TEST_F(HostileIndexNames, ALongConfigurationNameIsRefusedAndTheOthersStillPlan) {
+  victim()["configuration"] = std::string(5000, 'c');
+  publish();
+  ToolResult plan = tool("plan --json " + quoted(manifest), fresh());
+  ASSERT_EQ(plan.code, 0) << plan.all();
+  json rows = json::parse(plan.out)["configurations"];
+  for (const auto& row : rows) {
+    EXPECT_EQ(row["status"] == "hub", row["name"] == "good") << row.dump();
+  }
+  EXPECT_TRUE(contains(plan.err, "configuration name")) << plan.all();
+  prefetch_expecting_miss("configuration name");
+}
+
+// --- duplicates ------------------------------------------------------------------------------
+
+class HostileIndexDuplicates : public HostileIndexTest {
+ protected:
+  // prefetch --export-dir on an empty cache: the good configuration exports, the victim is a
+  // miss with `warning`.
+  void export_expecting_miss(const std::string& warning) {
+    ToolResult run = prefetch_expecting_miss(warning);
+    fs::path out = work / ("export-" + std::to_string(exports_++));
+    ToolResult again =
+        tool("prefetch " + quoted(manifest) + " --export-dir " + quoted(out), last_root);
+    EXPECT_EQ(again.code, 0) << again.all();
+    EXPECT_FALSE(contains(again.all(), "filesystem error")) << again.all();
+    EXPECT_TRUE(fs::exists(out / "good" / kCompiler)) << again.all();
+    EXPECT_FALSE(fs::exists(out / "victim")) << again.all();
+  }
+  int exports_ = 0;
+};
+
+// Records listed twice never reach --export-dir as a raw "cannot create symlink: File exists":
+// the entry is refused with what it repeats, and the valid configuration still exports. Folders
+// shared by two entries are no duplicate.
+TEST_F(HostileIndexDuplicates, RecordsListedTwiceAreRefusedAndTheOthersExport) {
+  const json original = shard;
+  {
+    SCOPED_TRACE("a module twice in one entry");
+    json copy = victim()["modules"][0];
+    victim()["modules"].push_back(copy);
+    publish();
+    export_expecting_miss("lists " + victim()["modules"][0]["name"].get<std::string>() + " twice");
+  }
+  {
+    SCOPED_TRACE("a file twice in one module");
+    shard = original;
+    json& files = victim()["modules"][0]["files"];
+    json copy = files[0];
+    files.push_back(copy);
+    publish();
+    export_expecting_miss("lists " + files[0]["name"].get<std::string>() + " twice");
+  }
+  {
+    // Two entries naming the same folders, as configurations sharing a graph do: both are
+    // valid, both prefetch and both export.
+    SCOPED_TRACE("two entries naming the same module");
+    shard = original;
+    for (const auto& module : good()["modules"]) victim()["modules"].push_back(module);
+    publish();
+    fs::path root = fresh();
+    fs::path out = work / "export-shared";
+    ToolResult run = tool("prefetch " + quoted(manifest) + " --export-dir " + quoted(out), root);
+    EXPECT_EQ(run.code, 0) << run.all();
+    EXPECT_FALSE(contains(run.all(), "filesystem error")) << run.all();
+    EXPECT_TRUE(installed(root, good())) << run.all();
+    EXPECT_TRUE(installed(root, victim())) << run.all();
+    for (const auto& module : good()["modules"]) {
+      std::string name = module["name"];
+      EXPECT_TRUE(fs::exists(out / "good" / kCompiler / name / "model.neff")) << name;
+      EXPECT_TRUE(fs::exists(out / "victim" / kCompiler / name / "model.neff")) << name;
+    }
+  }
+}
+
+// --- an index entry that disagrees with the Hub ----------------------------------------------
+
+class HostileIndexChecksums : public HostileIndexTest {};
+
+TEST_F(HostileIndexChecksums, AnLfsFileMatchingTheHubButNotTheEntryIsTheEntrysFault) {
+  json& neff = victim_neff();
+  const std::string hub_sha = neff["sha256"];
+  neff["sha256"] = sha256_hex("something else");
+  publish();
+  server.clear_log();
+  ToolResult run = prefetch_expecting_miss("the index entry is wrong");
+  EXPECT_TRUE(contains(run.all(), keys["victim"].substr(0, 12)) || contains(run.all(), "victim"))
+      << run.all();
+  EXPECT_TRUE(contains(run.all(), "model.neff")) << run.all();
+  EXPECT_FALSE(contains(run.all(), "corrupted in transit")) << run.all();
+  EXPECT_EQ(testing::count_requests(server.access_log(),
+                                    [&](const json& e) {
+                                      return e["listener"] == "cdn" && is_download_of(e, hub_sha);
+                                    }),
+            1u)
+      << "no retry: the bytes were right";
+}
+
+TEST_F(HostileIndexChecksums, ARegularFileMatchingTheHubButNotTheEntryIsTheEntrysFault) {
+  json& flags = victim_file("compile_flags.json");
+  flags["sha256"] = sha256_hex("something else");
+  publish();
+  server.clear_log();
+  ToolResult run = prefetch_expecting_miss("the index entry is wrong");
+  EXPECT_TRUE(contains(run.all(), "compile_flags.json")) << run.all();
+  EXPECT_FALSE(contains(run.all(), "corrupted in transit")) << run.all();
+  std::string module = victim()["modules"][0]["name"];
+  EXPECT_EQ(testing::count_requests(server.access_log(),
+                                    [&](const json& e) {
+                                      return is_download_of(e, module.substr(0, 20)) &&
+                                             is_download_of(e, "compile_flags.json");
+                                    }),
+            1u)
+      << "no retry: the bytes were right";
+}
+
+}  // namespace
+}  // namespace neuron_cache
