@@ -334,7 +334,10 @@ void CaptureCache::adopt_registry_file(const std::string& rel_path, bool links) 
   SafeDir real = root.make_path(rel_path.substr(0, rel_path.size() - name.size() - 1));
   if (real.entry(name)) return;  // the real cache's copy is never replaced
   if (links) {
-    if (symlinkat(target->c_str(), real.fd(), name.c_str()) != 0 && errno != EEXIST) {
+    // Relative, unlike optimum-neuron's absolute aliases: a copy or move of the cache keeps them
+    // working (optimum-neuron and libneuronxla open them like any path, so they still resolve).
+    fs::path text = target->lexically_relative(real.path());
+    if (symlinkat(text.c_str(), real.fd(), name.c_str()) != 0 && errno != EEXIST) {
       throw operational_error("cannot create the registry alias " + (real.path() / name).string() +
                               ": " + std::strerror(errno));
     }
@@ -346,8 +349,8 @@ void CaptureCache::adopt_registry_file(const std::string& rel_path, bool links) 
   if (!stage().move_to(temp, real, name, true)) stage().remove_file(temp);
 }
 
-// The real-cache path of what the staged alias `name` points at: an absolute path, as
-// optimum-neuron makes aliases. Nothing unless it points at a regular file of the staging cache
+// The real-cache path of what the staged alias `name` points at (optimum-neuron makes aliases
+// absolute). Nothing unless it points at a regular file of the staging cache
 // whose real counterpart exists.
 std::optional<fs::path> CaptureCache::real_link_target(const SafeDir& stage_dir,
                                                        const std::string& name) const {

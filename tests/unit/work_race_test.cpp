@@ -18,7 +18,9 @@
 
 #include "compile/capture.h"
 #include "compile/work_area.h"
+#include "format/registry.h"
 #include "hub_fixture.h"
+#include "store/cache_tree.h"
 #include "store/entry_install.h"
 #include "test_support.h"
 
@@ -274,6 +276,202 @@ TEST_F(WorkRace, ParallelCompilesOfManyConfigurationsWithASweepingProcess) {
       }
     }
   }
+}
+
+// ---- A cache copied or moved to another path (optimum-neuron's registry aliases are absolute)
+// ----
+
+constexpr const char* kOptimum = "0.4.5";
+
+registry::Json llama_entry(int batch) {
+  return registry::Json{
+      {"_entry_class", "SingleModelCacheEntry"},
+      {"_model_id", "org/model"},
+      {"_task", "text-generation"},
+      {"model_type", "llama"},
+      {"hidden_size", 64},
+      {"neuron", {{"batch_size", batch}, {"sequence_length", 128}, {"target", "trn1"}}}};
+}
+
+class CopiedCache : public ::testing::Test {
+ protected:
+  fs::path original() const { return tmp_ / "neuron-compile-cache"; }
+  fs::path other() const { return tmp_ / "other" / "place"; }
+
+  // The primary file of an entry and its alias, an absolute symlink, as optimum-neuron writes
+  // them in `root`. Returns the alias path relative to the compiler folder.
+  std::string write_registry(const fs::path& root, int batch = 1) {
+    std::string text = registry::serialize(llama_entry(batch));
+    std::string hash = registry::entry_hash(text);
+    fs::path compiler = root / kCompiler;
+    fs::path primary = compiler / registry::primary_path(
+                                      kOptimum, registry::arch_digest(llama_entry(batch)), hash);
+    write_file(primary, text);
+    std::string alias = registry::alias_path(kOptimum, "llama", "org/model", hash);
+    fs::create_directories((compiler / alias).parent_path());
+    fs::create_symlink(primary, compiler / alias);
+    return alias;
+  }
+
+  const RegistryFile* find(const std::vector<RegistryFile>& files, const std::string& path) {
+    for (const auto& file : files) {
+      if (file.path == path) return &file;
+    }
+    return nullptr;
+  }
+
+  TempDir tmp_;
+};
+
+TEST_F(CopiedCache, AMovedCacheReadsItsAliasesBelowTheNewRoot) {
+  std::string alias = write_registry(original());
+  fs::create_directories(other().parent_path());
+  fs::rename(original(), other());  // the links now dangle: /…/neuron-compile-cache is gone
+
+  LocalCache cache(other());
+  CacheTree tree = cache.scan("2.21.33363.0");
+  const RegistryFile* file = find(tree.compilers.at(0).registry, alias);
+  ASSERT_NE(file, nullptr);
+  ASSERT_TRUE(file->record.has_value()) << file->problem;
+  EXPECT_TRUE(file->record->hash_matches);
+  EXPECT_EQ(tree.foreign_links.relocated,
+            (std::map<std::string, size_t>{{original().string(), 1}}));
+  EXPECT_TRUE(tree.foreign_links.outside.empty());
+  auto lines = describe_foreign_links(tree.foreign_links, other());
+  ASSERT_EQ(lines.size(), 1u);
+  EXPECT_TRUE(testing::contains(lines[0], "1 registry link(s) point to " + original().string()))
+      << lines[0];
+}
+
+TEST_F(CopiedCache, ACopyNeverReadsTheOriginal) {
+  std::string alias = write_registry(original());
+  ASSERT_EQ(testing::run_command("cp -a '" + original().string() + "' '" + tmp_.path().string() +
+                                 "/copy'"),
+            0);
+  fs::path copy = tmp_ / "copy";
+  // The original changes afterwards (or belongs to someone else): the copy keeps its own.
+  fs::path primary = fs::read_symlink(original() / kCompiler / alias);
+  write_file(primary, registry::serialize(llama_entry(8)));
+
+  LocalCache cache(copy);
+  auto compiler = SafeDir::open(copy / kCompiler);
+  fs::path alias_path = copy / kCompiler / alias;
+  auto dir = SafeDir::open(alias_path.parent_path());
+  auto target = cache.link_target(dir, alias_path.filename().string());
+  ASSERT_TRUE(target.has_value());
+  EXPECT_EQ(*target, fs::canonical(copy / fs::relative(primary, original())));
+  std::vector<RegistryFile> files = cache.scan_registry(compiler);
+  const RegistryFile* file = find(files, alias);
+  ASSERT_NE(file, nullptr);
+  ASSERT_TRUE(file->record.has_value()) << file->problem;
+  EXPECT_TRUE(file->record->hash_matches) << "the original's changed text was read";
+}
+
+TEST_F(CopiedCache, LinksOutOfTheCacheAreNeverFollowed) {
+  fs::create_directories(other() / kCompiler / "0_REGISTRY");
+  // A cache elsewhere with a file at a path this cache does not have.
+  std::string alias = write_registry(original());
+  fs::path foreign = other() / kCompiler / alias;
+  fs::create_directories(foreign.parent_path());
+  fs::create_symlink(fs::read_symlink(original() / kCompiler / alias), foreign);
+  // ".." out of the layout, and a folder inside the cache that is a symlink to the outside.
+  fs::path dots = foreign.parent_path() / "11111111111111111111.json";
+  fs::create_symlink("/gone/" + std::string(kCompiler) + "/0_REGISTRY/../../../../etc/passwd",
+                     dots);
+  fs::copy(original() / kCompiler / "0_REGISTRY" / kOptimum, tmp_ / "elsewhere",
+           fs::copy_options::recursive | fs::copy_options::copy_symlinks);
+  fs::create_directory_symlink(tmp_ / "elsewhere", other() / kCompiler / "0_REGISTRY" / "linked");
+  fs::path through = foreign.parent_path() / "22222222222222222222.json";
+  std::string via_link = (fs::path("/gone") / kCompiler / "0_REGISTRY" / "linked" /
+                          fs::relative(fs::read_symlink(original() / kCompiler / alias),
+                                       original() / kCompiler / "0_REGISTRY" / kOptimum))
+                             .string();
+  fs::create_symlink(via_link, through);
+
+  LocalCache cache(other());
+  auto dir = SafeDir::open(foreign.parent_path());
+  for (const auto& name : {foreign.filename(), dots.filename(), through.filename()}) {
+    EXPECT_FALSE(cache.link_target(dir, name.string()).has_value()) << name;
+  }
+  ForeignLinks links = cache.foreign_registry_links(SafeDir::open(other() / kCompiler));
+  EXPECT_TRUE(links.relocated.empty());
+  EXPECT_EQ(links.outside.size(), 4u);  // the three files and the linked folder
+  auto lines = describe_foreign_links(links, other());
+  ASSERT_EQ(lines.size(), 1u);
+  EXPECT_TRUE(testing::contains(lines[0], "4 registry link(s) point outside the cache"))
+      << lines[0];
+}
+
+// The whole tool on a cache compiled here, its aliases made absolute as optimum-neuron makes
+// them, then moved elsewhere.
+class CopiedCacheCli : public CopiedCache {
+ protected:
+  CopiedCacheCli() : server(hub_config()) { write_file(manifest, manifest_text(2)); }
+
+  void compile_into(const fs::path& cache) {
+    ToolResult ran =
+        run_tool(tmp_.path(), server, cache,
+                 "compile --json " + quoted(manifest) + " --output-dir " + quoted(tmp_ / "out"));
+    ASSERT_EQ(ran.code, 0) << ran.err;
+  }
+
+  // Every symlink below the registry of `cache`.
+  std::vector<fs::path> registry_links(const fs::path& cache) const {
+    std::vector<fs::path> links;
+    for (const auto& item : fs::recursive_directory_iterator(cache / kCompiler / "0_REGISTRY")) {
+      if (item.is_symlink()) links.push_back(item.path());
+    }
+    return links;
+  }
+
+  testing::HubServer server;
+  fs::path manifest = tmp_ / "neuron-cache.yaml";
+};
+
+TEST_F(CopiedCacheCli, AliasesWrittenByNeuronCacheAreRelativeAndSurviveAMove) {
+  compile_into(original());
+  auto links = registry_links(original());
+  ASSERT_FALSE(links.empty()) << "the stand-in writes one alias for the model";
+  for (const auto& link : links) {
+    EXPECT_TRUE(fs::read_symlink(link).is_relative()) << link << " -> " << fs::read_symlink(link);
+    EXPECT_TRUE(fs::is_regular_file(link)) << link << " resolves";
+  }
+  fs::create_directories(other().parent_path());
+  fs::rename(original(), other());
+  ToolResult plan = run_tool(tmp_.path(), server, other(), "plan --json " + quoted(manifest));
+  ASSERT_EQ(plan.code, 0) << plan.err;
+  json result = json::parse(plan.out);
+  for (const auto& row : result["configurations"]) EXPECT_EQ(row["status"], "local") << row;
+  EXPECT_FALSE(testing::contains(result["notes"].dump(), "registry link")) << result["notes"];
+}
+
+TEST_F(CopiedCacheCli, AMovedCacheWithAbsoluteAliasesKeepsItsConfigurationsAndSaysWhy) {
+  compile_into(original());
+  auto links = registry_links(original());
+  ASSERT_FALSE(links.empty());
+  for (const auto& link : links) {  // as optimum-neuron writes them (format spec 4.1)
+    fs::path target = fs::canonical(link);
+    fs::remove(link);
+    fs::create_symlink(target, link);
+  }
+  fs::create_directories(other().parent_path());
+  fs::rename(original(), other());
+
+  ToolResult plan = run_tool(tmp_.path(), server, other(), "plan --json " + quoted(manifest));
+  ASSERT_EQ(plan.code, 0) << plan.err;
+  json result = json::parse(plan.out);
+  ASSERT_EQ(result["configurations"].size(), 2u);
+  for (const auto& row : result["configurations"]) EXPECT_EQ(row["status"], "local") << row;
+  std::string notes = result["notes"].dump();
+  EXPECT_TRUE(testing::contains(
+      notes, std::to_string(links.size()) + " registry link(s) point to " + original().string()))
+      << notes;
+
+  ToolResult status = run_tool(tmp_.path(), server, other(), "status");
+  ASSERT_EQ(status.code, 0) << status.err;
+  EXPECT_TRUE(testing::contains(
+      status.err, "point to " + original().string() + ": the cache was copied or moved"))
+      << status.err;
 }
 
 }  // namespace
