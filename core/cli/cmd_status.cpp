@@ -105,7 +105,11 @@ nlohmann::json to_json(const CacheTree& tree, const Totals& totals) {
            {{"recorded", totals.configurations}, {"complete", totals.complete_configurations}}},
           {"compiler_versions", compilers},
           {"entries", entries},
-          {"skipped", tree.skipped}};
+          {"skipped", tree.skipped},
+          {"foreign_registry_links",
+           {{"relocated", tree.foreign_links.relocated},
+            {"outside", tree.foreign_links.outside},
+            {"notes", describe_foreign_links(tree.foreign_links, tree.root)}}}};
 }
 
 std::string marker(const CacheTree& tree, const CompilerDir& compiler) {
@@ -143,6 +147,7 @@ void print_text(const CacheTree& tree, const Totals& totals) {
     std::cout << "\nOld compiler version data: " << format_size(totals.old_version_bytes) << "\n";
   }
   for (const auto& skipped : tree.skipped) warn("skipped " + skipped);
+  for (const auto& line : describe_foreign_links(tree.foreign_links, tree.root)) warn(line);
 }
 
 void status(Context& context, bool json) {

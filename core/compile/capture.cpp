@@ -137,25 +137,13 @@ void CaptureCache::make_work_folder(const std::string& label) {
     // Leftovers of other runs only take space; they must not stop this one.
   }
   work_area_.emplace(SafeDir::open(root_).make_path(kWorkDir));
+  // Locked before it is visible under its name: the sweep of another run (or of another thread
+  // of this one) cannot delete it between its creation and its use.
   const std::string prefix = folder_label(label) + "-";
-  for (int attempt = 0; !work_; ++attempt) {
-    std::string name = prefix + random_hex(8);
-    if (work_area_->entry(name)) continue;
-    SafeDir dir = work_area_->make_subdir(name);
-    // Close-on-exec: a compiler child holding it would keep our folder "alive" after we die.
-    UniqueFd lock(fcntl(dir.fd(), F_DUPFD_CLOEXEC, 0));
-    // remove_abandoned_work may take the new, still unlocked folder for an abandoned one and
-    // delete it between mkdir and flock: only a locked folder still in place is ours.
-    if (lock && flock(lock.get(), LOCK_EX | LOCK_NB) == 0 &&
-        same_file(lock.get(), work_area_->fd(), name.c_str())) {
-      work_name_ = name;
-      work_lock_ = std::move(lock);
-      work_.emplace(std::move(dir));
-    } else if (attempt >= 3) {
-      throw operational_error("cannot create a staging cache in " + work_area_->path().string() +
-                              ": it keeps disappearing");
-    }
-  }
+  LockedDir made = work_area_->make_locked_subdir([&] { return prefix + random_hex(8); });
+  work_name_ = made.name;
+  work_lock_ = std::move(made.lock);
+  work_.emplace(std::move(made.dir));
 }
 
 CaptureCache::~CaptureCache() {
@@ -348,7 +336,10 @@ void CaptureCache::adopt_registry_file(const std::string& rel_path, bool links) 
   SafeDir real = root.make_path(rel_path.substr(0, rel_path.size() - name.size() - 1));
   if (real.entry(name)) return;  // the real cache's copy is never replaced
   if (links) {
-    if (symlinkat(target->c_str(), real.fd(), name.c_str()) != 0 && errno != EEXIST) {
+    // Relative, unlike optimum-neuron's absolute aliases: a copy or move of the cache keeps them
+    // working (optimum-neuron and libneuronxla open them like any path, so they still resolve).
+    fs::path text = target->lexically_relative(real.path());
+    if (symlinkat(text.c_str(), real.fd(), name.c_str()) != 0 && errno != EEXIST) {
       throw operational_error("cannot create the registry alias " + (real.path() / name).string() +
                               ": " + std::strerror(errno));
     }
@@ -360,8 +351,8 @@ void CaptureCache::adopt_registry_file(const std::string& rel_path, bool links) 
   if (!stage().move_to(temp, real, name, true)) stage().remove_file(temp);
 }
 
-// The real-cache path of what the staged alias `name` points at: an absolute path, as
-// optimum-neuron makes aliases. Nothing unless it points at a regular file of the staging cache
+// The real-cache path of what the staged alias `name` points at (optimum-neuron makes aliases
+// absolute). Nothing unless it points at a regular file of the staging cache
 // whose real counterpart exists.
 std::optional<fs::path> CaptureCache::real_link_target(const SafeDir& stage_dir,
                                                        const std::string& name) const {
@@ -409,13 +400,9 @@ size_t remove_abandoned_work(const fs::path& cache_root) {
       removed += remove_idle_view(*area, item) ? 1 : 0;
       continue;
     }
-    // Held until the folder is gone: a constructor that made it a moment ago and has not locked
-    // it yet must not lock it between our check and the removal, and then believe it owns it.
-    std::optional<SafeDir> dir;
-    if (item.type == NodeType::Directory) {
-      dir = area->open_subdir(item.name);
-      if (dir && flock(dir->fd(), LOCK_EX | LOCK_NB) != 0) continue;  // its owner is alive
-    }
+    // Held until the folder is gone, so its owner cannot be a live run.
+    std::optional<SafeDir> held;
+    if (!claim_abandoned(*area, item, held)) continue;
     area->remove_tree(item.name);
     ++removed;
   }

@@ -11,8 +11,9 @@
 // not_seeded() says so.
 //
 // Unseeded: an empty staging cache of its own, <root>/.cache/huggingface/neuron-cache-work/
-// <label>-<8 hex>, flock-ed by its owner while it lives; one left by a killed process is
-// deleted by the next CaptureCache (remove_abandoned_work).
+// <label>-<8 hex>, flock-ed by its owner from before it appears under that name until it is gone
+// (SafeDir::make_locked_subdir); one left by a killed process is deleted by the next CaptureCache
+// (remove_abandoned_work).
 #pragma once
 
 #include <cstddef>

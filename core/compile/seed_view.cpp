@@ -211,8 +211,7 @@ bool link_fd(int fd, const SafeDir& dir, const std::string& name) {
 // A file of a real entry, for seeding: a regular file, or a symlink LocalCache trusts.
 UniqueFd open_seed_source(const LocalCache& cache, const SafeDir& dir, const DirEntry& item) {
   if (item.type == NodeType::File) return dir.open_read(item.name);
-  auto target =
-      cache.link_is_trusted(dir, item.name) ? real_path(dir.path() / item.name) : std::nullopt;
+  auto target = cache.link_target(dir, item.name);
   if (!target) {
     throw operational_error((dir.path() / item.name).string() +
                             " is a symlink to an untrusted place");

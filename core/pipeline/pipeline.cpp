@@ -201,6 +201,27 @@ plan::Plan Pipeline::make_plan() {
   return make_plan(targets());
 }
 
+namespace {
+
+// Registry links left pointing at another root by a copy or move of the cache (optimum-neuron's
+// aliases are absolute): how they are read, so that a configuration that looks incomplete is
+// explained.
+void note_foreign_links(const LocalCache& cache, const std::string& compiler_version,
+                        plan::Plan& plan) {
+  if (compiler_version.empty() || !cache.exists()) return;
+  try {
+    auto compiler =
+        SafeDir::open(cache.root()).open_subdir(layout::compiler_dir_name(compiler_version));
+    if (!compiler) return;
+    for (auto& line : describe_foreign_links(cache.foreign_registry_links(*compiler), cache.root()))
+      plan.notes.push_back(std::move(line));
+  } catch (const Error&) {
+    // Only an explanation: an unreadable registry shows up in the rows themselves.
+  }
+}
+
+}  // namespace
+
 plan::Plan Pipeline::make_plan(const std::vector<plan::Target>& targets) {
   hub::HubClient* resolver_client = client_ && !client_->options().offline ? client_ : nullptr;
   std::string hub_problem;
@@ -221,6 +242,7 @@ plan::Plan Pipeline::make_plan(const std::vector<plan::Target>& targets) {
   try {
     plan::Plan plan = plan::make_plan(targets, *local_index_, remote_.get(), hub_problem);
     describe_repo(plan);
+    note_foreign_links(*cache_, compiler_version_, plan);
     if (remote_) read_registry(plan);
     if (remote_) {
       for (const auto& problem : remote_->problems())
@@ -234,6 +256,7 @@ plan::Plan Pipeline::make_plan(const std::vector<plan::Target>& targets) {
     remote_.reset();
     plan::Plan plan = plan::make_plan(targets, *local_index_, nullptr, error.what());
     describe_repo(plan);
+    note_foreign_links(*cache_, compiler_version_, plan);
     return plan;
   }
 }

@@ -94,14 +94,15 @@ void add_entry_files(const LocalIndex& local, const ai::Entry& entry, const ai::
     ++attempt.modules_added;
     for (const auto& file : module.files) {
       attempt.add(entry.compiler_dir() + "/" + module.name + "/" + file.name,
-                  fs::canonical(compiler / module.name / file.name));
+                  local.cache().file_to_read(compiler / module.name / file.name));
     }
   }
   for (const auto& file : entry.registry) {
     if (on_hub && listed(on_hub->registry, file.name)) continue;
     // An entry recorded before temporary files were left out may still list one.
     if (layout::is_temporary_file(file.name.substr(file.name.rfind('/') + 1))) continue;
-    attempt.add(entry.compiler_dir() + "/" + file.name, fs::canonical(compiler / file.name));
+    attempt.add(entry.compiler_dir() + "/" + file.name,
+                local.cache().file_to_read(compiler / file.name));
   }
 }
 
@@ -232,7 +233,7 @@ PushResult push_modules(hub::HubClient& client, const std::string& repo, const L
       for (const auto& file : record.files) {
         operations.push_back(
             {hub::CommitOperation::Kind::Add, id + "/" + file.name,
-             fs::canonical(local.cache().root() / compiler_dir / name / file.name)});
+             local.cache().file_to_read(local.cache().root() / compiler_dir / name / file.name)});
       }
       result.pushed.push_back(id);
     } catch (const Error& error) {

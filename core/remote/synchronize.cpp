@@ -31,11 +31,11 @@ void walk(const LocalCache& cache, const SafeDir& dir, const std::string& prefix
       if (auto sub = dir.open_subdir(item.name)) walk(cache, *sub, path, out, skipped);
     } else if (item.type == NodeType::File) {
       out.push_back({path, dir.path() / item.name, item.size});
-    } else if (item.type == NodeType::Symlink && cache.link_is_trusted(dir, item.name)) {
-      fs::path target = fs::canonical(dir.path() / item.name);
+    } else if (auto target = item.type == NodeType::Symlink ? cache.link_target(dir, item.name)
+                                                            : std::nullopt) {
       std::error_code error;
-      if (fs::is_regular_file(target, error)) {
-        out.push_back({path, target, static_cast<uint64_t>(fs::file_size(target, error))});
+      if (fs::is_regular_file(*target, error)) {
+        out.push_back({path, *target, static_cast<uint64_t>(fs::file_size(*target, error))});
       } else {
         skipped.push_back(path + " (a symlink to a folder: not uploaded)");
       }

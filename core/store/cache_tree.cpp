@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <climits>
 #include <cstdlib>
+#include <utility>
 
 #include "error.h"
 #include "format/compile_flags.h"
@@ -43,6 +44,36 @@ std::string read_fd(int fd, size_t max_bytes, const fs::path& path) {
   return content;
 }
 
+// What the symlink `name` in `dir` holds, or nothing.
+std::optional<fs::path> link_text(const SafeDir& dir, const std::string& name) {
+  char buffer[PATH_MAX];
+  ssize_t n = readlinkat(dir.fd(), name.c_str(), buffer, sizeof buffer - 1);
+  if (n <= 0) return std::nullopt;
+  return fs::path(std::string(buffer, static_cast<size_t>(n)));
+}
+
+// For an absolute link "<old root>/neuronxcc-<v>/<0_REGISTRY or MODULE_...>/...": the old root
+// and the path below it. Nothing for any other link, or one with "." or ".." components.
+std::optional<std::pair<fs::path, fs::path>> split_at_layout(const fs::path& text) {
+  if (!text.is_absolute()) return std::nullopt;
+  std::vector<std::string> parts;
+  for (const auto& part : text) parts.push_back(part.string());
+  for (size_t i = 1; i + 1 < parts.size(); ++i) {
+    if (!layout::compiler_version_of(parts[i])) continue;
+    const std::string& next = parts[i + 1];
+    if (next != layout::kRegistryDir && !next.starts_with(layout::kModulePrefix)) continue;
+    fs::path old_root = "/";
+    fs::path below;
+    for (size_t j = 1; j < i; ++j) old_root /= parts[j];
+    for (size_t j = i; j < parts.size(); ++j) {
+      if (parts[j].empty() || parts[j] == "." || parts[j] == "..") return std::nullopt;
+      below /= parts[j];
+    }
+    return std::make_pair(old_root, below);
+  }
+  return std::nullopt;
+}
+
 }  // namespace
 
 LocalCache::LocalCache(fs::path root, std::vector<fs::path> trusted_link_roots)
@@ -58,14 +89,35 @@ bool LocalCache::exists() const {
   return fs::is_directory(root_, error);
 }
 
-bool LocalCache::link_is_trusted(const SafeDir& dir, const std::string& name) const {
-  auto target = real_path(dir.path() / name);
-  if (!target) return false;
-  auto inside = [&](const fs::path& base) { return is_inside(*target, base); };
-  if (std::any_of(trusted_.begin(), trusted_.end(), inside)) return true;
+std::optional<fs::path> LocalCache::link_target(const SafeDir& dir, const std::string& name) const {
   // The root may not have existed when this LocalCache was made (a command that creates it).
   auto root = real_path(root_);
-  return root && inside(*root);
+  auto allowed = [&](const fs::path& path) {
+    auto inside = [&](const fs::path& base) { return is_inside(path, base); };
+    return std::any_of(trusted_.begin(), trusted_.end(), inside) || (root && inside(*root));
+  };
+  if (auto target = real_path(dir.path() / name); target && allowed(*target)) return target;
+  // A copied or moved cache: the old root's path is never followed, even when it still exists.
+  auto text = link_text(dir, name);
+  auto split = text ? split_at_layout(*text) : std::nullopt;
+  if (!split || !root) return std::nullopt;
+  auto moved = real_path(*root / split->second);
+  if (!moved || !is_inside(*moved, *root)) return std::nullopt;
+  return moved;
+}
+
+bool LocalCache::link_is_trusted(const SafeDir& dir, const std::string& name) const {
+  return link_target(dir, name).has_value();
+}
+
+fs::path LocalCache::file_to_read(const fs::path& file) const {
+  std::error_code error;
+  if (!fs::is_symlink(file, error)) return fs::canonical(file);
+  auto target = link_target(SafeDir::open(file.parent_path()), file.filename().string());
+  if (!target) {
+    throw operational_error(file.string() + " is a symlink to a place outside the cache: not read");
+  }
+  return *target;
 }
 
 namespace {
@@ -74,12 +126,12 @@ namespace {
 std::string read_entry_file(const LocalCache& cache, const SafeDir& dir, const DirEntry& file,
                             size_t max_bytes) {
   if (file.type != NodeType::Symlink) return dir.read_small_file(file.name, max_bytes);
-  if (!cache.link_is_trusted(dir, file.name)) {
+  auto target = cache.link_target(dir, file.name);
+  if (!target) {
     throw operational_error((dir.path() / file.name).string() +
                             " is a symlink to a place outside the cache: not read");
   }
-  auto target = real_path(dir.path() / file.name);
-  int fd = target ? ::open(target->c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC) : -1;
+  int fd = ::open(target->c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
   if (fd < 0) throw operational_error("cannot open " + (dir.path() / file.name).string());
   UniqueFd guard(fd);
   require_regular_file(fd, dir.path() / file.name);
@@ -214,7 +266,62 @@ void walk_registry(const LocalCache& cache, const SafeDir& dir, const std::strin
   }
 }
 
+void walk_registry_links(const LocalCache& cache, const SafeDir& dir, const std::string& rel,
+                         ForeignLinks& out, int depth) {
+  if (depth > 8) return;
+  for (const auto& item : dir.list()) {
+    std::string item_rel = rel + "/" + item.name;
+    if (item.type == NodeType::Directory) {
+      if (auto sub = dir.open_subdir(item.name)) {
+        walk_registry_links(cache, *sub, item_rel, out, depth + 1);
+      }
+      continue;
+    }
+    if (item.type != NodeType::Symlink) continue;
+    auto target = real_path(dir.path() / item.name);
+    auto read = cache.link_target(dir, item.name);
+    if (read && target == read) continue;  // an ordinary link inside the cache
+    auto text = link_text(dir, item.name);
+    auto split = text ? split_at_layout(*text) : std::nullopt;
+    if (read && split) {
+      ++out.relocated[split->first.string()];
+    } else if (!read) {
+      out.outside.push_back(item_rel);
+    }
+  }
+}
+
 }  // namespace
+
+ForeignLinks LocalCache::foreign_registry_links(const SafeDir& compiler_dir) const {
+  ForeignLinks links;
+  if (auto registry_dir = compiler_dir.open_subdir(layout::kRegistryDir)) {
+    walk_registry_links(
+        *this, *registry_dir,
+        compiler_dir.path().filename().string() + "/" + std::string(layout::kRegistryDir), links,
+        0);
+  }
+  std::sort(links.outside.begin(), links.outside.end());
+  return links;
+}
+
+std::vector<std::string> describe_foreign_links(const ForeignLinks& links, const fs::path& root) {
+  std::vector<std::string> lines;
+  for (const auto& [old_root, count] : links.relocated) {
+    lines.push_back(std::to_string(count) + " registry link(s) point to " + old_root +
+                    ": the cache was copied or moved from there to " + root.string() +
+                    ", so they are read from the same place below " + root.string() +
+                    " (links are never followed out of the cache)");
+  }
+  if (!links.outside.empty()) {
+    lines.push_back(std::to_string(links.outside.size()) +
+                    " registry link(s) point outside the cache and are not followed (first: " +
+                    links.outside.front() +
+                    "): the configurations they name look incomplete; delete those links, or "
+                    "fetch the entries again (`neuron-cache fetch`)");
+  }
+  return lines;
+}
 
 std::vector<RegistryFile> LocalCache::scan_registry(const SafeDir& compiler_dir) const {
   std::vector<RegistryFile> files;
@@ -268,7 +375,14 @@ CacheTree LocalCache::scan(const std::string& installed_compiler, bool with_regi
     }
     std::sort(compiler.modules.begin(), compiler.modules.end(),
               [](const ModuleEntry& a, const ModuleEntry& b) { return a.name < b.name; });
-    if (with_registry) compiler.registry = scan_registry(*dir);
+    if (with_registry) {
+      compiler.registry = scan_registry(*dir);
+      ForeignLinks links = foreign_registry_links(*dir);
+      for (const auto& [old_root, count] : links.relocated)
+        tree.foreign_links.relocated[old_root] += count;
+      tree.foreign_links.outside.insert(tree.foreign_links.outside.end(), links.outside.begin(),
+                                        links.outside.end());
+    }
     tree.compilers.push_back(std::move(compiler));
   }
   return tree;

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <filesystem>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -43,12 +44,27 @@ struct CompilerDir {
   uint64_t size_bytes = 0;  // MODULE_ entries only, as optimum-neuron counts
 };
 
+// Registry symlinks that do not resolve inside the cache as they are. optimum-neuron writes its
+// registry aliases as absolute links, so a cache copied or moved elsewhere keeps links into its
+// old place.
+struct ForeignLinks {
+  // Old root -> how many links into its layout are read from the same place below this root.
+  std::map<std::string, size_t> relocated;
+  // Links (relative to the root) that lead out of the cache and are never followed.
+  std::vector<std::string> outside;
+};
+
+// What plan and status say about `links`, one line each; nothing when there is nothing to say.
+std::vector<std::string> describe_foreign_links(const ForeignLinks& links,
+                                                const std::filesystem::path& root);
+
 struct CacheTree {
   std::filesystem::path root;
   bool exists = false;
   std::string installed_compiler;  // empty when unknown
   std::vector<CompilerDir> compilers;
   std::vector<std::string> skipped;  // symlinked folders and other things not looked into
+  ForeignLinks foreign_links;        // of the registries scanned
 };
 
 // The state of `module_dir`, the folder of MODULE_ entry `module_name` (its name decides whether
@@ -72,8 +88,21 @@ class LocalCache {
   ModuleEntry inspect_module(const SafeDir& compiler_dir, const std::string& name) const;
   std::vector<RegistryFile> scan_registry(const SafeDir& compiler_dir) const;
 
-  // Whether the symlink `name` in `dir` resolves to a place reads may go.
+  // Where reading the symlink `name` in `dir` goes: its target when that is inside the root or
+  // a trusted place; for an absolute link into another root's layout (".../neuronxcc-<v>/
+  // 0_REGISTRY/..." or ".../neuronxcc-<v>/MODULE_..."), left by a copy or move of the cache, the
+  // same place below this root when it is there. Nothing otherwise: a link is never followed out
+  // of those places.
+  std::optional<std::filesystem::path> link_target(const SafeDir& dir,
+                                                   const std::string& name) const;
+  // `file` (below the root) itself, or where link_target reads it when it is a symlink; throws
+  // for a link reads may not follow.
+  std::filesystem::path file_to_read(const std::filesystem::path& file) const;
+  // Whether the symlink `name` in `dir` resolves to a place reads may go (link_target).
   bool link_is_trusted(const SafeDir& dir, const std::string& name) const;
+  // The registry links of `compiler_dir` that link_target reads elsewhere than they point, or not
+  // at all (their paths start with the compiler folder's name).
+  ForeignLinks foreign_registry_links(const SafeDir& compiler_dir) const;
 
  private:
   std::filesystem::path root_;

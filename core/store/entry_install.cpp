@@ -152,7 +152,7 @@ EntryLock EntryLock::acquire(const SafeDir& entry_dir, std::chrono::milliseconds
     if (flock(fd, LOCK_EX | LOCK_NB) == 0) {
       // The previous holder may have deleted the file after we opened it: lock the live one.
       if (same_file(fd, entry_dir.fd(), name.c_str())) {
-        return EntryLock(UniqueFd(dup(entry_dir.fd())), std::move(lock_fd));
+        return EntryLock(UniqueFd(fcntl(entry_dir.fd(), F_DUPFD_CLOEXEC, 0)), std::move(lock_fd));
       }
       if (!expired) continue;
     } else if (errno != EWOULDBLOCK && errno != EINTR) {
@@ -239,23 +239,12 @@ EntryInstall::EntryInstall(const fs::path& cache_root, std::string compiler_dir,
   SafeDir root = SafeDir::open_or_create(root_);
   check_root_is_safe(root_);
   staging_area_.emplace(root.make_path(layout::kStagingDir));
-  for (int attempt = 0; !staging_; ++attempt) {
-    std::string name = module_name_ + "." + std::to_string(getpid()) + "." + random_suffix();
-    SafeDir dir = staging_area_->make_subdir(name);
-    // Held while this writer lives, so cleanup can tell abandoned staging folders from live ones.
-    UniqueFd lock(dup(dir.fd()));
-    // A cleanup may have taken the new, still unlocked folder for an abandoned one and deleted
-    // it between mkdir and flock: only a locked folder that is still in place is ours.
-    if (lock && flock(lock.get(), LOCK_EX | LOCK_NB) == 0 &&
-        same_file(lock.get(), staging_area_->fd(), name.c_str())) {
-      staging_name_ = name;
-      staging_lock_ = std::move(lock);
-      staging_.emplace(std::move(dir));
-    } else if (attempt >= 3) {
-      throw operational_error("cannot create a staging folder in " +
-                              staging_area_->path().string() + ": it keeps disappearing");
-    }
-  }
+  // Locked before it is visible under its name, so cleanup never takes it for abandoned.
+  LockedDir made = staging_area_->make_locked_subdir(
+      [&] { return module_name_ + "." + std::to_string(getpid()) + "." + random_suffix(); });
+  staging_name_ = made.name;
+  staging_lock_ = std::move(made.lock);
+  staging_.emplace(std::move(made.dir));
 }
 
 EntryInstall::~EntryInstall() {
@@ -531,10 +520,8 @@ uint64_t remove_abandoned_staging(const fs::path& cache_root, bool dry_run, int*
   if (!area) return 0;
   uint64_t freed = 0;
   for (const auto& item : area->list()) {
-    if (item.type == NodeType::Directory) {
-      std::optional<SafeDir> dir = area->open_subdir(item.name);
-      if (dir && flock(dir->fd(), LOCK_EX | LOCK_NB) != 0) continue;  // its writer is alive
-    }
+    std::optional<SafeDir> held;
+    if (!claim_abandoned(*area, item, held)) continue;  // its writer is alive
     freed += dry_run ? area->tree_size(item.name) : area->remove_tree(item.name);
     if (removed_count) ++*removed_count;
   }

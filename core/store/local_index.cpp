@@ -60,11 +60,11 @@ std::optional<uint64_t> present_size(const LocalCache& cache, const SafeDir& dir
   auto entry = dir.entry(name);
   if (!entry) return std::nullopt;
   if (entry->type == NodeType::File) return entry->size;
-  if (entry->type != NodeType::Symlink || !cache.link_is_trusted(dir, name)) return std::nullopt;
+  if (entry->type != NodeType::Symlink) return std::nullopt;
+  auto target = cache.link_target(dir, name);
   std::error_code error;
-  fs::path target = fs::canonical(dir.path() / name, error);
-  if (error || !fs::is_regular_file(target, error)) return std::nullopt;
-  return static_cast<uint64_t>(fs::file_size(target, error));
+  if (!target || !fs::is_regular_file(*target, error)) return std::nullopt;
+  return static_cast<uint64_t>(fs::file_size(*target, error));
 }
 
 // The folder `relative` ('/'-path below the root, "" for the root) through the folders already
@@ -140,7 +140,7 @@ void collect_files(const LocalCache& cache, const SafeDir& dir, const std::strin
       out.push_back({name, item.size, sha256_of_file(dir.path() / item.name)});
     } else if (item.type == NodeType::Symlink && !layout::is_lock_file(item.name)) {
       if (auto size = present_size(cache, dir, item.name)) {
-        out.push_back({name, *size, sha256_of_file(fs::canonical(dir.path() / item.name))});
+        out.push_back({name, *size, sha256_of_file(cache.file_to_read(dir.path() / item.name))});
       }
     }
   }
@@ -266,7 +266,8 @@ ai::FileRecord LocalIndex::record_registry_file(const std::string& compiler_dir,
   if (!dir) throw operational_error("registry file " + path + " is missing");
   auto size = present_size(cache_, *dir, parts.back());
   if (!size) throw operational_error("registry file " + path + " is missing or untrusted");
-  return ai::FileRecord{path, *size, sha256_of_file(fs::canonical(dir->path() / parts.back()))};
+  return ai::FileRecord{path, *size,
+                        sha256_of_file(cache_.file_to_read(dir->path() / parts.back()))};
 }
 
 bool LocalIndex::install_registry_file(const std::string& compiler_dir, const std::string& path,

@@ -3,12 +3,15 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <linux/fs.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
 #include <cstring>
+#include <random>
 
 #include "error.h"
 
@@ -17,6 +20,10 @@ namespace {
 
 constexpr mode_t kDirMode = 0755;
 constexpr mode_t kFileMode = 0644;
+// The temporary name of a folder make_locked_subdir is making. Its owner renames it within
+// microseconds; one this old was left by a process killed in between.
+constexpr std::string_view kMakingPrefix = ".making-";
+constexpr double kMakingSeconds = 3600;
 
 std::string describe_errno() {
   return std::strerror(errno);
@@ -52,6 +59,18 @@ void write_all(int fd, std::string_view content, const std::filesystem::path& pa
     if (n < 0) throw io_error("cannot write", path);
     content.remove_prefix(static_cast<size_t>(n));
   }
+}
+
+std::string random_token() {
+  static thread_local std::mt19937_64 generator{std::random_device{}()};
+  static constexpr char kAlphabet[] = "abcdefghijklmnopqrstuvwxyz0123456789";
+  std::string token;
+  for (int i = 0; i < 12; ++i) token += kAlphabet[generator() % 36];
+  return token;
+}
+
+bool rename_no_replace(int dir_fd, const std::string& from, const std::string& to) {
+  return syscall(SYS_renameat2, dir_fd, from.c_str(), dir_fd, to.c_str(), RENAME_NOREPLACE) == 0;
 }
 
 }  // namespace
@@ -171,8 +190,49 @@ SafeDir SafeDir::make_path(std::string_view relative) const {
   return std::move(*current);
 }
 
+LockedDir SafeDir::make_locked_subdir(const std::function<std::string()>& next_name) const {
+  std::string temp = std::string(kMakingPrefix) + random_token();
+  while (mkdirat(fd_.get(), temp.c_str(), kDirMode) != 0) {
+    if (errno != EEXIST) throw io_error("cannot create the directory", path_ / temp);
+    temp = std::string(kMakingPrefix) + random_token();
+  }
+  UniqueFd lock(open_dir_nofollow(fd_.get(), temp));
+  // No sweep removes a young ".making-" folder and nobody else locks it: a failure here means
+  // something foreign in the work area.
+  if (!lock || flock(lock.get(), LOCK_EX | LOCK_NB) != 0) {
+    Error error = io_error("cannot lock the new directory", path_ / temp);
+    unlinkat(fd_.get(), temp.c_str(), AT_REMOVEDIR);
+    throw error;
+  }
+  for (int attempt = 0; attempt < 100; ++attempt) {
+    std::string name = next_name();
+    check_plain_name(name);
+    if (rename_no_replace(fd_.get(), temp, name)) {
+      UniqueFd dir(fcntl(lock.get(), F_DUPFD_CLOEXEC, 0));
+      if (!dir) throw io_error("cannot open the directory", path_ / name);
+      return LockedDir{name, SafeDir(std::move(dir), path_ / name), std::move(lock)};
+    }
+    if (errno != EEXIST) break;
+  }
+  Error error = io_error("cannot name the new directory", path_ / temp);
+  unlinkat(fd_.get(), temp.c_str(), AT_REMOVEDIR);
+  throw error;
+}
+
+bool claim_abandoned(const SafeDir& area, const DirEntry& item, std::optional<SafeDir>& held) {
+  if (item.type != NodeType::Directory) return true;
+  if (item.name.starts_with(kMakingPrefix)) {
+    double now =
+        std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+    if (now - item.mtime < kMakingSeconds) return false;
+  }
+  held = area.open_subdir(item.name);
+  if (!held) return true;  // gone already, or replaced by a symlink: not anybody's folder
+  return flock(held->fd(), LOCK_EX | LOCK_NB) == 0;
+}
+
 std::vector<DirEntry> SafeDir::list() const {
-  int fd = dup(fd_.get());
+  int fd = fcntl(fd_.get(), F_DUPFD_CLOEXEC, 0);  // a child forked meanwhile must not get it
   DIR* dir = fd < 0 ? nullptr : fdopendir(fd);
   if (dir == nullptr) {
     if (fd >= 0) close(fd);

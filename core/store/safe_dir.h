@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -31,6 +32,8 @@ class UniqueFd {
 
 enum class NodeType { Directory, File, Symlink, Other };
 
+struct LockedDir;
+
 struct DirEntry {
   std::string name;
   NodeType type;
@@ -52,6 +55,9 @@ class SafeDir {
   SafeDir make_subdir(std::string_view name) const;
   // make_subdir for each '/'-separated component of `relative`.
   SafeDir make_path(std::string_view relative) const;
+  // A new scratch folder named by `next_name()` (called again while the name is taken), already
+  // locked when it appears under that name: see LockedDir.
+  LockedDir make_locked_subdir(const std::function<std::string()>& next_name) const;
 
   std::vector<DirEntry> list() const;
   std::optional<DirEntry> entry(std::string_view name) const;
@@ -86,6 +92,20 @@ class SafeDir {
   UniqueFd fd_;
   std::filesystem::path path_;
 };
+
+// A scratch folder of a work area that other processes sweep (claim_abandoned): it is made as
+// ".making-<random>", flock-ed, then renamed to its name, so under its name it is locked from the
+// first instant and a sweep can never take a live folder for an abandoned one.
+struct LockedDir {
+  std::string name;
+  SafeDir dir;
+  UniqueFd lock;  // the flock, close-on-exec: a compiler child must not keep it after we die
+};
+
+// Used by the sweep of a work area before it deletes `item`: true when nobody owns it (a folder
+// whose flock it could take, which `held` keeps until the folder is deleted, or anything that is
+// not a folder); false for a live owner's folder, or one still being made by make_locked_subdir.
+bool claim_abandoned(const SafeDir& area, const DirEntry& item, std::optional<SafeDir>& held);
 
 // Every folder and file this tool creates gets mode 0755 or 0644 through the modes given to
 // mkdir and open, so a permissive umask (000, 002) never makes them group- or world-writable,
