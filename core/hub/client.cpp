@@ -67,10 +67,20 @@ std::vector<RemoteEntry> parse_entries(const json& list) {
   return entries;
 }
 
+HttpOptions http_options(const ClientOptions& options) {
+  HttpOptions http;
+  http.endpoint = options.endpoint;
+  http.token = options.token;
+  http.connect_timeout = std::min(options.hub_timeout, ClientOptions::kMaxConnectTimeout);
+  http.answer_timeout = options.hub_timeout;
+  http.unreachable_budget = options.hub_timeout;
+  return http;
+}
+
 }  // namespace
 
 HubClient::HubClient(ClientOptions options)
-    : options_(std::move(options)), http_(HttpOptions{options_.endpoint, options_.token}) {}
+    : options_(std::move(options)), http_(http_options(options_)) {}
 
 ClientOptions HubClient::options_from(const Settings& settings) {
   ClientOptions options;
@@ -101,6 +111,11 @@ std::string HubClient::api(const std::string& path) const {
 
 HttpResponse HubClient::call(HttpRequest request, const std::string& what) {
   check_online(what);
+  if (!hub_down().empty()) {
+    throw operational_error(what + " was not tried: " + hub_down() +
+                            " earlier in this run, so no further request is made; check the "
+                            "network and HF_ENDPOINT");
+  }
   RetryingExchange exchange(std::move(request), options_.retry);
   http_.run({&exchange}, 1);
   return exchange.response_;

@@ -70,6 +70,9 @@ struct CommitResult {
   size_t unchanged = 0;
   size_t deleted = 0;
   uint64_t bytes_uploaded = 0;
+  // Set when the Hub's answer to the commit was lost (no answer, 5xx) but the head read after
+  // it holds the commit: what happened, for the user.
+  std::string landed_unanswered;
 };
 
 // The branch moved between reading its head and committing (HTTP 412 or 409).
@@ -85,6 +88,15 @@ struct ClientOptions {
   RetryPolicy retry;
   size_t parallel = 8;               // simultaneous transfers
   uint64_t part_size = 64ull << 20;  // ranged parallel download part size
+  // How long the Hub may fail to answer (no connection, no answer, 5xx) before it is taken as
+  // unreachable for the rest of the run; also the wait for an answer's first byte. A commit's
+  // answer may take kCommitAnswerFactor times as long. NEURON_CACHE_HUB_TIMEOUT_MS sets it.
+  std::chrono::milliseconds hub_timeout{kDefaultHubTimeout};
+
+  static constexpr std::chrono::milliseconds kDefaultHubTimeout{15000};
+  // libcurl's connect timeout, at most: a Hub that is up accepts a connection within seconds.
+  static constexpr std::chrono::milliseconds kMaxConnectTimeout{10000};
+  static constexpr int kCommitAnswerFactor = 4;
 };
 
 class HubClient {
@@ -121,6 +133,8 @@ class HubClient {
                       const std::string& revision = "main");
 
   HttpEngine& http() { return http_; }
+  // Why the Hub was found unreachable in this run (no further request is made), or empty.
+  const std::string& hub_down() const { return http_.hub_down(); }
   const ClientOptions& options() const { return options_; }
 
   // One API request, retried on transient failures; refuses to run offline.

@@ -65,6 +65,8 @@ std::string advice(long status, const std::string& code, const std::string& repo
 }  // namespace
 
 bool is_transient(const HttpResponse& response) {
+  // A Hub that could not be reached at all is not asked again in this run (HttpEngine::hub_down).
+  if (response.unreachable) return false;
   long s = response.status;
   return s == 0 || s == 408 || s == 429 || s == 500 || s == 502 || s == 503 || s == 504;
 }

@@ -18,7 +18,8 @@ struct RetryPolicy {
   std::chrono::milliseconds cap{30000};
 };
 
-// 408, 429, 500, 502, 503, 504 and answers that never came (status 0).
+// 408, 429, 500, 502, 503, 504 and answers that never came (status 0), unless the Hub was found
+// unreachable (HttpResponse::unreachable).
 bool is_transient(const HttpResponse& response);
 
 // The delay before attempt number `attempt` + 1 (attempt counts from 1), or nothing when the

@@ -71,6 +71,10 @@ struct Transfer {
   // What a callback threw: libcurl is C and must never see an exception, so the callback stores
   // it, aborts the transfer, and run() rethrows it once curl has returned.
   std::exception_ptr failure;
+  Clock::time_point started = Clock::now();
+  Clock::time_point last_sent = started;  // when request body bytes last went out
+  bool answered = false;                  // a header line of the answer arrived
+  bool timed_out = false;                 // no answer within the answer timeout
 
   ~Transfer() {
     if (header_list != nullptr) curl_slist_free_all(header_list);
@@ -79,6 +83,7 @@ struct Transfer {
 };
 
 size_t read_header(Transfer* t, std::string_view line) {
+  t->answered = true;
   if (line.starts_with("HTTP/")) {
     t->response.headers.items.clear();  // a new response (after 100 Continue)
   } else if (size_t colon = line.find(':'); colon != std::string_view::npos) {
@@ -138,6 +143,7 @@ size_t read_upload(Transfer* t, char* buffer, size_t room) {
   ssize_t n = pread(t->request.upload_fd, buffer, want,
                     static_cast<off_t>(t->request.upload_offset + t->uploaded));
   if (n < 0) return CURL_READFUNC_ABORT;
+  t->last_sent = Clock::now();
   t->uploaded += static_cast<uint64_t>(n);
   t->stats->bytes_up += static_cast<uint64_t>(n);
   if (*t->progress) (*t->progress)(0, static_cast<uint64_t>(n));
@@ -229,7 +235,7 @@ void configure(Transfer& t, const HttpOptions& options) {
   curl_easy_setopt(easy, CURLOPT_USERAGENT, options.user_agent.c_str());
   curl_easy_setopt(easy, CURLOPT_FOLLOWLOCATION, 0L);
   curl_easy_setopt(easy, CURLOPT_NOSIGNAL, 1L);
-  curl_easy_setopt(easy, CURLOPT_CONNECTTIMEOUT,
+  curl_easy_setopt(easy, CURLOPT_CONNECTTIMEOUT_MS,
                    static_cast<long>(options.connect_timeout.count()));
   curl_easy_setopt(easy, CURLOPT_LOW_SPEED_LIMIT, 1L);
   curl_easy_setopt(easy, CURLOPT_LOW_SPEED_TIME, static_cast<long>(options.stall_timeout.count()));
@@ -266,7 +272,72 @@ void configure(Transfer& t, const HttpOptions& options) {
   curl_easy_setopt(easy, CURLOPT_HTTPHEADER, t.header_list);
 }
 
+// Whether libcurl never got a connection: nothing of the Hub answered at all.
+bool connect_failed(CURL* easy, CURLcode code, bool timed_out) {
+  if (code == CURLE_COULDNT_CONNECT || code == CURLE_COULDNT_RESOLVE_HOST ||
+      code == CURLE_COULDNT_RESOLVE_PROXY) {
+    return true;
+  }
+  curl_off_t connected = 0;
+  curl_easy_getinfo(easy, CURLINFO_CONNECT_TIME_T, &connected);
+  return code == CURLE_OPERATION_TIMEDOUT && !timed_out && connected == 0;
+}
+
+// When a transfer that has had no answer yet gives up. A request body that is still going out
+// keeps it alive (low-speed limit only), and its answer gets at least the stall timeout once sent.
+Clock::time_point answer_deadline(const Transfer& t, const HttpOptions& options) {
+  std::chrono::milliseconds wait = t.request.answer_timeout.value_or(options.answer_timeout);
+  if (t.request.upload_fd >= 0) {
+    wait = std::max<std::chrono::milliseconds>(wait, options.stall_timeout);
+  }
+  return t.last_sent + wait;
+}
+
+std::string seconds_text(std::chrono::milliseconds ms) {
+  std::string text = std::to_string(ms.count() / 1000);
+  if (ms.count() % 1000 != 0) text += "." + std::to_string(ms.count() % 1000 / 100);
+  return text + " s";
+}
+
 }  // namespace
+
+bool HttpEngine::to_hub(const HttpRequest& request) const {
+  return !options_.endpoint.empty() && origin_of(request.url) == origin_of(options_.endpoint);
+}
+
+void HttpEngine::note_reachability(const HttpRequest& request, const HttpResponse& response,
+                                   Clock::time_point started) {
+  if (!hub_down_.empty() || !request.tells_reachability || !to_hub(request)) return;
+  if (response.status != 0 && response.status < 500) {
+    failing_since_.reset();  // the Hub answered
+    return;
+  }
+  std::string why =
+      response.status == 0 ? response.error : "HTTP " + std::to_string(response.status);
+  if (response.unreachable) {
+    hub_down_ = origin_of(options_.endpoint) + " could not be reached (" + why + ")";
+    return;
+  }
+  if (!failing_since_) failing_since_ = started;
+  auto failing =
+      std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - *failing_since_);
+  if (failing >= options_.unreachable_budget) {
+    hub_down_ = origin_of(options_.endpoint) + " kept failing for " + seconds_text(failing) +
+                " (last: " + why + ")";
+  }
+}
+
+bool HttpEngine::retry_fits(const HttpRequest& request, std::chrono::milliseconds delay) {
+  if (!hub_down_.empty()) return false;
+  if (!failing_since_ || !request.tells_reachability || !to_hub(request)) return true;
+  auto failing =
+      std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - *failing_since_);
+  if (failing + delay <= options_.unreachable_budget) return true;
+  hub_down_ = origin_of(options_.endpoint) + " kept failing for " + seconds_text(failing) +
+              ", and the next retry would be past the " +
+              seconds_text(options_.unreachable_budget) + " allowed";
+  return false;
+}
 
 void HttpEngine::run(const std::vector<Exchange*>& exchanges, size_t parallel) {
   struct Waiting {
@@ -276,6 +347,15 @@ void HttpEngine::run(const std::vector<Exchange*>& exchanges, size_t parallel) {
     Headers first_headers;
     int redirects = 0;
     bool has_redirect = false;
+  };
+  // An exchange whose request goes to a Hub found unreachable: answered here, without a request.
+  auto skip = [&](Exchange* exchange, const HttpRequest& request) {
+    HttpResponse response;
+    response.url = request.url;
+    response.unreachable = true;
+    response.error =
+        "not sent: " + hub_down_ + "; no request to it is made for the rest of the run";
+    exchange->on_complete(response);  // not transient: no retry is asked for
   };
   std::deque<Waiting> waiting;
   for (Exchange* e : exchanges) waiting.push_back({e, Clock::now(), {}, {}, 0, false});
@@ -292,9 +372,11 @@ void HttpEngine::run(const std::vector<Exchange*>& exchanges, size_t parallel) {
   parallel = std::max<size_t>(parallel, 1);
 
   auto start = [&](Waiting& w) {
+    HttpRequest request = w.has_redirect ? std::move(w.redirected) : w.exchange->request();
+    if (!hub_down_.empty() && to_hub(request)) return skip(w.exchange, request);
     auto t = std::make_unique<Transfer>();
     t->exchange = w.exchange;
-    t->request = w.has_redirect ? std::move(w.redirected) : w.exchange->request();
+    t->request = std::move(request);
     t->redirects = w.redirects;
     t->response.first_headers = std::move(w.first_headers);
     t->engine = this;
@@ -328,6 +410,11 @@ void HttpEngine::run(const std::vector<Exchange*>& exchanges, size_t parallel) {
     if (code != CURLE_OK) {
       t.response.error = curl_easy_strerror(code);
       if (t.aborted) t.response.error = "aborted by the receiver";
+      if (t.timed_out) {
+        t.response.error = "no answer within " +
+                           seconds_text(t.request.answer_timeout.value_or(options_.answer_timeout));
+      }
+      t.response.unreachable = to_hub(t.request) && connect_failed(t.easy, code, t.timed_out);
       if (t.response.status != 0 && t.status_checked != 1) t.response.status = 0;
       // A streamed body that broke mid-way keeps its status so the exchange can resume.
     }
@@ -345,16 +432,44 @@ void HttpEngine::run(const std::vector<Exchange*>& exchanges, size_t parallel) {
         }
       }
     }
+    if (!t.aborted) note_reachability(t.request, t.response, t.started);
+    if (!hub_down_.empty() && to_hub(t.request) && t.request.tells_reachability &&
+        !t.response.unreachable && (t.response.status == 0 || t.response.status >= 500)) {
+      // The failure that decided it: the exchange must not ask for another try.
+      t.response.unreachable = true;
+      t.response.error += (t.response.error.empty() ? "" : "; ") + hub_down_;
+    }
     if (auto retry_in = t.exchange->on_complete(t.response)) {
       ++stats_.retries;
-      waiting.push_back({t.exchange, Clock::now() + *retry_in, {}, {}, 0, false});
+      // Past the budget, the retry is not waited for: it is answered at once as unreachable.
+      Clock::time_point at =
+          retry_fits(t.request, *retry_in) ? Clock::now() + *retry_in : Clock::now();
+      waiting.push_back({t.exchange, at, {}, {}, 0, false});
+    }
+  };
+
+  // Transfers still without an answer past their deadline are ended here: libcurl's own limits
+  // cannot tell a Hub that never answers from a large transfer that is progressing slowly.
+  auto end_unanswered = [&] {
+    auto now = Clock::now();
+    for (auto it = active.begin(); it != active.end();) {
+      Transfer& t = **it;
+      if (t.answered || now < answer_deadline(t, options_)) {
+        ++it;
+        continue;
+      }
+      t.timed_out = true;
+      curl_multi_remove_handle(impl_->multi, t.easy);
+      std::unique_ptr<Transfer> owned = std::move(*it);
+      it = active.erase(it);
+      finish(*owned, CURLE_OPERATION_TIMEDOUT);
     }
   };
 
   while (!waiting.empty() || !active.empty()) {
     auto now = Clock::now();
     for (auto it = waiting.begin(); it != waiting.end() && active.size() < parallel;) {
-      if (it->ready_at <= now) {
+      if (it->ready_at <= now || !hub_down_.empty()) {
         Waiting w = std::move(*it);
         it = waiting.erase(it);
         start(w);
@@ -377,6 +492,7 @@ void HttpEngine::run(const std::vector<Exchange*>& exchanges, size_t parallel) {
       active.erase(owned);
       finish(*t, code);
     }
+    end_unanswered();
     int wait_ms = 100;
     for (const auto& w : waiting) {
       auto until = std::chrono::duration_cast<std::chrono::milliseconds>(w.ready_at - Clock::now());

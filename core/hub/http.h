@@ -48,6 +48,11 @@ struct HttpRequest {
   // Whether the token goes with it (to the Hub endpoint's origin only). Presigned storage URLs
   // (LFS PUTs, multipart parts) carry their own signature and must not get it.
   bool send_token = true;
+  // Overrides HttpOptions::answer_timeout: the Hub may take longer to answer a commit.
+  std::optional<std::chrono::milliseconds> answer_timeout;
+  // Whether its failures count toward deciding that the Hub is unreachable. A commit's slow
+  // answer says nothing about the Hub being down, and the head must still be read after it.
+  bool tells_reachability = true;
 };
 
 struct HttpResponse {
@@ -59,6 +64,9 @@ struct HttpResponse {
   // When a 3xx answer was not followed (another origin): why, and the status stays the 3xx.
   Headers first_headers;  // the Hub's own answer when it redirected (X-Repo-Commit, X-Linked-*)
   uint64_t streamed_bytes = 0;
+  // No connection could be made (refused, unknown host, connect timeout), or none was tried
+  // because the Hub was found unreachable earlier in the run (HttpEngine::hub_down).
+  bool unreachable = false;
 };
 
 // One logical operation (a download, an API call, a part upload) that may take several HTTP
@@ -83,9 +91,16 @@ struct HttpOptions {
   std::string endpoint;  // e.g. https://huggingface.co: its origin is the only one given the token
   std::string token;
   std::string user_agent = std::string("neuron-cache/") + kVersion;
-  std::chrono::seconds connect_timeout{10};
+  std::chrono::milliseconds connect_timeout{10000};
+  // The first byte of the answer must come within this after the request was sent; afterwards
+  // only stall_timeout applies, so a large transfer that progresses is never cut.
+  std::chrono::milliseconds answer_timeout{15000};
   // A transfer that moves less than 1 byte/s for this long is considered dead.
   std::chrono::seconds stall_timeout{60};
+  // How long requests to the Hub (the endpoint's origin) may keep failing (no answer, 5xx)
+  // before the Hub is taken as unreachable for the rest of the run. A refused connection, an
+  // unknown host or a connect timeout decides it at once.
+  std::chrono::milliseconds unreachable_budget{15000};
   int max_redirects = 5;
 };
 
@@ -110,6 +125,9 @@ class HttpEngine {
   HttpResponse perform(const HttpRequest& request);
 
   const HttpStats& stats() const { return stats_; }
+  // Why the Hub was found unreachable in this run, or empty. Once set it stays set: requests to
+  // the Hub's origin are no longer sent and fail at once (HttpResponse::unreachable) with it.
+  const std::string& hub_down() const { return hub_down_; }
   const HttpOptions& options() const { return options_; }
   // Called with the byte count of every chunk received or sent (for progress display).
   std::function<void(uint64_t down, uint64_t up)> on_progress;
@@ -117,8 +135,19 @@ class HttpEngine {
  private:
   struct Impl;
   std::unique_ptr<Impl> impl_;
+  // Records how an attempt at the Hub went; decides hub_down_.
+  void note_reachability(const HttpRequest& request, const HttpResponse& response,
+                         std::chrono::steady_clock::time_point started);
+  // Whether a retry of a Hub request `delay` from now would still fit the budget; if not, the
+  // Hub is taken as unreachable now instead of waiting.
+  bool retry_fits(const HttpRequest& request, std::chrono::milliseconds delay);
+  bool to_hub(const HttpRequest& request) const;
+
   HttpOptions options_;
   HttpStats stats_;
+  std::string hub_down_;
+  // Since when requests to the Hub have failed without a good answer in between.
+  std::optional<std::chrono::steady_clock::time_point> failing_since_;
 };
 
 // scheme://host[:port] of a URL, lowercased; empty when it has none (a relative URL).

@@ -5,6 +5,7 @@
 
 #include <map>
 #include <memory>
+#include <thread>
 
 #include "format/digest.h"
 #include "hub/answer.h"
@@ -364,19 +365,80 @@ std::string commit_payload(const std::vector<LocalFile>& files,
   return ndjson;
 }
 
-CommitResult post_commit(HubClient& client, const std::string& repo, const std::string& rev,
+// Whether the repo at `head` holds every file of the commit as it was sent, and none it deletes.
+bool holds_commit(HubClient& client, const std::string& repo, const std::string& head,
+                  const std::vector<LocalFile>& files, const std::vector<std::string>& deletions) {
+  std::vector<std::string> paths = deletions;
+  for (const auto& file : files) paths.push_back(file.path_in_repo);
+  std::map<std::string, RemoteEntry> there;
+  for (auto& entry : client.paths_info(repo, paths, head)) there[entry.path] = std::move(entry);
+  for (const auto& path : deletions) {
+    if (there.count(path)) return false;
+  }
+  for (const auto& file : files) {
+    auto it = there.find(file.path_in_repo);
+    if (it == there.end()) return false;
+    bool same =
+        file.mode == "lfs" ? it->second.lfs_sha256 == file.sha256 : it->second.oid == file.git_oid;
+    if (!same) return false;
+  }
+  return true;
+}
+
+// After a commit whose answer was lost (no answer, 5xx): the head that holds it, or nothing.
+// The Hub may have made the commit anyway (a proxy gave up first), or make it a little later, so
+// the head is read for up to the Hub timeout before the commit is called failed.
+std::optional<std::string> landed_commit(HubClient& client, const std::string& repo,
+                                         const std::string& revision,
+                                         const std::vector<LocalFile>& files,
+                                         const std::vector<std::string>& deletions,
+                                         const std::optional<std::string>& parent) {
+  auto deadline = std::chrono::steady_clock::now() + client.options().hub_timeout;
+  auto pause = std::min<std::chrono::milliseconds>(std::chrono::milliseconds(1000),
+                                                   client.options().hub_timeout / 4);
+  while (true) {
+    try {
+      std::string head = client.repo_info(repo, revision).sha;
+      bool moved = !parent || head != *parent;
+      if (moved && holds_commit(client, repo, head, files, deletions)) return head;
+    } catch (const Error&) {
+      return std::nullopt;  // the head cannot be read: whether it landed is unknown
+    }
+    if (std::chrono::steady_clock::now() + pause >= deadline) return std::nullopt;
+    std::this_thread::sleep_for(pause);
+  }
+}
+
+CommitResult post_commit(HubClient& client, const std::string& repo, const std::string& revision,
                          const std::vector<LocalFile>& files,
                          const std::vector<std::string>& deletions, const std::string& message,
                          const std::optional<std::string>& parent, CommitResult result) {
+  std::string rev = url_encode(revision, false);
   HttpRequest request{"POST",
                       client.api("/api/models/" + repo + "/commit/" + rev),
                       {"Content-Type: application/x-ndjson"},
                       commit_payload(files, deletions, message, parent, result)};
+  request.answer_timeout = client.options().hub_timeout * ClientOptions::kCommitAnswerFactor;
+  request.tells_reachability = false;  // a slow commit is not a Hub that is down
   // Never retried blindly: a lost answer plus a retry could make a duplicate commit.
   HttpResponse response = client.http().perform(request);
   if (response.status == 409 || response.status == 412) {
     throw CommitConflict("committing to " + repo + " failed: " + std::to_string(response.status) +
                          " " + server_message(response) + "; another commit landed meanwhile");
+  }
+  if (response.status == 0 || response.status >= 500) {
+    Error failed = hub_error(response, "committing to " + repo, repo);
+    std::optional<std::string> head =
+        landed_commit(client, repo, revision, files, deletions, parent);
+    if (!head) {
+      throw operational_error(std::string(failed.what()) + " (read afterwards, the head of " +
+                              repo + " does not hold the commit, or could not be read)");
+    }
+    result.committed = true;
+    result.commit_oid = *head;
+    result.landed_unanswered = std::string(failed.what()) + "; but the head " +
+                               head->substr(0, 12) + " holds every file of the commit: it landed";
+    return result;
   }
   if (!ok(response)) throw hub_error(response, "committing to " + repo, repo);
   json answer = json::parse(response.body, nullptr, false);
@@ -445,7 +507,8 @@ CommitResult HubClient::commit(const std::string& repo,
   result.unchanged = plan.unchanged;
   if (plan.files.empty() && plan.deletions.empty()) return result;
   upload_lfs_objects(*this, repo, revision, plan.files, result);
-  return post_commit(*this, repo, rev, plan.files, plan.deletions, message, parent_commit, result);
+  return post_commit(*this, repo, revision, plan.files, plan.deletions, message, parent_commit,
+                     result);
 }
 
 }  // namespace neuron_cache::hub

@@ -220,8 +220,9 @@ CompileOutcome Pipeline::compile_one(const plan::Target& target, bool listed_in_
     out.log_tail = compile::log_tail(run.log_file);
     return out;
   }
-  local_index_->write(make_entry(target, *local_index_, captured, ran.seconds));
   out.ok = true;
+  if (!target.unkeyed.empty()) return out;  // no key to record it under: the NEFFs stay cached
+  local_index_->write(make_entry(target, *local_index_, captured, ran.seconds));
   out.recorded = true;
   return out;
 }
@@ -312,14 +313,19 @@ void Pipeline::compile_each(const std::vector<plan::PlanRow*>& misses, CompileSt
 // What the compiles did, in the plan and in notes.
 void Pipeline::finish_compile(const std::vector<plan::PlanRow*>& misses, CompileStep& step) {
   for (const auto& text : unique_notes(step.outcomes)) note(true, kNotSeeded + text);
-  for (const auto& o : step.outcomes) {
-    if (!o.ok || o.recorded) continue;
+  for (size_t i = 0; i < misses.size(); ++i) {
+    const CompileOutcome& o = step.outcomes[i];
+    if (!o.ok || o.recorded || !misses[i]->target.unkeyed.empty()) continue;
     note(false, o.configuration +
                     " was reused from the Hub through optimum-neuron, which linked no MODULE "
                     "folder into the cache: which ones it used is unknown, so nothing was "
                     "recorded and the next run goes through optimum-neuron again");
   }
   for (size_t i = 0; i < misses.size(); ++i) {
+    if (step.outcomes[i].ok && !misses[i]->target.unkeyed.empty()) {
+      misses[i]->reason = "compiled, but not keyed: " + misses[i]->target.unkeyed +
+                          "; not recorded in the cache index or pushed";
+    }
     if (step.outcomes[i].recorded) {
       misses[i]->status = plan::Status::Local;
       misses[i]->reason = step.outcomes[i].reused.empty() ? "compiled" : step.outcomes[i].reused;
@@ -370,6 +376,10 @@ WrappedRun Pipeline::run_wrapped(const plan::Target* target, const std::vector<s
 
 void Pipeline::record_run(const plan::Target& target, const compile::CaptureResult& captured,
                           double seconds, WrappedRun& out) {
+  if (!target.unkeyed.empty()) {
+    out.not_recorded = "it has no cache key: " + target.unkeyed;
+    return;
+  }
   if (auto problem =
           capture_problem(captured, layout::compiler_dir_name(target.inputs.compiler_version))) {
     out.not_recorded = *problem;

@@ -170,12 +170,18 @@ std::vector<plan::Target> Pipeline::targets() {
   context.optimum_neuron_version = manifest_.optimum_neuron_version;
   Environment env = Environment::from_process();
   context.env_flags = plan::flag_words(env.get("NEURON_CC_FLAGS").value_or(""));
-  // Keys cannot be made without revisions: a Hub problem here always fails, and the message
-  // says how to pin revisions so the Hub is not needed.
+  // Keys cannot be made without revisions: with the Hub unreachable, a revision no earlier run
+  // remembered leaves its configuration unkeyed (compiled, never recorded or pushed).
   std::vector<plan::Target> targets = plan::make_targets(manifest_, context, resolver);
   for (const auto& used : resolver.from_memo()) {
     cache_problem("the Hub could not resolve " + used,
                   "using the revision remembered from an earlier run");
+  }
+  for (const auto& target : targets) {
+    if (target.unkeyed.empty()) continue;
+    cache_problem(target.configuration.name + " has no cache key: " + target.unkeyed,
+                  "it is compiled, but not recorded in the cache index or pushed; pin the "
+                  "revision to a 40-hex commit so no Hub is needed to key it");
   }
   return targets;
 }
@@ -406,6 +412,11 @@ std::string Pipeline::why_not_push(bool nothing_new) const {
   if (options_.read_only) return "--read-only: nothing is written to the Hub";
   if (repo_.empty()) return "no cache repo is set";
   if (!client_ || client_->options().offline) return "offline";
+  if (!client_->hub_down().empty()) {
+    return "the Hub is unreachable (" + client_->hub_down() +
+           "): nothing was pushed; what was compiled stays in the local cache and the next run "
+           "with the Hub pushes it";
+  }
   if (nothing_new) return "nothing new to push";
   return "";
 }
@@ -471,6 +482,10 @@ std::vector<ai::Entry> Pipeline::not_on_hub(const plan::Plan& plan) {
 PushStep Pipeline::push(const plan::Plan& plan) {
   auto start = std::chrono::steady_clock::now();
   PushStep step;
+  for (const auto& row : plan.rows) {
+    if (!row.target.unkeyed.empty())
+      note(true, "not pushed: " + row.target.configuration.name + ": it has no cache key");
+  }
   step.skipped_reason = why_not_push(false);
   std::vector<ai::Entry> entries;
   if (step.skipped_reason.empty()) {
@@ -489,6 +504,8 @@ PushStep Pipeline::push(const plan::Plan& plan) {
     step.result = remote::push(*client_, repo_, *local_index_, entries, options_.push);
     for (const auto& [key, why] : step.result.skipped)
       note(true, "not pushed: " + key + ": " + why);
+    if (!step.result.commit.landed_unanswered.empty())
+      note(false, step.result.commit.landed_unanswered);
   } catch (const Error& error) {
     step.skipped_reason = error.what();
     cache_problem(std::string("push to ") + repo_ + " failed: " + error.what(),

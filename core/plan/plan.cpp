@@ -95,6 +95,11 @@ void mark_local(PlanRow& row, const ai::Entry& entry, bool recorded) {
 PlanRow local_row(const Target& target, const LocalIndex& local) {
   PlanRow row;
   row.target = target;
+  if (!target.unkeyed.empty()) {
+    row.reason =
+        "not keyed: " + target.unkeyed + "; it is compiled, but not looked up, recorded or pushed";
+    return row;
+  }
   std::optional<ai::Entry> entry = local.find(target.inputs.compiler_version, target.key);
   if (entry && local.missing(*entry).files == 0) mark_local(row, *entry, true);
   return row;
@@ -205,22 +210,23 @@ Plan make_plan(const std::vector<Target>& targets, const LocalIndex& local,
   std::vector<const Target*> incomplete;
   for (const auto& target : targets) {
     plan.rows.push_back(local_row(target, local));
-    if (plan.rows.back().status != Status::Local) incomplete.push_back(&target);
+    if (plan.rows.back().status != Status::Local && target.unkeyed.empty())
+      incomplete.push_back(&target);
   }
   if (remote && !incomplete.empty()) {
     remote->load(shards_of(incomplete));
     for (auto& row : plan.rows) {
-      if (row.status != Status::Local) hub_row(row, local, *remote);
+      if (row.status != Status::Local && row.target.unkeyed.empty()) hub_row(row, local, *remote);
     }
   }
   if (plan.count(Status::Compile) == 0) return plan;
   std::vector<const Target*> misses;
   for (const auto& row : plan.rows) {
-    if (row.status == Status::Compile) misses.push_back(&row.target);
+    if (row.status == Status::Compile && row.target.unkeyed.empty()) misses.push_back(&row.target);
   }
   std::vector<ai::Entry> known = known_entries(targets, misses, local, remote);
   for (auto& row : plan.rows) {
-    if (row.status != Status::Compile) continue;
+    if (row.status != Status::Compile || !row.target.unkeyed.empty()) continue;
     row.nearest = nearest(row.target, known);
     row.reason = miss_reason(row.target, plan, row);
   }

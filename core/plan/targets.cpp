@@ -159,6 +159,13 @@ ResolvedModel ModelResolver::resolve(const manifest::Configuration& c) {
       bool hub_unavailable = error.kind() == ErrorKind::Operational || client_ == nullptr ||
                              client_->options().offline;
       auto known = hub_unavailable ? recall(hub_memo_key(c)) : std::nullopt;
+      bool hub_down = error.kind() == ErrorKind::Operational && client_ != nullptr &&
+                      !client_->hub_down().empty();
+      if (!known && hub_down) {
+        model = {std::nullopt, c.model_type.value_or(""), error.what()};
+        resolved_.emplace(memo, model);
+        return model;
+      }
       if (!known) throw;
       from_memo_.push_back(c.model_id + "@" + c.revision.value_or("main") + " -> " +
                            *known->revision + " (" + error.what() + ")");
@@ -189,7 +196,12 @@ std::vector<Target> make_targets(const manifest::Manifest& manifest, const KeyCo
     in.checkpoint_revision = model.revision;
     in.optimum_neuron_version = context.optimum_neuron_version;
     std::string key = cache_key::key_of(in);
-    targets.push_back({c, std::move(in), std::move(key)});
+    std::string unkeyed;
+    if (!model.unresolved.empty()) {
+      unkeyed = c.model_id + "@" + c.revision.value_or("main") + " could not be resolved (" +
+                model.unresolved + ")";
+    }
+    targets.push_back({c, std::move(in), std::move(key), std::move(unkeyed)});
   }
   return targets;
 }

@@ -21,6 +21,10 @@ struct Target {
   manifest::Configuration configuration;
   cache_key::KeyInputs inputs;
   std::string key;
+  // Why `key` is not the configuration's real key (its revision could not be resolved: the Hub
+  // was unreachable and no earlier run remembered it), or empty. Such a target is compiled, but
+  // never looked up, recorded in the index or pushed under that key.
+  std::string unkeyed;
 };
 
 // What every key shares: the compiler, NEURON_CC_FLAGS, the optimum-neuron version.
@@ -33,6 +37,7 @@ struct KeyContext {
 struct ResolvedModel {
   std::optional<std::string> revision;  // 40-hex commit
   std::string model_type;
+  std::string unresolved;  // why the revision is unknown (the Hub is unreachable), or empty
 };
 
 class ModelResolver {
@@ -46,7 +51,9 @@ class ModelResolver {
   ModelResolver(hub::HubClient* client, std::filesystem::path manifest_dir,
                 std::filesystem::path memo_file = {})
       : client_(client), manifest_dir_(std::move(manifest_dir)), memo_file_(std::move(memo_file)) {}
-  // Once per model: later configurations of the same model reuse the answer.
+  // Once per model: later configurations of the same model reuse the answer. When the Hub is
+  // unreachable (HubClient::hub_down) and no earlier answer is remembered, the model comes back
+  // unresolved (ResolvedModel::unresolved) instead of failing: the build must not depend on it.
   ResolvedModel resolve(const manifest::Configuration& configuration);
   // Answers taken from the memo because the Hub could not be asked (for warnings).
   const std::vector<std::string>& from_memo() const { return from_memo_; }

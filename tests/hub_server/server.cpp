@@ -215,6 +215,11 @@ void Server::run() {
 }
 
 void Server::stop() {
+  {
+    std::lock_guard lock(wait_mutex_);
+    stopping_ = true;
+  }
+  wait_cv_.notify_all();
   hub_.stop();
   cdn_.stop();
 }
@@ -245,12 +250,20 @@ void Server::handle(Listener listener, const httplib::Request& req, httplib::Res
         drain_body(call);
         return send_fault_status(call, *fault);
       }
+      if (fault->action == FaultAction::Hang) return wait_fault(std::nullopt);
+      bool wait_first = fault->action == FaultAction::Delay && !fault->apply_first;
+      if (wait_first) wait_fault(fault->ms);
       call.response_fault = fault;
     }
     if (listener == Listener::Hub) {
       route_hub(call);
     } else {
       route_cdn(call);
+    }
+    // The request is applied; its answer leaves only after the wait.
+    if (call.response_fault && call.response_fault->action == FaultAction::Delay &&
+        call.response_fault->apply_first) {
+      wait_fault(call.response_fault->ms);
     }
   } catch (const HttpError& error) {
     drain_body(call);
@@ -543,6 +556,15 @@ void Server::send_error(Call& call, const HttpError& error) {
                            "</Code><Message>" + xml_escape(error.message) + "</Message></Error>",
                        "application/xml");
   }
+}
+
+void Server::wait_fault(std::optional<uint64_t> ms) {
+  std::unique_lock lock(wait_mutex_);
+  if (!ms) {
+    wait_cv_.wait(lock, [this] { return stopping_; });
+    return;
+  }
+  wait_cv_.wait_for(lock, std::chrono::milliseconds(*ms), [this] { return stopping_; });
 }
 
 void Server::send_fault_status(Call& call, const Fault& fault) {

@@ -7,6 +7,7 @@
 #include <httplib.h>
 
 #include <atomic>
+#include <condition_variable>
 #include <cstdint>
 #include <filesystem>
 #include <functional>
@@ -137,6 +138,8 @@ class Server {
   void route_admin(Call& call);
   void send_error(Call& call, const HttpError& error);
   void send_fault_status(Call& call, const Fault& fault);
+  // Waits `ms` milliseconds (forever when empty), or until the server stops.
+  void wait_fault(std::optional<uint64_t> ms);
 
   // Bodies in and out.
   std::string read_body(Call& call, uint64_t limit = 64 * kMiB);
@@ -233,6 +236,10 @@ class Server {
   int cdn_port_ = 0;
   AccessLog log_;
   FaultTable faults_;
+  // Delay and hang faults wait on this; stop() wakes them so the server can end.
+  std::mutex wait_mutex_;
+  std::condition_variable wait_cv_;
+  bool stopping_ = false;
 
   std::atomic<int> active_requests_{0};
   std::atomic<uint64_t> sequence_{0};

@@ -39,6 +39,10 @@ std::string Fault::name() const {
       return "ignore_range";
     case FaultAction::Redirect:
       return "redirect";
+    case FaultAction::Delay:
+      return "delay";
+    case FaultAction::Hang:
+      return "hang";
   }
   return "";
 }
@@ -138,10 +142,22 @@ FaultTable::Rule FaultTable::parse(const json& rule, size_t index) {
     }
   } else if (action == "ignore_range") {
     fault.action = FaultAction::IgnoreRange;
+  } else if (action == "delay") {
+    fault.action = FaultAction::Delay;
+    fault.ms = non_negative(rule, "ms", where);
+    if (rule.contains("apply_first")) {
+      if (!rule["apply_first"].is_boolean()) {
+        throw std::invalid_argument(where + ": \"apply_first\" must be true or false");
+      }
+      fault.apply_first = rule["apply_first"].get<bool>();
+    }
+  } else if (action == "hang") {
+    fault.action = FaultAction::Hang;
   } else {
     throw std::invalid_argument(where +
                                 ": \"action\" must be \"status\", \"redirect\", \"drop_after\", "
-                                "\"corrupt\", \"trickle\" or \"ignore_range\"");
+                                "\"corrupt\", \"trickle\", \"ignore_range\", \"delay\" or "
+                                "\"hang\"");
   }
   return parsed;
 }

@@ -24,7 +24,7 @@ class AccessLog {
   std::map<uint64_t, nlohmann::json> entries_;
 };
 
-enum class FaultAction { Status, DropAfter, Corrupt, Trickle, IgnoreRange, Redirect };
+enum class FaultAction { Status, DropAfter, Corrupt, Trickle, IgnoreRange, Redirect, Delay, Hang };
 
 struct Fault {
   FaultAction action = FaultAction::Status;
@@ -43,6 +43,10 @@ struct Fault {
   uint64_t offset = 0;
   // Trickle
   uint64_t bytes_per_second = 0;
+  // Delay: how long the answer waits; with apply_first the request is handled (a commit lands)
+  // before the wait, so the change is made even when the client gives up meanwhile.
+  uint64_t ms = 0;
+  bool apply_first = false;
 
   std::string name() const;
 };

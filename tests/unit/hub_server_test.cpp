@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 #include <chrono>
+#include <memory>
 #include <nlohmann/json.hpp>
 
 #include "format/digest.h"
@@ -689,6 +690,70 @@ TEST(HubServerTest, FaultStatusAppliesToCountMatchingRequests) {
   server.set_faults({{{"action", "status"}, {"status", 500}}});
   server.clear_faults();
   EXPECT_EQ(hub->Get(file)->status, 200);
+}
+
+TEST(HubServerTest, FaultDelayWaitsThenAnswers) {
+  HubServer server;
+  Http hub(server.url());
+  std::string file = std::string("/") + kHubPublicRepo + "/resolve/main/README.md";
+  server.set_faults(
+      {{{"match", {{"path_contains", "README.md"}}}, {"action", "delay"}, {"ms", 700}}});
+  auto start = std::chrono::steady_clock::now();
+  auto late = hub->Get(file);
+  auto waited = std::chrono::steady_clock::now() - start;
+  ASSERT_TRUE(late);
+  EXPECT_EQ(late->status, 200);
+  EXPECT_GE(waited, std::chrono::milliseconds(700));
+  EXPECT_EQ(server.access_log()[0]["fault"], "delay");
+  start = std::chrono::steady_clock::now();
+  EXPECT_EQ(hub->Get(file)->status, 200);  // count 1: the next one is answered at once
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::milliseconds(500));
+  EXPECT_THROW(server.set_faults({{{"action", "delay"}}}), std::runtime_error);  // no "ms"
+  EXPECT_THROW(server.set_faults({{{"action", "delay"}, {"ms", 1}, {"apply_first", "yes"}}}),
+               std::runtime_error);
+}
+
+TEST(HubServerTest, FaultDelayApplyFirstLandsACommitTheClientGaveUpOn) {
+  HubServer server;
+  Http hub(server.url());
+  std::string before = head_commit(hub, kHubPublicRepo);
+  server.set_faults({{{"match", {{"method", "POST"}, {"path_contains", "/commit/"}}},
+                      {"action", "delay"},
+                      {"ms", 5000},
+                      {"apply_first", true}}});
+  hub->set_read_timeout(1, 0);
+  auto gave_up = commit(hub, kHubPublicRepo, {header_line("late"), file_line("late.txt", "x")});
+  EXPECT_FALSE(gave_up);  // no answer within 1 s
+  Http other(server.url());
+  EXPECT_NE(head_commit(other, kHubPublicRepo), before);
+  EXPECT_EQ(other->Get(std::string("/") + kHubPublicRepo + "/resolve/main/late.txt")->body, "x");
+
+  // Without apply_first the change waits too: nothing has landed while the answer is delayed.
+  server.set_faults({{{"match", {{"method", "POST"}, {"path_contains", "/commit/"}}},
+                      {"action", "delay"},
+                      {"ms", 3000}}});
+  std::string landed = head_commit(other, kHubPublicRepo);
+  Http impatient(server.url());
+  impatient->set_read_timeout(1, 0);
+  EXPECT_FALSE(commit(impatient, kHubPublicRepo, {header_line("later"), file_line("b.txt", "b")}));
+  EXPECT_EQ(head_commit(other, kHubPublicRepo), landed);
+}
+
+TEST(HubServerTest, FaultHangNeverAnswersUntilTheServerStops) {
+  auto server = std::make_unique<HubServer>();
+  Http hub(server->url());
+  std::string file = std::string("/") + kHubPublicRepo + "/resolve/main/README.md";
+  server->set_faults({{{"match", {{"path_contains", "README.md"}}}, {"action", "hang"}}});
+  hub->set_read_timeout(2, 0);
+  auto start = std::chrono::steady_clock::now();
+  EXPECT_FALSE(hub->Get(file));
+  EXPECT_GE(std::chrono::steady_clock::now() - start, std::chrono::seconds(2));
+  Http other(server->url());
+  EXPECT_EQ(other->Get(file)->status, 200);  // count 1: only the first request hangs
+  // A hanging request does not keep the server from stopping (SIGKILL would take 5 s).
+  start = std::chrono::steady_clock::now();
+  server.reset();
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::milliseconds(4500));
 }
 
 TEST(HubServerTest, FaultDropAfterCutsTheBody) {

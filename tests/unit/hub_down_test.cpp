@@ -1,0 +1,271 @@
+// A Hub that is down, stuck or slow to answer a commit, as `neuron-cache ci` meets it: the run
+// decides once that the Hub is unreachable and falls back to compiling (exit 0), within a bounded
+// time, and a commit whose answer was lost is checked on the head before being called failed.
+// Faults come from the local Hub server (tests/README.md) or a closed port.
+#include <gtest/gtest.h>
+#include <httplib.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <fstream>
+#include <sstream>
+
+#include "hub/client.h"
+#include "hub_fixture.h"
+#include "test_support.h"
+
+namespace neuron_cache {
+namespace {
+
+using nlohmann::json;
+using testing::contains;
+using testing::HubServer;
+using testing::read_file;
+using testing::TempDir;
+using testing::write_file;
+namespace fs = std::filesystem;
+using Clock = std::chrono::steady_clock;
+
+constexpr const char* kVersion = "2.21.33363.0+82129205";
+constexpr const char* kRepo = "acme/neuron-cache";
+constexpr const char* kLlama = "meta-llama/Llama-3.2-1B";
+constexpr const char* kQwen = "Qwen/Qwen2.5-0.5B";
+
+json hub_config() {
+  json repos = json::array();
+  repos.push_back(
+      {{"id", kRepo}, {"private", false}, {"files", {{"README.md", "# acme neuron cache\n"}}}});
+  repos.push_back({{"id", kLlama},
+                   {"private", false},
+                   {"files", {{"config.json", R"({"model_type": "llama"})"}}}});
+  repos.push_back({{"id", kQwen},
+                   {"private", false},
+                   {"files", {{"config.json", R"({"model_type": "qwen2"})"}}}});
+  return {{"users", json::array({{{"name", "alice"}, {"orgs", json::array({"acme"})}}})},
+          {"tokens", json::array({{{"token", testing::kHubWriteToken},
+                                   {"user", "alice"},
+                                   {"role", "write"},
+                                   {"name", "alice-ci"}}})},
+          {"repos", repos}};
+}
+
+// One configuration per model: two models are two revisions to resolve.
+std::string manifest_text(const std::vector<std::string>& models) {
+  std::ostringstream y;
+  y << "cache_repo: " << kRepo << "\n"
+    << "compiler_version: \"" << kVersion << "\"\n"
+    << "optimum_neuron_version: \"0.4.5\"\n"
+    << "instance_type: trn1\n"
+    << "compile:\n"
+    << "  command: \"" << STAND_IN_EXPORT
+    << " --model {model_id} --task {task} --batch_size {batch_size} --sequence_length "
+       "{sequence_length} --num_cores {num_cores} --auto_cast_type {precision} --instance_type "
+       "{instance_type} {output}\"\n"
+    << "models:\n";
+  for (size_t i = 0; i < models.size(); ++i) {
+    y << "  - model_id: " << models[i] << "\n"
+      << "    task: text-generation\n"
+      << "    configurations:\n"
+      << "      - {name: conf" << i << ", batch_size: 1, sequence_length: 128, num_cores: 2, "
+      << "precision: bf16}\n";
+  }
+  return y.str();
+}
+
+std::string quoted(const fs::path& path) {
+  return "'" + path.string() + "'";
+}
+
+// A loopback port nothing listens on: connections to it are refused at once.
+int closed_port() {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  address.sin_port = 0;
+  bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address));
+  socklen_t length = sizeof(address);
+  getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length);
+  close(fd);
+  return ntohs(address.sin_port);
+}
+
+struct ToolResult {
+  int code = -1;
+  std::string out;
+  std::string err;
+  double seconds = 0;
+  std::string all() const { return out + err; }
+};
+
+class HubDownTest : public ::testing::Test {
+ protected:
+  HubDownTest() : server(hub_config()) {}
+
+  // Runs neuron-cache in `work` with a clean environment against `endpoint`.
+  ToolResult tool(const std::string& args, const std::string& endpoint,
+                  const std::string& extra_env = "") {
+    fs::path err_file = work / ("stderr-" + std::to_string(runs_++) + ".txt");
+    std::string command =
+        "(cd " + quoted(work.path()) + " && env -i PATH=/usr/bin:/bin HOME=/nonexistent-home" +
+        " HF_HOME=" + quoted(home.path()) + " HF_ENDPOINT=" + endpoint +
+        " HF_TOKEN=" + testing::kHubWriteToken + " NEURON_COMPILE_CACHE_URL=" + quoted(cache) +
+        " NEURON_CACHE_RETRY_BASE_MS=10 STAND_IN_DELAY=0 STAND_IN_CALL_LOG=" + quoted(call_log) +
+        " " + extra_env + " " + testing::tool_path() + " " + args + " 2>" + quoted(err_file) + ")";
+    ToolResult run;
+    auto start = Clock::now();
+    run.code = testing::run_command(command, &run.out);
+    run.seconds = std::chrono::duration<double>(Clock::now() - start).count();
+    run.err = fs::exists(err_file) ? read_file(err_file) : "";
+    return run;
+  }
+
+  fs::path write_manifest(const std::vector<std::string>& models) {
+    fs::path path = work / "neuron-cache.yaml";
+    write_file(path, manifest_text(models));
+    return path;
+  }
+
+  // How many times the stand-in compiler ran.
+  size_t calls() const {
+    if (!fs::exists(call_log)) return 0;
+    std::ifstream in(call_log);
+    size_t n = 0;
+    for (std::string line; std::getline(in, line);) n += line.empty() ? 0 : 1;
+    return n;
+  }
+
+  // The fault rules with their remaining counts (GET /_admin/faults).
+  json faults() const {
+    httplib::Client admin(server.url());
+    auto answer = admin.Get("/_admin/faults");
+    return answer ? json::parse(answer->body) : json();
+  }
+
+  std::string head() const {
+    hub::ClientOptions options;
+    options.endpoint = server.url();
+    options.token = testing::kHubWriteToken;
+    return hub::HubClient(options).repo_info(kRepo).sha;
+  }
+
+  HubServer server;
+  TempDir home;
+  TempDir work;
+  fs::path cache = work / "cache";
+  fs::path call_log = work / "compiler-calls.jsonl";
+
+ private:
+  int runs_ = 0;
+};
+
+// A fresh machine (no cache, no remembered revision) and a Hub that refuses connections: the
+// revision cannot be resolved, yet the build compiles, says what was not keyed and not pushed,
+// and exits 0 at once (it used to retry for 41 s, then fail without compiling).
+TEST_F(HubDownTest, RefusedHubOnAFreshMachineCompilesAndSkipsThePush) {
+  fs::path manifest = write_manifest({kLlama, kQwen});
+  std::string refused = "http://127.0.0.1:" + std::to_string(closed_port());
+  ToolResult run = tool("ci " + quoted(manifest), refused);
+  EXPECT_EQ(run.code, 0) << run.all();
+  EXPECT_EQ(calls(), 2u) << run.all();  // both configurations compiled with the stand-in
+  EXPECT_LT(run.seconds, 20.0);
+  EXPECT_TRUE(contains(run.all(), "conf0 has no cache key")) << run.all();
+  EXPECT_TRUE(contains(run.all(), "could not be reached")) << run.all();
+  EXPECT_TRUE(contains(run.all(), "not pushed: conf1: it has no cache key")) << run.all();
+  EXPECT_TRUE(contains(run.all(), "push skipped: the Hub is unreachable")) << run.all();
+  // Nothing was recorded under a key made without the revision: no index file names them.
+  fs::path index = cache / ".cache/huggingface/neuron-cache-index";
+  if (fs::exists(index)) {
+    for (const auto& file : fs::recursive_directory_iterator(index)) {
+      if (!file.is_regular_file()) continue;
+      EXPECT_FALSE(contains(read_file(file.path()), "conf0")) << file.path();
+    }
+  }
+  // Its NEFFs are kept in the cache all the same, where optimum-neuron finds them.
+  EXPECT_TRUE(fs::exists(cache / (std::string("neuronxcc-") + kVersion))) << run.all();
+}
+
+// `plan` on the same machine says which configurations cannot be keyed instead of failing.
+TEST_F(HubDownTest, RefusedHubPlanShowsTheUnkeyedRows) {
+  fs::path manifest = write_manifest({kLlama});
+  std::string refused = "http://127.0.0.1:" + std::to_string(closed_port());
+  ToolResult run = tool("plan --json " + quoted(manifest), refused);
+  ASSERT_EQ(run.code, 0) << run.all();
+  json plan = json::parse(run.out);
+  ASSERT_EQ(plan["configurations"].size(), 1u);
+  const json& row = plan["configurations"][0];
+  EXPECT_EQ(row["status"], "compile") << row.dump();
+  EXPECT_TRUE(contains(row["reason"].get<std::string>(), "not keyed")) << row.dump();
+}
+
+// A Hub that accepts connections and never answers: the first request waits the budget
+// (NEURON_CACHE_HUB_TIMEOUT_MS), then nothing else is asked; the build compiles and ends.
+TEST_F(HubDownTest, HangingHubIsGivenUpOnWithinTheBudget) {
+  fs::path manifest = write_manifest({kLlama, kQwen});
+  server.set_faults({{{"match", {{"listener", "hub"}}}, {"count", 100}, {"action", "hang"}}});
+  ToolResult run = tool("ci " + quoted(manifest), server.url(), "NEURON_CACHE_HUB_TIMEOUT_MS=2000");
+  EXPECT_EQ(run.code, 0) << run.all();
+  EXPECT_EQ(calls(), 2u) << run.all();
+  EXPECT_LT(run.seconds, 15.0) << run.all();
+  EXPECT_TRUE(contains(run.all(), "no answer within 2 s")) << run.all();
+  EXPECT_EQ(faults()[0]["remaining"], 99) << "one request only, then the Hub is not asked again";
+}
+
+// A warm machine (revisions remembered, every configuration complete locally) with two models:
+// the first request that hangs decides for the whole run, the second model is not asked.
+TEST_F(HubDownTest, WarmCacheWithTwoModelsDecidesOnce) {
+  fs::path manifest = write_manifest({kLlama, kQwen});
+  ToolResult first = tool("ci " + quoted(manifest), server.url());
+  ASSERT_EQ(first.code, 0) << first.all();
+  ASSERT_EQ(calls(), 2u);
+  server.set_faults({{{"match", {{"listener", "hub"}}}, {"count", 100}, {"action", "hang"}}});
+  ToolResult run = tool("ci " + quoted(manifest), server.url(), "NEURON_CACHE_HUB_TIMEOUT_MS=1500");
+  EXPECT_EQ(run.code, 0) << run.all();
+  EXPECT_EQ(calls(), 2u) << "nothing recompiled: both are complete locally\n" << run.all();
+  EXPECT_EQ(faults()[0]["remaining"], 99) << run.all();
+  EXPECT_LT(run.seconds, 10.0) << run.all();
+  EXPECT_TRUE(contains(run.all(), "using the revision remembered from an earlier run"))
+      << run.all();
+}
+
+// The Hub makes the commit but its answer comes after the client gave up (a proxy timeout):
+// the head is read, holds every pushed file, and the push is reported as done.
+TEST_F(HubDownTest, CommitWhoseAnswerIsLostButLandedIsReportedPushed) {
+  fs::path manifest = write_manifest({kLlama});
+  std::string before = head();
+  server.set_faults({{{"match", {{"method", "POST"}, {"path_contains", "/commit/"}}},
+                      {"action", "delay"},
+                      {"ms", 14000},
+                      {"apply_first", true}}});
+  // 2 s budget: the commit's answer may take 8 s, then the head is read.
+  ToolResult run = tool("ci " + quoted(manifest), server.url(), "NEURON_CACHE_HUB_TIMEOUT_MS=2000");
+  EXPECT_EQ(run.code, 0) << run.all();
+  EXPECT_EQ(calls(), 1u);
+  std::string after = head();
+  EXPECT_NE(after, before);
+  EXPECT_FALSE(contains(run.all(), "push failed")) << run.all();
+  EXPECT_TRUE(contains(run.all(), "pushed 1 configurations in commit " + after.substr(0, 12)))
+      << run.all();
+  EXPECT_TRUE(contains(run.all(), "holds every file of the commit: it landed")) << run.all();
+  EXPECT_LT(run.seconds, 14.0) << "the delayed answer was not waited for\n" << run.all();
+}
+
+// The commit fails (5xx) and does not land: it is reported failed after the head was read, and
+// the build still exits 0 (a cache problem never fails it).
+TEST_F(HubDownTest, CommitThatFailedAndDidNotLandIsReportedFailed) {
+  fs::path manifest = write_manifest({kLlama});
+  std::string before = head();
+  server.set_faults({{{"match", {{"method", "POST"}, {"path_contains", "/commit/"}}},
+                      {"action", "status"},
+                      {"status", 502}}});
+  ToolResult run = tool("ci " + quoted(manifest), server.url(), "NEURON_CACHE_HUB_TIMEOUT_MS=2000");
+  EXPECT_EQ(run.code, 0) << run.all();
+  EXPECT_EQ(head(), before);
+  EXPECT_TRUE(contains(run.all(), "push failed")) << run.all();
+  EXPECT_TRUE(contains(run.all(), "does not hold the commit")) << run.all();
+}
+
+}  // namespace
+}  // namespace neuron_cache
