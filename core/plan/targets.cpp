@@ -66,7 +66,7 @@ ResolvedModel ModelResolver::resolve_checkout(const manifest::Configuration& c) 
     throw input_error(c.source.to_string() + ": checkout " + dir.string() +
                       " is not a git clone: clone the model there or use revision: instead");
   }
-  ResolvedModel model{head, c.model_type.value_or("")};
+  ResolvedModel model{head, c.model_type.value_or(""), ""};
   if (model.model_type.empty()) {
     std::error_code error;
     fs::path config = dir / "config.json";
@@ -129,7 +129,7 @@ std::optional<ResolvedModel> ModelResolver::recall(const std::string& memo) cons
   const pyjson::Json& item = json[memo];
   std::string revision = item.value("revision", "");
   if (!is_commit_id(revision)) return std::nullopt;
-  return ResolvedModel{revision, item.value("model_type", "")};
+  return ResolvedModel{revision, item.value("model_type", ""), ""};
 }
 
 void ModelResolver::remember(const std::string& memo, const ResolvedModel& model) const {

@@ -334,7 +334,7 @@ std::vector<RegistryFile> LocalCache::scan_registry(const SafeDir& compiler_dir)
 }
 
 CacheTree LocalCache::scan(const std::string& installed_compiler, bool with_registry) const {
-  CacheTree tree{root_, exists(), installed_compiler, {}, {}};
+  CacheTree tree{root_, exists(), installed_compiler, {}, {}, {}};
   std::error_code error;
   if (!tree.exists && fs::exists(fs::symlink_status(root_, error))) {
     throw operational_error("the cache root " + root_.string() +
