@@ -40,19 +40,8 @@ const std::string kCompiler = std::string("neuronxcc-") + kVersion;
 constexpr uint64_t kNeffBytes = 1 << 20;
 
 json hub_config() {
-  json repos = json::array();
-  repos.push_back(
-      {{"id", kRepo}, {"private", false}, {"files", {{"README.md", "# acme neuron cache\n"}}}});
-  repos.push_back(
-      {{"id", kModel},
-       {"private", false},
-       {"files", {{"config.json", R"({"model_type": "llama", "hidden_size": 2048})"}}}});
-  return {{"users", json::array({{{"name", "alice"}, {"orgs", json::array({"acme"})}}})},
-          {"tokens", json::array({{{"token", testing::kHubWriteToken},
-                                   {"user", "alice"},
-                                   {"role", "write"},
-                                   {"name", "alice-ci"}}})},
-          {"repos", repos}};
+  return testing::cache_hub_config(
+      kRepo, {{kModel, {{"config.json", R"({"model_type": "llama", "hidden_size": 2048})"}}}});
 }
 
 // One configuration (two graphs: a context and a token MODULE_ folder) of the stand-in compiler.
@@ -63,10 +52,7 @@ std::string manifest_text() {
     << "optimum_neuron_version: \"0.4.5\"\n"
     << "instance_type: trn1\n"
     << "compile:\n"
-    << "  command: \"" << STAND_IN_EXPORT
-    << " --model {model_id} --task {task} --batch_size {batch_size} --sequence_length "
-       "{sequence_length} --num_cores {num_cores} --auto_cast_type {precision} --instance_type "
-       "{instance_type} {output}\"\n"
+    << "  command: " << testing::stand_in_compile_command() << "\n"
     << "models:\n"
     << "  - model_id: " << kModel << "\n"
     << "    task: text-generation\n"

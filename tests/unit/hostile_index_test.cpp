@@ -33,19 +33,8 @@ constexpr const char* kLlama = "meta-llama/Llama-3.2-1B";
 const std::string kCompiler = std::string("neuronxcc-") + kVersion;
 
 json hub_config() {
-  json repos = json::array();
-  repos.push_back(
-      {{"id", kRepo}, {"private", false}, {"files", {{"README.md", "# acme neuron cache\n"}}}});
-  repos.push_back(
-      {{"id", kLlama},
-       {"private", false},
-       {"files", {{"config.json", R"({"model_type": "llama", "hidden_size": 2048})"}}}});
-  return {{"users", json::array({{{"name", "alice"}, {"orgs", json::array({"acme"})}}})},
-          {"tokens", json::array({{{"token", testing::kHubWriteToken},
-                                   {"user", "alice"},
-                                   {"role", "write"},
-                                   {"name", "alice-ci"}}})},
-          {"repos", repos}};
+  return testing::cache_hub_config(
+      kRepo, {{kLlama, {{"config.json", R"({"model_type": "llama", "hidden_size": 2048})"}}}});
 }
 
 // Two configurations of one model with distinct batch sizes: they share no MODULE_ folder.
@@ -56,10 +45,7 @@ std::string manifest_text() {
     << "optimum_neuron_version: \"0.4.5\"\n"
     << "instance_type: trn1\n"
     << "compile:\n"
-    << "  command: \"" << STAND_IN_EXPORT
-    << " --model {model_id} --task {task} --batch_size {batch_size} --sequence_length "
-       "{sequence_length} --num_cores {num_cores} --auto_cast_type {precision} --instance_type "
-       "{instance_type} {output}\"\n"
+    << "  command: " << testing::stand_in_compile_command() << "\n"
     << "models:\n"
     << "  - model_id: " << kLlama << "\n"
     << "    task: text-generation\n"

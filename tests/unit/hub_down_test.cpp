@@ -34,21 +34,9 @@ constexpr const char* kLlama = "meta-llama/Llama-3.2-1B";
 constexpr const char* kQwen = "Qwen/Qwen2.5-0.5B";
 
 json hub_config() {
-  json repos = json::array();
-  repos.push_back(
-      {{"id", kRepo}, {"private", false}, {"files", {{"README.md", "# acme neuron cache\n"}}}});
-  repos.push_back({{"id", kLlama},
-                   {"private", false},
-                   {"files", {{"config.json", R"({"model_type": "llama"})"}}}});
-  repos.push_back({{"id", kQwen},
-                   {"private", false},
-                   {"files", {{"config.json", R"({"model_type": "qwen2"})"}}}});
-  return {{"users", json::array({{{"name", "alice"}, {"orgs", json::array({"acme"})}}})},
-          {"tokens", json::array({{{"token", testing::kHubWriteToken},
-                                   {"user", "alice"},
-                                   {"role", "write"},
-                                   {"name", "alice-ci"}}})},
-          {"repos", repos}};
+  return testing::cache_hub_config(kRepo,
+                                   {{kLlama, {{"config.json", R"({"model_type": "llama"})"}}},
+                                    {kQwen, {{"config.json", R"({"model_type": "qwen2"})"}}}});
 }
 
 // One configuration per model: two models are two revisions to resolve.
@@ -59,10 +47,7 @@ std::string manifest_text(const std::vector<std::string>& models) {
     << "optimum_neuron_version: \"0.4.5\"\n"
     << "instance_type: trn1\n"
     << "compile:\n"
-    << "  command: \"" << STAND_IN_EXPORT
-    << " --model {model_id} --task {task} --batch_size {batch_size} --sequence_length "
-       "{sequence_length} --num_cores {num_cores} --auto_cast_type {precision} --instance_type "
-       "{instance_type} {output}\"\n"
+    << "  command: " << testing::stand_in_compile_command() << "\n"
     << "models:\n";
   for (size_t i = 0; i < models.size(); ++i) {
     y << "  - model_id: " << models[i] << "\n"

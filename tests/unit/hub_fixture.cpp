@@ -136,4 +136,29 @@ void HubServer::clear_faults() const {
   admin("DELETE", "faults");
 }
 
+nlohmann::json cache_hub_config(
+    const std::string& cache_repo,
+    const std::vector<std::pair<std::string, std::map<std::string, std::string>>>& models) {
+  nlohmann::json repos = nlohmann::json::array();
+  repos.push_back({{"id", cache_repo},
+                   {"private", false},
+                   {"files", {{"README.md", "# acme neuron cache\n"}}}});
+  for (const auto& [id, files] : models)
+    repos.push_back({{"id", id}, {"private", false}, {"files", files}});
+  auto token = [](const char* value, const char* role, const char* name) {
+    return nlohmann::json{{"token", value}, {"user", "alice"}, {"role", role}, {"name", name}};
+  };
+  return {{"users", nlohmann::json::array({{{"name", "alice"}, {"orgs", {"acme"}}}})},
+          {"tokens", nlohmann::json::array({token(kHubWriteToken, "write", "alice-ci"),
+                                            token(kHubReadToken, "read", "alice-read")})},
+          {"repos", repos}};
+}
+
+std::string stand_in_compile_command() {
+  return std::string("\"") + STAND_IN_EXPORT +
+         " --model {model_id} --task {task} --batch_size {batch_size} --sequence_length "
+         "{sequence_length} --num_cores {num_cores} --auto_cast_type {precision} --instance_type "
+         "{instance_type} {output}\"";
+}
+
 }  // namespace neuron_cache::testing

@@ -7,6 +7,7 @@
 
 #include <filesystem>
 #include <functional>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -73,5 +74,15 @@ class HubServer {
   int port_ = 0;
   int cdn_port_ = 0;
 };
+
+// A Hub for pipeline tests: user alice in org acme with a write and a read token, the public
+// cache repo `cache_repo` (a README only) and public model repos, each {id, {path: content}}.
+nlohmann::json cache_hub_config(
+    const std::string& cache_repo,
+    const std::vector<std::pair<std::string, std::map<std::string, std::string>>>& models);
+
+// A manifest's compile command running the stand-in compiler (tests/tools/stand-in-export) with
+// every placeholder a configuration fills in, quoted for YAML.
+std::string stand_in_compile_command();
 
 }  // namespace neuron_cache::testing

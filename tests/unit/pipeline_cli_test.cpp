@@ -45,34 +45,13 @@ constexpr const char* kStandInFlags =
     R"(["--model-type=transformer", "--auto-cast=matmult", "--target=trn1"])";
 
 json hub_config() {
-  json repos = json::array();
-  repos.push_back(
-      {{"id", kRepo}, {"private", false}, {"files", {{"README.md", "# acme neuron cache\n"}}}});
-  repos.push_back(
-      {{"id", kLlama},
-       {"private", false},
-       {"files", {{"config.json", R"({"model_type": "llama", "hidden_size": 2048})"}}}});
-  repos.push_back({{"id", kQwen},
-                   {"private", false},
-                   {"files", {{"config.json", R"({"model_type": "qwen2", "hidden_size": 896})"}}}});
-  repos.push_back({{"id", kEncoder},
-                   {"private", false},
-                   {"files", {{"config.json", R"({"model_type": "bert", "hidden_size": 384})"}}}});
-  repos.push_back({{"id", kDiffusion},
-                   {"private", false},
-                   {"files",
-                    {{"model_index.json", R"({"_class_name": "StableDiffusionPipeline"})"},
-                     {"unet/config.json", R"({"in_channels": 4})"}}}});
-  return {{"users", json::array({{{"name", "alice"}, {"orgs", json::array({"acme"})}}})},
-          {"tokens", json::array({{{"token", testing::kHubWriteToken},
-                                   {"user", "alice"},
-                                   {"role", "write"},
-                                   {"name", "alice-ci"}},
-                                  {{"token", testing::kHubReadToken},
-                                   {"user", "alice"},
-                                   {"role", "read"},
-                                   {"name", "alice-read"}}})},
-          {"repos", repos}};
+  return testing::cache_hub_config(
+      kRepo, {{kLlama, {{"config.json", R"({"model_type": "llama", "hidden_size": 2048})"}}},
+              {kQwen, {{"config.json", R"({"model_type": "qwen2", "hidden_size": 896})"}}},
+              {kEncoder, {{"config.json", R"({"model_type": "bert", "hidden_size": 384})"}}},
+              {kDiffusion,
+               {{"model_index.json", R"({"_class_name": "StableDiffusionPipeline"})"},
+                {"unet/config.json", R"({"in_channels": 4})"}}}});
 }
 
 // One declared configuration.
@@ -102,10 +81,7 @@ std::string manifest_text(const ManifestSpec& spec) {
     << "optimum_neuron_version: \"" << spec.optimum << "\"\n"
     << "instance_type: trn1\n"
     << "compile:\n"
-    << "  command: \"" << STAND_IN_EXPORT
-    << " --model {model_id} --task {task} --batch_size {batch_size} --sequence_length "
-       "{sequence_length} --num_cores {num_cores} --auto_cast_type {precision} --instance_type "
-       "{instance_type} {output}\"\n"
+    << "  command: " << testing::stand_in_compile_command() << "\n"
     << "models:\n";
   std::vector<std::string> models;
   for (const auto& c : spec.confs) {

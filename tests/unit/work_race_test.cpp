@@ -182,16 +182,9 @@ TEST_F(WorkRace, LocksOfScratchFoldersAreNotInherited) {
 // ---- The whole tool: `compile --jobs N` of many configurations, with a sweeping process ----
 
 json hub_config() {
-  json repos = json::array();
-  repos.push_back(
-      {{"id", kLlama},
-       {"private", false},
-       {"files", {{"config.json", R"({"model_type": "llama", "hidden_size": 2048})"}}}});
-  return {
-      {"users", json::array({{{"name", "alice"}}})},
-      {"tokens",
-       json::array({{{"token", testing::kHubWriteToken}, {"user", "alice"}, {"role", "write"}}})},
-      {"repos", repos}};
+  return testing::cache_hub_config(
+      "acme/neuron-cache",
+      {{kLlama, {{"config.json", R"({"model_type": "llama", "hidden_size": 2048})"}}}});
 }
 
 // `count` small configurations of one model, compiled by the stand-in; no cache repo, so
@@ -202,10 +195,7 @@ std::string manifest_text(int count) {
     << "optimum_neuron_version: \"0.4.5\"\n"
     << "instance_type: trn1\n"
     << "compile:\n"
-    << "  command: \"" << STAND_IN_EXPORT
-    << " --model {model_id} --task {task} --batch_size {batch_size} --sequence_length "
-       "{sequence_length} --num_cores {num_cores} --auto_cast_type {precision} --instance_type "
-       "{instance_type} {output}\"\n"
+    << "  command: " << testing::stand_in_compile_command() << "\n"
     << "models:\n"
     << "  - model_id: " << kLlama << "\n"
     << "    task: text-generation\n"
