@@ -238,17 +238,6 @@ Outputs outputs_of(const report::RunRecord& run) {
   return out;
 }
 
-std::string push_line(const std::optional<pipeline::PushStep>& step) {
-  if (!step) return "";
-  if (!step->attempted) return "push skipped: " + step->skipped_reason;
-  const auto& r = step->result;
-  if (!r.commit.committed && !step->skipped_reason.empty())
-    return "push failed: " + step->skipped_reason;
-  std::string line = "pushed " + std::to_string(r.pushed.size()) + " configurations";
-  if (r.commit.committed) line += " in commit " + r.commit.commit_oid.substr(0, 12);
-  return line;
-}
-
 std::string summary_line(const report::RunRecord& run, const Outputs& out) {
   report::Totals t = report::totals(run);
   std::string hub = run.prefetch
@@ -259,7 +248,7 @@ std::string summary_line(const report::RunRecord& run, const Outputs& out) {
                      std::to_string(t.local) + " local, " + hub + "), " +
                      std::to_string(out.misses) + " misses, " + std::to_string(t.compiled) +
                      " compiled, " + std::to_string(t.failed) + " failed";
-  if (std::string pushed = push_line(run.push); !pushed.empty()) line += "; " + pushed;
+  if (run.push) line += "; " + report::push_line(*run.push);
   return line;
 }
 

@@ -132,24 +132,6 @@ std::string prefetch_line(const pipeline::PrefetchStep& step, const plan::Plan& 
   return text;
 }
 
-// `what` names the things pushed: configurations, or compiled graphs for `run` without --config.
-std::string push_line(const pipeline::PushStep& step, const std::string& what = "configurations") {
-  if (!step.attempted) return "push skipped: " + step.skipped_reason;
-  const auto& r = step.result;
-  std::string line = "pushed " + std::to_string(r.pushed.size()) + " " + what;
-  if (!r.already_on_hub.empty())
-    line += " (" + std::to_string(r.already_on_hub.size()) + " already on the Hub)";
-  if (r.commit.committed) {
-    line += " in commit " + r.commit.commit_oid.substr(0, 12) + ": " +
-            std::to_string(r.commit.regular_files + r.commit.lfs_uploaded) + " files sent (" +
-            report::human_bytes(r.commit.bytes_uploaded) + "), " +
-            std::to_string(r.commit.unchanged + r.commit.lfs_already_stored) + " already stored";
-  } else if (!step.skipped_reason.empty()) {
-    line = "push failed: " + step.skipped_reason;
-  }
-  return line;
-}
-
 void write_file(const std::string& path, const std::string& content) {
   if (path.empty()) return;
   try {
@@ -224,7 +206,7 @@ void run_push(Context& context, Args& args) {
     print_json(report::run_json(run));
     return;
   }
-  if (!args.quiet || !step.attempted) std::cout << push_line(step) << "\n";
+  if (!args.quiet || !step.attempted) std::cout << report::push_line(step) << "\n";
 }
 
 void run_ci(Context& context, Args& args) {
@@ -249,7 +231,7 @@ void run_ci(Context& context, Args& args) {
     std::cout << prefetch_line(fetched, initial) << "\n"
               << "compiled " << t.compiled << " of " << compiled.outcomes.size()
               << " missing configurations in " << report::human_seconds(compiled.seconds) << "\n"
-              << push_line(pushed) << "\n"
+              << report::push_line(pushed) << "\n"
               << "done in " << report::human_seconds(seconds) << ": " << t.local << " local, "
               << t.hub_hits << " from the Hub, " << t.compiled << " compiled, " << t.failed
               << " failed; compile time saved: " << report::human_seconds(t.compile_seconds_saved)
@@ -287,11 +269,8 @@ std::string run_push_line(const pipeline::PushStep& step, const std::string& own
   const auto& r = step.result;
   if (r.commit.committed) {
     return "pushed " + owner + ": " + std::to_string(r.modules_added) +
-           " new compiled graphs (MODULE folders) and its index entry in commit " +
-           r.commit.commit_oid.substr(0, 12) + ": " +
-           std::to_string(r.commit.regular_files + r.commit.lfs_uploaded) + " files sent (" +
-           report::human_bytes(r.commit.bytes_uploaded) + "), " +
-           std::to_string(r.commit.unchanged + r.commit.lfs_already_stored) + " already stored";
+           " new compiled graphs (MODULE folders) and its index entry " +
+           report::commit_text(r.commit);
   }
   if (!step.skipped_reason.empty()) return "push failed: " + step.skipped_reason;
   if (!r.skipped.empty()) return "not pushed: " + r.skipped.begin()->second;
@@ -303,11 +282,8 @@ std::string modules_push_line(const pipeline::PushStep& step) {
   if (!step.attempted) return "push skipped: " + step.skipped_reason;
   const auto& r = step.result;
   if (r.commit.committed) {
-    return "pushed " + std::to_string(r.pushed.size()) +
-           " compiled graphs (MODULE folders) in commit " + r.commit.commit_oid.substr(0, 12) +
-           ": " + std::to_string(r.commit.regular_files + r.commit.lfs_uploaded) + " files sent (" +
-           report::human_bytes(r.commit.bytes_uploaded) + "), " +
-           std::to_string(r.commit.unchanged + r.commit.lfs_already_stored) + " already stored";
+    return "pushed " + std::to_string(r.pushed.size()) + " compiled graphs (MODULE folders) " +
+           report::commit_text(r.commit);
   }
   if (!step.skipped_reason.empty()) return "push failed: " + step.skipped_reason;
   if (r.pushed.empty()) return "nothing pushed: no compiled graph could be read";

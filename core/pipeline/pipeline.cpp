@@ -251,8 +251,7 @@ plan::Plan Pipeline::make_plan(const std::vector<plan::Target>& targets) {
     note_foreign_links(*cache_, compiler_version_, plan);
     if (remote_) read_registry(plan);
     if (remote_) {
-      for (const auto& problem : remote_->problems())
-        note(true, "skipped an index entry: " + problem);
+      for (const auto& problem : remote_->problems()) note(true, problem);
     }
     return plan;
   } catch (const Error& error) {

@@ -133,7 +133,7 @@ void RemoteIndex::load(const std::set<std::pair<std::string, std::string>>& vers
     try {
       add(ai::parse_index(text, repo_ + "/" + path));
     } catch (const Error& error) {
-      problems_.push_back(error.what());
+      problems_.push_back(std::string("skipped a whole index file: ") + error.what());
     }
   }
 }
@@ -171,7 +171,8 @@ std::map<std::string, std::string> RemoteIndex::fetch(const std::vector<hub::Rem
 }
 
 void RemoteIndex::add(const ai::IndexFile& file) {
-  problems_.insert(problems_.end(), file.problems.begin(), file.problems.end());
+  for (const auto& problem : file.problems)
+    problems_.push_back("skipped an index entry: " + problem);
   for (const auto& [key, entry] : file.entries) {
     entries_[entry.inputs.compiler_version].emplace(key, entry);
   }

@@ -243,6 +243,27 @@ json run_json(const RunRecord& run) {
           {"configurations", configurations}};
 }
 
+std::string commit_text(const hub::CommitResult& commit) {
+  return "in commit " + commit.commit_oid.substr(0, 12) + ": " +
+         std::to_string(commit.regular_files + commit.lfs_uploaded) + " files sent (" +
+         human_bytes(commit.bytes_uploaded) + "), " +
+         std::to_string(commit.unchanged + commit.lfs_already_stored) + " already stored";
+}
+
+std::string push_line(const pipeline::PushStep& step, const std::string& what) {
+  if (!step.attempted) return "push skipped: " + step.skipped_reason;
+  const auto& r = step.result;
+  std::string line = "pushed " + std::to_string(r.pushed.size()) + " " + what;
+  if (!r.already_on_hub.empty())
+    line += " (" + std::to_string(r.already_on_hub.size()) + " already on the Hub)";
+  if (r.commit.committed) {
+    line += " " + commit_text(r.commit);
+  } else if (!step.skipped_reason.empty()) {
+    line = "push failed: " + step.skipped_reason;
+  }
+  return line;
+}
+
 std::string plan_text(const plan::Plan& plan) {
   size_t width = 0;
   for (const auto& row : plan.rows) width = std::max(width, row.target.configuration.name.size());

@@ -46,6 +46,11 @@ inline constexpr int kReportFormatVersion = 1;
 nlohmann::json plan_json(const plan::Plan& plan);
 nlohmann::json run_json(const RunRecord& run);
 std::string plan_text(const plan::Plan& plan);
+// "in commit 1a2b3c4d5e6f: 3 files sent (1.2 GiB), 4 already stored"
+std::string commit_text(const hub::CommitResult& commit);
+// One line on a push: skipped, failed, or what it sent in which commit. `what` names the things
+// pushed: configurations, or compiled graphs for `run` without --config.
+std::string push_line(const pipeline::PushStep& step, const std::string& what = "configurations");
 std::string run_markdown(const RunRecord& run);
 
 // "1.5 GiB", "12.0 KiB", "512 B": powers of 1024 with their IEC names. (status and cleanup keep

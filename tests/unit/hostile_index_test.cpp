@@ -477,5 +477,43 @@ TEST_F(HostileIndexChecksums, ARegularFileMatchingTheHubButNotTheEntryIsTheEntry
       << "no retry: the bytes were right";
 }
 
+// The index file itself: a body damaged once in transit is fetched again (its listed id is
+// checked); one damaged every time, or one that is no index at all, is skipped as a whole, says
+// so, and its configurations count as not cached: nothing is installed from it, exit 0.
+class HostileIndexFile : public HostileIndexTest {};
+
+TEST_F(HostileIndexFile, ADamagedOrInvalidIndexFileIsRefetchedOrSkippedAsAWhole) {
+  std::string shard_file = shard_path.substr(shard_path.rfind('/') + 1);
+  server.set_faults(json::array(
+      {{{"match", {{"path_contains", shard_file}}}, {"action", "corrupt"}, {"offset", 10}}}));
+  fs::path once = fresh();
+  ToolResult refetched = tool("prefetch " + quoted(manifest), once);
+  ASSERT_EQ(refetched.code, 0) << refetched.all();
+  EXPECT_TRUE(installed(once, good())) << refetched.all();
+  EXPECT_TRUE(installed(once, victim())) << refetched.all();
+
+  server.set_faults(json::array({{{"match", {{"path_contains", shard_file}}},
+                                  {"count", -1},
+                                  {"action", "corrupt"},
+                                  {"offset", 10}}}));
+  fs::path always = fresh();
+  ToolResult damaged = tool("prefetch " + quoted(manifest), always);
+  server.clear_faults();
+  EXPECT_EQ(damaged.code, 0) << damaged.all();
+  EXPECT_TRUE(contains(damaged.all(), "could not be fetched intact")) << damaged.all();
+  EXPECT_FALSE(contains(damaged.all(), "skipped an index entry")) << damaged.all();
+  EXPECT_FALSE(installed(always, good()));
+
+  publish("{\"format\": 2, \"entries\": [");
+  fs::path invalid = fresh();
+  ToolResult skipped = tool("prefetch " + quoted(manifest), invalid);
+  EXPECT_EQ(skipped.code, 0) << skipped.all();
+  EXPECT_TRUE(contains(skipped.all(),
+                       "skipped a whole index file: " + std::string(kRepo) + "/" + shard_path))
+      << skipped.all();
+  EXPECT_FALSE(contains(skipped.all(), "skipped an index entry")) << skipped.all();
+  EXPECT_FALSE(installed(invalid, good()));
+}
+
 }  // namespace
 }  // namespace neuron_cache
