@@ -47,17 +47,6 @@ std::optional<fs::path> inside(const fs::path& path, const fs::path& base) {
   return rel;
 }
 
-std::vector<std::string> split_path(std::string_view path) {
-  std::vector<std::string> parts;
-  size_t start = 0;
-  while (start <= path.size()) {
-    size_t slash = std::min(path.find('/', start), path.size());
-    parts.emplace_back(path.substr(start, slash - start));
-    start = slash + 1;
-  }
-  return parts;
-}
-
 // Opens the folders of `parts` (all but the last) below `dir` without following symlinks.
 std::optional<SafeDir> open_parent(const SafeDir& dir, const std::vector<std::string>& parts) {
   std::optional<SafeDir> current = dir.open_subdir(parts.front());
@@ -300,7 +289,7 @@ void stage_files(EntryInstall& install, const SafeDir& dir, const std::string& p
 
 // Whether the '/'-path `rel` names a regular file below `root`, through no symlink.
 bool is_real_file(const SafeDir& root, const std::string& rel) {
-  auto parts = split_path(rel);
+  auto parts = layout::split_path(rel);
   if (parts.size() < 2) return false;
   auto parent = open_parent(root, parts);
   auto node = parent ? parent->entry(parts.back()) : std::nullopt;
@@ -323,7 +312,7 @@ void CaptureCache::adopt_module(const CapturedModule& module, size_t& installed)
 }
 
 void CaptureCache::adopt_registry_file(const std::string& rel_path, bool links) {
-  auto parts = split_path(rel_path);
+  auto parts = layout::split_path(rel_path);
   if (parts.size() < 3) return;
   auto staged = open_parent(stage(), parts);
   const std::string& name = parts.back();
@@ -345,10 +334,7 @@ void CaptureCache::adopt_registry_file(const std::string& rel_path, bool links) 
     }
     return;
   }
-  // Written complete in the work folder (same filesystem), then renamed: never seen half-written.
-  const std::string temp = "registry-" + random_hex(12);
-  stage().write_new_file(temp, staged->read_small_file(name));
-  if (!stage().move_to(temp, real, name, true)) stage().remove_file(temp);
+  real.publish_file(name, staged->read_small_file(name), true);  // never seen half-written
 }
 
 // The real-cache path of what the staged alias `name` points at (optimum-neuron makes aliases
@@ -392,7 +378,7 @@ size_t remove_abandoned_work(const fs::path& cache_root) {
   std::error_code error;
   if (!fs::is_directory(cache_root, error)) return 0;
   SafeDir root = SafeDir::open(cache_root);
-  std::optional<SafeDir> area = open_parent(root, split_path(std::string(kWorkDir) + "/x"));
+  std::optional<SafeDir> area = open_parent(root, layout::split_path(std::string(kWorkDir) + "/x"));
   if (!area) return 0;
   size_t removed = 0;
   for (const auto& item : area->list()) {

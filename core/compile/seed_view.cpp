@@ -31,7 +31,6 @@ namespace {
 
 constexpr const char* kLinksDir = ".links";
 constexpr const char* kStateFile = kViewStateFile;
-constexpr const char* kStateTemp = ".state.tmp";
 constexpr const char* kStateMagic = "neuron-cache-seed-view 1";
 constexpr const char* kSeedingPrefix = ".seeding-";
 // One view per compile running at once on the machine: more means views are leaking.
@@ -188,25 +187,11 @@ void write_state(const SafeDir& view, const ViewState& state, const std::string&
     }
   }
   text += "\n";
-  view.remove_file(kStateTemp);
-  UniqueFd fd = view.create_new(kStateTemp);
-  for (size_t done = 0; done < text.size();) {
-    ssize_t n = write(fd.get(), text.data() + done, text.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) throw operational_error("cannot write the state of " + view.path().string());
-    done += static_cast<size_t>(n);
-  }
-  view.move_to(kStateTemp, view, kStateFile, false);
+  view.publish_file(kStateFile, text, false);
 }
 
 // ---------------------------------------------------------------------------------------------
 // Seeding one entry.
-
-// Hard-links the inode behind `fd` (already checked to be a regular file) as `name` in `dir`.
-bool link_fd(int fd, const SafeDir& dir, const std::string& name) {
-  std::string fd_path = "/proc/self/fd/" + std::to_string(fd);
-  return linkat(AT_FDCWD, fd_path.c_str(), dir.fd(), name.c_str(), AT_SYMLINK_FOLLOW) == 0;
-}
 
 // A file of a real entry, for seeding: a regular file, or a symlink LocalCache trusts.
 UniqueFd open_seed_source(const LocalCache& cache, const SafeDir& dir, const DirEntry& item) {
@@ -238,7 +223,7 @@ void link_one(const SafeDir& real, const DirEntry& item, const SafeDir& staged, 
   UniqueFd fd = open_seed_source(job.cache, real, item);
   std::string flat = job.prefix + std::to_string(job.next++);
   unlinkat(job.links.fd(), flat.c_str(), 0);  // left by an unseed that was interrupted
-  if (!link_fd(fd.get(), job.links, flat)) {
+  if (!job.links.link_fd(fd.get(), flat)) {
     throw operational_error("cannot hard-link " + (real.path() / item.name).string() + ": " +
                             std::strerror(errno));
   }

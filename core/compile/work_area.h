@@ -19,11 +19,6 @@ inline constexpr std::string_view kViewPrefix = "view-";
 // Written when a view is given back; its age tells how long the view has been unused.
 inline constexpr const char* kViewStateFile = ".state";
 
-std::string random_hex(int digits);
-
-// The path with every symlink resolved, or nothing when it does not exist.
-std::optional<std::filesystem::path> real_path(const std::filesystem::path& path);
-
 // A neuronxcc-<version> folder (not a symlink to one).
 bool is_compiler_dir(const DirEntry& item);
 

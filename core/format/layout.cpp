@@ -123,4 +123,15 @@ std::string explain(EntryState state, const EntryFiles& files) {
   return {};
 }
 
+std::vector<std::string> split_path(std::string_view path) {
+  std::vector<std::string> parts;
+  size_t start = 0;
+  while (start <= path.size()) {
+    size_t slash = std::min(path.find('/', start), path.size());
+    parts.emplace_back(path.substr(start, slash - start));
+    start = slash + 1;
+  }
+  return parts;
+}
+
 }  // namespace neuron_cache::layout

@@ -111,4 +111,8 @@ std::string_view state_name(EntryState state);
 // One sentence saying why an entry has its state.
 std::string explain(EntryState state, const EntryFiles& files);
 
+// The '/'-separated components of a relative path, empty ones kept ("a//b" has three), so that a
+// caller checking each component also refuses the empty ones.
+std::vector<std::string> split_path(std::string_view path);
+
 }  // namespace neuron_cache::layout

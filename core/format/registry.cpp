@@ -29,18 +29,6 @@ bool looks_like_version(std::string_view s) {
   return is_digit(s[i + 1]);
 }
 
-std::vector<std::string> split_path(std::string_view path) {
-  std::vector<std::string> parts;
-  size_t start = 0;
-  while (start <= path.size()) {
-    size_t slash = path.find('/', start);
-    if (slash == std::string_view::npos) slash = path.size();
-    parts.emplace_back(path.substr(start, slash - start));
-    start = slash + 1;
-  }
-  return parts;
-}
-
 std::string join(const std::vector<std::string>& parts, size_t from, size_t to) {
   std::string out;
   for (size_t i = from; i < to; ++i) out += (i > from ? "/" : "") + parts[i];
@@ -154,7 +142,7 @@ std::string_view shape_name(PathShape shape) {
 }
 
 std::optional<Location> locate(std::string_view path) {
-  std::vector<std::string> parts = split_path(path);
+  std::vector<std::string> parts = layout::split_path(path);
   const std::string& file = parts.back();
   if (parts.size() < 2 || !file.ends_with(".json") || file.size() <= 5) return std::nullopt;
   for (const auto& part : parts) {

@@ -118,7 +118,9 @@ void install_all(DownloadedBatch& batch) {
 
 DownloadedBatch download_batch(hub::HubClient& client, const std::string& repo,
                                const std::string& revision, const LocalIndex& local,
-                               std::vector<ModuleJob*> batch, PrefetchResult& result) {
+                               std::vector<ModuleJob*> batch,
+                               const std::vector<std::string>& staging_folders,
+                               PrefetchResult& result) {
   DownloadedBatch out;
   std::vector<Staged>& staged = out.staged;
   std::vector<hub::DownloadRequest> requests;
@@ -128,7 +130,8 @@ DownloadedBatch download_batch(hub::HubClient& client, const std::string& repo,
         std::make_unique<EntryInstall>(local.cache().root(), job->compiler_dir, job->record->name),
         {},
         requests.size()};
-    EntryInstall::Reused reused = s.install->reuse_abandoned(expected_files(*job->record));
+    EntryInstall::Reused reused =
+        s.install->reuse_abandoned(expected_files(*job->record), staging_folders);
     result.files_reused += reused.files.size();
     result.bytes_reused += reused.bytes;
     for (const auto& file : job->record->files) {
@@ -231,13 +234,21 @@ PrefetchResult prefetch(hub::HubClient& client, const std::string& repo,
   // Before looking at what is missing: after a wait, what the other prefetch installed is there.
   PrefetchLock lock = PrefetchLock::acquire(local.cache().root(), on_wait);
   std::vector<ModuleJob> jobs = modules_to_fetch(entries, local, result);
+  // What killed prefetches left, listed once: the modules of this run look there by name. Only
+  // saves downloads, so a folder that cannot be listed is as good as empty.
+  std::vector<std::string> staging_folders;
+  try {
+    if (!jobs.empty()) staging_folders = list_staging_folders(local.cache().root());
+  } catch (const Error&) {
+  }
   {
     Installer installer(result);
     for (size_t start = 0; start < jobs.size(); start += kModulesPerBatch) {
       std::vector<ModuleJob*> batch;
       for (size_t i = start; i < std::min(jobs.size(), start + kModulesPerBatch); ++i)
         batch.push_back(&jobs[i]);
-      installer.start(download_batch(client, repo, revision, local, batch, result));
+      installer.start(
+          download_batch(client, repo, revision, local, batch, staging_folders, result));
     }
     installer.wait();
   }

@@ -4,13 +4,14 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <fstream>
 #include <functional>
 #include <set>
 #include <thread>
 
 #include "error.h"
 #include "format/layout.h"
+#include "remote/commit_on_head.h"
+#include "store/safe_dir.h"
 
 namespace neuron_cache::remote {
 namespace {
@@ -52,7 +53,12 @@ class TempFile {
                               fs::temp_directory_path().string());
     close(fd);
     path_ = pattern;
-    std::ofstream(path_, std::ios::binary) << content;
+    try {
+      write_whole_file(path_, content);  // a full /tmp must fail the push, not send a short index
+    } catch (...) {
+      unlink(path_.c_str());
+      throw;
+    }
   }
   ~TempFile() {
     std::error_code ignored;
@@ -163,26 +169,6 @@ Attempt prepare(hub::HubClient& client, const std::string& repo, const std::stri
   return attempt;
 }
 
-// Runs `attempt` on the current head until it commits without a conflict (another commit
-// landed first), waiting between attempts; counts them in result.attempts.
-void commit_on_head(hub::HubClient& client, const std::string& repo, const PushOptions& options,
-                    PushResult& result, const std::function<void(const std::string&)>& attempt) {
-  while (true) {
-    ++result.attempts;
-    try {
-      attempt(client.repo_info(repo).sha);
-      return;
-    } catch (const hub::CommitConflict&) {
-      if (result.attempts >= options.conflicts.max_attempts) {
-        throw operational_error("pushing to " + repo + " failed after " +
-                                std::to_string(result.attempts) +
-                                " attempts because of concurrent commits: run it again");
-      }
-      std::this_thread::sleep_for(hub::backoff(result.attempts, options.conflicts));
-    }
-  }
-}
-
 constexpr const char* kModulesCommitMessage = "neuron-cache: add compiled graphs";
 
 }  // namespace
@@ -208,15 +194,16 @@ PushResult push(hub::HubClient& client, const std::string& repo, const LocalInde
     }
   }
   if (ready.empty()) return result;
-  commit_on_head(client, repo, options, result, [&](const std::string& head) {
-    Attempt attempt = prepare(client, repo, head, local, ready);
-    result.pushed = attempt.pushed;
-    result.already_on_hub = attempt.already;
-    result.modules_added = attempt.modules_added;
-    if (attempt.pushed.empty()) return;
-    result.commit =
-        client.commit(repo, attempt.operations, push_commit_message(attempt.pushed.size()), head);
-  });
+  commit_on_head(client, repo, options.conflicts, "pushing to " + repo, result.attempts,
+                 [&](const std::string& head) {
+                   Attempt attempt = prepare(client, repo, head, local, ready);
+                   result.pushed = attempt.pushed;
+                   result.already_on_hub = attempt.already;
+                   result.modules_added = attempt.modules_added;
+                   if (attempt.pushed.empty()) return;
+                   result.commit = client.commit(repo, attempt.operations,
+                                                 push_commit_message(attempt.pushed.size()), head);
+                 });
   return result;
 }
 
@@ -241,9 +228,10 @@ PushResult push_modules(hub::HubClient& client, const std::string& repo, const L
     }
   }
   if (operations.empty()) return result;
-  commit_on_head(client, repo, options, result, [&](const std::string& head) {
-    result.commit = client.commit(repo, operations, kModulesCommitMessage, head);
-  });
+  commit_on_head(client, repo, options.conflicts, "pushing to " + repo, result.attempts,
+                 [&](const std::string& head) {
+                   result.commit = client.commit(repo, operations, kModulesCommitMessage, head);
+                 });
   return result;
 }
 

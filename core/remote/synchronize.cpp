@@ -9,6 +9,7 @@
 #include "format/digest.h"
 #include "format/layout.h"
 #include "git/git_info.h"
+#include "remote/commit_on_head.h"
 
 namespace neuron_cache::remote {
 namespace {
@@ -88,38 +89,28 @@ SyncResult synchronize(hub::HubClient& client, const LocalCache& cache, const st
   pre_sync_cleanup(cache, options, result);
   std::vector<LocalCacheFile> files = publishable_files(cache, result.skipped);
   result.local_files = files.size();
-  while (true) {
-    ++result.attempts;
-    std::string head = client.repo_info(repo).sha;
-    std::map<std::string, hub::RemoteEntry> remote;
-    for (auto& entry : client.list_tree(repo)) remote[entry.path] = entry;
-    std::vector<hub::CommitOperation> operations;
-    result.already_on_hub = 0;
-    result.bytes_to_upload = 0;
-    for (const auto& file : files) {
-      if (same_on_hub(file, remote)) {
-        ++result.already_on_hub;
-        continue;
-      }
-      operations.push_back({hub::CommitOperation::Kind::Add, file.path_in_repo, file.read_from});
-      result.bytes_to_upload += file.size;
-    }
-    result.to_upload = operations.size();
-    if (options.on_plan) options.on_plan(operations.size(), result.bytes_to_upload);
-    if (operations.empty()) return result;
-    try {
-      result.commit = client.commit(repo, operations, kSyncCommitMessage, head);
-      return result;
-    } catch (const hub::CommitConflict& conflict) {
-      if (result.attempts >= options.conflicts.max_attempts) {
-        throw operational_error("Hub cache synchronization failed after " +
-                                std::to_string(result.attempts) +
-                                " attempts due to concurrent commits to " + repo +
-                                ": run it again when the other uploads are done");
-      }
-      std::this_thread::sleep_for(hub::backoff(result.attempts, options.conflicts));
-    }
-  }
+  commit_on_head(client, repo, options.conflicts, "Hub cache synchronization", result.attempts,
+                 [&](const std::string& head) {
+                   std::map<std::string, hub::RemoteEntry> remote;
+                   for (auto& entry : client.list_tree(repo)) remote[entry.path] = entry;
+                   std::vector<hub::CommitOperation> operations;
+                   result.already_on_hub = 0;
+                   result.bytes_to_upload = 0;
+                   for (const auto& file : files) {
+                     if (same_on_hub(file, remote)) {
+                       ++result.already_on_hub;
+                       continue;
+                     }
+                     operations.push_back(
+                         {hub::CommitOperation::Kind::Add, file.path_in_repo, file.read_from});
+                     result.bytes_to_upload += file.size;
+                   }
+                   result.to_upload = operations.size();
+                   if (options.on_plan) options.on_plan(operations.size(), result.bytes_to_upload);
+                   if (operations.empty()) return;
+                   result.commit = client.commit(repo, operations, kSyncCommitMessage, head);
+                 });
+  return result;
 }
 
 }  // namespace neuron_cache::remote

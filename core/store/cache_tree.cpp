@@ -24,12 +24,6 @@ bool is_inside(const fs::path& path, const fs::path& base) {
   return base_end == base.end();
 }
 
-std::optional<fs::path> real_path(const fs::path& path) {
-  char buffer[PATH_MAX];
-  if (realpath(path.c_str(), buffer) == nullptr) return std::nullopt;
-  return fs::path(buffer);
-}
-
 std::string read_fd(int fd, size_t max_bytes, const fs::path& path) {
   std::string content;
   char buffer[65536];

@@ -22,14 +22,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-std::string random_suffix() {
-  static thread_local std::mt19937_64 generator{std::random_device{}()};
-  static constexpr char kAlphabet[] = "abcdefghijklmnopqrstuvwxyz0123456789";
-  std::string suffix;
-  for (int i = 0; i < 12; ++i) suffix += kAlphabet[generator() % 36];
-  return suffix;
-}
-
 bool entry_is_success(const SafeDir& entry) {
   auto neff = entry.entry(layout::kNeff);
   auto done = entry.entry(layout::kDone);
@@ -64,12 +56,11 @@ void copy_into(int source_fd, const SafeDir& dir, const std::string& name, const
   }
 }
 
-// Links the very inode that was opened and checked (through /proc/self/fd), so a file swapped
-// for a symlink after the check is never what gets linked.
+// Links the very inode that was opened and checked, so a file swapped for a symlink after the
+// check is never what gets linked.
 void link_or_copy(int source_fd, const SafeDir& dir, const std::string& name,
                   const fs::path& source) {
-  std::string fd_path = "/proc/self/fd/" + std::to_string(source_fd);
-  if (linkat(AT_FDCWD, fd_path.c_str(), dir.fd(), name.c_str(), AT_SYMLINK_FOLLOW) == 0) return;
+  if (dir.link_fd(source_fd, name)) return;
   // ENOENT: no /proc mounted.
   if (errno != EXDEV && errno != EMLINK && errno != EPERM && errno != ENOENT) {
     throw operational_error("cannot link " + source.string() + " into " + dir.path().string() +
@@ -241,7 +232,7 @@ EntryInstall::EntryInstall(const fs::path& cache_root, std::string compiler_dir,
   staging_area_.emplace(root.make_path(layout::kStagingDir));
   // Locked before it is visible under its name, so cleanup never takes it for abandoned.
   LockedDir made = staging_area_->make_locked_subdir(
-      [&] { return module_name_ + "." + std::to_string(getpid()) + "." + random_suffix(); });
+      [&] { return module_name_ + "." + std::to_string(getpid()) + "." + random_hex(12); });
   staging_name_ = made.name;
   staging_lock_ = std::move(made.lock);
   staging_.emplace(std::move(made.dir));
@@ -290,18 +281,16 @@ void EntryInstall::link_file(std::string_view relative_path, const fs::path& sou
   }
 }
 
-EntryInstall::Reused EntryInstall::reuse_abandoned(const std::vector<ExpectedFile>& wanted) {
+EntryInstall::Reused EntryInstall::reuse_abandoned(
+    const std::vector<ExpectedFile>& wanted, const std::vector<std::string>& staging_folders) {
   Reused reused;
-  for (const auto& item : staging_area_->list()) {
-    if (item.type != NodeType::Directory || item.name == staging_name_ ||
-        !is_staging_folder_of(item.name, module_name_)) {
-      continue;
-    }
+  for (const auto& folder : staging_folders) {
+    if (folder == staging_name_ || !is_staging_folder_of(folder, module_name_)) continue;
     // Its writer is gone when its flock is free; held until the folder is deleted below, so a
-    // cleanup or another prefetch cannot take it meanwhile.
-    std::optional<SafeDir> dir = staging_area_->open_subdir(item.name);
+    // cleanup or another prefetch cannot take it meanwhile. Gone or not a folder: skipped.
+    std::optional<SafeDir> dir = staging_area_->open_subdir(folder);
     if (!dir || flock(dir->fd(), LOCK_EX | LOCK_NB) != 0 ||
-        !same_file(dir->fd(), staging_area_->fd(), item.name.c_str())) {
+        !same_file(dir->fd(), staging_area_->fd(), folder.c_str())) {
       continue;
     }
     for (const auto& file : wanted) {
@@ -320,7 +309,7 @@ EntryInstall::Reused EntryInstall::reuse_abandoned(const std::vector<ExpectedFil
       reused.bytes += file.size;
     }
     try {
-      staging_area_->remove_tree(item.name);
+      staging_area_->remove_tree(folder);
     } catch (const Error&) {
       // What is left is deleted by the end of the prefetch or by `neuron-cache cleanup`.
     }
@@ -407,7 +396,7 @@ InstallOutcome EntryInstall::rename_traced_into_place() {
         return InstallOutcome::AlreadyComplete;
       }
       present.reset();
-      const std::string aside = module_name_ + ".replaced." + random_suffix();
+      const std::string aside = module_name_ + ".replaced." + random_hex(12);
       if (compiler.move_to(module_name_, *staging_area_, aside, true)) {
         step("moved aside");
         staging_area_->remove_tree(aside);
@@ -508,6 +497,16 @@ void EntryInstall::commit_all(std::vector<BatchItem>& items,
     item->install->committed_ = true;
     item->outcome = InstallOutcome::Installed;
   }
+}
+
+std::vector<std::string> list_staging_folders(const fs::path& cache_root) {
+  std::error_code error;
+  if (!fs::is_directory(cache_root / layout::kStagingDir, error)) return {};
+  std::vector<std::string> names;
+  for (const auto& item : SafeDir::open(cache_root / layout::kStagingDir).list()) {
+    if (item.type == NodeType::Directory) names.push_back(item.name);
+  }
+  return names;
 }
 
 uint64_t remove_abandoned_staging(const fs::path& cache_root, bool dry_run, int* removed_count) {

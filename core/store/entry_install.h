@@ -66,7 +66,9 @@ class EntryInstall {
   // Stages, from the staging folders of this module a killed writer left (their flock is free),
   // every file of `wanted` found there whole: same size and sha256, verified now, not trusted.
   // Those folders are deleted afterwards. The caller downloads only what was not reused.
-  Reused reuse_abandoned(const std::vector<ExpectedFile>& wanted);
+  // `staging_folders`: list_staging_folders() of the cache, listed once per run, not per module.
+  Reused reuse_abandoned(const std::vector<ExpectedFile>& wanted,
+                         const std::vector<std::string>& staging_folders);
 
   // Moves the staged content into the entry. An entry that is already SUCCESS (or TRACED) is
   // kept as it is.
@@ -126,6 +128,9 @@ class PrefetchLock {
 
 // Refuses to write into a root anyone may rename entries in (world-writable without sticky bit).
 void check_root_is_safe(const std::filesystem::path& root);
+
+// The names in <root>/.cache/huggingface/neuron-cache-staging now (none when it is missing).
+std::vector<std::string> list_staging_folders(const std::filesystem::path& cache_root);
 
 // Deletes staging folders whose writer is gone (their flock is free). Returns bytes freed.
 uint64_t remove_abandoned_staging(const std::filesystem::path& cache_root, bool dry_run,

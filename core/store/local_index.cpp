@@ -8,23 +8,13 @@
 
 #include "error.h"
 #include "format/digest.h"
+#include "format/layout.h"
 
 namespace neuron_cache {
 namespace {
 
 namespace fs = std::filesystem;
 namespace ai = artifact_index;
-
-std::vector<std::string> split_path(const std::string& path) {
-  std::vector<std::string> parts;
-  size_t start = 0;
-  while (true) {
-    size_t end = path.find('/', start);
-    parts.push_back(path.substr(start, end == std::string::npos ? std::string::npos : end - start));
-    if (end == std::string::npos) return parts;
-    start = end + 1;
-  }
-}
 
 // The folder holding a '/'-path's last component, opened without following symlinks.
 class Parent {
@@ -115,18 +105,13 @@ bool module_complete_in(const LocalCache& cache, const SafeDir& compiler,
     if (!is_listed(module, name) && !present_size(cache, *dir, std::string(name))) return false;
   }
   for (const auto& file : module.files) {
-    auto parts = split_path(file.name);
+    auto parts = layout::split_path(file.name);
     auto parent = parent_of(*dir, parts);
     if (!parent) return false;
     auto size = present_size(cache, *parent, parts.back());
     if (!size || *size != file.size) return false;
   }
   return true;
-}
-
-std::string random_suffix() {
-  std::random_device device;
-  return std::to_string(getpid()) + "-" + std::to_string(device());
 }
 
 // Regular files and trusted symlinks (optimum-neuron links Hub downloads into the cache).
@@ -188,13 +173,11 @@ std::optional<ai::Entry> LocalIndex::find(const std::string& compiler_version,
 
 void LocalIndex::write(const ai::Entry& entry) const {
   SafeDir root = SafeDir::open_or_create(cache_.root());
-  auto parts = split_path(ai::local_entry_path(entry.inputs.compiler_version, entry.key));
+  auto parts = layout::split_path(ai::local_entry_path(entry.inputs.compiler_version, entry.key));
   std::string folder;
   for (size_t i = 0; i + 1 < parts.size(); ++i) folder += (folder.empty() ? "" : "/") + parts[i];
   SafeDir dir = root.make_path(folder);
-  std::string temp = "." + parts.back() + "." + random_suffix() + ".tmp";
-  dir.write_new_file(temp, ai::serialize_entry(entry));
-  dir.move_to(temp, dir, parts.back(), false);
+  dir.publish_file(parts.back(), ai::serialize_entry(entry), false);
   dir.sync();
 }
 
@@ -261,7 +244,7 @@ ai::ModuleRecord LocalIndex::record_module(const std::string& compiler_dir,
 ai::FileRecord LocalIndex::record_registry_file(const std::string& compiler_dir,
                                                 const std::string& path) const {
   SafeDir compiler = SafeDir::open(cache_.root() / compiler_dir);
-  auto parts = split_path(path);
+  auto parts = layout::split_path(path);
   auto dir = parent_of(compiler, parts);
   if (!dir) throw operational_error("registry file " + path + " is missing");
   auto size = present_size(cache_, *dir, parts.back());
@@ -278,15 +261,11 @@ bool LocalIndex::install_registry_file(const std::string& compiler_dir, const st
   }
   SafeDir root = SafeDir::open_or_create(cache_.root());
   SafeDir compiler = root.make_subdir(compiler_dir);
-  auto parts = split_path(path);
+  auto parts = layout::split_path(path);
   std::string folder = path.substr(0, path.rfind('/'));
   SafeDir dir = compiler.make_path(folder);
   if (dir.entry(parts.back())) return false;
-  std::string temp = "." + parts.back() + "." + random_suffix() + ".tmp";
-  dir.write_new_file(temp, content);
-  bool moved = dir.move_to(temp, dir, parts.back(), true);
-  if (!moved) dir.remove_file(temp);
-  return moved;
+  return dir.publish_file(parts.back(), content, true);
 }
 
 }  // namespace neuron_cache

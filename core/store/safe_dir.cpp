@@ -10,6 +10,8 @@
 
 #include <cerrno>
 #include <chrono>
+#include <climits>
+#include <cstdlib>
 #include <cstring>
 #include <random>
 
@@ -59,14 +61,6 @@ void write_all(int fd, std::string_view content, const std::filesystem::path& pa
     if (n < 0) throw io_error("cannot write", path);
     content.remove_prefix(static_cast<size_t>(n));
   }
-}
-
-std::string random_token() {
-  static thread_local std::mt19937_64 generator{std::random_device{}()};
-  static constexpr char kAlphabet[] = "abcdefghijklmnopqrstuvwxyz0123456789";
-  std::string token;
-  for (int i = 0; i < 12; ++i) token += kAlphabet[generator() % 36];
-  return token;
 }
 
 bool rename_no_replace(int dir_fd, const std::string& from, const std::string& to) {
@@ -191,10 +185,10 @@ SafeDir SafeDir::make_path(std::string_view relative) const {
 }
 
 LockedDir SafeDir::make_locked_subdir(const std::function<std::string()>& next_name) const {
-  std::string temp = std::string(kMakingPrefix) + random_token();
+  std::string temp = std::string(kMakingPrefix) + random_hex(12);
   while (mkdirat(fd_.get(), temp.c_str(), kDirMode) != 0) {
     if (errno != EEXIST) throw io_error("cannot create the directory", path_ / temp);
-    temp = std::string(kMakingPrefix) + random_token();
+    temp = std::string(kMakingPrefix) + random_hex(12);
   }
   UniqueFd lock(open_dir_nofollow(fd_.get(), temp));
   // No sweep removes a young ".making-" folder and nobody else locks it: a failure here means
@@ -287,17 +281,22 @@ void write_whole_file(const std::filesystem::path& file, std::string_view conten
 }
 
 void replace_file(const std::filesystem::path& file, std::string_view content) {
-  if (file.has_parent_path()) make_directories(file.parent_path());
-  std::filesystem::path temp = file;
-  temp += "." + std::to_string(getpid()) + ".tmp";  // two runs may replace it at once
-  // A temp file left by a dead run of the same pid would keep its old mode: start afresh.
-  if (unlink(temp.c_str()) != 0 && errno != ENOENT) throw io_error("cannot replace", temp);
-  write_whole_file(temp, content);
-  if (rename(temp.c_str(), file.c_str()) != 0) {
-    Error error = io_error("cannot replace " + file.string() + " with", temp);
-    unlink(temp.c_str());
-    throw error;
-  }
+  std::filesystem::path parent = file.has_parent_path() ? file.parent_path() : ".";
+  SafeDir::open_or_create(parent).publish_file(file.filename().string(), content, false);
+}
+
+std::string random_hex(int digits) {
+  static thread_local std::mt19937_64 generator{std::random_device{}()};
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string text;
+  for (int i = 0; i < digits; ++i) text += kHex[generator() % 16];
+  return text;
+}
+
+std::optional<std::filesystem::path> real_path(const std::filesystem::path& path) {
+  char buffer[PATH_MAX];
+  if (realpath(path.c_str(), buffer) == nullptr) return std::nullopt;
+  return std::filesystem::path(buffer);
 }
 
 std::string read_whole_fd(int fd) {
@@ -323,6 +322,28 @@ void SafeDir::write_new_file(std::string_view name, std::string_view content) co
   UniqueFd fd = create_new(name);
   write_all(fd.get(), content, path_ / name);
   if (fsync(fd.get()) != 0) throw io_error("cannot flush", path_ / name);
+}
+
+bool SafeDir::publish_file(std::string_view name, std::string_view content, bool no_replace) const {
+  check_plain_name(name);
+  // A dot-name ending in .tmp: layout::is_temporary_file, so never synchronized nor pushed.
+  std::string temp = "." + std::string(name) + "." + random_hex(12) + ".tmp";
+  try {
+    write_new_file(temp, content);
+    if (move_to(temp, *this, name, no_replace)) return true;
+  } catch (...) {
+    unlinkat(fd_.get(), temp.c_str(), 0);
+    throw;
+  }
+  remove_file(temp);
+  return false;
+}
+
+bool SafeDir::link_fd(int fd, std::string_view name) const {
+  check_plain_name(name);
+  std::string fd_path = "/proc/self/fd/" + std::to_string(fd);
+  return linkat(AT_FDCWD, fd_path.c_str(), fd_.get(), std::string(name).c_str(),
+                AT_SYMLINK_FOLLOW) == 0;
 }
 
 std::string SafeDir::read_small_file(std::string_view name, size_t max_bytes) const {

@@ -69,6 +69,14 @@ class SafeDir {
   UniqueFd create_new(std::string_view name) const;
   // Writes `content` to a new file, fsyncs it.
   void write_new_file(std::string_view name, std::string_view content) const;
+  // Writes `content` under a temporary name of this folder, fsyncs it and renames it to `name`,
+  // so a reader sees the old file or the whole new one, never a part. With no_replace a `name`
+  // already there wins: returns false and the temporary file is gone.
+  bool publish_file(std::string_view name, std::string_view content, bool no_replace) const;
+  // Hard-links the open regular file `fd` as `name` here (through /proc/self/fd): the very inode
+  // that was opened and checked, not whatever its path names now. False when linkat fails; errno
+  // tells why.
+  bool link_fd(int fd, std::string_view name) const;
   // The content of a small regular file; refuses symlinks.
   std::string read_small_file(std::string_view name, size_t max_bytes = 64 << 20) const;
 
@@ -119,10 +127,16 @@ void make_directories(const std::filesystem::path& path);
 // keeps its mode). Not atomic: for reports and staged files; see replace_file.
 void write_whole_file(const std::filesystem::path& file, std::string_view content);
 
-// Writes `content` to `file` (creating its folders) through a temporary file of this process and
-// a rename, so a reader sees the old content or the new, never a mix; for the memos kept in the
-// cache root. Throws std::exception on failure: callers that only save work next time ignore it.
+// Writes `content` to `file` (creating its folders) with SafeDir::publish_file, so a reader sees
+// the old content or the new, never a mix; for the memos kept in the cache root. Throws
+// std::exception on failure: callers that only save work next time ignore it.
 void replace_file(const std::filesystem::path& file, std::string_view content);
+
+// `digits` random lowercase hex digits: unique names for temporary files and scratch folders.
+std::string random_hex(int digits);
+
+// The path with every symlink resolved, or nothing when it does not exist.
+std::optional<std::filesystem::path> real_path(const std::filesystem::path& path);
 
 // Everything `fd` holds from offset 0 (a small file: an index, a registry entry in memory).
 std::string read_whole_fd(int fd);
