@@ -8,16 +8,25 @@
 # At configure time it runs `neuron-cache prefetch --export-dir` and gives each configuration
 # complete locally a folder ${CMAKE_BINARY_DIR}/neuron-cache/<manifest stem>/<name> (symlinks to
 # its NEFFs; usable as NEURON_COMPILE_CACHE_URL). For each configuration with a folder:
-#   NEURON_CACHE_<NAME>_DIR            the folder (NAME upper-cased, other chars -> _)
-#   neuron_cache::<name>               INTERFACE target: property NEURON_CACHE_DIR and the compile
-#                                      definition NEURON_CACHE_DIR_<NAME>="<folder>"
+#   NeuronCache::<name>                INTERFACE target: property NEURON_CACHE_ARTIFACTS_DIR and
+#                                      the compile definition NEURON_CACHE_ARTIFACTS_<NAME>="<folder>"
+#   NEURON_CACHE_ARTIFACTS_<NAME>      the folder, as a variable (NAME upper-cased, other chars -> _)
 #   <var> / <var>_MISSING / <var>_REPORT  with OUTPUT_VARIABLE: configurations with artifacts,
 #                                      those without, the tool's JSON report
+# One namespace, NeuronCache::, for the tool (NeuronCache::neuron-cache), the library
+# (NeuronCache::neuron_cache, in-tree builds) and the configurations; the names "neuron-cache" and
+# "neuron_cache" are therefore not configuration names here.
+# Old names, kept as aliases of the same values (0.1 used them; new code should not):
+#   neuron_cache::<name>      -> NeuronCache::<name>
+#   NEURON_CACHE_<NAME>_DIR   -> NEURON_CACHE_ARTIFACTS_<NAME> (variable)
+#   NEURON_CACHE_DIR_<NAME>   -> NEURON_CACHE_ARTIFACTS_<NAME> (compile definition)
+#   NEURON_CACHE_DIR          -> NEURON_CACHE_ARTIFACTS_DIR (target property)
+#   NEURON_CACHE_DIR          -> NEURON_CACHE_CACHE_DIR (cache variable; warns when used)
 # COMPILE_MISSING compiles the missing ones at build time (custom target, part of ALL; their
 # targets depend on it), PUSH then uploads them unless READ_ONLY.
 #
 # Defaults: CACHE_REPO, CACHE_DIR, STRICT, OFFLINE and READ_ONLY fall back to the cache variables
-# NEURON_CACHE_REPO, NEURON_CACHE_DIR, NEURON_CACHE_STRICT, NEURON_CACHE_OFFLINE and
+# NEURON_CACHE_REPO, NEURON_CACHE_CACHE_DIR, NEURON_CACHE_STRICT, NEURON_CACHE_OFFLINE and
 # NEURON_CACHE_READ_ONLY, then to what the tool reads from the environment (CUSTOM_CACHE_REPO,
 # NEURON_COMPILE_CACHE_URL, HF_HUB_OFFLINE). The Hub token is only ever HF_TOKEN in the
 # environment of cmake and of the build: this file never reads it, so it cannot leak into the
@@ -27,7 +36,7 @@
 # in-tree neuron-cache target (add_subdirectory/FetchContent), else neuron-cache on PATH. The
 # in-tree target is not built yet at configure time, so then everything happens at build time:
 # CONFIGS is required and the folders appear when the custom target neuron_cache_prefetch_<stem>
-# (or neuron_cache_compile_<stem>) has run, before anything that links neuron_cache::<name>.
+# (or neuron_cache_compile_<stem>) has run, before anything that links NeuronCache::<name>.
 include_guard(GLOBAL)
 # The tool's JSON report format this module reads (core/report/report.schema.json).
 set(_NEURON_CACHE_REPORT_FORMAT 1)
@@ -41,8 +50,9 @@ set(NEURON_CACHE_TOOL "" CACHE FILEPATH
     "neuron-cache binary for neuron_cache_prefetch() (empty: NeuronCache::neuron-cache)")
 set(NEURON_CACHE_REPO "" CACHE STRING
     "Default Hub cache repo of neuron_cache_prefetch() (empty: the manifest's, CUSTOM_CACHE_REPO)")
-set(NEURON_CACHE_DIR "" CACHE PATH
+set(NEURON_CACHE_CACHE_DIR "" CACHE PATH
     "Default local cache of neuron_cache_prefetch() (empty: NEURON_COMPILE_CACHE_URL, the tool's)")
+set(NEURON_CACHE_DIR "" CACHE PATH "Deprecated name of NEURON_CACHE_CACHE_DIR")
 option(NEURON_CACHE_STRICT "neuron_cache_prefetch(): fail on cache problems" OFF)
 option(NEURON_CACHE_OFFLINE "neuron_cache_prefetch(): never contact the Hub" OFF)
 option(NEURON_CACHE_READ_ONLY "neuron_cache_prefetch(): never push to the Hub" OFF)
@@ -314,19 +324,27 @@ function(_neuron_cache_add_build_time kind)
   set(step_target ${step_target} PARENT_SCOPE)
 endfunction()
 
-# neuron_cache::<name>: a real INTERFACE library (so it can depend on the build step) behind an
-# alias (names with "::" are reserved for aliases and imported targets).
+# NeuronCache::<name>: a real INTERFACE library (so it can depend on the build step) behind an
+# alias (names with "::" are reserved for aliases and imported targets), and its old alias.
 function(_neuron_cache_add_target name dir step)
   _neuron_cache_target_name(safe "${name}")
   _neuron_cache_id(id "${name}")
+  if(safe STREQUAL "neuron-cache" OR safe STREQUAL "neuron_cache")
+    message(FATAL_ERROR "neuron_cache_prefetch: the configuration name \"${name}\" would be the "
+                        "target NeuronCache::${safe}, which is the tool's or the library's: "
+                        "rename the configuration in the manifest")
+  endif()
   set(real "neuron_cache_config_${safe}")
   if(NOT TARGET ${real})
     add_library(${real} INTERFACE)
+    add_library(NeuronCache::${safe} ALIAS ${real})
     add_library(neuron_cache::${safe} ALIAS ${real})
   endif()
   set_target_properties(${real} PROPERTIES
+    NEURON_CACHE_ARTIFACTS_DIR "${dir}"
     NEURON_CACHE_DIR "${dir}"
-    INTERFACE_COMPILE_DEFINITIONS "NEURON_CACHE_DIR_${id}=\"${dir}\"")
+    INTERFACE_COMPILE_DEFINITIONS
+      "NEURON_CACHE_ARTIFACTS_${id}=\"${dir}\";NEURON_CACHE_DIR_${id}=\"${dir}\"")
   if(step)
     add_dependencies(${real} ${step})
   endif()
@@ -364,6 +382,11 @@ function(neuron_cache_prefetch)
   endif()
   set(cache_dir "${arg_CACHE_DIR}")
   if(cache_dir STREQUAL "")
+    set(cache_dir "${NEURON_CACHE_CACHE_DIR}")
+  endif()
+  if(cache_dir STREQUAL "" AND NOT NEURON_CACHE_DIR STREQUAL "")
+    message(DEPRECATION "neuron_cache_prefetch: NEURON_CACHE_DIR is the old name of "
+                        "NEURON_CACHE_CACHE_DIR: set that instead")
     set(cache_dir "${NEURON_CACHE_DIR}")
   endif()
   # Only what CMake was told goes on the command line; the rest the tool reads from the
@@ -404,6 +427,7 @@ function(neuron_cache_prefetch)
     list(GET pair 0 name)
     list(GET pair 1 dir)
     _neuron_cache_id(id "${name}")
+    set(NEURON_CACHE_ARTIFACTS_${id} "${dir}" PARENT_SCOPE)
     set(NEURON_CACHE_${id}_DIR "${dir}" PARENT_SCOPE)
   endforeach()
   if(arg_OUTPUT_VARIABLE)

@@ -17,11 +17,11 @@ static void show(const char* name, const char* dir) {
 }
 
 int main() {
-#ifdef NEURON_CACHE_DIR_LLAMA3_8B_CHAT
-  show("llama3-8b-chat", NEURON_CACHE_DIR_LLAMA3_8B_CHAT);
+#ifdef NEURON_CACHE_ARTIFACTS_LLAMA3_8B_CHAT
+  show("llama3-8b-chat", NEURON_CACHE_ARTIFACTS_LLAMA3_8B_CHAT);
 #endif
-#ifdef NEURON_CACHE_DIR_QWEN2_5_7B_TRN2
-  show("qwen2.5-7b-trn2", NEURON_CACHE_DIR_QWEN2_5_7B_TRN2);
+#ifdef NEURON_CACHE_ARTIFACTS_QWEN2_5_7B_TRN2
+  show("qwen2.5-7b-trn2", NEURON_CACHE_ARTIFACTS_QWEN2_5_7B_TRN2);
 #endif
   return 0;
 }

@@ -82,12 +82,14 @@ project(offline NONE)
 find_package(NeuronCache CONFIG REQUIRED)
 neuron_cache_prefetch(MANIFEST "$root/examples/neuron-cache.yaml" CONFIGS llama3-8b-chat
   OFFLINE CACHE_DIR "$work/cache" CACHE_REPO acme/neuron-cache)
-message(STATUS "llama=\${NEURON_CACHE_LLAMA3_8B_CHAT_DIR}")
+message(STATUS "llama=\${NEURON_CACHE_ARTIFACTS_LLAMA3_8B_CHAT}")
+message(STATUS "old-name=\${NEURON_CACHE_LLAMA3_8B_CHAT_DIR}")
 CMAKE
 hub_clear_log
 NEURON_COMPILE_CACHE_URL=$work/elsewhere expect_ok cmake -S "$work/offline-src" -B "$work/offline-build" -DCMAKE_PREFIX_PATH="$prefix"
 expect_in "- 1 local, 0 from the Hub (0 B)"
 expect_in "llama=$work/offline-build/neuron-cache/neuron-cache/llama3-8b-chat"
+expect_in "old-name=$work/offline-build/neuron-cache/neuron-cache/llama3-8b-chat"
 [[ $(hub_log) == "[]" ]] || fail "OFFLINE made requests: $(hub_log)"
 
 step "COMPILE_MISSING PUSH: a configuration the Hub lacks is compiled and pushed by the build"
@@ -99,10 +101,10 @@ project(compile_missing NONE)
 find_package(NeuronCache CONFIG REQUIRED)
 neuron_cache_prefetch(MANIFEST models.yaml CONFIGS llama3-8b-chat mistral-7b-inf2
   COMPILE_MISSING PUSH OUTPUT_VARIABLE got)
-message(STATUS "got=\${got} missing=\${got_MISSING} mistral=\${NEURON_CACHE_MISTRAL_7B_INF2_DIR}")
+message(STATUS "got=\${got} missing=\${got_MISSING} mistral=\${NEURON_CACHE_ARTIFACTS_MISTRAL_7B_INF2}")
 add_custom_target(use-mistral ALL
-  COMMAND \${CMAKE_COMMAND} -E cat "\$<TARGET_PROPERTY:neuron_cache::mistral-7b-inf2,NEURON_CACHE_DIR>/neuron-cache-entry.json"
-  DEPENDS neuron_cache::mistral-7b-inf2)
+  COMMAND \${CMAKE_COMMAND} -E cat "\$<TARGET_PROPERTY:NeuronCache::mistral-7b-inf2,NEURON_CACHE_ARTIFACTS_DIR>/neuron-cache-entry.json"
+  DEPENDS NeuronCache::mistral-7b-inf2)
 CMAKE
 compile_build=$work/compile-build
 expect_ok cmake -S "$work/compile-src" -B "$compile_build" -DCMAKE_PREFIX_PATH="$prefix"
@@ -128,11 +130,18 @@ cmake_minimum_required(VERSION 3.25)
 project(subdir_consumer NONE)
 add_subdirectory("$root" neuron-cache EXCLUDE_FROM_ALL)
 neuron_cache_prefetch(MANIFEST "$root/examples/neuron-cache.yaml" CONFIGS qwen2.5-7b-trn2)
-add_custom_target(use-qwen ALL COMMAND \${CMAKE_COMMAND} -E echo "qwen: \${NEURON_CACHE_QWEN2_5_7B_TRN2_DIR}"
+# The old names (0.1) still work: the target neuron_cache::<name> with its property
+# NEURON_CACHE_DIR, and the cache variable NEURON_CACHE_DIR (with a deprecation message).
+add_custom_target(use-qwen ALL COMMAND \${CMAKE_COMMAND} -E echo
+  "qwen: \$<TARGET_PROPERTY:neuron_cache::qwen2.5-7b-trn2,NEURON_CACHE_DIR>"
   DEPENDS neuron_cache::qwen2.5-7b-trn2)
+if(NOT TARGET NeuronCache::neuron_cache OR NOT TARGET NeuronCache::neuron-cache)
+  message(FATAL_ERROR "add_subdirectory gives no NeuronCache::neuron_cache or NeuronCache::neuron-cache")
+endif()
 CMAKE
 subdir_build=$work/subdir-build
-expect_ok cmake -S "$work/subdir-src" -B "$subdir_build"
+expect_ok cmake -S "$work/subdir-src" -B "$subdir_build" -DNEURON_CACHE_DIR="$work/subdir-cache"
+expect_in "NEURON_CACHE_DIR is the old name of"  # CMake wraps the rest
 expect_in "neuron-cache: 1 configuration of neuron-cache prefetched at build time by neuron_cache_prefetch_neuron-cache"
 # A consumer gets the tool and the library, not our tests, the Action binary or a build type.
 run cmake --build "$subdir_build" --target help

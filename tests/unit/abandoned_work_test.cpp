@@ -20,6 +20,7 @@
 #include "hub/client.h"
 #include "hub_fixture.h"
 #include "test_support.h"
+#include "tool_runner.h"
 
 namespace neuron_cache {
 namespace {
@@ -29,13 +30,14 @@ using testing::contains;
 using testing::HubServer;
 using testing::read_file;
 using testing::TempDir;
+using testing::ToolResult;
 using testing::write_file;
 namespace fs = std::filesystem;
 
-constexpr const char* kVersion = "2.21.33363.0+82129205";
-constexpr const char* kRepo = "acme/neuron-cache";
+constexpr const char* kVersion = testing::kTestCompilerVersion;
+constexpr const char* kRepo = testing::kTestCacheRepo;
 constexpr const char* kModel = "meta-llama/Llama-3.2-1B";
-const std::string kCompiler = std::string("neuronxcc-") + kVersion;
+const std::string kCompiler = testing::kCompilerDir;
 // Big enough that a trickled download of it is still running when the test acts.
 constexpr uint64_t kNeffBytes = 1 << 20;
 
@@ -72,13 +74,6 @@ bool is_module_download(const json& e) {
          contains(path, "MODULE_");
 }
 
-struct ToolResult {
-  int code = -1;
-  std::string out;
-  std::string err;
-  std::string all() const { return out + err; }
-};
-
 class AbandonedWorkTest : public ::testing::Test {
  protected:
   AbandonedWorkTest() : server(hub_config()) { write_file(manifest, manifest_text()); }
@@ -94,12 +89,9 @@ class AbandonedWorkTest : public ::testing::Test {
   // as NEURON_COMPILE_CACHE_URL; stdout and stderr go to files named after `label`.
   std::string command(const std::string& args, const fs::path& cache_dir, const std::string& label,
                       const std::string& extra_env = "") {
-    return "cd " + quoted(work.path()) + " && exec env -i PATH=/usr/bin:/bin " +
-           "HOME=/nonexistent-home HF_HOME=" + quoted(home.path()) +
-           " HF_ENDPOINT=" + server.url() + " HF_TOKEN=" + testing::kHubWriteToken +
-           " NEURON_COMPILE_CACHE_URL=" + quoted(cache_dir) +
-           " NEURON_CACHE_RETRY_BASE_MS=10 STAND_IN_DELAY=0 STAND_IN_NEFF_BYTES=" +
-           std::to_string(kNeffBytes) + " " + extra_env + " " + testing::tool_path() + " " + args +
+    testing::ToolRunner runner(work.path(), home.path(), server.url(), cache_dir);
+    return runner.command(args,
+                          "STAND_IN_NEFF_BYTES=" + std::to_string(kNeffBytes) + " " + extra_env) +
            " >" + quoted(work / (label + ".out")) + " 2>" + quoted(work / (label + ".err"));
   }
 

@@ -241,35 +241,9 @@ std::string vectors_file(const std::string& name) {
   return std::string(std::istreambuf_iterator<char>(in), {});
 }
 
-constexpr const char* kManifest = R"(cache_repo: my-org/optimum-neuron-cache
-compiler_version: 2.21.33363.0+82129205
-optimum_neuron_version: 0.4.6.dev4
-instance_type: trn1
-compiler_flags: ["--auto-cast=none"]
-compile:
-  command: "optimum-cli export neuron --model {model_id} --batch_size {batch_size} --sequence_length {sequence_length} --num_cores {num_cores} --auto_cast_type {precision} {output}"
-  env: {NEURON_RT_NUM_CORES: "2"}
-models:
-  - model_id: meta-llama/Llama-3.1-8B
-    revision: main
-    task: text-generation
-    configurations:
-      - name: llama8b-bs1
-        batch_size: 1
-        sequence_length: 4096
-        num_cores: 8
-        precision: bf16
-        instance_type: trn2
-        compiler_flags: ["-O2"]
-      - batch_size: 4
-        sequence_length: 2048
-        tensor_parallel_size: 2
-        precision: float16
-  - model_id: Qwen/Qwen2.5-0.5B
-    task: text-generation
-    configurations:
-      - {batch_size: 8, sequence_length: 1024, num_cores: 2, tensor_parallel_size: 2, precision: fp32}
-)";
+// The manifest test's full manifest: every field of the YAML grammar.
+const std::string kManifest =
+    testing::read_file(std::filesystem::path(NEURON_CACHE_TESTS_DIR) / "data/manifests/full.yaml");
 
 constexpr const char* kAnchors = R"(instance_type: &trn trn1
 models:

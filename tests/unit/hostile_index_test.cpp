@@ -15,6 +15,7 @@
 #include "hub/client.h"
 #include "hub_fixture.h"
 #include "test_support.h"
+#include "tool_runner.h"
 
 namespace neuron_cache {
 namespace {
@@ -24,13 +25,14 @@ using testing::contains;
 using testing::HubServer;
 using testing::read_file;
 using testing::TempDir;
+using testing::ToolResult;
 using testing::write_file;
 namespace fs = std::filesystem;
 
-constexpr const char* kVersion = "2.21.33363.0+82129205";
-constexpr const char* kRepo = "acme/neuron-cache";
+constexpr const char* kVersion = testing::kTestCompilerVersion;
+constexpr const char* kRepo = testing::kTestCacheRepo;
 constexpr const char* kLlama = "meta-llama/Llama-3.2-1B";
-const std::string kCompiler = std::string("neuronxcc-") + kVersion;
+const std::string kCompiler = testing::kCompilerDir;
 
 json hub_config() {
   return testing::cache_hub_config(
@@ -60,13 +62,6 @@ std::string quoted(const fs::path& path) {
   return "'" + path.string() + "'";
 }
 
-struct ToolResult {
-  int code = -1;
-  std::string out;
-  std::string err;
-  std::string all() const { return out + err; }
-};
-
 bool is_download_of(const json& e, const std::string& part) {
   std::string path = e["path"].get<std::string>();
   return e["method"] == "GET" && contains(path, part);
@@ -92,20 +87,8 @@ class HostileIndexTest : public ::testing::Test {
   }
 
   ToolResult tool(const std::string& args, const fs::path& cache_dir = {}) {
-    fs::path err_file = work / ("stderr-" + std::to_string(runs_++) + ".txt");
-    std::string command =
-        "(cd " + quoted(work.path()) + " && env -i PATH=/usr/bin:/bin HOME=/nonexistent-home" +
-        " HF_HOME=" + quoted(home.path()) + " HF_ENDPOINT=" + server.url() +
-        " HF_TOKEN=" + testing::kHubWriteToken +
-        " NEURON_COMPILE_CACHE_URL=" + quoted(cache_dir.empty() ? cache : cache_dir) +
-        " NEURON_CACHE_RETRY_BASE_MS=10 STAND_IN_DELAY=0 " + testing::tool_path() + " " + args +
-        " 2>" + quoted(err_file) + ")";
-    ToolResult run;
-    std::string output;
-    run.code = testing::run_command(command, &output);
-    run.out = output;
-    run.err = fs::exists(err_file) ? read_file(err_file) : "";
-    return run;
+    return testing::ToolRunner(work.path(), home.path(), server.url(), cache)
+        .run(args, "", cache_dir);
   }
 
   hub::HubClient client() const {
@@ -195,8 +178,6 @@ class HostileIndexTest : public ::testing::Test {
   std::map<std::string, std::string> keys;  // configuration -> key
   fs::path last_root;
 
- private:
-  int runs_ = 0;
   int published_ = 0;
   int fresh_ = 0;
 };

@@ -15,6 +15,7 @@
 #include "hub/client.h"
 #include "hub_fixture.h"
 #include "test_support.h"
+#include "tool_runner.h"
 
 namespace neuron_cache {
 namespace {
@@ -24,12 +25,13 @@ using testing::contains;
 using testing::HubServer;
 using testing::read_file;
 using testing::TempDir;
+using testing::ToolResult;
 using testing::write_file;
 namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
 
-constexpr const char* kVersion = "2.21.33363.0+82129205";
-constexpr const char* kRepo = "acme/neuron-cache";
+constexpr const char* kVersion = testing::kTestCompilerVersion;
+constexpr const char* kRepo = testing::kTestCacheRepo;
 constexpr const char* kLlama = "meta-llama/Llama-3.2-1B";
 constexpr const char* kQwen = "Qwen/Qwen2.5-0.5B";
 
@@ -77,14 +79,6 @@ int closed_port() {
   return ntohs(address.sin_port);
 }
 
-struct ToolResult {
-  int code = -1;
-  std::string out;
-  std::string err;
-  double seconds = 0;
-  std::string all() const { return out + err; }
-};
-
 class HubDownTest : public ::testing::Test {
  protected:
   HubDownTest() : server(hub_config()) {}
@@ -92,19 +86,9 @@ class HubDownTest : public ::testing::Test {
   // Runs neuron-cache in `work` with a clean environment against `endpoint`.
   ToolResult tool(const std::string& args, const std::string& endpoint,
                   const std::string& extra_env = "") {
-    fs::path err_file = work / ("stderr-" + std::to_string(runs_++) + ".txt");
-    std::string command =
-        "(cd " + quoted(work.path()) + " && env -i PATH=/usr/bin:/bin HOME=/nonexistent-home" +
-        " HF_HOME=" + quoted(home.path()) + " HF_ENDPOINT=" + endpoint +
-        " HF_TOKEN=" + testing::kHubWriteToken + " NEURON_COMPILE_CACHE_URL=" + quoted(cache) +
-        " NEURON_CACHE_RETRY_BASE_MS=10 STAND_IN_DELAY=0 STAND_IN_CALL_LOG=" + quoted(call_log) +
-        " " + extra_env + " " + testing::tool_path() + " " + args + " 2>" + quoted(err_file) + ")";
-    ToolResult run;
-    auto start = Clock::now();
-    run.code = testing::run_command(command, &run.out);
-    run.seconds = std::chrono::duration<double>(Clock::now() - start).count();
-    run.err = fs::exists(err_file) ? read_file(err_file) : "";
-    return run;
+    testing::ToolRunner runner(work.path(), home.path(), endpoint, cache);
+    runner.call_log = call_log;
+    return runner.run(args, extra_env);
   }
 
   fs::path write_manifest(const std::vector<std::string>& models) {
@@ -141,9 +125,6 @@ class HubDownTest : public ::testing::Test {
   TempDir work;
   fs::path cache = work / "cache";
   fs::path call_log = work / "compiler-calls.jsonl";
-
- private:
-  int runs_ = 0;
 };
 
 // A fresh machine (no cache, no remembered revision) and a Hub that refuses connections: the

@@ -19,6 +19,7 @@
 #include "hub_fixture.h"
 #include "schema_check.h"
 #include "test_support.h"
+#include "tool_runner.h"
 
 namespace neuron_cache {
 namespace {
@@ -28,16 +29,17 @@ using testing::contains;
 using testing::HubServer;
 using testing::read_file;
 using testing::TempDir;
+using testing::ToolResult;
 using testing::write_file;
 namespace fs = std::filesystem;
 
-constexpr const char* kVersion = "2.21.33363.0+82129205";
-constexpr const char* kRepo = "acme/neuron-cache";
+constexpr const char* kVersion = testing::kTestCompilerVersion;
+constexpr const char* kRepo = testing::kTestCacheRepo;
 constexpr const char* kLlama = "meta-llama/Llama-3.2-1B";
 constexpr const char* kQwen = "Qwen/Qwen2.5-0.5B";
 constexpr const char* kEncoder = "sentence-transformers/all-MiniLM-L6-v2";   // a traced export
 constexpr const char* kDiffusion = "stabilityai/stable-diffusion-2-1-base";  // traced, sub-folders
-const std::string kCompiler = std::string("neuronxcc-") + kVersion;
+const std::string kCompiler = testing::kCompilerDir;
 const std::string kIndexPath = "neuron-cache-index/" + kCompiler + ".json";  // format 1
 const std::string kShardDir = "neuron-cache-index/" + kCompiler;             // format 2
 // The compile_flags.json the stand-in writes for trn1 without NEURON_CC_FLAGS.
@@ -156,14 +158,6 @@ bool is_config_read(const json& e) {
   return contains(path, "/resolve/") && path.ends_with("/config.json");
 }
 
-// What one run of the tool printed, stdout and stderr apart.
-struct ToolResult {
-  int code = -1;
-  std::string out;
-  std::string err;
-  std::string all() const { return out + err; }
-};
-
 class PipelineCliTest : public ::testing::Test {
  protected:
   PipelineCliTest() : server(hub_config()), endpoint(server.url()) {}
@@ -172,20 +166,11 @@ class PipelineCliTest : public ::testing::Test {
   // `cache_dir` (default: `cache`) as NEURON_COMPILE_CACHE_URL and the stand-in's call log.
   ToolResult tool(const std::string& args, const std::string& extra_env = "",
                   const fs::path& cache_dir = {}) {
-    fs::path err_file = work / ("stderr-" + std::to_string(runs_++) + ".txt");
-    std::string command =
-        "(cd " + quoted(work.path()) + " && env -i PATH=/usr/bin:/bin HOME=/nonexistent-home" +
-        " HF_HOME=" + quoted(home.path()) + " HF_ENDPOINT=" + endpoint + " HF_TOKEN=" + token +
-        " NEURON_COMPILE_CACHE_URL=" + quoted(cache_dir.empty() ? cache : cache_dir) +
-        " NEURON_CACHE_RETRY_BASE_MS=10 STAND_IN_DELAY=0 STAND_IN_CALL_LOG=" + quoted(call_log) +
-        " " + extra_env + " " + wrapper + " " + testing::tool_path() + " " + args + " 2>" +
-        quoted(err_file) + ")";
-    ToolResult run;
-    std::string output;
-    run.code = testing::run_command(command, &output);
-    run.out = output;
-    run.err = fs::exists(err_file) ? read_file(err_file) : "";
-    return run;
+    testing::ToolRunner runner(work.path(), home.path(), endpoint, cache);
+    runner.token = token;
+    runner.call_log = call_log;
+    runner.wrapper = wrapper;
+    return runner.run(args, extra_env, cache_dir);
   }
 
   fs::path write_manifest(const ManifestSpec& spec, const std::string& name = "neuron-cache.yaml",
@@ -296,9 +281,6 @@ class PipelineCliTest : public ::testing::Test {
   TempDir work;
   fs::path cache = work / "cache";
   fs::path call_log = work / "compiler-calls.jsonl";
-
- private:
-  int runs_ = 0;
 };
 
 TEST_F(PipelineCliTest, FirstCiCompilesAndPushesSecondRunOnEmptyCacheFetchesEverything) {

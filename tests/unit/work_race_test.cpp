@@ -23,12 +23,14 @@
 #include "store/cache_tree.h"
 #include "store/entry_install.h"
 #include "test_support.h"
+#include "tool_runner.h"
 
 namespace neuron_cache {
 namespace {
 
 using nlohmann::json;
 using testing::TempDir;
+using testing::ToolResult;
 using testing::write_file;
 namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
@@ -211,26 +213,11 @@ std::string quoted(const fs::path& path) {
   return "'" + path.string() + "'";
 }
 
-struct ToolResult {
-  int code = -1;
-  std::string out;
-  std::string err;
-};
-
 // neuron-cache in `dir` with a clean environment: the Hub server, `cache` as
 // NEURON_COMPILE_CACHE_URL, the stand-in without delay.
 ToolResult run_tool(const fs::path& dir, const testing::HubServer& server, const fs::path& cache,
                     const std::string& args, const std::string& extra_env = "") {
-  std::string command =
-      "(cd " + quoted(dir) +
-      " && env -i PATH=/usr/bin:/bin HOME=/nonexistent-home HF_HOME=" + quoted(dir / "hf-home") +
-      " HF_ENDPOINT=" + server.url() + " HF_TOKEN=" + testing::kHubWriteToken +
-      " NEURON_COMPILE_CACHE_URL=" + quoted(cache) + " STAND_IN_DELAY=0 " + extra_env + " " +
-      testing::tool_path() + " " + args + " 2>" + quoted(dir / "stderr.txt") + ")";
-  ToolResult result;
-  result.code = testing::run_command(command, &result.out);
-  result.err = testing::read_file(dir / "stderr.txt");
-  return result;
+  return testing::ToolRunner(dir, dir / "hf-home", server.url(), cache).run(args, extra_env);
 }
 
 TEST_F(WorkRace, ParallelCompilesOfManyConfigurationsWithASweepingProcess) {
