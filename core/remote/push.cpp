@@ -194,7 +194,7 @@ PushResult push(hub::HubClient& client, const std::string& repo, const LocalInde
     }
   }
   if (ready.empty()) return result;
-  commit_on_head(client, repo, options.conflicts, "pushing to " + repo, result.attempts,
+  commit_on_head(client, repo, options.conflicts, "pushing", result.attempts,
                  [&](const std::string& head) {
                    Attempt attempt = prepare(client, repo, head, local, ready);
                    result.pushed = attempt.pushed;
@@ -228,7 +228,7 @@ PushResult push_modules(hub::HubClient& client, const std::string& repo, const L
     }
   }
   if (operations.empty()) return result;
-  commit_on_head(client, repo, options.conflicts, "pushing to " + repo, result.attempts,
+  commit_on_head(client, repo, options.conflicts, "pushing", result.attempts,
                  [&](const std::string& head) {
                    result.commit = client.commit(repo, operations, kModulesCommitMessage, head);
                  });

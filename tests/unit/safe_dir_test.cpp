@@ -189,6 +189,40 @@ TEST_F(SafeDirTest, MoveToWithNoReplaceKeepsTheExistingFile) {
   EXPECT_FALSE(fs::exists(root() / "staged"));
 }
 
+// The one atomic small-file write: whole file or none, the existing one kept on request, and no
+// temporary left behind either way (it would be published by synchronize otherwise).
+TEST_F(SafeDirTest, PublishFileReplacesOrKeepsAndLeavesNoTemporaryFile) {
+  SafeDir dir = SafeDir::open(root());
+  EXPECT_TRUE(dir.publish_file("entry.json", "first", true));
+  EXPECT_FALSE(dir.publish_file("entry.json", "second", true));
+  EXPECT_EQ(read_file(root() / "entry.json"), "first");
+  EXPECT_TRUE(dir.publish_file("entry.json", "third", false));
+  EXPECT_EQ(read_file(root() / "entry.json"), "third");
+  EXPECT_EQ(permission_bits(root() / "entry.json"), 0644u);
+  EXPECT_EQ(dir.list().size(), 1u);
+  EXPECT_THROW(dir.publish_file("../escape", "x", false), Error);
+}
+
+TEST_F(SafeDirTest, PublishFileWritesNotThroughASymlinkedName) {
+  fs::create_symlink(outside() / "secret.txt", root() / "link.json");
+  SafeDir dir = SafeDir::open(root());
+  EXPECT_TRUE(dir.publish_file("link.json", "replaced", false));
+  EXPECT_EQ(read_file(outside() / "secret.txt"), "outside secret");
+  EXPECT_FALSE(fs::is_symlink(root() / "link.json"));
+  EXPECT_EQ(read_file(root() / "link.json"), "replaced");
+}
+
+TEST_F(SafeDirTest, LinkFdLinksTheOpenedInodeEvenAfterItsNameChanged) {
+  write_file(root() / "checked", "checked bytes");
+  SafeDir dir = SafeDir::open(root());
+  UniqueFd fd = dir.open_read("checked");
+  fs::rename(root() / "checked", root() / "moved");  // a deleted file cannot be linked again
+  fs::create_symlink(outside() / "secret.txt", root() / "checked");
+  EXPECT_TRUE(dir.link_fd(fd.get(), "linked"));
+  EXPECT_EQ(read_file(root() / "linked"), "checked bytes");
+  EXPECT_FALSE(dir.link_fd(fd.get(), "linked"));  // EEXIST: never replaces
+}
+
 TEST(CheckPlainName, RejectsNamesThatCouldLeaveTheFolder) {
   for (std::string_view bad : {"", ".", "..", "a/b", "/abs", "trailing/"}) {
     EXPECT_THROW(check_plain_name(bad), Error) << "\"" << bad << "\"";
