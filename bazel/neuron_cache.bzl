@@ -224,7 +224,7 @@ def _download_configuration(rctx, row, folder, token, endpoint):
             allow_fail = not rctx.attr.strict,  # strict: Bazel's own error fails the fetch
         )
         if not result.success:
-            return None, "downloading %s failed (`strict = True` shows Bazel's error)" % path
+            return None, "downloading %s failed: see Bazel's warning above" % path
     return files, None
 
 def _bzl_list(items, indent):

@@ -6,10 +6,10 @@
 # repository, byte-identical to what was pushed); the token, given as a file, goes to the Hub and
 # not to its CDN; a second workspace sharing the repository cache downloads nothing and gets the
 # same bytes; a second build asks the Hub nothing; editing the manifest plans again without
-# downloading; a missing configuration gives an empty filegroup and a warning (a failed fetch with
-# strict = True); offline serves the local cache; a tool that is not neuron-cache, or writes another
-# report format, fails with a message; the token appears nowhere in Bazel's output, output bases,
-# repository cache or the tool's command lines.
+# downloading; a missing configuration, or one whose download fails its sha256, gives an empty
+# filegroup and a warning (a failed fetch with strict = True); offline serves the local cache; a
+# tool that is not neuron-cache, or writes another report format, fails with a message; the token
+# appears nowhere in Bazel's output, output bases, repository caches or the tool's command lines.
 #   bazel-test.sh BUILD_DIR        (KEEP_WORK=1 keeps the temporary folder)
 set -euo pipefail
 
@@ -252,8 +252,39 @@ if bazel_in_ws build @other_models//:llama3-8b-chat --repo_env=NEURON_CACHE_TOOL
 grep -q 'other-tool (from the `tool` label [^)]*other-tool) is not neuron-cache' "$last" ||
   { show_last; fail "a tool that is not neuron-cache: no clear message"; }
 
+step "a download that fails its sha256: empty filegroup and a warning; strict: Bazel's error"
+cat >>"$ws/WORKSPACE" <<'WS'
+
+neuron_model_artifacts(
+    name = "corrupt_models",
+    manifest = "//:neuron-cache.yaml",
+    configs = ["llama3-8b-chat"],
+)
+
+neuron_model_artifacts(
+    name = "corrupt_strict_models",
+    manifest = "//:neuron-cache.yaml",
+    configs = ["llama3-8b-chat"],
+    strict = True,
+)
+WS
+# The CDN flips a byte of every LFS file; an empty repository cache, so the downloads happen.
+curl -sf -X POST -H 'Content-Type: application/json' "$HF_ENDPOINT/_admin/faults" \
+  -d '[{"match": {"listener": "cdn", "path_contains": "/lfs/"}, "count": -1, "action": "corrupt"}]' >/dev/null
+bazel_in_ws build @corrupt_models//:llama3-8b-chat --repository_cache="$work/empty-repository-cache" ||
+  { show_last; fail "a failed download failed the build without strict"; }
+grep -q 'WARNING: neuron-cache: not in the cache.*llama3-8b-chat (downloading .* failed' "$last" ||
+  { show_last; fail "no warning for the failed download"; }
+[[ $(grep -c '/model.neff"' "$(dirname "$generated")/corrupt_models/BUILD.bazel") -eq 0 ]] ||
+  fail "a configuration whose download failed has files"
+if bazel_in_ws build @corrupt_strict_models//:llama3-8b-chat --repository_cache="$work/empty-repository-cache"; then
+  show_last; fail "strict = True with a corrupt download did not fail"
+fi
+grep -qi 'checksum' "$last" || { show_last; fail "strict: not Bazel's checksum error"; }
+curl -sf -X DELETE "$HF_ENDPOINT/_admin/faults" >/dev/null
+
 step "the token is nowhere in Bazel's output, output bases, repository cache or command lines"
-if grep -rlF "$token" "$outputs" "$work/bazel-root" "$work/bazel-root2" "$work/repository-cache" \
+if grep -rlF "$token" "$outputs" "$work/bazel-root" "$work/bazel-root2" "$work/"*repository-cache \
   "$work/ws" "$work/ws2" "$work/tool-calls.log" 2>/dev/null; then
   fail "the token leaked into the files above"
 fi

@@ -221,6 +221,35 @@ TEST_F(PlanFilesTest, LocalRowsListFileUrlsIntoTheLocalCache) {
   }
 }
 
+// A Hub row whose folders are partly complete locally (one copied from another machine): that
+// folder's files come from the local cache, the others from the Hub, decided per MODULE_ folder.
+TEST_F(PlanFilesTest, AFolderCompleteLocallyIsReadLocallyInAHubRow) {
+  fill_hub();
+  json built_plan = plan_files(built);
+  ASSERT_TRUE(built_plan.is_object());
+  const json& built_row = built_plan["configurations"][0];
+  std::string first = built_row["files"][0]["path"];
+  std::string folder = first.substr(0, first.rfind('/'));
+  fs::create_directories((fresh / folder).parent_path());
+  fs::copy(built / folder, fresh / folder, fs::copy_options::recursive);
+
+  json plan = plan_files(fresh);
+  ASSERT_TRUE(plan.is_object());
+  const json& row = plan["configurations"][0];
+  ASSERT_EQ(row["status"], "hub") << row.dump();
+  size_t local = 0, hub = 0;
+  for (const auto& file : row["files"]) {
+    bool in_folder = file["path"].get<std::string>().starts_with(folder + "/");
+    EXPECT_EQ(file["source"], in_folder ? "local" : "hub") << file.dump();
+    std::optional<std::string> bytes = curl(file["url"], !in_folder);
+    ASSERT_TRUE(bytes) << file.dump();
+    EXPECT_EQ(sha256_hex(*bytes), file["sha256"]) << file.dump();
+    (in_folder ? local : hub) += 1;
+  }
+  EXPECT_GT(local, 0u);
+  EXPECT_GT(hub, 0u) << "the configuration must have more than one folder for this test";
+}
+
 TEST_F(PlanFilesTest, RowsNotCachedHaveNoFilesAndFilesNeedsJson) {
   json plan = plan_files(fresh);  // an empty Hub repo: both must compile
   ASSERT_TRUE(plan.is_object());
