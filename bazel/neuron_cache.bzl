@@ -3,9 +3,10 @@
 `neuron_model_artifacts` asks `neuron-cache plan --json --files` which of a manifest's model
 configurations (see the project README) are cached, locally or on the Hub, and the files of each
 with their size and sha256; then it downloads every file with `repository_ctx.download`, as
-`http_archive` does. So Bazel's repository cache (`--repository_cache`), `--distdir` and
-`--experimental_downloader_config` apply, a second workspace on the machine downloads nothing, and
-every file is checked against its sha256. Nothing is compiled here: configurations the cache does
+`http_archive` does. So Bazel's repository cache (`--repository_cache`) applies, a second
+workspace on the machine downloads nothing, and every file is checked against its sha256.
+(`--distdir` applies too, but it matches by file name and most NEFFs are named `model.neff`.) No
+`canonical_id`: the sha256 alone identifies a file, whichever URL (Hub or `file://`) gave it. Nothing is compiled here: configurations the cache does
 not have are reported (or fail the fetch with `strict = True`), and `neuron-cache ci` is what fills
 the cache.
 

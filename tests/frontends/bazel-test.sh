@@ -214,6 +214,8 @@ hub_clear_log
 bazel_in_ws build @offline_models//:chat_bf16 @offline_models//:llama3-8b-chat ||
   { show_last; fail "the offline build failed"; }
 [[ $(requests) -eq 0 ]] || { hub_log >&2; fail "offline = True made Hub requests"; }
+# The tool's notices reach the user (here: the revision remembered from the seed's run).
+grep -q '@offline_models: .*remembered' "$last" || { show_last; fail "no notice"; }
 offline=$(dirname "$generated")/offline_models
 [[ $(grep -c '/model.neff"' "$offline/BUILD.bazel") -eq $((2 * expected)) ]] ||
   { cat "$offline/BUILD.bazel" >&2; fail "offline: not every NEFF of both configurations"; }
