@@ -1,5 +1,8 @@
 """Bzlmod module extension for neuron-cache's compiled model artifacts (Bazel >= 6).
 
+UNTESTED: the tests run Debian's Bazel 4.2, which has no Bzlmod. Kept minimal on purpose: each
+tag declares one `neuron_model_artifacts` repository, nothing more.
+
 MODULE.bazel:
 
 ```python
@@ -51,6 +54,7 @@ def _neuron_cache_impl(module_ctx):
                 strict = tag.strict,
                 offline = tag.offline,
                 tool = tag.tool,
+                tool_path = tag.tool_path,
                 timeout = tag.timeout,
             )
 

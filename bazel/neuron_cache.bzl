@@ -1,10 +1,14 @@
-"""Compiled AWS Neuron models as a Bazel external repository.
+"""Compiled AWS Neuron models as a Bazel external repository, fetched by Bazel's own downloader.
 
-`neuron_model_artifacts` runs `neuron-cache prefetch` on a manifest (the declared model
-configurations, see the project README) and turns the result into an external repository with one
-`filegroup` per configuration. Nothing is compiled here: configurations the cache does not have
-are reported (or fail the fetch with `strict = True`), and `neuron-cache ci` is what fills the
-cache.
+`neuron_model_artifacts` asks `neuron-cache plan --json --files` which of a manifest's model
+configurations (see the project README) are cached, locally or on the Hub, and the files of each
+with their size and sha256; then it downloads every file with `repository_ctx.download`, as
+`http_archive` does. So Bazel's repository cache (`--repository_cache`) applies, a second
+workspace on the machine downloads nothing, and every file is checked against its sha256.
+(`--distdir` applies too, but it matches by file name and most NEFFs are named `model.neff`.) No
+`canonical_id`: the sha256 alone identifies a file, whichever URL (Hub or `file://`) gave it. Nothing is compiled here: configurations the cache does
+not have are reported (or fail the fetch with `strict = True`), and `neuron-cache ci` is what fills
+the cache.
 
 Example (WORKSPACE):
 
@@ -21,34 +25,46 @@ neuron_model_artifacts(
 Targets of the generated repository (`@neuron_models` above):
 
 - `:<configuration>`: every file of the configuration, a small Neuron compile cache of its own:
-  `<configuration>/neuronxcc-<version>/MODULE_*/<files>` (symlinks into the local cache) and
-  `<configuration>/neuron-cache-entry.json`. The folder holding the entry file is what a program
-  takes as `NEURON_COMPILE_CACHE_URL`. Characters Bazel labels forbid (`:`) become `_`, and a name
-  taken by another target gets a `_2`, `_3`... suffix (printed when it happens).
+  `<configuration>/neuronxcc-<version>/MODULE_*/<files>` (regular files of the external
+  repository) and `<configuration>/neuron-cache-entry.json`. The folder holding the entry file is
+  what a program takes as `NEURON_COMPILE_CACHE_URL`. Characters Bazel labels forbid (`:`) become
+  `_`, and a name taken by another target gets a `_2`, `_3`... suffix (printed when it happens).
 - `:<configuration>_entry` and the exported file `:<configuration>/neuron-cache-entry.json`: the
   artifact index entry (key, inputs, modules with sizes and sha256).
-- `:all`: the files of every configuration. `:report.json`: the tool's JSON report.
+- `:all`: the files of every configuration. `:report.json`: the plan (`neuron-cache plan --json
+  --files`).
 
 A configuration the cache does not have gives an empty filegroup and a warning (or a failed fetch
 with `strict = True`).
 
-Credentials and settings come from the environment, never from attributes: the tool reads
-`HF_TOKEN_PATH` (a file holding the token; recommended), `HF_HOME` (its `token` file), or
-`HF_TOKEN`, and `HF_ENDPOINT`, `HF_HUB_OFFLINE`, `CUSTOM_CACHE_REPO`, `NEURON_COMPILE_CACHE_URL`,
-`NEURON_CC_FLAGS`, `NEURON_CACHE_TOOL`. Pass them with `--repo_env=NAME=value`; a change of any
-of them except `HF_TOKEN` refetches. `HF_TOKEN` is deliberately not watched: Bazel writes the values
-of watched variables in clear into the output base (`external/@<name>.marker`). Note that Bazel
-also logs its whole client environment in `java.log` under the output base, which is why a token
-file is recommended over `HF_TOKEN` in Bazel's environment.
+Where files come from: a MODULE_ folder complete in the local Neuron compile cache is copied from
+it (`file://` URL); any other is downloaded from the Hub's resolve URL pinned at the commit the
+plan read. Only the tool's plan talks to the Hub API; it downloads no artifact itself.
 
-The repository is fetched again only when the manifest's content, an attribute, one of the variables
-above or this file changes. A configuration that was missing at the last fetch stays empty until
-then: `bazel sync --only=<name>` fetches again after the cache was filled.
+The token: never an attribute, never written to a file. The rule reads it like the tool does:
+`HF_TOKEN` (or `HUGGING_FACE_HUB_TOKEN`), else the file `HF_TOKEN_PATH` names (recommended), else
+`token` in `HF_HOME` (default `$XDG_CACHE_HOME/huggingface`, `~/.cache/huggingface`). It is given
+to Bazel's downloader as `auth` (`Authorization: Bearer ...`) for the Hub's URLs only (those of
+`HF_ENDPOINT`, default https://huggingface.co). Bazel's downloader picks headers per URL, so when
+the Hub redirects a large (LFS) file to its CDN, the request to the CDN goes without the token (the
+redirect URL is signed); tests/frontends/bazel-test.sh checks it on the loopback Hub.
+
+Settings come from the environment: `HF_TOKEN_PATH`, `HF_HOME`, `HF_ENDPOINT`, `HF_HUB_OFFLINE`,
+`CUSTOM_CACHE_REPO`, `NEURON_COMPILE_CACHE_URL`, `NEURON_CC_FLAGS`, `NEURON_CACHE_TOOL`. Pass them
+with `--repo_env=NAME=value`; a change of any of them refetches. `HF_TOKEN` is deliberately not
+watched: Bazel writes the values of watched variables in clear into the output base
+(`external/@<name>.marker`). Bazel also logs its whole client environment in `java.log` under the
+output base, which is why a token file is recommended over `HF_TOKEN` in Bazel's environment.
+
+The repository is fetched again only when the manifest's content, an attribute, the tool (a
+`tool` label), one of the variables above or this file changes. A configuration that was missing
+at the last fetch stays empty until then: `bazel sync --only=<name>` fetches again after the cache
+was filled; what the repository cache holds is not downloaded again.
 """
 
 # Variables that change what the fetch produces; Bazel refetches when one of them changes. Their
 # values are written in clear in the repository's marker file, so HF_TOKEN is not among them (the
-# tool still sees it: repository rules get Bazel's whole client environment).
+# tool and this rule still see it: repository rules get Bazel's whole client environment).
 NEURON_CACHE_ENVIRON = [
     "CUSTOM_CACHE_REPO",
     "HF_ENDPOINT",
@@ -64,14 +80,16 @@ NEURON_CACHE_ENVIRON = [
 # mistake in the declaration, never a cache problem, so it fails the fetch even without `strict`.
 _EXIT_USAGE = 2
 
+_DEFAULT_ENDPOINT = "https://huggingface.co"
+
 # Target names the generated BUILD file uses itself, and file names it cannot share with a folder.
 _RESERVED = ["all", "report.json", "BUILD", "BUILD.bazel", "WORKSPACE", "WORKSPACE.bazel",
-             "MODULE.bazel", "REPO.bazel", "_exports"]
+             "MODULE.bazel", "REPO.bazel"]
 
 _LABEL_SAFE = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-+@"
 
-_EXPORTS = "_exports"
 _ENTRY_FILE = "neuron-cache-entry.json"
+_EMPTY_SHA256 = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
 
 def _sanitize(name):
     """Replaces the characters a Bazel target name forbids (of the manifest's `:`) with `_`."""
@@ -88,26 +106,41 @@ def _unique(name, taken):
     taken[candidate] = True
     return candidate
 
-def _find_tool(rctx):
-    tool = rctx.os.environ.get("NEURON_CACHE_TOOL", "") or rctx.attr.tool
-    if not tool:
+def _locate_tool(rctx):
+    """The tool's path and how it was chosen: NEURON_CACHE_TOOL, `tool`, `tool_path`, PATH."""
+    from_env = rctx.os.environ.get("NEURON_CACHE_TOOL", "")
+    if rctx.attr.tool and not from_env:
+        return rctx.path(rctx.attr.tool), "the `tool` label %s" % rctx.attr.tool
+    name = from_env or rctx.attr.tool_path
+    origin = "NEURON_CACHE_TOOL" if from_env else "the `tool_path` attribute"
+    if not name:
         found = rctx.which("neuron-cache")
         if not found:
-            fail("neuron-cache is not on PATH: install it, or give its path with the `tool` " +
-                 "attribute or --repo_env=NEURON_CACHE_TOOL=/path/to/neuron-cache")
-        return found
-    if "/" not in tool:
-        found = rctx.which(tool)
+            fail("neuron-cache is not on PATH: install it, or give it with the `tool` attribute " +
+                 "(a label), `tool_path` or --repo_env=NEURON_CACHE_TOOL=/path/to/neuron-cache")
+        return found, "PATH"
+    if "/" not in name:
+        found = rctx.which(name)
         if not found:
-            fail("neuron_model_artifacts: `%s` is not on PATH" % tool)
-        return found
-    if not tool.startswith("/"):
+            fail("neuron_model_artifacts: `%s` (from %s) is not on PATH" % (name, origin))
+        return found, origin
+    if not name.startswith("/"):
         fail("neuron_model_artifacts: the tool must be an absolute path or a command on PATH, " +
-             "not `%s`" % tool)
-    path = rctx.path(tool)
-    if not path.exists:
-        fail("neuron_model_artifacts: the tool `%s` does not exist" % tool)
-    return path
+             "not `%s` (from %s)" % (name, origin))
+    return rctx.path(name), origin
+
+def _check_tool(rctx):
+    """Finds the tool and checks it runs and says it is neuron-cache; returns its path."""
+    tool, origin = _locate_tool(rctx)
+    if not tool.exists:
+        fail("neuron_model_artifacts: the tool %s (from %s) does not exist" % (tool, origin))
+    result = rctx.execute([tool, "--version"], timeout = 60, quiet = True)
+    answer = result.stdout.strip()
+    if result.return_code != 0 or not answer.startswith("neuron-cache "):
+        fail(("neuron_model_artifacts: %s (from %s) is not neuron-cache: `--version` exited %d " +
+              "and printed `%s`. Give the neuron-cache executable (the `tool` attribute).") %
+             (tool, origin, result.return_code, (answer or result.stderr.strip())[:200]))
+    return tool
 
 def _tool_message(result):
     text = (result.stderr or result.stdout).strip()
@@ -126,7 +159,74 @@ def _decode_report(result, tool):
         fail(("%s writes JSON reports of format %s; this rule reads format %d: use the " +
               "neuron-cache of the same release as this rule (the `tool` attribute)") %
              (tool, version, _REPORT_FORMAT))
+    for row in report.get("configurations", []):
+        if row.get("status") in ["local", "hub"] and "files" not in row:
+            fail(("%s lists no files of %s (`plan --files`): use the neuron-cache of the same " +
+                  "release as this rule (the `tool` attribute)") % (tool, row.get("name")))
     return report
+
+def _hf_token(rctx):
+    """The Hub token, from where the tool reads it (config/settings.cpp); never written anywhere."""
+    env = rctx.os.environ
+    for name in ["HF_TOKEN", "HUGGING_FACE_HUB_TOKEN"]:
+        if env.get(name, "").strip():
+            return env[name].strip()
+    path = env.get("HF_TOKEN_PATH", "")
+    if not path:
+        home = env.get("HF_HOME", "")
+        if not home:
+            cache = env.get("XDG_CACHE_HOME", "") or env.get("HOME", "") + "/.cache"
+            home = cache + "/huggingface"
+        path = home + "/token"
+    if not path.startswith("/") or not rctx.path(path).exists:
+        return ""
+    return rctx.read(rctx.path(path)).strip()
+
+def _hub_endpoint(rctx):
+    endpoint = rctx.os.environ.get("HF_ENDPOINT", "") or _DEFAULT_ENDPOINT
+    for _ in range(len(endpoint)):
+        if not endpoint.endswith("/"):
+            break
+        endpoint = endpoint[:-1]
+    return endpoint
+
+def _safe_path(path):
+    """Whether a listed path stays inside its folder (the tool checks names; this rule too)."""
+    parts = path.split("/")
+    return (len(parts) >= 3 and "\\" not in path and
+            not [p for p in parts if p in ["", ".", ".."]] and
+            parts[0].startswith("neuronxcc-") and parts[1].startswith("MODULE_"))
+
+def _auth_for(url, source, token, endpoint):
+    """The token goes to the Hub's own URLs only: never to a file:// URL or another host."""
+    if not token or source != "hub" or not url.startswith(endpoint + "/"):
+        return {}
+    return {url: {"type": "pattern", "pattern": "Bearer <password>", "password": token}}
+
+def _download_configuration(rctx, row, folder, token, endpoint):
+    """Lays the configuration out as `<folder>/...`; returns (its files, entry first; or None,
+    why not)."""
+    rctx.file(folder + "/" + _ENTRY_FILE, row["entry"], executable = False)
+    files = [folder + "/" + _ENTRY_FILE]
+    for record in row["files"]:
+        path = record["path"]
+        if not _safe_path(path):
+            fail("neuron-cache listed the unsafe path `%s` for %s" % (path, row["name"]))
+        output = folder + "/" + path
+        files.append(output)
+        if record["size"] == 0 and record["sha256"] == _EMPTY_SHA256:
+            rctx.file(output, "", executable = False)  # a marker such as model.done
+            continue
+        result = rctx.download(
+            url = record["url"],
+            output = output,
+            sha256 = record["sha256"],
+            auth = _auth_for(record["url"], record.get("source"), token, endpoint),
+            allow_fail = not rctx.attr.strict,  # strict: Bazel's own error fails the fetch
+        )
+        if not result.success:
+            return None, "downloading %s failed: see Bazel's warning above" % path
+    return files, None
 
 def _bzl_list(items, indent):
     if not items:
@@ -134,35 +234,13 @@ def _bzl_list(items, indent):
     pad = " " * indent
     return "[\n" + "".join([pad + "    %s,\n" % repr(item) for item in items]) + pad + "]"
 
-def _link_configuration(rctx, export_dir, folder):
-    """Lays the exported configuration out as `<folder>/...`; returns its files, entry first."""
-    entry_text = rctx.read(export_dir.get_child(_ENTRY_FILE))
-    entry = json.decode(entry_text)
-    rctx.file(folder + "/" + _ENTRY_FILE, entry_text, executable = False)
-    files = [folder + "/" + _ENTRY_FILE]
-    compiler_dir = "neuronxcc-" + entry["inputs"]["compiler"]["version"]
-    for module in entry.get("modules", []):
-        for record in module.get("files", []):
-            relative = "%s/%s/%s" % (compiler_dir, module["name"], record["name"])
-            exported = export_dir.get_child(compiler_dir).get_child(module["name"])
-            exported = exported.get_child(record["name"])
-            if not exported.exists:
-                fail("neuron-cache exported %s without %s" % (export_dir, relative))
-
-            # One hop to the file in the local cache (the export holds a symlink to it).
-            rctx.symlink(exported.realpath, folder + "/" + relative)
-            files.append(folder + "/" + relative)
-    return files
-
-def _neuron_model_artifacts_impl(rctx):
-    tool = _find_tool(rctx)
+def _run_plan(rctx, tool):
+    """Runs `neuron-cache plan --json --files`; returns (its result, the report or None)."""
     manifest = rctx.path(rctx.attr.manifest)  # through the label: Bazel tracks its content
     if rctx.attr.cache_dir and not rctx.attr.cache_dir.startswith("/"):
         fail("neuron_model_artifacts: cache_dir must be an absolute path, not `%s`" %
              rctx.attr.cache_dir)
-
-    exports = rctx.path(_EXPORTS)
-    args = [tool, "prefetch", str(manifest), "--export-dir", str(exports), "--json", "--quiet"]
+    args = [tool, "plan", str(manifest), "--json", "--files", "--quiet"]
     for config in rctx.attr.configs:
         args.extend(["--config", config])
     if rctx.attr.cache_repo:
@@ -174,31 +252,37 @@ def _neuron_model_artifacts_impl(rctx):
     environment = {"HF_HUB_OFFLINE": "1"} if rctx.attr.offline else {}
 
     what = ", ".join(rctx.attr.configs) if rctx.attr.configs else "every configuration"
-    rctx.report_progress("neuron-cache prefetch %s of %s" % (what, rctx.attr.manifest))
+    rctx.report_progress("neuron-cache plan %s of %s" % (what, rctx.attr.manifest))
     result = rctx.execute(args, environment = environment, timeout = rctx.attr.timeout,
                           quiet = True)
 
     report = _decode_report(result, tool) if result.return_code == 0 else None
     if result.return_code == _EXIT_USAGE or (result.return_code != 0 and rctx.attr.strict):
-        fail("neuron-cache prefetch failed (exit %d) for @%s:\n%s" %
+        fail("neuron-cache plan failed (exit %d) for @%s:\n%s" %
              (result.return_code, rctx.name, _tool_message(result)))
     if result.return_code != 0:
-        print("WARNING: neuron-cache prefetch failed (exit %d); every filegroup of @%s is empty:\n%s" %
+        print("WARNING: neuron-cache plan failed (exit %d); every filegroup of @%s is empty:\n%s" %
               (result.return_code, rctx.name, _tool_message(result)))
     elif report == None:
-        fail("neuron-cache prefetch printed no JSON report for @%s:\n%s" %
+        fail("neuron-cache plan printed no JSON report for @%s:\n%s" %
              (rctx.name, _tool_message(result)))
     elif result.stderr.strip():
         print("@%s: %s" % (rctx.name, result.stderr.strip()))
+    return result, report
 
+def _neuron_model_artifacts_impl(rctx):
+    tool = _check_tool(rctx)
+    result, report = _run_plan(rctx, tool)
     if report != None:
         rctx.file("report.json", result.stdout, executable = False)
         configurations = report.get("configurations", [])
     else:
-        configurations = [{"name": name, "export_dir": None} for name in rctx.attr.configs]
+        configurations = [{"name": name} for name in rctx.attr.configs]
 
+    token = _hf_token(rctx)
+    endpoint = _hub_endpoint(rctx)
     taken = {name: True for name in _RESERVED}
-    groups = []  # (target, files, entry or None)
+    groups = []  # (target, files, entry target)
     missing = []
     for item in configurations:
         name = item["name"]
@@ -206,12 +290,15 @@ def _neuron_model_artifacts_impl(rctx):
         if target != name:
             print("neuron-cache (@%s): configuration `%s` is the target :%s" % (rctx.name, name, target))
         entry_target = _unique(target + "_entry", taken)
-        if item.get("export_dir"):
-            files = _link_configuration(rctx, rctx.path(item["export_dir"]), target)
-            groups.append((target, files, entry_target))
+        files, problem = [], None
+        if "files" in item:
+            rctx.report_progress("downloading %d files of %s" % (len(item["files"]), name))
+            files, problem = _download_configuration(rctx, item, target, token, endpoint)
         else:
-            groups.append((target, [], entry_target))
-            missing.append("%s (%s)" % (name, item.get("reason") or item.get("status") or "not fetched"))
+            problem = item.get("reason") or item.get("status") or "not fetched"
+        if problem:
+            missing.append("%s (%s)" % (name, problem))
+        groups.append((target, files or [], entry_target))
 
     if missing and rctx.attr.strict:
         fail("neuron-cache: not in the cache for @%s: %s" % (rctx.name, ", ".join(missing)))
@@ -257,27 +344,36 @@ _ATTRS = {
               "`CUSTOM_CACHE_REPO`, then the manifest's `cache_repo`, then the saved default.",
     ),
     "cache_dir": attr.string(
-        doc = "The local Neuron compile cache the artifacts are downloaded into (an absolute " +
-              "path). The repository's files are symlinks into it, so it must outlive the build. " +
-              "Empty: `NEURON_COMPILE_CACHE_URL`, then `/var/tmp/neuron-compile-cache`.",
+        doc = "The local Neuron compile cache (an absolute path) whose complete MODULE_ folders " +
+              "are copied instead of downloaded; it is only read. Empty: " +
+              "`NEURON_COMPILE_CACHE_URL`, then `/var/tmp/neuron-compile-cache`.",
     ),
     "strict": attr.bool(
         default = False,
-        doc = "Fail the fetch when a configuration is not in the cache or the Hub cannot be " +
-              "used. By default such a configuration gets an empty filegroup and a warning.",
+        doc = "Fail the fetch when a configuration is not in the cache, a download fails or the " +
+              "Hub cannot be used. By default such a configuration gets an empty filegroup and " +
+              "a warning.",
     ),
     "offline": attr.bool(
         default = False,
-        doc = "Make no Hub request (`HF_HUB_OFFLINE=1`): only configurations already complete " +
-              "in the local cache are available.",
+        doc = "Make no Hub request (`HF_HUB_OFFLINE=1` for the plan): only configurations " +
+              "complete in the local cache are available (or already in Bazel's repository " +
+              "cache once planned).",
     ),
-    "tool": attr.string(
-        doc = "The `neuron-cache` executable: an absolute path or a command on `PATH`. " +
-              "`--repo_env=NEURON_CACHE_TOOL=...` overrides it. Empty: `neuron-cache` on `PATH`.",
+    "tool": attr.label(
+        allow_single_file = True,
+        doc = "The `neuron-cache` executable as a label (a file of this workspace or of another " +
+              "repository, such as a downloaded release): Bazel refetches when it changes. " +
+              "`--repo_env=NEURON_CACHE_TOOL=...` overrides it. Empty: `tool_path`.",
+    ),
+    "tool_path": attr.string(
+        doc = "The `neuron-cache` executable: an absolute path or a command on `PATH`, used when " +
+              "`tool` is empty. Empty: `neuron-cache` on `PATH`. Whichever is used must answer " +
+              "`--version` as neuron-cache and write the report format this rule reads.",
     ),
     "timeout": attr.int(
         default = 3600,
-        doc = "Seconds the prefetch may take before Bazel stops it.",
+        doc = "Seconds the plan may take before Bazel stops it.",
     ),
 }
 
@@ -288,11 +384,13 @@ neuron_model_artifacts = repository_rule(
     doc = """Fetches the compiled artifacts (NEFF files) of declared model configurations from a
 neuron-cache / optimum-neuron cache and exposes one `filegroup` per configuration.
 
-Runs `neuron-cache prefetch MANIFEST --export-dir ... --json`: downloads what the Hub cache repo
-has into the local Neuron compile cache (verified, atomic), and links each complete configuration
-into this repository. The token is never an attribute: give the tool a token file with
-`--repo_env=HF_TOKEN_PATH=/path/to/token` (or `HF_HOME`'s `token` file, or `HF_TOKEN` in Bazel's
-environment).
+Runs `neuron-cache plan MANIFEST --json --files` (which reads the Hub's index, downloads nothing),
+then `repository_ctx.download(url, output, sha256, auth)` for each file of each cached
+configuration: the files are regular files of this repository, verified by Bazel, kept in Bazel's
+repository cache (shared by every workspace that uses the same `--repository_cache`). The token is
+never an attribute: give a token file with `--repo_env=HF_TOKEN_PATH=/path/to/token` (or
+`HF_HOME`'s `token` file, or `HF_TOKEN` in Bazel's environment); it is sent to the Hub's endpoint
+only.
 """,
 )
 

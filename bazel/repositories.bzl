@@ -23,7 +23,7 @@ def neuron_cache_repositories(name = "neuron_models", manifest = "//:neuron-cach
       name: the external repository's name.
       manifest: label of the manifest (`neuron-cache.yaml` or an inference-cache-config JSON file).
       **kwargs: the other attributes of `neuron_model_artifacts` (`configs`, `cache_repo`,
-        `cache_dir`, `strict`, `offline`, `tool`, `timeout`).
+        `cache_dir`, `strict`, `offline`, `tool`, `tool_path`, `timeout`).
     """
     if native.existing_rule(name):
         return

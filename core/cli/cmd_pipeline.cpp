@@ -19,6 +19,7 @@ struct Args {
   std::vector<std::string> configs;
   pipeline::Options options;
   bool json = false;
+  bool files = false;  // plan --files
   bool quiet = false;
   std::string report_file;
   std::string summary_file;
@@ -147,6 +148,7 @@ void run_plan(Context& context, Args& args) {
   plan::Plan plan = p->make_plan();
   if (args.json) {
     nlohmann::json out = report::plan_json(plan);
+    if (args.files) report::add_files(out, plan, p->local_index(), context.client());
     out["hub_requests"] = p->hub_requests();
     print_json(out);
   } else {
@@ -360,6 +362,10 @@ void register_pipeline(CLI::App& app, Context& context) {
       "For each declared configuration: complete locally, on the Hub, or to compile (and why)");
   add_common(plan, context, plan_args, true);
   plan->add_flag("--json", plan_args->json, "Print JSON for scripts");
+  plan->add_flag("--files", plan_args->files,
+                 "With --json: each cached configuration's files, sizes, sha256 and download "
+                 "URLs (file:// or the Hub's, at the commit read)")
+      ->needs("--json");
   plan->callback([&context, plan_args] { run_plan(context, *plan_args); });
 
   auto prefetch_args = std::make_shared<Args>();

@@ -205,15 +205,20 @@ RepoInfo HubClient::repo_info(const std::string& repo, const std::string& revisi
 std::optional<std::string> HubClient::read_file(const std::string& repo, const std::string& path,
                                                 const std::string& revision) {
   check_repo(repo);
-  std::string url = options_.endpoint + "/" + repo + "/resolve/" + url_encode(revision, false) +
-                    "/" + url_encode(path, true);
-  HttpRequest request{"GET", url};
+  HttpRequest request{"GET", resolve_url(repo, revision, path)};
   request.may_leave_origin = true;  // an LFS file comes from the CDN the Hub redirects to
   HttpResponse response = call(request, "reading " + path + " from " + repo);
   if (ok(response)) return response.body;
   std::string code = response.headers.get("X-Error-Code").value_or("");
   if (response.status == 404 && code == "EntryNotFound") return std::nullopt;
   throw hub_error(response, "reading " + path + " from " + repo, repo);
+}
+
+std::string HubClient::resolve_url(const std::string& repo, const std::string& revision,
+                                   const std::string& path_in_repo) const {
+  check_repo(repo);
+  return options_.endpoint + "/" + repo + "/resolve/" + url_encode(revision, false) + "/" +
+         url_encode(path_in_repo, true);
 }
 
 bool HubClient::repo_exists(const std::string& repo) {

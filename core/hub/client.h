@@ -132,6 +132,11 @@ class HubClient {
                       const std::string& message, const std::optional<std::string>& parent_commit,
                       const std::string& revision = "main");
 
+  // The resolve URL a download of `path_in_repo` asks for (what `download` and `read_file` use;
+  // `plan --files` hands it to build systems, so its quoting is the same).
+  std::string resolve_url(const std::string& repo, const std::string& revision,
+                          const std::string& path_in_repo) const;
+
   HttpEngine& http() { return http_; }
   // Why the Hub was found unreachable in this run (no further request is made), or empty.
   const std::string& hub_down() const { return http_.hub_down(); }

@@ -345,8 +345,7 @@ std::vector<DownloadResult> HubClient::download(const std::string& repo,
   std::vector<std::unique_ptr<RangeExchange>> exchanges;
   for (size_t i = 0; i < requests.size(); ++i) {
     DownloadRequest& request = requests[i];
-    std::string url = options_.endpoint + "/" + repo + "/resolve/" + url_encode(revision, false) +
-                      "/" + url_encode(request.path_in_repo, true);
+    std::string url = resolve_url(repo, revision, request.path_in_repo);
     auto state = std::make_shared<FileState>();
     state->repo = repo;
     state->request = &request;

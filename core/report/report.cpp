@@ -3,6 +3,8 @@
 #include <cstdio>
 #include <map>
 
+#include "error.h"
+#include "hub/http.h"
 #include "store/cleanup.h"
 
 namespace neuron_cache::report {
@@ -97,7 +99,57 @@ std::string outcome_of(const RunRecord& run, const plan::PlanRow& before) {
   return "must compile";
 }
 
+// "file:///abs/path", percent-encoded like the Hub's URLs (a '+' of a MODULE_ name is %2B).
+std::string file_url(const std::filesystem::path& path) {
+  return "file://" +
+         hub::url_encode(std::filesystem::absolute(path).lexically_normal().string(), true);
+}
+
+// The rows a build system can download: complete locally, or listed by the Hub's index.
+bool has_files(const plan::PlanRow& row) {
+  return row.entry && (row.status == plan::Status::Local || row.status == plan::Status::Hub);
+}
+
+json files_json(const plan::Plan& plan, const plan::PlanRow& row, const LocalIndex& local,
+                const hub::HubClient& client) {
+  const artifact_index::Entry& entry = *row.entry;
+  const std::string compiler_dir = entry.compiler_dir();
+  json files = json::array();
+  for (const auto& module : entry.modules) {
+    bool here = local.module_complete(compiler_dir, module);
+    if (!here && plan.hub_revision.empty()) {
+      // A URL of a branch could give other bytes than the sha256 says; never guess one.
+      throw operational_error(compiler_dir + "/" + module.name + " of " +
+                              row.target.configuration.name +
+                              " is neither complete locally nor at a known Hub commit: run "
+                              "`neuron-cache plan` again with the Hub reachable");
+    }
+    for (const auto& file : module.files) {
+      std::string path = compiler_dir + "/" + module.name + "/" + file.name;
+      std::string url = here ? file_url(local.cache().root() / path)
+                             : client.resolve_url(plan.repo, plan.hub_revision, path);
+      files.push_back({{"path", path},
+                       {"size", file.size},
+                       {"sha256", file.sha256},
+                       {"source", here ? "local" : "hub"},
+                       {"url", url}});
+    }
+  }
+  return files;
+}
+
 }  // namespace
+
+void add_files(json& plan_report, const plan::Plan& plan, const LocalIndex& local,
+               const hub::HubClient& client) {
+  json& rows = plan_report.at("configurations");
+  for (size_t i = 0; i < plan.rows.size() && i < rows.size(); ++i) {
+    const plan::PlanRow& row = plan.rows[i];
+    if (!has_files(row)) continue;
+    rows[i]["entry"] = artifact_index::serialize_entry(*row.entry);
+    rows[i]["files"] = files_json(plan, row, local, client);
+  }
+}
 
 std::string human_bytes(uint64_t bytes) {
   static constexpr const char* kUnits[] = {"KiB", "MiB", "GiB", "TiB"};

@@ -1,10 +1,15 @@
 #!/usr/bin/env bash
 # The Bazel front end end to end: a real Bazel (Debian's bazel-bootstrap, 4.2) builds a copy of
-# examples/bazel, whose genrule consumes @neuron_models//:llama3-8b-chat, against the loopback Hub.
-# Checks: the genrule lists the configuration's NEFFs; a second build asks the Hub nothing; editing
-# the manifest fetches again; a missing configuration gives an empty filegroup and a warning (a
-# failed fetch with strict = True); the token, given as a file, reaches the tool and appears nowhere
-# in Bazel's output or output base.
+# examples/bazel, whose genrule consumes @neuron_models//:llama3-8b-chat, against the loopback Hub
+# (the cache repo made private, so every download needs the token). Checks: the rule downloads
+# each artifact once with Bazel's downloader (the files are regular files of the external
+# repository, byte-identical to what was pushed); the token, given as a file, goes to the Hub and
+# not to its CDN; a second workspace sharing the repository cache downloads nothing and gets the
+# same bytes; a second build asks the Hub nothing; editing the manifest plans again without
+# downloading; a missing configuration, or one whose download fails its sha256, gives an empty
+# filegroup and a warning (a failed fetch with strict = True); offline serves the local cache; a
+# tool that is not neuron-cache, or writes another report format, fails with a message; the token
+# appears nowhere in Bazel's output, output bases, repository caches or the tool's command lines.
 #   bazel-test.sh BUILD_DIR        (KEEP_WORK=1 keeps the temporary folder)
 set -euo pipefail
 
@@ -17,6 +22,15 @@ if ! command -v bazel >/dev/null; then
 fi
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/neuron-cache-bazel.XXXXXX")
+# The demo Hub with the cache repo private: a download without the token fails.
+python3 -c '
+import json, sys
+config = json.load(open(sys.argv[1]))
+for repo in config["repos"]:
+    if repo["id"] == "acme/neuron-cache":
+        repo["private"] = True
+json.dump(config, open(sys.argv[2], "w"))' "$root/examples/demo-hub.json" "$work/hub-config.json"
+HUB_CONFIG=$work/hub-config.json
 source "$root/tests/tools/hub-env.sh" "$build" "$work/hub"
 cleanup() {
   stop_hub
@@ -33,6 +47,7 @@ step() { echo "== $*"; }
 start_hub
 trap cleanup EXIT
 seed_hub "$root/examples/neuron-cache.yaml" --config llama3-8b-chat
+seed=$work/hub/seed-cache
 
 # The token goes to Bazel as a file: Bazel logs its client environment in the output base's
 # java.log, so a token in HF_TOKEN would end up there.
@@ -40,54 +55,85 @@ token=$HF_TOKEN
 printf '%s\n' "$token" >"$work/token"
 unset HF_TOKEN
 
+# The tool as the rule runs it, through a wrapper that logs its command lines (and nothing else).
+printf '#!/bin/sh\nprintf "%%s\\n" "$*" >>"%s"\nexec "%s" "$@"\n' "$work/tool-calls.log" \
+  "$NEURON_CACHE_TOOL" >"$work/neuron-cache"
+chmod +x "$work/neuron-cache"
+
 cp -r "$root/examples/bazel" "$work/ws"
 outputs=$work/outputs
 mkdir -p "$outputs"
 run=0
-# bazel ARGS...: one --batch Bazel (no server left behind) on the shared output root; its output
-# goes to $outputs/<n>.log and $last.
+ws=$work/ws
+bazel_root=$work/bazel-root
+# bazel ARGS...: one --batch Bazel (no server left behind) in $ws on $bazel_root, with the
+# repository cache every workspace here shares; its output goes to $outputs/<n>.log and $last.
 bazel_in_ws() {
   run=$((run + 1))
   last=$outputs/$run.log
   local status=0
-  (cd "$work/ws" && bazel --output_user_root="$work/bazel-root" --batch --host_jvm_args=-Xmx1g \
+  (cd "$ws" && bazel --output_user_root="$bazel_root" --batch --host_jvm_args=-Xmx1g \
     "$1" --override_repository=neuron_cache="$root" --jobs=2 --local_cpu_resources=2 \
+    --repository_cache="$work/repository-cache" \
     --nosandbox_debug --color=no --curses=no \
     --repo_env=HF_ENDPOINT="$HF_ENDPOINT" --repo_env=HF_HOME="$HF_HOME" \
-    --repo_env=HF_TOKEN_PATH="$work/token" --repo_env=NEURON_CACHE_TOOL="$NEURON_CACHE_TOOL" \
+    --repo_env=HF_TOKEN_PATH="$work/token" --repo_env=NEURON_CACHE_TOOL="$work/neuron-cache" \
     --repo_env=NEURON_COMPILE_CACHE_URL="$work/cache" "${@:2}") >"$last" 2>&1 || status=$?
   return $status
 }
 show_last() { sed 's/^/  | /' "$last" >&2; }
 module_downloads() { hub_log | grep -o '"path":"[^"]*/resolve/[^"]*MODULE_[^"]*"' | wc -l; }
 requests() { hub_log | grep -o '"method":' | wc -l; }
+external() { echo "$(cd "$ws" && bazel --output_user_root="$bazel_root" --batch info output_base 2>/dev/null)/external"; }
 
-step "first build: fetches llama3-8b-chat"
+step "first build: plans llama3-8b-chat, downloads each file once with Bazel's downloader"
 hub_clear_log
 bazel_in_ws build //:neff_list || { show_last; fail "the first build failed"; }
-list=$work/ws/bazel-bin/neff_list.txt
+list=$ws/bazel-bin/neff_list.txt
 [[ -f "$list" ]] || fail "no $list"
 cat "$list"
-entry=$work/cache/neuronxcc-2.21.33363.0+82129205
+entry=$seed/neuronxcc-2.21.33363.0+82129205
 expected=$(find "$entry" -path '*/MODULE_*/model.neff' | wc -l)
-# Only the configuration's modules: the seed compiled llama3-8b-chat alone into this cache.
-[[ $expected -ge 1 ]] || fail "prefetch put no NEFF in $work/cache"
+[[ $expected -ge 1 ]] || fail "the seed put no NEFF in $seed"
 [[ $(grep -c '\.neff ' "$list") -eq $expected ]] || fail "the genrule lists not all $expected NEFFs"
-while read -r path size; do
-  [[ "$path" == *.neff ]] || continue
-  actual=$(wc -c <"$entry/${path#neuronxcc-*/}")
-  [[ "$size" == "$actual" ]] || fail "$path: listed $size bytes, the cache has $actual"
-done < <(grep '\.neff ' "$list")
 grep -q '^NEURON_COMPILE_CACHE_URL=.*/llama3-8b-chat$' "$list" || fail "no cache folder in the list"
-[[ $(module_downloads) -ge $expected ]] || fail "the fetch downloaded no MODULE_ file"
+generated=$(external)/neuron_models
+config_dir=$generated/llama3-8b-chat
+# Real files of the external repository, byte-identical to the pushed ones; no symlink anywhere.
+[[ -z $(find "$generated" -type l) ]] || { find "$generated" -type l >&2; fail "the repository holds symlinks"; }
+files=0
+while read -r file; do
+  cmp -s "$file" "$seed/${file#"$config_dir"/}" || fail "$file differs from what was pushed"
+  files=$((files + 1))
+done < <(find "$config_dir/neuronxcc-"* -type f)
+[[ $files -gt $expected ]] || fail "only $files files in $config_dir"
+[[ -z $(find "$work/cache" -name 'MODULE_*' 2>/dev/null) ]] || fail "the fetch wrote into the local cache $work/cache"
+# Each distinct content once from the Hub: the repository cache is keyed by sha256, so a file
+# equal to one already fetched (compile_flags.json) is not asked for again; empty markers are
+# written, not downloaded.
+distinct=$(python3 -c '
+import json, sys
+rows = json.load(open(sys.argv[1]))["configurations"]
+print(len({f["sha256"] for r in rows for f in r["files"] if f["size"] > 0}))' "$generated/report.json")
+[[ $(module_downloads) -eq $distinct ]] ||
+  { hub_log >&2; fail "$(module_downloads) resolve GETs of MODULE_ files for $distinct contents"; }
+[[ $(hub_log | grep -o '"path":"[^"]*/resolve/[^"]*MODULE_[^"]*"' | sort | uniq -d | wc -l) -eq 0 ]] ||
+  fail "a file was downloaded twice"
 hub_log | python3 -c '
 import json, sys
-hub = [r for r in json.load(sys.stdin) if r["listener"] == "hub"]  # the CDN gets signed URLs
-sys.exit(0 if hub and all(r["authorization"] for r in hub) else 1)' ||
-  fail "a Hub request went without the token from the token file"
-generated=$(cd "$work/ws" && echo "$(bazel --output_user_root="$work/bazel-root" --batch info output_base 2>/dev/null)/external/neuron_models")
+log = json.load(sys.stdin)
+hub = [r for r in log if r["listener"] == "hub"]
+cdn = [r for r in log if r["listener"] == "cdn"]
+if not hub or not all(r["authorization"] for r in hub):
+    sys.exit("a Hub request went without the token from the token file")
+if any(r["authorization"] for r in cdn):
+    sys.exit("the token went along a redirect to the CDN")
+print("%d Hub requests with the token, %d CDN requests without" % (len(hub), len(cdn)))' ||
+  fail "the token went where it should not"
 grep -q 'name = "llama3-8b-chat_entry"' "$generated/BUILD.bazel" || fail "no llama3-8b-chat_entry"
 grep -q 'name = "all"' "$generated/BUILD.bazel" || fail "no :all"
+grep -q '^plan .* --json --files' "$work/tool-calls.log" || fail "the rule did not run plan --files"
+if grep -q '^prefetch ' "$work/tool-calls.log"; then fail "the rule ran prefetch"; fi
 
 step "second build: the repository is not fetched again"
 hub_clear_log
@@ -96,17 +142,29 @@ bazel_in_ws build //:neff_list || { show_last; fail "the second build failed"; }
 [[ $(requests) -eq 0 ]] || { hub_log >&2; fail "the second build made Hub requests"; }
 [[ $(stat -c %Y "$generated/report.json") == "$before" ]] || fail "the second build refetched"
 
-step "editing the manifest fetches again"
+step "a second workspace sharing the repository cache downloads nothing"
+cp -r "$root/examples/bazel" "$work/ws2"
+hub_clear_log
+ws=$work/ws2 bazel_root=$work/bazel-root2 bazel_in_ws build //:neff_list ||
+  { show_last; fail "the second workspace's build failed"; }
+[[ $(module_downloads) -eq 0 ]] || { hub_log >&2; fail "the second workspace downloaded artifacts"; }
+second=$(ws=$work/ws2 bazel_root=$work/bazel-root2 external)/neuron_models/llama3-8b-chat
+diff -r "$config_dir" "$second" >/dev/null || fail "the second workspace's files differ"
+cmp -s "$ws/bazel-bin/neff_list.txt" "$work/ws2/bazel-bin/neff_list.txt" ||
+  fail "the second workspace's neff_list differs"
+echo "second workspace: $(requests) Hub requests (the plan), no artifact downloaded"
+
+step "editing the manifest plans again, the repository cache serves the files"
 sleep 1  # the marker is content based; this only makes report.json's mtime tell a refetch
-echo "# edited" >>"$work/ws/neuron-cache.yaml"
+echo "# edited" >>"$ws/neuron-cache.yaml"
 hub_clear_log
 bazel_in_ws build //:neff_list || { show_last; fail "the build after the edit failed"; }
 [[ $(requests) -gt 0 ]] || fail "the edited manifest was not fetched again (no Hub request)"
-[[ $(module_downloads) -eq 0 ]] || fail "the refetch downloaded again what the local cache has"
+[[ $(module_downloads) -eq 0 ]] || fail "the refetch downloaded again what the repository cache has"
 [[ $(stat -c %Y "$generated/report.json") != "$before" ]] || fail "report.json was not rewritten"
 
 step "a configuration the cache lacks: empty filegroup and a warning; strict: the fetch fails"
-cat >>"$work/ws/WORKSPACE" <<'WS'
+cat >>"$ws/WORKSPACE" <<'WS'
 
 load("@neuron_cache//bazel:repositories.bzl", "neuron_cache_repositories")
 
@@ -139,15 +197,16 @@ if bazel_in_ws build @typo_models//:no-such-configuration; then show_last; fail 
 grep -q 'no configuration named "no-such-configuration"' "$last" ||
   { show_last; fail "unknown configuration: not the tool's message"; }
 
-step "offline: served by the local cache; a name with ':' becomes a valid target"
+step "offline: served by the local cache (file:// URLs); a name with ':' becomes a valid target"
 echo '      - {name: "chat:bf16", batch_size: 1, sequence_length: 4096, num_cores: 8, precision: bf16}' \
-  >>"$work/ws/neuron-cache.yaml"
-cat >>"$work/ws/WORKSPACE" <<'WS'
+  >>"$ws/neuron-cache.yaml"
+cat >>"$ws/WORKSPACE" <<WS
 
 neuron_model_artifacts(
     name = "offline_models",
     manifest = "//:neuron-cache.yaml",
     configs = ["chat:bf16", "llama3-8b-chat"],
+    cache_dir = "$seed",
     offline = True,
 )
 WS
@@ -155,30 +214,80 @@ hub_clear_log
 bazel_in_ws build @offline_models//:chat_bf16 @offline_models//:llama3-8b-chat ||
   { show_last; fail "the offline build failed"; }
 [[ $(requests) -eq 0 ]] || { hub_log >&2; fail "offline = True made Hub requests"; }
-# The tool's notices reach the user (here: the revision remembered from the first fetch).
+# The tool's notices reach the user (here: the revision remembered from the seed's run).
 grep -q '@offline_models: .*remembered' "$last" || { show_last; fail "no notice"; }
-offline_build=$(dirname "$generated")/offline_models/BUILD.bazel
-[[ $(grep -c '/model.neff"' "$offline_build") -eq $((2 * expected)) ]] ||
-  { cat "$offline_build" >&2; fail "offline: not every NEFF of both configurations"; }
-grep -q 'name = "chat_bf16"' "$offline_build" || fail "chat:bf16 is not the target chat_bf16"
+offline=$(dirname "$generated")/offline_models
+[[ $(grep -c '/model.neff"' "$offline/BUILD.bazel") -eq $((2 * expected)) ]] ||
+  { cat "$offline/BUILD.bazel" >&2; fail "offline: not every NEFF of both configurations"; }
+grep -q 'name = "chat_bf16"' "$offline/BUILD.bazel" || fail "chat:bf16 is not the target chat_bf16"
+grep -q '"source": "local"' "$offline/report.json" || fail "offline: no file:// source"
+[[ -z $(find "$offline" -type l) ]] || fail "offline: the repository holds symlinks"
+diff -r "$offline/llama3-8b-chat/neuronxcc-2.21.33363.0+82129205" \
+  "$config_dir/neuronxcc-2.21.33363.0+82129205" >/dev/null || fail "offline: other bytes"
 
-step "a tool whose JSON report has another format: the fetch fails and says why"
-printf '#!/bin/sh\necho '"'"'{"format_version": 99, "configurations": []}'"'"'\n' >"$work/future-tool"
-chmod +x "$work/future-tool"
-cat >>"$work/ws/WORKSPACE" <<WS
+step "a tool that is not neuron-cache, or writes another report format: the fetch fails and says why"
+printf '#!/bin/sh\necho "other-tool 1.0"\n' >"$work/other-tool"
+printf '#!/bin/sh\n[ "$1" = --version ] && { echo "neuron-cache 9.0.0"; exit 0; }\necho '"'"'{"format_version": 99, "configurations": []}'"'"'\n' >"$work/future-tool"
+chmod +x "$work/other-tool" "$work/future-tool"
+cat >>"$ws/WORKSPACE" <<WS
 
 neuron_model_artifacts(
     name = "future_models",
     manifest = "//:neuron-cache.yaml",
     configs = ["llama3-8b-chat"],
 )
+
+neuron_model_artifacts(
+    name = "other_models",
+    manifest = "//:neuron-cache.yaml",
+    configs = ["llama3-8b-chat"],
+    tool = "//:other-tool",
+)
 WS
+cp "$work/other-tool" "$ws/other-tool"
+echo 'exports_files(["other-tool"])' >>"$ws/BUILD.bazel"
 if bazel_in_ws build @future_models//:llama3-8b-chat --repo_env=NEURON_CACHE_TOOL="$work/future-tool"; then show_last; fail "a report of format 99 was read"; fi
 grep -q 'writes JSON reports of format 99; this rule reads format 1' "$last" ||
   { show_last; fail "another report format: no clear message"; }
+# The label is the tool when NEURON_CACHE_TOOL is not set.
+if bazel_in_ws build @other_models//:llama3-8b-chat --repo_env=NEURON_CACHE_TOOL=; then show_last; fail "a tool that is not neuron-cache was used"; fi
+grep -q 'other-tool (from the `tool` label [^)]*other-tool) is not neuron-cache' "$last" ||
+  { show_last; fail "a tool that is not neuron-cache: no clear message"; }
 
-step "the token is nowhere in Bazel's output or output base"
-if grep -rlF "$token" "$outputs" "$work/bazel-root" "$work/ws" 2>/dev/null; then
+step "a download that fails its sha256: empty filegroup and a warning; strict: Bazel's error"
+cat >>"$ws/WORKSPACE" <<'WS'
+
+neuron_model_artifacts(
+    name = "corrupt_models",
+    manifest = "//:neuron-cache.yaml",
+    configs = ["llama3-8b-chat"],
+)
+
+neuron_model_artifacts(
+    name = "corrupt_strict_models",
+    manifest = "//:neuron-cache.yaml",
+    configs = ["llama3-8b-chat"],
+    strict = True,
+)
+WS
+# The CDN flips a byte of every LFS file; an empty repository cache, so the downloads happen.
+curl -sf -X POST -H 'Content-Type: application/json' "$HF_ENDPOINT/_admin/faults" \
+  -d '[{"match": {"listener": "cdn", "path_contains": "/lfs/"}, "count": -1, "action": "corrupt"}]' >/dev/null
+bazel_in_ws build @corrupt_models//:llama3-8b-chat --repository_cache="$work/empty-repository-cache" ||
+  { show_last; fail "a failed download failed the build without strict"; }
+grep -q 'WARNING: neuron-cache: not in the cache.*llama3-8b-chat (downloading .* failed' "$last" ||
+  { show_last; fail "no warning for the failed download"; }
+[[ $(grep -c '/model.neff"' "$(dirname "$generated")/corrupt_models/BUILD.bazel") -eq 0 ]] ||
+  fail "a configuration whose download failed has files"
+if bazel_in_ws build @corrupt_strict_models//:llama3-8b-chat --repository_cache="$work/empty-repository-cache"; then
+  show_last; fail "strict = True with a corrupt download did not fail"
+fi
+grep -qi 'checksum' "$last" || { show_last; fail "strict: not Bazel's checksum error"; }
+curl -sf -X DELETE "$HF_ENDPOINT/_admin/faults" >/dev/null
+
+step "the token is nowhere in Bazel's output, output bases, repository cache or command lines"
+if grep -rlF "$token" "$outputs" "$work/bazel-root" "$work/bazel-root2" "$work/"*repository-cache \
+  "$work/ws" "$work/ws2" "$work/tool-calls.log" 2>/dev/null; then
   fail "the token leaked into the files above"
 fi
 echo "PASS"

@@ -1,8 +1,8 @@
 # Sourced by the shell tests of the front ends (CMake, Bazel): a loopback Hub with the demo's
 # repos and a cache repo filled by `neuron-cache ci` with the stand-in compiler.
 #   source tests/tools/hub-env.sh BUILD_DIR WORK_DIR
-#   start_hub                 starts hub-server (examples/demo-hub.json); sets HF_ENDPOINT, HF_TOKEN,
-#                             HF_HOME; stopped by stop_hub (also on EXIT)
+#   start_hub                 starts hub-server (examples/demo-hub.json, or $HUB_CONFIG); sets
+#                             HF_ENDPOINT, HF_TOKEN, HF_HOME; stopped by stop_hub (also on EXIT)
 #   stand_in_path             puts an `optimum-cli` shim for tests/tools/stand-in-export on PATH
 #   seed_hub MANIFEST [ARGS]  compiles and pushes MANIFEST's configurations with a throwaway cache
 #   hub_log / hub_clear_log   the server's access log (JSON) / empties it
@@ -17,7 +17,7 @@ hub_env_pid=
 start_hub() {
   mkdir -p "$hub_env_work"
   rm -f "$hub_env_work/hub.json"
-  "$hub_env_server" --data "$hub_env_work/hub-data" --config "$hub_env_root/examples/demo-hub.json" \
+  "$hub_env_server" --data "$hub_env_work/hub-data" --config "${HUB_CONFIG:-$hub_env_root/examples/demo-hub.json}" \
     --ready-file "$hub_env_work/hub.json" >"$hub_env_work/hub.log" 2>&1 &
   hub_env_pid=$!
   trap stop_hub EXIT
