@@ -37,7 +37,7 @@ void synchronize(Context& context, const Options& options) {
   std::string repo = context.hub_repo(options.repo);
   LocalCache cache(settings.local_cache_root(), {settings.hf_hub_cache.value});
   remote::SyncOptions sync;
-  sync.conflicts = context.retry_policy(6);
+  sync.conflicts = hub::retry_policy(context.settings(), 6);
   sync.compiler_running = is_process_running("neuronx-cc");
   Progress progress("Uploading", Progress::mode_for(options.quiet || options.json));
   sync.on_plan = [&](uint64_t, uint64_t bytes) { progress.set_total(bytes); };
