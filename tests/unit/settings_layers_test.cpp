@@ -378,5 +378,36 @@ TEST_F(PipelineSettingsTest, RunDoesTheStepsAskedForAfterThePlan) {
   EXPECT_EQ(record.pipeline, p.get());
 }
 
+// `config show --manifest M`: the settings a run with that manifest uses, each with its origin.
+TEST_F(PipelineSettingsTest, ConfigShowWithAManifestShowsItsLayer) {
+  std::string manifest = (work / "neuron-cache.yaml").string();
+  write_file(manifest, std::string(kManifest) + "cache_dir: cache\n");
+  auto show = [&](const std::string& args) {
+    std::string output;
+    int code = testing::run_command("env -i PATH=/nonexistent HOME='" + work.path().string() +
+                                        "' CUSTOM_CACHE_REPO=acme/from-env NEURON_CACHE_SEED=0 " +
+                                        testing::tool_path() + " config show " + args,
+                                    &output);
+    EXPECT_EQ(code, 0) << output;
+    return output;
+  };
+  std::string with = show("--manifest '" + manifest + "'");
+  EXPECT_TRUE(testing::contains(
+      with, "(the manifest's cache_repo in " + manifest + ") cache_repo = acme/manifest-repo"))
+      << with;
+  EXPECT_TRUE(testing::contains(with, "(the manifest's cache_dir in " + manifest +
+                                          ") cache_dir = " + (work / "cache").string()))
+      << with;
+  EXPECT_TRUE(testing::contains(with, "(the manifest's compiler_version in " + manifest +
+                                          ") compiler_version = 2.21.33363.0+82129205"))
+      << with;
+  EXPECT_TRUE(testing::contains(with, "(NEURON_CACHE_SEED) seed = false")) << with;
+  std::string without = show("");
+  EXPECT_TRUE(testing::contains(without, "(CUSTOM_CACHE_REPO) cache_repo = acme/from-env"))
+      << without;
+  EXPECT_TRUE(testing::contains(without, "(default) cache_dir = /var/tmp/neuron-compile-cache"))
+      << without;
+}
+
 }  // namespace
 }  // namespace neuron_cache
