@@ -4,13 +4,12 @@
 
 namespace neuron_cache::cli {
 
-std::string Context::hub_repo(const std::optional<std::string>& given) {
-  const Settings& s = settings();
-  std::string repo = given.value_or(s.cache_repo.value);
-  if (repo.empty()) throw input_error("no cache repo: pass --repo or run `neuron-cache set REPO`");
-  hub_names::require_repo_id(repo, given ? "--repo" : "the cache repo from " + s.cache_repo.origin,
-                             "check the name");
-  return repo;
+std::string Context::hub_repo() {
+  const Setting& repo = settings().cache_repo;
+  if (repo.value.empty())
+    throw input_error("no cache repo: pass --repo or run `neuron-cache set REPO`");
+  hub_names::require_repo_id(repo.value, "the cache repo from " + repo.origin, "check the name");
+  return repo.value;
 }
 
 hub::HubClient& Context::client() {

@@ -29,9 +29,9 @@ class Context {
   }
   // The Hub client for the resolved endpoint and token, made on first use.
   hub::HubClient& client();
-  // The cache repo a Hub command works on: `given` (its --repo), else the configured one;
+  // The cache repo a Hub command works on (its --repo is an override, like every command's);
   // throws an input Error when there is none or its name is not a Hub repo id.
-  std::string hub_repo(const std::optional<std::string>& given);
+  std::string hub_repo();
 
  private:
   Environment env_;
