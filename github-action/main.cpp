@@ -1,22 +1,24 @@
 // neuron-cache-action: the binary behind github-action/action.yml. It reads the action's inputs
 // from INPUT_* variables (the composite action maps them, since composite steps do not get them
-// by themselves), runs the pipeline steps the mode asks for exactly as `neuron-cache ci` does,
-// and answers in the runner's terms: step outputs in GITHUB_OUTPUT, the Markdown summary in
-// GITHUB_STEP_SUMMARY, annotations, masks and groups on stdout. No cache logic lives here.
+// by themselves), runs the pipeline steps the mode asks for through the library's
+// pipeline::run, as `neuron-cache ci` does, and answers in the runner's terms: step outputs in
+// GITHUB_OUTPUT, the Markdown summary in GITHUB_STEP_SUMMARY, annotations, masks and groups on
+// stdout. No cache logic lives here.
 //
 // Exit codes: 0 success, 1 a compile failed (or a cache problem with strict), 2 bad inputs.
 #include <unistd.h>
 
 #include <array>
-#include <chrono>
 #include <cstdlib>
 #include <fstream>
 #include <iostream>
 #include <map>
 
-#include "cli/context.h"
+#include "config/settings.h"
 #include "error.h"
+#include "hub/client.h"
 #include "pipeline/pipeline.h"
+#include "pipeline/run.h"
 #include "report/report.h"
 #include "runner_protocol.h"
 
@@ -172,16 +174,6 @@ bool runs_push(Mode mode) {
   return mode == Mode::Push || mode == Mode::All;
 }
 
-// What the steps did; RunRecord points into it.
-struct Steps {
-  plan::Plan initial;
-  plan::Plan final;
-  std::optional<pipeline::PrefetchStep> prefetch;
-  std::optional<pipeline::CompileStep> compile;
-  std::optional<pipeline::PushStep> push;
-  double seconds = 0;
-};
-
 // Ends a group even when a step throws, so the rest of the log is not folded into it.
 class Group {
  public:
@@ -194,24 +186,12 @@ class Group {
   WorkflowCommands& commands_;
 };
 
-// The same steps as the CLI's plan / prefetch / compile / push / ci (core/cli/cmd_pipeline.cpp).
-Steps run_steps(pipeline::Pipeline& p, const Inputs& in, WorkflowCommands& commands) {
-  auto start = std::chrono::steady_clock::now();
+// The same run as the CLI's plan / prefetch / compile / push / ci: pipeline::run.
+pipeline::RunResult run_steps(pipeline::Pipeline& p, const Inputs& in, WorkflowCommands& commands) {
   Group group(commands, "neuron-cache " + in.mode_name + ": " + p.repo());
-  Steps steps;
-  steps.initial = p.make_plan();
-  steps.final = steps.initial;
-  commands.line(report::plan_text(steps.initial));
-  if (runs_prefetch(in.mode)) steps.prefetch = p.prefetch(steps.final);
-  if (runs_compile(in.mode)) steps.compile = p.compile(steps.final);
-  if (runs_push(in.mode)) steps.push = p.push(steps.final);
-  steps.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  return steps;
-}
-
-report::RunRecord record_of(const Steps& steps, const pipeline::Pipeline& p) {
-  return {&steps.initial, &steps.final, steps.prefetch, steps.compile,
-          steps.push,     &p,           steps.seconds,  {}};
+  pipeline::RunSteps steps{runs_prefetch(in.mode), runs_compile(in.mode), runs_push(in.mode), {}};
+  return pipeline::run(
+      p, steps, [&commands](const plan::Plan& plan) { commands.line(report::plan_text(plan)); });
 }
 
 struct Outputs {
@@ -336,10 +316,11 @@ int run_action(const std::string& token, WorkflowCommands& commands) {
   // The token reaches the Hub client only through this Environment: not argv, not the process
   // environment the compile commands inherit.
   if (!in.token.empty()) env.set("HF_TOKEN", in.token);
-  cli::Context context(env);
-  if (!in.cache_repo.empty()) context.overrides().cache_repo = in.cache_repo;
-  if (!in.cache_dir.empty()) context.overrides().cache_dir = in.cache_dir;
-  for (const auto& warning : context.settings().warnings) commands.warning(warning);
+  SettingOverrides overrides;
+  if (!in.cache_repo.empty()) overrides.cache_repo = in.cache_repo;
+  if (!in.cache_dir.empty()) overrides.cache_dir = in.cache_dir;
+  Settings settings = Settings::resolve(env, overrides);
+  for (const auto& warning : settings.warnings) commands.warning(warning);
   announce_read_only(read_only, in.mode, commands);
 
   pipeline::Options options;
@@ -348,12 +329,13 @@ int run_action(const std::string& token, WorkflowCommands& commands) {
   options.strict = in.strict;
   options.read_only = read_only.on;
   options.jobs = in.jobs;
-  options.push.conflicts = context.retry_policy(6);
-  pipeline::Pipeline p(context.settings_with_compiler(), &context.client(), options);
+  settings.detect_compiler(env);
+  hub::HubClient client(hub::HubClient::options_from(settings));
+  pipeline::Pipeline p(settings, &client, options);
   p.on_progress = [&commands](const std::string& line) { commands.line("neuron-cache: " + line); };
 
-  Steps steps = run_steps(p, in, commands);
-  report::RunRecord run = record_of(steps, p);
+  pipeline::RunResult result = run_steps(p, in, commands);
+  report::RunRecord run = result.record(p);
   Outputs out = outputs_of(run);
   json report = report::run_json(run);
   report["action"] = action_json(in, read_only, out);
@@ -361,10 +343,10 @@ int run_action(const std::string& token, WorkflowCommands& commands) {
   write_summary(run, in, read_only);
   write_outputs(out);
 
-  report_failures(steps.compile, commands);
+  report_failures(result.compile, commands);
   report_notices(p, commands);
   commands.notice(summary_line(run, out));
-  return steps.compile && steps.compile->failed() ? kExitFailed : 0;
+  return result.compile_failed() ? kExitFailed : 0;
 }
 
 // The token first of all: masked before anything could print it, and removed from the

@@ -3,6 +3,8 @@
 
 #include "cli/context.h"
 #include "cli/output.h"
+#include "manifest/manifest.h"
+#include "pipeline/pipeline.h"
 
 namespace neuron_cache::cli {
 namespace {
@@ -22,9 +24,14 @@ std::vector<Row> rows(const Settings& s) {
       {"endpoint", s.endpoint},
       {"offline", s.offline_origin},
       {"compiler_version", s.compiler_version},
+      {"installed_compiler", s.installed_compiler},
       {"hf_home", s.hf_home},
       {"hf_hub_cache", s.hf_hub_cache},
       {"custom_cache_file", s.custom_cache_file},
+      {"neuron_cc_flags", s.cc_flags},
+      {"seed", s.seeding_origin},
+      {"hub_timeout_ms", s.hub_timeout_ms},
+      {"retry_base_ms", s.retry_base_ms},
   };
 }
 
@@ -65,7 +72,17 @@ void register_config(CLI::App& app, Context& context) {
   show_cmd->add_option_function<std::string>(
       "--repo", [&context](const std::string& v) { context.overrides().cache_repo = v; },
       "Hub cache repo to report as the explicit option");
-  show_cmd->callback([&context, json] { show(context.settings_with_compiler(), *json); });
+  auto manifest = std::make_shared<std::string>();
+  show_cmd->add_option("--manifest", *manifest,
+                       "Add this manifest's layer (cache_repo, cache_dir, compiler_version), as "
+                       "plan, ci and the Action do");
+  show_cmd->callback([&context, json, manifest] {
+    const Settings& settings = context.settings_with_compiler();
+    if (manifest->empty()) return show(settings, *json);
+    show(settings.with_manifest(
+             pipeline::manifest_layer(manifest::load_manifest(*manifest), *manifest)),
+         *json);
+  });
 }
 
 }  // namespace neuron_cache::cli

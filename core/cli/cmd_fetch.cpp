@@ -15,7 +15,6 @@ namespace {
 struct Options {
   std::vector<std::string> modules;
   std::vector<std::string> registry;  // entry paths in the repo or entry hashes
-  std::optional<std::string> repo;
   bool json = false;
   bool dry_run = false;
 };
@@ -166,7 +165,7 @@ void fetch(Context& context, const Options& options) {
     throw input_error("nothing to fetch: name MODULE_ folders or pass --registry ENTRY");
   }
   const Settings& settings = context.settings_with_compiler();
-  std::string repo = context.hub_repo(options.repo);
+  std::string repo = context.hub_repo();
   LocalCache cache(settings.local_cache_root(), {settings.hf_hub_cache.value});
   hub::HubClient& client = context.client();
   uint64_t listings = 0;
@@ -221,7 +220,7 @@ void register_fetch(CLI::App& app, Context& context) {
                   "A registry entry of a traced export: its path in the repo or its 20-hex hash; "
                   "fetches the entry and its MODULE_<hash> folder");
   cmd->add_option_function<std::string>(
-      "--repo,--repo_id", [options](const std::string& v) { options->repo = v; },
+      "--repo,--repo_id", [&context](const std::string& v) { context.overrides().cache_repo = v; },
       "Hub cache repo (default: the configured one)");
   cmd->add_option_function<std::string>(
       "--cache-dir,--cache_dir",

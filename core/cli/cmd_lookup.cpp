@@ -12,7 +12,6 @@ namespace {
 
 struct Options {
   remote::LookupQuery query;
-  std::optional<std::string> repo;
   bool json = false;
 };
 
@@ -114,7 +113,7 @@ void print_text(const remote::LookupResult& result, const Options& options,
 
 void lookup(Context& context, Options& options) {
   const Settings& settings = context.settings_with_compiler();
-  std::string repo = context.hub_repo(options.repo);
+  std::string repo = context.hub_repo();
   if (options.query.compiler_version.empty()) {
     options.query.compiler_version = settings.compiler_version.value;
   }
@@ -175,7 +174,7 @@ void register_lookup(CLI::App& app, Context& context) {
       "--sequence-length,--sequence_length",
       [options](long v) { options->query.sequence_length = v; }, "Sequence length");
   cmd->add_option_function<std::string>(
-      "--repo,--repo_id", [options](const std::string& v) { options->repo = v; },
+      "--repo,--repo_id", [&context](const std::string& v) { context.overrides().cache_repo = v; },
       "Hub cache repo (default: the configured one)");
   cmd->add_flag("--json", options->json, "Print JSON for scripts");
   cmd->callback([&context, options] { lookup(context, *options); });

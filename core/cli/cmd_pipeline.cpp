@@ -1,11 +1,12 @@
 // The main job's commands: plan, prefetch, compile, push, ci and run. Each one is a thin shell
-// over pipeline::Pipeline: options in, a step or two, text or JSON out.
+// over the library: options in, pipeline::run (or `run`'s steps), text or JSON out.
 #include <iostream>
 
 #include "cli/context.h"
 #include "cli/output.h"
 #include "config/redact.h"
 #include "pipeline/pipeline.h"
+#include "pipeline/run.h"
 #include "report/report.h"
 #include "store/safe_dir.h"
 
@@ -57,12 +58,6 @@ void add_export_option(CLI::App* cmd, const std::shared_ptr<Args>& args) {
                   "(symlinks to its NEFFs; use it as NEURON_COMPILE_CACHE_URL)");
 }
 
-std::map<std::string, std::string> export_if_asked(pipeline::Pipeline& p, const plan::Plan& plan,
-                                                   const Args& args) {
-  if (args.export_dir.empty()) return {};
-  return p.export_artifacts(plan, args.export_dir);
-}
-
 void add_compile_options(CLI::App* cmd, const std::shared_ptr<Args>& args) {
   cmd->add_option("--jobs,-j", args->options.jobs, "Compile this many configurations at once")
       ->check(CLI::Range(1, 256));
@@ -73,7 +68,6 @@ void add_compile_options(CLI::App* cmd, const std::shared_ptr<Args>& args) {
 std::unique_ptr<pipeline::Pipeline> open(Context& context, Args& args) {
   args.options.manifest = args.manifest;
   args.options.configs = args.configs;
-  args.options.push.conflicts = context.retry_policy(6);
   const Settings& settings = context.settings_with_compiler();
   for (const auto& warning : settings.warnings) warn(warning);
   auto pipeline = std::make_unique<pipeline::Pipeline>(settings, &context.client(), args.options);
@@ -143,86 +137,81 @@ void write_file(const std::string& path, const std::string& content) {
   }
 }
 
+// The steps a command runs after the plan, and its export folder.
+pipeline::RunSteps steps_of(bool prefetch, bool compile, bool push, const Args& args) {
+  return {prefetch, compile, push, args.export_dir};
+}
+
 void run_plan(Context& context, Args& args) {
   auto p = open(context, args);
-  plan::Plan plan = p->make_plan();
+  pipeline::RunResult result = pipeline::run(*p, steps_of(false, false, false, args));
   if (args.json) {
-    nlohmann::json out = report::plan_json(plan);
-    if (args.files) report::add_files(out, plan, p->local_index(), context.client());
+    nlohmann::json out = report::plan_json(result.initial);
+    if (args.files) report::add_files(out, result.initial, p->local_index(), context.client());
     out["hub_requests"] = p->hub_requests();
     print_json(out);
   } else {
-    std::cout << report::plan_text(plan);
+    std::cout << report::plan_text(result.initial);
   }
+}
+
+// The configurations still missing after a prefetch.
+std::string missing_line(const plan::Plan& plan) {
+  size_t missing = plan.count(plan::Status::Compile) + plan.count(plan::Status::Registry);
+  if (missing == 0) return "";
+  return std::to_string(missing) +
+         " configurations are not cached and must be compiled (see `neuron-cache plan`)\n";
 }
 
 void run_prefetch(Context& context, Args& args) {
   auto p = open(context, args);
-  plan::Plan plan = p->make_plan();
-  plan::Plan initial = plan;
-  pipeline::PrefetchStep step = p->prefetch(plan);
-  auto exports = export_if_asked(*p, plan, args);
+  pipeline::RunResult result = pipeline::run(*p, steps_of(true, false, false, args));
   if (args.json) {
-    report::RunRecord run{&initial,     &plan,   step,         std::nullopt,
-                          std::nullopt, p.get(), step.seconds, exports};
-    print_json(report::run_json(run));
-    return;
+    print_json(report::run_json(result.record(*p)));
+  } else if (!args.quiet) {
+    std::cout << prefetch_line(*result.prefetch, result.initial) << "\n"
+              << missing_line(result.final);
   }
-  if (args.quiet) return;
-  std::cout << prefetch_line(step, initial) << "\n";
-  size_t missing = plan.count(plan::Status::Compile) + plan.count(plan::Status::Registry);
-  if (missing)
-    std::cout << missing
-              << " configurations are not cached and must be compiled (see `neuron-cache plan`)\n";
+}
+
+std::string compiled_line(const pipeline::CompileStep& step) {
+  return "compiled " + std::to_string(step.outcomes.size() - step.failed()) + " of " +
+         std::to_string(step.outcomes.size()) + " missing configurations in " +
+         report::human_seconds(step.seconds);
 }
 
 void run_compile(Context& context, Args& args) {
   auto p = open(context, args);
-  plan::Plan plan = p->make_plan();
-  plan::Plan initial = plan;
-  pipeline::PrefetchStep fetched = p->prefetch(plan);
-  pipeline::CompileStep step = p->compile(plan);
-  auto exports = export_if_asked(*p, plan, args);
+  pipeline::RunResult result = pipeline::run(*p, steps_of(true, true, false, args));
+  const pipeline::PrefetchStep& fetched = *result.prefetch;
   if (args.json) {
-    report::RunRecord run{&initial,     &plan,   fetched,      step,
-                          std::nullopt, p.get(), step.seconds, exports};
-    print_json(report::run_json(run));
+    print_json(report::run_json(result.record(*p)));
   } else if (!args.quiet) {
     if (fetched.hits || !fetched.result.failed.empty())
-      std::cout << prefetch_line(fetched, initial) << "\n";
-    std::cout << "compiled " << step.outcomes.size() - step.failed() << " of "
-              << step.outcomes.size() << " missing configurations in "
-              << report::human_seconds(step.seconds) << "\n";
+      std::cout << prefetch_line(fetched, result.initial) << "\n";
+    std::cout << compiled_line(*result.compile) << "\n";
   }
-  print_compile_failures(step);
-  fail_if_compile_failed(step);
+  print_compile_failures(*result.compile);
+  fail_if_compile_failed(*result.compile);
 }
 
 void run_push(Context& context, Args& args) {
   auto p = open(context, args);
-  plan::Plan plan = p->make_plan();
-  pipeline::PushStep step = p->push(plan);
+  pipeline::RunResult result = pipeline::run(*p, steps_of(false, false, true, args));
   if (args.json) {
-    report::RunRecord run{&plan, &plan,   std::nullopt, std::nullopt,
-                          step,  p.get(), step.seconds, {}};
-    print_json(report::run_json(run));
-    return;
+    print_json(report::run_json(result.record(*p)));
+  } else if (!args.quiet || !result.push->attempted) {
+    std::cout << report::push_line(*result.push) << "\n";
   }
-  if (!args.quiet || !step.attempted) std::cout << report::push_line(step) << "\n";
 }
 
 void run_ci(Context& context, Args& args) {
-  auto start = std::chrono::steady_clock::now();
   auto p = open(context, args);
-  plan::Plan initial = p->make_plan();
-  plan::Plan plan = initial;
-  if (!args.quiet && !args.json) std::cout << report::plan_text(initial) << "\n";
-  pipeline::PrefetchStep fetched = p->prefetch(plan);
-  pipeline::CompileStep compiled = p->compile(plan);
-  pipeline::PushStep pushed = p->push(plan);
-  double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  auto exports = export_if_asked(*p, plan, args);
-  report::RunRecord run{&initial, &plan, fetched, compiled, pushed, p.get(), seconds, exports};
+  auto show_plan = [&args](const plan::Plan& plan) {
+    if (!args.quiet && !args.json) std::cout << report::plan_text(plan) << "\n";
+  };
+  pipeline::RunResult result = pipeline::run(*p, steps_of(true, true, true, args), show_plan);
+  report::RunRecord run = result.record(*p);
   // Built only when asked for: for many configurations they cost milliseconds.
   if (!args.report_file.empty()) write_file(args.report_file, report::run_json(run).dump(2) + "\n");
   if (!args.summary_file.empty()) write_file(args.summary_file, report::run_markdown(run));
@@ -230,17 +219,19 @@ void run_ci(Context& context, Args& args) {
     print_json(report::run_json(run));
   } else if (!args.quiet) {
     report::Totals t = report::totals(run);
-    std::cout << prefetch_line(fetched, initial) << "\n"
-              << "compiled " << t.compiled << " of " << compiled.outcomes.size()
-              << " missing configurations in " << report::human_seconds(compiled.seconds) << "\n"
-              << report::push_line(pushed) << "\n"
-              << "done in " << report::human_seconds(seconds) << ": " << t.local << " local, "
-              << t.hub_hits << " from the Hub, " << t.compiled << " compiled, " << t.failed
+    std::cout << prefetch_line(*result.prefetch, result.initial) << "\n"
+              << "compiled " << t.compiled << " of " << result.compile->outcomes.size()
+              << " missing configurations in " << report::human_seconds(result.compile->seconds)
+              << "\n"
+              << report::push_line(*result.push) << "\n"
+              << "done in " << report::human_seconds(result.seconds) << ": " << t.local
+              << " local, " << t.hub_hits << " from the Hub, " << t.compiled << " compiled, "
+              << t.failed
               << " failed; compile time saved: " << report::human_seconds(t.compile_seconds_saved)
               << "\n";
   }
-  print_compile_failures(compiled);
-  fail_if_compile_failed(compiled);
+  print_compile_failures(*result.compile);
+  fail_if_compile_failed(*result.compile);
 }
 
 // What `run` records its graphs under: "profile NAME" or "configuration NAME".
@@ -263,34 +254,6 @@ void check_run_args(const Args& args) {
     throw input_error(
         "--profile needs a name: e.g. --profile llama-train (letters, digits, '.', '_', '-')");
   }
-}
-
-// The push of a run with a profile or configuration: what the Hub got, or why nothing.
-std::string run_push_line(const pipeline::PushStep& step, const std::string& owner) {
-  if (!step.attempted) return "push skipped: " + step.skipped_reason;
-  const auto& r = step.result;
-  if (r.commit.committed) {
-    return "pushed " + owner + ": " + std::to_string(r.modules_added) +
-           " new compiled graphs (MODULE folders) and its index entry " +
-           report::commit_text(r.commit);
-  }
-  if (!step.skipped_reason.empty()) return "push failed: " + step.skipped_reason;
-  if (!r.skipped.empty()) return "not pushed: " + r.skipped.begin()->second;
-  return "nothing new to push: the Hub already has every compiled graph of " + owner;
-}
-
-// The push of a run's MODULE folders without an index entry.
-std::string modules_push_line(const pipeline::PushStep& step) {
-  if (!step.attempted) return "push skipped: " + step.skipped_reason;
-  const auto& r = step.result;
-  if (r.commit.committed) {
-    return "pushed " + std::to_string(r.pushed.size()) + " compiled graphs (MODULE folders) " +
-           report::commit_text(r.commit);
-  }
-  if (!step.skipped_reason.empty()) return "push failed: " + step.skipped_reason;
-  if (r.pushed.empty()) return "nothing pushed: no compiled graph could be read";
-  return std::to_string(r.pushed.size()) +
-         " compiled graphs were already on the Hub: nothing to push";
 }
 
 void say(const std::string& line) {
@@ -339,7 +302,7 @@ void run_wrapped(Context& context, Args& args) {
   if (ran.exit_code == 0 && target) {
     report_recorded(ran, args);
     plan::Plan after = p->make_plan(std::vector<plan::Target>{*target});
-    say(run_push_line(p->push(after), run_owner(args)));
+    say(report::run_push_line(p->push(after), run_owner(args)));
   } else if (ran.exit_code == 0) {
     if (!ran.produced.empty()) {
       warn(
@@ -347,7 +310,7 @@ void run_wrapped(Context& context, Args& args) {
           "compiles them again; give the run a name with --profile NAME (e.g. --profile "
           "my-training) to record, prefetch and push them");
     }
-    say(modules_push_line(p->push_modules(ran.produced)));
+    say(report::modules_push_line(p->push_modules(ran.produced)));
   }
   if (!ran.error.empty()) throw operational_error(ran.error);
   if (ran.exit_code != 0) std::exit(ran.exit_code > 0 ? ran.exit_code : 1);

@@ -11,7 +11,6 @@ namespace neuron_cache::cli {
 namespace {
 
 struct Options {
-  std::optional<std::string> repo;
   bool quiet = false;
   bool json = false;
 };
@@ -34,10 +33,10 @@ nlohmann::json result_json(const remote::SyncResult& r, const std::string& repo)
 
 void synchronize(Context& context, const Options& options) {
   const Settings& settings = context.settings();
-  std::string repo = context.hub_repo(options.repo);
+  std::string repo = context.hub_repo();
   LocalCache cache(settings.local_cache_root(), {settings.hf_hub_cache.value});
   remote::SyncOptions sync;
-  sync.conflicts = context.retry_policy(6);
+  sync.conflicts = hub::retry_policy(context.settings(), 6);
   sync.compiler_running = is_process_running("neuronx-cc");
   Progress progress("Uploading", Progress::mode_for(options.quiet || options.json));
   sync.on_plan = [&](uint64_t, uint64_t bytes) { progress.set_total(bytes); };
@@ -84,7 +83,7 @@ void register_synchronize(CLI::App& app, Context& context) {
       "synchronize",
       "Upload the local cache to the Hub cache repo in one commit (only what is missing there)");
   cmd->add_option_function<std::string>(
-      "--repo,--repo_id", [options](const std::string& v) { options->repo = v; },
+      "--repo,--repo_id", [&context](const std::string& v) { context.overrides().cache_repo = v; },
       "Hub cache repo (default: the configured one)");
   cmd->add_option_function<std::string>(
       "--cache-dir,--cache_dir",

@@ -29,14 +29,9 @@ class Context {
   }
   // The Hub client for the resolved endpoint and token, made on first use.
   hub::HubClient& client();
-  // The cache repo a Hub command works on: `given` (its --repo), else the configured one;
+  // The cache repo a Hub command works on (its --repo is an override, like every command's);
   // throws an input Error when there is none or its name is not a Hub repo id.
-  std::string hub_repo(const std::optional<std::string>& given);
-  // How long the Hub may fail before it is taken as unreachable for the run:
-  // NEURON_CACHE_HUB_TIMEOUT_MS (default 15 s; tests use a few seconds).
-  std::chrono::milliseconds hub_timeout() const;
-  // Retry and conflict waits: NEURON_CACHE_RETRY_BASE_MS shortens them (tests, impatient CI).
-  hub::RetryPolicy retry_policy(int max_attempts) const;
+  std::string hub_repo();
 
  private:
   Environment env_;

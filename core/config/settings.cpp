@@ -23,6 +23,8 @@ namespace {
 constexpr const char* kDefaultRepo = "aws-neuron/optimum-neuron-cache";
 constexpr const char* kDefaultEndpoint = "https://huggingface.co";
 constexpr const char* kCustomCacheFileName = "optimum_neuron_custom_cache";
+constexpr long kDefaultHubTimeoutMs = 15000;
+constexpr const char* kNotDetected = "not detected yet";
 
 std::string strip(const std::string& text) {
   auto not_space = [](unsigned char c) { return !std::isspace(c); };
@@ -77,7 +79,8 @@ void resolve_hf_home(Settings& s, const Environment& env) {
 }
 
 // libneuronxla's order: --cache_dir= in NEURON_CC_FLAGS, then NEURON_COMPILE_CACHE_URL.
-void resolve_cache_dir(Settings& s, const Environment& env, const SettingOverrides& o) {
+void resolve_cache_dir(Settings& s, const Environment& env, const SettingOverrides& o,
+                       const ManifestLayer& m) {
   std::optional<std::string> from_flags;
   for (const auto& token : split_flags(env.get("NEURON_CC_FLAGS").value_or(""))) {
     if (token.starts_with("--cache_dir=")) from_flags = token.substr(12);
@@ -89,6 +92,8 @@ void resolve_cache_dir(Settings& s, const Environment& env, const SettingOverrid
     s.cache_dir = {*from_flags, "NEURON_CC_FLAGS --cache_dir"};
   } else if (auto url = env.get("NEURON_COMPILE_CACHE_URL")) {
     s.cache_dir = {*url, "NEURON_COMPILE_CACHE_URL"};
+  } else if (m.cache_dir) {
+    s.cache_dir = {*m.cache_dir, "the manifest's cache_dir in " + m.file};
   } else {
     s.cache_dir = {std::string(layout::kDefaultCacheRoot), "default"};
   }
@@ -99,17 +104,27 @@ void resolve_cache_dir(Settings& s, const Environment& env, const SettingOverrid
   }
 }
 
-void resolve_cache_repo(Settings& s, const Environment& env, const SettingOverrides& o) {
+// The manifest wins over CUSTOM_CACHE_REPO: it is the project's own declaration, checked in with
+// the code, while CUSTOM_CACHE_REPO is often a machine-wide default.
+void resolve_cache_repo(Settings& s, const Environment& env, const SettingOverrides& o,
+                        const ManifestLayer& m) {
+  auto custom = env.get("CUSTOM_CACHE_REPO");
   if (o.cache_repo) {
     s.cache_repo = {*o.cache_repo, "--repo"};
-  } else if (auto repo = env.get("CUSTOM_CACHE_REPO")) {
-    s.cache_repo = {*repo, "CUSTOM_CACHE_REPO"};
+  } else if (m.cache_repo) {
+    s.cache_repo = {*m.cache_repo, "the manifest's cache_repo in " + m.file};
+    if (custom && *custom != *m.cache_repo) {
+      s.cache_repo_note = "CUSTOM_CACHE_REPO=" + *custom + " is not used: " + s.cache_repo.origin +
+                          " wins (pass --repo to choose)";
+    }
+  } else if (custom) {
+    s.cache_repo = {*custom, "CUSTOM_CACHE_REPO"};
   } else if (auto saved = read_stripped(s.custom_cache_file.value)) {
     s.cache_repo = {*saved, s.custom_cache_file.value};
   } else if (env_flag(env, "HUGGINGFACE_CO_STAGING")) {
     s.cache_repo = {"", "unset (HUGGINGFACE_CO_STAGING has no default repo)"};
   } else {
-    s.cache_repo = {kDefaultRepo, "default"};
+    s.cache_repo = {kDefaultRepo, "optimum-neuron's default"};
   }
   // Only a warning here, so commands that do not use the Hub (and `set`, which fixes a bad saved
   // repo) still run; the commands that use the Hub refuse it before any request.
@@ -147,11 +162,25 @@ void resolve_hub(Settings& s, const Environment& env) {
                       env.get("HF_HUB_OFFLINE") ? "HF_HUB_OFFLINE" : "default"};
 }
 
-void resolve_compiler(Settings& s, const SettingOverrides& o) {
-  if (o.compiler_version) {
-    s.compiler_version = {*o.compiler_version, "--compiler-version"};
+// The knobs of neuron-cache itself, and the compile flags every compile and key gets.
+void resolve_knobs(Settings& s, const Environment& env) {
+  if (auto flags = env.get("NEURON_CC_FLAGS")) {
+    s.cc_flags = {*flags, "NEURON_CC_FLAGS"};
   } else {
-    s.compiler_version = {"", "not detected yet"};
+    s.cc_flags = {"", "unset"};
+  }
+  auto seed = env.get("NEURON_CACHE_SEED");
+  s.seeding = seed.value_or("1") != "0";
+  s.seeding_origin = {s.seeding ? "true" : "false", seed ? "NEURON_CACHE_SEED" : "default"};
+  if (auto timeout = env.get("NEURON_CACHE_HUB_TIMEOUT_MS")) {
+    s.hub_timeout_ms = {*timeout, "NEURON_CACHE_HUB_TIMEOUT_MS"};
+  } else {
+    s.hub_timeout_ms = {std::to_string(kDefaultHubTimeoutMs), "default"};
+  }
+  if (auto base = env.get("NEURON_CACHE_RETRY_BASE_MS")) {
+    s.retry_base_ms = {*base, "NEURON_CACHE_RETRY_BASE_MS"};
+  } else {
+    s.retry_base_ms = {"", "default (1 s, doubling up to 30 s)"};
   }
 }
 
@@ -173,28 +202,58 @@ std::optional<std::string> Environment::get(const std::string& name) const {
   return it->second;
 }
 
-Settings Settings::resolve(const Environment& env, const SettingOverrides& overrides) {
+Settings Settings::resolve(const Environment& env, const SettingOverrides& overrides,
+                           const ManifestLayer& manifest) {
   Settings s;
+  s.environment = env;
+  s.given = overrides;
+  s.manifest_layer = manifest;
   resolve_hf_home(s, env);
-  resolve_cache_dir(s, env, overrides);
-  resolve_cache_repo(s, env, overrides);
+  resolve_cache_dir(s, env, overrides, manifest);
+  resolve_cache_repo(s, env, overrides, manifest);
   resolve_hub(s, env);
-  resolve_compiler(s, overrides);
+  resolve_knobs(s, env);
+  s.installed_compiler = {"", kNotDetected};
+  s.choose_compiler();
   return s;
 }
 
-void Settings::detect_compiler(const Environment& env) {
-  if (compiler_version.origin != "not detected yet") return;
-  compiler_version = {"", "unknown (neuronx-cc is not on PATH)"};
-  auto program = find_on_path("neuronx-cc", env.get("PATH").value_or(""));
-  if (!program) return;
-  // neuronx-cc is a Python program: its start-up alone can take seconds.
-  ProcessResult run = run_and_capture({*program, "--version"}, std::chrono::seconds(60));
-  if (auto version = parse_compiler_version_output(run.output); version && run.exit_code == 0) {
-    compiler_version = {*version, *program + " --version"};
-  } else {
-    compiler_version.origin = "unknown (" + *program + " --version gave no version)";
+Settings Settings::with_manifest(const ManifestLayer& manifest) const {
+  Settings s = resolve(environment, given, manifest);
+  if (compiler_detected) {
+    s.installed_compiler = installed_compiler;
+    s.compiler_detected = true;
+    s.choose_compiler();
   }
+  return s;
+}
+
+// --compiler-version > the manifest's compiler_version > `neuronx-cc --version`.
+void Settings::choose_compiler() {
+  if (given.compiler_version) {
+    compiler_version = {*given.compiler_version, "--compiler-version"};
+  } else if (manifest_layer.compiler_version) {
+    compiler_version = {*manifest_layer.compiler_version,
+                        "the manifest's compiler_version in " + manifest_layer.file};
+  } else {
+    compiler_version = installed_compiler;
+  }
+}
+
+void Settings::detect_compiler(const Environment& env) {
+  if (given.compiler_version || compiler_detected) return;
+  compiler_detected = true;
+  installed_compiler = {"", "unknown (neuronx-cc is not on PATH)"};
+  if (auto program = find_on_path("neuronx-cc", env.get("PATH").value_or(""))) {
+    // neuronx-cc is a Python program: its start-up alone can take seconds.
+    ProcessResult run = run_and_capture({*program, "--version"}, std::chrono::seconds(60));
+    if (auto version = parse_compiler_version_output(run.output); version && run.exit_code == 0) {
+      installed_compiler = {*version, *program + " --version"};
+    } else {
+      installed_compiler.origin = "unknown (" + *program + " --version gave no version)";
+    }
+  }
+  choose_compiler();
 }
 
 std::string Settings::local_cache_root() const {
@@ -211,6 +270,29 @@ std::string Settings::require_compiler_version() const {
                       "): pass --compiler-version, e.g. --compiler-version 2.21.33363.0+82129205");
   }
   return compiler_version.value;
+}
+
+std::chrono::milliseconds Settings::hub_timeout() const {
+  const std::string& value = hub_timeout_ms.value;
+  try {
+    size_t used = 0;
+    long ms = std::stol(value, &used);
+    if (used == value.size() && ms > 0) return std::chrono::milliseconds(ms);
+  } catch (const std::exception&) {
+    // reported below
+  }
+  throw input_error(
+      "NEURON_CACHE_HUB_TIMEOUT_MS must be a positive number of milliseconds (got \"" + value +
+      "\")");
+}
+
+std::optional<std::chrono::milliseconds> Settings::retry_base() const {
+  if (retry_base_ms.value.empty()) return std::nullopt;
+  try {
+    return std::chrono::milliseconds(std::stol(retry_base_ms.value));
+  } catch (const std::exception&) {
+    throw input_error("NEURON_CACHE_RETRY_BASE_MS must be a number of milliseconds");
+  }
 }
 
 std::string save_custom_cache_repo(const Settings& settings, const std::string& repo) {

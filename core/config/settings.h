@@ -1,8 +1,11 @@
-// Every setting neuron-cache reads from the environment and files, resolved in one place with
-// the precedence optimum-neuron, libneuronxla and huggingface_hub use, and the origin of each
-// value kept so `neuron-cache config show` can say where it came from (like `ccache -p`).
+// Every setting neuron-cache reads from the environment, files and the manifest, resolved in one
+// place with the precedence optimum-neuron, libneuronxla and huggingface_hub use, and the origin
+// of each value kept so `neuron-cache config show` can say where it came from (like `ccache -p`).
+// No other library code reads the process environment for a setting (tests/packaging/
+// settings-only.sh checks it).
 #pragma once
 
+#include <chrono>
 #include <map>
 #include <optional>
 #include <string>
@@ -35,6 +38,17 @@ struct SettingOverrides {
   std::optional<std::string> compiler_version;
 };
 
+// What a manifest declares about the settings: one layer of the resolution. README
+// "Configuration" places it for each setting: above the environment for the cache repo and the
+// compiler version (the project's own declaration), below it for the cache folder (libneuronxla's
+// variables decide where the machine keeps its cache).
+struct ManifestLayer {
+  std::string file;  // the manifest, named in origins
+  std::optional<std::string> cache_repo;
+  std::optional<std::string> cache_dir;  // already made absolute against the manifest's folder
+  std::optional<std::string> compiler_version;
+};
+
 struct Settings {
   Setting cache_dir;
   bool cache_dir_is_s3 = false;   // an s3:// URL: not a local path, local commands refuse it
@@ -45,22 +59,47 @@ struct Settings {
   bool offline = false;
   Setting offline_origin;  // value "true"/"false"
   Setting hf_home;
-  Setting hf_hub_cache;       // where huggingface_hub keeps downloaded files
-  Setting custom_cache_file;  // $HF_HOME/optimum_neuron_custom_cache
-  Setting compiler_version;   // full neuronx-cc version, or empty when unknown
+  Setting hf_hub_cache;        // where huggingface_hub keeps downloaded files
+  Setting custom_cache_file;   // $HF_HOME/optimum_neuron_custom_cache
+  Setting compiler_version;    // full neuronx-cc version, or empty when unknown
+  Setting installed_compiler;  // what `neuronx-cc --version` said (detect_compiler), or empty
+  Setting cc_flags;            // NEURON_CC_FLAGS: added to every compile, part of every key
+  bool seeding = true;         // NEURON_CACHE_SEED=0: compiles start from an empty staging cache
+  Setting seeding_origin;      // value "true"/"false"
+  Setting hub_timeout_ms;      // NEURON_CACHE_HUB_TIMEOUT_MS: when the Hub counts as unreachable
+  Setting retry_base_ms;       // NEURON_CACHE_RETRY_BASE_MS: shorter retry waits; empty: 1 s
+  // CUSTOM_CACHE_REPO set but not used because the manifest's cache_repo wins, or empty.
+  std::string cache_repo_note;
   std::vector<std::string> warnings;
 
-  // Everything but the compiler version unless --compiler-version gave it: detecting it runs
-  // `neuronx-cc --version` (seconds, up to a minute), which only commands that key or scan by
-  // compiler need (detect_compiler).
-  static Settings resolve(const Environment& env, const SettingOverrides& overrides);
-  // Runs `neuronx-cc --version` from PATH once, unless the version is already known.
+  // Everything but the compiler version unless --compiler-version or the manifest gives it:
+  // detecting it runs `neuronx-cc --version` (seconds, up to a minute), which only commands that
+  // key or scan by compiler need (detect_compiler).
+  static Settings resolve(const Environment& env, const SettingOverrides& overrides,
+                          const ManifestLayer& manifest = {});
+  // The same resolution with a manifest's layer added (a compiler version already detected is
+  // kept, not detected again).
+  Settings with_manifest(const ManifestLayer& manifest) const;
+  // Runs `neuronx-cc --version` from PATH once, unless --compiler-version gave the version.
   void detect_compiler(const Environment& env);
 
   // The local cache root; throws an input Error when it is an s3:// URL.
   std::string local_cache_root() const;
   // The compiler version; throws an input Error explaining how to give it when unknown.
   std::string require_compiler_version() const;
+  // NEURON_CACHE_HUB_TIMEOUT_MS; throws an input Error when it is not a positive number.
+  std::chrono::milliseconds hub_timeout() const;
+  // NEURON_CACHE_RETRY_BASE_MS, or nothing; throws an input Error when it is not a number.
+  std::optional<std::chrono::milliseconds> retry_base() const;
+
+  // What the resolution was made from, for with_manifest.
+  Environment environment;
+  SettingOverrides given;
+  ManifestLayer manifest_layer;
+  bool compiler_detected = false;
+
+ private:
+  void choose_compiler();
 };
 
 // Writes the default Hub cache repo where optimum-neuron keeps it ($HF_HOME/

@@ -99,9 +99,14 @@ struct ClientOptions {
   static constexpr int kCommitAnswerFactor = 4;
 };
 
+// Waits between tries: NEURON_CACHE_RETRY_BASE_MS (Settings::retry_base) shortens them.
+RetryPolicy retry_policy(const Settings& settings, int max_attempts);
+
 class HubClient {
  public:
   explicit HubClient(ClientOptions options);
+  // The endpoint, token, offline mode, retries (6 attempts) and Hub timeout of the settings;
+  // throws an input Error when a knob has a bad value.
   static ClientOptions options_from(const Settings& settings);
 
   // Asked once per client, then remembered: the Hub rate-limits whoami heavily.

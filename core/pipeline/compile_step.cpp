@@ -95,9 +95,8 @@ ai::Entry make_entry(const plan::Target& target, const LocalIndex& index,
 // The command's NEURON_CC_FLAGS: the configuration's flags, then the user's without the cache
 // options (a --cache_dir there would win over NEURON_COMPILE_CACHE_URL and bypass the staging
 // cache); the same words, in the same order, as the key's flags.
-std::string child_cc_flags(std::vector<std::string> flags) {
-  Environment env = Environment::from_process();
-  for (auto& word : plan::flag_words(env.get("NEURON_CC_FLAGS").value_or(""))) {
+std::string child_cc_flags(std::vector<std::string> flags, const Settings& settings) {
+  for (auto& word : plan::flag_words(settings.cc_flags.value)) {
     flags.push_back(std::move(word));
   }
   return join_words(flags);
@@ -117,17 +116,13 @@ std::vector<std::string> unique_notes(const std::vector<CompileOutcome>& outcome
   return texts;
 }
 
-// NEURON_CACHE_SEED=0: the staging cache starts empty, so every run compiles all it needs
-// itself. Slower but needs neither hard links nor inotify (what happens anyway when inotify
-// cannot watch a run).
-bool seeding_enabled() {
-  return Environment::from_process().get("NEURON_CACHE_SEED").value_or("1") != "0";
-}
-
 }  // namespace
 
 compile::SeedViews* Pipeline::seed_views() {
-  if (!seeding_enabled()) return nullptr;
+  // NEURON_CACHE_SEED=0: the staging cache starts empty, so every run compiles all it needs
+  // itself. Slower but needs neither hard links nor inotify (what happens anyway when inotify
+  // cannot watch a run).
+  if (!settings_.seeding) return nullptr;
   std::call_once(seed_views_once_, [this] {
     seed_views_ = std::make_unique<compile::SeedViews>(root_, trusted_roots());
   });
@@ -174,7 +169,7 @@ CompileOutcome Pipeline::compile_one(const plan::Target& target, bool listed_in_
   run.set_env = manifest_.compile->env;
   add_hub_env(run.set_env);
   run.set_env["NEURON_COMPILE_CACHE_URL"] = capture->dir().string();
-  run.set_env["NEURON_CC_FLAGS"] = child_cc_flags(c.compiler_flags);
+  run.set_env["NEURON_CC_FLAGS"] = child_cc_flags(c.compiler_flags, settings_);
   run.log_file = output_dir / (c.name + ".log");
   out.log_file = run.log_file.string();
 
@@ -349,8 +344,8 @@ WrappedRun Pipeline::run_wrapped(const plan::Target* target, const std::vector<s
   run.argv = argv;
   add_hub_env(run.set_env);
   run.set_env["NEURON_COMPILE_CACHE_URL"] = capture->dir().string();
-  run.set_env["NEURON_CC_FLAGS"] =
-      child_cc_flags(target ? target->configuration.compiler_flags : std::vector<std::string>{});
+  run.set_env["NEURON_CC_FLAGS"] = child_cc_flags(
+      target ? target->configuration.compiler_flags : std::vector<std::string>{}, settings_);
   run.log_file = output_dir / (label + ".run.log");
   run.tee = true;
   compile::RunOutcome ran = compile::run_command(run);

@@ -43,18 +43,6 @@ manifest::Manifest load_selected(const Options& options) {
   return manifest;
 }
 
-// The one precedence rule for the Hub cache repo (README "Settings"): --repo, then the
-// manifest's cache_repo, then what optimum-neuron would use (CUSTOM_CACHE_REPO, the saved repo,
-// the default). The manifest wins over the environment because it is the project's own
-// declaration, checked in with the code, while CUSTOM_CACHE_REPO is often a machine-wide default.
-Setting choose_repo(const Setting& resolved, const manifest::Manifest& manifest,
-                    const fs::path& manifest_path) {
-  if (resolved.origin != "--repo" && manifest.cache_repo)
-    return {*manifest.cache_repo, "the manifest's cache_repo in " + manifest_path.string()};
-  if (resolved.origin == "default") return {resolved.value, "optimum-neuron's default"};
-  return resolved;
-}
-
 std::optional<int64_t> number_of(const nlohmann::json& value) {
   if (value.is_number_integer()) return value.get<int64_t>();
   return std::nullopt;
@@ -80,6 +68,18 @@ std::vector<plan::RegistryCandidate> candidates_of(const remote::RegistryScan& s
 
 }  // namespace
 
+ManifestLayer manifest_layer(const manifest::Manifest& manifest, const fs::path& file) {
+  ManifestLayer layer;
+  layer.file = file.string();
+  layer.cache_repo = manifest.cache_repo;
+  if (manifest.cache_dir) {
+    fs::path folder = file.empty() ? fs::current_path() : fs::absolute(file).parent_path();
+    layer.cache_dir = (folder / *manifest.cache_dir).lexically_normal().string();
+  }
+  layer.compiler_version = manifest.compiler_version;
+  return layer;
+}
+
 std::string tool_version() {
   return std::string("neuron-cache ") + kVersion;
 }
@@ -95,35 +95,28 @@ Pipeline::Pipeline(const Settings& settings, hub::HubClient* client, Options opt
   if (options_.configs.size() > 0 && options_.manifest.empty()) {
     throw input_error("--config needs a manifest: the configuration is declared there");
   }
+  // NEURON_CACHE_RETRY_BASE_MS shortens the waits between commit conflicts too.
+  if (settings_.retry_base())
+    options_.push.conflicts = hub::retry_policy(settings_, options_.push.conflicts.max_attempts);
   manifest_ = load_selected(options_);
-  Setting repo = choose_repo(settings_.cache_repo, manifest_, options_.manifest);
-  repo_ = repo.value;
-  repo_origin_ = repo.origin;
+  if (!options_.manifest.empty())
+    settings_ = settings_.with_manifest(manifest_layer(manifest_, options_.manifest));
+  repo_ = settings_.cache_repo.value;
+  repo_origin_ = settings_.cache_repo.origin;
   if (!repo_.empty()) {
     hub_names::require_repo_id(repo_, "the cache repo from " + repo_origin_, "check the name");
   }
-  if (settings_.cache_repo.origin == "CUSTOM_CACHE_REPO" && repo.origin != "CUSTOM_CACHE_REPO" &&
-      settings_.cache_repo.value != repo_) {
-    repo_note_ = "CUSTOM_CACHE_REPO=" + settings_.cache_repo.value +
-                 " is not used: " + repo_origin_ + " wins (pass --repo to choose)";
-    note(false, repo_note_);
-  }
-  std::string root = settings_.cache_dir.value;
-  if (manifest_.cache_dir && settings_.cache_dir.origin == "default") {
-    root = (manifest_dir() / *manifest_.cache_dir).lexically_normal().string();
-  } else {
-    root = settings_.local_cache_root();
-  }
-  root_ = root;
+  if (!settings_.cache_repo_note.empty()) note(false, settings_.cache_repo_note);
+  root_ = settings_.local_cache_root();
   compiler_version_ = settings_.compiler_version.value;
-  if (manifest_.compiler_version && settings_.compiler_version.origin != "--compiler-version") {
-    if (!compiler_version_.empty() && compiler_version_ != *manifest_.compiler_version) {
-      note(true, "the manifest declares neuronx-cc " + *manifest_.compiler_version +
-                     " but the installed one is " + compiler_version_ +
-                     ": keys use the manifest's version; a compile with the installed compiler "
-                     "would not match them");
-    }
-    compiler_version_ = *manifest_.compiler_version;
+  const std::string& installed = settings_.installed_compiler.value;
+  if (!installed.empty() && installed != compiler_version_) {
+    // Only the manifest's compiler_version takes the place of the installed one (with
+    // --compiler-version, neuronx-cc is never asked).
+    note(true, "the manifest declares neuronx-cc " + compiler_version_ +
+                   " but the installed one is " + installed +
+                   ": keys use the manifest's version; a compile with the installed compiler "
+                   "would not match them");
   }
   if (compiler_version_.empty() && !manifest_.configurations.empty()) {
     compiler_version_ = settings_.require_compiler_version();
@@ -168,8 +161,7 @@ std::vector<plan::Target> Pipeline::targets() {
   plan::KeyContext context;
   context.compiler_version = compiler_version_;
   context.optimum_neuron_version = manifest_.optimum_neuron_version;
-  Environment env = Environment::from_process();
-  context.env_flags = plan::flag_words(env.get("NEURON_CC_FLAGS").value_or(""));
+  context.env_flags = plan::flag_words(settings_.cc_flags.value);
   // Keys cannot be made without revisions: with the Hub unreachable, a revision no earlier run
   // remembered leaves its configuration unkeyed (compiled, never recorded or pushed).
   std::vector<plan::Target> targets = plan::make_targets(manifest_, context, resolver);
@@ -194,11 +186,10 @@ plan::Target Pipeline::profile_target(const std::string& name) {
                       std::to_string(cache_key::kMaxProfileName) + " characters)");
   }
   if (compiler_version_.empty()) compiler_version_ = settings_.require_compiler_version();
-  Environment env = Environment::from_process();
   plan::Target target;
   target.configuration.name = name;
-  target.inputs = cache_key::profile_inputs(
-      name, compiler_version_, plan::flag_words(env.get("NEURON_CC_FLAGS").value_or("")));
+  target.inputs = cache_key::profile_inputs(name, compiler_version_,
+                                            plan::flag_words(settings_.cc_flags.value));
   target.key = cache_key::key_of(target.inputs);
   return target;
 }
@@ -311,7 +302,7 @@ RegistryAnswer Pipeline::scan_registry(const std::string& compiler_version,
 void Pipeline::describe_repo(plan::Plan& plan) const {
   plan.repo = repo_;
   plan.repo_origin = repo_origin_;
-  if (!repo_note_.empty()) plan.notes.push_back(repo_note_);
+  if (!settings_.cache_repo_note.empty()) plan.notes.push_back(settings_.cache_repo_note);
 }
 
 ai::Entry Pipeline::complete_part(const ai::Entry& entry) const {

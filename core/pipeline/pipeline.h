@@ -106,15 +106,15 @@ struct PushStep {
 
 class Pipeline {
  public:
-  // `client` is null when offline. Loads the manifest (throws an input Error on bad input).
+  // `client` is null when offline. Loads the manifest (throws an input Error on bad input) and
+  // resolves the settings again with it as a layer (Settings::with_manifest).
   Pipeline(const Settings& settings, hub::HubClient* client, Options options);
   ~Pipeline();
 
   const manifest::Manifest& manifest() const { return manifest_; }
   const std::string& repo() const { return repo_; }
   // Where repo() comes from: "--repo", "the manifest's cache_repo in FILE", "CUSTOM_CACHE_REPO",
-  // the saved-repo file, "default". Precedence: --repo > manifest > CUSTOM_CACHE_REPO > saved
-  // repo ($HF_HOME/optimum_neuron_custom_cache) > aws-neuron/optimum-neuron-cache.
+  // the saved-repo file, "optimum-neuron's default" (Settings::resolve, the manifest a layer).
   const std::string& repo_origin() const { return repo_origin_; }
   const std::string& compiler_version() const { return compiler_version_; }
   const std::filesystem::path& cache_root() const { return root_; }
@@ -211,7 +211,6 @@ class Pipeline {
   manifest::Manifest manifest_;
   std::string repo_;
   std::string repo_origin_;
-  std::string repo_note_;  // CUSTOM_CACHE_REPO set but not used
   std::string compiler_version_;
   std::filesystem::path root_;
   std::unique_ptr<LocalCache> cache_;
@@ -225,5 +224,9 @@ class Pipeline {
 
 // "neuron-cache 0.1.0"
 std::string tool_version();
+
+// The manifest's layer of the settings (Settings::with_manifest); its cache_dir is relative to
+// the manifest's folder.
+ManifestLayer manifest_layer(const manifest::Manifest& manifest, const std::filesystem::path& file);
 
 }  // namespace neuron_cache::pipeline

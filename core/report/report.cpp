@@ -302,18 +302,48 @@ std::string commit_text(const hub::CommitResult& commit) {
          std::to_string(commit.unchanged + commit.lfs_already_stored) + " already stored";
 }
 
-std::string push_line(const pipeline::PushStep& step, const std::string& what) {
+namespace {
+
+// Every push line: skipped, `committed` (then the commit), failed, or `otherwise`.
+std::string push_outcome(const pipeline::PushStep& step, const std::string& committed,
+                         const std::string& otherwise) {
   if (!step.attempted) return "push skipped: " + step.skipped_reason;
+  if (step.result.commit.committed) return committed + " " + commit_text(step.result.commit);
+  if (!step.skipped_reason.empty()) return "push failed: " + step.skipped_reason;
+  return otherwise;
+}
+
+}  // namespace
+
+std::string push_line(const pipeline::PushStep& step, const std::string& what) {
   const auto& r = step.result;
   std::string line = "pushed " + std::to_string(r.pushed.size()) + " " + what;
   if (!r.already_on_hub.empty())
     line += " (" + std::to_string(r.already_on_hub.size()) + " already on the Hub)";
-  if (r.commit.committed) {
-    line += " " + commit_text(r.commit);
-  } else if (!step.skipped_reason.empty()) {
-    line = "push failed: " + step.skipped_reason;
-  }
-  return line;
+  return push_outcome(step, line, line);
+}
+
+std::string run_push_line(const pipeline::PushStep& step, const std::string& owner) {
+  const auto& r = step.result;
+  std::string otherwise =
+      r.skipped.empty()
+          ? "nothing new to push: the Hub already has every compiled graph of " + owner
+          : "not pushed: " + r.skipped.begin()->second;
+  return push_outcome(step,
+                      "pushed " + owner + ": " + std::to_string(r.modules_added) +
+                          " new compiled graphs (MODULE folders) and its index entry",
+                      otherwise);
+}
+
+std::string modules_push_line(const pipeline::PushStep& step) {
+  const auto& r = step.result;
+  std::string otherwise = r.pushed.empty()
+                              ? "nothing pushed: no compiled graph could be read"
+                              : std::to_string(r.pushed.size()) +
+                                    " compiled graphs were already on the Hub: nothing to push";
+  return push_outcome(
+      step, "pushed " + std::to_string(r.pushed.size()) + " compiled graphs (MODULE folders)",
+      otherwise);
 }
 
 std::string plan_text(const plan::Plan& plan) {

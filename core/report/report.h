@@ -58,6 +58,11 @@ std::string commit_text(const hub::CommitResult& commit);
 // One line on a push: skipped, failed, or what it sent in which commit. `what` names the things
 // pushed: configurations, or compiled graphs for `run` without --config.
 std::string push_line(const pipeline::PushStep& step, const std::string& what = "configurations");
+// The push of `run` with a profile or configuration (`owner`: "profile NAME", "configuration
+// NAME"): what the Hub got, or why nothing.
+std::string run_push_line(const pipeline::PushStep& step, const std::string& owner);
+// The push of a run's MODULE folders without an index entry (`run` without --config/--profile).
+std::string modules_push_line(const pipeline::PushStep& step);
 std::string run_markdown(const RunRecord& run);
 
 // "1.5 GiB", "12.0 KiB", "512 B": powers of 1024 with their IEC names. (status and cleanup keep

@@ -82,7 +82,7 @@ TEST(SettingsRepo, PrecedenceOptionEnvFileDefault) {
   TempDir empty_home;
   Settings fallback = resolve({{"HF_HOME", empty_home.path()}});
   EXPECT_EQ(fallback.cache_repo.value, "aws-neuron/optimum-neuron-cache");
-  EXPECT_EQ(fallback.cache_repo.origin, "default");
+  EXPECT_EQ(fallback.cache_repo.origin, "optimum-neuron's default");
 }
 
 TEST(SettingsRepo, MalformedRepoIsWarnedAboutAndNeverSaved) {
