@@ -146,7 +146,7 @@ def _tool_message(result):
     text = (result.stderr or result.stdout).strip()
     return text if text else "(no output)"
 
-# The report format this rule reads (core/report/report.schema.json in the tool's sources).
+# The report format this rule reads (core/neuron_cache/report/report.schema.json in the tool's sources).
 _REPORT_FORMAT = 1
 
 def _decode_report(result, tool):

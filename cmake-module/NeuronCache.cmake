@@ -38,7 +38,7 @@
 # CONFIGS is required and the folders appear when the custom target neuron_cache_prefetch_<stem>
 # (or neuron_cache_compile_<stem>) has run, before anything that links NeuronCache::<name>.
 include_guard(GLOBAL)
-# The tool's JSON report format this module reads (core/report/report.schema.json).
+# The tool's JSON report format this module reads (core/neuron_cache/report/report.schema.json).
 set(_NEURON_CACHE_REPORT_FORMAT 1)
 
 if(CMAKE_VERSION VERSION_LESS 3.19)

@@ -14,12 +14,12 @@
 #include <iostream>
 #include <map>
 
-#include "config/settings.h"
-#include "error.h"
-#include "hub/client.h"
-#include "pipeline/pipeline.h"
-#include "pipeline/run.h"
-#include "report/report.h"
+#include "neuron_cache/config/settings.h"
+#include "neuron_cache/error.h"
+#include "neuron_cache/hub/client.h"
+#include "neuron_cache/pipeline/pipeline.h"
+#include "neuron_cache/pipeline/run.h"
+#include "neuron_cache/report/report.h"
 #include "runner_protocol.h"
 
 namespace neuron_cache::action {

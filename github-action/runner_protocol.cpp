@@ -6,7 +6,7 @@
 #include <random>
 #include <set>
 
-#include "error.h"
+#include "neuron_cache/error.h"
 
 namespace neuron_cache::action {
 namespace {

@@ -16,8 +16,8 @@
 #include <string>
 #include <vector>
 
-#include "compile/capture.h"
-#include "compile/seed_view.h"
+#include "neuron_cache/compile/capture.h"
+#include "neuron_cache/compile/seed_view.h"
 #include "test_support.h"
 
 namespace {

@@ -14,15 +14,15 @@
 #include <cstdio>
 #include <random>
 
-#include "format/artifact_index.h"
-#include "format/cache_key.h"
-#include "hub/client.h"
 #include "hub_fixture.h"
-#include "plan/plan.h"
-#include "remote/prefetch.h"
-#include "remote/push.h"
-#include "remote/remote_index.h"
-#include "store/local_index.h"
+#include "neuron_cache/format/artifact_index.h"
+#include "neuron_cache/format/cache_key.h"
+#include "neuron_cache/hub/client.h"
+#include "neuron_cache/plan/plan.h"
+#include "neuron_cache/remote/prefetch.h"
+#include "neuron_cache/remote/push.h"
+#include "neuron_cache/remote/remote_index.h"
+#include "neuron_cache/store/local_index.h"
 #include "test_support.h"
 
 namespace {

@@ -39,14 +39,14 @@
 #include <thread>
 #include <vector>
 
-#include "format/artifact_index.h"
-#include "format/compile_flags.h"
-#include "format/digest.h"
 #include "hub_fixture.h"
-#include "manifest/manifest.h"
-#include "plan/targets.h"
-#include "store/cache_tree.h"
-#include "store/local_index.h"
+#include "neuron_cache/format/artifact_index.h"
+#include "neuron_cache/format/compile_flags.h"
+#include "neuron_cache/format/digest.h"
+#include "neuron_cache/manifest/manifest.h"
+#include "neuron_cache/plan/targets.h"
+#include "neuron_cache/store/cache_tree.h"
+#include "neuron_cache/store/local_index.h"
 #include "test_support.h"
 
 extern char** environ;

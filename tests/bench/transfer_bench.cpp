@@ -7,8 +7,8 @@
 #include <cstdio>
 #include <random>
 
-#include "hub/client.h"
 #include "hub_fixture.h"
+#include "neuron_cache/hub/client.h"
 #include "test_support.h"
 
 namespace {

@@ -9,11 +9,11 @@
 #include <exception>
 #include <string>
 
-#include "error.h"
-#include "format/artifact_index.h"
-#include "format/pyjson.h"
-#include "format/registry.h"
-#include "manifest/manifest.h"
+#include "neuron_cache/error.h"
+#include "neuron_cache/format/artifact_index.h"
+#include "neuron_cache/format/pyjson.h"
+#include "neuron_cache/format/registry.h"
+#include "neuron_cache/manifest/manifest.h"
 
 namespace {
 

@@ -1,6 +1,6 @@
 // Hashes the Hub exposes: sha256 (LFS oids), git blob/tree/commit ids (sha1 of a git object),
 // md5 (S3-style part ETags). Streaming, so multi-hundred-MiB uploads are never held in memory.
-// Deliberately separate from core/format/digest: the server is the client's oracle, so it must not
+// Deliberately separate from core/neuron_cache/format/digest: the server is the client's oracle, so it must not
 // share (and mirror) a bug of the code under test.
 #pragma once
 

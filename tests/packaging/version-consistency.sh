@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # ctest version_consistency: the version has one source, project() in CMakeLists.txt (the tool
-# reads it through core/version.h.in). Bazel's MODULE.bazel and the docs must spell it out; this
+# reads it through core/neuron_cache/version.h.in). Bazel's MODULE.bazel and the docs must spell it out; this
 # check fails when one of them is left behind.
 #   tests/packaging/version-consistency.sh SOURCE_DIR VERSION
 set -euo pipefail

@@ -9,9 +9,9 @@
 #include <filesystem>
 #include <iostream>
 
-#include "config/settings.h"
-#include "hub/client.h"
-#include "store/safe_dir.h"
+#include "neuron_cache/config/settings.h"
+#include "neuron_cache/hub/client.h"
+#include "neuron_cache/store/safe_dir.h"
 
 namespace {
 

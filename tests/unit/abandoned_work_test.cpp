@@ -17,8 +17,8 @@
 #include <sstream>
 #include <thread>
 
-#include "hub/client.h"
 #include "hub_fixture.h"
+#include "neuron_cache/hub/client.h"
 #include "test_support.h"
 #include "tool_runner.h"
 

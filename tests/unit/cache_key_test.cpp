@@ -6,11 +6,11 @@
 #include <functional>
 #include <set>
 
-#include "error.h"
-#include "format/artifact_index.h"
-#include "format/cache_key.h"
-#include "plan/plan.h"
-#include "plan/targets.h"
+#include "neuron_cache/error.h"
+#include "neuron_cache/format/artifact_index.h"
+#include "neuron_cache/format/cache_key.h"
+#include "neuron_cache/plan/plan.h"
+#include "neuron_cache/plan/targets.h"
 #include "test_support.h"
 
 namespace neuron_cache {

@@ -1,6 +1,6 @@
 // LocalCache::scan: states, sizes and registry files of a local cache laid out as libneuronxla
 // and optimum-neuron write it (format spec 2.2-2.5, 4.1, 4.8), and the symlink trust rules.
-#include "store/cache_tree.h"
+#include "neuron_cache/store/cache_tree.h"
 
 #include <gtest/gtest.h>
 #include <sys/stat.h>
@@ -8,9 +8,9 @@
 #include <algorithm>
 #include <string>
 
-#include "error.h"
-#include "format/digest.h"
-#include "format/registry.h"
+#include "neuron_cache/error.h"
+#include "neuron_cache/format/digest.h"
+#include "neuron_cache/format/registry.h"
 #include "test_support.h"
 
 namespace neuron_cache {

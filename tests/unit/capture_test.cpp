@@ -1,7 +1,7 @@
 // The compiler stand-in (tests/tools/stand-in-export) follows libneuronxla's and optimum-neuron's
 // cache contract, and CaptureCache tells exactly which entries a compile run produced and which
 // cached ones it reused, installs only complete ones, and never writes outside the cache root.
-#include "compile/capture.h"
+#include "neuron_cache/compile/capture.h"
 
 #include <fcntl.h>
 #include <gtest/gtest.h>
@@ -22,15 +22,15 @@
 #include <thread>
 #include <vector>
 
-#include "compile/runner.h"
-#include "compile/seed_view.h"
-#include "error.h"
-#include "format/compile_flags.h"
-#include "format/digest.h"
-#include "format/pyjson.h"
-#include "format/registry.h"
-#include "store/cache_tree.h"
-#include "store/entry_install.h"
+#include "neuron_cache/compile/runner.h"
+#include "neuron_cache/compile/seed_view.h"
+#include "neuron_cache/error.h"
+#include "neuron_cache/format/compile_flags.h"
+#include "neuron_cache/format/digest.h"
+#include "neuron_cache/format/pyjson.h"
+#include "neuron_cache/format/registry.h"
+#include "neuron_cache/store/cache_tree.h"
+#include "neuron_cache/store/entry_install.h"
 #include "test_support.h"
 
 namespace neuron_cache::compile {

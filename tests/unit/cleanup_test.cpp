@@ -1,7 +1,7 @@
 // cleanup_cache: optimum-cli neuron cache cleanup semantics and wording (format spec 5.4, 6), and
 // the guarantee that nothing outside the cache is ever deleted through a planted symlink.
 // Also the process helpers cleanup relies on to know whether a compiler runs.
-#include "store/cleanup.h"
+#include "neuron_cache/store/cleanup.h"
 
 #include <fcntl.h>
 #include <gtest/gtest.h>
@@ -14,9 +14,9 @@
 #include <string>
 #include <thread>
 
-#include "error.h"
-#include "process/process.h"
-#include "store/entry_install.h"
+#include "neuron_cache/error.h"
+#include "neuron_cache/process/process.h"
+#include "neuron_cache/store/entry_install.h"
 #include "test_support.h"
 
 namespace neuron_cache {

@@ -3,8 +3,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "format/pyjson.h"
-#include "process/process.h"
+#include "neuron_cache/format/pyjson.h"
+#include "neuron_cache/process/process.h"
 #include "test_support.h"
 
 namespace neuron_cache {

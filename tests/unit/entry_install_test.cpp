@@ -1,7 +1,7 @@
 // EntryInstall: an entry written by neuron-cache is either complete (SUCCESS with the exact bytes)
 // or not SUCCESS at all, whatever the moment the writer dies, and concurrent writers of one entry
 // produce one complete copy. Writers run in forked children so that they can be killed for real.
-#include "store/entry_install.h"
+#include "neuron_cache/store/entry_install.h"
 
 #include <gtest/gtest.h>
 #include <signal.h>
@@ -19,10 +19,10 @@
 #include <utility>
 #include <vector>
 
-#include "error.h"
-#include "format/layout.h"
-#include "store/cache_tree.h"
-#include "store/cleanup.h"
+#include "neuron_cache/error.h"
+#include "neuron_cache/format/layout.h"
+#include "neuron_cache/store/cache_tree.h"
+#include "neuron_cache/store/cleanup.h"
 #include "test_support.h"
 
 namespace neuron_cache {

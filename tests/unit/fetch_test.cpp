@@ -6,12 +6,12 @@
 #include <map>
 #include <string>
 
-#include "format/digest.h"
-#include "hub/client.h"
 #include "hub_fixture.h"
+#include "neuron_cache/format/digest.h"
+#include "neuron_cache/hub/client.h"
+#include "neuron_cache/remote/fetch.h"
+#include "neuron_cache/store/cache_tree.h"
 #include "optimum_writer.h"
-#include "remote/fetch.h"
-#include "store/cache_tree.h"
 #include "test_support.h"
 
 namespace neuron_cache {

@@ -18,12 +18,12 @@
 #include <string>
 #include <vector>
 
-#include "error.h"
-#include "format/artifact_index.h"
-#include "format/cache_key.h"
-#include "format/pyjson.h"
-#include "format/registry.h"
-#include "manifest/manifest.h"
+#include "neuron_cache/error.h"
+#include "neuron_cache/format/artifact_index.h"
+#include "neuron_cache/format/cache_key.h"
+#include "neuron_cache/format/pyjson.h"
+#include "neuron_cache/format/registry.h"
+#include "neuron_cache/manifest/manifest.h"
 #include "test_support.h"
 
 namespace neuron_cache {

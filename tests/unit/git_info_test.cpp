@@ -1,8 +1,8 @@
-#include "git/git_info.h"
+#include "neuron_cache/git/git_info.h"
 
 #include <gtest/gtest.h>
 
-#include "error.h"
+#include "neuron_cache/error.h"
 #include "test_support.h"
 
 namespace neuron_cache {

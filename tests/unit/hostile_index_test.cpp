@@ -10,10 +10,10 @@
 #include <fstream>
 #include <sstream>
 
-#include "format/artifact_index.h"
-#include "format/digest.h"
-#include "hub/client.h"
 #include "hub_fixture.h"
+#include "neuron_cache/format/artifact_index.h"
+#include "neuron_cache/format/digest.h"
+#include "neuron_cache/hub/client.h"
 #include "test_support.h"
 #include "tool_runner.h"
 

@@ -7,10 +7,10 @@
 #include <sstream>
 #include <stdexcept>
 
-#include "error.h"
-#include "format/digest.h"
-#include "hub/client.h"
 #include "hub_fixture.h"
+#include "neuron_cache/error.h"
+#include "neuron_cache/format/digest.h"
+#include "neuron_cache/hub/client.h"
 #include "test_support.h"
 
 namespace neuron_cache::hub {

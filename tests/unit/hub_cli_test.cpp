@@ -5,12 +5,12 @@
 #include <chrono>
 #include <set>
 
-#include "format/digest.h"
-#include "format/pyjson.h"
-#include "format/registry.h"
-#include "hub/client.h"
-#include "hub/http.h"
 #include "hub_fixture.h"
+#include "neuron_cache/format/digest.h"
+#include "neuron_cache/format/pyjson.h"
+#include "neuron_cache/format/registry.h"
+#include "neuron_cache/hub/client.h"
+#include "neuron_cache/hub/http.h"
 #include "test_support.h"
 
 namespace neuron_cache {

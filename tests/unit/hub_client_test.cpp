@@ -1,7 +1,7 @@
 // The Hub client against the local Hub server: auth, listings, verified downloads through the
 // CDN redirect, resumes, retries, one-commit uploads, conflicts. Request counts come from the
 // server's access log.
-#include "hub/client.h"
+#include "neuron_cache/hub/client.h"
 
 #include <fcntl.h>
 #include <gtest/gtest.h>
@@ -9,9 +9,9 @@
 
 #include <random>
 
-#include "format/digest.h"
 #include "hub_fixture.h"
-#include "store/entry_install.h"
+#include "neuron_cache/format/digest.h"
+#include "neuron_cache/store/entry_install.h"
 #include "test_support.h"
 
 namespace neuron_cache::hub {

@@ -12,8 +12,8 @@
 #include <fstream>
 #include <sstream>
 
-#include "hub/client.h"
 #include "hub_fixture.h"
+#include "neuron_cache/hub/client.h"
 #include "test_support.h"
 #include "tool_runner.h"
 

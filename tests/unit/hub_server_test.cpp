@@ -9,8 +9,8 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 
-#include "format/digest.h"
 #include "hub_fixture.h"
+#include "neuron_cache/format/digest.h"
 
 namespace neuron_cache::testing {
 namespace {

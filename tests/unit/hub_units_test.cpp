@@ -1,9 +1,9 @@
 // Pieces of the Hub client that need no server: URLs, retry decisions, error messages.
 #include <gtest/gtest.h>
 
-#include "hub/failures.h"
-#include "hub/http.h"
-#include "remote/lookup.h"
+#include "neuron_cache/hub/failures.h"
+#include "neuron_cache/hub/http.h"
+#include "neuron_cache/remote/lookup.h"
 
 namespace neuron_cache::hub {
 namespace {

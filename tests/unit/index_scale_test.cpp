@@ -8,15 +8,15 @@
 #include <chrono>
 #include <thread>
 
-#include "format/artifact_index.h"
-#include "format/cache_key.h"
-#include "format/digest.h"
-#include "hub/client.h"
 #include "hub_fixture.h"
-#include "plan/plan.h"
-#include "remote/push.h"
-#include "remote/remote_index.h"
-#include "store/local_index.h"
+#include "neuron_cache/format/artifact_index.h"
+#include "neuron_cache/format/cache_key.h"
+#include "neuron_cache/format/digest.h"
+#include "neuron_cache/hub/client.h"
+#include "neuron_cache/plan/plan.h"
+#include "neuron_cache/remote/push.h"
+#include "neuron_cache/remote/remote_index.h"
+#include "neuron_cache/store/local_index.h"
 #include "test_support.h"
 
 namespace neuron_cache {

@@ -1,6 +1,6 @@
 // Names of the local cache tree and the entry classification shared with libneuronxla and
 // optimum-neuron (format spec 2.2-2.4).
-#include "format/layout.h"
+#include "neuron_cache/format/layout.h"
 
 #include <gtest/gtest.h>
 

@@ -2,10 +2,10 @@
 // per-configuration exports.
 #include <gtest/gtest.h>
 
-#include "error.h"
-#include "format/artifact_index.h"
-#include "store/export_dir.h"
-#include "store/local_index.h"
+#include "neuron_cache/error.h"
+#include "neuron_cache/format/artifact_index.h"
+#include "neuron_cache/store/export_dir.h"
+#include "neuron_cache/store/local_index.h"
 #include "test_support.h"
 
 namespace neuron_cache {

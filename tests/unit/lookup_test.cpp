@@ -6,11 +6,11 @@
 #include <set>
 #include <string>
 
-#include "format/pyjson.h"
-#include "hub/client.h"
 #include "hub_fixture.h"
+#include "neuron_cache/format/pyjson.h"
+#include "neuron_cache/hub/client.h"
+#include "neuron_cache/remote/lookup.h"
 #include "optimum_writer.h"
-#include "remote/lookup.h"
 #include "test_support.h"
 
 namespace neuron_cache {

@@ -1,12 +1,12 @@
-#include "manifest/manifest.h"
+#include "neuron_cache/manifest/manifest.h"
 
 #include <gtest/gtest.h>
 
 #include <chrono>
 
-#include "error.h"
-#include "format/hub_names.h"
-#include "manifest/command_template.h"
+#include "neuron_cache/error.h"
+#include "neuron_cache/format/hub_names.h"
+#include "neuron_cache/manifest/command_template.h"
 #include "test_support.h"
 
 namespace neuron_cache::manifest {

@@ -10,13 +10,13 @@
 #include <set>
 #include <sstream>
 
-#include "format/artifact_index.h"
-#include "format/cache_key.h"
-#include "format/digest.h"
-#include "format/layout.h"
-#include "hub/client.h"
-#include "hub/http.h"
 #include "hub_fixture.h"
+#include "neuron_cache/format/artifact_index.h"
+#include "neuron_cache/format/cache_key.h"
+#include "neuron_cache/format/digest.h"
+#include "neuron_cache/format/layout.h"
+#include "neuron_cache/hub/client.h"
+#include "neuron_cache/hub/http.h"
 #include "schema_check.h"
 #include "test_support.h"
 #include "tool_runner.h"
@@ -303,8 +303,9 @@ TEST_F(PipelineCliTest, FirstCiCompilesAndPushesSecondRunOnEmptyCacheFetchesEver
   EXPECT_EQ(calls(), n) << "the compiler ran once per configuration";
   json report1 = json::parse(read_file(work / "report1.json"));
   EXPECT_EQ(report1["totals"]["compiled"], n) << report1.dump(2);
-  testing::SchemaCheck schema(json::parse(read_file(fs::path(NEURON_CACHE_TESTS_DIR).parent_path() /
-                                                    "core/report/report.schema.json")));
+  testing::SchemaCheck schema(
+      json::parse(read_file(fs::path(NEURON_CACHE_TESTS_DIR).parent_path() /
+                            "core/neuron_cache/report/report.schema.json")));
   EXPECT_EQ(schema.problems(plan), std::vector<std::string>{}) << plan.dump(1);
   EXPECT_EQ(schema.problems(report1), std::vector<std::string>{}) << report1.dump(1);
   EXPECT_EQ(report1["totals"]["failed"], 0);

@@ -10,10 +10,10 @@
 #include <set>
 #include <sstream>
 
-#include "format/artifact_index.h"
-#include "format/digest.h"
-#include "hub/client.h"
 #include "hub_fixture.h"
+#include "neuron_cache/format/artifact_index.h"
+#include "neuron_cache/format/digest.h"
+#include "neuron_cache/hub/client.h"
 #include "schema_check.h"
 #include "test_support.h"
 
@@ -169,8 +169,9 @@ TEST_F(PlanFilesTest, HubRowsListResolveUrlsAtTheCommitReadThatGiveTheListedByte
   ASSERT_TRUE(plan.is_object());
   EXPECT_EQ(module_downloads(), 0u) << "plan --files must not download artifacts itself";
   EXPECT_FALSE(fs::exists(fresh / (std::string("neuronxcc-") + kVersion)));
-  testing::SchemaCheck schema(json::parse(read_file(fs::path(NEURON_CACHE_TESTS_DIR).parent_path() /
-                                                    "core/report/report.schema.json")));
+  testing::SchemaCheck schema(
+      json::parse(read_file(fs::path(NEURON_CACHE_TESTS_DIR).parent_path() /
+                            "core/neuron_cache/report/report.schema.json")));
   EXPECT_EQ(schema.problems(plan), std::vector<std::string>{}) << plan.dump(1);
 
   std::string revision = plan["hub_revision"];

@@ -1,6 +1,6 @@
 // The progress display: a redrawn line with rate and ETA on a terminal, plain lines in logs,
 // nothing when quiet. stderr is captured through a pipe.
-#include "cli/progress.h"
+#include "neuron_cache/cli/progress.h"
 
 #include <gtest/gtest.h>
 #include <unistd.h>

@@ -1,7 +1,7 @@
 // pyjson must read what CPython's json.loads reads and write what json.dumps writes, byte for
 // byte: registry file names and folder names are hashes of this text. Expected strings below were
 // produced by CPython 3.11.
-#include "format/pyjson.h"
+#include "neuron_cache/format/pyjson.h"
 
 #include <gtest/gtest.h>
 
@@ -9,7 +9,7 @@
 #include <limits>
 #include <string>
 
-#include "error.h"
+#include "neuron_cache/error.h"
 
 namespace neuron_cache::pyjson {
 namespace {

@@ -15,9 +15,9 @@
 #include <string>
 #include <vector>
 
-#include "format/digest.h"
-#include "format/pyjson.h"
-#include "format/registry.h"
+#include "neuron_cache/format/digest.h"
+#include "neuron_cache/format/pyjson.h"
+#include "neuron_cache/format/registry.h"
 
 namespace neuron_cache {
 namespace {

@@ -1,14 +1,14 @@
 // Registry entries (format spec 4.1-4.8): validation, the architecture digest input, paths of
 // every generation, and reading a file back.
-#include "format/registry.h"
+#include "neuron_cache/format/registry.h"
 
 #include <gtest/gtest.h>
 
 #include <set>
 #include <string>
 
-#include "error.h"
-#include "format/digest.h"
+#include "neuron_cache/error.h"
+#include "neuron_cache/format/digest.h"
 
 namespace neuron_cache::registry {
 namespace {

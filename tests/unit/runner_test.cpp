@@ -1,6 +1,6 @@
 // run_command: exit codes, signals, start failures, the child's environment and log, and runs
 // from several threads at once; log_tail and strip_cache_flags.
-#include "compile/runner.h"
+#include "neuron_cache/compile/runner.h"
 
 #include <fcntl.h>
 #include <gtest/gtest.h>
@@ -12,7 +12,7 @@
 #include <thread>
 #include <vector>
 
-#include "config/redact.h"
+#include "neuron_cache/config/redact.h"
 #include "test_support.h"
 
 namespace neuron_cache::compile {

@@ -1,6 +1,6 @@
 // SafeDir: every name inside the cache is resolved without following symlinks, because the
 // default root sits in world-writable /var/tmp where anyone may plant a link.
-#include "store/safe_dir.h"
+#include "neuron_cache/store/safe_dir.h"
 
 #include <fcntl.h>
 #include <gtest/gtest.h>
@@ -9,7 +9,7 @@
 
 #include <string>
 
-#include "error.h"
+#include "neuron_cache/error.h"
 #include "test_support.h"
 
 namespace neuron_cache {

@@ -1,6 +1,7 @@
-// A checker for the subset of JSON Schema (2020-12) that core/report/report.schema.json uses:
-// type, const, enum, properties, required, additionalProperties/unevaluatedProperties false,
-// items, $ref to #/$defs/..., allOf and oneOf. Returns what does not conform, one line each.
+// A checker for the subset of JSON Schema (2020-12) that
+// core/neuron_cache/report/report.schema.json uses: type, const, enum, properties, required,
+// additionalProperties/unevaluatedProperties false, items, $ref to #/$defs/..., allOf and oneOf.
+// Returns what does not conform, one line each.
 #pragma once
 
 #include <algorithm>

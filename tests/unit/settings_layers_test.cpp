@@ -7,10 +7,10 @@
 
 #include <functional>
 
-#include "config/settings.h"
-#include "error.h"
-#include "pipeline/pipeline.h"
-#include "pipeline/run.h"
+#include "neuron_cache/config/settings.h"
+#include "neuron_cache/error.h"
+#include "neuron_cache/pipeline/pipeline.h"
+#include "neuron_cache/pipeline/run.h"
 #include "test_support.h"
 
 namespace neuron_cache {

@@ -1,9 +1,9 @@
-#include "config/settings.h"
+#include "neuron_cache/config/settings.h"
 
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 
-#include "error.h"
+#include "neuron_cache/error.h"
 #include "test_support.h"
 
 namespace neuron_cache {

@@ -7,10 +7,10 @@
 #include <string>
 #include <vector>
 
-#include "error.h"
-#include "format/compile_flags.h"
-#include "format/pyjson.h"
-#include "format/registry.h"
+#include "neuron_cache/error.h"
+#include "neuron_cache/format/compile_flags.h"
+#include "neuron_cache/format/pyjson.h"
+#include "neuron_cache/format/registry.h"
 
 namespace neuron_cache {
 namespace {

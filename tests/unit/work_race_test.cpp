@@ -16,12 +16,12 @@
 #include <sstream>
 #include <thread>
 
-#include "compile/capture.h"
-#include "compile/work_area.h"
-#include "format/registry.h"
 #include "hub_fixture.h"
-#include "store/cache_tree.h"
-#include "store/entry_install.h"
+#include "neuron_cache/compile/capture.h"
+#include "neuron_cache/compile/work_area.h"
+#include "neuron_cache/format/registry.h"
+#include "neuron_cache/store/cache_tree.h"
+#include "neuron_cache/store/entry_install.h"
 #include "test_support.h"
 #include "tool_runner.h"
 

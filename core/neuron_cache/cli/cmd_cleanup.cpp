@@ -1,0 +1,76 @@
+// `neuron-cache cleanup`: remove poisoned entries the way optimum-cli neuron cache cleanup does.
+#include <iostream>
+
+#include "neuron_cache/cli/context.h"
+#include "neuron_cache/cli/output.h"
+#include "neuron_cache/process/process.h"
+#include "neuron_cache/store/cleanup.h"
+
+namespace neuron_cache::cli {
+namespace {
+
+struct Flags {
+  bool all = false;
+  bool old_versions = false;
+  bool wipe = false;
+  bool dry_run = false;
+  bool json = false;
+};
+
+void cleanup(Context& context, const Flags& flags) {
+  const Settings& settings = context.settings_with_compiler();
+  LocalCache cache(settings.local_cache_root(), {settings.hf_hub_cache.value});
+  CleanupOptions options;
+  options.remove_empty = flags.all;
+  options.remove_old_versions = flags.old_versions;
+  options.wipe = flags.wipe;
+  options.dry_run = flags.dry_run;
+  options.installed_compiler = settings.compiler_version.value;
+  options.compiler_running = !flags.wipe && is_process_running("neuronx-cc");
+  CleanupResult result = cleanup_cache(cache, options);
+  if (flags.json) {
+    print_json({{"cache_path", cache.root().string()},
+                {"dry_run", flags.dry_run},
+                {"wiped", result.wiped},
+                {"failed_removed", result.failed_removed},
+                {"locks_removed", result.locks_removed},
+                {"empty_removed", result.empty_removed},
+                {"traced_kept", result.traced_kept},
+                {"staging_removed", result.staging_removed},
+                {"old_versions_removed", result.old_versions_removed},
+                {"skipped_locks_reason", result.skipped_locks_reason},
+                {"bytes_freed", result.bytes_freed},
+                {"removed", result.removed},
+                {"summary", result.summary(flags.dry_run)}});
+    return;
+  }
+  for (const auto& path : result.removed) {
+    std::cout << (flags.dry_run ? "would remove " : "removed ") << path << "\n";
+  }
+  std::cout << result.summary(flags.dry_run) << "\n";
+}
+
+}  // namespace
+
+void register_cleanup(CLI::App& app, Context& context) {
+  CLI::App* cmd = app.add_subcommand(
+      "cleanup",
+      "Remove FAILED entries and stale lock files (locks are kept while neuronx-cc runs)");
+  auto flags = std::make_shared<Flags>();
+  cmd->add_flag("--all", flags->all,
+                "Also remove EMPTY (incomplete) entries; complete traced exports "
+                "(MODULE_<entry hash> with config.json and *.neuron files) are kept, unlike "
+                "optimum-cli neuron cache cleanup --all");
+  cmd->add_flag("--old-versions", flags->old_versions,
+                "Also remove whole neuronxcc-* folders of other compiler versions");
+  cmd->add_flag("--wipe", flags->wipe, "Remove the entire cache root");
+  cmd->add_flag("--dry-run", flags->dry_run, "Report what would be removed without removing it");
+  cmd->add_flag("--json", flags->json, "Print JSON for scripts");
+  cmd->add_option_function<std::string>(
+      "--cache-dir", [&context](const std::string& v) { context.overrides().cache_dir = v; },
+      "Local cache root (default: NEURON_CC_FLAGS --cache_dir, NEURON_COMPILE_CACHE_URL, "
+      "/var/tmp/neuron-compile-cache)");
+  cmd->callback([&context, flags] { cleanup(context, *flags); });
+}
+
+}  // namespace neuron_cache::cli

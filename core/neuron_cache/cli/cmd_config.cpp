@@ -1,0 +1,88 @@
+// `neuron-cache config show`: every setting with where it came from, like `ccache -p`.
+#include <iostream>
+
+#include "neuron_cache/cli/context.h"
+#include "neuron_cache/cli/output.h"
+#include "neuron_cache/manifest/manifest.h"
+#include "neuron_cache/pipeline/pipeline.h"
+
+namespace neuron_cache::cli {
+namespace {
+
+struct Row {
+  std::string key;
+  Setting setting;
+};
+
+std::vector<Row> rows(const Settings& s) {
+  Setting token = s.token;
+  token.value = mask_token(token.value);
+  return {
+      {"cache_dir", s.cache_dir},
+      {"cache_repo", s.cache_repo},
+      {"token", token},
+      {"endpoint", s.endpoint},
+      {"offline", s.offline_origin},
+      {"compiler_version", s.compiler_version},
+      {"installed_compiler", s.installed_compiler},
+      {"hf_home", s.hf_home},
+      {"hf_hub_cache", s.hf_hub_cache},
+      {"custom_cache_file", s.custom_cache_file},
+      {"neuron_cc_flags", s.cc_flags},
+      {"seed", s.seeding_origin},
+      {"hub_timeout_ms", s.hub_timeout_ms},
+      {"retry_base_ms", s.retry_base_ms},
+  };
+}
+
+void show(const Settings& settings, bool json) {
+  if (json) {
+    nlohmann::json out = nlohmann::json::object();
+    for (const auto& row : rows(settings)) {
+      out[row.key] = {{"value", row.setting.value}, {"origin", row.setting.origin}};
+    }
+    out["cache_dir"]["is_s3"] = settings.cache_dir_is_s3;
+    out["warnings"] = settings.warnings;
+    print_json(out);
+    return;
+  }
+  for (const auto& row : rows(settings)) {
+    std::string value = row.setting.value.empty() ? "(none)" : row.setting.value;
+    std::cout << "(" << row.setting.origin << ") " << row.key << " = " << value << "\n";
+  }
+  if (settings.cache_dir_is_s3) {
+    std::cout
+        << "note: cache_dir is an S3 URL, not a local path; local commands need --cache-dir\n";
+  }
+  for (const auto& warning : settings.warnings) warn(warning);
+}
+
+}  // namespace
+
+void register_config(CLI::App& app, Context& context) {
+  CLI::App* config = app.add_subcommand("config", "Show the configuration");
+  config->require_subcommand(1);
+  CLI::App* show_cmd = config->add_subcommand(
+      "show", "Print every setting and its origin (option, environment variable, file, default)");
+  auto json = std::make_shared<bool>(false);
+  show_cmd->add_flag("--json", *json, "Print JSON for scripts");
+  show_cmd->add_option_function<std::string>(
+      "--cache-dir", [&context](const std::string& v) { context.overrides().cache_dir = v; },
+      "Local cache root to report as the explicit option");
+  show_cmd->add_option_function<std::string>(
+      "--repo", [&context](const std::string& v) { context.overrides().cache_repo = v; },
+      "Hub cache repo to report as the explicit option");
+  auto manifest = std::make_shared<std::string>();
+  show_cmd->add_option("--manifest", *manifest,
+                       "Add this manifest's layer (cache_repo, cache_dir, compiler_version), as "
+                       "plan, ci and the Action do");
+  show_cmd->callback([&context, json, manifest] {
+    const Settings& settings = context.settings_with_compiler();
+    if (manifest->empty()) return show(settings, *json);
+    show(settings.with_manifest(
+             pipeline::manifest_layer(manifest::load_manifest(*manifest), *manifest)),
+         *json);
+  });
+}
+
+}  // namespace neuron_cache::cli

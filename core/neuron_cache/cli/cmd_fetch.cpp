@@ -1,0 +1,235 @@
+// `neuron-cache fetch`: installs the MODULE_ folders a user names (or the traced export a
+// registry entry names) from a Hub cache repo into the local cache, for people who know what
+// they need. No index, no registry scan: the names are the plan.
+#include <iostream>
+#include <map>
+
+#include "neuron_cache/cli/context.h"
+#include "neuron_cache/cli/output.h"
+#include "neuron_cache/remote/fetch.h"
+#include "neuron_cache/store/cleanup.h"
+
+namespace neuron_cache::cli {
+namespace {
+
+struct Options {
+  std::vector<std::string> modules;
+  std::vector<std::string> registry;  // entry paths in the repo or entry hashes
+  bool json = false;
+  bool dry_run = false;
+};
+
+// What one compiler folder needs: MODULE_ folders, and registry files installed after them.
+struct FolderWork {
+  std::vector<std::string> modules;
+  std::vector<remote::RegistryFile> registry;
+};
+
+// A row of the report, for modules and registry files alike.
+struct Line {
+  std::string path;
+  remote::FetchStatus status;
+  std::string error;
+  size_t files = 0;
+  uint64_t bytes = 0;
+  bool from_registry = false;  // a MODULE_<hash> named by a registry entry
+};
+
+std::map<std::string, FolderWork> gather(hub::HubClient& client, const std::string& repo,
+                                         const Options& options,
+                                         const std::string& compiler_version, uint64_t& listings) {
+  std::vector<std::string> dirs = remote::list_compiler_dirs(client, repo, "main", &listings);
+  std::map<std::string, FolderWork> work;
+  if (!options.modules.empty()) {
+    if (compiler_version.empty()) {
+      throw input_error(
+          "no compiler version: pass --compiler-version V (the neuronxcc-V folder the MODULE "
+          "folders are in)");
+    }
+    auto& folder = work[remote::pick_compiler_dir(dirs, compiler_version, repo)];
+    folder.modules = options.modules;
+  }
+  std::vector<std::string> searched = dirs;
+  if (!compiler_version.empty() && !options.registry.empty()) {
+    searched = {remote::pick_compiler_dir(dirs, compiler_version, repo)};
+  }
+  for (const auto& reference : options.registry) {
+    auto files = remote::find_registry_entry(client, repo, "main", reference, searched, &listings);
+    if (files.empty()) {
+      throw input_error("no registry entry " + reference + " in " + repo +
+                        ": check the hash or path with `neuron-cache lookup MODEL_ID --json`");
+    }
+    for (const auto& file : files) {
+      auto& folder = work[file.compiler_dir];
+      folder.registry.push_back(file);
+      std::string module = std::string(layout::kModulePrefix) + file.hash;
+      if (std::find(folder.modules.begin(), folder.modules.end(), module) == folder.modules.end())
+        folder.modules.push_back(module);
+    }
+  }
+  return work;
+}
+
+bool named_by_registry(const FolderWork& work, const std::string& module) {
+  for (const auto& file : work.registry) {
+    if (std::string(layout::kModulePrefix) + file.hash == module) return true;
+  }
+  return false;
+}
+
+std::vector<Line> plan_lines(hub::HubClient& client, const std::string& repo,
+                             const LocalCache& cache, const std::string& dir,
+                             const FolderWork& work, uint64_t& listings) {
+  std::vector<Line> lines;
+  for (const auto& plan :
+       remote::plan_modules(client, repo, "main", cache, dir, work.modules, &listings)) {
+    lines.push_back({dir + "/" + plan.name, plan.status, plan.error, plan.files.size(),
+                     plan.bytes(), named_by_registry(work, plan.name)});
+  }
+  for (const auto& file : work.registry) {
+    lines.push_back({dir + "/" + file.entry.path, remote::FetchStatus::Installed, "", 1,
+                     file.entry.size, false});
+  }
+  return lines;
+}
+
+std::vector<Line> fetch_lines(hub::HubClient& client, const std::string& repo,
+                              const LocalCache& cache, const std::string& dir,
+                              const FolderWork& work, uint64_t& listings, uint64_t& bytes) {
+  remote::FetchResult result =
+      remote::fetch_modules(client, repo, "main", cache, dir, work.modules);
+  listings += result.listing_requests;
+  bytes += result.bytes_downloaded;
+  std::vector<Line> lines;
+  bool modules_ok = true;
+  for (const auto& m : result.modules) {
+    Line line{dir + "/" + m.name, m.status, m.error, 0, 0, named_by_registry(work, m.name)};
+    if (m.record) {
+      line.files = m.record->files.size();
+      line.bytes = m.record->size();
+    }
+    modules_ok = modules_ok && (m.status == remote::FetchStatus::Installed ||
+                                m.status == remote::FetchStatus::AlreadyPresent);
+    lines.push_back(line);
+  }
+  // A registry entry says "this compiled": it goes in only once its folder is there.
+  if (!modules_ok) return lines;
+  for (const auto& r : remote::fetch_registry_files(client, repo, "main", cache, work.registry)) {
+    bool installed = r.status == remote::FetchStatus::Installed;
+    lines.push_back({dir + "/" + r.file.entry.path, r.status, r.error, installed ? 1u : 0u,
+                     installed ? r.file.entry.size : 0, false});
+  }
+  return lines;
+}
+
+bool line_ok(const Line& line) {
+  return line.status == remote::FetchStatus::Installed ||
+         line.status == remote::FetchStatus::AlreadyPresent;
+}
+
+// Decoder entries do not name their MODULE_ folders (format spec 13c): say so when the folder
+// a registry entry was taken to name is missing.
+std::string explain(const Line& line) {
+  if (line.status == remote::FetchStatus::NotOnHub && line.from_registry) {
+    return line.error +
+           ". Only traced exports store their artifacts as MODULE_<entry hash>; a decoder "
+           "entry does not name its MODULE folders";
+  }
+  return line.error;
+}
+
+std::string status_text(const Line& line, bool dry_run) {
+  if (dry_run && line.status == remote::FetchStatus::Installed) {
+    return "would fetch " + std::to_string(line.files) + " files (" + format_size(line.bytes) + ")";
+  }
+  std::string text(remote::status_name(line.status));
+  if (line.status == remote::FetchStatus::Installed) {
+    text += " (" + std::to_string(line.files) + " files, " + format_size(line.bytes) + ")";
+  }
+  return text;
+}
+
+nlohmann::json line_json(const Line& line, bool dry_run) {
+  std::string status = dry_run && line.status == remote::FetchStatus::Installed
+                           ? "to fetch"
+                           : std::string(remote::status_name(line.status));
+  return {{"path", line.path},
+          {"status", status},
+          {"files", line.files},
+          {"bytes", line.bytes},
+          {"error", line.error.empty() ? nlohmann::json() : nlohmann::json(explain(line))}};
+}
+
+void fetch(Context& context, const Options& options) {
+  if (options.modules.empty() && options.registry.empty()) {
+    throw input_error("nothing to fetch: name MODULE_ folders or pass --registry ENTRY");
+  }
+  const Settings& settings = context.settings_with_compiler();
+  std::string repo = context.hub_repo();
+  LocalCache cache(settings.local_cache_root(), {settings.hf_hub_cache.value});
+  hub::HubClient& client = context.client();
+  uint64_t listings = 0;
+  uint64_t bytes = 0;
+  std::vector<Line> lines;
+  for (const auto& [dir, work] :
+       gather(client, repo, options, settings.compiler_version.value, listings)) {
+    auto done = options.dry_run ? plan_lines(client, repo, cache, dir, work, listings)
+                                : fetch_lines(client, repo, cache, dir, work, listings, bytes);
+    lines.insert(lines.end(), done.begin(), done.end());
+  }
+  size_t failed =
+      std::count_if(lines.begin(), lines.end(), [](const Line& l) { return !line_ok(l); });
+  if (options.json) {
+    nlohmann::json items = nlohmann::json::array();
+    for (const auto& line : lines) items.push_back(line_json(line, options.dry_run));
+    print_json({{"repo", repo},
+                {"cache_dir", cache.root().string()},
+                {"dry_run", options.dry_run},
+                {"items", items},
+                {"bytes_downloaded", bytes},
+                {"listing_requests", listings}});
+  } else {
+    for (const auto& line : lines) {
+      std::cout << line.path << ": " << status_text(line, options.dry_run) << "\n";
+    }
+    if (!options.dry_run) {
+      std::cout << "Fetched " << format_size(bytes) << " from " << repo << " into "
+                << cache.root().string() << ".\n";
+    }
+  }
+  for (const auto& line : lines) {
+    if (!line_ok(line)) std::cerr << "neuron-cache: " << line.path << ": " << explain(line) << "\n";
+  }
+  if (failed > 0) {
+    throw operational_error(std::to_string(failed) + " of " + std::to_string(lines.size()) +
+                            " items were not fetched (see above)");
+  }
+}
+
+}  // namespace
+
+void register_fetch(CLI::App& app, Context& context) {
+  auto options = std::make_shared<Options>();
+  CLI::App* cmd = app.add_subcommand(
+      "fetch",
+      "Install named MODULE_ folders (of --compiler-version V), or the traced export a registry "
+      "entry names (--registry), from the Hub cache repo into the local cache");
+  cmd->add_option("modules", options->modules,
+                  "MODULE_ folder names, e.g. MODULE_1234+d7cde3b5 (in neuronxcc-V)");
+  cmd->add_option("--registry", options->registry,
+                  "A registry entry of a traced export: its path in the repo or its 20-hex hash; "
+                  "fetches the entry and its MODULE_<hash> folder");
+  cmd->add_option_function<std::string>(
+      "--repo,--repo_id", [&context](const std::string& v) { context.overrides().cache_repo = v; },
+      "Hub cache repo (default: the configured one)");
+  cmd->add_option_function<std::string>(
+      "--cache-dir,--cache_dir",
+      [&context](const std::string& v) { context.overrides().cache_dir = v; },
+      "Local cache root (default: NEURON_CC_FLAGS --cache_dir, NEURON_COMPILE_CACHE_URL, "
+      "/var/tmp/neuron-compile-cache)");
+  cmd->add_flag("--dry-run", options->dry_run, "List what would be fetched, with sizes");
+  cmd->add_flag("--json", options->json, "Print JSON for scripts");
+  cmd->callback([&context, options] { fetch(context, *options); });
+}
+
+}  // namespace neuron_cache::cli

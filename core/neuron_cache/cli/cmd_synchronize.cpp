@@ -1,0 +1,98 @@
+// `neuron-cache synchronize`: publish the local cache to the Hub cache repo in one commit.
+#include <iostream>
+
+#include "neuron_cache/cli/context.h"
+#include "neuron_cache/cli/output.h"
+#include "neuron_cache/cli/progress.h"
+#include "neuron_cache/process/process.h"
+#include "neuron_cache/remote/synchronize.h"
+
+namespace neuron_cache::cli {
+namespace {
+
+struct Options {
+  bool quiet = false;
+  bool json = false;
+};
+
+nlohmann::json result_json(const remote::SyncResult& r, const std::string& repo) {
+  return {
+      {"repo", repo},
+      {"local_files", r.local_files},
+      {"already_on_hub", r.already_on_hub},
+      {"uploaded_files", r.to_upload},
+      {"bytes_uploaded", r.bytes_to_upload},
+      {"lfs_uploaded", r.commit.lfs_uploaded},
+      {"lfs_already_stored", r.commit.lfs_already_stored},
+      {"committed", r.commit.committed},
+      {"commit", r.commit.commit_oid},
+      {"attempts", r.attempts},
+      {"cleanup", r.cleanup_skipped ? "skipped: neuronx-cc is running" : r.cleanup.summary(false)},
+      {"skipped", r.skipped}};
+}
+
+void synchronize(Context& context, const Options& options) {
+  const Settings& settings = context.settings();
+  std::string repo = context.hub_repo();
+  LocalCache cache(settings.local_cache_root(), {settings.hf_hub_cache.value});
+  remote::SyncOptions sync;
+  sync.conflicts = hub::retry_policy(context.settings(), 6);
+  sync.compiler_running = is_process_running("neuronx-cc");
+  Progress progress("Uploading", Progress::mode_for(options.quiet || options.json));
+  sync.on_plan = [&](uint64_t, uint64_t bytes) { progress.set_total(bytes); };
+  hub::HubClient& client = context.client();
+  uint64_t streamed = 0;
+  client.http().on_progress = [&](uint64_t, uint64_t up) {
+    streamed += up;
+    progress.add(up);
+  };
+  if (!options.quiet && !options.json) {
+    std::cerr << "Synchronizing " << repo << " Hub cache with " << cache.root().string()
+              << " local cache\n";
+  }
+  remote::SyncResult result = remote::synchronize(client, cache, repo, sync);
+  // Regular files travel inside the commit request, not as streamed uploads: count them at the end.
+  if (result.commit.bytes_uploaded > streamed)
+    progress.add(result.commit.bytes_uploaded - streamed);
+  progress.finish();
+  if (options.json) {
+    print_json(result_json(result, repo));
+    return;
+  }
+  if (result.cleanup_skipped) warn("Skipping cache cleanup: neuronx-cc is currently running.");
+  for (const auto& skipped : result.skipped) warn("not uploaded: " + skipped);
+  if (options.quiet) return;
+  if (!result.cleanup_skipped &&
+      result.cleanup.bytes_freed + result.cleanup.failed_removed + result.cleanup.locks_removed >
+          0) {
+    std::cout << "Pre-sync cleanup: " << result.cleanup.summary(false) << "\n";
+  }
+  std::cout << result.local_files << " local files, " << result.already_on_hub
+            << " already on the Hub, " << result.to_upload << " uploaded ("
+            << format_size(result.bytes_to_upload) << ")";
+  if (result.commit.committed) std::cout << " in commit " << result.commit.commit_oid;
+  if (result.attempts > 1) std::cout << " (attempt " << result.attempts << ")";
+  std::cout << ".\nSynchronization complete.\n";
+}
+
+}  // namespace
+
+void register_synchronize(CLI::App& app, Context& context) {
+  auto options = std::make_shared<Options>();
+  CLI::App* cmd = app.add_subcommand(
+      "synchronize",
+      "Upload the local cache to the Hub cache repo in one commit (only what is missing there)");
+  cmd->add_option_function<std::string>(
+      "--repo,--repo_id", [&context](const std::string& v) { context.overrides().cache_repo = v; },
+      "Hub cache repo (default: the configured one)");
+  cmd->add_option_function<std::string>(
+      "--cache-dir,--cache_dir",
+      [&context](const std::string& v) { context.overrides().cache_dir = v; },
+      "Local cache root (default: NEURON_CC_FLAGS --cache_dir, NEURON_COMPILE_CACHE_URL, "
+      "/var/tmp/neuron-compile-cache)");
+  cmd->add_flag("--quiet", options->quiet, "Print nothing but errors");
+  cmd->add_flag("--json", options->json, "Print JSON for scripts");
+  cmd->callback([&context, options] { synchronize(context, *options); });
+}
+
+}  // namespace neuron_cache::cli

@@ -1,0 +1,22 @@
+#include "neuron_cache/cli/context.h"
+
+#include "neuron_cache/format/hub_names.h"
+
+namespace neuron_cache::cli {
+
+std::string Context::hub_repo() {
+  const Setting& repo = settings().cache_repo;
+  if (repo.value.empty())
+    throw input_error("no cache repo: pass --repo or run `neuron-cache set REPO`");
+  hub_names::require_repo_id(repo.value, "the cache repo from " + repo.origin, "check the name");
+  return repo.value;
+}
+
+hub::HubClient& Context::client() {
+  if (!client_) {
+    client_ = std::make_unique<hub::HubClient>(hub::HubClient::options_from(settings()));
+  }
+  return *client_;
+}
+
+}  // namespace neuron_cache::cli

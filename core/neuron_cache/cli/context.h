@@ -1,0 +1,53 @@
+// What every command shares: the environment, the command-line overrides, and the settings
+// resolved from them on first use. Only commands that key or scan by compiler ask for the
+// compiler version, which runs `neuronx-cc --version`.
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <memory>
+#include <optional>
+
+#include "neuron_cache/config/settings.h"
+#include "neuron_cache/hub/client.h"
+
+namespace neuron_cache::cli {
+
+class Context {
+ public:
+  explicit Context(Environment env) : env_(std::move(env)) {}
+  SettingOverrides& overrides() { return overrides_; }
+  const Environment& env() const { return env_; }
+  const Settings& settings() {
+    if (!settings_) settings_ = Settings::resolve(env_, overrides_);
+    return *settings_;
+  }
+  // The settings with the compiler version detected (plan, prefetch, status, cleanup, ...).
+  const Settings& settings_with_compiler() {
+    settings();
+    settings_->detect_compiler(env_);
+    return *settings_;
+  }
+  // The Hub client for the resolved endpoint and token, made on first use.
+  hub::HubClient& client();
+  // The cache repo a Hub command works on (its --repo is an override, like every command's);
+  // throws an input Error when there is none or its name is not a Hub repo id.
+  std::string hub_repo();
+
+ private:
+  Environment env_;
+  SettingOverrides overrides_;
+  std::optional<Settings> settings_;
+  std::unique_ptr<hub::HubClient> client_;
+};
+
+void register_config(CLI::App& app, Context& context);
+void register_status(CLI::App& app, Context& context);
+void register_cleanup(CLI::App& app, Context& context);
+void register_inspect(CLI::App& app, Context& context);
+void register_repo_commands(CLI::App& app, Context& context);  // whoami, create, set
+void register_lookup(CLI::App& app, Context& context);
+void register_fetch(CLI::App& app, Context& context);
+void register_synchronize(CLI::App& app, Context& context);
+void register_pipeline(CLI::App& app, Context& context);  // plan, prefetch, compile, push, ci, run
+
+}  // namespace neuron_cache::cli

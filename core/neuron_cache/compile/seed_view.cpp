@@ -1,0 +1,787 @@
+#include "neuron_cache/compile/seed_view.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/file.h>
+#include <sys/inotify.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cctype>
+#include <cerrno>
+#include <chrono>
+#include <climits>
+#include <cstring>
+#include <sstream>
+#include <thread>
+
+#include "neuron_cache/compile/work_area.h"
+#include "neuron_cache/error.h"
+#include "neuron_cache/format/digest.h"
+#include "neuron_cache/format/layout.h"
+#include "neuron_cache/store/cache_tree.h"
+#include "neuron_cache/store/entry_install.h"
+
+namespace neuron_cache::compile {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+constexpr const char* kLinksDir = ".links";
+constexpr const char* kStateFile = kViewStateFile;
+constexpr const char* kStateMagic = "neuron-cache-seed-view 1";
+constexpr const char* kSeedingPrefix = ".seeding-";
+// One view per compile running at once on the machine: more means views are leaking.
+constexpr int kMaxViews = 64;
+constexpr int kMaxDepth = 8;  // entries are 1 level deep, traced exports a few more
+// ".seeding-" + name and name + ".<index>" must stay within NAME_MAX (255).
+constexpr size_t kMaxSeededName = 230;
+// Waiting for the coarse clock's next tick (1 to 10 ms) before stamping a folder just changed.
+constexpr int kStampAttempts = 10;
+constexpr std::chrono::milliseconds kStampWait{2};
+constexpr uint32_t kFolderEvents = IN_CREATE | IN_DELETE | IN_MOVED_FROM | IN_MOVED_TO |
+                                   IN_DELETE_SELF | IN_MOVE_SELF | IN_ONLYDIR | IN_DONT_FOLLOW;
+
+bool later(const timespec& a, const timespec& b) {
+  return a.tv_sec > b.tv_sec || (a.tv_sec == b.tv_sec && a.tv_nsec > b.tv_nsec);
+}
+
+// Whether any later change to the folder must give it other timestamps: they are older than the
+// coarse clock the kernel stamps changes with. Whole seconds may come from a filesystem with
+// coarse timestamps, where the next change could get the same ones: one second more is needed.
+bool settled(const struct stat& info) {
+  timespec now{};
+  clock_gettime(CLOCK_REALTIME_COARSE, &now);
+  if (info.st_mtim.tv_nsec == 0 && info.st_ctim.tv_nsec == 0) now.tv_sec -= 1;
+  return later(now, info.st_mtim) && later(now, info.st_ctim);
+}
+
+// What changes whenever a name is added to, removed from or renamed in the folder `name`, or the
+// folder is replaced; "" when it is missing or not a folder.
+std::string folder_stamp(int dir_fd, const std::string& name, bool* is_settled = nullptr) {
+  struct stat info {};
+  if (fstatat(dir_fd, name.c_str(), &info, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISDIR(info.st_mode)) {
+    return "";
+  }
+  if (is_settled) *is_settled = settled(info);
+  std::ostringstream text;
+  text << info.st_dev << '.' << info.st_ino << '.' << info.st_mtim.tv_sec << '.'
+       << info.st_mtim.tv_nsec << '.' << info.st_ctim.tv_sec << '.' << info.st_ctim.tv_nsec;
+  return text.str();
+}
+
+// Calls fn(name, is_dir, inode) for each name in `dir`, from the directory listing alone (no
+// stat per name unless the filesystem gives no type): what keeps comparing 10,000 names cheap.
+template <typename Fn>
+size_t for_each_name(const SafeDir& dir, Fn fn) {
+  int fd = openat(dir.fd(), ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  DIR* stream = fd < 0 ? nullptr : fdopendir(fd);
+  if (stream == nullptr) {
+    if (fd >= 0) close(fd);
+    throw operational_error("cannot list " + dir.path().string() + ": " + std::strerror(errno));
+  }
+  size_t count = 0;
+  while (dirent* item = readdir(stream)) {
+    std::string_view name = item->d_name;
+    if (name == "." || name == "..") continue;
+    bool is_dir = item->d_type == DT_DIR;
+    if (item->d_type == DT_UNKNOWN) {
+      struct stat info {};
+      is_dir =
+          fstatat(dir.fd(), item->d_name, &info, AT_SYMLINK_NOFOLLOW) == 0 && S_ISDIR(info.st_mode);
+    }
+    fn(std::string(name), is_dir, static_cast<uint64_t>(item->d_ino));
+    ++count;
+  }
+  closedir(stream);
+  return count;
+}
+
+std::set<std::string> compiler_dirs(const SafeDir& dir) {
+  std::set<std::string> names;
+  for (const auto& item : dir.list()) {
+    if (is_compiler_dir(item)) names.insert(item.name);
+  }
+  return names;
+}
+
+bool plain_name(const std::string& name) {
+  for (unsigned char c : name) {
+    if (c <= ' ' || c == 0x7f) return false;  // the state file is split on whitespace
+  }
+  return !name.empty();
+}
+
+// ---------------------------------------------------------------------------------------------
+// The state file of a view: written when a run gives the view back, removed while it is in use.
+
+struct ViewState {
+  std::string token;
+  std::map<std::string, std::string> stamps;  // real compiler folder -> stamp the view matches
+  std::map<std::string, std::map<std::string, std::string>> pending;
+};
+
+// A view written before a reboot may have lost writes that were never flushed (nothing is
+// fsynced: a view is only a cache of the real one), so it counts as missing.
+std::string boot_id() {
+  static const std::string id = [] {
+    std::string text;
+    try {
+      text = SafeDir::open("/proc/sys/kernel/random").read_small_file("boot_id", 256);
+    } catch (const Error&) {
+      return std::string("unknown");
+    }
+    while (!text.empty() && std::isspace(static_cast<unsigned char>(text.back()))) text.pop_back();
+    return text;
+  }();
+  return id;
+}
+
+// The symlink targets a view was seeded under: a view seeded by a process trusting more places
+// must not serve one trusting fewer.
+std::string trust_line(const std::vector<fs::path>& trusted) {
+  std::string line = "trust";
+  for (const auto& root : trusted) line += " " + sha256_hex(root.string()).substr(0, 16);
+  return line;
+}
+
+std::optional<ViewState> parse_state(const std::string& text, const std::string& trust) {
+  std::istringstream lines(text);
+  std::string line;
+  if (!std::getline(lines, line) || line != kStateMagic) return std::nullopt;
+  if (!std::getline(lines, line) || line != "boot " + boot_id()) return std::nullopt;
+  if (!std::getline(lines, line) || line != trust) return std::nullopt;
+  ViewState state;
+  while (std::getline(lines, line)) {
+    std::istringstream words(line);
+    std::string kind, compiler, stamp, name;
+    words >> kind;
+    if (kind == "token") words >> state.token;
+    if (kind == "stamp" && words >> compiler >> stamp) state.stamps[compiler] = stamp;
+    if (kind == "pending" && words >> compiler >> stamp >> name) {
+      state.pending[compiler][name] = stamp;
+    }
+  }
+  if (state.token.empty()) return std::nullopt;
+  return state;
+}
+
+std::optional<ViewState> read_state(const SafeDir& view, const std::string& trust) {
+  try {
+    if (!view.entry(kStateFile)) return std::nullopt;
+    return parse_state(view.read_small_file(kStateFile), trust);
+  } catch (const Error&) {
+    return std::nullopt;
+  }
+}
+
+void write_state(const SafeDir& view, const ViewState& state, const std::string& trust) {
+  std::string text =
+      std::string(kStateMagic) + "\nboot " + boot_id() + "\n" + trust + "\ntoken " + state.token;
+  for (const auto& [compiler, stamp] : state.stamps) text += "\nstamp " + compiler + " " + stamp;
+  for (const auto& [compiler, names] : state.pending) {
+    for (const auto& [name, stamp] : names) {
+      text += "\npending " + compiler + " " + stamp + " " + name;
+    }
+  }
+  text += "\n";
+  view.publish_file(kStateFile, text, false);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Seeding one entry.
+
+// A file of a real entry, for seeding: a regular file, or a symlink LocalCache trusts.
+UniqueFd open_seed_source(const LocalCache& cache, const SafeDir& dir, const DirEntry& item) {
+  if (item.type == NodeType::File) return dir.open_read(item.name);
+  auto target = cache.link_target(dir, item.name);
+  if (!target) {
+    throw operational_error((dir.path() / item.name).string() +
+                            " is a symlink to an untrusted place");
+  }
+  int fd = ::open(target->c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0)
+    throw operational_error("cannot open " + target->string() + ": " + std::strerror(errno));
+  UniqueFd guard(fd);
+  require_regular_file(fd, *target);
+  return guard;
+}
+
+struct LinkJob {
+  const LocalCache& cache;
+  const SafeDir& links;  // .links/<compiler>
+  const std::string& compiler;
+  std::string prefix;  // "<module>.<inode of the real folder>."
+  int next = 0;
+  size_t made = 0;
+};
+
+void link_one(const SafeDir& real, const DirEntry& item, const SafeDir& staged, LinkJob& job,
+              const std::string& up) {
+  UniqueFd fd = open_seed_source(job.cache, real, item);
+  std::string flat = job.prefix + std::to_string(job.next++);
+  unlinkat(job.links.fd(), flat.c_str(), 0);  // left by an unseed that was interrupted
+  if (!job.links.link_fd(fd.get(), flat)) {
+    throw operational_error("cannot hard-link " + (real.path() / item.name).string() + ": " +
+                            std::strerror(errno));
+  }
+  std::string target = up + kLinksDir + "/" + job.compiler + "/" + flat;
+  if (symlinkat(target.c_str(), staged.fd(), item.name.c_str()) != 0) {
+    throw operational_error("cannot create " + (staged.path() / item.name).string() + ": " +
+                            std::strerror(errno));
+  }
+  job.made += 2;
+}
+
+// Mirrors `real` into `staged` as relative symlinks (`up` leads from `staged` to the view).
+void link_files(const SafeDir& real, const SafeDir& staged, LinkJob& job, const std::string& up,
+                int depth) {
+  for (const auto& item : real.list()) {
+    if (layout::is_lock_file(item.name)) continue;
+    if (item.type == NodeType::Directory) {
+      auto sub = depth < kMaxDepth ? real.open_subdir(item.name) : std::nullopt;
+      if (sub) link_files(*sub, staged.make_subdir(item.name), job, up + "../", depth + 1);
+    } else if (item.type == NodeType::File || item.type == NodeType::Symlink) {
+      link_one(real, item, staged, job, up);
+    }
+  }
+}
+
+// Deletes the hard links the symlinks below `dir` point at (only plain names of `links`).
+void remove_links(const SafeDir& dir, const SafeDir& links, int depth) {
+  for (const auto& item : dir.list()) {
+    if (item.type == NodeType::Directory && depth < kMaxDepth) {
+      if (auto sub = dir.open_subdir(item.name)) remove_links(*sub, links, depth + 1);
+    } else if (item.type == NodeType::Symlink) {
+      char buffer[PATH_MAX];
+      ssize_t n = readlinkat(dir.fd(), item.name.c_str(), buffer, sizeof buffer - 1);
+      if (n <= 0) continue;
+      std::string_view target(buffer, static_cast<size_t>(n));
+      std::string flat(target.substr(target.rfind('/') + 1));
+      if (!flat.empty() && flat != "." && flat != "..") unlinkat(links.fd(), flat.c_str(), 0);
+    }
+  }
+}
+
+// Renamed away first, then deleted with its hard links: a run never meets a half-removed entry.
+bool hide_then_remove(const SafeDir& dir, const std::string& name,
+                      const std::optional<SafeDir>& links) {
+  std::string hidden = ".unseeding-" + random_hex(12);
+  if (renameat(dir.fd(), name.c_str(), dir.fd(), hidden.c_str()) != 0) return false;
+  auto sub = links ? dir.open_subdir(hidden) : std::nullopt;
+  if (sub) remove_links(*sub, *links, 0);
+  dir.remove_tree(hidden);
+  return true;
+}
+
+// The module a hard link of .links/<compiler> belongs to ("<module>.<inode>.<n>"), and the
+// inode of the real folder it was seeded from.
+std::optional<std::pair<std::string, std::string>> flat_owner(const std::string& flat) {
+  size_t last = flat.rfind('.');
+  size_t middle =
+      last == std::string::npos || last == 0 ? std::string::npos : flat.rfind('.', last - 1);
+  if (middle == std::string::npos) return std::nullopt;
+  return std::make_pair(flat.substr(0, middle), flat.substr(middle + 1, last - middle - 1));
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------------------------
+// The feed: inotify watches on the real cache's root and compiler folders. Every change is
+// appended to a log as (compiler, name); name "" means "compare the whole folder", compiler ""
+// that events were lost.
+
+class CacheFeed {
+ public:
+  explicit CacheFeed(fs::path root) : root_(std::move(root)) {}
+
+  bool start(const SafeDir& root) {
+    int fd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
+    if (fd < 0) return false;
+    fd_ = UniqueFd(fd);
+    if (!watch("")) return false;
+    for (const auto& compiler : compiler_dirs(root)) {
+      if (!watch(compiler)) return false;
+      // Taken after the watch: any change from here on is in the log, any before in the stamp.
+      start_stamps_[compiler] = folder_stamp(root.fd(), compiler);
+    }
+    return true;
+  }
+
+  void drain() {
+    alignas(inotify_event) char buffer[64 << 10];
+    while (!broken_) {
+      ssize_t n = read(fd_.get(), buffer, sizeof buffer);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) return;
+      for (char* p = buffer; p < buffer + n;) {
+        const auto* event = reinterpret_cast<const inotify_event*>(p);
+        handle(*event);
+        p += sizeof(inotify_event) + event->len;
+      }
+    }
+  }
+
+  bool broken() const { return broken_; }
+  const std::vector<ModuleKey>& log() const { return log_; }
+  std::string start_stamp(const std::string& compiler) const {
+    auto found = start_stamps_.find(compiler);
+    return found == start_stamps_.end() ? "" : found->second;
+  }
+
+ private:
+  bool watch(const std::string& compiler) {
+    fs::path path = compiler.empty() ? root_ : root_ / compiler;
+    int wd = inotify_add_watch(fd_.get(), path.c_str(), kFolderEvents);
+    if (wd < 0) return false;
+    folders_[wd] = compiler;
+    return true;
+  }
+
+  void handle(const inotify_event& event) {
+    if (event.mask & IN_Q_OVERFLOW) log_.push_back({"", ""});
+    auto folder = folders_.find(event.wd);
+    if (folder == folders_.end()) return;
+    const std::string compiler = folder->second;
+    std::string name = event.len > 0 ? std::string(event.name) : "";
+    if (event.mask & (IN_IGNORED | IN_DELETE_SELF | IN_MOVE_SELF)) {
+      if (compiler.empty()) broken_ = true;  // the root itself went away
+      log_.push_back({compiler, ""});
+      // A moved folder keeps its watch elsewhere; a new one of that name is watched when made.
+      if (event.mask & IN_MOVE_SELF) inotify_rm_watch(fd_.get(), event.wd);
+      if (event.mask & IN_IGNORED) folders_.erase(event.wd);
+      return;
+    }
+    if (compiler.empty()) {
+      on_root_change(name, event.mask);
+    } else if (name.starts_with(layout::kModulePrefix)) {
+      log_.push_back({compiler, name});
+    }
+  }
+
+  void on_root_change(const std::string& name, uint32_t mask) {
+    if (!layout::compiler_version_of(name)) return;
+    bool appeared = (mask & (IN_CREATE | IN_MOVED_TO)) && (mask & IN_ISDIR);
+    if (appeared && !watch(name)) broken_ = true;  // its changes would be missed
+    log_.push_back({name, ""});
+  }
+
+  fs::path root_;
+  UniqueFd fd_;
+  std::map<int, std::string> folders_;  // watch -> compiler folder ("" for the root)
+  std::map<std::string, std::string> start_stamps_;
+  std::vector<ModuleKey> log_;
+  bool broken_ = false;
+};
+
+// ---------------------------------------------------------------------------------------------
+
+std::optional<std::string> module_of_link(const std::string& link_name) {
+  auto owner = flat_owner(link_name);
+  return owner ? std::optional<std::string>(owner->first) : std::nullopt;
+}
+
+std::optional<SafeDir> SeedView::links(const std::string& compiler) const {
+  auto links = dir_->open_subdir(kLinksDir);
+  return links ? links->open_subdir(compiler) : std::nullopt;
+}
+
+std::vector<std::string> SeedView::compilers() const {
+  auto names = compiler_dirs(*dir_);
+  return {names.begin(), names.end()};
+}
+
+// The work of one acquire() or release(), done without the mutex (the view is ours alone).
+struct SeedViews::Sync {
+  std::optional<SafeDir> root;
+  std::vector<std::string> notes;
+  SeedStats stats;
+  bool everything = false;                                   // compare every compiler folder
+  std::optional<std::map<std::string, std::string>> stamps;  // another process's state
+  std::set<std::string> full;                                // compiler folders to compare
+  std::set<ModuleKey> changes;                               // names to look at again
+};
+
+SeedViews::SeedViews(const fs::path& cache_root, std::vector<fs::path> trusted_link_roots,
+                     SeedOptions options)
+    : root_(fs::absolute(cache_root).lexically_normal()),
+      trusted_(std::move(trusted_link_roots)),
+      options_(options) {
+  if (!root_.has_filename()) root_ = root_.parent_path();  // "/a/b/" -> "/a/b"
+  SafeDir root = SafeDir::open_or_create(root_);
+  check_root_is_safe(root_);
+  cache_ = std::make_unique<LocalCache>(root_, trusted_);
+  work_area_.emplace(root.make_path(kWorkDir));
+  try {
+    remove_abandoned_work(root_);
+  } catch (const Error&) {
+    // Leftovers of other runs only take space: they must not stop this one.
+  }
+  if (!options_.watch_cache) return;
+  feed_ = std::make_unique<CacheFeed>(root_);
+  if (!feed_->start(root)) feed_.reset();
+}
+
+SeedViews::~SeedViews() = default;
+
+SeedStats SeedViews::stats() const {
+  std::lock_guard lock(mutex_);
+  return stats_;
+}
+
+SeedView& SeedViews::acquire(std::vector<std::string>& notes) {
+  SeedView* view = nullptr;
+  {
+    std::lock_guard lock(mutex_);
+    view = &pick_view();
+    view->busy_ = true;
+  }
+  try {
+    prepare(*view, notes);
+  } catch (...) {
+    unlock(*view);
+    throw;
+  }
+  return *view;
+}
+
+namespace {
+
+// Locks the view folder `name` (made when missing). False when another run holds it.
+bool lock_view_folder(const SafeDir& area, const std::string& name, std::optional<SafeDir>& dir,
+                      UniqueFd& lock) {
+  SafeDir made = area.make_subdir(name);
+  // Close-on-exec: a compiler child holding it would keep the view locked after we die.
+  UniqueFd fd(fcntl(made.fd(), F_DUPFD_CLOEXEC, 0));
+  if (!fd || flock(fd.get(), LOCK_EX | LOCK_NB) != 0) return false;
+  // Deleted as idle by another process between make_subdir and flock: not a view any more.
+  if (!same_file(fd.get(), area.fd(), name.c_str())) return false;
+  dir.emplace(std::move(made));
+  lock = std::move(fd);
+  return true;
+}
+
+}  // namespace
+
+SeedView& SeedViews::pick_view() {
+  for (auto& view : views_) {
+    if (!view->busy_ && lock_view_folder(*work_area_, view->name_, view->dir_, view->lock_))
+      return *view;
+  }
+  for (int n = 0; n < kMaxViews; ++n) {
+    std::string name = std::string(kViewPrefix) + std::to_string(n);
+    bool known = false;
+    for (const auto& view : views_) known = known || view->name_ == name;
+    if (known) continue;
+    auto view = std::make_unique<SeedView>();
+    view->name_ = name;
+    if (!lock_view_folder(*work_area_, name, view->dir_, view->lock_)) continue;
+    views_.push_back(std::move(view));
+    return *views_.back();
+  }
+  throw operational_error("all " + std::to_string(kMaxViews) + " seeded views in " +
+                          work_area_->path().string() + " are in use");
+}
+
+void SeedViews::prepare(SeedView& view, std::vector<std::string>& notes) {
+  Sync sync;
+  sync.root.emplace(SafeDir::open(root_));
+  std::optional<ViewState> state = read_state(view.dir(), trust_line(trusted_));
+  bool ours = state && !view.token_.empty() && state->token == view.token_;
+  // Written back by release(): a view whose run was killed is rebuilt by its next user.
+  view.dir().remove_file(kStateFile);
+  if (!state) {
+    wipe(view, sync);
+  } else if (!ours) {
+    view.pending_ = state->pending;
+    view.applied_ = 0;  // the whole log since the feed started, if the stamps match its start
+    sync.stamps = state->stamps;
+  }
+  bring_up_to_date(view, sync);
+  notes.insert(notes.end(), sync.notes.begin(), sync.notes.end());
+  add_stats(sync.stats);
+}
+
+void SeedViews::release(SeedView& view, const std::set<ModuleKey>& touched, bool trusted) {
+  try {
+    if (trusted) {
+      Sync sync;
+      sync.root.emplace(SafeDir::open(root_));
+      clean_after_run(view, touched, sync);
+      bring_up_to_date(view, sync);
+      record_state(view, sync);
+      add_stats(sync.stats);
+    }
+  } catch (const std::exception&) {
+    // The state file stays missing: the next user rebuilds the view.
+  }
+  unlock(view);
+}
+
+void SeedViews::unlock(SeedView& view) {
+  std::lock_guard lock(mutex_);
+  view.lock_ = UniqueFd();
+  view.dir_.reset();
+  view.busy_ = false;
+}
+
+void SeedViews::add_stats(const SeedStats& more) {
+  std::lock_guard lock(mutex_);
+  stats_.views_built += more.views_built;
+  stats_.full_listings += more.full_listings;
+  stats_.names_listed += more.names_listed;
+  stats_.entries_checked += more.entries_checked;
+  stats_.entries_seeded += more.entries_seeded;
+  stats_.entries_unseeded += more.entries_unseeded;
+  stats_.links_made += more.links_made;
+}
+
+void SeedViews::bring_up_to_date(SeedView& view, Sync& sync) {
+  take_changes(view, sync);
+  plan_listings(view, sync);
+  for (const auto& compiler : sync.full) full_listing(view, compiler, sync);
+  for (const auto& key : sync.changes) {
+    if (!sync.full.count(key.first)) recheck(view, key, sync);
+  }
+  recheck_pending(view, sync);
+}
+
+// What the feed saw since the view was last brought up to date in this process.
+void SeedViews::take_changes(SeedView& view, Sync& sync) {
+  std::lock_guard lock(mutex_);
+  if (!feed_ || feed_->broken()) {
+    sync.everything = true;
+    return;
+  }
+  feed_->drain();
+  const auto& log = feed_->log();
+  for (size_t i = view.applied_; i < log.size(); ++i) {
+    const auto& [compiler, name] = log[i];
+    if (compiler.empty()) sync.everything = true;
+    if (!compiler.empty() && name.empty()) sync.full.insert(compiler);
+    if (!name.empty()) sync.changes.insert(log[i]);
+  }
+  view.applied_ = log.size();
+  if (feed_->broken()) sync.everything = true;
+}
+
+// Which compiler folders must be compared name by name: all of them without a feed or after
+// lost events; with another process's state, those whose stamp moved since it was written.
+void SeedViews::plan_listings(SeedView& view, Sync& sync) {
+  std::set<std::string> all = compiler_dirs(*sync.root);
+  for (const auto& compiler : view.compilers()) all.insert(compiler);
+  for (const auto& compiler : all) {
+    if (sync.everything) {
+      sync.full.insert(compiler);  // also what happens without a feed
+    } else if (sync.stamps) {
+      plan_from_stamp(compiler, sync);
+    }
+  }
+}
+
+// Equal to the folder's stamp now: the view matches it, nothing to do (the changes taken from
+// the log, the folder's creation included, happened before). Equal to its stamp when our feed
+// started: the log has every change since. Otherwise, compare names.
+void SeedViews::plan_from_stamp(const std::string& compiler, Sync& sync) {
+  auto found = sync.stamps->find(compiler);
+  std::string recorded = found == sync.stamps->end() ? "" : found->second;
+  if (!recorded.empty() && recorded == folder_stamp(sync.root->fd(), compiler)) {
+    sync.full.erase(compiler);
+    std::erase_if(sync.changes, [&](const ModuleKey& key) { return key.first == compiler; });
+  } else if (recorded.empty() || recorded != feed_->start_stamp(compiler)) {
+    sync.full.insert(compiler);
+  }
+}
+
+// Compares the view's entries of `compiler` with the real ones by name and by the inode of the
+// real folder they were seeded from (in their hard links' names): one readdir of each folder.
+void SeedViews::full_listing(SeedView& view, const std::string& compiler, Sync& sync) {
+  ++sync.stats.full_listings;
+  std::optional<SafeDir> real = sync.root->open_subdir(compiler);
+  if (!real) {
+    drop_compiler(view, compiler);
+    return;
+  }
+  SafeDir staged = view.dir().make_subdir(compiler);
+  SafeDir links = view.dir().make_subdir(kLinksDir).make_subdir(compiler);
+  std::map<std::string, std::string> real_inodes, seeded_inodes;
+  std::set<std::string> staged_names;
+  sync.stats.names_listed += for_each_name(*real, [&](std::string name, bool is_dir, uint64_t ino) {
+    if (is_dir && name.starts_with(layout::kModulePrefix)) real_inodes[name] = std::to_string(ino);
+  });
+  sync.stats.names_listed += for_each_name(
+      staged, [&](std::string name, bool, uint64_t) { staged_names.insert(std::move(name)); });
+  std::vector<std::string> orphans;
+  sync.stats.names_listed += for_each_name(links, [&](std::string flat, bool, uint64_t) {
+    auto owner = flat_owner(flat);
+    if (owner && staged_names.count(owner->first)) seeded_inodes.insert(*owner);
+    if (!owner || !staged_names.count(owner->first)) orphans.push_back(std::move(flat));
+  });
+  for (const auto& flat : orphans) unlinkat(links.fd(), flat.c_str(), 0);  // interrupted work
+  view.pending_.erase(compiler);
+  for (const auto& name : staged_names) {
+    auto found = real_inodes.find(name);
+    bool same = found != real_inodes.end() && seeded_inodes[name] == found->second;
+    if (!same) unseed(view, {compiler, name}, sync);
+    if (!same && found != real_inodes.end()) consider(view, {compiler, name}, *real, sync);
+  }
+  for (const auto& [name, inode] : real_inodes) {
+    if (!staged_names.count(name)) consider(view, {compiler, name}, *real, sync);
+  }
+}
+
+// A name the feed or the run reported: whatever the view had under it goes, then the real
+// entry is looked at again (it may have been replaced).
+void SeedViews::recheck(SeedView& view, const ModuleKey& key, Sync& sync) {
+  unseed(view, key, sync);
+  std::optional<SafeDir> real = sync.root->open_subdir(key.first);
+  if (real && key.second.starts_with(layout::kModulePrefix)) {
+    consider(view, key, *real, sync);
+  } else if (view.pending_.count(key.first)) {
+    view.pending_[key.first].erase(key.second);
+  }
+}
+
+// Entries that were incomplete, looked at again when their folder changed (model.done added).
+void SeedViews::recheck_pending(SeedView& view, Sync& sync) {
+  auto pending = view.pending_;
+  for (const auto& [compiler, names] : pending) {
+    if (sync.full.count(compiler)) continue;  // just compared
+    std::optional<SafeDir> real = sync.root->open_subdir(compiler);
+    for (const auto& [name, stamp] : names) {
+      if (!real) {
+        view.pending_[compiler].erase(name);
+      } else if (folder_stamp(real->fd(), name) != stamp) {
+        consider(view, {compiler, name}, *real, sync);
+      }
+    }
+  }
+}
+
+// Seeds the real entry `key` (not in the view) when it is complete; otherwise it is pending.
+void SeedViews::consider(SeedView& view, const ModuleKey& key, const SafeDir& real, Sync& sync) {
+  const auto& [compiler, name] = key;
+  ++sync.stats.entries_checked;
+  std::string stamp = folder_stamp(real.fd(), name);
+  if (stamp.empty() || !plain_name(name)) {
+    if (view.pending_.count(compiler)) view.pending_[compiler].erase(name);
+    return;
+  }
+  view.pending_[compiler][name] = stamp;  // until it is seeded
+  try {
+    ModuleEntry entry = cache_->inspect_module(real, name);
+    if (!layout::is_complete(entry.state)) return;  // SUCCESS, or a whole traced export
+    if (!entry.untrusted_links.empty()) {
+      throw operational_error("has symlinks to untrusted places");
+    }
+    seed(view, key, real, sync);
+    view.pending_[compiler].erase(name);
+  } catch (const Error& error) {
+    sync.notes.push_back(compiler + "/" + name + ": " + error.what());
+    unseed(view, key, sync);
+  }
+}
+
+void SeedViews::seed(SeedView& view, const ModuleKey& key, const SafeDir& real_compiler,
+                     Sync& sync) {
+  const auto& [compiler, name] = key;
+  if (name.size() > kMaxSeededName) throw operational_error("its name is too long to seed");
+  std::optional<SafeDir> real = real_compiler.open_subdir(name);
+  if (!real) throw operational_error("it disappeared while being seeded");
+  SafeDir staged = view.dir().make_subdir(compiler);
+  SafeDir links = view.dir().make_subdir(kLinksDir).make_subdir(compiler);
+  // Made under a hidden name, then renamed: a run never sees an entry without all its files.
+  const std::string temp = kSeedingPrefix + name;
+  staged.remove_tree(temp);
+  struct stat info {};
+  if (fstat(real->fd(), &info) != 0) throw operational_error("cannot stat it");
+  LinkJob job{*cache_, links, compiler, name + "." + std::to_string(info.st_ino) + "."};
+  link_files(*real, staged.make_subdir(temp), job, "../../", 0);
+  if (!staged.move_to(temp, staged, name, true)) throw operational_error("the view has it");
+  ++sync.stats.entries_seeded;
+  sync.stats.links_made += job.made;
+}
+
+void SeedViews::unseed(SeedView& view, const ModuleKey& key, Sync& sync) {
+  const auto& [compiler, name] = key;
+  auto staged = view.dir().open_subdir(compiler);
+  if (!staged) return;
+  std::optional<SafeDir> links = view.links(compiler);
+  if (name.size() <= kMaxSeededName) hide_then_remove(*staged, kSeedingPrefix + name, links);
+  if (hide_then_remove(*staged, name, links)) ++sync.stats.entries_unseeded;
+}
+
+void SeedViews::drop_compiler(SeedView& view, const std::string& compiler) {
+  view.dir().remove_tree(compiler);
+  if (auto links = view.dir().open_subdir(kLinksDir)) links->remove_tree(compiler);
+  view.pending_.erase(compiler);
+}
+
+void SeedViews::wipe(SeedView& view, Sync& sync) {
+  for (const auto& item : view.dir().list()) view.dir().remove_tree(item.name);
+  view.pending_.clear();
+  sync.everything = true;
+  ++sync.stats.views_built;
+}
+
+// Removes what the run left: its own files at the top and in the registry, and every name it
+// touched (seeded again by bring_up_to_date when the real cache has it).
+void SeedViews::clean_after_run(SeedView& view, const std::set<ModuleKey>& touched, Sync& sync) {
+  for (const auto& item : view.dir().list()) {
+    if (item.name != kLinksDir && !is_compiler_dir(item)) view.dir().remove_tree(item.name);
+  }
+  for (const auto& compiler : view.compilers()) {
+    if (auto staged = view.dir().open_subdir(compiler)) staged->remove_tree(layout::kRegistryDir);
+  }
+  for (const auto& key : touched) {
+    if (key.second.empty()) {
+      drop_compiler(view, key.first);  // made by the run: everything in it is its own work
+      sync.full.insert(key.first);
+    } else {
+      sync.changes.insert(key);
+    }
+  }
+}
+
+void SeedViews::record_state(SeedView& view, Sync& sync) {
+  ViewState state;
+  state.token = random_hex(16);
+  state.pending = view.pending_;
+  for (const auto& compiler : compiler_dirs(*sync.root)) {
+    std::string stamp = settled_stamp(view, *sync.root, compiler);
+    if (!stamp.empty()) state.stamps[compiler] = stamp;
+  }
+  write_state(view.dir(), state, trust_line(trusted_));
+  view.token_ = state.token;
+}
+
+// A stamp the next process may trust instead of comparing names: the folder has not changed
+// since the view was brought up to date, and its next change must show. Right after a change
+// (our own adopt, typically) the clock has not moved on yet: waiting for its next tick is
+// cheaper than a comparison of every name by the next process.
+std::string SeedViews::settled_stamp(const SeedView& view, const SafeDir& root,
+                                     const std::string& compiler) {
+  for (int attempt = 0; attempt < kStampAttempts; ++attempt) {
+    bool is_settled = false;
+    std::string stamp = folder_stamp(root.fd(), compiler, &is_settled);
+    if (stamp.empty() || !unchanged_since_applied(view, compiler)) return "";
+    if (is_settled) return stamp;
+    std::this_thread::sleep_for(kStampWait);
+  }
+  return "";
+}
+
+bool SeedViews::unchanged_since_applied(const SeedView& view, const std::string& compiler) {
+  std::lock_guard lock(mutex_);
+  if (!feed_ || feed_->broken()) return false;
+  feed_->drain();
+  const auto& log = feed_->log();
+  for (size_t i = view.applied_; i < log.size(); ++i) {
+    if (log[i].first.empty() || log[i].first == compiler) return false;
+  }
+  return !feed_->broken();
+}
+
+}  // namespace neuron_cache::compile

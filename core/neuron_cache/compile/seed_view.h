@@ -1,0 +1,160 @@
+// Seeded views of the local cache, the NEURON_COMPILE_CACHE_URL that compile commands run
+// against. libneuronxla takes one cache URL and looks an entry up by its path
+// (neuronxcc-<ver>/MODULE_<graph>+<flags>/model.done, then model.neff), so a compile can reuse
+// any complete entry only if that URL holds them all. Making one per compile costs O(entries)
+// each time; a view persists instead, and is brought up to date with what changed since it was
+// last used, so each compile costs O(changes), whatever the cache holds.
+//
+// A view is <root>/.cache/huggingface/neuron-cache-work/view-<n>/ (same filesystem as the
+// entries, never published), used by one compile at a time (flock). A seeded entry is a real
+// folder of relative symlinks into .links/<compiler>/, which holds hard links to the real files
+// (named <module>.<inode of the real folder>.<n>), one folder per compiler version: an open
+// through the view then reports (inotify, by the path opened) in that one folder, so one watch
+// tells which seeded entries a compile opened, and opens through the real cache or another view
+// never show up there.
+//
+// What changed in the real cache comes from inotify watches on its compiler folders, held for
+// the life of the SeedViews object (one per process). Between processes a view records the stamp
+// (inode, mtime, ctime) of each real compiler folder it matches; a folder whose stamp moved is
+// compared by readdir alone (names, and the inodes of the real folders). A view left by a killed
+// process, from before a reboot or seeded under other trusted symlink roots is rebuilt whole. The
+// registry (0_REGISTRY) is not seeded: each run starts with an empty one, so everything in it is
+// what the run wrote.
+//
+// Costs and limits: a view is built once per cache and machine boot (and one per compile running
+// at once), at about the cost of the old per-compile seeding; it holds hard links to entries
+// deleted from the cache until its next use (or its removal after a week unused). Seeded files
+// share the real entries' inodes: libneuronxla never writes into an entry that has model.done, so
+// they are only read; a command that rewrote a complete entry in place would change the real
+// cache too. Not seen: files a command adds inside a seeded entry it did not open, a file replaced
+// inside a real entry whose folder stays (the view keeps the old one, the same graph), and a real
+// folder deleted and made again with the same inode number between two processes.
+#pragma once
+
+#include <cstddef>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "neuron_cache/compile/run_watch.h"
+#include "neuron_cache/store/safe_dir.h"
+
+namespace neuron_cache {
+class LocalCache;
+}
+
+namespace neuron_cache::compile {
+
+using ModuleKey = std::pair<std::string, std::string>;  // compiler folder, MODULE_ name
+
+// What seeding touched since the SeedViews object was made: for tests and capture-bench, which
+// check that the work per compile does not grow with the cache.
+struct SeedStats {
+  size_t views_built = 0;      // views emptied and seeded whole (new, killed owner, reboot)
+  size_t full_listings = 0;    // compiler folders compared name by name
+  size_t names_listed = 0;     // directory entries those comparisons read
+  size_t entries_checked = 0;  // real entries inspected
+  size_t entries_seeded = 0;
+  size_t entries_unseeded = 0;
+  size_t links_made = 0;  // hard links and symlinks
+};
+
+struct SeedOptions {
+  // Tests turn inotify off to exercise the fallbacks: without watch_cache every use lists the
+  // real compiler folders whole; without watch_runs compiles run unseeded (CaptureCache).
+  bool watch_cache = true;
+  bool watch_runs = true;
+};
+
+class CacheFeed;
+
+// The seeded entry a hard link of SeedView::links() belongs to, from its name.
+std::optional<std::string> module_of_link(const std::string& link_name);
+
+// One view folder. Only SeedViews changes it; CaptureCache reads its paths while it holds it.
+class SeedView {
+ public:
+  const SafeDir& dir() const { return *dir_; }
+  // The folder of hard links of a compiler folder's seeded files; nothing when it has none.
+  std::optional<SafeDir> links(const std::string& compiler) const;
+  // The compiler folders of the view (one per real one).
+  std::vector<std::string> compilers() const;
+  // Its runs' watch, kept while the SeedViews object lives.
+  RunWatch& watch() { return watch_; }
+
+ private:
+  friend class SeedViews;
+  std::string name_;
+  std::optional<SafeDir> dir_;
+  UniqueFd lock_;
+  bool busy_ = false;
+  std::string token_;   // written in its state file at our last release ("" = never)
+  size_t applied_ = 0;  // changes of the feed log already applied
+  // Real entries not seeded (incomplete, or they cannot be): compiler -> name -> the stamp of
+  // their folder, looked at again only when it moves.
+  std::map<std::string, std::map<std::string, std::string>> pending_;
+  RunWatch watch_;
+};
+
+class SeedViews {
+ public:
+  // Starts watching the real cache (created when missing) for changes.
+  SeedViews(const std::filesystem::path& cache_root,
+            std::vector<std::filesystem::path> trusted_link_roots = {}, SeedOptions options = {});
+  ~SeedViews();
+  SeedViews(const SeedViews&) = delete;
+  SeedViews& operator=(const SeedViews&) = delete;
+
+  const std::filesystem::path& root() const { return root_; }
+  const SeedOptions& options() const { return options_; }
+  SeedStats stats() const;
+
+  // Locks a free view (made when none is free) and brings it up to date; `notes` receives the
+  // complete entries left out and why. Safe from several threads.
+  SeedView& acquire(std::vector<std::string>& notes);
+  // Gives the view back after a run. `touched`: the names the run created, deleted or opened
+  // in its compiler folders (removed, then seeded again from the real cache). `trusted` false:
+  // what the run did is unknown, so the next user rebuilds the view.
+  void release(SeedView& view, const std::set<ModuleKey>& touched, bool trusted);
+
+ private:
+  struct Sync;
+  SeedView& pick_view();
+  void prepare(SeedView& view, std::vector<std::string>& notes);
+  void bring_up_to_date(SeedView& view, Sync& sync);
+  void take_changes(SeedView& view, Sync& sync);
+  void plan_listings(SeedView& view, Sync& sync);
+  void plan_from_stamp(const std::string& compiler, Sync& sync);
+  void full_listing(SeedView& view, const std::string& compiler, Sync& sync);
+  void recheck(SeedView& view, const ModuleKey& key, Sync& sync);
+  void recheck_pending(SeedView& view, Sync& sync);
+  void consider(SeedView& view, const ModuleKey& key, const SafeDir& real, Sync& sync);
+  void seed(SeedView& view, const ModuleKey& key, const SafeDir& real_compiler, Sync& sync);
+  void unseed(SeedView& view, const ModuleKey& key, Sync& sync);
+  void drop_compiler(SeedView& view, const std::string& compiler);
+  void wipe(SeedView& view, Sync& sync);
+  void clean_after_run(SeedView& view, const std::set<ModuleKey>& touched, Sync& sync);
+  void record_state(SeedView& view, Sync& sync);
+  std::string settled_stamp(const SeedView& view, const SafeDir& root, const std::string& compiler);
+  bool unchanged_since_applied(const SeedView& view, const std::string& compiler);
+  void unlock(SeedView& view);
+  void add_stats(const SeedStats& more);
+
+  std::filesystem::path root_;
+  std::vector<std::filesystem::path> trusted_;
+  SeedOptions options_;
+  std::unique_ptr<LocalCache> cache_;
+  std::optional<SafeDir> work_area_;
+  std::unique_ptr<CacheFeed> feed_;
+  mutable std::mutex mutex_;  // views_, the feed and its log, stats_
+  std::vector<std::unique_ptr<SeedView>> views_;
+  SeedStats stats_;
+};
+
+}  // namespace neuron_cache::compile

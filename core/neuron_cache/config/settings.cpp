@@ -1,0 +1,333 @@
+#include "neuron_cache/config/settings.h"
+
+#include <unistd.h>
+#include <algorithm>
+
+#include <cctype>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "neuron_cache/config/redact.h"
+#include "neuron_cache/error.h"
+#include "neuron_cache/format/hub_names.h"
+#include "neuron_cache/format/layout.h"
+#include "neuron_cache/process/process.h"
+#include "neuron_cache/store/safe_dir.h"
+
+extern char** environ;
+
+namespace neuron_cache {
+namespace {
+
+constexpr const char* kDefaultRepo = "aws-neuron/optimum-neuron-cache";
+constexpr const char* kDefaultEndpoint = "https://huggingface.co";
+constexpr const char* kCustomCacheFileName = "optimum_neuron_custom_cache";
+constexpr long kDefaultHubTimeoutMs = 15000;
+constexpr const char* kNotDetected = "not detected yet";
+
+std::string strip(const std::string& text) {
+  auto not_space = [](unsigned char c) { return !std::isspace(c); };
+  auto begin = std::find_if(text.begin(), text.end(), not_space);
+  auto end = std::find_if(text.rbegin(), text.rend(), not_space).base();
+  return begin < end ? std::string(begin, end) : std::string();
+}
+
+// The stripped content of a small text file, or nothing when it is missing or empty.
+std::optional<std::string> read_stripped(const std::string& path) {
+  std::ifstream file(path);
+  if (!file) return std::nullopt;
+  std::stringstream content;
+  content << file.rdbuf();
+  std::string value = strip(content.str());
+  if (value.empty()) return std::nullopt;
+  return value;
+}
+
+bool is_truthy(const std::string& value) {
+  std::string upper;
+  for (char c : value) upper += static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  return upper == "1" || upper == "ON" || upper == "YES" || upper == "TRUE";
+}
+
+bool env_flag(const Environment& env, const std::string& name) {
+  auto value = env.get(name);
+  return value && is_truthy(*value);
+}
+
+std::vector<std::string> split_flags(const std::string& flags) {
+  std::istringstream stream(flags);
+  std::vector<std::string> tokens;
+  for (std::string token; stream >> token;) tokens.push_back(token);
+  return tokens;
+}
+
+void resolve_hf_home(Settings& s, const Environment& env) {
+  if (auto home = env.get("HF_HOME")) {
+    s.hf_home = {*home, "HF_HOME"};
+  } else if (auto xdg = env.get("XDG_CACHE_HOME")) {
+    s.hf_home = {*xdg + "/huggingface", "XDG_CACHE_HOME"};
+  } else {
+    s.hf_home = {env.get("HOME").value_or("") + "/.cache/huggingface", "default"};
+  }
+  if (auto hub = env.get("HF_HUB_CACHE")) {
+    s.hf_hub_cache = {*hub, "HF_HUB_CACHE"};
+  } else {
+    s.hf_hub_cache = {s.hf_home.value + "/hub", "hf_home/hub"};
+  }
+  s.custom_cache_file = {s.hf_home.value + "/" + kCustomCacheFileName, s.hf_home.origin};
+}
+
+// libneuronxla's order: --cache_dir= in NEURON_CC_FLAGS, then NEURON_COMPILE_CACHE_URL.
+void resolve_cache_dir(Settings& s, const Environment& env, const SettingOverrides& o,
+                       const ManifestLayer& m) {
+  std::optional<std::string> from_flags;
+  for (const auto& token : split_flags(env.get("NEURON_CC_FLAGS").value_or(""))) {
+    if (token.starts_with("--cache_dir=")) from_flags = token.substr(12);
+    if (token == "--no_cache" || token == "--no-cache") s.caching_disabled = true;
+  }
+  if (o.cache_dir) {
+    s.cache_dir = {*o.cache_dir, "--cache-dir"};
+  } else if (from_flags && !from_flags->empty()) {
+    s.cache_dir = {*from_flags, "NEURON_CC_FLAGS --cache_dir"};
+  } else if (auto url = env.get("NEURON_COMPILE_CACHE_URL")) {
+    s.cache_dir = {*url, "NEURON_COMPILE_CACHE_URL"};
+  } else if (m.cache_dir) {
+    s.cache_dir = {*m.cache_dir, "the manifest's cache_dir in " + m.file};
+  } else {
+    s.cache_dir = {std::string(layout::kDefaultCacheRoot), "default"};
+  }
+  s.cache_dir_is_s3 = s.cache_dir.value.starts_with("s3://");
+  if (s.caching_disabled) {
+    s.warnings.push_back(
+        "NEURON_CC_FLAGS contains --no_cache: libneuronxla will not use the cache");
+  }
+}
+
+// The manifest wins over CUSTOM_CACHE_REPO: it is the project's own declaration, checked in with
+// the code, while CUSTOM_CACHE_REPO is often a machine-wide default.
+void resolve_cache_repo(Settings& s, const Environment& env, const SettingOverrides& o,
+                        const ManifestLayer& m) {
+  auto custom = env.get("CUSTOM_CACHE_REPO");
+  if (o.cache_repo) {
+    s.cache_repo = {*o.cache_repo, "--repo"};
+  } else if (m.cache_repo) {
+    s.cache_repo = {*m.cache_repo, "the manifest's cache_repo in " + m.file};
+    if (custom && *custom != *m.cache_repo) {
+      s.cache_repo_note = "CUSTOM_CACHE_REPO=" + *custom + " is not used: " + s.cache_repo.origin +
+                          " wins (pass --repo to choose)";
+    }
+  } else if (custom) {
+    s.cache_repo = {*custom, "CUSTOM_CACHE_REPO"};
+  } else if (auto saved = read_stripped(s.custom_cache_file.value)) {
+    s.cache_repo = {*saved, s.custom_cache_file.value};
+  } else if (env_flag(env, "HUGGINGFACE_CO_STAGING")) {
+    s.cache_repo = {"", "unset (HUGGINGFACE_CO_STAGING has no default repo)"};
+  } else {
+    s.cache_repo = {kDefaultRepo, "optimum-neuron's default"};
+  }
+  // Only a warning here, so commands that do not use the Hub (and `set`, which fixes a bad saved
+  // repo) still run; the commands that use the Hub refuse it before any request.
+  if (!s.cache_repo.value.empty() && !hub_names::is_repo_id(s.cache_repo.value)) {
+    s.warnings.push_back("the cache repo \"" + s.cache_repo.value + "\" from " +
+                         s.cache_repo.origin + " is not a Hub repo id");
+  }
+}
+
+void resolve_hub(Settings& s, const Environment& env) {
+  if (auto token = env.get("HF_TOKEN")) {
+    s.token = {strip(*token), "HF_TOKEN"};
+  } else if (auto legacy = env.get("HUGGING_FACE_HUB_TOKEN")) {
+    s.token = {strip(*legacy), "HUGGING_FACE_HUB_TOKEN"};
+  } else {
+    auto path_env = env.get("HF_TOKEN_PATH");
+    std::string path = path_env.value_or(s.hf_home.value + "/token");
+    if (auto stored = read_stripped(path)) {
+      s.token = {*stored, path};
+    } else {
+      s.token = {"", "unset"};
+    }
+  }
+  // Known from now on to every writer, which masks it (config/redact.h).
+  if (!s.token.value.empty()) add_secret(s.token.value);
+  if (auto endpoint = env.get("HF_ENDPOINT")) {
+    std::string value = *endpoint;
+    while (value.ends_with("/")) value.pop_back();
+    s.endpoint = {value, "HF_ENDPOINT"};
+  } else {
+    s.endpoint = {kDefaultEndpoint, "default"};
+  }
+  s.offline = env_flag(env, "HF_HUB_OFFLINE");
+  s.offline_origin = {s.offline ? "true" : "false",
+                      env.get("HF_HUB_OFFLINE") ? "HF_HUB_OFFLINE" : "default"};
+}
+
+// The knobs of neuron-cache itself, and the compile flags every compile and key gets.
+void resolve_knobs(Settings& s, const Environment& env) {
+  if (auto flags = env.get("NEURON_CC_FLAGS")) {
+    s.cc_flags = {*flags, "NEURON_CC_FLAGS"};
+  } else {
+    s.cc_flags = {"", "unset"};
+  }
+  auto seed = env.get("NEURON_CACHE_SEED");
+  s.seeding = seed.value_or("1") != "0";
+  s.seeding_origin = {s.seeding ? "true" : "false", seed ? "NEURON_CACHE_SEED" : "default"};
+  if (auto timeout = env.get("NEURON_CACHE_HUB_TIMEOUT_MS")) {
+    s.hub_timeout_ms = {*timeout, "NEURON_CACHE_HUB_TIMEOUT_MS"};
+  } else {
+    s.hub_timeout_ms = {std::to_string(kDefaultHubTimeoutMs), "default"};
+  }
+  if (auto base = env.get("NEURON_CACHE_RETRY_BASE_MS")) {
+    s.retry_base_ms = {*base, "NEURON_CACHE_RETRY_BASE_MS"};
+  } else {
+    s.retry_base_ms = {"", "default (1 s, doubling up to 30 s)"};
+  }
+}
+
+}  // namespace
+
+Environment Environment::from_process() {
+  std::map<std::string, std::string> vars;
+  for (char** entry = environ; entry != nullptr && *entry != nullptr; ++entry) {
+    std::string text = *entry;
+    size_t eq = text.find('=');
+    if (eq != std::string::npos) vars[text.substr(0, eq)] = text.substr(eq + 1);
+  }
+  return Environment(std::move(vars));
+}
+
+std::optional<std::string> Environment::get(const std::string& name) const {
+  auto it = vars_.find(name);
+  if (it == vars_.end() || it->second.empty()) return std::nullopt;
+  return it->second;
+}
+
+Settings Settings::resolve(const Environment& env, const SettingOverrides& overrides,
+                           const ManifestLayer& manifest) {
+  Settings s;
+  s.environment = env;
+  s.given = overrides;
+  s.manifest_layer = manifest;
+  resolve_hf_home(s, env);
+  resolve_cache_dir(s, env, overrides, manifest);
+  resolve_cache_repo(s, env, overrides, manifest);
+  resolve_hub(s, env);
+  resolve_knobs(s, env);
+  s.installed_compiler = {"", kNotDetected};
+  s.choose_compiler();
+  return s;
+}
+
+Settings Settings::with_manifest(const ManifestLayer& manifest) const {
+  Settings s = resolve(environment, given, manifest);
+  if (compiler_detected) {
+    s.installed_compiler = installed_compiler;
+    s.compiler_detected = true;
+    s.choose_compiler();
+  }
+  return s;
+}
+
+// --compiler-version > the manifest's compiler_version > `neuronx-cc --version`.
+void Settings::choose_compiler() {
+  if (given.compiler_version) {
+    compiler_version = {*given.compiler_version, "--compiler-version"};
+  } else if (manifest_layer.compiler_version) {
+    compiler_version = {*manifest_layer.compiler_version,
+                        "the manifest's compiler_version in " + manifest_layer.file};
+  } else {
+    compiler_version = installed_compiler;
+  }
+}
+
+void Settings::detect_compiler(const Environment& env) {
+  if (given.compiler_version || compiler_detected) return;
+  compiler_detected = true;
+  installed_compiler = {"", "unknown (neuronx-cc is not on PATH)"};
+  if (auto program = find_on_path("neuronx-cc", env.get("PATH").value_or(""))) {
+    // neuronx-cc is a Python program: its start-up alone can take seconds.
+    ProcessResult run = run_and_capture({*program, "--version"}, std::chrono::seconds(60));
+    if (auto version = parse_compiler_version_output(run.output); version && run.exit_code == 0) {
+      installed_compiler = {*version, *program + " --version"};
+    } else {
+      installed_compiler.origin = "unknown (" + *program + " --version gave no version)";
+    }
+  }
+  choose_compiler();
+}
+
+std::string Settings::local_cache_root() const {
+  if (cache_dir_is_s3) {
+    throw input_error("the cache location " + cache_dir.value + " (from " + cache_dir.origin +
+                      ") is an S3 URL, not a local path: pass --cache-dir with a local directory");
+  }
+  return cache_dir.value;
+}
+
+std::string Settings::require_compiler_version() const {
+  if (compiler_version.value.empty()) {
+    throw input_error("the neuronx-cc version is unknown (" + compiler_version.origin +
+                      "): pass --compiler-version, e.g. --compiler-version 2.21.33363.0+82129205");
+  }
+  return compiler_version.value;
+}
+
+std::chrono::milliseconds Settings::hub_timeout() const {
+  const std::string& value = hub_timeout_ms.value;
+  try {
+    size_t used = 0;
+    long ms = std::stol(value, &used);
+    if (used == value.size() && ms > 0) return std::chrono::milliseconds(ms);
+  } catch (const std::exception&) {
+    // reported below
+  }
+  throw input_error(
+      "NEURON_CACHE_HUB_TIMEOUT_MS must be a positive number of milliseconds (got \"" + value +
+      "\")");
+}
+
+std::optional<std::chrono::milliseconds> Settings::retry_base() const {
+  if (retry_base_ms.value.empty()) return std::nullopt;
+  try {
+    return std::chrono::milliseconds(std::stol(retry_base_ms.value));
+  } catch (const std::exception&) {
+    throw input_error("NEURON_CACHE_RETRY_BASE_MS must be a number of milliseconds");
+  }
+}
+
+std::string save_custom_cache_repo(const Settings& settings, const std::string& repo) {
+  hub_names::require_repo_id(repo, "the cache repo", "give it as org/name");
+  std::filesystem::path file = settings.custom_cache_file.value;
+  try {
+    replace_file(file, repo);  // folders 0755, the file 0644, whatever the umask
+  } catch (const std::exception& e) {
+    throw operational_error("cannot save the cache repo in " + file.string() + ": " + e.what() +
+                            ": check that " + file.parent_path().string() +
+                            " is writable (or set HF_HOME)");
+  }
+  return file.string();
+}
+
+std::string mask_token(const std::string& token) {
+  if (token.empty()) return "";
+  if (token.size() < 12) return "hf_****";
+  return "hf_****" + token.substr(token.size() - 4);
+}
+
+std::optional<std::string> parse_compiler_version_output(const std::string& output) {
+  // The first "version" followed by digits.digits.digits[.digits][+suffix].
+  for (size_t at = output.find("ersion"); at != std::string::npos;
+       at = output.find("ersion", at + 1)) {
+    size_t start = output.find_first_not_of(" \t:", at + 6);
+    if (start == std::string::npos || !std::isdigit(static_cast<unsigned char>(output[start]))) {
+      continue;
+    }
+    size_t end = output.find_first_not_of("0123456789.+abcdefABCDEF", start);
+    std::string version = output.substr(start, end == std::string::npos ? end : end - start);
+    while (!version.empty() && (version.back() == '.' || version.back() == '+')) version.pop_back();
+    if (std::count(version.begin(), version.end(), '.') >= 2) return version;
+  }
+  return std::nullopt;
+}
+
+}  // namespace neuron_cache

@@ -1,0 +1,37 @@
+#include "neuron_cache/format/compile_flags.h"
+
+#include "neuron_cache/error.h"
+#include "neuron_cache/format/digest.h"
+#include "neuron_cache/format/pyjson.h"
+
+namespace neuron_cache {
+
+std::string compile_flags_json(const std::vector<std::string>& flags) {
+  return pyjson::dumps(pyjson::Json(flags));
+}
+
+std::string legacy_compile_flags_txt(const std::vector<std::string>& flags) {
+  std::string text;
+  for (size_t i = 0; i < flags.size(); ++i) {
+    if (i > 0) text += ' ';
+    text += flags[i];
+  }
+  return text;
+}
+
+std::string flags_key(std::string_view flags_file_bytes) {
+  return md5_hex(flags_file_bytes).substr(0, 8);
+}
+
+std::vector<std::string> parse_compile_flags_json(std::string_view text) {
+  pyjson::Json value = pyjson::parse(text);
+  if (!value.is_array()) throw input_error("compile flags must be a JSON list of strings");
+  std::vector<std::string> flags;
+  for (const auto& item : value) {
+    if (!item.is_string()) throw input_error("compile flags must be a JSON list of strings");
+    flags.push_back(item.get<std::string>());
+  }
+  return flags;
+}
+
+}  // namespace neuron_cache

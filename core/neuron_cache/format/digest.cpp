@@ -1,0 +1,92 @@
+#include "neuron_cache/format/digest.h"
+
+#include <openssl/evp.h>
+
+#include <fstream>
+
+#include "neuron_cache/error.h"
+
+namespace neuron_cache {
+
+struct Hasher::State {
+  EVP_MD_CTX* context = nullptr;
+  ~State() { EVP_MD_CTX_free(context); }
+};
+
+namespace {
+
+const EVP_MD* message_digest(HashAlgorithm algorithm) {
+  switch (algorithm) {
+    case HashAlgorithm::Md5:
+      return EVP_md5();
+    case HashAlgorithm::Sha1:
+      return EVP_sha1();
+    case HashAlgorithm::Sha256:
+      return EVP_sha256();
+    case HashAlgorithm::Sha512:
+      return EVP_sha512();
+  }
+  return nullptr;
+}
+
+}  // namespace
+
+Hasher::Hasher(HashAlgorithm algorithm) : state_(std::make_unique<State>()) {
+  state_->context = EVP_MD_CTX_new();
+  if (state_->context == nullptr ||
+      EVP_DigestInit_ex(state_->context, message_digest(algorithm), nullptr) != 1) {
+    throw operational_error("libcrypto could not initialise a hash: is OpenSSL usable here?");
+  }
+}
+
+Hasher::~Hasher() = default;
+Hasher::Hasher(Hasher&&) noexcept = default;
+Hasher& Hasher::operator=(Hasher&&) noexcept = default;
+
+void Hasher::update(std::string_view bytes) {
+  EVP_DigestUpdate(state_->context, bytes.data(), bytes.size());
+}
+
+std::string Hasher::hex_digest() {
+  unsigned char digest[EVP_MAX_MD_SIZE];
+  unsigned int length = 0;
+  EVP_DigestFinal_ex(state_->context, digest, &length);
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string hex;
+  hex.reserve(length * 2);
+  for (unsigned int i = 0; i < length; ++i) {
+    hex += kHex[digest[i] >> 4];
+    hex += kHex[digest[i] & 0xF];
+  }
+  return hex;
+}
+
+std::string hash_hex(HashAlgorithm algorithm, std::string_view bytes) {
+  Hasher hasher(algorithm);
+  hasher.update(bytes);
+  return hasher.hex_digest();
+}
+
+std::string md5_hex(std::string_view bytes) {
+  return hash_hex(HashAlgorithm::Md5, bytes);
+}
+std::string sha256_hex(std::string_view bytes) {
+  return hash_hex(HashAlgorithm::Sha256, bytes);
+}
+std::string sha512_hex(std::string_view bytes) {
+  return hash_hex(HashAlgorithm::Sha512, bytes);
+}
+
+std::string sha256_of_file(const std::filesystem::path& file) {
+  std::ifstream in(file, std::ios::binary);
+  if (!in) throw operational_error("cannot read " + file.string());
+  Hasher hasher(HashAlgorithm::Sha256);
+  std::string buffer(1 << 20, '\0');
+  while (in.read(buffer.data(), static_cast<std::streamsize>(buffer.size())) || in.gcount() > 0) {
+    hasher.update(std::string_view(buffer.data(), static_cast<size_t>(in.gcount())));
+  }
+  if (in.bad()) throw operational_error("cannot read " + file.string());
+  return hasher.hex_digest();
+}
+
+}  // namespace neuron_cache

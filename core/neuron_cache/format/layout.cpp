@@ -1,0 +1,137 @@
+#include "neuron_cache/format/layout.h"
+
+namespace neuron_cache::layout {
+
+std::string compiler_dir_name(std::string_view compiler_version) {
+  return std::string(kCompilerDirPrefix) + std::string(compiler_version);
+}
+
+std::optional<std::string> compiler_version_of(std::string_view dir_name) {
+  if (!dir_name.starts_with(kCompilerDirPrefix)) return std::nullopt;
+  return std::string(dir_name.substr(kCompilerDirPrefix.size()));
+}
+
+bool is_current_compiler_dir(std::string_view dir_name, std::string_view installed_version) {
+  return !installed_version.empty() && dir_name.starts_with(compiler_dir_name(installed_version));
+}
+
+std::string ModuleName::dir_name() const {
+  std::string name = std::string(kModulePrefix) + graph_key;
+  if (!flags_key.empty()) name += "+" + flags_key;
+  return name;
+}
+
+std::optional<ModuleName> parse_module_name(std::string_view dir_name) {
+  if (!dir_name.starts_with(kModulePrefix)) return std::nullopt;
+  std::string_view rest = dir_name.substr(kModulePrefix.size());
+  ModuleName name;
+  size_t plus = rest.rfind('+');
+  if (plus == std::string_view::npos) {
+    name.graph_key = rest;
+  } else {
+    name.graph_key = rest.substr(0, plus);
+    name.flags_key = rest.substr(plus + 1);
+  }
+  return name;
+}
+
+bool is_traced_module_name(std::string_view dir_name) {
+  if (!dir_name.starts_with(kModulePrefix)) return false;
+  std::string_view hash = dir_name.substr(kModulePrefix.size());
+  return hash.size() == kEntryHashLength &&
+         hash.find_first_not_of("0123456789abcdef") == std::string_view::npos;
+}
+
+std::optional<std::string> traced_entry_hash(std::string_view dir_name) {
+  if (!is_traced_module_name(dir_name)) return std::nullopt;
+  return std::string(dir_name.substr(kModulePrefix.size()));
+}
+
+bool is_lock_file(std::string_view file_name) {
+  return file_name.ends_with(".lock");
+}
+
+bool is_temporary_file(std::string_view file_name) {
+  return file_name.starts_with('.') || file_name.ends_with(".tmp");
+}
+
+void note_traced_file(EntryFiles& files, std::string_view relative_path) {
+  size_t slash = relative_path.rfind('/');
+  std::string_view base =
+      slash == std::string_view::npos ? relative_path : relative_path.substr(slash + 1);
+  bool top = slash == std::string_view::npos;
+  if (top && (base == kTracedConfig || base == kTracedModelIndex)) files.has_traced_config = true;
+  // "model.neuron" and its kind; a bare ".neuron" is no compiled model.
+  if (base.size() > kNeuronSuffix.size() && base.ends_with(kNeuronSuffix)) ++files.neuron_files;
+}
+
+EntryState classify(const EntryFiles& files) {
+  if (files.has_neff && files.has_done) return EntryState::Success;
+  if (files.has_log && !files.has_neff) return EntryState::Failed;
+  if (!files.lock_files.empty()) return EntryState::Locked;
+  if (files.traced_name && files.has_traced_config && files.neuron_files > 0) {
+    return EntryState::Traced;
+  }
+  return EntryState::Empty;
+}
+
+bool is_complete(EntryState state) {
+  return state == EntryState::Success || state == EntryState::Traced;
+}
+
+std::string_view state_name(EntryState state) {
+  switch (state) {
+    case EntryState::Success:
+      return "success";
+    case EntryState::Failed:
+      return "failed";
+    case EntryState::Locked:
+      return "locked";
+    case EntryState::Empty:
+      return "empty";
+    case EntryState::Traced:
+      return "traced";
+  }
+  return "empty";
+}
+
+std::string explain(EntryState state, const EntryFiles& files) {
+  switch (state) {
+    case EntryState::Success:
+      return "model.neff and model.done are present: the compiled graph is usable";
+    case EntryState::Failed:
+      return "model.log is present without model.neff: a cached compiler failure; libneuronxla "
+             "will not recompile it until the entry is removed (neuron-cache cleanup)";
+    case EntryState::Locked: {
+      std::string names;
+      for (const auto& lock : files.lock_files) names += (names.empty() ? "" : ", ") + lock;
+      return "lock file " + names +
+             " is present: a compilation is running, or one was killed "
+             "(a stale lock; neuron-cache cleanup removes it when no neuronx-cc runs)";
+    }
+    case EntryState::Empty:
+      if (files.has_neff) return "model.neff is present but model.done is missing: incomplete";
+      if (files.traced_name) {
+        return "a traced export folder without config.json (or model_index.json) and a *.neuron "
+               "file: incomplete";
+      }
+      return "no model.neff with model.done, no model.log and no lock: an incomplete entry";
+    case EntryState::Traced:
+      return "a traced export (config and *.neuron files, no model.neff): usable as it is; "
+             "optimum-neuron counts it as EMPTY and its `cache cleanup --all` would delete it";
+  }
+  return {};
+}
+
+std::vector<std::string> split_path(std::string_view path) {
+  std::vector<std::string> parts;
+  size_t start = 0;
+  while (start <= path.size()) {
+    size_t slash = std::min(path.find('/', start), path.size());
+    parts.emplace_back(path.substr(start, slash - start));
+    start = slash + 1;
+  }
+  return parts;
+}
+
+}  // namespace neuron_cache::layout

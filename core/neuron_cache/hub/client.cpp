@@ -1,0 +1,299 @@
+#include "neuron_cache/hub/client.h"
+
+#include "neuron_cache/format/hub_names.h"
+#include "neuron_cache/hub/answer.h"
+
+namespace neuron_cache::hub {
+namespace {
+
+using nlohmann::json;
+
+// An API call retried on transient failures (429, 5xx, no answer).
+class RetryingExchange : public Exchange {
+ public:
+  RetryingExchange(HttpRequest request, const RetryPolicy& policy)
+      : request_(std::move(request)), policy_(policy) {}
+  HttpRequest request() override { return request_; }
+  std::optional<std::chrono::milliseconds> on_complete(const HttpResponse& response) override {
+    response_ = response;
+    return retry_delay(response, ++attempts_, policy_);
+  }
+  HttpResponse response_;
+
+ private:
+  HttpRequest request_;
+  RetryPolicy policy_;
+  int attempts_ = 0;
+};
+
+bool ok(const HttpResponse& r) {
+  return r.status >= 200 && r.status < 300;
+}
+
+// The next page of a listing: `Link: <URL>; rel="next"`.
+std::optional<std::string> next_link(const HttpResponse& response) {
+  auto link = response.headers.get("Link");
+  if (!link) return std::nullopt;
+  size_t rel = link->find("rel=\"next\"");
+  if (rel == std::string::npos) return std::nullopt;
+  size_t open = link->rfind('<', rel);
+  size_t close = link->find('>', open);
+  if (open == std::string::npos || close == std::string::npos) return std::nullopt;
+  return link->substr(open + 1, close - open - 1);
+}
+
+}  // namespace
+
+RemoteEntry parse_entry(const json& item) {
+  object_in(item, "an entry");
+  RemoteEntry entry;
+  entry.path = text_in(item, "path");
+  entry.is_directory = text_in(item, "type", "file") == "directory";
+  entry.size = size_in(item, "size", 0);
+  entry.oid = text_in(item, "oid");
+  if (const json* lfs = member(item, "lfs")) {
+    object_in(*lfs, "\"lfs\"");
+    entry.lfs_sha256 = text_in(*lfs, "oid");
+    entry.size = size_in(*lfs, "size", entry.size);
+  }
+  return entry;
+}
+
+namespace {
+
+std::vector<RemoteEntry> parse_entries(const json& list) {
+  std::vector<RemoteEntry> entries;
+  for (const auto& item : array_in(list, "the answer")) entries.push_back(parse_entry(item));
+  return entries;
+}
+
+HttpOptions http_options(const ClientOptions& options) {
+  HttpOptions http;
+  http.endpoint = options.endpoint;
+  http.token = options.token;
+  http.connect_timeout = std::min(options.hub_timeout, ClientOptions::kMaxConnectTimeout);
+  http.answer_timeout = options.hub_timeout;
+  http.unreachable_budget = options.hub_timeout;
+  return http;
+}
+
+}  // namespace
+
+HubClient::HubClient(ClientOptions options)
+    : options_(std::move(options)), http_(http_options(options_)) {}
+
+RetryPolicy retry_policy(const Settings& settings, int max_attempts) {
+  RetryPolicy policy;
+  policy.max_attempts = max_attempts;
+  if (auto base = settings.retry_base()) {
+    policy.base = *base;
+    policy.cap = policy.base * 30;
+  }
+  return policy;
+}
+
+ClientOptions HubClient::options_from(const Settings& settings) {
+  ClientOptions options;
+  options.endpoint = settings.endpoint.value;
+  options.token = settings.token.value;
+  options.offline = settings.offline;
+  options.retry = retry_policy(settings, 6);
+  options.hub_timeout = settings.hub_timeout();
+  return options;
+}
+
+void HubClient::check_online(const std::string& what) const {
+  if (options_.offline) {
+    throw operational_error(what +
+                            " needs the Hub, but HF_HUB_OFFLINE is set: no request was "
+                            "made; unset HF_HUB_OFFLINE to go online");
+  }
+}
+
+void HubClient::check_repo(const std::string& repo) {
+  hub_names::require_repo_id(
+      repo, "the repo",
+      "no request was made; check --repo, the manifest's cache_repo or "
+      "model_id, CUSTOM_CACHE_REPO, or the repo saved by `neuron-cache set`");
+}
+
+std::string HubClient::api(const std::string& path) const {
+  return options_.endpoint + path;
+}
+
+HttpResponse HubClient::call(HttpRequest request, const std::string& what) {
+  check_online(what);
+  if (!hub_down().empty()) {
+    throw operational_error(what + " was not tried: " + hub_down() +
+                            " earlier in this run, so no further request is made; check the "
+                            "network and HF_ENDPOINT");
+  }
+  RetryingExchange exchange(std::move(request), options_.retry);
+  http_.run({&exchange}, 1);
+  return exchange.response_;
+}
+
+const WhoAmI& HubClient::whoami() {
+  if (whoami_) return *whoami_;
+  if (options_.token.empty()) {
+    throw input_error(
+        "no Hugging Face token: set HF_TOKEN (or log in so that "
+        "~/.cache/huggingface/token exists)");
+  }
+  HttpRequest request{"GET", api("/api/whoami-v2")};
+  HttpResponse response = call(request, "asking the Hub who you are");
+  if (!ok(response)) throw hub_error(response, "asking the Hub who you are (whoami)", "");
+  whoami_ = read_answer(response, request_name(request), "an account", [](const json& body) {
+    object_in(body, "the answer");
+    WhoAmI who;
+    who.name = text_in(body, "name");
+    who.type = text_in(body, "type", "user");
+    if (const json* orgs = member(body, "orgs")) {
+      for (const auto& org : array_in(*orgs, "\"orgs\""))
+        who.orgs.push_back(text_in(object_in(org, "an org"), "name"));
+    }
+    const json* auth = member(body, "auth");
+    const json* token = auth ? member(object_in(*auth, "\"auth\""), "accessToken") : nullptr;
+    if (token) {
+      object_in(*token, "\"accessToken\"");
+      who.token_name = text_in(*token, "displayName");
+      who.role = text_in(*token, "role");
+    }
+    return who;
+  });
+  return *whoami_;
+}
+
+void HubClient::require_write_token(const std::string& what) {
+  const WhoAmI& who = whoami();
+  if (who.role != "read") return;
+  throw operational_error(what + " needs a token with write access, but the token \"" +
+                          who.token_name +
+                          "\" is read-only (role read): nothing was sent to the Hub; set HF_TOKEN "
+                          "to a write token");
+}
+
+std::string HubClient::create_repo(const std::string& name, const std::string& namespace_,
+                                   bool is_private) {
+  require_write_token("creating a repo");
+  std::string owner = namespace_.empty() ? whoami().name : namespace_;
+  json body = {{"name", name},
+               {"organization", owner},
+               {"type", "model"},
+               {"visibility", is_private ? "private" : "public"},
+               {"private", is_private}};
+  std::string repo = owner + "/" + name;
+  check_repo(repo);
+  HttpRequest request{
+      "POST", api("/api/repos/create"), {"Content-Type: application/json"}, body.dump()};
+  HttpResponse response = call(request, "creating " + repo);
+  if (response.status == 409) {
+    throw operational_error("creating " + repo +
+                            " failed: the repo already exists; use "
+                            "`neuron-cache set " +
+                            repo + "` to use it as your cache");
+  }
+  if (!ok(response)) throw hub_error(response, "creating " + repo, repo);
+  return repo;
+}
+
+RepoInfo HubClient::repo_info(const std::string& repo, const std::string& revision) {
+  check_repo(repo);
+  // Only what RepoInfo holds: without `expand` the Hub also sends the repo's whole file list
+  // (siblings), 818 KB for an 8,000-file cache repo. huggingface_hub repeats `expand` this way.
+  std::string path = "/api/models/" + repo + "/revision/" +
+                     url_encode(revision.empty() ? "main" : revision, false) +
+                     "?expand=sha&expand=private";
+  HttpRequest request{"GET", api(path)};
+  HttpResponse response = call(request, "reading " + repo);
+  if (!ok(response)) throw hub_error(response, "reading repo " + repo, repo);
+  return read_answer(response, request_name(request), "a repo", [&](const json& body) {
+    object_in(body, "the answer");
+    return RepoInfo{text_in(body, "id", repo), text_in(body, "sha"),
+                    flag_in(body, "private", false)};
+  });
+}
+
+std::optional<std::string> HubClient::read_file(const std::string& repo, const std::string& path,
+                                                const std::string& revision) {
+  check_repo(repo);
+  HttpRequest request{"GET", resolve_url(repo, revision, path)};
+  request.may_leave_origin = true;  // an LFS file comes from the CDN the Hub redirects to
+  HttpResponse response = call(request, "reading " + path + " from " + repo);
+  if (ok(response)) return response.body;
+  std::string code = response.headers.get("X-Error-Code").value_or("");
+  if (response.status == 404 && code == "EntryNotFound") return std::nullopt;
+  throw hub_error(response, "reading " + path + " from " + repo, repo);
+}
+
+std::string HubClient::resolve_url(const std::string& repo, const std::string& revision,
+                                   const std::string& path_in_repo) const {
+  check_repo(repo);
+  return options_.endpoint + "/" + repo + "/resolve/" + url_encode(revision, false) + "/" +
+         url_encode(path_in_repo, true);
+}
+
+bool HubClient::repo_exists(const std::string& repo) {
+  check_repo(repo);
+  // One small property, not the file list (as the JS client's repoExists does).
+  HttpResponse response =
+      call({"GET", api("/api/models/" + repo + "?expand=private")}, "checking " + repo);
+  if (ok(response)) return true;
+  std::string code = response.headers.get("X-Error-Code").value_or("");
+  if (response.status == 404 || code == "RepoNotFound") return false;
+  if (response.status == 401 &&
+      server_message(response).find("Invalid credentials") == std::string::npos) {
+    return false;  // private repos look missing to those without access
+  }
+  throw hub_error(response, "checking repo " + repo, repo);
+}
+
+std::vector<RemoteEntry> HubClient::list_tree(const std::string& repo, const std::string& path,
+                                              bool recursive, const std::string& revision) {
+  check_repo(repo);
+  std::string url = api("/api/models/" + repo + "/tree/" + url_encode(revision, false));
+  if (!path.empty()) url += "/" + url_encode(path, true);
+  url += std::string("?recursive=") + (recursive ? "true" : "false") + "&expand=false";
+  std::vector<RemoteEntry> entries;
+  for (std::optional<std::string> next = url; next;) {
+    HttpRequest request{"GET", *next};
+    HttpResponse response = call(request, "listing " + repo);
+    if (response.status == 404 &&
+        response.headers.get("X-Error-Code").value_or("") == "EntryNotFound") {
+      return entries;
+    }
+    if (!ok(response)) throw hub_error(response, "listing files of " + repo, repo);
+    for (auto& entry :
+         read_answer(response, request_name(request), "a list of files", parse_entries))
+      entries.push_back(std::move(entry));
+    next = next_link(response);
+  }
+  return entries;
+}
+
+std::vector<RemoteEntry> HubClient::paths_info(const std::string& repo,
+                                               const std::vector<std::string>& paths,
+                                               const std::string& revision) {
+  check_repo(repo);
+  std::vector<RemoteEntry> entries;
+  constexpr size_t kBatch = 500;  // the Hub answers 413 above about 1000 paths
+  for (size_t start = 0; start < paths.size(); start += kBatch) {
+    json body = {
+        {"paths", std::vector<std::string>(
+                      paths.begin() + static_cast<long>(start),
+                      paths.begin() + static_cast<long>(std::min(paths.size(), start + kBatch)))},
+        {"expand", false}};
+    HttpRequest request{"POST",
+                        api("/api/models/" + repo + "/paths-info/" + url_encode(revision, false)),
+                        {"Content-Type: application/json"},
+                        body.dump()};
+    HttpResponse response = call(request, "reading paths of " + repo);
+    if (!ok(response)) throw hub_error(response, "reading file information of " + repo, repo);
+    for (auto& entry :
+         read_answer(response, request_name(request), "a list of files", parse_entries))
+      entries.push_back(std::move(entry));
+  }
+  return entries;
+}
+
+}  // namespace neuron_cache::hub

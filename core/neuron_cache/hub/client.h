@@ -1,0 +1,168 @@
+// The Hugging Face Hub client: the subset of the HTTP API a cache needs (whoami, repos, tree
+// listings, verified parallel downloads, one-commit uploads). Every call returns values or throws
+// an Error whose message says what failed and what to do.
+#pragma once
+
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "neuron_cache/config/settings.h"
+#include "neuron_cache/hub/failures.h"
+#include "neuron_cache/hub/http.h"
+
+namespace neuron_cache::hub {
+
+struct WhoAmI {
+  std::string name;
+  std::string type;  // user, org, app
+  std::vector<std::string> orgs;
+  std::string token_name;
+  std::string role;  // read, write, ...
+};
+
+struct RepoInfo {
+  std::string id;
+  std::string sha;  // head commit of the revision
+  bool is_private = false;
+};
+
+struct RemoteEntry {
+  std::string path;
+  bool is_directory = false;
+  uint64_t size = 0;
+  std::string oid;         // git blob id (for LFS files: of the pointer)
+  std::string lfs_sha256;  // empty for regular files
+  // When neither oid nor lfs_sha256 is known (a file known from an artifact index): the sha256
+  // of its content, which downloads verify instead.
+  std::string content_sha256;
+  bool is_lfs() const { return !lfs_sha256.empty(); }
+};
+
+struct DownloadRequest {
+  std::string path_in_repo;
+  int fd = -1;           // destination, written from offset 0; the caller owns it
+  RemoteEntry expected;  // from a listing: size and oid to verify against
+};
+
+struct DownloadResult {
+  bool ok = false;
+  std::string error;
+  uint64_t bytes = 0;
+  std::string commit;  // X-Repo-Commit
+};
+
+struct CommitOperation {
+  enum class Kind { Add, Delete } kind = Kind::Add;
+  std::string path_in_repo;
+  std::filesystem::path local;  // content to upload for Add
+};
+
+struct CommitResult {
+  bool committed = false;  // false when nothing changed: no commit was made
+  std::string commit_oid;
+  std::string commit_url;
+  size_t regular_files = 0;
+  size_t lfs_uploaded = 0;
+  size_t lfs_already_stored = 0;
+  size_t unchanged = 0;
+  size_t deleted = 0;
+  uint64_t bytes_uploaded = 0;
+  // Set when the Hub's answer to the commit was lost (no answer, 5xx) but the head read after
+  // it holds the commit: what happened, for the user.
+  std::string landed_unanswered;
+};
+
+// The branch moved between reading its head and committing (HTTP 412 or 409).
+class CommitConflict : public Error {
+ public:
+  explicit CommitConflict(const std::string& message) : Error(ErrorKind::Operational, message) {}
+};
+
+struct ClientOptions {
+  std::string endpoint = "https://huggingface.co";
+  std::string token;
+  bool offline = false;
+  RetryPolicy retry;
+  size_t parallel = 8;               // simultaneous transfers
+  uint64_t part_size = 64ull << 20;  // ranged parallel download part size
+  // How long the Hub may fail to answer (no connection, no answer, 5xx) before it is taken as
+  // unreachable for the rest of the run; also the wait for an answer's first byte. A commit's
+  // answer may take kCommitAnswerFactor times as long. NEURON_CACHE_HUB_TIMEOUT_MS sets it.
+  std::chrono::milliseconds hub_timeout{kDefaultHubTimeout};
+
+  static constexpr std::chrono::milliseconds kDefaultHubTimeout{15000};
+  // libcurl's connect timeout, at most: a Hub that is up accepts a connection within seconds.
+  static constexpr std::chrono::milliseconds kMaxConnectTimeout{10000};
+  static constexpr int kCommitAnswerFactor = 4;
+};
+
+// Waits between tries: NEURON_CACHE_RETRY_BASE_MS (Settings::retry_base) shortens them.
+RetryPolicy retry_policy(const Settings& settings, int max_attempts);
+
+class HubClient {
+ public:
+  explicit HubClient(ClientOptions options);
+  // The endpoint, token, offline mode, retries (6 attempts) and Hub timeout of the settings;
+  // throws an input Error when a knob has a bad value.
+  static ClientOptions options_from(const Settings& settings);
+
+  // Asked once per client, then remembered: the Hub rate-limits whoami heavily.
+  const WhoAmI& whoami();
+  // Throws before any write when whoami says the token is read-only: `what` needs a write
+  // token, and nothing was sent. A token whoami cannot describe is left to the Hub to judge.
+  void require_write_token(const std::string& what);
+  // Creates a model repo in `namespace_` (the caller's when empty); returns its id.
+  std::string create_repo(const std::string& name, const std::string& namespace_, bool is_private);
+  RepoInfo repo_info(const std::string& repo, const std::string& revision = "main");
+  bool repo_exists(const std::string& repo);
+  // Files (and folders) below `path`, following every page. A missing folder gives nothing.
+  std::vector<RemoteEntry> list_tree(const std::string& repo, const std::string& path = "",
+                                     bool recursive = true, const std::string& revision = "main");
+  std::vector<RemoteEntry> paths_info(const std::string& repo,
+                                      const std::vector<std::string>& paths,
+                                      const std::string& revision = "main");
+  // The content of a small file (JSON), or nothing when the repo has no such file.
+  std::optional<std::string> read_file(const std::string& repo, const std::string& path,
+                                       const std::string& revision = "main");
+  // Downloads every request in parallel; each file is verified while it streams (sha256 for LFS
+  // files, git blob id otherwise) and resumed with Range after a dropped connection.
+  std::vector<DownloadResult> download(const std::string& repo, const std::string& revision,
+                                       std::vector<DownloadRequest>& requests);
+  // Uploads as ONE commit: preupload, LFS batch, PUT or multipart, NDJSON commit. Files the
+  // Hub already has (same oid) are not sent again. Throws CommitConflict on 409/412.
+  CommitResult commit(const std::string& repo, const std::vector<CommitOperation>& operations,
+                      const std::string& message, const std::optional<std::string>& parent_commit,
+                      const std::string& revision = "main");
+
+  // The resolve URL a download of `path_in_repo` asks for (what `download` and `read_file` use;
+  // `plan --files` hands it to build systems, so its quoting is the same).
+  std::string resolve_url(const std::string& repo, const std::string& revision,
+                          const std::string& path_in_repo) const;
+
+  HttpEngine& http() { return http_; }
+  // Why the Hub was found unreachable in this run (no further request is made), or empty.
+  const std::string& hub_down() const { return http_.hub_down(); }
+  const ClientOptions& options() const { return options_; }
+
+  // One API request, retried on transient failures; refuses to run offline.
+  HttpResponse call(HttpRequest request, const std::string& what);
+  std::string api(const std::string& path) const;
+
+ private:
+  void check_online(const std::string& what) const;
+  // Throws an input Error unless `repo` is a Hub repo id: a name like "../api/whoami-v2" would
+  // otherwise become another API path, sent with the token.
+  static void check_repo(const std::string& repo);
+
+  ClientOptions options_;
+  HttpEngine http_;
+  std::optional<WhoAmI> whoami_;
+};
+
+// Parses one tree/paths-info entry.
+RemoteEntry parse_entry(const nlohmann::json& item);
+
+}  // namespace neuron_cache::hub

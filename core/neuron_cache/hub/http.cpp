@@ -1,0 +1,533 @@
+#include "neuron_cache/hub/http.h"
+
+#include <curl/curl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cctype>
+#include <deque>
+#include <exception>
+#include <list>
+
+#include "neuron_cache/error.h"
+
+namespace neuron_cache::hub {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// Error bodies and API answers are buffered; anything larger must be streamed.
+constexpr size_t kMaxBufferedBody = 256u << 20;
+
+std::string lower(std::string_view text) {
+  std::string out(text);
+  for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return out;
+}
+
+std::string trim(std::string_view text) {
+  size_t begin = text.find_first_not_of(" \t\r\n");
+  if (begin == std::string_view::npos) return "";
+  size_t end = text.find_last_not_of(" \t\r\n");
+  return std::string(text.substr(begin, end - begin + 1));
+}
+
+bool is_redirect(long status) {
+  return status == 301 || status == 302 || status == 303 || status == 307 || status == 308;
+}
+
+bool has_body(const HttpRequest& r) {
+  return r.upload_fd >= 0 || !r.body.empty() || (r.method != "GET" && r.method != "HEAD");
+}
+
+// Why a redirect from `r` to `target` is not followed, or nothing when it may be.
+std::optional<std::string> refused_redirect(const HttpRequest& r, const std::string& target) {
+  if (origin_of(target) == origin_of(r.url)) return std::nullopt;
+  std::string where = "redirected to another host (" + origin_of(target) + "), not followed: ";
+  if (has_body(r)) return where + "a request with a body is never re-sent to another host";
+  if (!r.may_leave_origin) return where + "only file downloads may leave the Hub's origin";
+  return std::nullopt;
+}
+
+void ensure_curl_global() {
+  static const CURLcode initialised = curl_global_init(CURL_GLOBAL_DEFAULT);
+  if (initialised != CURLE_OK) throw operational_error("libcurl could not be initialised");
+}
+
+// One HTTP attempt in flight: the exchange it serves and its libcurl state.
+struct Transfer {
+  Exchange* exchange = nullptr;
+  HttpRequest request;
+  HttpResponse response;
+  CURL* easy = nullptr;
+  curl_slist* header_list = nullptr;
+  int redirects = 0;
+  int status_checked = 0;  // 1: streaming to the exchange, 2: buffering
+  uint64_t uploaded = 0;
+  bool aborted = false;
+  HttpEngine* engine = nullptr;
+  std::function<void(uint64_t, uint64_t)>* progress = nullptr;
+  HttpStats* stats = nullptr;
+  // What a callback threw: libcurl is C and must never see an exception, so the callback stores
+  // it, aborts the transfer, and run() rethrows it once curl has returned.
+  std::exception_ptr failure;
+  Clock::time_point started = Clock::now();
+  Clock::time_point last_sent = started;  // when request body bytes last went out
+  bool answered = false;                  // a header line of the answer arrived
+  bool timed_out = false;                 // no answer within the answer timeout
+
+  ~Transfer() {
+    if (header_list != nullptr) curl_slist_free_all(header_list);
+    if (easy != nullptr) curl_easy_cleanup(easy);
+  }
+};
+
+size_t read_header(Transfer* t, std::string_view line) {
+  t->answered = true;
+  if (line.starts_with("HTTP/")) {
+    t->response.headers.items.clear();  // a new response (after 100 Continue)
+  } else if (size_t colon = line.find(':'); colon != std::string_view::npos) {
+    t->response.headers.items.emplace_back(trim(line.substr(0, colon)),
+                                           trim(line.substr(colon + 1)));
+  }
+  return line.size();
+}
+
+size_t on_header(char* data, size_t size, size_t count, void* user) {
+  auto* t = static_cast<Transfer*>(user);
+  try {
+    return read_header(t, std::string_view(data, size * count));
+  } catch (...) {
+    t->failure = std::current_exception();
+    return 0;  // any other count than the one given aborts the transfer
+  }
+}
+
+size_t write_body(Transfer* t, char* data, size_t bytes) {
+  if (t->status_checked == 0) {
+    long status = 0;
+    curl_easy_getinfo(t->easy, CURLINFO_RESPONSE_CODE, &status);
+    bool stream = status >= 200 && status < 300 && t->exchange->streams_body();
+    t->status_checked = stream ? 1 : 2;
+    if (stream) t->exchange->on_stream_start(status, t->response.headers);
+  }
+  t->stats->bytes_down += bytes;
+  if (*t->progress) (*t->progress)(bytes, 0);
+  if (t->status_checked == 1) {
+    t->response.streamed_bytes += bytes;
+    if (!t->exchange->on_body(std::string_view(data, bytes))) {
+      t->aborted = true;
+      return 0;
+    }
+    return bytes;
+  }
+  if (t->response.body.size() + bytes > kMaxBufferedBody) return 0;
+  t->response.body.append(data, bytes);
+  return bytes;
+}
+
+size_t on_write(char* data, size_t size, size_t count, void* user) {
+  auto* t = static_cast<Transfer*>(user);
+  try {
+    return write_body(t, data, size * count);
+  } catch (...) {
+    t->failure = std::current_exception();
+    return 0;
+  }
+}
+
+size_t read_upload(Transfer* t, char* buffer, size_t room) {
+  uint64_t left = t->request.upload_length - t->uploaded;
+  size_t want = static_cast<size_t>(std::min<uint64_t>(left, room));
+  if (want == 0) return 0;
+  ssize_t n = pread(t->request.upload_fd, buffer, want,
+                    static_cast<off_t>(t->request.upload_offset + t->uploaded));
+  if (n < 0) return CURL_READFUNC_ABORT;
+  t->last_sent = Clock::now();
+  t->uploaded += static_cast<uint64_t>(n);
+  t->stats->bytes_up += static_cast<uint64_t>(n);
+  if (*t->progress) (*t->progress)(0, static_cast<uint64_t>(n));
+  return static_cast<size_t>(n);
+}
+
+size_t on_read(char* buffer, size_t size, size_t count, void* user) {
+  auto* t = static_cast<Transfer*>(user);
+  try {
+    return read_upload(t, buffer, size * count);
+  } catch (...) {
+    t->failure = std::current_exception();
+    return CURL_READFUNC_ABORT;
+  }
+}
+
+}  // namespace
+
+std::optional<std::string> Headers::get(std::string_view name) const {
+  std::string wanted = lower(name);
+  for (const auto& [key, value] : items) {
+    if (lower(key) == wanted) return value;
+  }
+  return std::nullopt;
+}
+
+std::string origin_of(std::string_view url) {
+  size_t scheme_end = url.find("://");
+  if (scheme_end == std::string_view::npos) return "";
+  size_t host_end = url.find_first_of("/?#", scheme_end + 3);
+  std::string origin = lower(url.substr(0, host_end));
+  // http://host:80 and http://host are the same origin.
+  if (origin.starts_with("http://") && origin.ends_with(":80")) origin.resize(origin.size() - 3);
+  if (origin.starts_with("https://") && origin.ends_with(":443")) origin.resize(origin.size() - 4);
+  return origin;
+}
+
+std::string resolve_location(std::string_view base, std::string_view location) {
+  if (location.find("://") != std::string_view::npos) return std::string(location);
+  std::string origin = origin_of(base);
+  if (location.starts_with("//"))
+    return origin.substr(0, origin.find("://") + 1) + std::string(location);
+  if (location.starts_with("/")) return origin + std::string(location);
+  std::string_view path = base.substr(0, base.find_first_of("?#"));
+  return std::string(path.substr(0, path.rfind('/') + 1)) + std::string(location);
+}
+
+std::string url_encode(std::string_view text, bool keep_slash) {
+  static constexpr char kHex[] = "0123456789ABCDEF";
+  std::string out;
+  for (unsigned char c : text) {
+    if (std::isalnum(c) || c == '-' || c == '_' || c == '.' || c == '~' ||
+        (keep_slash && c == '/')) {
+      out += static_cast<char>(c);
+    } else {
+      out += '%';
+      out += kHex[c >> 4];
+      out += kHex[c & 0xF];
+    }
+  }
+  return out;
+}
+
+struct HttpEngine::Impl {
+  CURLM* multi = nullptr;
+  ~Impl() {
+    if (multi != nullptr) curl_multi_cleanup(multi);
+  }
+};
+
+HttpEngine::HttpEngine(HttpOptions options)
+    : impl_(std::make_unique<Impl>()), options_(std::move(options)) {
+  ensure_curl_global();
+  impl_->multi = curl_multi_init();
+  if (impl_->multi == nullptr) throw operational_error("libcurl could not create a multi handle");
+  curl_multi_setopt(impl_->multi, CURLMOPT_PIPELINING, CURLPIPE_MULTIPLEX);
+  curl_multi_setopt(impl_->multi, CURLMOPT_MAX_HOST_CONNECTIONS, 16L);
+}
+
+HttpEngine::~HttpEngine() = default;
+
+namespace {
+
+void configure(Transfer& t, const HttpOptions& options) {
+  CURL* easy = t.easy;
+  const HttpRequest& r = t.request;
+  curl_easy_setopt(easy, CURLOPT_URL, r.url.c_str());
+  curl_easy_setopt(easy, CURLOPT_PRIVATE, &t);
+  curl_easy_setopt(easy, CURLOPT_USERAGENT, options.user_agent.c_str());
+  curl_easy_setopt(easy, CURLOPT_FOLLOWLOCATION, 0L);
+  curl_easy_setopt(easy, CURLOPT_NOSIGNAL, 1L);
+  curl_easy_setopt(easy, CURLOPT_CONNECTTIMEOUT_MS,
+                   static_cast<long>(options.connect_timeout.count()));
+  curl_easy_setopt(easy, CURLOPT_LOW_SPEED_LIMIT, 1L);
+  curl_easy_setopt(easy, CURLOPT_LOW_SPEED_TIME, static_cast<long>(options.stall_timeout.count()));
+  curl_easy_setopt(easy, CURLOPT_HTTP_VERSION, CURL_HTTP_VERSION_2TLS);
+  // Waiting to share a connection only pays where HTTP/2 can be negotiated (TLS): on plain
+  // HTTP/1.1 it queues every transfer behind one connection.
+  curl_easy_setopt(easy, CURLOPT_PIPEWAIT, r.url.starts_with("https://") ? 1L : 0L);
+  curl_easy_setopt(easy, CURLOPT_HEADERFUNCTION, on_header);
+  curl_easy_setopt(easy, CURLOPT_HEADERDATA, &t);
+  curl_easy_setopt(easy, CURLOPT_WRITEFUNCTION, on_write);
+  curl_easy_setopt(easy, CURLOPT_WRITEDATA, &t);
+  if (r.method == "HEAD") {
+    curl_easy_setopt(easy, CURLOPT_NOBODY, 1L);
+  } else if (r.upload_fd >= 0) {
+    curl_easy_setopt(easy, CURLOPT_UPLOAD, 1L);
+    curl_easy_setopt(easy, CURLOPT_READFUNCTION, on_read);
+    curl_easy_setopt(easy, CURLOPT_READDATA, &t);
+    curl_easy_setopt(easy, CURLOPT_INFILESIZE_LARGE, static_cast<curl_off_t>(r.upload_length));
+    curl_easy_setopt(easy, CURLOPT_CUSTOMREQUEST, r.method.c_str());
+  } else if (r.method != "GET") {
+    curl_easy_setopt(easy, CURLOPT_CUSTOMREQUEST, r.method.c_str());
+    curl_easy_setopt(easy, CURLOPT_POSTFIELDS, r.body.data());
+    curl_easy_setopt(easy, CURLOPT_POSTFIELDSIZE_LARGE, static_cast<curl_off_t>(r.body.size()));
+  }
+  for (const auto& header : r.headers)
+    t.header_list = curl_slist_append(t.header_list, header.c_str());
+  // The token goes to the Hub's own origin only: never to a CDN, S3 or any redirect target.
+  bool same_origin = origin_of(r.url) == origin_of(options.endpoint);
+  std::string auth = "Authorization: Bearer " + options.token;
+  if (same_origin && r.send_token && !options.token.empty()) {
+    t.header_list = curl_slist_append(t.header_list, auth.c_str());
+  }
+  t.header_list = curl_slist_append(t.header_list, "Expect:");  // no 100-continue round trip
+  curl_easy_setopt(easy, CURLOPT_HTTPHEADER, t.header_list);
+}
+
+// Whether libcurl never got a connection: nothing of the Hub answered at all.
+bool connect_failed(CURL* easy, CURLcode code, bool timed_out) {
+  if (code == CURLE_COULDNT_CONNECT || code == CURLE_COULDNT_RESOLVE_HOST ||
+      code == CURLE_COULDNT_RESOLVE_PROXY) {
+    return true;
+  }
+  curl_off_t connected = 0;
+  curl_easy_getinfo(easy, CURLINFO_CONNECT_TIME_T, &connected);
+  return code == CURLE_OPERATION_TIMEDOUT && !timed_out && connected == 0;
+}
+
+// When a transfer that has had no answer yet gives up. A request body that is still going out
+// keeps it alive (low-speed limit only), and its answer gets at least the stall timeout once sent.
+Clock::time_point answer_deadline(const Transfer& t, const HttpOptions& options) {
+  std::chrono::milliseconds wait = t.request.answer_timeout.value_or(options.answer_timeout);
+  if (t.request.upload_fd >= 0) {
+    wait = std::max<std::chrono::milliseconds>(wait, options.stall_timeout);
+  }
+  return t.last_sent + wait;
+}
+
+std::string seconds_text(std::chrono::milliseconds ms) {
+  std::string text = std::to_string(ms.count() / 1000);
+  if (ms.count() % 1000 != 0) text += "." + std::to_string(ms.count() % 1000 / 100);
+  return text + " s";
+}
+
+}  // namespace
+
+bool HttpEngine::to_hub(const HttpRequest& request) const {
+  return !options_.endpoint.empty() && origin_of(request.url) == origin_of(options_.endpoint);
+}
+
+void HttpEngine::note_reachability(const HttpRequest& request, const HttpResponse& response,
+                                   Clock::time_point started) {
+  if (!hub_down_.empty() || !request.tells_reachability || !to_hub(request)) return;
+  if (response.status != 0 && response.status < 500) {
+    failing_since_.reset();  // the Hub answered
+    return;
+  }
+  std::string why =
+      response.status == 0 ? response.error : "HTTP " + std::to_string(response.status);
+  if (response.unreachable) {
+    hub_down_ = origin_of(options_.endpoint) + " could not be reached (" + why + ")";
+    return;
+  }
+  if (!failing_since_) failing_since_ = started;
+  auto failing =
+      std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - *failing_since_);
+  if (failing >= options_.unreachable_budget) {
+    hub_down_ = origin_of(options_.endpoint) + " kept failing for " + seconds_text(failing) +
+                " (last: " + why + ")";
+  }
+}
+
+bool HttpEngine::retry_fits(const HttpRequest& request, std::chrono::milliseconds delay) {
+  if (!hub_down_.empty()) return false;
+  if (!failing_since_ || !request.tells_reachability || !to_hub(request)) return true;
+  auto failing =
+      std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - *failing_since_);
+  if (failing + delay <= options_.unreachable_budget) return true;
+  hub_down_ = origin_of(options_.endpoint) + " kept failing for " + seconds_text(failing) +
+              ", and the next retry would be past the " +
+              seconds_text(options_.unreachable_budget) + " allowed";
+  return false;
+}
+
+void HttpEngine::run(const std::vector<Exchange*>& exchanges, size_t parallel) {
+  struct Waiting {
+    Exchange* exchange;
+    Clock::time_point ready_at;
+    HttpRequest redirected;  // set when following a redirect
+    Headers first_headers;
+    int redirects = 0;
+    bool has_redirect = false;
+  };
+  // An exchange whose request goes to a Hub found unreachable: answered here, without a request.
+  auto skip = [&](Exchange* exchange, const HttpRequest& request) {
+    HttpResponse response;
+    response.url = request.url;
+    response.unreachable = true;
+    response.error =
+        "not sent: " + hub_down_ + "; no request to it is made for the rest of the run";
+    exchange->on_complete(response);  // not transient: no retry is asked for
+  };
+  std::deque<Waiting> waiting;
+  for (Exchange* e : exchanges) waiting.push_back({e, Clock::now(), {}, {}, 0, false});
+  std::list<std::unique_ptr<Transfer>> active;
+  // Whatever leaves run() early (an exception from an exchange or a callback) first takes the
+  // transfers still running out of the multi handle, before they are freed.
+  struct Detach {
+    CURLM* multi;
+    std::list<std::unique_ptr<Transfer>>& active;
+    ~Detach() {
+      for (auto& t : active) curl_multi_remove_handle(multi, t->easy);
+    }
+  } detach{impl_->multi, active};
+  parallel = std::max<size_t>(parallel, 1);
+
+  auto start = [&](Waiting& w) {
+    HttpRequest request = w.has_redirect ? std::move(w.redirected) : w.exchange->request();
+    if (!hub_down_.empty() && to_hub(request)) return skip(w.exchange, request);
+    auto t = std::make_unique<Transfer>();
+    t->exchange = w.exchange;
+    t->request = std::move(request);
+    t->redirects = w.redirects;
+    t->response.first_headers = std::move(w.first_headers);
+    t->engine = this;
+    t->progress = &on_progress;
+    t->stats = &stats_;
+    t->easy = curl_easy_init();
+    if (t->easy == nullptr) throw operational_error("libcurl could not create a transfer");
+    configure(*t, options_);
+    curl_multi_add_handle(impl_->multi, t->easy);
+    ++stats_.requests;
+    active.push_back(std::move(t));
+  };
+
+  auto follow = [&](Transfer& t, std::string target) {
+    HttpRequest next = t.request;
+    next.url = std::move(target);
+    if (t.response.status == 303) {
+      next.method = next.method == "HEAD" ? "HEAD" : "GET";
+      next.body.clear();  // 303: See Other, fetched without the body
+      next.upload_fd = -1;
+    }
+    Headers first = t.redirects == 0 ? t.response.headers : t.response.first_headers;
+    waiting.push_front(
+        {t.exchange, Clock::now(), std::move(next), std::move(first), t.redirects + 1, true});
+  };
+
+  auto finish = [&](Transfer& t, CURLcode code) {
+    if (t.failure) std::rethrow_exception(t.failure);
+    curl_easy_getinfo(t.easy, CURLINFO_RESPONSE_CODE, &t.response.status);
+    t.response.url = t.request.url;
+    if (code != CURLE_OK) {
+      t.response.error = curl_easy_strerror(code);
+      if (t.aborted) t.response.error = "aborted by the receiver";
+      if (t.timed_out) {
+        t.response.error = "no answer within " +
+                           seconds_text(t.request.answer_timeout.value_or(options_.answer_timeout));
+      }
+      t.response.unreachable = to_hub(t.request) && connect_failed(t.easy, code, t.timed_out);
+      if (t.response.status != 0 && t.status_checked != 1) t.response.status = 0;
+      // A streamed body that broke mid-way keeps its status so the exchange can resume.
+    }
+    auto location = t.response.headers.get("Location");
+    if (code == CURLE_OK && is_redirect(t.response.status) && location) {
+      if (t.redirects >= options_.max_redirects) {
+        t.response.error = "too many redirects";
+      } else {
+        std::string target = resolve_location(t.request.url, *location);
+        if (auto refused = refused_redirect(t.request, target)) {
+          t.response.error = *refused;  // the exchange sees the 3xx itself, not the other host
+        } else {
+          follow(t, std::move(target));
+          return;
+        }
+      }
+    }
+    if (!t.aborted) note_reachability(t.request, t.response, t.started);
+    if (!hub_down_.empty() && to_hub(t.request) && t.request.tells_reachability &&
+        !t.response.unreachable && (t.response.status == 0 || t.response.status >= 500)) {
+      // The failure that decided it: the exchange must not ask for another try.
+      t.response.unreachable = true;
+      t.response.error += (t.response.error.empty() ? "" : "; ") + hub_down_;
+    }
+    if (auto retry_in = t.exchange->on_complete(t.response)) {
+      ++stats_.retries;
+      // Past the budget, the retry is not waited for: it is answered at once as unreachable.
+      Clock::time_point at =
+          retry_fits(t.request, *retry_in) ? Clock::now() + *retry_in : Clock::now();
+      waiting.push_back({t.exchange, at, {}, {}, 0, false});
+    }
+  };
+
+  // Transfers still without an answer past their deadline are ended here: libcurl's own limits
+  // cannot tell a Hub that never answers from a large transfer that is progressing slowly.
+  auto end_unanswered = [&] {
+    auto now = Clock::now();
+    for (auto it = active.begin(); it != active.end();) {
+      Transfer& t = **it;
+      if (t.answered || now < answer_deadline(t, options_)) {
+        ++it;
+        continue;
+      }
+      t.timed_out = true;
+      curl_multi_remove_handle(impl_->multi, t.easy);
+      std::unique_ptr<Transfer> owned = std::move(*it);
+      it = active.erase(it);
+      finish(*owned, CURLE_OPERATION_TIMEDOUT);
+    }
+  };
+
+  while (!waiting.empty() || !active.empty()) {
+    auto now = Clock::now();
+    for (auto it = waiting.begin(); it != waiting.end() && active.size() < parallel;) {
+      if (it->ready_at <= now || !hub_down_.empty()) {
+        Waiting w = std::move(*it);
+        it = waiting.erase(it);
+        start(w);
+      } else {
+        ++it;
+      }
+    }
+    int running = 0;
+    curl_multi_perform(impl_->multi, &running);
+    int left = 0;
+    while (CURLMsg* message = curl_multi_info_read(impl_->multi, &left)) {
+      if (message->msg != CURLMSG_DONE) continue;
+      Transfer* raw = nullptr;
+      curl_easy_getinfo(message->easy_handle, CURLINFO_PRIVATE, &raw);
+      CURLcode code = message->data.result;
+      curl_multi_remove_handle(impl_->multi, message->easy_handle);
+      auto owned =
+          std::find_if(active.begin(), active.end(), [&](const auto& t) { return t.get() == raw; });
+      std::unique_ptr<Transfer> t = std::move(*owned);
+      active.erase(owned);
+      finish(*t, code);
+    }
+    end_unanswered();
+    int wait_ms = 100;
+    for (const auto& w : waiting) {
+      auto until = std::chrono::duration_cast<std::chrono::milliseconds>(w.ready_at - Clock::now());
+      wait_ms = std::clamp(static_cast<int>(until.count()), 0, wait_ms);
+    }
+    if (!active.empty()) {
+      curl_multi_poll(impl_->multi, nullptr, 0, wait_ms, nullptr);
+    } else if (wait_ms > 0 && !waiting.empty()) {
+      usleep(static_cast<useconds_t>(wait_ms) * 1000);
+    }
+  }
+}
+
+namespace {
+
+class BufferedExchange : public Exchange {
+ public:
+  explicit BufferedExchange(HttpRequest request) : request_(std::move(request)) {}
+  HttpRequest request() override { return request_; }
+  std::optional<std::chrono::milliseconds> on_complete(const HttpResponse& response) override {
+    response_ = response;
+    return std::nullopt;
+  }
+  HttpResponse response_;
+
+ private:
+  HttpRequest request_;
+};
+
+}  // namespace
+
+HttpResponse HttpEngine::perform(const HttpRequest& request) {
+  BufferedExchange exchange(request);
+  run({&exchange}, 1);
+  return exchange.response_;
+}
+
+}  // namespace neuron_cache::hub

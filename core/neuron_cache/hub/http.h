@@ -1,0 +1,160 @@
+// HTTP on libcurl for the Hub client: one curl multi handle drives many exchanges at once with
+// connection reuse (HTTP/2 where offered). Redirects are followed here, not by libcurl, so the
+// token is only ever sent to the Hub endpoint's own origin, and only downloads without a body
+// follow a redirect to another origin (see HttpRequest::may_leave_origin).
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "neuron_cache/version.h"
+
+namespace neuron_cache::hub {
+
+struct Headers {
+  std::vector<std::pair<std::string, std::string>> items;
+  // The first value of `name`, compared case-insensitively.
+  std::optional<std::string> get(std::string_view name) const;
+};
+
+struct HttpRequest {
+  HttpRequest() = default;
+  HttpRequest(std::string method_, std::string url_, std::vector<std::string> headers_ = {},
+              std::string body_ = {})
+      : method(std::move(method_)),
+        url(std::move(url_)),
+        headers(std::move(headers_)),
+        body(std::move(body_)) {}
+
+  std::string method = "GET";
+  std::string url;
+  std::vector<std::string> headers;  // "Name: value"
+  std::string body;                  // small bodies (JSON, NDJSON)
+  // Large bodies are streamed from a file slice instead of `body`.
+  int upload_fd = -1;
+  uint64_t upload_offset = 0;
+  uint64_t upload_length = 0;
+  // Whether a redirect to another origin may be followed: only file downloads, which the Hub
+  // serves from a CDN (without the token). API calls and requests with a body never leave the
+  // origin they were sent to: another host's answer is not the Hub's.
+  bool may_leave_origin = false;
+  // Whether the token goes with it (to the Hub endpoint's origin only). Presigned storage URLs
+  // (LFS PUTs, multipart parts) carry their own signature and must not get it.
+  bool send_token = true;
+  // Overrides HttpOptions::answer_timeout: the Hub may take longer to answer a commit.
+  std::optional<std::chrono::milliseconds> answer_timeout;
+  // Whether its failures count toward deciding that the Hub is unreachable. A commit's slow
+  // answer says nothing about the Hub being down, and the head must still be read after it.
+  bool tells_reachability = true;
+};
+
+struct HttpResponse {
+  long status = 0;    // 0: no HTTP answer (connection refused, reset, timeout)
+  std::string error;  // libcurl's reason when status is 0 or the transfer broke
+  Headers headers;
+  std::string body;  // non-streamed bodies and error bodies (capped)
+  std::string url;   // the URL that answered, after redirects
+  // When a 3xx answer was not followed (another origin): why, and the status stays the 3xx.
+  Headers first_headers;  // the Hub's own answer when it redirected (X-Repo-Commit, X-Linked-*)
+  uint64_t streamed_bytes = 0;
+  // No connection could be made (refused, unknown host, connect timeout), or none was tried
+  // because the Hub was found unreachable earlier in the run (HttpEngine::hub_down).
+  bool unreachable = false;
+};
+
+// One logical operation (a download, an API call, a part upload) that may take several HTTP
+// attempts: retries, resumes and redirects.
+class Exchange {
+ public:
+  virtual ~Exchange() = default;
+  // The request to send now.
+  virtual HttpRequest request() = 0;
+  // Whether body bytes of a 2xx answer go to on_body() instead of HttpResponse::body.
+  virtual bool streams_body() const { return false; }
+  // A streamed 2xx answer starts: called before its first on_body().
+  virtual void on_stream_start(long /*status*/, const Headers& /*headers*/) {}
+  // Body bytes of a 2xx answer as they arrive; false aborts the transfer.
+  virtual bool on_body(std::string_view) { return true; }
+  // The attempt finished (redirects already followed). Return nothing when the exchange is over,
+  // or how long to wait before request() is asked again.
+  virtual std::optional<std::chrono::milliseconds> on_complete(const HttpResponse& response) = 0;
+};
+
+struct HttpOptions {
+  std::string endpoint;  // e.g. https://huggingface.co: its origin is the only one given the token
+  std::string token;
+  std::string user_agent = std::string("neuron-cache/") + kVersion;
+  std::chrono::milliseconds connect_timeout{10000};
+  // The first byte of the answer must come within this after the request was sent; afterwards
+  // only stall_timeout applies, so a large transfer that progresses is never cut.
+  std::chrono::milliseconds answer_timeout{15000};
+  // A transfer that moves less than 1 byte/s for this long is considered dead.
+  std::chrono::seconds stall_timeout{60};
+  // How long requests to the Hub (the endpoint's origin) may keep failing (no answer, 5xx)
+  // before the Hub is taken as unreachable for the rest of the run. A refused connection, an
+  // unknown host or a connect timeout decides it at once.
+  std::chrono::milliseconds unreachable_budget{15000};
+  int max_redirects = 5;
+};
+
+// Counts what went over the wire, for tests, reports and benchmarks.
+struct HttpStats {
+  uint64_t requests = 0;
+  uint64_t retries = 0;
+  uint64_t bytes_down = 0;
+  uint64_t bytes_up = 0;
+};
+
+class HttpEngine {
+ public:
+  explicit HttpEngine(HttpOptions options);
+  ~HttpEngine();
+  HttpEngine(const HttpEngine&) = delete;
+  HttpEngine& operator=(const HttpEngine&) = delete;
+
+  // Runs every exchange to its end, at most `parallel` HTTP transfers at once.
+  void run(const std::vector<Exchange*>& exchanges, size_t parallel);
+  // One request with a buffered body; redirects followed, no retries.
+  HttpResponse perform(const HttpRequest& request);
+
+  const HttpStats& stats() const { return stats_; }
+  // Why the Hub was found unreachable in this run, or empty. Once set it stays set: requests to
+  // the Hub's origin are no longer sent and fail at once (HttpResponse::unreachable) with it.
+  const std::string& hub_down() const { return hub_down_; }
+  const HttpOptions& options() const { return options_; }
+  // Called with the byte count of every chunk received or sent (for progress display).
+  std::function<void(uint64_t down, uint64_t up)> on_progress;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+  // Records how an attempt at the Hub went; decides hub_down_.
+  void note_reachability(const HttpRequest& request, const HttpResponse& response,
+                         std::chrono::steady_clock::time_point started);
+  // Whether a retry of a Hub request `delay` from now would still fit the budget; if not, the
+  // Hub is taken as unreachable now instead of waiting.
+  bool retry_fits(const HttpRequest& request, std::chrono::milliseconds delay);
+  bool to_hub(const HttpRequest& request) const;
+
+  HttpOptions options_;
+  HttpStats stats_;
+  std::string hub_down_;
+  // Since when requests to the Hub have failed without a good answer in between.
+  std::optional<std::chrono::steady_clock::time_point> failing_since_;
+};
+
+// scheme://host[:port] of a URL, lowercased; empty when it has none (a relative URL).
+std::string origin_of(std::string_view url);
+// The absolute URL of a redirect `location` received from `base`.
+std::string resolve_location(std::string_view base, std::string_view location);
+// Percent-encodes everything but unreserved characters (and '/' when keep_slash).
+std::string url_encode(std::string_view text, bool keep_slash);
+
+}  // namespace neuron_cache::hub

@@ -1,0 +1,400 @@
+// The compile step of the pipeline: each miss runs the manifest's compile command against a
+// staging cache (compile/capture.h): a seeded view of the cache (compile/seed_view.h) that one
+// SeedViews object keeps up to date for all runs of the process, so the MODULE_ folders a run
+// produced or reused are known exactly, at a cost that does not grow with the cache; only then
+// are they moved into the cache and recorded in the artifact index.
+#include <atomic>
+#include <mutex>
+#include <set>
+#include <thread>
+
+#include "neuron_cache/compile/capture.h"
+#include "neuron_cache/compile/runner.h"
+#include "neuron_cache/compile/seed_view.h"
+#include "neuron_cache/error.h"
+#include "neuron_cache/manifest/command_template.h"
+#include "neuron_cache/pipeline/pipeline.h"
+#include "neuron_cache/remote/fetch.h"
+#include "neuron_cache/store/safe_dir.h"
+
+namespace neuron_cache::pipeline {
+
+namespace {
+
+// --output-dir made absolute; std::filesystem throws its own exception for an empty path.
+std::filesystem::path absolute_output_dir(const std::filesystem::path& dir) {
+  if (dir.empty()) {
+    throw input_error("--output-dir is empty: give the folder for the compiled models and logs");
+  }
+  return std::filesystem::absolute(dir);
+}
+
+}  // namespace
+
+namespace {
+
+namespace fs = std::filesystem;
+namespace ai = artifact_index;
+
+std::string join_words(const std::vector<std::string>& words) {
+  std::string out;
+  for (const auto& word : words) out += (out.empty() ? "" : " ") + word;
+  return out;
+}
+
+// Why the captured run cannot be recorded, or nothing when it can.
+std::optional<std::string> capture_problem(const compile::CaptureResult& captured,
+                                           const std::string& compiler_dir) {
+  if (captured.usage_lost) {
+    return "inotify dropped events while the command ran, so which cached MODULE_ folders it "
+           "reused is unknown: run it again (its new entries were kept)";
+  }
+  if (!captured.failed.empty()) {
+    return "the compiler left " + std::to_string(captured.failed.size()) +
+           " failed MODULE_ folder(s), e.g. " + captured.failed.front().name;
+  }
+  if (captured.produced.empty() && captured.used.empty()) {
+    return "the command succeeded but neither produced nor used a MODULE_ folder in "
+           "NEURON_COMPILE_CACHE_URL: does it compile through libneuronxla's cache?";
+  }
+  for (const auto& list : {captured.produced, captured.used}) {
+    for (const auto& module : list) {
+      if (module.compiler_dir != compiler_dir) {
+        return "the command compiled with " + module.compiler_dir + " but the keys are for " +
+               compiler_dir + ": install that compiler or set compiler_version to match";
+      }
+    }
+  }
+  return std::nullopt;
+}
+
+ai::Entry make_entry(const plan::Target& target, const LocalIndex& index,
+                     const compile::CaptureResult& captured, double seconds) {
+  ai::Entry entry;
+  entry.key = target.key;
+  entry.inputs = target.inputs;
+  entry.configuration = target.configuration.name;
+  std::string compiler_dir = entry.compiler_dir();
+  for (const auto& list : {captured.produced, captured.used}) {
+    for (const auto& module : list)
+      entry.modules.push_back(index.record_module(compiler_dir, module.name));
+  }
+  std::sort(entry.modules.begin(), entry.modules.end(),
+            [](const auto& a, const auto& b) { return a.name < b.name; });
+  std::string prefix = compiler_dir + "/";
+  for (const auto& path : captured.registry_files) {
+    if (!path.starts_with(prefix)) continue;
+    entry.registry.push_back(index.record_registry_file(compiler_dir, path.substr(prefix.size())));
+  }
+  entry.compile_seconds = seconds;
+  entry.tool = tool_version();
+  entry.created_at = ai::utc_now();
+  return entry;
+}
+
+// The command's NEURON_CC_FLAGS: the configuration's flags, then the user's without the cache
+// options (a --cache_dir there would win over NEURON_COMPILE_CACHE_URL and bypass the staging
+// cache); the same words, in the same order, as the key's flags.
+std::string child_cc_flags(std::vector<std::string> flags, const Settings& settings) {
+  for (auto& word : plan::flag_words(settings.cc_flags.value)) {
+    flags.push_back(std::move(word));
+  }
+  return join_words(flags);
+}
+
+constexpr const char* kNotSeeded = "not reusable by compiles from the local cache: ";
+
+// The same entry is reported by every run that could have used it: once is enough.
+std::vector<std::string> unique_notes(const std::vector<CompileOutcome>& outcomes) {
+  std::vector<std::string> texts;
+  std::set<std::string> seen;
+  for (const auto& outcome : outcomes) {
+    for (const auto& text : outcome.notes) {
+      if (seen.insert(text).second) texts.push_back(text);
+    }
+  }
+  return texts;
+}
+
+}  // namespace
+
+compile::SeedViews* Pipeline::seed_views() {
+  // NEURON_CACHE_SEED=0: the staging cache starts empty, so every run compiles all it needs
+  // itself. Slower but needs neither hard links nor inotify (what happens anyway when inotify
+  // cannot watch a run).
+  if (!settings_.seeding) return nullptr;
+  std::call_once(seed_views_once_, [this] {
+    seed_views_ = std::make_unique<compile::SeedViews>(root_, trusted_roots());
+  });
+  return seed_views_.get();
+}
+
+std::unique_ptr<compile::CaptureCache> Pipeline::capture_cache(const std::string& label) {
+  if (compile::SeedViews* views = seed_views()) {
+    return std::make_unique<compile::CaptureCache>(*views, label);
+  }
+  return std::make_unique<compile::CaptureCache>(root_, label);
+}
+
+void Pipeline::add_hub_env(std::map<std::string, std::string>& env) const {
+  if (repo_.empty()) return;
+  // What the manifest's compile env sets explicitly stays as it is.
+  env.try_emplace("CUSTOM_CACHE_REPO", repo_);
+  env.try_emplace("HF_ENDPOINT", settings_.endpoint.value);
+  if (!settings_.hf_hub_cache.value.empty())
+    env.try_emplace("HF_HUB_CACHE", settings_.hf_hub_cache.value);
+  if (!settings_.token.value.empty()) env.try_emplace("HF_TOKEN", settings_.token.value);
+  if (!client_ || client_->options().offline) env.try_emplace("HF_HUB_OFFLINE", "1");
+}
+
+CompileOutcome Pipeline::compile_one(const plan::Target& target, bool listed_in_registry) {
+  const manifest::Configuration& c = target.configuration;
+  CompileOutcome out;
+  out.configuration = c.name;
+  out.key = target.key;
+  if (!manifest_.compile) {
+    out.error = "the manifest has no compile: section, so a miss cannot be compiled";
+    return out;
+  }
+  fs::path output_dir = absolute_output_dir(options_.output_dir);
+  make_directories(output_dir);
+  std::unique_ptr<compile::CaptureCache> capture = capture_cache(c.name);
+  out.notes = capture->not_seeded();
+  compile::CommandRun run;
+  // {revision} is the commit the key was made for, not a branch that may have moved since.
+  manifest::Configuration pinned = c;
+  if (target.inputs.checkpoint_revision) pinned.revision = target.inputs.checkpoint_revision;
+  run.argv =
+      manifest::render_command(manifest_.compile->command, pinned, (output_dir / c.name).string());
+  run.set_env = manifest_.compile->env;
+  add_hub_env(run.set_env);
+  run.set_env["NEURON_COMPILE_CACHE_URL"] = capture->dir().string();
+  run.set_env["NEURON_CC_FLAGS"] = child_cc_flags(c.compiler_flags, settings_);
+  run.log_file = output_dir / (c.name + ".log");
+  out.log_file = run.log_file.string();
+
+  compile::RunOutcome ran = compile::run_command(run);
+  out.seconds = ran.seconds;
+  out.exit_code = ran.exit_code;
+  compile::CaptureResult captured = capture->collect(ran.started && ran.exit_code == 0);
+  out.modules_produced = captured.produced.size();
+  out.modules_used = captured.used.size();
+  // Complete NEFFs are worth keeping even when the run failed (traced exports of a failed run
+  // are not complete, see collect); without an index entry they are never pushed as the
+  // configuration's artifacts.
+  capture->adopt(captured);
+  if (!ran.started) {
+    out.error = "the compile command could not start: " + ran.start_error;
+    return out;
+  }
+  if (ran.exit_code != 0) {
+    out.error = ran.signal
+                    ? "the compile command was killed by signal " + std::to_string(ran.signal)
+                    : "the compile command exited with status " + std::to_string(ran.exit_code);
+    out.log_tail = compile::log_tail(run.log_file);
+    return out;
+  }
+  if (!captured.proxied.empty()) {
+    out.modules_from_hub = captured.proxied.size();
+    if (auto problem = complete_from_hub(captured)) {
+      out.error = *problem;
+      return out;
+    }
+  }
+  if (captured.produced.empty() && (out.modules_from_hub > 0 || listed_in_registry)) {
+    out.reused = "reused from the Hub through optimum-neuron";
+  }
+  if (listed_in_registry && captured.produced.empty() && captured.used.empty() &&
+      captured.failed.empty() && !captured.usage_lost) {
+    // optimum-neuron loaded the NEFFs from the HF file cache without linking anything here.
+    out.ok = true;
+    return out;
+  }
+  if (auto problem = capture_problem(captured, layout::compiler_dir_name(compiler_version_))) {
+    out.error = *problem;
+    out.log_tail = compile::log_tail(run.log_file);
+    return out;
+  }
+  out.ok = true;
+  if (!target.unkeyed.empty()) return out;  // no key to record it under: the NEFFs stay cached
+  local_index_->write(make_entry(target, *local_index_, captured, ran.seconds));
+  out.recorded = true;
+  return out;
+}
+
+std::optional<std::string> Pipeline::complete_from_hub(compile::CaptureResult& captured) {
+  const std::string what = "optimum-neuron's hub proxy linked " +
+                           std::to_string(captured.proxied.size()) +
+                           " MODULE folder(s) from the HF file cache";
+  if (!client_ || client_->options().offline || repo_.empty() || !remote_) {
+    return what + ", but the Hub cannot be read to complete them (offline or no cache repo)";
+  }
+  std::map<std::string, std::vector<std::string>> by_dir;
+  for (const auto& module : captured.proxied) by_dir[module.compiler_dir].push_back(module.name);
+  for (const auto& [dir, names] : by_dir) {
+    remote::FetchResult fetched =
+        remote::fetch_modules(*client_, repo_, remote_->revision(), *cache_, dir, names);
+    for (const auto& module : fetched.modules) {
+      bool complete = module.status == remote::FetchStatus::Installed ||
+                      module.status == remote::FetchStatus::AlreadyPresent;
+      if (!complete) {
+        return what + ", but " + dir + "/" + module.name + " could not be installed from " + repo_ +
+               ": " + module.error;
+      }
+    }
+  }
+  captured.used.insert(captured.used.end(), captured.proxied.begin(), captured.proxied.end());
+  captured.proxied.clear();
+  return std::nullopt;
+}
+
+CompileStep Pipeline::compile(plan::Plan& plan) {
+  auto start = std::chrono::steady_clock::now();
+  CompileStep step;
+  std::vector<plan::PlanRow*> misses;
+  for (auto& row : plan.rows) {
+    if (plan::runs_compile(row.status)) misses.push_back(&row);
+  }
+  step.outcomes.resize(misses.size());
+  std::atomic<size_t> next{0};
+  std::mutex progress;
+  std::exception_ptr failure;  // the first exception that is not an Error, rethrown after join
+  auto worker = [&] {
+    try {
+      compile_each(misses, step, next, progress);
+    } catch (...) {
+      std::lock_guard lock(progress);
+      if (!failure) failure = std::current_exception();
+      next = misses.size();  // the other workers take no new configuration
+    }
+  };
+  size_t threads = std::max<size_t>(1, std::min<size_t>(options_.jobs, misses.size()));
+  std::vector<std::thread> pool;
+  for (size_t t = 0; t < threads; ++t) pool.emplace_back(worker);
+  for (auto& thread : pool) thread.join();
+  if (failure) std::rethrow_exception(failure);
+  finish_compile(misses, step);
+  step.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return step;
+}
+
+// One worker's loop: compiles the next configuration not taken yet until none is left.
+void Pipeline::compile_each(const std::vector<plan::PlanRow*>& misses, CompileStep& step,
+                            std::atomic<size_t>& next, std::mutex& progress) {
+  for (size_t i; (i = next++) < misses.size();) {
+    const plan::Target& target = misses[i]->target;
+    {
+      std::lock_guard lock(progress);
+      if (on_progress) on_progress("compiling " + target.configuration.name);
+    }
+    try {
+      step.outcomes[i] = compile_one(target, misses[i]->status == plan::Status::Registry);
+    } catch (const std::exception& error) {
+      // An Error, or a library's exception (std::filesystem, allocation): this configuration
+      // failed, the others go on.
+      step.outcomes[i].configuration = target.configuration.name;
+      step.outcomes[i].key = target.key;
+      step.outcomes[i].error = error.what();
+    }
+    std::lock_guard lock(progress);
+    if (on_progress) {
+      const CompileOutcome& o = step.outcomes[i];
+      on_progress((o.ok ? "compiled " : "FAILED ") + o.configuration +
+                  (o.ok ? "" : ": " + o.error));
+    }
+  }
+}
+
+// What the compiles did, in the plan and in notes.
+void Pipeline::finish_compile(const std::vector<plan::PlanRow*>& misses, CompileStep& step) {
+  for (const auto& text : unique_notes(step.outcomes)) note(true, kNotSeeded + text);
+  for (size_t i = 0; i < misses.size(); ++i) {
+    const CompileOutcome& o = step.outcomes[i];
+    if (!o.ok || o.recorded || !misses[i]->target.unkeyed.empty()) continue;
+    note(false, o.configuration +
+                    " was reused from the Hub through optimum-neuron, which linked no MODULE "
+                    "folder into the cache: which ones it used is unknown, so nothing was "
+                    "recorded and the next run goes through optimum-neuron again");
+  }
+  for (size_t i = 0; i < misses.size(); ++i) {
+    if (step.outcomes[i].ok && !misses[i]->target.unkeyed.empty()) {
+      misses[i]->reason = "compiled, but not keyed: " + misses[i]->target.unkeyed +
+                          "; not recorded in the cache index or pushed";
+    }
+    if (step.outcomes[i].recorded) {
+      misses[i]->status = plan::Status::Local;
+      misses[i]->reason = step.outcomes[i].reused.empty() ? "compiled" : step.outcomes[i].reused;
+      misses[i]->entry = local_index_->find(compiler_version_, misses[i]->target.key);
+    }
+  }
+}
+
+}  // namespace neuron_cache::pipeline
+
+namespace neuron_cache::pipeline {
+
+WrappedRun Pipeline::run_wrapped(const plan::Target* target, const std::vector<std::string>& argv) {
+  WrappedRun out;
+  std::string label = target ? target->configuration.name : "run";
+  fs::path output_dir = absolute_output_dir(options_.output_dir);
+  make_directories(output_dir);
+  std::unique_ptr<compile::CaptureCache> capture = capture_cache(label);
+  for (const auto& text : capture->not_seeded()) note(true, kNotSeeded + text);
+  compile::CommandRun run;
+  run.argv = argv;
+  add_hub_env(run.set_env);
+  run.set_env["NEURON_COMPILE_CACHE_URL"] = capture->dir().string();
+  run.set_env["NEURON_CC_FLAGS"] = child_cc_flags(
+      target ? target->configuration.compiler_flags : std::vector<std::string>{}, settings_);
+  run.log_file = output_dir / (label + ".run.log");
+  run.tee = true;
+  compile::RunOutcome ran = compile::run_command(run);
+  out.seconds = ran.seconds;
+  out.exit_code = ran.exit_code;
+  if (!ran.started) out.error = "the command could not start: " + ran.start_error;
+  if (ran.signal) out.error = "the command was killed by signal " + std::to_string(ran.signal);
+  compile::CaptureResult captured = capture->collect(ran.started && ran.exit_code == 0);
+  capture->adopt(captured);
+  for (const auto& m : captured.produced) out.produced.push_back(m.compiler_dir + "/" + m.name);
+  out.used = captured.used.size();
+  if (target && ran.exit_code == 0 && !captured.proxied.empty()) {
+    // A training run through optimum-neuron's hub proxy: what it linked is completed from the Hub.
+    if (auto problem = complete_from_hub(captured)) {
+      out.not_recorded = *problem;
+      return out;
+    }
+    out.used = captured.used.size();
+  }
+  if (target && ran.exit_code == 0) record_run(*target, captured, ran.seconds, out);
+  return out;
+}
+
+void Pipeline::record_run(const plan::Target& target, const compile::CaptureResult& captured,
+                          double seconds, WrappedRun& out) {
+  if (!target.unkeyed.empty()) {
+    out.not_recorded = "it has no cache key: " + target.unkeyed;
+    return;
+  }
+  if (auto problem =
+          capture_problem(captured, layout::compiler_dir_name(target.inputs.compiler_version))) {
+    out.not_recorded = *problem;
+    return;
+  }
+  ai::Entry entry = make_entry(target, *local_index_, captured, seconds);
+  size_t ran_with = entry.modules.size();
+  std::optional<ai::Entry> before = local_index_->find(target.inputs.compiler_version, target.key);
+  if (before) {
+    // A run compiles only what it traced this time: what earlier runs recorded stays recorded.
+    ai::Entry kept = complete_part(*before);
+    entry = ai::merged(entry, kept);
+    entry.compile_seconds = std::max(entry.compile_seconds, before->compile_seconds);
+    out.modules_added = entry.modules.size() - kept.modules.size();
+  } else {
+    out.modules_added = ran_with;
+  }
+  local_index_->write(entry);
+  out.recorded = true;
+  out.modules_recorded = entry.modules.size();
+}
+
+}  // namespace neuron_cache::pipeline

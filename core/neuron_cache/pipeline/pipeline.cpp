@@ -1,0 +1,550 @@
+#include "neuron_cache/pipeline/pipeline.h"
+
+#include <chrono>
+#include <set>
+
+#include "neuron_cache/compile/capture.h"
+#include "neuron_cache/compile/seed_view.h"
+#include "neuron_cache/error.h"
+#include "neuron_cache/format/hub_names.h"
+#include "neuron_cache/pipeline/hub_keys.h"
+#include "neuron_cache/pipeline/registry_memo.h"
+#include "neuron_cache/remote/lookup.h"
+#include "neuron_cache/remote/remote_index.h"
+#include "neuron_cache/store/export_dir.h"
+#include "neuron_cache/version.h"
+
+namespace neuron_cache::pipeline {
+namespace {
+
+namespace fs = std::filesystem;
+namespace ai = artifact_index;
+
+double seconds_since(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+manifest::Manifest load_selected(const Options& options) {
+  if (options.manifest.empty()) return {};  // `run` without a manifest: no configurations
+  manifest::Manifest manifest = manifest::load_manifest(options.manifest);
+  if (options.configs.empty()) return manifest;
+  std::vector<manifest::Configuration> selected;
+  for (const auto& name : options.configs) {
+    const manifest::Configuration* found = manifest.find(name);
+    if (!found) {
+      std::string known;
+      for (const auto& c : manifest.configurations) known += (known.empty() ? "" : ", ") + c.name;
+      throw input_error("no configuration named \"" + name + "\" in " + options.manifest.string() +
+                        " (it has: " + known + ")");
+    }
+    selected.push_back(*found);
+  }
+  manifest.configurations = std::move(selected);
+  return manifest;
+}
+
+std::optional<int64_t> number_of(const nlohmann::json& value) {
+  if (value.is_number_integer()) return value.get<int64_t>();
+  return std::nullopt;
+}
+
+std::vector<plan::RegistryCandidate> candidates_of(const remote::RegistryScan& scan) {
+  std::vector<plan::RegistryCandidate> out;
+  for (const auto& [model_id, hits] : scan.hits) {
+    for (const auto& hit : hits) {
+      if (hit.row.mode == "training") continue;  // no inference configuration to match
+      out.push_back({model_id,
+                     hit.row.task,
+                     number_of(hit.row.batch_size),
+                     number_of(hit.row.sequence_length),
+                     number_of(hit.row.tensor_parallel),
+                     hit.row.dtype,
+                     hit.row.instance_type,
+                     {hit.compiler_dir, hit.optimum_version, hit.path}});
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+ManifestLayer manifest_layer(const manifest::Manifest& manifest, const fs::path& file) {
+  ManifestLayer layer;
+  layer.file = file.string();
+  layer.cache_repo = manifest.cache_repo;
+  if (manifest.cache_dir) {
+    fs::path folder = file.empty() ? fs::current_path() : fs::absolute(file).parent_path();
+    layer.cache_dir = (folder / *manifest.cache_dir).lexically_normal().string();
+  }
+  layer.compiler_version = manifest.compiler_version;
+  return layer;
+}
+
+std::string tool_version() {
+  return std::string("neuron-cache ") + kVersion;
+}
+
+size_t CompileStep::failed() const {
+  size_t n = 0;
+  for (const auto& outcome : outcomes) n += outcome.ok ? 0 : 1;
+  return n;
+}
+
+Pipeline::Pipeline(const Settings& settings, hub::HubClient* client, Options options)
+    : settings_(settings), client_(client), options_(std::move(options)) {
+  if (options_.configs.size() > 0 && options_.manifest.empty()) {
+    throw input_error("--config needs a manifest: the configuration is declared there");
+  }
+  // NEURON_CACHE_RETRY_BASE_MS shortens the waits between commit conflicts too.
+  if (settings_.retry_base())
+    options_.push.conflicts = hub::retry_policy(settings_, options_.push.conflicts.max_attempts);
+  manifest_ = load_selected(options_);
+  if (!options_.manifest.empty())
+    settings_ = settings_.with_manifest(manifest_layer(manifest_, options_.manifest));
+  repo_ = settings_.cache_repo.value;
+  repo_origin_ = settings_.cache_repo.origin;
+  if (!repo_.empty()) {
+    hub_names::require_repo_id(repo_, "the cache repo from " + repo_origin_, "check the name");
+  }
+  if (!settings_.cache_repo_note.empty()) note(false, settings_.cache_repo_note);
+  root_ = settings_.local_cache_root();
+  compiler_version_ = settings_.compiler_version.value;
+  const std::string& installed = settings_.installed_compiler.value;
+  if (!installed.empty() && installed != compiler_version_) {
+    // Only the manifest's compiler_version takes the place of the installed one (with
+    // --compiler-version, neuronx-cc is never asked).
+    note(true, "the manifest declares neuronx-cc " + compiler_version_ +
+                   " but the installed one is " + installed +
+                   ": keys use the manifest's version; a compile with the installed compiler "
+                   "would not match them");
+  }
+  if (compiler_version_.empty() && !manifest_.configurations.empty()) {
+    compiler_version_ = settings_.require_compiler_version();
+  }
+  cache_ = std::make_unique<LocalCache>(root_, trusted_roots());
+  local_index_ = std::make_unique<LocalIndex>(*cache_);
+  if (client_) requests_at_start_ = client_->http().stats().requests;
+}
+
+Pipeline::~Pipeline() = default;
+
+fs::path Pipeline::manifest_dir() const {
+  // fs::absolute("") throws: `run` needs no manifest.
+  if (options_.manifest.empty()) return fs::current_path();
+  return fs::absolute(options_.manifest).parent_path();
+}
+
+std::vector<fs::path> Pipeline::trusted_roots() const {
+  if (settings_.hf_hub_cache.value.empty()) return {};
+  return {settings_.hf_hub_cache.value};
+}
+
+size_t Pipeline::hub_requests() const {
+  return client_ ? client_->http().stats().requests - requests_at_start_ : 0;
+}
+
+void Pipeline::note(bool warning, const std::string& text) {
+  notices_.push_back({warning, text});
+  if (on_progress) on_progress((warning ? "warning: " : "") + text);
+}
+
+void Pipeline::cache_problem(const std::string& what, const std::string& fallback) {
+  if (options_.strict)
+    throw operational_error(what + " (--strict: failing instead of " + fallback + ")");
+  note(true, what + ": " + fallback);
+}
+
+std::vector<plan::Target> Pipeline::targets() {
+  hub::HubClient* online = client_ && !client_->options().offline ? client_ : nullptr;
+  plan::ModelResolver resolver(online, manifest_dir(),
+                               root_ / std::string(ai::kLocalDir) / "models.json");
+  plan::KeyContext context;
+  context.compiler_version = compiler_version_;
+  context.optimum_neuron_version = manifest_.optimum_neuron_version;
+  context.env_flags = plan::flag_words(settings_.cc_flags.value);
+  // Keys cannot be made without revisions: with the Hub unreachable, a revision no earlier run
+  // remembered leaves its configuration unkeyed (compiled, never recorded or pushed).
+  std::vector<plan::Target> targets = plan::make_targets(manifest_, context, resolver);
+  for (const auto& used : resolver.from_memo()) {
+    cache_problem("the Hub could not resolve " + used,
+                  "using the revision remembered from an earlier run");
+  }
+  for (const auto& target : targets) {
+    if (target.unkeyed.empty()) continue;
+    cache_problem(target.configuration.name + " has no cache key: " + target.unkeyed,
+                  "it is compiled, but not recorded in the cache index or pushed; pin the "
+                  "revision to a 40-hex commit so no Hub is needed to key it");
+  }
+  return targets;
+}
+
+plan::Target Pipeline::profile_target(const std::string& name) {
+  if (auto problem = cache_key::profile_name_problem(name)) {
+    throw input_error(*problem +
+                      ": a profile name starts with a letter or digit and has only "
+                      "letters, digits, '.', '_' and '-' (at most " +
+                      std::to_string(cache_key::kMaxProfileName) + " characters)");
+  }
+  if (compiler_version_.empty()) compiler_version_ = settings_.require_compiler_version();
+  plan::Target target;
+  target.configuration.name = name;
+  target.inputs = cache_key::profile_inputs(name, compiler_version_,
+                                            plan::flag_words(settings_.cc_flags.value));
+  target.key = cache_key::key_of(target.inputs);
+  return target;
+}
+
+plan::Plan Pipeline::make_plan() {
+  return make_plan(targets());
+}
+
+namespace {
+
+// Registry links left pointing at another root by a copy or move of the cache (optimum-neuron's
+// aliases are absolute): how they are read, so that a configuration that looks incomplete is
+// explained.
+void note_foreign_links(const LocalCache& cache, const std::string& compiler_version,
+                        plan::Plan& plan) {
+  if (compiler_version.empty() || !cache.exists()) return;
+  try {
+    auto compiler =
+        SafeDir::open(cache.root()).open_subdir(layout::compiler_dir_name(compiler_version));
+    if (!compiler) return;
+    for (auto& line : describe_foreign_links(cache.foreign_registry_links(*compiler), cache.root()))
+      plan.notes.push_back(std::move(line));
+  } catch (const Error&) {
+    // Only an explanation: an unreadable registry shows up in the rows themselves.
+  }
+}
+
+}  // namespace
+
+plan::Plan Pipeline::make_plan(const std::vector<plan::Target>& targets) {
+  hub::HubClient* resolver_client = client_ && !client_->options().offline ? client_ : nullptr;
+  std::string hub_problem;
+  remote_.reset();
+  if (repo_.empty()) {
+    hub_problem = "no cache repo is set";
+  } else if (resolver_client == nullptr) {
+    hub_problem = "offline: the Hub was not asked";
+  } else {
+    try {
+      remote_ = std::make_unique<remote::RemoteIndex>(
+          remote::RemoteIndex::open(*client_, repo_, root_ / std::string(ai::kLocalDir) / "hub"));
+    } catch (const Error& error) {
+      hub_problem = std::string("the Hub cache could not be read: ") + error.what();
+      cache_problem(hub_problem, "every configuration not complete locally will be compiled");
+    }
+  }
+  try {
+    plan::Plan plan = plan::make_plan(targets, *local_index_, remote_.get(), hub_problem);
+    describe_repo(plan);
+    note_foreign_links(*cache_, compiler_version_, plan);
+    if (remote_) read_registry(plan);
+    if (remote_) {
+      for (const auto& problem : remote_->problems()) note(true, problem);
+    }
+    return plan;
+  } catch (const Error& error) {
+    // The index downloads happen lazily inside make_plan.
+    cache_problem(std::string("the Hub index could not be read: ") + error.what(),
+                  "every configuration not complete locally will be compiled");
+    remote_.reset();
+    plan::Plan plan = plan::make_plan(targets, *local_index_, nullptr, error.what());
+    describe_repo(plan);
+    note_foreign_links(*cache_, compiler_version_, plan);
+    return plan;
+  }
+}
+
+void Pipeline::read_registry(plan::Plan& plan) {
+  std::map<std::string, std::set<std::string>> models_by_version;
+  for (const auto& row : plan.rows) {
+    if (row.status == plan::Status::Compile)
+      models_by_version[row.target.inputs.compiler_version].insert(row.target.inputs.model_id);
+  }
+  if (models_by_version.empty()) return;
+  RegistryMemo memo(root_ / std::string(ai::kLocalDir) / "hub" / "registry.json", repo_,
+                    remote_->revision());
+  bool has_registry = false;
+  try {
+    for (const auto& [version, models] : models_by_version) {
+      std::optional<RegistryAnswer> answer = memo.recall(version, models);
+      if (!answer) {
+        answer = scan_registry(version, models);
+        memo.remember(version, models, *answer);
+      }
+      has_registry = has_registry || answer->has_registry;
+      plan::mark_registry_hits(plan, answer->candidates);
+    }
+  } catch (const Error& error) {
+    note(true, std::string("optimum-neuron's registry in ") + repo_ +
+                   " could not be read: " + error.what());
+  }
+  if (has_registry && remote_->compiler_versions().empty()) {
+    plan.notes.push_back(
+        repo_ +
+        " has no neuron-cache index yet (optimum-cli wrote it): configurations its "
+        "registry lists are compiled through optimum-neuron, which fetches their NEFFs "
+        "from it; push then indexes them, so later runs prefetch them directly");
+  }
+}
+
+RegistryAnswer Pipeline::scan_registry(const std::string& compiler_version,
+                                       const std::set<std::string>& models) {
+  remote::RegistryScan scan =
+      remote::scan_registry(*client_, repo_, compiler_version, models, remote_->revision());
+  for (const auto& problem : scan.problems)
+    note(true, "skipped an unreadable registry entry: " + problem);
+  return {scan.has_registry, candidates_of(scan)};
+}
+
+void Pipeline::describe_repo(plan::Plan& plan) const {
+  plan.repo = repo_;
+  plan.repo_origin = repo_origin_;
+  if (!settings_.cache_repo_note.empty()) plan.notes.push_back(settings_.cache_repo_note);
+}
+
+ai::Entry Pipeline::complete_part(const ai::Entry& entry) const {
+  ai::Entry out = entry;
+  std::erase_if(out.modules, [&](const ai::ModuleRecord& module) {
+    return !local_index_->module_complete(entry.compiler_dir(), module);
+  });
+  std::erase_if(out.registry, [&](const ai::FileRecord& file) {
+    return !local_index_->registry_file_present(entry.compiler_dir(), file);
+  });
+  return out;
+}
+
+plan::Plan Pipeline::plan_run(const plan::Target& target) {
+  plan::Plan plan = make_plan(std::vector<plan::Target>{target});
+  plan::PlanRow& row = plan.rows.front();
+  if (!remote_ || row.status == plan::Status::Compile) return plan;
+  const ai::Entry* hub = nullptr;
+  try {
+    remote_->load(plan::shards_of({&row.target}));  // a complete local entry did not read it
+    hub = remote_->find(target.inputs.compiler_version, target.key);
+  } catch (const Error& error) {
+    cache_problem(std::string("the Hub index could not be read: ") + error.what(),
+                  "what the Hub has beyond the local cache will be compiled");
+  }
+  std::optional<ai::Entry> local = local_index_->find(target.inputs.compiler_version, target.key);
+  if (!hub || !local) return plan;
+  if (row.status == plan::Status::Local && ai::covers(*local, *hub)) return plan;
+  // Another machine's run added folders: fetch them, and keep this cache's own complete ones.
+  ai::Entry wanted = ai::merged(complete_part(*local), *hub);
+  LocalIndex::Missing missing = local_index_->missing(wanted);
+  row.entry = wanted;
+  row.recorded = false;  // prefetch writes the union
+  row.bytes_to_download = missing.bytes;
+  row.files_to_download = missing.files;
+  if (missing.files == 0) {
+    row.status = plan::Status::Local;
+    row.reason = "complete in the local cache";
+    return plan;
+  }
+  row.status = plan::Status::Hub;
+  row.reason = "the entry in " + repo_ + " has compiled graphs this cache lacks";
+  return plan;
+}
+
+PrefetchStep Pipeline::prefetch(plan::Plan& plan) {
+  auto start = std::chrono::steady_clock::now();
+  PrefetchStep step;
+  try {
+    // Watching from before the entries land: the first compile then seeds only those.
+    if (manifest_.compile) seed_views();
+  } catch (const Error&) {
+    // The compile step reports it, if it has anything to compile.
+  }
+  std::vector<ai::Entry> entries;
+  for (const auto& row : plan.rows) {
+    if (row.status == plan::Status::Hub && row.entry) entries.push_back(*row.entry);
+    // Complete locally through the Hub's entry only (fetched by an older run or by
+    // optimum-neuron): record it, so later runs know it without the Hub.
+    if (row.status == plan::Status::Local && row.entry && !row.recorded) {
+      local_index_->write(*row.entry);
+    }
+  }
+  if (entries.empty() || !client_ || !remote_) {
+    step.seconds = seconds_since(start);
+    return step;
+  }
+  if (on_progress)
+    on_progress("prefetching " + std::to_string(entries.size()) + " configurations from " + repo_);
+  try {
+    step.result = remote::prefetch(*client_, repo_, remote_->revision(), *local_index_, entries,
+                                   [this](const std::string& line) {
+                                     if (on_progress) on_progress(line);
+                                   });
+  } catch (const Error& error) {
+    cache_problem(std::string("prefetch from ") + repo_ + " failed: " + error.what(),
+                  "the configurations will be compiled");
+    for (const auto& entry : entries) step.result.failed.emplace(entry.key, error.what());
+  }
+  for (auto& row : plan.rows) {
+    if (row.status != plan::Status::Hub) continue;
+    if (auto it = step.result.failed.find(row.target.key); it != step.result.failed.end()) {
+      cache_problem("could not fetch " + row.target.configuration.name + ": " + it->second,
+                    "it will be compiled");
+      row.status = plan::Status::Compile;
+      row.reason = "fetching from the Hub failed: " + it->second;
+      continue;
+    }
+    row.status = plan::Status::Local;
+    ++step.hits;
+  }
+  step.seconds = seconds_since(start);
+  return step;
+}
+
+std::string Pipeline::why_not_push(bool nothing_new) const {
+  if (options_.read_only) return "--read-only: nothing is written to the Hub";
+  if (repo_.empty()) return "no cache repo is set";
+  if (!client_ || client_->options().offline) return "offline";
+  if (!client_->hub_down().empty()) {
+    return "the Hub is unreachable (" + client_->hub_down() +
+           "): nothing was pushed; what was compiled stays in the local cache and the next run "
+           "with the Hub pushes it";
+  }
+  if (nothing_new) return "nothing new to push";
+  return "";
+}
+
+std::string Pipeline::read_only_token() {
+  try {
+    const hub::WhoAmI& who = client_->whoami();
+    if (who.role != "read") return "";
+  } catch (const Error&) {
+    return "";  // no answer about the token: the push itself will say what is wrong
+  }
+  // Asked once, before any write request: a read token would only collect 403s.
+  std::string why = "the token \"" + client_->whoami().token_name +
+                    "\" is read-only: nothing was pushed; set HF_TOKEN to a token with write "
+                    "access (or pass --read-only to `ci` or `run` to not push on purpose)";
+  // One message: the push line (and the report) carry it; --strict makes it an error.
+  if (options_.strict) cache_problem("push to " + repo_ + " failed: " + why, "skipping the push");
+  return why;
+}
+
+std::vector<std::string> Pipeline::covered_on_hub(const std::vector<const plan::PlanRow*>& rows) {
+  if (!remote_) return {};
+  std::vector<const plan::Target*> targets;
+  for (const plan::PlanRow* row : rows) targets.push_back(&row->target);
+  try {
+    // A plan whose entries were all complete locally did not read the Hub's index.
+    remote_->load(plan::shards_of(targets));
+  } catch (const Error&) {
+    return {};  // unknown: every one is offered to push, which reads the index again
+  }
+  std::vector<std::string> found;
+  for (const plan::PlanRow* row : rows) {
+    const ai::Entry* hub = remote_->find(row->target.inputs.compiler_version, row->target.key);
+    if (hub && ai::covers(*hub, *row->entry)) found.push_back(ai::contents_id(*row->entry));
+  }
+  return found;
+}
+
+std::vector<ai::Entry> Pipeline::not_on_hub(const plan::Plan& plan) {
+  std::vector<const plan::PlanRow*> local;
+  std::vector<std::string> ids;
+  for (const auto& row : plan.rows) {
+    if (row.status != plan::Status::Local || !row.entry) continue;
+    local.push_back(&row);
+    ids.push_back(ai::contents_id(*row.entry));
+  }
+  // Remembered by contents, not by key: an entry that grew since is offered again.
+  HubKeys on_hub(root_ / std::string(ai::kLocalDir) / "hub" / "on-hub.json", repo_,
+                 remote_ ? remote_->revision() : "");
+  if (on_hub.has_all(ids)) return {};  // a warm run: nothing new, and no shard read
+  std::vector<std::string> found = covered_on_hub(local);
+  on_hub.remember(found);
+  std::set<std::string> there(found.begin(), found.end());
+  std::vector<ai::Entry> entries;
+  for (const plan::PlanRow* row : local) {
+    if (there.count(ai::contents_id(*row->entry))) continue;
+    if (auto entry = local_index_->find(row->target.inputs.compiler_version, row->target.key))
+      entries.push_back(*entry);
+  }
+  return entries;
+}
+
+PushStep Pipeline::push(const plan::Plan& plan) {
+  auto start = std::chrono::steady_clock::now();
+  PushStep step;
+  for (const auto& row : plan.rows) {
+    if (!row.target.unkeyed.empty())
+      note(true, "not pushed: " + row.target.configuration.name + ": it has no cache key");
+  }
+  step.skipped_reason = why_not_push(false);
+  std::vector<ai::Entry> entries;
+  if (step.skipped_reason.empty()) {
+    entries = not_on_hub(plan);
+    if (entries.empty()) step.skipped_reason = why_not_push(true);
+  }
+  if (step.skipped_reason.empty()) step.skipped_reason = read_only_token();
+  if (!step.skipped_reason.empty()) {
+    step.seconds = seconds_since(start);
+    return step;
+  }
+  step.attempted = true;
+  if (on_progress)
+    on_progress("pushing " + std::to_string(entries.size()) + " configurations to " + repo_);
+  try {
+    step.result = remote::push(*client_, repo_, *local_index_, entries, options_.push);
+    for (const auto& [key, why] : step.result.skipped)
+      note(true, "not pushed: " + key + ": " + why);
+    if (!step.result.commit.landed_unanswered.empty())
+      note(false, step.result.commit.landed_unanswered);
+  } catch (const Error& error) {
+    step.skipped_reason = error.what();
+    cache_problem(std::string("push to ") + repo_ + " failed: " + error.what(),
+                  "the compiled artifacts stay in the local cache only");
+  }
+  step.seconds = seconds_since(start);
+  return step;
+}
+
+}  // namespace neuron_cache::pipeline
+
+namespace neuron_cache::pipeline {
+
+PushStep Pipeline::push_modules(const std::vector<std::string>& modules) {
+  PushStep step;
+  step.skipped_reason = why_not_push(modules.empty());
+  if (!step.skipped_reason.empty()) return step;
+  step.attempted = true;
+  try {
+    step.result = remote::push_modules(*client_, repo_, *local_index_, modules, options_.push);
+  } catch (const Error& error) {
+    step.skipped_reason = error.what();
+    cache_problem(std::string("push to ") + repo_ + " failed: " + error.what(),
+                  "the compiled graphs stay in the local cache only");
+  }
+  return step;
+}
+
+}  // namespace neuron_cache::pipeline
+
+namespace neuron_cache::pipeline {
+
+std::map<std::string, std::string> Pipeline::export_artifacts(const plan::Plan& plan,
+                                                              const std::filesystem::path& dir) {
+  std::map<std::string, std::string> exports;
+  for (const auto& row : plan.rows) {
+    if (row.status != plan::Status::Local) continue;
+    auto entry = local_index_->find(row.target.inputs.compiler_version, row.target.key);
+    if (!entry) continue;
+    const std::string& name = row.target.configuration.name;
+    try {
+      exports[name] =
+          export_configuration(*cache_, *entry, std::filesystem::absolute(dir), name).string();
+    } catch (const Error& error) {
+      // One configuration that cannot be exported does not keep the others from it.
+      cache_problem("cannot export " + name + ": " + error.what(), "it has no export folder");
+    }
+  }
+  return exports;
+}
+
+}  // namespace neuron_cache::pipeline

@@ -1,0 +1,232 @@
+// The main job, one step per stage: manifest -> plan -> prefetch -> compile -> push. The CLI
+// commands (plan, prefetch, compile, push, ci, run) and the GitHub Action call these steps; none
+// of them has cache logic of its own.
+//
+// Policy: a cache problem (Hub down, no access, rate limit, no write access) never fails the job
+// by default: it is recorded as a warning and the job falls back to compiling or skips the push.
+// With `strict` it is an Error. With `read_only` nothing is ever written to the Hub.
+#pragma once
+
+#include <atomic>
+#include <filesystem>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "neuron_cache/config/settings.h"
+#include "neuron_cache/hub/client.h"
+#include "neuron_cache/manifest/manifest.h"
+#include "neuron_cache/plan/plan.h"
+#include "neuron_cache/remote/prefetch.h"
+#include "neuron_cache/remote/push.h"
+#include "neuron_cache/store/cache_tree.h"
+#include "neuron_cache/store/local_index.h"
+
+namespace neuron_cache::compile {
+class CaptureCache;
+struct CaptureResult;
+class SeedViews;
+}  // namespace neuron_cache::compile
+
+namespace neuron_cache::pipeline {
+
+struct RegistryAnswer;
+
+struct Options {
+  std::filesystem::path manifest;
+  std::vector<std::string> configs;  // only these configuration names; empty: all
+  bool strict = false;
+  bool read_only = false;
+  int jobs = 1;
+  std::filesystem::path output_dir = "neuron-cache-output";  // compile outputs and logs
+  remote::PushOptions push;
+};
+
+// A warning or note the user must see; also goes into reports.
+struct Notice {
+  bool warning = true;
+  std::string text;
+};
+
+struct PrefetchStep {
+  remote::PrefetchResult result;
+  size_t hits = 0;  // configurations fetched from the Hub
+  double seconds = 0;
+};
+
+struct CompileOutcome {
+  std::string configuration;
+  std::string key;
+  bool ok = false;
+  bool recorded = false;  // an index entry was written: the configuration is complete locally
+  double seconds = 0;
+  int exit_code = -1;
+  std::string error;     // one line
+  std::string log_file;  // the command's output
+  std::string log_tail;  // last lines, for failures
+  size_t modules_produced = 0;
+  size_t modules_used = 0;
+  size_t modules_from_hub = 0;  // completed from the Hub after optimum-neuron's proxy linked them
+  // Not empty when the command compiled nothing itself: "reused from the Hub through
+  // optimum-neuron" (then `error` may still say why nothing could be recorded).
+  std::string reused;
+  std::vector<std::string> notes;  // cached entries the run could not reuse, and why
+};
+
+struct CompileStep {
+  std::vector<CompileOutcome> outcomes;
+  double seconds = 0;
+  size_t failed() const;
+};
+
+// `neuron-cache run -- CMD`: a command run with the cache, and what it compiled.
+struct WrappedRun {
+  int exit_code = -1;
+  std::string error;  // when it could not start or was killed
+  double seconds = 0;
+  std::vector<std::string> produced;  // "neuronxcc-<v>/MODULE_..." moved into the cache
+  size_t used = 0;
+  bool recorded = false;        // an index entry was written for the target
+  std::string not_recorded;     // with a target and a zero exit status: why no entry was written
+  size_t modules_recorded = 0;  // MODULE_ folders the written entry lists
+  size_t modules_added = 0;     // ... that the target's previous local entry did not list
+};
+
+struct PushStep {
+  bool attempted = false;
+  remote::PushResult result;
+  std::string skipped_reason;  // read-only, offline, no repo, nothing to push, error
+  double seconds = 0;
+};
+
+class Pipeline {
+ public:
+  // `client` is null when offline. Loads the manifest (throws an input Error on bad input) and
+  // resolves the settings again with it as a layer (Settings::with_manifest).
+  Pipeline(const Settings& settings, hub::HubClient* client, Options options);
+  ~Pipeline();
+
+  const manifest::Manifest& manifest() const { return manifest_; }
+  const std::string& repo() const { return repo_; }
+  // Where repo() comes from: "--repo", "the manifest's cache_repo in FILE", "CUSTOM_CACHE_REPO",
+  // the saved-repo file, "optimum-neuron's default" (Settings::resolve, the manifest a layer).
+  const std::string& repo_origin() const { return repo_origin_; }
+  const std::string& compiler_version() const { return compiler_version_; }
+  const std::filesystem::path& cache_root() const { return root_; }
+  const std::vector<Notice>& notices() const { return notices_; }
+  const LocalIndex& local_index() const { return *local_index_; }
+  size_t hub_requests() const;
+
+  // Keys for every selected configuration (revisions and model types resolved).
+  std::vector<plan::Target> targets();
+  // The target of a profile (cache_key.h): its name, the compiler version and NEURON_CC_FLAGS.
+  // Throws an input Error for a bad name or an unknown compiler version.
+  plan::Target profile_target(const std::string& name);
+  // Keys for every selected configuration, then local, Hub or compile for each.
+  plan::Plan make_plan();
+  // The same for these targets.
+  plan::Plan make_plan(const std::vector<plan::Target>& targets);
+  // The plan of the one target of `run` (a profile or a configuration), whose entry grows: the
+  // Hub's entry is read even when the local one is complete, and the row becomes a Hub row for
+  // the union of the local entry's complete folders and the Hub's entry when the Hub lists
+  // folders this cache lacks (another machine's run added them).
+  plan::Plan plan_run(const plan::Target& target);
+  // Downloads the Hub hits of `plan`; rows fetched become Local, rows that failed become
+  // Compile (or throw when strict).
+  PrefetchStep prefetch(plan::Plan& plan);
+  // Compiles the Compile rows (jobs in parallel); rows compiled become Local.
+  CompileStep compile(plan::Plan& plan);
+  // Pushes every Local row whose entry the Hub does not have (compiled here or earlier).
+  PushStep push(const plan::Plan& plan);
+
+  // Exports every configuration complete locally (store/export_dir.h) under `dir`; returns the
+  // folder of each, by configuration name.
+  std::map<std::string, std::string> export_artifacts(const plan::Plan& plan,
+                                                      const std::filesystem::path& dir);
+
+  // Runs `argv` with the cache (NEURON_COMPILE_CACHE_URL on a staging cache), output shown
+  // live, then moves what it compiled into the cache; with a target and a zero exit status, the
+  // index entry for the target's key is written: the MODULE_ folders the run produced or used,
+  // with those of the previous local entry that are still complete (so an entry only grows).
+  WrappedRun run_wrapped(const plan::Target* target, const std::vector<std::string>& argv);
+  // Pushes MODULE_ folders that belong to no configuration (a training run without --config).
+  PushStep push_modules(const std::vector<std::string>& modules);
+
+  // Called with one line whenever something happens (for live output).
+  std::function<void(const std::string&)> on_progress;
+
+ private:
+  void note(bool warning, const std::string& text);
+  void describe_repo(plan::Plan& plan) const;
+  // Compile rows that optimum-neuron's registry lists become Registry rows (one listing per
+  // compiler version, whatever the number of configurations).
+  void read_registry(plan::Plan& plan);
+  RegistryAnswer scan_registry(const std::string& compiler_version,
+                               const std::set<std::string>& models);
+  // Throws when strict; otherwise records the fallback.
+  void cache_problem(const std::string& what, const std::string& fallback);
+  CompileOutcome compile_one(const plan::Target& target, bool listed_in_registry);
+  void compile_each(const std::vector<plan::PlanRow*>& misses, CompileStep& step,
+                    std::atomic<size_t>& next, std::mutex& progress);
+  void finish_compile(const std::vector<plan::PlanRow*>& misses, CompileStep& step);
+  // Installs from the Hub the folders optimum-neuron's hub proxy only linked (captured.proxied)
+  // and counts them as used; or says why it could not.
+  std::optional<std::string> complete_from_hub(compile::CaptureResult& captured);
+  // The compile command reads the Hub through optimum-neuron's hub proxy: it gets the repo,
+  // endpoint, file cache and token of this run (in its environment, never its arguments), so a
+  // repo declared in the manifest is the one it reads, and what it links is in a trusted place.
+  void add_hub_env(std::map<std::string, std::string>& env) const;
+  // Writes the entry of a run of `target` that exited 0 (or says in `out` why it cannot).
+  void record_run(const plan::Target& target, const compile::CaptureResult& captured,
+                  double seconds, WrappedRun& out);
+  // The staging cache of one run: a seeded view (NEURON_CACHE_SEED=0: an empty one).
+  std::unique_ptr<compile::CaptureCache> capture_cache(const std::string& label);
+  // The seeded views of the cache, watched from the first call on (before prefetch installs
+  // anything, so the first compile sees only what changed). Nothing when seeding is off.
+  compile::SeedViews* seed_views();
+  std::vector<std::filesystem::path> trusted_roots() const;
+  // Why a push must not happen (read-only, no repo, offline, nothing new), or "" when it may.
+  std::string why_not_push(bool nothing_new) const;
+  // Why nothing can be pushed when whoami says the token is read-only, else empty.
+  std::string read_only_token();
+  // The local index entries of the plan's Local rows that the Hub's index does not have, or has
+  // with fewer MODULE_ folders or registry files (artifact_index::covers).
+  std::vector<artifact_index::Entry> not_on_hub(const plan::Plan& plan);
+  // The contents ids (artifact_index::contents_id) of the rows' entries the Hub's index covers
+  // (none when it cannot be read).
+  std::vector<std::string> covered_on_hub(const std::vector<const plan::PlanRow*>& rows);
+  // The part of an entry complete in the local cache: its complete folders and present files.
+  artifact_index::Entry complete_part(const artifact_index::Entry& entry) const;
+  // The manifest's folder (the working directory without a manifest).
+  std::filesystem::path manifest_dir() const;
+
+  Settings settings_;
+  hub::HubClient* client_;
+  Options options_;
+  manifest::Manifest manifest_;
+  std::string repo_;
+  std::string repo_origin_;
+  std::string compiler_version_;
+  std::filesystem::path root_;
+  std::unique_ptr<LocalCache> cache_;
+  std::unique_ptr<LocalIndex> local_index_;
+  std::unique_ptr<remote::RemoteIndex> remote_;
+  std::vector<Notice> notices_;
+  size_t requests_at_start_ = 0;
+  std::once_flag seed_views_once_;
+  std::unique_ptr<compile::SeedViews> seed_views_;
+};
+
+// "neuron-cache 0.1.0"
+std::string tool_version();
+
+// The manifest's layer of the settings (Settings::with_manifest); its cache_dir is relative to
+// the manifest's folder.
+ManifestLayer manifest_layer(const manifest::Manifest& manifest, const std::filesystem::path& file);
+
+}  // namespace neuron_cache::pipeline

@@ -1,0 +1,41 @@
+// What optimum-neuron's registry in a cache repo says about some models, remembered in the cache
+// root by head commit. The registry at a commit never changes, so a plan against the same head
+// asks nothing again: the listings and entry downloads of remote::scan_registry are made once
+// per head, not once per run.
+#pragma once
+
+#include <filesystem>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "neuron_cache/plan/plan.h"
+
+namespace neuron_cache::pipeline {
+
+struct RegistryAnswer {
+  bool has_registry = false;  // the compiler folder has a 0_REGISTRY at all
+  std::vector<plan::RegistryCandidate> candidates;
+};
+
+class RegistryMemo {
+ public:
+  // `file` holds {"repo", "revision", "scans": {"<version>|<model>|<model>...": answer}}; another
+  // repo or revision there is not used.
+  RegistryMemo(std::filesystem::path file, std::string repo, std::string revision)
+      : file_(std::move(file)), repo_(std::move(repo)), revision_(std::move(revision)) {}
+
+  std::optional<RegistryAnswer> recall(const std::string& compiler_version,
+                                       const std::set<std::string>& models) const;
+  // Best effort: remembering only saves asking again.
+  void remember(const std::string& compiler_version, const std::set<std::string>& models,
+                const RegistryAnswer& answer) const;
+
+ private:
+  std::filesystem::path file_;
+  std::string repo_;
+  std::string revision_;
+};
+
+}  // namespace neuron_cache::pipeline

@@ -1,0 +1,209 @@
+#include "neuron_cache/plan/targets.h"
+
+#include <unistd.h>
+
+#include <fstream>
+#include <iterator>
+#include <sstream>
+
+#include "neuron_cache/compile/runner.h"
+#include "neuron_cache/error.h"
+#include "neuron_cache/format/pyjson.h"
+#include "neuron_cache/git/git_info.h"
+#include "neuron_cache/store/safe_dir.h"
+
+namespace neuron_cache::plan {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string model_type_of(const std::string& config_text, const std::string& origin) {
+  pyjson::Json config = pyjson::parse(config_text);
+  if (!config.is_object() || !config.contains("model_type") || !config["model_type"].is_string()) {
+    throw input_error(origin + " has no \"model_type\": set model_type in the manifest");
+  }
+  return config["model_type"].get<std::string>();
+}
+
+std::string memo_key(const manifest::Configuration& c) {
+  return c.model_id + "\n" + c.revision.value_or("") + "\n" + c.checkout.value_or("") + "\n" +
+         c.model_type.value_or("");
+}
+
+// What the memo file remembers: "model_id@revision", with the model type when the manifest gives
+// it.
+std::string hub_memo_key(const manifest::Configuration& c) {
+  std::string key = c.model_id + "@" + c.revision.value_or("main");
+  return c.model_type ? key + " model_type=" + *c.model_type : key;
+}
+
+}  // namespace
+
+bool is_commit_id(const std::string& revision) {
+  return revision.size() == 40 &&
+         revision.find_first_not_of("0123456789abcdef") == std::string::npos;
+}
+
+std::vector<std::string> flag_words(const std::string& neuron_cc_flags) {
+  // The cache options are dropped by the one rule the compile step applies too.
+  std::istringstream kept(compile::strip_cache_flags(neuron_cc_flags, nullptr));
+  return {std::istream_iterator<std::string>(kept), std::istream_iterator<std::string>()};
+}
+
+hub::HubClient& ModelResolver::online(const manifest::Configuration& c, const std::string& why) {
+  if (client_ == nullptr || client_->options().offline) {
+    throw input_error(c.source.to_string() + ": cannot " + why + " of " + c.model_id +
+                      " offline: pin the model's revision to a 40-hex commit and set its "
+                      "model_type in the manifest");
+  }
+  return *client_;
+}
+
+ResolvedModel ModelResolver::resolve_checkout(const manifest::Configuration& c) {
+  fs::path dir = manifest_dir_ / *c.checkout;
+  std::optional<std::string> head = head_commit(dir);
+  if (!head) {
+    throw input_error(c.source.to_string() + ": checkout " + dir.string() +
+                      " is not a git clone: clone the model there or use revision: instead");
+  }
+  ResolvedModel model{head, c.model_type.value_or(""), ""};
+  if (model.model_type.empty()) {
+    std::error_code error;
+    fs::path config = dir / "config.json";
+    if (!fs::is_regular_file(config, error)) {
+      throw input_error(c.source.to_string() + ": " + config.string() +
+                        " is missing: set model_type in the manifest");
+    }
+    std::ifstream in(config, std::ios::binary);
+    std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    model.model_type = model_type_of(text, config.string());
+  }
+  return model;
+}
+
+ResolvedModel ModelResolver::resolve_hub(const manifest::Configuration& c) {
+  ResolvedModel model;
+  std::string revision = c.revision.value_or("main");
+  if (is_commit_id(revision)) {
+    model.revision = revision;
+  } else {
+    model.revision =
+        online(c, "resolve revision \"" + revision + "\"").repo_info(c.model_id, revision).sha;
+  }
+  if (c.model_type) {
+    model.model_type = *c.model_type;
+    return model;
+  }
+  // config.json at a commit never changes: its model type is read once, then remembered.
+  std::string at_commit = c.model_id + "@" + *model.revision;
+  if (auto known = recall(at_commit); known && !known->model_type.empty()) {
+    model.model_type = known->model_type;
+    return model;
+  }
+  auto text = online(c, "read config.json").read_file(c.model_id, "config.json", *model.revision);
+  if (!text) {
+    throw input_error(c.source.to_string() + ": " + c.model_id +
+                      " has no config.json: set model_type in the manifest");
+  }
+  model.model_type = model_type_of(*text, c.model_id + "/config.json");
+  remember(at_commit, model);
+  return model;
+}
+
+pyjson::Json ModelResolver::read_memo() const {
+  std::ifstream in(memo_file_, std::ios::binary);
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  try {
+    pyjson::Json json = pyjson::parse(text);
+    if (json.is_object()) return json;
+  } catch (const Error&) {
+    // A damaged memo is only a missed shortcut.
+  }
+  return pyjson::Json::object();
+}
+
+std::optional<ResolvedModel> ModelResolver::recall(const std::string& memo) const {
+  if (memo_file_.empty()) return std::nullopt;
+  pyjson::Json json = read_memo();
+  if (!json.contains(memo) || !json[memo].is_object()) return std::nullopt;
+  const pyjson::Json& item = json[memo];
+  std::string revision = item.value("revision", "");
+  if (!is_commit_id(revision)) return std::nullopt;
+  return ResolvedModel{revision, item.value("model_type", ""), ""};
+}
+
+void ModelResolver::remember(const std::string& memo, const ResolvedModel& model) const {
+  if (memo_file_.empty() || !model.revision) return;
+  try {
+    pyjson::Json json = read_memo();
+    pyjson::Json item = {{"revision", *model.revision}, {"model_type", model.model_type}};
+    if (json.contains(memo) && json[memo] == item) return;  // an unchanged run writes nothing
+    json[memo] = item;
+    replace_file(memo_file_, pyjson::dumps(json, 2));
+  } catch (const std::exception&) {
+    // Remembering is best effort: the next run asks the Hub again.
+  }
+}
+
+ResolvedModel ModelResolver::resolve(const manifest::Configuration& c) {
+  std::string memo = memo_key(c);
+  if (auto it = resolved_.find(memo); it != resolved_.end()) return it->second;
+  ResolvedModel model;
+  if (c.checkout) {
+    model = resolve_checkout(c);
+  } else {
+    try {
+      model = resolve_hub(c);
+      remember(hub_memo_key(c), model);
+    } catch (const Error& error) {
+      bool hub_unavailable = error.kind() == ErrorKind::Operational || client_ == nullptr ||
+                             client_->options().offline;
+      auto known = hub_unavailable ? recall(hub_memo_key(c)) : std::nullopt;
+      bool hub_down = error.kind() == ErrorKind::Operational && client_ != nullptr &&
+                      !client_->hub_down().empty();
+      if (!known && hub_down) {
+        model = {std::nullopt, c.model_type.value_or(""), error.what()};
+        resolved_.emplace(memo, model);
+        return model;
+      }
+      if (!known) throw;
+      from_memo_.push_back(c.model_id + "@" + c.revision.value_or("main") + " -> " +
+                           *known->revision + " (" + error.what() + ")");
+      model = *known;
+    }
+  }
+  resolved_.emplace(memo, model);
+  return model;
+}
+
+std::vector<Target> make_targets(const manifest::Manifest& manifest, const KeyContext& context,
+                                 ModelResolver& resolver) {
+  std::vector<Target> targets;
+  for (const auto& c : manifest.configurations) {
+    ResolvedModel model = resolver.resolve(c);
+    cache_key::KeyInputs in;
+    in.model_id = c.model_id;
+    in.model_type = model.model_type;
+    in.task = c.task;
+    in.precision = c.precision;
+    in.batch_size = c.batch_size;
+    in.sequence_length = c.sequence_length;
+    in.compiler_version = context.compiler_version;
+    in.num_cores = c.num_cores;
+    in.target = cache_key::target_of(c.instance_type);
+    in.flags = c.compiler_flags;
+    in.flags.insert(in.flags.end(), context.env_flags.begin(), context.env_flags.end());
+    in.checkpoint_revision = model.revision;
+    in.optimum_neuron_version = context.optimum_neuron_version;
+    std::string key = cache_key::key_of(in);
+    std::string unkeyed;
+    if (!model.unresolved.empty()) {
+      unkeyed = c.model_id + "@" + c.revision.value_or("main") + " could not be resolved (" +
+                model.unresolved + ")";
+    }
+    targets.push_back({c, std::move(in), std::move(key), std::move(unkeyed)});
+  }
+  return targets;
+}
+
+}  // namespace neuron_cache::plan

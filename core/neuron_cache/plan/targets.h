@@ -1,0 +1,84 @@
+// From declared configurations to cache keys: the checkpoint revision and model type of each
+// model are resolved (Hub or local git clone), then every configuration gets its key inputs.
+// Requests grow with the number of models, never with the number of configurations.
+#pragma once
+
+#include <filesystem>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "neuron_cache/format/cache_key.h"
+#include "neuron_cache/format/pyjson.h"
+#include "neuron_cache/hub/client.h"
+#include "neuron_cache/manifest/manifest.h"
+
+namespace neuron_cache::plan {
+
+// A configuration with its key.
+struct Target {
+  manifest::Configuration configuration;
+  cache_key::KeyInputs inputs;
+  std::string key;
+  // Why `key` is not the configuration's real key (its revision could not be resolved: the Hub
+  // was unreachable and no earlier run remembered it), or empty. Such a target is compiled, but
+  // never looked up, recorded in the index or pushed under that key.
+  std::string unkeyed;
+};
+
+// What every key shares: the compiler, NEURON_CC_FLAGS, the optimum-neuron version.
+struct KeyContext {
+  std::string compiler_version;
+  std::vector<std::string> env_flags;  // NEURON_CC_FLAGS words, cache options removed
+  std::optional<std::string> optimum_neuron_version;
+};
+
+struct ResolvedModel {
+  std::optional<std::string> revision;  // 40-hex commit
+  std::string model_type;
+  std::string unresolved;  // why the revision is unknown (the Hub is unreachable), or empty
+};
+
+class ModelResolver {
+ public:
+  // `client` may be null (offline): then revisions must be commits and model types given, or
+  // known from `memo_file`, where every answer of the Hub is remembered (a JSON object; the
+  // cache root's .cache/huggingface/neuron-cache-index/models.json), so a pipeline that ran once
+  // still makes its keys while the Hub is unreachable. The model type read from config.json is
+  // remembered by commit ("model_id@<commit>") and reused online too, as a commit's config.json
+  // never changes: an unchanged run asks only each unpinned model's revision. Empty: no memo.
+  ModelResolver(hub::HubClient* client, std::filesystem::path manifest_dir,
+                std::filesystem::path memo_file = {})
+      : client_(client), manifest_dir_(std::move(manifest_dir)), memo_file_(std::move(memo_file)) {}
+  // Once per model: later configurations of the same model reuse the answer. When the Hub is
+  // unreachable (HubClient::hub_down) and no earlier answer is remembered, the model comes back
+  // unresolved (ResolvedModel::unresolved) instead of failing: the build must not depend on it.
+  ResolvedModel resolve(const manifest::Configuration& configuration);
+  // Answers taken from the memo because the Hub could not be asked (for warnings).
+  const std::vector<std::string>& from_memo() const { return from_memo_; }
+
+ private:
+  pyjson::Json read_memo() const;
+  std::optional<ResolvedModel> recall(const std::string& memo_key) const;
+  void remember(const std::string& memo_key, const ResolvedModel& model) const;
+  ResolvedModel resolve_checkout(const manifest::Configuration& configuration);
+  ResolvedModel resolve_hub(const manifest::Configuration& configuration);
+  hub::HubClient& online(const manifest::Configuration& configuration, const std::string& why);
+
+  hub::HubClient* client_;
+  std::filesystem::path manifest_dir_;
+  std::filesystem::path memo_file_;
+  std::map<std::string, ResolvedModel> resolved_;
+  std::vector<std::string> from_memo_;
+};
+
+bool is_commit_id(const std::string& revision);
+
+// The words of NEURON_CC_FLAGS that change the NEFFs: compile::strip_cache_flags, as a list.
+std::vector<std::string> flag_words(const std::string& neuron_cc_flags);
+
+std::vector<Target> make_targets(const manifest::Manifest& manifest, const KeyContext& context,
+                                 ModelResolver& resolver);
+
+}  // namespace neuron_cache::plan

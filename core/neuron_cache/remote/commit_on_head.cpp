@@ -1,0 +1,29 @@
+#include "neuron_cache/remote/commit_on_head.h"
+
+#include <thread>
+
+#include "neuron_cache/error.h"
+#include "neuron_cache/hub/failures.h"
+
+namespace neuron_cache::remote {
+
+void commit_on_head(hub::HubClient& client, const std::string& repo,
+                    const hub::RetryPolicy& conflicts, const std::string& what, int& attempts,
+                    const std::function<void(const std::string& head)>& attempt) {
+  while (true) {
+    ++attempts;
+    try {
+      attempt(client.repo_info(repo).sha);
+      return;
+    } catch (const hub::CommitConflict&) {
+      if (attempts >= conflicts.max_attempts) {
+        throw operational_error(what + " failed after " + std::to_string(attempts) +
+                                " attempts due to concurrent commits to " + repo +
+                                ": run it again when the other uploads are done");
+      }
+      std::this_thread::sleep_for(hub::backoff(attempts, conflicts));
+    }
+  }
+}
+
+}  // namespace neuron_cache::remote

@@ -1,0 +1,313 @@
+#include "neuron_cache/remote/lookup.h"
+
+#include <algorithm>
+#include <cctype>
+#include <cstdio>
+#include <tuple>
+
+#include "neuron_cache/format/layout.h"
+
+namespace neuron_cache::remote {
+namespace {
+
+using registry::Json;
+
+std::string text_of(const Json& value) {
+  if (value.is_null()) return "";
+  if (value.is_string()) return value.get<std::string>();
+  return value.dump();
+}
+
+// The first of `keys` present (and not null) in `neuron`, or null.
+Json first_value(const Json& neuron, std::initializer_list<const char*> keys) {
+  if (!neuron.is_object()) return Json();
+  for (const char* key : keys) {
+    auto it = neuron.find(key);
+    if (it != neuron.end() && !it->is_null()) return *it;
+  }
+  return Json();
+}
+
+std::string first_of(const Json& neuron, std::initializer_list<const char*> keys) {
+  return text_of(first_value(neuron, keys));
+}
+
+bool is_integer_text(const std::string& text) {
+  size_t start = !text.empty() && text[0] == '-' ? 1 : 0;
+  if (text.size() == start || text.size() - start > 18) return false;
+  return std::all_of(text.begin() + static_cast<long>(start), text.end(),
+                     [](unsigned char c) { return std::isdigit(c) != 0; });
+}
+
+// Legacy entries stored some numbers as text ("4"): shown as the number they mean.
+Json as_number_if_numeric(const Json& value) {
+  if (value.is_string() && is_integer_text(value.get<std::string>())) {
+    return Json(std::stoll(value.get<std::string>()));
+  }
+  return value;
+}
+
+Json number_of(const Json& neuron, std::initializer_list<const char*> keys) {
+  return as_number_if_numeric(first_value(neuron, keys));
+}
+
+LookupRow row_of(const registry::Record& record, const std::string& compiler_dir,
+                 const std::string& path) {
+  const Json& n = record.neuron;
+  LookupRow row;
+  row.task = record.task.value_or(first_of(n, {"task"}));
+  row.batch_size = number_of(n, {"batch_size", "static_batch_size"});
+  row.sequence_length = number_of(n, {"sequence_length", "static_sequence_length"});
+  row.tensor_parallel = number_of(n, {"tp_degree", "tensor_parallel_size", "num_cores"});
+  row.dtype =
+      canonical_dtype(first_of(n, {"torch_dtype", "dtype", "auto_cast_type", "float_dtype"}));
+  row.instance_type = first_of(n, {"target", "instance_type"});
+  row.compiler_version = first_of(n, {"neuronxcc_version", "compiler_version"});
+  if (row.compiler_version.empty()) {
+    row.compiler_version = layout::compiler_version_of(compiler_dir).value_or("");
+  }
+  row.optimum_version = record.location.optimum_version;
+  // Only 0.0.19-0.1.x wrote a mode folder; training runs write no entry since 0.2.0.
+  row.mode = record.location.mode.empty() ? "inference" : record.location.mode;
+  row.checkpoint_revision = first_of(n, {"checkpoint_revision"});
+  row.path = path;
+  return row;
+}
+
+// Numbers first in numeric order, then text, then missing values.
+std::tuple<int, double, std::string> number_key(const Json& value) {
+  if (value.is_number()) return {0, value.get<double>(), ""};
+  if (value.is_null()) return {2, 0, ""};
+  return {1, 0, text_of(value)};
+}
+
+// "0.0.20" < "0.1.0" < "0.4.6.dev4" < "0.10.0": digit runs compare as numbers.
+std::vector<std::pair<long, std::string>> version_key(const std::string& version) {
+  std::vector<std::pair<long, std::string>> parts;
+  for (size_t i = 0; i < version.size();) {
+    size_t j = i;
+    bool digits = std::isdigit(static_cast<unsigned char>(version[i])) != 0;
+    while (j < version.size() &&
+           (std::isdigit(static_cast<unsigned char>(version[j])) != 0) == digits && j - i < 18) {
+      ++j;
+    }
+    std::string part = version.substr(i, j - i);
+    parts.emplace_back(digits ? std::stol(part) : -1, digits ? "" : part);
+    i = j;
+  }
+  return parts;
+}
+
+// A registry file that may hold an entry of a requested model.
+struct Candidate {
+  std::string compiler_dir;
+  hub::RemoteEntry entry;
+  registry::Location where;
+};
+
+// What makes one entry: an alias and its primary file share it, the same bytes under two
+// optimum-neuron versions (or modes) do not.
+using EntryKey = std::tuple<std::string, std::string, std::string>;
+
+EntryKey key_of(const registry::Location& where) {
+  return {where.optimum_version, where.mode, where.hash};
+}
+
+// Registry files that may belong to `model_ids`: alias paths and older generations name their
+// model, and the arch-digest folder holding an alias's hash holds that model's other entries
+// (optimum-neuron writes an alias only for a model's first entry). Those folders also hold other
+// models of the same architecture: the file content tells them apart once downloaded.
+std::vector<Candidate> candidate_files(const std::vector<hub::RemoteEntry>& listing,
+                                       const std::string& compiler_dir,
+                                       const std::set<std::string>& model_ids) {
+  const std::string prefix = compiler_dir + "/" + std::string(layout::kRegistryDir) + "/";
+  std::map<EntryKey, Candidate> chosen;
+  std::set<EntryKey> named;
+  std::map<std::pair<std::string, std::string>, std::vector<Candidate>> arch_folders;
+  for (const auto& entry : listing) {
+    if (entry.is_directory || !entry.path.starts_with(prefix)) continue;
+    auto where = registry::locate(entry.path.substr(prefix.size()));
+    if (!where) continue;
+    Candidate candidate{compiler_dir, entry, *where};
+    if (where->shape == registry::PathShape::ByArch) {
+      arch_folders[{where->optimum_version, where->arch_digest}].push_back(candidate);
+    } else if (model_ids.count(where->model_id) > 0) {
+      named.insert(key_of(*where));
+      chosen.emplace(key_of(*where), candidate);
+    }
+  }
+  for (const auto& [folder, files] : arch_folders) {
+    bool related = std::any_of(files.begin(), files.end(), [&](const Candidate& file) {
+      return named.count(key_of(file.where)) > 0;
+    });
+    if (!related) continue;
+    for (const auto& file : files) chosen.insert_or_assign(key_of(file.where), file);  // primary
+  }
+  std::vector<Candidate> files;
+  for (auto& [key, candidate] : chosen) files.push_back(std::move(candidate));
+  return files;
+}
+
+std::string read_all(std::FILE* file) {
+  std::string text;
+  std::rewind(file);
+  char buffer[65536];
+  for (size_t n; (n = std::fread(buffer, 1, sizeof buffer, file)) > 0;) text.append(buffer, n);
+  return text;
+}
+
+// The requested model ids an entry belongs to (its _model_id, or the checkpoint it was built
+// from).
+std::vector<std::string> owners(const registry::Record& record,
+                                const std::set<std::string>& model_ids) {
+  std::vector<std::string> ids;
+  if (model_ids.count(record.model_id) > 0) ids.push_back(record.model_id);
+  std::string checkpoint = first_of(record.neuron, {"checkpoint_id"});
+  if (checkpoint != record.model_id && model_ids.count(checkpoint) > 0) ids.push_back(checkpoint);
+  return ids;
+}
+
+void add_hits(const Candidate& file, const std::string& text,
+              const std::set<std::string>& model_ids, RegistryScan& scan) {
+  registry::Record record = registry::read_record(file.where, text);
+  for (const auto& id : owners(record, model_ids)) {
+    RegistryHit hit{record, row_of(record, file.compiler_dir, file.entry.path), file.compiler_dir,
+                    file.where.optimum_version, file.entry.path};
+    scan.hits[id].push_back(std::move(hit));
+  }
+}
+
+// Downloads the candidate files (in parallel, verified against the listing) into anonymous
+// temporary files, a bounded number at a time, and reads them.
+void read_candidates(hub::HubClient& client, const std::string& repo, const std::string& revision,
+                     const std::vector<Candidate>& files, const std::set<std::string>& model_ids,
+                     RegistryScan& scan) {
+  constexpr size_t kBatch = 256;  // open temporary files at once
+  for (size_t start = 0; start < files.size(); start += kBatch) {
+    size_t end = std::min(files.size(), start + kBatch);
+    std::vector<std::FILE*> temps;
+    std::vector<hub::DownloadRequest> requests;
+    for (size_t i = start; i < end; ++i) {
+      std::FILE* temp = std::tmpfile();
+      if (temp == nullptr) {
+        for (std::FILE* open : temps) std::fclose(open);
+        throw operational_error("cannot create a temporary file for a registry entry: is " +
+                                std::string(P_tmpdir) + " writable and not full?");
+      }
+      temps.push_back(temp);
+      requests.push_back({files[i].entry.path, fileno(temp), files[i].entry});
+    }
+    std::vector<hub::DownloadResult> downloads = client.download(repo, revision, requests);
+    for (size_t i = start; i < end; ++i) {
+      std::string text = read_all(temps[i - start]);
+      std::fclose(temps[i - start]);
+      const auto& download = downloads[i - start];
+      if (!download.ok) {
+        scan.problems.push_back(files[i].entry.path + ": " + download.error);
+        continue;
+      }
+      try {
+        add_hits(files[i], text, model_ids, scan);
+      } catch (const Error& error) {
+        scan.problems.push_back(files[i].entry.path + ": " + error.what());
+      }
+    }
+  }
+}
+
+}  // namespace
+
+std::string canonical_dtype(const std::string& dtype) {
+  static const std::map<std::string, std::string> kNames = {
+      {"bf16", "bfloat16"},         {"fp16", "float16"},         {"fp32", "float32"},
+      {"float", "float32"},         {"half", "float16"},         {"torch.bfloat16", "bfloat16"},
+      {"torch.float16", "float16"}, {"torch.float32", "float32"}};
+  auto it = kNames.find(dtype);
+  return it == kNames.end() ? dtype : it->second;
+}
+
+bool LookupRow::operator<(const LookupRow& o) const {
+  auto key = [](const LookupRow& r) {
+    return std::make_tuple(number_key(r.tensor_parallel), number_key(r.batch_size),
+                           number_key(r.sequence_length), r.dtype, r.instance_type,
+                           r.compiler_version, r.task, r.checkpoint_revision,
+                           version_key(r.optimum_version), r.optimum_version, r.mode);
+  };
+  return key(*this) < key(o);
+}
+
+bool LookupRow::operator==(const LookupRow& o) const {
+  return !(*this < o) && !(o < *this);
+}
+
+bool mode_matches(const LookupRow& row, const std::string& mode) {
+  return mode == "all" || row.mode == mode;
+}
+
+bool matches(const LookupRow& row, const LookupQuery& q) {
+  if (!mode_matches(row, q.mode)) return false;
+  auto same = [](const Json& have, const std::optional<long>& want) {
+    return !want || (have.is_number_integer() && have.get<long>() == *want);
+  };
+  if (q.optimum_version && row.optimum_version != *q.optimum_version) return false;
+  if (q.task && row.task != *q.task) return false;
+  if (q.instance_type && row.instance_type != *q.instance_type) return false;
+  if (q.dtype && row.dtype != canonical_dtype(*q.dtype)) return false;
+  return same(row.batch_size, q.batch_size) && same(row.sequence_length, q.sequence_length) &&
+         same(row.tensor_parallel, q.tensor_parallel_size);
+}
+
+RegistryScan scan_registry(hub::HubClient& client, const std::string& repo,
+                           const std::string& compiler_version,
+                           const std::set<std::string>& model_ids, const std::string& revision) {
+  RegistryScan scan;
+  for (const auto& id : model_ids) scan.hits[id];
+  auto counted_listing = [&](const std::string& path, bool recursive) {
+    uint64_t before = client.http().stats().requests;
+    auto listing = client.list_tree(repo, path, recursive, revision);
+    scan.listing_requests += client.http().stats().requests - before;
+    return listing;
+  };
+  for (const auto& entry : counted_listing("", false)) {
+    bool wanted =
+        entry.is_directory && entry.path.starts_with(layout::kCompilerDirPrefix) &&
+        (compiler_version.empty() || layout::is_current_compiler_dir(entry.path, compiler_version));
+    if (wanted) scan.compiler_dirs.push_back(entry.path);
+  }
+  std::vector<Candidate> files;
+  for (const auto& dir : scan.compiler_dirs) {
+    auto listing = counted_listing(dir + "/" + std::string(layout::kRegistryDir), true);
+    scan.has_registry = scan.has_registry || !listing.empty();
+    if (model_ids.empty()) continue;
+    auto found = candidate_files(listing, dir, model_ids);
+    files.insert(files.end(), found.begin(), found.end());
+  }
+  read_candidates(client, repo, revision, files, model_ids, scan);
+  for (auto& [id, hits] : scan.hits) {
+    std::stable_sort(hits.begin(), hits.end(),
+                     [](const RegistryHit& a, const RegistryHit& b) { return a.row < b.row; });
+  }
+  return scan;
+}
+
+LookupResult lookup(hub::HubClient& client, const std::string& repo, const LookupQuery& query) {
+  RegistryScan scan = scan_registry(client, repo, query.compiler_version, {query.model_id});
+  LookupResult result;
+  result.compiler_dirs = std::move(scan.compiler_dirs);
+  result.problems = std::move(scan.problems);
+  result.listing_requests = scan.listing_requests;
+  result.has_registry = scan.has_registry;
+  LookupQuery any_mode = query;
+  any_mode.mode = "all";
+  for (const auto& hit : scan.hits[query.model_id]) {
+    if (matches(hit.row, query)) {
+      result.rows.push_back(hit.row);
+    } else if (matches(hit.row, any_mode)) {
+      ++result.other_mode_rows;
+    }
+  }
+  result.rows.erase(std::unique(result.rows.begin(), result.rows.end()), result.rows.end());
+  return result;
+}
+
+}  // namespace neuron_cache::remote

@@ -1,0 +1,101 @@
+// Which configurations of models a Hub cache repo has registry entries for. A constant number of
+// listings finds them, whatever the number of models: the repo root, then one recursive listing
+// of each matching compiler folder's 0_REGISTRY. Only the entry files that may belong to the
+// models are then downloaded, in parallel. `neuron-cache lookup` and `plan` both use it.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "neuron_cache/format/registry.h"
+#include "neuron_cache/hub/client.h"
+
+namespace neuron_cache::remote {
+
+// One registry entry as `lookup` shows it. batch_size, sequence_length and tensor_parallel are
+// JSON numbers when the entry stores a number or a numeric string (legacy texts), strings when it
+// stores other text, and null when it stores nothing.
+struct LookupRow {
+  std::string task;
+  registry::Json batch_size;
+  registry::Json sequence_length;
+  registry::Json tensor_parallel;
+  std::string dtype;
+  std::string instance_type;
+  std::string compiler_version;
+  std::string optimum_version;  // the registry version folder (empty for the first generation)
+  std::string mode;             // "inference", or "training" for 0.0.19-0.1.x training entries
+  std::string checkpoint_revision;
+  std::string path;  // the registry file in the repo
+
+  bool operator<(const LookupRow& other) const;
+  bool operator==(const LookupRow& other) const;
+};
+
+// One registry entry of a scanned model.
+struct RegistryHit {
+  registry::Record record;   // the whole entry: neuron config and model config
+  LookupRow row;             // what lookup shows of it
+  std::string compiler_dir;  // neuronxcc-<version>
+  std::string optimum_version;
+  std::string path;  // the registry file in the repo (the primary file when an alias exists)
+};
+
+struct RegistryScan {
+  // By requested model id, sorted by row; a model without entries has an empty list. An entry
+  // stored under two optimum-neuron versions is a hit in each.
+  std::map<std::string, std::vector<RegistryHit>> hits;
+  std::vector<std::string> compiler_dirs;  // the neuronxcc-* folders searched
+  std::vector<std::string> problems;       // "path: why" for entry files that could not be read
+  uint64_t listing_requests = 0;
+  bool has_registry = false;  // whether any searched compiler folder has a 0_REGISTRY at all
+};
+
+// One listing of the repo root, then ONE recursive listing of each matching compiler folder's
+// 0_REGISTRY, whatever the number of models; then only the candidate files of `model_ids` are
+// downloaded, in parallel. compiler_version: prefix of neuronxcc-<version> (empty: every compiler
+// folder). Files are told apart by (optimum-neuron version, mode, hash): an alias and its primary
+// file are one entry, the same bytes under two versions are two. Unreadable files are problems,
+// not errors; Hub failures of the listings throw.
+RegistryScan scan_registry(hub::HubClient& client, const std::string& repo,
+                           const std::string& compiler_version,
+                           const std::set<std::string>& model_ids,
+                           const std::string& revision = "main");
+
+struct LookupQuery {
+  std::string model_id;
+  std::string compiler_version;  // prefix of neuronxcc-<version>; empty: every compiler
+  std::optional<std::string> task;
+  std::optional<std::string> instance_type;
+  std::optional<std::string> dtype;
+  std::optional<long> tensor_parallel_size;
+  std::optional<long> batch_size;
+  std::optional<long> sequence_length;
+  std::string mode = "inference";              // "inference", "training" or "all"
+  std::optional<std::string> optimum_version;  // exact registry version folder; none: every one
+};
+
+struct LookupResult {
+  std::vector<LookupRow> rows;
+  std::vector<std::string> compiler_dirs;  // the neuronxcc-* folders searched
+  std::vector<std::string> problems;       // unreadable entry files
+  uint64_t listing_requests = 0;
+  bool has_registry = false;
+  size_t other_mode_rows = 0;  // rows that pass every filter but the mode (e.g. training rows)
+};
+
+// scan_registry for one model, filtered by the query.
+LookupResult lookup(hub::HubClient& client, const std::string& repo, const LookupQuery& query);
+
+// Whether a row passes the query's filters (compiler version and model id aside).
+bool matches(const LookupRow& row, const LookupQuery& query);
+bool mode_matches(const LookupRow& row, const std::string& mode);
+
+// "bf16" and "bfloat16" are the same dtype (optimum-neuron's DTYPE_MAPPER).
+std::string canonical_dtype(const std::string& dtype);
+
+}  // namespace neuron_cache::remote

@@ -1,0 +1,238 @@
+#include "neuron_cache/remote/push.h"
+
+#include <stdlib.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <functional>
+#include <set>
+#include <thread>
+
+#include "neuron_cache/error.h"
+#include "neuron_cache/format/layout.h"
+#include "neuron_cache/remote/commit_on_head.h"
+#include "neuron_cache/store/safe_dir.h"
+
+namespace neuron_cache::remote {
+namespace {
+
+namespace ai = artifact_index;
+namespace fs = std::filesystem;
+
+// Why the local files no longer match the entry, or nothing when they do.
+std::optional<std::string> check_local(const LocalIndex& local, const ai::Entry& entry) {
+  for (const auto& module : entry.modules) {
+    if (!local.module_complete(entry.compiler_dir(), module)) {
+      return module.name + " is not complete in the local cache";
+    }
+    ai::ModuleRecord now = local.record_module(entry.compiler_dir(), module.name);
+    for (const auto& file : module.files) {
+      auto it = std::find_if(now.files.begin(), now.files.end(),
+                             [&](const ai::FileRecord& f) { return f.name == file.name; });
+      if (it == now.files.end() || it->sha256 != file.sha256) {
+        return module.name + "/" + file.name + " changed since it was compiled";
+      }
+    }
+  }
+  for (const auto& file : entry.registry) {
+    if (local.record_registry_file(entry.compiler_dir(), file.name).sha256 != file.sha256) {
+      return file.name + " changed since it was compiled";
+    }
+  }
+  return std::nullopt;
+}
+
+// A temporary file holding `content`, removed when the object goes away.
+class TempFile {
+ public:
+  explicit TempFile(const std::string& content) {
+    std::string pattern = (fs::temp_directory_path() / "neuron-cache-index-XXXXXX").string();
+    int fd = mkstemp(pattern.data());
+    if (fd < 0)
+      throw operational_error("cannot create a temporary file in " +
+                              fs::temp_directory_path().string());
+    close(fd);
+    path_ = pattern;
+    try {
+      write_whole_file(path_, content);  // a full /tmp must fail the push, not send a short index
+    } catch (...) {
+      unlink(path_.c_str());
+      throw;
+    }
+  }
+  ~TempFile() {
+    std::error_code ignored;
+    fs::remove(path_, ignored);
+  }
+  const fs::path& path() const { return path_; }
+
+ private:
+  fs::path path_;
+};
+
+struct Attempt {
+  std::vector<hub::CommitOperation> operations;
+  std::set<std::string> paths;  // each file once, however many configurations share it
+  std::vector<std::unique_ptr<TempFile>> temp_files;
+  std::vector<std::string> pushed;
+  std::vector<std::string> already;
+  size_t modules_added = 0;
+
+  void add(const std::string& path_in_repo, const fs::path& local) {
+    if (paths.insert(path_in_repo).second)
+      operations.push_back({hub::CommitOperation::Kind::Add, path_in_repo, local});
+  }
+};
+
+template <typename Record>
+bool listed(const std::vector<Record>& records, const std::string& name) {
+  return std::any_of(records.begin(), records.end(),
+                     [&](const Record& record) { return record.name == name; });
+}
+
+// The files of `entry`, except those of the modules and registry files the Hub's entry of the
+// same key (`on_hub`, when there is one) already lists: a grown entry sends only what it added.
+void add_entry_files(const LocalIndex& local, const ai::Entry& entry, const ai::Entry* on_hub,
+                     Attempt& attempt) {
+  fs::path compiler = local.cache().root() / entry.compiler_dir();
+  for (const auto& module : entry.modules) {
+    if (on_hub && listed(on_hub->modules, module.name)) continue;
+    ++attempt.modules_added;
+    for (const auto& file : module.files) {
+      attempt.add(entry.compiler_dir() + "/" + module.name + "/" + file.name,
+                  local.cache().file_to_read(compiler / module.name / file.name));
+    }
+  }
+  for (const auto& file : entry.registry) {
+    if (on_hub && listed(on_hub->registry, file.name)) continue;
+    // An entry recorded before temporary files were left out may still list one.
+    if (layout::is_temporary_file(file.name.substr(file.name.rfind('/') + 1))) continue;
+    attempt.add(entry.compiler_dir() + "/" + file.name,
+                local.cache().file_to_read(compiler / file.name));
+  }
+}
+
+// Reads the shard at `path` on `head` (an empty one when there is none) and checks it is the
+// shard of `inputs`' model or profile.
+ai::IndexFile read_shard(hub::HubClient& client, const std::string& repo, const std::string& head,
+                         const std::string& path, const cache_key::KeyInputs& inputs) {
+  auto text = client.read_file(repo, path, head);
+  if (!text) return ai::shard_for(inputs);
+  ai::IndexFile index = ai::parse_index(*text, repo + "/" + path);
+  if (!ai::is_shard_for(index, inputs)) {
+    throw input_error(repo + "/" + path + " is not the index shard of " +
+                      cache_key::owner_of(inputs) + ": fix or delete that file");
+  }
+  return index;
+}
+
+// What the shard says of `entry` after the push: the Hub's records of the folders it has (their
+// files are what the Hub serves, whatever this cache holds), then the ones this push adds.
+ai::Entry grown(const ai::Entry* on_hub, const ai::Entry& entry) {
+  if (!on_hub) return entry;
+  ai::Entry out = ai::merged(*on_hub, entry);
+  out.configuration = entry.configuration;
+  out.compile_seconds = std::max(on_hub->compile_seconds, entry.compile_seconds);
+  out.tool = entry.tool;
+  out.created_at = entry.created_at;
+  return out;
+}
+
+// Only the shards of the pushed configurations' models are read and rewritten: the index data
+// a push sends does not grow with the repo.
+Attempt prepare(hub::HubClient& client, const std::string& repo, const std::string& head,
+                const LocalIndex& local, const std::vector<const ai::Entry*>& entries) {
+  Attempt attempt;
+  std::map<std::string, std::vector<const ai::Entry*>> by_shard;
+  for (const ai::Entry* entry : entries) {
+    by_shard[ai::remote_shard_path(entry->inputs)].push_back(entry);
+  }
+  for (const auto& [path, list] : by_shard) {
+    ai::IndexFile index = read_shard(client, repo, head, path, list.front()->inputs);
+    bool changed = false;
+    for (const ai::Entry* entry : list) {
+      auto it = index.entries.find(entry->key);
+      const ai::Entry* on_hub = it == index.entries.end() ? nullptr : &it->second;
+      if (on_hub && ai::covers(*on_hub, *entry)) {
+        attempt.already.push_back(entry->key);
+        continue;
+      }
+      add_entry_files(local, *entry, on_hub, attempt);
+      index.entries.insert_or_assign(entry->key, grown(on_hub, *entry));
+      attempt.pushed.push_back(entry->key);
+      changed = true;
+    }
+    if (!changed) continue;
+    attempt.temp_files.push_back(std::make_unique<TempFile>(ai::serialize_index(index)));
+    attempt.add(path, attempt.temp_files.back()->path());
+  }
+  return attempt;
+}
+
+constexpr const char* kModulesCommitMessage = "neuron-cache: add compiled graphs";
+
+}  // namespace
+
+std::string push_commit_message(size_t configurations) {
+  return "neuron-cache: add compiled artifacts of " + std::to_string(configurations) +
+         (configurations == 1 ? " configuration" : " configurations");
+}
+
+PushResult push(hub::HubClient& client, const std::string& repo, const LocalIndex& local,
+                const std::vector<ai::Entry>& entries, const PushOptions& options) {
+  PushResult result;
+  std::vector<const ai::Entry*> ready;
+  std::set<std::string> seen;
+  for (const auto& entry : entries) {
+    if (seen.count(entry.key)) continue;
+    if (auto problem = check_local(local, entry)) {
+      result.skipped.emplace(entry.key, *problem);
+    } else {
+      seen.insert(entry.key);
+      result.skipped.erase(entry.key);
+      ready.push_back(&entry);
+    }
+  }
+  if (ready.empty()) return result;
+  commit_on_head(client, repo, options.conflicts, "pushing", result.attempts,
+                 [&](const std::string& head) {
+                   Attempt attempt = prepare(client, repo, head, local, ready);
+                   result.pushed = attempt.pushed;
+                   result.already_on_hub = attempt.already;
+                   result.modules_added = attempt.modules_added;
+                   if (attempt.pushed.empty()) return;
+                   result.commit = client.commit(repo, attempt.operations,
+                                                 push_commit_message(attempt.pushed.size()), head);
+                 });
+  return result;
+}
+
+PushResult push_modules(hub::HubClient& client, const std::string& repo, const LocalIndex& local,
+                        const std::vector<std::string>& modules, const PushOptions& options) {
+  PushResult result;
+  std::vector<hub::CommitOperation> operations;
+  for (const auto& id : modules) {
+    size_t slash = id.find('/');
+    std::string compiler_dir = id.substr(0, slash);
+    std::string name = slash == std::string::npos ? "" : id.substr(slash + 1);
+    try {
+      ai::ModuleRecord record = local.record_module(compiler_dir, name);
+      for (const auto& file : record.files) {
+        operations.push_back(
+            {hub::CommitOperation::Kind::Add, id + "/" + file.name,
+             local.cache().file_to_read(local.cache().root() / compiler_dir / name / file.name)});
+      }
+      result.pushed.push_back(id);
+    } catch (const Error& error) {
+      result.skipped.emplace(id, error.what());
+    }
+  }
+  if (operations.empty()) return result;
+  commit_on_head(client, repo, options.conflicts, "pushing", result.attempts,
+                 [&](const std::string& head) {
+                   result.commit = client.commit(repo, operations, kModulesCommitMessage, head);
+                 });
+  return result;
+}
+
+}  // namespace neuron_cache::remote

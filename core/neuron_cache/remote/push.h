@@ -1,0 +1,44 @@
+// `neuron-cache push`: uploads the artifacts of locally compiled configurations, their registry
+// files and the updated artifact index in ONE commit on top of the head it read. Entries the Hub
+// index already has with every MODULE_ folder and registry file (artifact_index::covers) are not
+// sent; an entry that grew since (a profile, or `run --config`, that compiled more graphs) is
+// written again as the union of both, and only the folders the Hub's entry lacked are uploaded.
+// Files the Hub already stores are skipped by the commit itself.
+// Local files are checked against their index entry first, so a changed or half-written file is
+// never published under a configuration's key.
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "neuron_cache/format/artifact_index.h"
+#include "neuron_cache/hub/client.h"
+#include "neuron_cache/store/local_index.h"
+
+namespace neuron_cache::remote {
+
+struct PushOptions {
+  hub::RetryPolicy conflicts{6, std::chrono::milliseconds(1000), std::chrono::milliseconds(30000)};
+};
+
+struct PushResult {
+  std::vector<std::string> pushed;             // keys added to (or grown in) the Hub index
+  std::vector<std::string> already_on_hub;     // keys the Hub index had with all their contents
+  size_t modules_added = 0;                    // MODULE_ folders the pushed entries added
+  std::map<std::string, std::string> skipped;  // key -> why it was not pushed
+  hub::CommitResult commit;
+  int attempts = 0;
+};
+
+std::string push_commit_message(size_t configurations);
+
+PushResult push(hub::HubClient& client, const std::string& repo, const LocalIndex& local,
+                const std::vector<artifact_index::Entry>& entries, const PushOptions& options = {});
+
+// Uploads complete MODULE_ folders ("neuronxcc-<v>/MODULE_...") in one commit, without index
+// entries: what a run without a declared configuration compiled.
+PushResult push_modules(hub::HubClient& client, const std::string& repo, const LocalIndex& local,
+                        const std::vector<std::string>& modules, const PushOptions& options = {});
+
+}  // namespace neuron_cache::remote

@@ -1,0 +1,236 @@
+#include "neuron_cache/remote/remote_index.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <fstream>
+#include <iterator>
+
+#include "neuron_cache/error.h"
+#include "neuron_cache/format/digest.h"
+#include "neuron_cache/format/layout.h"
+#include "neuron_cache/git/git_info.h"
+#include "neuron_cache/hub/answer.h"
+#include "neuron_cache/store/safe_dir.h"
+
+namespace neuron_cache::remote {
+namespace {
+
+namespace ai = artifact_index;
+namespace fs = std::filesystem;
+
+// An index file larger than this is not an index: a format 1 file of 10,000 configurations is
+// about 100 MB, a shard a few KB per configuration.
+constexpr uint64_t kMaxIndexFileBytes = 256ull << 20;
+
+// The Hub's oid of a file with this content: sha256 for LFS files, the git blob id otherwise.
+bool matches(const hub::RemoteEntry& file, const std::string& content) {
+  return file.is_lfs() ? sha256_hex(content) == file.lfs_sha256 : git_blob_id(content) == file.oid;
+}
+
+std::string oid_of(const hub::RemoteEntry& file) {
+  return file.is_lfs() ? file.lfs_sha256 : file.oid;
+}
+
+nlohmann::json entry_json(const hub::RemoteEntry& entry) {
+  nlohmann::json item = {{"path", entry.path},
+                         {"type", entry.is_directory ? "directory" : "file"},
+                         {"size", entry.size},
+                         {"oid", entry.oid}};
+  if (entry.is_lfs()) item["lfs"] = {{"oid", entry.lfs_sha256}, {"size", entry.size}};
+  return item;
+}
+
+// The answers kept at `revision`: {"revision", "paths": {path: entry or null}}; empty answers
+// when none are kept for that revision.
+nlohmann::json read_answers(const fs::path& file, const std::string& revision) {
+  nlohmann::json empty = {{"revision", revision}, {"paths", nlohmann::json::object()}};
+  std::ifstream in(file, std::ios::binary);
+  if (file.empty() || !in) return empty;
+  nlohmann::json kept = nlohmann::json::parse(in, nullptr, false);
+  bool usable = kept.is_object() && kept.contains("revision") && kept["revision"] == revision &&
+                kept.contains("paths") && kept["paths"].is_object();
+  return usable ? kept : empty;
+}
+
+void keep_answers(const fs::path& file, const nlohmann::json& answers) {
+  if (file.empty()) return;
+  try {
+    replace_file(file, answers.dump());
+  } catch (const std::exception&) {
+    // Kept answers only save a request next time.
+  }
+}
+
+// paths-info at a commit never changes: with `copies`, the answers at the last head read are
+// kept there (paths-info.json, each path asked with its entry or null), so a run against an
+// unchanged repo asks only for the head commit. As trusted as the index copies beside it.
+std::vector<hub::RemoteEntry> paths_info_at(hub::HubClient& client, const std::string& repo,
+                                            const std::string& revision, const fs::path& copies,
+                                            const std::vector<std::string>& paths) {
+  fs::path file = copies.empty() ? fs::path() : copies / "paths-info.json";
+  nlohmann::json answers = read_answers(file, revision);
+  nlohmann::json& known = answers["paths"];
+  bool all_known = std::all_of(paths.begin(), paths.end(),
+                               [&](const std::string& path) { return known.contains(path); });
+  std::vector<hub::RemoteEntry> found;
+  if (all_known) {
+    try {
+      for (const auto& path : paths) {
+        if (known[path].is_object()) found.push_back(hub::parse_entry(known[path]));
+      }
+      return found;
+    } catch (const hub::BadAnswer&) {
+      found.clear();  // a damaged copy: ask the Hub again
+    }
+  }
+  found = client.paths_info(repo, paths, revision);
+  for (const auto& path : paths) known[path] = nullptr;
+  for (const auto& entry : found) {
+    if (known.contains(entry.path)) known[entry.path] = entry_json(entry);
+  }
+  keep_answers(file, answers);
+  return found;
+}
+
+}  // namespace
+
+RemoteIndex RemoteIndex::open(hub::HubClient& client, const std::string& repo, fs::path copies) {
+  RemoteIndex index(client, repo);
+  if (!copies.empty()) {
+    std::string folder = repo;
+    for (char& ch : folder) ch = ch == '/' ? '~' : ch;
+    index.copies_ = copies / folder;
+  }
+  index.revision_ = client.repo_info(repo).sha;
+  return index;
+}
+
+void RemoteIndex::load(const std::set<std::pair<std::string, std::string>>& versions_and_shards) {
+  std::vector<std::string> paths;
+  auto ask = [&](const std::string& path) {
+    if (asked_.insert(path).second) paths.push_back(path);
+  };
+  for (const auto& [version, shard] : versions_and_shards) {
+    ask(ai::remote_index_path(version));
+    ask(shard);
+  }
+  if (paths.empty()) return;
+  std::vector<hub::RemoteEntry> found;
+  for (auto& file : paths_info_at(*client_, repo_, revision_, copies_, paths)) {
+    // paths-info answers only for paths that exist; anything else it sends is ignored.
+    if (file.is_directory || !std::count(paths.begin(), paths.end(), file.path)) continue;
+    if (file.size > kMaxIndexFileBytes) {
+      problems_.push_back(repo_ + "/" + file.path + " is " + std::to_string(file.size) +
+                          " bytes: too large for an index file, ignored");
+      continue;
+    }
+    found.push_back(std::move(file));
+  }
+  for (const auto& [path, text] : fetch(found)) {
+    try {
+      add(ai::parse_index(text, repo_ + "/" + path));
+    } catch (const Error& error) {
+      problems_.push_back(std::string("skipped a whole index file: ") + error.what());
+    }
+  }
+}
+
+// The content of each file, from the kept copies or downloaded in parallel; a file that cannot
+// be fetched intact is a problem, not a failure: its configurations are then compiled.
+std::map<std::string, std::string> RemoteIndex::fetch(const std::vector<hub::RemoteEntry>& files) {
+  std::map<std::string, std::string> texts;
+  std::vector<hub::DownloadRequest> requests;
+  std::vector<UniqueFd> fds;
+  for (const auto& file : files) {
+    if (auto copy = read_copy(file)) {
+      texts.emplace(file.path, std::move(*copy));
+      continue;
+    }
+    fds.emplace_back(memfd_create("neuron-cache-index", MFD_CLOEXEC));
+    if (!fds.back()) throw operational_error("cannot create a memory file for an index file");
+    requests.push_back({file.path, fds.back().get(), file});
+  }
+  if (requests.empty()) return texts;
+  std::vector<hub::DownloadResult> results = client_->download(repo_, revision_, requests);
+  for (size_t i = 0; i < requests.size(); ++i) {
+    const hub::RemoteEntry& file = requests[i].expected;
+    if (!results[i].ok) {
+      problems_.push_back("the index file " + repo_ + "/" + file.path +
+                          " could not be fetched intact (" + results[i].error +
+                          "): its configurations count as not cached");
+      continue;
+    }
+    std::string text = read_whole_fd(fds[i].get());
+    keep_copy(file, text);
+    texts.emplace(file.path, std::move(text));
+  }
+  return texts;
+}
+
+void RemoteIndex::add(const ai::IndexFile& file) {
+  for (const auto& problem : file.problems)
+    problems_.push_back("skipped an index entry: " + problem);
+  for (const auto& [key, entry] : file.entries) {
+    entries_[entry.inputs.compiler_version].emplace(key, entry);
+  }
+}
+
+const std::vector<std::string>& RemoteIndex::compiler_versions() {
+  if (versions_) return *versions_;
+  std::set<std::string> versions;
+  for (const auto& item :
+       client_->list_tree(repo_, std::string(ai::kRemoteDir), false, revision_)) {
+    std::string name = item.path.substr(item.path.rfind('/') + 1);
+    if (!item.is_directory && name.ends_with(".json")) name.resize(name.size() - 5);
+    if (auto version = layout::compiler_version_of(name)) versions.insert(*version);
+  }
+  versions_.emplace(versions.begin(), versions.end());
+  return *versions_;
+}
+
+const ai::Entry* RemoteIndex::find(const std::string& compiler_version,
+                                   const std::string& key) const {
+  auto version = entries_.find(compiler_version);
+  if (version == entries_.end()) return nullptr;
+  auto it = version->second.find(key);
+  return it == version->second.end() ? nullptr : &it->second;
+}
+
+std::vector<const ai::Entry*> RemoteIndex::entries_of(const cache_key::KeyInputs& inputs) const {
+  std::vector<const ai::Entry*> out;
+  for (const auto& [version, entries] : entries_) {
+    for (const auto& [key, entry] : entries) {
+      if (cache_key::same_owner(entry.inputs, inputs)) out.push_back(&entry);
+    }
+  }
+  return out;
+}
+
+std::optional<std::string> RemoteIndex::read_copy(const hub::RemoteEntry& file) const {
+  if (copies_.empty()) return std::nullopt;
+  fs::path path = copies_ / file.path / (oid_of(file) + ".json");
+  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK));  // a FIFO never blocks
+  if (!fd) return std::nullopt;
+  std::string text =
+      read_whole_fd(fd.get());  // in bulk: a character iterator costs ms on a large file
+  if (!matches(file, text)) return std::nullopt;  // damaged: fetch it again
+  return text;
+}
+
+void RemoteIndex::keep_copy(const hub::RemoteEntry& file, const std::string& text) const {
+  if (copies_.empty() || !matches(file, text)) return;
+  try {
+    // The path was asked for by name (remote_shard_path, remote_index_path), never taken from
+    // an answer, so it stays below copies_.
+    fs::path dir = copies_ / file.path;
+    fs::remove_all(dir);  // older copies of this file are outdated
+    replace_file(dir / (oid_of(file) + ".json"), text);
+  } catch (const std::exception&) {
+    // A copy only saves a download next time.
+  }
+}
+
+}  // namespace neuron_cache::remote

@@ -1,0 +1,62 @@
+// Reading the artifact index of a Hub cache repo (format/artifact_index.h) with a number of
+// requests that grows with the models asked about, not with the repo: the head commit, ONE
+// paths-info request for the shards of those models (and the format 1 file of each compiler
+// version), then those files downloaded in parallel, each verified against its listed oid.
+#pragma once
+
+#include <filesystem>
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "neuron_cache/format/artifact_index.h"
+#include "neuron_cache/hub/client.h"
+
+namespace neuron_cache::remote {
+
+class RemoteIndex {
+ public:
+  // Reads the head commit; everything later reads that commit. With `copies`, index files are
+  // kept there by their Hub oid (verified when read back), so an index file that did not change
+  // since the last run is not downloaded again.
+  static RemoteIndex open(hub::HubClient& client, const std::string& repo,
+                          std::filesystem::path copies = {});
+
+  const std::string& repo() const { return repo_; }
+  const std::string& revision() const { return revision_; }
+  // Fetches the index files that can hold these entries: (compiler version, shard path) pairs
+  // (artifact_index::remote_shard_path), and the format 1 file of each version, once each: what
+  // find() and entries_of() answer from.
+  void load(const std::set<std::pair<std::string, std::string>>& versions_and_shards);
+  const artifact_index::Entry* find(const std::string& compiler_version,
+                                    const std::string& key) const;
+  // The compiler versions the repo has index files for (one listing, asked once): what a miss
+  // looks through for a nearest configuration.
+  const std::vector<std::string>& compiler_versions();
+  // Every loaded entry of the model (or profile) of `inputs`, for explaining misses.
+  std::vector<const artifact_index::Entry*> entries_of(const cache_key::KeyInputs& inputs) const;
+  // Entries (or whole files) set aside so far because they could not be read.
+  const std::vector<std::string>& problems() const { return problems_; }
+
+ private:
+  RemoteIndex(hub::HubClient& client, std::string repo)
+      : client_(&client), repo_(std::move(repo)) {}
+  std::map<std::string, std::string> fetch(const std::vector<hub::RemoteEntry>& files);
+  std::optional<std::string> read_copy(const hub::RemoteEntry& file) const;
+  void keep_copy(const hub::RemoteEntry& file, const std::string& text) const;
+  void add(const artifact_index::IndexFile& file);
+
+  hub::HubClient* client_;
+  std::string repo_;
+  std::string revision_;
+  std::filesystem::path copies_;
+  std::set<std::string> asked_;  // paths already looked for
+  std::optional<std::vector<std::string>> versions_;
+  std::map<std::string, std::map<std::string, artifact_index::Entry>> entries_;  // version, key
+  std::vector<std::string> problems_;
+};
+
+}  // namespace neuron_cache::remote

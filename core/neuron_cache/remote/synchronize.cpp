@@ -1,0 +1,116 @@
+#include "neuron_cache/remote/synchronize.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <map>
+#include <thread>
+
+#include "neuron_cache/format/digest.h"
+#include "neuron_cache/format/layout.h"
+#include "neuron_cache/git/git_info.h"
+#include "neuron_cache/remote/commit_on_head.h"
+
+namespace neuron_cache::remote {
+namespace {
+
+namespace fs = std::filesystem;
+
+bool excluded(const std::string& path) {
+  if (path == layout::kRootLock || layout::is_lock_file(path)) return true;
+  return path.starts_with(".cache/huggingface/") || path == ".git" || path.starts_with(".git/");
+}
+
+void walk(const LocalCache& cache, const SafeDir& dir, const std::string& prefix,
+          std::vector<LocalCacheFile>& out, std::vector<std::string>& skipped) {
+  for (const auto& item : dir.list()) {
+    std::string path = prefix.empty() ? item.name : prefix + "/" + item.name;
+    if (excluded(path)) continue;
+    // Half-written by a writer still running or killed: never something to share.
+    if (item.type != NodeType::Directory && layout::is_temporary_file(item.name)) continue;
+    if (item.type == NodeType::Directory) {
+      if (auto sub = dir.open_subdir(item.name)) walk(cache, *sub, path, out, skipped);
+    } else if (item.type == NodeType::File) {
+      out.push_back({path, dir.path() / item.name, item.size});
+    } else if (auto target = item.type == NodeType::Symlink ? cache.link_target(dir, item.name)
+                                                            : std::nullopt) {
+      std::error_code error;
+      if (fs::is_regular_file(*target, error)) {
+        out.push_back({path, *target, static_cast<uint64_t>(fs::file_size(*target, error))});
+      } else {
+        skipped.push_back(path + " (a symlink to a folder: not uploaded)");
+      }
+    } else {
+      skipped.push_back(path + " (a symlink to a place outside the cache, or not a file)");
+    }
+  }
+}
+
+std::string local_hash(const LocalCacheFile& file, bool lfs) {
+  return lfs ? sha256_of_file(file.read_from) : git_blob_id_of_file(file.read_from);
+}
+
+bool same_on_hub(const LocalCacheFile& file,
+                 const std::map<std::string, hub::RemoteEntry>& remote) {
+  auto it = remote.find(file.path_in_repo);
+  if (it == remote.end() || it->second.is_directory || it->second.size != file.size) return false;
+  const hub::RemoteEntry& entry = it->second;
+  return local_hash(file, entry.is_lfs()) == (entry.is_lfs() ? entry.lfs_sha256 : entry.oid);
+}
+
+void pre_sync_cleanup(const LocalCache& cache, const SyncOptions& options, SyncResult& result) {
+  if (options.compiler_running) {
+    result.cleanup_skipped = true;  // failed entries may then be uploaded, as in optimum-neuron
+    return;
+  }
+  CleanupOptions cleanup;
+  result.cleanup = cleanup_cache(cache, cleanup);
+}
+
+}  // namespace
+
+std::vector<LocalCacheFile> publishable_files(const LocalCache& cache,
+                                              std::vector<std::string>& skipped) {
+  std::vector<LocalCacheFile> files;
+  if (!cache.exists()) return files;
+  walk(cache, SafeDir::open(cache.root()), "", files, skipped);
+  std::sort(files.begin(), files.end(),
+            [](const auto& a, const auto& b) { return a.path_in_repo < b.path_in_repo; });
+  return files;
+}
+
+SyncResult synchronize(hub::HubClient& client, const LocalCache& cache, const std::string& repo,
+                       const SyncOptions& options) {
+  if (!cache.exists()) {
+    throw input_error("the " + cache.root().string() +
+                      " directory does not exist, cannot synchronize: check --cache-dir");
+  }
+  SyncResult result;
+  pre_sync_cleanup(cache, options, result);
+  std::vector<LocalCacheFile> files = publishable_files(cache, result.skipped);
+  result.local_files = files.size();
+  commit_on_head(client, repo, options.conflicts, "Hub cache synchronization", result.attempts,
+                 [&](const std::string& head) {
+                   std::map<std::string, hub::RemoteEntry> remote;
+                   for (auto& entry : client.list_tree(repo)) remote[entry.path] = entry;
+                   std::vector<hub::CommitOperation> operations;
+                   result.already_on_hub = 0;
+                   result.bytes_to_upload = 0;
+                   for (const auto& file : files) {
+                     if (same_on_hub(file, remote)) {
+                       ++result.already_on_hub;
+                       continue;
+                     }
+                     operations.push_back(
+                         {hub::CommitOperation::Kind::Add, file.path_in_repo, file.read_from});
+                     result.bytes_to_upload += file.size;
+                   }
+                   result.to_upload = operations.size();
+                   if (options.on_plan) options.on_plan(operations.size(), result.bytes_to_upload);
+                   if (operations.empty()) return;
+                   result.commit = client.commit(repo, operations, kSyncCommitMessage, head);
+                 });
+  return result;
+}
+
+}  // namespace neuron_cache::remote

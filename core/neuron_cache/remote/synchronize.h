@@ -1,0 +1,53 @@
+// `neuron-cache synchronize`: publish the local cache to a Hub cache repo the way optimum-neuron's
+// synchronize_hub_cache does (pre-sync cleanup, then ONE commit "Synchronizing local compiler
+// cache." on top of the current head, retried on concurrent commits), but sending only what is
+// missing or different on the Hub and never lock files.
+#pragma once
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "neuron_cache/hub/client.h"
+#include "neuron_cache/store/cache_tree.h"
+#include "neuron_cache/store/cleanup.h"
+
+namespace neuron_cache::remote {
+
+inline constexpr const char* kSyncCommitMessage = "Synchronizing local compiler cache.";
+
+struct SyncOptions {
+  hub::RetryPolicy conflicts{6, std::chrono::milliseconds(1000), std::chrono::milliseconds(30000)};
+  bool compiler_running = false;  // skip the pre-sync cleanup, as optimum-neuron does
+  // Called once the bytes to send are known (for progress display).
+  std::function<void(uint64_t files, uint64_t bytes)> on_plan;
+};
+
+struct SyncResult {
+  hub::CommitResult commit;
+  size_t local_files = 0;
+  size_t already_on_hub = 0;  // same path and content: not sent
+  size_t to_upload = 0;
+  uint64_t bytes_to_upload = 0;
+  int attempts = 0;
+  CleanupResult cleanup;
+  bool cleanup_skipped = false;
+  std::vector<std::string> skipped;  // untrusted symlinks and other things not uploaded
+};
+
+// A file of the local cache as the Hub will see it.
+struct LocalCacheFile {
+  std::string path_in_repo;
+  std::filesystem::path read_from;  // the file itself, or a trusted symlink's target
+  uint64_t size = 0;
+};
+
+// Every file to publish: lock files, the staging area and .git are left out; symlinks are
+// followed only to trusted places.
+std::vector<LocalCacheFile> publishable_files(const LocalCache& cache,
+                                              std::vector<std::string>& skipped);
+
+SyncResult synchronize(hub::HubClient& client, const LocalCache& cache, const std::string& repo,
+                       const SyncOptions& options);
+
+}  // namespace neuron_cache::remote

@@ -1,0 +1,427 @@
+#include "neuron_cache/report/report.h"
+
+#include <cstdio>
+#include <map>
+
+#include "neuron_cache/error.h"
+#include "neuron_cache/hub/http.h"
+#include "neuron_cache/store/cleanup.h"
+
+namespace neuron_cache::report {
+namespace {
+
+using nlohmann::json;
+
+json nearest_json(const plan::Nearest& n) {
+  json differences = json::array();
+  for (const auto& d : n.differences) {
+    differences.push_back({{"field", d.field}, {"cached", d.have}, {"requested", d.want}});
+  }
+  return {{"configuration", n.configuration}, {"key", n.key}, {"differences", differences}};
+}
+
+json registry_json(const plan::PlanRow& row) {
+  if (!row.registry) return nullptr;
+  return {{"compiler_dir", row.registry->compiler_dir},
+          {"optimum_neuron_version", row.registry->optimum_version},
+          {"path", row.registry->path}};
+}
+
+json row_json(const plan::PlanRow& row) {
+  const auto& c = row.target.configuration;
+  json nearest = json::array();
+  for (const auto& n : row.nearest) nearest.push_back(nearest_json(n));
+  return {{"name", c.name},
+          {"model_id", c.model_id},
+          {"key", row.target.key},
+          {"status", plan::status_name(row.status)},
+          {"reason", row.reason},
+          {"bytes_to_download", row.bytes_to_download},
+          {"files_to_download", row.files_to_download},
+          {"compile_seconds_saved", row.compile_seconds_saved},
+          {"registry", registry_json(row)},
+          {"source", c.source.to_string()},
+          {"nearest", nearest}};
+}
+
+const plan::PlanRow* find_row(const plan::Plan* plan, const std::string& key) {
+  if (!plan) return nullptr;
+  for (const auto& row : plan->rows) {
+    if (row.target.key == key) return &row;
+  }
+  return nullptr;
+}
+
+// Why prefetch did not install a configuration it meant to install, or nothing.
+const std::string* not_installed(const RunRecord& run, const std::string& key) {
+  if (!run.prefetch) return nullptr;
+  auto it = run.prefetch->result.failed.find(key);
+  return it == run.prefetch->result.failed.end() ? nullptr : &it->second;
+}
+
+const pipeline::CompileOutcome* find_outcome(const RunRecord& run, const std::string& key) {
+  if (!run.compile) return nullptr;
+  for (const auto& o : run.compile->outcomes) {
+    if (o.key == key) return &o;
+  }
+  return nullptr;
+}
+
+std::string cell(std::string text) {
+  for (char& ch : text) {
+    if (ch == '|' || ch == '\n') ch = ' ';
+  }
+  return text;
+}
+
+// What happened to one configuration, in a few words.
+std::string outcome_of(const RunRecord& run, const plan::PlanRow& before) {
+  switch (before.status) {
+    case plan::Status::Local:
+      return "local hit";
+    case plan::Status::Hub: {
+      const plan::PlanRow* after = find_row(run.final, before.target.key);
+      if (run.prefetch && after && after->status == plan::Status::Local)
+        return "fetched from the Hub";
+      if (!run.prefetch) return "available on the Hub";
+      if (!find_outcome(run, before.target.key)) return "NOT installed from the Hub";
+      break;
+    }
+    case plan::Status::Registry:
+    case plan::Status::Compile:
+      break;
+  }
+  if (const auto* o = find_outcome(run, before.target.key)) {
+    if (o->ok && !o->reused.empty()) return o->reused;
+    return o->ok ? "compiled" : "compile FAILED";
+  }
+  if (before.status == plan::Status::Registry) return "in optimum-neuron's registry";
+  return "must compile";
+}
+
+// "file:///abs/path", percent-encoded like the Hub's URLs (a '+' of a MODULE_ name is %2B).
+std::string file_url(const std::filesystem::path& path) {
+  return "file://" +
+         hub::url_encode(std::filesystem::absolute(path).lexically_normal().string(), true);
+}
+
+// The rows a build system can download: complete locally, or listed by the Hub's index.
+bool has_files(const plan::PlanRow& row) {
+  return row.entry && (row.status == plan::Status::Local || row.status == plan::Status::Hub);
+}
+
+json files_json(const plan::Plan& plan, const plan::PlanRow& row, const LocalIndex& local,
+                const hub::HubClient& client) {
+  const artifact_index::Entry& entry = *row.entry;
+  const std::string compiler_dir = entry.compiler_dir();
+  json files = json::array();
+  for (const auto& module : entry.modules) {
+    bool here = local.module_complete(compiler_dir, module);
+    if (!here && plan.hub_revision.empty()) {
+      // A URL of a branch could give other bytes than the sha256 says; never guess one.
+      throw operational_error(compiler_dir + "/" + module.name + " of " +
+                              row.target.configuration.name +
+                              " is neither complete locally nor at a known Hub commit: run "
+                              "`neuron-cache plan` again with the Hub reachable");
+    }
+    for (const auto& file : module.files) {
+      std::string path = compiler_dir + "/" + module.name + "/" + file.name;
+      std::string url = here ? file_url(local.cache().root() / path)
+                             : client.resolve_url(plan.repo, plan.hub_revision, path);
+      files.push_back({{"path", path},
+                       {"size", file.size},
+                       {"sha256", file.sha256},
+                       {"source", here ? "local" : "hub"},
+                       {"url", url}});
+    }
+  }
+  return files;
+}
+
+}  // namespace
+
+void add_files(json& plan_report, const plan::Plan& plan, const LocalIndex& local,
+               const hub::HubClient& client) {
+  json& rows = plan_report.at("configurations");
+  for (size_t i = 0; i < plan.rows.size() && i < rows.size(); ++i) {
+    const plan::PlanRow& row = plan.rows[i];
+    if (!has_files(row)) continue;
+    rows[i]["entry"] = artifact_index::serialize_entry(*row.entry);
+    rows[i]["files"] = files_json(plan, row, local, client);
+  }
+}
+
+std::string human_bytes(uint64_t bytes) {
+  static constexpr const char* kUnits[] = {"KiB", "MiB", "GiB", "TiB"};
+  if (bytes < 1024) return std::to_string(bytes) + " B";
+  double value = static_cast<double>(bytes) / 1024;
+  size_t unit = 0;
+  while (value >= 1024 && unit + 1 < std::size(kUnits)) {
+    value /= 1024;
+    ++unit;
+  }
+  char text[32];
+  std::snprintf(text, sizeof text, "%.1f %s", value, kUnits[unit]);
+  return text;
+}
+
+std::string human_seconds(double seconds) {
+  char buffer[32];
+  if (seconds < 90) {
+    std::snprintf(buffer, sizeof buffer, "%.0f s", seconds);
+  } else if (seconds < 5400) {
+    std::snprintf(buffer, sizeof buffer, "%.0f min", seconds / 60);
+  } else {
+    std::snprintf(buffer, sizeof buffer, "%.1f h", seconds / 3600);
+  }
+  return buffer;
+}
+
+Totals totals(const RunRecord& run) {
+  Totals t;
+  if (!run.initial) return t;
+  t.configurations = run.initial->rows.size();
+  for (const auto& row : run.initial->rows) {
+    if (row.status == plan::Status::Local) {
+      ++t.local;
+      t.compile_seconds_saved += row.compile_seconds_saved;
+    }
+    const plan::PlanRow* after = find_row(run.final, row.target.key);
+    bool fetched = row.status == plan::Status::Hub && run.prefetch && after &&
+                   after->status == plan::Status::Local && !find_outcome(run, row.target.key);
+    if (fetched) {
+      ++t.hub_hits;
+      t.compile_seconds_saved += row.compile_seconds_saved;
+    }
+    if (plan::runs_compile(row.status) ||
+        (row.status == plan::Status::Hub && !fetched && run.prefetch)) {
+      ++t.misses;
+    }
+  }
+  if (run.prefetch) {
+    t.bytes_downloaded = run.prefetch->result.bytes_downloaded;
+    t.not_installed = run.prefetch->result.failed.size();
+  }
+  if (run.compile) {
+    for (const auto& o : run.compile->outcomes) {
+      (o.ok ? t.compiled : t.failed) += 1;
+      t.compile_seconds += o.seconds;
+    }
+  }
+  if (run.push) t.bytes_uploaded = run.push->result.commit.bytes_uploaded;
+  return t;
+}
+
+json plan_json(const plan::Plan& plan) {
+  json rows = json::array();
+  for (const auto& row : plan.rows) rows.push_back(row_json(row));
+  return {{"format_version", kReportFormatVersion},
+          {"repo", plan.repo},
+          {"repo_origin", plan.repo_origin},
+          {"notes", plan.notes},
+          {"hub_checked", plan.hub_checked},
+          {"hub_revision", plan.hub_revision},
+          {"hub_problem", plan.hub_problem},
+          {"local", plan.count(plan::Status::Local)},
+          {"hub", plan.count(plan::Status::Hub)},
+          {"registry", plan.count(plan::Status::Registry)},
+          {"compile", plan.count(plan::Status::Compile)},
+          {"configurations", rows}};
+}
+
+json run_json(const RunRecord& run) {
+  Totals t = totals(run);
+  json configurations = json::array();
+  if (run.initial) {
+    for (const auto& row : run.initial->rows) {
+      json item = row_json(row);
+      item["outcome"] = outcome_of(run, row);
+      auto exported = run.exports.find(row.target.configuration.name);
+      item["export_dir"] = exported == run.exports.end() ? json(nullptr) : json(exported->second);
+      if (run.prefetch && row.status == plan::Status::Hub) {
+        const std::string* why = not_installed(run, row.target.key);
+        item["prefetch"] = {{"installed", why == nullptr},
+                            {"error", why ? json(*why) : json(nullptr)}};
+      }
+      if (const auto* o = find_outcome(run, row.target.key)) {
+        item["compile"] = {{"ok", o->ok},
+                           {"seconds", o->seconds},
+                           {"exit_code", o->exit_code},
+                           {"error", o->error},
+                           {"log_file", o->log_file},
+                           {"log_tail", o->log_tail},
+                           {"modules_produced", o->modules_produced},
+                           {"modules_used", o->modules_used},
+                           {"modules_from_hub", o->modules_from_hub},
+                           {"reused", o->reused.empty() ? json(nullptr) : json(o->reused)}};
+      }
+      configurations.push_back(item);
+    }
+  }
+  json notices = json::array();
+  if (run.pipeline) {
+    for (const auto& n : run.pipeline->notices())
+      notices.push_back({{"warning", n.warning}, {"text", n.text}});
+  }
+  json push = nullptr;
+  if (run.push) {
+    push = {{"attempted", run.push->attempted},
+            {"skipped_reason", run.push->skipped_reason},
+            {"pushed", run.push->result.pushed},
+            {"already_on_hub", run.push->result.already_on_hub},
+            {"commit", run.push->result.commit.commit_oid},
+            {"bytes_uploaded", run.push->result.commit.bytes_uploaded}};
+  }
+  return {{"format_version", kReportFormatVersion},
+          {"tool", pipeline::tool_version()},
+          {"repo", run.pipeline ? run.pipeline->repo() : ""},
+          {"compiler_version", run.pipeline ? run.pipeline->compiler_version() : ""},
+          {"hub_requests", run.pipeline ? run.pipeline->hub_requests() : 0},
+          {"totals",
+           {{"configurations", t.configurations},
+            {"local", t.local},
+            {"hub_hits", t.hub_hits},
+            {"misses", t.misses},
+            {"compiled", t.compiled},
+            {"failed", t.failed},
+            {"not_installed", t.not_installed},
+            {"bytes_downloaded", t.bytes_downloaded},
+            {"bytes_uploaded", t.bytes_uploaded},
+            {"compile_seconds", t.compile_seconds},
+            {"compile_seconds_saved", t.compile_seconds_saved},
+            {"seconds", run.seconds}}},
+          {"push", push},
+          {"notices", notices},
+          {"configurations", configurations}};
+}
+
+std::string commit_text(const hub::CommitResult& commit) {
+  return "in commit " + commit.commit_oid.substr(0, 12) + ": " +
+         std::to_string(commit.regular_files + commit.lfs_uploaded) + " files sent (" +
+         human_bytes(commit.bytes_uploaded) + "), " +
+         std::to_string(commit.unchanged + commit.lfs_already_stored) + " already stored";
+}
+
+namespace {
+
+// Every push line: skipped, `committed` (then the commit), failed, or `otherwise`.
+std::string push_outcome(const pipeline::PushStep& step, const std::string& committed,
+                         const std::string& otherwise) {
+  if (!step.attempted) return "push skipped: " + step.skipped_reason;
+  if (step.result.commit.committed) return committed + " " + commit_text(step.result.commit);
+  if (!step.skipped_reason.empty()) return "push failed: " + step.skipped_reason;
+  return otherwise;
+}
+
+}  // namespace
+
+std::string push_line(const pipeline::PushStep& step, const std::string& what) {
+  const auto& r = step.result;
+  std::string line = "pushed " + std::to_string(r.pushed.size()) + " " + what;
+  if (!r.already_on_hub.empty())
+    line += " (" + std::to_string(r.already_on_hub.size()) + " already on the Hub)";
+  return push_outcome(step, line, line);
+}
+
+std::string run_push_line(const pipeline::PushStep& step, const std::string& owner) {
+  const auto& r = step.result;
+  std::string otherwise =
+      r.skipped.empty()
+          ? "nothing new to push: the Hub already has every compiled graph of " + owner
+          : "not pushed: " + r.skipped.begin()->second;
+  return push_outcome(step,
+                      "pushed " + owner + ": " + std::to_string(r.modules_added) +
+                          " new compiled graphs (MODULE folders) and its index entry",
+                      otherwise);
+}
+
+std::string modules_push_line(const pipeline::PushStep& step) {
+  const auto& r = step.result;
+  std::string otherwise = r.pushed.empty()
+                              ? "nothing pushed: no compiled graph could be read"
+                              : std::to_string(r.pushed.size()) +
+                                    " compiled graphs were already on the Hub: nothing to push";
+  return push_outcome(
+      step, "pushed " + std::to_string(r.pushed.size()) + " compiled graphs (MODULE folders)",
+      otherwise);
+}
+
+std::string plan_text(const plan::Plan& plan) {
+  size_t width = 0;
+  for (const auto& row : plan.rows) width = std::max(width, row.target.configuration.name.size());
+  std::string out;
+  if (!plan.repo.empty())
+    out += "cache repo: " + plan.repo + " (from " + plan.repo_origin + ")\n\n";
+  for (const auto& row : plan.rows) {
+    std::string line = std::string(plan::status_name(row.status));
+    line.resize(9, ' ');
+    std::string name = row.target.configuration.name;
+    name.resize(width, ' ');
+    line += name + "  key " + row.target.key.substr(0, 12);
+    if (row.status == plan::Status::Hub) {
+      line += "  download " + human_bytes(row.bytes_to_download) + " in " +
+              std::to_string(row.files_to_download) + " files";
+    }
+    if (row.status != plan::Status::Compile && row.compile_seconds_saved >= 1) {
+      line += (row.status == plan::Status::Hub ? ", saves " : "  saves ") +
+              human_seconds(row.compile_seconds_saved) + " of compiling";
+    }
+    out += line + "\n";
+    if (plan::runs_compile(row.status)) out += "         " + row.reason + "\n";
+  }
+  out += "\n" + std::to_string(plan.rows.size()) +
+         " configurations: " + std::to_string(plan.count(plan::Status::Local)) + " local, " +
+         std::to_string(plan.count(plan::Status::Hub)) + " on the Hub, " +
+         (plan.count(plan::Status::Registry)
+              ? std::to_string(plan.count(plan::Status::Registry)) +
+                    " in optimum-neuron's registry (compiled through optimum-neuron, which "
+                    "fetches their NEFFs), "
+              : "") +
+         std::to_string(plan.count(plan::Status::Compile)) + " to compile";
+  if (!plan.hub_checked && !plan.hub_problem.empty()) {
+    out += " (Hub not checked: " + plan.hub_problem + ")";
+  }
+  out += "\n";
+  for (const auto& note : plan.notes) out += "note: " + note + "\n";
+  return out;
+}
+
+std::string run_markdown(const RunRecord& run) {
+  Totals t = totals(run);
+  std::string md = "## neuron-cache\n\n";
+  md += std::to_string(t.configurations) + " configurations: **" + std::to_string(t.local) +
+        " local**, **" + std::to_string(t.hub_hits) + " fetched from the Hub**, **" +
+        std::to_string(t.misses) + " compiled or to compile**";
+  if (t.failed) md += ", **" + std::to_string(t.failed) + " failed**";
+  if (t.not_installed) {
+    md += ", **" + std::to_string(t.not_installed) + " on the Hub but NOT installed**";
+  }
+  md += ".\n\n";
+  md += "| | |\n|---|---|\n";
+  md += "| Cache repo | `" + cell(run.pipeline ? run.pipeline->repo() : "") + "` |\n";
+  md += "| Compiler | `" + cell(run.pipeline ? run.pipeline->compiler_version() : "") + "` |\n";
+  md += "| Downloaded | " + human_bytes(t.bytes_downloaded) + " |\n";
+  md += "| Uploaded | " + human_bytes(t.bytes_uploaded) + " |\n";
+  md += "| Compile time spent | " + human_seconds(t.compile_seconds) + " |\n";
+  md += "| Compile time saved | " + human_seconds(t.compile_seconds_saved) + " |\n";
+  md += "| Total time | " + human_seconds(run.seconds) + " |\n\n";
+  md += "| Configuration | Model | Outcome | Key | Note |\n|---|---|---|---|---|\n";
+  if (run.initial) {
+    for (const auto& row : run.initial->rows) {
+      std::string note = plan::runs_compile(row.status) ? row.reason : "";
+      if (const std::string* why = not_installed(run, row.target.key)) note = *why;
+      if (const auto* o = find_outcome(run, row.target.key); o && !o->ok) note = o->error;
+      md += "| " + cell(row.target.configuration.name) + " | " +
+            cell(row.target.configuration.model_id) + " | " + outcome_of(run, row) + " | `" +
+            row.target.key.substr(0, 12) + "` | " + cell(note) + " |\n";
+    }
+  }
+  if (run.pipeline && !run.pipeline->notices().empty()) {
+    md += "\n### Notices\n\n";
+    for (const auto& n : run.pipeline->notices())
+      md += std::string("- ") + (n.warning ? "**warning:** " : "") + cell(n.text) + "\n";
+  }
+  return md;
+}
+
+}  // namespace neuron_cache::report

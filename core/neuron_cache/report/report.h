@@ -1,0 +1,74 @@
+// What a run did, for people and for machines: the JSON report (`ci --report`), the Markdown
+// summary (`ci --summary`, GitHub's job summary) and the plan table printed by `plan`.
+#pragma once
+
+#include <map>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+
+#include "neuron_cache/pipeline/pipeline.h"
+#include "neuron_cache/plan/plan.h"
+
+namespace neuron_cache::report {
+
+// Everything a run may have done; steps that did not run stay empty.
+struct RunRecord {
+  const plan::Plan* initial = nullptr;  // the plan before any step
+  const plan::Plan* final = nullptr;    // after prefetch and compile
+  std::optional<pipeline::PrefetchStep> prefetch;
+  std::optional<pipeline::CompileStep> compile;
+  std::optional<pipeline::PushStep> push;
+  const pipeline::Pipeline* pipeline = nullptr;
+  double seconds = 0;
+  std::map<std::string, std::string> exports;  // configuration name -> export folder
+};
+
+struct Totals {
+  size_t configurations = 0;
+  size_t local = 0;          // complete locally before the run
+  size_t hub_hits = 0;       // fetched from the Hub
+  size_t misses = 0;         // had to be compiled
+  size_t compiled = 0;       // compiled successfully
+  size_t failed = 0;         // compile failed
+  size_t not_installed = 0;  // on the Hub, but prefetch could not install them
+  uint64_t bytes_downloaded = 0;
+  uint64_t bytes_uploaded = 0;
+  double compile_seconds = 0;        // spent compiling
+  double compile_seconds_saved = 0;  // recorded compile time of every hit
+};
+Totals totals(const RunRecord& run);
+
+// The JSON report's format (core/neuron_cache/report/report.schema.json): raised when a key goes
+// away or changes meaning. The CMake module and the Bazel rule refuse a format they do not know.
+inline constexpr int kReportFormatVersion = 1;
+
+nlohmann::json plan_json(const plan::Plan& plan);
+// `plan --json --files`: gives each cached row of `plan_report` (made by plan_json) the files of
+// its entry's MODULE_ folders, with their size, sha256 and a URL a build system downloads them
+// from (Bazel's rctx.download): `file://` for a folder complete in `local`, else the Hub's
+// resolve URL pinned at the plan's revision. And `entry`: the entry's text, as an export's
+// neuron-cache-entry.json holds it. Never a token: URLs only.
+void add_files(nlohmann::json& plan_report, const plan::Plan& plan, const LocalIndex& local,
+               const hub::HubClient& client);
+nlohmann::json run_json(const RunRecord& run);
+std::string plan_text(const plan::Plan& plan);
+// "in commit 1a2b3c4d5e6f: 3 files sent (1.2 GiB), 4 already stored"
+std::string commit_text(const hub::CommitResult& commit);
+// One line on a push: skipped, failed, or what it sent in which commit. `what` names the things
+// pushed: configurations, or compiled graphs for `run` without --config.
+std::string push_line(const pipeline::PushStep& step, const std::string& what = "configurations");
+// The push of `run` with a profile or configuration (`owner`: "profile NAME", "configuration
+// NAME"): what the Hub got, or why nothing.
+std::string run_push_line(const pipeline::PushStep& step, const std::string& owner);
+// The push of a run's MODULE folders without an index entry (`run` without --config/--profile).
+std::string modules_push_line(const pipeline::PushStep& step);
+std::string run_markdown(const RunRecord& run);
+
+// "1.5 GiB", "12.0 KiB", "512 B": powers of 1024 with their IEC names. (status and cleanup keep
+// optimum-neuron's "KB"/"MB" wording for the same powers: store/cleanup.h format_size.)
+std::string human_bytes(uint64_t bytes);
+// "45 s", "12 min", "1.5 h"
+std::string human_seconds(double seconds);
+
+}  // namespace neuron_cache::report

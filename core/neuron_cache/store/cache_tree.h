@@ -1,0 +1,112 @@
+// Reading the local cache tree: compiler folders, MODULE_ entries with their state, and the
+// registry files of every generation. Nothing here writes.
+#pragma once
+
+#include <filesystem>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "neuron_cache/format/layout.h"
+#include "neuron_cache/format/registry.h"
+#include "neuron_cache/store/safe_dir.h"
+
+namespace neuron_cache {
+
+struct ModuleEntry {
+  std::string compiler_dir;  // "neuronxcc-<version>"
+  std::string name;          // "MODULE_..."
+  layout::ModuleName module;
+  layout::EntryState state = layout::EntryState::Empty;
+  layout::EntryFiles files;
+  uint64_t size_bytes = 0;  // regular files only, as optimum-neuron counts
+  std::vector<std::string> file_names;
+  std::vector<std::string> untrusted_links;  // symlinks pointing outside the trusted places
+  std::string flags_file;                    // compile_flags.json, compile_flags.txt or empty
+  std::string flags_file_key;                // MD5[:8] of the flags file bytes
+  std::string hlo_file;                      // model.hlo_module.pb, model.hlo.pb or empty
+};
+
+struct RegistryFile {
+  std::string path;  // relative to the compiler folder
+  bool is_link = false;
+  std::optional<registry::Record> record;  // nothing when unreadable
+  std::string problem;                     // why it could not be read
+};
+
+struct CompilerDir {
+  std::string name;
+  std::string version;
+  bool current = false;  // matches the installed compiler (prefix rule)
+  std::vector<ModuleEntry> modules;
+  std::vector<RegistryFile> registry;
+  uint64_t size_bytes = 0;  // MODULE_ entries only, as optimum-neuron counts
+};
+
+// Registry symlinks that do not resolve inside the cache as they are. optimum-neuron writes its
+// registry aliases as absolute links, so a cache copied or moved elsewhere keeps links into its
+// old place.
+struct ForeignLinks {
+  // Old root -> how many links into its layout are read from the same place below this root.
+  std::map<std::string, size_t> relocated;
+  // Links (relative to the root) that lead out of the cache and are never followed.
+  std::vector<std::string> outside;
+};
+
+// What plan and status say about `links`, one line each; nothing when there is nothing to say.
+std::vector<std::string> describe_foreign_links(const ForeignLinks& links,
+                                                const std::filesystem::path& root);
+
+struct CacheTree {
+  std::filesystem::path root;
+  bool exists = false;
+  std::string installed_compiler;  // empty when unknown
+  std::vector<CompilerDir> compilers;
+  std::vector<std::string> skipped;  // symlinked folders and other things not looked into
+  ForeignLinks foreign_links;        // of the registries scanned
+};
+
+// The state of `module_dir`, the folder of MODULE_ entry `module_name` (its name decides whether
+// it may be a traced export; the folder may be a staged copy under another name), from its
+// regular files alone (symlinks count as absent): what a writer checks in a folder it or its
+// command wrote.
+layout::EntryState state_of_written_folder(const SafeDir& module_dir, std::string_view module_name);
+
+class LocalCache {
+ public:
+  // Symlinks inside the cache are followed for reading only when they resolve inside the root or
+  // inside one of `trusted_link_roots` (the Hugging Face file cache, where optimum-neuron links
+  // downloaded NEFFs from).
+  explicit LocalCache(std::filesystem::path root,
+                      std::vector<std::filesystem::path> trusted_link_roots = {});
+
+  const std::filesystem::path& root() const { return root_; }
+  bool exists() const;
+
+  CacheTree scan(const std::string& installed_compiler, bool with_registry = true) const;
+  ModuleEntry inspect_module(const SafeDir& compiler_dir, const std::string& name) const;
+  std::vector<RegistryFile> scan_registry(const SafeDir& compiler_dir) const;
+
+  // Where reading the symlink `name` in `dir` goes: its target when that is inside the root or
+  // a trusted place; for an absolute link into another root's layout (".../neuronxcc-<v>/
+  // 0_REGISTRY/..." or ".../neuronxcc-<v>/MODULE_..."), left by a copy or move of the cache, the
+  // same place below this root when it is there. Nothing otherwise: a link is never followed out
+  // of those places.
+  std::optional<std::filesystem::path> link_target(const SafeDir& dir,
+                                                   const std::string& name) const;
+  // `file` (below the root) itself, or where link_target reads it when it is a symlink; throws
+  // for a link reads may not follow.
+  std::filesystem::path file_to_read(const std::filesystem::path& file) const;
+  // Whether the symlink `name` in `dir` resolves to a place reads may go (link_target).
+  bool link_is_trusted(const SafeDir& dir, const std::string& name) const;
+  // The registry links of `compiler_dir` that link_target reads elsewhere than they point, or not
+  // at all (their paths start with the compiler folder's name).
+  ForeignLinks foreign_registry_links(const SafeDir& compiler_dir) const;
+
+ private:
+  std::filesystem::path root_;
+  std::vector<std::filesystem::path> trusted_;
+};
+
+}  // namespace neuron_cache

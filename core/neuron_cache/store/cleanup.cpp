@@ -1,0 +1,194 @@
+#include "neuron_cache/store/cleanup.h"
+
+#include <fcntl.h>
+#include <sys/file.h>
+
+#include <chrono>
+#include <cstdio>
+#include <utility>
+
+#include "neuron_cache/error.h"
+#include "neuron_cache/format/layout.h"
+#include "neuron_cache/store/entry_install.h"
+
+namespace neuron_cache {
+namespace {
+
+using layout::EntryState;
+
+// Whether a live process holds an flock on the lock file (as EntryLock and, through Python's
+// filelock, libneuronxla do). Deleting such a file would let a second writer into the entry.
+bool lock_is_held(const SafeDir& dir, const std::string& name) {
+  int fd = openat(dir.fd(), name.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) return false;
+  UniqueFd guard(fd);
+  if (flock(fd, LOCK_EX | LOCK_NB) == 0) return false;  // released when `guard` closes
+  return errno == EWOULDBLOCK;
+}
+
+void clean_module(const SafeDir& compiler, const ModuleEntry& module, const CleanupOptions& options,
+                  CleanupResult& result) {
+  std::string rel = module.compiler_dir + "/" + module.name;
+  auto remove_entry = [&](int& counter) {
+    result.bytes_freed += options.dry_run ? module.size_bytes : compiler.remove_tree(module.name);
+    result.removed.push_back(rel);
+    ++counter;
+  };
+  if (module.state == EntryState::Failed) {
+    remove_entry(result.failed_removed);
+  } else if (module.state == EntryState::Locked && options.compiler_running == false) {
+    std::optional<SafeDir> dir = compiler.open_subdir(module.name);
+    if (!dir) return;
+    for (const auto& lock : module.files.lock_files) {
+      if (lock_is_held(*dir, lock)) continue;
+      result.bytes_freed += dir->entry(lock).value_or(DirEntry{lock, NodeType::Other}).size;
+      if (!options.dry_run) dir->remove_file(lock);
+      result.removed.push_back(rel + "/" + lock);
+      ++result.locks_removed;
+    }
+  } else if (module.state == EntryState::Empty && options.remove_empty) {
+    remove_entry(result.empty_removed);
+  } else if (module.state == EntryState::Traced && options.remove_empty) {
+    // optimum-neuron's cleanup --all counts it EMPTY and deletes it (format spec 2.4): it is a
+    // usable export, so it stays, and the summary says so.
+    ++result.traced_kept;
+  }
+}
+
+// Registry generations go 6 levels deep (format spec 2.2): 8 leaves room without walking forever.
+constexpr int kMaxRegistryDepth = 8;
+
+double seconds_now() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+// Removes the temporary files (layout::is_temporary_file) below `dir` old enough to be abandoned.
+void clean_registry_temporaries(const SafeDir& dir, const std::string& rel, int depth,
+                                const CleanupOptions& options, CleanupResult& result) {
+  for (const auto& item : dir.list()) {
+    std::string path = rel + "/" + item.name;
+    if (item.type == NodeType::Directory) {
+      if (depth >= kMaxRegistryDepth) continue;
+      if (auto sub = dir.open_subdir(item.name))
+        clean_registry_temporaries(*sub, path, depth + 1, options, result);
+      continue;
+    }
+    if (!layout::is_temporary_file(item.name)) continue;
+    if (seconds_now() - item.mtime < kAbandonedTemporarySeconds) continue;  // maybe being written
+    if (!options.dry_run) dir.remove_file(item.name);
+    result.bytes_freed += item.size;
+    result.removed.push_back(path);
+    ++result.temporary_removed;
+  }
+}
+
+// The root as a parent folder and a plain name: "cache/", "cache/." and "./cache" all name the
+// folder "cache" (a trailing slash has an empty filename()).
+std::pair<std::filesystem::path, std::string> split_root(const std::filesystem::path& root) {
+  std::filesystem::path target = std::filesystem::absolute(root).lexically_normal();
+  if (!target.has_filename()) target = target.parent_path();
+  if (target == target.root_path()) {
+    throw input_error("refusing to wipe " + target.string() + ": it is not a cache folder");
+  }
+  return {target.parent_path(), target.filename().string()};
+}
+
+CleanupResult wipe(const LocalCache& cache, bool dry_run) {
+  CleanupResult result;
+  result.wiped = true;
+  auto [parent_path, name] = split_root(cache.root());
+  auto parent = SafeDir::open(parent_path);
+  auto node = parent.entry(name);
+  if (node && node->type == NodeType::Symlink) {
+    throw input_error("the cache root " + cache.root().string() +
+                      " is a symlink: pass --cache-dir with the folder it points to if you want "
+                      "that folder wiped");
+  }
+  result.bytes_freed = dry_run ? parent.tree_size(name) : parent.remove_tree(name);
+  return result;
+}
+
+}  // namespace
+
+std::string format_size(uint64_t bytes) {
+  char text[64];
+  double value = static_cast<double>(bytes);
+  if (bytes < 1024) {
+    std::snprintf(text, sizeof text, "%llu B", static_cast<unsigned long long>(bytes));
+  } else if (bytes < 1024ull * 1024) {
+    std::snprintf(text, sizeof text, "%.1f KB", value / 1024);
+  } else if (bytes < 1024ull * 1024 * 1024) {
+    std::snprintf(text, sizeof text, "%.1f MB", value / (1024 * 1024));
+  } else {
+    std::snprintf(text, sizeof text, "%.1f GB", value / (1024.0 * 1024 * 1024));
+  }
+  return text;
+}
+
+std::string CleanupResult::summary(bool dry_run) const {
+  std::string prefix = dry_run ? "[DRY RUN] " : "";
+  if (wiped) return prefix + "Cache wiped. Freed " + format_size(bytes_freed) + ".";
+  std::vector<std::string> parts;
+  auto count = [&](int n, const std::string& what) {
+    if (n > 0) parts.push_back("Removed " + std::to_string(n) + " " + what);
+  };
+  count(failed_removed, "failed entries");
+  count(locks_removed, "stale lock files");
+  if (!skipped_locks_reason.empty())
+    parts.push_back("Skipped lock cleanup: " + skipped_locks_reason);
+  count(empty_removed, "empty entries");
+  if (traced_kept > 0) {
+    parts.push_back("Kept " + std::to_string(traced_kept) +
+                    " complete traced exports (optimum-cli neuron cache cleanup --all would "
+                    "delete them as empty)");
+  }
+  if (!old_versions_removed.empty()) {
+    std::string names;
+    for (const auto& v : old_versions_removed) names += (names.empty() ? "" : ", ") + v;
+    parts.push_back("Removed old compiler versions: " + names);
+  }
+  count(staging_removed, "abandoned neuron-cache staging folders");
+  count(temporary_removed, "abandoned temporary registry files");
+  if (parts.empty()) parts.push_back("Nothing to clean up");
+  parts.push_back("Freed " + format_size(bytes_freed));
+  std::string text = prefix;
+  for (size_t i = 0; i < parts.size(); ++i) text += (i ? ". " : "") + parts[i];
+  return text + ".";
+}
+
+CleanupResult cleanup_cache(const LocalCache& cache, const CleanupOptions& options) {
+  if (!cache.exists()) return {};
+  if (options.wipe) return wipe(cache, options.dry_run);
+  if (options.remove_old_versions && options.installed_compiler.empty()) {
+    throw input_error(
+        "--old-versions needs the installed compiler version to know which folders "
+        "are old: put neuronx-cc on PATH or pass --compiler-version");
+  }
+  CleanupResult result;
+  if (options.compiler_running) {
+    result.skipped_locks_reason = "neuronx-cc processes are currently running";
+  }
+  CacheTree tree = cache.scan(options.installed_compiler, false);
+  SafeDir root = SafeDir::open(cache.root());
+  for (const auto& compiler : tree.compilers) {
+    if (options.remove_old_versions && !compiler.current) {
+      result.bytes_freed +=
+          options.dry_run ? root.tree_size(compiler.name) : root.remove_tree(compiler.name);
+      result.old_versions_removed.push_back(compiler.name);
+      result.removed.push_back(compiler.name);
+      continue;
+    }
+    std::optional<SafeDir> dir = root.open_subdir(compiler.name);
+    if (!dir) continue;
+    for (const auto& module : compiler.modules) clean_module(*dir, module, options, result);
+    if (auto registry = dir->open_subdir(layout::kRegistryDir)) {
+      clean_registry_temporaries(*registry, compiler.name + "/" + std::string(layout::kRegistryDir),
+                                 0, options, result);
+    }
+  }
+  result.bytes_freed +=
+      remove_abandoned_staging(cache.root(), options.dry_run, &result.staging_removed);
+  return result;
+}
+
+}  // namespace neuron_cache

@@ -1,0 +1,52 @@
+// `neuron-cache cleanup`: the semantics of optimum-cli neuron cache cleanup. Always removes FAILED
+// entries (cached compiler failures block recompilation forever) and the lock files of LOCKED
+// entries, unless a neuronx-cc process runs; optionally EMPTY entries, old compiler folders, or
+// the whole root, and always temporary files left in 0_REGISTRY by a writer that died (see
+// kAbandonedTemporarySeconds). Nothing is ever deleted through a symlink. Unlike optimum-neuron,
+// EMPTY never covers a complete traced export folder (layout::EntryState::Traced): --all keeps it.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "neuron_cache/store/cache_tree.h"
+
+namespace neuron_cache {
+
+// A registry file is written and renamed in well under a second: a temporary one this old has
+// lost its writer (nothing records which process writes it, so its age is the only safe sign).
+inline constexpr double kAbandonedTemporarySeconds = 3600;
+
+struct CleanupOptions {
+  bool remove_empty = false;         // --all
+  bool remove_old_versions = false;  // --old-versions
+  bool wipe = false;                 // --wipe
+  bool dry_run = false;
+  std::string installed_compiler;  // needed by --old-versions
+  bool compiler_running = false;   // a neuronx-cc process runs: locks are not stale
+};
+
+struct CleanupResult {
+  int failed_removed = 0;
+  int locks_removed = 0;
+  int empty_removed = 0;
+  int traced_kept = 0;  // complete traced exports --all left in place
+  int staging_removed = 0;
+  int temporary_removed = 0;  // abandoned temporary files in 0_REGISTRY
+  std::vector<std::string> old_versions_removed;
+  bool wiped = false;
+  uint64_t bytes_freed = 0;
+  std::string skipped_locks_reason;
+  std::vector<std::string> removed;  // paths relative to the root
+
+  // optimum-neuron's wording: "Removed 2 failed entries. Freed 1.5 KB."
+  std::string summary(bool dry_run) const;
+};
+
+CleanupResult cleanup_cache(const LocalCache& cache, const CleanupOptions& options);
+
+// optimum-neuron's sizes: B, KB, MB, GB in steps of 1024 with one decimal.
+std::string format_size(uint64_t bytes);
+
+}  // namespace neuron_cache

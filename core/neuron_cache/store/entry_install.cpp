@@ -1,0 +1,530 @@
+#include "neuron_cache/store/entry_install.h"
+
+#include <fcntl.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <random>
+#include <thread>
+#include <vector>
+
+#include "neuron_cache/error.h"
+#include "neuron_cache/format/digest.h"
+#include "neuron_cache/format/layout.h"
+#include "neuron_cache/store/cache_tree.h"
+
+namespace neuron_cache {
+namespace {
+
+namespace fs = std::filesystem;
+
+bool entry_is_success(const SafeDir& entry) {
+  auto neff = entry.entry(layout::kNeff);
+  auto done = entry.entry(layout::kDone);
+  return neff && done && neff->type == NodeType::File && done->type == NodeType::File;
+}
+
+// Splits "a/b/c" into the folder part and the file name.
+std::pair<std::string, std::string> split_parent(std::string_view path) {
+  size_t slash = path.rfind('/');
+  if (slash == std::string_view::npos) return {"", std::string(path)};
+  return {std::string(path.substr(0, slash)), std::string(path.substr(slash + 1))};
+}
+
+void copy_into(int source_fd, const SafeDir& dir, const std::string& name, const fs::path& source) {
+  UniqueFd out = dir.create_new(name);
+  std::vector<char> buffer(1 << 20);
+  while (true) {
+    ssize_t n = read(source_fd, buffer.data(), buffer.size());
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0)
+      throw operational_error("cannot read " + source.string() + ": " + std::strerror(errno));
+    if (n == 0) return;
+    for (ssize_t done = 0; done < n;) {
+      ssize_t written = write(out.get(), buffer.data() + done, static_cast<size_t>(n - done));
+      if (written < 0 && errno == EINTR) continue;
+      if (written < 0) {
+        throw operational_error("cannot write " + (dir.path() / name).string() + ": " +
+                                std::strerror(errno));
+      }
+      done += written;
+    }
+  }
+}
+
+// Links the very inode that was opened and checked, so a file swapped for a symlink after the
+// check is never what gets linked.
+void link_or_copy(int source_fd, const SafeDir& dir, const std::string& name,
+                  const fs::path& source) {
+  if (dir.link_fd(source_fd, name)) return;
+  // ENOENT: no /proc mounted.
+  if (errno != EXDEV && errno != EMLINK && errno != EPERM && errno != ENOENT) {
+    throw operational_error("cannot link " + source.string() + " into " + dir.path().string() +
+                            ": " + std::strerror(errno));
+  }
+  copy_into(source_fd, dir, name, source);
+}
+
+// The staging folder names the constructor makes for `module`: "<module>.<pid>.<12 chars>".
+bool is_staging_folder_of(std::string_view name, std::string_view module) {
+  if (name.size() <= module.size() + 1 || !name.starts_with(module) || name[module.size()] != '.')
+    return false;
+  std::string_view rest = name.substr(module.size() + 1);
+  size_t dot = rest.find('.');
+  if (dot == 0 || dot == std::string_view::npos) return false;
+  for (char c : rest.substr(0, dot)) {
+    if (c < '0' || c > '9') return false;
+  }
+  return rest.size() - dot - 1 == 12;
+}
+
+// The folder holding '/'-path `relative` below `dir` (no symlink followed), or nothing. Only
+// for a path with a folder part.
+std::optional<SafeDir> parent_folder(const SafeDir& dir, std::string_view relative) {
+  std::string_view folders = relative.substr(0, relative.rfind('/'));
+  size_t slash = folders.find('/');
+  std::optional<SafeDir> at = dir.open_subdir(folders.substr(0, slash));
+  while (at && slash != std::string_view::npos) {
+    size_t next = folders.find('/', slash + 1);
+    at = at->open_subdir(folders.substr(slash + 1, next == folders.npos ? next : next - slash - 1));
+    slash = next;
+  }
+  return at;
+}
+
+// The staged file `file.name` below `dir`, open for reading, when it is a regular file with the
+// expected size and sha256: a killed writer's file may be cut short or hold any bytes.
+std::optional<UniqueFd> open_if_whole(const SafeDir& dir, const EntryInstall::ExpectedFile& file) {
+  try {
+    std::optional<SafeDir> sub;
+    if (file.name.find('/') != std::string::npos) {
+      sub = parent_folder(dir, file.name);
+      if (!sub) return std::nullopt;
+    }
+    const SafeDir& parent = sub ? *sub : dir;
+    std::string name = split_parent(file.name).second;
+    auto node = parent.entry(name);
+    if (!node || node->type != NodeType::File || node->size != file.size) return std::nullopt;
+    UniqueFd fd = parent.open_read(name);
+    Hasher hasher(HashAlgorithm::Sha256);
+    std::vector<char> buffer(1 << 20);
+    for (off_t offset = 0;;) {
+      ssize_t n = pread(fd.get(), buffer.data(), buffer.size(), offset);
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0) return std::nullopt;
+      if (n == 0) break;
+      hasher.update(std::string_view(buffer.data(), static_cast<size_t>(n)));
+      offset += n;
+    }
+    if (hasher.hex_digest() != file.sha256) return std::nullopt;
+    return fd;
+  } catch (const Error&) {
+    return std::nullopt;  // unreadable: downloaded again
+  }
+}
+
+}  // namespace
+
+EntryLock EntryLock::acquire(const SafeDir& entry_dir, std::chrono::milliseconds timeout) {
+  const std::string name(layout::kEntryLock);
+  auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (true) {
+    int fd = openat(entry_dir.fd(), name.c_str(), O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0644);
+    if (fd < 0) {
+      throw operational_error("cannot open the lock file " + (entry_dir.path() / name).string() +
+                              ": " + std::strerror(errno));
+    }
+    UniqueFd lock_fd(fd);
+    bool expired = std::chrono::steady_clock::now() >= deadline;
+    if (flock(fd, LOCK_EX | LOCK_NB) == 0) {
+      // The previous holder may have deleted the file after we opened it: lock the live one.
+      if (same_file(fd, entry_dir.fd(), name.c_str())) {
+        return EntryLock(UniqueFd(fcntl(entry_dir.fd(), F_DUPFD_CLOEXEC, 0)), std::move(lock_fd));
+      }
+      if (!expired) continue;
+    } else if (errno != EWOULDBLOCK && errno != EINTR) {
+      throw operational_error("cannot lock " + (entry_dir.path() / name).string() + ": " +
+                              std::strerror(errno));
+    }
+    if (expired) {
+      // A lock file left by a dead process never blocks (its flock died with it), so a live
+      // process holds this one: deleting the file would only let two writers in.
+      const std::string lock_path = (entry_dir.path() / name).string();
+      throw operational_error(
+          entry_dir.path().string() + " is locked by another process (" + name +
+          "): a compilation or download of this entry is running; wait for it to finish, or "
+          "stop that process (`fuser -v " +
+          lock_path + "` shows it)");
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+}
+
+EntryLock::~EntryLock() = default;
+
+void EntryLock::release_and_remove() {
+  if (!fd_) return;
+  unlinkat(dir_fd_.get(), std::string(layout::kEntryLock).c_str(), 0);
+  fd_ = UniqueFd();
+}
+
+PrefetchLock PrefetchLock::acquire(const fs::path& cache_root,
+                                   const std::function<void(const std::string&)>& on_wait) {
+  SafeDir area = SafeDir::open_or_create(cache_root).make_path(layout::kWorkAreaDir);
+  const std::string name(layout::kPrefetchLock);
+  const fs::path path = area.path() / name;
+  // Never deleted, so every process locks the same inode.
+  int fd = openat(area.fd(), name.c_str(), O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0644);
+  if (fd < 0) {
+    throw operational_error("cannot open the prefetch lock " + path.string() + ": " +
+                            std::strerror(errno));
+  }
+  UniqueFd lock(fd);
+  if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+    if (errno != EWOULDBLOCK) {
+      throw operational_error("cannot lock " + path.string() + ": " + std::strerror(errno));
+    }
+    if (on_wait) {
+      std::string holder = read_whole_fd(fd);
+      while (!holder.empty() && (holder.back() == '\n' || holder.back() == ' ')) holder.pop_back();
+      on_wait("another neuron-cache prefetch into " + cache_root.string() + " is running" +
+              (holder.empty() ? "" : " (pid " + holder + ")") +
+              ": waiting for it to finish; what it installs is not downloaded again");
+    }
+    while (flock(fd, LOCK_EX) != 0) {
+      if (errno != EINTR) {
+        throw operational_error("cannot lock " + path.string() + ": " + std::strerror(errno));
+      }
+    }
+  }
+  // The pid only names the holder in the next waiter's message: the flock decides ownership.
+  std::string pid = std::to_string(getpid()) + "\n";
+  if (ftruncate(fd, 0) != 0 || pwrite(fd, pid.data(), pid.size(), 0) < 0) {
+    // Only the message of a waiter would lack the pid.
+  }
+  return PrefetchLock(std::move(lock));
+}
+
+void check_root_is_safe(const fs::path& root) {
+  struct stat info {};
+  if (stat(root.c_str(), &info) != 0) return;
+  if ((info.st_mode & S_IWOTH) && !(info.st_mode & S_ISVTX)) {
+    throw operational_error("the cache root " + root.string() +
+                            " is writable by every user without the sticky bit: anyone could "
+                            "replace entries; run `chmod o-w " +
+                            root.string() + "` or choose another --cache-dir");
+  }
+}
+
+EntryInstall::EntryInstall(const fs::path& cache_root, std::string compiler_dir,
+                           std::string module_name)
+    : root_(cache_root),
+      compiler_dir_(std::move(compiler_dir)),
+      module_name_(std::move(module_name)) {
+  check_plain_name(compiler_dir_);
+  check_plain_name(module_name_);
+  SafeDir root = SafeDir::open_or_create(root_);
+  check_root_is_safe(root_);
+  staging_area_.emplace(root.make_path(layout::kStagingDir));
+  // Locked before it is visible under its name, so cleanup never takes it for abandoned.
+  LockedDir made = staging_area_->make_locked_subdir(
+      [&] { return module_name_ + "." + std::to_string(getpid()) + "." + random_hex(12); });
+  staging_name_ = made.name;
+  staging_lock_ = std::move(made.lock);
+  staging_.emplace(std::move(made.dir));
+}
+
+EntryInstall::~EntryInstall() {
+  if (staging_area_ && !staging_name_.empty()) {
+    try {
+      staging_area_->remove_tree(staging_name_);
+    } catch (const Error&) {
+      // Best effort: `neuron-cache cleanup` removes abandoned staging folders later.
+    }
+  }
+}
+
+UniqueFd EntryInstall::create_file(std::string_view relative_path) {
+  auto [parent, name] = split_parent(relative_path);
+  if (parent.empty()) return staging_->create_new(name);
+  return staging_->make_path(parent).create_new(name);
+}
+
+void EntryInstall::add_file(std::string_view relative_path, std::string_view content) {
+  auto [parent, name] = split_parent(relative_path);
+  if (parent.empty()) {
+    staging_->write_new_file(name, content);
+  } else {
+    staging_->make_path(parent).write_new_file(name, content);
+  }
+}
+
+void EntryInstall::link_file(std::string_view relative_path, const fs::path& source) {
+  int fd = ::open(source.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) {
+    int error = errno;
+    throw operational_error("cannot open " + source.string() + ": " + std::strerror(error) +
+                            (error == ELOOP ? " (a symlink: only regular files are staged)" : ""));
+  }
+  UniqueFd source_fd(fd);
+  require_regular_file(fd, source);
+  auto [parent, name] = split_parent(relative_path);
+  check_plain_name(name);
+  if (parent.empty()) {
+    link_or_copy(fd, *staging_, name, source);
+  } else {
+    link_or_copy(fd, staging_->make_path(parent), name, source);
+  }
+}
+
+EntryInstall::Reused EntryInstall::reuse_abandoned(
+    const std::vector<ExpectedFile>& wanted, const std::vector<std::string>& staging_folders) {
+  Reused reused;
+  for (const auto& folder : staging_folders) {
+    if (folder == staging_name_ || !is_staging_folder_of(folder, module_name_)) continue;
+    // Its writer is gone when its flock is free; held until the folder is deleted below, so a
+    // cleanup or another prefetch cannot take it meanwhile. Gone or not a folder: skipped.
+    std::optional<SafeDir> dir = staging_area_->open_subdir(folder);
+    if (!dir || flock(dir->fd(), LOCK_EX | LOCK_NB) != 0 ||
+        !same_file(dir->fd(), staging_area_->fd(), folder.c_str())) {
+      continue;
+    }
+    for (const auto& file : wanted) {
+      if (std::find(reused.files.begin(), reused.files.end(), file.name) != reused.files.end())
+        continue;
+      std::optional<UniqueFd> fd = open_if_whole(*dir, file);
+      if (!fd) continue;
+      auto [parent, name] = split_parent(file.name);
+      check_plain_name(name);
+      if (parent.empty()) {
+        link_or_copy(fd->get(), *staging_, name, dir->path() / file.name);
+      } else {
+        link_or_copy(fd->get(), staging_->make_path(parent), name, dir->path() / file.name);
+      }
+      reused.files.push_back(file.name);
+      reused.bytes += file.size;
+    }
+    try {
+      staging_area_->remove_tree(folder);
+    } catch (const Error&) {
+      // What is left is deleted by the end of the prefetch or by `neuron-cache cleanup`.
+    }
+  }
+  return reused;
+}
+
+void EntryInstall::step(std::string_view name) {
+  if (on_step) on_step(name);
+}
+
+void EntryInstall::sync_staged(const SafeDir& dir) {
+  for (const auto& item : dir.list()) {
+    if (item.type == NodeType::Directory) {
+      if (auto sub = dir.open_subdir(item.name)) sync_staged(*sub);
+    } else if (item.type == NodeType::File) {
+      UniqueFd fd = dir.open_read(item.name);
+      fsync(fd.get());
+    }
+  }
+  dir.sync();
+}
+
+struct EntryInstall::Locked {
+  SafeDir entry;
+  EntryLock lock;
+};
+
+std::optional<EntryInstall::Locked> EntryInstall::lock_entry(
+    std::chrono::milliseconds lock_timeout) {
+  SafeDir root = SafeDir::open(root_);
+  SafeDir entry = root.make_subdir(compiler_dir_).make_subdir(module_name_);
+  EntryLock lock = EntryLock::acquire(entry, lock_timeout);
+  step("locked");
+  if (entry_is_success(entry)) {
+    lock.release_and_remove();
+    return std::nullopt;
+  }
+  return Locked{std::move(entry), std::move(lock)};
+}
+
+bool EntryInstall::move_content(const SafeDir& entry) {
+  // A done marker without its NEFF would turn SUCCESS the moment the NEFF lands: drop it first.
+  entry.remove_file(layout::kDone);
+  bool has_done = false;
+  bool has_neff = false;
+  for (const auto& item : staging_->list()) {
+    if (item.name == layout::kDone) {
+      has_done = true;
+      continue;
+    }
+    // rename() replaces a file atomically but cannot replace a folder, nor a file by a folder.
+    auto existing = entry.entry(item.name);
+    if (existing && (item.type == NodeType::Directory || existing->type == NodeType::Directory)) {
+      entry.remove_tree(item.name);
+    }
+    has_neff = has_neff || item.name == layout::kNeff;
+    staging_->move_to(item.name, entry, item.name, false);
+    step("moved " + item.name);
+  }
+  if (has_neff) entry.remove_file(layout::kLog);  // a cached failure replaced by a NEFF
+  return has_done;
+}
+
+bool EntryInstall::is_traced() const {
+  return layout::is_traced_module_name(module_name_);
+}
+
+// A traced export has no marker written last, so it must never be seen half-made under its
+// name: the staged folder, every file in place, is renamed to it at once. One already complete
+// there is kept; anything else there (a copy killed half-way) is moved aside, then replaced.
+InstallOutcome EntryInstall::rename_traced_into_place() {
+  if (state_of_written_folder(*staging_, module_name_) != layout::EntryState::Traced) {
+    throw operational_error("refusing to install " + compiler_dir_ + "/" + module_name_ +
+                            ": the staged traced export lacks its config.json (or "
+                            "model_index.json) or a *.neuron file");
+  }
+  SafeDir compiler = SafeDir::open(root_).make_subdir(compiler_dir_);
+  for (int attempt = 0;; ++attempt) {
+    if (compiler.entry(module_name_)) {
+      std::optional<SafeDir> present = compiler.open_subdir(module_name_);
+      if (present &&
+          state_of_written_folder(*present, module_name_) == layout::EntryState::Traced) {
+        return InstallOutcome::AlreadyComplete;
+      }
+      present.reset();
+      const std::string aside = module_name_ + ".replaced." + random_hex(12);
+      if (compiler.move_to(module_name_, *staging_area_, aside, true)) {
+        step("moved aside");
+        staging_area_->remove_tree(aside);
+      }
+    }
+    if (staging_area_->move_to(staging_name_, compiler, module_name_, true)) break;
+    if (attempt >= 3) {
+      throw operational_error("cannot install " + (compiler.path() / module_name_).string() +
+                              ": other processes keep writing an incomplete folder there; stop "
+                              "them and run the command again");
+    }
+  }
+  step("renamed");
+  staging_name_.clear();  // it is the entry now
+  staging_lock_ = UniqueFd();
+  committed_ = true;
+  return InstallOutcome::Installed;
+}
+
+InstallOutcome EntryInstall::commit(std::chrono::milliseconds lock_timeout) {
+  sync_staged(*staging_);
+  step("staged");
+  if (is_traced()) {
+    InstallOutcome outcome = rename_traced_into_place();
+    SafeDir::open(root_ / compiler_dir_).sync();
+    return outcome;
+  }
+  std::optional<Locked> locked = lock_entry(lock_timeout);
+  if (!locked) return InstallOutcome::AlreadyComplete;
+  bool has_done = move_content(locked->entry);
+  locked->entry.sync();
+  step("synced");
+  if (has_done) {
+    staging_->move_to(layout::kDone, locked->entry, layout::kDone, false);
+    locked->entry.sync();
+    step("done");
+  }
+  locked->lock.release_and_remove();
+  locked->entry.sync();
+  committed_ = true;
+  step("unlocked");
+  return InstallOutcome::Installed;
+}
+
+namespace {
+
+// syncfs: every dirty page and inode of the cache's filesystem, in one journal commit.
+void flush_filesystem(const SafeDir& dir) {
+  if (syncfs(dir.fd()) != 0) {
+    throw operational_error("cannot flush the filesystem of " + dir.path().string() + ": " +
+                            std::strerror(errno));
+  }
+}
+
+}  // namespace
+
+void EntryInstall::commit_all(std::vector<BatchItem>& items,
+                              std::chrono::milliseconds lock_timeout) {
+  if (items.empty()) return;
+  flush_filesystem(*items.front().install->staging_area_);
+  std::vector<std::pair<BatchItem*, Locked>> locked;
+  std::vector<bool> has_done;
+  bool renamed = false;
+  for (auto& item : items) {
+    try {
+      item.install->step("staged");
+      if (item.install->is_traced()) {
+        item.outcome = item.install->rename_traced_into_place();
+        renamed = true;
+        continue;
+      }
+      std::optional<Locked> entry = item.install->lock_entry(lock_timeout);
+      if (!entry) {
+        item.outcome = InstallOutcome::AlreadyComplete;
+        continue;
+      }
+      has_done.push_back(item.install->move_content(entry->entry));
+      locked.emplace_back(&item, std::move(*entry));
+    } catch (const Error& error) {
+      item.error = error.what();
+    }
+  }
+  if (locked.empty()) {
+    if (renamed) flush_filesystem(*items.front().install->staging_area_);
+    return;
+  }
+  flush_filesystem(locked.front().second.entry);
+  for (size_t i = 0; i < locked.size(); ++i) {
+    EntryInstall& install = *locked[i].first->install;
+    install.step("synced");
+    if (has_done[i]) {
+      install.staging_->move_to(layout::kDone, locked[i].second.entry, layout::kDone, false);
+    }
+  }
+  flush_filesystem(locked.front().second.entry);
+  for (auto& [item, entry] : locked) {
+    entry.lock.release_and_remove();
+    item->install->committed_ = true;
+    item->outcome = InstallOutcome::Installed;
+  }
+}
+
+std::vector<std::string> list_staging_folders(const fs::path& cache_root) {
+  std::error_code error;
+  if (!fs::is_directory(cache_root / layout::kStagingDir, error)) return {};
+  std::vector<std::string> names;
+  for (const auto& item : SafeDir::open(cache_root / layout::kStagingDir).list()) {
+    if (item.type == NodeType::Directory) names.push_back(item.name);
+  }
+  return names;
+}
+
+uint64_t remove_abandoned_staging(const fs::path& cache_root, bool dry_run, int* removed_count) {
+  std::error_code error;
+  if (!fs::is_directory(cache_root, error)) return 0;
+  SafeDir root = SafeDir::open(cache_root);
+  std::optional<SafeDir> area = root.open_subdir(".cache");
+  if (area) area = area->open_subdir("huggingface");
+  if (area) area = area->open_subdir("neuron-cache-staging");
+  if (!area) return 0;
+  uint64_t freed = 0;
+  for (const auto& item : area->list()) {
+    std::optional<SafeDir> held;
+    if (!claim_abandoned(*area, item, held)) continue;  // its writer is alive
+    freed += dry_run ? area->tree_size(item.name) : area->remove_tree(item.name);
+    if (removed_count) ++*removed_count;
+  }
+  return freed;
+}
+
+}  // namespace neuron_cache
