@@ -212,6 +212,7 @@ size_t small_files_staged(const fs::path& root, const fs::path& compiled) {
   std::error_code error;
   for (const auto& item : fs::directory_iterator(area, error)) {
     std::string name = item.path().filename().string();
+    if (name.starts_with('.')) continue;  // a folder being made (.making-*), not yet a module's
     fs::path source = compiled / name.substr(0, name.find('.'));
     bool all = fs::is_directory(source);
     for (const auto& file : fs::directory_iterator(source, error)) {
@@ -231,6 +232,7 @@ std::vector<uint64_t> staged_neff_sizes(const fs::path& root) {
   fs::path area = root / ".cache/huggingface/neuron-cache-staging";
   std::error_code error;
   for (const auto& item : fs::directory_iterator(area, error)) {
+    if (item.path().filename().string().starts_with('.')) continue;
     uint64_t size = fs::file_size(item.path() / "model.neff", error);
     sizes.push_back(error ? 0 : size);
   }

@@ -43,22 +43,7 @@ json hub_config() {
 
 // One configuration per model: two models are two revisions to resolve.
 std::string manifest_text(const std::vector<std::string>& models) {
-  std::ostringstream y;
-  y << "cache_repo: " << kRepo << "\n"
-    << "compiler_version: \"" << kVersion << "\"\n"
-    << "optimum_neuron_version: \"0.4.5\"\n"
-    << "instance_type: trn1\n"
-    << "compile:\n"
-    << "  command: " << testing::stand_in_compile_command() << "\n"
-    << "models:\n";
-  for (size_t i = 0; i < models.size(); ++i) {
-    y << "  - model_id: " << models[i] << "\n"
-      << "    task: text-generation\n"
-      << "    configurations:\n"
-      << "      - {name: conf" << i << ", batch_size: 1, sequence_length: 128, num_cores: 2, "
-      << "precision: bf16}\n";
-  }
-  return y.str();
+  return testing::one_configuration_per_model(models);
 }
 
 std::string quoted(const fs::path& path) {

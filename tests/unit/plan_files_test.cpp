@@ -16,6 +16,7 @@
 #include "neuron_cache/hub/client.h"
 #include "schema_check.h"
 #include "test_support.h"
+#include "tool_runner.h"
 
 namespace neuron_cache {
 namespace {
@@ -25,11 +26,12 @@ using testing::contains;
 using testing::HubServer;
 using testing::read_file;
 using testing::TempDir;
+using testing::ToolResult;
 using testing::write_file;
 namespace fs = std::filesystem;
 
-constexpr const char* kVersion = "2.21.33363.0+82129205";
-constexpr const char* kRepo = "acme/neuron-cache";
+constexpr const char* kVersion = testing::kTestCompilerVersion;
+constexpr const char* kRepo = testing::kTestCacheRepo;
 constexpr const char* kLlama = "meta-llama/Llama-3.2-1B";
 constexpr const char* kQwen = "Qwen/Qwen2.5-0.5B";
 
@@ -41,35 +43,12 @@ json hub_config() {
 
 // conf0 (Llama) and conf1 (Qwen).
 std::string manifest_text() {
-  std::ostringstream y;
-  y << "cache_repo: " << kRepo << "\n"
-    << "compiler_version: \"" << kVersion << "\"\n"
-    << "optimum_neuron_version: \"0.4.5\"\n"
-    << "instance_type: trn1\n"
-    << "compile:\n"
-    << "  command: " << testing::stand_in_compile_command() << "\n"
-    << "models:\n";
-  const char* models[] = {kLlama, kQwen};
-  for (size_t i = 0; i < 2; ++i) {
-    y << "  - model_id: " << models[i] << "\n"
-      << "    task: text-generation\n"
-      << "    configurations:\n"
-      << "      - {name: conf" << i << ", batch_size: 1, sequence_length: 128, num_cores: 2, "
-      << "precision: bf16}\n";
-  }
-  return y.str();
+  return testing::one_configuration_per_model({kLlama, kQwen});
 }
 
 std::string quoted(const fs::path& path) {
   return "'" + path.string() + "'";
 }
-
-struct ToolResult {
-  int code = -1;
-  std::string out;
-  std::string err;
-  std::string all() const { return out + err; }
-};
 
 class PlanFilesTest : public ::testing::Test {
  protected:
@@ -77,17 +56,7 @@ class PlanFilesTest : public ::testing::Test {
 
   // Runs neuron-cache with a clean environment on the local cache `cache_dir`.
   ToolResult tool(const std::string& args, const fs::path& cache_dir) {
-    fs::path err_file = work / ("stderr-" + std::to_string(runs_++) + ".txt");
-    std::string command =
-        "(cd " + quoted(work.path()) + " && env -i PATH=/usr/bin:/bin HOME=/nonexistent-home" +
-        " HF_HOME=" + quoted(home.path()) + " HF_ENDPOINT=" + server.url() +
-        " HF_TOKEN=" + testing::kHubWriteToken + " NEURON_COMPILE_CACHE_URL=" + quoted(cache_dir) +
-        " NEURON_CACHE_RETRY_BASE_MS=10 STAND_IN_DELAY=0 " + testing::tool_path() + " " + args +
-        " 2>" + quoted(err_file) + ")";
-    ToolResult run;
-    run.code = testing::run_command(command, &run.out);
-    run.err = fs::exists(err_file) ? read_file(err_file) : "";
-    return run;
+    return testing::ToolRunner(work.path(), home.path(), server.url(), cache_dir).run(args);
   }
 
   // Compiles and pushes both configurations from the cache `built`.

@@ -1,6 +1,7 @@
 #include "tool_runner.h"
 
 #include <chrono>
+#include <sstream>
 
 namespace neuron_cache::testing {
 namespace {
@@ -10,6 +11,25 @@ std::string quoted(const fs::path& path) {
 }
 
 }  // namespace
+
+std::string one_configuration_per_model(const std::vector<std::string>& models) {
+  std::ostringstream y;
+  y << "cache_repo: " << kTestCacheRepo << "\n"
+    << "compiler_version: \"" << kTestCompilerVersion << "\"\n"
+    << "optimum_neuron_version: \"0.4.5\"\n"
+    << "instance_type: trn1\n"
+    << "compile:\n"
+    << "  command: " << stand_in_compile_command() << "\n"
+    << "models:\n";
+  for (size_t i = 0; i < models.size(); ++i) {
+    y << "  - model_id: " << models[i] << "\n"
+      << "    task: text-generation\n"
+      << "    configurations:\n"
+      << "      - {name: conf" << i << ", batch_size: 1, sequence_length: 128, num_cores: 2, "
+      << "precision: bf16}\n";
+  }
+  return y.str();
+}
 
 std::string ToolRunner::command(const std::string& args, const std::string& extra_env,
                                 const fs::path& cache_dir) const {

@@ -5,6 +5,7 @@
 
 #include <filesystem>
 #include <string>
+#include <vector>
 
 #include "hub_fixture.h"
 
@@ -14,6 +15,10 @@ namespace neuron_cache::testing {
 // repo they use.
 inline constexpr const char* kTestCompilerVersion = "2.21.33363.0+82129205";
 inline constexpr const char* kTestCacheRepo = "acme/neuron-cache";
+
+// A manifest of kTestCacheRepo and kTestCompilerVersion compiled by the stand-in: one
+// configuration (conf0, conf1, ...: batch 1, sequence 128, 2 cores, bf16) per model of `models`.
+std::string one_configuration_per_model(const std::vector<std::string>& models);
 
 // What one run printed, its exit code and how long it took.
 struct ToolResult {

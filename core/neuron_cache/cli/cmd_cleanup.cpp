@@ -66,10 +66,7 @@ void register_cleanup(CLI::App& app, Context& context) {
   cmd->add_flag("--wipe", flags->wipe, "Remove the entire cache root");
   cmd->add_flag("--dry-run", flags->dry_run, "Report what would be removed without removing it");
   cmd->add_flag("--json", flags->json, "Print JSON for scripts");
-  cmd->add_option_function<std::string>(
-      "--cache-dir", [&context](const std::string& v) { context.overrides().cache_dir = v; },
-      "Local cache root (default: NEURON_CC_FLAGS --cache_dir, NEURON_COMPILE_CACHE_URL, "
-      "/var/tmp/neuron-compile-cache)");
+  add_cache_dir_option(cmd, context, kLocalCacheDefaults);
   cmd->callback([&context, flags] { cleanup(context, *flags); });
 }
 

@@ -219,14 +219,8 @@ void register_fetch(CLI::App& app, Context& context) {
   cmd->add_option("--registry", options->registry,
                   "A registry entry of a traced export: its path in the repo or its 20-hex hash; "
                   "fetches the entry and its MODULE_<hash> folder");
-  cmd->add_option_function<std::string>(
-      "--repo,--repo_id", [&context](const std::string& v) { context.overrides().cache_repo = v; },
-      "Hub cache repo (default: the configured one)");
-  cmd->add_option_function<std::string>(
-      "--cache-dir,--cache_dir",
-      [&context](const std::string& v) { context.overrides().cache_dir = v; },
-      "Local cache root (default: NEURON_CC_FLAGS --cache_dir, NEURON_COMPILE_CACHE_URL, "
-      "/var/tmp/neuron-compile-cache)");
+  add_repo_option(cmd, context, "the configured one");
+  add_cache_dir_option(cmd, context, kLocalCacheDefaults);
   cmd->add_flag("--dry-run", options->dry_run, "List what would be fetched, with sizes");
   cmd->add_flag("--json", options->json, "Print JSON for scripts");
   cmd->callback([&context, options] { fetch(context, *options); });

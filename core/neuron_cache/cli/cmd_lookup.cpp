@@ -173,9 +173,7 @@ void register_lookup(CLI::App& app, Context& context) {
   cmd->add_option_function<long>(
       "--sequence-length,--sequence_length",
       [options](long v) { options->query.sequence_length = v; }, "Sequence length");
-  cmd->add_option_function<std::string>(
-      "--repo,--repo_id", [&context](const std::string& v) { context.overrides().cache_repo = v; },
-      "Hub cache repo (default: the configured one)");
+  add_repo_option(cmd, context, "the configured one");
   cmd->add_flag("--json", options->json, "Print JSON for scripts");
   cmd->callback([&context, options] { lookup(context, *options); });
 }

@@ -38,14 +38,10 @@ void add_common(CLI::App* cmd, Context& context, const std::shared_ptr<Args>& ar
   }
   cmd->add_option("--config", args->configs, "Only this configuration (repeat for several)")
       ->allow_extra_args(false);
-  cmd->add_option_function<std::string>(
-      "--repo,--repo_id", [&context](const std::string& v) { context.overrides().cache_repo = v; },
-      "Hub cache repo (default: the manifest's cache_repo, CUSTOM_CACHE_REPO, the saved one)");
-  cmd->add_option_function<std::string>(
-      "--cache-dir,--cache_dir",
-      [&context](const std::string& v) { context.overrides().cache_dir = v; },
-      "Local cache root (default: NEURON_CC_FLAGS --cache_dir, NEURON_COMPILE_CACHE_URL, the "
-      "manifest's cache_dir, /var/tmp/neuron-compile-cache)");
+  add_repo_option(cmd, context, "the manifest's cache_repo, CUSTOM_CACHE_REPO, the saved one");
+  add_cache_dir_option(cmd, context,
+                       "NEURON_CC_FLAGS --cache_dir, NEURON_COMPILE_CACHE_URL, the manifest's "
+                       "cache_dir, /var/tmp/neuron-compile-cache");
   cmd->add_flag(
       "--strict", args->options.strict,
       "Fail on cache problems (Hub down, no access) instead of compiling or skipping the push");

@@ -169,10 +169,7 @@ void register_status(CLI::App& app, Context& context) {
       "status", "Show the local cache: path, size, compiler versions, entries per state");
   auto json = std::make_shared<bool>(false);
   cmd->add_flag("--json", *json, "Print JSON for scripts");
-  cmd->add_option_function<std::string>(
-      "--cache-dir", [&context](const std::string& v) { context.overrides().cache_dir = v; },
-      "Local cache root (default: NEURON_CC_FLAGS --cache_dir, NEURON_COMPILE_CACHE_URL, "
-      "/var/tmp/neuron-compile-cache)");
+  add_cache_dir_option(cmd, context, kLocalCacheDefaults);
   cmd->callback([&context, json] { status(context, *json); });
 }
 

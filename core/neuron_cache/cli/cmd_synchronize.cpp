@@ -82,14 +82,8 @@ void register_synchronize(CLI::App& app, Context& context) {
   CLI::App* cmd = app.add_subcommand(
       "synchronize",
       "Upload the local cache to the Hub cache repo in one commit (only what is missing there)");
-  cmd->add_option_function<std::string>(
-      "--repo,--repo_id", [&context](const std::string& v) { context.overrides().cache_repo = v; },
-      "Hub cache repo (default: the configured one)");
-  cmd->add_option_function<std::string>(
-      "--cache-dir,--cache_dir",
-      [&context](const std::string& v) { context.overrides().cache_dir = v; },
-      "Local cache root (default: NEURON_CC_FLAGS --cache_dir, NEURON_COMPILE_CACHE_URL, "
-      "/var/tmp/neuron-compile-cache)");
+  add_repo_option(cmd, context, "the configured one");
+  add_cache_dir_option(cmd, context, kLocalCacheDefaults);
   cmd->add_flag("--quiet", options->quiet, "Print nothing but errors");
   cmd->add_flag("--json", options->json, "Print JSON for scripts");
   cmd->callback([&context, options] { synchronize(context, *options); });

@@ -19,4 +19,17 @@ hub::HubClient& Context::client() {
   return *client_;
 }
 
+void add_repo_option(CLI::App* cmd, Context& context, const std::string& defaults) {
+  cmd->add_option_function<std::string>(
+      "--repo,--repo_id", [&context](const std::string& v) { context.overrides().cache_repo = v; },
+      "Hub cache repo (default: " + defaults + ")");
+}
+
+void add_cache_dir_option(CLI::App* cmd, Context& context, const std::string& defaults) {
+  cmd->add_option_function<std::string>(
+      "--cache-dir,--cache_dir",
+      [&context](const std::string& v) { context.overrides().cache_dir = v; },
+      "Local cache root (default: " + defaults + ")");
+}
+
 }  // namespace neuron_cache::cli

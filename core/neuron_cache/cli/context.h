@@ -40,6 +40,14 @@ class Context {
   std::unique_ptr<hub::HubClient> client_;
 };
 
+// The --repo/--repo_id and --cache-dir/--cache_dir options, which every command that has them
+// hands to Settings as overrides; `defaults` is the help's list of what applies without it.
+// What applies without --cache-dir, outside a manifest.
+inline constexpr const char* kLocalCacheDefaults =
+    "NEURON_CC_FLAGS --cache_dir, NEURON_COMPILE_CACHE_URL, /var/tmp/neuron-compile-cache";
+void add_repo_option(CLI::App* cmd, Context& context, const std::string& defaults);
+void add_cache_dir_option(CLI::App* cmd, Context& context, const std::string& defaults);
+
 void register_config(CLI::App& app, Context& context);
 void register_status(CLI::App& app, Context& context);
 void register_cleanup(CLI::App& app, Context& context);
