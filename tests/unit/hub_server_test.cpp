@@ -29,7 +29,14 @@ std::string git_blob_id(const std::string& content) {
 // A client for one origin that sends paths exactly as given (no re-encoding).
 class Http {
  public:
-  explicit Http(const std::string& origin) : client_(origin) { client_.set_url_encode(false); }
+  // httplib's 5 s read timeout is too short on a loaded CI machine (a 10 MiB commit): a failed
+  // request is a null Result that the tests dereference.
+  explicit Http(const std::string& origin) : client_(origin) {
+    client_.set_url_encode(false);
+    client_.set_connection_timeout(10);
+    client_.set_read_timeout(120);
+    client_.set_write_timeout(120);
+  }
   httplib::Client& operator*() { return client_; }
   httplib::Client* operator->() { return &client_; }
 

@@ -22,12 +22,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-bool entry_is_success(const SafeDir& entry) {
-  auto neff = entry.entry(layout::kNeff);
-  auto done = entry.entry(layout::kDone);
-  return neff && done && neff->type == NodeType::File && done->type == NodeType::File;
-}
-
 // Splits "a/b/c" into the folder part and the file name.
 std::pair<std::string, std::string> split_parent(std::string_view path) {
   size_t slash = path.rfind('/');
@@ -344,7 +338,8 @@ std::optional<EntryInstall::Locked> EntryInstall::lock_entry(
   SafeDir entry = root.make_subdir(compiler_dir_).make_subdir(module_name_);
   EntryLock lock = EntryLock::acquire(entry, lock_timeout);
   step("locked");
-  if (entry_is_success(entry)) {
+  // optimum-neuron's rule, from regular files alone (cache_tree's state_of_written_folder).
+  if (state_of_written_folder(entry, module_name_) == layout::EntryState::Success) {
     lock.release_and_remove();
     return std::nullopt;
   }
