@@ -48,19 +48,7 @@ json hub_config() {
 
 // One configuration (two graphs: a context and a token MODULE_ folder) of the stand-in compiler.
 std::string manifest_text() {
-  std::ostringstream y;
-  y << "cache_repo: " << kRepo << "\n"
-    << "compiler_version: \"" << kVersion << "\"\n"
-    << "optimum_neuron_version: \"0.4.5\"\n"
-    << "instance_type: trn1\n"
-    << "compile:\n"
-    << "  command: " << testing::stand_in_compile_command() << "\n"
-    << "models:\n"
-    << "  - model_id: " << kModel << "\n"
-    << "    task: text-generation\n"
-    << "    configurations:\n"
-    << "      - {name: a, batch_size: 1, sequence_length: 128, num_cores: 2, precision: bf16}\n";
-  return y.str();
+  return testing::stand_in_manifest({{kModel, {{"a", 1}}}});
 }
 
 std::string quoted(const fs::path& path) {

@@ -6,6 +6,7 @@
 #include <functional>
 #include <set>
 
+#include "index_samples.h"
 #include "neuron_cache/error.h"
 #include "neuron_cache/format/artifact_index.h"
 #include "neuron_cache/format/cache_key.h"
@@ -194,19 +195,7 @@ TEST(CacheKey, ProfileNamesAreCheckedWhereverTheyComeFrom) {
 }
 
 ai::Entry sample_entry() {
-  ai::Entry entry;
-  entry.inputs = sample();
-  entry.key = cache_key::key_of(entry.inputs);
-  entry.configuration = "llama-bs4";
-  entry.modules.push_back(
-      {"MODULE_0123456789abcdef0123+d7517139",
-       {{"model.neff", 123, std::string(64, 'a')}, {"model.done", 0, std::string(64, 'b')}}});
-  entry.registry.push_back(
-      {"0_REGISTRY/0.4.5/llama/meta-llama/Llama-3.1-8B/x.json", 10, std::string(64, 'c')});
-  entry.compile_seconds = 1834.5;
-  entry.tool = "neuron-cache 0.1.0";
-  entry.created_at = "2026-11-29T18:00:00Z";
-  return entry;
+  return testing::sample_index_entry(sample(), "llama-bs4");
 }
 
 TEST(ArtifactIndex, EntriesAndIndexFilesRoundTrip) {

@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "index_samples.h"
 #include "neuron_cache/error.h"
 #include "neuron_cache/format/artifact_index.h"
 #include "neuron_cache/format/cache_key.h"
@@ -289,20 +290,9 @@ cache_key::KeyInputs key_inputs(const std::string& model_id) {
 }
 
 ai::Entry entry_of(const std::string& model_id, int64_t batch) {
-  ai::Entry entry;
-  entry.inputs = key_inputs(model_id);
-  entry.inputs.batch_size = batch;
-  entry.key = cache_key::key_of(entry.inputs);
-  entry.configuration = "conf-bs" + std::to_string(batch);
-  entry.modules.push_back(
-      {"MODULE_0123456789abcdef0123+d7517139",
-       {{"model.neff", 123, std::string(64, 'a')}, {"model.done", 0, std::string(64, 'b')}}});
-  entry.registry.push_back(
-      {"0_REGISTRY/0.4.5/llama/meta-llama/Llama-3.1-8B/x.json", 10, std::string(64, 'c')});
-  entry.compile_seconds = 1834.5;
-  entry.tool = "neuron-cache 0.1.0";
-  entry.created_at = "2026-11-29T18:00:00Z";
-  return entry;
+  cache_key::KeyInputs inputs = key_inputs(model_id);
+  inputs.batch_size = batch;
+  return testing::sample_index_entry(inputs, "conf-bs" + std::to_string(batch));
 }
 
 TEST(Fuzz, IndexParserParsesOrSaysWhy) {

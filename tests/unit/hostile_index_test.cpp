@@ -41,21 +41,7 @@ json hub_config() {
 
 // Two configurations of one model with distinct batch sizes: they share no MODULE_ folder.
 std::string manifest_text() {
-  std::ostringstream y;
-  y << "cache_repo: " << kRepo << "\n"
-    << "compiler_version: \"" << kVersion << "\"\n"
-    << "optimum_neuron_version: \"0.4.5\"\n"
-    << "instance_type: trn1\n"
-    << "compile:\n"
-    << "  command: " << testing::stand_in_compile_command() << "\n"
-    << "models:\n"
-    << "  - model_id: " << kLlama << "\n"
-    << "    task: text-generation\n"
-    << "    configurations:\n"
-    << "      - {name: good, batch_size: 1, sequence_length: 128, num_cores: 2, precision: bf16}\n"
-    << "      - {name: victim, batch_size: 2, sequence_length: 128, num_cores: 2, precision: "
-       "bf16}\n";
-  return y.str();
+  return testing::stand_in_manifest({{kLlama, {{"good", 1}, {"victim", 2}}}});
 }
 
 std::string quoted(const fs::path& path) {

@@ -12,7 +12,7 @@ std::string quoted(const fs::path& path) {
 
 }  // namespace
 
-std::string one_configuration_per_model(const std::vector<std::string>& models) {
+std::string stand_in_manifest(const std::vector<StandInModel>& models) {
   std::ostringstream y;
   y << "cache_repo: " << kTestCacheRepo << "\n"
     << "compiler_version: \"" << kTestCompilerVersion << "\"\n"
@@ -21,14 +21,24 @@ std::string one_configuration_per_model(const std::vector<std::string>& models) 
     << "compile:\n"
     << "  command: " << stand_in_compile_command() << "\n"
     << "models:\n";
-  for (size_t i = 0; i < models.size(); ++i) {
-    y << "  - model_id: " << models[i] << "\n"
+  for (const auto& model : models) {
+    y << "  - model_id: " << model.id << "\n"
       << "    task: text-generation\n"
-      << "    configurations:\n"
-      << "      - {name: conf" << i << ", batch_size: 1, sequence_length: 128, num_cores: 2, "
-      << "precision: bf16}\n";
+      << "    configurations:\n";
+    for (const auto& [name, batch] : model.configurations) {
+      y << "      - {name: " << name << ", batch_size: " << batch
+        << ", sequence_length: 128, num_cores: 2, precision: bf16}\n";
+    }
   }
   return y.str();
+}
+
+std::string one_configuration_per_model(const std::vector<std::string>& models) {
+  std::vector<StandInModel> list;
+  for (size_t i = 0; i < models.size(); ++i) {
+    list.push_back({models[i], {{"conf" + std::to_string(i), 1}}});
+  }
+  return stand_in_manifest(list);
 }
 
 std::string ToolRunner::command(const std::string& args, const std::string& extra_env,

@@ -16,8 +16,15 @@ namespace neuron_cache::testing {
 inline constexpr const char* kTestCompilerVersion = "2.21.33363.0+82129205";
 inline constexpr const char* kTestCacheRepo = "acme/neuron-cache";
 
-// A manifest of kTestCacheRepo and kTestCompilerVersion compiled by the stand-in: one
-// configuration (conf0, conf1, ...: batch 1, sequence 128, 2 cores, bf16) per model of `models`.
+// A model of a stand-in manifest and its configurations: name -> batch size (sequence 128,
+// 2 cores, bf16 each).
+struct StandInModel {
+  std::string id;
+  std::vector<std::pair<std::string, int>> configurations;
+};
+// A manifest of kTestCacheRepo and kTestCompilerVersion that the stand-in compiler compiles.
+std::string stand_in_manifest(const std::vector<StandInModel>& models);
+// stand_in_manifest with one configuration (conf0, conf1, ...: batch 1) per model of `models`.
 std::string one_configuration_per_model(const std::vector<std::string>& models);
 
 // What one run printed, its exit code and how long it took.
