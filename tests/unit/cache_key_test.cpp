@@ -21,20 +21,7 @@ namespace ai = artifact_index;
 using cache_key::KeyInputs;
 
 KeyInputs sample() {
-  KeyInputs in;
-  in.model_id = "meta-llama/Llama-3.1-8B";
-  in.model_type = "llama";
-  in.task = "text-generation";
-  in.precision = "bf16";
-  in.batch_size = 4;
-  in.sequence_length = 4096;
-  in.compiler_version = "2.21.33363.0+82129205";
-  in.num_cores = 8;
-  in.target = "trn1";
-  in.flags = {"--optlevel=2", "--enable-fast-loading-neuron-binaries"};
-  in.checkpoint_revision = "9ab9e76e2b09f9f29ea2d56aa5bd139e4445c59e";
-  in.optimum_neuron_version = "0.4.5";
-  return in;
+  return testing::sample_key_inputs("meta-llama/Llama-3.1-8B");
 }
 
 std::string python_key(const KeyInputs& in) {

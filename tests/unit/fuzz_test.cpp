@@ -273,20 +273,7 @@ TEST(Fuzz, ManifestReaderParsesOrSaysWhy) {
 }
 
 cache_key::KeyInputs key_inputs(const std::string& model_id) {
-  cache_key::KeyInputs in;
-  in.model_id = model_id;
-  in.model_type = "llama";
-  in.task = "text-generation";
-  in.precision = "bf16";
-  in.batch_size = 4;
-  in.sequence_length = 4096;
-  in.compiler_version = "2.21.33363.0+82129205";
-  in.num_cores = 8;
-  in.target = "trn1";
-  in.flags = {"--optlevel=2"};
-  in.checkpoint_revision = "9ab9e76e2b09f9f29ea2d56aa5bd139e4445c59e";
-  in.optimum_neuron_version = "0.4.5";
-  return in;
+  return testing::sample_key_inputs(model_id);
 }
 
 ai::Entry entry_of(const std::string& model_id, int64_t batch) {
