@@ -162,26 +162,22 @@ void resolve_hub(Settings& s, const Environment& env) {
                       env.get("HF_HUB_OFFLINE") ? "HF_HUB_OFFLINE" : "default"};
 }
 
+// The variable `name`, its name as the origin; `fallback` when it is not set.
+Setting from_env(const Environment& env, const std::string& name, Setting fallback) {
+  if (auto value = env.get(name)) return {*value, name};
+  return fallback;
+}
+
 // The knobs of neuron-cache itself, and the compile flags every compile and key gets.
 void resolve_knobs(Settings& s, const Environment& env) {
-  if (auto flags = env.get("NEURON_CC_FLAGS")) {
-    s.cc_flags = {*flags, "NEURON_CC_FLAGS"};
-  } else {
-    s.cc_flags = {"", "unset"};
-  }
+  s.cc_flags = from_env(env, "NEURON_CC_FLAGS", {"", "unset"});
   auto seed = env.get("NEURON_CACHE_SEED");
   s.seeding = seed.value_or("1") != "0";
   s.seeding_origin = {s.seeding ? "true" : "false", seed ? "NEURON_CACHE_SEED" : "default"};
-  if (auto timeout = env.get("NEURON_CACHE_HUB_TIMEOUT_MS")) {
-    s.hub_timeout_ms = {*timeout, "NEURON_CACHE_HUB_TIMEOUT_MS"};
-  } else {
-    s.hub_timeout_ms = {std::to_string(kDefaultHubTimeoutMs), "default"};
-  }
-  if (auto base = env.get("NEURON_CACHE_RETRY_BASE_MS")) {
-    s.retry_base_ms = {*base, "NEURON_CACHE_RETRY_BASE_MS"};
-  } else {
-    s.retry_base_ms = {"", "default (1 s, doubling up to 30 s)"};
-  }
+  s.hub_timeout_ms = from_env(env, "NEURON_CACHE_HUB_TIMEOUT_MS",
+                              {std::to_string(kDefaultHubTimeoutMs), "default"});
+  s.retry_base_ms =
+      from_env(env, "NEURON_CACHE_RETRY_BASE_MS", {"", "default (1 s, doubling up to 30 s)"});
 }
 
 }  // namespace
