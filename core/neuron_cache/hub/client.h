@@ -12,6 +12,7 @@
 #include "neuron_cache/config/settings.h"
 #include "neuron_cache/hub/failures.h"
 #include "neuron_cache/hub/http.h"
+#include "neuron_cache/storage/store.h"
 
 namespace neuron_cache::hub {
 
@@ -29,57 +30,13 @@ struct RepoInfo {
   bool is_private = false;
 };
 
-struct RemoteEntry {
-  std::string path;
-  bool is_directory = false;
-  uint64_t size = 0;
-  std::string oid;         // git blob id (for LFS files: of the pointer)
-  std::string lfs_sha256;  // empty for regular files
-  // When neither oid nor lfs_sha256 is known (a file known from an artifact index): the sha256
-  // of its content, which downloads verify instead.
-  std::string content_sha256;
-  bool is_lfs() const { return !lfs_sha256.empty(); }
-};
-
-struct DownloadRequest {
-  std::string path_in_repo;
-  int fd = -1;           // destination, written from offset 0; the caller owns it
-  RemoteEntry expected;  // from a listing: size and oid to verify against
-};
-
-struct DownloadResult {
-  bool ok = false;
-  std::string error;
-  uint64_t bytes = 0;
-  std::string commit;  // X-Repo-Commit
-};
-
-struct CommitOperation {
-  enum class Kind { Add, Delete } kind = Kind::Add;
-  std::string path_in_repo;
-  std::filesystem::path local;  // content to upload for Add
-};
-
-struct CommitResult {
-  bool committed = false;  // false when nothing changed: no commit was made
-  std::string commit_oid;
-  std::string commit_url;
-  size_t regular_files = 0;
-  size_t lfs_uploaded = 0;
-  size_t lfs_already_stored = 0;
-  size_t unchanged = 0;
-  size_t deleted = 0;
-  uint64_t bytes_uploaded = 0;
-  // Set when the Hub's answer to the commit was lost (no answer, 5xx) but the head read after
-  // it holds the commit: what happened, for the user.
-  std::string landed_unanswered;
-};
-
-// The branch moved between reading its head and committing (HTTP 412 or 409).
-class CommitConflict : public Error {
- public:
-  explicit CommitConflict(const std::string& message) : Error(ErrorKind::Operational, message) {}
-};
+// The types that cross the storage seam (storage/store.h); the Hub client speaks them.
+using RemoteEntry = storage::RemoteEntry;
+using DownloadRequest = storage::DownloadRequest;
+using DownloadResult = storage::DownloadResult;
+using CommitOperation = storage::CommitOperation;
+using CommitResult = storage::CommitResult;
+using CommitConflict = storage::CommitConflict;
 
 struct ClientOptions {
   std::string endpoint = "https://huggingface.co";

@@ -1,0 +1,152 @@
+// The storage seam: where a shared compile cache lives. The pipeline (plan, prefetch, compile,
+// push) talks to a Store and nothing else; the Hugging Face Hub, an S3 bucket and a shared folder
+// are backends of it, one file each, chosen by URL in one place (storage/open.h):
+//   org/name or hf://org/name   a Hub cache repo (optimum-neuron's layout)
+//   s3://bucket/prefix          an S3 or S3-compatible bucket (libneuronxla's layout)
+//   file:///path                a shared folder (NFS, FSx; the same layout)
+// Every backend holds the same tree below its root: neuronxcc-<v>/MODULE_<key>/..., the
+// neuronxcc-<v>/0_REGISTRY/... files and the artifact index (format/artifact_index.h), so a file's
+// path is the same in every store. Policies (read-only, a cache failure is a miss) are wrappers
+// around any Store (storage/policies.h), not flags.
+//
+// Failures: every method throws neuron_cache::Error with what failed, why and what to do
+// (CommitConflict when a publication lost a race); missing files are values (nothing, or left
+// out of a listing), never errors.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "neuron_cache/error.h"
+
+namespace neuron_cache::storage {
+
+// One file (or folder, in a listing that is not recursive) of a store.
+struct RemoteEntry {
+  std::string path;  // relative to the store's root, '/'-separated
+  bool is_directory = false;
+  uint64_t size = 0;
+  // The store's id of this version of the content: the Hub's git blob id (of the LFS pointer for
+  // LFS files), an S3 ETag, a folder file's sha256. Opaque outside the backend, except that two
+  // versions with equal ids have equal content.
+  std::string oid;
+  std::string lfs_sha256;  // the sha256 the store lists for the content (Hub LFS files)
+  // When the store lists no sha256 (a file known from an artifact index): the sha256 of its
+  // content, which downloads verify instead.
+  std::string content_sha256;
+  bool is_lfs() const { return !lfs_sha256.empty(); }
+};
+
+struct DownloadRequest {
+  std::string path_in_repo;
+  int fd = -1;           // destination, written from offset 0; the caller owns it
+  RemoteEntry expected;  // from a listing or an index: size and ids to verify against
+};
+
+struct DownloadResult {
+  bool ok = false;
+  std::string error;
+  uint64_t bytes = 0;
+  std::string commit;  // the revision that served it (Hub: X-Repo-Commit), or empty
+};
+
+struct CommitOperation {
+  enum class Kind { Add, Delete } kind = Kind::Add;
+  std::string path_in_repo;
+  std::filesystem::path local;  // content to upload for Add
+};
+
+struct CommitResult {
+  bool committed = false;  // false when nothing changed: nothing was written
+  std::string commit_oid;  // Hub: the new commit; other stores: empty
+  std::string commit_url;
+  size_t regular_files = 0;
+  size_t lfs_uploaded = 0;  // large files sent (Hub LFS, S3 multipart or single PUT, copies)
+  size_t lfs_already_stored = 0;
+  size_t unchanged = 0;
+  size_t deleted = 0;
+  uint64_t bytes_uploaded = 0;
+  // Set when the store's answer to the publication was lost (no answer, 5xx) but reading it
+  // back showed every file in place: what happened, for the user.
+  std::string landed_unanswered;
+};
+
+// The store changed between reading it and publishing (Hub: the branch moved, HTTP 409/412; S3:
+// a conditional write failed, 412; folder: an index file changed under the lock). The caller
+// reads again, merges and publishes again.
+class CommitConflict : public Error {
+ public:
+  explicit CommitConflict(const std::string& message) : Error(ErrorKind::Operational, message) {}
+};
+
+enum class Kind { Hub, S3, Folder };
+std::string_view kind_name(Kind kind);  // "hub", "s3", "folder"
+
+class Store {
+ public:
+  virtual ~Store() = default;
+
+  // Which backend, and where, without secrets: "hf://org/name", "s3://bucket/prefix",
+  // "file:///path". What reports and messages name.
+  virtual Kind kind() const = 0;
+  virtual std::string location() const = 0;
+  // The Hub repo id of a Hub store (what optimum-neuron's CUSTOM_CACHE_REPO names), else empty.
+  virtual std::string hub_repo() const { return {}; }
+
+  // The revision later reads are pinned to: the Hub's head commit. Stores without snapshots
+  // return "" and every read sees the latest state.
+  virtual std::string head() = 0;
+  // Files below `path` ("" for the root), following every page; `recursive` false lists one
+  // level, folders included. A missing folder gives nothing.
+  virtual std::vector<RemoteEntry> list(const std::string& path, bool recursive,
+                                        const std::string& revision) = 0;
+  // The entries of these exact paths that exist (missing ones are left out).
+  virtual std::vector<RemoteEntry> stat(const std::vector<std::string>& paths,
+                                        const std::string& revision) = 0;
+  // The content of a small file (an index shard, a registry file), or nothing when there is no
+  // such file. Refuses files larger than max_bytes. Stores that publish with conditional writes
+  // remember the version read, so the next commit() only replaces what this reader saw.
+  virtual std::optional<std::string> read_small(const std::string& path,
+                                                const std::string& revision,
+                                                uint64_t max_bytes) = 0;
+  // Downloads every request in parallel into its descriptor; each file is verified while it
+  // streams against the request's expected size and ids and resumed after a dropped connection.
+  // Failures are values, one per request.
+  virtual std::vector<DownloadResult> download(const std::string& revision,
+                                               std::vector<DownloadRequest>& requests) = 0;
+  // Whether `content` is the content `entry` lists (by its ids); true when it lists none.
+  virtual bool content_matches(const RemoteEntry& entry, std::string_view content) const = 0;
+
+  // Publishes every operation: the Hub makes ONE commit on top of `parent` (its head()); S3 and
+  // folders write the artifacts first and index files last, each index file only if it is still
+  // the version read_small() saw. Throws CommitConflict when the store moved; files it already
+  // holds with the same content are not sent again.
+  virtual CommitResult commit(const std::vector<CommitOperation>& operations,
+                              const std::string& message,
+                              const std::optional<std::string>& parent) = 0;
+  // Why nothing may be written (read-only policy, a read-only Hub token), or "" when writes may
+  // be tried. Asked before a push so that nothing is sent in vain.
+  virtual std::string why_not_writable() = 0;
+
+  // A URL a plain downloader (Bazel's, curl) can read `path` from at `revision` without this
+  // tool, or "" when there is none (S3: requests must be signed). `needs_token` says whether it
+  // must carry the Hub token.
+  struct Url {
+    std::string url;
+    bool needs_token = false;
+  };
+  virtual Url download_url(const std::string& revision, const std::string& path) const = 0;
+
+  // Requests sent so far (for reports and tests), and why the store was found unreachable in
+  // this run (no further request is made), or "".
+  virtual uint64_t requests() const = 0;
+  virtual std::string unreachable() const = 0;
+  // Offline mode (HF_HUB_OFFLINE): nothing is asked of a remote store.
+  virtual bool offline() const = 0;
+};
+
+}  // namespace neuron_cache::storage
