@@ -217,6 +217,9 @@ def _download_configuration(rctx, row, folder, token, endpoint):
         if record["size"] == 0 and record["sha256"] == _EMPTY_SHA256:
             rctx.file(output, "", executable = False)  # a marker such as model.done
             continue
+        if "url" not in record:
+            return None, "%s was not fetched from %s (see the prefetch warning above)" % (
+                path, record.get("source", "the store"))
         result = rctx.download(
             url = record["url"],
             output = output,
@@ -234,13 +237,13 @@ def _bzl_list(items, indent):
     pad = " " * indent
     return "[\n" + "".join([pad + "    %s,\n" % repr(item) for item in items]) + pad + "]"
 
-def _run_plan(rctx, tool):
-    """Runs `neuron-cache plan --json --files`; returns (its result, the report or None)."""
+def _tool_args(rctx, tool, command):
+    """`neuron-cache COMMAND MANIFEST --json --quiet` with the rule's selection and stores."""
     manifest = rctx.path(rctx.attr.manifest)  # through the label: Bazel tracks its content
     if rctx.attr.cache_dir and not rctx.attr.cache_dir.startswith("/"):
         fail("neuron_model_artifacts: cache_dir must be an absolute path, not `%s`" %
              rctx.attr.cache_dir)
-    args = [tool, "plan", str(manifest), "--json", "--files", "--quiet"]
+    args = [tool, command, str(manifest), "--json", "--quiet"]
     for config in rctx.attr.configs:
         args.extend(["--config", config])
     if rctx.attr.cache_repo:
@@ -249,6 +252,20 @@ def _run_plan(rctx, tool):
         args.extend(["--cache-dir", rctx.attr.cache_dir])
     if rctx.attr.strict:
         args.append("--strict")
+    return args
+
+def _needs_prefetch(report):
+    """Whether a cached file has no URL a plain downloader can read (an S3 store: its requests
+    must be signed), so the tool must fetch it into the local cache first."""
+    for row in report.get("configurations", []):
+        for record in row.get("files", []):
+            if "url" not in record:
+                return True
+    return False
+
+def _run_plan(rctx, tool):
+    """Runs `neuron-cache plan --json --files`; returns (its result, the report or None)."""
+    args = _tool_args(rctx, tool, "plan") + ["--files"]
     environment = {"HF_HUB_OFFLINE": "1"} if rctx.attr.offline else {}
 
     what = ", ".join(rctx.attr.configs) if rctx.attr.configs else "every configuration"
@@ -270,9 +287,25 @@ def _run_plan(rctx, tool):
         print("@%s: %s" % (rctx.name, result.stderr.strip()))
     return result, report
 
+def _prefetch(rctx, tool):
+    """`neuron-cache prefetch`: the tool downloads (signed, verified) into the local cache."""
+    rctx.report_progress("neuron-cache prefetch from a store without plain URLs")
+    result = rctx.execute(_tool_args(rctx, tool, "prefetch"), timeout = rctx.attr.timeout,
+                          quiet = True)
+    if result.return_code != 0:
+        message = "neuron-cache prefetch failed (exit %d) for @%s:\n%s" % (
+            result.return_code, rctx.name, _tool_message(result))
+        if rctx.attr.strict:
+            fail(message)
+        print("WARNING: " + message)
+
 def _neuron_model_artifacts_impl(rctx):
     tool = _check_tool(rctx)
     result, report = _run_plan(rctx, tool)
+    if report != None and _needs_prefetch(report):
+        # Then every file it fetched is complete locally: the second plan gives file:// URLs.
+        _prefetch(rctx, tool)
+        result, report = _run_plan(rctx, tool)
     if report != None:
         rctx.file("report.json", result.stdout, executable = False)
         configurations = report.get("configurations", [])
@@ -340,7 +373,9 @@ _ATTRS = {
         doc = "The configurations to fetch, by name. Empty: every configuration of the manifest.",
     ),
     "cache_repo": attr.string(
-        doc = "The Hub cache repo, for example `my-org/neuron-cache`. Empty: " +
+        doc = "The cache store: a Hub repo such as `my-org/neuron-cache`, `s3://bucket/prefix` " +
+              "(credentials from the `AWS_*` environment or `~/.aws`; the tool downloads into " +
+              "`cache_dir` first, as S3 gives no plain URL) or `file:///shared/folder`. Empty: " +
               "`CUSTOM_CACHE_REPO`, then the manifest's `cache_repo`, then the saved default.",
     ),
     "cache_dir": attr.string(

@@ -14,6 +14,7 @@
 #include <cstdio>
 #include <random>
 
+#include "../unit/stores.h"
 #include "hub_fixture.h"
 #include "neuron_cache/format/artifact_index.h"
 #include "neuron_cache/format/cache_key.h"
@@ -238,7 +239,7 @@ void prepare_warm(WarmSetup& setup, const testing::HubServer& server, hub::HubCl
     compile_fake(index, t, modules, kib << 10, random);
     entries.push_back(*index.find(kCompiler, t.key));
   }
-  remote::push(client, repo, index, entries);
+  remote::push(*testing::hub_store(client, repo), index, entries);
   testing::write_file(dir / "m.yaml", warm_manifest(repo, configs));
   setup.manifest = (dir / "m.yaml").string();
   setup.env = {"PATH=/usr/bin:/bin",
@@ -313,7 +314,7 @@ int main(int argc, char** argv) {
   hub::HubClient client = make_client(server);
   std::string repo = client.create_repo("bench-cache", "", true);
   auto start = Clock::now();
-  remote::PushResult pushed = remote::push(client, repo, first_index, entries);
+  remote::PushResult pushed = remote::push(*testing::hub_store(client, repo), first_index, entries);
   report("push (one commit)", seconds_since(start), client.http().stats().requests,
          std::to_string(pushed.pushed.size()) + " configurations, " +
              std::to_string(pushed.commit.bytes_uploaded >> 20) + " MiB sent");
@@ -325,7 +326,8 @@ int main(int argc, char** argv) {
     hub::HubClient fresh = make_client(server);
     std::vector<plan::Target> some(targets.begin(), targets.begin() + n);
     start = Clock::now();
-    remote::RemoteIndex remote = remote::RemoteIndex::open(fresh, repo);
+    auto index_store = testing::hub_store(fresh, repo);
+    remote::RemoteIndex remote = remote::RemoteIndex::open(*index_store);
     plan::Plan plan = plan::make_plan(some, second_index, &remote, "");
     std::string label = "plan, " + std::to_string(n) + " configurations";
     report(label.c_str(), seconds_since(start), fresh.http().stats().requests,
@@ -335,14 +337,15 @@ int main(int argc, char** argv) {
   for (const char* label : {"prefetch into an empty cache", "prefetch again"}) {
     hub::HubClient fresh = make_client(server);
     start = Clock::now();
-    remote::RemoteIndex remote = remote::RemoteIndex::open(fresh, repo);
+    auto index_store = testing::hub_store(fresh, repo);
+    remote::RemoteIndex remote = remote::RemoteIndex::open(*index_store);
     plan::Plan plan = plan::make_plan(targets, second_index, &remote, "");
     std::vector<ai::Entry> hits;
     for (const auto& row : plan.rows) {
       if (row.status == plan::Status::Hub) hits.push_back(*row.entry);
     }
     remote::PrefetchResult fetched =
-        remote::prefetch(fresh, repo, remote.revision(), second_index, hits);
+        remote::prefetch(*testing::hub_store(fresh, repo), remote.revision(), second_index, hits);
     double seconds = seconds_since(start);
     char detail[160];
     std::snprintf(

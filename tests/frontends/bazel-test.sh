@@ -132,7 +132,7 @@ print("%d Hub requests with the token, %d CDN requests without" % (len(hub), len
   fail "the token went where it should not"
 grep -q 'name = "llama3-8b-chat_entry"' "$generated/BUILD.bazel" || fail "no llama3-8b-chat_entry"
 grep -q 'name = "all"' "$generated/BUILD.bazel" || fail "no :all"
-grep -q '^plan .* --json --files' "$work/tool-calls.log" || fail "the rule did not run plan --files"
+grep -q '^plan .* --json .*--files' "$work/tool-calls.log" || fail "the rule did not run plan --files"
 if grep -q '^prefetch ' "$work/tool-calls.log"; then fail "the rule ran prefetch"; fi
 
 step "second build: the repository is not fetched again"

@@ -12,6 +12,7 @@
 #include "neuron_cache/remote/fetch.h"
 #include "neuron_cache/store/cache_tree.h"
 #include "optimum_writer.h"
+#include "stores.h"
 #include "test_support.h"
 
 namespace neuron_cache {
@@ -105,8 +106,8 @@ TEST_F(FetchTest, InstallsNamedModulesByteForByte) {
 TEST_F(FetchTest, ReturnsARecordOfEachInstalledFolder) {
   hub::HubClient hub = client();
   LocalCache local(cache.path());
-  remote::FetchResult result =
-      remote::fetch_modules(hub, kRepo, "main", local, kCompiler, {"MODULE_22+d7cde3b5"});
+  remote::FetchResult result = remote::fetch_modules(*testing::hub_store(hub, kRepo), "main", local,
+                                                     kCompiler, {"MODULE_22+d7cde3b5"});
   ASSERT_EQ(result.modules.size(), 1u);
   ASSERT_EQ(result.modules[0].status, remote::FetchStatus::Installed) << result.modules[0].error;
   ASSERT_TRUE(result.modules[0].record.has_value());
@@ -186,8 +187,8 @@ TEST_F(FetchHostileTest, APathLeavingTheFolderIsRefused) {
   if (!hostile) GTEST_SKIP() << "the test server normalised the seeded path";
   server.clear_log();
   LocalCache local(cache.path());
-  remote::FetchResult result =
-      remote::fetch_modules(hub, kRepo, "main", local, kCompiler, {"MODULE_55+d7cde3b5"});
+  remote::FetchResult result = remote::fetch_modules(*testing::hub_store(hub, kRepo), "main", local,
+                                                     kCompiler, {"MODULE_55+d7cde3b5"});
   ASSERT_EQ(result.modules.size(), 1u);
   EXPECT_EQ(result.modules[0].status, remote::FetchStatus::Failed);
   EXPECT_TRUE(contains(result.modules[0].error, "not a safe path")) << result.modules[0].error;

@@ -17,6 +17,7 @@
 #include "neuron_cache/remote/push.h"
 #include "neuron_cache/remote/remote_index.h"
 #include "neuron_cache/store/local_index.h"
+#include "stores.h"
 #include "test_support.h"
 
 namespace neuron_cache {
@@ -144,7 +145,8 @@ TEST_F(IndexScaleTest, ColdPlanOfTwentyConfigurationsTakesFiveRequests) {
   hub::HubClient client = client_of(*server_);
   server_->clear_log();
   auto start = std::chrono::steady_clock::now();
-  remote::RemoteIndex remote = remote::RemoteIndex::open(client, kRepo);
+  auto index_store = testing::hub_store(client, kRepo);
+  remote::RemoteIndex remote = remote::RemoteIndex::open(*index_store);
   plan::Plan plan = plan::make_plan(targets, local, &remote, "");
   double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   EXPECT_EQ(plan.count(plan::Status::Hub), 20u);
@@ -165,7 +167,8 @@ TEST_F(IndexScaleTest, MissesAndFormatOneEntriesAreFoundAcrossVersions) {
   LocalCache local_cache(cache.path());
   LocalIndex local(local_cache);
   hub::HubClient client = client_of(*server_);
-  remote::RemoteIndex remote = remote::RemoteIndex::open(client, kRepo);
+  auto index_store = testing::hub_store(client, kRepo);
+  remote::RemoteIndex remote = remote::RemoteIndex::open(*index_store);
   plan::Plan plan = plan::make_plan({target_of(in_legacy), missing}, local, &remote, "");
   EXPECT_EQ(plan.rows[0].status, plan::Status::Hub) << "format 1 entries are still read";
   ASSERT_EQ(plan.rows[1].status, plan::Status::Compile);
@@ -193,7 +196,7 @@ TEST_F(IndexScaleTest, PushingOneConfigurationSendsOneSmallShard) {
   local.write(e);
   hub::HubClient client = client_of(*server_);
   server_->clear_log();
-  remote::PushResult result = remote::push(client, kRepo, local, {e});
+  remote::PushResult result = remote::push(*testing::hub_store(client, kRepo), local, {e});
   ASSERT_EQ(result.pushed.size(), 1u);
   json log = server_->access_log();
   uint64_t sent = 0;
@@ -235,7 +238,8 @@ TEST_F(IndexScaleTest, ConcurrentPushesOfOneShardMerge) {
   for (size_t i = 0; i < entries.size(); ++i) {
     racers.emplace_back([&, i] {
       hub::HubClient client = client_of(*server_);
-      attempts[i] = remote::push(client, kRepo, local, {entries[i]}, options).attempts;
+      attempts[i] =
+          remote::push(*testing::hub_store(client, kRepo), local, {entries[i]}, options).attempts;
     });
   }
   for (auto& racer : racers) racer.join();

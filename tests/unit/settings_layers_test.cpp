@@ -309,7 +309,7 @@ class PipelineSettingsTest : public ::testing::Test {
     pipeline::Options options;
     options.manifest = work / "neuron-cache.yaml";
     options.output_dir = work / "out";
-    return std::make_unique<pipeline::Pipeline>(s, nullptr, options);
+    return std::make_unique<pipeline::Pipeline>(s, pipeline::Remotes{}, options);
   }
 
   std::string key(const Settings& s) const { return open(s)->targets().front().key; }

@@ -35,10 +35,10 @@ struct Line {
   bool from_registry = false;  // a MODULE_<hash> named by a registry entry
 };
 
-std::map<std::string, FolderWork> gather(hub::HubClient& client, const std::string& repo,
-                                         const Options& options,
+std::map<std::string, FolderWork> gather(storage::Store& store, const Options& options,
                                          const std::string& compiler_version, uint64_t& listings) {
-  std::vector<std::string> dirs = remote::list_compiler_dirs(client, repo, "main", &listings);
+  const std::string repo = storage::display_name(store);
+  std::vector<std::string> dirs = remote::list_compiler_dirs(store, "", &listings);
   std::map<std::string, FolderWork> work;
   if (!options.modules.empty()) {
     if (compiler_version.empty()) {
@@ -54,7 +54,7 @@ std::map<std::string, FolderWork> gather(hub::HubClient& client, const std::stri
     searched = {remote::pick_compiler_dir(dirs, compiler_version, repo)};
   }
   for (const auto& reference : options.registry) {
-    auto files = remote::find_registry_entry(client, repo, "main", reference, searched, &listings);
+    auto files = remote::find_registry_entry(store, "", reference, searched, &listings);
     if (files.empty()) {
       throw input_error("no registry entry " + reference + " in " + repo +
                         ": check the hash or path with `neuron-cache lookup MODEL_ID --json`");
@@ -77,12 +77,10 @@ bool named_by_registry(const FolderWork& work, const std::string& module) {
   return false;
 }
 
-std::vector<Line> plan_lines(hub::HubClient& client, const std::string& repo,
-                             const LocalCache& cache, const std::string& dir,
+std::vector<Line> plan_lines(storage::Store& store, const LocalCache& cache, const std::string& dir,
                              const FolderWork& work, uint64_t& listings) {
   std::vector<Line> lines;
-  for (const auto& plan :
-       remote::plan_modules(client, repo, "main", cache, dir, work.modules, &listings)) {
+  for (const auto& plan : remote::plan_modules(store, "", cache, dir, work.modules, &listings)) {
     lines.push_back({dir + "/" + plan.name, plan.status, plan.error, plan.files.size(),
                      plan.bytes(), named_by_registry(work, plan.name)});
   }
@@ -93,11 +91,10 @@ std::vector<Line> plan_lines(hub::HubClient& client, const std::string& repo,
   return lines;
 }
 
-std::vector<Line> fetch_lines(hub::HubClient& client, const std::string& repo,
-                              const LocalCache& cache, const std::string& dir,
-                              const FolderWork& work, uint64_t& listings, uint64_t& bytes) {
-  remote::FetchResult result =
-      remote::fetch_modules(client, repo, "main", cache, dir, work.modules);
+std::vector<Line> fetch_lines(storage::Store& store, const LocalCache& cache,
+                              const std::string& dir, const FolderWork& work, uint64_t& listings,
+                              uint64_t& bytes) {
+  remote::FetchResult result = remote::fetch_modules(store, "", cache, dir, work.modules);
   listings += result.listing_requests;
   bytes += result.bytes_downloaded;
   std::vector<Line> lines;
@@ -114,7 +111,7 @@ std::vector<Line> fetch_lines(hub::HubClient& client, const std::string& repo,
   }
   // A registry entry says "this compiled": it goes in only once its folder is there.
   if (!modules_ok) return lines;
-  for (const auto& r : remote::fetch_registry_files(client, repo, "main", cache, work.registry)) {
+  for (const auto& r : remote::fetch_registry_files(store, "", cache, work.registry)) {
     bool installed = r.status == remote::FetchStatus::Installed;
     lines.push_back({dir + "/" + r.file.entry.path, r.status, r.error, installed ? 1u : 0u,
                      installed ? r.file.entry.size : 0, false});
@@ -165,16 +162,16 @@ void fetch(Context& context, const Options& options) {
     throw input_error("nothing to fetch: name MODULE_ folders or pass --registry ENTRY");
   }
   const Settings& settings = context.settings_with_compiler();
-  std::string repo = context.hub_repo();
+  storage::Store& store = context.store();
+  std::string repo = storage::display_name(store);
   LocalCache cache(settings.local_cache_root(), {settings.hf_hub_cache.value});
-  hub::HubClient& client = context.client();
   uint64_t listings = 0;
   uint64_t bytes = 0;
   std::vector<Line> lines;
   for (const auto& [dir, work] :
-       gather(client, repo, options, settings.compiler_version.value, listings)) {
-    auto done = options.dry_run ? plan_lines(client, repo, cache, dir, work, listings)
-                                : fetch_lines(client, repo, cache, dir, work, listings, bytes);
+       gather(store, options, settings.compiler_version.value, listings)) {
+    auto done = options.dry_run ? plan_lines(store, cache, dir, work, listings)
+                                : fetch_lines(store, cache, dir, work, listings, bytes);
     lines.insert(lines.end(), done.begin(), done.end());
   }
   size_t failed =

@@ -34,7 +34,7 @@ void inspect_keys(Context& context, const Options& options) {
   pipeline::Options pipeline_options;
   pipeline_options.manifest = options.manifest;
   pipeline_options.configs = options.configs;
-  pipeline::Pipeline pipeline(context.settings_with_compiler(), &context.client(),
+  pipeline::Pipeline pipeline(context.settings_with_compiler(), context.remotes(),
                               pipeline_options);
   nlohmann::json out = nlohmann::json::array();
   for (const auto& target : pipeline.targets()) {

@@ -113,11 +113,12 @@ void print_text(const remote::LookupResult& result, const Options& options,
 
 void lookup(Context& context, Options& options) {
   const Settings& settings = context.settings_with_compiler();
-  std::string repo = context.hub_repo();
+  storage::Store& store = context.store();
+  std::string repo = storage::display_name(store);
   if (options.query.compiler_version.empty()) {
     options.query.compiler_version = settings.compiler_version.value;
   }
-  remote::LookupResult result = remote::lookup(context.client(), repo, options.query);
+  remote::LookupResult result = remote::lookup(store, options.query);
   for (const auto& problem : result.problems) warn("unreadable registry entry " + problem);
   if (!options.json) {
     print_text(result, options, repo);

@@ -66,7 +66,7 @@ std::unique_ptr<pipeline::Pipeline> open(Context& context, Args& args) {
   args.options.configs = args.configs;
   const Settings& settings = context.settings_with_compiler();
   for (const auto& warning : settings.warnings) warn(warning);
-  auto pipeline = std::make_unique<pipeline::Pipeline>(settings, &context.client(), args.options);
+  auto pipeline = std::make_unique<pipeline::Pipeline>(settings, context.remotes(), args.options);
   bool quiet = args.quiet || args.json;
   pipeline->on_progress = [quiet](const std::string& line) {
     if (line.starts_with("warning: ")) {
@@ -143,8 +143,8 @@ void run_plan(Context& context, Args& args) {
   pipeline::RunResult result = pipeline::run(*p, steps_of(false, false, false, args));
   if (args.json) {
     nlohmann::json out = report::plan_json(result.initial);
-    if (args.files) report::add_files(out, result.initial, p->local_index(), context.client());
-    out["hub_requests"] = p->hub_requests();
+    if (args.files) report::add_files(out, result.initial, p->local_index(), p->store());
+    out["hub_requests"] = p->store_requests();
     print_json(out);
   } else {
     std::cout << report::plan_text(result.initial);

@@ -33,16 +33,16 @@ nlohmann::json result_json(const remote::SyncResult& r, const std::string& repo)
 
 void synchronize(Context& context, const Options& options) {
   const Settings& settings = context.settings();
-  std::string repo = context.hub_repo();
+  storage::Store& store = context.store();
+  std::string repo = storage::display_name(store);
   LocalCache cache(settings.local_cache_root(), {settings.hf_hub_cache.value});
   remote::SyncOptions sync;
   sync.conflicts = hub::retry_policy(context.settings(), 6);
   sync.compiler_running = is_process_running("neuronx-cc");
   Progress progress("Uploading", Progress::mode_for(options.quiet || options.json));
   sync.on_plan = [&](uint64_t, uint64_t bytes) { progress.set_total(bytes); };
-  hub::HubClient& client = context.client();
   uint64_t streamed = 0;
-  client.http().on_progress = [&](uint64_t, uint64_t up) {
+  context.client().http().on_progress = [&](uint64_t, uint64_t up) {
     streamed += up;
     progress.add(up);
   };
@@ -50,7 +50,7 @@ void synchronize(Context& context, const Options& options) {
     std::cerr << "Synchronizing " << repo << " Hub cache with " << cache.root().string()
               << " local cache\n";
   }
-  remote::SyncResult result = remote::synchronize(client, cache, repo, sync);
+  remote::SyncResult result = remote::synchronize(store, cache, sync);
   // Regular files travel inside the commit request, not as streamed uploads: count them at the end.
   if (result.commit.bytes_uploaded > streamed)
     progress.add(result.commit.bytes_uploaded - streamed);

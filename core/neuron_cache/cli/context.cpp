@@ -1,6 +1,7 @@
 #include "neuron_cache/cli/context.h"
 
 #include "neuron_cache/format/hub_names.h"
+#include "neuron_cache/storage/open.h"
 
 namespace neuron_cache::cli {
 
@@ -19,10 +20,26 @@ hub::HubClient& Context::client() {
   return *client_;
 }
 
+storage::Store& Context::store() {
+  if (store_) return *store_;
+  const Setting& repo = settings().cache_repo;
+  if (repo.value.empty())
+    throw input_error("no cache repo: pass --repo or run `neuron-cache set REPO`");
+  store_ =
+      storage::open_store(repo.value, "the cache repo from " + repo.origin, settings(), client());
+  return *store_;
+}
+
+pipeline::Remotes Context::remotes() {
+  if (!models_) models_ = std::make_unique<plan::HubModels>(client());
+  return {storage::store_opener(client()), models_.get()};
+}
+
 void add_repo_option(CLI::App* cmd, Context& context, const std::string& defaults) {
   cmd->add_option_function<std::string>(
       "--repo,--repo_id", [&context](const std::string& v) { context.overrides().cache_repo = v; },
-      "Hub cache repo (default: " + defaults + ")");
+      "Cache store: a Hub repo id, s3://bucket/prefix or file:///folder (default: " + defaults +
+          ")");
 }
 
 void add_cache_dir_option(CLI::App* cmd, Context& context, const std::string& defaults) {

@@ -9,6 +9,9 @@
 
 #include "neuron_cache/config/settings.h"
 #include "neuron_cache/hub/client.h"
+#include "neuron_cache/pipeline/pipeline.h"
+#include "neuron_cache/plan/hub_models.h"
+#include "neuron_cache/storage/store.h"
 
 namespace neuron_cache::cli {
 
@@ -32,12 +35,19 @@ class Context {
   // The cache repo a Hub command works on (its --repo is an override, like every command's);
   // throws an input Error when there is none or its name is not a Hub repo id.
   std::string hub_repo();
+  // The cache store the settings name (any kind: storage/open.h), opened on first use; throws
+  // an input Error when none is set or the name is malformed.
+  storage::Store& store();
+  // The cache store the resolved settings name and the Hub's model repos, for a Pipeline.
+  pipeline::Remotes remotes();
 
  private:
   Environment env_;
   SettingOverrides overrides_;
   std::optional<Settings> settings_;
   std::unique_ptr<hub::HubClient> client_;
+  std::unique_ptr<plan::HubModels> models_;
+  std::unique_ptr<storage::Store> store_;
 };
 
 // The --repo/--repo_id and --cache-dir/--cache_dir options, which every command that has them

@@ -11,6 +11,7 @@
 #include "neuron_cache/config/redact.h"
 #include "neuron_cache/error.h"
 #include "neuron_cache/format/hub_names.h"
+#include "neuron_cache/format/store_name.h"
 #include "neuron_cache/format/layout.h"
 #include "neuron_cache/process/process.h"
 #include "neuron_cache/store/safe_dir.h"
@@ -128,7 +129,7 @@ void resolve_cache_repo(Settings& s, const Environment& env, const SettingOverri
   }
   // Only a warning here, so commands that do not use the Hub (and `set`, which fixes a bad saved
   // repo) still run; the commands that use the Hub refuse it before any request.
-  if (!s.cache_repo.value.empty() && !hub_names::is_repo_id(s.cache_repo.value)) {
+  if (!s.cache_repo.value.empty() && !store_name::is_store_name(s.cache_repo.value)) {
     s.warnings.push_back("the cache repo \"" + s.cache_repo.value + "\" from " +
                          s.cache_repo.origin + " is not a Hub repo id");
   }

@@ -82,16 +82,6 @@ HttpOptions http_options(const ClientOptions& options) {
 HubClient::HubClient(ClientOptions options)
     : options_(std::move(options)), http_(http_options(options_)) {}
 
-RetryPolicy retry_policy(const Settings& settings, int max_attempts) {
-  RetryPolicy policy;
-  policy.max_attempts = max_attempts;
-  if (auto base = settings.retry_base()) {
-    policy.base = *base;
-    policy.cap = policy.base * 30;
-  }
-  return policy;
-}
-
 ClientOptions HubClient::options_from(const Settings& settings) {
   ClientOptions options;
   options.endpoint = settings.endpoint.value;

@@ -56,9 +56,6 @@ struct ClientOptions {
   static constexpr int kCommitAnswerFactor = 4;
 };
 
-// Waits between tries: NEURON_CACHE_RETRY_BASE_MS (Settings::retry_base) shortens them.
-RetryPolicy retry_policy(const Settings& settings, int max_attempts);
-
 class HubClient {
  public:
   explicit HubClient(ClientOptions options);
@@ -100,6 +97,7 @@ class HubClient {
                           const std::string& path_in_repo) const;
 
   HttpEngine& http() { return http_; }
+  const HttpEngine& http() const { return http_; }
   // Why the Hub was found unreachable in this run (no further request is made), or empty.
   const std::string& hub_down() const { return http_.hub_down(); }
   const ClientOptions& options() const { return options_; }

@@ -4,6 +4,16 @@
 #include <random>
 
 namespace neuron_cache::hub {
+
+RetryPolicy retry_policy(const Settings& settings, int max_attempts) {
+  RetryPolicy policy;
+  policy.max_attempts = max_attempts;
+  if (auto base = settings.retry_base()) {
+    policy.base = *base;
+    policy.cap = policy.base * 30;
+  }
+  return policy;
+}
 namespace {
 
 double jitter() {

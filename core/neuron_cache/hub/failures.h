@@ -7,6 +7,7 @@
 #include <optional>
 #include <string>
 
+#include "neuron_cache/config/settings.h"
 #include "neuron_cache/error.h"
 #include "neuron_cache/hub/http.h"
 
@@ -17,6 +18,9 @@ struct RetryPolicy {
   std::chrono::milliseconds base{1000};
   std::chrono::milliseconds cap{30000};
 };
+
+// Waits between tries: NEURON_CACHE_RETRY_BASE_MS (Settings::retry_base) shortens them.
+RetryPolicy retry_policy(const Settings& settings, int max_attempts);
 
 // 408, 429, 500, 502, 503, 504 and answers that never came (status 0), unless the Hub was found
 // unreachable (HttpResponse::unreachable).

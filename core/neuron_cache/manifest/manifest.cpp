@@ -15,6 +15,7 @@
 
 #include "neuron_cache/error.h"
 #include "neuron_cache/format/hub_names.h"
+#include "neuron_cache/format/store_name.h"
 #include "neuron_cache/manifest/command_template.h"
 
 namespace neuron_cache::manifest {
@@ -556,7 +557,7 @@ Manifest read_document(const YamlReader& r, const YAML::Node& root, const std::s
   if (const YAML::Node* repo = f.value("cache_repo")) {
     m.cache_repo = r.string(*repo, "cache_repo");
     try {
-      hub_names::require_repo_id(*m.cache_repo, "cache_repo", "check the name");
+      store_name::parse_store_name(*m.cache_repo, "cache_repo");
     } catch (const Error& e) {
       r.fail(*repo, e.what());
     }

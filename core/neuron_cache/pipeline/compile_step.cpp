@@ -137,14 +137,15 @@ std::unique_ptr<compile::CaptureCache> Pipeline::capture_cache(const std::string
 }
 
 void Pipeline::add_hub_env(std::map<std::string, std::string>& env) const {
-  if (repo_.empty()) return;
+  const std::string hub_repo = store_ ? store_->hub_repo() : "";
+  if (hub_repo.empty()) return;
   // What the manifest's compile env sets explicitly stays as it is.
-  env.try_emplace("CUSTOM_CACHE_REPO", repo_);
+  env.try_emplace("CUSTOM_CACHE_REPO", hub_repo);
   env.try_emplace("HF_ENDPOINT", settings_.endpoint.value);
   if (!settings_.hf_hub_cache.value.empty())
     env.try_emplace("HF_HUB_CACHE", settings_.hf_hub_cache.value);
   if (!settings_.token.value.empty()) env.try_emplace("HF_TOKEN", settings_.token.value);
-  if (!client_ || client_->options().offline) env.try_emplace("HF_HUB_OFFLINE", "1");
+  if (store_->offline()) env.try_emplace("HF_HUB_OFFLINE", "1");
 }
 
 CompileOutcome Pipeline::compile_one(const plan::Target& target, bool listed_in_registry) {
@@ -226,14 +227,14 @@ std::optional<std::string> Pipeline::complete_from_hub(compile::CaptureResult& c
   const std::string what = "optimum-neuron's hub proxy linked " +
                            std::to_string(captured.proxied.size()) +
                            " MODULE folder(s) from the HF file cache";
-  if (!client_ || client_->options().offline || repo_.empty() || !remote_) {
+  if (!online_store() || !remote_) {
     return what + ", but the Hub cannot be read to complete them (offline or no cache repo)";
   }
   std::map<std::string, std::vector<std::string>> by_dir;
   for (const auto& module : captured.proxied) by_dir[module.compiler_dir].push_back(module.name);
   for (const auto& [dir, names] : by_dir) {
     remote::FetchResult fetched =
-        remote::fetch_modules(*client_, repo_, remote_->revision(), *cache_, dir, names);
+        remote::fetch_modules(*store_, remote_->revision(), *cache_, dir, names);
     for (const auto& module : fetched.modules) {
       bool complete = module.status == remote::FetchStatus::Installed ||
                       module.status == remote::FetchStatus::AlreadyPresent;

@@ -90,8 +90,8 @@ size_t CompileStep::failed() const {
   return n;
 }
 
-Pipeline::Pipeline(const Settings& settings, hub::HubClient* client, Options options)
-    : settings_(settings), client_(client), options_(std::move(options)) {
+Pipeline::Pipeline(const Settings& settings, Remotes remotes, Options options)
+    : settings_(settings), remotes_(std::move(remotes)), options_(std::move(options)) {
   if (options_.configs.size() > 0 && options_.manifest.empty()) {
     throw input_error("--config needs a manifest: the configuration is declared there");
   }
@@ -103,9 +103,6 @@ Pipeline::Pipeline(const Settings& settings, hub::HubClient* client, Options opt
     settings_ = settings_.with_manifest(manifest_layer(manifest_, options_.manifest));
   repo_ = settings_.cache_repo.value;
   repo_origin_ = settings_.cache_repo.origin;
-  if (!repo_.empty()) {
-    hub_names::require_repo_id(repo_, "the cache repo from " + repo_origin_, "check the name");
-  }
   if (!settings_.cache_repo_note.empty()) note(false, settings_.cache_repo_note);
   root_ = settings_.local_cache_root();
   compiler_version_ = settings_.compiler_version.value;
@@ -123,7 +120,35 @@ Pipeline::Pipeline(const Settings& settings, hub::HubClient* client, Options opt
   }
   cache_ = std::make_unique<LocalCache>(root_, trusted_roots());
   local_index_ = std::make_unique<LocalIndex>(*cache_);
-  if (client_) requests_at_start_ = client_->http().stats().requests;
+  open_store();
+}
+
+void Pipeline::open_store() {
+  if (repo_.empty() || !remotes_.open_store) return;
+  try {
+    store_ = remotes_.open_store(settings_);
+  } catch (const Error& error) {
+    if (error.kind() == ErrorKind::Input) throw;
+    cache_problem("the cache store " + repo_ + " cannot be used: " + error.what(),
+                  "nothing is read from it or written to it in this run");
+  }
+  if (!store_) return;
+  repo_ = storage::display_name(*store_);
+  requests_at_start_ = store_->requests();
+}
+
+storage::Store* Pipeline::online_store() const {
+  return store_ && !store_->offline() ? store_.get() : nullptr;
+}
+
+std::string Pipeline::cache_name(const std::string& part) const {
+  return store_ && store_->kind() != storage::Kind::Hub
+             ? "the " + part + " in " + store_->location()
+             : "the Hub " + part;
+}
+
+std::string Pipeline::where() const {
+  return store_ && store_->kind() != storage::Kind::Hub ? store_->location() : "the Hub";
 }
 
 Pipeline::~Pipeline() = default;
@@ -139,8 +164,8 @@ std::vector<fs::path> Pipeline::trusted_roots() const {
   return {settings_.hf_hub_cache.value};
 }
 
-size_t Pipeline::hub_requests() const {
-  return client_ ? client_->http().stats().requests - requests_at_start_ : 0;
+size_t Pipeline::store_requests() const {
+  return store_ ? store_->requests() - requests_at_start_ : 0;
 }
 
 void Pipeline::note(bool warning, const std::string& text) {
@@ -155,8 +180,8 @@ void Pipeline::cache_problem(const std::string& what, const std::string& fallbac
 }
 
 std::vector<plan::Target> Pipeline::targets() {
-  hub::HubClient* online = client_ && !client_->options().offline ? client_ : nullptr;
-  plan::ModelResolver resolver(online, manifest_dir(),
+  plan::ModelSource* models = remotes_.models;
+  plan::ModelResolver resolver(models && !models->offline() ? models : nullptr, manifest_dir(),
                                root_ / std::string(ai::kLocalDir) / "models.json");
   plan::KeyContext context;
   context.compiler_version = compiler_version_;
@@ -220,19 +245,20 @@ void note_foreign_links(const LocalCache& cache, const std::string& compiler_ver
 }  // namespace
 
 plan::Plan Pipeline::make_plan(const std::vector<plan::Target>& targets) {
-  hub::HubClient* resolver_client = client_ && !client_->options().offline ? client_ : nullptr;
   std::string hub_problem;
   remote_.reset();
   if (repo_.empty()) {
     hub_problem = "no cache repo is set";
-  } else if (resolver_client == nullptr) {
+  } else if (!store_ && remotes_.open_store) {
+    hub_problem = "the cache store " + repo_ + " could not be opened";
+  } else if (online_store() == nullptr) {
     hub_problem = "offline: the Hub was not asked";
   } else {
     try {
       remote_ = std::make_unique<remote::RemoteIndex>(
-          remote::RemoteIndex::open(*client_, repo_, root_ / std::string(ai::kLocalDir) / "hub"));
+          remote::RemoteIndex::open(*store_, root_ / std::string(ai::kLocalDir) / "hub"));
     } catch (const Error& error) {
-      hub_problem = std::string("the Hub cache could not be read: ") + error.what();
+      hub_problem = cache_name("cache") + " could not be read: " + error.what();
       cache_problem(hub_problem, "every configuration not complete locally will be compiled");
     }
   }
@@ -247,7 +273,7 @@ plan::Plan Pipeline::make_plan(const std::vector<plan::Target>& targets) {
     return plan;
   } catch (const Error& error) {
     // The index downloads happen lazily inside make_plan.
-    cache_problem(std::string("the Hub index could not be read: ") + error.what(),
+    cache_problem(cache_name("index") + " could not be read: " + error.what(),
                   "every configuration not complete locally will be compiled");
     remote_.reset();
     plan::Plan plan = plan::make_plan(targets, *local_index_, nullptr, error.what());
@@ -293,7 +319,7 @@ void Pipeline::read_registry(plan::Plan& plan) {
 RegistryAnswer Pipeline::scan_registry(const std::string& compiler_version,
                                        const std::set<std::string>& models) {
   remote::RegistryScan scan =
-      remote::scan_registry(*client_, repo_, compiler_version, models, remote_->revision());
+      remote::scan_registry(*store_, compiler_version, models, remote_->revision());
   for (const auto& problem : scan.problems)
     note(true, "skipped an unreadable registry entry: " + problem);
   return {scan.has_registry, candidates_of(scan)};
@@ -302,6 +328,7 @@ RegistryAnswer Pipeline::scan_registry(const std::string& compiler_version,
 void Pipeline::describe_repo(plan::Plan& plan) const {
   plan.repo = repo_;
   plan.repo_origin = repo_origin_;
+  if (store_) plan.store = storage::kind_name(store_->kind());
   if (!settings_.cache_repo_note.empty()) plan.notes.push_back(settings_.cache_repo_note);
 }
 
@@ -325,8 +352,8 @@ plan::Plan Pipeline::plan_run(const plan::Target& target) {
     remote_->load(plan::shards_of({&row.target}));  // a complete local entry did not read it
     hub = remote_->find(target.inputs.compiler_version, target.key);
   } catch (const Error& error) {
-    cache_problem(std::string("the Hub index could not be read: ") + error.what(),
-                  "what the Hub has beyond the local cache will be compiled");
+    cache_problem(cache_name("index") + " could not be read: " + error.what(),
+                  "what " + where() + " has beyond the local cache will be compiled");
   }
   std::optional<ai::Entry> local = local_index_->find(target.inputs.compiler_version, target.key);
   if (!hub || !local) return plan;
@@ -366,14 +393,14 @@ PrefetchStep Pipeline::prefetch(plan::Plan& plan) {
       local_index_->write(*row.entry);
     }
   }
-  if (entries.empty() || !client_ || !remote_) {
+  if (entries.empty() || !store_ || !remote_) {
     step.seconds = seconds_since(start);
     return step;
   }
   if (on_progress)
     on_progress("prefetching " + std::to_string(entries.size()) + " configurations from " + repo_);
   try {
-    step.result = remote::prefetch(*client_, repo_, remote_->revision(), *local_index_, entries,
+    step.result = remote::prefetch(*store_, remote_->revision(), *local_index_, entries,
                                    [this](const std::string& line) {
                                      if (on_progress) on_progress(line);
                                    });
@@ -388,7 +415,7 @@ PrefetchStep Pipeline::prefetch(plan::Plan& plan) {
       cache_problem("could not fetch " + row.target.configuration.name + ": " + it->second,
                     "it will be compiled");
       row.status = plan::Status::Compile;
-      row.reason = "fetching from the Hub failed: " + it->second;
+      row.reason = "fetching from " + where() + " failed: " + it->second;
       continue;
     }
     row.status = plan::Status::Local;
@@ -399,11 +426,12 @@ PrefetchStep Pipeline::prefetch(plan::Plan& plan) {
 }
 
 std::string Pipeline::why_not_push(bool nothing_new) const {
-  if (options_.read_only) return "--read-only: nothing is written to the Hub";
+  if (options_.read_only) return "--read-only: nothing is written to " + where();
   if (repo_.empty()) return "no cache repo is set";
-  if (!client_ || client_->options().offline) return "offline";
-  if (!client_->hub_down().empty()) {
-    return "the Hub is unreachable (" + client_->hub_down() +
+  if (!store_) return remotes_.open_store ? "the cache store could not be opened" : "offline";
+  if (store_->offline()) return "offline";
+  if (!store_->unreachable().empty()) {
+    return where() + " is unreachable (" + store_->unreachable() +
            "): nothing was pushed; what was compiled stays in the local cache and the next run "
            "with the Hub pushes it";
   }
@@ -412,16 +440,10 @@ std::string Pipeline::why_not_push(bool nothing_new) const {
 }
 
 std::string Pipeline::read_only_token() {
-  try {
-    const hub::WhoAmI& who = client_->whoami();
-    if (who.role != "read") return "";
-  } catch (const Error&) {
-    return "";  // no answer about the token: the push itself will say what is wrong
-  }
   // Asked once, before any write request: a read token would only collect 403s.
-  std::string why = "the token \"" + client_->whoami().token_name +
-                    "\" is read-only: nothing was pushed; set HF_TOKEN to a token with write "
-                    "access (or pass --read-only to `ci` or `run` to not push on purpose)";
+  std::string cannot = store_->why_not_writable();
+  if (cannot.empty()) return "";
+  std::string why = cannot + " (or pass --read-only to `ci` or `run` to not push on purpose)";
   // One message: the push line (and the report) carry it; --strict makes it an error.
   if (options_.strict) cache_problem("push to " + repo_ + " failed: " + why, "skipping the push");
   return why;
@@ -491,7 +513,7 @@ PushStep Pipeline::push(const plan::Plan& plan) {
   if (on_progress)
     on_progress("pushing " + std::to_string(entries.size()) + " configurations to " + repo_);
   try {
-    step.result = remote::push(*client_, repo_, *local_index_, entries, options_.push);
+    step.result = remote::push(*store_, *local_index_, entries, options_.push);
     for (const auto& [key, why] : step.result.skipped)
       note(true, "not pushed: " + key + ": " + why);
     if (!step.result.commit.landed_unanswered.empty())
@@ -515,7 +537,7 @@ PushStep Pipeline::push_modules(const std::vector<std::string>& modules) {
   if (!step.skipped_reason.empty()) return step;
   step.attempted = true;
   try {
-    step.result = remote::push_modules(*client_, repo_, *local_index_, modules, options_.push);
+    step.result = remote::push_modules(*store_, *local_index_, modules, options_.push);
   } catch (const Error& error) {
     step.skipped_reason = error.what();
     cache_problem(std::string("push to ") + repo_ + " failed: " + error.what(),

@@ -2,9 +2,12 @@
 // commands (plan, prefetch, compile, push, ci, run) and the GitHub Action call these steps; none
 // of them has cache logic of its own.
 //
-// Policy: a cache problem (Hub down, no access, rate limit, no write access) never fails the job
-// by default: it is recorded as a warning and the job falls back to compiling or skips the push.
-// With `strict` it is an Error. With `read_only` nothing is ever written to the Hub.
+// The shared cache is a storage::Store (the Hub, S3 or a folder, storage/store.h); model repos are
+// read through a plan::ModelSource. The pipeline knows neither the Hub client nor any backend.
+//
+// Policy: a cache problem (store down, no access, rate limit, no write access) never fails the
+// job by default: it is recorded as a warning and the job falls back to compiling or skips the
+// push. With `strict` it is an Error. With `read_only` nothing is ever written to the store.
 #pragma once
 
 #include <atomic>
@@ -19,11 +22,12 @@
 #include <vector>
 
 #include "neuron_cache/config/settings.h"
-#include "neuron_cache/hub/client.h"
 #include "neuron_cache/manifest/manifest.h"
 #include "neuron_cache/plan/plan.h"
+#include "neuron_cache/plan/targets.h"
 #include "neuron_cache/remote/prefetch.h"
 #include "neuron_cache/remote/push.h"
+#include "neuron_cache/storage/store.h"
 #include "neuron_cache/store/cache_tree.h"
 #include "neuron_cache/store/local_index.h"
 
@@ -36,6 +40,15 @@ class SeedViews;
 namespace neuron_cache::pipeline {
 
 struct RegistryAnswer;
+
+// What the pipeline reaches beyond this machine.
+struct Remotes {
+  // Opens the store the resolved settings name (storage/open.h), once the manifest's layer is
+  // known. Throws an input Error for a malformed name. Null: no shared cache at all.
+  std::function<std::unique_ptr<storage::Store>(const Settings&)> open_store;
+  // Where model revisions and config.json files are read; null when offline.
+  plan::ModelSource* models = nullptr;
+};
 
 struct Options {
   std::filesystem::path manifest;
@@ -106,13 +119,16 @@ struct PushStep {
 
 class Pipeline {
  public:
-  // `client` is null when offline. Loads the manifest (throws an input Error on bad input) and
-  // resolves the settings again with it as a layer (Settings::with_manifest).
-  Pipeline(const Settings& settings, hub::HubClient* client, Options options);
+  // Loads the manifest (throws an input Error on bad input), resolves the settings again with it
+  // as a layer (Settings::with_manifest), then opens the cache store they name.
+  Pipeline(const Settings& settings, Remotes remotes, Options options);
   ~Pipeline();
 
   const manifest::Manifest& manifest() const { return manifest_; }
+  // The cache store as reports name it: a Hub repo id, "s3://bucket/prefix", "file:///path".
   const std::string& repo() const { return repo_; }
+  // The store, or null when none is set (or it could not be opened: see notices()).
+  const storage::Store* store() const { return store_.get(); }
   // Where repo() comes from: "--repo", "the manifest's cache_repo in FILE", "CUSTOM_CACHE_REPO",
   // the saved-repo file, "optimum-neuron's default" (Settings::resolve, the manifest a layer).
   const std::string& repo_origin() const { return repo_origin_; }
@@ -120,7 +136,8 @@ class Pipeline {
   const std::filesystem::path& cache_root() const { return root_; }
   const std::vector<Notice>& notices() const { return notices_; }
   const LocalIndex& local_index() const { return *local_index_; }
-  size_t hub_requests() const;
+  // Requests sent to the cache store since the pipeline opened it.
+  size_t store_requests() const;
 
   // Keys for every selected configuration (revisions and model types resolved).
   std::vector<plan::Target> targets();
@@ -177,9 +194,10 @@ class Pipeline {
   // Installs from the Hub the folders optimum-neuron's hub proxy only linked (captured.proxied)
   // and counts them as used; or says why it could not.
   std::optional<std::string> complete_from_hub(compile::CaptureResult& captured);
-  // The compile command reads the Hub through optimum-neuron's hub proxy: it gets the repo,
-  // endpoint, file cache and token of this run (in its environment, never its arguments), so a
-  // repo declared in the manifest is the one it reads, and what it links is in a trusted place.
+  // With a Hub store, the compile command reads the Hub through optimum-neuron's hub proxy: it
+  // gets the repo, endpoint, file cache and token of this run (in its environment, never its
+  // arguments), so a repo declared in the manifest is the one it reads, and what it links is in
+  // a trusted place. Other stores give it nothing: optimum-neuron only knows the Hub.
   void add_hub_env(std::map<std::string, std::string>& env) const;
   // Writes the entry of a run of `target` that exited 0 (or says in `out` why it cannot).
   void record_run(const plan::Target& target, const compile::CaptureResult& captured,
@@ -190,9 +208,17 @@ class Pipeline {
   // anything, so the first compile sees only what changed). Nothing when seeding is off.
   compile::SeedViews* seed_views();
   std::vector<std::filesystem::path> trusted_roots() const;
+  // The store when it may be asked (set, opened, not offline), else null.
+  storage::Store* online_store() const;
+  // "the Hub" for a Hub store, else its location: how messages name where the cache is.
+  std::string where() const;
+  // "the Hub <part>" ("cache", "index"), else "the <part> in <location>".
+  std::string cache_name(const std::string& part) const;
+  // Opens the store the settings name; a store that cannot be opened is a cache problem.
+  void open_store();
   // Why a push must not happen (read-only, no repo, offline, nothing new), or "" when it may.
   std::string why_not_push(bool nothing_new) const;
-  // Why nothing can be pushed when whoami says the token is read-only, else empty.
+  // Why nothing can be pushed when the store says its credentials cannot write, else empty.
   std::string read_only_token();
   // The local index entries of the plan's Local rows that the Hub's index does not have, or has
   // with fewer MODULE_ folders or registry files (artifact_index::covers).
@@ -206,7 +232,8 @@ class Pipeline {
   std::filesystem::path manifest_dir() const;
 
   Settings settings_;
-  hub::HubClient* client_;
+  Remotes remotes_;
+  std::unique_ptr<storage::Store> store_;
   Options options_;
   manifest::Manifest manifest_;
   std::string repo_;

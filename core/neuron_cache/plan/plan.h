@@ -66,10 +66,13 @@ struct Plan {
   std::vector<PlanRow> rows;
   std::string repo;
   std::string repo_origin;         // why this repo: "--repo", "the manifest's cache_repo in F", ...
+  std::string store;               // its kind: "hub", "s3", "folder" (storage::kind_name), or ""
   std::vector<std::string> notes;  // facts about the whole plan, shown under the rows
+  // The store's revision read (Hub: a commit; other stores have none), whether it was read, and
+  // why not. Named hub_* since report format 1; they describe whatever store `store` names.
   std::string hub_revision;
   bool hub_checked = false;
-  std::string hub_problem;  // why the Hub was not checked, when it was not
+  std::string hub_problem;
 
   size_t count(Status status) const;
 };

@@ -50,8 +50,8 @@ std::vector<std::string> flag_words(const std::string& neuron_cc_flags) {
   return {std::istream_iterator<std::string>(kept), std::istream_iterator<std::string>()};
 }
 
-hub::HubClient& ModelResolver::online(const manifest::Configuration& c, const std::string& why) {
-  if (client_ == nullptr || client_->options().offline) {
+ModelSource& ModelResolver::online(const manifest::Configuration& c, const std::string& why) {
+  if (client_ == nullptr || client_->offline()) {
     throw input_error(c.source.to_string() + ": cannot " + why + " of " + c.model_id +
                       " offline: pin the model's revision to a 40-hex commit and set its "
                       "model_type in the manifest");
@@ -88,7 +88,7 @@ ResolvedModel ModelResolver::resolve_hub(const manifest::Configuration& c) {
     model.revision = revision;
   } else {
     model.revision =
-        online(c, "resolve revision \"" + revision + "\"").repo_info(c.model_id, revision).sha;
+        online(c, "resolve revision \"" + revision + "\"").commit_of(c.model_id, revision);
   }
   if (c.model_type) {
     model.model_type = *c.model_type;
@@ -156,11 +156,11 @@ ResolvedModel ModelResolver::resolve(const manifest::Configuration& c) {
       model = resolve_hub(c);
       remember(hub_memo_key(c), model);
     } catch (const Error& error) {
-      bool hub_unavailable = error.kind() == ErrorKind::Operational || client_ == nullptr ||
-                             client_->options().offline;
+      bool hub_unavailable =
+          error.kind() == ErrorKind::Operational || client_ == nullptr || client_->offline();
       auto known = hub_unavailable ? recall(hub_memo_key(c)) : std::nullopt;
       bool hub_down = error.kind() == ErrorKind::Operational && client_ != nullptr &&
-                      !client_->hub_down().empty();
+                      !client_->unreachable().empty();
       if (!known && hub_down) {
         model = {std::nullopt, c.model_type.value_or(""), error.what()};
         resolved_.emplace(memo, model);

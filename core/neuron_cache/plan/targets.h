@@ -11,7 +11,6 @@
 
 #include "neuron_cache/format/cache_key.h"
 #include "neuron_cache/format/pyjson.h"
-#include "neuron_cache/hub/client.h"
 #include "neuron_cache/manifest/manifest.h"
 
 namespace neuron_cache::plan {
@@ -40,6 +39,22 @@ struct ResolvedModel {
   std::string unresolved;  // why the revision is unknown (the Hub is unreachable), or empty
 };
 
+// Where model repos are read (the Hub's model repos, whatever store holds the cache): a
+// revision's commit and a small file at a commit. hub::HubModels (hub/models.h) is the one
+// implementation; tests give fakes.
+class ModelSource {
+ public:
+  virtual ~ModelSource() = default;
+  // The commit `revision` (a branch or tag) of `model_id` points to.
+  virtual std::string commit_of(const std::string& model_id, const std::string& revision) = 0;
+  // A small file at a commit, or nothing when the model has no such file.
+  virtual std::optional<std::string> read_file(const std::string& model_id, const std::string& path,
+                                               const std::string& revision) = 0;
+  virtual bool offline() const = 0;
+  // Why the Hub was found unreachable in this run, or "".
+  virtual std::string unreachable() const = 0;
+};
+
 class ModelResolver {
  public:
   // `client` may be null (offline): then revisions must be commits and model types given, or
@@ -48,7 +63,7 @@ class ModelResolver {
   // still makes its keys while the Hub is unreachable. The model type read from config.json is
   // remembered by commit ("model_id@<commit>") and reused online too, as a commit's config.json
   // never changes: an unchanged run asks only each unpinned model's revision. Empty: no memo.
-  ModelResolver(hub::HubClient* client, std::filesystem::path manifest_dir,
+  ModelResolver(ModelSource* client, std::filesystem::path manifest_dir,
                 std::filesystem::path memo_file = {})
       : client_(client), manifest_dir_(std::move(manifest_dir)), memo_file_(std::move(memo_file)) {}
   // Once per model: later configurations of the same model reuse the answer. When the Hub is
@@ -64,9 +79,9 @@ class ModelResolver {
   void remember(const std::string& memo_key, const ResolvedModel& model) const;
   ResolvedModel resolve_checkout(const manifest::Configuration& configuration);
   ResolvedModel resolve_hub(const manifest::Configuration& configuration);
-  hub::HubClient& online(const manifest::Configuration& configuration, const std::string& why);
+  ModelSource& online(const manifest::Configuration& configuration, const std::string& why);
 
-  hub::HubClient* client_;
+  ModelSource* client_;
   std::filesystem::path manifest_dir_;
   std::filesystem::path memo_file_;
   std::map<std::string, ResolvedModel> resolved_;

@@ -7,18 +7,19 @@
 
 namespace neuron_cache::remote {
 
-void commit_on_head(hub::HubClient& client, const std::string& repo,
-                    const hub::RetryPolicy& conflicts, const std::string& what, int& attempts,
+void commit_on_head(storage::Store& store, const hub::RetryPolicy& conflicts,
+                    const std::string& what, int& attempts,
                     const std::function<void(const std::string& head)>& attempt) {
   while (true) {
     ++attempts;
     try {
-      attempt(client.repo_info(repo).sha);
+      attempt(store.head());
       return;
-    } catch (const hub::CommitConflict&) {
+    } catch (const storage::CommitConflict&) {
       if (attempts >= conflicts.max_attempts) {
         throw operational_error(what + " failed after " + std::to_string(attempts) +
-                                " attempts due to concurrent commits to " + repo +
+                                " attempts due to concurrent commits to " +
+                                storage::display_name(store) +
                                 ": run it again when the other uploads are done");
       }
       std::this_thread::sleep_for(hub::backoff(attempts, conflicts));

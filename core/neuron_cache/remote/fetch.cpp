@@ -47,7 +47,7 @@ bool is_module_name(const std::string& name) {
 
 // Keeps the files of one folder's listing, paths made relative to the folder. Lock files are
 // left out (a compiler's lock, never content); anything else unexpected refuses the folder.
-void take_listing(const std::vector<hub::RemoteEntry>& listing, const std::string& prefix,
+void take_listing(const std::vector<storage::RemoteEntry>& listing, const std::string& prefix,
                   ModulePlan& plan) {
   for (const auto& entry : listing) {
     if (entry.is_directory) continue;
@@ -63,7 +63,7 @@ void take_listing(const std::vector<hub::RemoteEntry>& listing, const std::strin
       plan.files.clear();
       return;
     }
-    hub::RemoteEntry file = entry;
+    storage::RemoteEntry file = entry;
     file.path = relative;
     plan.files.push_back(std::move(file));
   }
@@ -76,9 +76,9 @@ void take_listing(const std::vector<hub::RemoteEntry>& listing, const std::strin
   }
 }
 
-ModulePlan plan_one(hub::HubClient& client, const std::string& repo, const std::string& revision,
-                    const LocalCache& cache, const std::string& compiler_dir,
-                    const std::string& name, uint64_t& listing_requests) {
+ModulePlan plan_one(storage::Store& store, const std::string& revision, const LocalCache& cache,
+                    const std::string& compiler_dir, const std::string& name,
+                    uint64_t& listing_requests) {
   ModulePlan plan{name, FetchStatus::Installed, "", {}};
   if (!is_module_name(name)) {
     plan.status = FetchStatus::Failed;
@@ -92,20 +92,22 @@ ModulePlan plan_one(hub::HubClient& client, const std::string& repo, const std::
     return plan;
   }
   const std::string folder = folder_path(compiler_dir, name);
-  std::vector<hub::RemoteEntry> listing;
+  std::vector<storage::RemoteEntry> listing;
   try {
-    uint64_t before = client.http().stats().requests;
-    listing = client.list_tree(repo, folder, true, revision);
-    listing_requests += client.http().stats().requests - before;
+    uint64_t before = store.requests();
+    listing = store.list(folder, true, revision);
+    listing_requests += store.requests() - before;
   } catch (const Error& error) {
     plan.status = FetchStatus::Failed;
-    plan.error = "cannot list " + folder + " in " + repo + ": " + error.what();
+    plan.error =
+        "cannot list " + folder + " in " + storage::display_name(store) + ": " + error.what();
     return plan;
   }
   take_listing(listing, folder + "/", plan);
   if (plan.status == FetchStatus::Installed && plan.files.empty()) {
     plan.status = FetchStatus::NotOnHub;
-    plan.error = folder + " is not on the Hub in " + repo + " (revision " + revision +
+    plan.error = folder + " is not in " + storage::display_name(store) + " (revision " +
+                 (revision.empty() ? std::string("latest") : revision) +
                  "): check the name and the compiler version, e.g. with `neuron-cache lookup` "
                  "or the repo's file browser";
   }
@@ -135,25 +137,25 @@ struct Job {
 };
 
 // Downloads `files` (job, file index) into their staged folders, a bounded number at a time.
-void download_files(hub::HubClient& client, const std::string& repo, const std::string& revision,
+void download_files(storage::Store& store, const std::string& revision,
                     const std::string& compiler_dir, std::vector<std::pair<Job*, size_t>>& files,
                     FetchResult& result) {
   for (size_t start = 0; start < files.size(); start += kRequestsPerBatch) {
     size_t end = std::min(files.size(), start + kRequestsPerBatch);
     std::vector<UniqueFd> fds;
-    std::vector<hub::DownloadRequest> requests;
+    std::vector<storage::DownloadRequest> requests;
     for (size_t i = start; i < end; ++i) {
       auto [job, index] = files[i];
-      const hub::RemoteEntry& file = job->plan->files[index];
+      const storage::RemoteEntry& file = job->plan->files[index];
       fds.push_back(job->install->create_file(file.path));
       requests.push_back(
           {folder_path(compiler_dir, job->plan->name) + "/" + file.path, fds.back().get(), file});
     }
-    std::vector<hub::DownloadResult> downloads = client.download(repo, revision, requests);
+    std::vector<storage::DownloadResult> downloads = store.download(revision, requests);
     for (size_t i = start; i < end; ++i) {
       auto [job, index] = files[i];
-      const hub::RemoteEntry& file = job->plan->files[index];
-      const hub::DownloadResult& d = downloads[i - start];
+      const storage::RemoteEntry& file = job->plan->files[index];
+      const storage::DownloadResult& d = downloads[i - start];
       result.bytes_downloaded += d.bytes;
       if (!d.ok) {
         if (job->error.empty()) job->error = file.path + ": " + d.error;
@@ -169,16 +171,15 @@ void download_files(hub::HubClient& client, const std::string& repo, const std::
 }
 
 // Downloads then installs one batch of folders (commit_all: one flush per phase for the batch).
-void fetch_batch(hub::HubClient& client, const std::string& repo, const std::string& revision,
-                 const LocalCache& cache, const std::string& compiler_dir, std::vector<Job>& jobs,
-                 FetchResult& result) {
+void fetch_batch(storage::Store& store, const std::string& revision, const LocalCache& cache,
+                 const std::string& compiler_dir, std::vector<Job>& jobs, FetchResult& result) {
   std::vector<std::pair<Job*, size_t>> files;
   for (auto& job : jobs) {
     job.install = std::make_unique<EntryInstall>(cache.root(), compiler_dir, job.plan->name);
     job.record.name = job.plan->name;
     for (size_t i = 0; i < job.plan->files.size(); ++i) files.emplace_back(&job, i);
   }
-  download_files(client, repo, revision, compiler_dir, files, result);
+  download_files(store, revision, compiler_dir, files, result);
   std::vector<EntryInstall::BatchItem> ready;
   std::vector<Job*> ready_jobs;
   for (auto& job : jobs) {
@@ -241,9 +242,8 @@ bool FetchResult::ok() const {
   return true;
 }
 
-std::vector<ModulePlan> plan_modules(hub::HubClient& client, const std::string& repo,
-                                     const std::string& revision, const LocalCache& cache,
-                                     const std::string& compiler_dir,
+std::vector<ModulePlan> plan_modules(storage::Store& store, const std::string& revision,
+                                     const LocalCache& cache, const std::string& compiler_dir,
                                      const std::vector<std::string>& module_names,
                                      uint64_t* listing_requests) {
   if (!compiler_dir.starts_with(layout::kCompilerDirPrefix) ||
@@ -256,24 +256,23 @@ std::vector<ModulePlan> plan_modules(hub::HubClient& client, const std::string& 
   std::set<std::string> seen;
   for (const auto& name : module_names) {
     if (!seen.insert(name).second) continue;
-    plans.push_back(plan_one(client, repo, revision, cache, compiler_dir, name, listings));
+    plans.push_back(plan_one(store, revision, cache, compiler_dir, name, listings));
   }
   if (listing_requests) *listing_requests += listings;
   return plans;
 }
 
-FetchResult fetch_modules(hub::HubClient& client, const std::string& repo,
-                          const std::string& revision, const LocalCache& cache,
-                          const std::string& compiler_dir,
+FetchResult fetch_modules(storage::Store& store, const std::string& revision,
+                          const LocalCache& cache, const std::string& compiler_dir,
                           const std::vector<std::string>& module_names) {
   FetchResult result;
-  std::vector<ModulePlan> plans = plan_modules(client, repo, revision, cache, compiler_dir,
-                                               module_names, &result.listing_requests);
+  std::vector<ModulePlan> plans =
+      plan_modules(store, revision, cache, compiler_dir, module_names, &result.listing_requests);
   result.modules.reserve(plans.size());
   std::vector<Job> pending;
   size_t pending_files = 0;
   auto flush = [&] {
-    if (!pending.empty()) fetch_batch(client, repo, revision, cache, compiler_dir, pending, result);
+    if (!pending.empty()) fetch_batch(store, revision, cache, compiler_dir, pending, result);
     pending.clear();
     pending_files = 0;
   };
@@ -319,23 +318,22 @@ std::optional<RegistryFile> registry_file_of(const std::string& path) {
 }
 
 template <typename F>
-auto counted(hub::HubClient& client, uint64_t* requests, F call) {
-  uint64_t before = client.http().stats().requests;
+auto counted(storage::Store& store, uint64_t* requests, F call) {
+  uint64_t before = store.requests();
   auto result = call();
-  if (requests) *requests += client.http().stats().requests - before;
+  if (requests) *requests += store.requests() - before;
   return result;
 }
 
-std::vector<RegistryFile> find_by_path(hub::HubClient& client, const std::string& repo,
-                                       const std::string& revision, const std::string& path,
-                                       uint64_t* requests) {
+std::vector<RegistryFile> find_by_path(storage::Store& store, const std::string& revision,
+                                       const std::string& path, uint64_t* requests) {
   auto file = registry_file_of(path);
   if (!file) {
     throw input_error("\"" + path +
                       "\" is not the path of a registry entry "
                       "(neuronxcc-<version>/0_REGISTRY/<optimum-neuron version>/.../<hash>.json)");
   }
-  auto found = counted(client, requests, [&] { return client.paths_info(repo, {path}, revision); });
+  auto found = counted(store, requests, [&] { return store.stat({path}, revision); });
   std::vector<RegistryFile> files;
   for (const auto& entry : found) {
     if (entry.is_directory || entry.path != path) continue;
@@ -346,15 +344,15 @@ std::vector<RegistryFile> find_by_path(hub::HubClient& client, const std::string
   return files;
 }
 
-std::vector<RegistryFile> find_by_hash(hub::HubClient& client, const std::string& repo,
-                                       const std::string& revision, const std::string& hash,
+std::vector<RegistryFile> find_by_hash(storage::Store& store, const std::string& revision,
+                                       const std::string& hash,
                                        const std::vector<std::string>& compiler_dirs,
                                        uint64_t* requests) {
   std::vector<RegistryFile> files;
   for (const auto& dir : compiler_dirs) {
     std::string registry_dir = dir + "/" + std::string(layout::kRegistryDir);
-    auto listing = counted(client, requests,
-                           [&] { return client.list_tree(repo, registry_dir, true, revision); });
+    auto listing =
+        counted(store, requests, [&] { return store.list(registry_dir, true, revision); });
     for (const auto& entry : listing) {
       if (entry.is_directory) continue;
       auto file = registry_file_of(entry.path);
@@ -370,11 +368,9 @@ std::vector<RegistryFile> find_by_hash(hub::HubClient& client, const std::string
 
 }  // namespace
 
-std::vector<std::string> list_compiler_dirs(hub::HubClient& client, const std::string& repo,
-                                            const std::string& revision,
+std::vector<std::string> list_compiler_dirs(storage::Store& store, const std::string& revision,
                                             uint64_t* listing_requests) {
-  auto root = counted(client, listing_requests,
-                      [&] { return client.list_tree(repo, "", false, revision); });
+  auto root = counted(store, listing_requests, [&] { return store.list("", false, revision); });
   std::vector<std::string> dirs;
   for (const auto& entry : root) {
     if (entry.is_directory && entry.path.starts_with(layout::kCompilerDirPrefix))
@@ -403,13 +399,12 @@ std::string pick_compiler_dir(const std::vector<std::string>& dirs,
                     repo + " (" + names + "): pass the full version");
 }
 
-std::vector<RegistryFile> find_registry_entry(hub::HubClient& client, const std::string& repo,
-                                              const std::string& revision,
+std::vector<RegistryFile> find_registry_entry(storage::Store& store, const std::string& revision,
                                               const std::string& reference,
                                               const std::vector<std::string>& compiler_dirs,
                                               uint64_t* listing_requests) {
   if (reference.find('/') != std::string::npos) {
-    return find_by_path(client, repo, revision, reference, listing_requests);
+    return find_by_path(store, revision, reference, listing_requests);
   }
   std::string hash =
       reference.ends_with(".json") ? reference.substr(0, reference.size() - 5) : reference;
@@ -418,11 +413,10 @@ std::vector<RegistryFile> find_registry_entry(hub::HubClient& client, const std:
                       "\" is neither a registry entry path in the repo nor an entry hash (20 "
                       "lowercase hex digits, the file name of the entry)");
   }
-  return find_by_hash(client, repo, revision, hash, compiler_dirs, listing_requests);
+  return find_by_hash(store, revision, hash, compiler_dirs, listing_requests);
 }
 
-std::vector<RegistryFetch> fetch_registry_files(hub::HubClient& client, const std::string& repo,
-                                                const std::string& revision,
+std::vector<RegistryFetch> fetch_registry_files(storage::Store& store, const std::string& revision,
                                                 const LocalCache& cache,
                                                 const std::vector<RegistryFile>& files) {
   LocalIndex local(cache);
@@ -438,8 +432,8 @@ std::vector<RegistryFetch> fetch_registry_files(hub::HubClient& client, const st
       }
       UniqueFd fd(memfd_create("registry", MFD_CLOEXEC));
       if (!fd) throw operational_error("cannot create a memory file for " + path);
-      std::vector<hub::DownloadRequest> request{{path, fd.get(), file.entry}};
-      hub::DownloadResult d = client.download(repo, revision, request).front();
+      std::vector<storage::DownloadRequest> request{{path, fd.get(), file.entry}};
+      storage::DownloadResult d = store.download(revision, request).front();
       if (!d.ok) throw operational_error(d.error);
       std::string text = read_whole_fd(fd.get());
       if (registry::entry_hash(text) != file.hash) {

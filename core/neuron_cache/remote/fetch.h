@@ -11,7 +11,8 @@
 #include <vector>
 
 #include "neuron_cache/format/artifact_index.h"
-#include "neuron_cache/hub/client.h"
+#include "neuron_cache/hub/failures.h"
+#include "neuron_cache/storage/store.h"
 #include "neuron_cache/store/cache_tree.h"
 
 namespace neuron_cache::remote {
@@ -32,7 +33,7 @@ struct ModulePlan {
   std::string name;
   FetchStatus status = FetchStatus::Installed;  // Installed: still to fetch
   std::string error;                            // why, for NotOnHub and Failed
-  std::vector<hub::RemoteEntry> files;          // paths relative to the folder
+  std::vector<storage::RemoteEntry> files;      // paths relative to the folder
   uint64_t bytes() const;
 };
 
@@ -55,9 +56,8 @@ struct FetchResult {
 // What fetch_modules would do, without writing anything: folders complete locally cost no
 // request, every other one costs one recursive listing. Refuses (Failed) a folder whose listing
 // has more than kMaxFilesPerModule files or a path that is not a safe relative path inside it.
-std::vector<ModulePlan> plan_modules(hub::HubClient& client, const std::string& repo,
-                                     const std::string& revision, const LocalCache& cache,
-                                     const std::string& compiler_dir,
+std::vector<ModulePlan> plan_modules(storage::Store& store, const std::string& revision,
+                                     const LocalCache& cache, const std::string& compiler_dir,
                                      const std::vector<std::string>& module_names,
                                      uint64_t* listing_requests = nullptr);
 
@@ -72,14 +72,12 @@ std::vector<ModulePlan> plan_modules(hub::HubClient& client, const std::string& 
 //   the others; only a failure to reach the Hub at all throws.
 // Traced export folders (MODULE_<entry hash>, no model.neff/model.done) are fetched like the
 // others; one is complete locally when it is TRACED from its regular files (layout.h).
-FetchResult fetch_modules(hub::HubClient& client, const std::string& repo,
-                          const std::string& revision, const LocalCache& cache,
-                          const std::string& compiler_dir,
+FetchResult fetch_modules(storage::Store& store, const std::string& revision,
+                          const LocalCache& cache, const std::string& compiler_dir,
                           const std::vector<std::string>& module_names);
 
 // The neuronxcc-* folders at the root of `repo` (one listing).
-std::vector<std::string> list_compiler_dirs(hub::HubClient& client, const std::string& repo,
-                                            const std::string& revision,
+std::vector<std::string> list_compiler_dirs(storage::Store& store, const std::string& revision,
                                             uint64_t* listing_requests = nullptr);
 
 // The one folder of `dirs` that `compiler_version` names: the exact neuronxcc-<version>, else
@@ -91,8 +89,8 @@ std::string pick_compiler_dir(const std::vector<std::string>& dirs,
 // One registry entry file in the repo.
 struct RegistryFile {
   std::string compiler_dir;
-  hub::RemoteEntry entry;  // path relative to the compiler folder ("0_REGISTRY/...")
-  std::string hash;        // the file stem: the entry hash, and MODULE_<hash> for traced exports
+  storage::RemoteEntry entry;  // path relative to the compiler folder ("0_REGISTRY/...")
+  std::string hash;  // the file stem: the entry hash, and MODULE_<hash> for traced exports
 };
 
 // The files of the registry entry `reference` names: a path in the repo
@@ -100,8 +98,7 @@ struct RegistryFile {
 // (one recursive listing of the 0_REGISTRY of each of `compiler_dirs`). Every file with that
 // hash is returned: an alias and its primary file, or copies under several optimum-neuron
 // versions. Throws an input Error for a reference that is neither.
-std::vector<RegistryFile> find_registry_entry(hub::HubClient& client, const std::string& repo,
-                                              const std::string& revision,
+std::vector<RegistryFile> find_registry_entry(storage::Store& store, const std::string& revision,
                                               const std::string& reference,
                                               const std::vector<std::string>& compiler_dirs,
                                               uint64_t* listing_requests = nullptr);
@@ -115,8 +112,7 @@ struct RegistryFetch {
 // Installs registry entry files that are not in the local cache yet: each is downloaded
 // verified against its listing, refused unless its name is the SHA-512 prefix of its text (a
 // registry file is content-addressed), then written atomically.
-std::vector<RegistryFetch> fetch_registry_files(hub::HubClient& client, const std::string& repo,
-                                                const std::string& revision,
+std::vector<RegistryFetch> fetch_registry_files(storage::Store& store, const std::string& revision,
                                                 const LocalCache& cache,
                                                 const std::vector<RegistryFile>& files);
 

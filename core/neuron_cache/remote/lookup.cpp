@@ -101,7 +101,7 @@ std::vector<std::pair<long, std::string>> version_key(const std::string& version
 // A registry file that may hold an entry of a requested model.
 struct Candidate {
   std::string compiler_dir;
-  hub::RemoteEntry entry;
+  storage::RemoteEntry entry;
   registry::Location where;
 };
 
@@ -117,7 +117,7 @@ EntryKey key_of(const registry::Location& where) {
 // model, and the arch-digest folder holding an alias's hash holds that model's other entries
 // (optimum-neuron writes an alias only for a model's first entry). Those folders also hold other
 // models of the same architecture: the file content tells them apart once downloaded.
-std::vector<Candidate> candidate_files(const std::vector<hub::RemoteEntry>& listing,
+std::vector<Candidate> candidate_files(const std::vector<storage::RemoteEntry>& listing,
                                        const std::string& compiler_dir,
                                        const std::set<std::string>& model_ids) {
   const std::string prefix = compiler_dir + "/" + std::string(layout::kRegistryDir) + "/";
@@ -179,14 +179,14 @@ void add_hits(const Candidate& file, const std::string& text,
 
 // Downloads the candidate files (in parallel, verified against the listing) into anonymous
 // temporary files, a bounded number at a time, and reads them.
-void read_candidates(hub::HubClient& client, const std::string& repo, const std::string& revision,
+void read_candidates(storage::Store& store, const std::string& revision,
                      const std::vector<Candidate>& files, const std::set<std::string>& model_ids,
                      RegistryScan& scan) {
   constexpr size_t kBatch = 256;  // open temporary files at once
   for (size_t start = 0; start < files.size(); start += kBatch) {
     size_t end = std::min(files.size(), start + kBatch);
     std::vector<std::FILE*> temps;
-    std::vector<hub::DownloadRequest> requests;
+    std::vector<storage::DownloadRequest> requests;
     for (size_t i = start; i < end; ++i) {
       std::FILE* temp = std::tmpfile();
       if (temp == nullptr) {
@@ -197,7 +197,7 @@ void read_candidates(hub::HubClient& client, const std::string& repo, const std:
       temps.push_back(temp);
       requests.push_back({files[i].entry.path, fileno(temp), files[i].entry});
     }
-    std::vector<hub::DownloadResult> downloads = client.download(repo, revision, requests);
+    std::vector<storage::DownloadResult> downloads = store.download(revision, requests);
     for (size_t i = start; i < end; ++i) {
       std::string text = read_all(temps[i - start]);
       std::fclose(temps[i - start]);
@@ -257,15 +257,14 @@ bool matches(const LookupRow& row, const LookupQuery& q) {
          same(row.tensor_parallel, q.tensor_parallel_size);
 }
 
-RegistryScan scan_registry(hub::HubClient& client, const std::string& repo,
-                           const std::string& compiler_version,
+RegistryScan scan_registry(storage::Store& store, const std::string& compiler_version,
                            const std::set<std::string>& model_ids, const std::string& revision) {
   RegistryScan scan;
   for (const auto& id : model_ids) scan.hits[id];
   auto counted_listing = [&](const std::string& path, bool recursive) {
-    uint64_t before = client.http().stats().requests;
-    auto listing = client.list_tree(repo, path, recursive, revision);
-    scan.listing_requests += client.http().stats().requests - before;
+    uint64_t before = store.requests();
+    auto listing = store.list(path, recursive, revision);
+    scan.listing_requests += store.requests() - before;
     return listing;
   };
   for (const auto& entry : counted_listing("", false)) {
@@ -282,7 +281,7 @@ RegistryScan scan_registry(hub::HubClient& client, const std::string& repo,
     auto found = candidate_files(listing, dir, model_ids);
     files.insert(files.end(), found.begin(), found.end());
   }
-  read_candidates(client, repo, revision, files, model_ids, scan);
+  read_candidates(store, revision, files, model_ids, scan);
   for (auto& [id, hits] : scan.hits) {
     std::stable_sort(hits.begin(), hits.end(),
                      [](const RegistryHit& a, const RegistryHit& b) { return a.row < b.row; });
@@ -290,8 +289,8 @@ RegistryScan scan_registry(hub::HubClient& client, const std::string& repo,
   return scan;
 }
 
-LookupResult lookup(hub::HubClient& client, const std::string& repo, const LookupQuery& query) {
-  RegistryScan scan = scan_registry(client, repo, query.compiler_version, {query.model_id});
+LookupResult lookup(storage::Store& store, const LookupQuery& query) {
+  RegistryScan scan = scan_registry(store, query.compiler_version, {query.model_id});
   LookupResult result;
   result.compiler_dirs = std::move(scan.compiler_dirs);
   result.problems = std::move(scan.problems);

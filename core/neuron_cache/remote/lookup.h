@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "neuron_cache/format/registry.h"
-#include "neuron_cache/hub/client.h"
+#include "neuron_cache/storage/store.h"
 
 namespace neuron_cache::remote {
 
@@ -61,8 +61,7 @@ struct RegistryScan {
 // folder). Files are told apart by (optimum-neuron version, mode, hash): an alias and its primary
 // file are one entry, the same bytes under two versions are two. Unreadable files are problems,
 // not errors; Hub failures of the listings throw.
-RegistryScan scan_registry(hub::HubClient& client, const std::string& repo,
-                           const std::string& compiler_version,
+RegistryScan scan_registry(storage::Store& store, const std::string& compiler_version,
                            const std::set<std::string>& model_ids,
                            const std::string& revision = "main");
 
@@ -89,7 +88,7 @@ struct LookupResult {
 };
 
 // scan_registry for one model, filtered by the query.
-LookupResult lookup(hub::HubClient& client, const std::string& repo, const LookupQuery& query);
+LookupResult lookup(storage::Store& store, const LookupQuery& query);
 
 // Whether a row passes the query's filters (compiler version and model id aside).
 bool matches(const LookupRow& row, const LookupQuery& query);

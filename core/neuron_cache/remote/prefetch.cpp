@@ -43,8 +43,8 @@ bool is_empty_marker(const ai::FileRecord& file) {
   return file.name == layout::kDone && file.size == 0 && file.sha256 == kEmpty;
 }
 
-hub::RemoteEntry expected(const ai::FileRecord& file) {
-  hub::RemoteEntry entry;
+storage::RemoteEntry expected(const ai::FileRecord& file) {
+  storage::RemoteEntry entry;
   entry.size = file.size;
   entry.content_sha256 = file.sha256;
   return entry;
@@ -116,14 +116,13 @@ void install_all(DownloadedBatch& batch) {
   }
 }
 
-DownloadedBatch download_batch(hub::HubClient& client, const std::string& repo,
-                               const std::string& revision, const LocalIndex& local,
-                               std::vector<ModuleJob*> batch,
+DownloadedBatch download_batch(storage::Store& store, const std::string& revision,
+                               const LocalIndex& local, std::vector<ModuleJob*> batch,
                                const std::vector<std::string>& staging_folders,
                                PrefetchResult& result) {
   DownloadedBatch out;
   std::vector<Staged>& staged = out.staged;
-  std::vector<hub::DownloadRequest> requests;
+  std::vector<storage::DownloadRequest> requests;
   for (ModuleJob* job : batch) {
     Staged s{
         job,
@@ -145,11 +144,11 @@ DownloadedBatch download_batch(hub::HubClient& client, const std::string& repo,
     }
     staged.push_back(std::move(s));
   }
-  std::vector<hub::DownloadResult> downloads = client.download(repo, revision, requests);
+  std::vector<storage::DownloadResult> downloads = store.download(revision, requests);
   for (auto& s : staged) {
     std::string error;
     for (size_t i = 0; i < s.requests; ++i) {
-      const hub::DownloadResult& d = downloads[s.first_request + i];
+      const storage::DownloadResult& d = downloads[s.first_request + i];
       if (!d.ok && error.empty()) error = d.error;
       result.bytes_downloaded += d.bytes;  // what moved, even when it was thrown away
       if (d.ok) ++result.files_downloaded;
@@ -205,15 +204,15 @@ class Installer {
   std::exception_ptr failure_;
 };
 
-void fetch_registry(hub::HubClient& client, const std::string& repo, const std::string& revision,
-                    const LocalIndex& local, const ai::Entry& entry, PrefetchResult& result) {
+void fetch_registry(storage::Store& store, const std::string& revision, const LocalIndex& local,
+                    const ai::Entry& entry, PrefetchResult& result) {
   for (const auto& file : entry.registry) {
     if (local.registry_file_present(entry.compiler_dir(), file)) continue;
     UniqueFd fd(memfd_create("registry", MFD_CLOEXEC));
     if (!fd) throw operational_error("cannot create a memory file for a registry entry");
-    std::vector<hub::DownloadRequest> request{
+    std::vector<storage::DownloadRequest> request{
         {entry.compiler_dir() + "/" + file.name, fd.get(), expected(file)}};
-    hub::DownloadResult d = client.download(repo, revision, request).front();
+    storage::DownloadResult d = store.download(revision, request).front();
     result.bytes_downloaded += d.bytes;
     if (!d.ok) {
       result.failed.emplace(entry.key, file.name + ": " + d.error);
@@ -226,8 +225,7 @@ void fetch_registry(hub::HubClient& client, const std::string& repo, const std::
 
 }  // namespace
 
-PrefetchResult prefetch(hub::HubClient& client, const std::string& repo,
-                        const std::string& revision, const LocalIndex& local,
+PrefetchResult prefetch(storage::Store& store, const std::string& revision, const LocalIndex& local,
                         const std::vector<ai::Entry>& entries,
                         const std::function<void(const std::string&)>& on_wait) {
   PrefetchResult result;
@@ -247,8 +245,7 @@ PrefetchResult prefetch(hub::HubClient& client, const std::string& repo,
       std::vector<ModuleJob*> batch;
       for (size_t i = start; i < std::min(jobs.size(), start + kModulesPerBatch); ++i)
         batch.push_back(&jobs[i]);
-      installer.start(
-          download_batch(client, repo, revision, local, batch, staging_folders, result));
+      installer.start(download_batch(store, revision, local, batch, staging_folders, result));
     }
     installer.wait();
   }
@@ -262,7 +259,7 @@ PrefetchResult prefetch(hub::HubClient& client, const std::string& repo,
   for (const auto& entry : entries) {
     if (result.failed.count(entry.key)) continue;
     try {
-      fetch_registry(client, repo, revision, local, entry, result);
+      fetch_registry(store, revision, local, entry, result);
     } catch (const Error& e) {
       result.failed.emplace(entry.key, e.what());
     }

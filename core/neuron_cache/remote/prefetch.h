@@ -1,4 +1,4 @@
-// `neuron-cache prefetch`: downloads the artifacts of Hub hits into the local cache. Files of
+// `neuron-cache prefetch`: downloads the artifacts of store hits into the local cache. Files of
 // many MODULE_ folders download in parallel, each verified against the sha256 in the index
 // while it streams; every MODULE_ folder is installed atomically (EntryInstall: model.done
 // last), and the local index entry is written only once all of an entry's folders are in place.
@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "neuron_cache/format/artifact_index.h"
-#include "neuron_cache/hub/client.h"
+#include "neuron_cache/storage/store.h"
 #include "neuron_cache/store/local_index.h"
 
 namespace neuron_cache::remote {
@@ -31,8 +31,7 @@ struct PrefetchResult {
 // One prefetch into a cache at a time (PrefetchLock): a second one waits, telling `on_wait`, then
 // downloads only what the first did not install. Files a killed prefetch staged whole are reused;
 // the rest of its staging is deleted.
-PrefetchResult prefetch(hub::HubClient& client, const std::string& repo,
-                        const std::string& revision, const LocalIndex& local,
+PrefetchResult prefetch(storage::Store& store, const std::string& revision, const LocalIndex& local,
                         const std::vector<artifact_index::Entry>& entries,
                         const std::function<void(const std::string&)>& on_wait = {});
 

@@ -11,6 +11,7 @@
 #include "neuron_cache/error.h"
 #include "neuron_cache/format/layout.h"
 #include "neuron_cache/remote/commit_on_head.h"
+#include "neuron_cache/remote/remote_index.h"
 #include "neuron_cache/store/safe_dir.h"
 
 namespace neuron_cache::remote {
@@ -71,7 +72,7 @@ class TempFile {
 };
 
 struct Attempt {
-  std::vector<hub::CommitOperation> operations;
+  std::vector<storage::CommitOperation> operations;
   std::set<std::string> paths;  // each file once, however many configurations share it
   std::vector<std::unique_ptr<TempFile>> temp_files;
   std::vector<std::string> pushed;
@@ -80,7 +81,7 @@ struct Attempt {
 
   void add(const std::string& path_in_repo, const fs::path& local) {
     if (paths.insert(path_in_repo).second)
-      operations.push_back({hub::CommitOperation::Kind::Add, path_in_repo, local});
+      operations.push_back({storage::CommitOperation::Kind::Add, path_in_repo, local});
   }
 };
 
@@ -114,9 +115,10 @@ void add_entry_files(const LocalIndex& local, const ai::Entry& entry, const ai::
 
 // Reads the shard at `path` on `head` (an empty one when there is none) and checks it is the
 // shard of `inputs`' model or profile.
-ai::IndexFile read_shard(hub::HubClient& client, const std::string& repo, const std::string& head,
-                         const std::string& path, const cache_key::KeyInputs& inputs) {
-  auto text = client.read_file(repo, path, head);
+ai::IndexFile read_shard(storage::Store& store, const std::string& head, const std::string& path,
+                         const cache_key::KeyInputs& inputs) {
+  const std::string repo = storage::display_name(store);
+  auto text = store.read_small(path, head, kMaxIndexFileBytes);
   if (!text) return ai::shard_for(inputs);
   ai::IndexFile index = ai::parse_index(*text, repo + "/" + path);
   if (!ai::is_shard_for(index, inputs)) {
@@ -140,15 +142,15 @@ ai::Entry grown(const ai::Entry* on_hub, const ai::Entry& entry) {
 
 // Only the shards of the pushed configurations' models are read and rewritten: the index data
 // a push sends does not grow with the repo.
-Attempt prepare(hub::HubClient& client, const std::string& repo, const std::string& head,
-                const LocalIndex& local, const std::vector<const ai::Entry*>& entries) {
+Attempt prepare(storage::Store& store, const std::string& head, const LocalIndex& local,
+                const std::vector<const ai::Entry*>& entries) {
   Attempt attempt;
   std::map<std::string, std::vector<const ai::Entry*>> by_shard;
   for (const ai::Entry* entry : entries) {
     by_shard[ai::remote_shard_path(entry->inputs)].push_back(entry);
   }
   for (const auto& [path, list] : by_shard) {
-    ai::IndexFile index = read_shard(client, repo, head, path, list.front()->inputs);
+    ai::IndexFile index = read_shard(store, head, path, list.front()->inputs);
     bool changed = false;
     for (const ai::Entry* entry : list) {
       auto it = index.entries.find(entry->key);
@@ -178,7 +180,7 @@ std::string push_commit_message(size_t configurations) {
          (configurations == 1 ? " configuration" : " configurations");
 }
 
-PushResult push(hub::HubClient& client, const std::string& repo, const LocalIndex& local,
+PushResult push(storage::Store& store, const LocalIndex& local,
                 const std::vector<ai::Entry>& entries, const PushOptions& options) {
   PushResult result;
   std::vector<const ai::Entry*> ready;
@@ -194,23 +196,23 @@ PushResult push(hub::HubClient& client, const std::string& repo, const LocalInde
     }
   }
   if (ready.empty()) return result;
-  commit_on_head(client, repo, options.conflicts, "pushing", result.attempts,
-                 [&](const std::string& head) {
-                   Attempt attempt = prepare(client, repo, head, local, ready);
-                   result.pushed = attempt.pushed;
-                   result.already_on_hub = attempt.already;
-                   result.modules_added = attempt.modules_added;
-                   if (attempt.pushed.empty()) return;
-                   result.commit = client.commit(repo, attempt.operations,
-                                                 push_commit_message(attempt.pushed.size()), head);
-                 });
+  commit_on_head(
+      store, options.conflicts, "pushing", result.attempts, [&](const std::string& head) {
+        Attempt attempt = prepare(store, head, local, ready);
+        result.pushed = attempt.pushed;
+        result.already_on_hub = attempt.already;
+        result.modules_added = attempt.modules_added;
+        if (attempt.pushed.empty()) return;
+        result.commit =
+            store.commit(attempt.operations, push_commit_message(attempt.pushed.size()), head);
+      });
   return result;
 }
 
-PushResult push_modules(hub::HubClient& client, const std::string& repo, const LocalIndex& local,
+PushResult push_modules(storage::Store& store, const LocalIndex& local,
                         const std::vector<std::string>& modules, const PushOptions& options) {
   PushResult result;
-  std::vector<hub::CommitOperation> operations;
+  std::vector<storage::CommitOperation> operations;
   for (const auto& id : modules) {
     size_t slash = id.find('/');
     std::string compiler_dir = id.substr(0, slash);
@@ -219,7 +221,7 @@ PushResult push_modules(hub::HubClient& client, const std::string& repo, const L
       ai::ModuleRecord record = local.record_module(compiler_dir, name);
       for (const auto& file : record.files) {
         operations.push_back(
-            {hub::CommitOperation::Kind::Add, id + "/" + file.name,
+            {storage::CommitOperation::Kind::Add, id + "/" + file.name,
              local.cache().file_to_read(local.cache().root() / compiler_dir / name / file.name)});
       }
       result.pushed.push_back(id);
@@ -228,9 +230,9 @@ PushResult push_modules(hub::HubClient& client, const std::string& repo, const L
     }
   }
   if (operations.empty()) return result;
-  commit_on_head(client, repo, options.conflicts, "pushing", result.attempts,
+  commit_on_head(store, options.conflicts, "pushing", result.attempts,
                  [&](const std::string& head) {
-                   result.commit = client.commit(repo, operations, kModulesCommitMessage, head);
+                   result.commit = store.commit(operations, kModulesCommitMessage, head);
                  });
   return result;
 }

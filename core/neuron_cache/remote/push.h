@@ -13,7 +13,8 @@
 #include <vector>
 
 #include "neuron_cache/format/artifact_index.h"
-#include "neuron_cache/hub/client.h"
+#include "neuron_cache/hub/failures.h"
+#include "neuron_cache/storage/store.h"
 #include "neuron_cache/store/local_index.h"
 
 namespace neuron_cache::remote {
@@ -27,18 +28,18 @@ struct PushResult {
   std::vector<std::string> already_on_hub;     // keys the Hub index had with all their contents
   size_t modules_added = 0;                    // MODULE_ folders the pushed entries added
   std::map<std::string, std::string> skipped;  // key -> why it was not pushed
-  hub::CommitResult commit;
+  storage::CommitResult commit;
   int attempts = 0;
 };
 
 std::string push_commit_message(size_t configurations);
 
-PushResult push(hub::HubClient& client, const std::string& repo, const LocalIndex& local,
+PushResult push(storage::Store& store, const LocalIndex& local,
                 const std::vector<artifact_index::Entry>& entries, const PushOptions& options = {});
 
 // Uploads complete MODULE_ folders ("neuronxcc-<v>/MODULE_...") in one commit, without index
 // entries: what a run without a declared configuration compiled.
-PushResult push_modules(hub::HubClient& client, const std::string& repo, const LocalIndex& local,
+PushResult push_modules(storage::Store& store, const LocalIndex& local,
                         const std::vector<std::string>& modules, const PushOptions& options = {});
 
 }  // namespace neuron_cache::remote

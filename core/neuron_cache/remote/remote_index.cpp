@@ -13,6 +13,7 @@
 #include "neuron_cache/format/layout.h"
 #include "neuron_cache/git/git_info.h"
 #include "neuron_cache/hub/answer.h"
+#include "neuron_cache/hub/client.h"
 #include "neuron_cache/store/safe_dir.h"
 
 namespace neuron_cache::remote {
@@ -21,20 +22,13 @@ namespace {
 namespace ai = artifact_index;
 namespace fs = std::filesystem;
 
-// An index file larger than this is not an index: a format 1 file of 10,000 configurations is
-// about 100 MB, a shard a few KB per configuration.
-constexpr uint64_t kMaxIndexFileBytes = 256ull << 20;
-
 // The Hub's oid of a file with this content: sha256 for LFS files, the git blob id otherwise.
-bool matches(const hub::RemoteEntry& file, const std::string& content) {
-  return file.is_lfs() ? sha256_hex(content) == file.lfs_sha256 : git_blob_id(content) == file.oid;
-}
-
-std::string oid_of(const hub::RemoteEntry& file) {
+// The id copies are kept under: empty when the store gives none (then nothing is kept).
+std::string oid_of(const storage::RemoteEntry& file) {
   return file.is_lfs() ? file.lfs_sha256 : file.oid;
 }
 
-nlohmann::json entry_json(const hub::RemoteEntry& entry) {
+nlohmann::json entry_json(const storage::RemoteEntry& entry) {
   nlohmann::json item = {{"path", entry.path},
                          {"type", entry.is_directory ? "directory" : "file"},
                          {"size", entry.size},
@@ -67,15 +61,16 @@ void keep_answers(const fs::path& file, const nlohmann::json& answers) {
 // paths-info at a commit never changes: with `copies`, the answers at the last head read are
 // kept there (paths-info.json, each path asked with its entry or null), so a run against an
 // unchanged repo asks only for the head commit. As trusted as the index copies beside it.
-std::vector<hub::RemoteEntry> paths_info_at(hub::HubClient& client, const std::string& repo,
-                                            const std::string& revision, const fs::path& copies,
-                                            const std::vector<std::string>& paths) {
-  fs::path file = copies.empty() ? fs::path() : copies / "paths-info.json";
+std::vector<storage::RemoteEntry> paths_info_at(storage::Store& store, const std::string& revision,
+                                                const fs::path& copies,
+                                                const std::vector<std::string>& paths) {
+  // Without a revision (S3, folders) answers can change at any time: nothing is kept.
+  fs::path file = copies.empty() || revision.empty() ? fs::path() : copies / "paths-info.json";
   nlohmann::json answers = read_answers(file, revision);
   nlohmann::json& known = answers["paths"];
   bool all_known = std::all_of(paths.begin(), paths.end(),
                                [&](const std::string& path) { return known.contains(path); });
-  std::vector<hub::RemoteEntry> found;
+  std::vector<storage::RemoteEntry> found;
   if (all_known) {
     try {
       for (const auto& path : paths) {
@@ -86,7 +81,7 @@ std::vector<hub::RemoteEntry> paths_info_at(hub::HubClient& client, const std::s
       found.clear();  // a damaged copy: ask the Hub again
     }
   }
-  found = client.paths_info(repo, paths, revision);
+  found = store.stat(paths, revision);
   for (const auto& path : paths) known[path] = nullptr;
   for (const auto& entry : found) {
     if (known.contains(entry.path)) known[entry.path] = entry_json(entry);
@@ -97,14 +92,18 @@ std::vector<hub::RemoteEntry> paths_info_at(hub::HubClient& client, const std::s
 
 }  // namespace
 
-RemoteIndex RemoteIndex::open(hub::HubClient& client, const std::string& repo, fs::path copies) {
-  RemoteIndex index(client, repo);
+RemoteIndex RemoteIndex::open(storage::Store& store, fs::path copies) {
+  RemoteIndex index(store);
   if (!copies.empty()) {
-    std::string folder = repo;
-    for (char& ch : folder) ch = ch == '/' ? '~' : ch;
+    // One folder per store: "org~name" for a Hub repo, "s3~~~bucket~prefix" and so on.
+    std::string folder = store.hub_repo().empty() ? store.location() : store.hub_repo();
+    for (char& ch : folder)
+      ch = std::isalnum(static_cast<unsigned char>(ch)) || ch == '.' || ch == '_' || ch == '-'
+               ? ch
+               : '~';
     index.copies_ = copies / folder;
   }
-  index.revision_ = client.repo_info(repo).sha;
+  index.revision_ = store.head();
   return index;
 }
 
@@ -118,8 +117,8 @@ void RemoteIndex::load(const std::set<std::pair<std::string, std::string>>& vers
     ask(shard);
   }
   if (paths.empty()) return;
-  std::vector<hub::RemoteEntry> found;
-  for (auto& file : paths_info_at(*client_, repo_, revision_, copies_, paths)) {
+  std::vector<storage::RemoteEntry> found;
+  for (auto& file : paths_info_at(*store_, revision_, copies_, paths)) {
     // paths-info answers only for paths that exist; anything else it sends is ignored.
     if (file.is_directory || !std::count(paths.begin(), paths.end(), file.path)) continue;
     if (file.size > kMaxIndexFileBytes) {
@@ -140,9 +139,10 @@ void RemoteIndex::load(const std::set<std::pair<std::string, std::string>>& vers
 
 // The content of each file, from the kept copies or downloaded in parallel; a file that cannot
 // be fetched intact is a problem, not a failure: its configurations are then compiled.
-std::map<std::string, std::string> RemoteIndex::fetch(const std::vector<hub::RemoteEntry>& files) {
+std::map<std::string, std::string> RemoteIndex::fetch(
+    const std::vector<storage::RemoteEntry>& files) {
   std::map<std::string, std::string> texts;
-  std::vector<hub::DownloadRequest> requests;
+  std::vector<storage::DownloadRequest> requests;
   std::vector<UniqueFd> fds;
   for (const auto& file : files) {
     if (auto copy = read_copy(file)) {
@@ -154,9 +154,9 @@ std::map<std::string, std::string> RemoteIndex::fetch(const std::vector<hub::Rem
     requests.push_back({file.path, fds.back().get(), file});
   }
   if (requests.empty()) return texts;
-  std::vector<hub::DownloadResult> results = client_->download(repo_, revision_, requests);
+  std::vector<storage::DownloadResult> results = store_->download(revision_, requests);
   for (size_t i = 0; i < requests.size(); ++i) {
-    const hub::RemoteEntry& file = requests[i].expected;
+    const storage::RemoteEntry& file = requests[i].expected;
     if (!results[i].ok) {
       problems_.push_back("the index file " + repo_ + "/" + file.path +
                           " could not be fetched intact (" + results[i].error +
@@ -181,8 +181,7 @@ void RemoteIndex::add(const ai::IndexFile& file) {
 const std::vector<std::string>& RemoteIndex::compiler_versions() {
   if (versions_) return *versions_;
   std::set<std::string> versions;
-  for (const auto& item :
-       client_->list_tree(repo_, std::string(ai::kRemoteDir), false, revision_)) {
+  for (const auto& item : store_->list(std::string(ai::kRemoteDir), false, revision_)) {
     std::string name = item.path.substr(item.path.rfind('/') + 1);
     if (!item.is_directory && name.ends_with(".json")) name.resize(name.size() - 5);
     if (auto version = layout::compiler_version_of(name)) versions.insert(*version);
@@ -209,19 +208,19 @@ std::vector<const ai::Entry*> RemoteIndex::entries_of(const cache_key::KeyInputs
   return out;
 }
 
-std::optional<std::string> RemoteIndex::read_copy(const hub::RemoteEntry& file) const {
-  if (copies_.empty()) return std::nullopt;
+std::optional<std::string> RemoteIndex::read_copy(const storage::RemoteEntry& file) const {
+  if (copies_.empty() || oid_of(file).empty()) return std::nullopt;
   fs::path path = copies_ / file.path / (oid_of(file) + ".json");
   UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK));  // a FIFO never blocks
   if (!fd) return std::nullopt;
   std::string text =
       read_whole_fd(fd.get());  // in bulk: a character iterator costs ms on a large file
-  if (!matches(file, text)) return std::nullopt;  // damaged: fetch it again
+  if (!store_->content_matches(file, text)) return std::nullopt;  // damaged: fetch it again
   return text;
 }
 
-void RemoteIndex::keep_copy(const hub::RemoteEntry& file, const std::string& text) const {
-  if (copies_.empty() || !matches(file, text)) return;
+void RemoteIndex::keep_copy(const storage::RemoteEntry& file, const std::string& text) const {
+  if (copies_.empty() || oid_of(file).empty() || !store_->content_matches(file, text)) return;
   try {
     // The path was asked for by name (remote_shard_path, remote_index_path), never taken from
     // an answer, so it stays below copies_.

@@ -1,7 +1,8 @@
-// Reading the artifact index of a Hub cache repo (format/artifact_index.h) with a number of
-// requests that grows with the models asked about, not with the repo: the head commit, ONE
-// paths-info request for the shards of those models (and the format 1 file of each compiler
-// version), then those files downloaded in parallel, each verified against its listed oid.
+// Reading the artifact index of a cache store (format/artifact_index.h) with a number of
+// requests that grows with the models asked about, not with the store: the head commit, ONE
+// stat request for the shards of those models (and the format 1 file of each compiler
+// version; S3 and folders: one request per file), then those files downloaded in parallel, each
+// verified against its listed ids.
 #pragma once
 
 #include <filesystem>
@@ -13,17 +14,20 @@
 #include <vector>
 
 #include "neuron_cache/format/artifact_index.h"
-#include "neuron_cache/hub/client.h"
+#include "neuron_cache/storage/store.h"
 
 namespace neuron_cache::remote {
+
+// An index file larger than this is not an index: a format 1 file of 10,000 configurations is
+// about 100 MB, a shard a few KB per configuration.
+inline constexpr uint64_t kMaxIndexFileBytes = 256ull << 20;
 
 class RemoteIndex {
  public:
   // Reads the head commit; everything later reads that commit. With `copies`, index files are
   // kept there by their Hub oid (verified when read back), so an index file that did not change
   // since the last run is not downloaded again.
-  static RemoteIndex open(hub::HubClient& client, const std::string& repo,
-                          std::filesystem::path copies = {});
+  static RemoteIndex open(storage::Store& store, std::filesystem::path copies = {});
 
   const std::string& repo() const { return repo_; }
   const std::string& revision() const { return revision_; }
@@ -42,14 +46,14 @@ class RemoteIndex {
   const std::vector<std::string>& problems() const { return problems_; }
 
  private:
-  RemoteIndex(hub::HubClient& client, std::string repo)
-      : client_(&client), repo_(std::move(repo)) {}
-  std::map<std::string, std::string> fetch(const std::vector<hub::RemoteEntry>& files);
-  std::optional<std::string> read_copy(const hub::RemoteEntry& file) const;
-  void keep_copy(const hub::RemoteEntry& file, const std::string& text) const;
+  explicit RemoteIndex(storage::Store& store)
+      : store_(&store), repo_(storage::display_name(store)) {}
+  std::map<std::string, std::string> fetch(const std::vector<storage::RemoteEntry>& files);
+  std::optional<std::string> read_copy(const storage::RemoteEntry& file) const;
+  void keep_copy(const storage::RemoteEntry& file, const std::string& text) const;
   void add(const artifact_index::IndexFile& file);
 
-  hub::HubClient* client_;
+  storage::Store* store_;
   std::string repo_;
   std::string revision_;
   std::filesystem::path copies_;

@@ -51,10 +51,10 @@ std::string local_hash(const LocalCacheFile& file, bool lfs) {
 }
 
 bool same_on_hub(const LocalCacheFile& file,
-                 const std::map<std::string, hub::RemoteEntry>& remote) {
+                 const std::map<std::string, storage::RemoteEntry>& remote) {
   auto it = remote.find(file.path_in_repo);
   if (it == remote.end() || it->second.is_directory || it->second.size != file.size) return false;
-  const hub::RemoteEntry& entry = it->second;
+  const storage::RemoteEntry& entry = it->second;
   return local_hash(file, entry.is_lfs()) == (entry.is_lfs() ? entry.lfs_sha256 : entry.oid);
 }
 
@@ -79,8 +79,7 @@ std::vector<LocalCacheFile> publishable_files(const LocalCache& cache,
   return files;
 }
 
-SyncResult synchronize(hub::HubClient& client, const LocalCache& cache, const std::string& repo,
-                       const SyncOptions& options) {
+SyncResult synchronize(storage::Store& store, const LocalCache& cache, const SyncOptions& options) {
   if (!cache.exists()) {
     throw input_error("the " + cache.root().string() +
                       " directory does not exist, cannot synchronize: check --cache-dir");
@@ -89,11 +88,11 @@ SyncResult synchronize(hub::HubClient& client, const LocalCache& cache, const st
   pre_sync_cleanup(cache, options, result);
   std::vector<LocalCacheFile> files = publishable_files(cache, result.skipped);
   result.local_files = files.size();
-  commit_on_head(client, repo, options.conflicts, "Hub cache synchronization", result.attempts,
+  commit_on_head(store, options.conflicts, "Hub cache synchronization", result.attempts,
                  [&](const std::string& head) {
-                   std::map<std::string, hub::RemoteEntry> remote;
-                   for (auto& entry : client.list_tree(repo)) remote[entry.path] = entry;
-                   std::vector<hub::CommitOperation> operations;
+                   std::map<std::string, storage::RemoteEntry> remote;
+                   for (auto& entry : store.list("", true, head)) remote[entry.path] = entry;
+                   std::vector<storage::CommitOperation> operations;
                    result.already_on_hub = 0;
                    result.bytes_to_upload = 0;
                    for (const auto& file : files) {
@@ -102,13 +101,13 @@ SyncResult synchronize(hub::HubClient& client, const LocalCache& cache, const st
                        continue;
                      }
                      operations.push_back(
-                         {hub::CommitOperation::Kind::Add, file.path_in_repo, file.read_from});
+                         {storage::CommitOperation::Kind::Add, file.path_in_repo, file.read_from});
                      result.bytes_to_upload += file.size;
                    }
                    result.to_upload = operations.size();
                    if (options.on_plan) options.on_plan(operations.size(), result.bytes_to_upload);
                    if (operations.empty()) return;
-                   result.commit = client.commit(repo, operations, kSyncCommitMessage, head);
+                   result.commit = store.commit(operations, kSyncCommitMessage, head);
                  });
   return result;
 }

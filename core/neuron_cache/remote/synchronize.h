@@ -8,7 +8,8 @@
 #include <string>
 #include <vector>
 
-#include "neuron_cache/hub/client.h"
+#include "neuron_cache/hub/failures.h"
+#include "neuron_cache/storage/store.h"
 #include "neuron_cache/store/cache_tree.h"
 #include "neuron_cache/store/cleanup.h"
 
@@ -24,7 +25,7 @@ struct SyncOptions {
 };
 
 struct SyncResult {
-  hub::CommitResult commit;
+  storage::CommitResult commit;
   size_t local_files = 0;
   size_t already_on_hub = 0;  // same path and content: not sent
   size_t to_upload = 0;
@@ -47,7 +48,6 @@ struct LocalCacheFile {
 std::vector<LocalCacheFile> publishable_files(const LocalCache& cache,
                                               std::vector<std::string>& skipped);
 
-SyncResult synchronize(hub::HubClient& client, const LocalCache& cache, const std::string& repo,
-                       const SyncOptions& options);
+SyncResult synchronize(storage::Store& store, const LocalCache& cache, const SyncOptions& options);
 
 }  // namespace neuron_cache::remote

@@ -111,13 +111,14 @@ bool has_files(const plan::PlanRow& row) {
 }
 
 json files_json(const plan::Plan& plan, const plan::PlanRow& row, const LocalIndex& local,
-                const hub::HubClient& client) {
+                const storage::Store* store) {
   const artifact_index::Entry& entry = *row.entry;
   const std::string compiler_dir = entry.compiler_dir();
   json files = json::array();
   for (const auto& module : entry.modules) {
     bool here = local.module_complete(compiler_dir, module);
-    if (!here && plan.hub_revision.empty()) {
+    bool pinned = store && (store->kind() != storage::Kind::Hub || !plan.hub_revision.empty());
+    if (!here && !pinned) {
       // A URL of a branch could give other bytes than the sha256 says; never guess one.
       throw operational_error(compiler_dir + "/" + module.name + " of " +
                               row.target.configuration.name +
@@ -127,12 +128,13 @@ json files_json(const plan::Plan& plan, const plan::PlanRow& row, const LocalInd
     for (const auto& file : module.files) {
       std::string path = compiler_dir + "/" + module.name + "/" + file.name;
       std::string url = here ? file_url(local.cache().root() / path)
-                             : client.resolve_url(plan.repo, plan.hub_revision, path);
-      files.push_back({{"path", path},
-                       {"size", file.size},
-                       {"sha256", file.sha256},
-                       {"source", here ? "local" : "hub"},
-                       {"url", url}});
+                             : store->download_url(plan.hub_revision, path).url;
+      json item = {{"path", path},
+                   {"size", file.size},
+                   {"sha256", file.sha256},
+                   {"source", here ? "local" : std::string(storage::kind_name(store->kind()))}};
+      if (!url.empty()) item["url"] = url;
+      files.push_back(std::move(item));
     }
   }
   return files;
@@ -141,13 +143,13 @@ json files_json(const plan::Plan& plan, const plan::PlanRow& row, const LocalInd
 }  // namespace
 
 void add_files(json& plan_report, const plan::Plan& plan, const LocalIndex& local,
-               const hub::HubClient& client) {
+               const storage::Store* store) {
   json& rows = plan_report.at("configurations");
   for (size_t i = 0; i < plan.rows.size() && i < rows.size(); ++i) {
     const plan::PlanRow& row = plan.rows[i];
     if (!has_files(row)) continue;
     rows[i]["entry"] = artifact_index::serialize_entry(*row.entry);
-    rows[i]["files"] = files_json(plan, row, local, client);
+    rows[i]["files"] = files_json(plan, row, local, store);
   }
 }
 
@@ -217,6 +219,7 @@ json plan_json(const plan::Plan& plan) {
   for (const auto& row : plan.rows) rows.push_back(row_json(row));
   return {{"format_version", kReportFormatVersion},
           {"repo", plan.repo},
+          {"store", plan.store},
           {"repo_origin", plan.repo_origin},
           {"notes", plan.notes},
           {"hub_checked", plan.hub_checked},
@@ -276,7 +279,7 @@ json run_json(const RunRecord& run) {
           {"tool", pipeline::tool_version()},
           {"repo", run.pipeline ? run.pipeline->repo() : ""},
           {"compiler_version", run.pipeline ? run.pipeline->compiler_version() : ""},
-          {"hub_requests", run.pipeline ? run.pipeline->hub_requests() : 0},
+          {"hub_requests", run.pipeline ? run.pipeline->store_requests() : 0},
           {"totals",
            {{"configurations", t.configurations},
             {"local", t.local},
@@ -295,7 +298,7 @@ json run_json(const RunRecord& run) {
           {"configurations", configurations}};
 }
 
-std::string commit_text(const hub::CommitResult& commit) {
+std::string commit_text(const storage::CommitResult& commit) {
   return "in commit " + commit.commit_oid.substr(0, 12) + ": " +
          std::to_string(commit.regular_files + commit.lfs_uploaded) + " files sent (" +
          human_bytes(commit.bytes_uploaded) + "), " +

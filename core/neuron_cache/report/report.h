@@ -46,15 +46,17 @@ inline constexpr int kReportFormatVersion = 1;
 nlohmann::json plan_json(const plan::Plan& plan);
 // `plan --json --files`: gives each cached row of `plan_report` (made by plan_json) the files of
 // its entry's MODULE_ folders, with their size, sha256 and a URL a build system downloads them
-// from (Bazel's rctx.download): `file://` for a folder complete in `local`, else the Hub's
-// resolve URL pinned at the plan's revision. And `entry`: the entry's text, as an export's
-// neuron-cache-entry.json holds it. Never a token: URLs only.
+// from (Bazel's rctx.download): `file://` for a folder complete in `local`, else the store's
+// (Store::download_url: the Hub's resolve URL pinned at the plan's revision, a shared folder's
+// file:// URL; none for S3, whose requests must be signed: then `url` is left out and the
+// caller prefetches first). And `entry`: the entry's text, as an export's
+// neuron-cache-entry.json holds it. Never a token or a signature: URLs only.
 void add_files(nlohmann::json& plan_report, const plan::Plan& plan, const LocalIndex& local,
-               const hub::HubClient& client);
+               const storage::Store* store);
 nlohmann::json run_json(const RunRecord& run);
 std::string plan_text(const plan::Plan& plan);
 // "in commit 1a2b3c4d5e6f: 3 files sent (1.2 GiB), 4 already stored"
-std::string commit_text(const hub::CommitResult& commit);
+std::string commit_text(const storage::CommitResult& commit);
 // One line on a push: skipped, failed, or what it sent in which commit. `what` names the things
 // pushed: configurations, or compiled graphs for `run` without --config.
 std::string push_line(const pipeline::PushStep& step, const std::string& what = "configurations");

@@ -149,4 +149,8 @@ class Store {
   virtual bool offline() const = 0;
 };
 
+// How messages and reports name a store: the repo id of a Hub store (as optimum-cli does),
+// else its location.
+std::string display_name(const Store& store);
+
 }  // namespace neuron_cache::storage

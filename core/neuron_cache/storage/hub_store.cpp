@@ -1,0 +1,80 @@
+#include "neuron_cache/storage/hub_store.h"
+
+#include "neuron_cache/format/digest.h"
+#include "neuron_cache/format/hub_names.h"
+#include "neuron_cache/git/git_info.h"
+
+namespace neuron_cache::storage {
+
+HubStore::HubStore(hub::HubClient& client, std::string repo)
+    : client_(client), repo_(std::move(repo)) {
+  hub_names::require_repo_id(repo_, "the cache repo", "check the name");
+}
+
+std::string HubStore::location() const {
+  return "hf://" + repo_;
+}
+
+std::string HubStore::head() {
+  return client_.repo_info(repo_).sha;
+}
+
+std::vector<RemoteEntry> HubStore::list(const std::string& path, bool recursive,
+                                        const std::string& revision) {
+  return client_.list_tree(repo_, path, recursive, revision.empty() ? "main" : revision);
+}
+
+std::vector<RemoteEntry> HubStore::stat(const std::vector<std::string>& paths,
+                                        const std::string& revision) {
+  return client_.paths_info(repo_, paths, revision.empty() ? "main" : revision);
+}
+
+std::optional<std::string> HubStore::read_small(const std::string& path,
+                                                const std::string& revision, uint64_t max_bytes) {
+  auto text = client_.read_file(repo_, path, revision.empty() ? "main" : revision);
+  if (text && text->size() > max_bytes) {
+    throw operational_error(location() + "/" + path + " is " + std::to_string(text->size()) +
+                            " bytes, more than the " + std::to_string(max_bytes) +
+                            " such a file may have: it is not a file neuron-cache wrote; remove "
+                            "it from the repo");
+  }
+  return text;
+}
+
+std::vector<DownloadResult> HubStore::download(const std::string& revision,
+                                               std::vector<DownloadRequest>& requests) {
+  return client_.download(repo_, revision.empty() ? "main" : revision, requests);
+}
+
+bool HubStore::content_matches(const RemoteEntry& entry, std::string_view content) const {
+  if (entry.is_lfs()) return sha256_hex(content) == entry.lfs_sha256;
+  if (!entry.oid.empty()) return git_blob_id(content) == entry.oid;
+  return entry.content_sha256.empty() || sha256_hex(content) == entry.content_sha256;
+}
+
+CommitResult HubStore::commit(const std::vector<CommitOperation>& operations,
+                              const std::string& message,
+                              const std::optional<std::string>& parent) {
+  return client_.commit(repo_, operations, message, parent);
+}
+
+std::string HubStore::why_not_writable() {
+  try {
+    const hub::WhoAmI& who = client_.whoami();
+    if (who.role != "read") return "";
+    return "the token \"" + who.token_name +
+           "\" is read-only: nothing was pushed; set HF_TOKEN to a token with write access";
+  } catch (const Error&) {
+    return "";  // no answer about the token: the commit itself will say what is wrong
+  }
+}
+
+Store::Url HubStore::download_url(const std::string& revision, const std::string& path) const {
+  return {client_.resolve_url(repo_, revision, path), true};
+}
+
+uint64_t HubStore::requests() const {
+  return client_.http().stats().requests;
+}
+
+}  // namespace neuron_cache::storage

@@ -1,0 +1,52 @@
+// The Hugging Face Hub backend: a cache repo in optimum-neuron's layout, read at a commit and
+// written one commit at a time. Every call is the Hub client's (hub/client.h); this file only
+// binds the client to one repo.
+#pragma once
+
+#include <string>
+
+#include "neuron_cache/hub/client.h"
+#include "neuron_cache/storage/store.h"
+
+namespace neuron_cache::storage {
+
+class HubStore : public Store {
+ public:
+  // `client` outlives the store; `repo` is checked as a Hub repo id (an input Error otherwise).
+  HubStore(hub::HubClient& client, std::string repo);
+
+  Kind kind() const override { return Kind::Hub; }
+  // "hf://org/name" (what `--repo hf://org/name` also accepts).
+  std::string location() const override;
+  std::string hub_repo() const override { return repo_; }
+  // The head commit of main.
+  std::string head() override;
+  std::vector<RemoteEntry> list(const std::string& path, bool recursive,
+                                const std::string& revision) override;
+  std::vector<RemoteEntry> stat(const std::vector<std::string>& paths,
+                                const std::string& revision) override;
+  std::optional<std::string> read_small(const std::string& path, const std::string& revision,
+                                        uint64_t max_bytes) override;
+  std::vector<DownloadResult> download(const std::string& revision,
+                                       std::vector<DownloadRequest>& requests) override;
+  // sha256 for LFS files, the git blob id otherwise.
+  bool content_matches(const RemoteEntry& entry, std::string_view content) const override;
+  // One commit on top of `parent`; CommitConflict when main moved.
+  CommitResult commit(const std::vector<CommitOperation>& operations, const std::string& message,
+                      const std::optional<std::string>& parent) override;
+  // Asks whoami once: a read-only token cannot push.
+  std::string why_not_writable() override;
+  // The resolve URL at `revision`, which needs the token (the repo may be private).
+  Url download_url(const std::string& revision, const std::string& path) const override;
+  uint64_t requests() const override;
+  std::string unreachable() const override { return client_.hub_down(); }
+  bool offline() const override { return client_.options().offline; }
+
+  hub::HubClient& client() { return client_; }
+
+ private:
+  hub::HubClient& client_;
+  std::string repo_;
+};
+
+}  // namespace neuron_cache::storage
