@@ -156,8 +156,7 @@ void provide_body(httplib::Response& response, uint64_t total, const std::string
       std::move(release));
 }
 
-void copy_answer_headers(const httplib::Headers& from, httplib::Response& response,
-                         bool bodiless) {
+void copy_answer_headers(const httplib::Headers& from, httplib::Response& response, bool bodiless) {
   for (const auto& [name, value] : from) {
     // A body's length and type are set with the body; a bodiless answer (HEAD) keeps them.
     bool length = strcasecmp(name.c_str(), "Content-Length") == 0;
