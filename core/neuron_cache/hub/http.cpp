@@ -268,6 +268,11 @@ void configure(Transfer& t, const HttpOptions& options) {
   if (same_origin && r.send_token && !options.token.empty()) {
     t.header_list = curl_slist_append(t.header_list, auth.c_str());
   }
+  if (r.aws_sigv4) {
+    curl_easy_setopt(easy, CURLOPT_AWS_SIGV4, r.aws_sigv4->provider.c_str());
+    curl_easy_setopt(easy, CURLOPT_USERNAME, r.aws_sigv4->key_id.c_str());
+    curl_easy_setopt(easy, CURLOPT_PASSWORD, r.aws_sigv4->secret.c_str());
+  }
   t.header_list = curl_slist_append(t.header_list, "Expect:");  // no 100-continue round trip
   curl_easy_setopt(easy, CURLOPT_HTTPHEADER, t.header_list);
 }
