@@ -6,8 +6,9 @@ carry no header.
 
 Usage: proxy_test.py PATH/TO/s3-proxy
 The upstream: S3_PROXY_UPSTREAM=http://127.0.0.1:PORT (an s3rver already running, credentials
-S3RVER/S3RVER), else S3RVER_JS=path/to/s3rver/bin/s3rver.js (started here on a free port), else
-the test is skipped (exit 77)."""
+S3RVER/S3RVER), else S3RVER_JS or NEURON_CACHE_S3RVER=path/to/s3rver/bin/s3rver.js (started here
+on a free port; tests/s3/run-s3-tests.sh sets NEURON_CACHE_S3RVER), else the test is skipped
+(exit 77)."""
 
 import hashlib
 import http.client
@@ -34,6 +35,7 @@ SKIP = 77
 PROXY_BINARY = None
 UPSTREAM = None
 PROCESSES = []
+NODE = os.environ.get("NEURON_CACHE_NODE", "node")
 
 
 def free_port():
@@ -57,7 +59,7 @@ def start_s3rver(script):
     data = tempfile.mkdtemp(prefix="s3rver-")
     port = free_port()
     process = subprocess.Popen(
-        ["node", script, "-d", data, "-a", "127.0.0.1", "-p", str(port), "--silent"],
+        [NODE, script, "-d", data, "-a", "127.0.0.1", "-p", str(port), "--silent"],
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     PROCESSES.append((process, data))
     wait_listening(port)
@@ -383,11 +385,13 @@ def main():
         return 2
     PROXY_BINARY = sys.argv.pop(1)
     UPSTREAM = os.environ.get("S3_PROXY_UPSTREAM")
-    if not UPSTREAM and os.environ.get("S3RVER_JS"):
-        if not shutil.which("node"):
+    # NEURON_CACHE_S3RVER: set by tests/s3/run-s3-tests.sh, the ctest launcher.
+    script = os.environ.get("S3RVER_JS") or os.environ.get("NEURON_CACHE_S3RVER")
+    if not UPSTREAM and script:
+        if not shutil.which(NODE):
             print("SKIP: node is not installed (s3rver needs it)")
             return SKIP
-        UPSTREAM = start_s3rver(os.environ["S3RVER_JS"])
+        UPSTREAM = start_s3rver(script)
     if not UPSTREAM:
         print("SKIP: set S3_PROXY_UPSTREAM=http://127.0.0.1:PORT (a running s3rver) or "
               "S3RVER_JS=.../s3rver/bin/s3rver.js")
