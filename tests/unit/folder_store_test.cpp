@@ -9,6 +9,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -280,6 +281,29 @@ TEST_F(FolderStoreTest, TwoProcessesCommittingOneIndexFileMergeBothEntries) {
   int conflicts =
       std::stoi(read_file(temp_ / "a.conflicts")) + std::stoi(read_file(temp_ / "b.conflicts"));
   EXPECT_GE(conflicts, 1);  // the first round guarantees one
+  std::cout << "conflicts retried: " << conflicts << "\n";
+}
+
+// POSIX record locks do not exclude threads of one process: the process-wide mutex must.
+TEST_F(FolderStoreTest, ThreadsOfOneProcessCommittingOneIndexFileMergeEveryEntry) {
+  constexpr int kThreads = 4, kEntriesEach = 15;
+  std::atomic<int> conflicts{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      FolderStore store(root());
+      fs::path work = temp_ / ("t" + std::to_string(t));
+      fs::create_directories(work);
+      for (int i = 0; i < kEntriesEach; ++i) {
+        conflicts += add_entry(store, work, "t" + std::to_string(t) + "-" + std::to_string(i));
+      }
+    });
+  }
+  for (auto& thread : threads) thread.join();
+  json doc = json::parse(read_file(root() / kShard));
+  std::set<std::string> entries(doc.begin(), doc.end());
+  EXPECT_EQ(doc.size(), size_t{kThreads * kEntriesEach});
+  EXPECT_EQ(entries.size(), size_t{kThreads * kEntriesEach});
   std::cout << "conflicts retried: " << conflicts << "\n";
 }
 
