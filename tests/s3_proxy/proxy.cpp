@@ -23,9 +23,8 @@ constexpr int kWorkerThreads = 32;  // hanging requests hold one each
 // Headers that describe one hop, or that httplib adds itself: never forwarded as they came.
 bool hop_header(const std::string& name) {
   static const char* kHop[] = {
-      "Connection", "Keep-Alive", "Proxy-Connection", "Transfer-Encoding", "Content-Length",
-      "Expect",     "TE",         "Upgrade",          "REMOTE_ADDR",       "REMOTE_PORT",
-      "LOCAL_ADDR", "LOCAL_PORT"};
+      "Connection", "Keep-Alive",  "Proxy-Connection", "Transfer-Encoding", "Content-Length", "TE",
+      "Upgrade",    "REMOTE_ADDR", "REMOTE_PORT",      "LOCAL_ADDR",        "LOCAL_PORT"};
   for (const char* hop : kHop) {
     if (strcasecmp(name.c_str(), hop) == 0) return true;
   }

@@ -181,7 +181,8 @@ class ProxyTest(unittest.TestCase):
             target = "/bucket/neuronxcc-2.21/MODULE_1%2Bab%20cd/model.neff?x-id=PutObject&a=%2F"
             headers = {"Host": "s3.example:9000", "Authorization": "AWS4-HMAC-SHA256 Credential=K/x",
                        "x-amz-content-sha256": "UNSIGNED-PAYLOAD", "x-amz-date": "20260101T000000Z",
-                       "If-None-Match": "*", "Content-Type": "application/octet-stream"}
+                       "If-None-Match": "*", "Content-Type": "application/octet-stream",
+                       "Expect": "100-continue"}  # libcurl signs Expect: it must arrive too
             connection = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
             connection.putrequest("PUT", target, skip_host=True, skip_accept_encoding=True)
             for name, value in headers.items():
