@@ -5,6 +5,7 @@ independent side of the S3 cross-checks; driven by tests/unit/s3_boto3_test.cpp.
   sanity      BUCKET                     boto3 put/get/range/list paging/multipart on the server
   write-tree  BUCKET PREFIX OUT NEFF_MIB  writes a libneuronxla tree; OUT gets {path: sha256}
   read-tree   BUCKET PREFIX EXPECT        downloads everything under PREFIX, compares to EXPECT
+  time-upload / time-download BUCKET KEY FILE   upload_file / download_file, prints the seconds
 
 The endpoint and credentials come from the AWS_* environment, as for any boto3 program.
 """
@@ -135,6 +136,16 @@ def main():
         write_tree(*sys.argv[2:6])
     elif mode == "read-tree":
         read_tree(*sys.argv[2:5])
+    elif mode in ("time-upload", "time-download"):
+        import time
+        s3 = client()
+        bucket, key, path = sys.argv[2:5]
+        start = time.monotonic()
+        if mode == "time-upload":
+            s3.upload_file(path, bucket, key)
+        else:
+            s3.download_file(bucket, key, path)
+        print("%.3f" % (time.monotonic() - start))
     else:
         raise SystemExit("unknown mode " + mode)
 

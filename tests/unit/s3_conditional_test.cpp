@@ -1,8 +1,10 @@
 // S3Store's conditional index writes against a small S3 stand-in that ENFORCES If-Match and
 // If-None-Match (s3rver accepts and ignores them), and one that ignores them while another writer
 // replaces the object: both must end in CommitConflict, never in a silently lost update.
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <httplib.h>
+#include <unistd.h>
 
 #include <mutex>
 #include <thread>
@@ -24,6 +26,7 @@ class ConditionalS3 {
     server_.Get("/(.*)", [this](const httplib::Request& req, httplib::Response& res) {
       std::lock_guard lock(mutex_);
       log_.push_back(req.method + " " + req.path);
+      if (slow_down()) return slow_down_answer(res);
       auto found = objects_.find(req.path);
       if (found == objects_.end()) {
         res.status = 404;
@@ -42,6 +45,7 @@ class ConditionalS3 {
       std::lock_guard lock(mutex_);
       log_.push_back("PUT " + req.path + (req.has_header("If-Match") ? " If-Match" : "") +
                      (req.has_header("If-None-Match") ? " If-None-Match" : ""));
+      if (slow_down()) return slow_down_answer(res);
       signed_ = signed_ &&
                 req.get_header_value("Authorization").rfind("AWS4-HMAC-SHA256", 0) == 0 &&
                 req.get_header_value("x-amz-content-sha256") == sha256_hex(req.body);
@@ -96,7 +100,16 @@ class ConditionalS3 {
     return objects_["/bucket/" + key].first;
   }
 
+  bool slow_down() { return slow_downs_ > 0 && slow_downs_-- > 0; }
+  static void slow_down_answer(httplib::Response& res) {
+    res.status = 503;
+    res.set_content(
+        "<Error><Code>SlowDown</Code><Message>Reduce your request rate.</Message></Error>",
+        "application/xml");
+  }
+
   std::mutex mutex_;
+  int slow_downs_ = 0;  // the next requests answered 503 SlowDown
   bool enforce_ = true;
   bool replace_before_head_ = false;
   int conflict_status_ = 412;
@@ -174,6 +187,37 @@ TEST(S3StoreConditional, IgnoredConditionsAreCaughtByReadingBack) {
   EXPECT_FALSE(a.read_small(kIndex, "", 100));
   s3.replace_before_head_ = true;
   EXPECT_THROW(a.commit({add(kIndex, dir / "a")}, "", std::nullopt), CommitConflict);
+}
+
+TEST(S3StoreConditional, SlowDownIsRetried) {
+  ConditionalS3 s3;
+  std::string big(6u << 20, 'n');
+  for (size_t i = 0; i < big.size(); i += 4096) big[i] = static_cast<char>(i / 4096);
+  s3.put("c/big", big);
+  s3.put("c/" + kIndex, "v1");
+  S3Options options = s3.options();
+  options.part_size = S3Options::kMinPartSize;  // 2 ranged parts
+  S3Store store("s3://bucket/c", s3.access(), options);
+  s3.slow_downs_ = 2;
+  EXPECT_EQ(*store.read_small(kIndex, "", 100), "v1");
+  EXPECT_EQ(store.requests(), 3u);
+  TempDir dir;
+  s3.slow_downs_ = 3;
+  auto stated = store.stat({"big"}, "");
+  ASSERT_EQ(stated.size(), 1u);
+  RemoteEntry expected = stated[0];
+  expected.content_sha256 = sha256_hex(big);
+  int fd = ::open((dir / "big").c_str(), O_RDWR | O_CREAT | O_TRUNC, 0644);
+  std::vector<DownloadRequest> requests{{"big", fd, expected}};
+  s3.slow_downs_ = 3;
+  auto results = store.download("", requests);
+  ::close(fd);
+  EXPECT_TRUE(results[0].ok) << results[0].error;
+  EXPECT_EQ(testing::read_file(dir / "big"), big);
+  write_file(dir / "v2", "v2");
+  s3.slow_downs_ = 1;
+  EXPECT_EQ(store.commit({add(kIndex, dir / "v2")}, "", std::nullopt).regular_files, 1u);
+  EXPECT_EQ(s3.body("c/" + kIndex), "v2");
 }
 
 }  // namespace
