@@ -41,7 +41,10 @@ S3Server::S3Server(const std::string& bucket) : data_dir_(dir_ / "data"), bucket
   fs::create_directories(data_dir_);
   fs::path log = dir_ / "s3rver.log";
   const char* node = std::getenv("NEURON_CACHE_NODE");
+  // s3rver 3.7.1 makes ListObjectsV2 continuation tokens with DES, which the OpenSSL 3 of
+  // Node >= 17 only offers through its legacy provider: without it every second page is a 500.
   std::vector<std::string> args = {node != nullptr ? node : "node",
+                                   "--openssl-legacy-provider",
                                    script,
                                    "--directory",
                                    data_dir_.string(),

@@ -1,6 +1,7 @@
 // Verified, resumable, parallel ranged downloads from S3, streamed to the caller's descriptor.
 #include <fcntl.h>
 #include <unistd.h>
+#include <cerrno>
 
 #include <memory>
 
@@ -275,7 +276,9 @@ std::vector<DownloadResult> S3Store::download(const std::string& /*revision*/,
     uint64_t size = requests[i].expected.size;
     size_t parts = size > part_size ? static_cast<size_t>((size + part_size - 1) / part_size) : 1;
     file->parts_left = parts;
-    if (ftruncate(requests[i].fd, 0) != 0) {
+    // Written from offset 0: whatever the descriptor held beyond the new size must go (a
+    // descriptor that cannot be truncated, a pipe, keeps what it has: nothing).
+    if (ftruncate(requests[i].fd, 0) != 0 && errno != EINVAL) {
       results[i].error = "cannot truncate the destination of " + requests[i].path_in_repo;
       continue;
     }
