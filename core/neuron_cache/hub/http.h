@@ -53,6 +53,15 @@ struct HttpRequest {
   // Whether its failures count toward deciding that the Hub is unreachable. A commit's slow
   // answer says nothing about the Hub being down, and the head must still be read after it.
   bool tells_reachability = true;
+  // Signs the request with AWS Signature Version 4 (S3 and S3-compatible stores): libcurl's
+  // CURLOPT_AWS_SIGV4 with the key id and secret as user and password. The caller adds the
+  // x-amz-content-sha256 header (and x-amz-security-token) and sets send_token = false.
+  struct AwsSigV4 {
+    std::string provider;  // "aws:amz:<region>:s3"
+    std::string key_id;
+    std::string secret;  // never logged, never in a URL or a message
+  };
+  std::optional<AwsSigV4> aws_sigv4;
 };
 
 struct HttpResponse {

@@ -1,0 +1,564 @@
+#include "neuron_cache/storage/folder_store.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cctype>
+#include <cerrno>
+#include <cstring>
+#include <thread>
+
+#include "neuron_cache/format/digest.h"
+#include "neuron_cache/format/layout.h"
+#include "neuron_cache/hub/http.h"
+#include "neuron_cache/store/safe_dir.h"
+
+namespace neuron_cache::storage {
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr size_t kCopyChunk = 8 << 20;   // bytes per copy_file_range call
+constexpr size_t kHashBuffer = 1 << 20;  // bytes per read when hashing
+
+// A '/'-separated store path as plain names; throws an input Error for "..", "." or empty parts.
+std::vector<std::string> split_path(std::string_view path) {
+  std::vector<std::string> parts;
+  if (path.empty()) return parts;
+  size_t start = 0;
+  while (true) {
+    size_t slash = path.find('/', start);
+    std::string part(
+        path.substr(start, slash == std::string_view::npos ? path.npos : slash - start));
+    check_plain_name(part);
+    parts.push_back(std::move(part));
+    if (slash == std::string_view::npos) return parts;
+    start = slash + 1;
+  }
+}
+
+std::string join(const std::string& prefix, const std::string& name) {
+  return prefix.empty() ? name : prefix + "/" + name;
+}
+
+// The folder named by `parts` below `root`, or nothing when a part is missing, a symlink or a file.
+std::optional<SafeDir> walk(const SafeDir& root, const std::vector<std::string>& parts,
+                            size_t count) {
+  std::optional<SafeDir> current;
+  for (size_t i = 0; i < count; ++i) {
+    current = (current ? *current : root).open_subdir(parts[i]);
+    if (!current) return std::nullopt;
+  }
+  if (!current) current = SafeDir::open(root.path());
+  return current;
+}
+
+std::string errno_text() {
+  return std::strerror(errno);
+}
+
+std::string sha256_of_fd(int fd, const std::string& what) {
+  Hasher hasher(HashAlgorithm::Sha256);
+  std::string buffer(kHashBuffer, '\0');
+  for (off_t offset = 0;;) {
+    ssize_t n = pread(fd, buffer.data(), buffer.size(), offset);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) throw operational_error("cannot read " + what + ": " + errno_text());
+    if (n == 0) return hasher.hex_digest();
+    hasher.update(std::string_view(buffer.data(), static_cast<size_t>(n)));
+    offset += n;
+  }
+}
+
+// Copies `size` bytes of `in` into `out`, both from offset 0: copy_file_range (a server-side
+// copy on NFS 4.2, a reflink where the file system can), else pread/pwrite.
+void copy_fd(int in, int out, uint64_t size, const std::string& what) {
+  loff_t in_offset = 0, out_offset = 0;
+  while (static_cast<uint64_t>(in_offset) < size) {
+    size_t chunk = static_cast<size_t>(std::min<uint64_t>(kCopyChunk, size - in_offset));
+    ssize_t n = copy_file_range(in, &in_offset, out, &out_offset, chunk, 0);
+    if (n > 0) continue;
+    if (n < 0 && errno == EINTR) continue;
+    if (n == 0) throw operational_error(what + " ended early: it shrank while being copied");
+    if (errno != EXDEV && errno != EINVAL && errno != ENOSYS && errno != EOPNOTSUPP &&
+        errno != EBADF) {
+      throw operational_error("cannot copy " + what + ": " + errno_text());
+    }
+    break;  // this pair of file systems cannot: copy through a buffer
+  }
+  std::string buffer(kHashBuffer, '\0');
+  while (static_cast<uint64_t>(in_offset) < size) {
+    size_t chunk = static_cast<size_t>(std::min<uint64_t>(buffer.size(), size - in_offset));
+    ssize_t n = pread(in, buffer.data(), chunk, in_offset);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) throw operational_error("cannot read " + what + ": " + errno_text());
+    if (n == 0) throw operational_error(what + " ended early: it shrank while being copied");
+    for (ssize_t done = 0; done < n;) {
+      ssize_t w = pwrite(out, buffer.data() + done, static_cast<size_t>(n - done), out_offset);
+      if (w < 0 && errno == EINTR) continue;
+      if (w < 0) throw operational_error("cannot write " + what + ": " + errno_text());
+      done += w;
+      out_offset += w;
+    }
+    in_offset += n;
+  }
+}
+
+// The sha256 a download must match: the store's, else the index's, else our own oid (a sha256).
+std::string expected_sha256(const RemoteEntry& entry) {
+  if (!entry.lfs_sha256.empty()) return entry.lfs_sha256;
+  if (!entry.content_sha256.empty()) return entry.content_sha256;
+  bool hex64 = entry.oid.size() == 64 &&
+               entry.oid.find_first_not_of("0123456789abcdef") == std::string::npos;
+  return hex64 ? entry.oid : std::string();
+}
+
+std::string small_file_sha256(const SafeDir& dir, const std::string& name) {
+  try {
+    return sha256_hex(dir.read_small_file(name, kFolderSmallFileBytes));
+  } catch (const Error&) {
+    return {};  // grew or vanished meanwhile: listed without an id
+  }
+}
+
+RemoteEntry folder_entry(const std::string& path) {
+  RemoteEntry entry;
+  entry.path = path;
+  entry.is_directory = true;
+  return entry;
+}
+
+RemoteEntry file_entry(const SafeDir& dir, const DirEntry& item, const std::string& path) {
+  RemoteEntry entry;
+  entry.path = path;
+  entry.size = item.size;
+  if (item.size <= kFolderSmallFileBytes) entry.oid = small_file_sha256(dir, item.name);
+  return entry;
+}
+
+void list_into(const SafeDir& dir, const std::string& prefix, bool recursive, int depth,
+               std::vector<RemoteEntry>& out) {
+  if (depth > kFolderMaxDepth) {
+    throw operational_error(dir.path().string() + " is more than " +
+                            std::to_string(kFolderMaxDepth) +
+                            " folders deep: not a cache tree; check the store's root");
+  }
+  for (const DirEntry& item : dir.list()) {
+    // Dot-files and *.tmp are writers' temporary files (and the lock file): never listed.
+    if (layout::is_temporary_file(item.name)) continue;
+    if (out.size() >= kFolderMaxListedEntries) {
+      throw operational_error("more than " + std::to_string(kFolderMaxListedEntries) +
+                              " entries below " + dir.path().string() +
+                              ": not a cache tree; check the store's root");
+    }
+    std::string path = join(prefix, item.name);
+    if (item.type == NodeType::File) {
+      out.push_back(file_entry(dir, item, path));
+    } else if (item.type == NodeType::Directory) {
+      if (!recursive) {
+        out.push_back(folder_entry(path));
+        continue;
+      }
+      if (auto sub = dir.open_subdir(item.name)) list_into(*sub, path, true, depth + 1, out);
+    }
+    // Symlinks, FIFOs, devices: not followed, not listed.
+  }
+}
+
+SafeDir open_root(const fs::path& root) {
+  try {
+    return SafeDir::open(root);
+  } catch (const Error& e) {
+    throw operational_error(std::string(e.what()) +
+                            ": the shared folder store is not there; mount it (or create the "
+                            "folder) and run again");
+  }
+}
+
+// Writes `local` as `name` in `dir`: a dot-file ending in ".tmp", fsync, rename, fsync of the
+// folder. Returns false when `name` already holds the same bytes (nothing written).
+bool write_file(const SafeDir& dir, const std::string& name, const fs::path& local,
+                CommitResult& result) {
+  UniqueFd in(::open(local.c_str(), O_RDONLY | O_CLOEXEC));
+  if (!in) throw operational_error("cannot open " + local.string() + ": " + errno_text());
+  struct stat info {};
+  if (fstat(in.get(), &info) != 0 || !S_ISREG(info.st_mode)) {
+    throw operational_error(local.string() + " is not a regular file: cannot publish it");
+  }
+  uint64_t size = static_cast<uint64_t>(info.st_size);
+  std::string what = (dir.path() / name).string();
+  if (auto there = dir.entry(name); there && there->type == NodeType::File && there->size == size) {
+    UniqueFd existing = dir.open_read(name);
+    if (sha256_of_fd(existing.get(), what) == sha256_of_fd(in.get(), local.string())) {
+      ++result.unchanged;
+      return false;
+    }
+  }
+  std::string temp = "." + name + "." + random_hex(12) + ".tmp";
+  try {
+    UniqueFd out = dir.create_new(temp);
+    copy_fd(in.get(), out.get(), size, what);
+    if (fsync(out.get()) != 0)
+      throw operational_error("cannot flush " + what + ": " + errno_text());
+    dir.move_to(temp, dir, name, false);
+  } catch (...) {
+    unlinkat(dir.fd(), temp.c_str(), 0);
+    throw;
+  }
+  dir.sync();
+  (size > kFolderSmallFileBytes ? result.lfs_uploaded : result.regular_files) += 1;
+  result.bytes_uploaded += size;
+  return true;
+}
+
+bool delete_file(const SafeDir& root, const std::vector<std::string>& parts) {
+  auto dir = walk(root, parts, parts.size() - 1);
+  if (!dir || !dir->entry(parts.back())) return false;
+  dir->remove_file(parts.back());  // unlinkat: a symlink is removed itself, never followed
+  dir->sync();
+  return true;
+}
+
+SafeDir parent_for_write(const SafeDir& root, const std::vector<std::string>& parts) {
+  if (parts.size() == 1) return SafeDir::open(root.path());
+  std::string parent;
+  for (size_t i = 0; i + 1 < parts.size(); ++i) parent = join(parent, parts[i]);
+  return root.make_path(parent);  // refuses a symlink or a file on the way
+}
+
+// The index lock: one process-wide mutex (POSIX record locks are per process, and closing any
+// descriptor of the file drops them), then fcntl(F_SETLK) on <root>/.neuron-cache.lock, polled
+// until kFolderLockWait.
+class IndexLock {
+ public:
+  explicit IndexLock(const SafeDir& root) {
+    auto deadline = std::chrono::steady_clock::now() + kFolderLockWait;
+    if (!process_mutex().try_lock_until(deadline)) throw timeout(root);
+    try {
+      fd_ = UniqueFd(openat(root.fd(), std::string(kFolderLockFile).c_str(),
+                            O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0644));
+      if (!fd_) {
+        throw operational_error("cannot open the lock file " +
+                                (root.path() / kFolderLockFile).string() + ": " + errno_text());
+      }
+      wait_for_lock(root, deadline);
+    } catch (...) {
+      fd_ = UniqueFd();
+      process_mutex().unlock();
+      throw;
+    }
+  }
+  ~IndexLock() {
+    struct flock unlock_all {};
+    unlock_all.l_type = F_UNLCK;
+    unlock_all.l_whence = SEEK_SET;
+    fcntl(fd_.get(), F_SETLK, &unlock_all);
+    fd_ = UniqueFd();
+    process_mutex().unlock();
+  }
+  IndexLock(const IndexLock&) = delete;
+  IndexLock& operator=(const IndexLock&) = delete;
+
+ private:
+  static std::timed_mutex& process_mutex() {
+    static std::timed_mutex mutex;
+    return mutex;
+  }
+  static Error timeout(const SafeDir& root) {
+    return operational_error(
+        "the index lock " + (root.path() / kFolderLockFile).string() + " stayed taken for " +
+        std::to_string(kFolderLockWait.count() / 1000) +
+        " s: another machine is publishing (or its NFS lock was not released); try again later");
+  }
+  void wait_for_lock(const SafeDir& root, std::chrono::steady_clock::time_point deadline) {
+    auto pause = std::chrono::milliseconds(5);
+    while (true) {
+      struct flock whole {};
+      whole.l_type = F_WRLCK;
+      whole.l_whence = SEEK_SET;  // l_start 0, l_len 0: the whole file
+      if (fcntl(fd_.get(), F_SETLK, &whole) == 0) return;
+      if (errno == EINTR) continue;
+      if (errno != EACCES && errno != EAGAIN) {
+        throw operational_error("cannot lock " + (root.path() / kFolderLockFile).string() + ": " +
+                                errno_text() +
+                                " (on NFSv3 the lock daemons rpc.statd/lockd must run)");
+      }
+      if (std::chrono::steady_clock::now() >= deadline) throw timeout(root);
+      std::this_thread::sleep_for(pause);
+      pause = std::min(pause * 2, std::chrono::milliseconds(250));
+    }
+  }
+
+  UniqueFd fd_;
+};
+
+std::string percent_decode(std::string_view text) {
+  std::string out;
+  for (size_t i = 0; i < text.size(); ++i) {
+    if (text[i] == '%' && i + 2 < text.size() &&
+        std::isxdigit(static_cast<unsigned char>(text[i + 1])) &&
+        std::isxdigit(static_cast<unsigned char>(text[i + 2]))) {
+      out += static_cast<char>(std::stoi(std::string(text.substr(i + 1, 2)), nullptr, 16));
+      i += 2;
+    } else {
+      out += text[i];
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+FolderStore::FolderStore(fs::path root) : root_(std::move(root)) {
+  if (!root_.is_absolute()) {
+    throw input_error("the folder store " + root_.string() +
+                      " is not an absolute path: give file:///absolute/path");
+  }
+  root_ = root_.lexically_normal();
+  if (root_.filename().empty() && root_ != root_.root_path()) root_ = root_.parent_path();
+}
+
+std::string FolderStore::location() const {
+  return "file://" + root_.string();
+}
+
+std::vector<RemoteEntry> FolderStore::list(const std::string& path, bool recursive,
+                                           const std::string& /*revision*/) {
+  std::vector<std::string> parts = split_path(path);
+  SafeDir root = open_root(root_);
+  std::optional<SafeDir> dir = walk(root, parts, parts.size());
+  std::vector<RemoteEntry> out;
+  if (dir) list_into(*dir, path, recursive, static_cast<int>(parts.size()), out);
+  return out;
+}
+
+std::vector<RemoteEntry> FolderStore::stat(const std::vector<std::string>& paths,
+                                           const std::string& /*revision*/) {
+  SafeDir root = open_root(root_);
+  std::vector<RemoteEntry> out;
+  for (const std::string& path : paths) {
+    std::vector<std::string> parts = split_path(path);
+    if (parts.empty()) continue;
+    std::optional<SafeDir> dir = walk(root, parts, parts.size() - 1);
+    if (!dir) continue;
+    std::optional<DirEntry> item = dir->entry(parts.back());
+    if (!item) continue;
+    if (item->type == NodeType::File) out.push_back(file_entry(*dir, *item, path));
+    if (item->type == NodeType::Directory) out.push_back(folder_entry(path));
+  }
+  return out;
+}
+
+std::optional<std::string> FolderStore::read_small(const std::string& path,
+                                                   const std::string& /*revision*/,
+                                                   uint64_t max_bytes) {
+  std::vector<std::string> parts = split_path(path);
+  if (parts.empty()) throw input_error("read_small needs a file path, not the store's root");
+  SafeDir root = open_root(root_);
+  std::optional<std::string> content;
+  if (auto dir = walk(root, parts, parts.size() - 1)) {
+    auto item = dir->entry(parts.back());
+    if (item && item->type == NodeType::File) {
+      content = dir->read_small_file(parts.back(), static_cast<size_t>(max_bytes));
+      ++files_touched_;
+    }
+  }
+  std::lock_guard lock(seen_mutex_);
+  seen_[path] = content ? std::optional<std::string>(sha256_hex(*content)) : std::nullopt;
+  return content;
+}
+
+DownloadResult FolderStore::download_one(DownloadRequest& request) {
+  DownloadResult result;
+  try {
+    std::vector<std::string> parts = split_path(request.path_in_repo);
+    if (parts.empty()) throw input_error("a download needs a file path");
+    SafeDir root = open_root(root_);
+    auto dir = walk(root, parts, parts.size() - 1);
+    auto item = dir ? dir->entry(parts.back()) : std::nullopt;
+    if (!item || item->type != NodeType::File) {
+      result.error = request.path_in_repo + " is not in " + location();
+      return result;
+    }
+    UniqueFd in = dir->open_read(parts.back());
+    struct stat info {};
+    if (fstat(in.get(), &info) != 0) throw operational_error("cannot stat " + request.path_in_repo);
+    uint64_t size = static_cast<uint64_t>(info.st_size);
+    ++files_touched_;
+    if (size != request.expected.size) {
+      result.error = request.path_in_repo + " has " + std::to_string(size) + " bytes in " +
+                     location() + ", " + std::to_string(request.expected.size) + " expected";
+      return result;
+    }
+    copy_fd(in.get(), request.fd, size, request.path_in_repo);
+    if (ftruncate(request.fd, static_cast<off_t>(size)) != 0 && errno != EINVAL) {
+      throw operational_error("cannot size the copy of " + request.path_in_repo + ": " +
+                              errno_text());
+    }
+    if (std::string want = expected_sha256(request.expected); !want.empty()) {
+      // Hash what landed in the destination; a write-only destination: the source.
+      std::string got;
+      try {
+        got = sha256_of_fd(request.fd, request.path_in_repo);
+      } catch (const Error&) {
+        got = sha256_of_fd(in.get(), request.path_in_repo);
+      }
+      if (got != want) {
+        result.error = request.path_in_repo + " has sha256 " + got + " in " + location() + ", " +
+                       want + " expected: the file changed or is damaged";
+        return result;
+      }
+    }
+    result.ok = true;
+    result.bytes = size;
+  } catch (const std::exception& e) {
+    result.error = e.what();
+  }
+  return result;
+}
+
+std::vector<DownloadResult> FolderStore::download(const std::string& /*revision*/,
+                                                  std::vector<DownloadRequest>& requests) {
+  std::vector<DownloadResult> results(requests.size());
+  std::atomic<size_t> next{0};
+  auto worker = [&] {
+    for (size_t i = next++; i < requests.size(); i = next++) results[i] = download_one(requests[i]);
+  };
+  std::vector<std::thread> threads;
+  size_t count = std::min(kFolderParallelCopies, requests.size());
+  for (size_t i = 1; i < count; ++i) threads.emplace_back(worker);
+  worker();
+  for (auto& thread : threads) thread.join();
+  return results;
+}
+
+bool FolderStore::content_matches(const RemoteEntry& entry, std::string_view content) const {
+  std::string want = expected_sha256(entry);
+  if (want.empty()) return true;
+  return entry.size == content.size() && sha256_hex(content) == want;
+}
+
+std::optional<std::string> FolderStore::current_sha256(const std::string& path) const {
+  std::vector<std::string> parts = split_path(path);
+  SafeDir root = open_root(root_);
+  auto dir = walk(root, parts, parts.size() - 1);
+  if (!dir) return std::nullopt;
+  auto item = dir->entry(parts.back());
+  if (!item || item->type != NodeType::File) return std::nullopt;
+  UniqueFd fd = dir->open_read(parts.back());
+  return sha256_of_fd(fd.get(), path);
+}
+
+std::optional<std::string> FolderStore::seen_sha256(const std::string& path, bool& was_read) const {
+  std::lock_guard lock(seen_mutex_);
+  auto it = seen_.find(path);
+  was_read = it != seen_.end();
+  return was_read ? it->second : std::nullopt;
+}
+
+CommitResult FolderStore::commit(const std::vector<CommitOperation>& operations,
+                                 const std::string& /*message*/,
+                                 const std::optional<std::string>& /*parent*/) {
+  struct Planned {
+    const CommitOperation* op;
+    std::vector<std::string> parts;
+  };
+  std::vector<Planned> artifacts, index_files;
+  for (const CommitOperation& op : operations) {
+    Planned planned{&op, split_path(op.path_in_repo)};
+    if (planned.parts.empty()) throw input_error("a commit operation needs a file path");
+    if (layout::is_temporary_file(planned.parts.back())) {
+      throw input_error(op.path_in_repo +
+                        " has a temporary file's name (a dot-file or *.tmp), which a store never "
+                        "lists: give it another name");
+    }
+    bool was_read = false;
+    seen_sha256(op.path_in_repo, was_read);
+    (was_read ? index_files : artifacts).push_back(std::move(planned));
+  }
+  CommitResult result;
+  SafeDir root = open_root(root_);
+  auto apply = [&](const Planned& planned) {
+    if (planned.op->kind == CommitOperation::Kind::Delete) {
+      if (delete_file(root, planned.parts)) ++result.deleted;
+      return;
+    }
+    SafeDir dir = parent_for_write(root, planned.parts);
+    write_file(dir, planned.parts.back(), planned.op->local, result);
+  };
+  for (const Planned& planned : artifacts) {
+    apply(planned);
+    ++files_touched_;
+  }
+  if (!index_files.empty()) {
+    IndexLock lock(root);
+    for (const Planned& planned : index_files) {
+      bool was_read = false;
+      std::optional<std::string> seen = seen_sha256(planned.op->path_in_repo, was_read);
+      if (current_sha256(planned.op->path_in_repo) != seen) {
+        throw CommitConflict(planned.op->path_in_repo + " changed in " + location() +
+                             " since it was read (another writer published meanwhile): read it "
+                             "again, merge and commit again");
+      }
+    }
+    for (const Planned& planned : index_files) {
+      apply(planned);
+      ++files_touched_;
+      std::optional<std::string> now;
+      if (planned.op->kind == CommitOperation::Kind::Add) now = sha256_of_file(planned.op->local);
+      std::lock_guard guard(seen_mutex_);
+      seen_[planned.op->path_in_repo] = now;  // this reader's own write is what it saw last
+    }
+  }
+  result.committed = result.regular_files + result.lfs_uploaded + result.deleted > 0;
+  return result;
+}
+
+std::string FolderStore::unreachable() const {
+  struct stat info {};
+  if (::stat(root_.c_str(), &info) != 0) {
+    return "the shared folder " + root_.string() + " cannot be reached (" + errno_text() +
+           "): mount it or create it";
+  }
+  if (!S_ISDIR(info.st_mode)) return "the shared folder " + root_.string() + " is not a folder";
+  if (access(root_.c_str(), R_OK | X_OK) != 0) {
+    return "the shared folder " + root_.string() + " cannot be read by this user (" + errno_text() +
+           ")";
+  }
+  return {};
+}
+
+std::string FolderStore::why_not_writable() {
+  if (std::string why = unreachable(); !why.empty()) return why;
+  if (access(root_.c_str(), W_OK | X_OK) != 0) {
+    return "the shared folder " + root_.string() + " is not writable by this user (" +
+           errno_text() + ")";
+  }
+  return {};
+}
+
+Store::Url FolderStore::download_url(const std::string& /*revision*/,
+                                     const std::string& path) const {
+  std::vector<std::string> parts = split_path(path);  // no ".." can leave the root
+  fs::path file = root_;
+  for (const auto& part : parts) file /= part;
+  return {"file://" + hub::url_encode(file.string(), true), false};
+}
+
+fs::path folder_root_from_url(std::string_view url) {
+  constexpr std::string_view kScheme = "file://";
+  if (url.substr(0, kScheme.size()) != kScheme) {
+    throw input_error(std::string(url) + " is not a file:// URL");
+  }
+  std::string_view rest = url.substr(kScheme.size());
+  if (rest.substr(0, 10) == "localhost/") rest.remove_prefix(9);
+  if (rest.empty() || rest.front() != '/') {
+    throw input_error(std::string(url) +
+                      ": a folder store is file:///absolute/path (no host; mount the share "
+                      "and name its local path)");
+  }
+  return fs::path(percent_decode(rest));
+}
+
+}  // namespace neuron_cache::storage

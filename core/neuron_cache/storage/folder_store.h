@@ -1,0 +1,104 @@
+// A shared folder as a store (file:///path): an NFS or FSx mount that many machines read and
+// write, with the same tree as the Hub and S3 stores (neuronxcc-<v>/MODULE_<key>/..., 0_REGISTRY,
+// the artifact index files).
+//
+// Safety: every name below the root is opened with openat(O_NOFOLLOW) through SafeDir, so a
+// symlink or a hostile name ("..", "a/../../b") in the store or in a request never reads or
+// writes outside the root; symlinks, FIFOs and devices in the store are left out of listings and
+// read as missing. A missing root is never created (an unmounted NFS share would otherwise be
+// filled on the local disk under its mount point).
+//
+// Guarantees relied on, and why they hold on NFS (v3 and v4) as on a local file system:
+// - rename(2) within one folder is atomic: a reader sees the old file or the whole new one. Every
+//   file is written as a dot-file ending in ".tmp" in its destination folder (never listed:
+//   layout::is_temporary_file), fsync-ed, then renamed; the folder is fsync-ed after. NFS
+//   clients send the rename as one RPC, and close-to-open consistency makes another client that
+//   opens the file after the rename see the complete content.
+// - fcntl(F_SETLK) record locks reach the server: NLM for NFSv3 (rpc.statd/lockd must run on
+//   client and server), in-protocol for NFSv4. flock() is NOT used: kernels before 2.6.12 kept it
+//   local to the client, and some mounts (local_lock=flock) still do. POSIX locks are per process
+//   and dropped when the process closes ANY descriptor of the file, so in-process callers are
+//   serialized by a mutex first and only the lock holder opens the lock file. A holder killed
+//   with kill -9 loses the lock (the kernel, or the NFS server's lease/NLM recovery, frees it).
+// - Index files are replaced under that lock only, after checking each still has the content
+//   read_small() saw (sha256): two machines merging the same index file cannot lose an entry,
+//   one gets CommitConflict and merges again. Artifacts are written before the lock, without it:
+//   their paths are content-addressed by the cache key, so two writers write the same bytes.
+// - A writer killed at any point leaves at most a dot-file ".<name>.<random>.tmp": never listed,
+//   never a partial file under a real name.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <filesystem>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "neuron_cache/storage/store.h"
+
+namespace neuron_cache::storage {
+
+// Files at most this large get their sha256 as oid in listings (index shards, registry files,
+// flags); larger ones (NEFFs) are not read to be listed.
+inline constexpr uint64_t kFolderSmallFileBytes = 1 << 20;
+// A listing stops with an error beyond this many entries: a cache tree holds a few entries per
+// compiled graph, so more means a wrong root (a whole file system), not a cache.
+inline constexpr size_t kFolderMaxListedEntries = 500'000;
+// Deeper trees are not cache trees (MODULE_ folders and 0_REGISTRY are at most ~8 levels).
+inline constexpr int kFolderMaxDepth = 32;
+// Downloads copied at once (each one a copy_file_range stream, server-side on NFS 4.2).
+inline constexpr size_t kFolderParallelCopies = 4;
+// How long a commit waits for another machine's index lock before giving up.
+inline constexpr std::chrono::milliseconds kFolderLockWait{60'000};
+// The lock file of the index merge, at the root; a dot-file, so never listed nor synchronized.
+inline constexpr std::string_view kFolderLockFile = ".neuron-cache.lock";
+
+class FolderStore : public Store {
+ public:
+  // `root`: an absolute path to an existing folder (its own path may go through symlinks).
+  explicit FolderStore(std::filesystem::path root);
+
+  Kind kind() const override { return Kind::Folder; }
+  std::string location() const override;
+  std::string head() override { return {}; }
+  std::vector<RemoteEntry> list(const std::string& path, bool recursive,
+                                const std::string& revision) override;
+  std::vector<RemoteEntry> stat(const std::vector<std::string>& paths,
+                                const std::string& revision) override;
+  std::optional<std::string> read_small(const std::string& path, const std::string& revision,
+                                        uint64_t max_bytes) override;
+  std::vector<DownloadResult> download(const std::string& revision,
+                                       std::vector<DownloadRequest>& requests) override;
+  bool content_matches(const RemoteEntry& entry, std::string_view content) const override;
+  CommitResult commit(const std::vector<CommitOperation>& operations, const std::string& message,
+                      const std::optional<std::string>& parent) override;
+  std::string why_not_writable() override;
+  Url download_url(const std::string& revision, const std::string& path) const override;
+  uint64_t requests() const override { return files_touched_; }
+  std::string unreachable() const override;
+  bool offline() const override { return false; }
+
+  const std::filesystem::path& root() const { return root_; }
+
+ private:
+  DownloadResult download_one(DownloadRequest& request);
+  // The sha256 of the regular file at `path` now, or nothing when there is none.
+  std::optional<std::string> current_sha256(const std::string& path) const;
+  std::optional<std::string> seen_sha256(const std::string& path, bool& was_read) const;
+
+  std::filesystem::path root_;
+  std::atomic<uint64_t> files_touched_{0};
+  mutable std::mutex seen_mutex_;
+  // What read_small() saw of each path: its sha256, or nothing when it was missing.
+  std::map<std::string, std::optional<std::string>> seen_;
+};
+
+// The folder of a "file:///abs/path" URL (percent-decoded); throws an input Error for another
+// host ("file://host/...") or a relative path.
+std::filesystem::path folder_root_from_url(std::string_view url);
+
+}  // namespace neuron_cache::storage

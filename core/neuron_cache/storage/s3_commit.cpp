@@ -1,0 +1,410 @@
+// Publication to S3: artifacts (single PUT or multipart, skipped when already stored), then the
+// files read_small() read, each conditional on the version read, then deletes.
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <memory>
+#include <set>
+
+#include "neuron_cache/format/digest.h"
+#include "neuron_cache/storage/s3_internal.h"
+#include "neuron_cache/storage/s3_store.h"
+#include "neuron_cache/storage/s3_xml.h"
+
+namespace neuron_cache::storage {
+
+namespace s3 {
+
+RemoteEntry entry_of(const std::string& path, const hub::Headers& headers) {
+  RemoteEntry entry;
+  entry.path = path;
+  std::string length = headers.get("Content-Length").value_or("");
+  if (length.empty() || length.size() > 19 ||
+      length.find_first_not_of("0123456789") != std::string::npos) {
+    throw operational_error("the S3 store gave " + path + " no valid Content-Length");
+  }
+  entry.size = std::stoull(length);
+  entry.oid = s3xml::unquote_etag(headers.get("ETag").value_or(""));
+  std::string sha = headers.get(kShaMetaHeader).value_or("");
+  if (sha.size() == 64 && sha.find_first_not_of("0123456789abcdef") == std::string::npos) {
+    entry.content_sha256 = sha;
+  }
+  return entry;
+}
+
+}  // namespace s3
+
+namespace {
+
+using hub::HttpRequest;
+using hub::HttpResponse;
+
+class Fd {
+ public:
+  explicit Fd(const std::filesystem::path& path) : fd_(::open(path.c_str(), O_RDONLY | O_CLOEXEC)) {
+    if (fd_ < 0) throw operational_error("cannot read " + path.string() + " to upload it");
+  }
+  ~Fd() { ::close(fd_); }
+  Fd(const Fd&) = delete;
+  Fd& operator=(const Fd&) = delete;
+  int get() const { return fd_; }
+
+ private:
+  int fd_;
+};
+
+// One artifact to send.
+struct Artifact {
+  const CommitOperation* op = nullptr;
+  uint64_t size = 0;
+  std::string sha256;
+  std::unique_ptr<Fd> fd;
+  std::string upload_id;  // multipart
+  std::vector<std::string> part_etags;
+  bool failed = false;
+  std::string error;
+};
+
+uint64_t size_of_file(const std::filesystem::path& path) {
+  std::error_code ec;
+  uint64_t size = std::filesystem::file_size(path, ec);
+  if (ec)
+    throw operational_error("cannot read " + path.string() + " to upload it: " + ec.message());
+  return size;
+}
+
+std::string md5_of_file(int fd, uint64_t size) {
+  Hasher hasher(HashAlgorithm::Md5);
+  std::string buffer(1 << 20, '\0');
+  for (uint64_t at = 0; at < size;) {
+    ssize_t n = pread(fd, buffer.data(), buffer.size(), static_cast<off_t>(at));
+    if (n <= 0) throw operational_error("cannot read a file back to compare it");
+    hasher.update(std::string_view(buffer.data(), static_cast<size_t>(n)));
+    at += static_cast<uint64_t>(n);
+  }
+  return hasher.hex_digest();
+}
+
+std::string xml_escape(const std::string& text) {
+  std::string out;
+  for (char c : text) {
+    if (c == '&')
+      out += "&amp;";
+    else if (c == '<')
+      out += "&lt;";
+    else if (c == '>')
+      out += "&gt;";
+    else
+      out += c;
+  }
+  return out;
+}
+
+// A request with a body, retried on transient failures; the answer is kept.
+class Send : public hub::Exchange {
+ public:
+  Send(HttpRequest request, const hub::RetryPolicy& policy)
+      : request_(std::move(request)), policy_(policy) {}
+  HttpRequest request() override { return request_; }
+  std::optional<std::chrono::milliseconds> on_complete(const HttpResponse& response) override {
+    response_ = response;
+    return hub::retry_delay(response, ++attempts_, policy_);
+  }
+  HttpResponse response_;
+
+ private:
+  HttpRequest request_;
+  hub::RetryPolicy policy_;
+  int attempts_ = 0;
+};
+
+bool ok(const HttpResponse& r) {
+  return r.status >= 200 && r.status < 300;
+}
+
+class Publisher {
+ public:
+  Publisher(S3Store& store, CommitResult& result) : store_(store), result_(result) {}
+
+  void upload(std::vector<Artifact>& artifacts) {
+    std::vector<Artifact*> to_send = not_stored(artifacts);
+    std::vector<Artifact*> large;
+    for (Artifact* a : to_send) {
+      if (a->size > store_.options().part_size) large.push_back(a);
+    }
+    initiate(large);
+    std::vector<std::unique_ptr<Send>> sends;
+    std::vector<std::pair<Artifact*, size_t>> owners;  // artifact, part index (or npos)
+    for (Artifact* a : to_send) {
+      if (a->failed) continue;
+      if (a->upload_id.empty()) {
+        sends.push_back(single_put(*a));
+        owners.emplace_back(a, std::string::npos);
+        continue;
+      }
+      uint64_t part = part_size_of(*a);
+      size_t parts = static_cast<size_t>((a->size + part - 1) / part);
+      a->part_etags.resize(parts);
+      for (size_t p = 0; p < parts; ++p) {
+        sends.push_back(part_put(*a, p, part));
+        owners.emplace_back(a, p);
+      }
+    }
+    run(sends);
+    for (size_t i = 0; i < sends.size(); ++i) record(*owners[i].first, owners[i].second, *sends[i]);
+    complete(large);
+    for (Artifact* a : to_send) {
+      if (a->failed) throw operational_error(a->error);
+      ++result_.lfs_uploaded;
+      result_.bytes_uploaded += a->size;
+    }
+  }
+
+ private:
+  // The artifacts the store lacks: one already stored with the same size and content (its
+  // sha256 metadata, or a plain-MD5 ETag equal to the file's MD5) is not sent again.
+  std::vector<Artifact*> not_stored(std::vector<Artifact>& artifacts) {
+    std::vector<std::string> paths;
+    for (const Artifact& a : artifacts) paths.push_back(a.op->path_in_repo);
+    std::map<std::string, RemoteEntry> stored;
+    for (auto& entry : store_.stat(paths, "")) stored[entry.path] = entry;
+    std::vector<Artifact*> missing;
+    for (Artifact& a : artifacts) {
+      auto found = stored.find(a.op->path_in_repo);
+      if (found != stored.end() && same_content(a, found->second)) {
+        ++result_.lfs_already_stored;
+        continue;
+      }
+      missing.push_back(&a);
+    }
+    return missing;
+  }
+
+  static bool same_content(const Artifact& a, const RemoteEntry& stored) {
+    if (stored.size != a.size) return false;
+    if (!stored.content_sha256.empty()) return stored.content_sha256 == a.sha256;
+    return s3xml::is_plain_md5(stored.oid) && md5_of_file(a.fd->get(), a.size) == stored.oid;
+  }
+
+  uint64_t part_size_of(const Artifact& a) const {
+    uint64_t part = store_.options().part_size;
+    // 10,000 parts at most: a file larger than that many parts gets larger parts.
+    uint64_t least = (a.size + S3Options::kMaxParts - 1) / S3Options::kMaxParts;
+    return std::max(part, least);
+  }
+
+  void run(std::vector<std::unique_ptr<Send>>& sends) {
+    std::vector<hub::Exchange*> pointers;
+    for (auto& s : sends) pointers.push_back(s.get());
+    store_.http().run(pointers, store_.options().parallel);
+  }
+
+  HttpRequest with_file(HttpRequest r, const Artifact& a, uint64_t offset, uint64_t length) {
+    r.upload_fd = a.fd->get();
+    r.upload_offset = offset;
+    r.upload_length = length;
+    r.answer_timeout = std::chrono::milliseconds(store_.options().timeout * 4);
+    r.tells_reachability = false;
+    return r;
+  }
+
+  std::unique_ptr<Send> single_put(const Artifact& a) {
+    // The payload's sha256 is signed: S3 refuses the PUT when the bytes it got differ.
+    HttpRequest r = store_.signed_request("PUT", store_.object_url(a.op->path_in_repo), a.sha256);
+    r.headers.push_back(std::string(s3::kShaMetaHeader) + ": " + a.sha256);
+    r.headers.push_back("Content-Type: application/octet-stream");
+    return std::make_unique<Send>(with_file(std::move(r), a, 0, a.size), store_.options().retry);
+  }
+
+  std::unique_ptr<Send> part_put(const Artifact& a, size_t p, uint64_t part) {
+    std::string query =
+        "partNumber=" + std::to_string(p + 1) + "&uploadId=" + hub::url_encode(a.upload_id, false);
+    HttpRequest r = store_.signed_request("PUT", store_.object_url(a.op->path_in_repo, query),
+                                          s3::kUnsignedPayload);
+    uint64_t offset = p * part;
+    return std::make_unique<Send>(
+        with_file(std::move(r), a, offset, std::min(part, a.size - offset)),
+        store_.options().retry);
+  }
+
+  void record(Artifact& a, size_t part, const Send& send) {
+    const HttpResponse& response = send.response_;
+    std::string etag = response.headers.get("ETag").value_or("");
+    if (ok(response) && (part == std::string::npos || !etag.empty())) {
+      if (part != std::string::npos) a.part_etags[part] = s3xml::unquote_etag(etag);
+      return;
+    }
+    if (a.failed) return;
+    a.failed = true;
+    std::string what = "uploading " + a.op->path_in_repo;
+    if (part != std::string::npos) what += " (part " + std::to_string(part + 1) + ")";
+    a.error = store_.failure(response, what).what();
+  }
+
+  void initiate(const std::vector<Artifact*>& large) {
+    std::vector<std::unique_ptr<Send>> sends;
+    for (Artifact* a : large) {
+      HttpRequest r = store_.signed_request(
+          "POST", store_.object_url(a->op->path_in_repo, "uploads="), s3::kEmptySha256);
+      r.headers.push_back(std::string(s3::kShaMetaHeader) + ": " + a->sha256);
+      r.headers.push_back("Content-Type: application/octet-stream");
+      sends.push_back(std::make_unique<Send>(std::move(r), store_.options().retry));
+    }
+    run(sends);
+    for (size_t i = 0; i < large.size(); ++i) {
+      const HttpResponse& response = sends[i]->response_;
+      if (!ok(response)) {
+        large[i]->failed = true;
+        large[i]->error =
+            store_.failure(response, "starting the upload of " + large[i]->op->path_in_repo).what();
+        continue;
+      }
+      large[i]->upload_id = s3xml::parse_upload_id(response.body);
+    }
+  }
+
+  // CompleteMultipartUpload for every large file whose parts all went; the others are aborted
+  // so that their parts are not kept (and billed) by the store.
+  void complete(const std::vector<Artifact*>& large) {
+    std::vector<std::unique_ptr<Send>> sends;
+    std::vector<Artifact*> owners;
+    for (Artifact* a : large) {
+      if (a->upload_id.empty()) continue;
+      std::string query = "uploadId=" + hub::url_encode(a->upload_id, false);
+      std::string url = store_.object_url(a->op->path_in_repo, query);
+      if (a->failed) {
+        sends.push_back(std::make_unique<Send>(
+            store_.signed_request("DELETE", url, s3::kEmptySha256), store_.options().retry));
+        owners.push_back(nullptr);
+        continue;
+      }
+      std::string body = "<CompleteMultipartUpload>";
+      for (size_t p = 0; p < a->part_etags.size(); ++p) {
+        body += "<Part><PartNumber>" + std::to_string(p + 1) + "</PartNumber><ETag>\"" +
+                xml_escape(a->part_etags[p]) + "\"</ETag></Part>";
+      }
+      body += "</CompleteMultipartUpload>";
+      HttpRequest r = store_.signed_request("POST", url, sha256_hex(body));
+      r.body = std::move(body);
+      r.headers.push_back("Content-Type: application/xml");
+      r.answer_timeout = std::chrono::milliseconds(store_.options().timeout * 4);
+      r.tells_reachability = false;
+      sends.push_back(std::make_unique<Send>(std::move(r), store_.options().retry));
+      owners.push_back(a);
+    }
+    run(sends);
+    for (size_t i = 0; i < sends.size(); ++i) {
+      if (owners[i] == nullptr) continue;
+      const HttpResponse& response = sends[i]->response_;
+      // S3 may answer 200 and still fail: the error is then the body.
+      bool completed = ok(response) && s3xml::parse_error(response.body).code.empty();
+      if (!completed) {
+        owners[i]->failed = true;
+        owners[i]->error =
+            store_.failure(response, "completing the upload of " + owners[i]->op->path_in_repo)
+                .what();
+        store_.call(store_.signed_request(
+            "DELETE",
+            store_.object_url(owners[i]->op->path_in_repo,
+                              "uploadId=" + hub::url_encode(owners[i]->upload_id, false)),
+            s3::kEmptySha256));
+      }
+    }
+  }
+
+  S3Store& store_;
+  CommitResult& result_;
+};
+
+}  // namespace
+
+CommitResult S3Store::commit(const std::vector<CommitOperation>& operations,
+                             const std::string& /*message*/,
+                             const std::optional<std::string>& /*parent*/) {
+  check_online("publishing to " + location());
+  CommitResult result;
+  std::set<std::string> read;
+  {
+    std::lock_guard lock(read_mutex_);
+    for (const auto& [path, etag] : read_versions_) read.insert(path);
+  }
+  std::vector<Artifact> artifacts;
+  std::vector<const CommitOperation*> conditional, deletes;
+  for (const auto& op : operations) {
+    if (op.kind == CommitOperation::Kind::Delete) {
+      deletes.push_back(&op);
+    } else if (read.count(op.path_in_repo) != 0) {
+      conditional.push_back(&op);
+    } else {
+      Artifact a;
+      a.op = &op;
+      a.size = size_of_file(op.local);
+      a.sha256 = sha256_of_file(op.local);
+      a.fd = std::make_unique<Fd>(op.local);
+      artifacts.push_back(std::move(a));
+    }
+  }
+  if (!artifacts.empty()) Publisher(*this, result).upload(artifacts);
+  for (const CommitOperation* op : conditional) put_conditional(*op, result);
+  if (!deletes.empty()) {
+    std::vector<std::unique_ptr<Send>> sends;
+    std::vector<hub::Exchange*> pointers;
+    for (const CommitOperation* op : deletes) {
+      sends.push_back(std::make_unique<Send>(
+          signed_request("DELETE", object_url(op->path_in_repo), s3::kEmptySha256),
+          options_.retry));
+      pointers.push_back(sends.back().get());
+    }
+    http_.run(pointers, options_.parallel);
+    for (size_t i = 0; i < deletes.size(); ++i) {
+      const HttpResponse& response = sends[i]->response_;
+      if (!ok(response) && response.status != 404) {
+        throw failure(response, "deleting " + deletes[i]->path_in_repo);
+      }
+      ++result.deleted;
+    }
+  }
+  result.committed = result.lfs_uploaded + result.regular_files + result.deleted > 0;
+  return result;
+}
+
+void S3Store::put_conditional(const CommitOperation& op, CommitResult& result) {
+  std::string version;
+  {
+    std::lock_guard lock(read_mutex_);
+    version = read_versions_.at(op.path_in_repo);
+  }
+  uint64_t size = size_of_file(op.local);
+  std::string sha = sha256_of_file(op.local);
+  Fd fd(op.local);
+  HttpRequest r = signed_request("PUT", object_url(op.path_in_repo), sha);
+  r.headers.push_back(version.empty() ? "If-None-Match: *" : "If-Match: \"" + version + "\"");
+  r.headers.push_back(std::string(s3::kShaMetaHeader) + ": " + sha);
+  r.headers.push_back("Content-Type: application/octet-stream");
+  r.upload_fd = fd.get();
+  r.upload_length = size;
+  HttpResponse response = call(std::move(r));
+  std::string conflict = op.path_in_repo + " in " + location() +
+                         " changed since it was read (another writer published meanwhile): "
+                         "read it again, merge and publish again";
+  s3xml::ErrorAnswer answer = s3xml::parse_error(response.body);
+  if (response.status == 412 ||
+      (response.status == 409 && answer.code == "ConditionalRequestConflict")) {
+    throw CommitConflict(conflict);
+  }
+  if (!ok(response)) throw failure(response, "writing " + op.path_in_repo);
+  std::string written = s3xml::unquote_etag(response.headers.get("ETag").value_or(""));
+  // Stores that ignore the condition: another writer's version read back now is a lost update
+  // of theirs or ours, reported as a conflict so the caller merges again.
+  auto now = head_object(op.path_in_repo);
+  if (!now || (!written.empty() && now->oid != written)) throw CommitConflict(conflict);
+  {
+    std::lock_guard lock(read_mutex_);
+    read_versions_[op.path_in_repo] = now->oid;
+  }
+  ++result.regular_files;
+  result.bytes_uploaded += size;
+}
+
+}  // namespace neuron_cache::storage

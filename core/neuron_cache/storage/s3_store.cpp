@@ -1,0 +1,337 @@
+#include "neuron_cache/storage/s3_store.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <memory>
+
+#include "neuron_cache/format/digest.h"
+#include "neuron_cache/hub/client.h"
+#include "neuron_cache/storage/s3_internal.h"
+#include "neuron_cache/storage/s3_xml.h"
+
+namespace neuron_cache::storage {
+namespace {
+
+using hub::HttpRequest;
+using hub::HttpResponse;
+
+// A listing bigger than this is not a compile cache (each entry costs ~200 bytes of memory).
+constexpr size_t kMaxListedEntries = 2000000;
+// S3 bucket names: 3 to 63 characters of [a-z0-9.-].
+constexpr size_t kMaxBucketLength = 63;
+
+bool valid_bucket(const std::string& bucket) {
+  if (bucket.size() < 3 || bucket.size() > kMaxBucketLength) return false;
+  for (char c : bucket) {
+    if (!(std::islower(static_cast<unsigned char>(c)) ||
+          std::isdigit(static_cast<unsigned char>(c)) || c == '.' || c == '-')) {
+      return false;
+    }
+  }
+  return true;
+}
+
+// Whether `path` is a clean relative path ("a/b/c"): keys such as "../x", "a//b", "./a" or
+// "folder/" (a console's folder marker) are never turned into local paths.
+bool clean_relative(std::string_view path) {
+  if (path.empty() || path.size() > s3xml::kMaxTextBytes) return false;
+  size_t start = 0;
+  while (start <= path.size()) {
+    size_t end = path.find('/', start);
+    if (end == std::string_view::npos) end = path.size();
+    std::string_view part = path.substr(start, end - start);
+    if (part.empty() || part == "." || part == ".." || part.find('\0') != std::string_view::npos) {
+      return false;
+    }
+    start = end + 1;
+  }
+  return true;
+}
+
+std::string advice(long status, const std::string& code) {
+  if (code == "NoSuchBucket") return "the bucket does not exist: check the s3:// URL";
+  if (code == "PermanentRedirect" || code == "AuthorizationHeaderMalformed" || status == 301) {
+    return "the bucket is in another region: set AWS_REGION to the bucket's region";
+  }
+  if (status == 403 || code == "InvalidAccessKeyId" || code == "SignatureDoesNotMatch") {
+    return "check the AWS credentials (`neuron-cache config show` says where they came from) "
+           "and the bucket's policy";
+  }
+  if (status == 0) return "check the network and AWS_ENDPOINT_URL_S3 / AWS_ENDPOINT_URL";
+  if (status == 503 || code == "SlowDown") return "S3 asked to slow down: retry later";
+  if (status >= 500) return "the S3 store is failing: retry later";
+  return "";
+}
+
+// A request retried on transient failures (5xx, 503 SlowDown, no answer).
+class RetryingExchange : public hub::Exchange {
+ public:
+  RetryingExchange(HttpRequest request, const hub::RetryPolicy& policy)
+      : request_(std::move(request)), policy_(policy) {}
+  HttpRequest request() override { return request_; }
+  std::optional<std::chrono::milliseconds> on_complete(const HttpResponse& response) override {
+    response_ = response;
+    return hub::retry_delay(response, ++attempts_, policy_);
+  }
+  HttpResponse response_;
+
+ private:
+  HttpRequest request_;
+  hub::RetryPolicy policy_;
+  int attempts_ = 0;
+};
+
+// A GET whose body is kept up to `max_bytes`: a larger object stops the transfer.
+class BoundedGet : public hub::Exchange {
+ public:
+  BoundedGet(HttpRequest request, uint64_t max_bytes, const hub::RetryPolicy& policy)
+      : request_(std::move(request)), max_(max_bytes), policy_(policy) {}
+  HttpRequest request() override {
+    body_.clear();
+    too_large_ = false;
+    return request_;
+  }
+  bool streams_body() const override { return true; }
+  bool on_body(std::string_view bytes) override {
+    if (body_.size() + bytes.size() > max_) {
+      too_large_ = true;
+      return false;
+    }
+    body_.append(bytes);
+    return true;
+  }
+  std::optional<std::chrono::milliseconds> on_complete(const HttpResponse& response) override {
+    response_ = response;
+    if (too_large_) return std::nullopt;
+    return hub::retry_delay(response, ++attempts_, policy_);
+  }
+  HttpResponse response_;
+  std::string body_;
+  bool too_large_ = false;
+
+ private:
+  HttpRequest request_;
+  uint64_t max_;
+  hub::RetryPolicy policy_;
+  int attempts_ = 0;
+};
+
+hub::HttpOptions http_options(const std::string& base_url, const S3Options& options) {
+  hub::HttpOptions http;
+  http.endpoint = base_url;  // its origin decides when the store is unreachable
+  http.connect_timeout = std::min(options.timeout, hub::ClientOptions::kMaxConnectTimeout);
+  http.answer_timeout = options.timeout;
+  http.unreachable_budget = options.timeout;
+  return http;
+}
+
+std::string base_url_of(const S3Location& where, const AwsAccess& access, bool path_style) {
+  if (path_style) return access.endpoint + "/" + where.bucket;
+  size_t host = access.endpoint.find("://") + 3;
+  return access.endpoint.substr(0, host) + where.bucket + "." + access.endpoint.substr(host);
+}
+
+}  // namespace
+
+S3Location parse_s3_url(const std::string& url) {
+  if (url.rfind("s3://", 0) != 0) throw input_error(url + " is not an s3://bucket/prefix URL");
+  std::string rest = url.substr(5);
+  size_t slash = rest.find('/');
+  S3Location where;
+  where.bucket = rest.substr(0, slash);
+  if (slash != std::string::npos) where.prefix = rest.substr(slash + 1);
+  while (!where.prefix.empty() && where.prefix.back() == '/') where.prefix.pop_back();
+  if (!valid_bucket(where.bucket)) {
+    throw input_error("'" + where.bucket + "' in " + url +
+                      " is not an S3 bucket name (3 to 63 characters: a-z, 0-9, '.', '-')");
+  }
+  if (!where.prefix.empty() && !clean_relative(where.prefix)) {
+    throw input_error("the prefix of " + url +
+                      " is not a clean path (no empty, '.' or '..' parts): fix the URL");
+  }
+  return where;
+}
+
+S3Store::S3Store(const std::string& url, AwsAccess access, S3Options options)
+    : where_(parse_s3_url(url)),
+      access_(std::move(access)),
+      options_(std::move(options)),
+      path_style_(aws_path_style(access_, where_.bucket)),
+      base_url_(base_url_of(where_, access_, path_style_)),
+      http_(http_options(base_url_, options_)) {
+  options_.part_size = std::max(options_.part_size, S3Options::kMinPartSize);
+  options_.parallel = std::max<size_t>(options_.parallel, 1);
+}
+
+std::unique_ptr<S3Store> S3Store::open(const std::string& url, const Settings& settings) {
+  S3Options options;
+  options.offline = settings.offline;
+  options.retry = hub::retry_policy(settings, 6);
+  options.timeout = settings.hub_timeout();
+  return std::make_unique<S3Store>(url, resolve_aws_access(settings.environment), options);
+}
+
+std::string S3Store::location() const {
+  return "s3://" + where_.bucket + (where_.prefix.empty() ? "" : "/" + where_.prefix);
+}
+
+std::string S3Store::key_of(const std::string& path) const {
+  if (where_.prefix.empty()) return path;
+  return path.empty() ? where_.prefix : where_.prefix + "/" + path;
+}
+
+std::string S3Store::object_url(const std::string& path, const std::string& query) const {
+  std::string url = base_url_ + "/" + hub::url_encode(key_of(path), true);
+  return query.empty() ? url : url + "?" + query;
+}
+
+HttpRequest S3Store::signed_request(const std::string& method, const std::string& url,
+                                    const std::string& payload_sha256) const {
+  HttpRequest request{method, url};
+  request.send_token = false;  // the Hub token never goes to S3
+  request.aws_sigv4 = HttpRequest::AwsSigV4{"aws:amz:" + access_.region + ":s3",
+                                            access_.access_key_id, access_.secret_access_key};
+  request.headers.push_back("x-amz-content-sha256: " + payload_sha256);
+  if (!access_.session_token.empty()) {
+    request.headers.push_back("x-amz-security-token: " + access_.session_token);
+  }
+  return request;
+}
+
+void S3Store::check_online(const std::string& what) const {
+  if (options_.offline) {
+    throw operational_error(what +
+                            " needs the S3 store, but HF_HUB_OFFLINE is set: no request was "
+                            "made; unset HF_HUB_OFFLINE to go online");
+  }
+}
+
+HttpResponse S3Store::call(HttpRequest request) {
+  RetryingExchange exchange(std::move(request), options_.retry);
+  http_.run({&exchange}, 1);
+  return exchange.response_;
+}
+
+Error S3Store::failure(const HttpResponse& response, const std::string& what) const {
+  s3xml::ErrorAnswer answer = s3xml::parse_error(response.body);
+  std::string why = response.status == 0 ? "no answer (" + response.error + ")"
+                                         : "HTTP " + std::to_string(response.status);
+  if (!answer.code.empty()) why += " " + answer.code;
+  if (!answer.message.empty()) why += ": " + answer.message;
+  std::string text = what + " in " + location() + " failed: " + why;
+  std::string todo = advice(response.status, answer.code);
+  if (!todo.empty()) text += "; " + todo;
+  return operational_error(text);
+}
+
+std::vector<RemoteEntry> S3Store::list(const std::string& path, bool recursive,
+                                       const std::string& /*revision*/) {
+  check_online("listing " + location());
+  std::string key_prefix = key_of(path);
+  if (!key_prefix.empty()) key_prefix += "/";
+  return list_objects(key_prefix, recursive);
+}
+
+std::vector<RemoteEntry> S3Store::list_objects(const std::string& key_prefix, bool recursive) {
+  std::string root = where_.prefix.empty() ? "" : where_.prefix + "/";
+  std::vector<RemoteEntry> entries;
+  std::string token;
+  do {
+    // Parameters in the sorted order of SigV4's canonical query, encoded as it encodes them.
+    std::string query;
+    if (!token.empty()) query += "continuation-token=" + hub::url_encode(token, false) + "&";
+    if (!recursive) query += "delimiter=%2F&";
+    query += "list-type=2&max-keys=1000&prefix=" + hub::url_encode(key_prefix, false);
+    std::string url = base_url_ + (path_style_ ? "?" : "/?") + query;
+    HttpResponse response = call(signed_request("GET", url, s3::kEmptySha256));
+    if (response.status != 200) throw failure(response, "listing " + key_prefix);
+    s3xml::ListPage page = s3xml::parse_list_page(response.body);
+    for (const auto& object : page.objects) {
+      if (object.key.rfind(key_prefix, 0) != 0) {
+        throw operational_error("the S3 store listed " + object.key.substr(0, 200) + " under " +
+                                key_prefix + ", which it was not asked for");
+      }
+      std::string relative = object.key.substr(root.size());
+      if (!clean_relative(relative)) continue;  // not a file of the layout
+      entries.push_back({relative, false, object.size, object.etag, "", ""});
+    }
+    for (const auto& prefix : page.common_prefixes) {
+      if (prefix.rfind(key_prefix, 0) != 0 || prefix.size() <= root.size() + 1) continue;
+      std::string relative = prefix.substr(root.size(), prefix.size() - root.size() - 1);
+      if (!clean_relative(relative)) continue;
+      entries.push_back({relative, true, 0, "", "", ""});
+    }
+    if (entries.size() > kMaxListedEntries) {
+      throw operational_error("listing " + location() + " gave more than " +
+                              std::to_string(kMaxListedEntries) +
+                              " entries: that is not a compile cache; check the s3:// URL");
+    }
+    if (page.truncated && page.next_token == token) {
+      throw operational_error("listing " + location() +
+                              " did not advance (the same continuation token twice)");
+    }
+    token = page.truncated ? page.next_token : "";
+  } while (!token.empty());
+  return entries;
+}
+
+std::optional<RemoteEntry> S3Store::head_object(const std::string& path) {
+  auto found = stat({path}, "");
+  if (found.empty()) return std::nullopt;
+  return found.front();
+}
+
+std::vector<RemoteEntry> S3Store::stat(const std::vector<std::string>& paths,
+                                       const std::string& /*revision*/) {
+  check_online("reading " + location());
+  std::vector<std::unique_ptr<RetryingExchange>> exchanges;
+  std::vector<hub::Exchange*> pointers;
+  for (const auto& path : paths) {
+    exchanges.push_back(std::make_unique<RetryingExchange>(
+        signed_request("HEAD", object_url(path), s3::kEmptySha256), options_.retry));
+    pointers.push_back(exchanges.back().get());
+  }
+  http_.run(pointers, options_.parallel);
+  std::vector<RemoteEntry> entries;
+  for (size_t i = 0; i < paths.size(); ++i) {
+    const HttpResponse& response = exchanges[i]->response_;
+    if (response.status == 404) continue;
+    if (response.status != 200) throw failure(response, "reading the metadata of " + paths[i]);
+    entries.push_back(s3::entry_of(paths[i], response.headers));
+  }
+  return entries;
+}
+
+std::optional<std::string> S3Store::read_small(const std::string& path,
+                                               const std::string& /*revision*/,
+                                               uint64_t max_bytes) {
+  check_online("reading " + path + " from " + location());
+  BoundedGet get(signed_request("GET", object_url(path), s3::kEmptySha256), max_bytes,
+                 options_.retry);
+  http_.run({&get}, 1);
+  const HttpResponse& response = get.response_;
+  if (get.too_large_) {
+    throw operational_error(path + " in " + location() + " is larger than the " +
+                            std::to_string(max_bytes) +
+                            " bytes allowed for it: it is not a file neuron-cache wrote; "
+                            "remove or fix it");
+  }
+  std::lock_guard lock(read_mutex_);
+  if (response.status == 404) {
+    read_versions_[path] = "";
+    return std::nullopt;
+  }
+  if (response.status != 200) throw failure(response, "reading " + path);
+  read_versions_[path] = s3xml::unquote_etag(response.headers.get("ETag").value_or(""));
+  return get.body_;
+}
+
+bool S3Store::content_matches(const RemoteEntry& entry, std::string_view content) const {
+  if (entry.is_lfs()) return sha256_hex(content) == entry.lfs_sha256;
+  if (!entry.content_sha256.empty()) return sha256_hex(content) == entry.content_sha256;
+  if (s3xml::is_plain_md5(entry.oid)) return md5_hex(content) == entry.oid;
+  return true;
+}
+
+}  // namespace neuron_cache::storage

@@ -1,0 +1,110 @@
+// The S3 backend of the storage seam: `s3://bucket/prefix` on AWS S3 or an S3-compatible store
+// (MinIO, R2, s3rver), in libneuronxla's layout, so a training job writing the bucket directly
+// and neuron-cache share it. Requests go through libcurl (hub::HttpEngine: curl multi, retries,
+// timeouts) signed with SigV4 (CURLOPT_AWS_SIGV4); the credentials (config/aws.h) never appear
+// in a URL, a message or a log line.
+//
+// What it relies on, and what it guarantees:
+// - Reads see the latest state (S3 is strongly consistent since 2020): head() is "".
+// - Downloads are ranged parallel GETs streamed to the descriptor and verified: the size always,
+//   the sha256 the request carries (content_sha256 / lfs_sha256), else the MD5 when the listed
+//   ETag is a plain MD5; an object whose ETag changed since it was listed fails.
+// - commit() writes the artifacts first (single PUT up to part_size, multipart above it), each
+//   with x-amz-meta-sha256, skipping those already stored with the same size and content; then
+//   the files read_small() read (index files), LAST, each conditional: If-Match on the ETag read,
+//   or If-None-Match: * when it was absent. A 412 (or 409) throws CommitConflict; the caller
+//   reads again, merges and commits again. Deletes come after them, so no index written here
+//   names a file that is already gone.
+// - Stores that ignore the conditions (s3rver, older S3-compatible servers) cannot refuse a lost
+//   update. After each conditional write the object's ETag is read back: a different one means
+//   another writer replaced it meanwhile, and CommitConflict is thrown; a writer that replaces it
+//   after that read is not detected. The window is one round trip, not the whole merge.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "neuron_cache/config/aws.h"
+#include "neuron_cache/hub/failures.h"
+#include "neuron_cache/hub/http.h"
+#include "neuron_cache/storage/store.h"
+
+namespace neuron_cache::storage {
+
+struct S3Options {
+  hub::RetryPolicy retry;
+  size_t parallel = 8;               // simultaneous transfers
+  uint64_t part_size = 64ull << 20;  // ranged download parts and multipart upload parts
+  bool offline = false;
+  std::chrono::milliseconds timeout{15000};  // connect / first byte / unreachable budget
+
+  // S3 allows 10,000 parts of at least 5 MiB (the last excepted).
+  static constexpr uint64_t kMinPartSize = 5ull << 20;
+  static constexpr uint64_t kMaxParts = 10000;
+};
+
+// "s3://bucket/prefix" split; throws an input Error when it is not a valid S3 URL.
+struct S3Location {
+  std::string bucket;
+  std::string prefix;  // without leading or trailing '/', may be empty
+};
+S3Location parse_s3_url(const std::string& url);
+
+class S3Store : public Store {
+ public:
+  S3Store(const std::string& url, AwsAccess access, S3Options options = {});
+  // The access of settings.environment (and HOME), offline mode, retries and timeout.
+  static std::unique_ptr<S3Store> open(const std::string& url, const Settings& settings);
+
+  Kind kind() const override { return Kind::S3; }
+  std::string location() const override;
+  std::string head() override { return ""; }
+  std::vector<RemoteEntry> list(const std::string& path, bool recursive,
+                                const std::string& revision) override;
+  std::vector<RemoteEntry> stat(const std::vector<std::string>& paths,
+                                const std::string& revision) override;
+  std::optional<std::string> read_small(const std::string& path, const std::string& revision,
+                                        uint64_t max_bytes) override;
+  std::vector<DownloadResult> download(const std::string& revision,
+                                       std::vector<DownloadRequest>& requests) override;
+  bool content_matches(const RemoteEntry& entry, std::string_view content) const override;
+  CommitResult commit(const std::vector<CommitOperation>& operations, const std::string& message,
+                      const std::optional<std::string>& parent) override;
+  std::string why_not_writable() override { return ""; }
+  Url download_url(const std::string&, const std::string&) const override { return {}; }
+  uint64_t requests() const override { return http_.stats().requests; }
+  std::string unreachable() const override { return http_.hub_down(); }
+  bool offline() const override { return options_.offline; }
+
+  const S3Options& options() const { return options_; }
+  hub::HttpEngine& http() { return http_; }
+
+  // Used by the store's own parts (s3_store*.cpp), not by callers.
+  std::string object_url(const std::string& path, const std::string& query = "") const;
+  hub::HttpRequest signed_request(const std::string& method, const std::string& url,
+                                  const std::string& payload_sha256) const;
+  std::string key_of(const std::string& path) const;
+  // One request, retried on transient failures (5xx, 503 SlowDown, no answer).
+  hub::HttpResponse call(hub::HttpRequest request);
+  Error failure(const hub::HttpResponse& response, const std::string& what) const;
+  void check_online(const std::string& what) const;
+
+ private:
+  std::vector<RemoteEntry> list_objects(const std::string& key_prefix, bool recursive);
+  std::optional<RemoteEntry> head_object(const std::string& path);
+  void put_conditional(const CommitOperation& op, CommitResult& result);
+
+  S3Location where_;
+  AwsAccess access_;
+  S3Options options_;
+  bool path_style_ = false;
+  std::string base_url_;  // https://bucket.host or https://host/bucket
+  hub::HttpEngine http_;
+  // The ETag each read_small() saw ("" when the object was absent): commit()'s conditions.
+  std::mutex read_mutex_;
+  std::map<std::string, std::string> read_versions_;
+};
+
+}  // namespace neuron_cache::storage

@@ -1,0 +1,223 @@
+// AWS access resolution (config/aws.h): the standard order of variables and profile files, table
+// driven over a temporary HOME.
+#include <gtest/gtest.h>
+
+#include "neuron_cache/config/aws.h"
+#include "neuron_cache/error.h"
+#include "test_support.h"
+
+namespace neuron_cache {
+namespace {
+
+using testing::TempDir;
+using testing::write_file;
+
+struct Case {
+  const char* name;
+  std::map<std::string, std::string> env;
+  const char* credentials;  // ~/.aws/credentials, or nullptr for none
+  const char* config;       // ~/.aws/config, or nullptr
+  // Expected: key id, session token, region, endpoint, path-style, origin fragment.
+  const char* key;
+  const char* token;
+  const char* region;
+  const char* endpoint;
+  bool custom;
+  const char* origin;
+};
+
+const char* kCreds =
+    "[default]\naws_access_key_id = FILEKEY\naws_secret_access_key = filesecret\n"
+    "[work]\naws_access_key_id=WORKKEY\naws_secret_access_key=worksecret\n"
+    "aws_session_token=worktoken\n";
+const char* kConfig =
+    "[default]\nregion = eu-west-3\n"
+    "[profile work]\nregion=ap-south-1\nendpoint_url = http://minio.local:9000/\n"
+    "[profile cfgonly]\naws_access_key_id=CFGKEY\naws_secret_access_key=cfgsecret\n"
+    "s3 =\n  endpoint_url = https://s3.example.com\n";
+
+const Case kCases[] = {
+    {"env keys win over files",
+     {{"AWS_ACCESS_KEY_ID", "ENVKEY"}, {"AWS_SECRET_ACCESS_KEY", "envsecret"}},
+     kCreds,
+     kConfig,
+     "ENVKEY",
+     "",
+     "eu-west-3",
+     "https://s3.eu-west-3.amazonaws.com",
+     false,
+     "AWS_ACCESS_KEY_ID"},
+    {"env session token",
+     {{"AWS_ACCESS_KEY_ID", "ENVKEY"},
+      {"AWS_SECRET_ACCESS_KEY", "envsecret"},
+      {"AWS_SESSION_TOKEN", "envtoken"}},
+     nullptr,
+     nullptr,
+     "ENVKEY",
+     "envtoken",
+     "us-east-1",
+     "https://s3.us-east-1.amazonaws.com",
+     false,
+     "AWS_SESSION_TOKEN"},
+    {"default profile from the credentials file, region from config",
+     {},
+     kCreds,
+     kConfig,
+     "FILEKEY",
+     "",
+     "eu-west-3",
+     "https://s3.eu-west-3.amazonaws.com",
+     false,
+     "credentials [default]"},
+    {"AWS_PROFILE picks a profile; its endpoint_url makes it path-style",
+     {{"AWS_PROFILE", "work"}},
+     kCreds,
+     kConfig,
+     "WORKKEY",
+     "worktoken",
+     "ap-south-1",
+     "http://minio.local:9000",
+     true,
+     "credentials [work]"},
+    {"keys in the config file only; s3 sub-section endpoint",
+     {{"AWS_PROFILE", "cfgonly"}},
+     kCreds,
+     kConfig,
+     "CFGKEY",
+     "",
+     "us-east-1",
+     "https://s3.example.com",
+     true,
+     "config [cfgonly]"},
+    {"AWS_REGION beats AWS_DEFAULT_REGION and the profile",
+     {{"AWS_REGION", "us-west-2"}, {"AWS_DEFAULT_REGION", "eu-north-1"}},
+     kCreds,
+     kConfig,
+     "FILEKEY",
+     "",
+     "us-west-2",
+     "https://s3.us-west-2.amazonaws.com",
+     false,
+     "credentials"},
+    {"AWS_DEFAULT_REGION beats the profile",
+     {{"AWS_DEFAULT_REGION", "eu-north-1"}},
+     kCreds,
+     kConfig,
+     "FILEKEY",
+     "",
+     "eu-north-1",
+     "https://s3.eu-north-1.amazonaws.com",
+     false,
+     "credentials"},
+    {"AWS_ENDPOINT_URL_S3 beats AWS_ENDPOINT_URL and the profile",
+     {{"AWS_PROFILE", "work"},
+      {"AWS_ENDPOINT_URL_S3", "http://127.0.0.1:4568"},
+      {"AWS_ENDPOINT_URL", "http://other:1"}},
+     kCreds,
+     kConfig,
+     "WORKKEY",
+     "worktoken",
+     "ap-south-1",
+     "http://127.0.0.1:4568",
+     true,
+     "credentials [work]"},
+    {"AWS_ENDPOINT_URL beats the profile",
+     {{"AWS_PROFILE", "work"}, {"AWS_ENDPOINT_URL", "https://r2.example.com/"}},
+     kCreds,
+     kConfig,
+     "WORKKEY",
+     "worktoken",
+     "ap-south-1",
+     "https://r2.example.com",
+     true,
+     "credentials [work]"},
+};
+
+TEST(AwsAccess, ResolvesInTheStandardOrder) {
+  for (const Case& c : kCases) {
+    SCOPED_TRACE(c.name);
+    TempDir home;
+    if (c.credentials != nullptr) write_file(home / ".aws/credentials", c.credentials);
+    if (c.config != nullptr) write_file(home / ".aws/config", c.config);
+    Environment env(c.env);
+    env.set("HOME", home.path().string());
+    AwsAccess access = resolve_aws_access(env);
+    EXPECT_EQ(access.access_key_id, c.key);
+    EXPECT_EQ(access.session_token, c.token);
+    EXPECT_EQ(access.region, c.region);
+    EXPECT_EQ(access.endpoint, c.endpoint);
+    EXPECT_EQ(access.custom_endpoint, c.custom);
+    EXPECT_NE(access.describe().find(c.origin), std::string::npos) << access.describe();
+    EXPECT_FALSE(access.secret_access_key.empty());
+    // The description names origins, never the secrets.
+    EXPECT_EQ(access.describe().find(access.secret_access_key), std::string::npos);
+    if (!access.session_token.empty()) {
+      EXPECT_EQ(access.describe().find(access.session_token), std::string::npos);
+    }
+  }
+}
+
+TEST(AwsAccess, FilesNamedByVariables) {
+  TempDir dir;
+  write_file(dir / "c", "[p]\naws_access_key_id=K\naws_secret_access_key=S\n");
+  write_file(dir / "g", "[profile p]\nregion=sa-east-1\n");
+  Environment env({{"AWS_SHARED_CREDENTIALS_FILE", (dir / "c").string()},
+                   {"AWS_CONFIG_FILE", (dir / "g").string()},
+                   {"AWS_PROFILE", "p"}});
+  AwsAccess access = resolve_aws_access(env, dir / "nohome");
+  EXPECT_EQ(access.access_key_id, "K");
+  EXPECT_EQ(access.region, "sa-east-1");
+}
+
+TEST(AwsAccess, MissingCredentialsSayWhereItLooked) {
+  TempDir home;
+  write_file(home / ".aws/config", "[default]\nregion=us-east-2\n");
+  Environment env({{"HOME", home.path().string()}, {"AWS_PROFILE", "nope"}});
+  try {
+    resolve_aws_access(env);
+    FAIL() << "no credentials must throw";
+  } catch (const Error& e) {
+    std::string what = e.what();
+    EXPECT_NE(what.find("AWS_ACCESS_KEY_ID"), std::string::npos) << what;
+    EXPECT_NE(what.find((home / ".aws/credentials").string() + " (no such file)"),
+              std::string::npos)
+        << what;
+    EXPECT_NE(what.find("no [nope] section"), std::string::npos) << what;
+    EXPECT_NE(what.find("AWS_PROFILE"), std::string::npos) << what;
+  }
+}
+
+TEST(AwsAccess, RefusesHalfCredentialsAndBadValues) {
+  TempDir home;
+  EXPECT_THROW(
+      resolve_aws_access(
+          Environment(std::map<std::string, std::string>{{"AWS_ACCESS_KEY_ID", "K"}}), home.path()),
+      Error);
+  Environment base({{"AWS_ACCESS_KEY_ID", "K"}, {"AWS_SECRET_ACCESS_KEY", "S"}});
+  for (const char* region : {"us east", "a:b", "US-EAST-1", "x/../y"}) {
+    Environment env = base;
+    env.set("AWS_REGION", region);
+    EXPECT_THROW(resolve_aws_access(env, home.path()), Error) << region;
+  }
+  for (const char* endpoint : {"ftp://x", "http://user:pass@host", "http://h/path", "host:9000"}) {
+    Environment env = base;
+    env.set("AWS_ENDPOINT_URL", endpoint);
+    try {
+      resolve_aws_access(env, home.path());
+      ADD_FAILURE() << endpoint << " accepted";
+    } catch (const Error& e) {
+      EXPECT_EQ(std::string(e.what()).find("pass"), std::string::npos) << e.what();
+    }
+  }
+}
+
+TEST(AwsAccess, PathStyleForCustomEndpointsAndDottedBuckets) {
+  AwsAccess aws;
+  EXPECT_FALSE(aws_path_style(aws, "my-bucket"));
+  EXPECT_TRUE(aws_path_style(aws, "my.bucket"));
+  aws.custom_endpoint = true;
+  EXPECT_TRUE(aws_path_style(aws, "my-bucket"));
+}
+
+}  // namespace
+}  // namespace neuron_cache

@@ -1,0 +1,349 @@
+// S3Store under faults, through s3-proxy (tests/s3_proxy) in front of s3rver: dropped
+// connections, 500, 503 SlowDown, short and corrupted bodies during downloads and commits, and a
+// conditional index write that loses the race (the proxy enforces If-None-Match / If-Match,
+// which s3rver ignores) must throw CommitConflict.
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <httplib.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <nlohmann/json.hpp>
+#include <random>
+
+#include "neuron_cache/format/digest.h"
+#include "neuron_cache/storage/s3_store.h"
+#include "s3_server.h"
+
+namespace neuron_cache::storage {
+namespace {
+
+using nlohmann::json;
+using testing::S3Server;
+using testing::TempDir;
+using testing::write_file;
+namespace fs = std::filesystem;
+
+#define NEED_S3RVER()                                                                    \
+  if (testing::s3rver_script().empty()) {                                                \
+    GTEST_SKIP() << "NEURON_CACHE_S3RVER is unset: run through ctest (s3_store), which " \
+                    "installs s3rver";                                                   \
+  }
+
+constexpr const char* kModule = "neuronxcc-2.21.33363.0+82129205/MODULE_1+abcdef01";
+constexpr const char* kIndex = "neuron-cache-index/neuronxcc-2.21.33363.0+82129205/org--m.json";
+
+// s3-proxy in front of `upstream`, stopped with the test.
+class S3Proxy {
+ public:
+  explicit S3Proxy(const std::string& upstream) {
+    int out[2];
+    if (pipe(out) != 0) throw std::runtime_error("pipe");
+    pid_ = fork();
+    if (pid_ == 0) {
+      dup2(out[1], STDOUT_FILENO);
+      close(out[0]);
+      execl(S3_PROXY, S3_PROXY, "--upstream", upstream.c_str(), static_cast<char*>(nullptr));
+      _exit(127);
+    }
+    close(out[1]);
+    std::string line;
+    char c;
+    while (read(out[0], &c, 1) == 1 && c != '\n') line += c;
+    close(out[0]);
+    // "s3-proxy: http://127.0.0.1:PORT -> upstream"
+    size_t colon = line.find("127.0.0.1:");
+    if (colon == std::string::npos) throw std::runtime_error("s3-proxy printed: " + line);
+    port_ = std::stoi(line.substr(colon + 10));
+  }
+  ~S3Proxy() {
+    kill(pid_, SIGTERM);
+    waitpid(pid_, nullptr, 0);
+  }
+  std::string url() const { return "http://127.0.0.1:" + std::to_string(port_); }
+  void faults(const json& rules) {
+    auto answer = client().Post("/__proxy/faults", rules.dump(), "application/json");
+    if (!answer || answer->status != 200) throw std::runtime_error("bad fault rules");
+  }
+  json stats() {
+    auto answer = client().Get("/__proxy/stats");
+    return json::parse(answer->body);
+  }
+  void clear_stats() { client().Delete("/__proxy/stats"); }
+  // How many requests the current rules applied to.
+  int faults_applied() {
+    int applied = 0;
+    for (const auto& rule : json::parse(client().Get("/__proxy/faults")->body)) {
+      applied += rule["applied"].get<int>();
+    }
+    return applied;
+  }
+  // The (method, status, fault) of the logged requests whose path contains `part`.
+  std::vector<std::tuple<std::string, int, std::string>> log_of(const std::string& part) {
+    std::vector<std::tuple<std::string, int, std::string>> out;
+    json all = stats();  // kept: a range-for over stats()["log"] would outlive the temporary
+    for (const auto& entry : all["log"]) {
+      if (entry["path"].get<std::string>().find(part) == std::string::npos) continue;
+      out.emplace_back(entry["method"], entry["status"],
+                       entry["fault"].is_null() ? "" : entry["fault"].get<std::string>());
+    }
+    return out;
+  }
+
+ private:
+  httplib::Client client() const { return httplib::Client("127.0.0.1", port_); }
+  pid_t pid_ = -1;
+  int port_ = 0;
+};
+
+std::string random_bytes(size_t size, uint64_t seed) {
+  std::mt19937_64 generator(seed);
+  std::string bytes(size, '\0');
+  for (auto& byte : bytes) byte = static_cast<char>(generator());
+  return bytes;
+}
+
+class S3FaultTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (testing::s3rver_script().empty()) return;
+    server_ = std::make_unique<S3Server>();
+    proxy_ = std::make_unique<S3Proxy>(server_->endpoint());
+  }
+  // A store that talks to s3rver through the proxy, with short retry waits.
+  std::unique_ptr<S3Store> store(uint64_t part_size = S3Options::kMinPartSize) {
+    AwsAccess access = server_->access();
+    access.endpoint = proxy_->url();
+    S3Options options;
+    options.retry = {4, std::chrono::milliseconds(10), std::chrono::milliseconds(50)};
+    options.part_size = part_size;
+    options.timeout = std::chrono::milliseconds(5000);
+    return std::make_unique<S3Store>(server_->url("cache"), access, options);
+  }
+  // Commits `content` as MODULE/model.neff; returns its listed entry with its sha256.
+  RemoteEntry put_neff(S3Store& s3, const std::string& content) {
+    write_file(temp_ / "model.neff", content);
+    s3.commit(
+        {{CommitOperation::Kind::Add, std::string(kModule) + "/model.neff", temp_ / "model.neff"}},
+        "", std::nullopt);
+    auto listed = s3.stat({std::string(kModule) + "/model.neff"}, "");
+    if (listed.size() != 1) throw std::runtime_error("not stored");
+    RemoteEntry entry = listed[0];
+    entry.content_sha256 = sha256_hex(content);
+    return entry;
+  }
+  DownloadResult download(S3Store& s3, const RemoteEntry& entry, std::string* bytes) {
+    fs::path out = temp_ / "downloaded";
+    int fd = ::open(out.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    std::vector<DownloadRequest> requests{{entry.path, fd, entry}};
+    DownloadResult result = s3.download("", requests)[0];
+    ::close(fd);
+    *bytes = testing::read_file(out);
+    return result;
+  }
+
+  TempDir temp_;
+  std::unique_ptr<S3Server> server_;
+  std::unique_ptr<S3Proxy> proxy_;
+};
+
+const json kNeffGet = {{"method", "GET"}, {"path", "model\\.neff$"}};
+
+TEST_F(S3FaultTest, DownloadRecoversFromDrop500And503) {
+  NEED_S3RVER();
+  auto s3 = store();
+  std::string content = random_bytes(3 << 20, 1);
+  RemoteEntry entry = put_neff(*s3, content);
+  for (const json& fault :
+       {json{{"action", "drop"}}, json{{"action", "status"}, {"status", 500}},
+        json{{"action", "status"}, {"status", 503}, {"headers", {{"Retry-After", "0"}}}}}) {
+    json rule = fault;
+    rule["match"] = kNeffGet;
+    rule["apply_first"] = 2;
+    proxy_->faults(rule);
+    proxy_->clear_stats();
+    std::string bytes;
+    DownloadResult result = download(*s3, entry, &bytes);
+    EXPECT_TRUE(result.ok) << fault << ": " << result.error;
+    EXPECT_EQ(bytes, content) << fault;
+    auto log = proxy_->log_of("model.neff");
+    ASSERT_EQ(log.size(), 3u) << fault;  // two faults, then the answer
+    EXPECT_EQ(std::get<2>(log[0]), fault["action"]);
+    EXPECT_EQ(std::get<1>(log[2]), 200);
+  }
+}
+
+TEST_F(S3FaultTest, DownloadThatKeepsFailingIsAValueWithoutSecrets) {
+  NEED_S3RVER();
+  auto s3 = store();
+  RemoteEntry entry = put_neff(*s3, random_bytes(100000, 2));
+  proxy_->faults({{"match", kNeffGet},
+                  {"apply_first", -1},
+                  {"action", "status"},
+                  {"status", 503},
+                  {"headers", {{"Retry-After", "0"}}}});
+  proxy_->clear_stats();
+  std::string bytes;
+  DownloadResult result = download(*s3, entry, &bytes);
+  EXPECT_FALSE(result.ok);
+  EXPECT_NE(result.error.find("503"), std::string::npos) << result.error;
+  EXPECT_EQ(result.error.find(testing::kS3Secret), std::string::npos) << result.error;
+  EXPECT_EQ(proxy_->log_of("model.neff").size(), 4u);  // the retry policy's 4 attempts
+}
+
+TEST_F(S3FaultTest, AShortBodyIsResumedAndVerified) {
+  NEED_S3RVER();
+  auto s3 = store(64ull << 20);  // one ranged GET for the whole file
+  std::string content = random_bytes(4 << 20, 3);
+  RemoteEntry entry = put_neff(*s3, content);
+  proxy_->faults({{"match", kNeffGet}, {"action", "short"}, {"bytes", 1000000}});
+  proxy_->clear_stats();
+  std::string bytes;
+  DownloadResult result = download(*s3, entry, &bytes);
+  EXPECT_TRUE(result.ok) << result.error;
+  EXPECT_EQ(bytes, content);
+  auto log = proxy_->log_of("model.neff");
+  ASSERT_GE(log.size(), 2u);
+  EXPECT_EQ(std::get<2>(log[0]), "short");
+}
+
+TEST_F(S3FaultTest, ACorruptedBodyNeverPassesVerification) {
+  NEED_S3RVER();
+  auto s3 = store();
+  std::string content = random_bytes(2 << 20, 4);
+  RemoteEntry entry = put_neff(*s3, content);
+  // Every answer corrupted: the download must fail, as a value.
+  proxy_->faults(
+      {{"match", kNeffGet}, {"apply_first", -1}, {"action", "corrupt"}, {"offset", 12345}});
+  std::string bytes;
+  DownloadResult result = download(*s3, entry, &bytes);
+  EXPECT_FALSE(result.ok);
+  EXPECT_NE(result.error.find("sha256"), std::string::npos) << result.error;
+  // Once: either retried to the right bytes or failed, never a wrong file reported good.
+  proxy_->faults({{"match", kNeffGet}, {"action", "corrupt"}, {"offset", 0}});
+  result = download(*s3, entry, &bytes);
+  if (result.ok) {
+    EXPECT_EQ(bytes, content);
+  }
+  std::cout << "one corrupted answer: " << (result.ok ? "retried, ok" : result.error) << "\n";
+}
+
+TEST_F(S3FaultTest, CommitRecoversFromDrop500And503OnUploads) {
+  NEED_S3RVER();
+  auto s3 = store();
+  int round = 0;
+  for (const json& fault :
+       {json{{"action", "drop"}}, json{{"action", "status"}, {"status", 500}},
+        json{{"action", "status"}, {"status", 503}, {"headers", {{"Retry-After", "0"}}}}}) {
+    json rule = fault;
+    rule["match"] = {{"method", "PUT"}, {"path", "model\\.neff$"}};
+    proxy_->faults(rule);
+    std::string content = random_bytes(200000, 10 + round++);
+    RemoteEntry entry = put_neff(*s3, content);
+    EXPECT_EQ(proxy_->faults_applied(), 1) << fault;
+    std::string bytes;
+    ASSERT_TRUE(download(*s3, entry, &bytes).ok) << fault;
+    EXPECT_EQ(bytes, content) << fault;
+  }
+}
+
+TEST_F(S3FaultTest, ACommitThatKeepsFailingThrowsAndWritesNoIndex) {
+  NEED_S3RVER();
+  auto s3 = store();
+  EXPECT_EQ(s3->read_small(kIndex, "", 1 << 20), std::nullopt);
+  write_file(temp_ / "neff", "NEFF");
+  write_file(temp_ / "index", "{}");
+  proxy_->faults({{"match", {{"method", "PUT"}, {"path", "model\\.neff$"}}},
+                  {"apply_first", -1},
+                  {"action", "status"},
+                  {"status", 500}});
+  try {
+    s3->commit({{CommitOperation::Kind::Add, std::string(kModule) + "/model.neff", temp_ / "neff"},
+                {CommitOperation::Kind::Add, kIndex, temp_ / "index"}},
+               "", std::nullopt);
+    FAIL() << "the commit succeeded through a store answering 500";
+  } catch (const CommitConflict&) {
+    FAIL() << "a failing store is not a conflict";
+  } catch (const Error& e) {
+    EXPECT_EQ(std::string(e.what()).find(testing::kS3Secret), std::string::npos);
+  }
+  proxy_->faults(json::array());
+  auto other = store();
+  EXPECT_EQ(other->read_small(kIndex, "", 1 << 20), std::nullopt);  // artifacts first, then index
+}
+
+TEST_F(S3FaultTest, MultipartCommitWithDamagedAnswersNeverStoresWrongBytes) {
+  NEED_S3RVER();
+  auto s3 = store(S3Options::kMinPartSize);
+  std::string content = random_bytes(12 << 20, 5);  // 3 parts
+  write_file(temp_ / "big.neff", content);
+  int round = 0;
+  // A dropped part upload, a 503 on completion, then a short and a corrupted completion answer.
+  for (const json& rule :
+       {json{{"match", {{"method", "PUT"}, {"query", "partNumber=2"}}}, {"action", "drop"}},
+        json{{"match", {{"method", "POST"}, {"query", "uploadId"}}},
+             {"action", "status"},
+             {"status", 503}},
+        json{{"match", {{"method", "POST"}, {"query", "uploadId"}}}, {"action", "short"}},
+        json{{"match", {{"method", "POST"}, {"query", "uploadId"}}},
+             {"action", "corrupt"},
+             {"offset", 60},
+             {"length", 20}}}) {
+    proxy_->faults(rule);
+    // A new name each round: a file already stored is not sent again.
+    const std::string path = std::string(kModule) + "/big" + std::to_string(round++) + ".neff";
+    std::string outcome = "committed";
+    try {
+      s3->commit({{CommitOperation::Kind::Add, path, temp_ / "big.neff"}}, "", std::nullopt);
+    } catch (const Error& e) {
+      outcome = e.what();
+      EXPECT_EQ(outcome.find(testing::kS3Secret), std::string::npos);
+    }
+    std::cout << rule["action"] << " " << rule["match"] << ": " << outcome << "\n";
+    EXPECT_EQ(proxy_->faults_applied(), 1) << rule;
+    // Whatever the client concluded, the store holds the right bytes or nothing.
+    auto listed = s3->stat({path}, "");
+    if (listed.empty()) continue;
+    RemoteEntry entry = listed[0];
+    entry.content_sha256 = sha256_hex(content);
+    std::string bytes;
+    EXPECT_TRUE(download(*s3, entry, &bytes).ok) << rule;
+    EXPECT_EQ(bytes.size(), content.size()) << rule;
+    EXPECT_TRUE(bytes == content) << rule;
+  }
+}
+
+TEST_F(S3FaultTest, AConditionalIndexWriteThatLosesTheRaceThrowsCommitConflict) {
+  NEED_S3RVER();
+  auto first = store();
+  auto second = store();
+  write_file(temp_ / "a", "[\"a\"]");
+  write_file(temp_ / "b", "[\"b\"]");
+  write_file(temp_ / "ab", "[\"a\",\"b\"]");
+  auto put = [&](S3Store& s3, const char* local) {
+    s3.commit({{CommitOperation::Kind::Add, kIndex, temp_ / local}}, "", std::nullopt);
+  };
+  // Both read "no index"; the first creates it, the second's If-None-Match: * gets 412.
+  EXPECT_EQ(first->read_small(kIndex, "", 1 << 20), std::nullopt);
+  EXPECT_EQ(second->read_small(kIndex, "", 1 << 20), std::nullopt);
+  put(*first, "a");
+  proxy_->clear_stats();
+  EXPECT_THROW(put(*second, "b"), CommitConflict);
+  auto log = proxy_->log_of("org--m.json");
+  ASSERT_FALSE(log.empty());
+  EXPECT_EQ(log.back(), std::make_tuple(std::string("PUT"), 412, std::string()));
+  // Both read version a; the first replaces it, the second's If-Match on a gets 412.
+  EXPECT_EQ(first->read_small(kIndex, "", 1 << 20), "[\"a\"]");
+  EXPECT_EQ(second->read_small(kIndex, "", 1 << 20), "[\"a\"]");
+  put(*first, "ab");
+  proxy_->clear_stats();
+  EXPECT_THROW(put(*second, "b"), CommitConflict);
+  log = proxy_->log_of("org--m.json");
+  ASSERT_FALSE(log.empty());
+  EXPECT_EQ(log.back(), std::make_tuple(std::string("PUT"), 412, std::string()));
+  EXPECT_EQ(second->read_small(kIndex, "", 1 << 20), "[\"a\",\"b\"]");  // nothing was lost
+}
+
+}  // namespace
+}  // namespace neuron_cache::storage

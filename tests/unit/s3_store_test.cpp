@@ -1,0 +1,264 @@
+// S3Store against s3rver: paging, a 1 GiB multipart round trip, read_small with conditional
+// commits, verification failures as values, and no secret in any message.
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <fstream>
+#include <random>
+#include <set>
+
+#include "neuron_cache/format/digest.h"
+#include "neuron_cache/storage/s3_store.h"
+#include "s3_server.h"
+
+namespace neuron_cache::storage {
+namespace {
+
+using testing::S3Server;
+using testing::TempDir;
+using testing::write_file;
+namespace fs = std::filesystem;
+
+#define NEED_S3RVER()                                                                    \
+  if (testing::s3rver_script().empty()) {                                                \
+    GTEST_SKIP() << "NEURON_CACHE_S3RVER is unset: run through ctest (s3_store), which " \
+                    "installs s3rver";                                                   \
+  }
+
+// Writes `size` random bytes (seeded) to `path` in 1 MiB blocks; returns their sha256.
+std::string write_random(const fs::path& path, uint64_t size, uint64_t seed) {
+  std::mt19937_64 generator(seed);
+  std::ofstream out(path, std::ios::binary);
+  Hasher hasher(HashAlgorithm::Sha256);
+  std::string block(1 << 20, '\0');
+  for (uint64_t done = 0; done < size;) {
+    size_t n = static_cast<size_t>(std::min<uint64_t>(block.size(), size - done));
+    for (size_t i = 0; i + 8 <= n; i += 8) {
+      uint64_t v = generator();
+      std::memcpy(&block[i], &v, 8);
+    }
+    out.write(block.data(), static_cast<std::streamsize>(n));
+    hasher.update(std::string_view(block.data(), n));
+    done += n;
+  }
+  return hasher.hex_digest();
+}
+
+struct Fd {
+  explicit Fd(const fs::path& path) : fd(::open(path.c_str(), O_RDWR | O_CREAT | O_TRUNC, 0644)) {}
+  ~Fd() { ::close(fd); }
+  int fd;
+};
+
+CommitOperation add(const std::string& path, const fs::path& local) {
+  return {CommitOperation::Kind::Add, path, local};
+}
+
+TEST(S3Store, ListsEveryPage) {
+  NEED_S3RVER();
+  S3Server server;
+  S3Store store(server.url("cache"), server.access());
+  TempDir dir;
+  write_file(dir / "small", "x");
+  std::vector<CommitOperation> ops;
+  // 2,500 objects in 5 folders: ListObjectsV2 answers 1,000 keys a page.
+  for (int i = 0; i < 2500; ++i) {
+    ops.push_back(add("neuronxcc-2.21.33363.0+82129205/MODULE_" + std::to_string(i % 5) + "/f" +
+                          std::to_string(i),
+                      dir / "small"));
+  }
+  CommitResult result = store.commit(ops, "", std::nullopt);
+  EXPECT_EQ(result.lfs_uploaded, 2500u);
+  uint64_t before = store.requests();
+  auto entries = store.list("", true, "");
+  EXPECT_EQ(entries.size(), 2500u);
+  EXPECT_GE(store.requests() - before, 3u);
+  std::set<std::string> paths;
+  for (const auto& e : entries) {
+    paths.insert(e.path);
+    EXPECT_EQ(e.size, 1u);
+    EXPECT_EQ(e.oid, md5_hex("x"));
+  }
+  EXPECT_EQ(paths.size(), 2500u);
+  EXPECT_TRUE(paths.count("neuronxcc-2.21.33363.0+82129205/MODULE_3/f1003"));
+  auto top = store.list("neuronxcc-2.21.33363.0+82129205", false, "");
+  ASSERT_EQ(top.size(), 5u);
+  for (const auto& e : top) EXPECT_TRUE(e.is_directory) << e.path;
+  EXPECT_EQ(top[0].path, "neuronxcc-2.21.33363.0+82129205/MODULE_0");
+  EXPECT_TRUE(store.list("nothing-here", true, "").empty());
+  // Committing the same files again sends nothing.
+  CommitResult again = store.commit(ops, "", std::nullopt);
+  EXPECT_EQ(again.lfs_uploaded, 0u);
+  EXPECT_EQ(again.lfs_already_stored, 2500u);
+  EXPECT_FALSE(again.committed);
+}
+
+TEST(S3Store, GigabyteMultipartRoundTrip) {
+  NEED_S3RVER();
+  S3Server server;
+  S3Store store(server.url("big"), server.access());
+  TempDir dir;
+  const uint64_t size = 1ull << 30;
+  std::string sha = write_random(dir / "model.neff", size, 42);
+  std::string path = "neuronxcc-2.21.33363.0+82129205/MODULE_abc/model.neff";
+  uint64_t before = store.requests();
+  CommitResult result = store.commit({add(path, dir / "model.neff")}, "", std::nullopt);
+  EXPECT_EQ(result.lfs_uploaded, 1u);
+  EXPECT_EQ(result.bytes_uploaded, size);
+  // HEAD, initiate, 16 parts of 64 MiB, complete.
+  EXPECT_GE(store.requests() - before, 19u);
+  auto listed = store.list("neuronxcc-2.21.33363.0+82129205", true, "");
+  ASSERT_EQ(listed.size(), 1u);
+  EXPECT_EQ(listed[0].size, size);
+  // s3rver gives a multipart object the MD5 of its content as ETag (S3 gives "<md5>-16").
+  EXPECT_FALSE(listed[0].oid.empty());
+  auto stated = store.stat({path, "missing/file"}, "");
+  ASSERT_EQ(stated.size(), 1u);
+  EXPECT_EQ(stated[0].content_sha256, sha);  // x-amz-meta-sha256
+  fs::remove(dir / "model.neff");
+
+  Fd out(dir / "back.neff");
+  std::vector<DownloadRequest> requests{{path, out.fd, stated[0]}};
+  before = store.requests();
+  auto results = store.download("", requests);
+  ASSERT_TRUE(results[0].ok) << results[0].error;
+  EXPECT_GE(store.requests() - before, 16u);  // ranged parts
+  EXPECT_EQ(fs::file_size(dir / "back.neff"), size);
+  EXPECT_EQ(sha256_of_file(dir / "back.neff"), sha);
+}
+
+TEST(S3Store, ReadSmallThenConditionalCommit) {
+  NEED_S3RVER();
+  S3Server server;
+  S3Store store(server.url("idx"), server.access());
+  TempDir dir;
+  std::string index = "neuron-cache-index/neuronxcc-2.21.33363.0+82129205/acme--m.json";
+  EXPECT_FALSE(store.read_small(index, "", 1 << 20).has_value());
+  write_file(dir / "v1", "{\"format\":2}");
+  write_file(dir / "neff", "NEFF");
+  CommitResult first = store.commit(
+      {add("n/MODULE_1/model.neff", dir / "neff"), add(index, dir / "v1")}, "", std::nullopt);
+  EXPECT_TRUE(first.committed);
+  EXPECT_EQ(first.lfs_uploaded, 1u);   // the artifact
+  EXPECT_EQ(first.regular_files, 1u);  // the index, conditional
+  S3Store other(server.url("idx"), server.access());
+  auto read = other.read_small(index, "", 1 << 20);
+  ASSERT_TRUE(read.has_value());
+  EXPECT_EQ(*read, "{\"format\":2}");
+  write_file(dir / "v2", "{\"format\":2,\"entries\":{}}");
+  CommitResult second = other.commit({add(index, dir / "v2")}, "", std::nullopt);
+  EXPECT_EQ(second.regular_files, 1u);
+  EXPECT_EQ(*store.read_small(index, "", 1 << 20), "{\"format\":2,\"entries\":{}}");
+  EXPECT_THROW(store.read_small(index, "", 4), Error);  // larger than allowed
+  auto listed = store.list("n", true, "");
+  ASSERT_EQ(listed.size(), 1u);
+  EXPECT_TRUE(store.content_matches(listed[0], "NEFF"));
+  EXPECT_FALSE(store.content_matches(listed[0], "NEFX"));
+  // Delete ops.
+  CommitResult removed = store.commit(
+      {{CommitOperation::Kind::Delete, "n/MODULE_1/model.neff", {}}}, "", std::nullopt);
+  EXPECT_EQ(removed.deleted, 1u);
+  EXPECT_TRUE(store.list("n", true, "").empty());
+}
+
+TEST(S3Store, WrongExpectationsFailAsValues) {
+  NEED_S3RVER();
+  S3Server server;
+  S3Options options;
+  options.part_size = S3Options::kMinPartSize;  // several parts for a 12 MiB file
+  options.retry.base = std::chrono::milliseconds(10);
+  S3Store store(server.url("v"), server.access(), options);
+  TempDir dir;
+  std::string sha = write_random(dir / "f", 12u << 20, 7);
+  write_file(dir / "s", "small file");
+  store.commit({add("a/f", dir / "f"), add("a/s", dir / "s")}, "", std::nullopt);
+  auto listed = store.list("a", true, "");
+  ASSERT_EQ(listed.size(), 2u);
+  RemoteEntry big = listed[0].path == "a/f" ? listed[0] : listed[1];
+  RemoteEntry small = listed[0].path == "a/f" ? listed[1] : listed[0];
+
+  RemoteEntry wrong_sha = big;
+  wrong_sha.content_sha256 = std::string(64, '0');
+  RemoteEntry wrong_size = small;
+  wrong_size.size += 1;
+  RemoteEntry wrong_md5 = small;
+  wrong_md5.oid = md5_hex("other");
+  RemoteEntry right = big;
+  right.content_sha256 = sha;
+  RemoteEntry missing = small;
+  missing.path = "a/none";
+  Fd f1(dir / "o1"), f2(dir / "o2"), f3(dir / "o3"), f4(dir / "o4"), f5(dir / "o5");
+  std::vector<DownloadRequest> requests{{"a/f", f1.fd, wrong_sha},
+                                        {"a/s", f2.fd, wrong_size},
+                                        {"a/s", f3.fd, wrong_md5},
+                                        {"a/f", f4.fd, right},
+                                        {"a/none", f5.fd, missing}};
+  auto results = store.download("", requests);
+  EXPECT_FALSE(results[0].ok);
+  EXPECT_NE(results[0].error.find("sha256"), std::string::npos) << results[0].error;
+  EXPECT_FALSE(results[1].ok);
+  EXPECT_NE(results[1].error.find("bytes"), std::string::npos) << results[1].error;
+  EXPECT_FALSE(results[2].ok);  // the ETag differs: changed since listed
+  EXPECT_TRUE(results[3].ok) << results[3].error;
+  EXPECT_EQ(sha256_of_file(dir / "o4"), sha);
+  EXPECT_FALSE(results[4].ok);
+  EXPECT_NE(results[4].error.find("no longer"), std::string::npos) << results[4].error;
+}
+
+TEST(S3Store, NoSecretInMessages) {
+  NEED_S3RVER();
+  const std::string secret = "wJalrXUtnFEMI-K7MDENG-bPxRfiCYSECRET";
+  const std::string token = "FwoGZXIvYXdzEXAMPLESESSIONTOKEN";
+  S3Server server;
+  AwsAccess access = server.access();
+  access.secret_access_key = secret;  // s3rver checks the key id only
+  access.session_token = token;
+  S3Options options;
+  options.retry.max_attempts = 2;
+  options.retry.base = std::chrono::milliseconds(10);
+  options.timeout = std::chrono::milliseconds(2000);
+  std::vector<std::string> messages;
+  auto collect = [&](auto&& action) {
+    try {
+      action();
+      messages.push_back("(no error)");
+    } catch (const std::exception& e) {
+      messages.push_back(e.what());
+    }
+  };
+  S3Store missing_bucket("s3://no-such-bucket/p", access, options);
+  collect([&] { missing_bucket.list("", true, ""); });
+  collect([&] { missing_bucket.read_small("x", "", 100); });
+  TempDir dir;
+  write_file(dir / "f", "content");
+  collect([&] { missing_bucket.commit({add("f", dir / "f")}, "", std::nullopt); });
+  AwsAccess bad_key = access;
+  bad_key.access_key_id = "NOT-A-KEY";
+  S3Store refused(server.url("p"), bad_key, options);
+  collect([&] { refused.list("", true, ""); });
+  AwsAccess nowhere = access;
+  nowhere.endpoint = "http://127.0.0.1:1";
+  S3Store down(server.url("p"), nowhere, options);
+  collect([&] { down.stat({"f"}, ""); });
+  Fd out(dir / "out");
+  std::vector<DownloadRequest> requests{{"f", out.fd, {"f", false, 7, "", "", ""}}};
+  auto results = down.download("", requests);
+  messages.push_back(results[0].error);
+  messages.push_back(access.describe());
+  messages.push_back(down.location());
+  messages.push_back(down.unreachable());
+  for (const auto& message : messages) {
+    EXPECT_EQ(message.find(secret), std::string::npos) << message;
+    EXPECT_EQ(message.find(token), std::string::npos) << message;
+    EXPECT_FALSE(message.empty());
+  }
+  EXPECT_NE(messages[0].find("NoSuchBucket"), std::string::npos) << messages[0];
+  EXPECT_NE(messages[3].find("InvalidAccessKeyId"), std::string::npos) << messages[3];
+  // Nothing of the secret in what s3rver was sent as arguments or logged either.
+  EXPECT_EQ(server.output().find(secret), std::string::npos);
+}
+
+}  // namespace
+}  // namespace neuron_cache::storage

@@ -1,0 +1,88 @@
+// The bounded XML reader of S3 answers (storage/s3_xml.h) and s3:// URLs: hostile answers are
+// errors, never partial answers.
+#include <gtest/gtest.h>
+
+#include "neuron_cache/error.h"
+#include "neuron_cache/storage/s3_store.h"
+#include "neuron_cache/storage/s3_xml.h"
+
+namespace neuron_cache::storage {
+namespace {
+
+TEST(S3Xml, ReadsAListPage) {
+  std::string body =
+      "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<ListBucketResult "
+      "xmlns=\"http://s3.amazonaws.com/doc/2006-03-01/\"><Name>b</Name>"
+      "<IsTruncated>true</IsTruncated><NextContinuationToken>t/+=&amp;</NextContinuationToken>"
+      "<Contents><Key>p/a&amp;b&#x2B;c&#233;.neff</Key><Size>12</Size>"
+      "<ETag>&quot;0123456789abcdef0123456789abcdef&quot;</ETag></Contents>"
+      "<Contents><Key>p/big</Key><Size>9223372036854775807</Size><ETag>\"x-3\"</ETag></Contents>"
+      "<CommonPrefixes><Prefix>p/MODULE_1/</Prefix></CommonPrefixes></ListBucketResult>";
+  s3xml::ListPage page = s3xml::parse_list_page(body);
+  ASSERT_EQ(page.objects.size(), 2u);
+  EXPECT_EQ(page.objects[0].key, "p/a&b+c\xC3\xA9.neff");
+  EXPECT_EQ(page.objects[0].size, 12u);
+  EXPECT_EQ(page.objects[0].etag, "0123456789abcdef0123456789abcdef");
+  EXPECT_TRUE(s3xml::is_plain_md5(page.objects[0].etag));
+  EXPECT_FALSE(s3xml::is_plain_md5(page.objects[1].etag));
+  EXPECT_EQ(page.common_prefixes, std::vector<std::string>{"p/MODULE_1/"});
+  EXPECT_TRUE(page.truncated);
+  EXPECT_EQ(page.next_token, "t/+=&");
+}
+
+TEST(S3Xml, RefusesHostileAnswers) {
+  auto contents = [](const std::string& inner) {
+    return "<ListBucketResult>" + inner + "</ListBucketResult>";
+  };
+  std::string many;
+  for (int i = 0; i < 1001; ++i) many += "<Contents><Key>k</Key><Size>1</Size></Contents>";
+  std::string deep;
+  for (int i = 0; i < 40; ++i) deep += "<a>";
+  const std::vector<std::string> hostile = {
+      contents("<Contents><Key>k</Key><Size>-1</Size></Contents>"),
+      contents("<Contents><Key>k</Key><Size>99999999999999999999</Size></Contents>"),
+      contents("<Contents><Key>k</Key><Size>1e3</Size></Contents>"),
+      contents("<Contents><Size>1</Size></Contents>"),
+      contents("<Contents><Key>" + std::string(5000, 'k') + "</Key><Size>1</Size></Contents>"),
+      contents(many),
+      contents("<IsTruncated>true</IsTruncated>"),
+      contents("<Contents><Key>a&bogus;</Key><Size>1</Size></Contents>"),
+      contents("<Contents><Key>a&#0;</Key><Size>1</Size></Contents>"),
+      "<!DOCTYPE x [<!ENTITY a \"b\">]>" + contents(""),
+      deep,
+      "<ListBucketResult><Contents></ListBucketResult>",
+      "<ListBucketResult>",
+      "<Other/>",
+      "",
+      std::string(s3xml::kMaxBodyBytes + 1, ' '),
+  };
+  for (const auto& body : hostile) {
+    EXPECT_THROW(s3xml::parse_list_page(body), Error) << body.substr(0, 200);
+  }
+}
+
+TEST(S3Xml, ReadsErrorsAndUploadIds) {
+  auto error = s3xml::parse_error(
+      "<?xml version=\"1.0\"?><Error><Code>SlowDown</Code><Message>Reduce</Message></Error>");
+  EXPECT_EQ(error.code, "SlowDown");
+  EXPECT_EQ(error.message, "Reduce");
+  EXPECT_TRUE(s3xml::parse_error("not xml <").code.empty());
+  EXPECT_EQ(s3xml::parse_upload_id("<InitiateMultipartUploadResult><Bucket>b</Bucket><UploadId>"
+                                   "abc.def</UploadId></InitiateMultipartUploadResult>"),
+            "abc.def");
+  EXPECT_THROW(s3xml::parse_upload_id("<InitiateMultipartUploadResult/>"), Error);
+}
+
+TEST(S3Url, SplitsBucketAndPrefix) {
+  auto where = parse_s3_url("s3://my-bucket/team/cache/");
+  EXPECT_EQ(where.bucket, "my-bucket");
+  EXPECT_EQ(where.prefix, "team/cache");
+  EXPECT_EQ(parse_s3_url("s3://my-bucket").prefix, "");
+  for (const char* bad : {"s3://", "s3://AB", "s3://b_c/x", "s3://bucket/../x", "s3://bucket/a//b",
+                          "https://bucket/x"}) {
+    EXPECT_THROW(parse_s3_url(bad), Error) << bad;
+  }
+}
+
+}  // namespace
+}  // namespace neuron_cache::storage

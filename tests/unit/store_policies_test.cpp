@@ -1,0 +1,137 @@
+// The policy wrappers (storage/policies.h) around a tiny fake store that fails on demand.
+#include "neuron_cache/storage/policies.h"
+
+#include <gtest/gtest.h>
+
+#include <exception>
+
+namespace neuron_cache::storage {
+namespace {
+
+// A store with one file ("a.json": "A") whose reads throw `failure` when it is set.
+class FakeStore : public Store {
+ public:
+  std::exception_ptr failure;  // thrown by every read when set
+  bool conflict = false;
+  int commits = 0;
+
+  Kind kind() const override { return Kind::S3; }
+  std::string location() const override { return "s3://fake/prefix"; }
+  std::string head() override { return "rev"; }
+  std::vector<RemoteEntry> list(const std::string&, bool, const std::string&) override {
+    fail();
+    return {entry()};
+  }
+  std::vector<RemoteEntry> stat(const std::vector<std::string>&, const std::string&) override {
+    fail();
+    return {entry()};
+  }
+  std::optional<std::string> read_small(const std::string& path, const std::string&,
+                                        uint64_t) override {
+    fail();
+    return path == "a.json" ? std::optional<std::string>("A") : std::nullopt;
+  }
+  std::vector<DownloadResult> download(const std::string&,
+                                       std::vector<DownloadRequest>& requests) override {
+    fail();
+    std::vector<DownloadResult> results(requests.size());
+    for (auto& result : results) result.ok = true;
+    return results;
+  }
+  bool content_matches(const RemoteEntry&, std::string_view content) const override {
+    return content == "A";
+  }
+  CommitResult commit(const std::vector<CommitOperation>&, const std::string&,
+                      const std::optional<std::string>&) override {
+    ++commits;
+    if (conflict) throw CommitConflict("a.json moved");
+    fail();
+    CommitResult result;
+    result.committed = true;
+    return result;
+  }
+  std::string why_not_writable() override { return ""; }
+  Url download_url(const std::string&, const std::string& path) const override {
+    return {"https://fake/" + path, false};
+  }
+  uint64_t requests() const override { return 7; }
+  std::string unreachable() const override { return ""; }
+  bool offline() const override { return false; }
+
+ private:
+  void fail() const {
+    if (failure) std::rethrow_exception(failure);
+  }
+  static RemoteEntry entry() {
+    RemoteEntry e;
+    e.path = "a.json";
+    e.size = 1;
+    return e;
+  }
+};
+
+TEST(ReadOnlyStoreTest, ReadsPassAndCommitIsRefusedBeforeTheInnerStore) {
+  FakeStore inner;
+  ReadOnlyStore store(inner, "a pull request from a fork");
+  EXPECT_EQ(store.location(), "s3://fake/prefix");
+  EXPECT_EQ(store.kind(), Kind::S3);
+  EXPECT_EQ(store.head(), "rev");
+  EXPECT_EQ(store.list("", true, "").size(), 1u);
+  EXPECT_EQ(store.read_small("a.json", "", 10), "A");
+  EXPECT_EQ(store.requests(), 7u);
+  EXPECT_EQ(store.why_not_writable(), "read-only (a pull request from a fork)");
+  try {
+    store.commit({}, "m", std::nullopt);
+    FAIL() << "a read-only store committed";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("read-only"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(inner.commits, 0);
+}
+
+TEST(MissOnFailureStoreTest, OperationalFailuresBecomeMissesAndAreRecordedOncePerKind) {
+  FakeStore inner;
+  MissOnFailureStore store(inner);
+  EXPECT_EQ(store.read_small("a.json", "", 10), "A");
+  EXPECT_TRUE(store.problems().empty());
+
+  inner.failure = std::make_exception_ptr(operational_error("connection refused"));
+  EXPECT_TRUE(store.list("", true, "").empty());
+  EXPECT_TRUE(store.list("x", false, "").empty());
+  EXPECT_TRUE(store.stat({"a.json"}, "").empty());
+  EXPECT_EQ(store.read_small("a.json", "", 10), std::nullopt);
+  std::vector<DownloadRequest> requests(2);
+  auto results = store.download("", requests);
+  ASSERT_EQ(results.size(), 2u);
+  EXPECT_FALSE(results[0].ok);
+  EXPECT_EQ(results[1].error, "connection refused");
+
+  auto problems = store.problems();
+  ASSERT_EQ(problems.size(), 4u);  // list (once, though it failed twice), stat, read, download
+  EXPECT_EQ(problems[0].rfind("list failed on s3://fake/prefix", 0), 0u) << problems[0];
+  EXPECT_NE(problems[0].find("connection refused"), std::string::npos);
+  EXPECT_EQ(problems[3].rfind("download", 0), 0u);
+
+  // commit() passes through, failures included.
+  EXPECT_THROW(store.commit({}, "m", std::nullopt), Error);
+  EXPECT_EQ(store.problems().size(), 4u);
+}
+
+TEST(MissOnFailureStoreTest, InputErrorsAndConflictsStillPropagate) {
+  FakeStore inner;
+  MissOnFailureStore store(inner);
+  inner.failure = std::make_exception_ptr(input_error("bad path"));
+  EXPECT_THROW(store.list("", true, ""), Error);
+  EXPECT_THROW(store.read_small("a.json", "", 10), Error);
+  std::vector<DownloadRequest> requests(1);
+  EXPECT_THROW(store.download("", requests), Error);
+  inner.failure = std::make_exception_ptr(CommitConflict("moved under us"));
+  EXPECT_THROW(store.read_small("a.json", "", 10), CommitConflict);
+  inner.failure = nullptr;
+  inner.conflict = true;
+  EXPECT_THROW(store.commit({}, "m", std::nullopt), CommitConflict);
+  EXPECT_TRUE(store.problems().empty());
+}
+
+}  // namespace
+}  // namespace neuron_cache::storage
