@@ -56,11 +56,30 @@ StoreName parse_s3(const std::string& name) {
   return out;
 }
 
+// "%2B" -> "+": file URLs are percent-encoded (report.cpp's file_url writes them so).
+std::string percent_decode(std::string_view text) {
+  std::string out;
+  for (size_t i = 0; i < text.size(); ++i) {
+    if (text[i] == '%' && i + 2 < text.size() &&
+        std::isxdigit(static_cast<unsigned char>(text[i + 1])) &&
+        std::isxdigit(static_cast<unsigned char>(text[i + 2]))) {
+      out += static_cast<char>(std::stoi(std::string(text.substr(i + 1, 2)), nullptr, 16));
+      i += 2;
+    } else {
+      out += text[i];
+    }
+  }
+  return out;
+}
+
 StoreName parse_folder(const std::string& name) {
-  std::string path = name.substr(7);
+  std::string_view rest = std::string_view(name).substr(7);
+  if (rest.starts_with("localhost/")) rest.remove_prefix(9);
+  std::string path = percent_decode(rest);
   if (path.empty() || path.front() != '/') {
-    throw input_error("\"" + name + "\" is not a file URL of an absolute folder: write file:///" +
-                      "path/to/folder (three slashes)");
+    throw input_error("\"" + name +
+                      "\": a folder store is file:///absolute/path (no host; mount the share and "
+                      "name its local path)");
   }
   for (char ch : path) {
     if (static_cast<unsigned char>(ch) < 0x20) {

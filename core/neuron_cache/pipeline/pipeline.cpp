@@ -125,20 +125,41 @@ Pipeline::Pipeline(const Settings& settings, Remotes remotes, Options options)
 
 void Pipeline::open_store() {
   if (repo_.empty() || !remotes_.open_store) return;
+  std::unique_ptr<storage::Store> backend;
   try {
-    store_ = remotes_.open_store(settings_);
+    backend = remotes_.open_store(settings_);
   } catch (const Error& error) {
     if (error.kind() == ErrorKind::Input) throw;
     cache_problem("the cache store " + repo_ + " cannot be used: " + error.what(),
                   "nothing is read from it or written to it in this run");
   }
-  if (!store_) return;
+  if (!backend) return;
+  store_ = backend.get();
+  store_layers_.push_back(std::move(backend));
+  if (options_.read_only) {
+    store_layers_.push_back(std::make_unique<storage::ReadOnlyStore>(*store_));
+    store_ = store_layers_.back().get();
+  }
+  if (!options_.strict) {
+    auto misses = std::make_unique<storage::MissOnFailureStore>(*store_);
+    misses_ = misses.get();
+    store_ = misses.get();
+    store_layers_.push_back(std::move(misses));
+  }
   repo_ = storage::display_name(*store_);
   requests_at_start_ = store_->requests();
 }
 
 storage::Store* Pipeline::online_store() const {
-  return store_ && !store_->offline() ? store_.get() : nullptr;
+  return store_ && !store_->offline() ? store_ : nullptr;
+}
+
+void Pipeline::report_misses() {
+  if (!misses_) return;
+  const std::vector<std::string> problems = misses_->problems();
+  for (; misses_reported_ < problems.size(); ++misses_reported_) {
+    note(true, problems[misses_reported_] + ": counted as not cached");
+  }
 }
 
 std::string Pipeline::cache_name(const std::string& part) const {
@@ -270,6 +291,7 @@ plan::Plan Pipeline::make_plan(const std::vector<plan::Target>& targets) {
     if (remote_) {
       for (const auto& problem : remote_->problems()) note(true, problem);
     }
+    report_misses();
     return plan;
   } catch (const Error& error) {
     // The index downloads happen lazily inside make_plan.
@@ -421,6 +443,7 @@ PrefetchStep Pipeline::prefetch(plan::Plan& plan) {
     row.status = plan::Status::Local;
     ++step.hits;
   }
+  report_misses();
   step.seconds = seconds_since(start);
   return step;
 }

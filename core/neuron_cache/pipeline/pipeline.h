@@ -27,6 +27,7 @@
 #include "neuron_cache/plan/targets.h"
 #include "neuron_cache/remote/prefetch.h"
 #include "neuron_cache/remote/push.h"
+#include "neuron_cache/storage/policies.h"
 #include "neuron_cache/storage/store.h"
 #include "neuron_cache/store/cache_tree.h"
 #include "neuron_cache/store/local_index.h"
@@ -128,7 +129,7 @@ class Pipeline {
   // The cache store as reports name it: a Hub repo id, "s3://bucket/prefix", "file:///path".
   const std::string& repo() const { return repo_; }
   // The store, or null when none is set (or it could not be opened: see notices()).
-  const storage::Store* store() const { return store_.get(); }
+  const storage::Store* store() const { return store_; }
   // Where repo() comes from: "--repo", "the manifest's cache_repo in FILE", "CUSTOM_CACHE_REPO",
   // the saved-repo file, "optimum-neuron's default" (Settings::resolve, the manifest a layer).
   const std::string& repo_origin() const { return repo_origin_; }
@@ -214,8 +215,12 @@ class Pipeline {
   std::string where() const;
   // "the Hub <part>" ("cache", "index"), else "the <part> in <location>".
   std::string cache_name(const std::string& part) const;
-  // Opens the store the settings name; a store that cannot be opened is a cache problem.
+  // Opens the store the settings name, wrapped in the run's policies: read-only (--read-only),
+  // and, unless strict, a read failure is a miss (storage/policies.h). A store that cannot be
+  // opened is a cache problem.
   void open_store();
+  // Warns once about each read failure the miss-on-failure policy turned into a miss.
+  void report_misses();
   // Why a push must not happen (read-only, no repo, offline, nothing new), or "" when it may.
   std::string why_not_push(bool nothing_new) const;
   // Why nothing can be pushed when the store says its credentials cannot write, else empty.
@@ -233,7 +238,10 @@ class Pipeline {
 
   Settings settings_;
   Remotes remotes_;
-  std::unique_ptr<storage::Store> store_;
+  std::vector<std::unique_ptr<storage::Store>> store_layers_;  // the backend, then policies
+  storage::Store* store_ = nullptr;                            // the outermost layer
+  storage::MissOnFailureStore* misses_ = nullptr;
+  size_t misses_reported_ = 0;
   Options options_;
   manifest::Manifest manifest_;
   std::string repo_;

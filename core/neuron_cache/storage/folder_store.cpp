@@ -1,5 +1,7 @@
 #include "neuron_cache/storage/folder_store.h"
 
+#include "neuron_cache/format/store_name.h"
+
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -293,21 +295,6 @@ class IndexLock {
   UniqueFd fd_;
 };
 
-std::string percent_decode(std::string_view text) {
-  std::string out;
-  for (size_t i = 0; i < text.size(); ++i) {
-    if (text[i] == '%' && i + 2 < text.size() &&
-        std::isxdigit(static_cast<unsigned char>(text[i + 1])) &&
-        std::isxdigit(static_cast<unsigned char>(text[i + 2]))) {
-      out += static_cast<char>(std::stoi(std::string(text.substr(i + 1, 2)), nullptr, 16));
-      i += 2;
-    } else {
-      out += text[i];
-    }
-  }
-  return out;
-}
-
 }  // namespace
 
 FolderStore::FolderStore(fs::path root) : root_(std::move(root)) {
@@ -547,18 +534,8 @@ Store::Url FolderStore::download_url(const std::string& /*revision*/,
 }
 
 fs::path folder_root_from_url(std::string_view url) {
-  constexpr std::string_view kScheme = "file://";
-  if (url.substr(0, kScheme.size()) != kScheme) {
-    throw input_error(std::string(url) + " is not a file:// URL");
-  }
-  std::string_view rest = url.substr(kScheme.size());
-  if (rest.substr(0, 10) == "localhost/") rest.remove_prefix(9);
-  if (rest.empty() || rest.front() != '/') {
-    throw input_error(std::string(url) +
-                      ": a folder store is file:///absolute/path (no host; mount the share "
-                      "and name its local path)");
-  }
-  return fs::path(percent_decode(rest));
+  if (url.substr(0, 7) != "file://") throw input_error(std::string(url) + " is not a file:// URL");
+  return store_name::parse_store_name(std::string(url)).folder;  // the one rule of names
 }
 
 }  // namespace neuron_cache::storage

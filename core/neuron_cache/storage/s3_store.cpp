@@ -1,5 +1,7 @@
 #include "neuron_cache/storage/s3_store.h"
 
+#include "neuron_cache/format/store_name.h"
+
 #include <fcntl.h>
 #include <unistd.h>
 
@@ -19,18 +21,6 @@ using hub::HttpResponse;
 // A listing bigger than this is not a compile cache (each entry costs ~200 bytes of memory).
 constexpr size_t kMaxListedEntries = 2000000;
 // S3 bucket names: 3 to 63 characters of [a-z0-9.-].
-constexpr size_t kMaxBucketLength = 63;
-
-bool valid_bucket(const std::string& bucket) {
-  if (bucket.size() < 3 || bucket.size() > kMaxBucketLength) return false;
-  for (char c : bucket) {
-    if (!(std::islower(static_cast<unsigned char>(c)) ||
-          std::isdigit(static_cast<unsigned char>(c)) || c == '.' || c == '-')) {
-      return false;
-    }
-  }
-  return true;
-}
 
 // Whether `path` is a clean relative path ("a/b/c"): keys such as "../x", "a//b", "./a" or
 // "folder/" (a console's folder marker) are never turned into local paths.
@@ -136,21 +126,8 @@ std::string base_url_of(const S3Location& where, const AwsAccess& access, bool p
 
 S3Location parse_s3_url(const std::string& url) {
   if (url.rfind("s3://", 0) != 0) throw input_error(url + " is not an s3://bucket/prefix URL");
-  std::string rest = url.substr(5);
-  size_t slash = rest.find('/');
-  S3Location where;
-  where.bucket = rest.substr(0, slash);
-  if (slash != std::string::npos) where.prefix = rest.substr(slash + 1);
-  while (!where.prefix.empty() && where.prefix.back() == '/') where.prefix.pop_back();
-  if (!valid_bucket(where.bucket)) {
-    throw input_error("'" + where.bucket + "' in " + url +
-                      " is not an S3 bucket name (3 to 63 characters: a-z, 0-9, '.', '-')");
-  }
-  if (!where.prefix.empty() && !clean_relative(where.prefix)) {
-    throw input_error("the prefix of " + url +
-                      " is not a clean path (no empty, '.' or '..' parts): fix the URL");
-  }
-  return where;
+  store_name::StoreName name = store_name::parse_store_name(url);  // the one rule of names
+  return {name.bucket, name.prefix};
 }
 
 S3Store::S3Store(const std::string& url, AwsAccess access, S3Options options)
