@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # The main job, end to end on a fresh machine: install the dependencies, build neuron-cache, lay
 # out an example Neuron cache and look at it, then run the pipeline of examples/neuron-cache.yaml
-# twice against a loopback Hub: the first run compiles and pushes, the second (a fresh machine
-# with an empty cache) fetches everything and compiles nothing.
+# twice against each kind of store, with the same commands (only --repo changes): a loopback Hub,
+# an S3-compatible bucket (s3rver) and a shared folder. The first run compiles and pushes, the
+# second (a fresh machine with an empty cache) fetches everything and compiles nothing.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
-bash "$root/.ci/install-deps"
+bash "$root/.ci/install-deps" --demo
 cmake -S "$root" -B "$root/build" -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
 cmake --build "$root/build" --target neuron-cache hub-server -j "$(nproc)"
 tool="$root/build/core/neuron-cache"
@@ -15,6 +16,7 @@ work=$(mktemp -d)
 server_pid=
 cleanup() {
   [[ -n "$server_pid" ]] && kill "$server_pid" 2>/dev/null && wait "$server_pid" 2>/dev/null
+  declare -F stop_s3 >/dev/null && stop_s3
   rm -rf "$work"
 }
 trap cleanup EXIT
@@ -63,25 +65,49 @@ export STAND_IN_DELAY=0.5 STAND_IN_NEFF_BYTES=4194304 STAND_IN_CALL_LOG="$work/c
 manifest="$root/examples/neuron-cache.yaml"
 calls() { [[ -f "$STAND_IN_CALL_LOG" ]] && wc -l <"$STAND_IN_CALL_LOG" || echo 0; }
 
-printf '\n==== first machine: empty cache, empty Hub repo ====\n'
-export NEURON_COMPILE_CACHE_URL="$work/machine-1/neuron-compile-cache"
-step plan "$manifest"
-step ci "$manifest" --jobs 2 --output-dir "$work/machine-1/out" --report "$work/report-1.json" \
-  --summary "$work/summary-1.md"
-echo "compiler calls so far: $(calls)"
-cat "$work/summary-1.md"
+# Two machines share one store: the first compiles and pushes, the second fetches everything and
+# compiles nothing, and a warm rerun moves nothing. STORE is a --repo value, or "" for the
+# manifest's cache_repo (the loopback Hub).
+two_machines() {
+  local label=$1 store=$2 repo=()
+  [[ -n "$store" ]] && repo=(--repo "$store")
+  local before
+  printf '\n==== %s, first machine: empty cache, empty store ====\n' "$label"
+  export NEURON_COMPILE_CACHE_URL="$work/$label-1/neuron-compile-cache"
+  step plan "$manifest" "${repo[@]}"
+  step ci "$manifest" "${repo[@]}" --jobs 2 --output-dir "$work/$label-1/out" \
+    --report "$work/$label-report-1.json" --summary "$work/$label-summary-1.md"
+  echo "compiler calls so far: $(calls)"
+  cat "$work/$label-summary-1.md"
+
+  printf '\n==== %s, second machine: empty cache, the store has everything ====\n' "$label"
+  export NEURON_COMPILE_CACHE_URL="$work/$label-2/neuron-compile-cache"
+  before=$(calls)
+  step plan "$manifest" "${repo[@]}"
+  step ci "$manifest" "${repo[@]}" --jobs 2 --output-dir "$work/$label-2/out" \
+    --report "$work/$label-report-2.json" --summary "$work/$label-summary-2.md"
+  echo "compiler calls so far: $(calls) (none on this machine)"
+  cat "$work/$label-summary-2.md"
+  [[ "$(calls)" == "$before" ]] || { echo "the second machine compiled: the store failed" >&2; exit 1; }
+
+  printf '\n==== %s, second machine again: nothing to download, nothing to compile ====\n' "$label"
+  step ci "$manifest" "${repo[@]}" --output-dir "$work/$label-2/out" --quiet
+  echo "compiler calls so far: $(calls)"
+}
+
+two_machines hub ""
 # The registry entries the compile command wrote went up unchanged: optimum-neuron's lookup (and
 # ours) finds the configurations in the repo.
 step lookup meta-llama/Llama-3.1-8B-Instruct --repo acme/neuron-cache
 
-printf '\n==== second machine: empty cache, the Hub has everything ====\n'
-export NEURON_COMPILE_CACHE_URL="$work/machine-2/neuron-compile-cache"
-step plan "$manifest"
-step ci "$manifest" --jobs 2 --output-dir "$work/machine-2/out" --report "$work/report-2.json" \
-  --summary "$work/summary-2.md"
-echo "compiler calls so far: $(calls) (none on this machine)"
-cat "$work/summary-2.md"
-
-printf '\n==== second machine again: nothing to download, nothing to compile ====\n'
-step ci "$manifest" --output-dir "$work/machine-2/out" --quiet
-echo "compiler calls so far: $(calls)"
+# The same job against an S3 bucket, in libneuronxla's layout (NEURON_COMPILE_CACHE_URL=s3://...
+# jobs share it), on the project's S3-compatible test server, and against a shared folder.
+source "$root/tests/tools/s3-env.sh" "$work"
+start_s3 demo-neuron-cache
+two_machines s3 s3://demo-neuron-cache/compile-cache
+step lookup meta-llama/Llama-3.1-8B-Instruct --repo s3://demo-neuron-cache/compile-cache
+stop_s3
+mkdir -p "$work/shared-folder/neuron-compile-cache"  # a mounted share: the store never creates its root
+two_machines folder "file://$work/shared-folder/neuron-compile-cache"
+printf '\n$ ls %s\n' "$work/shared-folder/neuron-compile-cache/$cc"
+ls "$work/shared-folder/neuron-compile-cache/$cc" | head -8

@@ -1,5 +1,7 @@
 #include "neuron_cache/storage/s3_store.h"
 
+#include <set>
+
 #include "neuron_cache/format/store_name.h"
 
 #include <fcntl.h>
@@ -37,6 +39,23 @@ bool clean_relative(std::string_view path) {
     start = end + 1;
   }
   return true;
+}
+
+// The entries one level below `path` of a recursive listing: its files, and its folders once.
+std::vector<RemoteEntry> one_level(const std::vector<RemoteEntry>& all, const std::string& path) {
+  const std::string base = path.empty() ? "" : path + "/";
+  std::vector<RemoteEntry> out;
+  std::set<std::string> folders;
+  for (const auto& entry : all) {
+    if (entry.path.rfind(base, 0) != 0) continue;
+    size_t slash = entry.path.find('/', base.size());
+    if (slash == std::string::npos) {
+      out.push_back(entry);
+    } else if (folders.insert(entry.path.substr(0, slash)).second) {
+      out.push_back({entry.path.substr(0, slash), true, 0, "", "", ""});
+    }
+  }
+  return out;
 }
 
 std::string advice(long status, const std::string& code) {
@@ -207,7 +226,12 @@ std::vector<RemoteEntry> S3Store::list(const std::string& path, bool recursive,
   check_online("listing " + location());
   std::string key_prefix = key_of(path);
   if (!key_prefix.empty()) key_prefix += "/";
-  return list_objects(key_prefix, recursive);
+  std::vector<RemoteEntry> entries = list_objects(key_prefix, recursive);
+  if (recursive || !entries.empty()) return entries;
+  // An empty delimiter listing is confirmed by a recursive one, whose first page is all an
+  // empty folder costs: some S3-compatible servers (s3rver 3.7.1) give no CommonPrefixes for
+  // keys three or more levels below the prefix, and a cache folder would look empty.
+  return one_level(list_objects(key_prefix, true), path);
 }
 
 std::vector<RemoteEntry> S3Store::list_objects(const std::string& key_prefix, bool recursive) {
