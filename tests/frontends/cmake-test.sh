@@ -202,6 +202,28 @@ expect_in "- failed"
 expect_in "CMake Warning"
 expect_in "got=[] missing=[nope]"
 
+# The same configure against an S3 bucket (s3rver) and a shared folder: only CACHE_REPO changes.
+source "$root/tests/tools/s3-env.sh" "$work/s3"
+cleanup() { stop_s3; stop_hub; [[ -n "${KEEP_WORK:-}" ]] || rm -rf "$work"; }
+start_s3 cmake-cache || { status=$?; [[ $status == 77 ]] && exit 77; fail "s3rver did not start"; }
+mkdir -p "$work/shared-folder"
+for store in s3://cmake-cache/neuron "file://$work/shared-folder"; do
+  step "configure examples/cmake against $store"
+  seed_hub "$root/examples/neuron-cache.yaml" --config llama3-8b-chat --config qwen2.5-7b-trn2 \
+    --repo "$store"
+  store_build=$work/store-build-${store%%:*}
+  NEURON_COMPILE_CACHE_URL=$work/store-cache-${store%%:*} expect_ok cmake -S "$root/examples/cmake" \
+    -B "$store_build" -DCMAKE_PREFIX_PATH="$prefix" -DNEURON_CACHE_REPO="$store"
+  expect_in "-- neuron-cache: prefetching 2 configurations from $store - 0 local, 2 from the Hub ("
+  for config in llama3-8b-chat qwen2.5-7b-trn2; do
+    n=$(find -L "$store_build/neuron-cache/neuron-cache/$config" -name model.neff | wc -l)
+    [[ $n -gt 0 ]] || fail "no model.neff under $store_build for $config from $store"
+  done
+  expect_ok cmake --build "$store_build"
+done
+! grep -qF "$AWS_SECRET_ACCESS_KEY" "$log" || fail "the S3 secret is in the output"
+stop_s3
+
 step "the token is nowhere"
 token=$HF_TOKEN
 ! grep -rqF "$token" "$consumer" "$compile_build" "$subdir_build" "$work/offline-build" || fail "the token is in a build tree"

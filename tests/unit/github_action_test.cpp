@@ -12,6 +12,7 @@
 #include <sstream>
 
 #include "hub_fixture.h"
+#include "s3_server.h"
 #include "test_support.h"
 
 namespace neuron_cache {
@@ -166,6 +167,34 @@ class GithubActionTest : public ::testing::Test {
                std::move(env));
   }
 
+  // Main's run compiles and pushes to `store`, a second machine's run fetches everything.
+  void store_round_trip(const std::string& store, const std::map<std::string, std::string>& env) {
+    std::string label = std::to_string(runs_);
+    auto job = [&](const std::string& cache) {
+      return run({{"manifest", "neuron-cache.yaml"},
+                  {"mode", "all"},
+                  {"token", kToken},
+                  {"cache-repo", store},
+                  {"cache-dir", (work / cache).string()}},
+                 env);
+    };
+    ActionRun first = job("store-first-" + label);
+    ASSERT_EQ(first.code, 0) << first.out << first.err;
+    EXPECT_EQ(first.outputs["compiled"], "5") << first.out;
+    EXPECT_TRUE(contains(first.out, "::group::neuron-cache all: " + store)) << first.out;
+    ActionRun second = job("store-second-" + label);
+    ASSERT_EQ(second.code, 0) << second.out << second.err;
+    EXPECT_EQ(second.outputs["cache-hit"], "true") << second.out;
+    EXPECT_EQ(second.outputs["compiled"], "0");
+    EXPECT_EQ(second.report["store"], store.starts_with("s3://") ? "s3" : "folder")
+        << second.report_text;
+    for (const auto& [name, value] : env) {
+      if (name == "AWS_SECRET_ACCESS_KEY") {
+        EXPECT_FALSE(contains(second.out + second.err, value));
+      }
+    }
+  }
+
   fs::path event_file(const json& payload) {
     fs::path path = work / ("event-" + std::to_string(runs_) + ".json");
     write_file(path, payload.dump());
@@ -275,6 +304,21 @@ TEST_F(GithubActionTest, SecondRunIsACacheHit) {
   ASSERT_EQ(again.code, 0) << again.out;
   EXPECT_EQ(again.outputs["cache-hit"], "true");
   EXPECT_EQ(again.report["totals"]["local"], 5);
+}
+
+// The same two machines against a shared folder and an S3 bucket: only the cache-repo input
+// changes; the first compiles and pushes, the second fetches all five and compiles nothing.
+TEST_F(GithubActionTest, FolderAndS3StoresServeASecondMachine) {
+  fs::create_directories(work / "shared");
+  store_round_trip("file://" + (work / "shared").string(), {});
+  if (std::getenv("NEURON_CACHE_S3RVER") == nullptr) {
+    GTEST_SKIP()
+        << "the S3 half runs under ctest action_s3 (tests/s3/run-s3-tests.sh starts s3rver)";
+  }
+  testing::S3Server s3;
+  std::map<std::string, std::string> env;
+  for (const auto& [name, value] : s3.env()) env[name] = value;
+  store_round_trip(s3.url("action-cache"), env);
 }
 
 // (3) a pull request from a fork, even given a write token: read-only, compiles locally, says so.

@@ -278,6 +278,7 @@ json run_json(const RunRecord& run) {
   return {{"format_version", kReportFormatVersion},
           {"tool", pipeline::tool_version()},
           {"repo", run.pipeline ? run.pipeline->repo() : ""},
+          {"store", run.initial ? run.initial->store : ""},
           {"compiler_version", run.pipeline ? run.pipeline->compiler_version() : ""},
           {"hub_requests", run.pipeline ? run.pipeline->store_requests() : 0},
           {"totals",
