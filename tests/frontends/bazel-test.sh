@@ -285,6 +285,49 @@ fi
 grep -qi 'checksum' "$last" || { show_last; fail "strict: not Bazel's checksum error"; }
 curl -sf -X DELETE "$HF_ENDPOINT/_admin/faults" >/dev/null
 
+# The same rule against a shared folder (Bazel downloads its file:// URLs) and an S3 bucket (no
+# plain URL: the tool prefetches into cache_dir, then Bazel copies the file:// URLs).
+source "$root/tests/tools/s3-env.sh" "$work/s3"
+cleanup_all() { stop_s3; cleanup; }
+trap cleanup_all EXIT
+start_s3 bazel-cache || { status=$?; [[ $status == 77 ]] && exit 77; fail "s3rver did not start"; }
+mkdir -p "$work/shared-folder"
+for store in "file://$work/shared-folder" s3://bazel-cache/neuron; do
+  kind=${store%%:*}
+  step "cache_repo = $store: the files arrive byte for byte"
+  NEURON_COMPILE_CACHE_URL="$seed" seed_hub "$root/examples/neuron-cache.yaml" \
+    --config llama3-8b-chat --repo "$store"
+  cat >>"$ws/WORKSPACE" <<WS
+
+neuron_model_artifacts(
+    name = "${kind}_models",
+    manifest = "//:neuron-cache.yaml",
+    configs = ["llama3-8b-chat"],
+    cache_repo = "$store",
+    cache_dir = "$work/$kind-local-cache",
+    strict = True,
+)
+WS
+  : >"$work/tool-calls.log"
+  bazel_in_ws build "@${kind}_models//:llama3-8b-chat" || { show_last; fail "the $store build failed"; }
+  store_repo=$(dirname "$generated")/${kind}_models
+  diff -r "$store_repo/llama3-8b-chat/neuronxcc-2.21.33363.0+82129205" \
+    "$config_dir/neuronxcc-2.21.33363.0+82129205" >/dev/null || fail "$store: other bytes"
+  if [[ $kind == s3 ]]; then
+    grep -q '^prefetch ' "$work/tool-calls.log" || fail "s3: the rule did not prefetch first"
+  else
+    grep -q '"source": "folder"' "$store_repo/report.json" || fail "folder: not read from the store"
+    if grep -q '^prefetch ' "$work/tool-calls.log"; then fail "folder: the rule prefetched"; fi
+  fi
+done
+stop_s3
+# AWS keys reach the tool only through its environment: not its command lines, not the fetched
+# repository, not Bazel's output.
+if grep -rlF "$AWS_SECRET_ACCESS_KEY" "$outputs" "$work/tool-calls.log" \
+  "$(dirname "$generated")/s3_models" 2>/dev/null; then
+  fail "the S3 secret leaked into the files above"
+fi
+
 step "the token is nowhere in Bazel's output, output bases, repository cache or command lines"
 if grep -rlF "$token" "$outputs" "$work/bazel-root" "$work/bazel-root2" "$work/"*repository-cache \
   "$work/ws" "$work/ws2" "$work/tool-calls.log" 2>/dev/null; then
