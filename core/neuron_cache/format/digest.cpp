@@ -2,6 +2,9 @@
 
 #include <openssl/evp.h>
 
+#include <unistd.h>
+
+#include <algorithm>
 #include <fstream>
 
 #include "neuron_cache/error.h"
@@ -87,6 +90,18 @@ std::string sha256_of_file(const std::filesystem::path& file) {
   }
   if (in.bad()) throw operational_error("cannot read " + file.string());
   return hasher.hex_digest();
+}
+
+bool hash_range(int fd, Hasher& hasher, uint64_t from, uint64_t to) {
+  std::string buffer(static_cast<size_t>(std::min<uint64_t>(to - from, 1 << 20)), '\0');
+  while (from < to) {
+    size_t want = static_cast<size_t>(std::min<uint64_t>(buffer.size(), to - from));
+    ssize_t n = pread(fd, buffer.data(), want, static_cast<off_t>(from));
+    if (n <= 0) return false;
+    hasher.update(std::string_view(buffer.data(), static_cast<size_t>(n)));
+    from += static_cast<uint64_t>(n);
+  }
+  return true;
 }
 
 }  // namespace neuron_cache

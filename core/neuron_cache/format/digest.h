@@ -29,6 +29,9 @@ class Hasher {
 
 std::string hash_hex(HashAlgorithm algorithm, std::string_view bytes);
 std::string md5_hex(std::string_view bytes);
+// Feeds bytes [from, to) of the file open as `fd` to `hasher` (pread: no shared offset, so
+// parts being written meanwhile are safe); false when they cannot be read.
+bool hash_range(int fd, Hasher& hasher, uint64_t from, uint64_t to);
 std::string sha256_hex(std::string_view bytes);
 // The sha256 of a file's content, streamed; throws an operational Error when it cannot be read.
 std::string sha256_of_file(const std::filesystem::path& file);

@@ -8,24 +8,6 @@ namespace {
 
 using nlohmann::json;
 
-// An API call retried on transient failures (429, 5xx, no answer).
-class RetryingExchange : public Exchange {
- public:
-  RetryingExchange(HttpRequest request, const RetryPolicy& policy)
-      : request_(std::move(request)), policy_(policy) {}
-  HttpRequest request() override { return request_; }
-  std::optional<std::chrono::milliseconds> on_complete(const HttpResponse& response) override {
-    response_ = response;
-    return retry_delay(response, ++attempts_, policy_);
-  }
-  HttpResponse response_;
-
- private:
-  HttpRequest request_;
-  RetryPolicy policy_;
-  int attempts_ = 0;
-};
-
 bool ok(const HttpResponse& r) {
   return r.status >= 200 && r.status < 300;
 }

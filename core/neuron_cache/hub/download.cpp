@@ -81,19 +81,6 @@ std::string expected_hash(const RemoteEntry& expected) {
   return expected.oid.empty() ? expected.content_sha256 : expected.oid;
 }
 
-// Feeds bytes [from, to) of the file on disk to `hasher`; false when they cannot be read.
-bool hash_range(int fd, Hasher& hasher, uint64_t from, uint64_t to) {
-  std::string buffer(static_cast<size_t>(std::min<uint64_t>(to - from, 1 << 20)), '\0');
-  while (from < to) {
-    size_t want = static_cast<size_t>(std::min<uint64_t>(buffer.size(), to - from));
-    ssize_t n = pread(fd, buffer.data(), want, static_cast<off_t>(from));
-    if (n <= 0) return false;
-    hasher.update(std::string_view(buffer.data(), static_cast<size_t>(n)));
-    from += static_cast<uint64_t>(n);
-  }
-  return true;
-}
-
 // Records that a part wrote `bytes` at `offset` and moves the hash frontier as far as the bytes
 // on disk allow.
 void advance_hash(FileState& file, size_t part, uint64_t offset, std::string_view bytes) {

@@ -32,6 +32,25 @@ bool is_transient(const HttpResponse& response);
 std::optional<std::chrono::milliseconds> retry_delay(const HttpResponse& response, int attempt,
                                                      const RetryPolicy& policy);
 
+// One request retried on transient failures (429, 5xx, 503 SlowDown, no answer) after
+// retry_delay; the last answer is kept. What the Hub client and the S3 store send.
+class RetryingExchange : public Exchange {
+ public:
+  RetryingExchange(HttpRequest request, const RetryPolicy& policy)
+      : request_(std::move(request)), policy_(policy) {}
+  HttpRequest request() override { return request_; }
+  std::optional<std::chrono::milliseconds> on_complete(const HttpResponse& response) override {
+    response_ = response;
+    return retry_delay(response, ++attempts_, policy_);
+  }
+  HttpResponse response_;
+
+ private:
+  HttpRequest request_;
+  RetryPolicy policy_;
+  int attempts_ = 0;
+};
+
 // The backoff alone, as optimum-neuron waits between commit conflicts: min(cap, w * U(0.5,1.5)).
 std::chrono::milliseconds backoff(int attempt, const RetryPolicy& policy);
 

@@ -140,6 +140,7 @@ void Pipeline::open_store() {
     store_layers_.push_back(std::make_unique<storage::ReadOnlyStore>(*store_));
     store_ = store_layers_.back().get();
   }
+  writer_ = store_;
   if (!options_.strict) {
     auto misses = std::make_unique<storage::MissOnFailureStore>(*store_);
     misses_ = misses.get();
@@ -536,7 +537,7 @@ PushStep Pipeline::push(const plan::Plan& plan) {
   if (on_progress)
     on_progress("pushing " + std::to_string(entries.size()) + " configurations to " + repo_);
   try {
-    step.result = remote::push(*store_, *local_index_, entries, options_.push);
+    step.result = remote::push(*writer_, *local_index_, entries, options_.push);
     for (const auto& [key, why] : step.result.skipped)
       note(true, "not pushed: " + key + ": " + why);
     if (!step.result.commit.landed_unanswered.empty())
@@ -560,7 +561,7 @@ PushStep Pipeline::push_modules(const std::vector<std::string>& modules) {
   if (!step.skipped_reason.empty()) return step;
   step.attempted = true;
   try {
-    step.result = remote::push_modules(*store_, *local_index_, modules, options_.push);
+    step.result = remote::push_modules(*writer_, *local_index_, modules, options_.push);
   } catch (const Error& error) {
     step.skipped_reason = error.what();
     cache_problem(std::string("push to ") + repo_ + " failed: " + error.what(),

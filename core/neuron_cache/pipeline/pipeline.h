@@ -241,6 +241,9 @@ class Pipeline {
   std::vector<std::unique_ptr<storage::Store>> store_layers_;  // the backend, then policies
   storage::Store* store_ = nullptr;                            // the outermost layer
   storage::MissOnFailureStore* misses_ = nullptr;
+  // The layer below the miss policy: a push must never take a shard it could not read for a
+  // missing one (it would replace the store's shard with this run's entries alone).
+  storage::Store* writer_ = nullptr;
   size_t misses_reported_ = 0;
   Options options_;
   manifest::Manifest manifest_;

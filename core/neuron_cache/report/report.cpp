@@ -74,17 +74,26 @@ std::string cell(std::string text) {
   return text;
 }
 
+// How texts name the plan's store: "the Hub" (also when none was opened), "S3", "the shared
+// folder".
+std::string store_name(const plan::Plan* plan) {
+  if (plan && plan->store == "s3") return "S3";
+  if (plan && plan->store == "folder") return "the shared folder";
+  return "the Hub";
+}
+
 // What happened to one configuration, in a few words.
 std::string outcome_of(const RunRecord& run, const plan::PlanRow& before) {
+  const std::string from = store_name(run.initial ? &*run.initial : nullptr);
   switch (before.status) {
     case plan::Status::Local:
       return "local hit";
     case plan::Status::Hub: {
       const plan::PlanRow* after = find_row(run.final, before.target.key);
       if (run.prefetch && after && after->status == plan::Status::Local)
-        return "fetched from the Hub";
-      if (!run.prefetch) return "available on the Hub";
-      if (!find_outcome(run, before.target.key)) return "NOT installed from the Hub";
+        return "fetched from " + from;
+      if (!run.prefetch) return "available on " + from;
+      if (!find_outcome(run, before.target.key)) return "NOT installed from " + from;
       break;
     }
     case plan::Status::Registry:
@@ -375,7 +384,7 @@ std::string plan_text(const plan::Plan& plan) {
   }
   out += "\n" + std::to_string(plan.rows.size()) +
          " configurations: " + std::to_string(plan.count(plan::Status::Local)) + " local, " +
-         std::to_string(plan.count(plan::Status::Hub)) + " on the Hub, " +
+         std::to_string(plan.count(plan::Status::Hub)) + " on " + store_name(&plan) + ", " +
          (plan.count(plan::Status::Registry)
               ? std::to_string(plan.count(plan::Status::Registry)) +
                     " in optimum-neuron's registry (compiled through optimum-neuron, which "
@@ -383,7 +392,8 @@ std::string plan_text(const plan::Plan& plan) {
               : "") +
          std::to_string(plan.count(plan::Status::Compile)) + " to compile";
   if (!plan.hub_checked && !plan.hub_problem.empty()) {
-    out += " (Hub not checked: " + plan.hub_problem + ")";
+    out += " (" + std::string(plan.store == "hub" || plan.store.empty() ? "Hub" : "store") +
+           " not checked: " + plan.hub_problem + ")";
   }
   out += "\n";
   for (const auto& note : plan.notes) out += "note: " + note + "\n";
@@ -394,8 +404,9 @@ std::string run_markdown(const RunRecord& run) {
   Totals t = totals(run);
   std::string md = "## neuron-cache\n\n";
   md += std::to_string(t.configurations) + " configurations: **" + std::to_string(t.local) +
-        " local**, **" + std::to_string(t.hub_hits) + " fetched from the Hub**, **" +
-        std::to_string(t.misses) + " compiled or to compile**";
+        " local**, **" + std::to_string(t.hub_hits) + " fetched from " +
+        store_name(run.initial ? &*run.initial : nullptr) + "**, **" + std::to_string(t.misses) +
+        " compiled or to compile**";
   if (t.failed) md += ", **" + std::to_string(t.failed) + " failed**";
   if (t.not_installed) {
     md += ", **" + std::to_string(t.not_installed) + " on the Hub but NOT installed**";

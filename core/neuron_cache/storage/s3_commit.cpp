@@ -102,22 +102,7 @@ std::string xml_escape(const std::string& text) {
 }
 
 // A request with a body, retried on transient failures; the answer is kept.
-class Send : public hub::Exchange {
- public:
-  Send(HttpRequest request, const hub::RetryPolicy& policy)
-      : request_(std::move(request)), policy_(policy) {}
-  HttpRequest request() override { return request_; }
-  std::optional<std::chrono::milliseconds> on_complete(const HttpResponse& response) override {
-    response_ = response;
-    return hub::retry_delay(response, ++attempts_, policy_);
-  }
-  HttpResponse response_;
-
- private:
-  HttpRequest request_;
-  hub::RetryPolicy policy_;
-  int attempts_ = 0;
-};
+using Send = hub::RetryingExchange;
 
 bool ok(const HttpResponse& r) {
   return r.status >= 200 && r.status < 300;

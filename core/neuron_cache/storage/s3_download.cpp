@@ -51,18 +51,6 @@ std::optional<uint64_t> served_size(long status, const hub::Headers& headers) {
   return number(range->substr(range->find('/') + 1));
 }
 
-bool hash_range(int fd, Hasher& hasher, uint64_t from, uint64_t to) {
-  std::string buffer(static_cast<size_t>(std::min<uint64_t>(to - from, 1 << 20)), '\0');
-  while (from < to) {
-    size_t want = static_cast<size_t>(std::min<uint64_t>(buffer.size(), to - from));
-    ssize_t n = pread(fd, buffer.data(), want, static_cast<off_t>(from));
-    if (n <= 0) return false;
-    hasher.update(std::string_view(buffer.data(), static_cast<size_t>(n)));
-    from += static_cast<uint64_t>(n);
-  }
-  return true;
-}
-
 // One file's download, shared by its parts. The content is hashed in file order while parts
 // stream in: bytes at the frontier from memory, bytes a later part wrote ahead of it read back
 // from the page cache when the frontier reaches them.

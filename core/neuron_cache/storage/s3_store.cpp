@@ -73,24 +73,6 @@ std::string advice(long status, const std::string& code) {
   return "";
 }
 
-// A request retried on transient failures (5xx, 503 SlowDown, no answer).
-class RetryingExchange : public hub::Exchange {
- public:
-  RetryingExchange(HttpRequest request, const hub::RetryPolicy& policy)
-      : request_(std::move(request)), policy_(policy) {}
-  HttpRequest request() override { return request_; }
-  std::optional<std::chrono::milliseconds> on_complete(const HttpResponse& response) override {
-    response_ = response;
-    return hub::retry_delay(response, ++attempts_, policy_);
-  }
-  HttpResponse response_;
-
- private:
-  HttpRequest request_;
-  hub::RetryPolicy policy_;
-  int attempts_ = 0;
-};
-
 // A GET whose body is kept up to `max_bytes`: a larger object stops the transfer.
 class BoundedGet : public hub::Exchange {
  public:
@@ -204,7 +186,7 @@ void S3Store::check_online(const std::string& what) const {
 }
 
 HttpResponse S3Store::call(HttpRequest request) {
-  RetryingExchange exchange(std::move(request), options_.retry);
+  hub::RetryingExchange exchange(std::move(request), options_.retry);
   http_.run({&exchange}, 1);
   return exchange.response_;
 }
@@ -286,10 +268,10 @@ std::optional<RemoteEntry> S3Store::head_object(const std::string& path) {
 std::vector<RemoteEntry> S3Store::stat(const std::vector<std::string>& paths,
                                        const std::string& /*revision*/) {
   check_online("reading " + location());
-  std::vector<std::unique_ptr<RetryingExchange>> exchanges;
+  std::vector<std::unique_ptr<hub::RetryingExchange>> exchanges;
   std::vector<hub::Exchange*> pointers;
   for (const auto& path : paths) {
-    exchanges.push_back(std::make_unique<RetryingExchange>(
+    exchanges.push_back(std::make_unique<hub::RetryingExchange>(
         signed_request("HEAD", object_url(path), s3::kEmptySha256), options_.retry));
     pointers.push_back(exchanges.back().get());
   }
