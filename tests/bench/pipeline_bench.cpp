@@ -19,11 +19,11 @@
 #include "neuron_cache/format/artifact_index.h"
 #include "neuron_cache/format/cache_key.h"
 #include "neuron_cache/hub/client.h"
+#include "neuron_cache/local/local_index.h"
 #include "neuron_cache/plan/plan.h"
 #include "neuron_cache/remote/prefetch.h"
 #include "neuron_cache/remote/push.h"
 #include "neuron_cache/remote/remote_index.h"
-#include "neuron_cache/store/local_index.h"
 #include "test_support.h"
 
 namespace {
@@ -61,8 +61,8 @@ plan::Target target(int i) {
 }
 
 // Lays out one compiled configuration in the cache and records it in the local index.
-void compile_fake(const LocalIndex& index, const plan::Target& t, int modules, size_t neff_bytes,
-                  std::mt19937_64& random) {
+void compile_fake(const local::LocalIndex& index, const plan::Target& t, int modules,
+                  size_t neff_bytes, std::mt19937_64& random) {
   ai::Entry entry{t.key, t.inputs, t.configuration.name, {}, {}, 1800.0, "bench", ai::utc_now()};
   std::string compiler_dir = entry.compiler_dir();
   for (int m = 0; m < modules; ++m) {
@@ -230,8 +230,8 @@ void prepare_warm(WarmSetup& setup, const testing::HubServer& server, hub::HubCl
   client.commit(model, {{hub::CommitOperation::Kind::Add, "config.json", dir / "config.json"}},
                 "config", std::nullopt);
   std::string revision = client.repo_info(model).sha;
-  LocalCache cache(dir / "cache");
-  LocalIndex index(cache);
+  local::LocalCache cache(dir / "cache");
+  local::LocalIndex index(cache);
   std::mt19937_64 random(11);
   std::vector<ai::Entry> entries;
   for (int i = 1; i <= configs; ++i) {
@@ -300,8 +300,8 @@ int main(int argc, char** argv) {
   std::vector<plan::Target> targets;
   for (int i = 0; i < configs; ++i) targets.push_back(target(i));
 
-  LocalCache first_cache(first.path());
-  LocalIndex first_index(first_cache);
+  local::LocalCache first_cache(first.path());
+  local::LocalIndex first_index(first_cache);
   std::vector<ai::Entry> entries;
   for (const auto& t : targets) {
     compile_fake(first_index, t, modules, kib << 10, random);
@@ -319,8 +319,8 @@ int main(int argc, char** argv) {
          std::to_string(pushed.pushed.size()) + " configurations, " +
              std::to_string(pushed.commit.bytes_uploaded >> 20) + " MiB sent");
 
-  LocalCache second_cache(second.path());
-  LocalIndex second_index(second_cache);
+  local::LocalCache second_cache(second.path());
+  local::LocalIndex second_index(second_cache);
   for (int n : {1, configs / 10, configs}) {
     if (n < 1) continue;
     hub::HubClient fresh = make_client(server);

@@ -43,10 +43,10 @@
 #include "neuron_cache/format/artifact_index.h"
 #include "neuron_cache/format/compile_flags.h"
 #include "neuron_cache/format/digest.h"
+#include "neuron_cache/local/cache_tree.h"
+#include "neuron_cache/local/local_index.h"
 #include "neuron_cache/manifest/manifest.h"
 #include "neuron_cache/plan/targets.h"
-#include "neuron_cache/store/cache_tree.h"
-#include "neuron_cache/store/local_index.h"
 #include "test_support.h"
 
 extern char** environ;
@@ -329,8 +329,8 @@ Set generate(const fs::path& work, const Options& o) {
   for (int i = 0; i < o.small_modules; ++i)
     neffs.push_back(log_uniform(random, 4 << 10, 400 << 10));
 
-  LocalCache cache(set.root);
-  LocalIndex index(cache);
+  local::LocalCache cache(set.root);
+  local::LocalIndex index(cache);
   std::vector<ai::Entry> entries;
   for (const auto& t : targets) {
     entries.push_back(

@@ -11,7 +11,7 @@
 
 #include "neuron_cache/config/settings.h"
 #include "neuron_cache/hub/client.h"
-#include "neuron_cache/store/safe_dir.h"
+#include "neuron_cache/sys/safe_dir.h"
 
 namespace {
 
@@ -44,7 +44,7 @@ int download(hub::HubClient& client, const std::string& repo, const std::string&
     std::cerr << "cannot write " << out << "\n";
     return 1;
   }
-  UniqueFd guard(fd);
+  sys::UniqueFd guard(fd);
   std::vector<hub::DownloadRequest> requests{{path, fd, info[0]}};
   hub::DownloadResult result = client.download(repo, "main", requests)[0];
   if (!result.ok) std::cerr << result.error << "\n";

@@ -1,6 +1,6 @@
 // LocalCache::scan: states, sizes and registry files of a local cache laid out as libneuronxla
 // and optimum-neuron write it (format spec 2.2-2.5, 4.1, 4.8), and the symlink trust rules.
-#include "neuron_cache/store/cache_tree.h"
+#include "neuron_cache/local/cache_tree.h"
 
 #include <gtest/gtest.h>
 #include <sys/stat.h>
@@ -46,9 +46,9 @@ Json llama_entry() {
               {"neuron", {{"batch_size", 1}, {"sequence_length", 128}, {"target", "trn1"}}}};
 }
 
-const ModuleEntry* find_module(const CompilerDir& compiler, const std::string& name) {
+const local::ModuleEntry* find_module(const local::CompilerDir& compiler, const std::string& name) {
   auto it = std::find_if(compiler.modules.begin(), compiler.modules.end(),
-                         [&](const ModuleEntry& m) { return m.name == name; });
+                         [&](const local::ModuleEntry& m) { return m.name == name; });
   return it == compiler.modules.end() ? nullptr : &*it;
 }
 
@@ -103,11 +103,11 @@ TEST_F(CacheTreeTest, ScanClassifiesEveryKindOfEntry) {
   make_entry(root(), "MODULE_5+2c2d707e", Kind::LegacySuccess);
   make_entry(root(), kTracedModule, Kind::Traced);
 
-  CacheTree tree = LocalCache(root()).scan(kInstalled);
+  local::CacheTree tree = local::LocalCache(root()).scan(kInstalled);
 
   ASSERT_TRUE(tree.exists);
   ASSERT_EQ(tree.compilers.size(), 1u);
-  const CompilerDir& compiler = tree.compilers[0];
+  const local::CompilerDir& compiler = tree.compilers[0];
   ASSERT_EQ(compiler.modules.size(), 6u);
   std::map<std::string, EntryState> states;
   for (const auto& module : compiler.modules) states[module.name] = module.state;
@@ -128,9 +128,9 @@ TEST_F(CacheTreeTest, SizesCountRegularFilesOnly) {
   // A link inside the root still counts for the state, never for the size.
   fs::create_symlink("../MODULE_1+d7cde3b5/model.neff", current() / "MODULE_2+d7cde3b5" / "x.bin");
 
-  CacheTree tree = LocalCache(root()).scan(kInstalled);
+  local::CacheTree tree = local::LocalCache(root()).scan(kInstalled);
 
-  const CompilerDir& compiler = tree.compilers.at(0);
+  const local::CompilerDir& compiler = tree.compilers.at(0);
   uint64_t neff = std::string("neff-bytes-MODULE_1+d7cde3b5").size();
   EXPECT_EQ(find_module(compiler, "MODULE_1+d7cde3b5")->size_bytes, kHlo + kFlags + neff);
   EXPECT_EQ(find_module(compiler, "MODULE_2+d7cde3b5")->size_bytes, kHlo + kFlags + kLog);
@@ -144,7 +144,7 @@ TEST_F(CacheTreeTest, CompilerFoldersAreMarkedCurrentByPrefix) {
   write_file(root() / "neuronxcc-not-a-dir", "");
   write_file(root() / "lock", "");
 
-  CacheTree tree = LocalCache(root()).scan(kInstalled);
+  local::CacheTree tree = local::LocalCache(root()).scan(kInstalled);
 
   ASSERT_EQ(tree.compilers.size(), 2u);
   EXPECT_EQ(tree.compilers[0].name, kOldDir);  // sorted by name
@@ -154,7 +154,7 @@ TEST_F(CacheTreeTest, CompilerFoldersAreMarkedCurrentByPrefix) {
   EXPECT_TRUE(tree.compilers[1].current);
   EXPECT_TRUE(contains(tree.skipped, "neuronxcc-not-a-dir"));
   // Unknown installed compiler: nothing is current.
-  for (const auto& compiler : LocalCache(root()).scan("").compilers) {
+  for (const auto& compiler : local::LocalCache(root()).scan("").compilers) {
     EXPECT_FALSE(compiler.current) << compiler.name;
   }
 }
@@ -162,9 +162,9 @@ TEST_F(CacheTreeTest, CompilerFoldersAreMarkedCurrentByPrefix) {
 TEST_F(CacheTreeTest, FlagsKeyIsMd5OfTheFlagsFile) {
   make_entry(root(), "MODULE_1+d7cde3b5", Kind::Success);
   make_entry(root(), "MODULE_5+2c2d707e", Kind::LegacySuccess);
-  const CompilerDir compiler = LocalCache(root()).scan(kInstalled).compilers.at(0);
+  const local::CompilerDir compiler = local::LocalCache(root()).scan(kInstalled).compilers.at(0);
 
-  const ModuleEntry* json = find_module(compiler, "MODULE_1+d7cde3b5");
+  const local::ModuleEntry* json = find_module(compiler, "MODULE_1+d7cde3b5");
   std::string bytes = testing::read_file(current() / "MODULE_1+d7cde3b5" / "compile_flags.json");
   EXPECT_EQ(json->flags_file, "compile_flags.json");
   EXPECT_EQ(json->flags_file_key, md5_hex(bytes).substr(0, 8));
@@ -172,7 +172,7 @@ TEST_F(CacheTreeTest, FlagsKeyIsMd5OfTheFlagsFile) {
   EXPECT_EQ(json->flags_file_key, json->module.flags_key);
   EXPECT_EQ(json->hlo_file, "model.hlo_module.pb");
 
-  const ModuleEntry* legacy = find_module(compiler, "MODULE_5+2c2d707e");
+  const local::ModuleEntry* legacy = find_module(compiler, "MODULE_5+2c2d707e");
   EXPECT_EQ(legacy->flags_file, "compile_flags.txt");
   EXPECT_EQ(legacy->flags_file_key, "2c2d707e");
   EXPECT_EQ(legacy->hlo_file, "model.hlo.pb");
@@ -187,9 +187,9 @@ TEST_F(CacheTreeTest, RegistryFilesOfEveryGenerationAreRead) {
              registry::serialize(llama_entry()));
   write_file(current() / "0_REGISTRY/0.4.6.dev4/README.txt", "not an entry");
 
-  CacheTree tree = LocalCache(root()).scan(kInstalled);
+  local::CacheTree tree = local::LocalCache(root()).scan(kInstalled);
 
-  const std::vector<RegistryFile>& files = tree.compilers.at(0).registry;
+  const std::vector<local::RegistryFile>& files = tree.compilers.at(0).registry;
   ASSERT_EQ(files.size(), 4u);  // sorted by path
   EXPECT_EQ(files[0].path, "0_REGISTRY/0.0.20/inference/llama/org/model/" + legacy_hash + ".json");
   EXPECT_EQ(files[1].path, "0_REGISTRY/0.4.4/llama/org/model/00000000000000000000.json");
@@ -221,16 +221,16 @@ TEST_F(CacheTreeTest, RegistryFilesOfEveryGenerationAreRead) {
   EXPECT_EQ(files[3].record->location.shape, registry::PathShape::ByModelType);
   EXPECT_TRUE(files[3].record->hash_matches);
 
-  EXPECT_TRUE(LocalCache(root()).scan(kInstalled, false).compilers.at(0).registry.empty());
+  EXPECT_TRUE(local::LocalCache(root()).scan(kInstalled, false).compilers.at(0).registry.empty());
 }
 
 // The alias is trusted because it resolves inside the root, even when the LocalCache was made
 // before the root existed (a fresh cache filled by the same command).
 TEST_F(CacheTreeTest, AliasIsTrustedWhenTheRootIsCreatedAfterTheLocalCache) {
   fs::remove_all(root());
-  LocalCache cache(root());
+  local::LocalCache cache(root());
   write_registry();
-  const std::vector<RegistryFile> files = cache.scan(kInstalled).compilers.at(0).registry;
+  const std::vector<local::RegistryFile> files = cache.scan(kInstalled).compilers.at(0).registry;
   ASSERT_EQ(files.size(), 2u);
   EXPECT_TRUE(files[1].is_link);
   EXPECT_TRUE(files[1].record.has_value()) << files[1].problem;
@@ -242,7 +242,8 @@ TEST_F(CacheTreeTest, RegistryLinkToOutsideIsNotRead) {
   write_file(outside() / "entry.json", registry::serialize(llama_entry()));
   fs::create_symlink(outside() / "entry.json", alias);
 
-  const std::vector<RegistryFile> files = LocalCache(root()).scan(kInstalled).compilers[0].registry;
+  const std::vector<local::RegistryFile> files =
+      local::LocalCache(root()).scan(kInstalled).compilers[0].registry;
 
   ASSERT_EQ(files.size(), 1u);
   EXPECT_FALSE(files[0].record.has_value());
@@ -255,9 +256,9 @@ TEST_F(CacheTreeTest, SymlinkedModuleFolderIsSkippedAndReported) {
   write_file(current() / "MODULE_file", "not a folder");
   auto before = snapshot_tree(outside());
 
-  CacheTree tree = LocalCache(root()).scan(kInstalled);
+  local::CacheTree tree = local::LocalCache(root()).scan(kInstalled);
 
-  const CompilerDir& compiler = tree.compilers.at(0);
+  const local::CompilerDir& compiler = tree.compilers.at(0);
   EXPECT_EQ(compiler.modules.size(), 1u);
   EXPECT_EQ(find_module(compiler, "MODULE_evil+d7cde3b5"), nullptr);
   EXPECT_TRUE(contains(tree.skipped, "MODULE_evil+d7cde3b5"));
@@ -268,7 +269,7 @@ TEST_F(CacheTreeTest, SymlinkedModuleFolderIsSkippedAndReported) {
 TEST_F(CacheTreeTest, SymlinkedCompilerFolderIsSkippedAndReported) {
   make_entry(outside(), "MODULE_1+d7cde3b5", Kind::Success, "elsewhere");
   fs::create_directory_symlink(outside() / "elsewhere", root() / "neuronxcc-2.21.1.0+linked");
-  CacheTree tree = LocalCache(root()).scan(kInstalled);
+  local::CacheTree tree = local::LocalCache(root()).scan(kInstalled);
   EXPECT_TRUE(tree.compilers.empty());
   EXPECT_TRUE(contains(tree.skipped, "neuronxcc-2.21.1.0+linked"));
 }
@@ -279,9 +280,9 @@ TEST_F(CacheTreeTest, NeffLinkOutsideTheTrustedPlacesDoesNotCount) {
   fs::create_symlink(outside() / "secret.neff", entry / "model.neff");
   write_file(entry / "model.done", "");
 
-  CacheTree tree = LocalCache(root(), {hub()}).scan(kInstalled);
+  local::CacheTree tree = local::LocalCache(root(), {hub()}).scan(kInstalled);
 
-  const ModuleEntry* module = find_module(tree.compilers.at(0), "MODULE_7+d7cde3b5");
+  const local::ModuleEntry* module = find_module(tree.compilers.at(0), "MODULE_7+d7cde3b5");
   ASSERT_NE(module, nullptr);
   EXPECT_NE(module->state, EntryState::Success);
   EXPECT_FALSE(module->files.has_neff);
@@ -295,13 +296,13 @@ TEST_F(CacheTreeTest, NeffLinkIntoATrustedRootCounts) {
   fs::create_symlink(hub() / "blobs" / "abc123", entry / "model.neff");
   write_file(entry / "model.done", "");
 
-  CacheTree tree = LocalCache(root(), {hub()}).scan(kInstalled);
-  const ModuleEntry* trusted = find_module(tree.compilers.at(0), "MODULE_7+d7cde3b5");
+  local::CacheTree tree = local::LocalCache(root(), {hub()}).scan(kInstalled);
+  const local::ModuleEntry* trusted = find_module(tree.compilers.at(0), "MODULE_7+d7cde3b5");
   EXPECT_EQ(trusted->state, EntryState::Success);
   EXPECT_TRUE(trusted->untrusted_links.empty());
   EXPECT_EQ(trusted->size_bytes, kHlo);  // the linked blob is not counted
 
-  CacheTree without_hub = LocalCache(root()).scan(kInstalled);
+  local::CacheTree without_hub = local::LocalCache(root()).scan(kInstalled);
   EXPECT_NE(without_hub.compilers.at(0).modules.at(0).state, EntryState::Success);
 }
 
@@ -310,7 +311,7 @@ TEST_F(CacheTreeTest, NeffLinkInsideTheRootCounts) {
   fs::path entry = make_entry(root(), "MODULE_2+d7cde3b5", Kind::Empty);
   fs::create_symlink("../MODULE_1+d7cde3b5/model.neff", entry / "model.neff");
   write_file(entry / "model.done", "");
-  CacheTree tree = LocalCache(root()).scan(kInstalled);
+  local::CacheTree tree = local::LocalCache(root()).scan(kInstalled);
   EXPECT_EQ(find_module(tree.compilers.at(0), "MODULE_2+d7cde3b5")->state, EntryState::Success);
 }
 
@@ -318,7 +319,8 @@ TEST_F(CacheTreeTest, DanglingLinksAreUntrustedAndDoNotCount) {
   fs::path entry = make_entry(root(), "MODULE_1+d7cde3b5", Kind::Empty);
   fs::create_symlink(root() / "missing.neff", entry / "model.neff");
   write_file(entry / "model.done", "");
-  const ModuleEntry module = LocalCache(root()).scan(kInstalled).compilers.at(0).modules.at(0);
+  const local::ModuleEntry module =
+      local::LocalCache(root()).scan(kInstalled).compilers.at(0).modules.at(0);
   EXPECT_EQ(module.state, EntryState::Empty);
   EXPECT_EQ(module.untrusted_links, std::vector<std::string>{"model.neff"});
 }
@@ -332,9 +334,9 @@ TEST_F(CacheTreeTest, UnreadableFlagsFileDoesNotStopTheScan) {
   fs::path big_entry = make_entry(root(), "MODULE_2+d7cde3b5", Kind::Success);
   write_file(big_entry / "compile_flags.json", std::string(2 << 20, ' '));
 
-  CacheTree tree = LocalCache(root()).scan(kInstalled);
+  local::CacheTree tree = local::LocalCache(root()).scan(kInstalled);
 
-  const CompilerDir& compiler = tree.compilers.at(0);
+  const local::CompilerDir& compiler = tree.compilers.at(0);
   ASSERT_EQ(compiler.modules.size(), 2u);
   EXPECT_EQ(compiler.modules[0].state, EntryState::Failed);
   EXPECT_TRUE(compiler.modules[0].flags_file_key.empty());
@@ -344,9 +346,9 @@ TEST_F(CacheTreeTest, UnreadableFlagsFileDoesNotStopTheScan) {
 
 TEST_F(CacheTreeTest, InspectModuleReadsOneEntry) {
   make_entry(root(), "MODULE_3+d7cde3b5", Kind::Locked);
-  LocalCache cache(root());
-  SafeDir compiler = SafeDir::open(current());
-  ModuleEntry entry = cache.inspect_module(compiler, "MODULE_3+d7cde3b5");
+  local::LocalCache cache(root());
+  sys::SafeDir compiler = sys::SafeDir::open(current());
+  local::ModuleEntry entry = cache.inspect_module(compiler, "MODULE_3+d7cde3b5");
   EXPECT_EQ(entry.compiler_dir, kCurrentDir);
   EXPECT_EQ(entry.state, EntryState::Locked);
   EXPECT_EQ(entry.files.lock_files, std::vector<std::string>{"model.hlo_module.pb.lock"});
@@ -356,10 +358,10 @@ TEST_F(CacheTreeTest, InspectModuleReadsOneEntry) {
 }
 
 TEST_F(CacheTreeTest, MissingRootScansAsEmpty) {
-  CacheTree tree = LocalCache(temp_ / "nowhere").scan(kInstalled);
+  local::CacheTree tree = local::LocalCache(temp_ / "nowhere").scan(kInstalled);
   EXPECT_FALSE(tree.exists);
   EXPECT_TRUE(tree.compilers.empty());
-  EXPECT_FALSE(LocalCache(temp_ / "nowhere").exists());
+  EXPECT_FALSE(local::LocalCache(temp_ / "nowhere").exists());
 }
 
 }  // namespace

@@ -29,8 +29,8 @@
 #include "neuron_cache/format/digest.h"
 #include "neuron_cache/format/pyjson.h"
 #include "neuron_cache/format/registry.h"
-#include "neuron_cache/store/cache_tree.h"
-#include "neuron_cache/store/entry_install.h"
+#include "neuron_cache/local/cache_tree.h"
+#include "neuron_cache/local/entry_install.h"
 #include "test_support.h"
 
 namespace neuron_cache::compile {
@@ -159,11 +159,11 @@ TEST(EntryInstallLinkFile, HardLinksTheSourceIntoTheEntry) {
   write_file(tmp / "src" / "model.neff", std::string("neff\0bytes", 10));
   write_file(tmp / "src" / "model.done", "");
   {
-    EntryInstall install(tmp / "cache", kCompiler, "MODULE_7+d7cde3b5");
+    local::EntryInstall install(tmp / "cache", kCompiler, "MODULE_7+d7cde3b5");
     install.link_file("model.neff", tmp / "src" / "model.neff");
     install.link_file("sub/dir/model.done", tmp / "src" / "model.done");
     install.link_file("model.done", tmp / "src" / "model.done");
-    EXPECT_EQ(install.commit(), InstallOutcome::Installed);
+    EXPECT_EQ(install.commit(), local::InstallOutcome::Installed);
   }
   fs::path entry = tmp / "cache" / kCompiler / "MODULE_7+d7cde3b5";
   EXPECT_EQ(read_file(entry / "model.neff"), std::string("neff\0bytes", 10));
@@ -176,7 +176,7 @@ TEST(EntryInstallLinkFile, RefusesSymlinksAndMissingFiles) {
   TempDir tmp;
   write_file(tmp / "outside", "secret");
   fs::create_symlink(tmp / "outside", tmp / "link");
-  EntryInstall install(tmp / "cache", kCompiler, "MODULE_7+d7cde3b5");
+  local::EntryInstall install(tmp / "cache", kCompiler, "MODULE_7+d7cde3b5");
   EXPECT_THROW(install.link_file("model.neff", tmp / "link"), Error);
   EXPECT_THROW(install.link_file("model.neff", tmp / "missing"), Error);
   EXPECT_THROW(install.link_file("../model.neff", tmp / "outside"), Error);
@@ -192,7 +192,7 @@ TEST(EntryInstallLinkFile, CopiesAcrossFilesystems) {
     GTEST_SKIP() << "/dev/shm is on the same filesystem as the temp dir";
   }
   {
-    EntryInstall install(tmp / "cache", kCompiler, "MODULE_7+d7cde3b5");
+    local::EntryInstall install(tmp / "cache", kCompiler, "MODULE_7+d7cde3b5");
     install.link_file("model.neff", shm_file);
     install.commit();
   }
@@ -224,7 +224,7 @@ TEST(StandIn, WritesOneCompleteEntryPerGraph) {
     EXPECT_EQ(fs::file_size(dir / "model.hlo_module.pb"), 2048u);
     EXPECT_EQ(fs::file_size(dir / "model.done"), 0u);
   }
-  CacheTree tree = LocalCache(tmp / "cache").scan("");
+  local::CacheTree tree = local::LocalCache(tmp / "cache").scan("");
   ASSERT_EQ(tree.compilers.size(), 1u);
   ASSERT_EQ(tree.compilers[0].modules.size(), 2u);
   for (const auto& module : tree.compilers[0].modules) {
@@ -239,12 +239,12 @@ TEST(StandIn, WritesTheRegistryEntryAndItsAliasOnce) {
   TempDir tmp;
   StandIn stand_in(tmp);
   ASSERT_EQ(stand_in.run(Config{}, tmp / "cache").exit_code, 0) << stand_in.last_log();
-  LocalCache cache(tmp / "cache");
-  SafeDir compiler = SafeDir::open(tmp / "cache" / kCompiler);
-  std::vector<RegistryFile> files = cache.scan_registry(compiler);
+  local::LocalCache cache(tmp / "cache");
+  sys::SafeDir compiler = sys::SafeDir::open(tmp / "cache" / kCompiler);
+  std::vector<local::RegistryFile> files = cache.scan_registry(compiler);
   ASSERT_EQ(files.size(), 2u);
-  const RegistryFile& primary = files[0].is_link ? files[1] : files[0];
-  const RegistryFile& alias = files[0].is_link ? files[0] : files[1];
+  const local::RegistryFile& primary = files[0].is_link ? files[1] : files[0];
+  const local::RegistryFile& alias = files[0].is_link ? files[0] : files[1];
   ASSERT_TRUE(primary.record && alias.record) << primary.problem << alias.problem;
   EXPECT_TRUE(primary.record->hash_matches);
   EXPECT_EQ(primary.record->location.shape, registry::PathShape::ByArch);
@@ -396,7 +396,7 @@ TEST_F(Capture, AFirstRunProducesBothGraphsAndAdoptsThem) {
     EXPECT_FALSE(fs::exists(real(module.name) / "model.hlo_module.pb.lock"));
     EXPECT_EQ(fs::file_size(real(module.name) / "model.neff"), 65536u);
   }
-  CacheTree tree = LocalCache(root()).scan("");
+  local::CacheTree tree = local::LocalCache(root()).scan("");
   ASSERT_EQ(tree.compilers.size(), 1u);
   for (const auto& module : tree.compilers[0].modules) {
     EXPECT_EQ(module.state, layout::EntryState::Success) << module.name;
@@ -406,8 +406,8 @@ TEST_F(Capture, AFirstRunProducesBothGraphsAndAdoptsThem) {
 TEST_F(Capture, RegistryFilesAreAdoptedWithTheAliasPointingAtTheRealRoot) {
   CaptureResult result = capture(Config{});
   ASSERT_EQ(result.registry_files.size(), 2u);
-  SafeDir compiler = SafeDir::open(root() / kCompiler);
-  std::vector<RegistryFile> files = LocalCache(root()).scan_registry(compiler);
+  sys::SafeDir compiler = sys::SafeDir::open(root() / kCompiler);
+  std::vector<local::RegistryFile> files = local::LocalCache(root()).scan_registry(compiler);
   ASSERT_EQ(files.size(), 2u);
   for (const auto& file : files) {
     ASSERT_TRUE(file.record) << file.path << ": " << file.problem;
@@ -482,7 +482,7 @@ TEST_F(Capture, AFailedCompileIsReportedAndNeverAdopted) {
   EXPECT_TRUE(result.registry_files.empty());
   EXPECT_EQ(installed, 0u);
   EXPECT_FALSE(fs::exists(real(ctx_module(failing))));
-  CacheTree tree = LocalCache(root()).scan("");
+  local::CacheTree tree = local::LocalCache(root()).scan("");
   for (const auto& compiler : tree.compilers) EXPECT_TRUE(compiler.modules.empty());
 }
 
@@ -492,8 +492,8 @@ const std::map<std::string, std::string> kDiffusion = {{"STAND_IN_TRACED", "1"},
                                                        {"STAND_IN_DIFFUSION", "1"}};
 
 layout::EntryState real_state(const fs::path& root, const std::string& module) {
-  SafeDir compiler = SafeDir::open(root / kCompiler);
-  return LocalCache(root).inspect_module(compiler, module).state;
+  sys::SafeDir compiler = sys::SafeDir::open(root / kCompiler);
+  return local::LocalCache(root).inspect_module(compiler, module).state;
 }
 
 TEST_F(Capture, ATracedExportIsProducedAdoptedThenUsedFromTheView) {
@@ -541,7 +541,7 @@ TEST_F(Capture, ATracedExportOfAFailedRunIsNeverAdopted) {
     EXPECT_EQ(result.failed.size(), 1u) << at;
     EXPECT_TRUE(result.produced.empty()) << at;
     EXPECT_EQ(installed, 0u) << at;
-    CacheTree tree = LocalCache(root()).scan("");
+    local::CacheTree tree = local::LocalCache(root()).scan("");
     for (const auto& compiler : tree.compilers) {
       EXPECT_TRUE(compiler.modules.empty()) << at;
       EXPECT_TRUE(compiler.registry.empty()) << at << ": the entry of a folder not adopted";

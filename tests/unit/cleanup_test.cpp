@@ -1,7 +1,7 @@
 // cleanup_cache: optimum-cli neuron cache cleanup semantics and wording (format spec 5.4, 6), and
 // the guarantee that nothing outside the cache is ever deleted through a planted symlink.
 // Also the process helpers cleanup relies on to know whether a compiler runs.
-#include "neuron_cache/store/cleanup.h"
+#include "neuron_cache/local/cleanup.h"
 
 #include <fcntl.h>
 #include <gtest/gtest.h>
@@ -15,8 +15,8 @@
 #include <thread>
 
 #include "neuron_cache/error.h"
+#include "neuron_cache/local/entry_install.h"
 #include "neuron_cache/process/process.h"
-#include "neuron_cache/store/entry_install.h"
 #include "test_support.h"
 
 namespace neuron_cache {
@@ -56,33 +56,33 @@ class CleanupTest : public ::testing::Test {
     make_entry(root(), "MODULE_5e484d66cb3e29251244", Kind::Traced);
   }
 
-  CleanupResult clean(CleanupOptions options = {}) {
-    return cleanup_cache(LocalCache(root()), options);
+  local::CleanupResult clean(local::CleanupOptions options = {}) {
+    return local::cleanup_cache(local::LocalCache(root()), options);
   }
 
   TempDir temp_;
 };
 
-CleanupOptions with_all() {
-  CleanupOptions options;
+local::CleanupOptions with_all() {
+  local::CleanupOptions options;
   options.remove_empty = true;
   return options;
 }
 
-CleanupOptions with_old_versions() {
-  CleanupOptions options;
+local::CleanupOptions with_old_versions() {
+  local::CleanupOptions options;
   options.remove_old_versions = true;
   options.installed_compiler = kInstalled;
   return options;
 }
 
-CleanupOptions with_wipe() {
-  CleanupOptions options;
+local::CleanupOptions with_wipe() {
+  local::CleanupOptions options;
   options.wipe = true;
   return options;
 }
 
-CleanupOptions dry(CleanupOptions options) {
+local::CleanupOptions dry(local::CleanupOptions options) {
   options.dry_run = true;
   return options;
 }
@@ -93,7 +93,7 @@ CleanupOptions dry(CleanupOptions options) {
 TEST_F(CleanupTest, DefaultRemovesFailedEntriesAndStaleLockFiles) {
   make_every_state();
 
-  CleanupResult result = clean();
+  local::CleanupResult result = clean();
 
   EXPECT_EQ(result.failed_removed, 1);
   EXPECT_EQ(result.locks_removed, 1);
@@ -116,14 +116,15 @@ TEST_F(CleanupTest, DefaultRemovesFailedEntriesAndStaleLockFiles) {
 
 TEST_F(CleanupTest, NothingToCleanUp) {
   make_entry(root(), "MODULE_1+d7cde3b5", Kind::Success);
-  CleanupResult result = clean();
+  local::CleanupResult result = clean();
   EXPECT_EQ(result.summary(false), "Nothing to clean up. Freed 0 B.");
   EXPECT_TRUE(result.removed.empty());
   EXPECT_TRUE(fs::exists(current() / "MODULE_1+d7cde3b5" / "model.done"));
 }
 
 TEST_F(CleanupTest, MissingRootIsNothingToCleanUp) {
-  CleanupResult result = cleanup_cache(LocalCache(temp_ / "missing"), with_wipe());
+  local::CleanupResult result =
+      local::cleanup_cache(local::LocalCache(temp_ / "missing"), with_wipe());
   EXPECT_FALSE(result.wiped);
   EXPECT_EQ(result.summary(false), "Nothing to clean up. Freed 0 B.");
 }
@@ -133,7 +134,7 @@ TEST_F(CleanupTest, MissingRootIsNothingToCleanUp) {
 TEST_F(CleanupTest, AllRemovesEmptyEntriesButKeepsCompleteTracedExports) {
   make_every_state();
 
-  CleanupResult result = clean(with_all());
+  local::CleanupResult result = clean(with_all());
 
   EXPECT_EQ(result.empty_removed, 1);
   EXPECT_EQ(result.traced_kept, 1);
@@ -154,7 +155,7 @@ TEST_F(CleanupTest, AllRemovesAnIncompleteTracedExport) {
   fs::path dir = make_entry(root(), "MODULE_5e484d66cb3e29251244", Kind::Traced);
   fs::remove(dir / "model.neuron");
 
-  CleanupResult result = clean(with_all());
+  local::CleanupResult result = clean(with_all());
 
   EXPECT_EQ(result.empty_removed, 1);
   EXPECT_EQ(result.traced_kept, 0);
@@ -167,7 +168,7 @@ TEST_F(CleanupTest, OldVersionsRemovesCompilerFoldersNotMatchingTheInstalledPref
   make_failed("MODULE_2+d7cde3b5", kOldDir);  // counted as old-version data, not as failed
   write_file(root() / kOldDir / "0_REGISTRY/0.4.5/x/y.json", "{}");
 
-  CleanupResult result = clean(with_old_versions());
+  local::CleanupResult result = clean(with_old_versions());
 
   EXPECT_EQ(result.old_versions_removed, std::vector<std::string>{kOldDir});
   EXPECT_EQ(result.failed_removed, 0);
@@ -181,7 +182,7 @@ TEST_F(CleanupTest, OldVersionsRemovesCompilerFoldersNotMatchingTheInstalledPref
 
 TEST_F(CleanupTest, OldVersionsWithoutAnInstalledVersionIsAnInputError) {
   make_entry(root(), "MODULE_1+d7cde3b5", Kind::Success, kOldDir);
-  CleanupOptions options = with_old_versions();
+  local::CleanupOptions options = with_old_versions();
   options.installed_compiler.clear();
   try {
     clean(options);
@@ -197,11 +198,11 @@ TEST_F(CleanupTest, WipeRemovesTheRoot) {
   write_file(root() / "lock", "");
   uint64_t total = 9 + 48 + std::string("neff-bytes-MODULE_1+d7cde3b5").size() + 34 + 9 + 9 + 40;
 
-  CleanupResult result = clean(with_wipe());
+  local::CleanupResult result = clean(with_wipe());
 
   EXPECT_TRUE(result.wiped);
   EXPECT_EQ(result.bytes_freed, total);
-  EXPECT_EQ(result.summary(false), "Cache wiped. Freed " + format_size(total) + ".");
+  EXPECT_EQ(result.summary(false), "Cache wiped. Freed " + local::format_size(total) + ".");
   EXPECT_EQ(result.summary(false), "Cache wiped. Freed 177 B.");
   EXPECT_FALSE(fs::exists(root()));
   EXPECT_TRUE(fs::exists(temp_.path()));
@@ -210,7 +211,8 @@ TEST_F(CleanupTest, WipeRemovesTheRoot) {
 // "--cache-dir /var/tmp/neuron-compile-cache/" from shell completion names the same folder.
 TEST_F(CleanupTest, WipeAcceptsARootWithATrailingSlash) {
   make_entry(root(), "MODULE_1+d7cde3b5", Kind::Success);
-  CleanupResult result = cleanup_cache(LocalCache(root().string() + "/"), with_wipe());
+  local::CleanupResult result =
+      local::cleanup_cache(local::LocalCache(root().string() + "/"), with_wipe());
   EXPECT_TRUE(result.wiped);
   EXPECT_FALSE(fs::exists(root()));
 }
@@ -220,7 +222,7 @@ TEST_F(CleanupTest, WipeRefusesARootThatIsASymlink) {
   fs::create_directory_symlink(outside(), temp_ / "linked-cache");
   auto before = snapshot_tree(outside());
   try {
-    cleanup_cache(LocalCache(temp_ / "linked-cache"), with_wipe());
+    local::cleanup_cache(local::LocalCache(temp_ / "linked-cache"), with_wipe());
     FAIL() << "wiped through a symlinked root";
   } catch (const Error& error) {
     EXPECT_EQ(error.kind(), ErrorKind::Input);
@@ -230,10 +232,10 @@ TEST_F(CleanupTest, WipeRefusesARootThatIsASymlink) {
 
 TEST_F(CleanupTest, RunningCompilerKeepsLockFiles) {
   make_every_state();
-  CleanupOptions options;
+  local::CleanupOptions options;
   options.compiler_running = true;
 
-  CleanupResult result = clean(options);
+  local::CleanupResult result = clean(options);
 
   EXPECT_EQ(result.locks_removed, 0);
   EXPECT_TRUE(fs::exists(current() / "MODULE_3+d7cde3b5" / "model.hlo_module.pb.lock"));
@@ -248,14 +250,14 @@ TEST_F(CleanupTest, RunningCompilerKeepsLockFiles) {
 // writer into the entry.
 TEST_F(CleanupTest, LockFileHeldByALiveProcessIsKept) {
   fs::path entry = make_entry(root(), "MODULE_3+d7cde3b5", Kind::Locked);
-  SafeDir dir = SafeDir::open(entry);
+  sys::SafeDir dir = sys::SafeDir::open(entry);
   int locked[2], release[2];
   ASSERT_EQ(pipe(locked), 0);
   ASSERT_EQ(pipe(release), 0);
   pid_t holder = fork();
   if (holder == 0) {
     close(release[1]);
-    EntryLock lock = EntryLock::acquire(dir, 1s);
+    local::EntryLock lock = local::EntryLock::acquire(dir, 1s);
     char c = 'L';
     _exit(write(locked[1], &c, 1) == 1 && read(release[0], &c, 1) == 0 ? 0 : 1);
   }
@@ -264,7 +266,7 @@ TEST_F(CleanupTest, LockFileHeldByALiveProcessIsKept) {
   char c = 0;
   ASSERT_EQ(read(locked[0], &c, 1), 1);
 
-  CleanupResult while_held = clean();
+  local::CleanupResult while_held = clean();
 
   close(release[1]);
   close(locked[0]);
@@ -281,7 +283,7 @@ TEST_F(CleanupTest, LockFileHeldByALiveProcessIsKept) {
 TEST_F(CleanupTest, AbandonedStagingFoldersAreRemoved) {
   write_file(root() / ".cache/huggingface/neuron-cache-staging/MODULE_1+2.123.abc/model.neff",
              "0123456789");
-  CleanupResult result = clean();
+  local::CleanupResult result = clean();
   EXPECT_EQ(result.staging_removed, 1);
   EXPECT_EQ(result.bytes_freed, 10u);
   EXPECT_EQ(result.summary(false), "Removed 1 abandoned neuron-cache staging folders. Freed 10 B.");
@@ -291,7 +293,7 @@ TEST_F(CleanupTest, AbandonedStagingFoldersAreRemoved) {
 // ---------------------------------------------------------------------------------------------
 // Dry runs report exactly what the real run does, and change nothing
 
-void expect_same_report(const CleanupResult& dry_result, const CleanupResult& real) {
+void expect_same_report(const local::CleanupResult& dry_result, const local::CleanupResult& real) {
   EXPECT_EQ(dry_result.failed_removed, real.failed_removed);
   EXPECT_EQ(dry_result.locks_removed, real.locks_removed);
   EXPECT_EQ(dry_result.empty_removed, real.empty_removed);
@@ -304,45 +306,47 @@ void expect_same_report(const CleanupResult& dry_result, const CleanupResult& re
 }
 
 TEST_F(CleanupTest, DryRunRemovesNothingAndReportsTheSame) {
-  CleanupOptions every = with_old_versions();
+  local::CleanupOptions every = with_old_versions();
   every.remove_empty = true;
-  for (const CleanupOptions& options : {CleanupOptions{}, with_all(), every, with_wipe()}) {
+  for (const local::CleanupOptions& options :
+       {local::CleanupOptions{}, with_all(), every, with_wipe()}) {
     fs::remove_all(root());
     make_every_state();
     make_failed("MODULE_9+d7cde3b5", kOldDir);
     write_file(root() / ".cache/huggingface/neuron-cache-staging/x.1.abc/model.neff", "123");
     auto before = snapshot_tree(root());
 
-    CleanupResult dry_result = clean(dry(options));
+    local::CleanupResult dry_result = clean(dry(options));
     EXPECT_EQ(snapshot_tree(root()), before);
 
-    CleanupResult real = clean(options);
+    local::CleanupResult real = clean(options);
     expect_same_report(dry_result, real);
     EXPECT_NE(real.bytes_freed, 0u);
   }
 }
 
 TEST(CleanupSummary, DryRunPrefixesEveryForm) {
-  CleanupResult nothing;
+  local::CleanupResult nothing;
   EXPECT_EQ(nothing.summary(true), "[DRY RUN] Nothing to clean up. Freed 0 B.");
-  CleanupResult wiped;
+  local::CleanupResult wiped;
   wiped.wiped = true;
   wiped.bytes_freed = 1536;
   EXPECT_EQ(wiped.summary(true), "[DRY RUN] Cache wiped. Freed 1.5 KB.");
-  CleanupResult several;
+  local::CleanupResult several;
   several.old_versions_removed = {"neuronxcc-1", "neuronxcc-2"};
   EXPECT_EQ(several.summary(false),
             "Removed old compiler versions: neuronxcc-1, neuronxcc-2. Freed 0 B.");
 }
 
 TEST(FormatSize, MatchesOptimumNeuron) {
-  EXPECT_EQ(format_size(0), "0 B");
-  EXPECT_EQ(format_size(1023), "1023 B");
-  EXPECT_EQ(format_size(1024), "1.0 KB");
-  EXPECT_EQ(format_size(1024 * 1024 - 1), "1024.0 KB");  // Python's f"{x:.1f}" rounds the same
-  EXPECT_EQ(format_size(3 * 1024 * 1024 / 2), "1.5 MB");
-  EXPECT_EQ(format_size(2ull * 1024 * 1024 * 1024), "2.0 GB");
-  EXPECT_EQ(format_size(5ull << 40), "5120.0 GB");
+  EXPECT_EQ(local::format_size(0), "0 B");
+  EXPECT_EQ(local::format_size(1023), "1023 B");
+  EXPECT_EQ(local::format_size(1024), "1.0 KB");
+  EXPECT_EQ(local::format_size(1024 * 1024 - 1),
+            "1024.0 KB");  // Python's f"{x:.1f}" rounds the same
+  EXPECT_EQ(local::format_size(3 * 1024 * 1024 / 2), "1.5 MB");
+  EXPECT_EQ(local::format_size(2ull * 1024 * 1024 * 1024), "2.0 GB");
+  EXPECT_EQ(local::format_size(5ull << 40), "5120.0 GB");
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -392,10 +396,10 @@ class CleanupSymlinkAttackTest : public CleanupTest {
 };
 
 TEST_F(CleanupSymlinkAttackTest, CleanupWithEveryOptionDeletesNothingOutside) {
-  CleanupOptions options = with_old_versions();
+  local::CleanupOptions options = with_old_versions();
   options.remove_empty = true;
 
-  CleanupResult result = clean(options);
+  local::CleanupResult result = clean(options);
 
   expect_outside_untouched();
   EXPECT_FALSE(fs::exists(current() / "MODULE_failed+d7cde3b5"));
@@ -415,7 +419,7 @@ TEST_F(CleanupSymlinkAttackTest, DefaultCleanupDeletesNothingOutside) {
 }
 
 TEST_F(CleanupSymlinkAttackTest, WipeDeletesNothingOutside) {
-  CleanupResult result = clean(with_wipe());
+  local::CleanupResult result = clean(with_wipe());
   expect_outside_untouched();
   EXPECT_TRUE(result.wiped);
   EXPECT_FALSE(fs::exists(fs::symlink_status(root())));
@@ -423,7 +427,7 @@ TEST_F(CleanupSymlinkAttackTest, WipeDeletesNothingOutside) {
 
 TEST_F(CleanupSymlinkAttackTest, DryRunsDeleteNothing) {
   auto inside = snapshot_tree(root());
-  CleanupOptions every = with_old_versions();
+  local::CleanupOptions every = with_old_versions();
   every.remove_empty = true;
   clean(dry(every));
   clean(dry(with_wipe()));

@@ -1,7 +1,7 @@
 // EntryInstall: an entry written by neuron-cache is either complete (SUCCESS with the exact bytes)
 // or not SUCCESS at all, whatever the moment the writer dies, and concurrent writers of one entry
 // produce one complete copy. Writers run in forked children so that they can be killed for real.
-#include "neuron_cache/store/entry_install.h"
+#include "neuron_cache/local/entry_install.h"
 
 #include <gtest/gtest.h>
 #include <signal.h>
@@ -21,8 +21,8 @@
 
 #include "neuron_cache/error.h"
 #include "neuron_cache/format/layout.h"
-#include "neuron_cache/store/cache_tree.h"
-#include "neuron_cache/store/cleanup.h"
+#include "neuron_cache/local/cache_tree.h"
+#include "neuron_cache/local/cleanup.h"
 #include "test_support.h"
 
 namespace neuron_cache {
@@ -55,7 +55,7 @@ Files compiled_entry(const std::string& neff) {
 
 const std::string kNeff = std::string("neff\0with\0nul", 13);
 
-void stage(EntryInstall& install, const Files& files) {
+void stage(local::EntryInstall& install, const Files& files) {
   for (const auto& [name, content] : files) install.add_file(name, content);
 }
 
@@ -69,8 +69,8 @@ fs::path staging_path(const fs::path& root) {
 // How optimum-neuron would classify the entry now; a missing folder is EMPTY.
 EntryState state_of(const fs::path& root) {
   if (!fs::is_directory(entry_path(root))) return EntryState::Empty;
-  SafeDir compiler = SafeDir::open(root / kCompiler);
-  return LocalCache(root).inspect_module(compiler, kModule).state;
+  sys::SafeDir compiler = sys::SafeDir::open(root / kCompiler);
+  return local::LocalCache(root).inspect_module(compiler, kModule).state;
 }
 
 size_t count_children(const fs::path& dir) {
@@ -82,15 +82,15 @@ bool has_lock_file(const fs::path& root) {
   return fs::exists(fs::symlink_status(entry_path(root) / layout::kEntryLock));
 }
 
-InstallOutcome install_now(const fs::path& root, const Files& files,
-                           std::chrono::milliseconds timeout = 2s) {
-  EntryInstall install(root, kCompiler, kModule);
+local::InstallOutcome install_now(const fs::path& root, const Files& files,
+                                  std::chrono::milliseconds timeout = 2s) {
+  local::EntryInstall install(root, kCompiler, kModule);
   stage(install, files);
   return install.commit(timeout);
 }
 
-InstallOutcome install_traced(const fs::path& root, const Files& files) {
-  EntryInstall install(root, kCompiler, "MODULE_5e484d66cb3e29251244");
+local::InstallOutcome install_traced(const fs::path& root, const Files& files) {
+  local::EntryInstall install(root, kCompiler, "MODULE_5e484d66cb3e29251244");
   stage(install, files);
   return install.commit(2s);
 }
@@ -160,8 +160,8 @@ int wait_child(pid_t pid) {
   return WIFEXITED(status) ? WEXITSTATUS(status) : -WTERMSIG(status);
 }
 
-int exit_code_of(InstallOutcome outcome) {
-  return outcome == InstallOutcome::Installed ? kExitInstalled : kExitAlreadyComplete;
+int exit_code_of(local::InstallOutcome outcome) {
+  return outcome == local::InstallOutcome::Installed ? kExitInstalled : kExitAlreadyComplete;
 }
 
 // A stuck child or pipe must fail the run rather than hang it.
@@ -184,7 +184,7 @@ class EntryInstallTest : public ::testing::Test {
 // Plain installs
 
 TEST_F(EntryInstallTest, NewEntryIsSuccessWithExactBytesAndNothingLeftBehind) {
-  EXPECT_EQ(install_now(root(), compiled_entry(kNeff)), InstallOutcome::Installed);
+  EXPECT_EQ(install_now(root(), compiled_entry(kNeff)), local::InstallOutcome::Installed);
 
   EXPECT_EQ(state_of(root()), EntryState::Success);
   for (const auto& [name, content] : compiled_entry(kNeff)) {
@@ -199,14 +199,14 @@ TEST_F(EntryInstallTest, StreamedFileIsInstalledByteForByte) {
   std::string big(3 << 20, '\0');
   for (size_t i = 0; i < big.size(); ++i) big[i] = static_cast<char>(i * 7 % 251);
   {
-    EntryInstall install(root(), kCompiler, kModule);
-    UniqueFd fd = install.create_file("model.neff");
+    local::EntryInstall install(root(), kCompiler, kModule);
+    sys::UniqueFd fd = install.create_file("model.neff");
     for (size_t offset = 0; offset < big.size(); offset += 65536) {
       ASSERT_EQ(write(fd.get(), big.data() + offset, 65536), 65536);
     }
-    fd = UniqueFd();
+    fd = sys::UniqueFd();
     install.add_file("model.done", "");
-    EXPECT_EQ(install.commit(), InstallOutcome::Installed);
+    EXPECT_EQ(install.commit(), local::InstallOutcome::Installed);
   }
   EXPECT_EQ(read_file(entry_path(root()) / "model.neff"), big);
   EXPECT_EQ(state_of(root()), EntryState::Success);
@@ -217,7 +217,7 @@ TEST_F(EntryInstallTest, InstallOverAFailedEntryRemovesTheLog) {
   make_entry(root(), kModule, Kind::Failed);
   ASSERT_EQ(state_of(root()), EntryState::Failed);
 
-  EXPECT_EQ(install_now(root(), compiled_entry(kNeff)), InstallOutcome::Installed);
+  EXPECT_EQ(install_now(root(), compiled_entry(kNeff)), local::InstallOutcome::Installed);
 
   EXPECT_EQ(state_of(root()), EntryState::Success);
   EXPECT_FALSE(fs::exists(entry_path(root()) / "model.log"));
@@ -228,7 +228,8 @@ TEST_F(EntryInstallTest, CompleteEntryIsKeptAsItIs) {
   make_entry(root(), kModule, Kind::Success);
   std::string old_neff = read_file(entry_path(root()) / "model.neff");
 
-  EXPECT_EQ(install_now(root(), compiled_entry("other bytes")), InstallOutcome::AlreadyComplete);
+  EXPECT_EQ(install_now(root(), compiled_entry("other bytes")),
+            local::InstallOutcome::AlreadyComplete);
 
   EXPECT_EQ(read_file(entry_path(root()) / "model.neff"), old_neff);
   EXPECT_EQ(state_of(root()), EntryState::Success);
@@ -240,25 +241,26 @@ TEST_F(EntryInstallTest, CompleteEntryIsKeptAsItIs) {
 TEST_F(EntryInstallTest, BatchInstallsEachFolderOrKeepsTheCompleteOne) {
   make_entry(root(), kModule, Kind::Success);
   std::string old_neff = read_file(entry_path(root()) / "model.neff");
-  std::vector<std::unique_ptr<EntryInstall>> installs;
-  std::vector<EntryInstall::BatchItem> items;
+  std::vector<std::unique_ptr<local::EntryInstall>> installs;
+  std::vector<local::EntryInstall::BatchItem> items;
   const std::vector<std::string> names = {kModule, "MODULE_43+d7cde3b5", "MODULE_44+d7cde3b5"};
   for (const auto& name : names) {
-    installs.push_back(std::make_unique<EntryInstall>(root(), kCompiler, name));
+    installs.push_back(std::make_unique<local::EntryInstall>(root(), kCompiler, name));
     stage(*installs.back(), compiled_entry(kNeff + name));
     items.push_back({installs.back().get(), std::nullopt, ""});
   }
   std::vector<std::string> steps;
   installs[1]->on_step = [&](std::string_view step) { steps.emplace_back(step); };
-  EntryInstall::commit_all(items);
-  EXPECT_EQ(items[0].outcome, InstallOutcome::AlreadyComplete);
+  local::EntryInstall::commit_all(items);
+  EXPECT_EQ(items[0].outcome, local::InstallOutcome::AlreadyComplete);
   EXPECT_EQ(read_file(entry_path(root()) / "model.neff"), old_neff);
   for (size_t i = 1; i < names.size(); ++i) {
-    EXPECT_EQ(items[i].outcome, InstallOutcome::Installed) << items[i].error;
+    EXPECT_EQ(items[i].outcome, local::InstallOutcome::Installed) << items[i].error;
     fs::path dir = root() / kCompiler / names[i];
     EXPECT_EQ(read_file(dir / "model.neff"), kNeff + names[i]);
-    SafeDir compiler = SafeDir::open(root() / kCompiler);
-    EXPECT_EQ(LocalCache(root()).inspect_module(compiler, names[i]).state, EntryState::Success);
+    sys::SafeDir compiler = sys::SafeDir::open(root() / kCompiler);
+    EXPECT_EQ(local::LocalCache(root()).inspect_module(compiler, names[i]).state,
+              EntryState::Success);
     EXPECT_FALSE(fs::exists(dir / "model.hlo_module.pb.lock"));
   }
   // model.done moves only after every other file of the batch was renamed and flushed.
@@ -273,7 +275,7 @@ TEST_F(EntryInstallTest, StaleDoneMarkerWithoutNeffIsReplaced) {
   fs::create_directories(entry_path(root()));
   write_file(entry_path(root()) / "model.done", "");
   write_file(entry_path(root()) / "model.hlo_module.pb.lock", "");
-  EXPECT_EQ(install_now(root(), compiled_entry(kNeff)), InstallOutcome::Installed);
+  EXPECT_EQ(install_now(root(), compiled_entry(kNeff)), local::InstallOutcome::Installed);
   EXPECT_EQ(state_of(root()), EntryState::Success);
   EXPECT_FALSE(has_lock_file(root()));
 }
@@ -286,7 +288,7 @@ TEST_F(EntryInstallTest, TracedExportWithSubFoldersInstalls) {
   make_entry(root(), kModule, Kind::Traced);
   write_file(entry_path(root()) / "tokenizer" / "stale.txt", "from an older export");
 
-  EXPECT_EQ(install_now(root(), traced), InstallOutcome::Installed);
+  EXPECT_EQ(install_now(root(), traced), local::InstallOutcome::Installed);
 
   for (const auto& [name, content] : traced) {
     EXPECT_EQ(read_file(entry_path(root()) / name), content) << name;
@@ -304,7 +306,7 @@ TEST_F(EntryInstallTest, FilesAndFoldersReplaceEachOther) {
   write_file(entry_path(root()) / "config.json" / "old.txt", "a folder where a file goes");
 
   EXPECT_EQ(install_now(root(), {{"tokenizer/vocab.txt", "[PAD]\n"}, {"config.json", "{}"}}),
-            InstallOutcome::Installed);
+            local::InstallOutcome::Installed);
 
   EXPECT_EQ(read_file(entry_path(root()) / "tokenizer" / "vocab.txt"), "[PAD]\n");
   EXPECT_EQ(read_file(entry_path(root()) / "config.json"), "{}");
@@ -313,7 +315,7 @@ TEST_F(EntryInstallTest, FilesAndFoldersReplaceEachOther) {
 
 TEST_F(EntryInstallTest, AbandonedInstallLeavesNoStagingAfterDestruction) {
   {
-    EntryInstall install(root(), kCompiler, kModule);
+    local::EntryInstall install(root(), kCompiler, kModule);
     stage(install, compiled_entry(kNeff));
     EXPECT_EQ(count_children(staging_path(root())), 1u);
   }
@@ -322,9 +324,9 @@ TEST_F(EntryInstallTest, AbandonedInstallLeavesNoStagingAfterDestruction) {
 }
 
 TEST_F(EntryInstallTest, BadNamesAreRefused) {
-  EXPECT_THROW(EntryInstall(root(), "..", kModule), Error);
-  EXPECT_THROW(EntryInstall(root(), kCompiler, "a/b"), Error);
-  EntryInstall install(root(), kCompiler, kModule);
+  EXPECT_THROW(local::EntryInstall(root(), "..", kModule), Error);
+  EXPECT_THROW(local::EntryInstall(root(), kCompiler, "a/b"), Error);
+  local::EntryInstall install(root(), kCompiler, kModule);
   EXPECT_THROW(install.add_file("../escape", "x"), Error);
   EXPECT_FALSE(fs::exists(staging_path(root()).parent_path() / "escape"));
 }
@@ -346,7 +348,7 @@ KillReport kill_at_step(const fs::path& root, size_t kill_at, const Files& files
   pid_t pid = fork_child([&] {
     steps.close_read();
     go.close_write();
-    EntryInstall install(root, kCompiler, kModule);
+    local::EntryInstall install(root, kCompiler, kModule);
     stage(install, files);
     install.on_step = [&](std::string_view step) {
       write_line(steps.write_end(), step);
@@ -380,15 +382,16 @@ bool reached(const std::vector<std::string>& steps, const std::string& step) {
 void expect_recovery(const fs::path& root, const std::string& where) {
   bool was_complete = state_of(root) == EntryState::Success;
   size_t leftovers = count_children(staging_path(root));
-  InstallOutcome outcome = install_now(root, compiled_entry(kNeff), 1s);
-  EXPECT_EQ(outcome == InstallOutcome::AlreadyComplete, was_complete) << where;
+  local::InstallOutcome outcome = install_now(root, compiled_entry(kNeff), 1s);
+  EXPECT_EQ(outcome == local::InstallOutcome::AlreadyComplete, was_complete) << where;
   EXPECT_EQ(state_of(root), EntryState::Success) << where;
   if (!was_complete) {
     EXPECT_EQ(read_file(entry_path(root) / "model.neff"), kNeff) << where;
   }
   EXPECT_FALSE(has_lock_file(root)) << where;  // both outcomes remove the lock file they hold
 
-  CleanupResult cleaned = cleanup_cache(LocalCache(root), CleanupOptions{});
+  local::CleanupResult cleaned =
+      local::cleanup_cache(local::LocalCache(root), local::CleanupOptions{});
   EXPECT_EQ(cleaned.staging_removed, static_cast<int>(leftovers)) << where;
   EXPECT_EQ(count_children(staging_path(root)), 0u) << where;
 }
@@ -458,15 +461,15 @@ KillReport kill_while_streaming(const fs::path& root, int kill_after_chunks) {
   Pipe steps;
   pid_t pid = fork_child([&] {
     steps.close_read();
-    EntryInstall install(root, kCompiler, kModule);
+    local::EntryInstall install(root, kCompiler, kModule);
     install.on_step = [&](std::string_view step) { write_line(steps.write_end(), step); };
-    UniqueFd neff = install.create_file("model.neff");
+    sys::UniqueFd neff = install.create_file("model.neff");
     const std::string chunk(kChunk, 'n');
     for (int i = 0; i < kChunks; ++i) {
       if (write(neff.get(), chunk.data(), kChunk) != static_cast<ssize_t>(kChunk)) return 98;
       write_line(steps.write_end(), "chunk");
     }
-    neff = UniqueFd();
+    neff = sys::UniqueFd();
     install.add_file("model.done", "");
     return exit_code_of(install.commit(2s));
   });
@@ -516,7 +519,7 @@ TEST_F(EntryInstallTest, ConcurrentWritersProduceExactlyOneCompleteEntry) {
   for (int i = 0; i < kWriters; ++i) {
     pids.push_back(fork_child([&, i] {
       start.close_write();
-      EntryInstall install(root(), kCompiler, kModule);
+      local::EntryInstall install(root(), kCompiler, kModule);
       stage(install, compiled_entry("neff of writer " + std::to_string(i)));
       char c = 0;
       if (read(start.read_end(), &c, 1) != 0) return kExitError;  // released together at EOF
@@ -539,12 +542,13 @@ TEST_F(EntryInstallTest, ConcurrentWritersProduceExactlyOneCompleteEntry) {
 }
 
 TEST_F(EntryInstallTest, LockHeldByAnotherProcessTimesOutWithAHelpfulMessage) {
-  SafeDir entry = SafeDir::open_or_create(root()).make_path(std::string(kCompiler) + "/" + kModule);
+  sys::SafeDir entry =
+      sys::SafeDir::open_or_create(root()).make_path(std::string(kCompiler) + "/" + kModule);
   Pipe locked, release;
   pid_t holder = fork_child([&] {
     locked.close_read();
     release.close_write();
-    EntryLock lock = EntryLock::acquire(entry, 1s);
+    local::EntryLock lock = local::EntryLock::acquire(entry, 1s);
     write_line(locked.write_end(), "locked");
     char c = 0;
     return read(release.read_end(), &c, 1) == 0 ? 0 : kExitError;  // hold until released
@@ -555,7 +559,7 @@ TEST_F(EntryInstallTest, LockHeldByAnotherProcessTimesOutWithAHelpfulMessage) {
 
   auto started = std::chrono::steady_clock::now();
   try {
-    EntryLock::acquire(entry, 300ms);
+    local::EntryLock::acquire(entry, 300ms);
     ADD_FAILURE() << "acquired a lock another process holds";
   } catch (const Error& error) {
     std::string message = error.what();
@@ -570,18 +574,19 @@ TEST_F(EntryInstallTest, LockHeldByAnotherProcessTimesOutWithAHelpfulMessage) {
 
   release.close_write();
   EXPECT_EQ(wait_child(holder), 0);
-  EXPECT_NO_THROW(EntryLock::acquire(entry, 1s).release_and_remove());
+  EXPECT_NO_THROW(local::EntryLock::acquire(entry, 1s).release_and_remove());
   EXPECT_FALSE(has_lock_file(root()));
 }
 
 // cleanup must not delete the staging folder of a writer that is still running.
 TEST_F(EntryInstallTest, CleanupKeepsTheStagingFolderOfALiveWriter) {
-  EntryInstall install(root(), kCompiler, kModule);
+  local::EntryInstall install(root(), kCompiler, kModule);
   stage(install, compiled_entry(kNeff));
-  CleanupResult cleaned = cleanup_cache(LocalCache(root()), CleanupOptions{});
+  local::CleanupResult cleaned =
+      local::cleanup_cache(local::LocalCache(root()), local::CleanupOptions{});
   EXPECT_EQ(cleaned.staging_removed, 0);
   EXPECT_EQ(count_children(staging_path(root())), 1u);
-  EXPECT_EQ(install.commit(), InstallOutcome::Installed);
+  EXPECT_EQ(install.commit(), local::InstallOutcome::Installed);
   EXPECT_EQ(read_file(entry_path(root()) / "model.neff"), kNeff);
 }
 
@@ -589,18 +594,18 @@ TEST_F(EntryInstallTest, RootWritableByAllNeedsTheStickyBit) {
   fs::create_directories(root());
   ASSERT_EQ(chmod(root().c_str(), 0777), 0);
   try {
-    check_root_is_safe(root());
+    local::check_root_is_safe(root());
     ADD_FAILURE() << "a world-writable root without sticky bit was accepted";
   } catch (const Error& error) {
     EXPECT_NE(std::string(error.what()).find("sticky bit"), std::string::npos) << error.what();
   }
-  EXPECT_THROW(EntryInstall(root(), kCompiler, kModule), Error);
+  EXPECT_THROW(local::EntryInstall(root(), kCompiler, kModule), Error);
 
   ASSERT_EQ(chmod(root().c_str(), 01777), 0);  // like /var/tmp itself
-  EXPECT_NO_THROW(check_root_is_safe(root()));
+  EXPECT_NO_THROW(local::check_root_is_safe(root()));
   ASSERT_EQ(chmod(root().c_str(), 0755), 0);
-  EXPECT_NO_THROW(check_root_is_safe(root()));
-  EXPECT_NO_THROW(check_root_is_safe(temp_ / "missing"));
+  EXPECT_NO_THROW(local::check_root_is_safe(root()));
+  EXPECT_NO_THROW(local::check_root_is_safe(temp_ / "missing"));
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -621,19 +626,19 @@ fs::path traced_path(const fs::path& root) {
 }
 
 EntryState traced_state(const fs::path& root) {
-  SafeDir compiler = SafeDir::open(root / kCompiler);
-  return LocalCache(root).inspect_module(compiler, kTraced).state;
+  sys::SafeDir compiler = sys::SafeDir::open(root / kCompiler);
+  return local::LocalCache(root).inspect_module(compiler, kTraced).state;
 }
 
 TEST_F(EntryInstallTest, TracedExportAppearsOnlyWholeUnderItsName) {
-  EntryInstall install(root(), kCompiler, kTraced);
+  local::EntryInstall install(root(), kCompiler, kTraced);
   stage(install, kDiffusion);
   std::vector<std::string> seen;
   install.on_step = [&](std::string_view step) {
     seen.push_back(std::string(step) + (fs::exists(traced_path(root())) ? " present" : ""));
   };
 
-  EXPECT_EQ(install.commit(), InstallOutcome::Installed);
+  EXPECT_EQ(install.commit(), local::InstallOutcome::Installed);
 
   EXPECT_EQ(seen, (std::vector<std::string>{"staged", "renamed present"}));
   for (const auto& [name, content] : kDiffusion) {
@@ -647,12 +652,12 @@ TEST_F(EntryInstallTest, TracedExportAppearsOnlyWholeUnderItsName) {
 TEST_F(EntryInstallTest, CompleteTracedExportIsKeptAndAnIncompleteOneReplaced) {
   make_entry(root(), kTraced, Kind::Traced);  // complete: config.json, model.neuron, tokenizer/
   const std::string before = read_file(traced_path(root()) / "model.neuron");
-  EXPECT_EQ(install_traced(root(), kDiffusion), InstallOutcome::AlreadyComplete);
+  EXPECT_EQ(install_traced(root(), kDiffusion), local::InstallOutcome::AlreadyComplete);
   EXPECT_EQ(read_file(traced_path(root()) / "model.neuron"), before);
 
   fs::remove(traced_path(root()) / "model.neuron");  // a copy killed half-way
   ASSERT_EQ(traced_state(root()), EntryState::Empty);
-  EXPECT_EQ(install_traced(root(), kDiffusion), InstallOutcome::Installed);
+  EXPECT_EQ(install_traced(root(), kDiffusion), local::InstallOutcome::Installed);
   EXPECT_EQ(traced_state(root()), EntryState::Traced);
   EXPECT_FALSE(fs::exists(traced_path(root()) / "config.json")) << "the old folder is gone";
   EXPECT_EQ(read_file(traced_path(root()) / "unet/model.neuron"), kDiffusion[2].second);
@@ -667,17 +672,17 @@ TEST_F(EntryInstallTest, IncompleteStagedTracedExportIsRefused) {
 }
 
 TEST_F(EntryInstallTest, BatchInstallsTracedAndNeffEntriesTogether) {
-  EntryInstall traced(root(), kCompiler, kTraced);
+  local::EntryInstall traced(root(), kCompiler, kTraced);
   stage(traced, kDiffusion);
-  EntryInstall neff(root(), kCompiler, kModule);
+  local::EntryInstall neff(root(), kCompiler, kModule);
   stage(neff, compiled_entry(kNeff));
-  std::vector<EntryInstall::BatchItem> items{{&traced, std::nullopt, ""},
-                                             {&neff, std::nullopt, ""}};
+  std::vector<local::EntryInstall::BatchItem> items{{&traced, std::nullopt, ""},
+                                                    {&neff, std::nullopt, ""}};
 
-  EntryInstall::commit_all(items);
+  local::EntryInstall::commit_all(items);
 
   for (const auto& item : items) {
-    EXPECT_EQ(item.outcome, InstallOutcome::Installed) << item.error;
+    EXPECT_EQ(item.outcome, local::InstallOutcome::Installed) << item.error;
   }
   EXPECT_EQ(traced_state(root()), EntryState::Traced);
   EXPECT_EQ(state_of(root()), EntryState::Success);

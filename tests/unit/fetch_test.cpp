@@ -9,8 +9,8 @@
 #include "hub_fixture.h"
 #include "neuron_cache/format/digest.h"
 #include "neuron_cache/hub/client.h"
+#include "neuron_cache/local/cache_tree.h"
 #include "neuron_cache/remote/fetch.h"
-#include "neuron_cache/store/cache_tree.h"
 #include "optimum_writer.h"
 #include "stores.h"
 #include "test_support.h"
@@ -92,8 +92,8 @@ TEST_F(FetchTest, InstallsNamedModulesByteForByte) {
   for (const auto& [path, content] : module_files()) {
     EXPECT_EQ(testing::read_file(cache / (std::string(kCompiler) + "/" + path)), content) << path;
   }
-  LocalCache local(cache.path());
-  CacheTree tree = local.scan("", false);
+  local::LocalCache local(cache.path());
+  local::CacheTree tree = local.scan("", false);
   ASSERT_EQ(tree.compilers.size(), 1u);
   for (const auto& module : tree.compilers[0].modules) {
     EXPECT_EQ(module.state, layout::EntryState::Success) << module.name;
@@ -105,7 +105,7 @@ TEST_F(FetchTest, InstallsNamedModulesByteForByte) {
 
 TEST_F(FetchTest, ReturnsARecordOfEachInstalledFolder) {
   hub::HubClient hub = client();
-  LocalCache local(cache.path());
+  local::LocalCache local(cache.path());
   remote::FetchResult result = remote::fetch_modules(*testing::hub_store(hub, kRepo), "main", local,
                                                      kCompiler, {"MODULE_22+d7cde3b5"});
   ASSERT_EQ(result.modules.size(), 1u);
@@ -186,7 +186,7 @@ TEST_F(FetchHostileTest, APathLeavingTheFolderIsRefused) {
   for (const auto& entry : listing) hostile = hostile || contains(entry.path, "..");
   if (!hostile) GTEST_SKIP() << "the test server normalised the seeded path";
   server.clear_log();
-  LocalCache local(cache.path());
+  local::LocalCache local(cache.path());
   remote::FetchResult result = remote::fetch_modules(*testing::hub_store(hub, kRepo), "main", local,
                                                      kCompiler, {"MODULE_55+d7cde3b5"});
   ASSERT_EQ(result.modules.size(), 1u);

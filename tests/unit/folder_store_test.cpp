@@ -18,7 +18,7 @@
 #include <thread>
 
 #include "neuron_cache/format/digest.h"
-#include "neuron_cache/store/safe_dir.h"
+#include "neuron_cache/sys/safe_dir.h"
 #include "test_support.h"
 
 namespace neuron_cache::storage {
@@ -99,11 +99,12 @@ TEST_F(FolderStoreTest, ListsStatsReadsAndDownloadsWhatItCommitted) {
   EXPECT_EQ(store.read_small(kShard, "", 1 << 20), "{\"a\":1}");
   EXPECT_THROW(store.read_small(kShard, "", 3), Error);  // larger than max_bytes
 
-  UniqueFd out(open((work() / "copy").c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
+  sys::UniqueFd out(open((work() / "copy").c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
   std::vector<DownloadRequest> requests{{std::string(kModule) + "/model.neff", out.get(), neff}};
   RemoteEntry wrong = neff;
   wrong.content_sha256 = sha256_hex("other");
-  UniqueFd out2(open((work() / "copy2").c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
+  sys::UniqueFd out2(
+      open((work() / "copy2").c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
   requests.push_back({std::string(kModule) + "/model.neff", out2.get(), wrong});
   RemoteEntry absent;
   requests.push_back({"neuronxcc-2.21/MODULE_9/model.neff", out2.get(), absent});
@@ -159,7 +160,7 @@ TEST_F(FolderStoreTest, ASymlinkInTheStoreIsNeverFollowed) {
   EXPECT_EQ(store.read_small("neuronxcc-2.21/link.json", "", 1 << 20), std::nullopt);
   EXPECT_EQ(store.read_small("neuron-cache-index/neuronxcc-2.21/secret.json", "", 1 << 20),
             std::nullopt);
-  UniqueFd out(open((work() / "copy").c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
+  sys::UniqueFd out(open((work() / "copy").c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
   RemoteEntry expected;
   expected.size = 12;
   std::vector<DownloadRequest> requests{
@@ -388,7 +389,8 @@ TEST_F(FolderStoreTest, AOneGibRandomFileRoundTripsByteIdentical) {
   EXPECT_EQ(listed[0].oid, "");  // large files are not read to be listed
   RemoteEntry expected = listed[0];
   expected.content_sha256 = sha;
-  UniqueFd out(open((work() / "back.neff").c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
+  sys::UniqueFd out(
+      open((work() / "back.neff").c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
   std::vector<DownloadRequest> requests{{path, out.get(), expected}};
   auto results = store.download("", requests);
   auto downloaded = std::chrono::steady_clock::now();

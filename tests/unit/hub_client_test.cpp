@@ -11,7 +11,7 @@
 
 #include "hub_fixture.h"
 #include "neuron_cache/format/digest.h"
-#include "neuron_cache/store/entry_install.h"
+#include "neuron_cache/local/entry_install.h"
 #include "test_support.h"
 
 namespace neuron_cache::hub {
@@ -396,8 +396,8 @@ TEST_F(HubClientTest, ACorruptDownloadInstallsNothing) {
       {{{"match", {{"method", "GET"}}}, {"count", -1}, {"action", "corrupt"}, {"offset", 100}}}));
   TempDir cache;
   {
-    EntryInstall install(cache.path(), testing::kCompilerDir, "MODULE_7+d7cde3b5");
-    UniqueFd fd = install.create_file("model.neff");
+    local::EntryInstall install(cache.path(), testing::kCompilerDir, "MODULE_7+d7cde3b5");
+    sys::UniqueFd fd = install.create_file("model.neff");
     std::vector<DownloadRequest> requests{
         {"model.neff", fd.get(), client.paths_info(repo, {"model.neff"})[0]}};
     DownloadResult result = client.download(repo, "main", requests)[0];
@@ -495,13 +495,13 @@ TEST_F(HubClientTest, CorruptedPartOfARangedDownloadIsFetchedAgain) {
   upload(repo, {{"big.neff", big}});
   RemoteEntry expected = ranged.paths_info(repo, {"big.neff"})[0];
   TempDir cache;
-  EntryInstall install(cache.path(), testing::kCompilerDir, "MODULE_9+d7cde3b5");
+  local::EntryInstall install(cache.path(), testing::kCompilerDir, "MODULE_9+d7cde3b5");
   for (int always : {0, 1}) {
     server.set_faults(json::array({{{"match", {{"listener", "cdn"}, {"method", "GET"}}},
                                     {"count", always ? -1 : 1},
                                     {"action", "corrupt"},
                                     {"offset", 10}}}));
-    UniqueFd fd = install.create_file(always ? "always.neff" : "model.neff");
+    sys::UniqueFd fd = install.create_file(always ? "always.neff" : "model.neff");
     std::vector<DownloadRequest> requests{{"big.neff", fd.get(), expected}};
     DownloadResult result = ranged.download(repo, "main", requests)[0];
     if (always) {

@@ -13,10 +13,10 @@
 #include "neuron_cache/format/cache_key.h"
 #include "neuron_cache/format/digest.h"
 #include "neuron_cache/hub/client.h"
+#include "neuron_cache/local/local_index.h"
 #include "neuron_cache/plan/plan.h"
 #include "neuron_cache/remote/push.h"
 #include "neuron_cache/remote/remote_index.h"
-#include "neuron_cache/store/local_index.h"
 #include "stores.h"
 #include "test_support.h"
 
@@ -140,8 +140,8 @@ TEST_F(IndexScaleTest, ColdPlanOfTwentyConfigurationsTakesFiveRequests) {
   std::vector<plan::Target> targets;
   for (int i = 0; i < 20; ++i) targets.push_back(target_of(entry(7 + i % 3, i, kVersions[0])));
   testing::TempDir cache;
-  LocalCache local_cache(cache.path());
-  LocalIndex local(local_cache);
+  local::LocalCache local_cache(cache.path());
+  local::LocalIndex local(local_cache);
   hub::HubClient client = client_of(*server_);
   server_->clear_log();
   auto start = std::chrono::steady_clock::now();
@@ -164,8 +164,8 @@ TEST_F(IndexScaleTest, MissesAndFormatOneEntriesAreFoundAcrossVersions) {
   missing.inputs.batch_size = 64;
   missing.key = cache_key::key_of(missing.inputs);
   testing::TempDir cache;
-  LocalCache local_cache(cache.path());
-  LocalIndex local(local_cache);
+  local::LocalCache local_cache(cache.path());
+  local::LocalIndex local(local_cache);
   hub::HubClient client = client_of(*server_);
   auto index_store = testing::hub_store(client, kRepo);
   remote::RemoteIndex remote = remote::RemoteIndex::open(*index_store);
@@ -180,8 +180,8 @@ TEST_F(IndexScaleTest, MissesAndFormatOneEntriesAreFoundAcrossVersions) {
 // Pushing one configuration rewrites one shard: what it sends does not grow with the repo.
 TEST_F(IndexScaleTest, PushingOneConfigurationSendsOneSmallShard) {
   testing::TempDir cache;
-  LocalCache local_cache(cache.path());
-  LocalIndex local(local_cache);
+  local::LocalCache local_cache(cache.path());
+  local::LocalIndex local(local_cache);
   ai::Entry e;
   e.inputs = inputs(23, 99, kVersions[0]);
   e.key = cache_key::key_of(e.inputs);
@@ -214,8 +214,8 @@ TEST_F(IndexScaleTest, PushingOneConfigurationSendsOneSmallShard) {
 // Two machines push a configuration of the same model at once: both entries end in the shard.
 TEST_F(IndexScaleTest, ConcurrentPushesOfOneShardMerge) {
   testing::TempDir cache;
-  LocalCache local_cache(cache.path());
-  LocalIndex local(local_cache);
+  local::LocalCache local_cache(cache.path());
+  local::LocalIndex local(local_cache);
   std::vector<ai::Entry> entries;
   for (int c : {200, 201, 202, 203}) {
     ai::Entry e;

@@ -4,8 +4,8 @@
 
 #include "neuron_cache/error.h"
 #include "neuron_cache/format/artifact_index.h"
-#include "neuron_cache/store/export_dir.h"
-#include "neuron_cache/store/local_index.h"
+#include "neuron_cache/local/export_dir.h"
+#include "neuron_cache/local/local_index.h"
 #include "test_support.h"
 
 namespace neuron_cache {
@@ -19,7 +19,7 @@ using testing::TempDir;
 
 constexpr const char* kModule = "MODULE_0123456789abcdef0123+d7517139";
 
-ai::Entry entry_for(const LocalIndex& index, const std::string& version) {
+ai::Entry entry_for(const local::LocalIndex& index, const std::string& version) {
   ai::Entry entry;
   entry.inputs = {
       "org/model", "llama", "text-generation", "bf16",       1,           128, version, 2,
@@ -39,8 +39,8 @@ std::string version_of(const std::string& compiler_dir) {
 TEST(LocalIndex, RecordsWritesAndFindsEntries) {
   TempDir root;
   make_entry(root.path(), kModule, Kind::Success);
-  LocalCache cache(root.path());
-  LocalIndex index(cache);
+  local::LocalCache cache(root.path());
+  local::LocalIndex index(cache);
   std::string version = version_of(testing::kCompilerDir);
   ai::Entry entry = entry_for(index, version);
   ASSERT_EQ(entry.modules[0].files.size(), 4u);  // hlo, flags, neff, done; never a lock file
@@ -58,8 +58,8 @@ TEST(LocalIndex, RecordsWritesAndFindsEntries) {
 
 TEST(LocalIndex, DamagedEntryFilesAreReportedNotTrusted) {
   TempDir root;
-  LocalCache cache(root.path());
-  LocalIndex index(cache);
+  local::LocalCache cache(root.path());
+  local::LocalIndex index(cache);
   std::string version = version_of(testing::kCompilerDir);
   fs::path dir = root.path() / ai::kLocalDir / testing::kCompilerDir;
   testing::write_file(dir / (std::string(32, 'a') + ".json"), "{not json");
@@ -72,8 +72,8 @@ TEST(LocalIndex, DamagedEntryFilesAreReportedNotTrusted) {
 TEST(LocalIndex, FailedModulesCannotBeRecorded) {
   TempDir root;
   make_entry(root.path(), kModule, Kind::Failed);
-  LocalCache cache(root.path());
-  LocalIndex index(cache);
+  local::LocalCache cache(root.path());
+  local::LocalIndex index(cache);
   EXPECT_THROW(index.record_module(testing::kCompilerDir, kModule), Error);
 }
 
@@ -86,8 +86,8 @@ TEST(LocalIndex, TracedExportIsRecordedWithSubPathsAndCheckedByItsListedFiles) {
   testing::write_file(dir / "unet/config.json", "{\"neuron\": {}}");
   testing::write_file(dir / "unet/model.neuron", "unet");
   testing::write_file(dir / "text_encoder/model.neuron", "text");
-  LocalCache cache(root.path());
-  LocalIndex index(cache);
+  local::LocalCache cache(root.path());
+  local::LocalIndex index(cache);
   ai::ModuleRecord record = index.record_module(testing::kCompilerDir, traced);
   std::vector<std::string> names;
   for (const auto& file : record.files) names.push_back(file.name);
@@ -115,8 +115,8 @@ TEST(LocalIndex, TracedExportIsRecordedWithSubPathsAndCheckedByItsListedFiles) {
 
 TEST(LocalIndex, RegistryFilesInstallOnceAndOnlyInsideTheRegistry) {
   TempDir root;
-  LocalCache cache(root.path());
-  LocalIndex index(cache);
+  local::LocalCache cache(root.path());
+  local::LocalIndex index(cache);
   std::string path = "0_REGISTRY/0.4.5/llama/org/model/abc.json";
   EXPECT_TRUE(index.install_registry_file(testing::kCompilerDir, path, "{}"));
   EXPECT_FALSE(index.install_registry_file(testing::kCompilerDir, path, "{\"other\": 1}"));
@@ -137,28 +137,28 @@ TEST(LocalIndex, RegistryFilesInstallOnceAndOnlyInsideTheRegistry) {
 TEST(ExportDir, ExportsAMiniCacheOfSymlinksAndKeepsAnUnchangedExport) {
   TempDir root, exports;
   make_entry(root.path(), kModule, Kind::Success);
-  LocalCache cache(root.path());
-  LocalIndex index(cache);
+  local::LocalCache cache(root.path());
+  local::LocalIndex index(cache);
   ai::Entry entry = entry_for(index, version_of(testing::kCompilerDir));
-  fs::path dir = export_configuration(cache, entry, exports.path(), "c1");
+  fs::path dir = local::export_configuration(cache, entry, exports.path(), "c1");
   EXPECT_EQ(dir, exports.path() / "c1");
   fs::path neff = dir / testing::kCompilerDir / kModule / "model.neff";
   ASSERT_TRUE(fs::is_symlink(neff));
   EXPECT_EQ(fs::read_symlink(neff),
             fs::canonical(root.path() / testing::kCompilerDir / kModule / "model.neff"));
-  auto before = fs::last_write_time(dir / kExportEntryFile);
-  export_configuration(cache, entry, exports.path(), "c1");
-  EXPECT_EQ(fs::last_write_time(dir / kExportEntryFile), before);  // untouched
+  auto before = fs::last_write_time(dir / local::kExportEntryFile);
+  local::export_configuration(cache, entry, exports.path(), "c1");
+  EXPECT_EQ(fs::last_write_time(dir / local::kExportEntryFile), before);  // untouched
   // Another entry under the same name replaces the export whole.
   entry.configuration = "c1-again";
-  export_configuration(cache, entry, exports.path(), "c1");
-  EXPECT_TRUE(testing::contains(testing::read_file(dir / kExportEntryFile), "c1-again"));
+  local::export_configuration(cache, entry, exports.path(), "c1");
+  EXPECT_TRUE(testing::contains(testing::read_file(dir / local::kExportEntryFile), "c1-again"));
   EXPECT_EQ(std::distance(fs::directory_iterator(exports.path()), fs::directory_iterator()), 1);
   // A module missing locally fails the export and leaves the previous one in place.
   fs::remove(root.path() / testing::kCompilerDir / kModule / "model.neff");
   entry.configuration = "c1-third";
-  EXPECT_THROW(export_configuration(cache, entry, exports.path(), "c1"), Error);
-  EXPECT_TRUE(testing::contains(testing::read_file(dir / kExportEntryFile), "c1-again"));
+  EXPECT_THROW(local::export_configuration(cache, entry, exports.path(), "c1"), Error);
+  EXPECT_TRUE(testing::contains(testing::read_file(dir / local::kExportEntryFile), "c1-again"));
   EXPECT_EQ(std::distance(fs::directory_iterator(exports.path()), fs::directory_iterator()), 1);
 }
 

@@ -1,6 +1,6 @@
 // SafeDir: every name inside the cache is resolved without following symlinks, because the
 // default root sits in world-writable /var/tmp where anyone may plant a link.
-#include "neuron_cache/store/safe_dir.h"
+#include "neuron_cache/sys/safe_dir.h"
 
 #include <fcntl.h>
 #include <gtest/gtest.h>
@@ -54,7 +54,7 @@ class ScopedUmask {
 TEST_F(SafeDirTest, MakeSubdirRefusesAPlantedSymlinkAndWritesNothingOutside) {
   fs::create_directory_symlink(outside() / "folder", root() / "neuronxcc-2.21");
   auto before = snapshot_tree(outside());
-  SafeDir dir = SafeDir::open(root());
+  sys::SafeDir dir = sys::SafeDir::open(root());
   try {
     dir.make_subdir("neuronxcc-2.21");
     FAIL() << "make_subdir went through a symlink";
@@ -69,22 +69,22 @@ TEST_F(SafeDirTest, MakeSubdirRefusesAPlantedSymlinkAndWritesNothingOutside) {
 
 TEST_F(SafeDirTest, MakeSubdirRefusesARegularFile) {
   write_file(root() / "not-a-dir", "x");
-  EXPECT_THROW(SafeDir::open(root()).make_subdir("not-a-dir"), Error);
+  EXPECT_THROW(sys::SafeDir::open(root()).make_subdir("not-a-dir"), Error);
 }
 
 TEST_F(SafeDirTest, MakePathCreatesEveryComponent) {
-  SafeDir leaf = SafeDir::open(root()).make_path("a/b/c");
+  sys::SafeDir leaf = sys::SafeDir::open(root()).make_path("a/b/c");
   EXPECT_TRUE(fs::is_directory(root() / "a" / "b" / "c"));
   EXPECT_EQ(leaf.path(), root() / "a" / "b" / "c");
   // Opening again is fine: existing folders are reused.
-  EXPECT_NO_THROW(SafeDir::open(root()).make_path("a/b/c"));
+  EXPECT_NO_THROW(sys::SafeDir::open(root()).make_path("a/b/c"));
 }
 
 TEST_F(SafeDirTest, OpenSubdirReturnsNothingForSymlinksFilesAndMissingNames) {
   fs::create_directory_symlink(outside() / "folder", root() / "linked");
   write_file(root() / "file", "x");
   fs::create_directory(root() / "real");
-  SafeDir dir = SafeDir::open(root());
+  sys::SafeDir dir = sys::SafeDir::open(root());
   EXPECT_FALSE(dir.open_subdir("linked").has_value());
   EXPECT_FALSE(dir.open_subdir("file").has_value());
   EXPECT_FALSE(dir.open_subdir("missing").has_value());
@@ -93,7 +93,7 @@ TEST_F(SafeDirTest, OpenSubdirReturnsNothingForSymlinksFilesAndMissingNames) {
 
 TEST_F(SafeDirTest, OpenReadRefusesSymlinks) {
   fs::create_symlink(outside() / "secret.txt", root() / "model.log");
-  SafeDir dir = SafeDir::open(root());
+  sys::SafeDir dir = sys::SafeDir::open(root());
   try {
     dir.open_read("model.log");
     FAIL() << "open_read followed a symlink";
@@ -106,14 +106,14 @@ TEST_F(SafeDirTest, OpenReadRefusesSymlinks) {
 // A FIFO planted under a registry name must not hang status or cleanup forever.
 TEST_F(SafeDirTest, OpenReadRefusesAFifoWithoutBlocking) {
   ASSERT_EQ(mkfifo((root() / "entry.json").c_str(), 0644), 0);
-  SafeDir dir = SafeDir::open(root());
+  sys::SafeDir dir = sys::SafeDir::open(root());
   EXPECT_THROW(dir.open_read("entry.json"), Error);
   EXPECT_THROW(dir.read_small_file("entry.json"), Error);
 }
 
 TEST_F(SafeDirTest, ReadSmallFileReadsAndEnforcesTheLimit) {
   write_file(root() / "flags.json", "[\"--target=trn1\"]");
-  SafeDir dir = SafeDir::open(root());
+  sys::SafeDir dir = sys::SafeDir::open(root());
   EXPECT_EQ(dir.read_small_file("flags.json"), "[\"--target=trn1\"]");
   EXPECT_THROW(dir.read_small_file("flags.json", 4), Error);
 }
@@ -121,7 +121,7 @@ TEST_F(SafeDirTest, ReadSmallFileReadsAndEnforcesTheLimit) {
 // O_EXCL never follows a link: a planted model.neff link cannot create a file elsewhere.
 TEST_F(SafeDirTest, CreateNewDoesNotWriteThroughASymlink) {
   fs::create_symlink(outside() / "created-by-link", root() / "model.neff");
-  SafeDir dir = SafeDir::open(root());
+  sys::SafeDir dir = sys::SafeDir::open(root());
   EXPECT_THROW(dir.write_new_file("model.neff", "payload"), Error);
   EXPECT_FALSE(fs::exists(outside() / "created-by-link"));
   write_file(root() / "existing", "old");
@@ -138,7 +138,7 @@ TEST_F(SafeDirTest, RemoveTreeDeletesLinksButNotWhatTheyPointTo) {
   fs::create_directory_symlink(outside(), victim / "sub" / "up-link");
   auto before = snapshot_tree(outside());
 
-  uint64_t freed = SafeDir::open(root()).remove_tree("MODULE_1+2");
+  uint64_t freed = sys::SafeDir::open(root()).remove_tree("MODULE_1+2");
 
   EXPECT_EQ(freed, 15u);  // regular files only: links are not counted
   EXPECT_FALSE(fs::exists(fs::symlink_status(victim)));
@@ -148,10 +148,10 @@ TEST_F(SafeDirTest, RemoveTreeDeletesLinksButNotWhatTheyPointTo) {
 TEST_F(SafeDirTest, RemoveTreeOfALinkRemovesOnlyTheLink) {
   fs::create_directory_symlink(outside() / "folder", root() / "MODULE_link");
   auto before = snapshot_tree(outside());
-  EXPECT_EQ(SafeDir::open(root()).remove_tree("MODULE_link"), 0u);
+  EXPECT_EQ(sys::SafeDir::open(root()).remove_tree("MODULE_link"), 0u);
   EXPECT_FALSE(fs::exists(fs::symlink_status(root() / "MODULE_link")));
   EXPECT_EQ(snapshot_tree(outside()), before);
-  EXPECT_EQ(SafeDir::open(root()).remove_tree("missing"), 0u);
+  EXPECT_EQ(sys::SafeDir::open(root()).remove_tree("missing"), 0u);
 }
 
 TEST_F(SafeDirTest, TreeSizeCountsRegularFilesAndIgnoresSymlinks) {
@@ -160,9 +160,9 @@ TEST_F(SafeDirTest, TreeSizeCountsRegularFilesAndIgnoresSymlinks) {
   write_file(entry / "nested" / "more.bin", std::string(24, 'm'));
   fs::create_symlink(outside() / "secret.txt", entry / "file-link");
   fs::create_directory_symlink(outside() / "folder", entry / "dir-link");
-  SafeDir dir = SafeDir::open(root());
+  sys::SafeDir dir = sys::SafeDir::open(root());
   EXPECT_EQ(dir.tree_size("MODULE_1+2"), 1024u);
-  EXPECT_EQ(SafeDir::open(entry).tree_size("file-link"), 0u);
+  EXPECT_EQ(sys::SafeDir::open(entry).tree_size("file-link"), 0u);
   EXPECT_EQ(dir.tree_size("missing"), 0u);
 }
 
@@ -170,18 +170,19 @@ TEST_F(SafeDirTest, ListReportsTypesAndSizesWithoutFollowingLinks) {
   write_file(root() / "file", "abc");
   fs::create_directory(root() / "dir");
   fs::create_symlink(outside() / "secret.txt", root() / "link");
-  std::map<std::string, std::pair<NodeType, uint64_t>> seen;
-  for (const auto& item : SafeDir::open(root()).list()) seen[item.name] = {item.type, item.size};
+  std::map<std::string, std::pair<sys::NodeType, uint64_t>> seen;
+  for (const auto& item : sys::SafeDir::open(root()).list())
+    seen[item.name] = {item.type, item.size};
   ASSERT_EQ(seen.size(), 3u);
-  EXPECT_EQ(seen["file"], std::make_pair(NodeType::File, uint64_t{3}));
-  EXPECT_EQ(seen["dir"].first, NodeType::Directory);
-  EXPECT_EQ(seen["link"], std::make_pair(NodeType::Symlink, uint64_t{0}));
+  EXPECT_EQ(seen["file"], std::make_pair(sys::NodeType::File, uint64_t{3}));
+  EXPECT_EQ(seen["dir"].first, sys::NodeType::Directory);
+  EXPECT_EQ(seen["link"], std::make_pair(sys::NodeType::Symlink, uint64_t{0}));
 }
 
 TEST_F(SafeDirTest, MoveToWithNoReplaceKeepsTheExistingFile) {
   write_file(root() / "staged", "new");
   write_file(root() / "target", "old");
-  SafeDir dir = SafeDir::open(root());
+  sys::SafeDir dir = sys::SafeDir::open(root());
   EXPECT_FALSE(dir.move_to("staged", dir, "target", true));
   EXPECT_EQ(read_file(root() / "target"), "old");
   EXPECT_TRUE(dir.move_to("staged", dir, "target", false));
@@ -192,7 +193,7 @@ TEST_F(SafeDirTest, MoveToWithNoReplaceKeepsTheExistingFile) {
 // The one atomic small-file write: whole file or none, the existing one kept on request, and no
 // temporary left behind either way (it would be published by synchronize otherwise).
 TEST_F(SafeDirTest, PublishFileReplacesOrKeepsAndLeavesNoTemporaryFile) {
-  SafeDir dir = SafeDir::open(root());
+  sys::SafeDir dir = sys::SafeDir::open(root());
   EXPECT_TRUE(dir.publish_file("entry.json", "first", true));
   EXPECT_FALSE(dir.publish_file("entry.json", "second", true));
   EXPECT_EQ(read_file(root() / "entry.json"), "first");
@@ -205,7 +206,7 @@ TEST_F(SafeDirTest, PublishFileReplacesOrKeepsAndLeavesNoTemporaryFile) {
 
 TEST_F(SafeDirTest, PublishFileWritesNotThroughASymlinkedName) {
   fs::create_symlink(outside() / "secret.txt", root() / "link.json");
-  SafeDir dir = SafeDir::open(root());
+  sys::SafeDir dir = sys::SafeDir::open(root());
   EXPECT_TRUE(dir.publish_file("link.json", "replaced", false));
   EXPECT_EQ(read_file(outside() / "secret.txt"), "outside secret");
   EXPECT_FALSE(fs::is_symlink(root() / "link.json"));
@@ -214,8 +215,8 @@ TEST_F(SafeDirTest, PublishFileWritesNotThroughASymlinkedName) {
 
 TEST_F(SafeDirTest, LinkFdLinksTheOpenedInodeEvenAfterItsNameChanged) {
   write_file(root() / "checked", "checked bytes");
-  SafeDir dir = SafeDir::open(root());
-  UniqueFd fd = dir.open_read("checked");
+  sys::SafeDir dir = sys::SafeDir::open(root());
+  sys::UniqueFd fd = dir.open_read("checked");
   fs::rename(root() / "checked", root() / "moved");  // a deleted file cannot be linked again
   fs::create_symlink(outside() / "secret.txt", root() / "checked");
   EXPECT_TRUE(dir.link_fd(fd.get(), "linked"));
@@ -225,16 +226,16 @@ TEST_F(SafeDirTest, LinkFdLinksTheOpenedInodeEvenAfterItsNameChanged) {
 
 TEST(CheckPlainName, RejectsNamesThatCouldLeaveTheFolder) {
   for (std::string_view bad : {"", ".", "..", "a/b", "/abs", "trailing/"}) {
-    EXPECT_THROW(check_plain_name(bad), Error) << "\"" << bad << "\"";
+    EXPECT_THROW(sys::check_plain_name(bad), Error) << "\"" << bad << "\"";
   }
-  EXPECT_THROW(check_plain_name(std::string_view("a\0b", 3)), Error);
+  EXPECT_THROW(sys::check_plain_name(std::string_view("a\0b", 3)), Error);
   for (std::string_view good : {"MODULE_1+2", "model.neff", "...", ".cache", "a b"}) {
-    EXPECT_NO_THROW(check_plain_name(good)) << good;
+    EXPECT_NO_THROW(sys::check_plain_name(good)) << good;
   }
 }
 
 TEST_F(SafeDirTest, NamesWithSlashesAreRefusedByEveryOperation) {
-  SafeDir dir = SafeDir::open(root());
+  sys::SafeDir dir = sys::SafeDir::open(root());
   EXPECT_THROW(dir.open_subdir("../outside"), Error);
   EXPECT_THROW(dir.make_subdir(".."), Error);
   EXPECT_THROW(dir.open_read("../outside/secret.txt"), Error);
@@ -246,32 +247,32 @@ TEST_F(SafeDirTest, NamesWithSlashesAreRefusedByEveryOperation) {
 // world-writable, and check_root_is_safe would refuse the cache we just created.
 TEST_F(SafeDirTest, CreatedFoldersAre0755AndFiles0644EvenWithUmaskZero) {
   ScopedUmask mask(0);
-  SafeDir created = SafeDir::open_or_create(temp_ / "fresh" / "root");
+  sys::SafeDir created = sys::SafeDir::open_or_create(temp_ / "fresh" / "root");
   EXPECT_EQ(permission_bits(temp_ / "fresh"), 0755u);
   EXPECT_EQ(permission_bits(temp_ / "fresh" / "root"), 0755u);
-  SafeDir sub = created.make_path("neuronxcc-2.21/MODULE_1+2");
+  sys::SafeDir sub = created.make_path("neuronxcc-2.21/MODULE_1+2");
   EXPECT_EQ(permission_bits(temp_ / "fresh" / "root" / "neuronxcc-2.21"), 0755u);
   EXPECT_EQ(permission_bits(sub.path()), 0755u);
   sub.write_new_file("model.neff", "neff");
-  UniqueFd streamed = sub.create_new("model.hlo_module.pb");
+  sys::UniqueFd streamed = sub.create_new("model.hlo_module.pb");
   EXPECT_TRUE(streamed);
   EXPECT_EQ(permission_bits(sub.path() / "model.neff"), 0644u);
   EXPECT_EQ(permission_bits(sub.path() / "model.hlo_module.pb"), 0644u);
 }
 
 TEST_F(SafeDirTest, OpenOrCreateOpensAnExistingFolderAndRefusesAFile) {
-  EXPECT_EQ(SafeDir::open_or_create(root()).path(), root());
+  EXPECT_EQ(sys::SafeDir::open_or_create(root()).path(), root());
   write_file(temp_ / "plain-file", "x");
-  EXPECT_THROW(SafeDir::open_or_create(temp_ / "plain-file"), Error);
-  EXPECT_THROW(SafeDir::open(temp_ / "missing"), Error);
+  EXPECT_THROW(sys::SafeDir::open_or_create(temp_ / "plain-file"), Error);
+  EXPECT_THROW(sys::SafeDir::open(temp_ / "missing"), Error);
 }
 
 TEST(UniqueFdTest, ClosesOnDestructionAndMoves) {
   int raw = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
   ASSERT_GE(raw, 0);
   {
-    UniqueFd first(raw);
-    UniqueFd second(std::move(first));
+    sys::UniqueFd first(raw);
+    sys::UniqueFd second(std::move(first));
     EXPECT_FALSE(first);
     EXPECT_EQ(second.get(), raw);
   }

@@ -20,8 +20,8 @@
 #include "neuron_cache/compile/capture.h"
 #include "neuron_cache/compile/work_area.h"
 #include "neuron_cache/format/registry.h"
-#include "neuron_cache/store/cache_tree.h"
-#include "neuron_cache/store/entry_install.h"
+#include "neuron_cache/local/cache_tree.h"
+#include "neuron_cache/local/entry_install.h"
 #include "test_support.h"
 #include "tool_runner.h"
 
@@ -48,7 +48,7 @@ class SweepingProcess {
       while (true) {
         try {
           compile::remove_abandoned_work(root);
-          remove_abandoned_staging(root, false, nullptr);
+          local::remove_abandoned_staging(root, false, nullptr);
         } catch (...) {
           // A folder removed under the sweep by its owner: go on sweeping.
         }
@@ -134,10 +134,10 @@ TEST_F(WorkRace, StagingFoldersSurviveConcurrentCleanup) {
   SweepingProcess sweeper(root());
   SweepingProcess second_sweeper(root());
   auto errors = hammer(4, 300, std::chrono::seconds(8), [&](int thread, int round) {
-    EntryInstall install(root(), kCompiler,
-                         "MODULE_" + std::to_string(thread) + "+" + std::to_string(round));
+    local::EntryInstall install(root(), kCompiler,
+                                "MODULE_" + std::to_string(thread) + "+" + std::to_string(round));
     install.add_file("model.hlo_module.pb", "hlo");
-    remove_abandoned_staging(root(), false, nullptr);
+    local::remove_abandoned_staging(root(), false, nullptr);
   });
   EXPECT_TRUE(errors.empty()) << errors.size() << " failures, first:\n" << first_errors(errors);
 }
@@ -165,9 +165,10 @@ TEST_F(WorkRace, LocksOfScratchFoldersAreNotInherited) {
     before.insert(std::stoi(fd.path().filename().string()));
   }
   compile::CaptureCache cache(root(), "held");
-  EntryInstall install(root(), kCompiler, "MODULE_1+2");
-  auto lock = EntryLock::acquire(SafeDir::open_or_create(root() / kCompiler / "MODULE_3+4"),
-                                 std::chrono::milliseconds(100));
+  local::EntryInstall install(root(), kCompiler, "MODULE_1+2");
+  auto lock =
+      local::EntryLock::acquire(sys::SafeDir::open_or_create(root() / kCompiler / "MODULE_3+4"),
+                                std::chrono::milliseconds(100));
   int opened = 0;
   for (const auto& entry : fs::directory_iterator("/proc/self/fd")) {
     int fd = std::stoi(entry.path().filename().string());
@@ -290,7 +291,8 @@ class CopiedCache : public ::testing::Test {
     return alias;
   }
 
-  const RegistryFile* find(const std::vector<RegistryFile>& files, const std::string& path) {
+  const local::RegistryFile* find(const std::vector<local::RegistryFile>& files,
+                                  const std::string& path) {
     for (const auto& file : files) {
       if (file.path == path) return &file;
     }
@@ -305,16 +307,16 @@ TEST_F(CopiedCache, AMovedCacheReadsItsAliasesBelowTheNewRoot) {
   fs::create_directories(other().parent_path());
   fs::rename(original(), other());  // the links now dangle: /…/neuron-compile-cache is gone
 
-  LocalCache cache(other());
-  CacheTree tree = cache.scan("2.21.33363.0");
-  const RegistryFile* file = find(tree.compilers.at(0).registry, alias);
+  local::LocalCache cache(other());
+  local::CacheTree tree = cache.scan("2.21.33363.0");
+  const local::RegistryFile* file = find(tree.compilers.at(0).registry, alias);
   ASSERT_NE(file, nullptr);
   ASSERT_TRUE(file->record.has_value()) << file->problem;
   EXPECT_TRUE(file->record->hash_matches);
   EXPECT_EQ(tree.foreign_links.relocated,
             (std::map<std::string, size_t>{{original().string(), 1}}));
   EXPECT_TRUE(tree.foreign_links.outside.empty());
-  auto lines = describe_foreign_links(tree.foreign_links, other());
+  auto lines = local::describe_foreign_links(tree.foreign_links, other());
   ASSERT_EQ(lines.size(), 1u);
   EXPECT_TRUE(testing::contains(lines[0], "1 registry link(s) point to " + original().string()))
       << lines[0];
@@ -330,15 +332,15 @@ TEST_F(CopiedCache, ACopyNeverReadsTheOriginal) {
   fs::path primary = fs::read_symlink(original() / kCompiler / alias);
   write_file(primary, registry::serialize(llama_entry(8)));
 
-  LocalCache cache(copy);
-  auto compiler = SafeDir::open(copy / kCompiler);
+  local::LocalCache cache(copy);
+  auto compiler = sys::SafeDir::open(copy / kCompiler);
   fs::path alias_path = copy / kCompiler / alias;
-  auto dir = SafeDir::open(alias_path.parent_path());
+  auto dir = sys::SafeDir::open(alias_path.parent_path());
   auto target = cache.link_target(dir, alias_path.filename().string());
   ASSERT_TRUE(target.has_value());
   EXPECT_EQ(*target, fs::canonical(copy / fs::relative(primary, original())));
-  std::vector<RegistryFile> files = cache.scan_registry(compiler);
-  const RegistryFile* file = find(files, alias);
+  std::vector<local::RegistryFile> files = cache.scan_registry(compiler);
+  const local::RegistryFile* file = find(files, alias);
   ASSERT_NE(file, nullptr);
   ASSERT_TRUE(file->record.has_value()) << file->problem;
   EXPECT_TRUE(file->record->hash_matches) << "the original's changed text was read";
@@ -365,15 +367,15 @@ TEST_F(CopiedCache, LinksOutOfTheCacheAreNeverFollowed) {
                              .string();
   fs::create_symlink(via_link, through);
 
-  LocalCache cache(other());
-  auto dir = SafeDir::open(foreign.parent_path());
+  local::LocalCache cache(other());
+  auto dir = sys::SafeDir::open(foreign.parent_path());
   for (const auto& name : {foreign.filename(), dots.filename(), through.filename()}) {
     EXPECT_FALSE(cache.link_target(dir, name.string()).has_value()) << name;
   }
-  ForeignLinks links = cache.foreign_registry_links(SafeDir::open(other() / kCompiler));
+  local::ForeignLinks links = cache.foreign_registry_links(sys::SafeDir::open(other() / kCompiler));
   EXPECT_TRUE(links.relocated.empty());
   EXPECT_EQ(links.outside.size(), 4u);  // the three files and the linked folder
-  auto lines = describe_foreign_links(links, other());
+  auto lines = local::describe_foreign_links(links, other());
   ASSERT_EQ(lines.size(), 1u);
   EXPECT_TRUE(testing::contains(lines[0], "4 registry link(s) point outside the cache"))
       << lines[0];

@@ -3,8 +3,8 @@
 
 #include "neuron_cache/cli/context.h"
 #include "neuron_cache/cli/output.h"
+#include "neuron_cache/local/cleanup.h"
 #include "neuron_cache/process/process.h"
-#include "neuron_cache/store/cleanup.h"
 
 namespace neuron_cache::cli {
 namespace {
@@ -19,15 +19,15 @@ struct Flags {
 
 void cleanup(Context& context, const Flags& flags) {
   const Settings& settings = context.settings_with_compiler();
-  LocalCache cache(settings.local_cache_root(), {settings.hf_hub_cache.value});
-  CleanupOptions options;
+  local::LocalCache cache(settings.local_cache_root(), {settings.hf_hub_cache.value});
+  local::CleanupOptions options;
   options.remove_empty = flags.all;
   options.remove_old_versions = flags.old_versions;
   options.wipe = flags.wipe;
   options.dry_run = flags.dry_run;
   options.installed_compiler = settings.compiler_version.value;
   options.compiler_running = !flags.wipe && is_process_running("neuronx-cc");
-  CleanupResult result = cleanup_cache(cache, options);
+  local::CleanupResult result = local::cleanup_cache(cache, options);
   if (flags.json) {
     print_json({{"cache_path", cache.root().string()},
                 {"dry_run", flags.dry_run},

@@ -6,8 +6,8 @@
 
 #include "neuron_cache/cli/context.h"
 #include "neuron_cache/cli/output.h"
+#include "neuron_cache/local/cleanup.h"
 #include "neuron_cache/remote/fetch.h"
-#include "neuron_cache/store/cleanup.h"
 
 namespace neuron_cache::cli {
 namespace {
@@ -77,8 +77,8 @@ bool named_by_registry(const FolderWork& work, const std::string& module) {
   return false;
 }
 
-std::vector<Line> plan_lines(storage::Store& store, const LocalCache& cache, const std::string& dir,
-                             const FolderWork& work, uint64_t& listings) {
+std::vector<Line> plan_lines(storage::Store& store, const local::LocalCache& cache,
+                             const std::string& dir, const FolderWork& work, uint64_t& listings) {
   std::vector<Line> lines;
   for (const auto& plan : remote::plan_modules(store, "", cache, dir, work.modules, &listings)) {
     lines.push_back({dir + "/" + plan.name, plan.status, plan.error, plan.files.size(),
@@ -91,7 +91,7 @@ std::vector<Line> plan_lines(storage::Store& store, const LocalCache& cache, con
   return lines;
 }
 
-std::vector<Line> fetch_lines(storage::Store& store, const LocalCache& cache,
+std::vector<Line> fetch_lines(storage::Store& store, const local::LocalCache& cache,
                               const std::string& dir, const FolderWork& work, uint64_t& listings,
                               uint64_t& bytes) {
   remote::FetchResult result = remote::fetch_modules(store, "", cache, dir, work.modules);
@@ -137,11 +137,12 @@ std::string explain(const Line& line) {
 
 std::string status_text(const Line& line, bool dry_run) {
   if (dry_run && line.status == remote::FetchStatus::Installed) {
-    return "would fetch " + std::to_string(line.files) + " files (" + format_size(line.bytes) + ")";
+    return "would fetch " + std::to_string(line.files) + " files (" +
+           local::format_size(line.bytes) + ")";
   }
   std::string text(remote::status_name(line.status));
   if (line.status == remote::FetchStatus::Installed) {
-    text += " (" + std::to_string(line.files) + " files, " + format_size(line.bytes) + ")";
+    text += " (" + std::to_string(line.files) + " files, " + local::format_size(line.bytes) + ")";
   }
   return text;
 }
@@ -164,7 +165,7 @@ void fetch(Context& context, const Options& options) {
   const Settings& settings = context.settings_with_compiler();
   storage::Store& store = context.store();
   std::string repo = storage::display_name(store);
-  LocalCache cache(settings.local_cache_root(), {settings.hf_hub_cache.value});
+  local::LocalCache cache(settings.local_cache_root(), {settings.hf_hub_cache.value});
   uint64_t listings = 0;
   uint64_t bytes = 0;
   std::vector<Line> lines;
@@ -190,7 +191,7 @@ void fetch(Context& context, const Options& options) {
       std::cout << line.path << ": " << status_text(line, options.dry_run) << "\n";
     }
     if (!options.dry_run) {
-      std::cout << "Fetched " << format_size(bytes) << " from " << repo << " into "
+      std::cout << "Fetched " << local::format_size(bytes) << " from " << repo << " into "
                 << cache.root().string() << ".\n";
     }
   }

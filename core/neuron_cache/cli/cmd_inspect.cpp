@@ -12,8 +12,8 @@
 #include "neuron_cache/format/compile_flags.h"
 #include "neuron_cache/format/pyjson.h"
 #include "neuron_cache/format/registry.h"
+#include "neuron_cache/local/cache_tree.h"
 #include "neuron_cache/pipeline/pipeline.h"
-#include "neuron_cache/store/cache_tree.h"
 
 namespace neuron_cache::cli {
 namespace {
@@ -103,7 +103,7 @@ void inspect_entry(const std::string& target, bool json, bool canonical) {
             << ".json\n";
 }
 
-nlohmann::json module_json(const ModuleEntry& m) {
+nlohmann::json module_json(const local::ModuleEntry& m) {
   return {{"compiler_dir", m.compiler_dir},
           {"name", m.name},
           {"graph_key", m.module.graph_key},
@@ -117,7 +117,7 @@ nlohmann::json module_json(const ModuleEntry& m) {
           {"untrusted_links", m.untrusted_links}};
 }
 
-void print_module(const ModuleEntry& m) {
+void print_module(const local::ModuleEntry& m) {
   std::cout << m.name << " in " << m.compiler_dir << "\n  graph key: " << m.module.graph_key
             << "\n  flags key: "
             << (m.module.flags_key.empty() ? "(none: a traced export folder)" : m.module.flags_key)
@@ -145,9 +145,10 @@ void inspect_module(Context& context, const fs::path& dir, bool json) {
                       " is not a MODULE_ folder: give a MODULE_<key> folder, or "
                       "use `neuron-cache status` for a whole cache");
   }
-  LocalCache cache(path.parent_path().parent_path(), {context.settings().hf_hub_cache.value});
-  SafeDir parent = SafeDir::open(path.parent_path());
-  ModuleEntry module = cache.inspect_module(parent, path.filename().string());
+  local::LocalCache cache(path.parent_path().parent_path(),
+                          {context.settings().hf_hub_cache.value});
+  sys::SafeDir parent = sys::SafeDir::open(path.parent_path());
+  local::ModuleEntry module = cache.inspect_module(parent, path.filename().string());
   if (json) {
     print_json(module_json(module));
   } else {

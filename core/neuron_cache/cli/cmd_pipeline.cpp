@@ -8,7 +8,7 @@
 #include "neuron_cache/pipeline/pipeline.h"
 #include "neuron_cache/pipeline/run.h"
 #include "neuron_cache/report/report.h"
-#include "neuron_cache/store/safe_dir.h"
+#include "neuron_cache/sys/safe_dir.h"
 
 namespace neuron_cache::cli {
 namespace {
@@ -127,7 +127,7 @@ void write_file(const std::string& path, const std::string& content) {
   if (path.empty()) return;
   try {
     // 0644 whatever the umask; reports quote logs and messages: no token in them.
-    write_whole_file(path, redact(content));
+    sys::write_whole_file(path, redact(content));
   } catch (const Error& e) {
     throw operational_error(std::string(e.what()) + ": check the folder exists and is writable");
   }

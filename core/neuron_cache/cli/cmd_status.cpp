@@ -5,9 +5,9 @@
 
 #include "neuron_cache/cli/context.h"
 #include "neuron_cache/cli/output.h"
-#include "neuron_cache/store/cache_tree.h"
-#include "neuron_cache/store/cleanup.h"
-#include "neuron_cache/store/local_index.h"
+#include "neuron_cache/local/cache_tree.h"
+#include "neuron_cache/local/cleanup.h"
+#include "neuron_cache/local/local_index.h"
 
 namespace neuron_cache::cli {
 namespace {
@@ -32,8 +32,9 @@ struct Totals {
 };
 
 // Configurations neuron-cache recorded for one compiler folder, and how many are complete.
-std::pair<int, int> count_configurations(const LocalCache& cache, const CompilerDir& compiler) {
-  LocalIndex index(cache);
+std::pair<int, int> count_configurations(const local::LocalCache& cache,
+                                         const local::CompilerDir& compiler) {
+  local::LocalIndex index(cache);
   int recorded = 0, complete = 0;
   for (const auto& [key, entry] : index.entries(compiler.version, nullptr)) {
     ++recorded;
@@ -45,7 +46,7 @@ std::pair<int, int> count_configurations(const LocalCache& cache, const Compiler
   return {recorded, complete};
 }
 
-Totals tally(const LocalCache& cache, const CacheTree& tree) {
+Totals tally(const local::LocalCache& cache, const local::CacheTree& tree) {
   Totals totals;
   for (const auto& compiler : tree.compilers) {
     auto [recorded, complete] = count_configurations(cache, compiler);
@@ -74,7 +75,7 @@ nlohmann::json state_counts(const std::array<Tally, kStates>& by_state) {
   return out;
 }
 
-nlohmann::json to_json(const CacheTree& tree, const Totals& totals) {
+nlohmann::json to_json(const local::CacheTree& tree, const Totals& totals) {
   nlohmann::json compilers = nlohmann::json::array();
   nlohmann::json entries = nlohmann::json::array();
   for (const auto& compiler : tree.compilers) {
@@ -109,17 +110,18 @@ nlohmann::json to_json(const CacheTree& tree, const Totals& totals) {
           {"foreign_registry_links",
            {{"relocated", tree.foreign_links.relocated},
             {"outside", tree.foreign_links.outside},
-            {"notes", describe_foreign_links(tree.foreign_links, tree.root)}}}};
+            {"notes", local::describe_foreign_links(tree.foreign_links, tree.root)}}}};
 }
 
-std::string marker(const CacheTree& tree, const CompilerDir& compiler) {
+std::string marker(const local::CacheTree& tree, const local::CompilerDir& compiler) {
   if (tree.installed_compiler.empty()) return "";
   return compiler.current ? " (current)" : " (old)";
 }
 
-void print_text(const CacheTree& tree, const Totals& totals) {
+void print_text(const local::CacheTree& tree, const Totals& totals) {
   std::cout << "Cache path: " << tree.root.string() << (tree.exists ? "" : " (does not exist yet)")
-            << "\nTotal size: " << format_size(totals.total_bytes) << "\n\nCompiler versions:\n";
+            << "\nTotal size: " << local::format_size(totals.total_bytes)
+            << "\n\nCompiler versions:\n";
   for (const auto& compiler : tree.compilers) {
     std::cout << "  - " << compiler.name << marker(tree, compiler) << "\n";
   }
@@ -132,8 +134,8 @@ void print_text(const CacheTree& tree, const Totals& totals) {
   for (size_t i = 0; i < kStates; ++i) {
     char count[16];
     std::snprintf(count, sizeof count, "%6d", totals.by_state[i].count);
-    std::cout << "  " << kLabels[i] << count << "  (" << format_size(totals.by_state[i].bytes)
-              << ")\n";
+    std::cout << "  " << kLabels[i] << count << "  ("
+              << local::format_size(totals.by_state[i].bytes) << ")\n";
   }
   if (totals.by_state[static_cast<size_t>(EntryState::Traced)].count > 0) {
     std::cout
@@ -144,16 +146,17 @@ void print_text(const CacheTree& tree, const Totals& totals) {
   std::cout << "Configurations recorded by neuron-cache: " << totals.configurations << " ("
             << totals.complete_configurations << " complete)\n";
   if (totals.old_version_bytes > 0) {
-    std::cout << "\nOld compiler version data: " << format_size(totals.old_version_bytes) << "\n";
+    std::cout << "\nOld compiler version data: " << local::format_size(totals.old_version_bytes)
+              << "\n";
   }
   for (const auto& skipped : tree.skipped) warn("skipped " + skipped);
-  for (const auto& line : describe_foreign_links(tree.foreign_links, tree.root)) warn(line);
+  for (const auto& line : local::describe_foreign_links(tree.foreign_links, tree.root)) warn(line);
 }
 
 void status(Context& context, bool json) {
   const Settings& settings = context.settings_with_compiler();
-  LocalCache cache(settings.local_cache_root(), {settings.hf_hub_cache.value});
-  CacheTree tree = cache.scan(settings.compiler_version.value);
+  local::LocalCache cache(settings.local_cache_root(), {settings.hf_hub_cache.value});
+  local::CacheTree tree = cache.scan(settings.compiler_version.value);
   Totals totals = tally(cache, tree);
   if (json) {
     print_json(to_json(tree, totals));

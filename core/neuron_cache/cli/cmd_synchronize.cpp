@@ -35,7 +35,7 @@ void synchronize(Context& context, const Options& options) {
   const Settings& settings = context.settings();
   storage::Store& store = context.store();
   std::string repo = storage::display_name(store);
-  LocalCache cache(settings.local_cache_root(), {settings.hf_hub_cache.value});
+  local::LocalCache cache(settings.local_cache_root(), {settings.hf_hub_cache.value});
   remote::SyncOptions sync;
   sync.conflicts = hub::retry_policy(context.settings(), 6);
   sync.compiler_running = is_process_running("neuronx-cc");
@@ -69,7 +69,7 @@ void synchronize(Context& context, const Options& options) {
   }
   std::cout << result.local_files << " local files, " << result.already_on_hub
             << " already on the Hub, " << result.to_upload << " uploaded ("
-            << format_size(result.bytes_to_upload) << ")";
+            << local::format_size(result.bytes_to_upload) << ")";
   if (result.commit.committed) std::cout << " in commit " << result.commit.commit_oid;
   if (result.attempts > 1) std::cout << " (attempt " << result.attempts << ")";
   std::cout << ".\nSynchronization complete.\n";

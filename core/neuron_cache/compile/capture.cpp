@@ -15,8 +15,9 @@
 #include "neuron_cache/compile/seed_view.h"
 #include "neuron_cache/error.h"
 #include "neuron_cache/format/layout.h"
-#include "neuron_cache/store/cache_tree.h"
-#include "neuron_cache/store/entry_install.h"
+#include "neuron_cache/local/cache_tree.h"
+#include "neuron_cache/local/entry_install.h"
+#include "neuron_cache/sys/random.h"
 
 namespace neuron_cache::compile {
 
@@ -48,20 +49,21 @@ std::optional<fs::path> inside(const fs::path& path, const fs::path& base) {
 }
 
 // Opens the folders of `parts` (all but the last) below `dir` without following symlinks.
-std::optional<SafeDir> open_parent(const SafeDir& dir, const std::vector<std::string>& parts) {
-  std::optional<SafeDir> current = dir.open_subdir(parts.front());
+std::optional<sys::SafeDir> open_parent(const sys::SafeDir& dir,
+                                        const std::vector<std::string>& parts) {
+  std::optional<sys::SafeDir> current = dir.open_subdir(parts.front());
   for (size_t i = 1; current && i + 1 < parts.size(); ++i) current = current->open_subdir(parts[i]);
   return current;
 }
 
 // What optimum-neuron's hub proxy leaves: links into the HF file cache and no model.log (a
 // traced export's folder is linked file by file, sub-folders included).
-bool only_links(const SafeDir& dir, int depth) {
+bool only_links(const sys::SafeDir& dir, int depth) {
   bool any = false;
   for (const auto& item : dir.list()) {
-    if (item.type == NodeType::Symlink) {
+    if (item.type == sys::NodeType::Symlink) {
       any = true;
-    } else if (item.type == NodeType::Directory && depth < kMaxDepth) {
+    } else if (item.type == sys::NodeType::Directory && depth < kMaxDepth) {
       auto sub = dir.open_subdir(item.name);
       if (!sub || !only_links(*sub, depth + 1)) return false;
       any = true;
@@ -74,13 +76,13 @@ bool only_links(const SafeDir& dir, int depth) {
 
 // A seeded entry of a view: its files are symlinks into the view's .links folder (a command
 // writes regular files). A NEFF entry is told by its model.done, a traced export by its config.
-bool is_seeded(const SafeDir& compiler, const std::string& name) {
+bool is_seeded(const sys::SafeDir& compiler, const std::string& name) {
   auto module = compiler.open_subdir(name);
   if (!module) return false;
   for (std::string_view marker :
        {layout::kDone, layout::kTracedConfig, layout::kTracedModelIndex}) {
     auto file = module->entry(marker);
-    if (file && file->type == NodeType::Symlink) return true;
+    if (file && file->type == sys::NodeType::Symlink) return true;
   }
   return false;
 }
@@ -90,8 +92,8 @@ bool is_seeded(const SafeDir& compiler, const std::string& name) {
 CaptureCache::CaptureCache(const fs::path& cache_root, const std::string& label)
     : root_(fs::absolute(cache_root).lexically_normal()) {
   if (!root_.has_filename()) root_ = root_.parent_path();  // "/a/b/" -> "/a/b"
-  SafeDir::open_or_create(root_);
-  check_root_is_safe(root_);
+  sys::SafeDir::open_or_create(root_);
+  local::check_root_is_safe(root_);
   make_work_folder(label);
 }
 
@@ -125,11 +127,11 @@ void CaptureCache::make_work_folder(const std::string& label) {
   } catch (const Error&) {
     // Leftovers of other runs only take space; they must not stop this one.
   }
-  work_area_.emplace(SafeDir::open(root_).make_path(kWorkDir));
+  work_area_.emplace(sys::SafeDir::open(root_).make_path(kWorkDir));
   // Locked before it is visible under its name: the sweep of another run (or of another thread
   // of this one) cannot delete it between its creation and its use.
   const std::string prefix = folder_label(label) + "-";
-  LockedDir made = work_area_->make_locked_subdir([&] { return prefix + random_hex(8); });
+  sys::LockedDir made = work_area_->make_locked_subdir([&] { return prefix + sys::random_hex(8); });
   work_name_ = made.name;
   work_lock_ = std::move(made.lock);
   work_.emplace(std::move(made.dir));
@@ -150,7 +152,7 @@ const fs::path& CaptureCache::dir() const {
   return stage().path();
 }
 
-const SafeDir& CaptureCache::stage() const {
+const sys::SafeDir& CaptureCache::stage() const {
   return view_ ? view_->dir() : *work_;
 }
 
@@ -187,7 +189,7 @@ void CaptureCache::collect_from_scan(CaptureResult& result) {
     auto compiler = stage().open_subdir(item.name);
     if (!compiler) continue;
     for (const auto& child : compiler->list()) {
-      if (child.type != NodeType::Directory) continue;
+      if (child.type != sys::NodeType::Directory) continue;
       if (view_ && is_seeded(*compiler, child.name)) continue;
       classify(item.name, child.name, result);
     }
@@ -205,8 +207,8 @@ void CaptureCache::collect_from_events(CaptureResult& result) {
   for (const auto& compiler : events.new_compilers) {
     touched_.insert({compiler, ""});
     auto dir = stage().open_subdir(compiler);
-    for (const auto& child : dir ? dir->list() : std::vector<DirEntry>{}) {
-      if (child.type == NodeType::Directory) classify(compiler, child.name, result);
+    for (const auto& child : dir ? dir->list() : std::vector<sys::DirEntry>{}) {
+      if (child.type == sys::NodeType::Directory) classify(compiler, child.name, result);
     }
   }
   for (const auto& key : events.created) {
@@ -229,7 +231,7 @@ void CaptureCache::classify(const std::string& compiler, const std::string& name
   auto module = dir ? dir->open_subdir(name) : std::nullopt;
   if (!module) return;  // made and removed again by the run, or not a folder
   // A traced export has no marker written last: only the end of its command says it is whole.
-  layout::EntryState state = state_of_written_folder(*module, name);
+  layout::EntryState state = local::state_of_written_folder(*module, name);
   bool complete = state == layout::EntryState::Success ||
                   (state == layout::EntryState::Traced && command_succeeded_);
   if (only_links(*module, 0)) {
@@ -239,13 +241,13 @@ void CaptureCache::classify(const std::string& compiler, const std::string& name
   }
 }
 
-void CaptureCache::scan_registry(const SafeDir& dir, const std::string& rel, int depth,
+void CaptureCache::scan_registry(const sys::SafeDir& dir, const std::string& rel, int depth,
                                  CaptureResult& result) const {
   for (const auto& item : dir.list()) {
     const std::string item_rel = rel + "/" + item.name;
-    if (item.type == NodeType::Directory && depth < kMaxDepth) {
+    if (item.type == sys::NodeType::Directory && depth < kMaxDepth) {
       if (auto sub = dir.open_subdir(item.name)) scan_registry(*sub, item_rel, depth + 1, result);
-    } else if ((item.type == NodeType::File || item.type == NodeType::Symlink) &&
+    } else if ((item.type == sys::NodeType::File || item.type == sys::NodeType::Symlink) &&
                !layout::is_temporary_file(item.name)) {
       // A temporary file is a registry write the command did not finish: not the run's output.
       result.registry_files.push_back(item_rel);
@@ -274,12 +276,13 @@ size_t CaptureCache::adopt(const CaptureResult& result) {
 
 namespace {
 
-void stage_files(EntryInstall& install, const SafeDir& dir, const std::string& prefix, int depth) {
+void stage_files(local::EntryInstall& install, const sys::SafeDir& dir, const std::string& prefix,
+                 int depth) {
   for (const auto& item : dir.list()) {
     // The compiler's lock file must not travel: EntryInstall holds the real entry's own.
-    if (item.type == NodeType::File && !layout::is_lock_file(item.name)) {
+    if (item.type == sys::NodeType::File && !layout::is_lock_file(item.name)) {
       install.link_file(prefix + item.name, dir.path() / item.name);
-    } else if (item.type == NodeType::Directory && depth < kMaxDepth) {
+    } else if (item.type == sys::NodeType::Directory && depth < kMaxDepth) {
       if (auto sub = dir.open_subdir(item.name)) {
         stage_files(install, *sub, prefix + item.name + "/", depth + 1);
       }
@@ -288,12 +291,12 @@ void stage_files(EntryInstall& install, const SafeDir& dir, const std::string& p
 }
 
 // Whether the '/'-path `rel` names a regular file below `root`, through no symlink.
-bool is_real_file(const SafeDir& root, const std::string& rel) {
+bool is_real_file(const sys::SafeDir& root, const std::string& rel) {
   auto parts = layout::split_path(rel);
   if (parts.size() < 2) return false;
   auto parent = open_parent(root, parts);
   auto node = parent ? parent->entry(parts.back()) : std::nullopt;
-  return node && node->type == NodeType::File;
+  return node && node->type == sys::NodeType::File;
 }
 
 }  // namespace
@@ -306,9 +309,9 @@ void CaptureCache::adopt_module(const CapturedModule& module, size_t& installed)
                             " is missing from the staging cache " + dir().string() +
                             ": was it deleted while the command ran?");
   }
-  EntryInstall install(root_, module.compiler_dir, module.name);
+  local::EntryInstall install(root_, module.compiler_dir, module.name);
   stage_files(install, *staged, "", 0);
-  if (install.commit() == InstallOutcome::Installed) ++installed;
+  if (install.commit() == local::InstallOutcome::Installed) ++installed;
 }
 
 void CaptureCache::adopt_registry_file(const std::string& rel_path, bool links) {
@@ -317,12 +320,12 @@ void CaptureCache::adopt_registry_file(const std::string& rel_path, bool links) 
   auto staged = open_parent(stage(), parts);
   const std::string& name = parts.back();
   auto node = staged ? staged->entry(name) : std::nullopt;
-  if (!node || (node->type == NodeType::Symlink) != links) return;
-  if (!links && node->type != NodeType::File) return;
+  if (!node || (node->type == sys::NodeType::Symlink) != links) return;
+  if (!links && node->type != sys::NodeType::File) return;
   std::optional<fs::path> target;
   if (links && !(target = real_link_target(*staged, name))) return;  // points outside the cache
-  SafeDir root = SafeDir::open(root_);
-  SafeDir real = root.make_path(rel_path.substr(0, rel_path.size() - name.size() - 1));
+  sys::SafeDir root = sys::SafeDir::open(root_);
+  sys::SafeDir real = root.make_path(rel_path.substr(0, rel_path.size() - name.size() - 1));
   if (real.entry(name)) return;  // the real cache's copy is never replaced
   if (links) {
     // Relative, unlike optimum-neuron's absolute aliases: a copy or move of the cache keeps them
@@ -340,7 +343,7 @@ void CaptureCache::adopt_registry_file(const std::string& rel_path, bool links) 
 // The real-cache path of what the staged alias `name` points at (optimum-neuron makes aliases
 // absolute). Nothing unless it points at a regular file of the staging cache
 // whose real counterpart exists.
-std::optional<fs::path> CaptureCache::real_link_target(const SafeDir& stage_dir,
+std::optional<fs::path> CaptureCache::real_link_target(const sys::SafeDir& stage_dir,
                                                        const std::string& name) const {
   char buffer[PATH_MAX];
   ssize_t n = readlinkat(stage_dir.fd(), name.c_str(), buffer, sizeof buffer - 1);
@@ -349,19 +352,19 @@ std::optional<fs::path> CaptureCache::real_link_target(const SafeDir& stage_dir,
   if (target.is_relative()) target = stage_dir.path() / target;
   auto rel = inside(target, stage().path());
   if (!rel) {
-    auto work_real = real_path(stage().path());
-    auto target_real = real_path(target);
+    auto work_real = sys::real_path(stage().path());
+    auto target_real = sys::real_path(target);
     if (work_real && target_real) rel = inside(*target_real, *work_real);
   }
-  if (!rel || !is_real_file(SafeDir::open(root_), rel->generic_string())) return std::nullopt;
+  if (!rel || !is_real_file(sys::SafeDir::open(root_), rel->generic_string())) return std::nullopt;
   return root_ / *rel;
 }
 
 namespace {
 
 // A view unused for kIdleViewSeconds, locked (no run holds it) and deleted.
-bool remove_idle_view(const SafeDir& area, const DirEntry& item) {
-  auto dir = item.type == NodeType::Directory ? area.open_subdir(item.name) : std::nullopt;
+bool remove_idle_view(const sys::SafeDir& area, const sys::DirEntry& item) {
+  auto dir = item.type == sys::NodeType::Directory ? area.open_subdir(item.name) : std::nullopt;
   if (!dir) return false;
   auto state = dir->entry(kViewStateFile);
   double last_use = state ? state->mtime : item.mtime;
@@ -377,8 +380,9 @@ bool remove_idle_view(const SafeDir& area, const DirEntry& item) {
 size_t remove_abandoned_work(const fs::path& cache_root) {
   std::error_code error;
   if (!fs::is_directory(cache_root, error)) return 0;
-  SafeDir root = SafeDir::open(cache_root);
-  std::optional<SafeDir> area = open_parent(root, layout::split_path(std::string(kWorkDir) + "/x"));
+  sys::SafeDir root = sys::SafeDir::open(cache_root);
+  std::optional<sys::SafeDir> area =
+      open_parent(root, layout::split_path(std::string(kWorkDir) + "/x"));
   if (!area) return 0;
   size_t removed = 0;
   for (const auto& item : area->list()) {
@@ -387,8 +391,8 @@ size_t remove_abandoned_work(const fs::path& cache_root) {
       continue;
     }
     // Held until the folder is gone, so its owner cannot be a live run.
-    std::optional<SafeDir> held;
-    if (!claim_abandoned(*area, item, held)) continue;
+    std::optional<sys::SafeDir> held;
+    if (!sys::claim_abandoned(*area, item, held)) continue;
     area->remove_tree(item.name);
     ++removed;
   }

@@ -26,7 +26,7 @@
 #include <vector>
 
 #include "neuron_cache/compile/work_area.h"
-#include "neuron_cache/store/safe_dir.h"
+#include "neuron_cache/sys/safe_dir.h"
 
 namespace neuron_cache::compile {
 
@@ -91,22 +91,22 @@ class CaptureCache {
 
  private:
   void make_work_folder(const std::string& label);
-  const SafeDir& stage() const;
+  const sys::SafeDir& stage() const;
   void collect_from_scan(CaptureResult& result);
   void collect_from_events(CaptureResult& result);
   void classify(const std::string& compiler, const std::string& name, CaptureResult& result);
-  void scan_registry(const SafeDir& dir, const std::string& rel, int depth,
+  void scan_registry(const sys::SafeDir& dir, const std::string& rel, int depth,
                      CaptureResult& result) const;
   void adopt_module(const CapturedModule& module, size_t& installed);
   void adopt_registry_file(const std::string& rel_path, bool links);
-  std::optional<std::filesystem::path> real_link_target(const SafeDir& stage_dir,
+  std::optional<std::filesystem::path> real_link_target(const sys::SafeDir& stage_dir,
                                                         const std::string& name) const;
 
   std::filesystem::path root_;
-  std::optional<SafeDir> work_area_;
+  std::optional<sys::SafeDir> work_area_;
   std::string work_name_;
-  std::optional<SafeDir> work_;
-  UniqueFd work_lock_;
+  std::optional<sys::SafeDir> work_;
+  sys::UniqueFd work_lock_;
   SeedViews* views_ = nullptr;
   SeedView* view_ = nullptr;                               // while held
   std::set<std::pair<std::string, std::string>> touched_;  // names of the view the run touched

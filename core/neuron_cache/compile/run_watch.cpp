@@ -33,7 +33,7 @@ bool RunWatch::begin(const SeedView& view) {
   if (!inotify_) {
     int fd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
     if (fd < 0) return false;
-    inotify_ = UniqueFd(fd);
+    inotify_ = sys::UniqueFd(fd);
   }
   drain(false);
   events_ = Events{};
@@ -47,7 +47,7 @@ bool RunWatch::begin(const SeedView& view) {
   if (!wake_) {
     int wake = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
     if (wake < 0) return false;
-    wake_ = UniqueFd(wake);
+    wake_ = sys::UniqueFd(wake);
   }
   thread_ = std::thread([this] {
     try {

@@ -18,7 +18,7 @@
 #include <thread>
 #include <utility>
 
-#include "neuron_cache/store/safe_dir.h"
+#include "neuron_cache/sys/safe_dir.h"
 
 namespace neuron_cache::compile {
 
@@ -55,8 +55,8 @@ class RunWatch {
   void drain(bool keep);
   void note(const inotify_event& event);
 
-  UniqueFd inotify_;
-  UniqueFd wake_;
+  sys::UniqueFd inotify_;
+  sys::UniqueFd wake_;
   std::map<int, std::pair<Kind, std::string>> watches_;
   Events events_;
   std::thread thread_;

@@ -16,7 +16,7 @@
 
 #include "neuron_cache/config/redact.h"
 #include "neuron_cache/process/process.h"
-#include "neuron_cache/store/safe_dir.h"
+#include "neuron_cache/sys/safe_dir.h"
 
 extern char** environ;
 
@@ -215,15 +215,15 @@ RunOutcome run_command(const CommandRun& run) {
         "cannot create the log file " + run.log_file.string() + ": " + std::strerror(errno);
     return outcome;
   }
-  UniqueFd log_fd(log);
+  sys::UniqueFd log_fd(log);
   // Always through a pipe, never straight to the log: the output is redacted on its way.
   int fds[2];
   if (pipe2(fds, O_CLOEXEC) != 0) {
     outcome.start_error = "cannot start " + run.argv[0] + ": " + std::strerror(errno);
     return outcome;
   }
-  UniqueFd read_end(fds[0]);
-  UniqueFd write_end(fds[1]);
+  sys::UniqueFd read_end(fds[0]);
+  sys::UniqueFd write_end(fds[1]);
   SpawnSetup setup;
   setup.redirect(write_end.get(), run.working_dir);
   auto start = std::chrono::steady_clock::now();
@@ -233,7 +233,7 @@ RunOutcome run_command(const CommandRun& run) {
     return outcome;
   }
   outcome.started = true;
-  write_end = UniqueFd();  // only the child writes now: its exit closes the pipe
+  write_end = sys::UniqueFd();  // only the child writes now: its exit closes the pipe
   int status = copy_output_until_exit(pid, read_end.get(), log_fd.get(), run, env);
   outcome.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   fill_exit(outcome, status);
@@ -243,7 +243,7 @@ RunOutcome run_command(const CommandRun& run) {
 std::string log_tail(const fs::path& log_file, size_t lines) {
   int fd = ::open(log_file.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) return "";
-  UniqueFd guard(fd);
+  sys::UniqueFd guard(fd);
   struct stat info {};
   if (fstat(fd, &info) != 0 || !S_ISREG(info.st_mode)) return "";
   off_t size = info.st_size;

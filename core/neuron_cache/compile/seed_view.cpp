@@ -20,8 +20,9 @@
 #include "neuron_cache/error.h"
 #include "neuron_cache/format/digest.h"
 #include "neuron_cache/format/layout.h"
-#include "neuron_cache/store/cache_tree.h"
-#include "neuron_cache/store/entry_install.h"
+#include "neuron_cache/local/cache_tree.h"
+#include "neuron_cache/local/entry_install.h"
+#include "neuron_cache/sys/random.h"
 
 namespace neuron_cache::compile {
 
@@ -75,7 +76,7 @@ std::string folder_stamp(int dir_fd, const std::string& name, bool* is_settled =
 // Calls fn(name, is_dir, inode) for each name in `dir`, from the directory listing alone (no
 // stat per name unless the filesystem gives no type): what keeps comparing 10,000 names cheap.
 template <typename Fn>
-size_t for_each_name(const SafeDir& dir, Fn fn) {
+size_t for_each_name(const sys::SafeDir& dir, Fn fn) {
   int fd = openat(dir.fd(), ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   DIR* stream = fd < 0 ? nullptr : fdopendir(fd);
   if (stream == nullptr) {
@@ -99,7 +100,7 @@ size_t for_each_name(const SafeDir& dir, Fn fn) {
   return count;
 }
 
-std::set<std::string> compiler_dirs(const SafeDir& dir) {
+std::set<std::string> compiler_dirs(const sys::SafeDir& dir) {
   std::set<std::string> names;
   for (const auto& item : dir.list()) {
     if (is_compiler_dir(item)) names.insert(item.name);
@@ -129,7 +130,7 @@ std::string boot_id() {
   static const std::string id = [] {
     std::string text;
     try {
-      text = SafeDir::open("/proc/sys/kernel/random").read_small_file("boot_id", 256);
+      text = sys::SafeDir::open("/proc/sys/kernel/random").read_small_file("boot_id", 256);
     } catch (const Error&) {
       return std::string("unknown");
     }
@@ -168,7 +169,7 @@ std::optional<ViewState> parse_state(const std::string& text, const std::string&
   return state;
 }
 
-std::optional<ViewState> read_state(const SafeDir& view, const std::string& trust) {
+std::optional<ViewState> read_state(const sys::SafeDir& view, const std::string& trust) {
   try {
     if (!view.entry(kStateFile)) return std::nullopt;
     return parse_state(view.read_small_file(kStateFile), trust);
@@ -177,7 +178,7 @@ std::optional<ViewState> read_state(const SafeDir& view, const std::string& trus
   }
 }
 
-void write_state(const SafeDir& view, const ViewState& state, const std::string& trust) {
+void write_state(const sys::SafeDir& view, const ViewState& state, const std::string& trust) {
   std::string text =
       std::string(kStateMagic) + "\nboot " + boot_id() + "\n" + trust + "\ntoken " + state.token;
   for (const auto& [compiler, stamp] : state.stamps) text += "\nstamp " + compiler + " " + stamp;
@@ -194,8 +195,9 @@ void write_state(const SafeDir& view, const ViewState& state, const std::string&
 // Seeding one entry.
 
 // A file of a real entry, for seeding: a regular file, or a symlink LocalCache trusts.
-UniqueFd open_seed_source(const LocalCache& cache, const SafeDir& dir, const DirEntry& item) {
-  if (item.type == NodeType::File) return dir.open_read(item.name);
+sys::UniqueFd open_seed_source(const local::LocalCache& cache, const sys::SafeDir& dir,
+                               const sys::DirEntry& item) {
+  if (item.type == sys::NodeType::File) return dir.open_read(item.name);
   auto target = cache.link_target(dir, item.name);
   if (!target) {
     throw operational_error((dir.path() / item.name).string() +
@@ -204,23 +206,23 @@ UniqueFd open_seed_source(const LocalCache& cache, const SafeDir& dir, const Dir
   int fd = ::open(target->c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
   if (fd < 0)
     throw operational_error("cannot open " + target->string() + ": " + std::strerror(errno));
-  UniqueFd guard(fd);
-  require_regular_file(fd, *target);
+  sys::UniqueFd guard(fd);
+  sys::require_regular_file(fd, *target);
   return guard;
 }
 
 struct LinkJob {
-  const LocalCache& cache;
-  const SafeDir& links;  // .links/<compiler>
+  const local::LocalCache& cache;
+  const sys::SafeDir& links;  // .links/<compiler>
   const std::string& compiler;
   std::string prefix;  // "<module>.<inode of the real folder>."
   int next = 0;
   size_t made = 0;
 };
 
-void link_one(const SafeDir& real, const DirEntry& item, const SafeDir& staged, LinkJob& job,
-              const std::string& up) {
-  UniqueFd fd = open_seed_source(job.cache, real, item);
+void link_one(const sys::SafeDir& real, const sys::DirEntry& item, const sys::SafeDir& staged,
+              LinkJob& job, const std::string& up) {
+  sys::UniqueFd fd = open_seed_source(job.cache, real, item);
   std::string flat = job.prefix + std::to_string(job.next++);
   unlinkat(job.links.fd(), flat.c_str(), 0);  // left by an unseed that was interrupted
   if (!job.links.link_fd(fd.get(), flat)) {
@@ -236,25 +238,25 @@ void link_one(const SafeDir& real, const DirEntry& item, const SafeDir& staged, 
 }
 
 // Mirrors `real` into `staged` as relative symlinks (`up` leads from `staged` to the view).
-void link_files(const SafeDir& real, const SafeDir& staged, LinkJob& job, const std::string& up,
-                int depth) {
+void link_files(const sys::SafeDir& real, const sys::SafeDir& staged, LinkJob& job,
+                const std::string& up, int depth) {
   for (const auto& item : real.list()) {
     if (layout::is_lock_file(item.name)) continue;
-    if (item.type == NodeType::Directory) {
+    if (item.type == sys::NodeType::Directory) {
       auto sub = depth < kMaxDepth ? real.open_subdir(item.name) : std::nullopt;
       if (sub) link_files(*sub, staged.make_subdir(item.name), job, up + "../", depth + 1);
-    } else if (item.type == NodeType::File || item.type == NodeType::Symlink) {
+    } else if (item.type == sys::NodeType::File || item.type == sys::NodeType::Symlink) {
       link_one(real, item, staged, job, up);
     }
   }
 }
 
 // Deletes the hard links the symlinks below `dir` point at (only plain names of `links`).
-void remove_links(const SafeDir& dir, const SafeDir& links, int depth) {
+void remove_links(const sys::SafeDir& dir, const sys::SafeDir& links, int depth) {
   for (const auto& item : dir.list()) {
-    if (item.type == NodeType::Directory && depth < kMaxDepth) {
+    if (item.type == sys::NodeType::Directory && depth < kMaxDepth) {
       if (auto sub = dir.open_subdir(item.name)) remove_links(*sub, links, depth + 1);
-    } else if (item.type == NodeType::Symlink) {
+    } else if (item.type == sys::NodeType::Symlink) {
       char buffer[PATH_MAX];
       ssize_t n = readlinkat(dir.fd(), item.name.c_str(), buffer, sizeof buffer - 1);
       if (n <= 0) continue;
@@ -266,9 +268,9 @@ void remove_links(const SafeDir& dir, const SafeDir& links, int depth) {
 }
 
 // Renamed away first, then deleted with its hard links: a run never meets a half-removed entry.
-bool hide_then_remove(const SafeDir& dir, const std::string& name,
-                      const std::optional<SafeDir>& links) {
-  std::string hidden = ".unseeding-" + random_hex(12);
+bool hide_then_remove(const sys::SafeDir& dir, const std::string& name,
+                      const std::optional<sys::SafeDir>& links) {
+  std::string hidden = ".unseeding-" + sys::random_hex(12);
   if (renameat(dir.fd(), name.c_str(), dir.fd(), hidden.c_str()) != 0) return false;
   auto sub = links ? dir.open_subdir(hidden) : std::nullopt;
   if (sub) remove_links(*sub, *links, 0);
@@ -297,10 +299,10 @@ class CacheFeed {
  public:
   explicit CacheFeed(fs::path root) : root_(std::move(root)) {}
 
-  bool start(const SafeDir& root) {
+  bool start(const sys::SafeDir& root) {
     int fd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
     if (fd < 0) return false;
-    fd_ = UniqueFd(fd);
+    fd_ = sys::UniqueFd(fd);
     if (!watch("")) return false;
     for (const auto& compiler : compiler_dirs(root)) {
       if (!watch(compiler)) return false;
@@ -369,7 +371,7 @@ class CacheFeed {
   }
 
   fs::path root_;
-  UniqueFd fd_;
+  sys::UniqueFd fd_;
   std::map<int, std::string> folders_;  // watch -> compiler folder ("" for the root)
   std::map<std::string, std::string> start_stamps_;
   std::vector<ModuleKey> log_;
@@ -383,7 +385,7 @@ std::optional<std::string> module_of_link(const std::string& link_name) {
   return owner ? std::optional<std::string>(owner->first) : std::nullopt;
 }
 
-std::optional<SafeDir> SeedView::links(const std::string& compiler) const {
+std::optional<sys::SafeDir> SeedView::links(const std::string& compiler) const {
   auto links = dir_->open_subdir(kLinksDir);
   return links ? links->open_subdir(compiler) : std::nullopt;
 }
@@ -395,7 +397,7 @@ std::vector<std::string> SeedView::compilers() const {
 
 // The work of one acquire() or release(), done without the mutex (the view is ours alone).
 struct SeedViews::Sync {
-  std::optional<SafeDir> root;
+  std::optional<sys::SafeDir> root;
   std::vector<std::string> notes;
   SeedStats stats;
   bool everything = false;                                   // compare every compiler folder
@@ -410,9 +412,9 @@ SeedViews::SeedViews(const fs::path& cache_root, std::vector<fs::path> trusted_l
       trusted_(std::move(trusted_link_roots)),
       options_(options) {
   if (!root_.has_filename()) root_ = root_.parent_path();  // "/a/b/" -> "/a/b"
-  SafeDir root = SafeDir::open_or_create(root_);
-  check_root_is_safe(root_);
-  cache_ = std::make_unique<LocalCache>(root_, trusted_);
+  sys::SafeDir root = sys::SafeDir::open_or_create(root_);
+  local::check_root_is_safe(root_);
+  cache_ = std::make_unique<local::LocalCache>(root_, trusted_);
   work_area_.emplace(root.make_path(kWorkDir));
   try {
     remove_abandoned_work(root_);
@@ -450,14 +452,14 @@ SeedView& SeedViews::acquire(std::vector<std::string>& notes) {
 namespace {
 
 // Locks the view folder `name` (made when missing). False when another run holds it.
-bool lock_view_folder(const SafeDir& area, const std::string& name, std::optional<SafeDir>& dir,
-                      UniqueFd& lock) {
-  SafeDir made = area.make_subdir(name);
+bool lock_view_folder(const sys::SafeDir& area, const std::string& name,
+                      std::optional<sys::SafeDir>& dir, sys::UniqueFd& lock) {
+  sys::SafeDir made = area.make_subdir(name);
   // Close-on-exec: a compiler child holding it would keep the view locked after we die.
-  UniqueFd fd(fcntl(made.fd(), F_DUPFD_CLOEXEC, 0));
+  sys::UniqueFd fd(fcntl(made.fd(), F_DUPFD_CLOEXEC, 0));
   if (!fd || flock(fd.get(), LOCK_EX | LOCK_NB) != 0) return false;
   // Deleted as idle by another process between make_subdir and flock: not a view any more.
-  if (!same_file(fd.get(), area.fd(), name.c_str())) return false;
+  if (!sys::same_file(fd.get(), area.fd(), name.c_str())) return false;
   dir.emplace(std::move(made));
   lock = std::move(fd);
   return true;
@@ -487,7 +489,7 @@ SeedView& SeedViews::pick_view() {
 
 void SeedViews::prepare(SeedView& view, std::vector<std::string>& notes) {
   Sync sync;
-  sync.root.emplace(SafeDir::open(root_));
+  sync.root.emplace(sys::SafeDir::open(root_));
   std::optional<ViewState> state = read_state(view.dir(), trust_line(trusted_));
   bool ours = state && !view.token_.empty() && state->token == view.token_;
   // Written back by release(): a view whose run was killed is rebuilt by its next user.
@@ -508,7 +510,7 @@ void SeedViews::release(SeedView& view, const std::set<ModuleKey>& touched, bool
   try {
     if (trusted) {
       Sync sync;
-      sync.root.emplace(SafeDir::open(root_));
+      sync.root.emplace(sys::SafeDir::open(root_));
       clean_after_run(view, touched, sync);
       bring_up_to_date(view, sync);
       record_state(view, sync);
@@ -522,7 +524,7 @@ void SeedViews::release(SeedView& view, const std::set<ModuleKey>& touched, bool
 
 void SeedViews::unlock(SeedView& view) {
   std::lock_guard lock(mutex_);
-  view.lock_ = UniqueFd();
+  view.lock_ = sys::UniqueFd();
   view.dir_.reset();
   view.busy_ = false;
 }
@@ -599,13 +601,13 @@ void SeedViews::plan_from_stamp(const std::string& compiler, Sync& sync) {
 // real folder they were seeded from (in their hard links' names): one readdir of each folder.
 void SeedViews::full_listing(SeedView& view, const std::string& compiler, Sync& sync) {
   ++sync.stats.full_listings;
-  std::optional<SafeDir> real = sync.root->open_subdir(compiler);
+  std::optional<sys::SafeDir> real = sync.root->open_subdir(compiler);
   if (!real) {
     drop_compiler(view, compiler);
     return;
   }
-  SafeDir staged = view.dir().make_subdir(compiler);
-  SafeDir links = view.dir().make_subdir(kLinksDir).make_subdir(compiler);
+  sys::SafeDir staged = view.dir().make_subdir(compiler);
+  sys::SafeDir links = view.dir().make_subdir(kLinksDir).make_subdir(compiler);
   std::map<std::string, std::string> real_inodes, seeded_inodes;
   std::set<std::string> staged_names;
   sync.stats.names_listed += for_each_name(*real, [&](std::string name, bool is_dir, uint64_t ino) {
@@ -636,7 +638,7 @@ void SeedViews::full_listing(SeedView& view, const std::string& compiler, Sync& 
 // entry is looked at again (it may have been replaced).
 void SeedViews::recheck(SeedView& view, const ModuleKey& key, Sync& sync) {
   unseed(view, key, sync);
-  std::optional<SafeDir> real = sync.root->open_subdir(key.first);
+  std::optional<sys::SafeDir> real = sync.root->open_subdir(key.first);
   if (real && key.second.starts_with(layout::kModulePrefix)) {
     consider(view, key, *real, sync);
   } else if (view.pending_.count(key.first)) {
@@ -649,7 +651,7 @@ void SeedViews::recheck_pending(SeedView& view, Sync& sync) {
   auto pending = view.pending_;
   for (const auto& [compiler, names] : pending) {
     if (sync.full.count(compiler)) continue;  // just compared
-    std::optional<SafeDir> real = sync.root->open_subdir(compiler);
+    std::optional<sys::SafeDir> real = sync.root->open_subdir(compiler);
     for (const auto& [name, stamp] : names) {
       if (!real) {
         view.pending_[compiler].erase(name);
@@ -661,7 +663,8 @@ void SeedViews::recheck_pending(SeedView& view, Sync& sync) {
 }
 
 // Seeds the real entry `key` (not in the view) when it is complete; otherwise it is pending.
-void SeedViews::consider(SeedView& view, const ModuleKey& key, const SafeDir& real, Sync& sync) {
+void SeedViews::consider(SeedView& view, const ModuleKey& key, const sys::SafeDir& real,
+                         Sync& sync) {
   const auto& [compiler, name] = key;
   ++sync.stats.entries_checked;
   std::string stamp = folder_stamp(real.fd(), name);
@@ -671,7 +674,7 @@ void SeedViews::consider(SeedView& view, const ModuleKey& key, const SafeDir& re
   }
   view.pending_[compiler][name] = stamp;  // until it is seeded
   try {
-    ModuleEntry entry = cache_->inspect_module(real, name);
+    local::ModuleEntry entry = cache_->inspect_module(real, name);
     if (!layout::is_complete(entry.state)) return;  // SUCCESS, or a whole traced export
     if (!entry.untrusted_links.empty()) {
       throw operational_error("has symlinks to untrusted places");
@@ -684,14 +687,14 @@ void SeedViews::consider(SeedView& view, const ModuleKey& key, const SafeDir& re
   }
 }
 
-void SeedViews::seed(SeedView& view, const ModuleKey& key, const SafeDir& real_compiler,
+void SeedViews::seed(SeedView& view, const ModuleKey& key, const sys::SafeDir& real_compiler,
                      Sync& sync) {
   const auto& [compiler, name] = key;
   if (name.size() > kMaxSeededName) throw operational_error("its name is too long to seed");
-  std::optional<SafeDir> real = real_compiler.open_subdir(name);
+  std::optional<sys::SafeDir> real = real_compiler.open_subdir(name);
   if (!real) throw operational_error("it disappeared while being seeded");
-  SafeDir staged = view.dir().make_subdir(compiler);
-  SafeDir links = view.dir().make_subdir(kLinksDir).make_subdir(compiler);
+  sys::SafeDir staged = view.dir().make_subdir(compiler);
+  sys::SafeDir links = view.dir().make_subdir(kLinksDir).make_subdir(compiler);
   // Made under a hidden name, then renamed: a run never sees an entry without all its files.
   const std::string temp = kSeedingPrefix + name;
   staged.remove_tree(temp);
@@ -708,7 +711,7 @@ void SeedViews::unseed(SeedView& view, const ModuleKey& key, Sync& sync) {
   const auto& [compiler, name] = key;
   auto staged = view.dir().open_subdir(compiler);
   if (!staged) return;
-  std::optional<SafeDir> links = view.links(compiler);
+  std::optional<sys::SafeDir> links = view.links(compiler);
   if (name.size() <= kMaxSeededName) hide_then_remove(*staged, kSeedingPrefix + name, links);
   if (hide_then_remove(*staged, name, links)) ++sync.stats.entries_unseeded;
 }
@@ -747,7 +750,7 @@ void SeedViews::clean_after_run(SeedView& view, const std::set<ModuleKey>& touch
 
 void SeedViews::record_state(SeedView& view, Sync& sync) {
   ViewState state;
-  state.token = random_hex(16);
+  state.token = sys::random_hex(16);
   state.pending = view.pending_;
   for (const auto& compiler : compiler_dirs(*sync.root)) {
     std::string stamp = settled_stamp(view, *sync.root, compiler);
@@ -761,7 +764,7 @@ void SeedViews::record_state(SeedView& view, Sync& sync) {
 // since the view was brought up to date, and its next change must show. Right after a change
 // (our own adopt, typically) the clock has not moved on yet: waiting for its next tick is
 // cheaper than a comparison of every name by the next process.
-std::string SeedViews::settled_stamp(const SeedView& view, const SafeDir& root,
+std::string SeedViews::settled_stamp(const SeedView& view, const sys::SafeDir& root,
                                      const std::string& compiler) {
   for (int attempt = 0; attempt < kStampAttempts; ++attempt) {
     bool is_settled = false;

@@ -43,9 +43,9 @@
 #include <vector>
 
 #include "neuron_cache/compile/run_watch.h"
-#include "neuron_cache/store/safe_dir.h"
+#include "neuron_cache/sys/safe_dir.h"
 
-namespace neuron_cache {
+namespace neuron_cache::local {
 class LocalCache;
 }
 
@@ -80,9 +80,9 @@ std::optional<std::string> module_of_link(const std::string& link_name);
 // One view folder. Only SeedViews changes it; CaptureCache reads its paths while it holds it.
 class SeedView {
  public:
-  const SafeDir& dir() const { return *dir_; }
+  const sys::SafeDir& dir() const { return *dir_; }
   // The folder of hard links of a compiler folder's seeded files; nothing when it has none.
-  std::optional<SafeDir> links(const std::string& compiler) const;
+  std::optional<sys::SafeDir> links(const std::string& compiler) const;
   // The compiler folders of the view (one per real one).
   std::vector<std::string> compilers() const;
   // Its runs' watch, kept while the SeedViews object lives.
@@ -91,8 +91,8 @@ class SeedView {
  private:
   friend class SeedViews;
   std::string name_;
-  std::optional<SafeDir> dir_;
-  UniqueFd lock_;
+  std::optional<sys::SafeDir> dir_;
+  sys::UniqueFd lock_;
   bool busy_ = false;
   std::string token_;   // written in its state file at our last release ("" = never)
   size_t applied_ = 0;  // changes of the feed log already applied
@@ -134,14 +134,15 @@ class SeedViews {
   void full_listing(SeedView& view, const std::string& compiler, Sync& sync);
   void recheck(SeedView& view, const ModuleKey& key, Sync& sync);
   void recheck_pending(SeedView& view, Sync& sync);
-  void consider(SeedView& view, const ModuleKey& key, const SafeDir& real, Sync& sync);
-  void seed(SeedView& view, const ModuleKey& key, const SafeDir& real_compiler, Sync& sync);
+  void consider(SeedView& view, const ModuleKey& key, const sys::SafeDir& real, Sync& sync);
+  void seed(SeedView& view, const ModuleKey& key, const sys::SafeDir& real_compiler, Sync& sync);
   void unseed(SeedView& view, const ModuleKey& key, Sync& sync);
   void drop_compiler(SeedView& view, const std::string& compiler);
   void wipe(SeedView& view, Sync& sync);
   void clean_after_run(SeedView& view, const std::set<ModuleKey>& touched, Sync& sync);
   void record_state(SeedView& view, Sync& sync);
-  std::string settled_stamp(const SeedView& view, const SafeDir& root, const std::string& compiler);
+  std::string settled_stamp(const SeedView& view, const sys::SafeDir& root,
+                            const std::string& compiler);
   bool unchanged_since_applied(const SeedView& view, const std::string& compiler);
   void unlock(SeedView& view);
   void add_stats(const SeedStats& more);
@@ -149,8 +150,8 @@ class SeedViews {
   std::filesystem::path root_;
   std::vector<std::filesystem::path> trusted_;
   SeedOptions options_;
-  std::unique_ptr<LocalCache> cache_;
-  std::optional<SafeDir> work_area_;
+  std::unique_ptr<local::LocalCache> cache_;
+  std::optional<sys::SafeDir> work_area_;
   std::unique_ptr<CacheFeed> feed_;
   mutable std::mutex mutex_;  // views_, the feed and its log, stats_
   std::vector<std::unique_ptr<SeedView>> views_;

@@ -8,8 +8,9 @@
 
 namespace neuron_cache::compile {
 
-bool is_compiler_dir(const DirEntry& item) {
-  return item.type == NodeType::Directory && layout::compiler_version_of(item.name).has_value();
+bool is_compiler_dir(const sys::DirEntry& item) {
+  return item.type == sys::NodeType::Directory &&
+         layout::compiler_version_of(item.name).has_value();
 }
 
 }  // namespace neuron_cache::compile

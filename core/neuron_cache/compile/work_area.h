@@ -7,7 +7,7 @@
 #include <string>
 #include <string_view>
 
-#include "neuron_cache/store/safe_dir.h"
+#include "neuron_cache/sys/safe_dir.h"
 
 namespace neuron_cache::compile {
 
@@ -20,7 +20,7 @@ inline constexpr std::string_view kViewPrefix = "view-";
 inline constexpr const char* kViewStateFile = ".state";
 
 // A neuronxcc-<version> folder (not a symlink to one).
-bool is_compiler_dir(const DirEntry& item);
+bool is_compiler_dir(const sys::DirEntry& item);
 
 // Deletes the staging caches of <root>/.cache/huggingface/neuron-cache-work whose owner is gone
 // (their flock is free), and seeded views unused for a week (they hold hard links to entries

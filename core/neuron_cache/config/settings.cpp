@@ -11,10 +11,10 @@
 #include "neuron_cache/config/redact.h"
 #include "neuron_cache/error.h"
 #include "neuron_cache/format/hub_names.h"
-#include "neuron_cache/format/store_name.h"
 #include "neuron_cache/format/layout.h"
+#include "neuron_cache/format/store_name.h"
 #include "neuron_cache/process/process.h"
-#include "neuron_cache/store/safe_dir.h"
+#include "neuron_cache/sys/safe_dir.h"
 
 extern char** environ;
 
@@ -296,7 +296,7 @@ std::string save_custom_cache_repo(const Settings& settings, const std::string& 
   hub_names::require_repo_id(repo, "the cache repo", "give it as org/name");
   std::filesystem::path file = settings.custom_cache_file.value;
   try {
-    replace_file(file, repo);  // folders 0755, the file 0644, whatever the umask
+    sys::replace_file(file, repo);  // folders 0755, the file 0644, whatever the umask
   } catch (const std::exception& e) {
     throw operational_error("cannot save the cache repo in " + file.string() + ": " + e.what() +
                             ": check that " + file.parent_path().string() +

@@ -10,7 +10,7 @@
 #include "neuron_cache/format/digest.h"
 #include "neuron_cache/hub/answer.h"
 #include "neuron_cache/hub/client.h"
-#include "neuron_cache/store/safe_dir.h"
+#include "neuron_cache/sys/fd.h"
 
 namespace neuron_cache::hub {
 namespace {
@@ -40,10 +40,10 @@ std::string base64(std::string_view bytes) {
   return out;
 }
 
-UniqueFd open_local(const std::filesystem::path& path) {
+sys::UniqueFd open_local(const std::filesystem::path& path) {
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) throw operational_error("cannot read " + path.string() + " to upload it");
-  return UniqueFd(fd);
+  return sys::UniqueFd(fd);
 }
 
 // Reads the file once: size, sha256 (LFS oid), git blob id (regular oid) and the 512-byte sample.
@@ -51,7 +51,7 @@ LocalFile describe(const CommitOperation& op) {
   LocalFile file;
   file.path_in_repo = op.path_in_repo;
   file.local = op.local;
-  UniqueFd fd = open_local(op.local);
+  sys::UniqueFd fd = open_local(op.local);
   file.size = static_cast<uint64_t>(lseek(fd.get(), 0, SEEK_END));
   Hasher sha256(HashAlgorithm::Sha256);
   Hasher git(HashAlgorithm::Sha1);
@@ -159,7 +159,7 @@ json lfs_batch_body(const std::vector<LocalFile*>& files, const std::string& rev
 // The uploads one LFS object needs: a single PUT, or the parts of a multipart upload.
 struct LfsUpload {
   LocalFile* file = nullptr;
-  UniqueFd fd;
+  sys::UniqueFd fd;
   std::vector<std::unique_ptr<PutExchange>> puts;
   std::string completion_url;  // multipart only
 };
@@ -319,7 +319,7 @@ void upload_lfs_objects(HubClient& client, const std::string& repo, const std::s
 }
 
 std::string read_whole(const std::filesystem::path& path, uint64_t size) {
-  UniqueFd fd = open_local(path);
+  sys::UniqueFd fd = open_local(path);
   std::string content(size, '\0');
   uint64_t done = 0;
   while (done < size) {

@@ -15,7 +15,7 @@
 #include "neuron_cache/manifest/command_template.h"
 #include "neuron_cache/pipeline/pipeline.h"
 #include "neuron_cache/remote/fetch.h"
-#include "neuron_cache/store/safe_dir.h"
+#include "neuron_cache/sys/safe_dir.h"
 
 namespace neuron_cache::pipeline {
 
@@ -68,7 +68,7 @@ std::optional<std::string> capture_problem(const compile::CaptureResult& capture
   return std::nullopt;
 }
 
-ai::Entry make_entry(const plan::Target& target, const LocalIndex& index,
+ai::Entry make_entry(const plan::Target& target, const local::LocalIndex& index,
                      const compile::CaptureResult& captured, double seconds) {
   ai::Entry entry;
   entry.key = target.key;
@@ -158,7 +158,7 @@ CompileOutcome Pipeline::compile_one(const plan::Target& target, bool listed_in_
     return out;
   }
   fs::path output_dir = absolute_output_dir(options_.output_dir);
-  make_directories(output_dir);
+  sys::make_directories(output_dir);
   std::unique_ptr<compile::CaptureCache> capture = capture_cache(c.name);
   out.notes = capture->not_seeded();
   compile::CommandRun run;
@@ -338,7 +338,7 @@ WrappedRun Pipeline::run_wrapped(const plan::Target* target, const std::vector<s
   WrappedRun out;
   std::string label = target ? target->configuration.name : "run";
   fs::path output_dir = absolute_output_dir(options_.output_dir);
-  make_directories(output_dir);
+  sys::make_directories(output_dir);
   std::unique_ptr<compile::CaptureCache> capture = capture_cache(label);
   for (const auto& text : capture->not_seeded()) note(true, kNotSeeded + text);
   compile::CommandRun run;

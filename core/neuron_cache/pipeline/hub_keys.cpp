@@ -5,7 +5,7 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
-#include "neuron_cache/store/safe_dir.h"
+#include "neuron_cache/sys/safe_dir.h"
 
 namespace neuron_cache::pipeline {
 namespace {
@@ -46,7 +46,8 @@ void HubKeys::remember(const std::vector<std::string>& keys) const {
   known.insert(keys.begin(), keys.end());
   if (known.size() == before) return;  // nothing new: nothing written
   try {
-    replace_file(file_, json{{"repo", repo_}, {"revision", revision_}, {"keys", known}}.dump());
+    sys::replace_file(file_,
+                      json{{"repo", repo_}, {"revision", revision_}, {"keys", known}}.dump());
   } catch (const std::exception&) {
     // Remembering only saves reading the index next time.
   }

@@ -7,11 +7,11 @@
 #include "neuron_cache/compile/seed_view.h"
 #include "neuron_cache/error.h"
 #include "neuron_cache/format/hub_names.h"
+#include "neuron_cache/local/export_dir.h"
 #include "neuron_cache/pipeline/hub_keys.h"
 #include "neuron_cache/pipeline/registry_memo.h"
 #include "neuron_cache/remote/lookup.h"
 #include "neuron_cache/remote/remote_index.h"
-#include "neuron_cache/store/export_dir.h"
 #include "neuron_cache/version.h"
 
 namespace neuron_cache::pipeline {
@@ -118,8 +118,8 @@ Pipeline::Pipeline(const Settings& settings, Remotes remotes, Options options)
   if (compiler_version_.empty() && !manifest_.configurations.empty()) {
     compiler_version_ = settings_.require_compiler_version();
   }
-  cache_ = std::make_unique<LocalCache>(root_, trusted_roots());
-  local_index_ = std::make_unique<LocalIndex>(*cache_);
+  cache_ = std::make_unique<local::LocalCache>(root_, trusted_roots());
+  local_index_ = std::make_unique<local::LocalIndex>(*cache_);
   open_store();
 }
 
@@ -250,14 +250,15 @@ namespace {
 // Registry links left pointing at another root by a copy or move of the cache (optimum-neuron's
 // aliases are absolute): how they are read, so that a configuration that looks incomplete is
 // explained.
-void note_foreign_links(const LocalCache& cache, const std::string& compiler_version,
+void note_foreign_links(const local::LocalCache& cache, const std::string& compiler_version,
                         plan::Plan& plan) {
   if (compiler_version.empty() || !cache.exists()) return;
   try {
     auto compiler =
-        SafeDir::open(cache.root()).open_subdir(layout::compiler_dir_name(compiler_version));
+        sys::SafeDir::open(cache.root()).open_subdir(layout::compiler_dir_name(compiler_version));
     if (!compiler) return;
-    for (auto& line : describe_foreign_links(cache.foreign_registry_links(*compiler), cache.root()))
+    for (auto& line :
+         local::describe_foreign_links(cache.foreign_registry_links(*compiler), cache.root()))
       plan.notes.push_back(std::move(line));
   } catch (const Error&) {
     // Only an explanation: an unreadable registry shows up in the rows themselves.
@@ -383,7 +384,7 @@ plan::Plan Pipeline::plan_run(const plan::Target& target) {
   if (row.status == plan::Status::Local && ai::covers(*local, *hub)) return plan;
   // Another machine's run added folders: fetch them, and keep this cache's own complete ones.
   ai::Entry wanted = ai::merged(complete_part(*local), *hub);
-  LocalIndex::Missing missing = local_index_->missing(wanted);
+  local::LocalIndex::Missing missing = local_index_->missing(wanted);
   row.entry = wanted;
   row.recorded = false;  // prefetch writes the union
   row.bytes_to_download = missing.bytes;
@@ -584,7 +585,8 @@ std::map<std::string, std::string> Pipeline::export_artifacts(const plan::Plan& 
     const std::string& name = row.target.configuration.name;
     try {
       exports[name] =
-          export_configuration(*cache_, *entry, std::filesystem::absolute(dir), name).string();
+          local::export_configuration(*cache_, *entry, std::filesystem::absolute(dir), name)
+              .string();
     } catch (const Error& error) {
       // One configuration that cannot be exported does not keep the others from it.
       cache_problem("cannot export " + name + ": " + error.what(), "it has no export folder");

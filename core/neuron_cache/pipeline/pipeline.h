@@ -22,6 +22,8 @@
 #include <vector>
 
 #include "neuron_cache/config/settings.h"
+#include "neuron_cache/local/cache_tree.h"
+#include "neuron_cache/local/local_index.h"
 #include "neuron_cache/manifest/manifest.h"
 #include "neuron_cache/plan/plan.h"
 #include "neuron_cache/plan/targets.h"
@@ -29,8 +31,6 @@
 #include "neuron_cache/remote/push.h"
 #include "neuron_cache/storage/policies.h"
 #include "neuron_cache/storage/store.h"
-#include "neuron_cache/store/cache_tree.h"
-#include "neuron_cache/store/local_index.h"
 
 namespace neuron_cache::compile {
 class CaptureCache;
@@ -136,7 +136,7 @@ class Pipeline {
   const std::string& compiler_version() const { return compiler_version_; }
   const std::filesystem::path& cache_root() const { return root_; }
   const std::vector<Notice>& notices() const { return notices_; }
-  const LocalIndex& local_index() const { return *local_index_; }
+  const local::LocalIndex& local_index() const { return *local_index_; }
   // Requests sent to the cache store since the pipeline opened it.
   size_t store_requests() const;
 
@@ -251,8 +251,8 @@ class Pipeline {
   std::string repo_origin_;
   std::string compiler_version_;
   std::filesystem::path root_;
-  std::unique_ptr<LocalCache> cache_;
-  std::unique_ptr<LocalIndex> local_index_;
+  std::unique_ptr<local::LocalCache> cache_;
+  std::unique_ptr<local::LocalIndex> local_index_;
   std::unique_ptr<remote::RemoteIndex> remote_;
   std::vector<Notice> notices_;
   size_t requests_at_start_ = 0;

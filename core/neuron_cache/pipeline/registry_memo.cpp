@@ -3,7 +3,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
-#include "neuron_cache/store/safe_dir.h"
+#include "neuron_cache/sys/safe_dir.h"
 
 namespace neuron_cache::pipeline {
 namespace {
@@ -88,7 +88,7 @@ void RegistryMemo::remember(const std::string& compiler_version,
   memo["scans"][scan_key(compiler_version, models)] = {{"has_registry", answer.has_registry},
                                                        {"candidates", candidates}};
   try {
-    replace_file(file_, memo.dump());
+    sys::replace_file(file_, memo.dump());
   } catch (const std::exception&) {
     // Remembering only saves asking again.
   }

@@ -15,8 +15,8 @@ namespace ai = artifact_index;
 constexpr size_t kMaxNearest = 3;
 
 // Bytes and files still missing locally for an entry.
-void count_missing(const ai::Entry& entry, const LocalIndex& local, PlanRow& row) {
-  LocalIndex::Missing missing = local.missing(entry);
+void count_missing(const ai::Entry& entry, const local::LocalIndex& local, PlanRow& row) {
+  local::LocalIndex::Missing missing = local.missing(entry);
   row.bytes_to_download = missing.bytes;
   row.files_to_download = missing.files;
 }
@@ -25,7 +25,7 @@ void count_missing(const ai::Entry& entry, const LocalIndex& local, PlanRow& row
 // every compiler version (a configuration cached for another compiler is worth a mention).
 std::vector<ai::Entry> known_entries(const std::vector<Target>& targets,
                                      const std::vector<const Target*>& misses,
-                                     const LocalIndex& local, remote::RemoteIndex* remote) {
+                                     const local::LocalIndex& local, remote::RemoteIndex* remote) {
   std::map<std::string, ai::Entry> known;
   std::set<std::string> versions;
   for (const auto& target : targets) versions.insert(target.inputs.compiler_version);
@@ -92,7 +92,7 @@ void mark_local(PlanRow& row, const ai::Entry& entry, bool recorded) {
 }
 
 // Local when the local index entry is complete; otherwise still Compile, for hub_row to decide.
-PlanRow local_row(const Target& target, const LocalIndex& local) {
+PlanRow local_row(const Target& target, const local::LocalIndex& local) {
   PlanRow row;
   row.target = target;
   if (!target.unkeyed.empty()) {
@@ -105,7 +105,7 @@ PlanRow local_row(const Target& target, const LocalIndex& local) {
   return row;
 }
 
-void hub_row(PlanRow& row, const LocalIndex& local, const remote::RemoteIndex& remote) {
+void hub_row(PlanRow& row, const local::LocalIndex& local, const remote::RemoteIndex& remote) {
   const ai::Entry* hub_entry = remote.find(row.target.inputs.compiler_version, row.target.key);
   if (!hub_entry) return;
   count_missing(*hub_entry, local, row);
@@ -197,7 +197,7 @@ std::string explain_difference(const std::vector<cache_key::Difference>& differe
   return "cached for " + have + "; you asked for " + want;
 }
 
-Plan make_plan(const std::vector<Target>& targets, const LocalIndex& local,
+Plan make_plan(const std::vector<Target>& targets, const local::LocalIndex& local,
                remote::RemoteIndex* remote, const std::string& hub_problem) {
   Plan plan;
   plan.hub_problem = hub_problem;

@@ -10,9 +10,9 @@
 #include <vector>
 
 #include "neuron_cache/format/artifact_index.h"
+#include "neuron_cache/local/local_index.h"
 #include "neuron_cache/plan/targets.h"
 #include "neuron_cache/remote/remote_index.h"
-#include "neuron_cache/store/local_index.h"
 
 namespace neuron_cache::plan {
 
@@ -81,7 +81,7 @@ struct Plan {
 std::set<std::pair<std::string, std::string>> shards_of(const std::vector<const Target*>& targets);
 
 // `remote` is null when the Hub is not asked (offline, or unreachable: say why in hub_problem).
-Plan make_plan(const std::vector<Target>& targets, const LocalIndex& local,
+Plan make_plan(const std::vector<Target>& targets, const local::LocalIndex& local,
                remote::RemoteIndex* remote, const std::string& hub_problem);
 
 // Compile rows that optimum-neuron's registry lists become Registry rows. A candidate matches

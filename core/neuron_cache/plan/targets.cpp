@@ -10,7 +10,7 @@
 #include "neuron_cache/error.h"
 #include "neuron_cache/format/pyjson.h"
 #include "neuron_cache/git/git_info.h"
-#include "neuron_cache/store/safe_dir.h"
+#include "neuron_cache/sys/safe_dir.h"
 
 namespace neuron_cache::plan {
 namespace {
@@ -139,7 +139,7 @@ void ModelResolver::remember(const std::string& memo, const ResolvedModel& model
     pyjson::Json item = {{"revision", *model.revision}, {"model_type", model.model_type}};
     if (json.contains(memo) && json[memo] == item) return;  // an unchanged run writes nothing
     json[memo] = item;
-    replace_file(memo_file_, pyjson::dumps(json, 2));
+    sys::replace_file(memo_file_, pyjson::dumps(json, 2));
   } catch (const std::exception&) {
     // Remembering is best effort: the next run asks the Hub again.
   }

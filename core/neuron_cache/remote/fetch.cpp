@@ -13,9 +13,9 @@
 #include "neuron_cache/format/digest.h"
 #include "neuron_cache/format/layout.h"
 #include "neuron_cache/format/registry.h"
-#include "neuron_cache/store/entry_install.h"
-#include "neuron_cache/store/local_index.h"
-#include "neuron_cache/store/safe_dir.h"
+#include "neuron_cache/local/entry_install.h"
+#include "neuron_cache/local/local_index.h"
+#include "neuron_cache/sys/safe_dir.h"
 
 namespace neuron_cache::remote {
 namespace {
@@ -33,12 +33,12 @@ std::string folder_path(const std::string& compiler_dir, const std::string& name
 // EntryInstall's rule for a complete folder (SUCCESS, or a TRACED export), from regular files
 // alone: a folder whose files are symlinks into the Hugging Face file cache is not complete, and
 // fetching it replaces the links by files.
-bool complete_locally(const LocalCache& cache, const std::string& compiler_dir,
+bool complete_locally(const local::LocalCache& cache, const std::string& compiler_dir,
                       const std::string& name) {
   if (!cache.exists()) return false;
-  auto compiler = SafeDir::open(cache.root()).open_subdir(compiler_dir);
+  auto compiler = sys::SafeDir::open(cache.root()).open_subdir(compiler_dir);
   auto module = compiler ? compiler->open_subdir(name) : std::nullopt;
-  return module && layout::is_complete(state_of_written_folder(*module, name));
+  return module && layout::is_complete(local::state_of_written_folder(*module, name));
 }
 
 bool is_module_name(const std::string& name) {
@@ -76,9 +76,9 @@ void take_listing(const std::vector<storage::RemoteEntry>& listing, const std::s
   }
 }
 
-ModulePlan plan_one(storage::Store& store, const std::string& revision, const LocalCache& cache,
-                    const std::string& compiler_dir, const std::string& name,
-                    uint64_t& listing_requests) {
+ModulePlan plan_one(storage::Store& store, const std::string& revision,
+                    const local::LocalCache& cache, const std::string& compiler_dir,
+                    const std::string& name, uint64_t& listing_requests) {
   ModulePlan plan{name, FetchStatus::Installed, "", {}};
   if (!is_module_name(name)) {
     plan.status = FetchStatus::Failed;
@@ -131,7 +131,7 @@ std::string sha256_of_fd(int fd, const std::string& what) {
 struct Job {
   const ModulePlan* plan = nullptr;
   ModuleFetch* out = nullptr;
-  std::unique_ptr<EntryInstall> install;
+  std::unique_ptr<local::EntryInstall> install;
   ai::ModuleRecord record;
   std::string error;
 };
@@ -142,7 +142,7 @@ void download_files(storage::Store& store, const std::string& revision,
                     FetchResult& result) {
   for (size_t start = 0; start < files.size(); start += kRequestsPerBatch) {
     size_t end = std::min(files.size(), start + kRequestsPerBatch);
-    std::vector<UniqueFd> fds;
+    std::vector<sys::UniqueFd> fds;
     std::vector<storage::DownloadRequest> requests;
     for (size_t i = start; i < end; ++i) {
       auto [job, index] = files[i];
@@ -171,16 +171,16 @@ void download_files(storage::Store& store, const std::string& revision,
 }
 
 // Downloads then installs one batch of folders (commit_all: one flush per phase for the batch).
-void fetch_batch(storage::Store& store, const std::string& revision, const LocalCache& cache,
+void fetch_batch(storage::Store& store, const std::string& revision, const local::LocalCache& cache,
                  const std::string& compiler_dir, std::vector<Job>& jobs, FetchResult& result) {
   std::vector<std::pair<Job*, size_t>> files;
   for (auto& job : jobs) {
-    job.install = std::make_unique<EntryInstall>(cache.root(), compiler_dir, job.plan->name);
+    job.install = std::make_unique<local::EntryInstall>(cache.root(), compiler_dir, job.plan->name);
     job.record.name = job.plan->name;
     for (size_t i = 0; i < job.plan->files.size(); ++i) files.emplace_back(&job, i);
   }
   download_files(store, revision, compiler_dir, files, result);
-  std::vector<EntryInstall::BatchItem> ready;
+  std::vector<local::EntryInstall::BatchItem> ready;
   std::vector<Job*> ready_jobs;
   for (auto& job : jobs) {
     if (!job.error.empty()) {
@@ -192,7 +192,7 @@ void fetch_batch(storage::Store& store, const std::string& revision, const Local
     ready_jobs.push_back(&job);
   }
   try {
-    EntryInstall::commit_all(ready);
+    local::EntryInstall::commit_all(ready);
   } catch (const std::exception& e) {
     for (auto& item : ready) {
       if (!item.outcome && item.error.empty()) item.error = e.what();
@@ -203,7 +203,7 @@ void fetch_batch(storage::Store& store, const std::string& revision, const Local
     if (!ready[i].outcome) {
       out.status = FetchStatus::Failed;
       out.error = "cannot install " + folder_path(compiler_dir, out.name) + ": " + ready[i].error;
-    } else if (*ready[i].outcome == InstallOutcome::AlreadyComplete) {
+    } else if (*ready[i].outcome == local::InstallOutcome::AlreadyComplete) {
       out.status = FetchStatus::AlreadyPresent;  // another writer finished it meanwhile
     } else {
       out.status = FetchStatus::Installed;
@@ -243,7 +243,8 @@ bool FetchResult::ok() const {
 }
 
 std::vector<ModulePlan> plan_modules(storage::Store& store, const std::string& revision,
-                                     const LocalCache& cache, const std::string& compiler_dir,
+                                     const local::LocalCache& cache,
+                                     const std::string& compiler_dir,
                                      const std::vector<std::string>& module_names,
                                      uint64_t* listing_requests) {
   if (!compiler_dir.starts_with(layout::kCompilerDirPrefix) ||
@@ -263,7 +264,7 @@ std::vector<ModulePlan> plan_modules(storage::Store& store, const std::string& r
 }
 
 FetchResult fetch_modules(storage::Store& store, const std::string& revision,
-                          const LocalCache& cache, const std::string& compiler_dir,
+                          const local::LocalCache& cache, const std::string& compiler_dir,
                           const std::vector<std::string>& module_names) {
   FetchResult result;
   std::vector<ModulePlan> plans =
@@ -417,9 +418,9 @@ std::vector<RegistryFile> find_registry_entry(storage::Store& store, const std::
 }
 
 std::vector<RegistryFetch> fetch_registry_files(storage::Store& store, const std::string& revision,
-                                                const LocalCache& cache,
+                                                const local::LocalCache& cache,
                                                 const std::vector<RegistryFile>& files) {
-  LocalIndex local(cache);
+  local::LocalIndex local(cache);
   std::vector<RegistryFetch> out;
   for (const auto& file : files) {
     RegistryFetch fetch{file, FetchStatus::Failed, ""};
@@ -430,12 +431,12 @@ std::vector<RegistryFetch> fetch_registry_files(storage::Store& store, const std
         out.push_back(fetch);
         continue;
       }
-      UniqueFd fd(memfd_create("registry", MFD_CLOEXEC));
+      sys::UniqueFd fd(memfd_create("registry", MFD_CLOEXEC));
       if (!fd) throw operational_error("cannot create a memory file for " + path);
       std::vector<storage::DownloadRequest> request{{path, fd.get(), file.entry}};
       storage::DownloadResult d = store.download(revision, request).front();
       if (!d.ok) throw operational_error(d.error);
-      std::string text = read_whole_fd(fd.get());
+      std::string text = sys::read_whole_fd(fd.get());
       if (registry::entry_hash(text) != file.hash) {
         throw input_error("its text does not hash to its name (SHA-512 prefix " +
                           registry::entry_hash(text) + "): not a registry entry, refused");

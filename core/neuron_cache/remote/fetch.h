@@ -12,8 +12,8 @@
 
 #include "neuron_cache/format/artifact_index.h"
 #include "neuron_cache/hub/failures.h"
+#include "neuron_cache/local/cache_tree.h"
 #include "neuron_cache/storage/store.h"
-#include "neuron_cache/store/cache_tree.h"
 
 namespace neuron_cache::remote {
 
@@ -57,7 +57,8 @@ struct FetchResult {
 // request, every other one costs one recursive listing. Refuses (Failed) a folder whose listing
 // has more than kMaxFilesPerModule files or a path that is not a safe relative path inside it.
 std::vector<ModulePlan> plan_modules(storage::Store& store, const std::string& revision,
-                                     const LocalCache& cache, const std::string& compiler_dir,
+                                     const local::LocalCache& cache,
+                                     const std::string& compiler_dir,
                                      const std::vector<std::string>& module_names,
                                      uint64_t* listing_requests = nullptr);
 
@@ -73,7 +74,7 @@ std::vector<ModulePlan> plan_modules(storage::Store& store, const std::string& r
 // Traced export folders (MODULE_<entry hash>, no model.neff/model.done) are fetched like the
 // others; one is complete locally when it is TRACED from its regular files (layout.h).
 FetchResult fetch_modules(storage::Store& store, const std::string& revision,
-                          const LocalCache& cache, const std::string& compiler_dir,
+                          const local::LocalCache& cache, const std::string& compiler_dir,
                           const std::vector<std::string>& module_names);
 
 // The neuronxcc-* folders at the root of `repo` (one listing).
@@ -113,7 +114,7 @@ struct RegistryFetch {
 // verified against its listing, refused unless its name is the SHA-512 prefix of its text (a
 // registry file is content-addressed), then written atomically.
 std::vector<RegistryFetch> fetch_registry_files(storage::Store& store, const std::string& revision,
-                                                const LocalCache& cache,
+                                                const local::LocalCache& cache,
                                                 const std::vector<RegistryFile>& files);
 
 }  // namespace neuron_cache::remote

@@ -12,7 +12,7 @@
 #include "neuron_cache/error.h"
 #include "neuron_cache/format/digest.h"
 #include "neuron_cache/format/layout.h"
-#include "neuron_cache/store/entry_install.h"
+#include "neuron_cache/local/entry_install.h"
 
 namespace neuron_cache::remote {
 namespace {
@@ -30,8 +30,8 @@ struct ModuleJob {
 
 struct Staged {
   ModuleJob* job;
-  std::unique_ptr<EntryInstall> install;
-  std::vector<UniqueFd> fds;
+  std::unique_ptr<local::EntryInstall> install;
+  std::vector<sys::UniqueFd> fds;
   size_t first_request = 0;
   size_t requests = 0;
 };
@@ -51,7 +51,7 @@ storage::RemoteEntry expected(const ai::FileRecord& file) {
 }
 
 std::vector<ModuleJob> modules_to_fetch(const std::vector<ai::Entry>& entries,
-                                        const LocalIndex& local, PrefetchResult& result) {
+                                        const local::LocalIndex& local, PrefetchResult& result) {
   std::map<std::string, ModuleJob> jobs;
   std::set<std::string> present;
   for (const auto& entry : entries) {
@@ -79,8 +79,8 @@ std::vector<ModuleJob> modules_to_fetch(const std::vector<ai::Entry>& entries,
   return out;
 }
 
-std::vector<EntryInstall::ExpectedFile> expected_files(const ai::ModuleRecord& record) {
-  std::vector<EntryInstall::ExpectedFile> files;
+std::vector<local::EntryInstall::ExpectedFile> expected_files(const ai::ModuleRecord& record) {
+  std::vector<local::EntryInstall::ExpectedFile> files;
   for (const auto& file : record.files) files.push_back({file.name, file.size, file.sha256});
   return files;
 }
@@ -93,7 +93,7 @@ void fail_keys(const std::vector<std::string>& keys, const std::string& why,
 // A batch whose files are downloaded and verified, waiting to be installed.
 struct DownloadedBatch {
   std::vector<Staged> staged;  // owns the staged folders
-  std::vector<EntryInstall::BatchItem> ready;
+  std::vector<local::EntryInstall::BatchItem> ready;
   std::vector<const std::vector<std::string>*> keys_of;  // per ready item
   PrefetchResult installed;  // what installing it did, merged by the caller
 };
@@ -101,7 +101,7 @@ struct DownloadedBatch {
 // The downloaded folders of a batch go in together: one flush of the filesystem per phase.
 void install_all(DownloadedBatch& batch) {
   try {
-    EntryInstall::commit_all(batch.ready);
+    local::EntryInstall::commit_all(batch.ready);
   } catch (const std::exception& e) {
     for (auto& item : batch.ready) {
       if (!item.outcome && item.error.empty()) item.error = e.what();
@@ -117,19 +117,19 @@ void install_all(DownloadedBatch& batch) {
 }
 
 DownloadedBatch download_batch(storage::Store& store, const std::string& revision,
-                               const LocalIndex& local, std::vector<ModuleJob*> batch,
+                               const local::LocalIndex& local, std::vector<ModuleJob*> batch,
                                const std::vector<std::string>& staging_folders,
                                PrefetchResult& result) {
   DownloadedBatch out;
   std::vector<Staged>& staged = out.staged;
   std::vector<storage::DownloadRequest> requests;
   for (ModuleJob* job : batch) {
-    Staged s{
-        job,
-        std::make_unique<EntryInstall>(local.cache().root(), job->compiler_dir, job->record->name),
-        {},
-        requests.size()};
-    EntryInstall::Reused reused =
+    Staged s{job,
+             std::make_unique<local::EntryInstall>(local.cache().root(), job->compiler_dir,
+                                                   job->record->name),
+             {},
+             requests.size()};
+    local::EntryInstall::Reused reused =
         s.install->reuse_abandoned(expected_files(*job->record), staging_folders);
     result.files_reused += reused.files.size();
     result.bytes_reused += reused.bytes;
@@ -204,11 +204,12 @@ class Installer {
   std::exception_ptr failure_;
 };
 
-void fetch_registry(storage::Store& store, const std::string& revision, const LocalIndex& local,
-                    const ai::Entry& entry, PrefetchResult& result) {
+void fetch_registry(storage::Store& store, const std::string& revision,
+                    const local::LocalIndex& local, const ai::Entry& entry,
+                    PrefetchResult& result) {
   for (const auto& file : entry.registry) {
     if (local.registry_file_present(entry.compiler_dir(), file)) continue;
-    UniqueFd fd(memfd_create("registry", MFD_CLOEXEC));
+    sys::UniqueFd fd(memfd_create("registry", MFD_CLOEXEC));
     if (!fd) throw operational_error("cannot create a memory file for a registry entry");
     std::vector<storage::DownloadRequest> request{
         {entry.compiler_dir() + "/" + file.name, fd.get(), expected(file)}};
@@ -218,25 +219,25 @@ void fetch_registry(storage::Store& store, const std::string& revision, const Lo
       result.failed.emplace(entry.key, file.name + ": " + d.error);
       return;
     }
-    local.install_registry_file(entry.compiler_dir(), file.name, read_whole_fd(fd.get()));
+    local.install_registry_file(entry.compiler_dir(), file.name, sys::read_whole_fd(fd.get()));
     ++result.files_downloaded;
   }
 }
 
 }  // namespace
 
-PrefetchResult prefetch(storage::Store& store, const std::string& revision, const LocalIndex& local,
-                        const std::vector<ai::Entry>& entries,
+PrefetchResult prefetch(storage::Store& store, const std::string& revision,
+                        const local::LocalIndex& local, const std::vector<ai::Entry>& entries,
                         const std::function<void(const std::string&)>& on_wait) {
   PrefetchResult result;
   // Before looking at what is missing: after a wait, what the other prefetch installed is there.
-  PrefetchLock lock = PrefetchLock::acquire(local.cache().root(), on_wait);
+  local::PrefetchLock lock = local::PrefetchLock::acquire(local.cache().root(), on_wait);
   std::vector<ModuleJob> jobs = modules_to_fetch(entries, local, result);
   // What killed prefetches left, listed once: the modules of this run look there by name. Only
   // saves downloads, so a folder that cannot be listed is as good as empty.
   std::vector<std::string> staging_folders;
   try {
-    if (!jobs.empty()) staging_folders = list_staging_folders(local.cache().root());
+    if (!jobs.empty()) staging_folders = local::list_staging_folders(local.cache().root());
   } catch (const Error&) {
   }
   {
@@ -252,7 +253,7 @@ PrefetchResult prefetch(storage::Store& store, const std::string& revision, cons
   // Staging no live writer holds (what killed prefetches left and nothing above reused) would
   // only fill the disk.
   try {
-    remove_abandoned_staging(local.cache().root(), false, &result.staging_reclaimed);
+    local::remove_abandoned_staging(local.cache().root(), false, &result.staging_reclaimed);
   } catch (const Error&) {
     // Nothing installed depends on it; `neuron-cache cleanup` tries again.
   }

@@ -11,8 +11,8 @@
 #include <vector>
 
 #include "neuron_cache/format/artifact_index.h"
+#include "neuron_cache/local/local_index.h"
 #include "neuron_cache/storage/store.h"
-#include "neuron_cache/store/local_index.h"
 
 namespace neuron_cache::remote {
 
@@ -31,7 +31,8 @@ struct PrefetchResult {
 // One prefetch into a cache at a time (PrefetchLock): a second one waits, telling `on_wait`, then
 // downloads only what the first did not install. Files a killed prefetch staged whole are reused;
 // the rest of its staging is deleted.
-PrefetchResult prefetch(storage::Store& store, const std::string& revision, const LocalIndex& local,
+PrefetchResult prefetch(storage::Store& store, const std::string& revision,
+                        const local::LocalIndex& local,
                         const std::vector<artifact_index::Entry>& entries,
                         const std::function<void(const std::string&)>& on_wait = {});
 

@@ -12,7 +12,7 @@
 #include "neuron_cache/format/layout.h"
 #include "neuron_cache/remote/commit_on_head.h"
 #include "neuron_cache/remote/remote_index.h"
-#include "neuron_cache/store/safe_dir.h"
+#include "neuron_cache/sys/safe_dir.h"
 
 namespace neuron_cache::remote {
 namespace {
@@ -21,7 +21,7 @@ namespace ai = artifact_index;
 namespace fs = std::filesystem;
 
 // Why the local files no longer match the entry, or nothing when they do.
-std::optional<std::string> check_local(const LocalIndex& local, const ai::Entry& entry) {
+std::optional<std::string> check_local(const local::LocalIndex& local, const ai::Entry& entry) {
   for (const auto& module : entry.modules) {
     if (!local.module_complete(entry.compiler_dir(), module)) {
       return module.name + " is not complete in the local cache";
@@ -55,7 +55,8 @@ class TempFile {
     close(fd);
     path_ = pattern;
     try {
-      write_whole_file(path_, content);  // a full /tmp must fail the push, not send a short index
+      sys::write_whole_file(path_,
+                            content);  // a full /tmp must fail the push, not send a short index
     } catch (...) {
       unlink(path_.c_str());
       throw;
@@ -93,8 +94,8 @@ bool listed(const std::vector<Record>& records, const std::string& name) {
 
 // The files of `entry`, except those of the modules and registry files the Hub's entry of the
 // same key (`on_hub`, when there is one) already lists: a grown entry sends only what it added.
-void add_entry_files(const LocalIndex& local, const ai::Entry& entry, const ai::Entry* on_hub,
-                     Attempt& attempt) {
+void add_entry_files(const local::LocalIndex& local, const ai::Entry& entry,
+                     const ai::Entry* on_hub, Attempt& attempt) {
   fs::path compiler = local.cache().root() / entry.compiler_dir();
   for (const auto& module : entry.modules) {
     if (on_hub && listed(on_hub->modules, module.name)) continue;
@@ -142,7 +143,7 @@ ai::Entry grown(const ai::Entry* on_hub, const ai::Entry& entry) {
 
 // Only the shards of the pushed configurations' models are read and rewritten: the index data
 // a push sends does not grow with the repo.
-Attempt prepare(storage::Store& store, const std::string& head, const LocalIndex& local,
+Attempt prepare(storage::Store& store, const std::string& head, const local::LocalIndex& local,
                 const std::vector<const ai::Entry*>& entries) {
   Attempt attempt;
   std::map<std::string, std::vector<const ai::Entry*>> by_shard;
@@ -180,7 +181,7 @@ std::string push_commit_message(size_t configurations) {
          (configurations == 1 ? " configuration" : " configurations");
 }
 
-PushResult push(storage::Store& store, const LocalIndex& local,
+PushResult push(storage::Store& store, const local::LocalIndex& local,
                 const std::vector<ai::Entry>& entries, const PushOptions& options) {
   PushResult result;
   std::vector<const ai::Entry*> ready;
@@ -209,7 +210,7 @@ PushResult push(storage::Store& store, const LocalIndex& local,
   return result;
 }
 
-PushResult push_modules(storage::Store& store, const LocalIndex& local,
+PushResult push_modules(storage::Store& store, const local::LocalIndex& local,
                         const std::vector<std::string>& modules, const PushOptions& options) {
   PushResult result;
   std::vector<storage::CommitOperation> operations;

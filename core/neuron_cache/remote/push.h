@@ -14,8 +14,8 @@
 
 #include "neuron_cache/format/artifact_index.h"
 #include "neuron_cache/hub/failures.h"
+#include "neuron_cache/local/local_index.h"
 #include "neuron_cache/storage/store.h"
-#include "neuron_cache/store/local_index.h"
 
 namespace neuron_cache::remote {
 
@@ -34,12 +34,12 @@ struct PushResult {
 
 std::string push_commit_message(size_t configurations);
 
-PushResult push(storage::Store& store, const LocalIndex& local,
+PushResult push(storage::Store& store, const local::LocalIndex& local,
                 const std::vector<artifact_index::Entry>& entries, const PushOptions& options = {});
 
 // Uploads complete MODULE_ folders ("neuronxcc-<v>/MODULE_...") in one commit, without index
 // entries: what a run without a declared configuration compiled.
-PushResult push_modules(storage::Store& store, const LocalIndex& local,
+PushResult push_modules(storage::Store& store, const local::LocalIndex& local,
                         const std::vector<std::string>& modules, const PushOptions& options = {});
 
 }  // namespace neuron_cache::remote

@@ -14,7 +14,7 @@
 #include "neuron_cache/git/git_info.h"
 #include "neuron_cache/hub/answer.h"
 #include "neuron_cache/hub/client.h"
-#include "neuron_cache/store/safe_dir.h"
+#include "neuron_cache/sys/safe_dir.h"
 
 namespace neuron_cache::remote {
 namespace {
@@ -52,7 +52,7 @@ nlohmann::json read_answers(const fs::path& file, const std::string& revision) {
 void keep_answers(const fs::path& file, const nlohmann::json& answers) {
   if (file.empty()) return;
   try {
-    replace_file(file, answers.dump());
+    sys::replace_file(file, answers.dump());
   } catch (const std::exception&) {
     // Kept answers only save a request next time.
   }
@@ -143,7 +143,7 @@ std::map<std::string, std::string> RemoteIndex::fetch(
     const std::vector<storage::RemoteEntry>& files) {
   std::map<std::string, std::string> texts;
   std::vector<storage::DownloadRequest> requests;
-  std::vector<UniqueFd> fds;
+  std::vector<sys::UniqueFd> fds;
   for (const auto& file : files) {
     if (auto copy = read_copy(file)) {
       texts.emplace(file.path, std::move(*copy));
@@ -163,7 +163,7 @@ std::map<std::string, std::string> RemoteIndex::fetch(
                           "): its configurations count as not cached");
       continue;
     }
-    std::string text = read_whole_fd(fds[i].get());
+    std::string text = sys::read_whole_fd(fds[i].get());
     keep_copy(file, text);
     texts.emplace(file.path, std::move(text));
   }
@@ -211,10 +211,10 @@ std::vector<const ai::Entry*> RemoteIndex::entries_of(const cache_key::KeyInputs
 std::optional<std::string> RemoteIndex::read_copy(const storage::RemoteEntry& file) const {
   if (copies_.empty() || oid_of(file).empty()) return std::nullopt;
   fs::path path = copies_ / file.path / (oid_of(file) + ".json");
-  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK));  // a FIFO never blocks
+  sys::UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK));  // a FIFO never blocks
   if (!fd) return std::nullopt;
   std::string text =
-      read_whole_fd(fd.get());  // in bulk: a character iterator costs ms on a large file
+      sys::read_whole_fd(fd.get());  // in bulk: a character iterator costs ms on a large file
   if (!store_->content_matches(file, text)) return std::nullopt;  // damaged: fetch it again
   return text;
 }
@@ -226,7 +226,7 @@ void RemoteIndex::keep_copy(const storage::RemoteEntry& file, const std::string&
     // an answer, so it stays below copies_.
     fs::path dir = copies_ / file.path;
     fs::remove_all(dir);  // older copies of this file are outdated
-    replace_file(dir / (oid_of(file) + ".json"), text);
+    sys::replace_file(dir / (oid_of(file) + ".json"), text);
   } catch (const std::exception&) {
     // A copy only saves a download next time.
   }

@@ -21,19 +21,19 @@ bool excluded(const std::string& path) {
   return path.starts_with(".cache/huggingface/") || path == ".git" || path.starts_with(".git/");
 }
 
-void walk(const LocalCache& cache, const SafeDir& dir, const std::string& prefix,
+void walk(const local::LocalCache& cache, const sys::SafeDir& dir, const std::string& prefix,
           std::vector<LocalCacheFile>& out, std::vector<std::string>& skipped) {
   for (const auto& item : dir.list()) {
     std::string path = prefix.empty() ? item.name : prefix + "/" + item.name;
     if (excluded(path)) continue;
     // Half-written by a writer still running or killed: never something to share.
-    if (item.type != NodeType::Directory && layout::is_temporary_file(item.name)) continue;
-    if (item.type == NodeType::Directory) {
+    if (item.type != sys::NodeType::Directory && layout::is_temporary_file(item.name)) continue;
+    if (item.type == sys::NodeType::Directory) {
       if (auto sub = dir.open_subdir(item.name)) walk(cache, *sub, path, out, skipped);
-    } else if (item.type == NodeType::File) {
+    } else if (item.type == sys::NodeType::File) {
       out.push_back({path, dir.path() / item.name, item.size});
-    } else if (auto target = item.type == NodeType::Symlink ? cache.link_target(dir, item.name)
-                                                            : std::nullopt) {
+    } else if (auto target = item.type == sys::NodeType::Symlink ? cache.link_target(dir, item.name)
+                                                                 : std::nullopt) {
       std::error_code error;
       if (fs::is_regular_file(*target, error)) {
         out.push_back({path, *target, static_cast<uint64_t>(fs::file_size(*target, error))});
@@ -58,28 +58,30 @@ bool same_on_hub(const LocalCacheFile& file,
   return local_hash(file, entry.is_lfs()) == (entry.is_lfs() ? entry.lfs_sha256 : entry.oid);
 }
 
-void pre_sync_cleanup(const LocalCache& cache, const SyncOptions& options, SyncResult& result) {
+void pre_sync_cleanup(const local::LocalCache& cache, const SyncOptions& options,
+                      SyncResult& result) {
   if (options.compiler_running) {
     result.cleanup_skipped = true;  // failed entries may then be uploaded, as in optimum-neuron
     return;
   }
-  CleanupOptions cleanup;
-  result.cleanup = cleanup_cache(cache, cleanup);
+  local::CleanupOptions cleanup;
+  result.cleanup = local::cleanup_cache(cache, cleanup);
 }
 
 }  // namespace
 
-std::vector<LocalCacheFile> publishable_files(const LocalCache& cache,
+std::vector<LocalCacheFile> publishable_files(const local::LocalCache& cache,
                                               std::vector<std::string>& skipped) {
   std::vector<LocalCacheFile> files;
   if (!cache.exists()) return files;
-  walk(cache, SafeDir::open(cache.root()), "", files, skipped);
+  walk(cache, sys::SafeDir::open(cache.root()), "", files, skipped);
   std::sort(files.begin(), files.end(),
             [](const auto& a, const auto& b) { return a.path_in_repo < b.path_in_repo; });
   return files;
 }
 
-SyncResult synchronize(storage::Store& store, const LocalCache& cache, const SyncOptions& options) {
+SyncResult synchronize(storage::Store& store, const local::LocalCache& cache,
+                       const SyncOptions& options) {
   if (!cache.exists()) {
     throw input_error("the " + cache.root().string() +
                       " directory does not exist, cannot synchronize: check --cache-dir");

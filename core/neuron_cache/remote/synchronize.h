@@ -9,9 +9,9 @@
 #include <vector>
 
 #include "neuron_cache/hub/failures.h"
+#include "neuron_cache/local/cache_tree.h"
+#include "neuron_cache/local/cleanup.h"
 #include "neuron_cache/storage/store.h"
-#include "neuron_cache/store/cache_tree.h"
-#include "neuron_cache/store/cleanup.h"
 
 namespace neuron_cache::remote {
 
@@ -31,7 +31,7 @@ struct SyncResult {
   size_t to_upload = 0;
   uint64_t bytes_to_upload = 0;
   int attempts = 0;
-  CleanupResult cleanup;
+  local::CleanupResult cleanup;
   bool cleanup_skipped = false;
   std::vector<std::string> skipped;  // untrusted symlinks and other things not uploaded
 };
@@ -45,9 +45,10 @@ struct LocalCacheFile {
 
 // Every file to publish: lock files, the staging area and .git are left out; symlinks are
 // followed only to trusted places.
-std::vector<LocalCacheFile> publishable_files(const LocalCache& cache,
+std::vector<LocalCacheFile> publishable_files(const local::LocalCache& cache,
                                               std::vector<std::string>& skipped);
 
-SyncResult synchronize(storage::Store& store, const LocalCache& cache, const SyncOptions& options);
+SyncResult synchronize(storage::Store& store, const local::LocalCache& cache,
+                       const SyncOptions& options);
 
 }  // namespace neuron_cache::remote

@@ -5,7 +5,7 @@
 
 #include "neuron_cache/error.h"
 #include "neuron_cache/hub/http.h"
-#include "neuron_cache/store/cleanup.h"
+#include "neuron_cache/local/cleanup.h"
 
 namespace neuron_cache::report {
 namespace {
@@ -119,7 +119,7 @@ bool has_files(const plan::PlanRow& row) {
   return row.entry && (row.status == plan::Status::Local || row.status == plan::Status::Hub);
 }
 
-json files_json(const plan::Plan& plan, const plan::PlanRow& row, const LocalIndex& local,
+json files_json(const plan::Plan& plan, const plan::PlanRow& row, const local::LocalIndex& local,
                 const storage::Store* store) {
   const artifact_index::Entry& entry = *row.entry;
   const std::string compiler_dir = entry.compiler_dir();
@@ -151,7 +151,7 @@ json files_json(const plan::Plan& plan, const plan::PlanRow& row, const LocalInd
 
 }  // namespace
 
-void add_files(json& plan_report, const plan::Plan& plan, const LocalIndex& local,
+void add_files(json& plan_report, const plan::Plan& plan, const local::LocalIndex& local,
                const storage::Store* store) {
   json& rows = plan_report.at("configurations");
   for (size_t i = 0; i < plan.rows.size() && i < rows.size(); ++i) {

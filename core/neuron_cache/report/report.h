@@ -51,7 +51,7 @@ nlohmann::json plan_json(const plan::Plan& plan);
 // file:// URL; none for S3, whose requests must be signed: then `url` is left out and the
 // caller prefetches first). And `entry`: the entry's text, as an export's
 // neuron-cache-entry.json holds it. Never a token or a signature: URLs only.
-void add_files(nlohmann::json& plan_report, const plan::Plan& plan, const LocalIndex& local,
+void add_files(nlohmann::json& plan_report, const plan::Plan& plan, const local::LocalIndex& local,
                const storage::Store* store);
 nlohmann::json run_json(const RunRecord& run);
 std::string plan_text(const plan::Plan& plan);

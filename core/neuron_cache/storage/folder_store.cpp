@@ -14,7 +14,8 @@
 #include "neuron_cache/format/digest.h"
 #include "neuron_cache/format/layout.h"
 #include "neuron_cache/hub/http.h"
-#include "neuron_cache/store/safe_dir.h"
+#include "neuron_cache/sys/random.h"
+#include "neuron_cache/sys/safe_dir.h"
 
 namespace neuron_cache::storage {
 namespace {
@@ -33,7 +34,7 @@ std::vector<std::string> split_path(std::string_view path) {
     size_t slash = path.find('/', start);
     std::string part(
         path.substr(start, slash == std::string_view::npos ? path.npos : slash - start));
-    check_plain_name(part);
+    sys::check_plain_name(part);
     parts.push_back(std::move(part));
     if (slash == std::string_view::npos) return parts;
     start = slash + 1;
@@ -45,14 +46,14 @@ std::string join(const std::string& prefix, const std::string& name) {
 }
 
 // The folder named by `parts` below `root`, or nothing when a part is missing, a symlink or a file.
-std::optional<SafeDir> walk(const SafeDir& root, const std::vector<std::string>& parts,
-                            size_t count) {
-  std::optional<SafeDir> current;
+std::optional<sys::SafeDir> walk(const sys::SafeDir& root, const std::vector<std::string>& parts,
+                                 size_t count) {
+  std::optional<sys::SafeDir> current;
   for (size_t i = 0; i < count; ++i) {
     current = (current ? *current : root).open_subdir(parts[i]);
     if (!current) return std::nullopt;
   }
-  if (!current) current = SafeDir::open(root.path());
+  if (!current) current = sys::SafeDir::open(root.path());
   return current;
 }
 
@@ -116,7 +117,7 @@ std::string expected_sha256(const RemoteEntry& entry) {
   return hex64 ? entry.oid : std::string();
 }
 
-std::string small_file_sha256(const SafeDir& dir, const std::string& name) {
+std::string small_file_sha256(const sys::SafeDir& dir, const std::string& name) {
   try {
     return sha256_hex(dir.read_small_file(name, kFolderSmallFileBytes));
   } catch (const Error&) {
@@ -131,7 +132,8 @@ RemoteEntry folder_entry(const std::string& path) {
   return entry;
 }
 
-RemoteEntry file_entry(const SafeDir& dir, const DirEntry& item, const std::string& path) {
+RemoteEntry file_entry(const sys::SafeDir& dir, const sys::DirEntry& item,
+                       const std::string& path) {
   RemoteEntry entry;
   entry.path = path;
   entry.size = item.size;
@@ -139,14 +141,14 @@ RemoteEntry file_entry(const SafeDir& dir, const DirEntry& item, const std::stri
   return entry;
 }
 
-void list_into(const SafeDir& dir, const std::string& prefix, bool recursive, int depth,
+void list_into(const sys::SafeDir& dir, const std::string& prefix, bool recursive, int depth,
                std::vector<RemoteEntry>& out) {
   if (depth > kFolderMaxDepth) {
     throw operational_error(dir.path().string() + " is more than " +
                             std::to_string(kFolderMaxDepth) +
                             " folders deep: not a cache tree; check the store's root");
   }
-  for (const DirEntry& item : dir.list()) {
+  for (const sys::DirEntry& item : dir.list()) {
     // Dot-files and *.tmp are writers' temporary files (and the lock file): never listed.
     if (layout::is_temporary_file(item.name)) continue;
     if (out.size() >= kFolderMaxListedEntries) {
@@ -155,9 +157,9 @@ void list_into(const SafeDir& dir, const std::string& prefix, bool recursive, in
                               ": not a cache tree; check the store's root");
     }
     std::string path = join(prefix, item.name);
-    if (item.type == NodeType::File) {
+    if (item.type == sys::NodeType::File) {
       out.push_back(file_entry(dir, item, path));
-    } else if (item.type == NodeType::Directory) {
+    } else if (item.type == sys::NodeType::Directory) {
       if (!recursive) {
         out.push_back(folder_entry(path));
         continue;
@@ -168,9 +170,9 @@ void list_into(const SafeDir& dir, const std::string& prefix, bool recursive, in
   }
 }
 
-SafeDir open_root(const fs::path& root) {
+sys::SafeDir open_root(const fs::path& root) {
   try {
-    return SafeDir::open(root);
+    return sys::SafeDir::open(root);
   } catch (const Error& e) {
     throw operational_error(std::string(e.what()) +
                             ": the shared folder store is not there; mount it (or create the "
@@ -180,9 +182,9 @@ SafeDir open_root(const fs::path& root) {
 
 // Writes `local` as `name` in `dir`: a dot-file ending in ".tmp", fsync, rename, fsync of the
 // folder. Returns false when `name` already holds the same bytes (nothing written).
-bool write_file(const SafeDir& dir, const std::string& name, const fs::path& local,
+bool write_file(const sys::SafeDir& dir, const std::string& name, const fs::path& local,
                 CommitResult& result) {
-  UniqueFd in(::open(local.c_str(), O_RDONLY | O_CLOEXEC));
+  sys::UniqueFd in(::open(local.c_str(), O_RDONLY | O_CLOEXEC));
   if (!in) throw operational_error("cannot open " + local.string() + ": " + errno_text());
   struct stat info {};
   if (fstat(in.get(), &info) != 0 || !S_ISREG(info.st_mode)) {
@@ -190,16 +192,17 @@ bool write_file(const SafeDir& dir, const std::string& name, const fs::path& loc
   }
   uint64_t size = static_cast<uint64_t>(info.st_size);
   std::string what = (dir.path() / name).string();
-  if (auto there = dir.entry(name); there && there->type == NodeType::File && there->size == size) {
-    UniqueFd existing = dir.open_read(name);
+  if (auto there = dir.entry(name);
+      there && there->type == sys::NodeType::File && there->size == size) {
+    sys::UniqueFd existing = dir.open_read(name);
     if (sha256_of_fd(existing.get(), what) == sha256_of_fd(in.get(), local.string())) {
       ++result.unchanged;
       return false;
     }
   }
-  std::string temp = "." + name + "." + random_hex(12) + ".tmp";
+  std::string temp = "." + name + "." + sys::random_hex(12) + ".tmp";
   try {
-    UniqueFd out = dir.create_new(temp);
+    sys::UniqueFd out = dir.create_new(temp);
     copy_fd(in.get(), out.get(), size, what);
     if (fsync(out.get()) != 0)
       throw operational_error("cannot flush " + what + ": " + errno_text());
@@ -214,7 +217,7 @@ bool write_file(const SafeDir& dir, const std::string& name, const fs::path& loc
   return true;
 }
 
-bool delete_file(const SafeDir& root, const std::vector<std::string>& parts) {
+bool delete_file(const sys::SafeDir& root, const std::vector<std::string>& parts) {
   auto dir = walk(root, parts, parts.size() - 1);
   if (!dir || !dir->entry(parts.back())) return false;
   dir->remove_file(parts.back());  // unlinkat: a symlink is removed itself, never followed
@@ -222,8 +225,8 @@ bool delete_file(const SafeDir& root, const std::vector<std::string>& parts) {
   return true;
 }
 
-SafeDir parent_for_write(const SafeDir& root, const std::vector<std::string>& parts) {
-  if (parts.size() == 1) return SafeDir::open(root.path());
+sys::SafeDir parent_for_write(const sys::SafeDir& root, const std::vector<std::string>& parts) {
+  if (parts.size() == 1) return sys::SafeDir::open(root.path());
   std::string parent;
   for (size_t i = 0; i + 1 < parts.size(); ++i) parent = join(parent, parts[i]);
   return root.make_path(parent);  // refuses a symlink or a file on the way
@@ -234,19 +237,19 @@ SafeDir parent_for_write(const SafeDir& root, const std::vector<std::string>& pa
 // until kFolderLockWait.
 class IndexLock {
  public:
-  explicit IndexLock(const SafeDir& root) {
+  explicit IndexLock(const sys::SafeDir& root) {
     auto deadline = std::chrono::steady_clock::now() + kFolderLockWait;
     if (!process_mutex().try_lock_until(deadline)) throw timeout(root);
     try {
-      fd_ = UniqueFd(openat(root.fd(), std::string(kFolderLockFile).c_str(),
-                            O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0644));
+      fd_ = sys::UniqueFd(openat(root.fd(), std::string(kFolderLockFile).c_str(),
+                                 O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0644));
       if (!fd_) {
         throw operational_error("cannot open the lock file " +
                                 (root.path() / kFolderLockFile).string() + ": " + errno_text());
       }
       wait_for_lock(root, deadline);
     } catch (...) {
-      fd_ = UniqueFd();
+      fd_ = sys::UniqueFd();
       process_mutex().unlock();
       throw;
     }
@@ -256,7 +259,7 @@ class IndexLock {
     unlock_all.l_type = F_UNLCK;
     unlock_all.l_whence = SEEK_SET;
     fcntl(fd_.get(), F_SETLK, &unlock_all);
-    fd_ = UniqueFd();
+    fd_ = sys::UniqueFd();
     process_mutex().unlock();
   }
   IndexLock(const IndexLock&) = delete;
@@ -267,13 +270,13 @@ class IndexLock {
     static std::timed_mutex mutex;
     return mutex;
   }
-  static Error timeout(const SafeDir& root) {
+  static Error timeout(const sys::SafeDir& root) {
     return operational_error(
         "the index lock " + (root.path() / kFolderLockFile).string() + " stayed taken for " +
         std::to_string(kFolderLockWait.count() / 1000) +
         " s: another machine is publishing (or its NFS lock was not released); try again later");
   }
-  void wait_for_lock(const SafeDir& root, std::chrono::steady_clock::time_point deadline) {
+  void wait_for_lock(const sys::SafeDir& root, std::chrono::steady_clock::time_point deadline) {
     auto pause = std::chrono::milliseconds(5);
     while (true) {
       struct flock whole {};
@@ -292,7 +295,7 @@ class IndexLock {
     }
   }
 
-  UniqueFd fd_;
+  sys::UniqueFd fd_;
 };
 
 }  // namespace
@@ -313,8 +316,8 @@ std::string FolderStore::location() const {
 std::vector<RemoteEntry> FolderStore::list(const std::string& path, bool recursive,
                                            const std::string& /*revision*/) {
   std::vector<std::string> parts = split_path(path);
-  SafeDir root = open_root(root_);
-  std::optional<SafeDir> dir = walk(root, parts, parts.size());
+  sys::SafeDir root = open_root(root_);
+  std::optional<sys::SafeDir> dir = walk(root, parts, parts.size());
   std::vector<RemoteEntry> out;
   if (dir) list_into(*dir, path, recursive, static_cast<int>(parts.size()), out);
   return out;
@@ -322,17 +325,17 @@ std::vector<RemoteEntry> FolderStore::list(const std::string& path, bool recursi
 
 std::vector<RemoteEntry> FolderStore::stat(const std::vector<std::string>& paths,
                                            const std::string& /*revision*/) {
-  SafeDir root = open_root(root_);
+  sys::SafeDir root = open_root(root_);
   std::vector<RemoteEntry> out;
   for (const std::string& path : paths) {
     std::vector<std::string> parts = split_path(path);
     if (parts.empty()) continue;
-    std::optional<SafeDir> dir = walk(root, parts, parts.size() - 1);
+    std::optional<sys::SafeDir> dir = walk(root, parts, parts.size() - 1);
     if (!dir) continue;
-    std::optional<DirEntry> item = dir->entry(parts.back());
+    std::optional<sys::DirEntry> item = dir->entry(parts.back());
     if (!item) continue;
-    if (item->type == NodeType::File) out.push_back(file_entry(*dir, *item, path));
-    if (item->type == NodeType::Directory) out.push_back(folder_entry(path));
+    if (item->type == sys::NodeType::File) out.push_back(file_entry(*dir, *item, path));
+    if (item->type == sys::NodeType::Directory) out.push_back(folder_entry(path));
   }
   return out;
 }
@@ -342,11 +345,11 @@ std::optional<std::string> FolderStore::read_small(const std::string& path,
                                                    uint64_t max_bytes) {
   std::vector<std::string> parts = split_path(path);
   if (parts.empty()) throw input_error("read_small needs a file path, not the store's root");
-  SafeDir root = open_root(root_);
+  sys::SafeDir root = open_root(root_);
   std::optional<std::string> content;
   if (auto dir = walk(root, parts, parts.size() - 1)) {
     auto item = dir->entry(parts.back());
-    if (item && item->type == NodeType::File) {
+    if (item && item->type == sys::NodeType::File) {
       content = dir->read_small_file(parts.back(), static_cast<size_t>(max_bytes));
       ++files_touched_;
     }
@@ -361,14 +364,14 @@ DownloadResult FolderStore::download_one(DownloadRequest& request) {
   try {
     std::vector<std::string> parts = split_path(request.path_in_repo);
     if (parts.empty()) throw input_error("a download needs a file path");
-    SafeDir root = open_root(root_);
+    sys::SafeDir root = open_root(root_);
     auto dir = walk(root, parts, parts.size() - 1);
     auto item = dir ? dir->entry(parts.back()) : std::nullopt;
-    if (!item || item->type != NodeType::File) {
+    if (!item || item->type != sys::NodeType::File) {
       result.error = request.path_in_repo + " is not in " + location();
       return result;
     }
-    UniqueFd in = dir->open_read(parts.back());
+    sys::UniqueFd in = dir->open_read(parts.back());
     struct stat info {};
     if (fstat(in.get(), &info) != 0) throw operational_error("cannot stat " + request.path_in_repo);
     uint64_t size = static_cast<uint64_t>(info.st_size);
@@ -428,12 +431,12 @@ bool FolderStore::content_matches(const RemoteEntry& entry, std::string_view con
 
 std::optional<std::string> FolderStore::current_sha256(const std::string& path) const {
   std::vector<std::string> parts = split_path(path);
-  SafeDir root = open_root(root_);
+  sys::SafeDir root = open_root(root_);
   auto dir = walk(root, parts, parts.size() - 1);
   if (!dir) return std::nullopt;
   auto item = dir->entry(parts.back());
-  if (!item || item->type != NodeType::File) return std::nullopt;
-  UniqueFd fd = dir->open_read(parts.back());
+  if (!item || item->type != sys::NodeType::File) return std::nullopt;
+  sys::UniqueFd fd = dir->open_read(parts.back());
   return sha256_of_fd(fd.get(), path);
 }
 
@@ -465,13 +468,13 @@ CommitResult FolderStore::commit(const std::vector<CommitOperation>& operations,
     (was_read ? index_files : artifacts).push_back(std::move(planned));
   }
   CommitResult result;
-  SafeDir root = open_root(root_);
+  sys::SafeDir root = open_root(root_);
   auto apply = [&](const Planned& planned) {
     if (planned.op->kind == CommitOperation::Kind::Delete) {
       if (delete_file(root, planned.parts)) ++result.deleted;
       return;
     }
-    SafeDir dir = parent_for_write(root, planned.parts);
+    sys::SafeDir dir = parent_for_write(root, planned.parts);
     write_file(dir, planned.parts.back(), planned.op->local, result);
   };
   for (const Planned& planned : artifacts) {

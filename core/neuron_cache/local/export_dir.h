@@ -12,9 +12,9 @@
 #include <string>
 
 #include "neuron_cache/format/artifact_index.h"
-#include "neuron_cache/store/cache_tree.h"
+#include "neuron_cache/local/cache_tree.h"
 
-namespace neuron_cache {
+namespace neuron_cache::local {
 
 // Returns the export folder. Throws an operational Error when a listed file is missing locally.
 std::filesystem::path export_configuration(const LocalCache& cache,
@@ -25,4 +25,4 @@ std::filesystem::path export_configuration(const LocalCache& cache,
 // The file in the export that holds the entry.
 inline constexpr const char* kExportEntryFile = "neuron-cache-entry.json";
 
-}  // namespace neuron_cache
+}  // namespace neuron_cache::local

@@ -1,4 +1,4 @@
-#include "neuron_cache/store/safe_dir.h"
+#include "neuron_cache/sys/safe_dir.h"
 
 #include <dirent.h>
 #include <fcntl.h>
@@ -16,8 +16,9 @@
 #include <random>
 
 #include "neuron_cache/error.h"
+#include "neuron_cache/sys/random.h"
 
-namespace neuron_cache {
+namespace neuron_cache::sys {
 namespace {
 
 constexpr mode_t kDirMode = 0755;
@@ -68,37 +69,6 @@ bool rename_no_replace(int dir_fd, const std::string& from, const std::string& t
 }
 
 }  // namespace
-
-void require_regular_file(int fd, const std::filesystem::path& path) {
-  struct stat info {};
-  if (fstat(fd, &info) != 0) throw io_error("cannot stat", path);
-  if (!S_ISREG(info.st_mode)) {
-    throw operational_error(path.string() +
-                            " is not a regular file (a FIFO, socket or device): not read");
-  }
-  int flags = fcntl(fd, F_GETFL);
-  if (flags < 0 || fcntl(fd, F_SETFL, flags & ~O_NONBLOCK) != 0) {
-    throw io_error("cannot read", path);
-  }
-}
-
-UniqueFd::~UniqueFd() {
-  if (fd_ >= 0) close(fd_);
-}
-
-UniqueFd& UniqueFd::operator=(UniqueFd&& other) noexcept {
-  if (this != &other) {
-    if (fd_ >= 0) close(fd_);
-    fd_ = other.release();
-  }
-  return *this;
-}
-
-int UniqueFd::release() {
-  int fd = fd_;
-  fd_ = -1;
-  return fd;
-}
 
 void check_plain_name(std::string_view name) {
   if (name.empty() || name == "." || name == ".." ||
@@ -285,29 +255,10 @@ void replace_file(const std::filesystem::path& file, std::string_view content) {
   SafeDir::open_or_create(parent).publish_file(file.filename().string(), content, false);
 }
 
-std::string random_hex(int digits) {
-  static thread_local std::mt19937_64 generator{std::random_device{}()};
-  static constexpr char kHex[] = "0123456789abcdef";
-  std::string text;
-  for (int i = 0; i < digits; ++i) text += kHex[generator() % 16];
-  return text;
-}
-
 std::optional<std::filesystem::path> real_path(const std::filesystem::path& path) {
   char buffer[PATH_MAX];
   if (realpath(path.c_str(), buffer) == nullptr) return std::nullopt;
   return std::filesystem::path(buffer);
-}
-
-std::string read_whole_fd(int fd) {
-  std::string content;
-  char buffer[65536];
-  for (off_t offset = 0;;) {
-    ssize_t n = pread(fd, buffer, sizeof buffer, offset);
-    if (n <= 0) return content;
-    content.append(buffer, static_cast<size_t>(n));
-    offset += n;
-  }
 }
 
 UniqueFd SafeDir::create_new(std::string_view name) const {
@@ -417,12 +368,4 @@ void SafeDir::sync() const {
   if (fsync(fd_.get()) != 0 && errno != EINVAL) throw io_error("cannot flush", path_);
 }
 
-bool same_file(int fd, int dir_fd, const char* name) {
-  struct stat held {
-  }, current{};
-  if (fstat(fd, &held) != 0) return false;
-  if (fstatat(dir_fd, name, &current, AT_SYMLINK_NOFOLLOW) != 0) return false;
-  return held.st_dev == current.st_dev && held.st_ino == current.st_ino;
-}
-
-}  // namespace neuron_cache
+}  // namespace neuron_cache::sys

@@ -10,9 +10,9 @@
 
 #include "neuron_cache/format/layout.h"
 #include "neuron_cache/format/registry.h"
-#include "neuron_cache/store/safe_dir.h"
+#include "neuron_cache/sys/safe_dir.h"
 
-namespace neuron_cache {
+namespace neuron_cache::local {
 
 struct ModuleEntry {
   std::string compiler_dir;  // "neuronxcc-<version>"
@@ -71,7 +71,8 @@ struct CacheTree {
 // it may be a traced export; the folder may be a staged copy under another name), from its
 // regular files alone (symlinks count as absent): what a writer checks in a folder it or its
 // command wrote.
-layout::EntryState state_of_written_folder(const SafeDir& module_dir, std::string_view module_name);
+layout::EntryState state_of_written_folder(const sys::SafeDir& module_dir,
+                                           std::string_view module_name);
 
 class LocalCache {
  public:
@@ -85,28 +86,28 @@ class LocalCache {
   bool exists() const;
 
   CacheTree scan(const std::string& installed_compiler, bool with_registry = true) const;
-  ModuleEntry inspect_module(const SafeDir& compiler_dir, const std::string& name) const;
-  std::vector<RegistryFile> scan_registry(const SafeDir& compiler_dir) const;
+  ModuleEntry inspect_module(const sys::SafeDir& compiler_dir, const std::string& name) const;
+  std::vector<RegistryFile> scan_registry(const sys::SafeDir& compiler_dir) const;
 
   // Where reading the symlink `name` in `dir` goes: its target when that is inside the root or
   // a trusted place; for an absolute link into another root's layout (".../neuronxcc-<v>/
   // 0_REGISTRY/..." or ".../neuronxcc-<v>/MODULE_..."), left by a copy or move of the cache, the
   // same place below this root when it is there. Nothing otherwise: a link is never followed out
   // of those places.
-  std::optional<std::filesystem::path> link_target(const SafeDir& dir,
+  std::optional<std::filesystem::path> link_target(const sys::SafeDir& dir,
                                                    const std::string& name) const;
   // `file` (below the root) itself, or where link_target reads it when it is a symlink; throws
   // for a link reads may not follow.
   std::filesystem::path file_to_read(const std::filesystem::path& file) const;
   // Whether the symlink `name` in `dir` resolves to a place reads may go (link_target).
-  bool link_is_trusted(const SafeDir& dir, const std::string& name) const;
+  bool link_is_trusted(const sys::SafeDir& dir, const std::string& name) const;
   // The registry links of `compiler_dir` that link_target reads elsewhere than they point, or not
   // at all (their paths start with the compiler folder's name).
-  ForeignLinks foreign_registry_links(const SafeDir& compiler_dir) const;
+  ForeignLinks foreign_registry_links(const sys::SafeDir& compiler_dir) const;
 
  private:
   std::filesystem::path root_;
   std::vector<std::filesystem::path> trusted_;
 };
 
-}  // namespace neuron_cache
+}  // namespace neuron_cache::local

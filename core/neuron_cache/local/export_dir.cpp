@@ -1,4 +1,4 @@
-#include "neuron_cache/store/export_dir.h"
+#include "neuron_cache/local/export_dir.h"
 
 #include <fcntl.h>
 #include <stdio.h>
@@ -9,9 +9,9 @@
 #include <set>
 
 #include "neuron_cache/error.h"
-#include "neuron_cache/store/safe_dir.h"
+#include "neuron_cache/sys/safe_dir.h"
 
-namespace neuron_cache {
+namespace neuron_cache::local {
 namespace {
 
 namespace fs = std::filesystem;
@@ -33,7 +33,7 @@ void link_module(const LocalCache& cache, const std::string& compiler_dir,
                               " is missing from the local cache: run prefetch again");
     }
     fs::path link = into / compiler_dir / module.name / file.name;
-    make_directories(link.parent_path());
+    sys::make_directories(link.parent_path());
     fs::create_symlink(target, link, error);
     if (error) {
       throw operational_error("cannot link " + link.string() + " to " + target.string() + ": " +
@@ -65,17 +65,17 @@ fs::path export_configuration(const LocalCache& cache, const ai::Entry& entry,
   if (fs::is_directory(final_path, error) && read_text(final_path / kExportEntryFile) == text) {
     return final_path;
   }
-  make_directories(export_root);
+  sys::make_directories(export_root);
   fs::path staged = export_root / ("." + name + ".tmp-" + std::to_string(getpid()));
   fs::remove_all(staged);
-  make_directories(staged);
+  sys::make_directories(staged);
   try {
     std::set<std::string> linked;  // an entry read before names were checked may repeat one
     for (const auto& module : entry.modules) {
       if (linked.insert(module.name).second)
         link_module(cache, entry.compiler_dir(), module, staged);
     }
-    write_whole_file(staged / kExportEntryFile, text);
+    sys::write_whole_file(staged / kExportEntryFile, text);
     install(staged, final_path);
   } catch (...) {
     fs::remove_all(staged, error);
@@ -84,4 +84,4 @@ fs::path export_configuration(const LocalCache& cache, const ai::Entry& entry,
   return final_path;
 }
 
-}  // namespace neuron_cache
+}  // namespace neuron_cache::local

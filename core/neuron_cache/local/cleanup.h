@@ -10,9 +10,9 @@
 #include <string>
 #include <vector>
 
-#include "neuron_cache/store/cache_tree.h"
+#include "neuron_cache/local/cache_tree.h"
 
-namespace neuron_cache {
+namespace neuron_cache::local {
 
 // A registry file is written and renamed in well under a second: a temporary one this old has
 // lost its writer (nothing records which process writes it, so its age is the only safe sign).
@@ -49,4 +49,4 @@ CleanupResult cleanup_cache(const LocalCache& cache, const CleanupOptions& optio
 // optimum-neuron's sizes: B, KB, MB, GB in steps of 1024 with one decimal.
 std::string format_size(uint64_t bytes);
 
-}  // namespace neuron_cache
+}  // namespace neuron_cache::local

@@ -15,24 +15,25 @@
 #include <string_view>
 #include <vector>
 
-#include "neuron_cache/store/safe_dir.h"
+#include "neuron_cache/sys/safe_dir.h"
 
-namespace neuron_cache {
+namespace neuron_cache::local {
 
 // An exclusive flock on <entry>/model.hlo_module.pb.lock, the file libneuronxla locks while it
 // compiles an entry, so neuron-cache and the compiler never write one entry at the same time.
 class EntryLock {
  public:
-  static EntryLock acquire(const SafeDir& entry_dir, std::chrono::milliseconds timeout);
+  static EntryLock acquire(const sys::SafeDir& entry_dir, std::chrono::milliseconds timeout);
   EntryLock(EntryLock&&) noexcept = default;
   ~EntryLock();
   // Deletes the lock file, then releases the lock: an entry left complete carries no lock file.
   void release_and_remove();
 
  private:
-  EntryLock(UniqueFd dir_fd, UniqueFd fd) : dir_fd_(std::move(dir_fd)), fd_(std::move(fd)) {}
-  UniqueFd dir_fd_;
-  UniqueFd fd_;
+  EntryLock(sys::UniqueFd dir_fd, sys::UniqueFd fd)
+      : dir_fd_(std::move(dir_fd)), fd_(std::move(fd)) {}
+  sys::UniqueFd dir_fd_;
+  sys::UniqueFd fd_;
 };
 
 enum class InstallOutcome { Installed, AlreadyComplete };
@@ -46,7 +47,7 @@ class EntryInstall {
   EntryInstall& operator=(const EntryInstall&) = delete;
 
   // A new staged file ('/'-separated path inside the entry); the caller streams into it.
-  UniqueFd create_file(std::string_view relative_path);
+  sys::UniqueFd create_file(std::string_view relative_path);
   void add_file(std::string_view relative_path, std::string_view content);
   // Stages the regular file `source` (never a symlink) as a hard link, or as a copy when it
   // cannot be linked (another filesystem, link limit, fs.protected_hardlinks).
@@ -94,19 +95,19 @@ class EntryInstall {
   void step(std::string_view name);
   bool is_traced() const;
   InstallOutcome rename_traced_into_place();
-  void sync_staged(const SafeDir& dir);
+  void sync_staged(const sys::SafeDir& dir);
   // The entry folder under its lock, or nothing when the entry is already SUCCESS.
   std::optional<Locked> lock_entry(std::chrono::milliseconds lock_timeout);
   // Renames every staged item but model.done into the entry; true when model.done is staged.
-  bool move_content(const SafeDir& entry);
+  bool move_content(const sys::SafeDir& entry);
 
   std::filesystem::path root_;
   std::string compiler_dir_;
   std::string module_name_;
   std::string staging_name_;
-  std::optional<SafeDir> staging_area_;
-  std::optional<SafeDir> staging_;
-  UniqueFd staging_lock_;
+  std::optional<sys::SafeDir> staging_area_;
+  std::optional<sys::SafeDir> staging_;
+  sys::UniqueFd staging_lock_;
   bool committed_ = false;
 };
 
@@ -122,8 +123,8 @@ class PrefetchLock {
   PrefetchLock(PrefetchLock&&) noexcept = default;
 
  private:
-  explicit PrefetchLock(UniqueFd fd) : fd_(std::move(fd)) {}
-  UniqueFd fd_;
+  explicit PrefetchLock(sys::UniqueFd fd) : fd_(std::move(fd)) {}
+  sys::UniqueFd fd_;
 };
 
 // Refuses to write into a root anyone may rename entries in (world-writable without sticky bit).
@@ -136,4 +137,4 @@ std::vector<std::string> list_staging_folders(const std::filesystem::path& cache
 uint64_t remove_abandoned_staging(const std::filesystem::path& cache_root, bool dry_run,
                                   int* removed_count);
 
-}  // namespace neuron_cache
+}  // namespace neuron_cache::local

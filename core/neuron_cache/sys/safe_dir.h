@@ -13,22 +13,9 @@
 #include <string_view>
 #include <vector>
 
-namespace neuron_cache {
+#include "neuron_cache/sys/fd.h"
 
-class UniqueFd {
- public:
-  UniqueFd() = default;
-  explicit UniqueFd(int fd) : fd_(fd) {}
-  ~UniqueFd();
-  UniqueFd(UniqueFd&& other) noexcept : fd_(other.release()) {}
-  UniqueFd& operator=(UniqueFd&& other) noexcept;
-  int get() const { return fd_; }
-  int release();
-  explicit operator bool() const { return fd_ >= 0; }
-
- private:
-  int fd_ = -1;
-};
+namespace neuron_cache::sys {
 
 enum class NodeType { Directory, File, Symlink, Other };
 
@@ -132,24 +119,10 @@ void write_whole_file(const std::filesystem::path& file, std::string_view conten
 // std::exception on failure: callers that only save work next time ignore it.
 void replace_file(const std::filesystem::path& file, std::string_view content);
 
-// `digits` random lowercase hex digits: unique names for temporary files and scratch folders.
-std::string random_hex(int digits);
-
 // The path with every symlink resolved, or nothing when it does not exist.
 std::optional<std::filesystem::path> real_path(const std::filesystem::path& path);
-
-// Everything `fd` holds from offset 0 (a small file: an index, a registry entry in memory).
-std::string read_whole_fd(int fd);
-
-// Whether `fd` is still the file named `name` in the folder `dir_fd` (not replaced or deleted
-// since it was opened): what makes a lock taken on an open file the lock of that name.
-bool same_file(int fd, int dir_fd, const char* name);
-
-// Throws unless `fd` (opened with O_NONBLOCK so that a FIFO cannot block the open) is a regular
-// file; then clears O_NONBLOCK.
-void require_regular_file(int fd, const std::filesystem::path& path);
 
 // Rejects names that could leave a directory: empty, ".", "..", or containing '/' or NUL.
 void check_plain_name(std::string_view name);
 
-}  // namespace neuron_cache
+}  // namespace neuron_cache::sys

@@ -1,4 +1,4 @@
-#include "neuron_cache/store/local_index.h"
+#include "neuron_cache/local/local_index.h"
 
 #include <fcntl.h>
 #include <unistd.h>
@@ -10,7 +10,7 @@
 #include "neuron_cache/format/digest.h"
 #include "neuron_cache/format/layout.h"
 
-namespace neuron_cache {
+namespace neuron_cache::local {
 namespace {
 
 namespace fs = std::filesystem;
@@ -19,7 +19,7 @@ namespace ai = artifact_index;
 // The folder holding a '/'-path's last component, opened without following symlinks.
 class Parent {
  public:
-  Parent(const SafeDir& start, const std::vector<std::string>& parts) : start_(&start) {
+  Parent(const sys::SafeDir& start, const std::vector<std::string>& parts) : start_(&start) {
     for (size_t i = 0; i + 1 < parts.size(); ++i) {
       auto sub = get()->open_subdir(parts[i]);
       if (!sub) {
@@ -30,27 +30,27 @@ class Parent {
     }
   }
   explicit operator bool() const { return found_; }
-  const SafeDir* operator->() const { return get(); }
-  const SafeDir& operator*() const { return *get(); }
+  const sys::SafeDir* operator->() const { return get(); }
+  const sys::SafeDir& operator*() const { return *get(); }
 
  private:
-  const SafeDir* get() const { return owned_ ? &*owned_ : start_; }
-  const SafeDir* start_;
-  std::optional<SafeDir> owned_;
+  const sys::SafeDir* get() const { return owned_ ? &*owned_ : start_; }
+  const sys::SafeDir* start_;
+  std::optional<sys::SafeDir> owned_;
   bool found_ = true;
 };
 
-Parent parent_of(const SafeDir& start, const std::vector<std::string>& parts) {
+Parent parent_of(const sys::SafeDir& start, const std::vector<std::string>& parts) {
   return Parent(start, parts);
 }
 
 // The size of a file or of a trusted symlink's target; nothing when absent or untrusted.
-std::optional<uint64_t> present_size(const LocalCache& cache, const SafeDir& dir,
+std::optional<uint64_t> present_size(const LocalCache& cache, const sys::SafeDir& dir,
                                      const std::string& name) {
   auto entry = dir.entry(name);
   if (!entry) return std::nullopt;
-  if (entry->type == NodeType::File) return entry->size;
-  if (entry->type != NodeType::Symlink) return std::nullopt;
+  if (entry->type == sys::NodeType::File) return entry->size;
+  if (entry->type != sys::NodeType::Symlink) return std::nullopt;
   auto target = cache.link_target(dir, name);
   std::error_code error;
   if (!target || !fs::is_regular_file(*target, error)) return std::nullopt;
@@ -60,13 +60,14 @@ std::optional<uint64_t> present_size(const LocalCache& cache, const SafeDir& dir
 // The folder `relative` ('/'-path below the root, "" for the root) through the folders already
 // in `opened`, adding each one it opens; null when missing. Components are opened with
 // O_NOFOLLOW (SafeDir::open_subdir).
-const SafeDir* open_folder(const LocalCache& cache, std::map<std::string, SafeDir>& opened,
-                           const std::string& relative) {
+const sys::SafeDir* open_folder(const LocalCache& cache,
+                                std::map<std::string, sys::SafeDir>& opened,
+                                const std::string& relative) {
   if (auto it = opened.find(relative); it != opened.end()) return &it->second;
-  std::optional<SafeDir> dir;
+  std::optional<sys::SafeDir> dir;
   size_t slash = relative.rfind('/');
   if (relative.empty()) {
-    if (cache.exists()) dir = SafeDir::open(cache.root());
+    if (cache.exists()) dir = sys::SafeDir::open(cache.root());
   } else if (auto* up = open_folder(cache, opened,
                                     slash == std::string::npos ? "" : relative.substr(0, slash))) {
     dir = up->open_subdir(slash == std::string::npos ? relative : relative.substr(slash + 1));
@@ -95,7 +96,7 @@ bool is_listed(const ai::ModuleRecord& module, std::string_view name) {
 // read or hashed, so a warm run costs what its entries list, not what the cache holds, and a
 // deleted or truncated NEFF is still seen. A traced export has no model.neff: its record lists
 // what makes it complete (artifact_index checks that), so its listed files are enough.
-bool module_complete_in(const LocalCache& cache, const SafeDir& compiler,
+bool module_complete_in(const LocalCache& cache, const sys::SafeDir& compiler,
                         const ai::ModuleRecord& module) {
   auto dir = compiler.open_subdir(module.name);
   if (!dir) return false;
@@ -115,15 +116,15 @@ bool module_complete_in(const LocalCache& cache, const SafeDir& compiler,
 }
 
 // Regular files and trusted symlinks (optimum-neuron links Hub downloads into the cache).
-void collect_files(const LocalCache& cache, const SafeDir& dir, const std::string& prefix,
+void collect_files(const LocalCache& cache, const sys::SafeDir& dir, const std::string& prefix,
                    std::vector<ai::FileRecord>& out) {
   for (const auto& item : dir.list()) {
     std::string name = prefix.empty() ? item.name : prefix + "/" + item.name;
-    if (item.type == NodeType::Directory) {
+    if (item.type == sys::NodeType::Directory) {
       if (auto sub = dir.open_subdir(item.name)) collect_files(cache, *sub, name, out);
-    } else if (item.type == NodeType::File && !layout::is_lock_file(item.name)) {
+    } else if (item.type == sys::NodeType::File && !layout::is_lock_file(item.name)) {
       out.push_back({name, item.size, sha256_of_file(dir.path() / item.name)});
-    } else if (item.type == NodeType::Symlink && !layout::is_lock_file(item.name)) {
+    } else if (item.type == sys::NodeType::Symlink && !layout::is_lock_file(item.name)) {
       if (auto size = present_size(cache, dir, item.name)) {
         out.push_back({name, *size, sha256_of_file(cache.file_to_read(dir.path() / item.name))});
       }
@@ -136,11 +137,11 @@ void collect_files(const LocalCache& cache, const SafeDir& dir, const std::strin
 std::map<std::string, ai::Entry> LocalIndex::entries(const std::string& compiler_version,
                                                      std::vector<std::string>* problems) const {
   std::map<std::string, ai::Entry> out;
-  const SafeDir* dir =
+  const sys::SafeDir* dir =
       folder(std::string(ai::kLocalDir) + "/" + layout::compiler_dir_name(compiler_version));
   if (!dir) return out;
   for (const auto& item : dir->list()) {
-    if (item.type != NodeType::File || !item.name.ends_with(".json")) continue;
+    if (item.type != sys::NodeType::File || !item.name.ends_with(".json")) continue;
     try {
       ai::Entry entry =
           ai::parse_entry(dir->read_small_file(item.name), (dir->path() / item.name).string());
@@ -158,7 +159,7 @@ std::map<std::string, ai::Entry> LocalIndex::entries(const std::string& compiler
 std::optional<ai::Entry> LocalIndex::find(const std::string& compiler_version,
                                           const std::string& key) const {
   std::string path = ai::local_entry_path(compiler_version, key);
-  const SafeDir* dir = folder(folder_of(path));
+  const sys::SafeDir* dir = folder(folder_of(path));
   if (!dir) return std::nullopt;
   try {
     std::string name = name_of(path);
@@ -172,24 +173,24 @@ std::optional<ai::Entry> LocalIndex::find(const std::string& compiler_version,
 }
 
 void LocalIndex::write(const ai::Entry& entry) const {
-  SafeDir root = SafeDir::open_or_create(cache_.root());
+  sys::SafeDir root = sys::SafeDir::open_or_create(cache_.root());
   auto parts = layout::split_path(ai::local_entry_path(entry.inputs.compiler_version, entry.key));
   std::string folder;
   for (size_t i = 0; i + 1 < parts.size(); ++i) folder += (folder.empty() ? "" : "/") + parts[i];
-  SafeDir dir = root.make_path(folder);
+  sys::SafeDir dir = root.make_path(folder);
   dir.publish_file(parts.back(), ai::serialize_entry(entry), false);
   dir.sync();
 }
 
 bool LocalIndex::module_complete(const std::string& compiler_dir,
                                  const ai::ModuleRecord& module) const {
-  const SafeDir* compiler = folder(compiler_dir);
+  const sys::SafeDir* compiler = folder(compiler_dir);
   return compiler && module_complete_in(cache_, *compiler, module);
 }
 
 bool LocalIndex::registry_file_present(const std::string& compiler_dir,
                                        const ai::FileRecord& file) const {
-  const SafeDir* dir = folder(compiler_dir + "/" + folder_of(file.name));
+  const sys::SafeDir* dir = folder(compiler_dir + "/" + folder_of(file.name));
   return dir && present_size(cache_, *dir, name_of(file.name)).has_value();
 }
 
@@ -208,14 +209,14 @@ LocalIndex::Missing LocalIndex::missing(const ai::Entry& entry) const {
   return out;
 }
 
-const SafeDir* LocalIndex::folder(const std::string& relative) const {
+const sys::SafeDir* LocalIndex::folder(const std::string& relative) const {
   std::lock_guard lock(folders_mutex_);
   return open_folder(cache_, folders_, relative);
 }
 
 ai::ModuleRecord LocalIndex::record_module(const std::string& compiler_dir,
                                            const std::string& module_name) const {
-  SafeDir compiler = SafeDir::open(cache_.root() / compiler_dir);
+  sys::SafeDir compiler = sys::SafeDir::open(cache_.root() / compiler_dir);
   ModuleEntry inspected = cache_.inspect_module(compiler, module_name);
   if (!layout::is_complete(inspected.state)) {
     throw operational_error(compiler_dir + "/" + module_name + " is not complete (" +
@@ -243,7 +244,7 @@ ai::ModuleRecord LocalIndex::record_module(const std::string& compiler_dir,
 
 ai::FileRecord LocalIndex::record_registry_file(const std::string& compiler_dir,
                                                 const std::string& path) const {
-  SafeDir compiler = SafeDir::open(cache_.root() / compiler_dir);
+  sys::SafeDir compiler = sys::SafeDir::open(cache_.root() / compiler_dir);
   auto parts = layout::split_path(path);
   auto dir = parent_of(compiler, parts);
   if (!dir) throw operational_error("registry file " + path + " is missing");
@@ -259,13 +260,13 @@ bool LocalIndex::install_registry_file(const std::string& compiler_dir, const st
       !path.starts_with(std::string(layout::kRegistryDir) + "/")) {
     throw input_error("refusing to write registry file \"" + path + "\": not inside 0_REGISTRY");
   }
-  SafeDir root = SafeDir::open_or_create(cache_.root());
-  SafeDir compiler = root.make_subdir(compiler_dir);
+  sys::SafeDir root = sys::SafeDir::open_or_create(cache_.root());
+  sys::SafeDir compiler = root.make_subdir(compiler_dir);
   auto parts = layout::split_path(path);
   std::string folder = path.substr(0, path.rfind('/'));
-  SafeDir dir = compiler.make_path(folder);
+  sys::SafeDir dir = compiler.make_path(folder);
   if (dir.entry(parts.back())) return false;
   return dir.publish_file(parts.back(), content, true);
 }
 
-}  // namespace neuron_cache
+}  // namespace neuron_cache::local

@@ -11,9 +11,9 @@
 #include <vector>
 
 #include "neuron_cache/format/artifact_index.h"
-#include "neuron_cache/store/cache_tree.h"
+#include "neuron_cache/local/cache_tree.h"
 
-namespace neuron_cache {
+namespace neuron_cache::local {
 
 class LocalIndex {
  public:
@@ -64,11 +64,11 @@ class LocalIndex {
   // opened once and kept while this index lives, so a plan of many entries opens the compiler
   // and index folders once, not once per entry. Only folders found are kept: one created later
   // is still seen.
-  const SafeDir* folder(const std::string& relative) const;
+  const sys::SafeDir* folder(const std::string& relative) const;
 
   const LocalCache& cache_;
   mutable std::mutex folders_mutex_;
-  mutable std::map<std::string, SafeDir> folders_;
+  mutable std::map<std::string, sys::SafeDir> folders_;
 };
 
-}  // namespace neuron_cache
+}  // namespace neuron_cache::local

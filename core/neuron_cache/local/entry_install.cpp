@@ -1,4 +1,4 @@
-#include "neuron_cache/store/entry_install.h"
+#include "neuron_cache/local/entry_install.h"
 
 #include <fcntl.h>
 #include <sys/file.h>
@@ -15,9 +15,10 @@
 #include "neuron_cache/error.h"
 #include "neuron_cache/format/digest.h"
 #include "neuron_cache/format/layout.h"
-#include "neuron_cache/store/cache_tree.h"
+#include "neuron_cache/local/cache_tree.h"
+#include "neuron_cache/sys/random.h"
 
-namespace neuron_cache {
+namespace neuron_cache::local {
 namespace {
 
 namespace fs = std::filesystem;
@@ -29,8 +30,9 @@ std::pair<std::string, std::string> split_parent(std::string_view path) {
   return {std::string(path.substr(0, slash)), std::string(path.substr(slash + 1))};
 }
 
-void copy_into(int source_fd, const SafeDir& dir, const std::string& name, const fs::path& source) {
-  UniqueFd out = dir.create_new(name);
+void copy_into(int source_fd, const sys::SafeDir& dir, const std::string& name,
+               const fs::path& source) {
+  sys::UniqueFd out = dir.create_new(name);
   std::vector<char> buffer(1 << 20);
   while (true) {
     ssize_t n = read(source_fd, buffer.data(), buffer.size());
@@ -52,7 +54,7 @@ void copy_into(int source_fd, const SafeDir& dir, const std::string& name, const
 
 // Links the very inode that was opened and checked, so a file swapped for a symlink after the
 // check is never what gets linked.
-void link_or_copy(int source_fd, const SafeDir& dir, const std::string& name,
+void link_or_copy(int source_fd, const sys::SafeDir& dir, const std::string& name,
                   const fs::path& source) {
   if (dir.link_fd(source_fd, name)) return;
   // ENOENT: no /proc mounted.
@@ -78,10 +80,10 @@ bool is_staging_folder_of(std::string_view name, std::string_view module) {
 
 // The folder holding '/'-path `relative` below `dir` (no symlink followed), or nothing. Only
 // for a path with a folder part.
-std::optional<SafeDir> parent_folder(const SafeDir& dir, std::string_view relative) {
+std::optional<sys::SafeDir> parent_folder(const sys::SafeDir& dir, std::string_view relative) {
   std::string_view folders = relative.substr(0, relative.rfind('/'));
   size_t slash = folders.find('/');
-  std::optional<SafeDir> at = dir.open_subdir(folders.substr(0, slash));
+  std::optional<sys::SafeDir> at = dir.open_subdir(folders.substr(0, slash));
   while (at && slash != std::string_view::npos) {
     size_t next = folders.find('/', slash + 1);
     at = at->open_subdir(folders.substr(slash + 1, next == folders.npos ? next : next - slash - 1));
@@ -92,18 +94,19 @@ std::optional<SafeDir> parent_folder(const SafeDir& dir, std::string_view relati
 
 // The staged file `file.name` below `dir`, open for reading, when it is a regular file with the
 // expected size and sha256: a killed writer's file may be cut short or hold any bytes.
-std::optional<UniqueFd> open_if_whole(const SafeDir& dir, const EntryInstall::ExpectedFile& file) {
+std::optional<sys::UniqueFd> open_if_whole(const sys::SafeDir& dir,
+                                           const EntryInstall::ExpectedFile& file) {
   try {
-    std::optional<SafeDir> sub;
+    std::optional<sys::SafeDir> sub;
     if (file.name.find('/') != std::string::npos) {
       sub = parent_folder(dir, file.name);
       if (!sub) return std::nullopt;
     }
-    const SafeDir& parent = sub ? *sub : dir;
+    const sys::SafeDir& parent = sub ? *sub : dir;
     std::string name = split_parent(file.name).second;
     auto node = parent.entry(name);
-    if (!node || node->type != NodeType::File || node->size != file.size) return std::nullopt;
-    UniqueFd fd = parent.open_read(name);
+    if (!node || node->type != sys::NodeType::File || node->size != file.size) return std::nullopt;
+    sys::UniqueFd fd = parent.open_read(name);
     Hasher hasher(HashAlgorithm::Sha256);
     std::vector<char> buffer(1 << 20);
     for (off_t offset = 0;;) {
@@ -123,7 +126,7 @@ std::optional<UniqueFd> open_if_whole(const SafeDir& dir, const EntryInstall::Ex
 
 }  // namespace
 
-EntryLock EntryLock::acquire(const SafeDir& entry_dir, std::chrono::milliseconds timeout) {
+EntryLock EntryLock::acquire(const sys::SafeDir& entry_dir, std::chrono::milliseconds timeout) {
   const std::string name(layout::kEntryLock);
   auto deadline = std::chrono::steady_clock::now() + timeout;
   while (true) {
@@ -132,12 +135,13 @@ EntryLock EntryLock::acquire(const SafeDir& entry_dir, std::chrono::milliseconds
       throw operational_error("cannot open the lock file " + (entry_dir.path() / name).string() +
                               ": " + std::strerror(errno));
     }
-    UniqueFd lock_fd(fd);
+    sys::UniqueFd lock_fd(fd);
     bool expired = std::chrono::steady_clock::now() >= deadline;
     if (flock(fd, LOCK_EX | LOCK_NB) == 0) {
       // The previous holder may have deleted the file after we opened it: lock the live one.
-      if (same_file(fd, entry_dir.fd(), name.c_str())) {
-        return EntryLock(UniqueFd(fcntl(entry_dir.fd(), F_DUPFD_CLOEXEC, 0)), std::move(lock_fd));
+      if (sys::same_file(fd, entry_dir.fd(), name.c_str())) {
+        return EntryLock(sys::UniqueFd(fcntl(entry_dir.fd(), F_DUPFD_CLOEXEC, 0)),
+                         std::move(lock_fd));
       }
       if (!expired) continue;
     } else if (errno != EWOULDBLOCK && errno != EINTR) {
@@ -163,12 +167,12 @@ EntryLock::~EntryLock() = default;
 void EntryLock::release_and_remove() {
   if (!fd_) return;
   unlinkat(dir_fd_.get(), std::string(layout::kEntryLock).c_str(), 0);
-  fd_ = UniqueFd();
+  fd_ = sys::UniqueFd();
 }
 
 PrefetchLock PrefetchLock::acquire(const fs::path& cache_root,
                                    const std::function<void(const std::string&)>& on_wait) {
-  SafeDir area = SafeDir::open_or_create(cache_root).make_path(layout::kWorkAreaDir);
+  sys::SafeDir area = sys::SafeDir::open_or_create(cache_root).make_path(layout::kWorkAreaDir);
   const std::string name(layout::kPrefetchLock);
   const fs::path path = area.path() / name;
   // Never deleted, so every process locks the same inode.
@@ -177,13 +181,13 @@ PrefetchLock PrefetchLock::acquire(const fs::path& cache_root,
     throw operational_error("cannot open the prefetch lock " + path.string() + ": " +
                             std::strerror(errno));
   }
-  UniqueFd lock(fd);
+  sys::UniqueFd lock(fd);
   if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
     if (errno != EWOULDBLOCK) {
       throw operational_error("cannot lock " + path.string() + ": " + std::strerror(errno));
     }
     if (on_wait) {
-      std::string holder = read_whole_fd(fd);
+      std::string holder = sys::read_whole_fd(fd);
       while (!holder.empty() && (holder.back() == '\n' || holder.back() == ' ')) holder.pop_back();
       on_wait("another neuron-cache prefetch into " + cache_root.string() + " is running" +
               (holder.empty() ? "" : " (pid " + holder + ")") +
@@ -219,14 +223,14 @@ EntryInstall::EntryInstall(const fs::path& cache_root, std::string compiler_dir,
     : root_(cache_root),
       compiler_dir_(std::move(compiler_dir)),
       module_name_(std::move(module_name)) {
-  check_plain_name(compiler_dir_);
-  check_plain_name(module_name_);
-  SafeDir root = SafeDir::open_or_create(root_);
+  sys::check_plain_name(compiler_dir_);
+  sys::check_plain_name(module_name_);
+  sys::SafeDir root = sys::SafeDir::open_or_create(root_);
   check_root_is_safe(root_);
   staging_area_.emplace(root.make_path(layout::kStagingDir));
   // Locked before it is visible under its name, so cleanup never takes it for abandoned.
-  LockedDir made = staging_area_->make_locked_subdir(
-      [&] { return module_name_ + "." + std::to_string(getpid()) + "." + random_hex(12); });
+  sys::LockedDir made = staging_area_->make_locked_subdir(
+      [&] { return module_name_ + "." + std::to_string(getpid()) + "." + sys::random_hex(12); });
   staging_name_ = made.name;
   staging_lock_ = std::move(made.lock);
   staging_.emplace(std::move(made.dir));
@@ -242,7 +246,7 @@ EntryInstall::~EntryInstall() {
   }
 }
 
-UniqueFd EntryInstall::create_file(std::string_view relative_path) {
+sys::UniqueFd EntryInstall::create_file(std::string_view relative_path) {
   auto [parent, name] = split_parent(relative_path);
   if (parent.empty()) return staging_->create_new(name);
   return staging_->make_path(parent).create_new(name);
@@ -264,10 +268,10 @@ void EntryInstall::link_file(std::string_view relative_path, const fs::path& sou
     throw operational_error("cannot open " + source.string() + ": " + std::strerror(error) +
                             (error == ELOOP ? " (a symlink: only regular files are staged)" : ""));
   }
-  UniqueFd source_fd(fd);
-  require_regular_file(fd, source);
+  sys::UniqueFd source_fd(fd);
+  sys::require_regular_file(fd, source);
   auto [parent, name] = split_parent(relative_path);
-  check_plain_name(name);
+  sys::check_plain_name(name);
   if (parent.empty()) {
     link_or_copy(fd, *staging_, name, source);
   } else {
@@ -282,18 +286,18 @@ EntryInstall::Reused EntryInstall::reuse_abandoned(
     if (folder == staging_name_ || !is_staging_folder_of(folder, module_name_)) continue;
     // Its writer is gone when its flock is free; held until the folder is deleted below, so a
     // cleanup or another prefetch cannot take it meanwhile. Gone or not a folder: skipped.
-    std::optional<SafeDir> dir = staging_area_->open_subdir(folder);
+    std::optional<sys::SafeDir> dir = staging_area_->open_subdir(folder);
     if (!dir || flock(dir->fd(), LOCK_EX | LOCK_NB) != 0 ||
-        !same_file(dir->fd(), staging_area_->fd(), folder.c_str())) {
+        !sys::same_file(dir->fd(), staging_area_->fd(), folder.c_str())) {
       continue;
     }
     for (const auto& file : wanted) {
       if (std::find(reused.files.begin(), reused.files.end(), file.name) != reused.files.end())
         continue;
-      std::optional<UniqueFd> fd = open_if_whole(*dir, file);
+      std::optional<sys::UniqueFd> fd = open_if_whole(*dir, file);
       if (!fd) continue;
       auto [parent, name] = split_parent(file.name);
-      check_plain_name(name);
+      sys::check_plain_name(name);
       if (parent.empty()) {
         link_or_copy(fd->get(), *staging_, name, dir->path() / file.name);
       } else {
@@ -315,12 +319,12 @@ void EntryInstall::step(std::string_view name) {
   if (on_step) on_step(name);
 }
 
-void EntryInstall::sync_staged(const SafeDir& dir) {
+void EntryInstall::sync_staged(const sys::SafeDir& dir) {
   for (const auto& item : dir.list()) {
-    if (item.type == NodeType::Directory) {
+    if (item.type == sys::NodeType::Directory) {
       if (auto sub = dir.open_subdir(item.name)) sync_staged(*sub);
-    } else if (item.type == NodeType::File) {
-      UniqueFd fd = dir.open_read(item.name);
+    } else if (item.type == sys::NodeType::File) {
+      sys::UniqueFd fd = dir.open_read(item.name);
       fsync(fd.get());
     }
   }
@@ -328,14 +332,14 @@ void EntryInstall::sync_staged(const SafeDir& dir) {
 }
 
 struct EntryInstall::Locked {
-  SafeDir entry;
+  sys::SafeDir entry;
   EntryLock lock;
 };
 
 std::optional<EntryInstall::Locked> EntryInstall::lock_entry(
     std::chrono::milliseconds lock_timeout) {
-  SafeDir root = SafeDir::open(root_);
-  SafeDir entry = root.make_subdir(compiler_dir_).make_subdir(module_name_);
+  sys::SafeDir root = sys::SafeDir::open(root_);
+  sys::SafeDir entry = root.make_subdir(compiler_dir_).make_subdir(module_name_);
   EntryLock lock = EntryLock::acquire(entry, lock_timeout);
   step("locked");
   // optimum-neuron's rule, from regular files alone (cache_tree's state_of_written_folder).
@@ -346,7 +350,7 @@ std::optional<EntryInstall::Locked> EntryInstall::lock_entry(
   return Locked{std::move(entry), std::move(lock)};
 }
 
-bool EntryInstall::move_content(const SafeDir& entry) {
+bool EntryInstall::move_content(const sys::SafeDir& entry) {
   // A done marker without its NEFF would turn SUCCESS the moment the NEFF lands: drop it first.
   entry.remove_file(layout::kDone);
   bool has_done = false;
@@ -358,7 +362,8 @@ bool EntryInstall::move_content(const SafeDir& entry) {
     }
     // rename() replaces a file atomically but cannot replace a folder, nor a file by a folder.
     auto existing = entry.entry(item.name);
-    if (existing && (item.type == NodeType::Directory || existing->type == NodeType::Directory)) {
+    if (existing &&
+        (item.type == sys::NodeType::Directory || existing->type == sys::NodeType::Directory)) {
       entry.remove_tree(item.name);
     }
     has_neff = has_neff || item.name == layout::kNeff;
@@ -382,16 +387,16 @@ InstallOutcome EntryInstall::rename_traced_into_place() {
                             ": the staged traced export lacks its config.json (or "
                             "model_index.json) or a *.neuron file");
   }
-  SafeDir compiler = SafeDir::open(root_).make_subdir(compiler_dir_);
+  sys::SafeDir compiler = sys::SafeDir::open(root_).make_subdir(compiler_dir_);
   for (int attempt = 0;; ++attempt) {
     if (compiler.entry(module_name_)) {
-      std::optional<SafeDir> present = compiler.open_subdir(module_name_);
+      std::optional<sys::SafeDir> present = compiler.open_subdir(module_name_);
       if (present &&
           state_of_written_folder(*present, module_name_) == layout::EntryState::Traced) {
         return InstallOutcome::AlreadyComplete;
       }
       present.reset();
-      const std::string aside = module_name_ + ".replaced." + random_hex(12);
+      const std::string aside = module_name_ + ".replaced." + sys::random_hex(12);
       if (compiler.move_to(module_name_, *staging_area_, aside, true)) {
         step("moved aside");
         staging_area_->remove_tree(aside);
@@ -406,7 +411,7 @@ InstallOutcome EntryInstall::rename_traced_into_place() {
   }
   step("renamed");
   staging_name_.clear();  // it is the entry now
-  staging_lock_ = UniqueFd();
+  staging_lock_ = sys::UniqueFd();
   committed_ = true;
   return InstallOutcome::Installed;
 }
@@ -416,7 +421,7 @@ InstallOutcome EntryInstall::commit(std::chrono::milliseconds lock_timeout) {
   step("staged");
   if (is_traced()) {
     InstallOutcome outcome = rename_traced_into_place();
-    SafeDir::open(root_ / compiler_dir_).sync();
+    sys::SafeDir::open(root_ / compiler_dir_).sync();
     return outcome;
   }
   std::optional<Locked> locked = lock_entry(lock_timeout);
@@ -439,7 +444,7 @@ InstallOutcome EntryInstall::commit(std::chrono::milliseconds lock_timeout) {
 namespace {
 
 // syncfs: every dirty page and inode of the cache's filesystem, in one journal commit.
-void flush_filesystem(const SafeDir& dir) {
+void flush_filesystem(const sys::SafeDir& dir) {
   if (syncfs(dir.fd()) != 0) {
     throw operational_error("cannot flush the filesystem of " + dir.path().string() + ": " +
                             std::strerror(errno));
@@ -498,8 +503,8 @@ std::vector<std::string> list_staging_folders(const fs::path& cache_root) {
   std::error_code error;
   if (!fs::is_directory(cache_root / layout::kStagingDir, error)) return {};
   std::vector<std::string> names;
-  for (const auto& item : SafeDir::open(cache_root / layout::kStagingDir).list()) {
-    if (item.type == NodeType::Directory) names.push_back(item.name);
+  for (const auto& item : sys::SafeDir::open(cache_root / layout::kStagingDir).list()) {
+    if (item.type == sys::NodeType::Directory) names.push_back(item.name);
   }
   return names;
 }
@@ -507,19 +512,19 @@ std::vector<std::string> list_staging_folders(const fs::path& cache_root) {
 uint64_t remove_abandoned_staging(const fs::path& cache_root, bool dry_run, int* removed_count) {
   std::error_code error;
   if (!fs::is_directory(cache_root, error)) return 0;
-  SafeDir root = SafeDir::open(cache_root);
-  std::optional<SafeDir> area = root.open_subdir(".cache");
+  sys::SafeDir root = sys::SafeDir::open(cache_root);
+  std::optional<sys::SafeDir> area = root.open_subdir(".cache");
   if (area) area = area->open_subdir("huggingface");
   if (area) area = area->open_subdir("neuron-cache-staging");
   if (!area) return 0;
   uint64_t freed = 0;
   for (const auto& item : area->list()) {
-    std::optional<SafeDir> held;
-    if (!claim_abandoned(*area, item, held)) continue;  // its writer is alive
+    std::optional<sys::SafeDir> held;
+    if (!sys::claim_abandoned(*area, item, held)) continue;  // its writer is alive
     freed += dry_run ? area->tree_size(item.name) : area->remove_tree(item.name);
     if (removed_count) ++*removed_count;
   }
   return freed;
 }
 
-}  // namespace neuron_cache
+}  // namespace neuron_cache::local

@@ -1,4 +1,4 @@
-#include "neuron_cache/store/cache_tree.h"
+#include "neuron_cache/local/cache_tree.h"
 
 #include <fcntl.h>
 #include <unistd.h>
@@ -11,7 +11,7 @@
 #include "neuron_cache/error.h"
 #include "neuron_cache/format/compile_flags.h"
 
-namespace neuron_cache {
+namespace neuron_cache::local {
 namespace {
 
 namespace fs = std::filesystem;
@@ -39,7 +39,7 @@ std::string read_fd(int fd, size_t max_bytes, const fs::path& path) {
 }
 
 // What the symlink `name` in `dir` holds, or nothing.
-std::optional<fs::path> link_text(const SafeDir& dir, const std::string& name) {
+std::optional<fs::path> link_text(const sys::SafeDir& dir, const std::string& name) {
   char buffer[PATH_MAX];
   ssize_t n = readlinkat(dir.fd(), name.c_str(), buffer, sizeof buffer - 1);
   if (n <= 0) return std::nullopt;
@@ -74,7 +74,7 @@ LocalCache::LocalCache(fs::path root, std::vector<fs::path> trusted_link_roots)
     : root_(std::move(root)) {
   trusted_link_roots.push_back(root_);
   for (const auto& place : trusted_link_roots) {
-    if (auto resolved = real_path(place)) trusted_.push_back(*resolved);
+    if (auto resolved = sys::real_path(place)) trusted_.push_back(*resolved);
   }
 }
 
@@ -83,31 +83,32 @@ bool LocalCache::exists() const {
   return fs::is_directory(root_, error);
 }
 
-std::optional<fs::path> LocalCache::link_target(const SafeDir& dir, const std::string& name) const {
+std::optional<fs::path> LocalCache::link_target(const sys::SafeDir& dir,
+                                                const std::string& name) const {
   // The root may not have existed when this LocalCache was made (a command that creates it).
-  auto root = real_path(root_);
+  auto root = sys::real_path(root_);
   auto allowed = [&](const fs::path& path) {
     auto inside = [&](const fs::path& base) { return is_inside(path, base); };
     return std::any_of(trusted_.begin(), trusted_.end(), inside) || (root && inside(*root));
   };
-  if (auto target = real_path(dir.path() / name); target && allowed(*target)) return target;
+  if (auto target = sys::real_path(dir.path() / name); target && allowed(*target)) return target;
   // A copied or moved cache: the old root's path is never followed, even when it still exists.
   auto text = link_text(dir, name);
   auto split = text ? split_at_layout(*text) : std::nullopt;
   if (!split || !root) return std::nullopt;
-  auto moved = real_path(*root / split->second);
+  auto moved = sys::real_path(*root / split->second);
   if (!moved || !is_inside(*moved, *root)) return std::nullopt;
   return moved;
 }
 
-bool LocalCache::link_is_trusted(const SafeDir& dir, const std::string& name) const {
+bool LocalCache::link_is_trusted(const sys::SafeDir& dir, const std::string& name) const {
   return link_target(dir, name).has_value();
 }
 
 fs::path LocalCache::file_to_read(const fs::path& file) const {
   std::error_code error;
   if (!fs::is_symlink(file, error)) return fs::canonical(file);
-  auto target = link_target(SafeDir::open(file.parent_path()), file.filename().string());
+  auto target = link_target(sys::SafeDir::open(file.parent_path()), file.filename().string());
   if (!target) {
     throw operational_error(file.string() + " is a symlink to a place outside the cache: not read");
   }
@@ -117,9 +118,9 @@ fs::path LocalCache::file_to_read(const fs::path& file) const {
 namespace {
 
 // Reads a small file that may be a trusted symlink (a registry alias, a Hub-cache link).
-std::string read_entry_file(const LocalCache& cache, const SafeDir& dir, const DirEntry& file,
-                            size_t max_bytes) {
-  if (file.type != NodeType::Symlink) return dir.read_small_file(file.name, max_bytes);
+std::string read_entry_file(const LocalCache& cache, const sys::SafeDir& dir,
+                            const sys::DirEntry& file, size_t max_bytes) {
+  if (file.type != sys::NodeType::Symlink) return dir.read_small_file(file.name, max_bytes);
   auto target = cache.link_target(dir, file.name);
   if (!target) {
     throw operational_error((dir.path() / file.name).string() +
@@ -127,20 +128,20 @@ std::string read_entry_file(const LocalCache& cache, const SafeDir& dir, const D
   }
   int fd = ::open(target->c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
   if (fd < 0) throw operational_error("cannot open " + (dir.path() / file.name).string());
-  UniqueFd guard(fd);
-  require_regular_file(fd, dir.path() / file.name);
+  sys::UniqueFd guard(fd);
+  sys::require_regular_file(fd, dir.path() / file.name);
   return read_fd(fd, max_bytes, dir.path() / file.name);
 }
 
-bool present(const LocalCache& cache, const SafeDir& dir, const DirEntry& file) {
-  if (file.type == NodeType::Symlink) return cache.link_is_trusted(dir, file.name);
+bool present(const LocalCache& cache, const sys::SafeDir& dir, const sys::DirEntry& file) {
+  if (file.type == sys::NodeType::Symlink) return cache.link_is_trusted(dir, file.name);
   return true;
 }
 
-void note_file(const LocalCache& cache, const SafeDir& dir, const DirEntry& file,
+void note_file(const LocalCache& cache, const sys::SafeDir& dir, const sys::DirEntry& file,
                ModuleEntry& entry) {
   entry.file_names.push_back(file.name);
-  if (file.type == NodeType::Symlink && !cache.link_is_trusted(dir, file.name)) {
+  if (file.type == sys::NodeType::Symlink && !cache.link_is_trusted(dir, file.name)) {
     entry.untrusted_links.push_back(file.name);
   }
   bool here = present(cache, dir, file);
@@ -163,11 +164,11 @@ constexpr int kMaxTracedDepth = 8;  // diffusion components are one level down
 // The files of a traced export at every depth (its components live in sub-folders): what makes
 // it complete, and lock files below the top. `present` says whether a file counts.
 template <typename Present>
-void note_traced_tree(const SafeDir& dir, const std::string& prefix, int depth,
+void note_traced_tree(const sys::SafeDir& dir, const std::string& prefix, int depth,
                       layout::EntryFiles& files, const Present& present) {
   for (const auto& item : dir.list()) {
     std::string rel = prefix + item.name;
-    if (item.type == NodeType::Directory) {
+    if (item.type == sys::NodeType::Directory) {
       auto sub = depth < kMaxTracedDepth ? dir.open_subdir(item.name) : std::nullopt;
       if (sub) note_traced_tree(*sub, rel + "/", depth + 1, files, present);
       continue;
@@ -182,48 +183,50 @@ void note_traced_tree(const SafeDir& dir, const std::string& prefix, int depth,
 
 }  // namespace
 
-layout::EntryState state_of_written_folder(const SafeDir& module_dir,
+layout::EntryState state_of_written_folder(const sys::SafeDir& module_dir,
                                            std::string_view module_name) {
   layout::EntryFiles files;
   for (const auto& item : module_dir.list()) {
     if (layout::is_lock_file(item.name)) files.lock_files.push_back(item.name);
-    if (item.type != NodeType::File) continue;
+    if (item.type != sys::NodeType::File) continue;
     files.has_neff = files.has_neff || item.name == layout::kNeff;
     files.has_done = files.has_done || item.name == layout::kDone;
     files.has_log = files.has_log || item.name == layout::kLog;
   }
   files.traced_name = layout::is_traced_module_name(module_name);
   if (files.traced_name) {
-    note_traced_tree(module_dir, "", 0, files, [](const SafeDir&, const DirEntry& item) {
-      return item.type == NodeType::File;
+    note_traced_tree(module_dir, "", 0, files, [](const sys::SafeDir&, const sys::DirEntry& item) {
+      return item.type == sys::NodeType::File;
     });
   }
   return layout::classify(files);
 }
 
-ModuleEntry LocalCache::inspect_module(const SafeDir& compiler_dir, const std::string& name) const {
+ModuleEntry LocalCache::inspect_module(const sys::SafeDir& compiler_dir,
+                                       const std::string& name) const {
   ModuleEntry entry;
   entry.compiler_dir = compiler_dir.path().filename().string();
   entry.name = name;
   entry.module = layout::parse_module_name(name).value_or(layout::ModuleName{name, ""});
-  std::optional<SafeDir> dir = compiler_dir.open_subdir(name);
+  std::optional<sys::SafeDir> dir = compiler_dir.open_subdir(name);
   if (!dir) throw operational_error((compiler_dir.path() / name).string() + " is not a directory");
-  std::vector<DirEntry> files = dir->list();
+  std::vector<sys::DirEntry> files = dir->list();
   std::sort(files.begin(), files.end(),
-            [](const DirEntry& a, const DirEntry& b) { return a.name < b.name; });
+            [](const sys::DirEntry& a, const sys::DirEntry& b) { return a.name < b.name; });
   for (const auto& file : files) note_file(*this, *dir, file, entry);
   entry.files.traced_name = layout::is_traced_module_name(name);
   if (entry.files.traced_name) {
-    note_traced_tree(*dir, "", 0, entry.files, [this](const SafeDir& in, const DirEntry& item) {
-      return present(*this, in, item);
-    });
+    note_traced_tree(*dir, "", 0, entry.files,
+                     [this](const sys::SafeDir& in, const sys::DirEntry& item) {
+                       return present(*this, in, item);
+                     });
   }
   std::sort(entry.files.lock_files.begin(), entry.files.lock_files.end());
   entry.state = layout::classify(entry.files);
   entry.size_bytes = compiler_dir.tree_size(name);
   if (!entry.flags_file.empty()) {
     auto file = std::find_if(files.begin(), files.end(),
-                             [&](const DirEntry& f) { return f.name == entry.flags_file; });
+                             [&](const sys::DirEntry& f) { return f.name == entry.flags_file; });
     try {
       entry.flags_file_key = flags_key(read_entry_file(*this, *dir, *file, kMaxFlagsFileBytes));
     } catch (const Error&) {
@@ -236,12 +239,12 @@ ModuleEntry LocalCache::inspect_module(const SafeDir& compiler_dir, const std::s
 
 namespace {
 
-void walk_registry(const LocalCache& cache, const SafeDir& dir, const std::string& prefix,
+void walk_registry(const LocalCache& cache, const sys::SafeDir& dir, const std::string& prefix,
                    std::vector<RegistryFile>& out, int depth) {
   if (depth > 8) return;  // the deepest generation has 6 levels
   for (const auto& item : dir.list()) {
     std::string rel = prefix.empty() ? item.name : prefix + "/" + item.name;
-    if (item.type == NodeType::Directory) {
+    if (item.type == sys::NodeType::Directory) {
       if (auto sub = dir.open_subdir(item.name)) walk_registry(cache, *sub, rel, out, depth + 1);
       continue;
     }
@@ -249,7 +252,7 @@ void walk_registry(const LocalCache& cache, const SafeDir& dir, const std::strin
     if (!location) continue;
     RegistryFile file;
     file.path = std::string(layout::kRegistryDir) + "/" + rel;
-    file.is_link = item.type == NodeType::Symlink;
+    file.is_link = item.type == sys::NodeType::Symlink;
     try {
       std::string text = read_entry_file(cache, dir, item, kMaxRegistryFileBytes);
       file.record = registry::read_record(*location, text);
@@ -260,19 +263,19 @@ void walk_registry(const LocalCache& cache, const SafeDir& dir, const std::strin
   }
 }
 
-void walk_registry_links(const LocalCache& cache, const SafeDir& dir, const std::string& rel,
+void walk_registry_links(const LocalCache& cache, const sys::SafeDir& dir, const std::string& rel,
                          ForeignLinks& out, int depth) {
   if (depth > 8) return;
   for (const auto& item : dir.list()) {
     std::string item_rel = rel + "/" + item.name;
-    if (item.type == NodeType::Directory) {
+    if (item.type == sys::NodeType::Directory) {
       if (auto sub = dir.open_subdir(item.name)) {
         walk_registry_links(cache, *sub, item_rel, out, depth + 1);
       }
       continue;
     }
-    if (item.type != NodeType::Symlink) continue;
-    auto target = real_path(dir.path() / item.name);
+    if (item.type != sys::NodeType::Symlink) continue;
+    auto target = sys::real_path(dir.path() / item.name);
     auto read = cache.link_target(dir, item.name);
     if (read && target == read) continue;  // an ordinary link inside the cache
     auto text = link_text(dir, item.name);
@@ -287,7 +290,7 @@ void walk_registry_links(const LocalCache& cache, const SafeDir& dir, const std:
 
 }  // namespace
 
-ForeignLinks LocalCache::foreign_registry_links(const SafeDir& compiler_dir) const {
+ForeignLinks LocalCache::foreign_registry_links(const sys::SafeDir& compiler_dir) const {
   ForeignLinks links;
   if (auto registry_dir = compiler_dir.open_subdir(layout::kRegistryDir)) {
     walk_registry_links(
@@ -317,7 +320,7 @@ std::vector<std::string> describe_foreign_links(const ForeignLinks& links, const
   return lines;
 }
 
-std::vector<RegistryFile> LocalCache::scan_registry(const SafeDir& compiler_dir) const {
+std::vector<RegistryFile> LocalCache::scan_registry(const sys::SafeDir& compiler_dir) const {
   std::vector<RegistryFile> files;
   if (auto registry_dir = compiler_dir.open_subdir(layout::kRegistryDir)) {
     walk_registry(*this, *registry_dir, "", files, 0);
@@ -336,14 +339,14 @@ CacheTree LocalCache::scan(const std::string& installed_compiler, bool with_regi
                             "--cache-dir");
   }
   if (!tree.exists) return tree;
-  SafeDir root = SafeDir::open(root_);
-  std::vector<DirEntry> items = root.list();
+  sys::SafeDir root = sys::SafeDir::open(root_);
+  std::vector<sys::DirEntry> items = root.list();
   std::sort(items.begin(), items.end(),
-            [](const DirEntry& a, const DirEntry& b) { return a.name < b.name; });
+            [](const sys::DirEntry& a, const sys::DirEntry& b) { return a.name < b.name; });
   for (const auto& item : items) {
     auto version = layout::compiler_version_of(item.name);
     if (!version) continue;
-    std::optional<SafeDir> dir = root.open_subdir(item.name);
+    std::optional<sys::SafeDir> dir = root.open_subdir(item.name);
     if (!dir) {
       tree.skipped.push_back(item.name + " (not a directory, or a symlink: not followed)");
       continue;
@@ -354,7 +357,7 @@ CacheTree LocalCache::scan(const std::string& installed_compiler, bool with_regi
     compiler.current = layout::is_current_compiler_dir(item.name, installed_compiler);
     for (const auto& child : dir->list()) {
       if (!child.name.starts_with(layout::kModulePrefix)) continue;
-      if (child.type != NodeType::Directory) {
+      if (child.type != sys::NodeType::Directory) {
         tree.skipped.push_back(item.name + "/" + child.name + " (not a directory: not followed)");
         continue;
       }
@@ -382,4 +385,4 @@ CacheTree LocalCache::scan(const std::string& installed_compiler, bool with_regi
   return tree;
 }
 
-}  // namespace neuron_cache
+}  // namespace neuron_cache::local

@@ -1,4 +1,4 @@
-#include "neuron_cache/store/cleanup.h"
+#include "neuron_cache/local/cleanup.h"
 
 #include <fcntl.h>
 #include <sys/file.h>
@@ -9,25 +9,25 @@
 
 #include "neuron_cache/error.h"
 #include "neuron_cache/format/layout.h"
-#include "neuron_cache/store/entry_install.h"
+#include "neuron_cache/local/entry_install.h"
 
-namespace neuron_cache {
+namespace neuron_cache::local {
 namespace {
 
 using layout::EntryState;
 
 // Whether a live process holds an flock on the lock file (as EntryLock and, through Python's
 // filelock, libneuronxla do). Deleting such a file would let a second writer into the entry.
-bool lock_is_held(const SafeDir& dir, const std::string& name) {
+bool lock_is_held(const sys::SafeDir& dir, const std::string& name) {
   int fd = openat(dir.fd(), name.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
   if (fd < 0) return false;
-  UniqueFd guard(fd);
+  sys::UniqueFd guard(fd);
   if (flock(fd, LOCK_EX | LOCK_NB) == 0) return false;  // released when `guard` closes
   return errno == EWOULDBLOCK;
 }
 
-void clean_module(const SafeDir& compiler, const ModuleEntry& module, const CleanupOptions& options,
-                  CleanupResult& result) {
+void clean_module(const sys::SafeDir& compiler, const ModuleEntry& module,
+                  const CleanupOptions& options, CleanupResult& result) {
   std::string rel = module.compiler_dir + "/" + module.name;
   auto remove_entry = [&](int& counter) {
     result.bytes_freed += options.dry_run ? module.size_bytes : compiler.remove_tree(module.name);
@@ -37,11 +37,12 @@ void clean_module(const SafeDir& compiler, const ModuleEntry& module, const Clea
   if (module.state == EntryState::Failed) {
     remove_entry(result.failed_removed);
   } else if (module.state == EntryState::Locked && options.compiler_running == false) {
-    std::optional<SafeDir> dir = compiler.open_subdir(module.name);
+    std::optional<sys::SafeDir> dir = compiler.open_subdir(module.name);
     if (!dir) return;
     for (const auto& lock : module.files.lock_files) {
       if (lock_is_held(*dir, lock)) continue;
-      result.bytes_freed += dir->entry(lock).value_or(DirEntry{lock, NodeType::Other}).size;
+      result.bytes_freed +=
+          dir->entry(lock).value_or(sys::DirEntry{lock, sys::NodeType::Other}).size;
       if (!options.dry_run) dir->remove_file(lock);
       result.removed.push_back(rel + "/" + lock);
       ++result.locks_removed;
@@ -63,11 +64,11 @@ double seconds_now() {
 }
 
 // Removes the temporary files (layout::is_temporary_file) below `dir` old enough to be abandoned.
-void clean_registry_temporaries(const SafeDir& dir, const std::string& rel, int depth,
+void clean_registry_temporaries(const sys::SafeDir& dir, const std::string& rel, int depth,
                                 const CleanupOptions& options, CleanupResult& result) {
   for (const auto& item : dir.list()) {
     std::string path = rel + "/" + item.name;
-    if (item.type == NodeType::Directory) {
+    if (item.type == sys::NodeType::Directory) {
       if (depth >= kMaxRegistryDepth) continue;
       if (auto sub = dir.open_subdir(item.name))
         clean_registry_temporaries(*sub, path, depth + 1, options, result);
@@ -97,9 +98,9 @@ CleanupResult wipe(const LocalCache& cache, bool dry_run) {
   CleanupResult result;
   result.wiped = true;
   auto [parent_path, name] = split_root(cache.root());
-  auto parent = SafeDir::open(parent_path);
+  auto parent = sys::SafeDir::open(parent_path);
   auto node = parent.entry(name);
-  if (node && node->type == NodeType::Symlink) {
+  if (node && node->type == sys::NodeType::Symlink) {
     throw input_error("the cache root " + cache.root().string() +
                       " is a symlink: pass --cache-dir with the folder it points to if you want "
                       "that folder wiped");
@@ -169,7 +170,7 @@ CleanupResult cleanup_cache(const LocalCache& cache, const CleanupOptions& optio
     result.skipped_locks_reason = "neuronx-cc processes are currently running";
   }
   CacheTree tree = cache.scan(options.installed_compiler, false);
-  SafeDir root = SafeDir::open(cache.root());
+  sys::SafeDir root = sys::SafeDir::open(cache.root());
   for (const auto& compiler : tree.compilers) {
     if (options.remove_old_versions && !compiler.current) {
       result.bytes_freed +=
@@ -178,7 +179,7 @@ CleanupResult cleanup_cache(const LocalCache& cache, const CleanupOptions& optio
       result.removed.push_back(compiler.name);
       continue;
     }
-    std::optional<SafeDir> dir = root.open_subdir(compiler.name);
+    std::optional<sys::SafeDir> dir = root.open_subdir(compiler.name);
     if (!dir) continue;
     for (const auto& module : compiler.modules) clean_module(*dir, module, options, result);
     if (auto registry = dir->open_subdir(layout::kRegistryDir)) {
@@ -191,4 +192,4 @@ CleanupResult cleanup_cache(const LocalCache& cache, const CleanupOptions& optio
   return result;
 }
 
-}  // namespace neuron_cache
+}  // namespace neuron_cache::local
