@@ -178,9 +178,9 @@ TEST_F(HubAnswersTest, ACommitWithAnOddUrlIsStillACommit) {
 // An exception thrown by code libcurl calls back (progress, a streamed body) must not cross
 // libcurl's C frames: it comes out of run() once curl has returned, and the engine still works.
 TEST_F(HubAnswersTest, ExceptionsInCallbacksComeOutOfRun) {
-  HttpEngine http({server.url(), testing::kHubWriteToken});
+  net::HttpEngine http({server.url(), testing::kHubWriteToken});
   http.on_progress = [](uint64_t, uint64_t) { throw std::runtime_error("progress display broke"); };
-  HttpRequest whoami{"GET", server.url() + "/api/whoami-v2"};
+  net::HttpRequest whoami{"GET", server.url() + "/api/whoami-v2"};
   try {
     http.perform(whoami);
     ADD_FAILURE() << "the progress callback's exception was lost";
@@ -190,17 +190,17 @@ TEST_F(HubAnswersTest, ExceptionsInCallbacksComeOutOfRun) {
   http.on_progress = nullptr;
   EXPECT_EQ(http.perform(whoami).status, 200) << "the engine is usable after the exception";
 
-  class Throwing : public Exchange {
+  class Throwing : public net::Exchange {
    public:
     explicit Throwing(std::string url) : url_(std::move(url)) {}
-    HttpRequest request() override {
-      HttpRequest request{"GET", url_};
+    net::HttpRequest request() override {
+      net::HttpRequest request{"GET", url_};
       request.may_leave_origin = true;  // the file comes from the CDN the Hub redirects to
       return request;
     }
     bool streams_body() const override { return true; }
     bool on_body(std::string_view) override { throw std::length_error("no room for the body"); }
-    std::optional<std::chrono::milliseconds> on_complete(const HttpResponse&) override {
+    std::optional<std::chrono::milliseconds> on_complete(const net::HttpResponse&) override {
       return std::nullopt;
     }
 

@@ -10,7 +10,7 @@
 #include "neuron_cache/format/pyjson.h"
 #include "neuron_cache/format/registry.h"
 #include "neuron_cache/hub/client.h"
-#include "neuron_cache/hub/http.h"
+#include "neuron_cache/net/http.h"
 #include "test_support.h"
 
 namespace neuron_cache {
@@ -56,8 +56,8 @@ class HubCliTest : public ::testing::Test {
   }
 
   json commits(const std::string& repo) {
-    hub::HttpEngine http({server.url(), testing::kHubWriteToken});
-    hub::HttpResponse response =
+    net::HttpEngine http({server.url(), testing::kHubWriteToken});
+    net::HttpResponse response =
         http.perform({"GET", server.url() + "/api/models/" + repo + "/commits/main"});
     return json::parse(response.body);
   }

@@ -234,7 +234,7 @@ TEST(HubClientMetadata, RepoInfoOfAnEightThousandFileRepoStaysSmall) {
   for (const auto& request : log) EXPECT_LT(request["bytes_out"], 200) << request;
 
   // What the same request without `expand` costs: the whole file list.
-  hub::HttpEngine http({server.url(), testing::kHubWriteToken});
+  net::HttpEngine http({server.url(), testing::kHubWriteToken});
   EXPECT_GT(http.perform({"GET", server.url() + "/api/models/acme/big-cache"}).body.size(),
             400000u);
 }

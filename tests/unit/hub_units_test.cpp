@@ -1,16 +1,18 @@
 // Pieces of the Hub client that need no server: URLs, retry decisions, error messages.
 #include <gtest/gtest.h>
 
+#include "neuron_cache/format/url.h"
 #include "neuron_cache/hub/failures.h"
-#include "neuron_cache/hub/http.h"
+#include "neuron_cache/net/http.h"
+#include "neuron_cache/net/retry.h"
 #include "neuron_cache/remote/lookup.h"
 
 namespace neuron_cache::hub {
 namespace {
 
-HttpResponse answer(long status, std::vector<std::pair<std::string, std::string>> headers = {},
-                    std::string body = {}) {
-  HttpResponse response;
+net::HttpResponse answer(long status, std::vector<std::pair<std::string, std::string>> headers = {},
+                         std::string body = {}) {
+  net::HttpResponse response;
   response.status = status;
   response.headers.items = std::move(headers);
   response.body = std::move(body);
@@ -18,57 +20,58 @@ HttpResponse answer(long status, std::vector<std::pair<std::string, std::string>
 }
 
 TEST(HubUrls, OriginIgnoresPathAndDefaultPorts) {
-  EXPECT_EQ(origin_of("https://HuggingFace.co/api/models/x"), "https://huggingface.co");
-  EXPECT_EQ(origin_of("http://127.0.0.1:8080/a?b"), "http://127.0.0.1:8080");
-  EXPECT_EQ(origin_of("http://127.0.0.1:80/a"), "http://127.0.0.1");
-  EXPECT_EQ(origin_of("https://h:443"), "https://h");
-  EXPECT_NE(origin_of("http://127.0.0.1:8080/"), origin_of("http://127.0.0.1:8081/"));
-  EXPECT_EQ(origin_of("/relative/path"), "");
+  EXPECT_EQ(url::origin_of("https://HuggingFace.co/api/models/x"), "https://huggingface.co");
+  EXPECT_EQ(url::origin_of("http://127.0.0.1:8080/a?b"), "http://127.0.0.1:8080");
+  EXPECT_EQ(url::origin_of("http://127.0.0.1:80/a"), "http://127.0.0.1");
+  EXPECT_EQ(url::origin_of("https://h:443"), "https://h");
+  EXPECT_NE(url::origin_of("http://127.0.0.1:8080/"), url::origin_of("http://127.0.0.1:8081/"));
+  EXPECT_EQ(url::origin_of("/relative/path"), "");
 }
 
 TEST(HubUrls, RedirectLocationsResolveAgainstTheRequest) {
   const std::string base = "http://127.0.0.1:9000/org/repo/resolve/main/a/b.json?x=1";
-  EXPECT_EQ(resolve_location(base, "http://cdn:1/x"), "http://cdn:1/x");
-  EXPECT_EQ(resolve_location(base, "/api/resolve-cache/y"),
+  EXPECT_EQ(url::resolve_location(base, "http://cdn:1/x"), "http://cdn:1/x");
+  EXPECT_EQ(url::resolve_location(base, "/api/resolve-cache/y"),
             "http://127.0.0.1:9000/api/resolve-cache/y");
-  EXPECT_EQ(resolve_location(base, "c.json"),
+  EXPECT_EQ(url::resolve_location(base, "c.json"),
             "http://127.0.0.1:9000/org/repo/resolve/main/a/c.json");
-  EXPECT_EQ(resolve_location(base, "//other:2/z"), "http://other:2/z");
+  EXPECT_EQ(url::resolve_location(base, "//other:2/z"), "http://other:2/z");
 }
 
 TEST(HubUrls, EncodingKeepsUnreservedCharacters) {
-  EXPECT_EQ(url_encode("refs/pr/1", false), "refs%2Fpr%2F1");
-  EXPECT_EQ(url_encode("neuronxcc-2.21+abc/MODULE_1+d7/model.neff", true),
+  EXPECT_EQ(url::url_encode("refs/pr/1", false), "refs%2Fpr%2F1");
+  EXPECT_EQ(url::url_encode("neuronxcc-2.21+abc/MODULE_1+d7/model.neff", true),
             "neuronxcc-2.21%2Babc/MODULE_1%2Bd7/model.neff");
-  EXPECT_EQ(url_encode("a b~_.-", false), "a%20b~_.-");
+  EXPECT_EQ(url::url_encode("a b~_.-", false), "a%20b~_.-");
 }
 
 TEST(HubRetries, TransientFailuresAreRetriedOthersAreNot) {
-  RetryPolicy policy{6, std::chrono::milliseconds(100), std::chrono::milliseconds(1000)};
+  net::RetryPolicy policy{6, std::chrono::milliseconds(100), std::chrono::milliseconds(1000)};
   for (long status : {0L, 408L, 429L, 500L, 502L, 503L, 504L}) {
-    EXPECT_TRUE(retry_delay(answer(status), 1, policy).has_value()) << status;
+    EXPECT_TRUE(net::retry_delay(answer(status), 1, policy).has_value()) << status;
   }
   for (long status : {400L, 401L, 403L, 404L, 409L, 412L, 416L}) {
-    EXPECT_FALSE(retry_delay(answer(status), 1, policy).has_value()) << status;
+    EXPECT_FALSE(net::retry_delay(answer(status), 1, policy).has_value()) << status;
   }
-  EXPECT_FALSE(retry_delay(answer(503), 6, policy).has_value()) << "attempts are bounded";
+  EXPECT_FALSE(net::retry_delay(answer(503), 6, policy).has_value()) << "attempts are bounded";
 }
 
 TEST(HubRetries, ServerDelaysWinOverBackoff) {
-  RetryPolicy policy{6, std::chrono::milliseconds(100), std::chrono::milliseconds(1000)};
-  EXPECT_EQ(*retry_delay(answer(429, {{"Retry-After", "7"}}), 1, policy), std::chrono::seconds(7));
-  EXPECT_EQ(*retry_delay(answer(429, {{"RateLimit", "\"api\";r=0;t=12"}}), 1, policy),
+  net::RetryPolicy policy{6, std::chrono::milliseconds(100), std::chrono::milliseconds(1000)};
+  EXPECT_EQ(*net::retry_delay(answer(429, {{"Retry-After", "7"}}), 1, policy),
+            std::chrono::seconds(7));
+  EXPECT_EQ(*net::retry_delay(answer(429, {{"RateLimit", "\"api\";r=0;t=12"}}), 1, policy),
             std::chrono::seconds(13));
   // Not exhausted (r>0): the RateLimit header is not the reason, so the backoff applies.
-  auto delay = *retry_delay(answer(429, {{"RateLimit", "\"api\";r=5;t=12"}}), 1, policy);
+  auto delay = *net::retry_delay(answer(429, {{"RateLimit", "\"api\";r=5;t=12"}}), 1, policy);
   EXPECT_GE(delay, std::chrono::milliseconds(50));
   EXPECT_LE(delay, std::chrono::milliseconds(150));
 }
 
 TEST(HubRetries, BackoffDoublesWithJitterAndIsCapped) {
-  RetryPolicy policy{6, std::chrono::milliseconds(1000), std::chrono::milliseconds(30000)};
+  net::RetryPolicy policy{6, std::chrono::milliseconds(1000), std::chrono::milliseconds(30000)};
   for (int attempt = 1; attempt <= 8; ++attempt) {
-    auto wait = backoff(attempt, policy).count();
+    auto wait = net::backoff(attempt, policy).count();
     double nominal = std::min(30000.0, 1000.0 * (1 << (attempt - 1)));
     EXPECT_GE(wait, static_cast<long>(nominal * 0.5) - 1) << attempt;
     EXPECT_LE(wait, 30000) << attempt;
@@ -88,7 +91,7 @@ TEST(HubErrors, MessagesSayWhatFailedWhyAndWhatToDo) {
                               .what();
   EXPECT_NE(read_only.find("read-only token"), std::string::npos) << read_only;
   EXPECT_NE(read_only.find("lacks write access to org/cache"), std::string::npos);
-  HttpResponse dropped = answer(0);
+  net::HttpResponse dropped = answer(0);
   dropped.error = "Couldn't connect to server";
   std::string offline = hub_error(dropped, "reading repo x", "x").what();
   EXPECT_NE(offline.find("Couldn't connect"), std::string::npos);
@@ -96,7 +99,7 @@ TEST(HubErrors, MessagesSayWhatFailedWhyAndWhatToDo) {
 }
 
 TEST(HubHeaders, LookupIsCaseInsensitive) {
-  Headers headers;
+  net::Headers headers;
   headers.items = {{"x-linked-etag", "\"abc\""}, {"Content-Length", "3"}};
   EXPECT_EQ(headers.get("X-Linked-Etag"), "\"abc\"");
   EXPECT_EQ(headers.get("content-length"), "3");

@@ -16,7 +16,7 @@
 #include "neuron_cache/format/digest.h"
 #include "neuron_cache/format/layout.h"
 #include "neuron_cache/hub/client.h"
-#include "neuron_cache/hub/http.h"
+#include "neuron_cache/net/http.h"
 #include "schema_check.h"
 #include "test_support.h"
 #include "tool_runner.h"
@@ -240,8 +240,8 @@ class PipelineCliTest : public ::testing::Test {
   }
 
   size_t hub_commits() const {
-    hub::HttpEngine http({server.url(), testing::kHubWriteToken});
-    hub::HttpResponse response =
+    net::HttpEngine http({server.url(), testing::kHubWriteToken});
+    net::HttpResponse response =
         http.perform({"GET", server.url() + "/api/models/" + std::string(kRepo) + "/commits/main"});
     return json::parse(response.body).size();
   }

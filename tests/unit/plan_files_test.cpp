@@ -13,6 +13,7 @@
 #include "hub_fixture.h"
 #include "neuron_cache/format/artifact_index.h"
 #include "neuron_cache/format/digest.h"
+#include "neuron_cache/format/url.h"
 #include "neuron_cache/hub/client.h"
 #include "schema_check.h"
 #include "test_support.h"
@@ -158,7 +159,7 @@ TEST_F(PlanFilesTest, HubRowsListResolveUrlsAtTheCommitReadThatGiveTheListedByte
       std::string url = file["url"];
       // The tool's own quoting: '+' of the compiler version and of MODULE_ names is %2B.
       std::string want = server.url() + "/" + kRepo + "/resolve/" + revision + "/" +
-                         hub::url_encode(file["path"].get<std::string>(), true);
+                         url::url_encode(file["path"].get<std::string>(), true);
       EXPECT_EQ(url, want);
       EXPECT_TRUE(contains(url, "neuronxcc-2.21.33363.0%2B82129205/MODULE_")) << url;
     }

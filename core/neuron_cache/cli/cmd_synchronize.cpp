@@ -4,6 +4,7 @@
 #include "neuron_cache/cli/context.h"
 #include "neuron_cache/cli/output.h"
 #include "neuron_cache/cli/progress.h"
+#include "neuron_cache/net/retry.h"
 #include "neuron_cache/process/process.h"
 #include "neuron_cache/remote/synchronize.h"
 
@@ -37,7 +38,7 @@ void synchronize(Context& context, const Options& options) {
   std::string repo = storage::display_name(store);
   local::LocalCache cache(settings.local_cache_root(), {settings.hf_hub_cache.value});
   remote::SyncOptions sync;
-  sync.conflicts = hub::retry_policy(context.settings(), 6);
+  sync.conflicts = net::retry_policy(context.settings(), 6);
   sync.compiler_running = is_process_running("neuronx-cc");
   Progress progress("Uploading", Progress::mode_for(options.quiet || options.json));
   sync.on_plan = [&](uint64_t, uint64_t bytes) { progress.set_total(bytes); };

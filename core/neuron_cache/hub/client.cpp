@@ -1,19 +1,21 @@
 #include "neuron_cache/hub/client.h"
 
 #include "neuron_cache/format/hub_names.h"
-#include "neuron_cache/hub/answer.h"
+#include "neuron_cache/format/url.h"
+#include "neuron_cache/net/answer.h"
+#include "neuron_cache/net/retry.h"
 
 namespace neuron_cache::hub {
 namespace {
 
 using nlohmann::json;
 
-bool ok(const HttpResponse& r) {
+bool ok(const net::HttpResponse& r) {
   return r.status >= 200 && r.status < 300;
 }
 
 // The next page of a listing: `Link: <URL>; rel="next"`.
-std::optional<std::string> next_link(const HttpResponse& response) {
+std::optional<std::string> next_link(const net::HttpResponse& response) {
   auto link = response.headers.get("Link");
   if (!link) return std::nullopt;
   size_t rel = link->find("rel=\"next\"");
@@ -27,16 +29,16 @@ std::optional<std::string> next_link(const HttpResponse& response) {
 }  // namespace
 
 RemoteEntry parse_entry(const json& item) {
-  object_in(item, "an entry");
+  net::object_in(item, "an entry");
   RemoteEntry entry;
-  entry.path = text_in(item, "path");
-  entry.is_directory = text_in(item, "type", "file") == "directory";
-  entry.size = size_in(item, "size", 0);
-  entry.oid = text_in(item, "oid");
-  if (const json* lfs = member(item, "lfs")) {
-    object_in(*lfs, "\"lfs\"");
-    entry.lfs_sha256 = text_in(*lfs, "oid");
-    entry.size = size_in(*lfs, "size", entry.size);
+  entry.path = net::text_in(item, "path");
+  entry.is_directory = net::text_in(item, "type", "file") == "directory";
+  entry.size = net::size_in(item, "size", 0);
+  entry.oid = net::text_in(item, "oid");
+  if (const json* lfs = net::member(item, "lfs")) {
+    net::object_in(*lfs, "\"lfs\"");
+    entry.lfs_sha256 = net::text_in(*lfs, "oid");
+    entry.size = net::size_in(*lfs, "size", entry.size);
   }
   return entry;
 }
@@ -45,12 +47,12 @@ namespace {
 
 std::vector<RemoteEntry> parse_entries(const json& list) {
   std::vector<RemoteEntry> entries;
-  for (const auto& item : array_in(list, "the answer")) entries.push_back(parse_entry(item));
+  for (const auto& item : net::array_in(list, "the answer")) entries.push_back(parse_entry(item));
   return entries;
 }
 
-HttpOptions http_options(const ClientOptions& options) {
-  HttpOptions http;
+net::HttpOptions http_options(const ClientOptions& options) {
+  net::HttpOptions http;
   http.endpoint = options.endpoint;
   http.token = options.token;
   http.connect_timeout = std::min(options.hub_timeout, ClientOptions::kMaxConnectTimeout);
@@ -69,7 +71,7 @@ ClientOptions HubClient::options_from(const Settings& settings) {
   options.endpoint = settings.endpoint.value;
   options.token = settings.token.value;
   options.offline = settings.offline;
-  options.retry = retry_policy(settings, 6);
+  options.retry = net::retry_policy(settings, 6);
   options.hub_timeout = settings.hub_timeout();
   return options;
 }
@@ -93,14 +95,14 @@ std::string HubClient::api(const std::string& path) const {
   return options_.endpoint + path;
 }
 
-HttpResponse HubClient::call(HttpRequest request, const std::string& what) {
+net::HttpResponse HubClient::call(net::HttpRequest request, const std::string& what) {
   check_online(what);
-  if (!hub_down().empty()) {
-    throw operational_error(what + " was not tried: " + hub_down() +
+  if (!unreachable().empty()) {
+    throw operational_error(what + " was not tried: " + unreachable() +
                             " earlier in this run, so no further request is made; check the "
                             "network and HF_ENDPOINT");
   }
-  RetryingExchange exchange(std::move(request), options_.retry);
+  net::RetryingExchange exchange(std::move(request), options_.retry);
   http_.run({&exchange}, 1);
   return exchange.response_;
 }
@@ -112,27 +114,29 @@ const WhoAmI& HubClient::whoami() {
         "no Hugging Face token: set HF_TOKEN (or log in so that "
         "~/.cache/huggingface/token exists)");
   }
-  HttpRequest request{"GET", api("/api/whoami-v2")};
-  HttpResponse response = call(request, "asking the Hub who you are");
+  net::HttpRequest request{"GET", api("/api/whoami-v2")};
+  net::HttpResponse response = call(request, "asking the Hub who you are");
   if (!ok(response)) throw hub_error(response, "asking the Hub who you are (whoami)", "");
-  whoami_ = read_answer(response, request_name(request), "an account", [](const json& body) {
-    object_in(body, "the answer");
-    WhoAmI who;
-    who.name = text_in(body, "name");
-    who.type = text_in(body, "type", "user");
-    if (const json* orgs = member(body, "orgs")) {
-      for (const auto& org : array_in(*orgs, "\"orgs\""))
-        who.orgs.push_back(text_in(object_in(org, "an org"), "name"));
-    }
-    const json* auth = member(body, "auth");
-    const json* token = auth ? member(object_in(*auth, "\"auth\""), "accessToken") : nullptr;
-    if (token) {
-      object_in(*token, "\"accessToken\"");
-      who.token_name = text_in(*token, "displayName");
-      who.role = text_in(*token, "role");
-    }
-    return who;
-  });
+  whoami_ =
+      net::read_answer(response, net::request_name(request), "an account", [](const json& body) {
+        net::object_in(body, "the answer");
+        WhoAmI who;
+        who.name = net::text_in(body, "name");
+        who.type = net::text_in(body, "type", "user");
+        if (const json* orgs = net::member(body, "orgs")) {
+          for (const auto& org : net::array_in(*orgs, "\"orgs\""))
+            who.orgs.push_back(net::text_in(net::object_in(org, "an org"), "name"));
+        }
+        const json* auth = net::member(body, "auth");
+        const json* token =
+            auth ? net::member(net::object_in(*auth, "\"auth\""), "accessToken") : nullptr;
+        if (token) {
+          net::object_in(*token, "\"accessToken\"");
+          who.token_name = net::text_in(*token, "displayName");
+          who.role = net::text_in(*token, "role");
+        }
+        return who;
+      });
   return *whoami_;
 }
 
@@ -156,9 +160,9 @@ std::string HubClient::create_repo(const std::string& name, const std::string& n
                {"private", is_private}};
   std::string repo = owner + "/" + name;
   check_repo(repo);
-  HttpRequest request{
+  net::HttpRequest request{
       "POST", api("/api/repos/create"), {"Content-Type: application/json"}, body.dump()};
-  HttpResponse response = call(request, "creating " + repo);
+  net::HttpResponse response = call(request, "creating " + repo);
   if (response.status == 409) {
     throw operational_error("creating " + repo +
                             " failed: the repo already exists; use "
@@ -174,24 +178,24 @@ RepoInfo HubClient::repo_info(const std::string& repo, const std::string& revisi
   // Only what RepoInfo holds: without `expand` the Hub also sends the repo's whole file list
   // (siblings), 818 KB for an 8,000-file cache repo. huggingface_hub repeats `expand` this way.
   std::string path = "/api/models/" + repo + "/revision/" +
-                     url_encode(revision.empty() ? "main" : revision, false) +
+                     url::url_encode(revision.empty() ? "main" : revision, false) +
                      "?expand=sha&expand=private";
-  HttpRequest request{"GET", api(path)};
-  HttpResponse response = call(request, "reading " + repo);
+  net::HttpRequest request{"GET", api(path)};
+  net::HttpResponse response = call(request, "reading " + repo);
   if (!ok(response)) throw hub_error(response, "reading repo " + repo, repo);
-  return read_answer(response, request_name(request), "a repo", [&](const json& body) {
-    object_in(body, "the answer");
-    return RepoInfo{text_in(body, "id", repo), text_in(body, "sha"),
-                    flag_in(body, "private", false)};
+  return net::read_answer(response, net::request_name(request), "a repo", [&](const json& body) {
+    net::object_in(body, "the answer");
+    return RepoInfo{net::text_in(body, "id", repo), net::text_in(body, "sha"),
+                    net::flag_in(body, "private", false)};
   });
 }
 
 std::optional<std::string> HubClient::read_file(const std::string& repo, const std::string& path,
                                                 const std::string& revision) {
   check_repo(repo);
-  HttpRequest request{"GET", resolve_url(repo, revision, path)};
+  net::HttpRequest request{"GET", resolve_url(repo, revision, path)};
   request.may_leave_origin = true;  // an LFS file comes from the CDN the Hub redirects to
-  HttpResponse response = call(request, "reading " + path + " from " + repo);
+  net::HttpResponse response = call(request, "reading " + path + " from " + repo);
   if (ok(response)) return response.body;
   std::string code = response.headers.get("X-Error-Code").value_or("");
   if (response.status == 404 && code == "EntryNotFound") return std::nullopt;
@@ -201,14 +205,14 @@ std::optional<std::string> HubClient::read_file(const std::string& repo, const s
 std::string HubClient::resolve_url(const std::string& repo, const std::string& revision,
                                    const std::string& path_in_repo) const {
   check_repo(repo);
-  return options_.endpoint + "/" + repo + "/resolve/" + url_encode(revision, false) + "/" +
-         url_encode(path_in_repo, true);
+  return options_.endpoint + "/" + repo + "/resolve/" + url::url_encode(revision, false) + "/" +
+         url::url_encode(path_in_repo, true);
 }
 
 bool HubClient::repo_exists(const std::string& repo) {
   check_repo(repo);
   // One small property, not the file list (as the JS client's repoExists does).
-  HttpResponse response =
+  net::HttpResponse response =
       call({"GET", api("/api/models/" + repo + "?expand=private")}, "checking " + repo);
   if (ok(response)) return true;
   std::string code = response.headers.get("X-Error-Code").value_or("");
@@ -223,20 +227,20 @@ bool HubClient::repo_exists(const std::string& repo) {
 std::vector<RemoteEntry> HubClient::list_tree(const std::string& repo, const std::string& path,
                                               bool recursive, const std::string& revision) {
   check_repo(repo);
-  std::string url = api("/api/models/" + repo + "/tree/" + url_encode(revision, false));
-  if (!path.empty()) url += "/" + url_encode(path, true);
+  std::string url = api("/api/models/" + repo + "/tree/" + url::url_encode(revision, false));
+  if (!path.empty()) url += "/" + url::url_encode(path, true);
   url += std::string("?recursive=") + (recursive ? "true" : "false") + "&expand=false";
   std::vector<RemoteEntry> entries;
   for (std::optional<std::string> next = url; next;) {
-    HttpRequest request{"GET", *next};
-    HttpResponse response = call(request, "listing " + repo);
+    net::HttpRequest request{"GET", *next};
+    net::HttpResponse response = call(request, "listing " + repo);
     if (response.status == 404 &&
         response.headers.get("X-Error-Code").value_or("") == "EntryNotFound") {
       return entries;
     }
     if (!ok(response)) throw hub_error(response, "listing files of " + repo, repo);
     for (auto& entry :
-         read_answer(response, request_name(request), "a list of files", parse_entries))
+         net::read_answer(response, net::request_name(request), "a list of files", parse_entries))
       entries.push_back(std::move(entry));
     next = next_link(response);
   }
@@ -255,14 +259,15 @@ std::vector<RemoteEntry> HubClient::paths_info(const std::string& repo,
                       paths.begin() + static_cast<long>(start),
                       paths.begin() + static_cast<long>(std::min(paths.size(), start + kBatch)))},
         {"expand", false}};
-    HttpRequest request{"POST",
-                        api("/api/models/" + repo + "/paths-info/" + url_encode(revision, false)),
-                        {"Content-Type: application/json"},
-                        body.dump()};
-    HttpResponse response = call(request, "reading paths of " + repo);
+    net::HttpRequest request{
+        "POST",
+        api("/api/models/" + repo + "/paths-info/" + url::url_encode(revision, false)),
+        {"Content-Type: application/json"},
+        body.dump()};
+    net::HttpResponse response = call(request, "reading paths of " + repo);
     if (!ok(response)) throw hub_error(response, "reading file information of " + repo, repo);
     for (auto& entry :
-         read_answer(response, request_name(request), "a list of files", parse_entries))
+         net::read_answer(response, net::request_name(request), "a list of files", parse_entries))
       entries.push_back(std::move(entry));
   }
   return entries;

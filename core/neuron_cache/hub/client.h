@@ -11,7 +11,8 @@
 
 #include "neuron_cache/config/settings.h"
 #include "neuron_cache/hub/failures.h"
-#include "neuron_cache/hub/http.h"
+#include "neuron_cache/net/http.h"
+#include "neuron_cache/net/retry.h"
 #include "neuron_cache/storage/store.h"
 
 namespace neuron_cache::hub {
@@ -42,7 +43,7 @@ struct ClientOptions {
   std::string endpoint = "https://huggingface.co";
   std::string token;
   bool offline = false;
-  RetryPolicy retry;
+  net::RetryPolicy retry;
   size_t parallel = 8;               // simultaneous transfers
   uint64_t part_size = 64ull << 20;  // ranged parallel download part size
   // How long the Hub may fail to answer (no connection, no answer, 5xx) before it is taken as
@@ -96,14 +97,14 @@ class HubClient {
   std::string resolve_url(const std::string& repo, const std::string& revision,
                           const std::string& path_in_repo) const;
 
-  HttpEngine& http() { return http_; }
-  const HttpEngine& http() const { return http_; }
+  net::HttpEngine& http() { return http_; }
+  const net::HttpEngine& http() const { return http_; }
   // Why the Hub was found unreachable in this run (no further request is made), or empty.
-  const std::string& hub_down() const { return http_.hub_down(); }
+  const std::string& unreachable() const { return http_.unreachable(); }
   const ClientOptions& options() const { return options_; }
 
   // One API request, retried on transient failures; refuses to run offline.
-  HttpResponse call(HttpRequest request, const std::string& what);
+  net::HttpResponse call(net::HttpRequest request, const std::string& what);
   std::string api(const std::string& path) const;
 
  private:
@@ -113,7 +114,7 @@ class HubClient {
   static void check_repo(const std::string& repo);
 
   ClientOptions options_;
-  HttpEngine http_;
+  net::HttpEngine http_;
   std::optional<WhoAmI> whoami_;
 };
 

@@ -8,6 +8,7 @@
 
 #include "neuron_cache/format/digest.h"
 #include "neuron_cache/hub/client.h"
+#include "neuron_cache/net/retry.h"
 
 namespace neuron_cache::hub {
 namespace {
@@ -54,7 +55,7 @@ std::string index_entry_wrong(const std::string& path, const std::string& what) 
 
 // The size of the whole file an answer serves: Content-Range's total for a 206, Content-Length
 // for a 200.
-std::optional<uint64_t> served_size(long status, const Headers& headers) {
+std::optional<uint64_t> served_size(long status, const net::Headers& headers) {
   std::optional<std::string> value;
   if (status == 206) {
     value = headers.get("Content-Range");
@@ -103,10 +104,10 @@ void advance_hash(FileState& file, size_t part, uint64_t offset, std::string_vie
 }
 
 // One byte range [start, end) of a file, or the whole file when it is the only part.
-class RangeExchange : public Exchange {
+class RangeExchange : public net::Exchange {
  public:
   RangeExchange(std::string url, std::shared_ptr<FileState> file, size_t part, uint64_t start,
-                uint64_t end, bool whole, const RetryPolicy& policy)
+                uint64_t end, bool whole, const net::RetryPolicy& policy)
       : url_(std::move(url)),
         file_(std::move(file)),
         part_(part),
@@ -118,8 +119,8 @@ class RangeExchange : public Exchange {
     if (whole_) hasher_.emplace(new_hasher(file_->request->expected));
   }
 
-  HttpRequest request() override {
-    HttpRequest r{"GET", url_};
+  net::HttpRequest request() override {
+    net::HttpRequest r{"GET", url_};
     r.may_leave_origin = true;  // LFS files come from the CDN the Hub redirects to
     r.headers.push_back("Accept-Encoding: identity");
     if (!whole_ || pos_ > start_) {
@@ -132,7 +133,7 @@ class RangeExchange : public Exchange {
 
   bool streams_body() const override { return true; }
 
-  void on_stream_start(long status, const Headers& headers) override {
+  void on_stream_start(long status, const net::Headers& headers) override {
     check_served_size(status, headers);  // a wrong entry stops here, before its bytes come
     if (status != 200 || !asked_range_) return;
     // The server ignored Range: a whole file restarts from zero, a part skips to its range.
@@ -158,13 +159,13 @@ class RangeExchange : public Exchange {
     return pos_ < end_ || whole_;
   }
 
-  std::optional<std::chrono::milliseconds> on_complete(const HttpResponse& response) override {
+  std::optional<std::chrono::milliseconds> on_complete(const net::HttpResponse& response) override {
     record_headers(response);
     if (file_->failed) return std::nullopt;
     bool success = response.status >= 200 && response.status < 300;
     if (success && pos_ >= end_) return finish_part();
     if (success || response.streamed_bytes > 0) return resume(response);
-    if (auto delay = retry_delay(response, ++attempts_, policy_)) return delay;
+    if (auto delay = net::retry_delay(response, ++attempts_, policy_)) return delay;
     fail(hub_error(response, "downloading " + file_->request->path_in_repo, file_->repo).what());
     return std::nullopt;
   }
@@ -197,8 +198,8 @@ class RangeExchange : public Exchange {
     written_back_ = pos_;  // best effort: memory files and some filesystems refuse it
   }
 
-  void record_headers(const HttpResponse& response) {
-    const Headers& hub =
+  void record_headers(const net::HttpResponse& response) {
+    const net::Headers& hub =
         response.first_headers.items.empty() ? response.headers : response.first_headers;
     if (auto commit = hub.get("X-Repo-Commit")) file_->result->commit = *commit;
     auto linked_etag = hub.get("X-Linked-Etag");
@@ -234,7 +235,7 @@ class RangeExchange : public Exchange {
 
   // A file the Hub serves at another size than its index entry says is never installed, whatever
   // its bytes hash to (a size 0 entry for a NEFF, a size cut short).
-  void check_served_size(long status, const Headers& headers) {
+  void check_served_size(long status, const net::Headers& headers) {
     const RemoteEntry& expected = file_->request->expected;
     if (!known_by_index_only(expected)) return;
     auto size = served_size(status, headers);
@@ -256,7 +257,7 @@ class RangeExchange : public Exchange {
            blob.hex_digest() == file_->hub_blob_id;
   }
 
-  std::optional<std::chrono::milliseconds> resume(const HttpResponse& response) {
+  std::optional<std::chrono::milliseconds> resume(const net::HttpResponse& response) {
     stalled_ = pos_ > last_pos_ ? 0 : stalled_ + 1;
     last_pos_ = pos_;
     if (stalled_ >= kMaxStalledResumes) {
@@ -311,7 +312,7 @@ class RangeExchange : public Exchange {
   uint64_t start_, end_, pos_;
   uint64_t written_back_ = start_;
   bool whole_;
-  RetryPolicy policy_;
+  net::RetryPolicy policy_;
   std::optional<Hasher> hasher_;
   bool asked_range_ = false;
   uint64_t skip_ = 0;
@@ -360,7 +361,7 @@ std::vector<DownloadResult> HubClient::download(const std::string& repo,
           std::make_unique<RangeExchange>(url, state, p, start, end, parts == 1, options_.retry));
     }
   }
-  std::vector<Exchange*> pointers;
+  std::vector<net::Exchange*> pointers;
   for (auto& e : exchanges) pointers.push_back(e.get());
   http_.run(pointers, options_.parallel);
   return results;

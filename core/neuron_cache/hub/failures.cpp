@@ -1,48 +1,9 @@
 #include "neuron_cache/hub/failures.h"
 
 #include <nlohmann/json.hpp>
-#include <random>
 
 namespace neuron_cache::hub {
-
-RetryPolicy retry_policy(const Settings& settings, int max_attempts) {
-  RetryPolicy policy;
-  policy.max_attempts = max_attempts;
-  if (auto base = settings.retry_base()) {
-    policy.base = *base;
-    policy.cap = policy.base * 30;
-  }
-  return policy;
-}
 namespace {
-
-double jitter() {
-  static thread_local std::mt19937_64 generator{std::random_device{}()};
-  return std::uniform_real_distribution<double>(0.5, 1.5)(generator);
-}
-
-// The seconds in `RateLimit: "api";r=0;t=42` when no request is left in the window.
-std::optional<long> rate_limit_reset(const HttpResponse& response) {
-  auto header = response.headers.get("RateLimit");
-  if (!header || header->find("r=0") == std::string::npos) return std::nullopt;
-  size_t t = header->find("t=");
-  if (t == std::string::npos) return std::nullopt;
-  try {
-    return std::stol(header->substr(t + 2));
-  } catch (const std::exception&) {
-    return std::nullopt;
-  }
-}
-
-std::optional<long> retry_after(const HttpResponse& response) {
-  auto header = response.headers.get("Retry-After");
-  if (!header || header->empty() || header->find_first_not_of("0123456789") != std::string::npos) {
-    return std::nullopt;  // the HTTP-date form is not used by the Hub
-  }
-  // More than a day is no answer to wait for (and more digits than a long holds is none at all).
-  if (header->size() > 5) return std::nullopt;
-  return std::stol(*header);
-}
 
 std::string advice(long status, const std::string& code, const std::string& repo) {
   if (code == "RepoNotFound" || (status == 401 && !repo.empty()) ||
@@ -74,30 +35,7 @@ std::string advice(long status, const std::string& code, const std::string& repo
 
 }  // namespace
 
-bool is_transient(const HttpResponse& response) {
-  // A Hub that could not be reached at all is not asked again in this run (HttpEngine::hub_down).
-  if (response.unreachable) return false;
-  long s = response.status;
-  return s == 0 || s == 408 || s == 429 || s == 500 || s == 502 || s == 503 || s == 504;
-}
-
-std::chrono::milliseconds backoff(int attempt, const RetryPolicy& policy) {
-  double wait = static_cast<double>(policy.base.count());
-  for (int i = 1; i < attempt && wait < policy.cap.count(); ++i) wait *= 2;
-  wait = std::min(wait, static_cast<double>(policy.cap.count())) * jitter();
-  return std::chrono::milliseconds(
-      static_cast<long>(std::min(wait, static_cast<double>(policy.cap.count()))));
-}
-
-std::optional<std::chrono::milliseconds> retry_delay(const HttpResponse& response, int attempt,
-                                                     const RetryPolicy& policy) {
-  if (!is_transient(response) || attempt >= policy.max_attempts) return std::nullopt;
-  if (auto reset = rate_limit_reset(response)) return std::chrono::seconds(*reset + 1);
-  if (auto seconds = retry_after(response)) return std::chrono::seconds(*seconds);
-  return backoff(attempt, policy);
-}
-
-std::string server_message(const HttpResponse& response) {
+std::string server_message(const net::HttpResponse& response) {
   if (auto message = response.headers.get("X-Error-Message")) return *message;
   auto body = nlohmann::json::parse(response.body, nullptr, false);
   if (body.is_object()) {
@@ -108,7 +46,8 @@ std::string server_message(const HttpResponse& response) {
   return "";
 }
 
-Error hub_error(const HttpResponse& response, const std::string& what, const std::string& repo) {
+Error hub_error(const net::HttpResponse& response, const std::string& what,
+                const std::string& repo) {
   std::string code = response.headers.get("X-Error-Code").value_or("");
   std::string why = response.status == 0 ? "no answer (" + response.error + ")"
                                          : "HTTP " + std::to_string(response.status);

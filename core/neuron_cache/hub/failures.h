@@ -1,64 +1,20 @@
-// What to do when a Hub request fails: retry it (429, 5xx, dropped connections) after the
-// delay the server asks for or an exponential backoff with jitter, or turn it into an error
-// message a user can act on.
+// What a failed Hub answer means for the user: an error message that says what failed, why (the
+// Hub's own error code and message) and what to do. Retrying is net/retry.h's.
 #pragma once
 
-#include <chrono>
-#include <optional>
 #include <string>
 
-#include "neuron_cache/config/settings.h"
 #include "neuron_cache/error.h"
-#include "neuron_cache/hub/http.h"
+#include "neuron_cache/net/http.h"
 
 namespace neuron_cache::hub {
 
-struct RetryPolicy {
-  int max_attempts = 6;  // the first try included
-  std::chrono::milliseconds base{1000};
-  std::chrono::milliseconds cap{30000};
-};
-
-// Waits between tries: NEURON_CACHE_RETRY_BASE_MS (Settings::retry_base) shortens them.
-RetryPolicy retry_policy(const Settings& settings, int max_attempts);
-
-// 408, 429, 500, 502, 503, 504 and answers that never came (status 0), unless the Hub was found
-// unreachable (HttpResponse::unreachable).
-bool is_transient(const HttpResponse& response);
-
-// The delay before attempt number `attempt` + 1 (attempt counts from 1), or nothing when the
-// failure is not transient or the attempts are used up. Honours `RateLimit: ...;r=0;t=N` and an
-// integer `Retry-After` before falling back to base * 2^(attempt-1) * U(0.5, 1.5), capped.
-std::optional<std::chrono::milliseconds> retry_delay(const HttpResponse& response, int attempt,
-                                                     const RetryPolicy& policy);
-
-// One request retried on transient failures (429, 5xx, 503 SlowDown, no answer) after
-// retry_delay; the last answer is kept. What the Hub client and the S3 store send.
-class RetryingExchange : public Exchange {
- public:
-  RetryingExchange(HttpRequest request, const RetryPolicy& policy)
-      : request_(std::move(request)), policy_(policy) {}
-  HttpRequest request() override { return request_; }
-  std::optional<std::chrono::milliseconds> on_complete(const HttpResponse& response) override {
-    response_ = response;
-    return retry_delay(response, ++attempts_, policy_);
-  }
-  HttpResponse response_;
-
- private:
-  HttpRequest request_;
-  RetryPolicy policy_;
-  int attempts_ = 0;
-};
-
-// The backoff alone, as optimum-neuron waits between commit conflicts: min(cap, w * U(0.5,1.5)).
-std::chrono::milliseconds backoff(int attempt, const RetryPolicy& policy);
-
 // An Error describing a failed Hub answer: what failed (`what`, e.g. "listing files of org/repo"),
 // why (status, X-Error-Code, X-Error-Message or the body's "error"), and what to do.
-Error hub_error(const HttpResponse& response, const std::string& what, const std::string& repo);
+Error hub_error(const net::HttpResponse& response, const std::string& what,
+                const std::string& repo);
 
 // The server's own explanation: X-Error-Message, else "error"/"message" of a JSON body.
-std::string server_message(const HttpResponse& response);
+std::string server_message(const net::HttpResponse& response);
 
 }  // namespace neuron_cache::hub

@@ -8,8 +8,10 @@
 #include <thread>
 
 #include "neuron_cache/format/digest.h"
-#include "neuron_cache/hub/answer.h"
+#include "neuron_cache/format/url.h"
 #include "neuron_cache/hub/client.h"
+#include "neuron_cache/net/answer.h"
+#include "neuron_cache/net/retry.h"
 #include "neuron_cache/sys/fd.h"
 
 namespace neuron_cache::hub {
@@ -76,33 +78,34 @@ LocalFile describe(const CommitOperation& op) {
 }
 
 // PUT of a whole file, or of one part of a multipart upload, to a presigned URL (no token).
-class PutExchange : public Exchange {
+class PutExchange : public net::Exchange {
  public:
-  PutExchange(std::string url, int fd, uint64_t offset, uint64_t length, const RetryPolicy& policy)
+  PutExchange(std::string url, int fd, uint64_t offset, uint64_t length,
+              const net::RetryPolicy& policy)
       : url_(std::move(url)), fd_(fd), offset_(offset), length_(length), policy_(policy) {}
-  HttpRequest request() override {
-    HttpRequest r{"PUT", url_};
+  net::HttpRequest request() override {
+    net::HttpRequest r{"PUT", url_};
     r.send_token = false;  // the URL is signed; storage refuses (or logs) a second credential
     r.upload_fd = fd_;
     r.upload_offset = offset_;
     r.upload_length = length_;
     return r;
   }
-  std::optional<std::chrono::milliseconds> on_complete(const HttpResponse& response) override {
+  std::optional<std::chrono::milliseconds> on_complete(const net::HttpResponse& response) override {
     response_ = response;
-    return retry_delay(response, ++attempts_, policy_);
+    return net::retry_delay(response, ++attempts_, policy_);
   }
-  HttpResponse response_;
+  net::HttpResponse response_;
 
  private:
   std::string url_;
   int fd_;
   uint64_t offset_, length_;
-  RetryPolicy policy_;
+  net::RetryPolicy policy_;
   int attempts_ = 0;
 };
 
-bool ok(const HttpResponse& r) {
+bool ok(const net::HttpResponse& r) {
   return r.status >= 200 && r.status < 300;
 }
 
@@ -118,15 +121,15 @@ struct UploadPlan {
 
 // The preupload answer's files by path; each checked for the fields the upload reads.
 std::map<std::string, json> preupload_answers(const json& answer) {
-  const json* files = member(object_in(answer, "the answer"), "files");
-  if (files == nullptr) throw BadAnswer("it has no \"files\"");
+  const json* files = net::member(net::object_in(answer, "the answer"), "files");
+  if (files == nullptr) throw net::BadAnswer("it has no \"files\"");
   std::map<std::string, json> by_path;
-  for (const auto& item : array_in(*files, "\"files\"")) {
-    object_in(item, "a file");
-    flag_in(item, "shouldIgnore", false);
-    text_in(item, "uploadMode", "regular");
-    text_in(item, "oid");
-    by_path[text_in(item, "path")] = item;
+  for (const auto& item : net::array_in(*files, "\"files\"")) {
+    net::object_in(item, "a file");
+    net::flag_in(item, "shouldIgnore", false);
+    net::text_in(item, "uploadMode", "regular");
+    net::text_in(item, "oid");
+    by_path[net::text_in(item, "path")] = item;
   }
   return by_path;
 }
@@ -170,28 +173,29 @@ std::map<long, std::string> part_urls(const json& header) {
   for (const auto& [key, value] : header.items()) {
     if (key.empty() || key.size() > 9 || key.find_first_not_of("0123456789") != std::string::npos)
       continue;
-    if (!value.is_string()) throw BadAnswer("the URL of part " + key + " is not a string");
+    if (!value.is_string()) throw net::BadAnswer("the URL of part " + key + " is not a string");
     parts[std::stol(key)] = value.get<std::string>();
   }
   return parts;
 }
 
 uint64_t chunk_size_of(const json& header) {
-  std::string text = text_in(header, "chunk_size");
+  std::string text = net::text_in(header, "chunk_size");
   if (text.empty() || text.size() > 19 || text.find_first_not_of("0123456789") != std::string::npos)
-    throw BadAnswer("\"chunk_size\" is not a number of bytes");
+    throw net::BadAnswer("\"chunk_size\" is not a number of bytes");
   return std::stoull(text);
 }
 
 // Throws BadAnswer when `upload` (an LFS batch "upload" action) is not one.
-LfsUpload plan_object(LocalFile* file, const json& upload, const RetryPolicy& policy) {
+LfsUpload plan_object(LocalFile* file, const json& upload, const net::RetryPolicy& policy) {
   LfsUpload plan;
   plan.file = file;
-  object_in(upload, "the upload action of " + file->path_in_repo);
-  std::string href = text_in(upload, "href");
-  if (href.empty()) throw BadAnswer("the upload action of " + file->path_in_repo + " has no href");
-  const json* header = member(upload, "header");
-  if (header) object_in(*header, "the upload header of " + file->path_in_repo);
+  net::object_in(upload, "the upload action of " + file->path_in_repo);
+  std::string href = net::text_in(upload, "href");
+  if (href.empty())
+    throw net::BadAnswer("the upload action of " + file->path_in_repo + " has no href");
+  const json* header = net::member(upload, "header");
+  if (header) net::object_in(*header, "the upload header of " + file->path_in_repo);
   if (!header || !header->contains("chunk_size")) {
     plan.fd = open_local(file->local);
     plan.puts.push_back(std::make_unique<PutExchange>(href, plan.fd.get(), 0, file->size, policy));
@@ -234,13 +238,14 @@ void complete_upload(HubClient& client, LfsUpload& upload) {
       }
       parts.push_back({{"partNumber", i + 1}, {"etag", *etag}});
     }
-    HttpRequest request{
+    net::HttpRequest request{
         "POST",
         upload.completion_url,
         {"Accept: application/vnd.git-lfs+json", "Content-Type: application/vnd.git-lfs+json"},
         json{{"oid", file.sha256}, {"parts", parts}}.dump()};
     request.send_token = false;  // signed like the part URLs, as huggingface_hub sends it
-    HttpResponse response = client.call(request, "completing the upload of " + file.path_in_repo);
+    net::HttpResponse response =
+        client.call(request, "completing the upload of " + file.path_in_repo);
     if (!ok(response))
       throw hub_error(response, "completing the upload of " + file.path_in_repo, "");
   }
@@ -250,19 +255,21 @@ void complete_upload(HubClient& client, LfsUpload& upload) {
 
 // What the LFS batch answer says of one object: nothing to send, or the uploads to make.
 void plan_upload(const json& object, std::map<std::string, LocalFile*>& by_oid,
-                 const RetryPolicy& policy, std::vector<LfsUpload>& uploads, CommitResult& result) {
-  auto known = by_oid.find(text_in(object, "oid"));
+                 const net::RetryPolicy& policy, std::vector<LfsUpload>& uploads,
+                 CommitResult& result) {
+  auto known = by_oid.find(net::text_in(object, "oid"));
   if (known == by_oid.end()) return;
   LocalFile* file = known->second;
-  if (const json* error = member(object, "error")) {
+  if (const json* error = net::member(object, "error")) {
     std::string why =
-        error->is_object() ? text_in(*error, "message", "no reason given") : "no reason given";
+        error->is_object() ? net::text_in(*error, "message", "no reason given") : "no reason given";
     throw operational_error("LFS storage refused " + file->path_in_repo + ": " + why);
   }
-  const json* actions = member(object, "actions");
+  const json* actions = net::member(object, "actions");
   const json* upload =
-      actions ? member(object_in(*actions, "the actions of " + file->path_in_repo), "upload")
-              : nullptr;
+      actions
+          ? net::member(net::object_in(*actions, "the actions of " + file->path_in_repo), "upload")
+          : nullptr;
   if (upload == nullptr) {
     ++result.lfs_already_stored;  // the Hub has these bytes already: nothing to send
     return;
@@ -278,23 +285,24 @@ std::vector<LfsUpload> request_lfs_uploads(HubClient& client, const std::string&
     std::vector<LocalFile*> batch(
         lfs.begin() + static_cast<long>(start),
         lfs.begin() + static_cast<long>(std::min(lfs.size(), start + kLfsBatch)));
-    HttpRequest request{
+    net::HttpRequest request{
         "POST",
         client.options().endpoint + "/" + repo + ".git/info/lfs/objects/batch",
         {"Accept: application/vnd.git-lfs+json", "Content-Type: application/vnd.git-lfs+json"},
         lfs_batch_body(batch, revision).dump()};
-    HttpResponse response = client.call(request, "requesting LFS uploads for " + repo);
+    net::HttpResponse response = client.call(request, "requesting LFS uploads for " + repo);
     if (!ok(response)) throw hub_error(response, "requesting LFS uploads for " + repo, repo);
     std::map<std::string, LocalFile*> by_oid;
     for (LocalFile* file : batch) by_oid[file->sha256] = file;
-    read_answer(response, request_name(request), "an LFS batch answer", [&](const json& answer) {
-      const json* objects = member(object_in(answer, "the answer"), "objects");
-      if (objects == nullptr) throw BadAnswer("it has no \"objects\"");
-      for (const auto& object : array_in(*objects, "\"objects\"")) {
-        plan_upload(object_in(object, "an object"), by_oid, client.options().retry, uploads,
-                    result);
-      }
-    });
+    net::read_answer(
+        response, net::request_name(request), "an LFS batch answer", [&](const json& answer) {
+          const json* objects = net::member(net::object_in(answer, "the answer"), "objects");
+          if (objects == nullptr) throw net::BadAnswer("it has no \"objects\"");
+          for (const auto& object : net::array_in(*objects, "\"objects\"")) {
+            plan_upload(net::object_in(object, "an object"), by_oid, client.options().retry,
+                        uploads, result);
+          }
+        });
   }
   return uploads;
 }
@@ -306,7 +314,7 @@ void upload_lfs_objects(HubClient& client, const std::string& repo, const std::s
     if (file.mode == "lfs") lfs.push_back(&file);
   }
   std::vector<LfsUpload> uploads = request_lfs_uploads(client, repo, revision, lfs, result);
-  std::vector<Exchange*> puts;
+  std::vector<net::Exchange*> puts;
   for (auto& upload : uploads) {
     for (auto& put : upload.puts) puts.push_back(put.get());
   }
@@ -413,15 +421,15 @@ CommitResult post_commit(HubClient& client, const std::string& repo, const std::
                          const std::vector<LocalFile>& files,
                          const std::vector<std::string>& deletions, const std::string& message,
                          const std::optional<std::string>& parent, CommitResult result) {
-  std::string rev = url_encode(revision, false);
-  HttpRequest request{"POST",
-                      client.api("/api/models/" + repo + "/commit/" + rev),
-                      {"Content-Type: application/x-ndjson"},
-                      commit_payload(files, deletions, message, parent, result)};
+  std::string rev = url::url_encode(revision, false);
+  net::HttpRequest request{"POST",
+                           client.api("/api/models/" + repo + "/commit/" + rev),
+                           {"Content-Type: application/x-ndjson"},
+                           commit_payload(files, deletions, message, parent, result)};
   request.answer_timeout = client.options().hub_timeout * ClientOptions::kCommitAnswerFactor;
   request.tells_reachability = false;  // a slow commit is not a Hub that is down
   // Never retried blindly: a lost answer plus a retry could make a duplicate commit.
-  HttpResponse response = client.http().perform(request);
+  net::HttpResponse response = client.http().perform(request);
   if (response.status == 409 || response.status == 412) {
     throw CommitConflict("committing to " + repo + " failed: " + std::to_string(response.status) +
                          " " + server_message(response) + "; another commit landed meanwhile");
@@ -442,10 +450,10 @@ CommitResult post_commit(HubClient& client, const std::string& repo, const std::
   }
   if (!ok(response)) throw hub_error(response, "committing to " + repo, repo);
   json answer = json::parse(response.body, nullptr, false);
-  const json* oid = answer.is_object() ? member(answer, "commitOid") : nullptr;
+  const json* oid = answer.is_object() ? net::member(answer, "commitOid") : nullptr;
   if (oid == nullptr || !oid->is_string() || oid->get<std::string>().empty()) {
     // Only the Hub's answer with the new commit's id proves the commit was made.
-    throw operational_error(request_name(request) + " failed: committing to " + repo +
+    throw operational_error(net::request_name(request) + " failed: committing to " + repo +
                             " got an answer (HTTP " + std::to_string(response.status) +
                             ") with no commit id, so no commit can be assumed; check HF_ENDPOINT "
                             "points to the Hub and run the command again");
@@ -453,7 +461,7 @@ CommitResult post_commit(HubClient& client, const std::string& repo, const std::
   result.committed = true;
   result.commit_oid = oid->get<std::string>();
   // The commit was made: a strange URL beside its id is not worth failing for.
-  const json* url = member(answer, "commitUrl");
+  const json* url = net::member(answer, "commitUrl");
   result.commit_url = url && url->is_string() ? url->get<std::string>() : "";
   return result;
 }
@@ -468,7 +476,7 @@ CommitResult HubClient::commit(const std::string& repo,
   check_repo(repo);
   check_online("uploading to " + repo);
   if (!options_.token.empty()) require_write_token("uploading to " + repo);
-  std::string rev = url_encode(revision, false);
+  std::string rev = url::url_encode(revision, false);
   UploadPlan plan;
   std::vector<LocalFile> candidates;
   for (const auto& op : operations) {
@@ -481,20 +489,20 @@ CommitResult HubClient::commit(const std::string& repo,
   // Preupload: the Hub decides regular or LFS, and tells which files it already has.
   for (size_t start = 0; start < candidates.size(); start += kPreuploadBatch) {
     size_t end = std::min(candidates.size(), start + kPreuploadBatch);
-    HttpRequest request{"POST",
-                        api("/api/models/" + repo + "/preupload/" + rev),
-                        {"Content-Type: application/json"},
-                        preupload_body(candidates, start, end).dump()};
-    HttpResponse response = call(request, "preparing the upload to " + repo);
+    net::HttpRequest request{"POST",
+                             api("/api/models/" + repo + "/preupload/" + rev),
+                             {"Content-Type: application/json"},
+                             preupload_body(candidates, start, end).dump()};
+    net::HttpResponse response = call(request, "preparing the upload to " + repo);
     if (!ok(response)) throw hub_error(response, "preparing the upload to " + repo, repo);
-    std::map<std::string, json> answers =
-        read_answer(response, request_name(request), "a preupload answer", preupload_answers);
+    std::map<std::string, json> answers = net::read_answer(response, net::request_name(request),
+                                                           "a preupload answer", preupload_answers);
     for (size_t i = start; i < end; ++i) {
       LocalFile& file = candidates[i];
       const json& answer = answers[file.path_in_repo];
-      if (answer.is_object() && flag_in(answer, "shouldIgnore", false)) continue;
-      file.mode = answer.is_object() ? text_in(answer, "uploadMode", "regular") : "regular";
-      std::string remote = answer.is_object() ? text_in(answer, "oid") : "";
+      if (answer.is_object() && net::flag_in(answer, "shouldIgnore", false)) continue;
+      file.mode = answer.is_object() ? net::text_in(answer, "uploadMode", "regular") : "regular";
+      std::string remote = answer.is_object() ? net::text_in(answer, "oid") : "";
       std::string local = file.mode == "lfs" ? file.sha256 : file.git_oid;
       if (!remote.empty() && remote == local) {
         ++plan.unchanged;

@@ -8,6 +8,7 @@
 #include "neuron_cache/error.h"
 #include "neuron_cache/format/hub_names.h"
 #include "neuron_cache/local/export_dir.h"
+#include "neuron_cache/net/retry.h"
 #include "neuron_cache/pipeline/hub_keys.h"
 #include "neuron_cache/pipeline/registry_memo.h"
 #include "neuron_cache/remote/lookup.h"
@@ -97,7 +98,7 @@ Pipeline::Pipeline(const Settings& settings, Remotes remotes, Options options)
   }
   // NEURON_CACHE_RETRY_BASE_MS shortens the waits between commit conflicts too.
   if (settings_.retry_base())
-    options_.push.conflicts = hub::retry_policy(settings_, options_.push.conflicts.max_attempts);
+    options_.push.conflicts = net::retry_policy(settings_, options_.push.conflicts.max_attempts);
   manifest_ = load_selected(options_);
   if (!options_.manifest.empty())
     settings_ = settings_.with_manifest(manifest_layer(manifest_, options_.manifest));

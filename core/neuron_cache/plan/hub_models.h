@@ -18,7 +18,7 @@ class HubModels : public ModelSource {
     return client_.read_file(model_id, path, revision);
   }
   bool offline() const override { return client_.options().offline; }
-  std::string unreachable() const override { return client_.hub_down(); }
+  std::string unreachable() const override { return client_.unreachable(); }
 
  private:
   hub::HubClient& client_;

@@ -4,10 +4,11 @@
 
 #include "neuron_cache/error.h"
 #include "neuron_cache/hub/failures.h"
+#include "neuron_cache/net/retry.h"
 
 namespace neuron_cache::remote {
 
-void commit_on_head(storage::Store& store, const hub::RetryPolicy& conflicts,
+void commit_on_head(storage::Store& store, const net::RetryPolicy& conflicts,
                     const std::string& what, int& attempts,
                     const std::function<void(const std::string& head)>& attempt) {
   while (true) {
@@ -22,7 +23,7 @@ void commit_on_head(storage::Store& store, const hub::RetryPolicy& conflicts,
                                 storage::display_name(store) +
                                 ": run it again when the other uploads are done");
       }
-      std::this_thread::sleep_for(hub::backoff(attempts, conflicts));
+      std::this_thread::sleep_for(net::backoff(attempts, conflicts));
     }
   }
 }

@@ -15,12 +15,13 @@
 #include "neuron_cache/format/artifact_index.h"
 #include "neuron_cache/hub/failures.h"
 #include "neuron_cache/local/local_index.h"
+#include "neuron_cache/net/retry.h"
 #include "neuron_cache/storage/store.h"
 
 namespace neuron_cache::remote {
 
 struct PushOptions {
-  hub::RetryPolicy conflicts{6, std::chrono::milliseconds(1000), std::chrono::milliseconds(30000)};
+  net::RetryPolicy conflicts{6, std::chrono::milliseconds(1000), std::chrono::milliseconds(30000)};
 };
 
 struct PushResult {

@@ -12,8 +12,8 @@
 #include "neuron_cache/format/digest.h"
 #include "neuron_cache/format/layout.h"
 #include "neuron_cache/git/git_info.h"
-#include "neuron_cache/hub/answer.h"
 #include "neuron_cache/hub/client.h"
+#include "neuron_cache/net/answer.h"
 #include "neuron_cache/sys/safe_dir.h"
 
 namespace neuron_cache::remote {
@@ -77,7 +77,7 @@ std::vector<storage::RemoteEntry> paths_info_at(storage::Store& store, const std
         if (known[path].is_object()) found.push_back(hub::parse_entry(known[path]));
       }
       return found;
-    } catch (const hub::BadAnswer&) {
+    } catch (const net::BadAnswer&) {
       found.clear();  // a damaged copy: ask the Hub again
     }
   }

@@ -11,6 +11,7 @@
 #include "neuron_cache/hub/failures.h"
 #include "neuron_cache/local/cache_tree.h"
 #include "neuron_cache/local/cleanup.h"
+#include "neuron_cache/net/retry.h"
 #include "neuron_cache/storage/store.h"
 
 namespace neuron_cache::remote {
@@ -18,7 +19,7 @@ namespace neuron_cache::remote {
 inline constexpr const char* kSyncCommitMessage = "Synchronizing local compiler cache.";
 
 struct SyncOptions {
-  hub::RetryPolicy conflicts{6, std::chrono::milliseconds(1000), std::chrono::milliseconds(30000)};
+  net::RetryPolicy conflicts{6, std::chrono::milliseconds(1000), std::chrono::milliseconds(30000)};
   bool compiler_running = false;  // skip the pre-sync cleanup, as optimum-neuron does
   // Called once the bytes to send are known (for progress display).
   std::function<void(uint64_t files, uint64_t bytes)> on_plan;

@@ -4,8 +4,9 @@
 #include <map>
 
 #include "neuron_cache/error.h"
-#include "neuron_cache/hub/http.h"
+#include "neuron_cache/format/url.h"
 #include "neuron_cache/local/cleanup.h"
+#include "neuron_cache/net/http.h"
 
 namespace neuron_cache::report {
 namespace {
@@ -111,7 +112,7 @@ std::string outcome_of(const RunRecord& run, const plan::PlanRow& before) {
 // "file:///abs/path", percent-encoded like the Hub's URLs (a '+' of a MODULE_ name is %2B).
 std::string file_url(const std::filesystem::path& path) {
   return "file://" +
-         hub::url_encode(std::filesystem::absolute(path).lexically_normal().string(), true);
+         url::url_encode(std::filesystem::absolute(path).lexically_normal().string(), true);
 }
 
 // The rows a build system can download: complete locally, or listed by the Hub's index.

@@ -13,7 +13,8 @@
 
 #include "neuron_cache/format/digest.h"
 #include "neuron_cache/format/layout.h"
-#include "neuron_cache/hub/http.h"
+#include "neuron_cache/format/url.h"
+#include "neuron_cache/net/http.h"
 #include "neuron_cache/sys/random.h"
 #include "neuron_cache/sys/safe_dir.h"
 
@@ -533,7 +534,7 @@ Store::Url FolderStore::download_url(const std::string& /*revision*/,
   std::vector<std::string> parts = split_path(path);  // no ".." can leave the root
   fs::path file = root_;
   for (const auto& part : parts) file /= part;
-  return {"file://" + hub::url_encode(file.string(), true), false};
+  return {"file://" + url::url_encode(file.string(), true), false};
 }
 
 fs::path folder_root_from_url(std::string_view url) {

@@ -39,7 +39,7 @@ class HubStore : public Store {
   // The resolve URL at `revision`, which needs the token (the repo may be private).
   Url download_url(const std::string& revision, const std::string& path) const override;
   uint64_t requests() const override;
-  std::string unreachable() const override { return client_.hub_down(); }
+  std::string unreachable() const override { return client_.unreachable(); }
   bool offline() const override { return client_.options().offline; }
 
   hub::HubClient& client() { return client_; }

@@ -8,6 +8,8 @@
 #include <set>
 
 #include "neuron_cache/format/digest.h"
+#include "neuron_cache/format/url.h"
+#include "neuron_cache/net/retry.h"
 #include "neuron_cache/storage/s3_internal.h"
 #include "neuron_cache/storage/s3_store.h"
 #include "neuron_cache/storage/s3_xml.h"
@@ -16,7 +18,7 @@ namespace neuron_cache::storage {
 
 namespace s3 {
 
-RemoteEntry entry_of(const std::string& path, const hub::Headers& headers) {
+RemoteEntry entry_of(const std::string& path, const net::Headers& headers) {
   RemoteEntry entry;
   entry.path = path;
   std::string length = headers.get("Content-Length").value_or("");
@@ -37,8 +39,8 @@ RemoteEntry entry_of(const std::string& path, const hub::Headers& headers) {
 
 namespace {
 
-using hub::HttpRequest;
-using hub::HttpResponse;
+using net::HttpRequest;
+using net::HttpResponse;
 
 class Fd {
  public:
@@ -102,9 +104,9 @@ std::string xml_escape(const std::string& text) {
 }
 
 // A request with a body, retried on transient failures; the answer is kept.
-using Send = hub::RetryingExchange;
+using Send = net::RetryingExchange;
 
-bool ok(const HttpResponse& r) {
+bool ok(const net::HttpResponse& r) {
   return r.status >= 200 && r.status < 300;
 }
 
@@ -180,12 +182,13 @@ class Publisher {
   }
 
   void run(std::vector<std::unique_ptr<Send>>& sends) {
-    std::vector<hub::Exchange*> pointers;
+    std::vector<net::Exchange*> pointers;
     for (auto& s : sends) pointers.push_back(s.get());
     store_.http().run(pointers, store_.options().parallel);
   }
 
-  HttpRequest with_file(HttpRequest r, const Artifact& a, uint64_t offset, uint64_t length) {
+  net::HttpRequest with_file(net::HttpRequest r, const Artifact& a, uint64_t offset,
+                             uint64_t length) {
     r.upload_fd = a.fd->get();
     r.upload_offset = offset;
     r.upload_length = length;
@@ -196,7 +199,8 @@ class Publisher {
 
   std::unique_ptr<Send> single_put(const Artifact& a) {
     // The payload's sha256 is signed: S3 refuses the PUT when the bytes it got differ.
-    HttpRequest r = store_.signed_request("PUT", store_.object_url(a.op->path_in_repo), a.sha256);
+    net::HttpRequest r =
+        store_.signed_request("PUT", store_.object_url(a.op->path_in_repo), a.sha256);
     r.headers.push_back(std::string(s3::kShaMetaHeader) + ": " + a.sha256);
     r.headers.push_back("Content-Type: application/octet-stream");
     return std::make_unique<Send>(with_file(std::move(r), a, 0, a.size), store_.options().retry);
@@ -204,9 +208,9 @@ class Publisher {
 
   std::unique_ptr<Send> part_put(const Artifact& a, size_t p, uint64_t part) {
     std::string query =
-        "partNumber=" + std::to_string(p + 1) + "&uploadId=" + hub::url_encode(a.upload_id, false);
-    HttpRequest r = store_.signed_request("PUT", store_.object_url(a.op->path_in_repo, query),
-                                          s3::kUnsignedPayload);
+        "partNumber=" + std::to_string(p + 1) + "&uploadId=" + url::url_encode(a.upload_id, false);
+    net::HttpRequest r = store_.signed_request("PUT", store_.object_url(a.op->path_in_repo, query),
+                                               s3::kUnsignedPayload);
     uint64_t offset = p * part;
     return std::make_unique<Send>(
         with_file(std::move(r), a, offset, std::min(part, a.size - offset)),
@@ -214,7 +218,7 @@ class Publisher {
   }
 
   void record(Artifact& a, size_t part, const Send& send) {
-    const HttpResponse& response = send.response_;
+    const net::HttpResponse& response = send.response_;
     std::string etag = response.headers.get("ETag").value_or("");
     if (ok(response) && (part == std::string::npos || !etag.empty())) {
       if (part != std::string::npos) a.part_etags[part] = s3xml::unquote_etag(etag);
@@ -230,7 +234,7 @@ class Publisher {
   void initiate(const std::vector<Artifact*>& large) {
     std::vector<std::unique_ptr<Send>> sends;
     for (Artifact* a : large) {
-      HttpRequest r = store_.signed_request(
+      net::HttpRequest r = store_.signed_request(
           "POST", store_.object_url(a->op->path_in_repo, "uploads="), s3::kEmptySha256);
       r.headers.push_back(std::string(s3::kShaMetaHeader) + ": " + a->sha256);
       r.headers.push_back("Content-Type: application/octet-stream");
@@ -238,7 +242,7 @@ class Publisher {
     }
     run(sends);
     for (size_t i = 0; i < large.size(); ++i) {
-      const HttpResponse& response = sends[i]->response_;
+      const net::HttpResponse& response = sends[i]->response_;
       if (!ok(response)) {
         large[i]->failed = true;
         large[i]->error =
@@ -256,7 +260,7 @@ class Publisher {
     std::vector<Artifact*> owners;
     for (Artifact* a : large) {
       if (a->upload_id.empty()) continue;
-      std::string query = "uploadId=" + hub::url_encode(a->upload_id, false);
+      std::string query = "uploadId=" + url::url_encode(a->upload_id, false);
       std::string url = store_.object_url(a->op->path_in_repo, query);
       if (a->failed) {
         sends.push_back(std::make_unique<Send>(
@@ -270,7 +274,7 @@ class Publisher {
                 xml_escape(a->part_etags[p]) + "\"</ETag></Part>";
       }
       body += "</CompleteMultipartUpload>";
-      HttpRequest r = store_.signed_request("POST", url, sha256_hex(body));
+      net::HttpRequest r = store_.signed_request("POST", url, sha256_hex(body));
       r.body = std::move(body);
       r.headers.push_back("Content-Type: application/xml");
       r.answer_timeout = std::chrono::milliseconds(store_.options().timeout * 4);
@@ -281,7 +285,7 @@ class Publisher {
     run(sends);
     for (size_t i = 0; i < sends.size(); ++i) {
       if (owners[i] == nullptr) continue;
-      const HttpResponse& response = sends[i]->response_;
+      const net::HttpResponse& response = sends[i]->response_;
       // S3 may answer 200 and still fail: the error is then the body.
       bool completed = ok(response) && s3xml::parse_error(response.body).code.empty();
       if (!completed) {
@@ -292,7 +296,7 @@ class Publisher {
         store_.call(store_.signed_request(
             "DELETE",
             store_.object_url(owners[i]->op->path_in_repo,
-                              "uploadId=" + hub::url_encode(owners[i]->upload_id, false)),
+                              "uploadId=" + url::url_encode(owners[i]->upload_id, false)),
             s3::kEmptySha256));
       }
     }
@@ -334,7 +338,7 @@ CommitResult S3Store::commit(const std::vector<CommitOperation>& operations,
   for (const CommitOperation* op : conditional) put_conditional(*op, result);
   if (!deletes.empty()) {
     std::vector<std::unique_ptr<Send>> sends;
-    std::vector<hub::Exchange*> pointers;
+    std::vector<net::Exchange*> pointers;
     for (const CommitOperation* op : deletes) {
       sends.push_back(std::make_unique<Send>(
           signed_request("DELETE", object_url(op->path_in_repo), s3::kEmptySha256),
@@ -343,7 +347,7 @@ CommitResult S3Store::commit(const std::vector<CommitOperation>& operations,
     }
     http_.run(pointers, options_.parallel);
     for (size_t i = 0; i < deletes.size(); ++i) {
-      const HttpResponse& response = sends[i]->response_;
+      const net::HttpResponse& response = sends[i]->response_;
       if (!ok(response) && response.status != 404) {
         throw failure(response, "deleting " + deletes[i]->path_in_repo);
       }
@@ -363,13 +367,13 @@ void S3Store::put_conditional(const CommitOperation& op, CommitResult& result) {
   uint64_t size = size_of_file(op.local);
   std::string sha = sha256_of_file(op.local);
   Fd fd(op.local);
-  HttpRequest r = signed_request("PUT", object_url(op.path_in_repo), sha);
+  net::HttpRequest r = signed_request("PUT", object_url(op.path_in_repo), sha);
   r.headers.push_back(version.empty() ? "If-None-Match: *" : "If-Match: \"" + version + "\"");
   r.headers.push_back(std::string(s3::kShaMetaHeader) + ": " + sha);
   r.headers.push_back("Content-Type: application/octet-stream");
   r.upload_fd = fd.get();
   r.upload_length = size;
-  HttpResponse response = call(std::move(r));
+  net::HttpResponse response = call(std::move(r));
   std::string conflict = op.path_in_repo + " in " + location() +
                          " changed since it was read (another writer published meanwhile): "
                          "read it again, merge and publish again";

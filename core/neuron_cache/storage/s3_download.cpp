@@ -6,6 +6,7 @@
 #include <memory>
 
 #include "neuron_cache/format/digest.h"
+#include "neuron_cache/net/retry.h"
 #include "neuron_cache/storage/s3_internal.h"
 #include "neuron_cache/storage/s3_store.h"
 #include "neuron_cache/storage/s3_xml.h"
@@ -13,8 +14,8 @@
 namespace neuron_cache::storage {
 namespace {
 
-using hub::HttpRequest;
-using hub::HttpResponse;
+using net::HttpRequest;
+using net::HttpResponse;
 
 // Resumes that receive nothing new before a file is given up (besides RetryPolicy's attempts).
 constexpr int kMaxStalledResumes = 5;
@@ -44,7 +45,7 @@ std::optional<uint64_t> number(const std::optional<std::string>& text) {
 
 // The size of the whole object an answer serves: Content-Range's total (206), Content-Length
 // (200).
-std::optional<uint64_t> served_size(long status, const hub::Headers& headers) {
+std::optional<uint64_t> served_size(long status, const net::Headers& headers) {
   if (status == 200) return number(headers.get("Content-Length"));
   auto range = headers.get("Content-Range");
   if (!range || range->find('/') == std::string::npos) return std::nullopt;
@@ -88,7 +89,7 @@ struct FileState {
   }
 };
 
-class RangeGet : public hub::Exchange {
+class RangeGet : public net::Exchange {
  public:
   RangeGet(S3Store& store, std::shared_ptr<FileState> file, size_t part, uint64_t start,
            uint64_t end, bool whole)
@@ -100,8 +101,8 @@ class RangeGet : public hub::Exchange {
         pos_(start),
         whole_(whole) {}
 
-  HttpRequest request() override {
-    HttpRequest r =
+  net::HttpRequest request() override {
+    net::HttpRequest r =
         store_.signed_request("GET", store_.object_url(file_->path()), s3::kEmptySha256);
     r.headers.push_back("Accept-Encoding: identity");
     asked_range_ = !whole_ || pos_ > start_;
@@ -115,7 +116,7 @@ class RangeGet : public hub::Exchange {
 
   bool streams_body() const override { return true; }
 
-  void on_stream_start(long status, const hub::Headers& headers) override {
+  void on_stream_start(long status, const net::Headers& headers) override {
     auto size = served_size(status, headers);
     if (!size || *size != file_->size()) {
       return file_->fail(file_->path() + " in the S3 store is " +
@@ -157,13 +158,13 @@ class RangeGet : public hub::Exchange {
     return pos_ < end_ || whole_;
   }
 
-  std::optional<std::chrono::milliseconds> on_complete(const HttpResponse& response) override {
+  std::optional<std::chrono::milliseconds> on_complete(const net::HttpResponse& response) override {
     if (file_->failed) return std::nullopt;
     bool success = response.status >= 200 && response.status < 300;
     if (success && pos_ >= end_) return finish_part();
     if (pos_ > last_pos_) attempts_ = 0;  // progress: a dropped connection resumes at once
     last_pos_ = pos_;
-    if (success || response.streamed_bytes > 0 || hub::is_transient(response)) {
+    if (success || response.streamed_bytes > 0 || net::is_transient(response)) {
       if (++attempts_ >= store_.options().retry.max_attempts ||
           (response.unreachable && !success)) {
         file_->fail(store_.failure(response, "downloading " + file_->path()).what() +
@@ -171,8 +172,8 @@ class RangeGet : public hub::Exchange {
         return std::nullopt;
       }
       if (attempts_ == 1 && response.streamed_bytes > 0) return std::chrono::milliseconds(0);
-      auto delay = hub::retry_delay(response, attempts_, store_.options().retry);
-      return delay ? *delay : hub::backoff(attempts_, store_.options().retry);
+      auto delay = net::retry_delay(response, attempts_, store_.options().retry);
+      return delay ? *delay : net::backoff(attempts_, store_.options().retry);
     }
     if (response.status == 404) {
       file_->fail(file_->path() + " is no longer in " + store_.location() +
@@ -281,7 +282,7 @@ std::vector<DownloadResult> S3Store::download(const std::string& /*revision*/,
       exchanges.push_back(std::make_unique<RangeGet>(*this, file, p, start, end, parts == 1));
     }
   }
-  std::vector<hub::Exchange*> pointers;
+  std::vector<net::Exchange*> pointers;
   for (auto& e : exchanges) pointers.push_back(e.get());
   http().run(pointers, options().parallel);
   return results;

@@ -4,7 +4,7 @@
 
 #include <string>
 
-#include "neuron_cache/hub/http.h"
+#include "neuron_cache/net/http.h"
 #include "neuron_cache/storage/store.h"
 
 namespace neuron_cache::storage::s3 {
@@ -19,6 +19,6 @@ inline constexpr const char* kUnsignedPayload = "UNSIGNED-PAYLOAD";
 inline constexpr const char* kShaMetaHeader = "x-amz-meta-sha256";
 
 // An entry from a HEAD answer: size, ETag, and the sha256 metadata when the object has it.
-RemoteEntry entry_of(const std::string& path, const hub::Headers& headers);
+RemoteEntry entry_of(const std::string& path, const net::Headers& headers);
 
 }  // namespace neuron_cache::storage::s3

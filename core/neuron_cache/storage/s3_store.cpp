@@ -10,15 +10,17 @@
 #include <memory>
 
 #include "neuron_cache/format/digest.h"
+#include "neuron_cache/format/url.h"
 #include "neuron_cache/hub/client.h"
+#include "neuron_cache/net/retry.h"
 #include "neuron_cache/storage/s3_internal.h"
 #include "neuron_cache/storage/s3_xml.h"
 
 namespace neuron_cache::storage {
 namespace {
 
-using hub::HttpRequest;
-using hub::HttpResponse;
+using net::HttpRequest;
+using net::HttpResponse;
 
 // A listing bigger than this is not a compile cache (each entry costs ~200 bytes of memory).
 constexpr size_t kMaxListedEntries = 2000000;
@@ -74,11 +76,11 @@ std::string advice(long status, const std::string& code) {
 }
 
 // A GET whose body is kept up to `max_bytes`: a larger object stops the transfer.
-class BoundedGet : public hub::Exchange {
+class BoundedGet : public net::Exchange {
  public:
-  BoundedGet(HttpRequest request, uint64_t max_bytes, const hub::RetryPolicy& policy)
+  BoundedGet(net::HttpRequest request, uint64_t max_bytes, const net::RetryPolicy& policy)
       : request_(std::move(request)), max_(max_bytes), policy_(policy) {}
-  HttpRequest request() override {
+  net::HttpRequest request() override {
     body_.clear();
     too_large_ = false;
     return request_;
@@ -92,24 +94,24 @@ class BoundedGet : public hub::Exchange {
     body_.append(bytes);
     return true;
   }
-  std::optional<std::chrono::milliseconds> on_complete(const HttpResponse& response) override {
+  std::optional<std::chrono::milliseconds> on_complete(const net::HttpResponse& response) override {
     response_ = response;
     if (too_large_) return std::nullopt;
-    return hub::retry_delay(response, ++attempts_, policy_);
+    return net::retry_delay(response, ++attempts_, policy_);
   }
-  HttpResponse response_;
+  net::HttpResponse response_;
   std::string body_;
   bool too_large_ = false;
 
  private:
-  HttpRequest request_;
+  net::HttpRequest request_;
   uint64_t max_;
-  hub::RetryPolicy policy_;
+  net::RetryPolicy policy_;
   int attempts_ = 0;
 };
 
-hub::HttpOptions http_options(const std::string& base_url, const S3Options& options) {
-  hub::HttpOptions http;
+net::HttpOptions http_options(const std::string& base_url, const S3Options& options) {
+  net::HttpOptions http;
   http.endpoint = base_url;  // its origin decides when the store is unreachable
   http.connect_timeout = std::min(options.timeout, hub::ClientOptions::kMaxConnectTimeout);
   http.answer_timeout = options.timeout;
@@ -145,7 +147,7 @@ S3Store::S3Store(const std::string& url, AwsAccess access, S3Options options)
 std::unique_ptr<S3Store> S3Store::open(const std::string& url, const Settings& settings) {
   S3Options options;
   options.offline = settings.offline;
-  options.retry = hub::retry_policy(settings, 6);
+  options.retry = net::retry_policy(settings, 6);
   options.timeout = settings.hub_timeout();
   return std::make_unique<S3Store>(url, resolve_aws_access(settings.environment), options);
 }
@@ -160,16 +162,16 @@ std::string S3Store::key_of(const std::string& path) const {
 }
 
 std::string S3Store::object_url(const std::string& path, const std::string& query) const {
-  std::string url = base_url_ + "/" + hub::url_encode(key_of(path), true);
+  std::string url = base_url_ + "/" + url::url_encode(key_of(path), true);
   return query.empty() ? url : url + "?" + query;
 }
 
-HttpRequest S3Store::signed_request(const std::string& method, const std::string& url,
-                                    const std::string& payload_sha256) const {
-  HttpRequest request{method, url};
+net::HttpRequest S3Store::signed_request(const std::string& method, const std::string& url,
+                                         const std::string& payload_sha256) const {
+  net::HttpRequest request{method, url};
   request.send_token = false;  // the Hub token never goes to S3
-  request.aws_sigv4 = HttpRequest::AwsSigV4{"aws:amz:" + access_.region + ":s3",
-                                            access_.access_key_id, access_.secret_access_key};
+  request.aws_sigv4 = net::HttpRequest::AwsSigV4{"aws:amz:" + access_.region + ":s3",
+                                                 access_.access_key_id, access_.secret_access_key};
   request.headers.push_back("x-amz-content-sha256: " + payload_sha256);
   if (!access_.session_token.empty()) {
     request.headers.push_back("x-amz-security-token: " + access_.session_token);
@@ -185,13 +187,13 @@ void S3Store::check_online(const std::string& what) const {
   }
 }
 
-HttpResponse S3Store::call(HttpRequest request) {
-  hub::RetryingExchange exchange(std::move(request), options_.retry);
+net::HttpResponse S3Store::call(net::HttpRequest request) {
+  net::RetryingExchange exchange(std::move(request), options_.retry);
   http_.run({&exchange}, 1);
   return exchange.response_;
 }
 
-Error S3Store::failure(const HttpResponse& response, const std::string& what) const {
+Error S3Store::failure(const net::HttpResponse& response, const std::string& what) const {
   s3xml::ErrorAnswer answer = s3xml::parse_error(response.body);
   std::string why = response.status == 0 ? "no answer (" + response.error + ")"
                                          : "HTTP " + std::to_string(response.status);
@@ -223,11 +225,11 @@ std::vector<RemoteEntry> S3Store::list_objects(const std::string& key_prefix, bo
   do {
     // Parameters in the sorted order of SigV4's canonical query, encoded as it encodes them.
     std::string query;
-    if (!token.empty()) query += "continuation-token=" + hub::url_encode(token, false) + "&";
+    if (!token.empty()) query += "continuation-token=" + url::url_encode(token, false) + "&";
     if (!recursive) query += "delimiter=%2F&";
-    query += "list-type=2&max-keys=1000&prefix=" + hub::url_encode(key_prefix, false);
+    query += "list-type=2&max-keys=1000&prefix=" + url::url_encode(key_prefix, false);
     std::string url = base_url_ + (path_style_ ? "?" : "/?") + query;
-    HttpResponse response = call(signed_request("GET", url, s3::kEmptySha256));
+    net::HttpResponse response = call(signed_request("GET", url, s3::kEmptySha256));
     if (response.status != 200) throw failure(response, "listing " + key_prefix);
     s3xml::ListPage page = s3xml::parse_list_page(response.body);
     for (const auto& object : page.objects) {
@@ -268,17 +270,17 @@ std::optional<RemoteEntry> S3Store::head_object(const std::string& path) {
 std::vector<RemoteEntry> S3Store::stat(const std::vector<std::string>& paths,
                                        const std::string& /*revision*/) {
   check_online("reading " + location());
-  std::vector<std::unique_ptr<hub::RetryingExchange>> exchanges;
-  std::vector<hub::Exchange*> pointers;
+  std::vector<std::unique_ptr<net::RetryingExchange>> exchanges;
+  std::vector<net::Exchange*> pointers;
   for (const auto& path : paths) {
-    exchanges.push_back(std::make_unique<hub::RetryingExchange>(
+    exchanges.push_back(std::make_unique<net::RetryingExchange>(
         signed_request("HEAD", object_url(path), s3::kEmptySha256), options_.retry));
     pointers.push_back(exchanges.back().get());
   }
   http_.run(pointers, options_.parallel);
   std::vector<RemoteEntry> entries;
   for (size_t i = 0; i < paths.size(); ++i) {
-    const HttpResponse& response = exchanges[i]->response_;
+    const net::HttpResponse& response = exchanges[i]->response_;
     if (response.status == 404) continue;
     if (response.status != 200) throw failure(response, "reading the metadata of " + paths[i]);
     entries.push_back(s3::entry_of(paths[i], response.headers));
@@ -293,7 +295,7 @@ std::optional<std::string> S3Store::read_small(const std::string& path,
   BoundedGet get(signed_request("GET", object_url(path), s3::kEmptySha256), max_bytes,
                  options_.retry);
   http_.run({&get}, 1);
-  const HttpResponse& response = get.response_;
+  const net::HttpResponse& response = get.response_;
   if (get.too_large_) {
     throw operational_error(path + " in " + location() + " is larger than the " +
                             std::to_string(max_bytes) +

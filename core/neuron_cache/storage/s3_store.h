@@ -1,6 +1,6 @@
 // The S3 backend of the storage seam: `s3://bucket/prefix` on AWS S3 or an S3-compatible store
 // (MinIO, R2, s3rver), in libneuronxla's layout, so a training job writing the bucket directly
-// and neuron-cache share it. Requests go through libcurl (hub::HttpEngine: curl multi, retries,
+// and neuron-cache share it. Requests go through libcurl (net::HttpEngine: curl multi, retries,
 // timeouts) signed with SigV4 (CURLOPT_AWS_SIGV4); the credentials (config/aws.h) never appear
 // in a URL, a message or a log line.
 //
@@ -28,13 +28,14 @@
 
 #include "neuron_cache/config/aws.h"
 #include "neuron_cache/hub/failures.h"
-#include "neuron_cache/hub/http.h"
+#include "neuron_cache/net/http.h"
+#include "neuron_cache/net/retry.h"
 #include "neuron_cache/storage/store.h"
 
 namespace neuron_cache::storage {
 
 struct S3Options {
-  hub::RetryPolicy retry;
+  net::RetryPolicy retry;
   size_t parallel = 8;               // simultaneous transfers
   uint64_t part_size = 64ull << 20;  // ranged download parts and multipart upload parts
   bool offline = false;
@@ -75,20 +76,20 @@ class S3Store : public Store {
   std::string why_not_writable() override { return ""; }
   Url download_url(const std::string&, const std::string&) const override { return {}; }
   uint64_t requests() const override { return http_.stats().requests; }
-  std::string unreachable() const override { return http_.hub_down(); }
+  std::string unreachable() const override { return http_.unreachable(); }
   bool offline() const override { return options_.offline; }
 
   const S3Options& options() const { return options_; }
-  hub::HttpEngine& http() { return http_; }
+  net::HttpEngine& http() { return http_; }
 
   // Used by the store's own parts (s3_store*.cpp), not by callers.
   std::string object_url(const std::string& path, const std::string& query = "") const;
-  hub::HttpRequest signed_request(const std::string& method, const std::string& url,
+  net::HttpRequest signed_request(const std::string& method, const std::string& url,
                                   const std::string& payload_sha256) const;
   std::string key_of(const std::string& path) const;
   // One request, retried on transient failures (5xx, 503 SlowDown, no answer).
-  hub::HttpResponse call(hub::HttpRequest request);
-  Error failure(const hub::HttpResponse& response, const std::string& what) const;
+  net::HttpResponse call(net::HttpRequest request);
+  Error failure(const net::HttpResponse& response, const std::string& what) const;
   void check_online(const std::string& what) const;
 
  private:
@@ -101,7 +102,7 @@ class S3Store : public Store {
   S3Options options_;
   bool path_style_ = false;
   std::string base_url_;  // https://bucket.host or https://host/bucket
-  hub::HttpEngine http_;
+  net::HttpEngine http_;
   // The ETag each read_small() saw ("" when the object was absent): commit()'s conditions.
   std::mutex read_mutex_;
   std::map<std::string, std::string> read_versions_;

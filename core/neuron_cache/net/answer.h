@@ -1,6 +1,7 @@
-// Reading the JSON of a Hub answer. An answer of the wrong shape (not JSON, a string where an
-// object belongs, a number for a path) is the Hub failing, like a 5xx: an operational Error that
-// names the request and what was expected, never a raw JSON library message.
+// Reading the JSON of an answer (the Hub's API; any JSON a store serves). An answer of the wrong
+// shape (not JSON, a string where an object belongs, a number for a path) is the server failing,
+// like a 5xx: an operational Error that names the request and what was expected, never a raw JSON
+// library message. Bodies are bounded by the engine (HttpEngine buffers at most 256 MiB).
 #pragma once
 
 #include <nlohmann/json.hpp>
@@ -8,9 +9,9 @@
 #include <string>
 
 #include "neuron_cache/error.h"
-#include "neuron_cache/hub/http.h"
+#include "neuron_cache/net/http.h"
 
-namespace neuron_cache::hub {
+namespace neuron_cache::net {
 
 // What a part of an answer should have been, thrown by the readers below and turned into an
 // Error by read_answer (which knows the request).
@@ -33,12 +34,17 @@ inline std::string request_name(const HttpRequest& request) {
   return request_name(request.method, request.url);
 }
 
+// Who answered and what to check, for messages: the Hub unless a store says otherwise.
+struct Server {
+  std::string name = "the Hub";
+  std::string check = "check that HF_ENDPOINT points to a Hugging Face Hub";
+};
+
 inline Error malformed_answer(const std::string& request, long status, const std::string& expected,
-                              const std::string& why) {
-  return operational_error(request + " failed: the Hub's answer (HTTP " + std::to_string(status) +
-                           ") is not " + expected + ": " + why +
-                           "; check that HF_ENDPOINT points to a Hugging Face Hub, or retry "
-                           "later if the Hub is failing");
+                              const std::string& why, const Server& server = {}) {
+  return operational_error(request + " failed: " + server.name + "'s answer (HTTP " +
+                           std::to_string(status) + ") is not " + expected + ": " + why + "; " +
+                           server.check + ", or retry later if " + server.name + " is failing");
 }
 
 inline const char* kind_of(const nlohmann::json& value) {
@@ -91,17 +97,18 @@ inline uint64_t size_in(const nlohmann::json& object, const std::string& key, ui
 // says what the answer should be ("a list of files"). Every shape problem becomes an Error.
 template <typename Read>
 auto read_answer(const HttpResponse& response, const std::string& request,
-                 const std::string& expected, Read&& read) {
+                 const std::string& expected, Read&& read, const Server& server = {}) {
   nlohmann::json value = nlohmann::json::parse(response.body, nullptr, false);
   try {
     if (value.is_discarded()) throw BadAnswer("it is not JSON");
     return read(value);
   } catch (const BadAnswer& bad) {
-    throw malformed_answer(request, response.status, expected, bad.what());
+    throw malformed_answer(request, response.status, expected, bad.what(), server);
   } catch (const nlohmann::json::exception&) {
     // A reader missed a check: still the answer's fault, told without the library's words.
-    throw malformed_answer(request, response.status, expected, "a value has an unexpected type");
+    throw malformed_answer(request, response.status, expected, "a value has an unexpected type",
+                           server);
   }
 }
 
-}  // namespace neuron_cache::hub
+}  // namespace neuron_cache::net

@@ -1,4 +1,4 @@
-#include "neuron_cache/hub/http.h"
+#include "neuron_cache/net/http.h"
 
 #include <curl/curl.h>
 #include <unistd.h>
@@ -10,8 +10,9 @@
 #include <list>
 
 #include "neuron_cache/error.h"
+#include "neuron_cache/format/url.h"
 
-namespace neuron_cache::hub {
+namespace neuron_cache::net {
 namespace {
 
 using Clock = std::chrono::steady_clock;
@@ -42,10 +43,10 @@ bool has_body(const HttpRequest& r) {
 
 // Why a redirect from `r` to `target` is not followed, or nothing when it may be.
 std::optional<std::string> refused_redirect(const HttpRequest& r, const std::string& target) {
-  if (origin_of(target) == origin_of(r.url)) return std::nullopt;
-  std::string where = "redirected to another host (" + origin_of(target) + "), not followed: ";
+  if (url::origin_of(target) == url::origin_of(r.url)) return std::nullopt;
+  std::string where = "redirected to another host (" + url::origin_of(target) + "), not followed: ";
   if (has_body(r)) return where + "a request with a body is never re-sent to another host";
-  if (!r.may_leave_origin) return where + "only file downloads may leave the Hub's origin";
+  if (!r.may_leave_origin) return where + "only file downloads may leave the endpoint's origin";
   return std::nullopt;
 }
 
@@ -170,43 +171,6 @@ std::optional<std::string> Headers::get(std::string_view name) const {
   return std::nullopt;
 }
 
-std::string origin_of(std::string_view url) {
-  size_t scheme_end = url.find("://");
-  if (scheme_end == std::string_view::npos) return "";
-  size_t host_end = url.find_first_of("/?#", scheme_end + 3);
-  std::string origin = lower(url.substr(0, host_end));
-  // http://host:80 and http://host are the same origin.
-  if (origin.starts_with("http://") && origin.ends_with(":80")) origin.resize(origin.size() - 3);
-  if (origin.starts_with("https://") && origin.ends_with(":443")) origin.resize(origin.size() - 4);
-  return origin;
-}
-
-std::string resolve_location(std::string_view base, std::string_view location) {
-  if (location.find("://") != std::string_view::npos) return std::string(location);
-  std::string origin = origin_of(base);
-  if (location.starts_with("//"))
-    return origin.substr(0, origin.find("://") + 1) + std::string(location);
-  if (location.starts_with("/")) return origin + std::string(location);
-  std::string_view path = base.substr(0, base.find_first_of("?#"));
-  return std::string(path.substr(0, path.rfind('/') + 1)) + std::string(location);
-}
-
-std::string url_encode(std::string_view text, bool keep_slash) {
-  static constexpr char kHex[] = "0123456789ABCDEF";
-  std::string out;
-  for (unsigned char c : text) {
-    if (std::isalnum(c) || c == '-' || c == '_' || c == '.' || c == '~' ||
-        (keep_slash && c == '/')) {
-      out += static_cast<char>(c);
-    } else {
-      out += '%';
-      out += kHex[c >> 4];
-      out += kHex[c & 0xF];
-    }
-  }
-  return out;
-}
-
 struct HttpEngine::Impl {
   CURLM* multi = nullptr;
   ~Impl() {
@@ -262,8 +226,8 @@ void configure(Transfer& t, const HttpOptions& options) {
   }
   for (const auto& header : r.headers)
     t.header_list = curl_slist_append(t.header_list, header.c_str());
-  // The token goes to the Hub's own origin only: never to a CDN, S3 or any redirect target.
-  bool same_origin = origin_of(r.url) == origin_of(options.endpoint);
+  // The token goes to the endpoint's own origin only: never to a CDN, S3 or any redirect target.
+  bool same_origin = url::origin_of(r.url) == url::origin_of(options.endpoint);
   std::string auth = "Authorization: Bearer " + options.token;
   if (same_origin && r.send_token && !options.token.empty()) {
     t.header_list = curl_slist_append(t.header_list, auth.c_str());
@@ -280,7 +244,7 @@ void configure(Transfer& t, const HttpOptions& options) {
   curl_easy_setopt(easy, CURLOPT_HTTPHEADER, t.header_list);
 }
 
-// Whether libcurl never got a connection: nothing of the Hub answered at all.
+// Whether libcurl never got a connection: nothing of the endpoint answered at all.
 bool connect_failed(CURL* easy, CURLcode code, bool timed_out) {
   if (code == CURLE_COULDNT_CONNECT || code == CURLE_COULDNT_RESOLVE_HOST ||
       code == CURLE_COULDNT_RESOLVE_PROXY) {
@@ -309,41 +273,42 @@ std::string seconds_text(std::chrono::milliseconds ms) {
 
 }  // namespace
 
-bool HttpEngine::to_hub(const HttpRequest& request) const {
-  return !options_.endpoint.empty() && origin_of(request.url) == origin_of(options_.endpoint);
+bool HttpEngine::to_endpoint(const HttpRequest& request) const {
+  return !options_.endpoint.empty() &&
+         url::origin_of(request.url) == url::origin_of(options_.endpoint);
 }
 
 void HttpEngine::note_reachability(const HttpRequest& request, const HttpResponse& response,
                                    Clock::time_point started) {
-  if (!hub_down_.empty() || !request.tells_reachability || !to_hub(request)) return;
+  if (!unreachable_.empty() || !request.tells_reachability || !to_endpoint(request)) return;
   if (response.status != 0 && response.status < 500) {
-    failing_since_.reset();  // the Hub answered
+    failing_since_.reset();  // the endpoint answered
     return;
   }
   std::string why =
       response.status == 0 ? response.error : "HTTP " + std::to_string(response.status);
   if (response.unreachable) {
-    hub_down_ = origin_of(options_.endpoint) + " could not be reached (" + why + ")";
+    unreachable_ = url::origin_of(options_.endpoint) + " could not be reached (" + why + ")";
     return;
   }
   if (!failing_since_) failing_since_ = started;
   auto failing =
       std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - *failing_since_);
   if (failing >= options_.unreachable_budget) {
-    hub_down_ = origin_of(options_.endpoint) + " kept failing for " + seconds_text(failing) +
-                " (last: " + why + ")";
+    unreachable_ = url::origin_of(options_.endpoint) + " kept failing for " +
+                   seconds_text(failing) + " (last: " + why + ")";
   }
 }
 
 bool HttpEngine::retry_fits(const HttpRequest& request, std::chrono::milliseconds delay) {
-  if (!hub_down_.empty()) return false;
-  if (!failing_since_ || !request.tells_reachability || !to_hub(request)) return true;
+  if (!unreachable_.empty()) return false;
+  if (!failing_since_ || !request.tells_reachability || !to_endpoint(request)) return true;
   auto failing =
       std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - *failing_since_);
   if (failing + delay <= options_.unreachable_budget) return true;
-  hub_down_ = origin_of(options_.endpoint) + " kept failing for " + seconds_text(failing) +
-              ", and the next retry would be past the " +
-              seconds_text(options_.unreachable_budget) + " allowed";
+  unreachable_ = url::origin_of(options_.endpoint) + " kept failing for " + seconds_text(failing) +
+                 ", and the next retry would be past the " +
+                 seconds_text(options_.unreachable_budget) + " allowed";
   return false;
 }
 
@@ -356,13 +321,14 @@ void HttpEngine::run(const std::vector<Exchange*>& exchanges, size_t parallel) {
     int redirects = 0;
     bool has_redirect = false;
   };
-  // An exchange whose request goes to a Hub found unreachable: answered here, without a request.
+  // An exchange whose request goes to an endpoint found unreachable: answered here, without a
+  // request.
   auto skip = [&](Exchange* exchange, const HttpRequest& request) {
     HttpResponse response;
     response.url = request.url;
     response.unreachable = true;
     response.error =
-        "not sent: " + hub_down_ + "; no request to it is made for the rest of the run";
+        "not sent: " + unreachable_ + "; no request to it is made for the rest of the run";
     exchange->on_complete(response);  // not transient: no retry is asked for
   };
   std::deque<Waiting> waiting;
@@ -381,7 +347,7 @@ void HttpEngine::run(const std::vector<Exchange*>& exchanges, size_t parallel) {
 
   auto start = [&](Waiting& w) {
     HttpRequest request = w.has_redirect ? std::move(w.redirected) : w.exchange->request();
-    if (!hub_down_.empty() && to_hub(request)) return skip(w.exchange, request);
+    if (!unreachable_.empty() && to_endpoint(request)) return skip(w.exchange, request);
     auto t = std::make_unique<Transfer>();
     t->exchange = w.exchange;
     t->request = std::move(request);
@@ -422,7 +388,7 @@ void HttpEngine::run(const std::vector<Exchange*>& exchanges, size_t parallel) {
         t.response.error = "no answer within " +
                            seconds_text(t.request.answer_timeout.value_or(options_.answer_timeout));
       }
-      t.response.unreachable = to_hub(t.request) && connect_failed(t.easy, code, t.timed_out);
+      t.response.unreachable = to_endpoint(t.request) && connect_failed(t.easy, code, t.timed_out);
       if (t.response.status != 0 && t.status_checked != 1) t.response.status = 0;
       // A streamed body that broke mid-way keeps its status so the exchange can resume.
     }
@@ -431,7 +397,7 @@ void HttpEngine::run(const std::vector<Exchange*>& exchanges, size_t parallel) {
       if (t.redirects >= options_.max_redirects) {
         t.response.error = "too many redirects";
       } else {
-        std::string target = resolve_location(t.request.url, *location);
+        std::string target = url::resolve_location(t.request.url, *location);
         if (auto refused = refused_redirect(t.request, target)) {
           t.response.error = *refused;  // the exchange sees the 3xx itself, not the other host
         } else {
@@ -441,11 +407,11 @@ void HttpEngine::run(const std::vector<Exchange*>& exchanges, size_t parallel) {
       }
     }
     if (!t.aborted) note_reachability(t.request, t.response, t.started);
-    if (!hub_down_.empty() && to_hub(t.request) && t.request.tells_reachability &&
+    if (!unreachable_.empty() && to_endpoint(t.request) && t.request.tells_reachability &&
         !t.response.unreachable && (t.response.status == 0 || t.response.status >= 500)) {
       // The failure that decided it: the exchange must not ask for another try.
       t.response.unreachable = true;
-      t.response.error += (t.response.error.empty() ? "" : "; ") + hub_down_;
+      t.response.error += (t.response.error.empty() ? "" : "; ") + unreachable_;
     }
     if (auto retry_in = t.exchange->on_complete(t.response)) {
       ++stats_.retries;
@@ -457,7 +423,7 @@ void HttpEngine::run(const std::vector<Exchange*>& exchanges, size_t parallel) {
   };
 
   // Transfers still without an answer past their deadline are ended here: libcurl's own limits
-  // cannot tell a Hub that never answers from a large transfer that is progressing slowly.
+  // cannot tell a server that never answers from a large transfer that is progressing slowly.
   auto end_unanswered = [&] {
     auto now = Clock::now();
     for (auto it = active.begin(); it != active.end();) {
@@ -477,7 +443,7 @@ void HttpEngine::run(const std::vector<Exchange*>& exchanges, size_t parallel) {
   while (!waiting.empty() || !active.empty()) {
     auto now = Clock::now();
     for (auto it = waiting.begin(); it != waiting.end() && active.size() < parallel;) {
-      if (it->ready_at <= now || !hub_down_.empty()) {
+      if (it->ready_at <= now || !unreachable_.empty()) {
         Waiting w = std::move(*it);
         it = waiting.erase(it);
         start(w);
@@ -538,4 +504,4 @@ HttpResponse HttpEngine::perform(const HttpRequest& request) {
   return exchange.response_;
 }
 
-}  // namespace neuron_cache::hub
+}  // namespace neuron_cache::net

@@ -1,7 +1,8 @@
-// HTTP on libcurl for the Hub client: one curl multi handle drives many exchanges at once with
-// connection reuse (HTTP/2 where offered). Redirects are followed here, not by libcurl, so the
-// token is only ever sent to the Hub endpoint's own origin, and only downloads without a body
-// follow a redirect to another origin (see HttpRequest::may_leave_origin).
+// HTTP on libcurl for every store that speaks it (the Hub, S3): one curl multi handle drives many
+// exchanges at once with connection reuse (HTTP/2 where offered). Each engine serves one endpoint
+// (HttpOptions::endpoint). Redirects are followed here, not by libcurl, so the bearer token is
+// only ever sent to the endpoint's own origin, and only downloads without a body follow a
+// redirect to another origin (see HttpRequest::may_leave_origin).
 #pragma once
 
 #include <chrono>
@@ -16,7 +17,7 @@
 
 #include "neuron_cache/version.h"
 
-namespace neuron_cache::hub {
+namespace neuron_cache::net {
 
 struct Headers {
   std::vector<std::pair<std::string, std::string>> items;
@@ -41,17 +42,17 @@ struct HttpRequest {
   int upload_fd = -1;
   uint64_t upload_offset = 0;
   uint64_t upload_length = 0;
-  // Whether a redirect to another origin may be followed: only file downloads, which the Hub
-  // serves from a CDN (without the token). API calls and requests with a body never leave the
-  // origin they were sent to: another host's answer is not the Hub's.
+  // Whether a redirect to another origin may be followed: only file downloads, which a store may
+  // serve from a CDN (without the token). API calls and requests with a body never leave the
+  // origin they were sent to: another host's answer is not the endpoint's.
   bool may_leave_origin = false;
-  // Whether the token goes with it (to the Hub endpoint's origin only). Presigned storage URLs
+  // Whether the token goes with it (to the endpoint's origin only). Presigned storage URLs
   // (LFS PUTs, multipart parts) carry their own signature and must not get it.
   bool send_token = true;
-  // Overrides HttpOptions::answer_timeout: the Hub may take longer to answer a commit.
+  // Overrides HttpOptions::answer_timeout: a commit may take longer to answer.
   std::optional<std::chrono::milliseconds> answer_timeout;
-  // Whether its failures count toward deciding that the Hub is unreachable. A commit's slow
-  // answer says nothing about the Hub being down, and the head must still be read after it.
+  // Whether its failures count toward deciding that the endpoint is unreachable. A commit's slow
+  // answer says nothing about the store being down, and the head must still be read after it.
   bool tells_reachability = true;
   // Signs the request with AWS Signature Version 4 (S3 and S3-compatible stores): libcurl's
   // CURLOPT_AWS_SIGV4 with the key id and secret as user and password. The caller adds the
@@ -71,10 +72,10 @@ struct HttpResponse {
   std::string body;  // non-streamed bodies and error bodies (capped)
   std::string url;   // the URL that answered, after redirects
   // When a 3xx answer was not followed (another origin): why, and the status stays the 3xx.
-  Headers first_headers;  // the Hub's own answer when it redirected (X-Repo-Commit, X-Linked-*)
+  Headers first_headers;  // the endpoint's own answer when it redirected (Hub: X-Repo-Commit)
   uint64_t streamed_bytes = 0;
   // No connection could be made (refused, unknown host, connect timeout), or none was tried
-  // because the Hub was found unreachable earlier in the run (HttpEngine::hub_down).
+  // because the endpoint was found unreachable earlier in the run (HttpEngine::unreachable).
   bool unreachable = false;
 };
 
@@ -106,8 +107,8 @@ struct HttpOptions {
   std::chrono::milliseconds answer_timeout{15000};
   // A transfer that moves less than 1 byte/s for this long is considered dead.
   std::chrono::seconds stall_timeout{60};
-  // How long requests to the Hub (the endpoint's origin) may keep failing (no answer, 5xx)
-  // before the Hub is taken as unreachable for the rest of the run. A refused connection, an
+  // How long requests to the endpoint's origin may keep failing (no answer, 5xx) before the
+  // endpoint is taken as unreachable for the rest of the run. A refused connection, an
   // unknown host or a connect timeout decides it at once.
   std::chrono::milliseconds unreachable_budget{15000};
   int max_redirects = 5;
@@ -134,9 +135,9 @@ class HttpEngine {
   HttpResponse perform(const HttpRequest& request);
 
   const HttpStats& stats() const { return stats_; }
-  // Why the Hub was found unreachable in this run, or empty. Once set it stays set: requests to
-  // the Hub's origin are no longer sent and fail at once (HttpResponse::unreachable) with it.
-  const std::string& hub_down() const { return hub_down_; }
+  // Why the endpoint was found unreachable in this run, or empty. Once set it stays set: requests
+  // to its origin are no longer sent and fail at once (HttpResponse::unreachable) with it.
+  const std::string& unreachable() const { return unreachable_; }
   const HttpOptions& options() const { return options_; }
   // Called with the byte count of every chunk received or sent (for progress display).
   std::function<void(uint64_t down, uint64_t up)> on_progress;
@@ -144,26 +145,19 @@ class HttpEngine {
  private:
   struct Impl;
   std::unique_ptr<Impl> impl_;
-  // Records how an attempt at the Hub went; decides hub_down_.
+  // Records how an attempt at the endpoint went; decides unreachable_.
   void note_reachability(const HttpRequest& request, const HttpResponse& response,
                          std::chrono::steady_clock::time_point started);
-  // Whether a retry of a Hub request `delay` from now would still fit the budget; if not, the
-  // Hub is taken as unreachable now instead of waiting.
+  // Whether a retry of a request to the endpoint `delay` from now would still fit the budget; if
+  // not, the endpoint is taken as unreachable now instead of waiting.
   bool retry_fits(const HttpRequest& request, std::chrono::milliseconds delay);
-  bool to_hub(const HttpRequest& request) const;
+  // Whether `request` goes to the endpoint's origin (what reachability and the token are about).
+  bool to_endpoint(const HttpRequest& request) const;
 
   HttpOptions options_;
   HttpStats stats_;
-  std::string hub_down_;
-  // Since when requests to the Hub have failed without a good answer in between.
+  std::string unreachable_;
+  // Since when requests to the endpoint have failed without a good answer in between.
   std::optional<std::chrono::steady_clock::time_point> failing_since_;
 };
-
-// scheme://host[:port] of a URL, lowercased; empty when it has none (a relative URL).
-std::string origin_of(std::string_view url);
-// The absolute URL of a redirect `location` received from `base`.
-std::string resolve_location(std::string_view base, std::string_view location);
-// Percent-encodes everything but unreserved characters (and '/' when keep_slash).
-std::string url_encode(std::string_view text, bool keep_slash);
-
-}  // namespace neuron_cache::hub
+}  // namespace neuron_cache::net

@@ -1,0 +1,57 @@
+#include "neuron_cache/format/url.h"
+
+#include <cctype>
+
+namespace neuron_cache::url {
+namespace {
+
+std::string lower(std::string_view text) {
+  std::string out(text);
+  for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return out;
+}
+
+}  // namespace
+
+std::string origin_of(std::string_view url) {
+  size_t scheme_end = url.find("://");
+  if (scheme_end == std::string_view::npos) return "";
+  size_t host_end = url.find_first_of("/?#", scheme_end + 3);
+  std::string origin = lower(url.substr(0, host_end));
+  // http://host:80 and http://host are the same origin.
+  if (origin.starts_with("http://") && origin.ends_with(":80")) origin.resize(origin.size() - 3);
+  if (origin.starts_with("https://") && origin.ends_with(":443")) origin.resize(origin.size() - 4);
+  return origin;
+}
+
+std::string resolve_location(std::string_view base, std::string_view location) {
+  if (location.find("://") != std::string_view::npos) return std::string(location);
+  std::string origin = origin_of(base);
+  if (location.starts_with("//"))
+    return origin.substr(0, origin.find("://") + 1) + std::string(location);
+  if (location.starts_with("/")) return origin + std::string(location);
+  std::string_view path = base.substr(0, base.find_first_of("?#"));
+  return std::string(path.substr(0, path.rfind('/') + 1)) + std::string(location);
+}
+
+std::string url_encode(std::string_view text, bool keep_slash) {
+  static constexpr char kHex[] = "0123456789ABCDEF";
+  std::string out;
+  for (unsigned char c : text) {
+    if (std::isalnum(c) || c == '-' || c == '_' || c == '.' || c == '~' ||
+        (keep_slash && c == '/')) {
+      out += static_cast<char>(c);
+    } else {
+      out += '%';
+      out += kHex[c >> 4];
+      out += kHex[c & 0xF];
+    }
+  }
+  return out;
+}
+
+std::string file_url(const std::filesystem::path& path) {
+  return "file://" + url_encode(std::filesystem::absolute(path).lexically_normal().string(), true);
+}
+
+}  // namespace neuron_cache::url

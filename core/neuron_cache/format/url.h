@@ -1,0 +1,21 @@
+// URLs: percent-encoding, origins, redirect targets and file:// URLs, the same rule for every
+// store and for the URLs handed to build systems.
+#pragma once
+
+#include <filesystem>
+#include <string>
+#include <string_view>
+
+namespace neuron_cache::url {
+
+// scheme://host[:port] of a URL, lowercased; empty when it has none (a relative URL).
+std::string origin_of(std::string_view url);
+// The absolute URL of a redirect `location` received from `base`.
+std::string resolve_location(std::string_view base, std::string_view location);
+// Percent-encodes everything but unreserved characters (and '/' when keep_slash).
+std::string url_encode(std::string_view text, bool keep_slash);
+// The file:// URL of `path` made absolute and normal, percent-encoded (what Bazel's downloader
+// and curl read).
+std::string file_url(const std::filesystem::path& path);
+
+}  // namespace neuron_cache::url

@@ -1,0 +1,56 @@
+// When a request that failed is sent again: transient failures (429, 5xx, 503 SlowDown, no
+// answer) after the delay the server asks for or an exponential backoff with jitter. The same
+// rule for every store's requests (the Hub, S3) and for the commit-conflict loops above them.
+#pragma once
+
+#include <chrono>
+#include <optional>
+#include <utility>
+
+#include "neuron_cache/config/settings.h"
+#include "neuron_cache/net/http.h"
+
+namespace neuron_cache::net {
+
+struct RetryPolicy {
+  int max_attempts = 6;  // the first try included
+  std::chrono::milliseconds base{1000};
+  std::chrono::milliseconds cap{30000};
+};
+
+// Waits between tries: NEURON_CACHE_RETRY_BASE_MS (Settings::retry_base) shortens them.
+RetryPolicy retry_policy(const Settings& settings, int max_attempts);
+
+// 408, 429, 500, 502, 503, 504 and answers that never came (status 0), unless the endpoint was
+// found unreachable (HttpResponse::unreachable).
+bool is_transient(const HttpResponse& response);
+
+// The delay before attempt number `attempt` + 1 (attempt counts from 1), or nothing when the
+// failure is not transient or the attempts are used up. Honours `RateLimit: ...;r=0;t=N` and an
+// integer `Retry-After` before falling back to base * 2^(attempt-1) * U(0.5, 1.5), capped.
+std::optional<std::chrono::milliseconds> retry_delay(const HttpResponse& response, int attempt,
+                                                     const RetryPolicy& policy);
+
+// One request retried on transient failures (429, 5xx, 503 SlowDown, no answer) after
+// retry_delay; the last answer is kept. What the Hub client and the S3 store send.
+class RetryingExchange : public Exchange {
+ public:
+  RetryingExchange(HttpRequest request, const RetryPolicy& policy)
+      : request_(std::move(request)), policy_(policy) {}
+  HttpRequest request() override { return request_; }
+  std::optional<std::chrono::milliseconds> on_complete(const HttpResponse& response) override {
+    response_ = response;
+    return retry_delay(response, ++attempts_, policy_);
+  }
+  HttpResponse response_;
+
+ private:
+  HttpRequest request_;
+  RetryPolicy policy_;
+  int attempts_ = 0;
+};
+
+// The backoff alone, as optimum-neuron waits between commit conflicts: min(cap, w * U(0.5,1.5)).
+std::chrono::milliseconds backoff(int attempt, const RetryPolicy& policy);
+
+}  // namespace neuron_cache::net
