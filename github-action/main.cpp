@@ -19,8 +19,8 @@
 #include "neuron_cache/hub/client.h"
 #include "neuron_cache/pipeline/pipeline.h"
 #include "neuron_cache/pipeline/run.h"
-#include "neuron_cache/plan/hub_models.h"
 #include "neuron_cache/report/report.h"
+#include "neuron_cache/storage/hub_models.h"
 #include "neuron_cache/storage/open.h"
 #include "runner_protocol.h"
 
@@ -333,7 +333,7 @@ int run_action(const std::string& token, WorkflowCommands& commands) {
   options.jobs = in.jobs;
   settings.detect_compiler(env);
   hub::HubClient client(hub::HubClient::options_from(settings));
-  plan::HubModels models(client);
+  storage::HubModels models(client);
   pipeline::Pipeline p(settings, {storage::store_opener(client), &models}, options);
   p.on_progress = [&commands](const std::string& line) { commands.line("neuron-cache: " + line); };
 

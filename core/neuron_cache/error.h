@@ -20,6 +20,14 @@ class Error : public std::runtime_error {
   ErrorKind kind_;
 };
 
+// What was read changed before the write that depended on it (Hub: the branch moved, HTTP
+// 409/412; S3: a conditional write failed, 412; folder: an index file changed under the lock).
+// The caller reads again, merges and writes again.
+class CommitConflict : public Error {
+ public:
+  explicit CommitConflict(const std::string& message) : Error(ErrorKind::Operational, message) {}
+};
+
 inline Error input_error(const std::string& message) {
   return {ErrorKind::Input, message};
 }

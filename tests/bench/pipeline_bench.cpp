@@ -317,7 +317,7 @@ int main(int argc, char** argv) {
   remote::PushResult pushed = remote::push(*testing::hub_store(client, repo), first_index, entries);
   report("push (one commit)", seconds_since(start), client.http().stats().requests,
          std::to_string(pushed.pushed.size()) + " configurations, " +
-             std::to_string(pushed.commit.bytes_uploaded >> 20) + " MiB sent");
+             std::to_string(pushed.commit.bytes_sent >> 20) + " MiB sent");
 
   local::LocalCache second_cache(second.path());
   local::LocalIndex second_index(second_cache);

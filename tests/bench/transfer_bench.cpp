@@ -41,7 +41,7 @@ void download_all(const testing::HubServer& server, const std::string& repo, siz
   options.parallel = parallel;
   options.part_size = part_size;
   hub::HubClient client(options);
-  std::vector<hub::RemoteEntry> entries;
+  std::vector<hub::TreeEntry> entries;
   for (const auto& e : client.list_tree(repo)) {
     if (!e.is_directory && e.path.ends_with(".neff")) entries.push_back(e);
   }

@@ -34,7 +34,7 @@ int upload(hub::HubClient& client, const std::string& repo, const std::filesyste
 
 int download(hub::HubClient& client, const std::string& repo, const std::string& path,
              const std::string& out) {
-  std::vector<hub::RemoteEntry> info = client.paths_info(repo, {path});
+  std::vector<hub::TreeEntry> info = client.paths_info(repo, {path});
   if (info.empty()) {
     std::cerr << path << " is not in " << repo << "\n";
     return 1;

@@ -180,7 +180,7 @@ class FetchHostileTest : public FetchTest {
 
 TEST_F(FetchHostileTest, APathLeavingTheFolderIsRefused) {
   hub::HubClient hub = client();
-  std::vector<hub::RemoteEntry> listing =
+  std::vector<hub::TreeEntry> listing =
       hub.list_tree(kRepo, std::string(kCompiler) + "/MODULE_55+d7cde3b5", true);
   bool hostile = false;
   for (const auto& entry : listing) hostile = hostile || contains(entry.path, "..");

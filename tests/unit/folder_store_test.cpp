@@ -79,7 +79,7 @@ TEST_F(FolderStoreTest, ListsStatsReadsAndDownloadsWhatItCommitted) {
                                       add(kShard, local("s", "{\"a\":1}"))},
                                      "m", std::nullopt);
   EXPECT_TRUE(result.committed);
-  EXPECT_EQ(result.regular_files, 3u);
+  EXPECT_EQ(result.small_files, 3u);
 
   auto top = store.list("", false, "");
   ASSERT_EQ(top.size(), 2u);  // two folders, the lock file is not listed
@@ -381,8 +381,8 @@ TEST_F(FolderStoreTest, AOneGibRandomFileRoundTripsByteIdentical) {
   auto started = std::chrono::steady_clock::now();
   CommitResult result = store.commit({add(path, big)}, "m", std::nullopt);
   auto committed = std::chrono::steady_clock::now();
-  EXPECT_EQ(result.lfs_uploaded, 1u);
-  EXPECT_EQ(result.bytes_uploaded, kSize);
+  EXPECT_EQ(result.large_sent, 1u);
+  EXPECT_EQ(result.bytes_sent, kSize);
   auto listed = store.stat({path}, "");
   ASSERT_EQ(listed.size(), 1u);
   EXPECT_EQ(listed[0].size, kSize);

@@ -57,7 +57,7 @@ class HubClientTest : public ::testing::Test {
   // Downloads `path` of `repo` and returns its bytes.
   std::string download(const std::string& repo, const std::string& path,
                        DownloadResult* out = nullptr) {
-    RemoteEntry expected;
+    TreeEntry expected;
     for (const auto& entry : client.paths_info(repo, {path})) expected = entry;
     std::FILE* file = std::tmpfile();
     std::vector<DownloadRequest> requests{{path, fileno(file), expected}};
@@ -379,7 +379,7 @@ TEST_F(HubClientTest, CorruptedBytesAreDetectedAndFetchedAgain) {
   server.set_faults(json::array(
       {{{"match", {{"method", "GET"}}}, {"count", 10}, {"action", "corrupt"}, {"offset", 1}}}));
   DownloadResult result;
-  RemoteEntry expected = client.paths_info(repo, {"small.txt"})[0];
+  TreeEntry expected = client.paths_info(repo, {"small.txt"})[0];
   std::FILE* file = std::tmpfile();
   std::vector<DownloadRequest> requests{{"small.txt", fileno(file), expected}};
   result = client.download(repo, "main", requests)[0];
@@ -467,7 +467,7 @@ TEST_F(HubClientTest, ParallelDownloadsOfLargeFilesUseRanges) {
   std::string big = random_bytes((4 << 20) + 123, 6);
   upload(repo, {{"big.neff", big}});
   server.clear_log();
-  RemoteEntry expected = ranged.paths_info(repo, {"big.neff"})[0];
+  TreeEntry expected = ranged.paths_info(repo, {"big.neff"})[0];
   std::FILE* file = std::tmpfile();
   std::vector<DownloadRequest> requests{{"big.neff", fileno(file), expected}};
   DownloadResult result = ranged.download(repo, "main", requests)[0];
@@ -493,7 +493,7 @@ TEST_F(HubClientTest, CorruptedPartOfARangedDownloadIsFetchedAgain) {
   std::string repo = client.create_repo("ranged-corrupt", "", true);
   std::string big = random_bytes((5 << 20) + 77, 8);
   upload(repo, {{"big.neff", big}});
-  RemoteEntry expected = ranged.paths_info(repo, {"big.neff"})[0];
+  TreeEntry expected = ranged.paths_info(repo, {"big.neff"})[0];
   TempDir cache;
   local::EntryInstall install(cache.path(), testing::kCompilerDir, "MODULE_9+d7cde3b5");
   for (int always : {0, 1}) {

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "neuron_cache/config/redact.h"
+#include "neuron_cache/format/compile_flags.h"
 #include "test_support.h"
 
 namespace neuron_cache::compile {

@@ -119,7 +119,7 @@ TEST(S3Boto3, Boto3ReadsWhatStoreWrote) {
   ops.push_back({CommitOperation::Kind::Add, module + "model.neff", neff});
   S3Store store(server.url("shared/cache"), server.access());
   CommitResult result = store.commit(ops, "", std::nullopt);
-  EXPECT_EQ(result.lfs_uploaded, 4u);
+  EXPECT_EQ(result.large_sent, 4u);
   testing::write_file(dir / "expect.json", expect.dump());
   boto3(server, "read-tree " + server.bucket() + " shared/cache " + (dir / "expect.json").string());
 }
@@ -204,12 +204,12 @@ TEST(S3Store, SignaturesVerifiedByBotocore) {
   CommitResult result = store.commit({{CommitOperation::Kind::Add, odd, dir / "big"},
                                       {CommitOperation::Kind::Add, "a+b/c d.json", dir / "small"}},
                                      "", std::nullopt);
-  EXPECT_EQ(result.lfs_uploaded, 2u);
+  EXPECT_EQ(result.large_sent, 2u);
   EXPECT_FALSE(store.read_small("index.json", "", 1000));
   testing::write_file(dir / "index", "{}");
   EXPECT_EQ(
       store.commit({{CommitOperation::Kind::Add, "index.json", dir / "index"}}, "", std::nullopt)
-          .regular_files,
+          .small_files,
       1u);
   auto stated = store.stat({odd, "a+b/c d.json"}, "");
   ASSERT_EQ(stated.size(), 2u);

@@ -153,7 +153,7 @@ TEST(S3StoreConditional, SecondCreatorConflicts) {
   // b reads again (merges) and publishes.
   EXPECT_EQ(*b.read_small(kIndex, "", 1 << 20), "{\"a\":1}");
   write_file(dir / "b", "{\"a\":1,\"b\":1}");
-  EXPECT_EQ(b.commit({add(kIndex, dir / "b")}, "", std::nullopt).regular_files, 1u);
+  EXPECT_EQ(b.commit({add(kIndex, dir / "b")}, "", std::nullopt).small_files, 1u);
   EXPECT_EQ(s3.body("c/" + kIndex), "{\"a\":1,\"b\":1}");
   EXPECT_TRUE(s3.signed_);
 }
@@ -225,7 +225,7 @@ TEST(S3StoreConditional, SlowDownIsRetried) {
   EXPECT_EQ(testing::read_file(dir / "big"), big);
   write_file(dir / "v2", "v2");
   s3.slow_downs_ = 1;
-  EXPECT_EQ(store.commit({add(kIndex, dir / "v2")}, "", std::nullopt).regular_files, 1u);
+  EXPECT_EQ(store.commit({add(kIndex, dir / "v2")}, "", std::nullopt).small_files, 1u);
   EXPECT_EQ(s3.body("c/" + kIndex), "v2");
 }
 

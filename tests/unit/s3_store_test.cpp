@@ -70,7 +70,7 @@ TEST(S3Store, ListsEveryPage) {
                       dir / "small"));
   }
   CommitResult result = store.commit(ops, "", std::nullopt);
-  EXPECT_EQ(result.lfs_uploaded, 2500u);
+  EXPECT_EQ(result.large_sent, 2500u);
   uint64_t before = store.requests();
   auto entries = store.list("", true, "");
   EXPECT_EQ(entries.size(), 2500u);
@@ -90,8 +90,8 @@ TEST(S3Store, ListsEveryPage) {
   EXPECT_TRUE(store.list("nothing-here", true, "").empty());
   // Committing the same files again sends nothing.
   CommitResult again = store.commit(ops, "", std::nullopt);
-  EXPECT_EQ(again.lfs_uploaded, 0u);
-  EXPECT_EQ(again.lfs_already_stored, 2500u);
+  EXPECT_EQ(again.large_sent, 0u);
+  EXPECT_EQ(again.large_already_stored, 2500u);
   EXPECT_FALSE(again.committed);
 }
 
@@ -105,8 +105,8 @@ TEST(S3Store, GigabyteMultipartRoundTrip) {
   std::string path = "neuronxcc-2.21.33363.0+82129205/MODULE_abc/model.neff";
   uint64_t before = store.requests();
   CommitResult result = store.commit({add(path, dir / "model.neff")}, "", std::nullopt);
-  EXPECT_EQ(result.lfs_uploaded, 1u);
-  EXPECT_EQ(result.bytes_uploaded, size);
+  EXPECT_EQ(result.large_sent, 1u);
+  EXPECT_EQ(result.bytes_sent, size);
   // HEAD, initiate, 16 parts of 64 MiB, complete.
   EXPECT_GE(store.requests() - before, 19u);
   auto listed = store.list("neuronxcc-2.21.33363.0+82129205", true, "");
@@ -141,15 +141,15 @@ TEST(S3Store, ReadSmallThenConditionalCommit) {
   CommitResult first = store.commit(
       {add("n/MODULE_1/model.neff", dir / "neff"), add(index, dir / "v1")}, "", std::nullopt);
   EXPECT_TRUE(first.committed);
-  EXPECT_EQ(first.lfs_uploaded, 1u);   // the artifact
-  EXPECT_EQ(first.regular_files, 1u);  // the index, conditional
+  EXPECT_EQ(first.large_sent, 1u);   // the artifact
+  EXPECT_EQ(first.small_files, 1u);  // the index, conditional
   S3Store other(server.url("idx"), server.access());
   auto read = other.read_small(index, "", 1 << 20);
   ASSERT_TRUE(read.has_value());
   EXPECT_EQ(*read, "{\"format\":2}");
   write_file(dir / "v2", "{\"format\":2,\"entries\":{}}");
   CommitResult second = other.commit({add(index, dir / "v2")}, "", std::nullopt);
-  EXPECT_EQ(second.regular_files, 1u);
+  EXPECT_EQ(second.small_files, 1u);
   EXPECT_EQ(*store.read_small(index, "", 1 << 20), "{\"format\":2,\"entries\":{}}");
   EXPECT_THROW(store.read_small(index, "", 4), Error);  // larger than allowed
   auto listed = store.list("n", true, "");

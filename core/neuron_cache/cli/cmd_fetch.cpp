@@ -37,7 +37,7 @@ struct Line {
 
 std::map<std::string, FolderWork> gather(storage::Store& store, const Options& options,
                                          const std::string& compiler_version, uint64_t& listings) {
-  const std::string repo = storage::display_name(store);
+  const std::string repo = store.name();
   std::vector<std::string> dirs = remote::list_compiler_dirs(store, "", &listings);
   std::map<std::string, FolderWork> work;
   if (!options.modules.empty()) {
@@ -164,7 +164,7 @@ void fetch(Context& context, const Options& options) {
   }
   const Settings& settings = context.settings_with_compiler();
   storage::Store& store = context.store();
-  std::string repo = storage::display_name(store);
+  std::string repo = store.name();
   local::LocalCache cache(settings.local_cache_root(), {settings.hf_hub_cache.value});
   uint64_t listings = 0;
   uint64_t bytes = 0;

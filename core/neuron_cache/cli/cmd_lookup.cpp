@@ -114,7 +114,7 @@ void print_text(const remote::LookupResult& result, const Options& options,
 void lookup(Context& context, Options& options) {
   const Settings& settings = context.settings_with_compiler();
   storage::Store& store = context.store();
-  std::string repo = storage::display_name(store);
+  std::string repo = store.name();
   if (options.query.compiler_version.empty()) {
     options.query.compiler_version = settings.compiler_version.value;
   }

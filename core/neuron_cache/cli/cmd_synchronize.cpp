@@ -23,10 +23,10 @@ nlohmann::json result_json(const remote::SyncResult& r, const std::string& repo)
       {"already_on_hub", r.already_on_hub},
       {"uploaded_files", r.to_upload},
       {"bytes_uploaded", r.bytes_to_upload},
-      {"lfs_uploaded", r.commit.lfs_uploaded},
-      {"lfs_already_stored", r.commit.lfs_already_stored},
+      {"lfs_uploaded", r.commit.large_sent},
+      {"lfs_already_stored", r.commit.large_already_stored},
       {"committed", r.commit.committed},
-      {"commit", r.commit.commit_oid},
+      {"commit", r.commit.revision},
       {"attempts", r.attempts},
       {"cleanup", r.cleanup_skipped ? "skipped: neuronx-cc is running" : r.cleanup.summary(false)},
       {"skipped", r.skipped}};
@@ -35,7 +35,7 @@ nlohmann::json result_json(const remote::SyncResult& r, const std::string& repo)
 void synchronize(Context& context, const Options& options) {
   const Settings& settings = context.settings();
   storage::Store& store = context.store();
-  std::string repo = storage::display_name(store);
+  std::string repo = store.name();
   local::LocalCache cache(settings.local_cache_root(), {settings.hf_hub_cache.value});
   remote::SyncOptions sync;
   sync.conflicts = net::retry_policy(context.settings(), 6);
@@ -53,8 +53,7 @@ void synchronize(Context& context, const Options& options) {
   }
   remote::SyncResult result = remote::synchronize(store, cache, sync);
   // Regular files travel inside the commit request, not as streamed uploads: count them at the end.
-  if (result.commit.bytes_uploaded > streamed)
-    progress.add(result.commit.bytes_uploaded - streamed);
+  if (result.commit.bytes_sent > streamed) progress.add(result.commit.bytes_sent - streamed);
   progress.finish();
   if (options.json) {
     print_json(result_json(result, repo));
@@ -71,7 +70,7 @@ void synchronize(Context& context, const Options& options) {
   std::cout << result.local_files << " local files, " << result.already_on_hub
             << " already on the Hub, " << result.to_upload << " uploaded ("
             << local::format_size(result.bytes_to_upload) << ")";
-  if (result.commit.committed) std::cout << " in commit " << result.commit.commit_oid;
+  if (result.commit.committed) std::cout << " in commit " << result.commit.revision;
   if (result.attempts > 1) std::cout << " (attempt " << result.attempts << ")";
   std::cout << ".\nSynchronization complete.\n";
 }

@@ -31,7 +31,7 @@ storage::Store& Context::store() {
 }
 
 pipeline::Remotes Context::remotes() {
-  if (!models_) models_ = std::make_unique<plan::HubModels>(client());
+  if (!models_) models_ = std::make_unique<storage::HubModels>(client());
   return {storage::store_opener(client()), models_.get()};
 }
 

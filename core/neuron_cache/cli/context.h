@@ -10,7 +10,7 @@
 #include "neuron_cache/config/settings.h"
 #include "neuron_cache/hub/client.h"
 #include "neuron_cache/pipeline/pipeline.h"
-#include "neuron_cache/plan/hub_models.h"
+#include "neuron_cache/storage/hub_models.h"
 #include "neuron_cache/storage/store.h"
 
 namespace neuron_cache::cli {
@@ -46,7 +46,7 @@ class Context {
   SettingOverrides overrides_;
   std::optional<Settings> settings_;
   std::unique_ptr<hub::HubClient> client_;
-  std::unique_ptr<plan::HubModels> models_;
+  std::unique_ptr<storage::HubModels> models_;
   std::unique_ptr<storage::Store> store_;
 };
 

@@ -262,29 +262,4 @@ std::string log_tail(const fs::path& log_file, size_t lines) {
   return redact(text.substr(begin));
 }
 
-std::string strip_cache_flags(const std::string& neuron_cc_flags,
-                              std::vector<std::string>* removed) {
-  std::istringstream words(neuron_cc_flags);
-  std::string word, kept;
-  bool value_of_cache_dir = false;
-  auto drop = [&](const std::string& w) {
-    if (removed) removed->push_back(w);
-  };
-  while (words >> word) {
-    if (value_of_cache_dir) {
-      value_of_cache_dir = false;
-      drop(word);
-    } else if (word == "--cache_dir") {
-      value_of_cache_dir = true;
-      drop(word);
-    } else if (word.starts_with("--cache_dir=") || word == "--no_cache" || word == "--no-cache" ||
-               word == "--retry_failed_compilation") {
-      drop(word);
-    } else {
-      kept += (kept.empty() ? "" : " ") + word;
-    }
-  }
-  return kept;
-}
-
 }  // namespace neuron_cache::compile

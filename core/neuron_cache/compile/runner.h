@@ -39,12 +39,4 @@ RunOutcome run_command(const CommandRun& run);
 
 // The last `lines` lines of a log file (empty when it cannot be read).
 std::string log_tail(const std::filesystem::path& log_file, size_t lines = 20);
-
-// NEURON_CC_FLAGS without the flags neuron-cache must control or that only the libneuronxla
-// wrapper reads: --cache_dir=..., --cache_dir <dir>, --no_cache, --no-cache,
-// --retry_failed_compilation. The words left are joined by single spaces; `removed` (optional)
-// receives the words taken out.
-std::string strip_cache_flags(const std::string& neuron_cc_flags,
-                              std::vector<std::string>* removed);
-
 }  // namespace neuron_cache::compile

@@ -1,5 +1,7 @@
 #include "neuron_cache/format/compile_flags.h"
 
+#include <sstream>
+
 #include "neuron_cache/error.h"
 #include "neuron_cache/format/digest.h"
 #include "neuron_cache/format/pyjson.h"
@@ -32,6 +34,31 @@ std::vector<std::string> parse_compile_flags_json(std::string_view text) {
     flags.push_back(item.get<std::string>());
   }
   return flags;
+}
+
+std::string strip_cache_flags(const std::string& neuron_cc_flags,
+                              std::vector<std::string>* removed) {
+  std::istringstream words(neuron_cc_flags);
+  std::string word, kept;
+  bool value_of_cache_dir = false;
+  auto drop = [&](const std::string& w) {
+    if (removed) removed->push_back(w);
+  };
+  while (words >> word) {
+    if (value_of_cache_dir) {
+      value_of_cache_dir = false;
+      drop(word);
+    } else if (word == "--cache_dir") {
+      value_of_cache_dir = true;
+      drop(word);
+    } else if (word.starts_with("--cache_dir=") || word == "--no_cache" || word == "--no-cache" ||
+               word == "--retry_failed_compilation") {
+      drop(word);
+    } else {
+      kept += (kept.empty() ? "" : " ") + word;
+    }
+  }
+  return kept;
 }
 
 }  // namespace neuron_cache

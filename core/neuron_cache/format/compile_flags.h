@@ -20,4 +20,11 @@ std::string flags_key(std::string_view flags_file_bytes);
 // Reads a compile_flags.json text; throws an input Error unless it is a JSON list of strings.
 std::vector<std::string> parse_compile_flags_json(std::string_view text);
 
+// NEURON_CC_FLAGS without the flags neuron-cache must control or that only the libneuronxla
+// wrapper reads: --cache_dir=..., --cache_dir <dir>, --no_cache, --no-cache,
+// --retry_failed_compilation. The words left are joined by single spaces; `removed` (optional)
+// receives the words taken out.
+std::string strip_cache_flags(const std::string& neuron_cc_flags,
+                              std::vector<std::string>* removed);
+
 }  // namespace neuron_cache

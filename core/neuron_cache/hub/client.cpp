@@ -28,9 +28,9 @@ std::optional<std::string> next_link(const net::HttpResponse& response) {
 
 }  // namespace
 
-RemoteEntry parse_entry(const json& item) {
+TreeEntry parse_entry(const json& item) {
   net::object_in(item, "an entry");
-  RemoteEntry entry;
+  TreeEntry entry;
   entry.path = net::text_in(item, "path");
   entry.is_directory = net::text_in(item, "type", "file") == "directory";
   entry.size = net::size_in(item, "size", 0);
@@ -45,8 +45,8 @@ RemoteEntry parse_entry(const json& item) {
 
 namespace {
 
-std::vector<RemoteEntry> parse_entries(const json& list) {
-  std::vector<RemoteEntry> entries;
+std::vector<TreeEntry> parse_entries(const json& list) {
+  std::vector<TreeEntry> entries;
   for (const auto& item : net::array_in(list, "the answer")) entries.push_back(parse_entry(item));
   return entries;
 }
@@ -224,13 +224,13 @@ bool HubClient::repo_exists(const std::string& repo) {
   throw hub_error(response, "checking repo " + repo, repo);
 }
 
-std::vector<RemoteEntry> HubClient::list_tree(const std::string& repo, const std::string& path,
-                                              bool recursive, const std::string& revision) {
+std::vector<TreeEntry> HubClient::list_tree(const std::string& repo, const std::string& path,
+                                            bool recursive, const std::string& revision) {
   check_repo(repo);
   std::string url = api("/api/models/" + repo + "/tree/" + url::url_encode(revision, false));
   if (!path.empty()) url += "/" + url::url_encode(path, true);
   url += std::string("?recursive=") + (recursive ? "true" : "false") + "&expand=false";
-  std::vector<RemoteEntry> entries;
+  std::vector<TreeEntry> entries;
   for (std::optional<std::string> next = url; next;) {
     net::HttpRequest request{"GET", *next};
     net::HttpResponse response = call(request, "listing " + repo);
@@ -247,11 +247,11 @@ std::vector<RemoteEntry> HubClient::list_tree(const std::string& repo, const std
   return entries;
 }
 
-std::vector<RemoteEntry> HubClient::paths_info(const std::string& repo,
-                                               const std::vector<std::string>& paths,
-                                               const std::string& revision) {
+std::vector<TreeEntry> HubClient::paths_info(const std::string& repo,
+                                             const std::vector<std::string>& paths,
+                                             const std::string& revision) {
   check_repo(repo);
-  std::vector<RemoteEntry> entries;
+  std::vector<TreeEntry> entries;
   constexpr size_t kBatch = 500;  // the Hub answers 413 above about 1000 paths
   for (size_t start = 0; start < paths.size(); start += kBatch) {
     json body = {

@@ -1,6 +1,7 @@
 // The Hugging Face Hub client: the subset of the HTTP API a cache needs (whoami, repos, tree
-// listings, verified parallel downloads, one-commit uploads). Every call returns values or throws
-// an Error whose message says what failed and what to do.
+// listings, verified parallel downloads, one-commit uploads), in the Hub's own words (repos,
+// LFS, commits). storage/hub_store.h turns them into the storage seam's. Every call returns
+// values or throws an Error whose message says what failed and what to do.
 #pragma once
 
 #include <filesystem>
@@ -13,7 +14,6 @@
 #include "neuron_cache/hub/failures.h"
 #include "neuron_cache/net/http.h"
 #include "neuron_cache/net/retry.h"
-#include "neuron_cache/storage/store.h"
 
 namespace neuron_cache::hub {
 
@@ -31,13 +31,52 @@ struct RepoInfo {
   bool is_private = false;
 };
 
-// The types that cross the storage seam (storage/store.h); the Hub client speaks them.
-using RemoteEntry = storage::RemoteEntry;
-using DownloadRequest = storage::DownloadRequest;
-using DownloadResult = storage::DownloadResult;
-using CommitOperation = storage::CommitOperation;
-using CommitResult = storage::CommitResult;
-using CommitConflict = storage::CommitConflict;
+// One file (or folder) of a repo's tree, as the tree and paths-info APIs list it.
+struct TreeEntry {
+  std::string path;  // in the repo, '/'-separated
+  bool is_directory = false;
+  uint64_t size = 0;
+  std::string oid;         // the git blob id (of the LFS pointer for LFS files)
+  std::string lfs_sha256;  // the content's sha256, for LFS files
+  // When the Hub lists no sha256 (a file known from an artifact index): the sha256 of its
+  // content, which downloads verify instead.
+  std::string content_sha256;
+  bool is_lfs() const { return !lfs_sha256.empty(); }
+};
+
+struct DownloadRequest {
+  std::string path_in_repo;
+  int fd = -1;         // destination, written from offset 0; the caller owns it
+  TreeEntry expected;  // from a listing or an index: size and ids to verify against
+};
+
+struct DownloadResult {
+  bool ok = false;
+  std::string error;
+  uint64_t bytes = 0;
+  std::string commit;  // X-Repo-Commit of the answer, or empty
+};
+
+struct CommitOperation {
+  enum class Kind { Add, Delete } kind = Kind::Add;
+  std::string path_in_repo;
+  std::filesystem::path local;  // content to upload for Add
+};
+
+struct CommitResult {
+  bool committed = false;  // false when nothing changed: no commit was made
+  std::string commit_oid;
+  std::string commit_url;
+  size_t regular_files = 0;  // sent inline in the commit
+  size_t lfs_uploaded = 0;
+  size_t lfs_already_stored = 0;
+  size_t unchanged = 0;
+  size_t deleted = 0;
+  uint64_t bytes_uploaded = 0;
+  // Set when the commit's answer was lost (no answer, 5xx) but reading the head back showed
+  // every file in place: what happened, for the user.
+  std::string landed_unanswered;
+};
 
 struct ClientOptions {
   std::string endpoint = "https://huggingface.co";
@@ -74,11 +113,10 @@ class HubClient {
   RepoInfo repo_info(const std::string& repo, const std::string& revision = "main");
   bool repo_exists(const std::string& repo);
   // Files (and folders) below `path`, following every page. A missing folder gives nothing.
-  std::vector<RemoteEntry> list_tree(const std::string& repo, const std::string& path = "",
-                                     bool recursive = true, const std::string& revision = "main");
-  std::vector<RemoteEntry> paths_info(const std::string& repo,
-                                      const std::vector<std::string>& paths,
-                                      const std::string& revision = "main");
+  std::vector<TreeEntry> list_tree(const std::string& repo, const std::string& path = "",
+                                   bool recursive = true, const std::string& revision = "main");
+  std::vector<TreeEntry> paths_info(const std::string& repo, const std::vector<std::string>& paths,
+                                    const std::string& revision = "main");
   // The content of a small file (JSON), or nothing when the repo has no such file.
   std::optional<std::string> read_file(const std::string& repo, const std::string& path,
                                        const std::string& revision = "main");
@@ -119,6 +157,6 @@ class HubClient {
 };
 
 // Parses one tree/paths-info entry.
-RemoteEntry parse_entry(const nlohmann::json& item);
+TreeEntry parse_entry(const nlohmann::json& item);
 
 }  // namespace neuron_cache::hub

@@ -44,7 +44,7 @@ struct FileState {
 
 // A file known only from an artifact index entry (its size and sha256), not from a listing: when
 // the Hub disagrees with what the entry says, the entry is wrong, not the transfer.
-bool known_by_index_only(const RemoteEntry& expected) {
+bool known_by_index_only(const TreeEntry& expected) {
   return !expected.is_lfs() && expected.oid.empty();
 }
 
@@ -70,14 +70,14 @@ std::optional<uint64_t> served_size(long status, const net::Headers& headers) {
   return std::stoull(*value);
 }
 
-Hasher new_hasher(const RemoteEntry& expected) {
+Hasher new_hasher(const TreeEntry& expected) {
   if (expected.is_lfs() || expected.oid.empty()) return Hasher(HashAlgorithm::Sha256);
   Hasher hasher(HashAlgorithm::Sha1);  // git blob id: sha1("blob <size>\0" + content)
   hasher.update("blob " + std::to_string(expected.size) + std::string(1, '\0'));
   return hasher;
 }
 
-std::string expected_hash(const RemoteEntry& expected) {
+std::string expected_hash(const TreeEntry& expected) {
   if (expected.is_lfs()) return expected.lfs_sha256;
   return expected.oid.empty() ? expected.content_sha256 : expected.oid;
 }
@@ -204,7 +204,7 @@ class RangeExchange : public net::Exchange {
     if (auto commit = hub.get("X-Repo-Commit")) file_->result->commit = *commit;
     auto linked_etag = hub.get("X-Linked-Etag");
     auto etag = linked_etag ? linked_etag : hub.get("ETag");
-    const RemoteEntry& expected = file_->request->expected;
+    const TreeEntry& expected = file_->request->expected;
     if (response.status < 200 || response.status >= 400) return;
     auto linked_size = hub.get("X-Linked-Size");
     const std::string& path = file_->request->path_in_repo;
@@ -236,7 +236,7 @@ class RangeExchange : public net::Exchange {
   // A file the Hub serves at another size than its index entry says is never installed, whatever
   // its bytes hash to (a size 0 entry for a NEFF, a size cut short).
   void check_served_size(long status, const net::Headers& headers) {
-    const RemoteEntry& expected = file_->request->expected;
+    const TreeEntry& expected = file_->request->expected;
     if (!known_by_index_only(expected)) return;
     auto size = served_size(status, headers);
     if (size && *size != expected.size) {
@@ -249,7 +249,7 @@ class RangeExchange : public net::Exchange {
   // Whether the bytes received are the Hub's regular file (its git blob id): then a sha256 that
   // differs from the index entry's is the entry's fault, and fetching again cannot help.
   bool received_hub_file() {
-    const RemoteEntry& expected = file_->request->expected;
+    const TreeEntry& expected = file_->request->expected;
     if (!known_by_index_only(expected) || file_->hub_blob_id.empty()) return false;
     Hasher blob(HashAlgorithm::Sha1);
     blob.update("blob " + std::to_string(expected.size) + std::string(1, '\0'));
@@ -270,7 +270,7 @@ class RangeExchange : public net::Exchange {
 
   std::optional<std::chrono::milliseconds> finish_part() {
     if (--file_->parts_left > 0) return std::nullopt;
-    const RemoteEntry& expected = file_->request->expected;
+    const TreeEntry& expected = file_->request->expected;
     std::string actual = whole_ ? hasher_->hex_digest() : file_->hasher->hex_digest();
     if (actual == expected_hash(expected)) {
       file_->result->ok = true;

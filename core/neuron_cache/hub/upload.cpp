@@ -378,7 +378,7 @@ bool holds_commit(HubClient& client, const std::string& repo, const std::string&
                   const std::vector<LocalFile>& files, const std::vector<std::string>& deletions) {
   std::vector<std::string> paths = deletions;
   for (const auto& file : files) paths.push_back(file.path_in_repo);
-  std::map<std::string, RemoteEntry> there;
+  std::map<std::string, TreeEntry> there;
   for (auto& entry : client.paths_info(repo, paths, head)) there[entry.path] = std::move(entry);
   for (const auto& path : deletions) {
     if (there.count(path)) return false;

@@ -137,7 +137,7 @@ std::unique_ptr<compile::CaptureCache> Pipeline::capture_cache(const std::string
 }
 
 void Pipeline::add_hub_env(std::map<std::string, std::string>& env) const {
-  const std::string hub_repo = store_ ? store_->hub_repo() : "";
+  const std::string hub_repo = store_ && store_->kind() == storage::Kind::Hub ? store_->name() : "";
   if (hub_repo.empty()) return;
   // What the manifest's compile env sets explicitly stays as it is.
   env.try_emplace("CUSTOM_CACHE_REPO", hub_repo);

@@ -148,7 +148,7 @@ void Pipeline::open_store() {
     store_ = misses.get();
     store_layers_.push_back(std::move(misses));
   }
-  repo_ = storage::display_name(*store_);
+  repo_ = store_->name();
   requests_at_start_ = store_->requests();
 }
 
@@ -203,7 +203,7 @@ void Pipeline::cache_problem(const std::string& what, const std::string& fallbac
 }
 
 std::vector<plan::Target> Pipeline::targets() {
-  plan::ModelSource* models = remotes_.models;
+  storage::ModelSource* models = remotes_.models;
   plan::ModelResolver resolver(models && !models->offline() ? models : nullptr, manifest_dir(),
                                root_ / std::string(ai::kLocalDir) / "models.json");
   plan::KeyContext context;

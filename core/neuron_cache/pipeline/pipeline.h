@@ -3,7 +3,7 @@
 // of them has cache logic of its own.
 //
 // The shared cache is a storage::Store (the Hub, S3 or a folder, storage/store.h); model repos are
-// read through a plan::ModelSource. The pipeline knows neither the Hub client nor any backend.
+// read through a storage::ModelSource. The pipeline knows neither the Hub client nor any backend.
 //
 // Policy: a cache problem (store down, no access, rate limit, no write access) never fails the
 // job by default: it is recorded as a warning and the job falls back to compiling or skips the
@@ -48,7 +48,7 @@ struct Remotes {
   // known. Throws an input Error for a malformed name. Null: no shared cache at all.
   std::function<std::unique_ptr<storage::Store>(const Settings&)> open_store;
   // Where model revisions and config.json files are read; null when offline.
-  plan::ModelSource* models = nullptr;
+  storage::ModelSource* models = nullptr;
 };
 
 struct Options {

@@ -6,8 +6,8 @@
 #include <iterator>
 #include <sstream>
 
-#include "neuron_cache/compile/runner.h"
 #include "neuron_cache/error.h"
+#include "neuron_cache/format/compile_flags.h"
 #include "neuron_cache/format/pyjson.h"
 #include "neuron_cache/git/git_info.h"
 #include "neuron_cache/sys/safe_dir.h"
@@ -46,11 +46,12 @@ bool is_commit_id(const std::string& revision) {
 
 std::vector<std::string> flag_words(const std::string& neuron_cc_flags) {
   // The cache options are dropped by the one rule the compile step applies too.
-  std::istringstream kept(compile::strip_cache_flags(neuron_cc_flags, nullptr));
+  std::istringstream kept(strip_cache_flags(neuron_cc_flags, nullptr));
   return {std::istream_iterator<std::string>(kept), std::istream_iterator<std::string>()};
 }
 
-ModelSource& ModelResolver::online(const manifest::Configuration& c, const std::string& why) {
+storage::ModelSource& ModelResolver::online(const manifest::Configuration& c,
+                                            const std::string& why) {
   if (client_ == nullptr || client_->offline()) {
     throw input_error(c.source.to_string() + ": cannot " + why + " of " + c.model_id +
                       " offline: pin the model's revision to a 40-hex commit and set its "

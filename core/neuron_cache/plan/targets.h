@@ -12,6 +12,7 @@
 #include "neuron_cache/format/cache_key.h"
 #include "neuron_cache/format/pyjson.h"
 #include "neuron_cache/manifest/manifest.h"
+#include "neuron_cache/storage/models.h"
 
 namespace neuron_cache::plan {
 
@@ -39,22 +40,6 @@ struct ResolvedModel {
   std::string unresolved;  // why the revision is unknown (the Hub is unreachable), or empty
 };
 
-// Where model repos are read (the Hub's model repos, whatever store holds the cache): a
-// revision's commit and a small file at a commit. hub::HubModels (hub/models.h) is the one
-// implementation; tests give fakes.
-class ModelSource {
- public:
-  virtual ~ModelSource() = default;
-  // The commit `revision` (a branch or tag) of `model_id` points to.
-  virtual std::string commit_of(const std::string& model_id, const std::string& revision) = 0;
-  // A small file at a commit, or nothing when the model has no such file.
-  virtual std::optional<std::string> read_file(const std::string& model_id, const std::string& path,
-                                               const std::string& revision) = 0;
-  virtual bool offline() const = 0;
-  // Why the Hub was found unreachable in this run, or "".
-  virtual std::string unreachable() const = 0;
-};
-
 class ModelResolver {
  public:
   // `client` may be null (offline): then revisions must be commits and model types given, or
@@ -63,12 +48,13 @@ class ModelResolver {
   // still makes its keys while the Hub is unreachable. The model type read from config.json is
   // remembered by commit ("model_id@<commit>") and reused online too, as a commit's config.json
   // never changes: an unchanged run asks only each unpinned model's revision. Empty: no memo.
-  ModelResolver(ModelSource* client, std::filesystem::path manifest_dir,
+  ModelResolver(storage::ModelSource* client, std::filesystem::path manifest_dir,
                 std::filesystem::path memo_file = {})
       : client_(client), manifest_dir_(std::move(manifest_dir)), memo_file_(std::move(memo_file)) {}
   // Once per model: later configurations of the same model reuse the answer. When the Hub is
-  // unreachable (HubClient::hub_down) and no earlier answer is remembered, the model comes back
-  // unresolved (ResolvedModel::unresolved) instead of failing: the build must not depend on it.
+  // unreachable (ModelSource::unreachable) and no earlier answer is remembered, the model comes
+  // back unresolved (ResolvedModel::unresolved) instead of failing: the build must not depend on
+  // it.
   ResolvedModel resolve(const manifest::Configuration& configuration);
   // Answers taken from the memo because the Hub could not be asked (for warnings).
   const std::vector<std::string>& from_memo() const { return from_memo_; }
@@ -79,9 +65,10 @@ class ModelResolver {
   void remember(const std::string& memo_key, const ResolvedModel& model) const;
   ResolvedModel resolve_checkout(const manifest::Configuration& configuration);
   ResolvedModel resolve_hub(const manifest::Configuration& configuration);
-  ModelSource& online(const manifest::Configuration& configuration, const std::string& why);
+  storage::ModelSource& online(const manifest::Configuration& configuration,
+                               const std::string& why);
 
-  ModelSource* client_;
+  storage::ModelSource* client_;
   std::filesystem::path manifest_dir_;
   std::filesystem::path memo_file_;
   std::map<std::string, ResolvedModel> resolved_;
@@ -90,7 +77,8 @@ class ModelResolver {
 
 bool is_commit_id(const std::string& revision);
 
-// The words of NEURON_CC_FLAGS that change the NEFFs: compile::strip_cache_flags, as a list.
+// The words of NEURON_CC_FLAGS that change the NEFFs: strip_cache_flags (format/compile_flags.h),
+// as a list.
 std::vector<std::string> flag_words(const std::string& neuron_cc_flags);
 
 std::vector<Target> make_targets(const manifest::Manifest& manifest, const KeyContext& context,

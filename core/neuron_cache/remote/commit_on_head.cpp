@@ -3,7 +3,6 @@
 #include <thread>
 
 #include "neuron_cache/error.h"
-#include "neuron_cache/hub/failures.h"
 #include "neuron_cache/net/retry.h"
 
 namespace neuron_cache::remote {
@@ -16,11 +15,10 @@ void commit_on_head(storage::Store& store, const net::RetryPolicy& conflicts,
     try {
       attempt(store.head());
       return;
-    } catch (const storage::CommitConflict&) {
+    } catch (const CommitConflict&) {
       if (attempts >= conflicts.max_attempts) {
         throw operational_error(what + " failed after " + std::to_string(attempts) +
-                                " attempts due to concurrent commits to " +
-                                storage::display_name(store) +
+                                " attempts due to concurrent commits to " + store.name() +
                                 ": run it again when the other uploads are done");
       }
       std::this_thread::sleep_for(net::backoff(attempts, conflicts));

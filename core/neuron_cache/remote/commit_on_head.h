@@ -5,14 +5,13 @@
 #include <functional>
 #include <string>
 
-#include "neuron_cache/hub/failures.h"
 #include "neuron_cache/net/retry.h"
 #include "neuron_cache/storage/store.h"
 
 namespace neuron_cache::remote {
 
 // Calls `attempt` with the current head of `store` until it returns without a
-// storage::CommitConflict, waiting between tries as optimum-neuron does (net::backoff). `attempts`
+// CommitConflict, waiting between tries as optimum-neuron does (net::backoff). `attempts`
 // counts the tries. After `conflicts.max_attempts` conflicts it throws an operational Error:
 // "<what> failed after N attempts due to concurrent commits to <repo>: run it again ...".
 void commit_on_head(storage::Store& store, const net::RetryPolicy& conflicts,

@@ -99,14 +99,13 @@ ModulePlan plan_one(storage::Store& store, const std::string& revision,
     listing_requests += store.requests() - before;
   } catch (const Error& error) {
     plan.status = FetchStatus::Failed;
-    plan.error =
-        "cannot list " + folder + " in " + storage::display_name(store) + ": " + error.what();
+    plan.error = "cannot list " + folder + " in " + store.name() + ": " + error.what();
     return plan;
   }
   take_listing(listing, folder + "/", plan);
   if (plan.status == FetchStatus::Installed && plan.files.empty()) {
     plan.status = FetchStatus::NotOnHub;
-    plan.error = folder + " is not in " + storage::display_name(store) + " (revision " +
+    plan.error = folder + " is not in " + store.name() + " (revision " +
                  (revision.empty() ? std::string("latest") : revision) +
                  "): check the name and the compiler version, e.g. with `neuron-cache lookup` "
                  "or the repo's file browser";
@@ -162,9 +161,9 @@ void download_files(storage::Store& store, const std::string& revision,
         continue;
       }
       ++result.files_downloaded;
-      std::string sha256 =
-          file.is_lfs() ? file.lfs_sha256
-                        : sha256_of_fd(fds[i - start].get(), requests[i - start].path_in_repo);
+      std::string sha256 = !file.listed_sha256.empty()
+                               ? file.listed_sha256
+                               : sha256_of_fd(fds[i - start].get(), requests[i - start].path);
       job->record.files.push_back({file.path, file.size, sha256});
     }
   }

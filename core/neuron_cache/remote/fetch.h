@@ -11,8 +11,8 @@
 #include <vector>
 
 #include "neuron_cache/format/artifact_index.h"
-#include "neuron_cache/hub/failures.h"
 #include "neuron_cache/local/cache_tree.h"
+#include "neuron_cache/net/retry.h"
 #include "neuron_cache/storage/store.h"
 
 namespace neuron_cache::remote {

@@ -80,9 +80,9 @@ struct Attempt {
   std::vector<std::string> already;
   size_t modules_added = 0;
 
-  void add(const std::string& path_in_repo, const fs::path& local) {
-    if (paths.insert(path_in_repo).second)
-      operations.push_back({storage::CommitOperation::Kind::Add, path_in_repo, local});
+  void add(const std::string& path, const fs::path& local) {
+    if (paths.insert(path).second)
+      operations.push_back({storage::CommitOperation::Kind::Add, path, local});
   }
 };
 
@@ -118,7 +118,7 @@ void add_entry_files(const local::LocalIndex& local, const ai::Entry& entry,
 // shard of `inputs`' model or profile.
 ai::IndexFile read_shard(storage::Store& store, const std::string& head, const std::string& path,
                          const cache_key::KeyInputs& inputs) {
-  const std::string repo = storage::display_name(store);
+  const std::string repo = store.name();
   auto text = store.read_small(path, head, kMaxIndexFileBytes);
   if (!text) return ai::shard_for(inputs);
   ai::IndexFile index = ai::parse_index(*text, repo + "/" + path);

@@ -13,7 +13,6 @@
 #include <vector>
 
 #include "neuron_cache/format/artifact_index.h"
-#include "neuron_cache/hub/failures.h"
 #include "neuron_cache/local/local_index.h"
 #include "neuron_cache/net/retry.h"
 #include "neuron_cache/storage/store.h"

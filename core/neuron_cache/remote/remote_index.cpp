@@ -12,8 +12,6 @@
 #include "neuron_cache/format/digest.h"
 #include "neuron_cache/format/layout.h"
 #include "neuron_cache/git/git_info.h"
-#include "neuron_cache/hub/client.h"
-#include "neuron_cache/net/answer.h"
 #include "neuron_cache/sys/safe_dir.h"
 
 namespace neuron_cache::remote {
@@ -22,19 +20,37 @@ namespace {
 namespace ai = artifact_index;
 namespace fs = std::filesystem;
 
-// The Hub's oid of a file with this content: sha256 for LFS files, the git blob id otherwise.
 // The id copies are kept under: empty when the store gives none (then nothing is kept).
 std::string oid_of(const storage::RemoteEntry& file) {
-  return file.is_lfs() ? file.lfs_sha256 : file.oid;
+  return file.content_id();
 }
 
+// A kept answer: the entry in the memo's own shape (not any store's).
 nlohmann::json entry_json(const storage::RemoteEntry& entry) {
-  nlohmann::json item = {{"path", entry.path},
-                         {"type", entry.is_directory ? "directory" : "file"},
-                         {"size", entry.size},
-                         {"oid", entry.oid}};
-  if (entry.is_lfs()) item["lfs"] = {{"oid", entry.lfs_sha256}, {"size", entry.size}};
-  return item;
+  return {{"path", entry.path},
+          {"directory", entry.is_directory},
+          {"size", entry.size},
+          {"oid", entry.oid},
+          {"sha256", entry.listed_sha256}};
+}
+
+// An entry read back from the memo, or nothing when the memo is damaged (then the store is asked
+// again).
+std::optional<storage::RemoteEntry> entry_of(const nlohmann::json& item) {
+  if (!item.is_object()) return std::nullopt;
+  auto path = item.find("path"), directory = item.find("directory"), size = item.find("size");
+  auto oid = item.find("oid"), sha256 = item.find("sha256");
+  if (path == item.end() || !path->is_string() || directory == item.end() ||
+      !directory->is_boolean() || size == item.end() || !size->is_number_unsigned() ||
+      oid == item.end() || !oid->is_string() || sha256 == item.end() || !sha256->is_string())
+    return std::nullopt;
+  storage::RemoteEntry entry;
+  entry.path = path->get<std::string>();
+  entry.is_directory = directory->get<bool>();
+  entry.size = size->get<uint64_t>();
+  entry.oid = oid->get<std::string>();
+  entry.listed_sha256 = sha256->get<std::string>();
+  return entry;
 }
 
 // The answers kept at `revision`: {"revision", "paths": {path: entry or null}}; empty answers
@@ -72,14 +88,15 @@ std::vector<storage::RemoteEntry> paths_info_at(storage::Store& store, const std
                                [&](const std::string& path) { return known.contains(path); });
   std::vector<storage::RemoteEntry> found;
   if (all_known) {
-    try {
-      for (const auto& path : paths) {
-        if (known[path].is_object()) found.push_back(hub::parse_entry(known[path]));
-      }
-      return found;
-    } catch (const net::BadAnswer&) {
-      found.clear();  // a damaged copy: ask the Hub again
+    bool damaged = false;
+    for (const auto& path : paths) {
+      if (known[path].is_null()) continue;
+      auto entry = entry_of(known[path]);
+      damaged = damaged || !entry;
+      if (entry) found.push_back(std::move(*entry));
     }
+    if (!damaged) return found;
+    found.clear();  // a damaged copy: ask the store again
   }
   found = store.stat(paths, revision);
   for (const auto& path : paths) known[path] = nullptr;
@@ -96,7 +113,7 @@ RemoteIndex RemoteIndex::open(storage::Store& store, fs::path copies) {
   RemoteIndex index(store);
   if (!copies.empty()) {
     // One folder per store: "org~name" for a Hub repo, "s3~~~bucket~prefix" and so on.
-    std::string folder = store.hub_repo().empty() ? store.location() : store.hub_repo();
+    std::string folder = store.name();
     for (char& ch : folder)
       ch = std::isalnum(static_cast<unsigned char>(ch)) || ch == '.' || ch == '_' || ch == '-'
                ? ch

@@ -46,8 +46,7 @@ class RemoteIndex {
   const std::vector<std::string>& problems() const { return problems_; }
 
  private:
-  explicit RemoteIndex(storage::Store& store)
-      : store_(&store), repo_(storage::display_name(store)) {}
+  explicit RemoteIndex(storage::Store& store) : store_(&store), repo_(store.name()) {}
   std::map<std::string, std::string> fetch(const std::vector<storage::RemoteEntry>& files);
   std::optional<std::string> read_copy(const storage::RemoteEntry& file) const;
   void keep_copy(const storage::RemoteEntry& file, const std::string& text) const;

@@ -52,10 +52,10 @@ std::string local_hash(const LocalCacheFile& file, bool lfs) {
 
 bool same_on_hub(const LocalCacheFile& file,
                  const std::map<std::string, storage::RemoteEntry>& remote) {
-  auto it = remote.find(file.path_in_repo);
+  auto it = remote.find(file.path);
   if (it == remote.end() || it->second.is_directory || it->second.size != file.size) return false;
   const storage::RemoteEntry& entry = it->second;
-  return local_hash(file, entry.is_lfs()) == (entry.is_lfs() ? entry.lfs_sha256 : entry.oid);
+  return local_hash(file, !entry.listed_sha256.empty()) == entry.content_id();
 }
 
 void pre_sync_cleanup(const local::LocalCache& cache, const SyncOptions& options,
@@ -76,7 +76,7 @@ std::vector<LocalCacheFile> publishable_files(const local::LocalCache& cache,
   if (!cache.exists()) return files;
   walk(cache, sys::SafeDir::open(cache.root()), "", files, skipped);
   std::sort(files.begin(), files.end(),
-            [](const auto& a, const auto& b) { return a.path_in_repo < b.path_in_repo; });
+            [](const auto& a, const auto& b) { return a.path < b.path; });
   return files;
 }
 
@@ -90,27 +90,27 @@ SyncResult synchronize(storage::Store& store, const local::LocalCache& cache,
   pre_sync_cleanup(cache, options, result);
   std::vector<LocalCacheFile> files = publishable_files(cache, result.skipped);
   result.local_files = files.size();
-  commit_on_head(store, options.conflicts, "Hub cache synchronization", result.attempts,
-                 [&](const std::string& head) {
-                   std::map<std::string, storage::RemoteEntry> remote;
-                   for (auto& entry : store.list("", true, head)) remote[entry.path] = entry;
-                   std::vector<storage::CommitOperation> operations;
-                   result.already_on_hub = 0;
-                   result.bytes_to_upload = 0;
-                   for (const auto& file : files) {
-                     if (same_on_hub(file, remote)) {
-                       ++result.already_on_hub;
-                       continue;
-                     }
-                     operations.push_back(
-                         {storage::CommitOperation::Kind::Add, file.path_in_repo, file.read_from});
-                     result.bytes_to_upload += file.size;
-                   }
-                   result.to_upload = operations.size();
-                   if (options.on_plan) options.on_plan(operations.size(), result.bytes_to_upload);
-                   if (operations.empty()) return;
-                   result.commit = store.commit(operations, kSyncCommitMessage, head);
-                 });
+  commit_on_head(
+      store, options.conflicts, "Hub cache synchronization", result.attempts,
+      [&](const std::string& head) {
+        std::map<std::string, storage::RemoteEntry> remote;
+        for (auto& entry : store.list("", true, head)) remote[entry.path] = entry;
+        std::vector<storage::CommitOperation> operations;
+        result.already_on_hub = 0;
+        result.bytes_to_upload = 0;
+        for (const auto& file : files) {
+          if (same_on_hub(file, remote)) {
+            ++result.already_on_hub;
+            continue;
+          }
+          operations.push_back({storage::CommitOperation::Kind::Add, file.path, file.read_from});
+          result.bytes_to_upload += file.size;
+        }
+        result.to_upload = operations.size();
+        if (options.on_plan) options.on_plan(operations.size(), result.bytes_to_upload);
+        if (operations.empty()) return;
+        result.commit = store.commit(operations, kSyncCommitMessage, head);
+      });
   return result;
 }
 

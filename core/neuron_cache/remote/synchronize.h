@@ -8,7 +8,6 @@
 #include <string>
 #include <vector>
 
-#include "neuron_cache/hub/failures.h"
 #include "neuron_cache/local/cache_tree.h"
 #include "neuron_cache/local/cleanup.h"
 #include "neuron_cache/net/retry.h"
@@ -39,7 +38,7 @@ struct SyncResult {
 
 // A file of the local cache as the Hub will see it.
 struct LocalCacheFile {
-  std::string path_in_repo;
+  std::string path;                 // relative to the store's root
   std::filesystem::path read_from;  // the file itself, or a trusted symlink's target
   uint64_t size = 0;
 };

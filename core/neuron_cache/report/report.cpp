@@ -220,7 +220,7 @@ Totals totals(const RunRecord& run) {
       t.compile_seconds += o.seconds;
     }
   }
-  if (run.push) t.bytes_uploaded = run.push->result.commit.bytes_uploaded;
+  if (run.push) t.bytes_uploaded = run.push->result.commit.bytes_sent;
   return t;
 }
 
@@ -282,8 +282,8 @@ json run_json(const RunRecord& run) {
             {"skipped_reason", run.push->skipped_reason},
             {"pushed", run.push->result.pushed},
             {"already_on_hub", run.push->result.already_on_hub},
-            {"commit", run.push->result.commit.commit_oid},
-            {"bytes_uploaded", run.push->result.commit.bytes_uploaded}};
+            {"commit", run.push->result.commit.revision},
+            {"bytes_uploaded", run.push->result.commit.bytes_sent}};
   }
   return {{"format_version", kReportFormatVersion},
           {"tool", pipeline::tool_version()},
@@ -310,10 +310,10 @@ json run_json(const RunRecord& run) {
 }
 
 std::string commit_text(const storage::CommitResult& commit) {
-  return "in commit " + commit.commit_oid.substr(0, 12) + ": " +
-         std::to_string(commit.regular_files + commit.lfs_uploaded) + " files sent (" +
-         human_bytes(commit.bytes_uploaded) + "), " +
-         std::to_string(commit.unchanged + commit.lfs_already_stored) + " already stored";
+  return "in commit " + commit.revision.substr(0, 12) + ": " +
+         std::to_string(commit.small_files + commit.large_sent) + " files sent (" +
+         human_bytes(commit.bytes_sent) + "), " +
+         std::to_string(commit.unchanged + commit.large_already_stored) + " already stored";
 }
 
 namespace {

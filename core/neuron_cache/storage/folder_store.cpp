@@ -111,7 +111,7 @@ void copy_fd(int in, int out, uint64_t size, const std::string& what) {
 
 // The sha256 a download must match: the store's, else the index's, else our own oid (a sha256).
 std::string expected_sha256(const RemoteEntry& entry) {
-  if (!entry.lfs_sha256.empty()) return entry.lfs_sha256;
+  if (!entry.listed_sha256.empty()) return entry.listed_sha256;
   if (!entry.content_sha256.empty()) return entry.content_sha256;
   bool hex64 = entry.oid.size() == 64 &&
                entry.oid.find_first_not_of("0123456789abcdef") == std::string::npos;
@@ -213,8 +213,8 @@ bool write_file(const sys::SafeDir& dir, const std::string& name, const fs::path
     throw;
   }
   dir.sync();
-  (size > kFolderSmallFileBytes ? result.lfs_uploaded : result.regular_files) += 1;
-  result.bytes_uploaded += size;
+  (size > kFolderSmallFileBytes ? result.large_sent : result.small_files) += 1;
+  result.bytes_sent += size;
   return true;
 }
 
@@ -363,41 +363,40 @@ std::optional<std::string> FolderStore::read_small(const std::string& path,
 DownloadResult FolderStore::download_one(DownloadRequest& request) {
   DownloadResult result;
   try {
-    std::vector<std::string> parts = split_path(request.path_in_repo);
+    std::vector<std::string> parts = split_path(request.path);
     if (parts.empty()) throw input_error("a download needs a file path");
     sys::SafeDir root = open_root(root_);
     auto dir = walk(root, parts, parts.size() - 1);
     auto item = dir ? dir->entry(parts.back()) : std::nullopt;
     if (!item || item->type != sys::NodeType::File) {
-      result.error = request.path_in_repo + " is not in " + location();
+      result.error = request.path + " is not in " + location();
       return result;
     }
     sys::UniqueFd in = dir->open_read(parts.back());
     struct stat info {};
-    if (fstat(in.get(), &info) != 0) throw operational_error("cannot stat " + request.path_in_repo);
+    if (fstat(in.get(), &info) != 0) throw operational_error("cannot stat " + request.path);
     uint64_t size = static_cast<uint64_t>(info.st_size);
     ++files_touched_;
     if (size != request.expected.size) {
-      result.error = request.path_in_repo + " has " + std::to_string(size) + " bytes in " +
-                     location() + ", " + std::to_string(request.expected.size) + " expected";
+      result.error = request.path + " has " + std::to_string(size) + " bytes in " + location() +
+                     ", " + std::to_string(request.expected.size) + " expected";
       return result;
     }
-    copy_fd(in.get(), request.fd, size, request.path_in_repo);
+    copy_fd(in.get(), request.fd, size, request.path);
     if (ftruncate(request.fd, static_cast<off_t>(size)) != 0 && errno != EINVAL) {
-      throw operational_error("cannot size the copy of " + request.path_in_repo + ": " +
-                              errno_text());
+      throw operational_error("cannot size the copy of " + request.path + ": " + errno_text());
     }
     if (std::string want = expected_sha256(request.expected); !want.empty()) {
       // Hash what landed in the destination; a write-only destination: the source.
       std::string got;
       try {
-        got = sha256_of_fd(request.fd, request.path_in_repo);
+        got = sha256_of_fd(request.fd, request.path);
       } catch (const Error&) {
-        got = sha256_of_fd(in.get(), request.path_in_repo);
+        got = sha256_of_fd(in.get(), request.path);
       }
       if (got != want) {
-        result.error = request.path_in_repo + " has sha256 " + got + " in " + location() + ", " +
-                       want + " expected: the file changed or is damaged";
+        result.error = request.path + " has sha256 " + got + " in " + location() + ", " + want +
+                       " expected: the file changed or is damaged";
         return result;
       }
     }
@@ -457,15 +456,15 @@ CommitResult FolderStore::commit(const std::vector<CommitOperation>& operations,
   };
   std::vector<Planned> artifacts, index_files;
   for (const CommitOperation& op : operations) {
-    Planned planned{&op, split_path(op.path_in_repo)};
+    Planned planned{&op, split_path(op.path)};
     if (planned.parts.empty()) throw input_error("a commit operation needs a file path");
     if (layout::is_temporary_file(planned.parts.back())) {
-      throw input_error(op.path_in_repo +
+      throw input_error(op.path +
                         " has a temporary file's name (a dot-file or *.tmp), which a store never "
                         "lists: give it another name");
     }
     bool was_read = false;
-    seen_sha256(op.path_in_repo, was_read);
+    seen_sha256(op.path, was_read);
     (was_read ? index_files : artifacts).push_back(std::move(planned));
   }
   CommitResult result;
@@ -486,9 +485,9 @@ CommitResult FolderStore::commit(const std::vector<CommitOperation>& operations,
     IndexLock lock(root);
     for (const Planned& planned : index_files) {
       bool was_read = false;
-      std::optional<std::string> seen = seen_sha256(planned.op->path_in_repo, was_read);
-      if (current_sha256(planned.op->path_in_repo) != seen) {
-        throw CommitConflict(planned.op->path_in_repo + " changed in " + location() +
+      std::optional<std::string> seen = seen_sha256(planned.op->path, was_read);
+      if (current_sha256(planned.op->path) != seen) {
+        throw CommitConflict(planned.op->path + " changed in " + location() +
                              " since it was read (another writer published meanwhile): read it "
                              "again, merge and commit again");
       }
@@ -499,10 +498,10 @@ CommitResult FolderStore::commit(const std::vector<CommitOperation>& operations,
       std::optional<std::string> now;
       if (planned.op->kind == CommitOperation::Kind::Add) now = sha256_of_file(planned.op->local);
       std::lock_guard guard(seen_mutex_);
-      seen_[planned.op->path_in_repo] = now;  // this reader's own write is what it saw last
+      seen_[planned.op->path] = now;  // this reader's own write is what it saw last
     }
   }
-  result.committed = result.regular_files + result.lfs_uploaded + result.deleted > 0;
+  result.committed = result.small_files + result.large_sent + result.deleted > 0;
   return result;
 }
 

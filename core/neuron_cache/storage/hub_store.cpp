@@ -5,6 +5,42 @@
 #include "neuron_cache/git/git_info.h"
 
 namespace neuron_cache::storage {
+namespace {
+
+// The Hub's words to the seam's and back: an LFS file's sha256 is the sha256 the store lists.
+RemoteEntry to_entry(hub::TreeEntry item) {
+  return {std::move(item.path), item.is_directory,          item.size,
+          std::move(item.oid),  std::move(item.lfs_sha256), std::move(item.content_sha256)};
+}
+
+std::vector<RemoteEntry> to_entries(std::vector<hub::TreeEntry> items) {
+  std::vector<RemoteEntry> entries;
+  entries.reserve(items.size());
+  for (auto& item : items) entries.push_back(to_entry(std::move(item)));
+  return entries;
+}
+
+hub::TreeEntry to_tree_entry(const RemoteEntry& entry) {
+  return {entry.path, entry.is_directory,  entry.size,
+          entry.oid,  entry.listed_sha256, entry.content_sha256};
+}
+
+CommitResult to_result(hub::CommitResult hub) {
+  CommitResult result;
+  result.committed = hub.committed;
+  result.revision = std::move(hub.commit_oid);
+  result.link = std::move(hub.commit_url);
+  result.small_files = hub.regular_files;
+  result.large_sent = hub.lfs_uploaded;
+  result.large_already_stored = hub.lfs_already_stored;
+  result.unchanged = hub.unchanged;
+  result.deleted = hub.deleted;
+  result.bytes_sent = hub.bytes_uploaded;
+  result.landed_unanswered = std::move(hub.landed_unanswered);
+  return result;
+}
+
+}  // namespace
 
 HubStore::HubStore(hub::HubClient& client, std::string repo)
     : client_(client), repo_(std::move(repo)) {
@@ -21,12 +57,13 @@ std::string HubStore::head() {
 
 std::vector<RemoteEntry> HubStore::list(const std::string& path, bool recursive,
                                         const std::string& revision) {
-  return client_.list_tree(repo_, path, recursive, revision.empty() ? "main" : revision);
+  return to_entries(
+      client_.list_tree(repo_, path, recursive, revision.empty() ? "main" : revision));
 }
 
 std::vector<RemoteEntry> HubStore::stat(const std::vector<std::string>& paths,
                                         const std::string& revision) {
-  return client_.paths_info(repo_, paths, revision.empty() ? "main" : revision);
+  return to_entries(client_.paths_info(repo_, paths, revision.empty() ? "main" : revision));
 }
 
 std::optional<std::string> HubStore::read_small(const std::string& path,
@@ -43,11 +80,21 @@ std::optional<std::string> HubStore::read_small(const std::string& path,
 
 std::vector<DownloadResult> HubStore::download(const std::string& revision,
                                                std::vector<DownloadRequest>& requests) {
-  return client_.download(repo_, revision.empty() ? "main" : revision, requests);
+  std::vector<hub::DownloadRequest> asked;
+  asked.reserve(requests.size());
+  for (const auto& request : requests)
+    asked.push_back({request.path, request.fd, to_tree_entry(request.expected)});
+  std::vector<hub::DownloadResult> answers =
+      client_.download(repo_, revision.empty() ? "main" : revision, asked);
+  std::vector<DownloadResult> results;
+  results.reserve(answers.size());
+  for (auto& answer : answers)
+    results.push_back({answer.ok, std::move(answer.error), answer.bytes, std::move(answer.commit)});
+  return results;
 }
 
 bool HubStore::content_matches(const RemoteEntry& entry, std::string_view content) const {
-  if (entry.is_lfs()) return sha256_hex(content) == entry.lfs_sha256;
+  if (!entry.listed_sha256.empty()) return sha256_hex(content) == entry.listed_sha256;
   if (!entry.oid.empty()) return git_blob_id(content) == entry.oid;
   return entry.content_sha256.empty() || sha256_hex(content) == entry.content_sha256;
 }
@@ -55,7 +102,14 @@ bool HubStore::content_matches(const RemoteEntry& entry, std::string_view conten
 CommitResult HubStore::commit(const std::vector<CommitOperation>& operations,
                               const std::string& message,
                               const std::optional<std::string>& parent) {
-  return client_.commit(repo_, operations, message, parent);
+  std::vector<hub::CommitOperation> changes;
+  changes.reserve(operations.size());
+  for (const auto& op : operations) {
+    changes.push_back({op.kind == CommitOperation::Kind::Add ? hub::CommitOperation::Kind::Add
+                                                             : hub::CommitOperation::Kind::Delete,
+                       op.path, op.local});
+  }
+  return to_result(client_.commit(repo_, changes, message, parent));
 }
 
 std::string HubStore::why_not_writable() {

@@ -1,6 +1,7 @@
 // The Hugging Face Hub backend: a cache repo in optimum-neuron's layout, read at a commit and
-// written one commit at a time. Every call is the Hub client's (hub/client.h); this file only
-// binds the client to one repo.
+// written one commit at a time. Every call is the Hub client's (hub/client.h); this file binds
+// the client to one repo and translates the Hub's words (LFS, path in repo, commit oid) into the
+// seam's.
 #pragma once
 
 #include <string>
@@ -18,7 +19,8 @@ class HubStore : public Store {
   Kind kind() const override { return Kind::Hub; }
   // "hf://org/name" (what `--repo hf://org/name` also accepts).
   std::string location() const override;
-  std::string hub_repo() const override { return repo_; }
+  // The repo id, as optimum-cli names it.
+  std::string name() const override { return repo_; }
   // The head commit of main.
   std::string head() override;
   std::vector<RemoteEntry> list(const std::string& path, bool recursive,

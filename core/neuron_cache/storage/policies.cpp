@@ -16,8 +16,8 @@ Kind ReadOnlyStore::kind() const {
 std::string ReadOnlyStore::location() const {
   return inner_.location();
 }
-std::string ReadOnlyStore::hub_repo() const {
-  return inner_.hub_repo();
+std::string ReadOnlyStore::name() const {
+  return inner_.name();
 }
 std::string ReadOnlyStore::head() {
   return inner_.head();
@@ -99,8 +99,8 @@ Kind MissOnFailureStore::kind() const {
 std::string MissOnFailureStore::location() const {
   return inner_.location();
 }
-std::string MissOnFailureStore::hub_repo() const {
-  return inner_.hub_repo();
+std::string MissOnFailureStore::name() const {
+  return inner_.name();
 }
 
 // Passes through: a run that cannot pin its reads must see why.

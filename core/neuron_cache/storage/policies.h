@@ -19,7 +19,7 @@ class ReadOnlyStore : public Store {
 
   Kind kind() const override;
   std::string location() const override;
-  std::string hub_repo() const override;
+  std::string name() const override;
   std::string head() override;
   std::vector<RemoteEntry> list(const std::string& path, bool recursive,
                                 const std::string& revision) override;
@@ -53,7 +53,7 @@ class MissOnFailureStore : public Store {
 
   Kind kind() const override;
   std::string location() const override;
-  std::string hub_repo() const override;
+  std::string name() const override;
   std::string head() override;
   std::vector<RemoteEntry> list(const std::string& path, bool recursive,
                                 const std::string& revision) override;

@@ -143,8 +143,8 @@ class Publisher {
     complete(large);
     for (Artifact* a : to_send) {
       if (a->failed) throw operational_error(a->error);
-      ++result_.lfs_uploaded;
-      result_.bytes_uploaded += a->size;
+      ++result_.large_sent;
+      result_.bytes_sent += a->size;
     }
   }
 
@@ -153,14 +153,14 @@ class Publisher {
   // sha256 metadata, or a plain-MD5 ETag equal to the file's MD5) is not sent again.
   std::vector<Artifact*> not_stored(std::vector<Artifact>& artifacts) {
     std::vector<std::string> paths;
-    for (const Artifact& a : artifacts) paths.push_back(a.op->path_in_repo);
+    for (const Artifact& a : artifacts) paths.push_back(a.op->path);
     std::map<std::string, RemoteEntry> stored;
     for (auto& entry : store_.stat(paths, "")) stored[entry.path] = entry;
     std::vector<Artifact*> missing;
     for (Artifact& a : artifacts) {
-      auto found = stored.find(a.op->path_in_repo);
+      auto found = stored.find(a.op->path);
       if (found != stored.end() && same_content(a, found->second)) {
-        ++result_.lfs_already_stored;
+        ++result_.large_already_stored;
         continue;
       }
       missing.push_back(&a);
@@ -199,8 +199,7 @@ class Publisher {
 
   std::unique_ptr<Send> single_put(const Artifact& a) {
     // The payload's sha256 is signed: S3 refuses the PUT when the bytes it got differ.
-    net::HttpRequest r =
-        store_.signed_request("PUT", store_.object_url(a.op->path_in_repo), a.sha256);
+    net::HttpRequest r = store_.signed_request("PUT", store_.object_url(a.op->path), a.sha256);
     r.headers.push_back(std::string(s3::kShaMetaHeader) + ": " + a.sha256);
     r.headers.push_back("Content-Type: application/octet-stream");
     return std::make_unique<Send>(with_file(std::move(r), a, 0, a.size), store_.options().retry);
@@ -209,8 +208,8 @@ class Publisher {
   std::unique_ptr<Send> part_put(const Artifact& a, size_t p, uint64_t part) {
     std::string query =
         "partNumber=" + std::to_string(p + 1) + "&uploadId=" + url::url_encode(a.upload_id, false);
-    net::HttpRequest r = store_.signed_request("PUT", store_.object_url(a.op->path_in_repo, query),
-                                               s3::kUnsignedPayload);
+    net::HttpRequest r =
+        store_.signed_request("PUT", store_.object_url(a.op->path, query), s3::kUnsignedPayload);
     uint64_t offset = p * part;
     return std::make_unique<Send>(
         with_file(std::move(r), a, offset, std::min(part, a.size - offset)),
@@ -226,7 +225,7 @@ class Publisher {
     }
     if (a.failed) return;
     a.failed = true;
-    std::string what = "uploading " + a.op->path_in_repo;
+    std::string what = "uploading " + a.op->path;
     if (part != std::string::npos) what += " (part " + std::to_string(part + 1) + ")";
     a.error = store_.failure(response, what).what();
   }
@@ -234,8 +233,8 @@ class Publisher {
   void initiate(const std::vector<Artifact*>& large) {
     std::vector<std::unique_ptr<Send>> sends;
     for (Artifact* a : large) {
-      net::HttpRequest r = store_.signed_request(
-          "POST", store_.object_url(a->op->path_in_repo, "uploads="), s3::kEmptySha256);
+      net::HttpRequest r = store_.signed_request("POST", store_.object_url(a->op->path, "uploads="),
+                                                 s3::kEmptySha256);
       r.headers.push_back(std::string(s3::kShaMetaHeader) + ": " + a->sha256);
       r.headers.push_back("Content-Type: application/octet-stream");
       sends.push_back(std::make_unique<Send>(std::move(r), store_.options().retry));
@@ -246,7 +245,7 @@ class Publisher {
       if (!ok(response)) {
         large[i]->failed = true;
         large[i]->error =
-            store_.failure(response, "starting the upload of " + large[i]->op->path_in_repo).what();
+            store_.failure(response, "starting the upload of " + large[i]->op->path).what();
         continue;
       }
       large[i]->upload_id = s3xml::parse_upload_id(response.body);
@@ -261,7 +260,7 @@ class Publisher {
     for (Artifact* a : large) {
       if (a->upload_id.empty()) continue;
       std::string query = "uploadId=" + url::url_encode(a->upload_id, false);
-      std::string url = store_.object_url(a->op->path_in_repo, query);
+      std::string url = store_.object_url(a->op->path, query);
       if (a->failed) {
         sends.push_back(std::make_unique<Send>(
             store_.signed_request("DELETE", url, s3::kEmptySha256), store_.options().retry));
@@ -291,11 +290,10 @@ class Publisher {
       if (!completed) {
         owners[i]->failed = true;
         owners[i]->error =
-            store_.failure(response, "completing the upload of " + owners[i]->op->path_in_repo)
-                .what();
+            store_.failure(response, "completing the upload of " + owners[i]->op->path).what();
         store_.call(store_.signed_request(
             "DELETE",
-            store_.object_url(owners[i]->op->path_in_repo,
+            store_.object_url(owners[i]->op->path,
                               "uploadId=" + url::url_encode(owners[i]->upload_id, false)),
             s3::kEmptySha256));
       }
@@ -323,7 +321,7 @@ CommitResult S3Store::commit(const std::vector<CommitOperation>& operations,
   for (const auto& op : operations) {
     if (op.kind == CommitOperation::Kind::Delete) {
       deletes.push_back(&op);
-    } else if (read.count(op.path_in_repo) != 0) {
+    } else if (read.count(op.path) != 0) {
       conditional.push_back(&op);
     } else {
       Artifact a;
@@ -341,20 +339,19 @@ CommitResult S3Store::commit(const std::vector<CommitOperation>& operations,
     std::vector<net::Exchange*> pointers;
     for (const CommitOperation* op : deletes) {
       sends.push_back(std::make_unique<Send>(
-          signed_request("DELETE", object_url(op->path_in_repo), s3::kEmptySha256),
-          options_.retry));
+          signed_request("DELETE", object_url(op->path), s3::kEmptySha256), options_.retry));
       pointers.push_back(sends.back().get());
     }
     http_.run(pointers, options_.parallel);
     for (size_t i = 0; i < deletes.size(); ++i) {
       const net::HttpResponse& response = sends[i]->response_;
       if (!ok(response) && response.status != 404) {
-        throw failure(response, "deleting " + deletes[i]->path_in_repo);
+        throw failure(response, "deleting " + deletes[i]->path);
       }
       ++result.deleted;
     }
   }
-  result.committed = result.lfs_uploaded + result.regular_files + result.deleted > 0;
+  result.committed = result.large_sent + result.small_files + result.deleted > 0;
   return result;
 }
 
@@ -362,19 +359,19 @@ void S3Store::put_conditional(const CommitOperation& op, CommitResult& result) {
   std::string version;
   {
     std::lock_guard lock(read_mutex_);
-    version = read_versions_.at(op.path_in_repo);
+    version = read_versions_.at(op.path);
   }
   uint64_t size = size_of_file(op.local);
   std::string sha = sha256_of_file(op.local);
   Fd fd(op.local);
-  net::HttpRequest r = signed_request("PUT", object_url(op.path_in_repo), sha);
+  net::HttpRequest r = signed_request("PUT", object_url(op.path), sha);
   r.headers.push_back(version.empty() ? "If-None-Match: *" : "If-Match: \"" + version + "\"");
   r.headers.push_back(std::string(s3::kShaMetaHeader) + ": " + sha);
   r.headers.push_back("Content-Type: application/octet-stream");
   r.upload_fd = fd.get();
   r.upload_length = size;
   net::HttpResponse response = call(std::move(r));
-  std::string conflict = op.path_in_repo + " in " + location() +
+  std::string conflict = op.path + " in " + location() +
                          " changed since it was read (another writer published meanwhile): "
                          "read it again, merge and publish again";
   s3xml::ErrorAnswer answer = s3xml::parse_error(response.body);
@@ -382,18 +379,18 @@ void S3Store::put_conditional(const CommitOperation& op, CommitResult& result) {
       (response.status == 409 && answer.code == "ConditionalRequestConflict")) {
     throw CommitConflict(conflict);
   }
-  if (!ok(response)) throw failure(response, "writing " + op.path_in_repo);
+  if (!ok(response)) throw failure(response, "writing " + op.path);
   std::string written = s3xml::unquote_etag(response.headers.get("ETag").value_or(""));
   // Stores that ignore the condition: another writer's version read back now is a lost update
   // of theirs or ours, reported as a conflict so the caller merges again.
-  auto now = head_object(op.path_in_repo);
+  auto now = head_object(op.path);
   if (!now || (!written.empty() && now->oid != written)) throw CommitConflict(conflict);
   {
     std::lock_guard lock(read_mutex_);
-    read_versions_[op.path_in_repo] = now->oid;
+    read_versions_[op.path] = now->oid;
   }
-  ++result.regular_files;
-  result.bytes_uploaded += size;
+  ++result.small_files;
+  result.bytes_sent += size;
 }
 
 }  // namespace neuron_cache::storage

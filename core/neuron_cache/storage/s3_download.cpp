@@ -29,7 +29,7 @@ struct Expected {
 };
 
 Expected expected_digest(const RemoteEntry& entry) {
-  if (entry.is_lfs()) return {HashAlgorithm::Sha256, entry.lfs_sha256};
+  if (!entry.listed_sha256.empty()) return {HashAlgorithm::Sha256, entry.listed_sha256};
   if (!entry.content_sha256.empty()) return {HashAlgorithm::Sha256, entry.content_sha256};
   if (s3xml::is_plain_md5(entry.oid)) return {HashAlgorithm::Md5, entry.oid};
   return {};
@@ -70,7 +70,7 @@ struct FileState {
     if (!failed) result->error = error;
     failed = true;
   }
-  const std::string& path() const { return request->path_in_repo; }
+  const std::string& path() const { return request->path; }
   uint64_t size() const { return request->expected.size; }
 
   void advance(size_t part, uint64_t offset, std::string_view bytes) {
@@ -268,7 +268,7 @@ std::vector<DownloadResult> S3Store::download(const std::string& /*revision*/,
     // Written from offset 0: whatever the descriptor held beyond the new size must go (a
     // descriptor that cannot be truncated, a pipe, keeps what it has: nothing).
     if (ftruncate(requests[i].fd, 0) != 0 && errno != EINVAL) {
-      results[i].error = "cannot truncate the destination of " + requests[i].path_in_repo;
+      results[i].error = "cannot truncate the destination of " + requests[i].path;
       continue;
     }
     if (parts > 1) {

@@ -313,7 +313,7 @@ std::optional<std::string> S3Store::read_small(const std::string& path,
 }
 
 bool S3Store::content_matches(const RemoteEntry& entry, std::string_view content) const {
-  if (entry.is_lfs()) return sha256_hex(content) == entry.lfs_sha256;
+  if (!entry.listed_sha256.empty()) return sha256_hex(content) == entry.listed_sha256;
   if (!entry.content_sha256.empty()) return sha256_hex(content) == entry.content_sha256;
   if (s3xml::is_plain_md5(entry.oid)) return md5_hex(content) == entry.oid;
   return true;

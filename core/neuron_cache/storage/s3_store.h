@@ -27,7 +27,6 @@
 #include <string>
 
 #include "neuron_cache/config/aws.h"
-#include "neuron_cache/hub/failures.h"
 #include "neuron_cache/net/http.h"
 #include "neuron_cache/net/retry.h"
 #include "neuron_cache/storage/store.h"

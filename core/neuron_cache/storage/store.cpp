@@ -14,9 +14,4 @@ std::string_view kind_name(Kind kind) {
   return "unknown";
 }
 
-std::string display_name(const Store& store) {
-  std::string repo = store.hub_repo();
-  return repo.empty() ? store.location() : repo;
-}
-
 }  // namespace neuron_cache::storage

@@ -34,15 +34,18 @@ struct RemoteEntry {
   // LFS files), an S3 ETag, a folder file's sha256. Opaque outside the backend, except that two
   // versions with equal ids have equal content.
   std::string oid;
-  std::string lfs_sha256;  // the sha256 the store lists for the content (Hub LFS files)
+  // The sha256 of the content as the store lists it (Hub LFS files, S3 objects with the sha256
+  // metadata), or empty when it lists none.
+  std::string listed_sha256;
   // When the store lists no sha256 (a file known from an artifact index): the sha256 of its
   // content, which downloads verify instead.
   std::string content_sha256;
-  bool is_lfs() const { return !lfs_sha256.empty(); }
+  // The id a copy of this content is kept under: the listed sha256, else the store's oid.
+  const std::string& content_id() const { return listed_sha256.empty() ? oid : listed_sha256; }
 };
 
 struct DownloadRequest {
-  std::string path_in_repo;
+  std::string path;      // relative to the store's root
   int fd = -1;           // destination, written from offset 0; the caller owns it
   RemoteEntry expected;  // from a listing or an index: size and ids to verify against
 };
@@ -51,36 +54,28 @@ struct DownloadResult {
   bool ok = false;
   std::string error;
   uint64_t bytes = 0;
-  std::string commit;  // the revision that served it (Hub: X-Repo-Commit), or empty
+  std::string revision;  // the revision that served it (Hub: X-Repo-Commit), or empty
 };
 
 struct CommitOperation {
   enum class Kind { Add, Delete } kind = Kind::Add;
-  std::string path_in_repo;
+  std::string path;             // relative to the store's root
   std::filesystem::path local;  // content to upload for Add
 };
 
 struct CommitResult {
   bool committed = false;  // false when nothing changed: nothing was written
-  std::string commit_oid;  // Hub: the new commit; other stores: empty
-  std::string commit_url;
-  size_t regular_files = 0;
-  size_t lfs_uploaded = 0;  // large files sent (Hub LFS, S3 multipart or single PUT, copies)
-  size_t lfs_already_stored = 0;
+  std::string revision;    // the new revision (Hub: the commit id); stores without: empty
+  std::string link;        // where a user can see it (Hub: the commit's page), or empty
+  size_t small_files = 0;  // sent inline with the commit (Hub) or written as they are
+  size_t large_sent = 0;   // large files sent (Hub LFS, S3 multipart or single PUT, copies)
+  size_t large_already_stored = 0;  // large files the store already held, not sent
   size_t unchanged = 0;
   size_t deleted = 0;
-  uint64_t bytes_uploaded = 0;
+  uint64_t bytes_sent = 0;
   // Set when the store's answer to the publication was lost (no answer, 5xx) but reading it
   // back showed every file in place: what happened, for the user.
   std::string landed_unanswered;
-};
-
-// The store changed between reading it and publishing (Hub: the branch moved, HTTP 409/412; S3:
-// a conditional write failed, 412; folder: an index file changed under the lock). The caller
-// reads again, merges and publishes again.
-class CommitConflict : public Error {
- public:
-  explicit CommitConflict(const std::string& message) : Error(ErrorKind::Operational, message) {}
 };
 
 enum class Kind { Hub, S3, Folder };
@@ -91,11 +86,12 @@ class Store {
   virtual ~Store() = default;
 
   // Which backend, and where, without secrets: "hf://org/name", "s3://bucket/prefix",
-  // "file:///path". What reports and messages name.
+  // "file:///path". What reports name.
   virtual Kind kind() const = 0;
   virtual std::string location() const = 0;
-  // The Hub repo id of a Hub store (what optimum-neuron's CUSTOM_CACHE_REPO names), else empty.
-  virtual std::string hub_repo() const { return {}; }
+  // How messages name it: a Hub store by its repo id (as optimum-cli does, and what
+  // optimum-neuron's CUSTOM_CACHE_REPO takes), other stores by their location.
+  virtual std::string name() const { return location(); }
 
   // The revision later reads are pinned to: the Hub's head commit. Stores without snapshots
   // return "" and every read sees the latest state.
@@ -148,9 +144,5 @@ class Store {
   // Offline mode (HF_HUB_OFFLINE): nothing is asked of a remote store.
   virtual bool offline() const = 0;
 };
-
-// How messages and reports name a store: the repo id of a Hub store (as optimum-cli does),
-// else its location.
-std::string display_name(const Store& store);
 
 }  // namespace neuron_cache::storage

@@ -3,9 +3,9 @@
 #pragma once
 
 #include "neuron_cache/hub/client.h"
-#include "neuron_cache/plan/targets.h"
+#include "neuron_cache/storage/models.h"
 
-namespace neuron_cache::plan {
+namespace neuron_cache::storage {
 
 class HubModels : public ModelSource {
  public:
@@ -24,4 +24,4 @@ class HubModels : public ModelSource {
   hub::HubClient& client_;
 };
 
-}  // namespace neuron_cache::plan
+}  // namespace neuron_cache::storage
