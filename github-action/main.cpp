@@ -314,14 +314,14 @@ void announce_read_only(const ReadOnly& read_only, Mode mode, WorkflowCommands& 
 int run_action(const std::string& token, WorkflowCommands& commands) {
   Inputs in = read_inputs(token);
   ReadOnly read_only = resolve_read_only(in.read_only);
-  Environment env = Environment::from_process();
+  config::Environment env = config::Environment::from_process();
   // The token reaches the Hub client only through this Environment: not argv, not the process
   // environment the compile commands inherit.
   if (!in.token.empty()) env.set("HF_TOKEN", in.token);
-  SettingOverrides overrides;
+  config::SettingOverrides overrides;
   if (!in.cache_repo.empty()) overrides.cache_repo = in.cache_repo;
   if (!in.cache_dir.empty()) overrides.cache_dir = in.cache_dir;
-  Settings settings = Settings::resolve(env, overrides);
+  config::Settings settings = config::Settings::resolve(env, overrides);
   for (const auto& warning : settings.warnings) commands.warning(warning);
   announce_read_only(read_only, in.mode, commands);
 

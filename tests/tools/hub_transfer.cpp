@@ -56,7 +56,7 @@ int download(hub::HubClient& client, const std::string& repo, const std::string&
 int main(int argc, char** argv) {
   std::vector<std::string> args(argv + 1, argv + argc);
   try {
-    Settings settings = Settings::resolve(Environment::from_process(), {});
+    config::Settings settings = config::Settings::resolve(config::Environment::from_process(), {});
     hub::HubClient client(hub::HubClient::options_from(settings));
     if (args.size() == 3 && args[0] == "upload") return upload(client, args[1], args[2]);
     if (args.size() == 4 && args[0] == "download") {

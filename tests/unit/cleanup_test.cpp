@@ -478,7 +478,7 @@ class FakeCompiler {
 
 bool becomes_running(std::string_view name) {
   for (int i = 0; i < 100; ++i) {
-    if (is_process_running(name)) return true;
+    if (process::is_process_running(name)) return true;
     std::this_thread::sleep_for(20ms);
   }
   return false;
@@ -503,7 +503,7 @@ TEST(Process, AnExitedButUnreapedCompilerIsNotRunning) {
     zombie = stat.find(") Z") != std::string::npos;
   }
   ASSERT_TRUE(zombie);
-  EXPECT_FALSE(is_process_running("neuronx-cc"));
+  EXPECT_FALSE(process::is_process_running("neuronx-cc"));
   int status = 0;
   waitpid(pid, &status, 0);
 }
@@ -514,11 +514,12 @@ TEST(Process, DetectsARunningNeuronxCc) {
     FakeCompiler compiler(temp.path());
     EXPECT_TRUE(becomes_running("neuronx-cc"));
   }
-  EXPECT_FALSE(is_process_running("no-such-process-8f3a1c"));
+  EXPECT_FALSE(process::is_process_running("no-such-process-8f3a1c"));
 }
 
 TEST(Process, RunAndCaptureCollectsOutputAndExitCode) {
-  ProcessResult result = run_and_capture({"sh", "-c", "echo out; echo err >&2; exit 3"}, 5s);
+  process::ProcessResult result =
+      process::run_and_capture({"sh", "-c", "echo out; echo err >&2; exit 3"}, 5s);
   EXPECT_EQ(result.exit_code, 3);
   EXPECT_FALSE(result.timed_out);
   EXPECT_NE(result.output.find("out\n"), std::string::npos);
@@ -527,16 +528,16 @@ TEST(Process, RunAndCaptureCollectsOutputAndExitCode) {
 
 TEST(Process, RunAndCaptureKillsAHelperThatTakesTooLong) {
   auto started = std::chrono::steady_clock::now();
-  ProcessResult result = run_and_capture({"sleep", "10"}, 200ms);
+  process::ProcessResult result = process::run_and_capture({"sleep", "10"}, 200ms);
   EXPECT_TRUE(result.timed_out);
   EXPECT_EQ(result.exit_code, -1);
   EXPECT_LT(std::chrono::steady_clock::now() - started, 5s);
 }
 
 TEST(Process, RunAndCaptureReportsAMissingProgram) {
-  ProcessResult result = run_and_capture({"neuron-cache-no-such-program"}, 5s);
+  process::ProcessResult result = process::run_and_capture({"neuron-cache-no-such-program"}, 5s);
   EXPECT_EQ(result.exit_code, 127);
-  EXPECT_THROW(run_and_capture({}, 1s), Error);
+  EXPECT_THROW(process::run_and_capture({}, 1s), Error);
 }
 
 TEST(Process, FindOnPathFindsExecutablesOnly) {
@@ -546,9 +547,9 @@ TEST(Process, FindOnPathFindsExecutablesOnly) {
   fs::permissions(temp / "bin" / "tool", fs::perms::owner_all);
   fs::permissions(temp / "bin" / "data", fs::perms::owner_read | fs::perms::owner_write);
   std::string path_list = (temp / "empty").string() + ":" + (temp / "bin").string();
-  EXPECT_EQ(find_on_path("tool", path_list), (temp / "bin" / "tool").string());
-  EXPECT_EQ(find_on_path("data", path_list), std::nullopt);  // not executable
-  EXPECT_EQ(find_on_path("missing", path_list), std::nullopt);
+  EXPECT_EQ(process::find_on_path("tool", path_list), (temp / "bin" / "tool").string());
+  EXPECT_EQ(process::find_on_path("data", path_list), std::nullopt);  // not executable
+  EXPECT_EQ(process::find_on_path("missing", path_list), std::nullopt);
 }
 
 }  // namespace

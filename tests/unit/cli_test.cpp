@@ -142,7 +142,7 @@ TEST_F(CliTest, CleanupKeepsLocksWhileNeuronxCcRuns) {
   chmod((bin / "neuronx-cc").c_str(), 0755);
   std::string pid;
   testing::run_command("'" + (bin / "neuronx-cc").string() + "' >/dev/null 2>&1 & echo $!", &pid);
-  for (int i = 0; i < 100 && !is_process_running("neuronx-cc"); ++i) usleep(20000);
+  for (int i = 0; i < 100 && !process::is_process_running("neuronx-cc"); ++i) usleep(20000);
   ToolRun run = tool("cleanup " + dir());
   testing::run_command("kill " + pid);
   ASSERT_EQ(run.code, 0) << run.output;

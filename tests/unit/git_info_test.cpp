@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "neuron_cache/error.h"
+#include "neuron_cache/format/digest.h"
 #include "test_support.h"
 
 namespace neuron_cache {
@@ -30,20 +31,20 @@ TEST(GitInfo, HeadCommitOfALocalClone) {
   git(repo, "commit -qm first");
   std::string expected = git(repo, "rev-parse HEAD");
   ASSERT_EQ(expected.size(), 40u);
-  EXPECT_EQ(head_commit(repo.path()), expected);
+  EXPECT_EQ(git::head_commit(repo.path()), expected);
   write_file(repo / "sub" / "weights.bin", "x");
-  EXPECT_EQ(head_commit(repo / "sub"), expected);  // found from inside the work tree
+  EXPECT_EQ(git::head_commit(repo / "sub"), expected);  // found from inside the work tree
 }
 
 TEST(GitInfo, NotARepositoryGivesNothing) {
   TempDir dir;
-  EXPECT_EQ(head_commit(dir.path()), std::nullopt);
+  EXPECT_EQ(git::head_commit(dir.path()), std::nullopt);
 }
 
 TEST(GitInfo, RepositoryWithoutCommitIsAnError) {
   TempDir repo;
   git(repo, "init -q");
-  EXPECT_THROW(head_commit(repo.path()), Error);
+  EXPECT_THROW(git::head_commit(repo.path()), Error);
 }
 
 TEST(GitInfo, BlobIdsMatchGitHashObject) {

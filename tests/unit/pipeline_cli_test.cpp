@@ -548,7 +548,7 @@ TEST_F(PipelineCliTest, TokenTheCompileCommandPrintsIsMaskedEverywhere) {
   Conf bad{"bad", 1, 256};  // fails: its log tail goes to stderr, report.json and summary.md
   spec.confs = {good, bad};
   fs::path manifest = write_manifest(spec);
-  const std::string masked = "hf_****rite";  // mask_token(kHubWriteToken)
+  const std::string masked = "hf_****rite";  // config::mask_token(kHubWriteToken)
   const std::string print = "STAND_IN_PRINT_ENV=HF_TOKEN ";
   ToolResult ci =
       tool("ci " + quoted(manifest) + " --output-dir " + quoted(work / "out") + " --report " +

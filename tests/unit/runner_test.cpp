@@ -19,8 +19,8 @@
 namespace neuron_cache::compile {
 namespace {
 
-using neuron_cache::Redactor;
-using neuron_cache::StreamRedactor;
+using neuron_cache::config::Redactor;
+using neuron_cache::config::StreamRedactor;
 
 using testing::contains;
 using testing::read_file;
@@ -36,7 +36,7 @@ CommandRun shell(const std::string& script, const fs::path& log) {
 }
 
 TEST(Redactor, MasksEverySecretAndIgnoresShortValues) {
-  Redactor redact({"hf_secret_token_1234", "1"});
+  config::Redactor redact({"hf_secret_token_1234", "1"});
   EXPECT_EQ(redact("a hf_secret_token_1234 b hf_secret_token_1234"), "a hf_****1234 b hf_****1234");
   EXPECT_EQ(redact("1 + 1"), "1 + 1");
 }
@@ -44,7 +44,7 @@ TEST(Redactor, MasksEverySecretAndIgnoresShortValues) {
 TEST(Redactor, StreamFindsASecretSplitAcrossChunks) {
   const std::string secret = "hf_secret_token_1234";
   for (size_t cut = 1; cut < secret.size(); ++cut) {
-    StreamRedactor stream(Redactor({secret}));
+    config::StreamRedactor stream(config::Redactor({secret}));
     std::string out = stream.feed("x=" + secret.substr(0, cut));
     out += stream.feed(secret.substr(cut) + "\nhf_se");
     out += stream.finish();

@@ -148,8 +148,8 @@ class SigV4Proxy {
     kill(pid_, SIGTERM);
     waitpid(pid_, nullptr, 0);
   }
-  AwsAccess access(const S3Server& server) const {
-    AwsAccess access = server.access();
+  config::AwsAccess access(const S3Server& server) const {
+    config::AwsAccess access = server.access();
     access.endpoint = "http://127.0.0.1:" + std::to_string(port_);
     return access;
   }
@@ -224,7 +224,7 @@ TEST(S3Store, SignaturesVerifiedByBotocore) {
   EXPECT_TRUE(report["failed"].empty()) << report.dump(2);
   EXPECT_GE(report["checked"].get<int>(), 10);
   // And the check is real: a wrong secret is refused.
-  AwsAccess wrong = proxy.access(server);
+  config::AwsAccess wrong = proxy.access(server);
   wrong.secret_access_key = "not-the-secret";
   S3Options once;
   once.retry.max_attempts = 1;

@@ -80,8 +80,8 @@ class ConditionalS3 {
     thread_.join();
   }
 
-  AwsAccess access() const {
-    AwsAccess access;
+  config::AwsAccess access() const {
+    config::AwsAccess access;
     access.access_key_id = "KEY";
     access.secret_access_key = "SECRET";
     access.region = "us-east-1";

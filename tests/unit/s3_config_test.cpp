@@ -139,9 +139,9 @@ TEST(AwsAccess, ResolvesInTheStandardOrder) {
     TempDir home;
     if (c.credentials != nullptr) write_file(home / ".aws/credentials", c.credentials);
     if (c.config != nullptr) write_file(home / ".aws/config", c.config);
-    Environment env(c.env);
+    config::Environment env(c.env);
     env.set("HOME", home.path().string());
-    AwsAccess access = resolve_aws_access(env);
+    config::AwsAccess access = config::resolve_aws_access(env);
     EXPECT_EQ(access.access_key_id, c.key);
     EXPECT_EQ(access.session_token, c.token);
     EXPECT_EQ(access.region, c.region);
@@ -161,10 +161,10 @@ TEST(AwsAccess, FilesNamedByVariables) {
   TempDir dir;
   write_file(dir / "c", "[p]\naws_access_key_id=K\naws_secret_access_key=S\n");
   write_file(dir / "g", "[profile p]\nregion=sa-east-1\n");
-  Environment env({{"AWS_SHARED_CREDENTIALS_FILE", (dir / "c").string()},
-                   {"AWS_CONFIG_FILE", (dir / "g").string()},
-                   {"AWS_PROFILE", "p"}});
-  AwsAccess access = resolve_aws_access(env, dir / "nohome");
+  config::Environment env({{"AWS_SHARED_CREDENTIALS_FILE", (dir / "c").string()},
+                           {"AWS_CONFIG_FILE", (dir / "g").string()},
+                           {"AWS_PROFILE", "p"}});
+  config::AwsAccess access = config::resolve_aws_access(env, dir / "nohome");
   EXPECT_EQ(access.access_key_id, "K");
   EXPECT_EQ(access.region, "sa-east-1");
 }
@@ -172,9 +172,9 @@ TEST(AwsAccess, FilesNamedByVariables) {
 TEST(AwsAccess, MissingCredentialsSayWhereItLooked) {
   TempDir home;
   write_file(home / ".aws/config", "[default]\nregion=us-east-2\n");
-  Environment env({{"HOME", home.path().string()}, {"AWS_PROFILE", "nope"}});
+  config::Environment env({{"HOME", home.path().string()}, {"AWS_PROFILE", "nope"}});
   try {
-    resolve_aws_access(env);
+    config::resolve_aws_access(env);
     FAIL() << "no credentials must throw";
   } catch (const Error& e) {
     std::string what = e.what();
@@ -190,20 +190,21 @@ TEST(AwsAccess, MissingCredentialsSayWhereItLooked) {
 TEST(AwsAccess, RefusesHalfCredentialsAndBadValues) {
   TempDir home;
   EXPECT_THROW(
-      resolve_aws_access(
-          Environment(std::map<std::string, std::string>{{"AWS_ACCESS_KEY_ID", "K"}}), home.path()),
+      config::resolve_aws_access(
+          config::Environment(std::map<std::string, std::string>{{"AWS_ACCESS_KEY_ID", "K"}}),
+          home.path()),
       Error);
-  Environment base({{"AWS_ACCESS_KEY_ID", "K"}, {"AWS_SECRET_ACCESS_KEY", "S"}});
+  config::Environment base({{"AWS_ACCESS_KEY_ID", "K"}, {"AWS_SECRET_ACCESS_KEY", "S"}});
   for (const char* region : {"us east", "a:b", "US-EAST-1", "x/../y"}) {
-    Environment env = base;
+    config::Environment env = base;
     env.set("AWS_REGION", region);
-    EXPECT_THROW(resolve_aws_access(env, home.path()), Error) << region;
+    EXPECT_THROW(config::resolve_aws_access(env, home.path()), Error) << region;
   }
   for (const char* endpoint : {"ftp://x", "http://user:pass@host", "http://h/path", "host:9000"}) {
-    Environment env = base;
+    config::Environment env = base;
     env.set("AWS_ENDPOINT_URL", endpoint);
     try {
-      resolve_aws_access(env, home.path());
+      config::resolve_aws_access(env, home.path());
       ADD_FAILURE() << endpoint << " accepted";
     } catch (const Error& e) {
       EXPECT_EQ(std::string(e.what()).find("pass"), std::string::npos) << e.what();
@@ -212,11 +213,11 @@ TEST(AwsAccess, RefusesHalfCredentialsAndBadValues) {
 }
 
 TEST(AwsAccess, PathStyleForCustomEndpointsAndDottedBuckets) {
-  AwsAccess aws;
-  EXPECT_FALSE(aws_path_style(aws, "my-bucket"));
-  EXPECT_TRUE(aws_path_style(aws, "my.bucket"));
+  config::AwsAccess aws;
+  EXPECT_FALSE(config::aws_path_style(aws, "my-bucket"));
+  EXPECT_TRUE(config::aws_path_style(aws, "my.bucket"));
   aws.custom_endpoint = true;
-  EXPECT_TRUE(aws_path_style(aws, "my-bucket"));
+  EXPECT_TRUE(config::aws_path_style(aws, "my-bucket"));
 }
 
 }  // namespace

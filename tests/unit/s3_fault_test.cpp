@@ -113,7 +113,7 @@ class S3FaultTest : public ::testing::Test {
   }
   // A store that talks to s3rver through the proxy, with short retry waits.
   std::unique_ptr<S3Store> store(uint64_t part_size = S3Options::kMinPartSize) {
-    AwsAccess access = server_->access();
+    config::AwsAccess access = server_->access();
     access.endpoint = proxy_->url();
     S3Options options;
     options.retry = {4, std::chrono::milliseconds(10), std::chrono::milliseconds(50)};

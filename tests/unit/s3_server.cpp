@@ -106,8 +106,8 @@ std::string S3Server::url(const std::string& prefix) const {
   return "s3://" + bucket_ + (prefix.empty() ? "" : "/" + prefix);
 }
 
-AwsAccess S3Server::access() const {
-  AwsAccess access;
+config::AwsAccess S3Server::access() const {
+  config::AwsAccess access;
   access.access_key_id = kS3Key;
   access.secret_access_key = kS3Secret;
   access.region = "us-east-1";

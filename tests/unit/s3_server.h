@@ -34,7 +34,7 @@ class S3Server {
   // s3://bucket/prefix
   std::string url(const std::string& prefix) const;
   // The access a client of this server uses (path-style, region us-east-1).
-  AwsAccess access() const;
+  config::AwsAccess access() const;
   // Environment variables for boto3 or the tool: AWS_* pointing at this server.
   std::vector<std::pair<std::string, std::string>> env() const;
   std::string output() const;

@@ -212,7 +212,7 @@ TEST(S3Store, NoSecretInMessages) {
   const std::string secret = "wJalrXUtnFEMI-K7MDENG-bPxRfiCYSECRET";
   const std::string token = "FwoGZXIvYXdzEXAMPLESESSIONTOKEN";
   S3Server server;
-  AwsAccess access = server.access();
+  config::AwsAccess access = server.access();
   access.secret_access_key = secret;  // s3rver checks the key id only
   access.session_token = token;
   S3Options options;
@@ -234,11 +234,11 @@ TEST(S3Store, NoSecretInMessages) {
   TempDir dir;
   write_file(dir / "f", "content");
   collect([&] { missing_bucket.commit({add("f", dir / "f")}, "", std::nullopt); });
-  AwsAccess bad_key = access;
+  config::AwsAccess bad_key = access;
   bad_key.access_key_id = "NOT-A-KEY";
   S3Store refused(server.url("p"), bad_key, options);
   collect([&] { refused.list("", true, ""); });
-  AwsAccess nowhere = access;
+  config::AwsAccess nowhere = access;
   nowhere.endpoint = "http://127.0.0.1:1";
   S3Store down(server.url("p"), nowhere, options);
   collect([&] { down.stat({"f"}, ""); });

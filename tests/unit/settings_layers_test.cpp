@@ -31,8 +31,8 @@ struct Inputs {
 
   fs::path home;
   std::map<std::string, std::string> env;
-  SettingOverrides overrides;
-  ManifestLayer manifest{"/project/neuron-cache.yaml", {}, {}, {}};
+  config::SettingOverrides overrides;
+  config::ManifestLayer manifest{"/project/neuron-cache.yaml", {}, {}, {}};
 };
 
 // One layer of one knob: how to set it, and what it then gives.
@@ -45,7 +45,7 @@ struct Layer {
 
 struct Knob {
   std::string name;
-  std::function<Setting(const Settings&)> read;
+  std::function<config::Setting(const config::Settings&)> read;
   std::vector<Layer> layers;  // lowest precedence first; the first is what nothing set gives
 };
 
@@ -74,7 +74,7 @@ std::vector<Knob> knobs() {
   const std::string manifest = "/project/neuron-cache.yaml";
   return {
       {"cache_repo",
-       [](const Settings& s) { return s.cache_repo; },
+       [](const config::Settings& s) { return s.cache_repo; },
        {nothing("aws-neuron/optimum-neuron-cache", "optimum-neuron's default"),
         {"saved repo",
          [](Inputs& in) {
@@ -87,7 +87,7 @@ std::vector<Knob> knobs() {
         {"--repo", [](Inputs& in) { in.overrides.cache_repo = "acme/given"; }, "acme/given",
          "--repo"}}},
       {"cache_dir",
-       [](const Settings& s) { return s.cache_dir; },
+       [](const config::Settings& s) { return s.cache_dir; },
        {nothing("/var/tmp/neuron-compile-cache", "default"),
         {"manifest", [](Inputs& in) { in.manifest.cache_dir = "/project/cache"; }, "/project/cache",
          "the manifest's cache_dir in " + manifest},
@@ -98,7 +98,7 @@ std::vector<Knob> knobs() {
         {"--cache-dir", [](Inputs& in) { in.overrides.cache_dir = "/given"; }, "/given",
          "--cache-dir"}}},
       {"compiler_version",
-       [](const Settings& s) { return s.compiler_version; },
+       [](const config::Settings& s) { return s.compiler_version; },
        {nothing("", "unknown (neuronx-cc is not on PATH)"),
         {"neuronx-cc on PATH", install_compiler, kInstalled, "<home>/bin/neuronx-cc --version"},
         {"manifest", [](Inputs& in) { in.manifest.compiler_version = "2.20.1.0+aaaa"; },
@@ -106,7 +106,7 @@ std::vector<Knob> knobs() {
         {"--compiler-version", [](Inputs& in) { in.overrides.compiler_version = "2.19.2.0+bbbb"; },
          "2.19.2.0+bbbb", "--compiler-version"}}},
       {"token",
-       [](const Settings& s) { return s.token; },
+       [](const config::Settings& s) { return s.token; },
        {nothing("", "unset"),
         {"token file", [](Inputs& in) { write_file(in.hf_home() / "token", "hf_fromfile\n"); },
          "hf_fromfile", "<hf_home>/token"},
@@ -119,31 +119,31 @@ std::vector<Knob> knobs() {
         env_layer("HUGGING_FACE_HUB_TOKEN", "hf_legacy"),
         env_layer("HF_TOKEN", "hf_current")}},
       {"endpoint",
-       [](const Settings& s) { return s.endpoint; },
+       [](const config::Settings& s) { return s.endpoint; },
        {nothing("https://huggingface.co", "default"),
         env_layer("HF_ENDPOINT", "http://127.0.0.1:9/", "http://127.0.0.1:9")}},
       {"offline",
-       [](const Settings& s) { return s.offline_origin; },
+       [](const config::Settings& s) { return s.offline_origin; },
        {nothing("false", "default"), env_layer("HF_HUB_OFFLINE", "1", "true")}},
       {"hf_home",
-       [](const Settings& s) { return s.hf_home; },
+       [](const config::Settings& s) { return s.hf_home; },
        {nothing("<home>/.cache/huggingface", "default"),
         env_layer("XDG_CACHE_HOME", "/xdg", "/xdg/huggingface"), env_layer("HF_HOME", "/hf")}},
       {"hf_hub_cache",
-       [](const Settings& s) { return s.hf_hub_cache; },
+       [](const config::Settings& s) { return s.hf_hub_cache; },
        {nothing("<home>/.cache/huggingface/hub", "hf_home/hub"),
         env_layer("HF_HUB_CACHE", "/hub")}},
       {"cc_flags",
-       [](const Settings& s) { return s.cc_flags; },
+       [](const config::Settings& s) { return s.cc_flags; },
        {nothing("", "unset"), env_layer("NEURON_CC_FLAGS", "--optlevel=1")}},
       {"seeding",
-       [](const Settings& s) { return s.seeding_origin; },
+       [](const config::Settings& s) { return s.seeding_origin; },
        {nothing("true", "default"), env_layer("NEURON_CACHE_SEED", "0", "false")}},
       {"hub_timeout_ms",
-       [](const Settings& s) { return s.hub_timeout_ms; },
+       [](const config::Settings& s) { return s.hub_timeout_ms; },
        {nothing("15000", "default"), env_layer("NEURON_CACHE_HUB_TIMEOUT_MS", "2500")}},
       {"retry_base_ms",
-       [](const Settings& s) { return s.retry_base_ms; },
+       [](const config::Settings& s) { return s.retry_base_ms; },
        {nothing("", "default (1 s, doubling up to 30 s)"),
         env_layer("NEURON_CACHE_RETRY_BASE_MS", "10")}},
   };
@@ -161,9 +161,9 @@ std::string expand(std::string text, const Inputs& in) {
 
 // As the CLI and the Action resolve: the environment and options first, the compiler when a
 // command needs it, then the manifest once the pipeline has read it.
-Settings resolve_as_a_run(const Inputs& in) {
-  Environment env(in.env);
-  Settings settings = Settings::resolve(env, in.overrides);
+config::Settings resolve_as_a_run(const Inputs& in) {
+  config::Environment env(in.env);
+  config::Settings settings = config::Settings::resolve(env, in.overrides);
   settings.detect_compiler(env);
   return settings.with_manifest(in.manifest);
 }
@@ -177,13 +177,13 @@ TEST(SettingsLayers, EachLayerWinsOverEveryLayerBelowIt) {
       Inputs in(home);
       for (size_t i = 0; i <= top; ++i) knob.layers[i].apply(in);
       const Layer& winner = knob.layers[top];
-      Setting got = knob.read(resolve_as_a_run(in));
+      config::Setting got = knob.read(resolve_as_a_run(in));
       std::string what = knob.name + " with layers up to " + winner.name;
       EXPECT_EQ(got.value, expand(winner.value, in)) << what;
       EXPECT_EQ(got.origin, expand(winner.origin, in)) << what;
 
-      Environment env(in.env);
-      Settings at_once = Settings::resolve(env, in.overrides, in.manifest);
+      config::Environment env(in.env);
+      config::Settings at_once = config::Settings::resolve(env, in.overrides, in.manifest);
       at_once.detect_compiler(env);
       EXPECT_EQ(knob.read(at_once).value, got.value) << what << ", manifest given at once";
     }
@@ -197,7 +197,7 @@ TEST(SettingsLayers, EachLayerAloneWinsOverTheDefault) {
       TempDir home;
       Inputs in(home);
       layer.apply(in);
-      Setting got = knob.read(resolve_as_a_run(in));
+      config::Setting got = knob.read(resolve_as_a_run(in));
       EXPECT_EQ(got.value, expand(layer.value, in)) << knob.name << ": " << layer.name;
       EXPECT_EQ(got.origin, expand(layer.origin, in)) << knob.name << ": " << layer.name;
     }
@@ -209,7 +209,7 @@ TEST(SettingsLayers, CustomCacheRepoOverruledByTheManifestIsNoted) {
   Inputs in(home);
   in.env["CUSTOM_CACHE_REPO"] = "acme/from-env";
   in.manifest.cache_repo = "acme/manifest";
-  Settings s = resolve_as_a_run(in);
+  config::Settings s = resolve_as_a_run(in);
   EXPECT_EQ(s.cache_repo_note,
             "CUSTOM_CACHE_REPO=acme/from-env is not used: the manifest's cache_repo in "
             "/project/neuron-cache.yaml wins (pass --repo to choose)");
@@ -224,12 +224,12 @@ TEST(SettingsLayers, ManifestLayerKeepsTheDetectedCompilerWithoutAskingAgain) {
   TempDir home;
   Inputs in(home);
   install_compiler(in);
-  Environment env(in.env);
-  Settings s = Settings::resolve(env, {});
+  config::Environment env(in.env);
+  config::Settings s = config::Settings::resolve(env, {});
   s.detect_compiler(env);
   fs::remove(in.home / "bin/neuronx-cc");  // a second detection would find nothing
   in.manifest.compiler_version = "2.20.1.0+aaaa";
-  Settings with = s.with_manifest(in.manifest);
+  config::Settings with = s.with_manifest(in.manifest);
   EXPECT_EQ(with.compiler_version.value, "2.20.1.0+aaaa");
   EXPECT_EQ(with.installed_compiler.value, kInstalled);
   with.detect_compiler(env);
@@ -241,7 +241,7 @@ TEST(SettingsLayers, BadKnobValuesAreInputErrorsWhenUsed) {
   Inputs in(home);
   in.env["NEURON_CACHE_HUB_TIMEOUT_MS"] = "soon";
   in.env["NEURON_CACHE_RETRY_BASE_MS"] = "fast";
-  Settings s = resolve_as_a_run(in);  // config show still works
+  config::Settings s = resolve_as_a_run(in);  // config show still works
   EXPECT_EQ(s.hub_timeout_ms.value, "soon");
   try {
     s.hub_timeout();
@@ -253,7 +253,7 @@ TEST(SettingsLayers, BadKnobValuesAreInputErrorsWhenUsed) {
   EXPECT_THROW(s.retry_base(), Error);
   in.env["NEURON_CACHE_HUB_TIMEOUT_MS"] = "2500";
   in.env["NEURON_CACHE_RETRY_BASE_MS"] = "10";
-  Settings good = resolve_as_a_run(in);
+  config::Settings good = resolve_as_a_run(in);
   EXPECT_EQ(good.hub_timeout(), std::chrono::milliseconds(2500));
   EXPECT_EQ(good.retry_base(), std::chrono::milliseconds(10));
   EXPECT_EQ(resolve_as_a_run(Inputs(home)).hub_timeout(), std::chrono::milliseconds(15000));
@@ -295,24 +295,24 @@ class PipelineSettingsTest : public ::testing::Test {
  protected:
   PipelineSettingsTest() { write_file(work / "neuron-cache.yaml", kManifest); }
 
-  Settings settings(std::map<std::string, std::string> env,
-                    const SettingOverrides& given = {}) const {
+  config::Settings settings(std::map<std::string, std::string> env,
+                            const config::SettingOverrides& given = {}) const {
     env.emplace("HOME", work.path().string());
     env.emplace("PATH", "/nonexistent");
-    SettingOverrides overrides = given;
+    config::SettingOverrides overrides = given;
     overrides.cache_dir = (work / "cache").string();
-    return Settings::resolve(Environment(env), overrides);
+    return config::Settings::resolve(config::Environment(env), overrides);
   }
 
   // No Hub client: the pinned revision and model_type key the configuration offline.
-  std::unique_ptr<pipeline::Pipeline> open(const Settings& s) const {
+  std::unique_ptr<pipeline::Pipeline> open(const config::Settings& s) const {
     pipeline::Options options;
     options.manifest = work / "neuron-cache.yaml";
     options.output_dir = work / "out";
     return std::make_unique<pipeline::Pipeline>(s, pipeline::Remotes{}, options);
   }
 
-  std::string key(const Settings& s) const { return open(s)->targets().front().key; }
+  std::string key(const config::Settings& s) const { return open(s)->targets().front().key; }
 
   TempDir work;
 };
@@ -320,7 +320,7 @@ class PipelineSettingsTest : public ::testing::Test {
 TEST_F(PipelineSettingsTest, NeuronCcFlagsOfTheProcessAloneChangeNoKey) {
   std::string plain = key(settings({}));
   std::string profile = open(settings({}))->profile_target("train").key;
-  Settings flagged = settings({{"NEURON_CC_FLAGS", "--optlevel=1"}});
+  config::Settings flagged = settings({{"NEURON_CC_FLAGS", "--optlevel=1"}});
   EXPECT_NE(key(flagged), plain) << "NEURON_CC_FLAGS given to Settings is part of the key";
   EXPECT_NE(open(flagged)->profile_target("train").key, profile);
   ProcessVariable set("NEURON_CC_FLAGS", "--optlevel=1");
@@ -336,7 +336,7 @@ TEST_F(PipelineSettingsTest, RepoAndCompilerComeFromTheSettingsLayers) {
   ASSERT_EQ(p->notices().size(), 1u);
   EXPECT_NE(p->notices()[0].text.find("CUSTOM_CACHE_REPO=acme/from-env is not used"),
             std::string::npos);
-  SettingOverrides given;
+  config::SettingOverrides given;
   given.cache_repo = "acme/given";
   given.compiler_version = "2.19.2.0+bbbb";
   auto q = open(settings({{"CUSTOM_CACHE_REPO", "acme/from-env"}}, given));

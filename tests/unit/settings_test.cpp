@@ -12,26 +12,27 @@ namespace {
 using testing::TempDir;
 using testing::write_file;
 
-Settings resolve(std::map<std::string, std::string> vars, SettingOverrides overrides = {}) {
+config::Settings resolve(std::map<std::string, std::string> vars,
+                         config::SettingOverrides overrides = {}) {
   vars.emplace("PATH", "/nonexistent");  // no neuronx-cc unless a test puts one there
-  return Settings::resolve(Environment(std::move(vars)), overrides);
+  return config::Settings::resolve(config::Environment(std::move(vars)), overrides);
 }
 
 TEST(SettingsCacheDir, DefaultIsVarTmp) {
-  Settings s = resolve({});
+  config::Settings s = resolve({});
   EXPECT_EQ(s.cache_dir.value, "/var/tmp/neuron-compile-cache");
   EXPECT_EQ(s.cache_dir.origin, "default");
   EXPECT_FALSE(s.cache_dir_is_s3);
 }
 
 TEST(SettingsCacheDir, CompileCacheUrlBeatsDefault) {
-  Settings s = resolve({{"NEURON_COMPILE_CACHE_URL", "/data/cache"}});
+  config::Settings s = resolve({{"NEURON_COMPILE_CACHE_URL", "/data/cache"}});
   EXPECT_EQ(s.cache_dir.value, "/data/cache");
   EXPECT_EQ(s.cache_dir.origin, "NEURON_COMPILE_CACHE_URL");
 }
 
 TEST(SettingsCacheDir, CcFlagsCacheDirBeatsCompileCacheUrl) {
-  Settings s =
+  config::Settings s =
       resolve({{"NEURON_COMPILE_CACHE_URL", "/data/url"},
                {"NEURON_CC_FLAGS", "--model-type=transformer --cache_dir=/data/flags -O1"}});
   EXPECT_EQ(s.cache_dir.value, "/data/flags");
@@ -39,9 +40,9 @@ TEST(SettingsCacheDir, CcFlagsCacheDirBeatsCompileCacheUrl) {
 }
 
 TEST(SettingsCacheDir, ExplicitOptionBeatsEverything) {
-  SettingOverrides o;
+  config::SettingOverrides o;
   o.cache_dir = "/explicit";
-  Settings s = resolve(
+  config::Settings s = resolve(
       {{"NEURON_COMPILE_CACHE_URL", "/data/url"}, {"NEURON_CC_FLAGS", "--cache_dir=/data/flags"}},
       o);
   EXPECT_EQ(s.cache_dir.value, "/explicit");
@@ -49,7 +50,7 @@ TEST(SettingsCacheDir, ExplicitOptionBeatsEverything) {
 }
 
 TEST(SettingsCacheDir, S3UrlIsRecognisedAndRefusedAsLocalPath) {
-  Settings s = resolve({{"NEURON_COMPILE_CACHE_URL", "s3://bucket/prefix"}});
+  config::Settings s = resolve({{"NEURON_COMPILE_CACHE_URL", "s3://bucket/prefix"}});
   EXPECT_TRUE(s.cache_dir_is_s3);
   try {
     s.local_cache_root();
@@ -62,7 +63,7 @@ TEST(SettingsCacheDir, S3UrlIsRecognisedAndRefusedAsLocalPath) {
 }
 
 TEST(SettingsCacheDir, NoCacheFlagIsReported) {
-  Settings s = resolve({{"NEURON_CC_FLAGS", "--no_cache"}});
+  config::Settings s = resolve({{"NEURON_CC_FLAGS", "--no_cache"}});
   EXPECT_TRUE(s.caching_disabled);
   ASSERT_EQ(s.warnings.size(), 1u);
 }
@@ -73,26 +74,28 @@ TEST(SettingsRepo, PrecedenceOptionEnvFileDefault) {
   EXPECT_EQ(resolve({{"HF_HOME", home.path()}}).cache_repo.value, "me/my-cache");
   EXPECT_EQ(resolve({{"HF_HOME", home.path()}}).cache_repo.origin,
             (home / "optimum_neuron_custom_cache").string());
-  Settings env = resolve({{"HF_HOME", home.path()}, {"CUSTOM_CACHE_REPO", "org/env-cache"}});
+  config::Settings env =
+      resolve({{"HF_HOME", home.path()}, {"CUSTOM_CACHE_REPO", "org/env-cache"}});
   EXPECT_EQ(env.cache_repo.value, "org/env-cache");
   EXPECT_EQ(env.cache_repo.origin, "CUSTOM_CACHE_REPO");
-  SettingOverrides o;
+  config::SettingOverrides o;
   o.cache_repo = "org/explicit";
   EXPECT_EQ(resolve({{"CUSTOM_CACHE_REPO", "org/env-cache"}}, o).cache_repo.value, "org/explicit");
   TempDir empty_home;
-  Settings fallback = resolve({{"HF_HOME", empty_home.path()}});
+  config::Settings fallback = resolve({{"HF_HOME", empty_home.path()}});
   EXPECT_EQ(fallback.cache_repo.value, "aws-neuron/optimum-neuron-cache");
   EXPECT_EQ(fallback.cache_repo.origin, "optimum-neuron's default");
 }
 
 TEST(SettingsRepo, MalformedRepoIsWarnedAboutAndNeverSaved) {
   TempDir home;
-  Settings s = resolve({{"HF_HOME", home.path()}, {"CUSTOM_CACHE_REPO", "../../api/whoami-v2"}});
+  config::Settings s =
+      resolve({{"HF_HOME", home.path()}, {"CUSTOM_CACHE_REPO", "../../api/whoami-v2"}});
   ASSERT_EQ(s.warnings.size(), 1u);
   EXPECT_EQ(s.warnings[0],
             "the cache repo \"../../api/whoami-v2\" from CUSTOM_CACHE_REPO is not a Hub repo id");
   try {
-    save_custom_cache_repo(s, "a/../b");
+    config::save_custom_cache_repo(s, "a/../b");
     ADD_FAILURE() << "expected an error";
   } catch (const Error& e) {
     EXPECT_EQ(e.kind(), ErrorKind::Input);
@@ -105,7 +108,7 @@ TEST(SettingsRepo, MalformedRepoIsWarnedAboutAndNeverSaved) {
 
 TEST(SettingsRepo, StagingHasNoDefaultRepo) {
   TempDir home;
-  Settings s = resolve({{"HF_HOME", home.path()}, {"HUGGINGFACE_CO_STAGING", "1"}});
+  config::Settings s = resolve({{"HF_HOME", home.path()}, {"HUGGINGFACE_CO_STAGING", "1"}});
   EXPECT_EQ(s.cache_repo.value, "");
 }
 
@@ -124,16 +127,16 @@ TEST(SettingsToken, PrecedenceEnvLegacyEnvFile) {
   write_file(home / "token", "hf_storedtoken1234\n");
   write_file(home / "other-token", "hf_pathtoken5678");
   EXPECT_EQ(resolve({{"HF_HOME", home.path()}}).token.value, "hf_storedtoken1234");
-  Settings by_path =
+  config::Settings by_path =
       resolve({{"HF_HOME", home.path()}, {"HF_TOKEN_PATH", (home / "other-token").string()}});
   EXPECT_EQ(by_path.token.value, "hf_pathtoken5678");
-  Settings legacy =
+  config::Settings legacy =
       resolve({{"HF_HOME", home.path()}, {"HUGGING_FACE_HUB_TOKEN", "hf_legacy0000"}});
   EXPECT_EQ(legacy.token.value, "hf_legacy0000");
   EXPECT_EQ(legacy.token.origin, "HUGGING_FACE_HUB_TOKEN");
-  Settings env = resolve({{"HF_HOME", home.path()},
-                          {"HF_TOKEN", " hf_envtoken9999 "},
-                          {"HUGGING_FACE_HUB_TOKEN", "hf_legacy0000"}});
+  config::Settings env = resolve({{"HF_HOME", home.path()},
+                                  {"HF_TOKEN", " hf_envtoken9999 "},
+                                  {"HUGGING_FACE_HUB_TOKEN", "hf_legacy0000"}});
   EXPECT_EQ(env.token.value, "hf_envtoken9999");
   EXPECT_EQ(env.token.origin, "HF_TOKEN");
   TempDir empty;
@@ -141,9 +144,9 @@ TEST(SettingsToken, PrecedenceEnvLegacyEnvFile) {
 }
 
 TEST(SettingsToken, MaskShowsAtMostTheLastFourCharacters) {
-  EXPECT_EQ(mask_token("hf_abcdefghijklmnopWXYZ"), "hf_****WXYZ");
-  EXPECT_EQ(mask_token("hf_short"), "hf_****");
-  EXPECT_EQ(mask_token(""), "");
+  EXPECT_EQ(config::mask_token("hf_abcdefghijklmnopWXYZ"), "hf_****WXYZ");
+  EXPECT_EQ(config::mask_token("hf_short"), "hf_****");
+  EXPECT_EQ(config::mask_token(""), "");
 }
 
 TEST(SettingsHub, EndpointStripsTrailingSlashAndOfflineIsTruthy) {
@@ -159,8 +162,8 @@ TEST(SettingsHub, EndpointStripsTrailingSlashAndOfflineIsTruthy) {
 }
 
 TEST(SettingsCompiler, UnknownWithoutNeuronxCcAndExplainsHowToGiveIt) {
-  Settings s = resolve({});
-  s.detect_compiler(Environment(std::map<std::string, std::string>{}));
+  config::Settings s = resolve({});
+  s.detect_compiler(config::Environment(std::map<std::string, std::string>{}));
   EXPECT_EQ(s.compiler_version.value, "");
   EXPECT_EQ(s.compiler_version.origin, "unknown (neuronx-cc is not on PATH)");
   try {
@@ -178,24 +181,25 @@ TEST(SettingsCompiler, ReadsNeuronxCcVersionFromPath) {
              "echo 'NeuronX Compiler version 2.21.33363.0+82129205'\necho\n"
              "echo 'Python version 3.10.12'\n");
   chmod((bin / "neuronx-cc").c_str(), 0755);
-  Environment env({{"PATH", bin.path().string()}});
-  Settings s = Settings::resolve(env, {});
+  config::Environment env({{"PATH", bin.path().string()}});
+  config::Settings s = config::Settings::resolve(env, {});
   EXPECT_EQ(s.compiler_version.value, "") << "resolving alone never runs neuronx-cc";
   s.detect_compiler(env);
   EXPECT_EQ(s.compiler_version.value, "2.21.33363.0+82129205");
   EXPECT_NE(s.compiler_version.origin.find("--version"), std::string::npos);
-  SettingOverrides o;
+  config::SettingOverrides o;
   o.compiler_version = "2.15.128.0+56dc5a86";
-  Settings given = Settings::resolve(env, o);
+  config::Settings given = config::Settings::resolve(env, o);
   given.detect_compiler(env);
   EXPECT_EQ(given.compiler_version.value, "2.15.128.0+56dc5a86");
 }
 
 TEST(SettingsCompiler, ParsesVersionOutputs) {
-  EXPECT_EQ(parse_compiler_version_output("NeuronX Compiler version 2.21.33363.0+82129205\n"),
-            "2.21.33363.0+82129205");
-  EXPECT_EQ(parse_compiler_version_output("neuronx-cc version 2.15.128.0"), "2.15.128.0");
-  EXPECT_EQ(parse_compiler_version_output("garbage"), std::nullopt);
+  EXPECT_EQ(
+      config::parse_compiler_version_output("NeuronX Compiler version 2.21.33363.0+82129205\n"),
+      "2.21.33363.0+82129205");
+  EXPECT_EQ(config::parse_compiler_version_output("neuronx-cc version 2.15.128.0"), "2.15.128.0");
+  EXPECT_EQ(config::parse_compiler_version_output("garbage"), std::nullopt);
 }
 
 }  // namespace

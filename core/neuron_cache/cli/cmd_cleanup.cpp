@@ -18,7 +18,7 @@ struct Flags {
 };
 
 void cleanup(Context& context, const Flags& flags) {
-  const Settings& settings = context.settings_with_compiler();
+  const config::Settings& settings = context.settings_with_compiler();
   local::LocalCache cache(settings.local_cache_root(), {settings.hf_hub_cache.value});
   local::CleanupOptions options;
   options.remove_empty = flags.all;
@@ -26,7 +26,7 @@ void cleanup(Context& context, const Flags& flags) {
   options.wipe = flags.wipe;
   options.dry_run = flags.dry_run;
   options.installed_compiler = settings.compiler_version.value;
-  options.compiler_running = !flags.wipe && is_process_running("neuronx-cc");
+  options.compiler_running = !flags.wipe && process::is_process_running("neuronx-cc");
   local::CleanupResult result = local::cleanup_cache(cache, options);
   if (flags.json) {
     print_json({{"cache_path", cache.root().string()},

@@ -11,12 +11,12 @@ namespace {
 
 struct Row {
   std::string key;
-  Setting setting;
+  config::Setting setting;
 };
 
-std::vector<Row> rows(const Settings& s) {
-  Setting token = s.token;
-  token.value = mask_token(token.value);
+std::vector<Row> rows(const config::Settings& s) {
+  config::Setting token = s.token;
+  token.value = config::mask_token(token.value);
   return {
       {"cache_dir", s.cache_dir},
       {"cache_repo", s.cache_repo},
@@ -35,7 +35,7 @@ std::vector<Row> rows(const Settings& s) {
   };
 }
 
-void show(const Settings& settings, bool json) {
+void show(const config::Settings& settings, bool json) {
   if (json) {
     nlohmann::json out = nlohmann::json::object();
     for (const auto& row : rows(settings)) {
@@ -77,7 +77,7 @@ void register_config(CLI::App& app, Context& context) {
                        "Add this manifest's layer (cache_repo, cache_dir, compiler_version), as "
                        "plan, ci and the Action do");
   show_cmd->callback([&context, json, manifest] {
-    const Settings& settings = context.settings_with_compiler();
+    const config::Settings& settings = context.settings_with_compiler();
     if (manifest->empty()) return show(settings, *json);
     show(settings.with_manifest(
              pipeline::manifest_layer(manifest::load_manifest(*manifest), *manifest)),

@@ -162,7 +162,7 @@ void fetch(Context& context, const Options& options) {
   if (options.modules.empty() && options.registry.empty()) {
     throw input_error("nothing to fetch: name MODULE_ folders or pass --registry ENTRY");
   }
-  const Settings& settings = context.settings_with_compiler();
+  const config::Settings& settings = context.settings_with_compiler();
   storage::Store& store = context.store();
   std::string repo = store.name();
   local::LocalCache cache(settings.local_cache_root(), {settings.hf_hub_cache.value});

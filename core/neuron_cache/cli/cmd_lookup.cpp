@@ -112,7 +112,7 @@ void print_text(const remote::LookupResult& result, const Options& options,
 }
 
 void lookup(Context& context, Options& options) {
-  const Settings& settings = context.settings_with_compiler();
+  const config::Settings& settings = context.settings_with_compiler();
   storage::Store& store = context.store();
   std::string repo = store.name();
   if (options.query.compiler_version.empty()) {

@@ -64,7 +64,7 @@ void add_compile_options(CLI::App* cmd, const std::shared_ptr<Args>& args) {
 std::unique_ptr<pipeline::Pipeline> open(Context& context, Args& args) {
   args.options.manifest = args.manifest;
   args.options.configs = args.configs;
-  const Settings& settings = context.settings_with_compiler();
+  const config::Settings& settings = context.settings_with_compiler();
   for (const auto& warning : settings.warnings) warn(warning);
   auto pipeline = std::make_unique<pipeline::Pipeline>(settings, context.remotes(), args.options);
   bool quiet = args.quiet || args.json;
@@ -72,7 +72,7 @@ std::unique_ptr<pipeline::Pipeline> open(Context& context, Args& args) {
     if (line.starts_with("warning: ")) {
       warn(line.substr(9));
     } else if (!quiet) {
-      std::cerr << "neuron-cache: " << redact(line) << "\n";
+      std::cerr << "neuron-cache: " << config::redact(line) << "\n";
     }
   };
   return pipeline;
@@ -81,10 +81,10 @@ std::unique_ptr<pipeline::Pipeline> open(Context& context, Args& args) {
 void print_compile_failures(const pipeline::CompileStep& step) {
   for (const auto& o : step.outcomes) {
     if (o.ok) continue;
-    std::cerr << "neuron-cache: compile of " << o.configuration << " failed: " << redact(o.error)
-              << "\n";
+    std::cerr << "neuron-cache: compile of " << o.configuration
+              << " failed: " << config::redact(o.error) << "\n";
     if (!o.log_tail.empty()) {
-      std::cerr << "---- last lines of " << o.log_file << " ----\n" << redact(o.log_tail);
+      std::cerr << "---- last lines of " << o.log_file << " ----\n" << config::redact(o.log_tail);
       if (!o.log_tail.ends_with("\n")) std::cerr << "\n";
       std::cerr << "----\n";
     }
@@ -127,7 +127,7 @@ void write_file(const std::string& path, const std::string& content) {
   if (path.empty()) return;
   try {
     // 0644 whatever the umask; reports quote logs and messages: no token in them.
-    sys::write_whole_file(path, redact(content));
+    sys::write_whole_file(path, config::redact(content));
   } catch (const Error& e) {
     throw operational_error(std::string(e.what()) + ": check the folder exists and is writable");
   }

@@ -10,7 +10,7 @@
 namespace neuron_cache::cli {
 namespace {
 
-std::string read_saved_repo(const Settings& settings) {
+std::string read_saved_repo(const config::Settings& settings) {
   std::ifstream file(settings.custom_cache_file.value);
   std::stringstream content;
   content << file.rdbuf();
@@ -20,13 +20,13 @@ std::string read_saved_repo(const Settings& settings) {
 }
 
 void save(Context& context, const std::string& repo) {
-  const Settings& settings = context.settings();
+  const config::Settings& settings = context.settings();
   std::string previous = read_saved_repo(settings);
   if (!previous.empty() && previous != repo) {
     warn("A custom cache repo was already registered: " + previous +
          ". It will be overwritten to " + repo + ".");
   }
-  std::string file = save_custom_cache_repo(settings, repo);
+  std::string file = config::save_custom_cache_repo(settings, repo);
   std::cout << "Neuron cache name set locally to " << repo << " in " << file << ".\n";
   if (auto env = context.env().get("CUSTOM_CACHE_REPO"); env && *env != repo) {
     warn("CUSTOM_CACHE_REPO=" + *env + " is set and takes precedence over the saved repo");

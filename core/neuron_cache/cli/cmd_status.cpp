@@ -154,7 +154,7 @@ void print_text(const local::CacheTree& tree, const Totals& totals) {
 }
 
 void status(Context& context, bool json) {
-  const Settings& settings = context.settings_with_compiler();
+  const config::Settings& settings = context.settings_with_compiler();
   local::LocalCache cache(settings.local_cache_root(), {settings.hf_hub_cache.value});
   local::CacheTree tree = cache.scan(settings.compiler_version.value);
   Totals totals = tally(cache, tree);

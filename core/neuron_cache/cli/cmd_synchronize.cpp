@@ -33,13 +33,13 @@ nlohmann::json result_json(const remote::SyncResult& r, const std::string& repo)
 }
 
 void synchronize(Context& context, const Options& options) {
-  const Settings& settings = context.settings();
+  const config::Settings& settings = context.settings();
   storage::Store& store = context.store();
   std::string repo = store.name();
   local::LocalCache cache(settings.local_cache_root(), {settings.hf_hub_cache.value});
   remote::SyncOptions sync;
   sync.conflicts = net::retry_policy(context.settings(), 6);
-  sync.compiler_running = is_process_running("neuronx-cc");
+  sync.compiler_running = process::is_process_running("neuronx-cc");
   Progress progress("Uploading", Progress::mode_for(options.quiet || options.json));
   sync.on_plan = [&](uint64_t, uint64_t bytes) { progress.set_total(bytes); };
   uint64_t streamed = 0;

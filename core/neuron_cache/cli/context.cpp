@@ -6,7 +6,7 @@
 namespace neuron_cache::cli {
 
 std::string Context::hub_repo() {
-  const Setting& repo = settings().cache_repo;
+  const config::Setting& repo = settings().cache_repo;
   if (repo.value.empty())
     throw input_error("no cache repo: pass --repo or run `neuron-cache set REPO`");
   hub_names::require_repo_id(repo.value, "the cache repo from " + repo.origin, "check the name");
@@ -22,7 +22,7 @@ hub::HubClient& Context::client() {
 
 storage::Store& Context::store() {
   if (store_) return *store_;
-  const Setting& repo = settings().cache_repo;
+  const config::Setting& repo = settings().cache_repo;
   if (repo.value.empty())
     throw input_error("no cache repo: pass --repo or run `neuron-cache set REPO`");
   store_ =

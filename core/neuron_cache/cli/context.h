@@ -17,15 +17,15 @@ namespace neuron_cache::cli {
 
 class Context {
  public:
-  explicit Context(Environment env) : env_(std::move(env)) {}
-  SettingOverrides& overrides() { return overrides_; }
-  const Environment& env() const { return env_; }
-  const Settings& settings() {
-    if (!settings_) settings_ = Settings::resolve(env_, overrides_);
+  explicit Context(config::Environment env) : env_(std::move(env)) {}
+  config::SettingOverrides& overrides() { return overrides_; }
+  const config::Environment& env() const { return env_; }
+  const config::Settings& settings() {
+    if (!settings_) settings_ = config::Settings::resolve(env_, overrides_);
     return *settings_;
   }
   // The settings with the compiler version detected (plan, prefetch, status, cleanup, ...).
-  const Settings& settings_with_compiler() {
+  const config::Settings& settings_with_compiler() {
     settings();
     settings_->detect_compiler(env_);
     return *settings_;
@@ -42,9 +42,9 @@ class Context {
   pipeline::Remotes remotes();
 
  private:
-  Environment env_;
-  SettingOverrides overrides_;
-  std::optional<Settings> settings_;
+  config::Environment env_;
+  config::SettingOverrides overrides_;
+  std::optional<config::Settings> settings_;
   std::unique_ptr<hub::HubClient> client_;
   std::unique_ptr<storage::HubModels> models_;
   std::unique_ptr<storage::Store> store_;

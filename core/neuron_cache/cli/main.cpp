@@ -14,7 +14,7 @@ constexpr int kExitUsage = 2;
 
 int run(int argc, char** argv) {
   using namespace neuron_cache;
-  cli::Context context(Environment::from_process());
+  cli::Context context(config::Environment::from_process());
   CLI::App app{
       "neuron-cache: fetch, inspect and maintain the AWS Neuron compile cache shared with "
       "optimum-neuron.\nExit codes: 0 success, 1 operational failure, 2 usage or input error."};
@@ -50,11 +50,11 @@ int main(int argc, char** argv) {
   try {
     return run(argc, argv);
   } catch (const neuron_cache::Error& error) {
-    std::cerr << "neuron-cache: error: " << neuron_cache::redact(error.what()) << "\n";
+    std::cerr << "neuron-cache: error: " << neuron_cache::config::redact(error.what()) << "\n";
     return error.kind() == neuron_cache::ErrorKind::Input ? kExitUsage : kExitOperational;
   } catch (const std::exception& error) {
     // Not the project's Error (a library's exception): one line and exit 1, never an abort.
-    std::cerr << "neuron-cache: error: " << neuron_cache::redact(error.what()) << "\n";
+    std::cerr << "neuron-cache: error: " << neuron_cache::config::redact(error.what()) << "\n";
     return kExitOperational;
   } catch (...) {
     std::cerr << "neuron-cache: error: an unexpected failure stopped the command\n";

@@ -9,7 +9,8 @@ namespace neuron_cache::cli {
 
 void print_json(const nlohmann::json& value) {
   // Replace invalid UTF-8 instead of throwing: paths on disk need not be UTF-8.
-  std::cout << redact(value.dump(2, ' ', false, nlohmann::json::error_handler_t::replace)) << "\n";
+  std::cout << config::redact(value.dump(2, ' ', false, nlohmann::json::error_handler_t::replace))
+            << "\n";
 }
 
 std::string upper_state(layout::EntryState state) {
@@ -19,7 +20,7 @@ std::string upper_state(layout::EntryState state) {
 }
 
 void warn(const std::string& message) {
-  std::cerr << "neuron-cache: warning: " << redact(message) << "\n";
+  std::cerr << "neuron-cache: warning: " << config::redact(message) << "\n";
 }
 
 }  // namespace neuron_cache::cli

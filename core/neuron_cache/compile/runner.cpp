@@ -62,7 +62,7 @@ std::vector<char*> c_strings(const std::vector<std::string>& strings) {
 // Where argv[0] is: a name with a '/' is used as given (relative to the working directory).
 std::optional<std::string> resolve_program(const std::string& program, const ChildEnv& env) {
   if (program.find('/') != std::string::npos) return program;
-  return find_on_path(program, env.path);
+  return process::find_on_path(program, env.path);
 }
 
 void write_all(int fd, const char* data, size_t size) {
@@ -129,15 +129,15 @@ int wait_status(pid_t pid) {
 // name ends in TOKEN (HF_TOKEN, HUGGING_FACE_HUB_TOKEN, GITHUB_TOKEN, inherited or set; not
 // HF_TOKEN_PATH nor TOKENIZERS_PARALLELISM): what the child prints of them must not reach the log
 // or our stdout.
-Redactor redactor_for(const ChildEnv& env) {
-  std::vector<std::string> secrets = known_secrets().secrets();
+config::Redactor redactor_for(const ChildEnv& env) {
+  std::vector<std::string> secrets = config::known_secrets().secrets();
   for (const auto& entry : env.entries) {
     size_t equals = entry.find('=');
     if (equals != std::string::npos && entry.substr(0, equals).ends_with("TOKEN")) {
       secrets.push_back(entry.substr(equals + 1));
     }
   }
-  return Redactor(std::move(secrets));
+  return config::Redactor(std::move(secrets));
 }
 
 // Copies the child's output, redacted, to the log (and our stdout when teeing) until it exits.
@@ -146,7 +146,7 @@ Redactor redactor_for(const ChildEnv& env) {
 int copy_output_until_exit(pid_t pid, int read_fd, int log_fd, const CommandRun& run,
                            const ChildEnv& env) {
   char buffer[65536];
-  StreamRedactor redactor(redactor_for(env));
+  config::StreamRedactor redactor(redactor_for(env));
   auto write_out = [&](const std::string& text) {
     write_all(log_fd, text.data(), text.size());
     if (run.tee) write_all(STDOUT_FILENO, text.data(), text.size());
@@ -259,7 +259,7 @@ std::string log_tail(const fs::path& log_file, size_t lines) {
     if (text[begin - 1] == '\n' && ++found == lines) break;
   }
   // The log was redacted as it was written; a log another tool wrote may not be.
-  return redact(text.substr(begin));
+  return config::redact(text.substr(begin));
 }
 
 }  // namespace neuron_cache::compile

@@ -8,7 +8,7 @@
 
 #include "neuron_cache/error.h"
 
-namespace neuron_cache {
+namespace neuron_cache::config {
 namespace {
 
 // The AWS CLI's files are a few KB; anything far larger is not one of them.
@@ -266,4 +266,4 @@ bool aws_path_style(const AwsAccess& access, const std::string& bucket) {
   return access.custom_endpoint || bucket.find('.') != std::string::npos;
 }
 
-}  // namespace neuron_cache
+}  // namespace neuron_cache::config

@@ -15,7 +15,7 @@
 
 #include "neuron_cache/config/settings.h"
 
-namespace neuron_cache {
+namespace neuron_cache::config {
 
 struct AwsAccess {
   // Secrets: never in output, logs, messages or process arguments.
@@ -46,4 +46,4 @@ AwsAccess resolve_aws_access(const Environment& env, const std::filesystem::path
 // names with dots do not match the wildcard TLS certificate of *.s3.<region>.amazonaws.com.
 bool aws_path_style(const AwsAccess& access, const std::string& bucket);
 
-}  // namespace neuron_cache
+}  // namespace neuron_cache::config

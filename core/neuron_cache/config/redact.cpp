@@ -5,7 +5,7 @@
 
 #include "neuron_cache/config/settings.h"
 
-namespace neuron_cache {
+namespace neuron_cache::config {
 namespace {
 
 constexpr size_t kShortestSecret = 8;
@@ -85,4 +85,4 @@ std::string redact(std::string_view text) {
   return known_secrets()(text);
 }
 
-}  // namespace neuron_cache
+}  // namespace neuron_cache::config

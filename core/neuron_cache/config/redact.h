@@ -8,7 +8,7 @@
 #include <string_view>
 #include <vector>
 
-namespace neuron_cache {
+namespace neuron_cache::config {
 
 // Replaces each known secret by mask_token(secret).
 class Redactor {
@@ -43,4 +43,4 @@ void add_secret(const std::string& secret);
 Redactor known_secrets();
 std::string redact(std::string_view text);
 
-}  // namespace neuron_cache
+}  // namespace neuron_cache::config

@@ -18,7 +18,7 @@
 
 extern char** environ;
 
-namespace neuron_cache {
+namespace neuron_cache::config {
 namespace {
 
 constexpr const char* kDefaultRepo = "aws-neuron/optimum-neuron-cache";
@@ -241,9 +241,10 @@ void Settings::detect_compiler(const Environment& env) {
   if (given.compiler_version || compiler_detected) return;
   compiler_detected = true;
   installed_compiler = {"", "unknown (neuronx-cc is not on PATH)"};
-  if (auto program = find_on_path("neuronx-cc", env.get("PATH").value_or(""))) {
+  if (auto program = process::find_on_path("neuronx-cc", env.get("PATH").value_or(""))) {
     // neuronx-cc is a Python program: its start-up alone can take seconds.
-    ProcessResult run = run_and_capture({*program, "--version"}, std::chrono::seconds(60));
+    process::ProcessResult run =
+        process::run_and_capture({*program, "--version"}, std::chrono::seconds(60));
     if (auto version = parse_compiler_version_output(run.output); version && run.exit_code == 0) {
       installed_compiler = {*version, *program + " --version"};
     } else {
@@ -327,4 +328,4 @@ std::optional<std::string> parse_compiler_version_output(const std::string& outp
   return std::nullopt;
 }
 
-}  // namespace neuron_cache
+}  // namespace neuron_cache::config

@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-namespace neuron_cache {
+namespace neuron_cache::config {
 
 // The process environment, or a fixed one in tests.
 class Environment {
@@ -112,4 +112,4 @@ std::string mask_token(const std::string& token);
 // The version in `neuronx-cc --version` output ("NeuronX Compiler version 2.21.33363.0+82129205").
 std::optional<std::string> parse_compiler_version_output(const std::string& output);
 
-}  // namespace neuron_cache
+}  // namespace neuron_cache::config

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <fstream>
+#include <functional>
 
 #include "neuron_cache/error.h"
 
@@ -80,16 +81,48 @@ std::string sha512_hex(std::string_view bytes) {
   return hash_hex(HashAlgorithm::Sha512, bytes);
 }
 
-std::string sha256_of_file(const std::filesystem::path& file) {
+namespace {
+
+// Streams a file into `hasher`, after `prefix`; throws an operational Error when it cannot be
+// read.
+std::string hash_of_file(HashAlgorithm algorithm, const std::filesystem::path& file,
+                         const std::function<std::string(uint64_t size)>& prefix) {
   std::ifstream in(file, std::ios::binary);
   if (!in) throw operational_error("cannot read " + file.string());
-  Hasher hasher(HashAlgorithm::Sha256);
+  Hasher hasher(algorithm);
+  if (prefix) {
+    std::error_code error;
+    uint64_t size = std::filesystem::file_size(file, error);
+    if (error) throw operational_error("cannot read " + file.string() + ": " + error.message());
+    hasher.update(prefix(size));
+  }
   std::string buffer(1 << 20, '\0');
   while (in.read(buffer.data(), static_cast<std::streamsize>(buffer.size())) || in.gcount() > 0) {
     hasher.update(std::string_view(buffer.data(), static_cast<size_t>(in.gcount())));
   }
   if (in.bad()) throw operational_error("cannot read " + file.string());
   return hasher.hex_digest();
+}
+
+std::string git_blob_header(uint64_t size) {
+  return "blob " + std::to_string(size) + std::string(1, '\0');
+}
+
+}  // namespace
+
+std::string sha256_of_file(const std::filesystem::path& file) {
+  return hash_of_file(HashAlgorithm::Sha256, file, nullptr);
+}
+
+std::string git_blob_id(std::string_view content) {
+  Hasher sha1(HashAlgorithm::Sha1);
+  sha1.update(git_blob_header(content.size()));
+  sha1.update(content);
+  return sha1.hex_digest();
+}
+
+std::string git_blob_id_of_file(const std::filesystem::path& file) {
+  return hash_of_file(HashAlgorithm::Sha1, file, git_blob_header);
 }
 
 bool hash_range(int fd, Hasher& hasher, uint64_t from, uint64_t to) {

@@ -66,7 +66,7 @@ net::HttpOptions http_options(const ClientOptions& options) {
 HubClient::HubClient(ClientOptions options)
     : options_(std::move(options)), http_(http_options(options_)) {}
 
-ClientOptions HubClient::options_from(const Settings& settings) {
+ClientOptions HubClient::options_from(const config::Settings& settings) {
   ClientOptions options;
   options.endpoint = settings.endpoint.value;
   options.token = settings.token.value;

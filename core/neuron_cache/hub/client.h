@@ -101,7 +101,7 @@ class HubClient {
   explicit HubClient(ClientOptions options);
   // The endpoint, token, offline mode, retries (6 attempts) and Hub timeout of the settings;
   // throws an input Error when a knob has a bad value.
-  static ClientOptions options_from(const Settings& settings);
+  static ClientOptions options_from(const config::Settings& settings);
 
   // Asked once per client, then remembered: the Hub rate-limits whoami heavily.
   const WhoAmI& whoami();

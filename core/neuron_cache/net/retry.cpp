@@ -37,7 +37,7 @@ std::optional<long> retry_after(const HttpResponse& response) {
 
 }  // namespace
 
-RetryPolicy retry_policy(const Settings& settings, int max_attempts) {
+RetryPolicy retry_policy(const config::Settings& settings, int max_attempts) {
   RetryPolicy policy;
   policy.max_attempts = max_attempts;
   if (auto base = settings.retry_base()) {

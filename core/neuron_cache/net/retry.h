@@ -19,7 +19,7 @@ struct RetryPolicy {
 };
 
 // Waits between tries: NEURON_CACHE_RETRY_BASE_MS (Settings::retry_base) shortens them.
-RetryPolicy retry_policy(const Settings& settings, int max_attempts);
+RetryPolicy retry_policy(const config::Settings& settings, int max_attempts);
 
 // 408, 429, 500, 502, 503, 504 and answers that never came (status 0), unless the endpoint was
 // found unreachable (HttpResponse::unreachable).

@@ -95,7 +95,7 @@ ai::Entry make_entry(const plan::Target& target, const local::LocalIndex& index,
 // The command's NEURON_CC_FLAGS: the configuration's flags, then the user's without the cache
 // options (a --cache_dir there would win over NEURON_COMPILE_CACHE_URL and bypass the staging
 // cache); the same words, in the same order, as the key's flags.
-std::string child_cc_flags(std::vector<std::string> flags, const Settings& settings) {
+std::string child_cc_flags(std::vector<std::string> flags, const config::Settings& settings) {
   for (auto& word : plan::flag_words(settings.cc_flags.value)) {
     flags.push_back(std::move(word));
   }

@@ -69,8 +69,8 @@ std::vector<plan::RegistryCandidate> candidates_of(const remote::RegistryScan& s
 
 }  // namespace
 
-ManifestLayer manifest_layer(const manifest::Manifest& manifest, const fs::path& file) {
-  ManifestLayer layer;
+config::ManifestLayer manifest_layer(const manifest::Manifest& manifest, const fs::path& file) {
+  config::ManifestLayer layer;
   layer.file = file.string();
   layer.cache_repo = manifest.cache_repo;
   if (manifest.cache_dir) {
@@ -91,7 +91,7 @@ size_t CompileStep::failed() const {
   return n;
 }
 
-Pipeline::Pipeline(const Settings& settings, Remotes remotes, Options options)
+Pipeline::Pipeline(const config::Settings& settings, Remotes remotes, Options options)
     : settings_(settings), remotes_(std::move(remotes)), options_(std::move(options)) {
   if (options_.configs.size() > 0 && options_.manifest.empty()) {
     throw input_error("--config needs a manifest: the configuration is declared there");

@@ -46,7 +46,7 @@ struct RegistryAnswer;
 struct Remotes {
   // Opens the store the resolved settings name (storage/open.h), once the manifest's layer is
   // known. Throws an input Error for a malformed name. Null: no shared cache at all.
-  std::function<std::unique_ptr<storage::Store>(const Settings&)> open_store;
+  std::function<std::unique_ptr<storage::Store>(const config::Settings&)> open_store;
   // Where model revisions and config.json files are read; null when offline.
   storage::ModelSource* models = nullptr;
 };
@@ -122,7 +122,7 @@ class Pipeline {
  public:
   // Loads the manifest (throws an input Error on bad input), resolves the settings again with it
   // as a layer (Settings::with_manifest), then opens the cache store they name.
-  Pipeline(const Settings& settings, Remotes remotes, Options options);
+  Pipeline(const config::Settings& settings, Remotes remotes, Options options);
   ~Pipeline();
 
   const manifest::Manifest& manifest() const { return manifest_; }
@@ -236,7 +236,7 @@ class Pipeline {
   // The manifest's folder (the working directory without a manifest).
   std::filesystem::path manifest_dir() const;
 
-  Settings settings_;
+  config::Settings settings_;
   Remotes remotes_;
   std::vector<std::unique_ptr<storage::Store>> store_layers_;  // the backend, then policies
   storage::Store* store_ = nullptr;                            // the outermost layer
@@ -265,6 +265,7 @@ std::string tool_version();
 
 // The manifest's layer of the settings (Settings::with_manifest); its cache_dir is relative to
 // the manifest's folder.
-ManifestLayer manifest_layer(const manifest::Manifest& manifest, const std::filesystem::path& file);
+config::ManifestLayer manifest_layer(const manifest::Manifest& manifest,
+                                     const std::filesystem::path& file);
 
 }  // namespace neuron_cache::pipeline

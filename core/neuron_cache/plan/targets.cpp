@@ -62,7 +62,7 @@ storage::ModelSource& ModelResolver::online(const manifest::Configuration& c,
 
 ResolvedModel ModelResolver::resolve_checkout(const manifest::Configuration& c) {
   fs::path dir = manifest_dir_ / *c.checkout;
-  std::optional<std::string> head = head_commit(dir);
+  std::optional<std::string> head = git::head_commit(dir);
   if (!head) {
     throw input_error(c.source.to_string() + ": checkout " + dir.string() +
                       " is not a git clone: clone the model there or use revision: instead");

@@ -14,7 +14,7 @@
 
 #include "neuron_cache/error.h"
 
-namespace neuron_cache {
+namespace neuron_cache::process {
 namespace {
 
 // Runs in the forked child: only async-signal-safe calls (no allocation), since the parent may
@@ -130,4 +130,4 @@ bool is_process_running(std::string_view name) {
   return found;
 }
 
-}  // namespace neuron_cache
+}  // namespace neuron_cache::process

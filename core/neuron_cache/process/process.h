@@ -8,7 +8,7 @@
 #include <string_view>
 #include <vector>
 
-namespace neuron_cache {
+namespace neuron_cache::process {
 
 struct ProcessResult {
   int exit_code = -1;  // -1 when it did not exit normally
@@ -26,4 +26,4 @@ std::optional<std::string> find_on_path(const std::string& program, const std::s
 // Like `pgrep NAME`: whether a process whose command name contains `name` runs.
 bool is_process_running(std::string_view name);
 
-}  // namespace neuron_cache
+}  // namespace neuron_cache::process

@@ -6,7 +6,7 @@
 
 namespace neuron_cache::storage {
 std::unique_ptr<Store> open_store(const std::string& name, const std::string& what,
-                                  const Settings& settings, hub::HubClient& hub) {
+                                  const config::Settings& settings, hub::HubClient& hub) {
   store_name::StoreName parsed = store_name::parse_store_name(name, what);
   switch (parsed.kind) {
     case store_name::StoreKind::Hub:
@@ -19,8 +19,8 @@ std::unique_ptr<Store> open_store(const std::string& name, const std::string& wh
   throw input_error(what + " \"" + name + "\" names no store kind this tool knows");
 }
 
-std::function<std::unique_ptr<Store>(const Settings&)> store_opener(hub::HubClient& hub) {
-  return [&hub](const Settings& settings) {
+std::function<std::unique_ptr<Store>(const config::Settings&)> store_opener(hub::HubClient& hub) {
+  return [&hub](const config::Settings& settings) {
     return open_store(settings.cache_repo.value,
                       "the cache repo from " + settings.cache_repo.origin, settings, hub);
   };

@@ -20,9 +20,9 @@ namespace neuron_cache::storage {
 // Opens the store `name` names with the settings' credentials and knobs. `hub` serves Hub stores
 // and outlives the store. `what` says where the name came from, for errors.
 std::unique_ptr<Store> open_store(const std::string& name, const std::string& what,
-                                  const Settings& settings, hub::HubClient& hub);
+                                  const config::Settings& settings, hub::HubClient& hub);
 
 // What pipeline::Remotes::open_store wants: opens the settings' cache repo through `hub`.
-std::function<std::unique_ptr<Store>(const Settings&)> store_opener(hub::HubClient& hub);
+std::function<std::unique_ptr<Store>(const config::Settings&)> store_opener(hub::HubClient& hub);
 
 }  // namespace neuron_cache::storage

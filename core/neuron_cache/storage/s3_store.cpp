@@ -119,7 +119,7 @@ net::HttpOptions http_options(const std::string& base_url, const S3Options& opti
   return http;
 }
 
-std::string base_url_of(const S3Location& where, const AwsAccess& access, bool path_style) {
+std::string base_url_of(const S3Location& where, const config::AwsAccess& access, bool path_style) {
   if (path_style) return access.endpoint + "/" + where.bucket;
   size_t host = access.endpoint.find("://") + 3;
   return access.endpoint.substr(0, host) + where.bucket + "." + access.endpoint.substr(host);
@@ -133,23 +133,23 @@ S3Location parse_s3_url(const std::string& url) {
   return {name.bucket, name.prefix};
 }
 
-S3Store::S3Store(const std::string& url, AwsAccess access, S3Options options)
+S3Store::S3Store(const std::string& url, config::AwsAccess access, S3Options options)
     : where_(parse_s3_url(url)),
       access_(std::move(access)),
       options_(std::move(options)),
-      path_style_(aws_path_style(access_, where_.bucket)),
+      path_style_(config::aws_path_style(access_, where_.bucket)),
       base_url_(base_url_of(where_, access_, path_style_)),
       http_(http_options(base_url_, options_)) {
   options_.part_size = std::max(options_.part_size, S3Options::kMinPartSize);
   options_.parallel = std::max<size_t>(options_.parallel, 1);
 }
 
-std::unique_ptr<S3Store> S3Store::open(const std::string& url, const Settings& settings) {
+std::unique_ptr<S3Store> S3Store::open(const std::string& url, const config::Settings& settings) {
   S3Options options;
   options.offline = settings.offline;
   options.retry = net::retry_policy(settings, 6);
   options.timeout = settings.hub_timeout();
-  return std::make_unique<S3Store>(url, resolve_aws_access(settings.environment), options);
+  return std::make_unique<S3Store>(url, config::resolve_aws_access(settings.environment), options);
 }
 
 std::string S3Store::location() const {

@@ -54,9 +54,9 @@ S3Location parse_s3_url(const std::string& url);
 
 class S3Store : public Store {
  public:
-  S3Store(const std::string& url, AwsAccess access, S3Options options = {});
+  S3Store(const std::string& url, config::AwsAccess access, S3Options options = {});
   // The access of settings.environment (and HOME), offline mode, retries and timeout.
-  static std::unique_ptr<S3Store> open(const std::string& url, const Settings& settings);
+  static std::unique_ptr<S3Store> open(const std::string& url, const config::Settings& settings);
 
   Kind kind() const override { return Kind::S3; }
   std::string location() const override;
@@ -97,7 +97,7 @@ class S3Store : public Store {
   void put_conditional(const CommitOperation& op, CommitResult& result);
 
   S3Location where_;
-  AwsAccess access_;
+  config::AwsAccess access_;
   S3Options options_;
   bool path_style_ = false;
   std::string base_url_;  // https://bucket.host or https://host/bucket
