@@ -55,7 +55,7 @@ net::HttpOptions http_options(const ClientOptions& options) {
   net::HttpOptions http;
   http.endpoint = options.endpoint;
   http.token = options.token;
-  http.connect_timeout = std::min(options.hub_timeout, ClientOptions::kMaxConnectTimeout);
+  http.connect_timeout = std::min(options.hub_timeout, net::kMaxConnectTimeout);
   http.answer_timeout = options.hub_timeout;
   http.unreachable_budget = options.hub_timeout;
   return http;

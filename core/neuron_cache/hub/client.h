@@ -91,8 +91,6 @@ struct ClientOptions {
   std::chrono::milliseconds hub_timeout{kDefaultHubTimeout};
 
   static constexpr std::chrono::milliseconds kDefaultHubTimeout{15000};
-  // libcurl's connect timeout, at most: a Hub that is up accepts a connection within seconds.
-  static constexpr std::chrono::milliseconds kMaxConnectTimeout{10000};
   static constexpr int kCommitAnswerFactor = 4;
 };
 

@@ -97,6 +97,9 @@ class Exchange {
   virtual std::optional<std::chrono::milliseconds> on_complete(const HttpResponse& response) = 0;
 };
 
+// libcurl's connect timeout, at most: a server that is up accepts a connection within seconds.
+inline constexpr std::chrono::milliseconds kMaxConnectTimeout{10000};
+
 struct HttpOptions {
   std::string endpoint;  // e.g. https://huggingface.co: its origin is the only one given the token
   std::string token;

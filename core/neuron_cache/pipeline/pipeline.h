@@ -162,7 +162,7 @@ class Pipeline {
   // Pushes every Local row whose entry the Hub does not have (compiled here or earlier).
   PushStep push(const plan::Plan& plan);
 
-  // Exports every configuration complete locally (store/export_dir.h) under `dir`; returns the
+  // Exports every configuration complete locally (local/export_dir.h) under `dir`; returns the
   // folder of each, by configuration name.
   std::map<std::string, std::string> export_artifacts(const plan::Plan& plan,
                                                       const std::filesystem::path& dir);

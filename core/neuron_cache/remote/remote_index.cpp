@@ -11,7 +11,6 @@
 #include "neuron_cache/error.h"
 #include "neuron_cache/format/digest.h"
 #include "neuron_cache/format/layout.h"
-#include "neuron_cache/git/git_info.h"
 #include "neuron_cache/sys/safe_dir.h"
 
 namespace neuron_cache::remote {

@@ -8,7 +8,6 @@
 
 #include "neuron_cache/format/digest.h"
 #include "neuron_cache/format/layout.h"
-#include "neuron_cache/git/git_info.h"
 #include "neuron_cache/remote/commit_on_head.h"
 
 namespace neuron_cache::remote {

@@ -6,7 +6,6 @@
 #include "neuron_cache/error.h"
 #include "neuron_cache/format/url.h"
 #include "neuron_cache/local/cleanup.h"
-#include "neuron_cache/net/http.h"
 
 namespace neuron_cache::report {
 namespace {

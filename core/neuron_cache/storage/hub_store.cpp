@@ -2,7 +2,6 @@
 
 #include "neuron_cache/format/digest.h"
 #include "neuron_cache/format/hub_names.h"
-#include "neuron_cache/git/git_info.h"
 
 namespace neuron_cache::storage {
 namespace {

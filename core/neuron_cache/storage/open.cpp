@@ -1,5 +1,6 @@
 #include "neuron_cache/storage/open.h"
 
+#include "neuron_cache/hub/client.h"
 #include "neuron_cache/storage/folder_store.h"
 #include "neuron_cache/storage/hub_store.h"
 #include "neuron_cache/storage/s3_store.h"

@@ -12,8 +12,11 @@
 
 #include "neuron_cache/config/settings.h"
 #include "neuron_cache/format/store_name.h"
-#include "neuron_cache/hub/client.h"
 #include "neuron_cache/storage/store.h"
+
+namespace neuron_cache::hub {
+class HubClient;
+}
 
 namespace neuron_cache::storage {
 

@@ -11,7 +11,6 @@
 
 #include "neuron_cache/format/digest.h"
 #include "neuron_cache/format/url.h"
-#include "neuron_cache/hub/client.h"
 #include "neuron_cache/net/retry.h"
 #include "neuron_cache/storage/s3_internal.h"
 #include "neuron_cache/storage/s3_xml.h"
@@ -113,7 +112,7 @@ class BoundedGet : public net::Exchange {
 net::HttpOptions http_options(const std::string& base_url, const S3Options& options) {
   net::HttpOptions http;
   http.endpoint = base_url;  // its origin decides when the store is unreachable
-  http.connect_timeout = std::min(options.timeout, hub::ClientOptions::kMaxConnectTimeout);
+  http.connect_timeout = std::min(options.timeout, net::kMaxConnectTimeout);
   http.answer_timeout = options.timeout;
   http.unreachable_budget = options.timeout;
   return http;
