@@ -11,11 +11,13 @@
 #include <string>
 #include <thread>
 
+#include "neuron_cache/error.h"
 #include "test_support.h"
 
 namespace neuron_cache {
 namespace {
 
+using testing::read_file;
 using testing::TempDir;
 using testing::write_file;
 using namespace std::chrono_literals;
