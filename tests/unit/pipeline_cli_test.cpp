@@ -1280,6 +1280,7 @@ TEST_F(PipelineCliTest, CleanupAllKeepsACompleteTracedExport) {
   EXPECT_FALSE(fs::exists(incomplete));
   for (const auto& row : plan_json(manifest)["configurations"]) EXPECT_EQ(row["status"], "local");
   EXPECT_TRUE(contains(tool("cleanup --help").out, "complete traced exports"));
+}
 
 }  // namespace
 }  // namespace neuron_cache
