@@ -145,7 +145,7 @@ expect_in "NEURON_CACHE_DIR is the old name of"  # CMake wraps the rest
 expect_in "neuron-cache: 1 configuration of neuron-cache prefetched at build time by neuron_cache_prefetch_neuron-cache"
 # A consumer gets the tool and the library, not our tests, the Action binary or a build type.
 run cmake --build "$subdir_build" --target help
-for target in neuron_cache_tests hub-server neuron-cache-action; do
+for target in neuron_cache_unit_tests neuron_cache_e2e_tests hub-server neuron-cache-action; do
   ! grep -qw -- "$target" <<<"$out" || fail "add_subdirectory defines the project's own target $target"
 done
 grep -qw -- neuron-cache <<<"$out" || fail "add_subdirectory does not define the tool's target"

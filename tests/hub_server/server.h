@@ -1,7 +1,7 @@
-// A loopback stand-in for the Hugging Face Hub HTTP API (shared/docs/hub-http-api.md, section
-// 12.4), used by the tests of neuron-cache's Hub client. Two listeners: "hub" (the API, resolve,
-// LFS batch) and "cdn" (signed LFS upload/download URLs, the role S3/CloudFront play), so that
-// redirects and presigned URLs cross origins the way they do against huggingface.co.
+// A loopback stand-in for the Hugging Face Hub HTTP API (the requests tests/README.md lists under
+// "What it implements"), used by the tests of neuron-cache's Hub client. Two listeners: "hub" (the
+// API, resolve, LFS batch) and "cdn" (signed LFS upload/download URLs, the role S3/CloudFront
+// play), so that redirects and presigned URLs cross origins the way they do against huggingface.co.
 #pragma once
 
 #include <httplib.h>

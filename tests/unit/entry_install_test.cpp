@@ -689,5 +689,62 @@ TEST_F(EntryInstallTest, BatchInstallsTracedAndNeffEntriesTogether) {
   EXPECT_EQ(read_file(traced_path(root()) / "text_encoder/model.neuron"), "text-encoder");
 }
 
+// ---------------------------------------------------------------------------------------------
+// EntryInstall::link_file, which adopt() stages the compiled files with.
+
+struct stat stat_of(const fs::path& path) {
+  struct stat info {};
+  if (lstat(path.c_str(), &info) != 0) throw std::runtime_error("cannot stat " + path.string());
+  return info;
+}
+
+TEST(EntryInstallLinkFile, HardLinksTheSourceIntoTheEntry) {
+  TempDir tmp;
+  write_file(tmp / "src" / "model.neff", std::string("neff\0bytes", 10));
+  write_file(tmp / "src" / "model.done", "");
+  {
+    local::EntryInstall install(tmp / "cache", kCompiler, "MODULE_7+d7cde3b5");
+    install.link_file("model.neff", tmp / "src" / "model.neff");
+    install.link_file("sub/dir/model.done", tmp / "src" / "model.done");
+    install.link_file("model.done", tmp / "src" / "model.done");
+    EXPECT_EQ(install.commit(), local::InstallOutcome::Installed);
+  }
+  fs::path entry = tmp / "cache" / kCompiler / "MODULE_7+d7cde3b5";
+  EXPECT_EQ(read_file(entry / "model.neff"), std::string("neff\0bytes", 10));
+  EXPECT_EQ(stat_of(entry / "model.neff").st_ino, stat_of(tmp / "src" / "model.neff").st_ino);
+  EXPECT_TRUE(fs::is_regular_file(entry / "sub" / "dir" / "model.done"));
+  EXPECT_EQ(stat_of(tmp / "src" / "model.done").st_nlink, 3u);
+}
+
+TEST(EntryInstallLinkFile, RefusesSymlinksAndMissingFiles) {
+  TempDir tmp;
+  write_file(tmp / "outside", "secret");
+  fs::create_symlink(tmp / "outside", tmp / "link");
+  local::EntryInstall install(tmp / "cache", kCompiler, "MODULE_7+d7cde3b5");
+  EXPECT_THROW(install.link_file("model.neff", tmp / "link"), Error);
+  EXPECT_THROW(install.link_file("model.neff", tmp / "missing"), Error);
+  EXPECT_THROW(install.link_file("../model.neff", tmp / "outside"), Error);
+}
+
+TEST(EntryInstallLinkFile, CopiesAcrossFilesystems) {
+  TempDir tmp;
+  fs::path shm_file = "/dev/shm/neuron-cache-link-test-" + std::to_string(getpid());
+  std::error_code error;
+  write_file(shm_file, "neff from another filesystem");
+  if (stat_of(shm_file).st_dev == stat_of(tmp.path()).st_dev) {
+    fs::remove(shm_file, error);
+    GTEST_SKIP() << "/dev/shm is on the same filesystem as the temp dir";
+  }
+  {
+    local::EntryInstall install(tmp / "cache", kCompiler, "MODULE_7+d7cde3b5");
+    install.link_file("model.neff", shm_file);
+    install.commit();
+  }
+  fs::path neff = tmp / "cache" / kCompiler / "MODULE_7+d7cde3b5" / "model.neff";
+  EXPECT_EQ(read_file(neff), "neff from another filesystem");
+  EXPECT_EQ(stat_of(neff).st_nlink, 1u);
+  fs::remove(shm_file, error);
+}
+
 }  // namespace
 }  // namespace neuron_cache

@@ -21,11 +21,6 @@ httplib::Headers bearer(const std::string& token) {
   return {{"Authorization", "Bearer " + token}};
 }
 
-std::string git_blob_id(const std::string& content) {
-  return hash_hex(HashAlgorithm::Sha1,
-                  "blob " + std::to_string(content.size()) + std::string(1, '\0') + content);
-}
-
 // A client for one origin that sends paths exactly as given (no re-encoding).
 class Http {
  public:

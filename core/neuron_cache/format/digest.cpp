@@ -104,11 +104,11 @@ std::string hash_of_file(HashAlgorithm algorithm, const std::filesystem::path& f
   return hasher.hex_digest();
 }
 
+}  // namespace
+
 std::string git_blob_header(uint64_t size) {
   return "blob " + std::to_string(size) + std::string(1, '\0');
 }
-
-}  // namespace
 
 std::string sha256_of_file(const std::filesystem::path& file) {
   return hash_of_file(HashAlgorithm::Sha256, file, nullptr);

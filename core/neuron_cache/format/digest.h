@@ -36,6 +36,9 @@ std::string sha256_hex(std::string_view bytes);
 // The sha256 of a file's content, streamed; throws an operational Error when it cannot be read.
 std::string sha256_of_file(const std::filesystem::path& file);
 std::string sha512_hex(std::string_view bytes);
+// What a git blob id hashes before the content: "blob <size>\0" (for callers that hash the
+// content together with other digests in one read).
+std::string git_blob_header(uint64_t size);
 // The git blob id of some content (sha1 of "blob <size>\0" and the content): the Hub's oid of a
 // file that is not in LFS.
 std::string git_blob_id(std::string_view content);

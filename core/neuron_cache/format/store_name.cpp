@@ -56,7 +56,7 @@ StoreName parse_s3(const std::string& name) {
   return out;
 }
 
-// "%2B" -> "+": file URLs are percent-encoded (report.cpp's file_url writes them so).
+// "%2B" -> "+": file URLs are percent-encoded (url::file_url writes them so).
 std::string percent_decode(std::string_view text) {
   std::string out;
   for (size_t i = 0; i < text.size(); ++i) {

@@ -57,7 +57,7 @@ LocalFile describe(const CommitOperation& op) {
   file.size = static_cast<uint64_t>(lseek(fd.get(), 0, SEEK_END));
   Hasher sha256(HashAlgorithm::Sha256);
   Hasher git(HashAlgorithm::Sha1);
-  git.update("blob " + std::to_string(file.size) + std::string(1, '\0'));
+  git.update(git_blob_header(file.size));
   std::string buffer(1 << 20, '\0');
   uint64_t offset = 0;
   while (true) {

@@ -108,12 +108,6 @@ std::string outcome_of(const RunRecord& run, const plan::PlanRow& before) {
   return "must compile";
 }
 
-// "file:///abs/path", percent-encoded like the Hub's URLs (a '+' of a MODULE_ name is %2B).
-std::string file_url(const std::filesystem::path& path) {
-  return "file://" +
-         url::url_encode(std::filesystem::absolute(path).lexically_normal().string(), true);
-}
-
 // The rows a build system can download: complete locally, or listed by the Hub's index.
 bool has_files(const plan::PlanRow& row) {
   return row.entry && (row.status == plan::Status::Local || row.status == plan::Status::Hub);
@@ -136,7 +130,7 @@ json files_json(const plan::Plan& plan, const plan::PlanRow& row, const local::L
     }
     for (const auto& file : module.files) {
       std::string path = compiler_dir + "/" + module.name + "/" + file.name;
-      std::string url = here ? file_url(local.cache().root() / path)
+      std::string url = here ? url::file_url(local.cache().root() / path)
                              : store->download_url(plan.hub_revision, path).url;
       json item = {{"path", path},
                    {"size", file.size},

@@ -27,19 +27,11 @@ constexpr size_t kCopyChunk = 8 << 20;   // bytes per copy_file_range call
 constexpr size_t kHashBuffer = 1 << 20;  // bytes per read when hashing
 
 // A '/'-separated store path as plain names; throws an input Error for "..", "." or empty parts.
-std::vector<std::string> split_path(std::string_view path) {
-  std::vector<std::string> parts;
-  if (path.empty()) return parts;
-  size_t start = 0;
-  while (true) {
-    size_t slash = path.find('/', start);
-    std::string part(
-        path.substr(start, slash == std::string_view::npos ? path.npos : slash - start));
-    sys::check_plain_name(part);
-    parts.push_back(std::move(part));
-    if (slash == std::string_view::npos) return parts;
-    start = slash + 1;
-  }
+std::vector<std::string> plain_parts(std::string_view path) {
+  if (path.empty()) return {};
+  std::vector<std::string> parts = layout::split_path(path);
+  for (const auto& part : parts) sys::check_plain_name(part);
+  return parts;
 }
 
 std::string join(const std::string& prefix, const std::string& name) {
@@ -316,7 +308,7 @@ std::string FolderStore::location() const {
 
 std::vector<RemoteEntry> FolderStore::list(const std::string& path, bool recursive,
                                            const std::string& /*revision*/) {
-  std::vector<std::string> parts = split_path(path);
+  std::vector<std::string> parts = plain_parts(path);
   sys::SafeDir root = open_root(root_);
   std::optional<sys::SafeDir> dir = walk(root, parts, parts.size());
   std::vector<RemoteEntry> out;
@@ -329,7 +321,7 @@ std::vector<RemoteEntry> FolderStore::stat(const std::vector<std::string>& paths
   sys::SafeDir root = open_root(root_);
   std::vector<RemoteEntry> out;
   for (const std::string& path : paths) {
-    std::vector<std::string> parts = split_path(path);
+    std::vector<std::string> parts = plain_parts(path);
     if (parts.empty()) continue;
     std::optional<sys::SafeDir> dir = walk(root, parts, parts.size() - 1);
     if (!dir) continue;
@@ -344,7 +336,7 @@ std::vector<RemoteEntry> FolderStore::stat(const std::vector<std::string>& paths
 std::optional<std::string> FolderStore::read_small(const std::string& path,
                                                    const std::string& /*revision*/,
                                                    uint64_t max_bytes) {
-  std::vector<std::string> parts = split_path(path);
+  std::vector<std::string> parts = plain_parts(path);
   if (parts.empty()) throw input_error("read_small needs a file path, not the store's root");
   sys::SafeDir root = open_root(root_);
   std::optional<std::string> content;
@@ -363,7 +355,7 @@ std::optional<std::string> FolderStore::read_small(const std::string& path,
 DownloadResult FolderStore::download_one(DownloadRequest& request) {
   DownloadResult result;
   try {
-    std::vector<std::string> parts = split_path(request.path);
+    std::vector<std::string> parts = plain_parts(request.path);
     if (parts.empty()) throw input_error("a download needs a file path");
     sys::SafeDir root = open_root(root_);
     auto dir = walk(root, parts, parts.size() - 1);
@@ -430,7 +422,7 @@ bool FolderStore::content_matches(const RemoteEntry& entry, std::string_view con
 }
 
 std::optional<std::string> FolderStore::current_sha256(const std::string& path) const {
-  std::vector<std::string> parts = split_path(path);
+  std::vector<std::string> parts = plain_parts(path);
   sys::SafeDir root = open_root(root_);
   auto dir = walk(root, parts, parts.size() - 1);
   if (!dir) return std::nullopt;
@@ -456,7 +448,7 @@ CommitResult FolderStore::commit(const std::vector<CommitOperation>& operations,
   };
   std::vector<Planned> artifacts, index_files;
   for (const CommitOperation& op : operations) {
-    Planned planned{&op, split_path(op.path)};
+    Planned planned{&op, plain_parts(op.path)};
     if (planned.parts.empty()) throw input_error("a commit operation needs a file path");
     if (layout::is_temporary_file(planned.parts.back())) {
       throw input_error(op.path +
@@ -530,10 +522,10 @@ std::string FolderStore::why_not_writable() {
 
 Store::Url FolderStore::download_url(const std::string& /*revision*/,
                                      const std::string& path) const {
-  std::vector<std::string> parts = split_path(path);  // no ".." can leave the root
+  std::vector<std::string> parts = plain_parts(path);  // no ".." can leave the root
   fs::path file = root_;
   for (const auto& part : parts) file /= part;
-  return {"file://" + url::url_encode(file.string(), true), false};
+  return {url::file_url(file), false};
 }
 
 fs::path folder_root_from_url(std::string_view url) {
