@@ -484,6 +484,29 @@ TEST_F(HubClientTest, ParallelDownloadsOfLargeFilesUseRanges) {
       << "4 MiB + 123 B in 1 MiB parts";
 }
 
+// A CDN that answers every ranged part with the whole file (200): each part skips to its range.
+TEST_F(HubClientTest, RangedPartsAnsweredWithTheWholeFileAreVerified) {
+  ClientOptions options = options_for(server, testing::kHubWriteToken);
+  options.part_size = 1 << 20;
+  HubClient ranged(options);
+  std::string repo = client.create_repo("ranges-ignored", "", true);
+  std::string big = random_bytes((3 << 20) + 5, 9);
+  upload(repo, {{"big.neff", big}});
+  server.set_faults(json::array({{{"match", {{"method", "GET"}, {"listener", "cdn"}}},
+                                  {"count", -1},
+                                  {"action", "ignore_range"}}}));
+  TreeEntry expected = ranged.paths_info(repo, {"big.neff"})[0];
+  std::FILE* file = std::tmpfile();
+  std::vector<DownloadRequest> requests{{"big.neff", fileno(file), expected}};
+  DownloadResult result = ranged.download(repo, "main", requests)[0];
+  ASSERT_TRUE(result.ok) << result.error;
+  std::string content(big.size(), '\0');
+  ASSERT_EQ(pread(fileno(file), content.data(), content.size(), 0),
+            static_cast<ssize_t>(big.size()));
+  std::fclose(file);
+  EXPECT_TRUE(content == big);
+}
+
 // The product's own descriptor (EntryInstall::create_file), parts of 1 MiB, one part corrupted
 // on the way: the file is verified while its parts stream in and fetched again.
 TEST_F(HubClientTest, CorruptedPartOfARangedDownloadIsFetchedAgain) {

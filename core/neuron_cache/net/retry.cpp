@@ -71,4 +71,27 @@ std::optional<std::chrono::milliseconds> retry_delay(const HttpResponse& respons
   return backoff(attempt, policy);
 }
 
+HttpRequest RetryingExchange::request() {
+  body_.clear();
+  too_large_ = false;
+  return request_;
+}
+
+bool RetryingExchange::on_body(std::string_view bytes) {
+  if (body_.size() + bytes.size() > *max_body_) {
+    too_large_ = true;
+    return false;
+  }
+  body_.append(bytes);
+  return true;
+}
+
+std::optional<std::chrono::milliseconds> RetryingExchange::on_complete(
+    const HttpResponse& response) {
+  response_ = response;
+  if (max_body_ && response.status >= 200 && response.status < 300) response_.body = body_;
+  if (too_large_) return std::nullopt;
+  return retry_delay(response, ++attempts_, policy_);
+}
+
 }  // namespace neuron_cache::net

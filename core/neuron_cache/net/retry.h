@@ -4,7 +4,10 @@
 #pragma once
 
 #include <chrono>
+#include <cstdint>
 #include <optional>
+#include <string>
+#include <string_view>
 #include <utility>
 
 #include "neuron_cache/config/settings.h"
@@ -32,21 +35,28 @@ std::optional<std::chrono::milliseconds> retry_delay(const HttpResponse& respons
                                                      const RetryPolicy& policy);
 
 // One request retried on transient failures (429, 5xx, 503 SlowDown, no answer) after
-// retry_delay; the last answer is kept. What the Hub client and the S3 store send.
+// retry_delay; the last answer is kept. What the Hub client and the S3 store send. With
+// `max_body_bytes`, a 2xx body longer than that ends the exchange (too_large()) instead of being
+// held in memory.
 class RetryingExchange : public Exchange {
  public:
-  RetryingExchange(HttpRequest request, const RetryPolicy& policy)
-      : request_(std::move(request)), policy_(policy) {}
-  HttpRequest request() override { return request_; }
-  std::optional<std::chrono::milliseconds> on_complete(const HttpResponse& response) override {
-    response_ = response;
-    return retry_delay(response, ++attempts_, policy_);
-  }
+  RetryingExchange(HttpRequest request, const RetryPolicy& policy,
+                   std::optional<uint64_t> max_body_bytes = std::nullopt)
+      : request_(std::move(request)), policy_(policy), max_body_(max_body_bytes) {}
+  HttpRequest request() override;
+  bool streams_body() const override { return max_body_.has_value(); }
+  bool on_body(std::string_view bytes) override;
+  std::optional<std::chrono::milliseconds> on_complete(const HttpResponse& response) override;
+  // Whether the last answer's body went over max_body_bytes (it is then not kept).
+  bool too_large() const { return too_large_; }
   HttpResponse response_;
 
  private:
   HttpRequest request_;
   RetryPolicy policy_;
+  std::optional<uint64_t> max_body_;
+  std::string body_;  // a bounded 2xx body as it streams in
+  bool too_large_ = false;
   int attempts_ = 0;
 };
 

@@ -74,41 +74,6 @@ std::string advice(long status, const std::string& code) {
   return "";
 }
 
-// A GET whose body is kept up to `max_bytes`: a larger object stops the transfer.
-class BoundedGet : public net::Exchange {
- public:
-  BoundedGet(net::HttpRequest request, uint64_t max_bytes, const net::RetryPolicy& policy)
-      : request_(std::move(request)), max_(max_bytes), policy_(policy) {}
-  net::HttpRequest request() override {
-    body_.clear();
-    too_large_ = false;
-    return request_;
-  }
-  bool streams_body() const override { return true; }
-  bool on_body(std::string_view bytes) override {
-    if (body_.size() + bytes.size() > max_) {
-      too_large_ = true;
-      return false;
-    }
-    body_.append(bytes);
-    return true;
-  }
-  std::optional<std::chrono::milliseconds> on_complete(const net::HttpResponse& response) override {
-    response_ = response;
-    if (too_large_) return std::nullopt;
-    return net::retry_delay(response, ++attempts_, policy_);
-  }
-  net::HttpResponse response_;
-  std::string body_;
-  bool too_large_ = false;
-
- private:
-  net::HttpRequest request_;
-  uint64_t max_;
-  net::RetryPolicy policy_;
-  int attempts_ = 0;
-};
-
 net::HttpOptions http_options(const std::string& base_url, const S3Options& options) {
   net::HttpOptions http;
   http.endpoint = base_url;  // its origin decides when the store is unreachable
@@ -291,11 +256,11 @@ std::optional<std::string> S3Store::read_small(const std::string& path,
                                                const std::string& /*revision*/,
                                                uint64_t max_bytes) {
   check_online("reading " + path + " from " + location());
-  BoundedGet get(signed_request("GET", object_url(path), s3::kEmptySha256), max_bytes,
-                 options_.retry);
+  net::RetryingExchange get(signed_request("GET", object_url(path), s3::kEmptySha256),
+                            options_.retry, max_bytes);
   http_.run({&get}, 1);
   const net::HttpResponse& response = get.response_;
-  if (get.too_large_) {
+  if (get.too_large()) {
     throw operational_error(path + " in " + location() + " is larger than the " +
                             std::to_string(max_bytes) +
                             " bytes allowed for it: it is not a file neuron-cache wrote; "
@@ -308,7 +273,7 @@ std::optional<std::string> S3Store::read_small(const std::string& path,
   }
   if (response.status != 200) throw failure(response, "reading " + path);
   read_versions_[path] = s3xml::unquote_etag(response.headers.get("ETag").value_or(""));
-  return get.body_;
+  return response.body;
 }
 
 bool S3Store::content_matches(const RemoteEntry& entry, std::string_view content) const {

@@ -1,0 +1,262 @@
+#include "neuron_cache/net/ranged_download.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+
+namespace neuron_cache::net {
+namespace {
+
+// Resumes that receive nothing new before a file is given up.
+constexpr int kMaxStalledResumes = 5;
+// Whole-file refetches after a checksum mismatch before the file is given up.
+constexpr int kMaxCorruptRetries = 2;
+// The installer flushes every file before it becomes visible: asking the kernel to start writing
+// each 16 MiB as it arrives lets the disk work during the download instead of after.
+constexpr uint64_t kWritebackChunk = 16ull << 20;
+
+// One file's download, shared by its parts. A ranged download is hashed in file order while its
+// parts stream in: bytes at the frontier are hashed from memory, bytes a later part wrote ahead
+// of it are read back from the page cache once the frontier reaches them. So no part is read back
+// after the download ends.
+struct FileState {
+  RangedFile* file = nullptr;
+  RangedResult* result = nullptr;
+  size_t parts_left = 0;
+  bool failed = false;
+  int corrupt_retries = 0;
+  std::optional<Hasher> hasher;   // the parts' hash frontier
+  uint64_t hashed = 0;            // bytes [0, hashed) went through `hasher`
+  uint64_t part_size = 0;         // every part but the last is this long
+  std::vector<uint64_t> written;  // per part: bytes [part start, written) are on disk
+
+  void fail(const std::string& error) {
+    if (!failed) result->error = error;
+    failed = true;
+  }
+
+  // Records that a part wrote `bytes` at `offset` and moves the hash frontier as far as the bytes
+  // on disk allow.
+  void advance(size_t part, uint64_t offset, std::string_view bytes) {
+    written[part] = offset + bytes.size();
+    if (!hasher || offset != hashed) return;
+    hasher->update(bytes);
+    hashed += bytes.size();
+    while (hashed < file->size) {
+      uint64_t until = written[hashed / part_size];
+      if (until <= hashed) return;
+      if (!hash_range(file->fd, *hasher, hashed, until)) {
+        return fail("cannot read back the downloaded bytes of " + file->name + " to verify them");
+      }
+      hashed = until;
+    }
+  }
+};
+
+// One byte range [start, end) of a file, or the whole file when it is the only part.
+class RangeExchange : public Exchange {
+ public:
+  RangeExchange(std::shared_ptr<FileState> state, size_t part, uint64_t start, uint64_t end,
+                bool whole, const RetryPolicy& policy)
+      : state_(std::move(state)),
+        file_(*state_->file),
+        part_(part),
+        start_(start),
+        end_(end),
+        pos_(start),
+        whole_(whole),
+        policy_(policy) {}
+
+  HttpRequest request() override {
+    asked_range_ = !whole_ || pos_ > start_;
+    std::optional<ByteRange> range;
+    if (asked_range_) range = ByteRange{pos_, end_ - 1};
+    HttpRequest r = file_.source->request(range);
+    r.headers.push_back("Accept-Encoding: identity");
+    if (range) {
+      r.headers.push_back("Range: bytes=" + std::to_string(range->first) + "-" +
+                          std::to_string(range->last));
+    }
+    if (whole_ && pos_ == start_) hasher_ = new_hasher(file_.verify);
+    skip_ = 0;
+    return r;
+  }
+
+  bool streams_body() const override { return true; }
+
+  void on_stream_start(long status, const Headers& headers) override {
+    // A wrong entry or a changed file stops here, before its bytes come.
+    if (auto error = file_.source->check_start(status, headers)) return state_->fail(*error);
+    if (status != 200 || !asked_range_) return;
+    // The server ignored Range: a whole file restarts from zero, a part skips to its range.
+    if (!whole_) {
+      skip_ = pos_;
+      return;
+    }
+    pos_ = start_;
+    hasher_ = new_hasher(file_.verify);
+    if (ftruncate(file_.fd, 0) != 0) {
+      state_->fail("cannot truncate the destination of " + file_.name +
+                   " to download it again from its start");
+    }
+  }
+
+  bool on_body(std::string_view bytes) override {
+    state_->result->bytes += bytes.size();
+    if (state_->failed) return false;
+    size_t skip = static_cast<size_t>(std::min<uint64_t>(skip_, bytes.size()));
+    bytes.remove_prefix(skip);
+    skip_ -= skip;
+    if (bytes.size() > end_ - pos_) {
+      if (whole_) {
+        if (auto error = file_.source->too_large()) {
+          state_->fail(*error);
+          return false;
+        }
+      }
+      bytes = bytes.substr(0, static_cast<size_t>(end_ - pos_));
+    }
+    if (!bytes.empty() && !write(bytes)) return false;
+    return pos_ < end_ || whole_;
+  }
+
+  std::optional<std::chrono::milliseconds> on_complete(const HttpResponse& response) override {
+    if (auto revision = file_.source->revision(response)) state_->result->revision = *revision;
+    if (auto error = file_.source->check_answer(response)) state_->fail(*error);
+    if (state_->failed) return std::nullopt;
+    bool success = response.status >= 200 && response.status < 300;
+    if (success && pos_ >= end_) return finish_part();
+    if (success || response.streamed_bytes > 0) return resume(response);
+    if (auto delay = retry_delay(response, ++attempts_, policy_)) return delay;
+    state_->fail(file_.source->failure(response, attempts_));
+    return std::nullopt;
+  }
+
+ private:
+  bool write(std::string_view bytes) {
+    ssize_t n = pwrite(file_.fd, bytes.data(), bytes.size(), static_cast<off_t>(pos_));
+    if (n != static_cast<ssize_t>(bytes.size())) {
+      state_->fail("cannot write the downloaded bytes of " + file_.name +
+                   " to disk: is the disk full?");
+      return false;
+    }
+    if (whole_) {
+      if (hasher_) hasher_->update(bytes);
+    } else {
+      state_->advance(part_, pos_, bytes);
+    }
+    pos_ += bytes.size();
+    start_writeback();
+    return !state_->failed;
+  }
+
+  void start_writeback() {
+    if (pos_ < written_back_) written_back_ = start_;  // restarted from the beginning
+    if (pos_ - written_back_ < kWritebackChunk) return;
+    sync_file_range(file_.fd, static_cast<off_t>(written_back_),
+                    static_cast<off_t>(pos_ - written_back_), SYNC_FILE_RANGE_WRITE);
+    written_back_ = pos_;  // best effort: memory files and some filesystems refuse it
+  }
+
+  // A dropped connection resumes where it broke, at once after progress, a little later when
+  // nothing new came; the transient-answer attempts start over after progress.
+  std::optional<std::chrono::milliseconds> resume(const HttpResponse& response) {
+    stalled_ = pos_ > last_pos_ ? 0 : stalled_ + 1;
+    if (pos_ > last_pos_) attempts_ = 0;
+    last_pos_ = pos_;
+    if (stalled_ >= kMaxStalledResumes) {
+      state_->fail("downloading " + file_.name + " keeps breaking (" + response.error +
+                   "): check the network");
+      return std::nullopt;
+    }
+    return std::chrono::milliseconds(stalled_ == 0 ? 0 : 200 * stalled_);
+  }
+
+  std::optional<std::chrono::milliseconds> finish_part() {
+    if (--state_->parts_left > 0) return std::nullopt;
+    const Verification& verify = file_.verify;
+    if (!verify.algorithm) {
+      state_->result->ok = true;
+      return std::nullopt;
+    }
+    std::string actual = whole_ ? hasher_->hex_digest() : state_->hasher->hex_digest();
+    if (actual == verify.digest) {
+      state_->result->ok = true;
+      return std::nullopt;
+    }
+    if (auto error = file_.source->explain_mismatch(actual)) {
+      state_->fail(*error);
+      return std::nullopt;
+    }
+    if (++state_->corrupt_retries <= kMaxCorruptRetries) return fetch_whole_again();
+    state_->fail(file_.source->corrupt(actual));
+    return std::nullopt;
+  }
+
+  // A checksum says that some byte went wrong, not which part holds it: the last part to finish
+  // fetches the whole file again as one verified stream.
+  std::chrono::milliseconds fetch_whole_again() {
+    state_->parts_left = 1;
+    whole_ = true;
+    start_ = pos_ = last_pos_ = 0;
+    end_ = file_.size;
+    stalled_ = attempts_ = 0;
+    return std::chrono::milliseconds(0);
+  }
+
+  std::shared_ptr<FileState> state_;
+  RangedFile& file_;
+  size_t part_;
+  uint64_t start_, end_, pos_;
+  uint64_t written_back_ = start_;
+  bool whole_;
+  RetryPolicy policy_;
+  std::optional<Hasher> hasher_;  // a whole file's hash
+  bool asked_range_ = false;
+  uint64_t skip_ = 0;
+  uint64_t last_pos_ = 0;
+  int stalled_ = 0;
+  int attempts_ = 0;
+};
+
+}  // namespace
+
+std::optional<Hasher> new_hasher(const Verification& verify) {
+  if (!verify.algorithm) return std::nullopt;
+  Hasher hasher(*verify.algorithm);
+  if (!verify.prefix.empty()) hasher.update(verify.prefix);
+  return hasher;
+}
+
+std::vector<RangedResult> download_ranged(HttpEngine& http, std::vector<RangedFile>& files,
+                                          const RangedOptions& options) {
+  std::vector<RangedResult> results(files.size());
+  std::vector<std::unique_ptr<RangeExchange>> exchanges;
+  uint64_t part_size = options.part_size;
+  for (size_t i = 0; i < files.size(); ++i) {
+    auto state = std::make_shared<FileState>();
+    state->file = &files[i];
+    state->result = &results[i];
+    uint64_t size = files[i].size;
+    size_t parts = size > part_size ? static_cast<size_t>((size + part_size - 1) / part_size) : 1;
+    state->parts_left = parts;
+    if (parts > 1) {
+      state->hasher = new_hasher(files[i].verify);
+      state->part_size = part_size;
+      for (size_t p = 0; p < parts; ++p) state->written.push_back(p * part_size);
+    }
+    for (size_t p = 0; p < parts; ++p) {
+      uint64_t start = p * part_size;
+      uint64_t end = parts == 1 ? size : std::min<uint64_t>(size, start + part_size);
+      exchanges.push_back(
+          std::make_unique<RangeExchange>(state, p, start, end, parts == 1, options.retry));
+    }
+  }
+  std::vector<Exchange*> pointers;
+  for (auto& e : exchanges) pointers.push_back(e.get());
+  http.run(pointers, options.parallel);
+  return results;
+}
+
+}  // namespace neuron_cache::net
