@@ -89,17 +89,23 @@ TEST(ReadOnlyStoreTest, ReadsPassAndCommitIsRefusedBeforeTheInnerStore) {
   EXPECT_EQ(inner.commits, 0);
 }
 
-TEST(MissOnFailureStoreTest, OperationalFailuresBecomeMissesAndAreRecordedOncePerKind) {
+TEST(MissOnFailureStoreTest, OperationalFailuresBecomeFailuresAndAreRecordedOncePerKind) {
   FakeStore inner;
   MissOnFailureStore store(inner);
-  EXPECT_EQ(store.read_small("a.json", "", 10), "A");
+  EXPECT_EQ(store.read_small_or_failure("a.json", "", 10).value(), "A");
   EXPECT_TRUE(store.problems().empty());
 
   inner.failure = std::make_exception_ptr(operational_error("connection refused"));
-  EXPECT_TRUE(store.list("", true, "").empty());
-  EXPECT_TRUE(store.list("x", false, "").empty());
-  EXPECT_TRUE(store.stat({"a.json"}, "").empty());
-  EXPECT_EQ(store.read_small("a.json", "", 10), std::nullopt);
+  auto listed = store.list_or_failure("", true, "");
+  ASSERT_TRUE(listed.failed()) << "a failure must not read as an empty listing";
+  EXPECT_EQ(listed.failure().message, "connection refused");
+  EXPECT_TRUE(listed.or_miss().empty());
+  EXPECT_THROW(listed.value(), Error);
+  EXPECT_TRUE(store.list_or_failure("x", false, "").failed());
+  EXPECT_TRUE(store.stat_or_failure({"a.json"}, "").failed());
+  EXPECT_TRUE(store.read_small_or_failure("a.json", "", 10).failed());
+  // The plain reads never fabricate "absent": they throw.
+  EXPECT_THROW(store.stat({"a.json"}, ""), Error);
   std::vector<DownloadRequest> requests(2);
   auto results = store.download("", requests);
   ASSERT_EQ(results.size(), 2u);
@@ -121,12 +127,12 @@ TEST(MissOnFailureStoreTest, InputErrorsAndConflictsStillPropagate) {
   FakeStore inner;
   MissOnFailureStore store(inner);
   inner.failure = std::make_exception_ptr(input_error("bad path"));
-  EXPECT_THROW(store.list("", true, ""), Error);
-  EXPECT_THROW(store.read_small("a.json", "", 10), Error);
+  EXPECT_THROW(store.list_or_failure("", true, ""), Error);
+  EXPECT_THROW(store.read_small_or_failure("a.json", "", 10), Error);
   std::vector<DownloadRequest> requests(1);
   EXPECT_THROW(store.download("", requests), Error);
   inner.failure = std::make_exception_ptr(CommitConflict("moved under us"));
-  EXPECT_THROW(store.read_small("a.json", "", 10), CommitConflict);
+  EXPECT_THROW(store.read_small_or_failure("a.json", "", 10), CommitConflict);
   inner.failure = nullptr;
   inner.conflict = true;
   EXPECT_THROW(store.commit({}, "m", std::nullopt), CommitConflict);

@@ -347,7 +347,7 @@ RegistryAnswer Pipeline::scan_registry(const std::string& compiler_version,
       remote::scan_registry(*store_, compiler_version, models, remote_->revision());
   for (const auto& problem : scan.problems)
     note(true, "skipped an unreadable registry entry: " + problem);
-  return {scan.has_registry, candidates_of(scan)};
+  return {scan.has_registry, candidates_of(scan), scan.complete};
 }
 
 void Pipeline::describe_repo(plan::Plan& plan) const {

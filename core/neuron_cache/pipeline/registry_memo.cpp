@@ -75,7 +75,8 @@ std::optional<RegistryAnswer> RegistryMemo::recall(const std::string& compiler_v
 void RegistryMemo::remember(const std::string& compiler_version,
                             const std::set<std::string>& models,
                             const RegistryAnswer& answer) const {
-  if (revision_.empty()) return;
+  // A scan with a failed read says what one run could see, not what the head holds.
+  if (revision_.empty() || !answer.complete) return;
   std::ifstream in(file_, std::ios::binary);
   json memo = in ? json::parse(in, nullptr, false) : json();
   if (!memo.is_object() || memo.value("repo", "") != repo_ ||

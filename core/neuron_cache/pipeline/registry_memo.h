@@ -17,6 +17,7 @@ namespace neuron_cache::pipeline {
 struct RegistryAnswer {
   bool has_registry = false;  // the compiler folder has a 0_REGISTRY at all
   std::vector<plan::RegistryCandidate> candidates;
+  bool complete = true;  // false when a read failed: then it is not remembered
 };
 
 class RegistryMemo {

@@ -203,6 +203,7 @@ void read_candidates(storage::Store& store, const std::string& revision,
       std::fclose(temps[i - start]);
       const auto& download = downloads[i - start];
       if (!download.ok) {
+        scan.complete = false;
         scan.problems.push_back(files[i].entry.path + ": " + download.error);
         continue;
       }
@@ -263,9 +264,10 @@ RegistryScan scan_registry(storage::Store& store, const std::string& compiler_ve
   for (const auto& id : model_ids) scan.hits[id];
   auto counted_listing = [&](const std::string& path, bool recursive) {
     uint64_t before = store.requests();
-    auto listing = store.list(path, recursive, revision);
+    auto listing = store.list_or_failure(path, recursive, revision);
     scan.listing_requests += store.requests() - before;
-    return listing;
+    scan.complete = scan.complete && !listing.failed();
+    return listing.or_miss();
   };
   for (const auto& entry : counted_listing("", false)) {
     bool wanted =

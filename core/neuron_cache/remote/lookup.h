@@ -53,6 +53,9 @@ struct RegistryScan {
   std::vector<std::string> problems;       // "path: why" for entry files that could not be read
   uint64_t listing_requests = 0;
   bool has_registry = false;  // whether any searched compiler folder has a 0_REGISTRY at all
+  // False when a listing or a download failed (and counted as a miss): then the scan says what
+  // this run could see, not what the store holds, and must not be remembered.
+  bool complete = true;
 };
 
 // One listing of the repo root, then ONE recursive listing of each matching compiler folder's
@@ -60,7 +63,8 @@ struct RegistryScan {
 // downloaded, in parallel. compiler_version: prefix of neuronxcc-<version> (empty: every compiler
 // folder). Files are told apart by (optimum-neuron version, mode, hash): an alias and its primary
 // file are one entry, the same bytes under two versions are two. Unreadable files are problems,
-// not errors; Hub failures of the listings throw.
+// not errors; failures of the listings throw, unless the store counts them as misses (then the
+// scan is not `complete`).
 RegistryScan scan_registry(storage::Store& store, const std::string& compiler_version,
                            const std::set<std::string>& model_ids,
                            const std::string& revision = "main");

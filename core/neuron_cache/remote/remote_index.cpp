@@ -97,7 +97,11 @@ std::vector<storage::RemoteEntry> paths_info_at(storage::Store& store, const std
     if (!damaged) return found;
     found.clear();  // a damaged copy: ask the store again
   }
-  found = store.stat(paths, revision);
+  storage::Read<std::vector<storage::RemoteEntry>> answer = store.stat_or_failure(paths, revision);
+  // A failed stat is a miss for this run only: kept, it would hide these paths until the head
+  // moves.
+  if (answer.failed()) return {};
+  found = answer.value();
   for (const auto& path : paths) known[path] = nullptr;
   for (const auto& entry : found) {
     if (known.contains(entry.path)) known[entry.path] = entry_json(entry);
@@ -197,7 +201,9 @@ void RemoteIndex::add(const ai::IndexFile& file) {
 const std::vector<std::string>& RemoteIndex::compiler_versions() {
   if (versions_) return *versions_;
   std::set<std::string> versions;
-  for (const auto& item : store_->list(std::string(ai::kRemoteDir), false, revision_)) {
+  // A failed listing lists nothing for this run (versions_ lives only as long as the run).
+  auto listing = store_->list_or_failure(std::string(ai::kRemoteDir), false, revision_);
+  for (const auto& item : listing.or_miss()) {
     std::string name = item.path.substr(item.path.rfind('/') + 1);
     if (!item.is_directory && name.ends_with(".json")) name.resize(name.size() - 5);
     if (auto version = layout::compiler_version_of(name)) versions.insert(*version);

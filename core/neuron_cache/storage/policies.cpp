@@ -39,6 +39,10 @@ std::vector<DownloadResult> ReadOnlyStore::download(const std::string& revision,
                                                     std::vector<DownloadRequest>& requests) {
   return inner_.download(revision, requests);
 }
+// The inner store's policy decides (a read-only run may still count failures as misses).
+bool ReadOnlyStore::absorbs(const std::string& operation, const Error& error) {
+  return inner_.absorbs(operation, error);
+}
 bool ReadOnlyStore::content_matches(const RemoteEntry& entry, std::string_view content) const {
   return inner_.content_matches(entry, content);
 }
@@ -74,7 +78,7 @@ bool ReadOnlyStore::offline() const {
 
 MissOnFailureStore::MissOnFailureStore(Store& inner) : inner_(inner) {}
 
-bool MissOnFailureStore::absorb(const std::string& operation, const Error& error) {
+bool MissOnFailureStore::absorbs(const std::string& operation, const Error& error) {
   if (error.kind() != ErrorKind::Operational) return false;
   if (dynamic_cast<const CommitConflict*>(&error) != nullptr) return false;
   std::lock_guard lock(mutex_);
@@ -108,38 +112,20 @@ std::string MissOnFailureStore::head() {
   return inner_.head();
 }
 
-// A failed listing lists nothing.
+// Pass through, failures included: only the *_or_failure reads (Store) turn a failure into a
+// value, so that no caller can take it for "absent".
 std::vector<RemoteEntry> MissOnFailureStore::list(const std::string& path, bool recursive,
                                                   const std::string& revision) {
-  try {
-    return inner_.list(path, recursive, revision);
-  } catch (const Error& error) {
-    if (!absorb("list", error)) throw;
-    return {};
-  }
+  return inner_.list(path, recursive, revision);
 }
-
-// A failed stat finds none of the paths.
 std::vector<RemoteEntry> MissOnFailureStore::stat(const std::vector<std::string>& paths,
                                                   const std::string& revision) {
-  try {
-    return inner_.stat(paths, revision);
-  } catch (const Error& error) {
-    if (!absorb("stat", error)) throw;
-    return {};
-  }
+  return inner_.stat(paths, revision);
 }
-
-// A failed read reads no file.
 std::optional<std::string> MissOnFailureStore::read_small(const std::string& path,
                                                           const std::string& revision,
                                                           uint64_t max_bytes) {
-  try {
-    return inner_.read_small(path, revision, max_bytes);
-  } catch (const Error& error) {
-    if (!absorb("read", error)) throw;
-    return std::nullopt;
-  }
+  return inner_.read_small(path, revision, max_bytes);
 }
 
 // A download that throws fails every request as a value; per-file failures are values already.
@@ -148,7 +134,7 @@ std::vector<DownloadResult> MissOnFailureStore::download(const std::string& revi
   try {
     return inner_.download(revision, requests);
   } catch (const Error& error) {
-    if (!absorb("download", error)) throw;
+    if (!absorbs("download", error)) throw;
     std::vector<DownloadResult> failed(requests.size());
     for (auto& result : failed) result.error = error.what();
     return failed;

@@ -29,6 +29,7 @@ class ReadOnlyStore : public Store {
                                         uint64_t max_bytes) override;
   std::vector<DownloadResult> download(const std::string& revision,
                                        std::vector<DownloadRequest>& requests) override;
+  bool absorbs(const std::string& operation, const Error& error) override;
   bool content_matches(const RemoteEntry& entry, std::string_view content) const override;
   CommitResult commit(const std::vector<CommitOperation>& operations, const std::string& message,
                       const std::optional<std::string>& parent) override;
@@ -43,10 +44,13 @@ class ReadOnlyStore : public Store {
   std::string reason_;
 };
 
-// A cache failure is a miss: reads that fail operationally (store down, no access, a damaged
-// answer) give what a missing file gives, and the failure is kept for the run's report. Input
-// Errors (a bad path, a malformed request) and CommitConflict still propagate, and so does every
-// failure of head() and commit(): a publication that failed must be seen.
+// A cache failure is a miss: reads through list_or_failure, stat_or_failure and
+// read_small_or_failure that fail operationally (store down, no access, a damaged answer) are a
+// Failure value, which consumers count as a miss for this run without keeping it, and the
+// failure is kept for the run's report. It never fabricates "absent": the plain list(), stat()
+// and read_small() still throw, so a consumer cannot mistake a failure for a missing file.
+// Input Errors (a bad path, a malformed request) and CommitConflict still propagate, and so does
+// every failure of head() and commit(): a publication that failed must be seen.
 class MissOnFailureStore : public Store {
  public:
   explicit MissOnFailureStore(Store& inner);
@@ -63,6 +67,8 @@ class MissOnFailureStore : public Store {
                                         uint64_t max_bytes) override;
   std::vector<DownloadResult> download(const std::string& revision,
                                        std::vector<DownloadRequest>& requests) override;
+  // Keeps the first failure of `operation`; true when `error` is one to turn into a miss.
+  bool absorbs(const std::string& operation, const Error& error) override;
   bool content_matches(const RemoteEntry& entry, std::string_view content) const override;
   CommitResult commit(const std::vector<CommitOperation>& operations, const std::string& message,
                       const std::optional<std::string>& parent) override;
@@ -77,9 +83,6 @@ class MissOnFailureStore : public Store {
   std::vector<std::string> problems() const;
 
  private:
-  // Keeps the first failure of `operation`; true when `error` is one to turn into a miss.
-  bool absorb(const std::string& operation, const Error& error);
-
   Store& inner_;
   mutable std::mutex mutex_;
   std::vector<std::string> operations_seen_;

@@ -11,7 +11,10 @@
 //
 // Failures: every method throws neuron_cache::Error with what failed, why and what to do
 // (CommitConflict when a publication lost a race); missing files are values (nothing, or left
-// out of a listing), never errors.
+// out of a listing), never errors. Consumers read through list_or_failure, stat_or_failure and
+// read_small_or_failure: a policy that turns failures into misses (storage/policies.h) hands
+// them a Failure there, never a fabricated "absent", so what they keep across runs (paths-info
+// answers, registry scans) never records a failure as a miss.
 #pragma once
 
 #include <cstdint>
@@ -19,6 +22,8 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
+#include <variant>
 #include <vector>
 
 #include "neuron_cache/error.h"
@@ -78,6 +83,36 @@ struct CommitResult {
   std::string landed_unanswered;
 };
 
+// Why a read failed, as a value: what a policy hands consumers instead of throwing.
+struct Failure {
+  std::string message;  // what failed and why, as the store's error said it
+  ErrorKind kind = ErrorKind::Operational;
+};
+
+// A read's answer or its failure (as ccache's expected<optional<T>, Failure> and sccache's
+// Ok(Miss) vs Err): "absent" is an answer (an empty listing, nothing), a failure is not. A failed
+// read may count as a miss for the run, but must never be kept as an answer.
+template <class T>
+class Read {
+ public:
+  Read(T answer) : state_(std::move(answer)) {}          // NOLINT: an answer converts implicitly
+  Read(Failure failure) : state_(std::move(failure)) {}  // NOLINT: so does a failure
+
+  bool failed() const { return std::holds_alternative<Failure>(state_); }
+  // Only when failed().
+  const Failure& failure() const { return std::get<Failure>(state_); }
+  // The answer; throws the failure as an Error when there is none.
+  const T& value() const {
+    if (failed()) throw Error(failure().kind, failure().message);
+    return std::get<T>(state_);
+  }
+  // The answer, or what a miss gives (T{}) for this run only: never keep it when failed().
+  T or_miss() const { return failed() ? T{} : std::get<T>(state_); }
+
+ private:
+  std::variant<T, Failure> state_;
+};
+
 enum class Kind { Hub, S3, Folder };
 std::string_view kind_name(Kind kind);  // "hub", "s3", "folder"
 
@@ -114,6 +149,19 @@ class Store {
   // Failures are values, one per request.
   virtual std::vector<DownloadResult> download(const std::string& revision,
                                                std::vector<DownloadRequest>& requests) = 0;
+  // The reads consumers use: as list(), stat() and read_small(), except that a failure the
+  // store's policy absorbs (absorbs()) is a Failure value; any other failure throws.
+  Read<std::vector<RemoteEntry>> list_or_failure(const std::string& path, bool recursive,
+                                                 const std::string& revision);
+  Read<std::vector<RemoteEntry>> stat_or_failure(const std::vector<std::string>& paths,
+                                                 const std::string& revision);
+  Read<std::optional<std::string>> read_small_or_failure(const std::string& path,
+                                                         const std::string& revision,
+                                                         uint64_t max_bytes);
+  // Whether a failed read (`operation`: "list", "stat", "read") is handed to the consumer as a
+  // Failure instead of thrown; a policy may record it. Backends absorb nothing.
+  virtual bool absorbs(const std::string& operation, const Error& error);
+
   // Whether `content` is the content `entry` lists (by its ids); true when it lists none.
   virtual bool content_matches(const RemoteEntry& entry, std::string_view content) const = 0;
 

@@ -1,0 +1,285 @@
+#include "memory_store.h"
+
+#include <unistd.h>
+
+#include <cstdio>
+#include <set>
+#include <thread>
+
+#include "neuron_cache/error.h"
+#include "neuron_cache/format/digest.h"
+#include "test_support.h"
+
+namespace neuron_cache::testing {
+namespace {
+
+// A 40-hex revision, as the Hub's commit ids are (some paths check the shape).
+std::string revision_id(size_t n) {
+  char text[41];
+  std::snprintf(text, sizeof text, "%040zx", n + 1);
+  return text;
+}
+
+bool below(const std::string& path, const std::string& folder) {
+  return folder.empty() || path.starts_with(folder + "/");
+}
+
+// Forwards every method: the pipeline owns this, the test owns the store.
+class Handle : public storage::Store {
+ public:
+  explicit Handle(Store& store) : store_(store) {}
+  storage::Kind kind() const override { return store_.kind(); }
+  std::string location() const override { return store_.location(); }
+  std::string name() const override { return store_.name(); }
+  std::string head() override { return store_.head(); }
+  std::vector<storage::RemoteEntry> list(const std::string& path, bool recursive,
+                                         const std::string& revision) override {
+    return store_.list(path, recursive, revision);
+  }
+  std::vector<storage::RemoteEntry> stat(const std::vector<std::string>& paths,
+                                         const std::string& revision) override {
+    return store_.stat(paths, revision);
+  }
+  std::optional<std::string> read_small(const std::string& path, const std::string& revision,
+                                        uint64_t max_bytes) override {
+    return store_.read_small(path, revision, max_bytes);
+  }
+  std::vector<storage::DownloadResult> download(
+      const std::string& revision, std::vector<storage::DownloadRequest>& requests) override {
+    return store_.download(revision, requests);
+  }
+  bool content_matches(const storage::RemoteEntry& entry, std::string_view content) const override {
+    return store_.content_matches(entry, content);
+  }
+  storage::CommitResult commit(const std::vector<storage::CommitOperation>& operations,
+                               const std::string& message,
+                               const std::optional<std::string>& parent) override {
+    return store_.commit(operations, message, parent);
+  }
+  std::string why_not_writable() override { return store_.why_not_writable(); }
+  Url download_url(const std::string& revision, const std::string& path) const override {
+    return store_.download_url(revision, path);
+  }
+  uint64_t requests() const override { return store_.requests(); }
+  std::string unreachable() const override { return store_.unreachable(); }
+  bool offline() const override { return store_.offline(); }
+
+ private:
+  Store& store_;
+};
+
+}  // namespace
+
+std::unique_ptr<storage::Store> MemoryStore::handle() {
+  return std::make_unique<Handle>(*this);
+}
+
+MemoryStore::MemoryStore(std::string repo) : repo_(std::move(repo)) {
+  revisions_.emplace_back(revision_id(0), Files{});
+}
+
+void MemoryStore::put(const std::string& path, const std::string& content) {
+  std::lock_guard lock(mutex_);
+  Files files = revisions_.back().second;
+  files[path] = content;
+  add_revision(std::move(files));
+}
+
+std::string MemoryStore::content(const std::string& path) const {
+  std::lock_guard lock(mutex_);
+  const Files& files = revisions_.back().second;
+  auto it = files.find(path);
+  return it == files.end() ? "" : it->second;
+}
+
+bool MemoryStore::has(const std::string& path) const {
+  std::lock_guard lock(mutex_);
+  return revisions_.back().second.count(path) > 0;
+}
+
+std::vector<std::string> MemoryStore::paths() const {
+  std::lock_guard lock(mutex_);
+  std::vector<std::string> out;
+  for (const auto& [path, content] : revisions_.back().second) out.push_back(path);
+  return out;
+}
+
+void MemoryStore::fail_reads(const std::string& prefix, int times) {
+  std::lock_guard lock(mutex_);
+  fail_prefix_ = prefix;
+  fail_times_ = times;
+}
+
+void MemoryStore::lie_about_sizes(const std::string& prefix, uint64_t extra) {
+  std::lock_guard lock(mutex_);
+  lie_prefix_ = prefix;
+  lie_extra_ = extra;
+}
+
+std::string MemoryStore::head() {
+  request({});
+  std::lock_guard lock(mutex_);
+  return revisions_.back().first;
+}
+
+void MemoryStore::request(const std::vector<std::string>& paths) {
+  ++requests_;
+  if (delay_.count() > 0) std::this_thread::sleep_for(delay_);
+  std::lock_guard lock(mutex_);
+  if (fail_times_ <= 0) return;
+  for (const auto& path : paths) {
+    if (!path.starts_with(fail_prefix_) && !fail_prefix_.starts_with(path)) continue;
+    --fail_times_;
+    ++failed_reads_;
+    throw operational_error("the memory store answered 500 for " + path +
+                            " (a fault the test asked for): try again later");
+  }
+}
+
+const MemoryStore::Files& MemoryStore::at(const std::string& revision) const {
+  if (revision.empty() || revision == "main") return revisions_.back().second;
+  for (const auto& [id, files] : revisions_) {
+    if (id == revision) return files;
+  }
+  throw input_error("the memory store has no revision " + revision);
+}
+
+void MemoryStore::add_revision(Files files) {
+  revisions_.emplace_back(revision_id(revisions_.size()), std::move(files));
+}
+
+storage::RemoteEntry MemoryStore::entry_of(const std::string& path,
+                                           const std::string& content) const {
+  storage::RemoteEntry entry;
+  entry.path = path;
+  entry.size = content.size();
+  if (!lie_prefix_.empty() && path.starts_with(lie_prefix_)) entry.size += lie_extra_;
+  entry.listed_sha256 = sha256_hex(content);
+  entry.oid = entry.listed_sha256;
+  return entry;
+}
+
+std::vector<storage::RemoteEntry> MemoryStore::list(const std::string& path, bool recursive,
+                                                    const std::string& revision) {
+  request({path});
+  std::lock_guard lock(mutex_);
+  std::vector<storage::RemoteEntry> out;
+  std::set<std::string> folders;
+  for (const auto& [name, content] : at(revision)) {
+    if (!below(name, path)) continue;
+    std::string rest = path.empty() ? name : name.substr(path.size() + 1);
+    size_t slash = rest.find('/');
+    if (recursive || slash == std::string::npos) {
+      out.push_back(entry_of(name, content));
+    } else if (folders.insert(rest.substr(0, slash)).second) {
+      storage::RemoteEntry folder;
+      folder.path = (path.empty() ? "" : path + "/") + rest.substr(0, slash);
+      folder.is_directory = true;
+      out.push_back(folder);
+    }
+  }
+  return out;
+}
+
+std::vector<storage::RemoteEntry> MemoryStore::stat(const std::vector<std::string>& paths,
+                                                    const std::string& revision) {
+  request(paths);
+  std::lock_guard lock(mutex_);
+  const Files& files = at(revision);
+  std::vector<storage::RemoteEntry> out;
+  for (const auto& path : paths) {
+    if (auto it = files.find(path); it != files.end()) out.push_back(entry_of(path, it->second));
+  }
+  return out;
+}
+
+std::optional<std::string> MemoryStore::read_small(const std::string& path,
+                                                   const std::string& revision,
+                                                   uint64_t max_bytes) {
+  request({path});
+  std::lock_guard lock(mutex_);
+  const Files& files = at(revision);
+  auto it = files.find(path);
+  if (it == files.end()) return std::nullopt;
+  if (it->second.size() > max_bytes) throw input_error(path + " is too large to read whole");
+  return it->second;
+}
+
+// Writes the content, then verifies it against what the request expects, as the real backends
+// do while streaming: a mismatch is a failed result, whatever was written.
+std::vector<storage::DownloadResult> MemoryStore::download(
+    const std::string& revision, std::vector<storage::DownloadRequest>& requests) {
+  std::vector<std::string> paths;
+  for (const auto& r : requests) paths.push_back(r.path);
+  request(paths);
+  std::lock_guard lock(mutex_);
+  const Files& files = at(revision);
+  std::vector<storage::DownloadResult> results(requests.size());
+  for (size_t i = 0; i < requests.size(); ++i) {
+    storage::DownloadResult& result = results[i];
+    result.revision = revision;
+    auto it = files.find(requests[i].path);
+    if (it == files.end()) {
+      result.error = requests[i].path + " is not in the memory store";
+      continue;
+    }
+    const std::string& data = it->second;
+    if (::pwrite(requests[i].fd, data.data(), data.size(), 0) !=
+        static_cast<ssize_t>(data.size())) {
+      result.error = "cannot write " + requests[i].path;
+      continue;
+    }
+    result.bytes = data.size();
+    if (data.size() != requests[i].expected.size) {
+      result.error = requests[i].path + ": got " + std::to_string(data.size()) +
+                     " bytes, the listing said " + std::to_string(requests[i].expected.size);
+    } else if (!content_matches(requests[i].expected, data)) {
+      result.error = requests[i].path + ": the content does not match its listed sha256";
+    } else {
+      result.ok = true;
+    }
+  }
+  return results;
+}
+
+bool MemoryStore::content_matches(const storage::RemoteEntry& entry,
+                                  std::string_view content) const {
+  const std::string& sha = entry.listed_sha256.empty() ? entry.content_sha256 : entry.listed_sha256;
+  if (!sha.empty()) return sha256_hex(content) == sha;
+  return entry.oid.empty() || sha256_hex(content) == entry.oid;
+}
+
+storage::CommitResult MemoryStore::commit(const std::vector<storage::CommitOperation>& operations,
+                                          const std::string& /*message*/,
+                                          const std::optional<std::string>& parent) {
+  request({});
+  std::lock_guard lock(mutex_);
+  if (parent && !parent->empty() && *parent != revisions_.back().first) {
+    throw CommitConflict("the memory store moved from " + *parent + " to " +
+                         revisions_.back().first + ": read the head again and retry");
+  }
+  Files files = revisions_.back().second;
+  storage::CommitResult result;
+  for (const auto& op : operations) {
+    if (op.kind == storage::CommitOperation::Kind::Delete) {
+      result.deleted += files.erase(op.path);
+      continue;
+    }
+    std::string data = read_file(op.local);
+    if (auto it = files.find(op.path); it != files.end() && it->second == data) {
+      ++result.unchanged;
+      continue;
+    }
+    files[op.path] = data;
+    ++result.large_sent;
+    result.bytes_sent += data.size();
+  }
+  if (result.large_sent == 0 && result.deleted == 0) return result;
+  add_revision(std::move(files));
+  ++commits_;
+  result.committed = true;
+  result.revision = revisions_.back().first;
+  return result;
+}
+
+}  // namespace neuron_cache::testing

@@ -1,0 +1,92 @@
+// A storage::Store in memory for tests that drive the pipeline in-process: files by path, a
+// head revision that changes on every commit (reads at an older revision see that snapshot), and
+// CommitConflict on a stale parent, as the Hub behaves. Fault hooks make reads fail, answer
+// slowly or list wrong sizes, without a server.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "neuron_cache/storage/store.h"
+
+namespace neuron_cache::testing {
+
+class MemoryStore : public storage::Store {
+ public:
+  // `repo`: the name messages give it ("acme/neuron-cache"); it presents itself as a Hub repo.
+  explicit MemoryStore(std::string repo = "acme/neuron-cache");
+
+  // Test hooks --------------------------------------------------------------------------------
+  // Adds or replaces a file in a new revision (as a commit would).
+  void put(const std::string& path, const std::string& content);
+  // The content of `path` at the head, or "" when there is none; whether it exists.
+  std::string content(const std::string& path) const;
+  bool has(const std::string& path) const;
+  // Every path at the head.
+  std::vector<std::string> paths() const;
+  // The next `times` reads (list, stat, read_small, download) that touch a path starting with
+  // `prefix` ("" for any) throw an operational Error, as a store answering 500 does.
+  void fail_reads(const std::string& prefix, int times);
+  // Reads that failed because of fail_reads so far.
+  int failed_reads() const { return failed_reads_; }
+  // Every request waits this long first, as a slow store does.
+  void answer_slowly(std::chrono::milliseconds delay) { delay_ = delay; }
+  // list and stat report the size of files below `prefix` `extra` bytes larger than it is.
+  void lie_about_sizes(const std::string& prefix, uint64_t extra);
+  // Commits made so far.
+  int commits() const { return commits_; }
+  // A Store that forwards to this one, for a pipeline to own (Remotes::open_store) while the
+  // test keeps the files across runs.
+  std::unique_ptr<storage::Store> handle();
+
+  // storage::Store ----------------------------------------------------------------------------
+  storage::Kind kind() const override { return storage::Kind::Hub; }
+  std::string location() const override { return "hf://" + repo_; }
+  std::string name() const override { return repo_; }
+  std::string head() override;
+  std::vector<storage::RemoteEntry> list(const std::string& path, bool recursive,
+                                         const std::string& revision) override;
+  std::vector<storage::RemoteEntry> stat(const std::vector<std::string>& paths,
+                                         const std::string& revision) override;
+  std::optional<std::string> read_small(const std::string& path, const std::string& revision,
+                                        uint64_t max_bytes) override;
+  std::vector<storage::DownloadResult> download(
+      const std::string& revision, std::vector<storage::DownloadRequest>& requests) override;
+  bool content_matches(const storage::RemoteEntry& entry, std::string_view content) const override;
+  storage::CommitResult commit(const std::vector<storage::CommitOperation>& operations,
+                               const std::string& message,
+                               const std::optional<std::string>& parent) override;
+  std::string why_not_writable() override { return ""; }
+  Url download_url(const std::string&, const std::string&) const override { return {}; }
+  uint64_t requests() const override { return requests_; }
+  std::string unreachable() const override { return ""; }
+  bool offline() const override { return false; }
+
+ private:
+  using Files = std::map<std::string, std::string>;  // path -> content
+
+  // Counts a request, waits as asked and throws when a fault hook says so.
+  void request(const std::vector<std::string>& paths);
+  const Files& at(const std::string& revision) const;  // locked
+  void add_revision(Files files);                      // locked
+  storage::RemoteEntry entry_of(const std::string& path, const std::string& content) const;
+
+  std::string repo_;
+  mutable std::mutex mutex_;
+  std::vector<std::pair<std::string, Files>> revisions_;  // oldest first; the last is the head
+  std::string fail_prefix_;
+  int fail_times_ = 0;
+  std::atomic<int> failed_reads_{0};
+  std::chrono::milliseconds delay_{0};
+  std::string lie_prefix_;
+  uint64_t lie_extra_ = 0;
+  std::atomic<uint64_t> requests_{0};
+  int commits_ = 0;
+};
+
+}  // namespace neuron_cache::testing

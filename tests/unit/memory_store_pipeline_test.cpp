@@ -1,0 +1,222 @@
+// The pipeline in-process against a MemoryStore (no server, no CLI): plan, prefetch, compile
+// with the stand-in compiler, and push, under each policy; then reads that fail, a slow store and
+// a store that lists wrong sizes. The point of the fault tests: a failed read is a miss for the
+// run it happened in, and never remembered as "not in the store".
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+
+#include "memory_store.h"
+#include "neuron_cache/error.h"
+#include "neuron_cache/format/artifact_index.h"
+#include "neuron_cache/pipeline/pipeline.h"
+#include "neuron_cache/pipeline/run.h"
+#include "neuron_cache/storage/models.h"
+#include "test_support.h"
+#include "tool_runner.h"
+
+namespace neuron_cache::testing {
+namespace {
+
+namespace ai = artifact_index;
+
+enum class Policy { MissOnFailure, Strict, ReadOnly };
+
+// Every model at one commit, each a llama.
+class FakeModels : public storage::ModelSource {
+ public:
+  std::string commit_of(const std::string&, const std::string&) override {
+    return "0123456789abcdef0123456789abcdef01234567";
+  }
+  std::optional<std::string> read_file(const std::string&, const std::string& path,
+                                       const std::string&) override {
+    if (path != "config.json") return std::nullopt;
+    return R"({"model_type": "llama", "hidden_size": 2048})";
+  }
+  bool offline() const override { return false; }
+  std::string unreachable() const override { return ""; }
+};
+
+const pipeline::RunSteps kPlanOnly{};
+const pipeline::RunSteps kPrefetch{true, false, false, {}};
+const pipeline::RunSteps kCi{true, true, true, {}};
+
+class MemoryStorePipeline : public ::testing::Test {
+ protected:
+  MemoryStorePipeline() {
+    write_file(work / "neuron-cache.yaml", stand_in_manifest({{"acme/tiny", {{"tiny-bs1", 1}}}}));
+    setenv("STAND_IN_DELAY", "0", 1);  // the stand-in inherits the test's environment
+  }
+
+  config::Settings settings(const fs::path& cache) const {
+    std::map<std::string, std::string> env = {{"HOME", work.path().string()},
+                                              {"PATH", "/usr/bin:/bin"}};
+    config::SettingOverrides overrides;
+    overrides.cache_dir = cache.string();
+    return config::Settings::resolve(config::Environment(env), overrides);
+  }
+
+  // One run of the steps into the cache `cache_name`; its notices are kept in `notices`.
+  pipeline::RunResult run(const std::string& cache_name, const pipeline::RunSteps& steps,
+                          Policy policy = Policy::MissOnFailure) {
+    pipeline::Options options;
+    options.manifest = work / "neuron-cache.yaml";
+    options.output_dir = work / ("out-" + cache_name);
+    options.strict = policy == Policy::Strict;
+    options.read_only = policy == Policy::ReadOnly;
+    pipeline::Remotes remotes{[this](const config::Settings&) { return store.handle(); }, &models};
+    pipeline::Pipeline p(settings(work / cache_name), remotes, options);
+    pipeline::RunResult result = pipeline::run(p, steps);
+    notices.clear();
+    for (const auto& notice : p.notices()) notices += notice.text + "\n";
+    return result;
+  }
+
+  // Compiles the configuration into cache "fill" and pushes it: the store then holds it.
+  void fill() {
+    pipeline::RunResult ci = run("fill", kCi);
+    ASSERT_TRUE(ci.compile);
+    ASSERT_EQ(ci.compile->outcomes.size(), 1u);
+    ASSERT_TRUE(ci.compile->outcomes[0].ok) << ci.compile->outcomes[0].error << notices;
+    ASSERT_TRUE(ci.push && ci.push->attempted) << notices;
+    ASSERT_EQ(ci.push->result.pushed.size(), 1u) << notices;
+    ASSERT_GE(store.commits(), 1);
+  }
+
+  static plan::Status status(const pipeline::RunResult& result) {
+    return result.initial.rows.at(0).status;
+  }
+
+  fs::path hub_memos(const std::string& cache_name) const {
+    return work / cache_name / std::string(ai::kLocalDir) / "hub";
+  }
+
+  // The MODULE_ folders of the compiler folder in `cache_name`.
+  size_t modules_in(const std::string& cache_name) const {
+    fs::path dir = work / cache_name / kCompilerDir;
+    if (!fs::exists(dir)) return 0;
+    size_t n = 0;
+    for (const auto& item : fs::directory_iterator(dir)) {
+      if (item.path().filename().string().starts_with("MODULE_")) ++n;
+    }
+    return n;
+  }
+
+  TempDir work;
+  MemoryStore store;
+  FakeModels models;
+  std::string notices;
+};
+
+TEST_F(MemoryStorePipeline, AnEmptyStoreCompilesAndPushes) {
+  fill();
+  EXPECT_FALSE(store.paths().empty());
+  // Pushed again: nothing new.
+  pipeline::RunResult again = run("fill", kCi);
+  EXPECT_EQ(status(again), plan::Status::Local);
+  EXPECT_TRUE(again.compile->outcomes.empty());
+  EXPECT_EQ(store.commits(), 1);
+}
+
+TEST_F(MemoryStorePipeline, ReadOnlyCompilesButPushesNothing) {
+  pipeline::RunResult ci = run("ro", kCi, Policy::ReadOnly);
+  ASSERT_EQ(ci.compile->outcomes.size(), 1u);
+  EXPECT_TRUE(ci.compile->outcomes[0].ok);
+  EXPECT_EQ(store.commits(), 0);
+  ASSERT_TRUE(ci.push);
+  EXPECT_FALSE(ci.push->attempted);
+  EXPECT_TRUE(contains(ci.push->skipped_reason, "read-only")) << ci.push->skipped_reason;
+}
+
+class MemoryStorePipelinePolicies : public MemoryStorePipeline,
+                                    public ::testing::WithParamInterface<Policy> {};
+
+TEST_P(MemoryStorePipelinePolicies, WhatTheStoreHoldsIsFetchedNotCompiled) {
+  fill();
+  pipeline::RunResult ci = run("other", kCi, GetParam());
+  EXPECT_EQ(status(ci), plan::Status::Hub) << notices;
+  ASSERT_TRUE(ci.prefetch);
+  EXPECT_EQ(ci.prefetch->hits, 1u) << notices;
+  EXPECT_TRUE(ci.compile->outcomes.empty());
+  EXPECT_EQ(ci.final.rows.at(0).status, plan::Status::Local);
+  EXPECT_EQ(store.commits(), 1) << "nothing new to push";
+  EXPECT_GE(modules_in("other"), 1u);
+}
+
+INSTANTIATE_TEST_SUITE_P(Policies, MemoryStorePipelinePolicies,
+                         ::testing::Values(Policy::MissOnFailure, Policy::Strict,
+                                           Policy::ReadOnly));
+
+// The bug this guards against: one failed stat of the index shards was kept in paths-info.json
+// as "no such file" for the head, so every later run against the same head planned a compile
+// without asking the store or warning.
+TEST_F(MemoryStorePipeline, AFailedReadIsAMissForThatRunOnly) {
+  fill();
+  store.fail_reads(std::string(ai::kRemoteDir) + "/", 1);
+  pipeline::RunResult first = run("other", kPlanOnly);
+  EXPECT_EQ(store.failed_reads(), 1);
+  // Not fetched from the store (the registry optimum-neuron keeps there may still list it).
+  EXPECT_NE(status(first), plan::Status::Hub);
+  EXPECT_TRUE(contains(notices, "stat failed")) << notices;
+  EXPECT_TRUE(contains(notices, "counted as not cached")) << notices;
+
+  // Fault cleared, same head, same cache root.
+  pipeline::RunResult second = run("other", kCi);
+  EXPECT_EQ(status(second), plan::Status::Hub) << notices;
+  EXPECT_EQ(second.prefetch->hits, 1u) << notices;
+  EXPECT_TRUE(second.compile->outcomes.empty()) << "compiled what the store holds";
+  EXPECT_FALSE(contains(notices, "counted as not cached")) << notices;
+}
+
+TEST_F(MemoryStorePipeline, StrictFailsOnAFailedRead) {
+  fill();
+  store.fail_reads(std::string(ai::kRemoteDir) + "/", 1);
+  EXPECT_THROW(run("other", kPlanOnly, Policy::Strict), Error);
+  pipeline::RunResult second = run("other", kPlanOnly, Policy::Strict);
+  EXPECT_EQ(status(second), plan::Status::Hub) << notices;
+}
+
+TEST_F(MemoryStorePipeline, ARegistryScanWithAFailedListingIsNotRemembered) {
+  store.fail_reads("neuronxcc-", 1);  // the listing of the store's root
+  run("other", kPlanOnly);
+  EXPECT_EQ(store.failed_reads(), 1);
+  EXPECT_TRUE(contains(notices, "counted as not cached")) << notices;
+  EXPECT_FALSE(fs::exists(hub_memos("other") / "registry.json"))
+      << read_file(hub_memos("other") / "registry.json");
+  run("other", kPlanOnly);
+  EXPECT_TRUE(fs::exists(hub_memos("other") / "registry.json")) << "a complete scan is kept";
+}
+
+TEST_F(MemoryStorePipeline, ASlowStoreIsStillRead) {
+  fill();
+  store.answer_slowly(std::chrono::milliseconds(50));
+  auto start = std::chrono::steady_clock::now();
+  pipeline::RunResult ci = run("other", kCi);
+  EXPECT_GE(std::chrono::steady_clock::now() - start, std::chrono::milliseconds(100));
+  EXPECT_EQ(status(ci), plan::Status::Hub) << notices;
+  EXPECT_EQ(ci.prefetch->hits, 1u);
+  EXPECT_TRUE(ci.compile->outcomes.empty());
+}
+
+// An index file listed with a wrong size fails verification: counted as not cached, no copy of
+// it kept, nothing installed from it.
+TEST_F(MemoryStorePipeline, AStoreThatListsWrongSizesInstallsNothing) {
+  fill();
+  store.lie_about_sizes(std::string(ai::kRemoteDir) + "/", 7);
+  pipeline::RunResult plan = run("other", kPrefetch);
+  EXPECT_NE(status(plan), plan::Status::Hub) << notices;
+  EXPECT_TRUE(contains(notices, "could not be fetched intact")) << notices;
+  EXPECT_EQ(modules_in("other"), 0u);
+  if (fs::exists(hub_memos("other"))) {
+    for (const auto& item : fs::recursive_directory_iterator(hub_memos("other"))) {
+      std::string kept = fs::relative(item.path(), hub_memos("other")).string();
+      EXPECT_FALSE(contains(kept, std::string(ai::kRemoteDir)))
+          << item.path() << " was kept from a download that failed verification";
+    }
+  }
+}
+
+}  // namespace
+}  // namespace neuron_cache::testing
