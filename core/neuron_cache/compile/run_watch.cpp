@@ -2,7 +2,6 @@
 
 #include <poll.h>
 #include <sys/eventfd.h>
-#include <sys/inotify.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -30,11 +29,7 @@ RunWatch::~RunWatch() {
 }
 
 bool RunWatch::begin(const SeedView& view) {
-  if (!inotify_) {
-    int fd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
-    if (fd < 0) return false;
-    inotify_ = sys::UniqueFd(fd);
-  }
+  if (!inotify_ && !inotify_.open()) return false;
   drain(false);
   events_ = Events{};
   // A folder watched already keeps its watch (same inode: same watch, nothing walked again).
@@ -77,7 +72,7 @@ RunWatch::Events RunWatch::end() {
 
 bool RunWatch::watch(const std::filesystem::path& path, uint32_t mask, Kind kind,
                      const std::string& compiler) {
-  int wd = inotify_add_watch(inotify_.get(), path.c_str(), mask);
+  int wd = inotify_.watch(path, mask);
   if (wd < 0) return false;
   watches_[wd] = {kind, compiler};
   return true;
@@ -85,7 +80,7 @@ bool RunWatch::watch(const std::filesystem::path& path, uint32_t mask, Kind kind
 
 void RunWatch::run() {
   while (true) {
-    pollfd fds[2] = {{inotify_.get(), POLLIN, 0}, {wake_.get(), POLLIN, 0}};
+    pollfd fds[2] = {{inotify_.fd(), POLLIN, 0}, {wake_.get(), POLLIN, 0}};
     int ready = poll(fds, 2, -1);
     if (ready < 0 && errno == EINTR) continue;
     if (ready < 0) {
@@ -100,18 +95,10 @@ void RunWatch::run() {
 // Reads every queued event; `keep` false drops them (they are not the run's), but for the
 // watches the kernel removed.
 void RunWatch::drain(bool keep) {
-  alignas(inotify_event) char buffer[64 << 10];
-  while (true) {
-    ssize_t n = read(inotify_.get(), buffer, sizeof buffer);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return;
-    for (char* p = buffer; p < buffer + n;) {
-      const auto* event = reinterpret_cast<const inotify_event*>(p);
-      if (event->mask & IN_IGNORED) watches_.erase(event->wd);  // its folder was deleted
-      if (keep) note(*event);
-      p += sizeof(inotify_event) + event->len;
-    }
-  }
+  inotify_.drain([&](const inotify_event& event) {
+    if (event.mask & IN_IGNORED) watches_.erase(event.wd);  // its folder was deleted
+    if (keep) note(event);
+  });
 }
 
 void RunWatch::note(const inotify_event& event) {

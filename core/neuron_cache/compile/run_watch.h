@@ -8,8 +8,6 @@
 // once; a run then costs the same whatever the view holds.
 #pragma once
 
-#include <sys/inotify.h>
-
 #include <exception>
 #include <filesystem>
 #include <map>
@@ -18,6 +16,7 @@
 #include <thread>
 #include <utility>
 
+#include "neuron_cache/sys/inotify.h"
 #include "neuron_cache/sys/safe_dir.h"
 
 namespace neuron_cache::compile {
@@ -55,7 +54,7 @@ class RunWatch {
   void drain(bool keep);
   void note(const inotify_event& event);
 
-  sys::UniqueFd inotify_;
+  sys::Inotify inotify_;
   sys::UniqueFd wake_;
   std::map<int, std::pair<Kind, std::string>> watches_;
   Events events_;

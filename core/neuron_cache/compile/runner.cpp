@@ -3,7 +3,6 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
-#include <spawn.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -52,13 +51,6 @@ ChildEnv child_environment(const CommandRun& run) {
   return env;
 }
 
-std::vector<char*> c_strings(const std::vector<std::string>& strings) {
-  std::vector<char*> pointers;
-  for (const auto& s : strings) pointers.push_back(const_cast<char*>(s.c_str()));
-  pointers.push_back(nullptr);
-  return pointers;
-}
-
 // Where argv[0] is: a name with a '/' is used as given (relative to the working directory).
 std::optional<std::string> resolve_program(const std::string& program, const ChildEnv& env) {
   if (program.find('/') != std::string::npos) return program;
@@ -73,56 +65,6 @@ void write_all(int fd, const char* data, size_t size) {
     data += n;
     size -= static_cast<size_t>(n);
   }
-}
-
-// posix_spawn: no shell, and none of our threads' state (locks, other fds) reaches the child.
-class SpawnSetup {
- public:
-  SpawnSetup() {
-    posix_spawn_file_actions_init(&actions_);
-    posix_spawnattr_init(&attr_);
-    sigset_t all, none;
-    sigfillset(&all);
-    sigemptyset(&none);
-    posix_spawnattr_setsigdefault(&attr_, &all);
-    posix_spawnattr_setsigmask(&attr_, &none);
-    posix_spawnattr_setflags(&attr_, POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETSIGMASK);
-  }
-  ~SpawnSetup() {
-    posix_spawn_file_actions_destroy(&actions_);
-    posix_spawnattr_destroy(&attr_);
-  }
-  SpawnSetup(const SpawnSetup&) = delete;
-  SpawnSetup& operator=(const SpawnSetup&) = delete;
-
-  void redirect(int output_fd, const std::optional<fs::path>& working_dir) {
-    posix_spawn_file_actions_addopen(&actions_, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
-    posix_spawn_file_actions_adddup2(&actions_, output_fd, STDOUT_FILENO);
-    posix_spawn_file_actions_adddup2(&actions_, output_fd, STDERR_FILENO);
-#if defined(__GLIBC__) && __GLIBC_PREREQ(2, 34)
-    // Descriptors another thread opened without O_CLOEXEC must not leak into the compiler.
-    posix_spawn_file_actions_addclosefrom_np(&actions_, STDERR_FILENO + 1);
-#endif
-    if (working_dir) posix_spawn_file_actions_addchdir_np(&actions_, working_dir->c_str());
-  }
-
-  int spawn(pid_t* pid, const std::string& program, const std::vector<std::string>& argv,
-            const std::vector<std::string>& env) {
-    auto args = c_strings(argv);
-    auto envp = c_strings(env);
-    return posix_spawn(pid, program.c_str(), &actions_, &attr_, args.data(), envp.data());
-  }
-
- private:
-  posix_spawn_file_actions_t actions_;
-  posix_spawnattr_t attr_;
-};
-
-int wait_status(pid_t pid) {
-  int status = 0;
-  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-  }
-  return status;
 }
 
 // The token the tool knows, and the value of every variable of the child's environment whose
@@ -166,7 +108,7 @@ int copy_output_until_exit(pid_t pid, int read_fd, int log_fd, const CommandRun&
         continue;
       }
       write_out(redactor.finish());
-      return wait_status(pid);  // end of output
+      return process::wait_status(pid);  // end of output
     }
     int status = 0;
     if (waitpid(pid, &status, WNOHANG) == pid) {
@@ -224,12 +166,11 @@ RunOutcome run_command(const CommandRun& run) {
   }
   sys::UniqueFd read_end(fds[0]);
   sys::UniqueFd write_end(fds[1]);
-  SpawnSetup setup;
-  setup.redirect(write_end.get(), run.working_dir);
   auto start = std::chrono::steady_clock::now();
-  pid_t pid = 0;
-  if (int error = setup.spawn(&pid, *program, run.argv, env.entries); error != 0) {
-    outcome.start_error = start_failure(*program, error);
+  pid_t pid =
+      process::spawn({*program, false, run.argv, env.entries, write_end.get(), run.working_dir});
+  if (pid < 0) {
+    outcome.start_error = start_failure(*program, -pid);
     return outcome;
   }
   outcome.started = true;

@@ -3,7 +3,6 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <sys/file.h>
-#include <sys/inotify.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -22,6 +21,7 @@
 #include "neuron_cache/format/layout.h"
 #include "neuron_cache/local/cache_tree.h"
 #include "neuron_cache/local/entry_install.h"
+#include "neuron_cache/sys/inotify.h"
 #include "neuron_cache/sys/random.h"
 
 namespace neuron_cache::compile {
@@ -300,10 +300,7 @@ class CacheFeed {
   explicit CacheFeed(fs::path root) : root_(std::move(root)) {}
 
   bool start(const sys::SafeDir& root) {
-    int fd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
-    if (fd < 0) return false;
-    fd_ = sys::UniqueFd(fd);
-    if (!watch("")) return false;
+    if (!inotify_.open() || !watch("")) return false;
     for (const auto& compiler : compiler_dirs(root)) {
       if (!watch(compiler)) return false;
       // Taken after the watch: any change from here on is in the log, any before in the stamp.
@@ -313,17 +310,8 @@ class CacheFeed {
   }
 
   void drain() {
-    alignas(inotify_event) char buffer[64 << 10];
-    while (!broken_) {
-      ssize_t n = read(fd_.get(), buffer, sizeof buffer);
-      if (n < 0 && errno == EINTR) continue;
-      if (n <= 0) return;
-      for (char* p = buffer; p < buffer + n;) {
-        const auto* event = reinterpret_cast<const inotify_event*>(p);
-        handle(*event);
-        p += sizeof(inotify_event) + event->len;
-      }
-    }
+    inotify_.drain([this](const inotify_event& event) { handle(event); },
+                   [this] { return broken_; });
   }
 
   bool broken() const { return broken_; }
@@ -336,7 +324,7 @@ class CacheFeed {
  private:
   bool watch(const std::string& compiler) {
     fs::path path = compiler.empty() ? root_ : root_ / compiler;
-    int wd = inotify_add_watch(fd_.get(), path.c_str(), kFolderEvents);
+    int wd = inotify_.watch(path, kFolderEvents);
     if (wd < 0) return false;
     folders_[wd] = compiler;
     return true;
@@ -352,7 +340,7 @@ class CacheFeed {
       if (compiler.empty()) broken_ = true;  // the root itself went away
       log_.push_back({compiler, ""});
       // A moved folder keeps its watch elsewhere; a new one of that name is watched when made.
-      if (event.mask & IN_MOVE_SELF) inotify_rm_watch(fd_.get(), event.wd);
+      if (event.mask & IN_MOVE_SELF) inotify_.unwatch(event.wd);
       if (event.mask & IN_IGNORED) folders_.erase(event.wd);
       return;
     }
@@ -371,7 +359,7 @@ class CacheFeed {
   }
 
   fs::path root_;
-  sys::UniqueFd fd_;
+  sys::Inotify inotify_;
   std::map<int, std::string> folders_;  // watch -> compiler folder ("" for the root)
   std::map<std::string, std::string> start_stamps_;
   std::vector<ModuleKey> log_;

@@ -55,8 +55,7 @@ net::Verification verification(const TreeEntry& expected) {
   if (expected.is_lfs()) return {HashAlgorithm::Sha256, "", expected.lfs_sha256};
   if (expected.oid.empty()) return {HashAlgorithm::Sha256, "", expected.content_sha256};
   // git blob id: sha1("blob <size>\0" + content)
-  return {HashAlgorithm::Sha1, "blob " + std::to_string(expected.size) + std::string(1, '\0'),
-          expected.oid};
+  return {HashAlgorithm::Sha1, git_blob_header(expected.size), expected.oid};
 }
 
 // One file through the resolve endpoint: the Hub's headers say which commit served it and
@@ -124,7 +123,7 @@ class HubSource : public net::RangedSource {
     const TreeEntry& expected = request_.expected;
     if (!known_by_index_only(expected) || hub_blob_id_.empty()) return std::nullopt;
     Hasher blob(HashAlgorithm::Sha1);
-    blob.update("blob " + std::to_string(expected.size) + std::string(1, '\0'));
+    blob.update(git_blob_header(expected.size));
     if (!hash_range(request_.fd, blob, 0, expected.size) || blob.hex_digest() != hub_blob_id_) {
       return std::nullopt;
     }

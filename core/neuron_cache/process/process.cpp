@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <spawn.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -14,47 +15,93 @@
 
 #include "neuron_cache/error.h"
 
+extern char** environ;
+
 namespace neuron_cache::process {
 namespace {
 
-// Runs in the forked child: only async-signal-safe calls (no allocation), since the parent may
-// have other threads holding the malloc lock. `args` is built before fork().
-[[noreturn]] void exec_child(char* const* args, int out_fd) {
-  dup2(out_fd, STDOUT_FILENO);
-  dup2(out_fd, STDERR_FILENO);
-  int null_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
-  if (null_fd >= 0) dup2(null_fd, STDIN_FILENO);
-  execvp(args[0], args);
-  _exit(127);
+std::vector<char*> c_strings(const std::vector<std::string>& strings) {
+  std::vector<char*> pointers;
+  for (const auto& s : strings) pointers.push_back(const_cast<char*>(s.c_str()));
+  pointers.push_back(nullptr);
+  return pointers;
 }
 
-int wait_exit_code(pid_t pid) {
+// posix_spawn's attributes and file actions, released however the start ends.
+class SpawnSetup {
+ public:
+  SpawnSetup() {
+    posix_spawn_file_actions_init(&actions_);
+    posix_spawnattr_init(&attr_);
+    sigset_t all, none;
+    sigfillset(&all);
+    sigemptyset(&none);
+    posix_spawnattr_setsigdefault(&attr_, &all);
+    posix_spawnattr_setsigmask(&attr_, &none);
+    posix_spawnattr_setflags(&attr_, POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETSIGMASK);
+  }
+  ~SpawnSetup() {
+    posix_spawn_file_actions_destroy(&actions_);
+    posix_spawnattr_destroy(&attr_);
+  }
+  SpawnSetup(const SpawnSetup&) = delete;
+  SpawnSetup& operator=(const SpawnSetup&) = delete;
+
+  void redirect(int output_fd, const std::optional<std::filesystem::path>& working_dir) {
+    posix_spawn_file_actions_addopen(&actions_, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
+    posix_spawn_file_actions_adddup2(&actions_, output_fd, STDOUT_FILENO);
+    posix_spawn_file_actions_adddup2(&actions_, output_fd, STDERR_FILENO);
+#if defined(__GLIBC__) && __GLIBC_PREREQ(2, 34)
+    // Descriptors another thread opened without O_CLOEXEC must not leak into the child.
+    posix_spawn_file_actions_addclosefrom_np(&actions_, STDERR_FILENO + 1);
+#endif
+    if (working_dir) posix_spawn_file_actions_addchdir_np(&actions_, working_dir->c_str());
+  }
+
+  int start(pid_t* pid, const SpawnRequest& request) {
+    auto args = c_strings(request.argv);
+    std::vector<char*> envp = request.env ? c_strings(*request.env) : std::vector<char*>{};
+    char** env = request.env ? envp.data() : environ;
+    return request.search_path
+               ? posix_spawnp(pid, request.program.c_str(), &actions_, &attr_, args.data(), env)
+               : posix_spawn(pid, request.program.c_str(), &actions_, &attr_, args.data(), env);
+  }
+
+ private:
+  posix_spawn_file_actions_t actions_;
+  posix_spawnattr_t attr_;
+};
+
+}  // namespace
+
+pid_t spawn(const SpawnRequest& request) {
+  SpawnSetup setup;
+  setup.redirect(request.output_fd, request.working_dir);
+  pid_t pid = 0;
+  int error = setup.start(&pid, request);
+  return error == 0 ? pid : -error;
+}
+
+int wait_status(pid_t pid) {
   int status = 0;
   while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
   }
-  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return status;
 }
-
-}  // namespace
 
 ProcessResult run_and_capture(const std::vector<std::string>& argv,
                               std::chrono::milliseconds timeout) {
   if (argv.empty()) throw operational_error("cannot start a helper process: no program given");
-  std::vector<char*> args;
-  for (const auto& arg : argv) args.push_back(const_cast<char*>(arg.c_str()));
-  args.push_back(nullptr);
   int fds[2];
   if (pipe2(fds, O_CLOEXEC) != 0) {
     throw operational_error("cannot start a helper process: " + std::string(strerror(errno)));
   }
-  pid_t pid = fork();
-  if (pid == 0) exec_child(args.data(), fds[1]);
+  pid_t pid = spawn({argv[0], true, argv, std::nullopt, fds[1], std::nullopt});
   close(fds[1]);
   if (pid < 0) {
     // Without this, waitpid(-1) below would reap (and wait for) any child of the process.
-    int error = errno;
     close(fds[0]);
-    throw operational_error("cannot start " + argv[0] + ": " + strerror(error));
+    throw operational_error("cannot start " + argv[0] + ": " + strerror(-pid));
   }
   ProcessResult result;
   auto deadline = std::chrono::steady_clock::now() + timeout;
@@ -76,7 +123,8 @@ ProcessResult run_and_capture(const std::vector<std::string>& argv,
     result.output.append(buffer, static_cast<size_t>(n));
   }
   close(fds[0]);
-  result.exit_code = wait_exit_code(pid);
+  int status = wait_status(pid);
+  result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
   return result;
 }
 

@@ -2,7 +2,10 @@
 // shell: arguments are passed as a vector and never interpreted.
 #pragma once
 
+#include <sys/types.h>
+
 #include <chrono>
+#include <filesystem>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -15,6 +18,23 @@ struct ProcessResult {
   bool timed_out = false;
   std::string output;  // stdout and stderr together
 };
+
+// How to start a child: no shell, stdin /dev/null, stdout and stderr to one descriptor, signal
+// dispositions and mask reset, and (glibc 2.34+) no descriptor of ours but those three.
+struct SpawnRequest {
+  std::string program;  // a path; with search_path, a name looked up in our PATH as execvp does
+  bool search_path = false;
+  std::vector<std::string> argv;
+  std::optional<std::vector<std::string>> env;  // "NAME=value" entries; nothing: ours
+  int output_fd = -1;
+  std::optional<std::filesystem::path> working_dir;
+};
+
+// Starts the child with posix_spawn (no fork of a threaded process); its pid, or the errno that
+// prevented the start as a negative number.
+pid_t spawn(const SpawnRequest& request);
+// Waits for `pid` (retrying on EINTR); its raw wait status.
+int wait_status(pid_t pid);
 
 // Runs argv[0] (found through PATH), captures its output, kills it after `timeout`.
 ProcessResult run_and_capture(const std::vector<std::string>& argv,
