@@ -147,7 +147,10 @@ def _tool_message(result):
     return text if text else "(no output)"
 
 # The report format this rule reads (core/neuron_cache/report/report.schema.json in the tool's sources).
-_REPORT_FORMAT = 1
+_REPORT_FORMAT = 2
+
+# Format 1 said "hub" where format 2 says "store" (a row cached in the store): both are read.
+_REPORT_FORMATS = [1, 2]
 
 def _decode_report(result, tool):
     text = result.stdout.strip()
@@ -155,12 +158,12 @@ def _decode_report(result, tool):
         return None
     report = json.decode(text)
     version = report.get("format_version")
-    if version != _REPORT_FORMAT:
+    if version not in _REPORT_FORMATS:
         fail(("%s writes JSON reports of format %s; this rule reads format %d: use the " +
               "neuron-cache of the same release as this rule (the `tool` attribute)") %
              (tool, version, _REPORT_FORMAT))
     for row in report.get("configurations", []):
-        if row.get("status") in ["local", "hub"] and "files" not in row:
+        if row.get("status") in ["local", "store", "hub"] and "files" not in row:
             fail(("%s lists no files of %s (`plan --files`): use the neuron-cache of the same " +
                   "release as this rule (the `tool` attribute)") % (tool, row.get("name")))
     return report

@@ -39,7 +39,9 @@
 # (or neuron_cache_compile_<stem>) has run, before anything that links NeuronCache::<name>.
 include_guard(GLOBAL)
 # The tool's JSON report format this module reads (core/neuron_cache/report/report.schema.json).
-set(_NEURON_CACHE_REPORT_FORMAT 1)
+set(_NEURON_CACHE_REPORT_FORMAT 2)
+# Format 1 said "hub" where format 2 says "store" (a row cached in the store): both are read.
+set(_NEURON_CACHE_REPORT_FORMATS 1 2)
 
 if(CMAKE_VERSION VERSION_LESS 3.19)
   message(FATAL_ERROR "NeuronCache.cmake needs CMake 3.19 or newer (for string(JSON)); "
@@ -204,9 +206,10 @@ function(_neuron_cache_prefetch_now)
   else()
     string(JSON count ERROR_VARIABLE json_error LENGTH "${report}" configurations)
     string(JSON format ERROR_VARIABLE format_error GET "${report}" format_version)
+    list(FIND _NEURON_CACHE_REPORT_FORMATS "${format}" format_known)
     if(json_error)
       set(failed "neuron-cache prefetch printed no readable report (${json_error}): ${errors}")
-    elseif(format_error OR NOT format STREQUAL _NEURON_CACHE_REPORT_FORMAT)
+    elseif(format_error OR format_known EQUAL -1)
       if(format_error)
         set(format "(none)")
       endif()
@@ -237,7 +240,7 @@ function(_neuron_cache_prefetch_now)
       # a planned download (files_to_download) is what tells a Hub hit from a local one.
       string(JSON status GET "${report}" configurations ${i} status)
       string(JSON files GET "${report}" configurations ${i} files_to_download)
-      if(status STREQUAL "hub" OR files GREATER 0)
+      if(status STREQUAL "store" OR status STREQUAL "hub" OR files GREATER 0)
         math(EXPR fetched "${fetched} + 1")
       else()
         math(EXPR local_count "${local_count} + 1")

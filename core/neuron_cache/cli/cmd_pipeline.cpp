@@ -163,7 +163,7 @@ void run_prefetch(Context& context, Args& args) {
   auto p = open(context, args);
   pipeline::RunResult result = pipeline::run(*p, steps_of(true, false, false, args));
   if (args.json) {
-    print_json(report::run_json(result.record(*p)));
+    print_json(report::run_json(result));
   } else if (!args.quiet) {
     std::cout << prefetch_line(*result.prefetch, result.initial) << "\n"
               << missing_line(result.final);
@@ -181,7 +181,7 @@ void run_compile(Context& context, Args& args) {
   pipeline::RunResult result = pipeline::run(*p, steps_of(true, true, false, args));
   const pipeline::PrefetchStep& fetched = *result.prefetch;
   if (args.json) {
-    print_json(report::run_json(result.record(*p)));
+    print_json(report::run_json(result));
   } else if (!args.quiet) {
     if (fetched.hits || !fetched.result.failed.empty())
       std::cout << prefetch_line(fetched, result.initial) << "\n";
@@ -195,9 +195,9 @@ void run_push(Context& context, Args& args) {
   auto p = open(context, args);
   pipeline::RunResult result = pipeline::run(*p, steps_of(false, false, true, args));
   if (args.json) {
-    print_json(report::run_json(result.record(*p)));
+    print_json(report::run_json(result));
   } else if (!args.quiet || !result.push->attempted) {
-    std::cout << report::push_line(*result.push) << "\n";
+    std::cout << report::push_line(result) << "\n";
   }
 }
 
@@ -207,7 +207,7 @@ void run_ci(Context& context, Args& args) {
     if (!args.quiet && !args.json) std::cout << report::plan_text(plan) << "\n";
   };
   pipeline::RunResult result = pipeline::run(*p, steps_of(true, true, true, args), show_plan);
-  report::RunRecord run = result.record(*p);
+  const pipeline::RunResult& run = result;
   // Built only when asked for: for many configurations they cost milliseconds.
   if (!args.report_file.empty()) write_file(args.report_file, report::run_json(run).dump(2) + "\n");
   if (!args.summary_file.empty()) write_file(args.summary_file, report::run_markdown(run));
@@ -219,10 +219,11 @@ void run_ci(Context& context, Args& args) {
               << "compiled " << t.compiled << " of " << result.compile->outcomes.size()
               << " missing configurations in " << report::human_seconds(result.compile->seconds)
               << "\n"
-              << report::push_line(*result.push) << "\n"
+              << report::push_line(result) << "\n"
               << "done in " << report::human_seconds(result.seconds) << ": " << t.local
-              << " local, " << t.hub_hits << " from the Hub, " << t.compiled << " compiled, "
-              << t.failed
+              << " local, " << t.hub_hits << " from "
+              << storage::describe(storage::kind_named(result.initial.store)) << ", " << t.compiled
+              << " compiled, " << t.failed
               << " failed; compile time saved: " << report::human_seconds(t.compile_seconds_saved)
               << "\n";
   }
@@ -298,7 +299,7 @@ void run_wrapped(Context& context, Args& args) {
   if (ran.exit_code == 0 && target) {
     report_recorded(ran, args);
     plan::Plan after = p->make_plan(std::vector<plan::Target>{*target});
-    say(report::run_push_line(p->push(after), run_owner(args)));
+    say(report::run_push_line(p->push(after), p->store(), run_owner(args)));
   } else if (ran.exit_code == 0) {
     if (!ran.produced.empty()) {
       warn(
@@ -306,7 +307,7 @@ void run_wrapped(Context& context, Args& args) {
           "compiles them again; give the run a name with --profile NAME (e.g. --profile "
           "my-training) to record, prefetch and push them");
     }
-    say(report::modules_push_line(p->push_modules(ran.produced)));
+    say(report::modules_push_line(p->push_modules(ran.produced), p->store()));
   }
   if (!ran.error.empty()) throw operational_error(ran.error);
   if (ran.exit_code != 0) std::exit(ran.exit_code > 0 ? ran.exit_code : 1);
@@ -358,7 +359,8 @@ void register_pipeline(CLI::App& app, Context& context) {
       app.add_subcommand("ci", "plan, prefetch, compile what is missing and push, in one step");
   add_common(ci, context, ci_args, true);
   add_compile_options(ci, ci_args);
-  ci->add_flag("--read-only", ci_args->options.read_only, "Never write to the Hub");
+  ci->add_flag("--read-only", ci_args->options.read_only,
+               "Never write to the cache store (the Hub, S3 or the shared folder)");
   ci->add_option("--report", ci_args->report_file, "Write the JSON report here");
   ci->add_option("--summary", ci_args->summary_file, "Write the Markdown summary here");
   ci->add_flag("--json", ci_args->json, "Print the JSON report on stdout");
@@ -377,7 +379,8 @@ void register_pipeline(CLI::App& app, Context& context) {
       "training run, a custom loop): the next run with it prefetches them, and "
       "what a run adds is pushed");
   add_common(run, context, run_args, false);
-  run->add_flag("--read-only", run_args->options.read_only, "Never write to the Hub");
+  run->add_flag("--read-only", run_args->options.read_only,
+                "Never write to the cache store (the Hub, S3 or the shared folder)");
   run->add_option("--output-dir", run_args->options.output_dir, "Where the run's log goes");
   run->add_option("command", run_args->command, "The command and its arguments, after --")
       ->required();
