@@ -70,6 +70,7 @@ NEURON_CACHE_ENVIRON = [
     "HF_ENDPOINT",
     "HF_HOME",
     "HF_HUB_OFFLINE",
+    "NEURON_CACHE_OFFLINE",
     "HF_TOKEN_PATH",
     "NEURON_CACHE_TOOL",
     "NEURON_CC_FLAGS",
@@ -269,7 +270,7 @@ def _needs_prefetch(report):
 def _run_plan(rctx, tool):
     """Runs `neuron-cache plan --json --files`; returns (its result, the report or None)."""
     args = _tool_args(rctx, tool, "plan") + ["--files"]
-    environment = {"HF_HUB_OFFLINE": "1"} if rctx.attr.offline else {}
+    environment = {"NEURON_CACHE_OFFLINE": "1"} if rctx.attr.offline else {}
 
     what = ", ".join(rctx.attr.configs) if rctx.attr.configs else "every configuration"
     rctx.report_progress("neuron-cache plan %s of %s" % (what, rctx.attr.manifest))
@@ -394,7 +395,7 @@ _ATTRS = {
     ),
     "offline": attr.bool(
         default = False,
-        doc = "Make no Hub request (`HF_HUB_OFFLINE=1` for the plan): only configurations " +
+        doc = "Ask no store anything (`NEURON_CACHE_OFFLINE=1` for the plan): only configurations " +
               "complete in the local cache are available (or already in Bazel's repository " +
               "cache once planned).",
     ),

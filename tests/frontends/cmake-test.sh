@@ -45,7 +45,7 @@ start_hub
 trap cleanup EXIT  # start_hub set its own
 seed_hub "$root/examples/neuron-cache.yaml" --config llama3-8b-chat --config qwen2.5-7b-trn2
 export NEURON_COMPILE_CACHE_URL=$work/cache
-unset CUSTOM_CACHE_REPO HF_HUB_OFFLINE
+unset CUSTOM_CACHE_REPO HF_HUB_OFFLINE NEURON_CACHE_OFFLINE
 
 step "configure examples/cmake: both configurations come from the Hub"
 consumer=$work/consumer
