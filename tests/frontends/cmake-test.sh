@@ -214,7 +214,9 @@ for store in s3://cmake-cache/neuron "file://$work/shared-folder"; do
   store_build=$work/store-build-${store%%:*}
   NEURON_COMPILE_CACHE_URL=$work/store-cache-${store%%:*} expect_ok cmake -S "$root/examples/cmake" \
     -B "$store_build" -DCMAKE_PREFIX_PATH="$prefix" -DNEURON_CACHE_REPO="$store"
-  expect_in "-- neuron-cache: prefetching 2 configurations from $store - 0 local, 2 from the Hub ("
+  from="the shared folder"
+  [[ $store == s3://* ]] && from=S3
+  expect_in "-- neuron-cache: prefetching 2 configurations from $store - 0 local, 2 from $from ("
   for config in llama3-8b-chat qwen2.5-7b-trn2; do
     n=$(find -L "$store_build/neuron-cache/neuron-cache/$config" -name model.neff | wc -l)
     [[ $n -gt 0 ]] || fail "no model.neff under $store_build for $config from $store"

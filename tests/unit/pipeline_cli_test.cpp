@@ -352,7 +352,7 @@ TEST_F(PipelineCliTest, FirstCiCompilesAndPushesSecondRunOnEmptyCacheFetchesEver
   EXPECT_EQ(report2["totals"]["hub_hits"], n) << report2.dump(2);
   EXPECT_EQ(schema.problems(report2), std::vector<std::string>{}) << report2.dump(1);
   json unknown = report2;
-  unknown["format_version"] = 2;
+  unknown["format_version"] = 3;
   unknown["surprise"] = true;
   EXPECT_FALSE(schema.problems(unknown).empty()) << "the checker must see a wrong report";
   EXPECT_EQ(report2["totals"]["compiled"], 0);

@@ -44,7 +44,7 @@ void add_common(CLI::App* cmd, Context& context, const std::shared_ptr<Args>& ar
                        "cache_dir, /var/tmp/neuron-compile-cache");
   cmd->add_flag(
       "--strict", args->options.strict,
-      "Fail on cache problems (Hub down, no access) instead of compiling or skipping the push");
+      "Fail on cache problems (store down, no access) instead of compiling or skipping the push");
   cmd->add_flag("--quiet", args->quiet, "Print nothing but warnings and errors");
 }
 
@@ -115,7 +115,8 @@ std::string prefetch_line(const pipeline::PrefetchStep& step, const plan::Plan& 
     text += ", " + std::to_string(r.staging_reclaimed) + " abandoned staging folders deleted";
   }
   if (r.failed.empty()) return text;
-  text += "\n" + std::to_string(r.failed.size()) + " configurations on the Hub were NOT installed:";
+  text += "\n" + std::to_string(r.failed.size()) + " configurations " +
+          storage::on(storage::kind_named(before.store)) + " were NOT installed:";
   for (const auto& row : before.rows) {
     auto it = r.failed.find(row.target.key);
     if (it != r.failed.end()) text += "\n  " + row.target.configuration.name + ": " + it->second;
@@ -319,19 +320,20 @@ void register_pipeline(CLI::App& app, Context& context) {
   auto plan_args = std::make_shared<Args>();
   CLI::App* plan = app.add_subcommand(
       "plan",
-      "For each declared configuration: complete locally, on the Hub, or to compile (and why)");
+      "For each declared configuration: complete locally, in the cache store (the Hub, S3 or a "
+      "shared folder), or to compile (and why)");
   add_common(plan, context, plan_args, true);
   plan->add_flag("--json", plan_args->json, "Print JSON for scripts");
   plan->add_flag("--files", plan_args->files,
                  "With --json: each cached configuration's files, sizes, sha256 and download "
-                 "URLs (file:// or the Hub's, at the commit read)")
+                 "URLs (file://, or the Hub's at the commit read; none for S3)")
       ->needs("--json");
   plan->callback([&context, plan_args] { run_plan(context, *plan_args); });
 
   auto prefetch_args = std::make_shared<Args>();
   CLI::App* prefetch = app.add_subcommand(
       "prefetch",
-      "Download the Hub's artifacts of the declared configurations into the local cache");
+      "Download the cache store's artifacts of the declared configurations into the local cache");
   add_common(prefetch, context, prefetch_args, true);
   prefetch->add_flag("--json", prefetch_args->json, "Print JSON for scripts");
   add_export_option(prefetch, prefetch_args);
@@ -349,7 +351,9 @@ void register_pipeline(CLI::App& app, Context& context) {
 
   auto push_args = std::make_shared<Args>();
   CLI::App* push = app.add_subcommand(
-      "push", "Upload the locally compiled configurations the Hub lacks, in one commit");
+      "push",
+      "Upload the locally compiled configurations the cache store lacks (on the Hub: in one "
+      "commit)");
   add_common(push, context, push_args, true);
   push->add_flag("--json", push_args->json, "Print JSON for scripts");
   push->callback([&context, push_args] { run_push(context, *push_args); });
