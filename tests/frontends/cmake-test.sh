@@ -186,7 +186,7 @@ chmod +x "$work/future-tool"
 bad_project future-format \
   "set(NEURON_CACHE_TOOL $work/future-tool CACHE FILEPATH \"\" FORCE)
 neuron_cache_prefetch(MANIFEST $root/examples/neuron-cache.yaml CONFIGS llama3-8b-chat STRICT)" \
-  "writes JSON reports of format 99; this NeuronCache.cmake reads format 1"
+  "writes JSON reports of format 99; this NeuronCache.cmake reads format 2"
 
 step "a failing tool without STRICT: a warning, the configurations reported missing"
 mkdir -p "$work/soft-src"

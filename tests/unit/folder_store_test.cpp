@@ -454,6 +454,8 @@ TEST(FolderStoreSettings, TheTimeoutBoundsTheIndexLockWait) {
   ASSERT_EQ(read(ready[0], &byte, 1), 1);
   testing::write_file(temp.path() / "shard.json", "[]");
   FolderStore store(temp.path(), FolderOptions{false, std::chrono::milliseconds(300)});
+  // Only a file the store read is an index file, replaced under the lock.
+  EXPECT_FALSE(store.read_small(kShard, "", 1 << 20));
   auto start = std::chrono::steady_clock::now();
   try {
     store.commit({{CommitOperation::Kind::Add, kShard, temp.path() / "shard.json"}}, "m",

@@ -446,7 +446,7 @@ TEST_F(PipelineCliTest, PlanRequestsDoNotGrowWithConfigurations) {
       for (const auto& row : (*plan)["configurations"]) {
         std::string name = row["name"];
         bool seeded_row = name == "bs1-seq128" || name == "bs2-seq128";
-        EXPECT_EQ(row["status"], seeded_row ? "hub" : "compile") << name;
+        EXPECT_EQ(row["status"], seeded_row ? "store" : "compile") << name;
       }
     }
   }
@@ -1353,7 +1353,7 @@ TEST_F(PipelineCliTest, WarmRunChecksListedFilesOnly) {
   ASSERT_FALSE(plan.is_null());
   for (const auto& row : plan["configurations"]) {
     bool damaged = row["name"] == deleted.name || row["name"] == truncated.name;
-    EXPECT_EQ(row["status"], damaged ? "hub" : "local") << row;
+    EXPECT_EQ(row["status"], damaged ? "store" : "local") << row;
   }
   ToolResult fetched = tool("prefetch " + quoted(manifest));
   ASSERT_EQ(fetched.code, 0) << fetched.all();

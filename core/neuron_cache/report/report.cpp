@@ -238,8 +238,8 @@ json plan_json(const plan::Plan& plan) {
           {"hub_revision", plan.hub_revision},
           {"hub_problem", plan.hub_problem},
           {"local", plan.count(plan::Status::Local)},
-          {"store", plan.count(plan::Status::Hub)},
-          {"hub", plan.count(plan::Status::Hub)},  // format 1's name of "store"
+          {"in_store", plan.count(plan::Status::Hub)},
+          {"hub", plan.count(plan::Status::Hub)},  // format 1's name of "in_store"
           {"registry", plan.count(plan::Status::Registry)},
           {"compile", plan.count(plan::Status::Compile)},
           {"configurations", rows}};
