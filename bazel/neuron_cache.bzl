@@ -70,6 +70,7 @@ NEURON_CACHE_ENVIRON = [
     "HF_ENDPOINT",
     "HF_HOME",
     "HF_HUB_OFFLINE",
+    "NEURON_CACHE_OFFLINE",
     "HF_TOKEN_PATH",
     "NEURON_CACHE_TOOL",
     "NEURON_CC_FLAGS",
@@ -147,7 +148,10 @@ def _tool_message(result):
     return text if text else "(no output)"
 
 # The report format this rule reads (core/neuron_cache/report/report.schema.json in the tool's sources).
-_REPORT_FORMAT = 1
+_REPORT_FORMAT = 2
+
+# Format 1 said "hub" where format 2 says "store" (a row cached in the store): both are read.
+_REPORT_FORMATS = [1, 2]
 
 def _decode_report(result, tool):
     text = result.stdout.strip()
@@ -155,12 +159,12 @@ def _decode_report(result, tool):
         return None
     report = json.decode(text)
     version = report.get("format_version")
-    if version != _REPORT_FORMAT:
+    if version not in _REPORT_FORMATS:
         fail(("%s writes JSON reports of format %s; this rule reads format %d: use the " +
               "neuron-cache of the same release as this rule (the `tool` attribute)") %
              (tool, version, _REPORT_FORMAT))
     for row in report.get("configurations", []):
-        if row.get("status") in ["local", "hub"] and "files" not in row:
+        if row.get("status") in ["local", "store", "hub"] and "files" not in row:
             fail(("%s lists no files of %s (`plan --files`): use the neuron-cache of the same " +
                   "release as this rule (the `tool` attribute)") % (tool, row.get("name")))
     return report
@@ -266,7 +270,7 @@ def _needs_prefetch(report):
 def _run_plan(rctx, tool):
     """Runs `neuron-cache plan --json --files`; returns (its result, the report or None)."""
     args = _tool_args(rctx, tool, "plan") + ["--files"]
-    environment = {"HF_HUB_OFFLINE": "1"} if rctx.attr.offline else {}
+    environment = {"NEURON_CACHE_OFFLINE": "1"} if rctx.attr.offline else {}
 
     what = ", ".join(rctx.attr.configs) if rctx.attr.configs else "every configuration"
     rctx.report_progress("neuron-cache plan %s of %s" % (what, rctx.attr.manifest))
@@ -391,7 +395,7 @@ _ATTRS = {
     ),
     "offline": attr.bool(
         default = False,
-        doc = "Make no Hub request (`HF_HUB_OFFLINE=1` for the plan): only configurations " +
+        doc = "Ask no store anything (`NEURON_CACHE_OFFLINE=1` for the plan): only configurations " +
               "complete in the local cache are available (or already in Bazel's repository " +
               "cache once planned).",
     ),

@@ -205,32 +205,33 @@ struct Outputs {
   std::string report;
 };
 
-Outputs outputs_of(const report::RunRecord& run) {
+Outputs outputs_of(const pipeline::RunResult& run) {
   report::Totals t = report::totals(run);
   Outputs out;
   // Without a prefetch (plan, push) a configuration on the Hub counts as a hit: it would be one.
-  size_t on_hub = run.prefetch ? 0 : run.initial->count(plan::Status::Hub);
+  size_t on_hub = run.prefetch ? 0 : run.initial.count(plan::Status::Hub);
   out.hits = t.local + t.hub_hits + on_hub;
   out.misses = t.configurations - out.hits;
   out.compiled = t.compiled;
   out.cache_hit = out.misses == 0;
-  for (const auto& row : run.final->rows) {
+  for (const auto& row : run.final.rows) {
     if (row.status != plan::Status::Local) out.missing.push_back(row.target.configuration.name);
   }
   return out;
 }
 
-std::string summary_line(const report::RunRecord& run, const Outputs& out) {
+std::string summary_line(const pipeline::RunResult& run, const Outputs& out) {
   report::Totals t = report::totals(run);
-  std::string hub = run.prefetch
-                        ? std::to_string(t.hub_hits) + " fetched from the Hub"
-                        : std::to_string(run.initial->count(plan::Status::Hub)) + " on the Hub";
+  const storage::Kind kind = storage::kind_named(run.initial.store);
+  std::string hub =
+      run.prefetch ? std::to_string(t.hub_hits) + " fetched from " + storage::describe(kind)
+                   : std::to_string(run.initial.count(plan::Status::Hub)) + " " + storage::on(kind);
   std::string line = std::to_string(t.configurations) +
                      " configurations: " + std::to_string(out.hits) + " hits (" +
                      std::to_string(t.local) + " local, " + hub + "), " +
                      std::to_string(out.misses) + " misses, " + std::to_string(t.compiled) +
                      " compiled, " + std::to_string(t.failed) + " failed";
-  if (run.push) line += "; " + report::push_line(*run.push);
+  if (run.push) line += "; " + report::push_line(run);
   return line;
 }
 
@@ -273,12 +274,15 @@ void write_outputs(const Outputs& out) {
   append_file(path, text);
 }
 
-void write_summary(const report::RunRecord& run, const Inputs& in, const ReadOnly& read_only) {
+void write_summary(const pipeline::RunResult& run, const Inputs& in, const ReadOnly& read_only) {
   const char* path = std::getenv("GITHUB_STEP_SUMMARY");
   if (!path || !*path) return;
   std::string md = report::run_markdown(run);
   md += "\nMode `" + in.mode_name + "`";
-  if (read_only.on) md += "; read-only (" + read_only.why + "): nothing was pushed to the Hub";
+  if (read_only.on) {
+    md += "; read-only (" + read_only.why + "): nothing was pushed to " +
+          storage::describe(storage::kind_named(run.initial.store));
+  }
   append_file(path, md + ".\n");
 }
 
@@ -301,13 +305,14 @@ void report_notices(const pipeline::Pipeline& p, WorkflowCommands& commands) {
   for (const auto& n : p.notices()) n.warning ? commands.warning(n.text) : commands.notice(n.text);
 }
 
-void announce_read_only(const ReadOnly& read_only, Mode mode, WorkflowCommands& commands) {
+void announce_read_only(const ReadOnly& read_only, Mode mode, const storage::Store* store,
+                        WorkflowCommands& commands) {
   if (!read_only.on || !(runs_push(mode) || runs_compile(mode))) return;
   if (read_only.fork) {
     commands.notice("pushes are disabled for pull requests from forks (" + read_only.why +
                     "): artifacts are only fetched and compiled locally");
   } else {
-    commands.notice("read-only: nothing is pushed to the Hub");
+    commands.notice("read-only: nothing is pushed to " + storage::describe(store));
   }
 }
 
@@ -323,7 +328,6 @@ int run_action(const std::string& token, WorkflowCommands& commands) {
   if (!in.cache_dir.empty()) overrides.cache_dir = in.cache_dir;
   config::Settings settings = config::Settings::resolve(env, overrides);
   for (const auto& warning : settings.warnings) commands.warning(warning);
-  announce_read_only(read_only, in.mode, commands);
 
   pipeline::Options options;
   options.manifest = in.manifest;
@@ -335,10 +339,11 @@ int run_action(const std::string& token, WorkflowCommands& commands) {
   hub::HubClient client(hub::HubClient::options_from(settings));
   storage::HubModels models(client);
   pipeline::Pipeline p(settings, {storage::store_opener(client), &models}, options);
+  announce_read_only(read_only, in.mode, p.store(), commands);
   p.on_progress = [&commands](const std::string& line) { commands.line("neuron-cache: " + line); };
 
   pipeline::RunResult result = run_steps(p, in, commands);
-  report::RunRecord run = result.record(p);
+  const pipeline::RunResult& run = result;
   Outputs out = outputs_of(run);
   json report = report::run_json(run);
   report["action"] = action_json(in, read_only, out);

@@ -247,7 +247,7 @@ WS
 cp "$work/other-tool" "$ws/other-tool"
 echo 'exports_files(["other-tool"])' >>"$ws/BUILD.bazel"
 if bazel_in_ws build @future_models//:llama3-8b-chat --repo_env=NEURON_CACHE_TOOL="$work/future-tool"; then show_last; fail "a report of format 99 was read"; fi
-grep -q 'writes JSON reports of format 99; this rule reads format 1' "$last" ||
+grep -q 'writes JSON reports of format 99; this rule reads format 2' "$last" ||
   { show_last; fail "another report format: no clear message"; }
 # The label is the tool when NEURON_CACHE_TOOL is not set.
 if bazel_in_ws build @other_models//:llama3-8b-chat --repo_env=NEURON_CACHE_TOOL=; then show_last; fail "a tool that is not neuron-cache was used"; fi

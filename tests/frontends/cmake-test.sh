@@ -45,7 +45,7 @@ start_hub
 trap cleanup EXIT  # start_hub set its own
 seed_hub "$root/examples/neuron-cache.yaml" --config llama3-8b-chat --config qwen2.5-7b-trn2
 export NEURON_COMPILE_CACHE_URL=$work/cache
-unset CUSTOM_CACHE_REPO HF_HUB_OFFLINE
+unset CUSTOM_CACHE_REPO HF_HUB_OFFLINE NEURON_CACHE_OFFLINE
 
 step "configure examples/cmake: both configurations come from the Hub"
 consumer=$work/consumer
@@ -186,7 +186,7 @@ chmod +x "$work/future-tool"
 bad_project future-format \
   "set(NEURON_CACHE_TOOL $work/future-tool CACHE FILEPATH \"\" FORCE)
 neuron_cache_prefetch(MANIFEST $root/examples/neuron-cache.yaml CONFIGS llama3-8b-chat STRICT)" \
-  "writes JSON reports of format 99; this NeuronCache.cmake reads format 1"
+  "writes JSON reports of format 99; this NeuronCache.cmake reads format 2"
 
 step "a failing tool without STRICT: a warning, the configurations reported missing"
 mkdir -p "$work/soft-src"
@@ -214,7 +214,9 @@ for store in s3://cmake-cache/neuron "file://$work/shared-folder"; do
   store_build=$work/store-build-${store%%:*}
   NEURON_COMPILE_CACHE_URL=$work/store-cache-${store%%:*} expect_ok cmake -S "$root/examples/cmake" \
     -B "$store_build" -DCMAKE_PREFIX_PATH="$prefix" -DNEURON_CACHE_REPO="$store"
-  expect_in "-- neuron-cache: prefetching 2 configurations from $store - 0 local, 2 from the Hub ("
+  from="the shared folder"
+  [[ $store == s3://* ]] && from=S3
+  expect_in "-- neuron-cache: prefetching 2 configurations from $store - 0 local, 2 from $from ("
   for config in llama3-8b-chat qwen2.5-7b-trn2; do
     n=$(find -L "$store_build/neuron-cache/neuron-cache/$config" -name model.neff | wc -l)
     [[ $n -gt 0 ]] || fail "no model.neff under $store_build for $config from $store"

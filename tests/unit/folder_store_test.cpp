@@ -407,3 +407,69 @@ TEST_F(FolderStoreTest, AOneGibRandomFileRoundTripsByteIdentical) {
 
 }  // namespace
 }  // namespace neuron_cache::storage
+
+namespace neuron_cache::storage {
+namespace {
+
+config::Settings settings_with(const std::string& name, const std::string& value) {
+  config::Environment env;
+  env.set("HOME", "/nonexistent");
+  env.set(name, value);
+  return config::Settings::resolve(env, {});
+}
+
+// HF_HUB_OFFLINE speaks of the Hugging Face Hub: a shared folder stays online; only the tool's
+// own NEURON_CACHE_OFFLINE takes it offline.
+TEST(FolderStoreSettings, OnlyTheNeutralOfflineSettingTakesTheFolderOffline) {
+  EXPECT_FALSE(FolderStore::options_from(settings_with("HF_HUB_OFFLINE", "1")).offline);
+  EXPECT_TRUE(FolderStore::options_from(settings_with("NEURON_CACHE_OFFLINE", "1")).offline);
+  testing::TempDir temp;
+  FolderStore store(temp.path(),
+                    FolderStore::options_from(settings_with("NEURON_CACHE_OFFLINE", "1")));
+  EXPECT_TRUE(store.offline());
+}
+
+// NEURON_CACHE_TIMEOUT_MS bounds the wait for another machine's index lock; unset, 60 s.
+TEST(FolderStoreSettings, TheTimeoutBoundsTheIndexLockWait) {
+  EXPECT_EQ(FolderStore::options_from(settings_with("HF_ENDPOINT", "x")).lock_wait,
+            kFolderLockWait);
+  EXPECT_EQ(FolderStore::options_from(settings_with("NEURON_CACHE_TIMEOUT_MS", "250")).lock_wait,
+            std::chrono::milliseconds(250));
+  testing::TempDir temp;
+  std::filesystem::path lock = temp.path() / std::string(kFolderLockFile);
+  int ready[2];
+  ASSERT_EQ(pipe(ready), 0);
+  pid_t holder = fork();
+  if (holder == 0) {  // another machine: holds the lock until killed
+    int fd = open(lock.c_str(), O_RDWR | O_CREAT, 0644);
+    struct flock all {};
+    all.l_type = F_WRLCK;
+    all.l_whence = SEEK_SET;
+    if (fd < 0 || fcntl(fd, F_SETLK, &all) != 0) _exit(1);
+    (void)!write(ready[1], "x", 1);
+    pause();
+    _exit(0);
+  }
+  char byte;
+  ASSERT_EQ(read(ready[0], &byte, 1), 1);
+  testing::write_file(temp.path() / "shard.json", "[]");
+  FolderStore store(temp.path(), FolderOptions{false, std::chrono::milliseconds(300)});
+  // Only a file the store read is an index file, replaced under the lock.
+  EXPECT_FALSE(store.read_small(kShard, "", 1 << 20));
+  auto start = std::chrono::steady_clock::now();
+  try {
+    store.commit({{CommitOperation::Kind::Add, kShard, temp.path() / "shard.json"}}, "m",
+                 std::nullopt);
+    ADD_FAILURE() << "the lock is held";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("NEURON_CACHE_TIMEOUT_MS"), std::string::npos) << e.what();
+  }
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(10));
+  kill(holder, SIGKILL);
+  waitpid(holder, nullptr, 0);
+  close(ready[0]);
+  close(ready[1]);
+}
+
+}  // namespace
+}  // namespace neuron_cache::storage

@@ -188,6 +188,12 @@ class GithubActionTest : public ::testing::Test {
     EXPECT_EQ(second.outputs["compiled"], "0");
     EXPECT_EQ(second.report["store"], store.starts_with("s3://") ? "s3" : "folder")
         << second.report_text;
+    // Only the Hub has commits, and S3 or a shared folder is never called the Hub.
+    const std::string where = store.starts_with("s3://") ? "S3" : "the shared folder";
+    EXPECT_TRUE(contains(first.out, "pushed 5 configurations to ")) << first.out;
+    EXPECT_FALSE(contains(first.out, "in commit")) << first.out;
+    EXPECT_TRUE(contains(second.out, "5 fetched from " + where + ")")) << second.out;
+    EXPECT_FALSE(contains(second.out, "fetched from the Hub")) << second.out;
     for (const auto& [name, value] : env) {
       if (name == "AWS_SECRET_ACCESS_KEY") {
         EXPECT_FALSE(contains(second.out + second.err, value));

@@ -335,7 +335,7 @@ TEST_F(HostileIndexNames, ALongConfigurationNameIsRefusedAndTheOthersStillPlan) 
   ASSERT_EQ(plan.code, 0) << plan.all();
   json rows = json::parse(plan.out)["configurations"];
   for (const auto& row : rows) {
-    EXPECT_EQ(row["status"] == "hub", row["name"] == "good") << row.dump();
+    EXPECT_EQ(row["status"] == "store", row["name"] == "good") << row.dump();
   }
   EXPECT_TRUE(contains(plan.err, "configuration name")) << plan.all();
   prefetch_expecting_miss("configuration name");

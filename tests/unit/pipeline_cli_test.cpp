@@ -77,7 +77,7 @@ TEST_F(PipelineCliTest, FirstCiCompilesAndPushesSecondRunOnEmptyCacheFetchesEver
   EXPECT_EQ(report2["totals"]["hub_hits"], n) << report2.dump(2);
   EXPECT_EQ(schema.problems(report2), std::vector<std::string>{}) << report2.dump(1);
   json unknown = report2;
-  unknown["format_version"] = 2;
+  unknown["format_version"] = 3;
   unknown["surprise"] = true;
   EXPECT_FALSE(schema.problems(unknown).empty()) << "the checker must see a wrong report";
   EXPECT_EQ(report2["totals"]["compiled"], 0);
@@ -171,7 +171,7 @@ TEST_F(PipelineCliTest, PlanRequestsDoNotGrowWithConfigurations) {
       for (const auto& row : (*plan)["configurations"]) {
         std::string name = row["name"];
         bool seeded_row = name == "bs1-seq128" || name == "bs2-seq128";
-        EXPECT_EQ(row["status"], seeded_row ? "hub" : "compile") << name;
+        EXPECT_EQ(row["status"], seeded_row ? "store" : "compile") << name;
       }
     }
   }
@@ -1078,7 +1078,7 @@ TEST_F(PipelineCliTest, WarmRunChecksListedFilesOnly) {
   ASSERT_FALSE(plan.is_null());
   for (const auto& row : plan["configurations"]) {
     bool damaged = row["name"] == deleted.name || row["name"] == truncated.name;
-    EXPECT_EQ(row["status"], damaged ? "hub" : "local") << row;
+    EXPECT_EQ(row["status"], damaged ? "store" : "local") << row;
   }
   ToolResult fetched = tool("prefetch " + quoted(manifest));
   ASSERT_EQ(fetched.code, 0) << fetched.all();

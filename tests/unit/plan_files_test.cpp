@@ -148,7 +148,7 @@ TEST_F(PlanFilesTest, HubRowsListResolveUrlsAtTheCommitReadThatGiveTheListedByte
   EXPECT_EQ(revision, head());
   ASSERT_EQ(plan["configurations"].size(), 2u);
   for (const auto& row : plan["configurations"]) {
-    ASSERT_EQ(row["status"], "hub") << row.dump();
+    ASSERT_EQ(row["status"], "store") << row.dump();
     // The entry as an export writes it, and the files are exactly its modules' files.
     artifact_index::Entry entry = artifact_index::parse_entry(row["entry"].get<std::string>(), "");
     EXPECT_EQ(entry.key, row["key"]);
@@ -207,7 +207,7 @@ TEST_F(PlanFilesTest, AFolderCompleteLocallyIsReadLocallyInAHubRow) {
   json plan = plan_files(fresh);
   ASSERT_TRUE(plan.is_object());
   const json& row = plan["configurations"][0];
-  ASSERT_EQ(row["status"], "hub") << row.dump();
+  ASSERT_EQ(row["status"], "store") << row.dump();
   size_t local = 0, hub = 0;
   for (const auto& file : row["files"]) {
     bool in_folder = file["path"].get<std::string>().starts_with(folder + "/");

@@ -124,7 +124,11 @@ std::vector<Knob> knobs() {
         env_layer("HF_ENDPOINT", "http://127.0.0.1:9/", "http://127.0.0.1:9")}},
       {"offline",
        [](const config::Settings& s) { return s.offline_origin; },
-       {nothing("false", "default"), env_layer("HF_HUB_OFFLINE", "1", "true")}},
+       {nothing("false", "default"), env_layer("HF_HUB_OFFLINE", "1", "true"),
+        env_layer("NEURON_CACHE_OFFLINE", "1", "true")}},
+      {"store_offline",
+       [](const config::Settings& s) { return s.store_offline_origin; },
+       {nothing("false", "default"), env_layer("NEURON_CACHE_OFFLINE", "1", "true")}},
       {"hf_home",
        [](const config::Settings& s) { return s.hf_home; },
        {nothing("<home>/.cache/huggingface", "default"),
@@ -139,9 +143,10 @@ std::vector<Knob> knobs() {
       {"seeding",
        [](const config::Settings& s) { return s.seeding_origin; },
        {nothing("true", "default"), env_layer("NEURON_CACHE_SEED", "0", "false")}},
-      {"hub_timeout_ms",
-       [](const config::Settings& s) { return s.hub_timeout_ms; },
-       {nothing("15000", "default"), env_layer("NEURON_CACHE_HUB_TIMEOUT_MS", "2500")}},
+      {"timeout_ms",
+       [](const config::Settings& s) { return s.timeout_ms; },
+       {nothing("15000", "default"), env_layer("NEURON_CACHE_HUB_TIMEOUT_MS", "2500"),
+        env_layer("NEURON_CACHE_TIMEOUT_MS", "4000")}},
       {"retry_base_ms",
        [](const config::Settings& s) { return s.retry_base_ms; },
        {nothing("", "default (1 s, doubling up to 30 s)"),
@@ -242,9 +247,9 @@ TEST(SettingsLayers, BadKnobValuesAreInputErrorsWhenUsed) {
   in.env["NEURON_CACHE_HUB_TIMEOUT_MS"] = "soon";
   in.env["NEURON_CACHE_RETRY_BASE_MS"] = "fast";
   config::Settings s = resolve_as_a_run(in);  // config show still works
-  EXPECT_EQ(s.hub_timeout_ms.value, "soon");
+  EXPECT_EQ(s.timeout_ms.value, "soon");
   try {
-    s.hub_timeout();
+    s.timeout();
     FAIL() << "a timeout that is no number";
   } catch (const Error& e) {
     EXPECT_EQ(e.kind(), ErrorKind::Input);
@@ -254,9 +259,41 @@ TEST(SettingsLayers, BadKnobValuesAreInputErrorsWhenUsed) {
   in.env["NEURON_CACHE_HUB_TIMEOUT_MS"] = "2500";
   in.env["NEURON_CACHE_RETRY_BASE_MS"] = "10";
   config::Settings good = resolve_as_a_run(in);
-  EXPECT_EQ(good.hub_timeout(), std::chrono::milliseconds(2500));
+  EXPECT_EQ(good.timeout(), std::chrono::milliseconds(2500));
+  EXPECT_EQ(good.timeout_if_set(), std::chrono::milliseconds(2500));
   EXPECT_EQ(good.retry_base(), std::chrono::milliseconds(10));
-  EXPECT_EQ(resolve_as_a_run(Inputs(home)).hub_timeout(), std::chrono::milliseconds(15000));
+  EXPECT_EQ(resolve_as_a_run(Inputs(home)).timeout(), std::chrono::milliseconds(15000));
+  EXPECT_EQ(resolve_as_a_run(Inputs(home)).timeout_if_set(), std::nullopt);
+}
+
+// HF_HUB_OFFLINE speaks of the Hugging Face Hub only; NEURON_CACHE_OFFLINE of every store.
+TEST(SettingsLayers, HubOfflineIsNotStoreOffline) {
+  TempDir home;
+  Inputs hub(home);
+  hub.env["HF_HUB_OFFLINE"] = "1";
+  config::Settings s = resolve_as_a_run(hub);
+  EXPECT_TRUE(s.offline);
+  EXPECT_FALSE(s.store_offline) << "an S3 or folder store stays online";
+  Inputs every(home);
+  every.env["NEURON_CACHE_OFFLINE"] = "1";
+  config::Settings all = resolve_as_a_run(every);
+  EXPECT_TRUE(all.store_offline);
+  EXPECT_TRUE(all.offline) << "the Hub is a store too";
+  EXPECT_EQ(all.offline_origin.origin, "NEURON_CACHE_OFFLINE");
+}
+
+// NEURON_CACHE_TIMEOUT_MS is the name; NEURON_CACHE_HUB_TIMEOUT_MS an alias it wins over.
+TEST(SettingsLayers, TimeoutHasANeutralName) {
+  TempDir home;
+  Inputs in(home);
+  in.env["NEURON_CACHE_HUB_TIMEOUT_MS"] = "2500";
+  in.env["NEURON_CACHE_TIMEOUT_MS"] = "soon";
+  try {
+    resolve_as_a_run(in).timeout();
+    FAIL() << "a timeout that is no number";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("NEURON_CACHE_TIMEOUT_MS"), std::string::npos);
+  }
 }
 
 // ---- the pipeline reads its settings, not the process environment ----
@@ -372,11 +409,10 @@ TEST_F(PipelineSettingsTest, RunDoesTheStepsAskedForAfterThePlan) {
   EXPECT_EQ(result.final.rows[0].status, plan::Status::Compile);
   EXPECT_GT(result.seconds, 0.0) << "the run is timed";
   EXPECT_LT(result.seconds, 60.0) << "an offline plan of one configuration";
-  report::RunRecord record = result.record(*p);
-  EXPECT_EQ(record.initial, &result.initial);
-  EXPECT_EQ(record.final, &result.final);
-  EXPECT_TRUE(record.prefetch && record.push && !record.compile);
-  EXPECT_EQ(record.pipeline, p.get());
+  // The report reads the pipeline's side from the result alone.
+  EXPECT_EQ(result.repo, p->repo());
+  EXPECT_EQ(result.compiler_version, p->compiler_version());
+  EXPECT_EQ(result.notices.size(), p->notices().size());
 }
 
 // `config show --manifest M`: the settings a run with that manifest uses, each with its origin.

@@ -23,6 +23,7 @@ std::vector<Row> rows(const config::Settings& s) {
       {"token", token},
       {"endpoint", s.endpoint},
       {"offline", s.offline_origin},
+      {"store_offline", s.store_offline_origin},
       {"compiler_version", s.compiler_version},
       {"installed_compiler", s.installed_compiler},
       {"hf_home", s.hf_home},
@@ -30,7 +31,7 @@ std::vector<Row> rows(const config::Settings& s) {
       {"custom_cache_file", s.custom_cache_file},
       {"neuron_cc_flags", s.cc_flags},
       {"seed", s.seeding_origin},
-      {"hub_timeout_ms", s.hub_timeout_ms},
+      {"timeout_ms", s.timeout_ms},
       {"retry_base_ms", s.retry_base_ms},
   };
 }

@@ -44,7 +44,7 @@ void add_common(CLI::App* cmd, Context& context, const std::shared_ptr<Args>& ar
                        "cache_dir, /var/tmp/neuron-compile-cache");
   cmd->add_flag(
       "--strict", args->options.strict,
-      "Fail on cache problems (Hub down, no access) instead of compiling or skipping the push");
+      "Fail on cache problems (store down, no access) instead of compiling or skipping the push");
   cmd->add_flag("--quiet", args->quiet, "Print nothing but warnings and errors");
 }
 
@@ -115,7 +115,8 @@ std::string prefetch_line(const pipeline::PrefetchStep& step, const plan::Plan& 
     text += ", " + std::to_string(r.staging_reclaimed) + " abandoned staging folders deleted";
   }
   if (r.failed.empty()) return text;
-  text += "\n" + std::to_string(r.failed.size()) + " configurations on the Hub were NOT installed:";
+  text += "\n" + std::to_string(r.failed.size()) + " configurations " +
+          storage::on(storage::kind_named(before.store)) + " were NOT installed:";
   for (const auto& row : before.rows) {
     auto it = r.failed.find(row.target.key);
     if (it != r.failed.end()) text += "\n  " + row.target.configuration.name + ": " + it->second;
@@ -163,7 +164,7 @@ void run_prefetch(Context& context, Args& args) {
   auto p = open(context, args);
   pipeline::RunResult result = pipeline::run(*p, steps_of(true, false, false, args));
   if (args.json) {
-    print_json(report::run_json(result.record(*p)));
+    print_json(report::run_json(result));
   } else if (!args.quiet) {
     std::cout << prefetch_line(*result.prefetch, result.initial) << "\n"
               << missing_line(result.final);
@@ -181,7 +182,7 @@ void run_compile(Context& context, Args& args) {
   pipeline::RunResult result = pipeline::run(*p, steps_of(true, true, false, args));
   const pipeline::PrefetchStep& fetched = *result.prefetch;
   if (args.json) {
-    print_json(report::run_json(result.record(*p)));
+    print_json(report::run_json(result));
   } else if (!args.quiet) {
     if (fetched.hits || !fetched.result.failed.empty())
       std::cout << prefetch_line(fetched, result.initial) << "\n";
@@ -195,9 +196,9 @@ void run_push(Context& context, Args& args) {
   auto p = open(context, args);
   pipeline::RunResult result = pipeline::run(*p, steps_of(false, false, true, args));
   if (args.json) {
-    print_json(report::run_json(result.record(*p)));
+    print_json(report::run_json(result));
   } else if (!args.quiet || !result.push->attempted) {
-    std::cout << report::push_line(*result.push) << "\n";
+    std::cout << report::push_line(result) << "\n";
   }
 }
 
@@ -207,7 +208,7 @@ void run_ci(Context& context, Args& args) {
     if (!args.quiet && !args.json) std::cout << report::plan_text(plan) << "\n";
   };
   pipeline::RunResult result = pipeline::run(*p, steps_of(true, true, true, args), show_plan);
-  report::RunRecord run = result.record(*p);
+  const pipeline::RunResult& run = result;
   // Built only when asked for: for many configurations they cost milliseconds.
   if (!args.report_file.empty()) write_file(args.report_file, report::run_json(run).dump(2) + "\n");
   if (!args.summary_file.empty()) write_file(args.summary_file, report::run_markdown(run));
@@ -219,10 +220,11 @@ void run_ci(Context& context, Args& args) {
               << "compiled " << t.compiled << " of " << result.compile->outcomes.size()
               << " missing configurations in " << report::human_seconds(result.compile->seconds)
               << "\n"
-              << report::push_line(*result.push) << "\n"
+              << report::push_line(result) << "\n"
               << "done in " << report::human_seconds(result.seconds) << ": " << t.local
-              << " local, " << t.hub_hits << " from the Hub, " << t.compiled << " compiled, "
-              << t.failed
+              << " local, " << t.hub_hits << " from "
+              << storage::describe(storage::kind_named(result.initial.store)) << ", " << t.compiled
+              << " compiled, " << t.failed
               << " failed; compile time saved: " << report::human_seconds(t.compile_seconds_saved)
               << "\n";
   }
@@ -298,7 +300,7 @@ void run_wrapped(Context& context, Args& args) {
   if (ran.exit_code == 0 && target) {
     report_recorded(ran, args);
     plan::Plan after = p->make_plan(std::vector<plan::Target>{*target});
-    say(report::run_push_line(p->push(after), run_owner(args)));
+    say(report::run_push_line(p->push(after), p->store(), run_owner(args)));
   } else if (ran.exit_code == 0) {
     if (!ran.produced.empty()) {
       warn(
@@ -306,7 +308,7 @@ void run_wrapped(Context& context, Args& args) {
           "compiles them again; give the run a name with --profile NAME (e.g. --profile "
           "my-training) to record, prefetch and push them");
     }
-    say(report::modules_push_line(p->push_modules(ran.produced)));
+    say(report::modules_push_line(p->push_modules(ran.produced), p->store()));
   }
   if (!ran.error.empty()) throw operational_error(ran.error);
   if (ran.exit_code != 0) std::exit(ran.exit_code > 0 ? ran.exit_code : 1);
@@ -318,19 +320,20 @@ void register_pipeline(CLI::App& app, Context& context) {
   auto plan_args = std::make_shared<Args>();
   CLI::App* plan = app.add_subcommand(
       "plan",
-      "For each declared configuration: complete locally, on the Hub, or to compile (and why)");
+      "For each declared configuration: complete locally, in the cache store (the Hub, S3 or a "
+      "shared folder), or to compile (and why)");
   add_common(plan, context, plan_args, true);
   plan->add_flag("--json", plan_args->json, "Print JSON for scripts");
   plan->add_flag("--files", plan_args->files,
                  "With --json: each cached configuration's files, sizes, sha256 and download "
-                 "URLs (file:// or the Hub's, at the commit read)")
+                 "URLs (file://, or the Hub's at the commit read; none for S3)")
       ->needs("--json");
   plan->callback([&context, plan_args] { run_plan(context, *plan_args); });
 
   auto prefetch_args = std::make_shared<Args>();
   CLI::App* prefetch = app.add_subcommand(
       "prefetch",
-      "Download the Hub's artifacts of the declared configurations into the local cache");
+      "Download the cache store's artifacts of the declared configurations into the local cache");
   add_common(prefetch, context, prefetch_args, true);
   prefetch->add_flag("--json", prefetch_args->json, "Print JSON for scripts");
   add_export_option(prefetch, prefetch_args);
@@ -348,7 +351,9 @@ void register_pipeline(CLI::App& app, Context& context) {
 
   auto push_args = std::make_shared<Args>();
   CLI::App* push = app.add_subcommand(
-      "push", "Upload the locally compiled configurations the Hub lacks, in one commit");
+      "push",
+      "Upload the locally compiled configurations the cache store lacks (on the Hub: in one "
+      "commit)");
   add_common(push, context, push_args, true);
   push->add_flag("--json", push_args->json, "Print JSON for scripts");
   push->callback([&context, push_args] { run_push(context, *push_args); });
@@ -358,7 +363,8 @@ void register_pipeline(CLI::App& app, Context& context) {
       app.add_subcommand("ci", "plan, prefetch, compile what is missing and push, in one step");
   add_common(ci, context, ci_args, true);
   add_compile_options(ci, ci_args);
-  ci->add_flag("--read-only", ci_args->options.read_only, "Never write to the Hub");
+  ci->add_flag("--read-only", ci_args->options.read_only,
+               "Never write to the cache store (the Hub, S3 or the shared folder)");
   ci->add_option("--report", ci_args->report_file, "Write the JSON report here");
   ci->add_option("--summary", ci_args->summary_file, "Write the Markdown summary here");
   ci->add_flag("--json", ci_args->json, "Print the JSON report on stdout");
@@ -377,7 +383,8 @@ void register_pipeline(CLI::App& app, Context& context) {
       "training run, a custom loop): the next run with it prefetches them, and "
       "what a run adds is pushed");
   add_common(run, context, run_args, false);
-  run->add_flag("--read-only", run_args->options.read_only, "Never write to the Hub");
+  run->add_flag("--read-only", run_args->options.read_only,
+                "Never write to the cache store (the Hub, S3 or the shared folder)");
   run->add_option("--output-dir", run_args->options.output_dir, "Where the run's log goes");
   run->add_option("command", run_args->command, "The command and its arguments, after --")
       ->required();

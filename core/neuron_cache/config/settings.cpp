@@ -158,9 +158,14 @@ void resolve_hub(Settings& s, const Environment& env) {
   } else {
     s.endpoint = {kDefaultEndpoint, "default"};
   }
-  s.offline = env_flag(env, "HF_HUB_OFFLINE");
-  s.offline_origin = {s.offline ? "true" : "false",
-                      env.get("HF_HUB_OFFLINE") ? "HF_HUB_OFFLINE" : "default"};
+  s.store_offline = env_flag(env, "NEURON_CACHE_OFFLINE");
+  s.store_offline_origin = {s.store_offline ? "true" : "false",
+                            env.get("NEURON_CACHE_OFFLINE") ? "NEURON_CACHE_OFFLINE" : "default"};
+  s.offline = s.store_offline || env_flag(env, "HF_HUB_OFFLINE");
+  const char* origin = s.store_offline             ? "NEURON_CACHE_OFFLINE"
+                       : env.get("HF_HUB_OFFLINE") ? "HF_HUB_OFFLINE"
+                                                   : "default";
+  s.offline_origin = {s.offline ? "true" : "false", origin};
 }
 
 // The variable `name`, its name as the origin; `fallback` when it is not set.
@@ -175,8 +180,10 @@ void resolve_knobs(Settings& s, const Environment& env) {
   auto seed = env.get("NEURON_CACHE_SEED");
   s.seeding = seed.value_or("1") != "0";
   s.seeding_origin = {s.seeding ? "true" : "false", seed ? "NEURON_CACHE_SEED" : "default"};
-  s.hub_timeout_ms = from_env(env, "NEURON_CACHE_HUB_TIMEOUT_MS",
-                              {std::to_string(kDefaultHubTimeoutMs), "default"});
+  // NEURON_CACHE_HUB_TIMEOUT_MS: its name before it applied to every store.
+  s.timeout_ms = from_env(env, "NEURON_CACHE_TIMEOUT_MS",
+                          from_env(env, "NEURON_CACHE_HUB_TIMEOUT_MS",
+                                   {std::to_string(kDefaultHubTimeoutMs), "default"}));
   s.retry_base_ms =
       from_env(env, "NEURON_CACHE_RETRY_BASE_MS", {"", "default (1 s, doubling up to 30 s)"});
 }
@@ -270,8 +277,13 @@ std::string Settings::require_compiler_version() const {
   return compiler_version.value;
 }
 
-std::chrono::milliseconds Settings::hub_timeout() const {
-  const std::string& value = hub_timeout_ms.value;
+std::optional<std::chrono::milliseconds> Settings::timeout_if_set() const {
+  if (timeout_ms.origin == "default") return std::nullopt;
+  return timeout();
+}
+
+std::chrono::milliseconds Settings::timeout() const {
+  const std::string& value = timeout_ms.value;
   try {
     size_t used = 0;
     long ms = std::stol(value, &used);
@@ -279,9 +291,8 @@ std::chrono::milliseconds Settings::hub_timeout() const {
   } catch (const std::exception&) {
     // reported below
   }
-  throw input_error(
-      "NEURON_CACHE_HUB_TIMEOUT_MS must be a positive number of milliseconds (got \"" + value +
-      "\")");
+  throw input_error(timeout_ms.origin + " must be a positive number of milliseconds (got \"" +
+                    value + "\")");
 }
 
 std::optional<std::chrono::milliseconds> Settings::retry_base() const {

@@ -56,8 +56,13 @@ struct Settings {
   Setting cache_repo;
   Setting token;  // the secret itself: print only mask_token(token.value)
   Setting endpoint;
+  // HF_HUB_OFFLINE (or NEURON_CACHE_OFFLINE): no request to the Hugging Face Hub, as a store or
+  // for model revisions. It never makes an S3 or folder store offline.
   bool offline = false;
   Setting offline_origin;  // value "true"/"false"
+  // NEURON_CACHE_OFFLINE: no store is asked anything, whatever its kind (the Hub too).
+  bool store_offline = false;
+  Setting store_offline_origin;  // value "true"/"false"
   Setting hf_home;
   Setting hf_hub_cache;        // where huggingface_hub keeps downloaded files
   Setting custom_cache_file;   // $HF_HOME/optimum_neuron_custom_cache
@@ -66,8 +71,10 @@ struct Settings {
   Setting cc_flags;            // NEURON_CC_FLAGS: added to every compile, part of every key
   bool seeding = true;         // NEURON_CACHE_SEED=0: compiles start from an empty staging cache
   Setting seeding_origin;      // value "true"/"false"
-  Setting hub_timeout_ms;      // NEURON_CACHE_HUB_TIMEOUT_MS: when the Hub counts as unreachable
-  Setting retry_base_ms;       // NEURON_CACHE_RETRY_BASE_MS: shorter retry waits; empty: 1 s
+  // NEURON_CACHE_TIMEOUT_MS (alias: NEURON_CACHE_HUB_TIMEOUT_MS): when the Hub or S3 counts as
+  // unreachable, and how long a shared folder's commit waits for its index lock.
+  Setting timeout_ms;
+  Setting retry_base_ms;  // NEURON_CACHE_RETRY_BASE_MS: shorter retry waits; empty: 1 s
   // CUSTOM_CACHE_REPO set but not used because the manifest's cache_repo wins, or empty.
   std::string cache_repo_note;
   std::vector<std::string> warnings;
@@ -87,8 +94,10 @@ struct Settings {
   std::string local_cache_root() const;
   // The compiler version; throws an input Error explaining how to give it when unknown.
   std::string require_compiler_version() const;
-  // NEURON_CACHE_HUB_TIMEOUT_MS; throws an input Error when it is not a positive number.
-  std::chrono::milliseconds hub_timeout() const;
+  // timeout_ms; throws an input Error when it is not a positive number.
+  std::chrono::milliseconds timeout() const;
+  // timeout_ms when one of its variables sets it, else nothing (the store's own default).
+  std::optional<std::chrono::milliseconds> timeout_if_set() const;
   // NEURON_CACHE_RETRY_BASE_MS, or nothing; throws an input Error when it is not a number.
   std::optional<std::chrono::milliseconds> retry_base() const;
 

@@ -72,7 +72,7 @@ ClientOptions HubClient::options_from(const config::Settings& settings) {
   options.token = settings.token.value;
   options.offline = settings.offline;
   options.retry = net::retry_policy(settings, 6);
-  options.hub_timeout = settings.hub_timeout();
+  options.hub_timeout = settings.timeout();
   return options;
 }
 

@@ -164,16 +164,6 @@ void Pipeline::report_misses() {
   }
 }
 
-std::string Pipeline::cache_name(const std::string& part) const {
-  return store_ && store_->kind() != storage::Kind::Hub
-             ? "the " + part + " in " + store_->location()
-             : "the Hub " + part;
-}
-
-std::string Pipeline::where() const {
-  return store_ && store_->kind() != storage::Kind::Hub ? store_->location() : "the Hub";
-}
-
 Pipeline::~Pipeline() = default;
 
 fs::path Pipeline::manifest_dir() const {
@@ -276,13 +266,13 @@ plan::Plan Pipeline::make_plan(const std::vector<plan::Target>& targets) {
   } else if (!store_ && remotes_.open_store) {
     hub_problem = "the cache store " + repo_ + " could not be opened";
   } else if (online_store() == nullptr) {
-    hub_problem = "offline: the Hub was not asked";
+    hub_problem = "offline: " + storage::describe(store_) + " was not asked";
   } else {
     try {
       remote_ = std::make_unique<remote::RemoteIndex>(
           remote::RemoteIndex::open(*store_, root_ / std::string(ai::kLocalDir) / "hub"));
     } catch (const Error& error) {
-      hub_problem = cache_name("cache") + " could not be read: " + error.what();
+      hub_problem = storage::describe_part(store_, "cache") + " could not be read: " + error.what();
       cache_problem(hub_problem, "every configuration not complete locally will be compiled");
     }
   }
@@ -298,7 +288,7 @@ plan::Plan Pipeline::make_plan(const std::vector<plan::Target>& targets) {
     return plan;
   } catch (const Error& error) {
     // The index downloads happen lazily inside make_plan.
-    cache_problem(cache_name("index") + " could not be read: " + error.what(),
+    cache_problem(storage::describe_part(store_, "index") + " could not be read: " + error.what(),
                   "every configuration not complete locally will be compiled");
     remote_.reset();
     plan::Plan plan = plan::make_plan(targets, *local_index_, nullptr, error.what());
@@ -377,8 +367,9 @@ plan::Plan Pipeline::plan_run(const plan::Target& target) {
     remote_->load(plan::shards_of({&row.target}));  // a complete local entry did not read it
     hub = remote_->find(target.inputs.compiler_version, target.key);
   } catch (const Error& error) {
-    cache_problem(cache_name("index") + " could not be read: " + error.what(),
-                  "what " + where() + " has beyond the local cache will be compiled");
+    cache_problem(
+        storage::describe_part(store_, "index") + " could not be read: " + error.what(),
+        "what " + storage::describe(store_) + " has beyond the local cache will be compiled");
   }
   std::optional<ai::Entry> local = local_index_->find(target.inputs.compiler_version, target.key);
   if (!hub || !local) return plan;
@@ -440,7 +431,7 @@ PrefetchStep Pipeline::prefetch(plan::Plan& plan) {
       cache_problem("could not fetch " + row.target.configuration.name + ": " + it->second,
                     "it will be compiled");
       row.status = plan::Status::Compile;
-      row.reason = "fetching from " + where() + " failed: " + it->second;
+      row.reason = "fetching from " + storage::describe(store_) + " failed: " + it->second;
       continue;
     }
     row.status = plan::Status::Local;
@@ -452,14 +443,15 @@ PrefetchStep Pipeline::prefetch(plan::Plan& plan) {
 }
 
 std::string Pipeline::why_not_push(bool nothing_new) const {
-  if (options_.read_only) return "--read-only: nothing is written to " + where();
+  if (options_.read_only) return "--read-only: nothing is written to " + storage::describe(store_);
   if (repo_.empty()) return "no cache repo is set";
   if (!store_) return remotes_.open_store ? "the cache store could not be opened" : "offline";
   if (store_->offline()) return "offline";
   if (!store_->unreachable().empty()) {
-    return where() + " is unreachable (" + store_->unreachable() +
+    return storage::describe(store_) + " is unreachable (" + store_->unreachable() +
            "): nothing was pushed; what was compiled stays in the local cache and the next run "
-           "with the Hub pushes it";
+           "with " +
+           storage::describe(store_->kind()) + " pushes it";
   }
   if (nothing_new) return "nothing new to push";
   return "";

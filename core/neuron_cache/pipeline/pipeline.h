@@ -211,10 +211,6 @@ class Pipeline {
   std::vector<std::filesystem::path> trusted_roots() const;
   // The store when it may be asked (set, opened, not offline), else null.
   storage::Store* online_store() const;
-  // "the Hub" for a Hub store, else its location: how messages name where the cache is.
-  std::string where() const;
-  // "the Hub <part>" ("cache", "index"), else "the <part> in <location>".
-  std::string cache_name(const std::string& part) const;
   // Opens the store the settings name, wrapped in the run's policies: read-only (--read-only),
   // and, unless strict, a read failure is a miss (storage/policies.h). A store that cannot be
   // opened is a cache problem.

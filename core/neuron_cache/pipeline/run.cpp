@@ -17,11 +17,11 @@ RunResult run(Pipeline& p, const RunSteps& steps,
   result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   if (!steps.export_dir.empty())
     result.exports = p.export_artifacts(result.final, steps.export_dir);
+  result.repo = p.repo();
+  result.compiler_version = p.compiler_version();
+  result.store_requests = p.store_requests();
+  result.notices = p.notices();
   return result;
-}
-
-report::RunRecord RunResult::record(const Pipeline& p) const {
-  return {&initial, &final, prefetch, compile, push, &p, seconds, exports};
 }
 
 }  // namespace neuron_cache::pipeline

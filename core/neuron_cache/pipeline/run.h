@@ -9,8 +9,9 @@
 #include <optional>
 #include <string>
 
+#include <vector>
+
 #include "neuron_cache/pipeline/pipeline.h"
-#include "neuron_cache/report/report.h"
 
 namespace neuron_cache::pipeline {
 
@@ -31,9 +32,12 @@ struct RunResult {
   std::optional<PushStep> push;
   std::map<std::string, std::string> exports;  // configuration name -> export folder
   double seconds = 0;                          // the whole run, the plan included
+  // The pipeline's side of the run, copied when it ends: reports need nothing else.
+  std::string repo;  // Pipeline::repo()
+  std::string compiler_version;
+  size_t store_requests = 0;
+  std::vector<Notice> notices;
 
-  // The report's view of the run; it points into this result and `p`, which must outlive it.
-  report::RunRecord record(const Pipeline& p) const;
   bool compile_failed() const { return compile && compile->failed() > 0; }
 };
 

@@ -27,6 +27,12 @@ json registry_json(const plan::PlanRow& row) {
           {"path", row.registry->path}};
 }
 
+// A row's status in JSON: format 2 says "store" for "cached in the store", whichever it is
+// (format 1 said "hub").
+std::string status_value(plan::Status status) {
+  return status == plan::Status::Hub ? "store" : std::string(plan::status_name(status));
+}
+
 json row_json(const plan::PlanRow& row) {
   const auto& c = row.target.configuration;
   json nearest = json::array();
@@ -34,7 +40,7 @@ json row_json(const plan::PlanRow& row) {
   return {{"name", c.name},
           {"model_id", c.model_id},
           {"key", row.target.key},
-          {"status", plan::status_name(row.status)},
+          {"status", status_value(row.status)},
           {"reason", row.reason},
           {"bytes_to_download", row.bytes_to_download},
           {"files_to_download", row.files_to_download},
@@ -44,22 +50,21 @@ json row_json(const plan::PlanRow& row) {
           {"nearest", nearest}};
 }
 
-const plan::PlanRow* find_row(const plan::Plan* plan, const std::string& key) {
-  if (!plan) return nullptr;
-  for (const auto& row : plan->rows) {
+const plan::PlanRow* find_row(const plan::Plan& plan, const std::string& key) {
+  for (const auto& row : plan.rows) {
     if (row.target.key == key) return &row;
   }
   return nullptr;
 }
 
 // Why prefetch did not install a configuration it meant to install, or nothing.
-const std::string* not_installed(const RunRecord& run, const std::string& key) {
+const std::string* not_installed(const RunResult& run, const std::string& key) {
   if (!run.prefetch) return nullptr;
   auto it = run.prefetch->result.failed.find(key);
   return it == run.prefetch->result.failed.end() ? nullptr : &it->second;
 }
 
-const pipeline::CompileOutcome* find_outcome(const RunRecord& run, const std::string& key) {
+const pipeline::CompileOutcome* find_outcome(const RunResult& run, const std::string& key) {
   if (!run.compile) return nullptr;
   for (const auto& o : run.compile->outcomes) {
     if (o.key == key) return &o;
@@ -74,17 +79,15 @@ std::string cell(std::string text) {
   return text;
 }
 
-// How texts name the plan's store: "the Hub" (also when none was opened), "S3", "the shared
-// folder".
-std::string store_name(const plan::Plan* plan) {
-  if (plan && plan->store == "s3") return "S3";
-  if (plan && plan->store == "folder") return "the shared folder";
-  return "the Hub";
+// The plan's store kind (the Hub also when none was opened): what storage::describe names.
+storage::Kind kind_of(const plan::Plan& plan) {
+  return storage::kind_named(plan.store);
 }
 
 // What happened to one configuration, in a few words.
-std::string outcome_of(const RunRecord& run, const plan::PlanRow& before) {
-  const std::string from = store_name(run.initial ? &*run.initial : nullptr);
+std::string outcome_of(const RunResult& run, const plan::PlanRow& before) {
+  const storage::Kind kind = kind_of(run.initial);
+  const std::string from = storage::describe(kind);
   switch (before.status) {
     case plan::Status::Local:
       return "local hit";
@@ -92,7 +95,7 @@ std::string outcome_of(const RunRecord& run, const plan::PlanRow& before) {
       const plan::PlanRow* after = find_row(run.final, before.target.key);
       if (run.prefetch && after && after->status == plan::Status::Local)
         return "fetched from " + from;
-      if (!run.prefetch) return "available on " + from;
+      if (!run.prefetch) return "available " + storage::on(kind);
       if (!find_outcome(run, before.target.key)) return "NOT installed from " + from;
       break;
     }
@@ -182,11 +185,10 @@ std::string human_seconds(double seconds) {
   return buffer;
 }
 
-Totals totals(const RunRecord& run) {
+Totals totals(const RunResult& run) {
   Totals t;
-  if (!run.initial) return t;
-  t.configurations = run.initial->rows.size();
-  for (const auto& row : run.initial->rows) {
+  t.configurations = run.initial.rows.size();
+  for (const auto& row : run.initial.rows) {
     if (row.status == plan::Status::Local) {
       ++t.local;
       t.compile_seconds_saved += row.compile_seconds_saved;
@@ -229,65 +231,63 @@ json plan_json(const plan::Plan& plan) {
           {"hub_revision", plan.hub_revision},
           {"hub_problem", plan.hub_problem},
           {"local", plan.count(plan::Status::Local)},
-          {"hub", plan.count(plan::Status::Hub)},
+          {"in_store", plan.count(plan::Status::Hub)},
+          {"hub", plan.count(plan::Status::Hub)},  // format 1's name of "in_store"
           {"registry", plan.count(plan::Status::Registry)},
           {"compile", plan.count(plan::Status::Compile)},
           {"configurations", rows}};
 }
 
-json run_json(const RunRecord& run) {
+json run_json(const RunResult& run) {
   Totals t = totals(run);
   json configurations = json::array();
-  if (run.initial) {
-    for (const auto& row : run.initial->rows) {
-      json item = row_json(row);
-      item["outcome"] = outcome_of(run, row);
-      auto exported = run.exports.find(row.target.configuration.name);
-      item["export_dir"] = exported == run.exports.end() ? json(nullptr) : json(exported->second);
-      if (run.prefetch && row.status == plan::Status::Hub) {
-        const std::string* why = not_installed(run, row.target.key);
-        item["prefetch"] = {{"installed", why == nullptr},
-                            {"error", why ? json(*why) : json(nullptr)}};
-      }
-      if (const auto* o = find_outcome(run, row.target.key)) {
-        item["compile"] = {{"ok", o->ok},
-                           {"seconds", o->seconds},
-                           {"exit_code", o->exit_code},
-                           {"error", o->error},
-                           {"log_file", o->log_file},
-                           {"log_tail", o->log_tail},
-                           {"modules_produced", o->modules_produced},
-                           {"modules_used", o->modules_used},
-                           {"modules_from_hub", o->modules_from_hub},
-                           {"reused", o->reused.empty() ? json(nullptr) : json(o->reused)}};
-      }
-      configurations.push_back(item);
+  for (const auto& row : run.initial.rows) {
+    json item = row_json(row);
+    item["outcome"] = outcome_of(run, row);
+    auto exported = run.exports.find(row.target.configuration.name);
+    item["export_dir"] = exported == run.exports.end() ? json(nullptr) : json(exported->second);
+    if (run.prefetch && row.status == plan::Status::Hub) {
+      const std::string* why = not_installed(run, row.target.key);
+      item["prefetch"] = {{"installed", why == nullptr},
+                          {"error", why ? json(*why) : json(nullptr)}};
     }
+    if (const auto* o = find_outcome(run, row.target.key)) {
+      item["compile"] = {{"ok", o->ok},
+                         {"seconds", o->seconds},
+                         {"exit_code", o->exit_code},
+                         {"error", o->error},
+                         {"log_file", o->log_file},
+                         {"log_tail", o->log_tail},
+                         {"modules_produced", o->modules_produced},
+                         {"modules_used", o->modules_used},
+                         {"modules_from_hub", o->modules_from_hub},
+                         {"reused", o->reused.empty() ? json(nullptr) : json(o->reused)}};
+    }
+    configurations.push_back(item);
   }
   json notices = json::array();
-  if (run.pipeline) {
-    for (const auto& n : run.pipeline->notices())
-      notices.push_back({{"warning", n.warning}, {"text", n.text}});
-  }
+  for (const auto& n : run.notices) notices.push_back({{"warning", n.warning}, {"text", n.text}});
   json push = nullptr;
   if (run.push) {
     push = {{"attempted", run.push->attempted},
             {"skipped_reason", run.push->skipped_reason},
             {"pushed", run.push->result.pushed},
-            {"already_on_hub", run.push->result.already_on_hub},
+            {"already_in_store", run.push->result.already_on_hub},
+            {"already_on_hub", run.push->result.already_on_hub},  // format 1's name
             {"commit", run.push->result.commit.revision},
             {"bytes_uploaded", run.push->result.commit.bytes_sent}};
   }
   return {{"format_version", kReportFormatVersion},
           {"tool", pipeline::tool_version()},
-          {"repo", run.pipeline ? run.pipeline->repo() : ""},
-          {"store", run.initial ? run.initial->store : ""},
-          {"compiler_version", run.pipeline ? run.pipeline->compiler_version() : ""},
-          {"hub_requests", run.pipeline ? run.pipeline->store_requests() : 0},
+          {"repo", run.repo},
+          {"store", run.initial.store},
+          {"compiler_version", run.compiler_version},
+          {"hub_requests", run.store_requests},
           {"totals",
            {{"configurations", t.configurations},
             {"local", t.local},
-            {"hub_hits", t.hub_hits},
+            {"store_hits", t.hub_hits},
+            {"hub_hits", t.hub_hits},  // format 1's name of "store_hits"
             {"misses", t.misses},
             {"compiled", t.compiled},
             {"failed", t.failed},
@@ -303,64 +303,88 @@ json run_json(const RunRecord& run) {
 }
 
 std::string commit_text(const storage::CommitResult& commit) {
-  return "in commit " + commit.revision.substr(0, 12) + ": " +
-         std::to_string(commit.small_files + commit.large_sent) + " files sent (" +
+  return "in commit " + commit.revision.substr(0, 12) + ": " + sent_text(commit);
+}
+
+std::string sent_text(const storage::CommitResult& commit) {
+  return std::to_string(commit.small_files + commit.large_sent) + " files sent (" +
          human_bytes(commit.bytes_sent) + "), " +
          std::to_string(commit.unchanged + commit.large_already_stored) + " already stored";
 }
 
 namespace {
 
-// Every push line: skipped, `committed` (then the commit), failed, or `otherwise`.
-std::string push_outcome(const pipeline::PushStep& step, const std::string& committed,
+// Every push line: skipped, `committed` (then where it went), failed, or `otherwise`. Only the Hub
+// has commits; other stores are named instead.
+std::string push_outcome(const pipeline::PushStep& step, storage::Kind kind,
+                         std::string_view location, const std::string& committed,
                          const std::string& otherwise) {
   if (!step.attempted) return "push skipped: " + step.skipped_reason;
-  if (step.result.commit.committed) return committed + " " + commit_text(step.result.commit);
+  const storage::CommitResult& commit = step.result.commit;
+  if (commit.committed) {
+    if (kind == storage::Kind::Hub) return committed + " " + commit_text(commit);
+    return committed + " to " + storage::describe(kind, location) + ": " + sent_text(commit);
+  }
   if (!step.skipped_reason.empty()) return "push failed: " + step.skipped_reason;
   return otherwise;
 }
 
-}  // namespace
-
-std::string push_line(const pipeline::PushStep& step, const std::string& what) {
-  const auto& r = step.result;
-  std::string line = "pushed " + std::to_string(r.pushed.size()) + " " + what;
-  if (!r.already_on_hub.empty())
-    line += " (" + std::to_string(r.already_on_hub.size()) + " already on the Hub)";
-  return push_outcome(step, line, line);
+storage::Kind kind_of(const storage::Store* store) {
+  return store ? store->kind() : storage::Kind::Hub;
 }
 
-std::string run_push_line(const pipeline::PushStep& step, const std::string& owner) {
+std::string location_of(const storage::Store* store) {
+  return store ? store->location() : "";
+}
+
+}  // namespace
+
+std::string push_line(const RunResult& run, const std::string& what) {
+  const pipeline::PushStep& step = *run.push;
+  const storage::Kind kind = kind_of(run.initial);
   const auto& r = step.result;
-  std::string otherwise =
-      r.skipped.empty()
-          ? "nothing new to push: the Hub already has every compiled graph of " + owner
-          : "not pushed: " + r.skipped.begin()->second;
-  return push_outcome(step,
+  std::string line = "pushed " + std::to_string(r.pushed.size()) + " " + what;
+  if (!r.already_on_hub.empty()) {
+    line += " (" + std::to_string(r.already_on_hub.size()) + " already " + storage::on(kind) + ")";
+  }
+  return push_outcome(step, kind, run.repo, line, line);
+}
+
+std::string run_push_line(const pipeline::PushStep& step, const storage::Store* store,
+                          const std::string& owner) {
+  const auto& r = step.result;
+  std::string otherwise = r.skipped.empty()
+                              ? "nothing new to push: " + storage::describe(kind_of(store)) +
+                                    " already has every compiled graph of " + owner
+                              : "not pushed: " + r.skipped.begin()->second;
+  return push_outcome(step, kind_of(store), location_of(store),
                       "pushed " + owner + ": " + std::to_string(r.modules_added) +
                           " new compiled graphs (MODULE folders) and its index entry",
                       otherwise);
 }
 
-std::string modules_push_line(const pipeline::PushStep& step) {
+std::string modules_push_line(const pipeline::PushStep& step, const storage::Store* store) {
   const auto& r = step.result;
   std::string otherwise = r.pushed.empty()
                               ? "nothing pushed: no compiled graph could be read"
-                              : std::to_string(r.pushed.size()) +
-                                    " compiled graphs were already on the Hub: nothing to push";
+                              : std::to_string(r.pushed.size()) + " compiled graphs were already " +
+                                    storage::on(kind_of(store)) + ": nothing to push";
   return push_outcome(
-      step, "pushed " + std::to_string(r.pushed.size()) + " compiled graphs (MODULE folders)",
-      otherwise);
+      step, kind_of(store), location_of(store),
+      "pushed " + std::to_string(r.pushed.size()) + " compiled graphs (MODULE folders)", otherwise);
 }
 
 std::string plan_text(const plan::Plan& plan) {
+  const storage::Kind kind = kind_of(plan);
   size_t width = 0;
   for (const auto& row : plan.rows) width = std::max(width, row.target.configuration.name.size());
   std::string out;
   if (!plan.repo.empty())
     out += "cache repo: " + plan.repo + " (from " + plan.repo_origin + ")\n\n";
   for (const auto& row : plan.rows) {
-    std::string line = std::string(plan::status_name(row.status));
+    // A Hub row is labelled with the store's kind: "hub", "s3", "folder".
+    std::string line = row.status == plan::Status::Hub ? std::string(storage::kind_name(kind))
+                                                       : std::string(plan::status_name(row.status));
     line.resize(9, ' ');
     std::string name = row.target.configuration.name;
     name.resize(width, ' ');
@@ -378,7 +402,7 @@ std::string plan_text(const plan::Plan& plan) {
   }
   out += "\n" + std::to_string(plan.rows.size()) +
          " configurations: " + std::to_string(plan.count(plan::Status::Local)) + " local, " +
-         std::to_string(plan.count(plan::Status::Hub)) + " on " + store_name(&plan) + ", " +
+         std::to_string(plan.count(plan::Status::Hub)) + " " + storage::on(kind) + ", " +
          (plan.count(plan::Status::Registry)
               ? std::to_string(plan.count(plan::Status::Registry)) +
                     " in optimum-neuron's registry (compiled through optimum-neuron, which "
@@ -394,40 +418,39 @@ std::string plan_text(const plan::Plan& plan) {
   return out;
 }
 
-std::string run_markdown(const RunRecord& run) {
+std::string run_markdown(const RunResult& run) {
   Totals t = totals(run);
+  const storage::Kind kind = kind_of(run.initial);
   std::string md = "## neuron-cache\n\n";
   md += std::to_string(t.configurations) + " configurations: **" + std::to_string(t.local) +
-        " local**, **" + std::to_string(t.hub_hits) + " fetched from " +
-        store_name(run.initial ? &*run.initial : nullptr) + "**, **" + std::to_string(t.misses) +
-        " compiled or to compile**";
+        " local**, **" + std::to_string(t.hub_hits) + " fetched from " + storage::describe(kind) +
+        "**, **" + std::to_string(t.misses) + " compiled or to compile**";
   if (t.failed) md += ", **" + std::to_string(t.failed) + " failed**";
   if (t.not_installed) {
-    md += ", **" + std::to_string(t.not_installed) + " on the Hub but NOT installed**";
+    md +=
+        ", **" + std::to_string(t.not_installed) + " " + storage::on(kind) + " but NOT installed**";
   }
   md += ".\n\n";
   md += "| | |\n|---|---|\n";
-  md += "| Cache repo | `" + cell(run.pipeline ? run.pipeline->repo() : "") + "` |\n";
-  md += "| Compiler | `" + cell(run.pipeline ? run.pipeline->compiler_version() : "") + "` |\n";
+  md += "| Cache repo | `" + cell(run.repo) + "` |\n";
+  md += "| Compiler | `" + cell(run.compiler_version) + "` |\n";
   md += "| Downloaded | " + human_bytes(t.bytes_downloaded) + " |\n";
   md += "| Uploaded | " + human_bytes(t.bytes_uploaded) + " |\n";
   md += "| Compile time spent | " + human_seconds(t.compile_seconds) + " |\n";
   md += "| Compile time saved | " + human_seconds(t.compile_seconds_saved) + " |\n";
   md += "| Total time | " + human_seconds(run.seconds) + " |\n\n";
   md += "| Configuration | Model | Outcome | Key | Note |\n|---|---|---|---|---|\n";
-  if (run.initial) {
-    for (const auto& row : run.initial->rows) {
-      std::string note = plan::runs_compile(row.status) ? row.reason : "";
-      if (const std::string* why = not_installed(run, row.target.key)) note = *why;
-      if (const auto* o = find_outcome(run, row.target.key); o && !o->ok) note = o->error;
-      md += "| " + cell(row.target.configuration.name) + " | " +
-            cell(row.target.configuration.model_id) + " | " + outcome_of(run, row) + " | `" +
-            row.target.key.substr(0, 12) + "` | " + cell(note) + " |\n";
-    }
+  for (const auto& row : run.initial.rows) {
+    std::string note = plan::runs_compile(row.status) ? row.reason : "";
+    if (const std::string* why = not_installed(run, row.target.key)) note = *why;
+    if (const auto* o = find_outcome(run, row.target.key); o && !o->ok) note = o->error;
+    md += "| " + cell(row.target.configuration.name) + " | " +
+          cell(row.target.configuration.model_id) + " | " + outcome_of(run, row) + " | `" +
+          row.target.key.substr(0, 12) + "` | " + cell(note) + " |\n";
   }
-  if (run.pipeline && !run.pipeline->notices().empty()) {
+  if (!run.notices.empty()) {
     md += "\n### Notices\n\n";
-    for (const auto& n : run.pipeline->notices())
+    for (const auto& n : run.notices)
       md += std::string("- ") + (n.warning ? "**warning:** " : "") + cell(n.text) + "\n";
   }
   return md;

@@ -8,21 +8,12 @@
 #include <string>
 
 #include "neuron_cache/pipeline/pipeline.h"
+#include "neuron_cache/pipeline/run.h"
 #include "neuron_cache/plan/plan.h"
 
 namespace neuron_cache::report {
 
-// Everything a run may have done; steps that did not run stay empty.
-struct RunRecord {
-  const plan::Plan* initial = nullptr;  // the plan before any step
-  const plan::Plan* final = nullptr;    // after prefetch and compile
-  std::optional<pipeline::PrefetchStep> prefetch;
-  std::optional<pipeline::CompileStep> compile;
-  std::optional<pipeline::PushStep> push;
-  const pipeline::Pipeline* pipeline = nullptr;
-  double seconds = 0;
-  std::map<std::string, std::string> exports;  // configuration name -> export folder
-};
+using pipeline::RunResult;
 
 struct Totals {
   size_t configurations = 0;
@@ -37,11 +28,12 @@ struct Totals {
   double compile_seconds = 0;        // spent compiling
   double compile_seconds_saved = 0;  // recorded compile time of every hit
 };
-Totals totals(const RunRecord& run);
+Totals totals(const RunResult& run);
 
 // The JSON report's format (core/neuron_cache/report/report.schema.json): raised when a key goes
 // away or changes meaning. The CMake module and the Bazel rule refuse a format they do not know.
-inline constexpr int kReportFormatVersion = 1;
+// Format 2: a row cached in the store has status "store" (format 1: "hub", whichever the store).
+inline constexpr int kReportFormatVersion = 2;
 
 nlohmann::json plan_json(const plan::Plan& plan);
 // `plan --json --files`: gives each cached row of `plan_report` (made by plan_json) the files of
@@ -53,19 +45,22 @@ nlohmann::json plan_json(const plan::Plan& plan);
 // neuron-cache-entry.json holds it. Never a token or a signature: URLs only.
 void add_files(nlohmann::json& plan_report, const plan::Plan& plan, const local::LocalIndex& local,
                const storage::Store* store);
-nlohmann::json run_json(const RunRecord& run);
+nlohmann::json run_json(const RunResult& run);
 std::string plan_text(const plan::Plan& plan);
 // "in commit 1a2b3c4d5e6f: 3 files sent (1.2 GiB), 4 already stored"
 std::string commit_text(const storage::CommitResult& commit);
-// One line on a push: skipped, failed, or what it sent in which commit. `what` names the things
-// pushed: configurations, or compiled graphs for `run` without --config.
-std::string push_line(const pipeline::PushStep& step, const std::string& what = "configurations");
+// "3 files sent (1.2 GiB), 4 already stored"
+std::string sent_text(const storage::CommitResult& commit);
+// One line on the push of `run` (which must have one): skipped, failed, or what it sent where
+// (a Hub commit, else the store named). `what` names the things pushed.
+std::string push_line(const RunResult& run, const std::string& what = "configurations");
 // The push of `run` with a profile or configuration (`owner`: "profile NAME", "configuration
-// NAME"): what the Hub got, or why nothing.
-std::string run_push_line(const pipeline::PushStep& step, const std::string& owner);
+// NAME") to `store` (none reads as the Hub): what the store got, or why nothing.
+std::string run_push_line(const pipeline::PushStep& step, const storage::Store* store,
+                          const std::string& owner);
 // The push of a run's MODULE folders without an index entry (`run` without --config/--profile).
-std::string modules_push_line(const pipeline::PushStep& step);
-std::string run_markdown(const RunRecord& run);
+std::string modules_push_line(const pipeline::PushStep& step, const storage::Store* store);
+std::string run_markdown(const RunResult& run);
 
 // "1.5 GiB", "12.0 KiB", "512 B": powers of 1024 with their IEC names. (status and cleanup keep
 // optimum-neuron's "KB"/"MB" wording for the same powers: local/cleanup.h format_size.)

@@ -227,11 +227,11 @@ sys::SafeDir parent_for_write(const sys::SafeDir& root, const std::vector<std::s
 
 // The index lock: one process-wide mutex (POSIX record locks are per process, and closing any
 // descriptor of the file drops them), then fcntl(F_SETLK) on <root>/.neuron-cache.lock, polled
-// until kFolderLockWait.
+// until `wait` (FolderOptions::lock_wait).
 class IndexLock {
  public:
-  explicit IndexLock(const sys::SafeDir& root) {
-    auto deadline = std::chrono::steady_clock::now() + kFolderLockWait;
+  IndexLock(const sys::SafeDir& root, std::chrono::milliseconds wait) : wait_(wait) {
+    auto deadline = std::chrono::steady_clock::now() + wait;
     if (!process_mutex().try_lock_until(deadline)) throw timeout(root);
     try {
       fd_ = sys::UniqueFd(openat(root.fd(), std::string(kFolderLockFile).c_str(),
@@ -263,11 +263,13 @@ class IndexLock {
     static std::timed_mutex mutex;
     return mutex;
   }
-  static Error timeout(const sys::SafeDir& root) {
+  Error timeout(const sys::SafeDir& root) const {
     return operational_error(
         "the index lock " + (root.path() / kFolderLockFile).string() + " stayed taken for " +
-        std::to_string(kFolderLockWait.count() / 1000) +
-        " s: another machine is publishing (or its NFS lock was not released); try again later");
+        (wait_.count() >= 1000 ? std::to_string(wait_.count() / 1000) + " s"
+                               : std::to_string(wait_.count()) + " ms") +
+        ": another machine is publishing (or its NFS lock was not released); try again later, "
+        "or wait longer with NEURON_CACHE_TIMEOUT_MS");
   }
   void wait_for_lock(const sys::SafeDir& root, std::chrono::steady_clock::time_point deadline) {
     auto pause = std::chrono::milliseconds(5);
@@ -288,12 +290,21 @@ class IndexLock {
     }
   }
 
+  std::chrono::milliseconds wait_;
   sys::UniqueFd fd_;
 };
 
 }  // namespace
 
-FolderStore::FolderStore(fs::path root) : root_(std::move(root)) {
+FolderOptions FolderStore::options_from(const config::Settings& settings) {
+  FolderOptions options;
+  options.offline = settings.store_offline;
+  if (auto wait = settings.timeout_if_set()) options.lock_wait = *wait;
+  return options;
+}
+
+FolderStore::FolderStore(fs::path root, FolderOptions options)
+    : root_(std::move(root)), options_(options) {
   if (!root_.is_absolute()) {
     throw input_error("the folder store " + root_.string() +
                       " is not an absolute path: give file:///absolute/path");
@@ -474,7 +485,7 @@ CommitResult FolderStore::commit(const std::vector<CommitOperation>& operations,
     ++files_touched_;
   }
   if (!index_files.empty()) {
-    IndexLock lock(root);
+    IndexLock lock(root, options_.lock_wait);
     for (const Planned& planned : index_files) {
       bool was_read = false;
       std::optional<std::string> seen = seen_sha256(planned.op->path, was_read);

@@ -38,6 +38,7 @@
 #include <string_view>
 #include <vector>
 
+#include "neuron_cache/config/settings.h"
 #include "neuron_cache/storage/store.h"
 
 namespace neuron_cache::storage {
@@ -57,10 +58,18 @@ inline constexpr std::chrono::milliseconds kFolderLockWait{60'000};
 // The lock file of the index merge, at the root; a dot-file, so never listed nor synchronized.
 inline constexpr std::string_view kFolderLockFile = ".neuron-cache.lock";
 
+struct FolderOptions {
+  bool offline = false;  // NEURON_CACHE_OFFLINE: the folder is not read nor written
+  // The one wait a timeout bounds: file reads and writes are system calls it cannot interrupt.
+  std::chrono::milliseconds lock_wait = kFolderLockWait;
+};
+
 class FolderStore : public Store {
  public:
   // `root`: an absolute path to an existing folder (its own path may go through symlinks).
-  explicit FolderStore(std::filesystem::path root);
+  explicit FolderStore(std::filesystem::path root, FolderOptions options = {});
+  // NEURON_CACHE_OFFLINE, and NEURON_CACHE_TIMEOUT_MS for the lock wait when it is set.
+  static FolderOptions options_from(const config::Settings& settings);
 
   Kind kind() const override { return Kind::Folder; }
   std::string location() const override;
@@ -80,7 +89,7 @@ class FolderStore : public Store {
   Url download_url(const std::string& revision, const std::string& path) const override;
   uint64_t requests() const override { return files_touched_; }
   std::string unreachable() const override;
-  bool offline() const override { return false; }
+  bool offline() const override { return options_.offline; }
 
   const std::filesystem::path& root() const { return root_; }
 
@@ -91,6 +100,7 @@ class FolderStore : public Store {
   std::optional<std::string> seen_sha256(const std::string& path, bool& was_read) const;
 
   std::filesystem::path root_;
+  FolderOptions options_;
   std::atomic<uint64_t> files_touched_{0};
   mutable std::mutex seen_mutex_;
   // What read_small() saw of each path: its sha256, or nothing when it was missing.

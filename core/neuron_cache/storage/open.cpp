@@ -15,7 +15,7 @@ std::unique_ptr<Store> open_store(const std::string& name, const std::string& wh
     case store_name::StoreKind::S3:
       return S3Store::open(name, settings);
     case store_name::StoreKind::Folder:
-      return std::make_unique<FolderStore>(parsed.folder);
+      return std::make_unique<FolderStore>(parsed.folder, FolderStore::options_from(settings));
   }
   throw input_error(what + " \"" + name + "\" names no store kind this tool knows");
 }

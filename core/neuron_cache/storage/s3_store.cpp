@@ -110,9 +110,9 @@ S3Store::S3Store(const std::string& url, config::AwsAccess access, S3Options opt
 
 std::unique_ptr<S3Store> S3Store::open(const std::string& url, const config::Settings& settings) {
   S3Options options;
-  options.offline = settings.offline;
+  options.offline = settings.store_offline;
   options.retry = net::retry_policy(settings, 6);
-  options.timeout = settings.hub_timeout();
+  options.timeout = settings.timeout();
   return std::make_unique<S3Store>(url, config::resolve_aws_access(settings.environment), options);
 }
 
@@ -146,8 +146,8 @@ net::HttpRequest S3Store::signed_request(const std::string& method, const std::s
 void S3Store::check_online(const std::string& what) const {
   if (options_.offline) {
     throw operational_error(what +
-                            " needs the S3 store, but HF_HUB_OFFLINE is set: no request was "
-                            "made; unset HF_HUB_OFFLINE to go online");
+                            " needs the S3 store, but NEURON_CACHE_OFFLINE is set: no request was "
+                            "made; unset NEURON_CACHE_OFFLINE to go online");
   }
 }
 

@@ -51,4 +51,48 @@ bool Store::absorbs(const std::string& /*operation*/, const Error& /*error*/) {
   return false;
 }
 
+Kind kind_named(std::string_view name) {
+  if (name == "s3") return Kind::S3;
+  if (name == "folder") return Kind::Folder;
+  return Kind::Hub;
+}
+
+std::string describe(Kind kind) {
+  switch (kind) {
+    case Kind::Hub:
+      return "the Hub";
+    case Kind::S3:
+      return "S3";
+    case Kind::Folder:
+      return "the shared folder";
+  }
+  return "the store";
+}
+
+std::string describe(Kind kind, std::string_view location) {
+  if (kind == Kind::Hub || location.empty()) return describe(kind);
+  if (kind == Kind::S3) return std::string(location);
+  std::string_view path = location;
+  if (path.starts_with("file://")) path.remove_prefix(7);
+  return describe(kind) + " " + std::string(path);
+}
+
+std::string on(Kind kind) {
+  return (kind == Kind::Folder ? "in " : "on ") + describe(kind);
+}
+
+std::string describe_part(Kind kind, std::string_view location, std::string_view part) {
+  if (kind == Kind::Hub) return "the Hub " + std::string(part);
+  return "the " + std::string(part) + " in " + describe(kind, location);
+}
+
+std::string describe(const Store* store) {
+  return store ? describe(store->kind(), store->location()) : describe(Kind::Hub);
+}
+
+std::string describe_part(const Store* store, std::string_view part) {
+  return store ? describe_part(store->kind(), store->location(), part)
+               : describe_part(Kind::Hub, "", part);
+}
+
 }  // namespace neuron_cache::storage

@@ -115,6 +115,19 @@ class Read {
 
 enum class Kind { Hub, S3, Folder };
 std::string_view kind_name(Kind kind);  // "hub", "s3", "folder"
+// The kind kind_name gives `name`; "" (no store) reads as the Hub, optimum-neuron's default.
+Kind kind_named(std::string_view name);
+
+// How every message names a store. The Hub keeps the words optimum-cli users know; other stores
+// must not be called the Hub. "the Hub", "S3", "the shared folder".
+std::string describe(Kind kind);
+// Which one, for messages about this store: "the Hub", "s3://bucket/prefix", "the shared folder
+// /path" (`location` as Store::location gives it).
+std::string describe(Kind kind, std::string_view location);
+// "on the Hub", "on S3", "in the shared folder".
+std::string on(Kind kind);
+// A part of the store ("cache", "index"): "the Hub cache", "the index in s3://bucket/prefix".
+std::string describe_part(Kind kind, std::string_view location, std::string_view part);
 
 class Store {
  public:
@@ -192,5 +205,9 @@ class Store {
   // Offline mode (HF_HUB_OFFLINE): nothing is asked of a remote store.
   virtual bool offline() const = 0;
 };
+
+// describe(kind, location) and describe_part of a store; none (no shared cache) reads as the Hub.
+std::string describe(const Store* store);
+std::string describe_part(const Store* store, std::string_view part);
 
 }  // namespace neuron_cache::storage
