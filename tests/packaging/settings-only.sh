@@ -2,9 +2,10 @@
 # ctest settings_only: one resolution (core/neuron_cache/config/settings.cpp). Library code reads no process
 # environment and re-applies no precedence: it uses the Settings it was given. Fails when
 #  - core/ outside neuron_cache/config/ and neuron_cache/cli/ (the CLI's main hands the process environment to Settings)
-#    calls getenv, secure_getenv or Environment::from_process, or reads environ; the one
-#    exception is core/neuron_cache/compile/runner.cpp, which copies environ into a child's environment (what
-#    the child inherits, not a setting);
+#    calls getenv, secure_getenv or Environment::from_process, or reads environ; the two
+#    exceptions are core/neuron_cache/compile/runner.cpp, which copies environ into a child's environment, and
+#    process::spawn (core/neuron_cache/process/process.cpp), which hands environ to a child given no
+#    environment of its own (what the child inherits, not a setting);
 #  - code outside core/neuron_cache/config compares a Setting's origin (precedence decided a second time);
 #  - the Action reads a settings variable itself instead of through Settings (its GITHUB_*,
 #    RUNNER_* and INPUT_* variables are the runner's protocol; the token input goes to Settings
@@ -19,6 +20,7 @@ code_lines() {  # grep -rn output without comment lines
 reads=$(grep -rnwE --include='*.cpp' --include='*.h' 'getenv|secure_getenv|environ|from_process' \
   "$root/core" | grep -vE "^$root/core/neuron_cache/(config|cli)/" |
   grep -vE "^$root/core/neuron_cache/compile/runner\.cpp:[0-9]+:(extern char\*\* environ;|  for \(char\*\* item = environ;)" |
+  grep -vE "^$root/core/neuron_cache/process/process\.cpp:[0-9]+:(extern char\*\* environ;|    char\*\* env = request\.env \? envp\.data\(\) : environ;)" |
   code_lines || true)
 if [[ -n $reads ]]; then
   echo "$reads" >&2

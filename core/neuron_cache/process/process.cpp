@@ -101,6 +101,8 @@ ProcessResult run_and_capture(const std::vector<std::string>& argv,
   if (pid < 0) {
     // Without this, waitpid(-1) below would reap (and wait for) any child of the process.
     close(fds[0]);
+    // What a shell (and execvp in a forked child) reports for a program it cannot run.
+    if (-pid == ENOENT || -pid == EACCES) return {127, false, ""};
     throw operational_error("cannot start " + argv[0] + ": " + strerror(-pid));
   }
   ProcessResult result;
