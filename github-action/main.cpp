@@ -209,8 +209,8 @@ Outputs outputs_of(const pipeline::RunResult& run) {
   report::Totals t = report::totals(run);
   Outputs out;
   // Without a prefetch (plan, push) a configuration on the Hub counts as a hit: it would be one.
-  size_t on_hub = run.prefetch ? 0 : run.initial.count(plan::Status::Hub);
-  out.hits = t.local + t.hub_hits + on_hub;
+  size_t on_hub = run.prefetch ? 0 : run.initial.count(plan::Status::Store);
+  out.hits = t.local + t.store_hits + on_hub;
   out.misses = t.configurations - out.hits;
   out.compiled = t.compiled;
   out.cache_hit = out.misses == 0;
@@ -224,8 +224,9 @@ std::string summary_line(const pipeline::RunResult& run, const Outputs& out) {
   report::Totals t = report::totals(run);
   const storage::Kind kind = storage::kind_named(run.initial.store);
   std::string hub =
-      run.prefetch ? std::to_string(t.hub_hits) + " fetched from " + storage::describe(kind)
-                   : std::to_string(run.initial.count(plan::Status::Hub)) + " " + storage::on(kind);
+      run.prefetch
+          ? std::to_string(t.store_hits) + " fetched from " + storage::describe(kind)
+          : std::to_string(run.initial.count(plan::Status::Store)) + " " + storage::on(kind);
   std::string line = std::to_string(t.configurations) +
                      " configurations: " + std::to_string(out.hits) + " hits (" +
                      std::to_string(t.local) + " local, " + hub + "), " +

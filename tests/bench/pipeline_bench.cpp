@@ -331,7 +331,7 @@ int main(int argc, char** argv) {
     plan::Plan plan = plan::make_plan(some, second_index, &remote, "");
     std::string label = "plan, " + std::to_string(n) + " configurations";
     report(label.c_str(), seconds_since(start), fresh.http().stats().requests,
-           std::to_string(plan.count(plan::Status::Hub)) + " on the Hub");
+           std::to_string(plan.count(plan::Status::Store)) + " on the Hub");
   }
 
   for (const char* label : {"prefetch into an empty cache", "prefetch again"}) {
@@ -342,7 +342,7 @@ int main(int argc, char** argv) {
     plan::Plan plan = plan::make_plan(targets, second_index, &remote, "");
     std::vector<ai::Entry> hits;
     for (const auto& row : plan.rows) {
-      if (row.status == plan::Status::Hub) hits.push_back(*row.entry);
+      if (row.status == plan::Status::Store) hits.push_back(*row.entry);
     }
     remote::PrefetchResult fetched =
         remote::prefetch(*testing::hub_store(fresh, repo), remote.revision(), second_index, hits);

@@ -149,7 +149,7 @@ TEST_F(IndexScaleTest, ColdPlanOfTwentyConfigurationsTakesFiveRequests) {
   remote::RemoteIndex remote = remote::RemoteIndex::open(*index_store);
   plan::Plan plan = plan::make_plan(targets, local, &remote, "");
   double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  EXPECT_EQ(plan.count(plan::Status::Hub), 20u);
+  EXPECT_EQ(plan.count(plan::Status::Store), 20u);
   json log = server_->access_log();
   EXPECT_LE(hub_requests(log), 5u) << log.dump(1);
   EXPECT_LT(seconds, 2.0) << "on loopback (a generous bound: it takes milliseconds)";
@@ -170,7 +170,7 @@ TEST_F(IndexScaleTest, MissesAndFormatOneEntriesAreFoundAcrossVersions) {
   auto index_store = testing::hub_store(client, kRepo);
   remote::RemoteIndex remote = remote::RemoteIndex::open(*index_store);
   plan::Plan plan = plan::make_plan({target_of(in_legacy), missing}, local, &remote, "");
-  EXPECT_EQ(plan.rows[0].status, plan::Status::Hub) << "format 1 entries are still read";
+  EXPECT_EQ(plan.rows[0].status, plan::Status::Store) << "format 1 entries are still read";
   ASSERT_EQ(plan.rows[1].status, plan::Status::Compile);
   ASSERT_FALSE(plan.rows[1].nearest.empty());
   EXPECT_TRUE(testing::contains(plan.rows[1].reason, "nearest")) << plan.rows[1].reason;

@@ -136,7 +136,7 @@ class MemoryStorePipelinePolicies : public MemoryStorePipeline,
 TEST_P(MemoryStorePipelinePolicies, WhatTheStoreHoldsIsFetchedNotCompiled) {
   fill();
   pipeline::RunResult ci = run("other", kCi, GetParam());
-  EXPECT_EQ(status(ci), plan::Status::Hub) << notices;
+  EXPECT_EQ(status(ci), plan::Status::Store) << notices;
   ASSERT_TRUE(ci.prefetch);
   EXPECT_EQ(ci.prefetch->hits, 1u) << notices;
   EXPECT_TRUE(ci.compile->outcomes.empty());
@@ -158,13 +158,13 @@ TEST_F(MemoryStorePipeline, AFailedReadIsAMissForThatRunOnly) {
   pipeline::RunResult first = run("other", kPlanOnly);
   EXPECT_EQ(store.failed_reads(), 1);
   // Not fetched from the store (the registry optimum-neuron keeps there may still list it).
-  EXPECT_NE(status(first), plan::Status::Hub);
+  EXPECT_NE(status(first), plan::Status::Store);
   EXPECT_TRUE(contains(notices, "stat failed")) << notices;
   EXPECT_TRUE(contains(notices, "counted as not cached")) << notices;
 
   // Fault cleared, same head, same cache root.
   pipeline::RunResult second = run("other", kCi);
-  EXPECT_EQ(status(second), plan::Status::Hub) << notices;
+  EXPECT_EQ(status(second), plan::Status::Store) << notices;
   EXPECT_EQ(second.prefetch->hits, 1u) << notices;
   EXPECT_TRUE(second.compile->outcomes.empty()) << "compiled what the store holds";
   EXPECT_FALSE(contains(notices, "counted as not cached")) << notices;
@@ -175,7 +175,7 @@ TEST_F(MemoryStorePipeline, StrictFailsOnAFailedRead) {
   store.fail_reads(std::string(ai::kRemoteDir) + "/", 1);
   EXPECT_THROW(run("other", kPlanOnly, Policy::Strict), Error);
   pipeline::RunResult second = run("other", kPlanOnly, Policy::Strict);
-  EXPECT_EQ(status(second), plan::Status::Hub) << notices;
+  EXPECT_EQ(status(second), plan::Status::Store) << notices;
 }
 
 TEST_F(MemoryStorePipeline, ARegistryScanWithAFailedListingIsNotRemembered) {
@@ -195,7 +195,7 @@ TEST_F(MemoryStorePipeline, ASlowStoreIsStillRead) {
   auto start = std::chrono::steady_clock::now();
   pipeline::RunResult ci = run("other", kCi);
   EXPECT_GE(std::chrono::steady_clock::now() - start, std::chrono::milliseconds(100));
-  EXPECT_EQ(status(ci), plan::Status::Hub) << notices;
+  EXPECT_EQ(status(ci), plan::Status::Store) << notices;
   EXPECT_EQ(ci.prefetch->hits, 1u);
   EXPECT_TRUE(ci.compile->outcomes.empty());
 }
@@ -206,7 +206,7 @@ TEST_F(MemoryStorePipeline, AStoreThatListsWrongSizesInstallsNothing) {
   fill();
   store.lie_about_sizes(std::string(ai::kRemoteDir) + "/", 7);
   pipeline::RunResult plan = run("other", kPrefetch);
-  EXPECT_NE(status(plan), plan::Status::Hub) << notices;
+  EXPECT_NE(status(plan), plan::Status::Store) << notices;
   EXPECT_TRUE(contains(notices, "could not be fetched intact")) << notices;
   EXPECT_EQ(modules_in("other"), 0u);
   if (fs::exists(hub_memos("other"))) {

@@ -127,7 +127,7 @@ bool line_ok(const Line& line) {
 // Decoder entries do not name their MODULE_ folders (format spec 13c): say so when the folder
 // a registry entry was taken to name is missing.
 std::string explain(const Line& line) {
-  if (line.status == remote::FetchStatus::NotOnHub && line.from_registry) {
+  if (line.status == remote::FetchStatus::NotInStore && line.from_registry) {
     return line.error +
            ". Only traced exports store their artifacts as MODULE_<entry hash>; a decoder "
            "entry does not name its MODULE folders";

@@ -222,7 +222,7 @@ void run_ci(Context& context, Args& args) {
               << "\n"
               << report::push_line(result) << "\n"
               << "done in " << report::human_seconds(result.seconds) << ": " << t.local
-              << " local, " << t.hub_hits << " from "
+              << " local, " << t.store_hits << " from "
               << storage::describe(storage::kind_named(result.initial.store)) << ", " << t.compiled
               << " compiled, " << t.failed
               << " failed; compile time saved: " << report::human_seconds(t.compile_seconds_saved)
@@ -265,7 +265,7 @@ void prefetch_for_run(pipeline::Pipeline& p, const plan::Target& target, const A
   pipeline::PrefetchStep fetched = p.prefetch(plan);
   const plan::PlanRow& row = before.rows.front();
   if (args.quiet) return;
-  if (row.status != plan::Status::Hub) {
+  if (row.status != plan::Status::Store) {
     say(run_owner(args) + ": " + row.reason);
   } else if (fetched.hits) {
     const auto& r = fetched.result;

@@ -20,7 +20,7 @@ nlohmann::json result_json(const remote::SyncResult& r, const std::string& repo)
   return {
       {"repo", repo},
       {"local_files", r.local_files},
-      {"already_on_hub", r.already_on_hub},
+      {"already_on_hub", r.already_stored},
       {"uploaded_files", r.to_upload},
       {"bytes_uploaded", r.bytes_to_upload},
       {"lfs_uploaded", r.commit.large_sent},
@@ -67,7 +67,7 @@ void synchronize(Context& context, const Options& options) {
           0) {
     std::cout << "Pre-sync cleanup: " << result.cleanup.summary(false) << "\n";
   }
-  std::cout << result.local_files << " local files, " << result.already_on_hub
+  std::cout << result.local_files << " local files, " << result.already_stored
             << " already on the Hub, " << result.to_upload << " uploaded ("
             << local::format_size(result.bytes_to_upload) << ")";
   if (result.commit.committed) std::cout << " in commit " << result.commit.revision;

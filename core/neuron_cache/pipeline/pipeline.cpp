@@ -386,7 +386,7 @@ plan::Plan Pipeline::plan_run(const plan::Target& target) {
     row.reason = "complete in the local cache";
     return plan;
   }
-  row.status = plan::Status::Hub;
+  row.status = plan::Status::Store;
   row.reason = "the entry in " + repo_ + " has compiled graphs this cache lacks";
   return plan;
 }
@@ -402,7 +402,7 @@ PrefetchStep Pipeline::prefetch(plan::Plan& plan) {
   }
   std::vector<ai::Entry> entries;
   for (const auto& row : plan.rows) {
-    if (row.status == plan::Status::Hub && row.entry) entries.push_back(*row.entry);
+    if (row.status == plan::Status::Store && row.entry) entries.push_back(*row.entry);
     // Complete locally through the Hub's entry only (fetched by an older run or by
     // optimum-neuron): record it, so later runs know it without the Hub.
     if (row.status == plan::Status::Local && row.entry && !row.recorded) {
@@ -426,7 +426,7 @@ PrefetchStep Pipeline::prefetch(plan::Plan& plan) {
     for (const auto& entry : entries) step.result.failed.emplace(entry.key, error.what());
   }
   for (auto& row : plan.rows) {
-    if (row.status != plan::Status::Hub) continue;
+    if (row.status != plan::Status::Store) continue;
     if (auto it = step.result.failed.find(row.target.key); it != step.result.failed.end()) {
       cache_problem("could not fetch " + row.target.configuration.name + ": " + it->second,
                     "it will be compiled");

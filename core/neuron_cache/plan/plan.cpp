@@ -113,7 +113,7 @@ void hub_row(PlanRow& row, const local::LocalIndex& local, const remote::RemoteI
     mark_local(row, *hub_entry, false);  // fetched earlier, or by optimum-neuron
     return;
   }
-  row.status = Status::Hub;
+  row.status = Status::Store;
   row.entry = *hub_entry;
   row.compile_seconds_saved = hub_entry->compile_seconds;
   row.reason = "available in " + remote.repo();
@@ -159,7 +159,7 @@ std::string_view status_name(Status status) {
   switch (status) {
     case Status::Local:
       return "local";
-    case Status::Hub:
+    case Status::Store:
       return "hub";
     case Status::Registry:
       return "registry";

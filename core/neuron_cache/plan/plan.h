@@ -19,7 +19,7 @@ namespace neuron_cache::plan {
 // Registry: not in any neuron-cache index, but optimum-neuron's registry on the Hub lists the
 // configuration (a repo filled by `optimum-cli neuron cache synchronize`): the compile command
 // runs, and optimum-neuron's hub proxy fetches its NEFFs instead of compiling them.
-enum class Status { Local, Hub, Registry, Compile };
+enum class Status { Local, Store, Registry, Compile };
 std::string_view status_name(Status status);  // "local", "hub", "registry", "compile"
 // The statuses whose configurations the compile step runs.
 bool runs_compile(Status status);

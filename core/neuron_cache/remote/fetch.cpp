@@ -104,7 +104,7 @@ ModulePlan plan_one(storage::Store& store, const std::string& revision,
   }
   take_listing(listing, folder + "/", plan);
   if (plan.status == FetchStatus::Installed && plan.files.empty()) {
-    plan.status = FetchStatus::NotOnHub;
+    plan.status = FetchStatus::NotInStore;
     plan.error = folder + " is not in " + store.name() + " (revision " +
                  (revision.empty() ? std::string("latest") : revision) +
                  "): check the name and the compiler version, e.g. with `neuron-cache lookup` "
@@ -219,7 +219,7 @@ std::string_view status_name(FetchStatus status) {
       return "installed";
     case FetchStatus::AlreadyPresent:
       return "already present";
-    case FetchStatus::NotOnHub:
+    case FetchStatus::NotInStore:
       return "not on the Hub";
     case FetchStatus::Failed:
       return "failed";

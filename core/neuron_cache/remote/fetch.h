@@ -1,7 +1,7 @@
-// Fetching MODULE_ folders a caller names from a Hub cache repo into the local cache, for when
+// Fetching MODULE_ folders a caller names from a cache store into the local cache, for when
 // the names are known (a compile step whose folders optimum-neuron's hub proxy only symlinked
 // into the Hugging Face file cache, a traced export named by its registry entry, a user who knows
-// what they need). No index or registry is consulted: the Hub listing of each folder is the
+// what they need). No index or registry is consulted: the store's listing of each folder is the
 // manifest.
 #pragma once
 
@@ -23,16 +23,16 @@ inline constexpr size_t kMaxFilesPerModule = 1000;
 enum class FetchStatus {
   Installed,       // downloaded, verified and installed
   AlreadyPresent,  // complete locally (model.neff and model.done as regular files): kept as is
-  NotOnHub,        // the repo has no such folder
+  NotInStore,      // the repo has no such folder
   Failed,          // refused listing, failed download or install: see `error`
 };
 std::string_view status_name(FetchStatus status);  // "installed", "already present", ...
 
-// One named folder: what its Hub listing holds (nothing for NotOnHub or a local hit).
+// One named folder: what its listing in the store holds (nothing for NotInStore or a local hit).
 struct ModulePlan {
   std::string name;
   FetchStatus status = FetchStatus::Installed;  // Installed: still to fetch
-  std::string error;                            // why, for NotOnHub and Failed
+  std::string error;                            // why, for NotInStore and Failed
   std::vector<storage::RemoteEntry> files;      // paths relative to the folder
   uint64_t bytes() const;
 };
@@ -69,8 +69,8 @@ std::vector<ModulePlan> plan_modules(storage::Store& store, const std::string& r
 // - every file is downloaded verified against the listing (git blob id, or the LFS sha256) and
 //   the folder is installed atomically through EntryInstall (model.done last): a failure never
 //   leaves a partial folder that classifies as complete;
-// - failures are values (NotOnHub, Failed with the reason), one folder's failure does not stop
-//   the others; only a failure to reach the Hub at all throws.
+// - failures are values (NotInStore, Failed with the reason), one folder's failure does not stop
+//   the others; only a failure to reach the store at all throws.
 // Traced export folders (MODULE_<entry hash>, no model.neff/model.done) are fetched like the
 // others; one is complete locally when it is TRACED from its regular files (layout.h).
 FetchResult fetch_modules(storage::Store& store, const std::string& revision,

@@ -1,4 +1,4 @@
-// Which configurations of models a Hub cache repo has registry entries for. A constant number of
+// Which configurations of models a cache store has registry entries for. A constant number of
 // listings finds them, whatever the number of models: the repo root, then one recursive listing
 // of each matching compiler folder's 0_REGISTRY. Only the entry files that may belong to the
 // models are then downloaded, in parallel. `neuron-cache lookup` and `plan` both use it.

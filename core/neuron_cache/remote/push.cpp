@@ -201,7 +201,7 @@ PushResult push(storage::Store& store, const local::LocalIndex& local,
       store, options.conflicts, "pushing", result.attempts, [&](const std::string& head) {
         Attempt attempt = prepare(store, head, local, ready);
         result.pushed = attempt.pushed;
-        result.already_on_hub = attempt.already;
+        result.already_stored = attempt.already;
         result.modules_added = attempt.modules_added;
         if (attempt.pushed.empty()) return;
         result.commit =

@@ -1,9 +1,9 @@
 // `neuron-cache push`: uploads the artifacts of locally compiled configurations, their registry
-// files and the updated artifact index in ONE commit on top of the head it read. Entries the Hub
+// files and the updated artifact index in ONE commit on top of the head it read. Entries the store
 // index already has with every MODULE_ folder and registry file (artifact_index::covers) are not
 // sent; an entry that grew since (a profile, or `run --config`, that compiled more graphs) is
-// written again as the union of both, and only the folders the Hub's entry lacked are uploaded.
-// Files the Hub already stores are skipped by the commit itself.
+// written again as the union of both, and only the folders the store's entry lacked are uploaded.
+// Files the store already holds are skipped by the commit itself.
 // Local files are checked against their index entry first, so a changed or half-written file is
 // never published under a configuration's key.
 #pragma once
@@ -24,8 +24,8 @@ struct PushOptions {
 };
 
 struct PushResult {
-  std::vector<std::string> pushed;             // keys added to (or grown in) the Hub index
-  std::vector<std::string> already_on_hub;     // keys the Hub index had with all their contents
+  std::vector<std::string> pushed;             // keys added to (or grown in) the store's index
+  std::vector<std::string> already_stored;     // keys the store's index had with all their contents
   size_t modules_added = 0;                    // MODULE_ folders the pushed entries added
   std::map<std::string, std::string> skipped;  // key -> why it was not pushed
   storage::CommitResult commit;

@@ -25,8 +25,8 @@ inline constexpr uint64_t kMaxIndexFileBytes = 256ull << 20;
 class RemoteIndex {
  public:
   // Reads the head commit; everything later reads that commit. With `copies`, index files are
-  // kept there by their Hub oid (verified when read back), so an index file that did not change
-  // since the last run is not downloaded again.
+  // kept there by their content id (RemoteEntry::content_id) (verified when read back), so an index
+  // file that did not change since the last run is not downloaded again.
   static RemoteIndex open(storage::Store& store, std::filesystem::path copies = {});
 
   const std::string& repo() const { return repo_; }

@@ -95,11 +95,11 @@ SyncResult synchronize(storage::Store& store, const local::LocalCache& cache,
         std::map<std::string, storage::RemoteEntry> remote;
         for (auto& entry : store.list("", true, head)) remote[entry.path] = entry;
         std::vector<storage::CommitOperation> operations;
-        result.already_on_hub = 0;
+        result.already_stored = 0;
         result.bytes_to_upload = 0;
         for (const auto& file : files) {
           if (same_on_hub(file, remote)) {
-            ++result.already_on_hub;
+            ++result.already_stored;
             continue;
           }
           operations.push_back({storage::CommitOperation::Kind::Add, file.path, file.read_from});

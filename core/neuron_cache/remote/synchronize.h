@@ -1,7 +1,7 @@
-// `neuron-cache synchronize`: publish the local cache to a Hub cache repo the way optimum-neuron's
+// `neuron-cache synchronize`: publish the local cache to a cache store the way optimum-neuron's
 // synchronize_hub_cache does (pre-sync cleanup, then ONE commit "Synchronizing local compiler
 // cache." on top of the current head, retried on concurrent commits), but sending only what is
-// missing or different on the Hub and never lock files.
+// missing or different in the store and never lock files.
 #pragma once
 
 #include <functional>
@@ -27,7 +27,7 @@ struct SyncOptions {
 struct SyncResult {
   storage::CommitResult commit;
   size_t local_files = 0;
-  size_t already_on_hub = 0;  // same path and content: not sent
+  size_t already_stored = 0;  // same path and content: not sent
   size_t to_upload = 0;
   uint64_t bytes_to_upload = 0;
   int attempts = 0;
@@ -36,7 +36,7 @@ struct SyncResult {
   std::vector<std::string> skipped;  // untrusted symlinks and other things not uploaded
 };
 
-// A file of the local cache as the Hub will see it.
+// A file of the local cache as the store will see it.
 struct LocalCacheFile {
   std::string path;                 // relative to the store's root
   std::filesystem::path read_from;  // the file itself, or a trusted symlink's target

@@ -30,7 +30,7 @@ json registry_json(const plan::PlanRow& row) {
 // A row's status in JSON: format 2 says "store" for "cached in the store", whichever it is
 // (format 1 said "hub").
 std::string status_value(plan::Status status) {
-  return status == plan::Status::Hub ? "store" : std::string(plan::status_name(status));
+  return status == plan::Status::Store ? "store" : std::string(plan::status_name(status));
 }
 
 json row_json(const plan::PlanRow& row) {
@@ -91,7 +91,7 @@ std::string outcome_of(const RunResult& run, const plan::PlanRow& before) {
   switch (before.status) {
     case plan::Status::Local:
       return "local hit";
-    case plan::Status::Hub: {
+    case plan::Status::Store: {
       const plan::PlanRow* after = find_row(run.final, before.target.key);
       if (run.prefetch && after && after->status == plan::Status::Local)
         return "fetched from " + from;
@@ -113,7 +113,7 @@ std::string outcome_of(const RunResult& run, const plan::PlanRow& before) {
 
 // The rows a build system can download: complete locally, or listed by the Hub's index.
 bool has_files(const plan::PlanRow& row) {
-  return row.entry && (row.status == plan::Status::Local || row.status == plan::Status::Hub);
+  return row.entry && (row.status == plan::Status::Local || row.status == plan::Status::Store);
 }
 
 json files_json(const plan::Plan& plan, const plan::PlanRow& row, const local::LocalIndex& local,
@@ -194,14 +194,14 @@ Totals totals(const RunResult& run) {
       t.compile_seconds_saved += row.compile_seconds_saved;
     }
     const plan::PlanRow* after = find_row(run.final, row.target.key);
-    bool fetched = row.status == plan::Status::Hub && run.prefetch && after &&
+    bool fetched = row.status == plan::Status::Store && run.prefetch && after &&
                    after->status == plan::Status::Local && !find_outcome(run, row.target.key);
     if (fetched) {
-      ++t.hub_hits;
+      ++t.store_hits;
       t.compile_seconds_saved += row.compile_seconds_saved;
     }
     if (plan::runs_compile(row.status) ||
-        (row.status == plan::Status::Hub && !fetched && run.prefetch)) {
+        (row.status == plan::Status::Store && !fetched && run.prefetch)) {
       ++t.misses;
     }
   }
@@ -231,8 +231,8 @@ json plan_json(const plan::Plan& plan) {
           {"hub_revision", plan.hub_revision},
           {"hub_problem", plan.hub_problem},
           {"local", plan.count(plan::Status::Local)},
-          {"in_store", plan.count(plan::Status::Hub)},
-          {"hub", plan.count(plan::Status::Hub)},  // format 1's name of "in_store"
+          {"in_store", plan.count(plan::Status::Store)},
+          {"hub", plan.count(plan::Status::Store)},  // format 1's name of "in_store"
           {"registry", plan.count(plan::Status::Registry)},
           {"compile", plan.count(plan::Status::Compile)},
           {"configurations", rows}};
@@ -246,7 +246,7 @@ json run_json(const RunResult& run) {
     item["outcome"] = outcome_of(run, row);
     auto exported = run.exports.find(row.target.configuration.name);
     item["export_dir"] = exported == run.exports.end() ? json(nullptr) : json(exported->second);
-    if (run.prefetch && row.status == plan::Status::Hub) {
+    if (run.prefetch && row.status == plan::Status::Store) {
       const std::string* why = not_installed(run, row.target.key);
       item["prefetch"] = {{"installed", why == nullptr},
                           {"error", why ? json(*why) : json(nullptr)}};
@@ -272,8 +272,8 @@ json run_json(const RunResult& run) {
     push = {{"attempted", run.push->attempted},
             {"skipped_reason", run.push->skipped_reason},
             {"pushed", run.push->result.pushed},
-            {"already_in_store", run.push->result.already_on_hub},
-            {"already_on_hub", run.push->result.already_on_hub},  // format 1's name
+            {"already_in_store", run.push->result.already_stored},
+            {"already_on_hub", run.push->result.already_stored},  // format 1's name
             {"commit", run.push->result.commit.revision},
             {"bytes_uploaded", run.push->result.commit.bytes_sent}};
   }
@@ -286,8 +286,8 @@ json run_json(const RunResult& run) {
           {"totals",
            {{"configurations", t.configurations},
             {"local", t.local},
-            {"store_hits", t.hub_hits},
-            {"hub_hits", t.hub_hits},  // format 1's name of "store_hits"
+            {"store_hits", t.store_hits},
+            {"hub_hits", t.store_hits},  // format 1's name of "store_hits"
             {"misses", t.misses},
             {"compiled", t.compiled},
             {"failed", t.failed},
@@ -344,8 +344,8 @@ std::string push_line(const RunResult& run, const std::string& what) {
   const storage::Kind kind = kind_of(run.initial);
   const auto& r = step.result;
   std::string line = "pushed " + std::to_string(r.pushed.size()) + " " + what;
-  if (!r.already_on_hub.empty()) {
-    line += " (" + std::to_string(r.already_on_hub.size()) + " already " + storage::on(kind) + ")";
+  if (!r.already_stored.empty()) {
+    line += " (" + std::to_string(r.already_stored.size()) + " already " + storage::on(kind) + ")";
   }
   return push_outcome(step, kind, run.repo, line, line);
 }
@@ -383,18 +383,19 @@ std::string plan_text(const plan::Plan& plan) {
     out += "cache repo: " + plan.repo + " (from " + plan.repo_origin + ")\n\n";
   for (const auto& row : plan.rows) {
     // A Hub row is labelled with the store's kind: "hub", "s3", "folder".
-    std::string line = row.status == plan::Status::Hub ? std::string(storage::kind_name(kind))
-                                                       : std::string(plan::status_name(row.status));
+    std::string line = row.status == plan::Status::Store
+                           ? std::string(storage::kind_name(kind))
+                           : std::string(plan::status_name(row.status));
     line.resize(9, ' ');
     std::string name = row.target.configuration.name;
     name.resize(width, ' ');
     line += name + "  key " + row.target.key.substr(0, 12);
-    if (row.status == plan::Status::Hub) {
+    if (row.status == plan::Status::Store) {
       line += "  download " + human_bytes(row.bytes_to_download) + " in " +
               std::to_string(row.files_to_download) + " files";
     }
     if (row.status != plan::Status::Compile && row.compile_seconds_saved >= 1) {
-      line += (row.status == plan::Status::Hub ? ", saves " : "  saves ") +
+      line += (row.status == plan::Status::Store ? ", saves " : "  saves ") +
               human_seconds(row.compile_seconds_saved) + " of compiling";
     }
     out += line + "\n";
@@ -402,7 +403,7 @@ std::string plan_text(const plan::Plan& plan) {
   }
   out += "\n" + std::to_string(plan.rows.size()) +
          " configurations: " + std::to_string(plan.count(plan::Status::Local)) + " local, " +
-         std::to_string(plan.count(plan::Status::Hub)) + " " + storage::on(kind) + ", " +
+         std::to_string(plan.count(plan::Status::Store)) + " " + storage::on(kind) + ", " +
          (plan.count(plan::Status::Registry)
               ? std::to_string(plan.count(plan::Status::Registry)) +
                     " in optimum-neuron's registry (compiled through optimum-neuron, which "
@@ -423,7 +424,7 @@ std::string run_markdown(const RunResult& run) {
   const storage::Kind kind = kind_of(run.initial);
   std::string md = "## neuron-cache\n\n";
   md += std::to_string(t.configurations) + " configurations: **" + std::to_string(t.local) +
-        " local**, **" + std::to_string(t.hub_hits) + " fetched from " + storage::describe(kind) +
+        " local**, **" + std::to_string(t.store_hits) + " fetched from " + storage::describe(kind) +
         "**, **" + std::to_string(t.misses) + " compiled or to compile**";
   if (t.failed) md += ", **" + std::to_string(t.failed) + " failed**";
   if (t.not_installed) {

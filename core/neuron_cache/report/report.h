@@ -18,7 +18,7 @@ using pipeline::RunResult;
 struct Totals {
   size_t configurations = 0;
   size_t local = 0;          // complete locally before the run
-  size_t hub_hits = 0;       // fetched from the Hub
+  size_t store_hits = 0;     // fetched from the store
   size_t misses = 0;         // had to be compiled
   size_t compiled = 0;       // compiled successfully
   size_t failed = 0;         // compile failed
