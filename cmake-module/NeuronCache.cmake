@@ -72,16 +72,18 @@ function(_neuron_cache_target_name out name)
   set(${out} "${safe}" PARENT_SCOPE)
 endfunction()
 
-function(_neuron_cache_check_arguments)
+# Refuses what neuron_cache_prefetch() was given wrong: its UNPARSED arguments, the KEYWORDS that
+# lack a value (cmake_parse_arguments' lists) and whether MANIFEST was given.
+function(_neuron_cache_check_arguments unparsed missing_values manifest_given)
   set(expected "MANIFEST, CONFIGS, CACHE_REPO, CACHE_DIR, COMPILE_MISSING, PUSH, READ_ONLY, "
                "OFFLINE, STRICT, OUTPUT_VARIABLE")
   string(JOIN "" expected ${expected})
-  if(DEFINED arg_UNPARSED_ARGUMENTS)
+  if(NOT unparsed STREQUAL "")
     # The first one is the culprit: what follows is usually its value.
-    list(GET arg_UNPARSED_ARGUMENTS 0 unknown)
+    list(GET unparsed 0 unknown)
     message(FATAL_ERROR "neuron_cache_prefetch: unknown argument ${unknown} (expected ${expected})")
   endif()
-  foreach(keyword IN LISTS arg_KEYWORDS_MISSING_VALUES)
+  foreach(keyword IN LISTS missing_values)
     if(keyword STREQUAL "CONFIGS")
       message(FATAL_ERROR "neuron_cache_prefetch: CONFIGS needs at least one configuration name "
                           "(leave CONFIGS out for all the manifest's configurations)")
@@ -89,7 +91,7 @@ function(_neuron_cache_check_arguments)
     message(FATAL_ERROR "neuron_cache_prefetch: ${keyword} needs a value "
                         "(is the variable you passed empty?)")
   endforeach()
-  if(NOT DEFINED arg_MANIFEST)
+  if(NOT manifest_given)
     message(FATAL_ERROR "neuron_cache_prefetch: MANIFEST <file> is required "
                         "(the neuron-cache.yaml that declares the configurations)")
   endif()
@@ -189,13 +191,17 @@ function(_neuron_cache_config_args out)
   set(${out} "${args}" PARENT_SCOPE)
 endfunction()
 
-# Runs `neuron-cache prefetch` now. Sets present (name;dir pairs), missing, fetched, local_count,
-# report, failed and tool_warnings.
+# Runs `neuron-cache prefetch` now: TOOL (a path), MANIFEST, EXPORT_DIR, RUN_PREFIX (a command
+# prefix, e.g. `cmake -E env ...`), SHARED_ARGS (--repo, --cache-dir, --strict), CONFIGS (none:
+# all). Sets present (name;dir pairs), missing, fetched, local_count, report, failed and
+# tool_warnings.
 function(_neuron_cache_prefetch_now)
-  _neuron_cache_config_args(config_args ${arg_CONFIGS})
+  cmake_parse_arguments(PARSE_ARGV 0 my "" "TOOL;MANIFEST;EXPORT_DIR"
+                        "RUN_PREFIX;SHARED_ARGS;CONFIGS")
+  _neuron_cache_config_args(config_args ${my_CONFIGS})
   execute_process(
-    COMMAND ${run_prefix} "${tool}" prefetch "${manifest}" ${config_args} ${shared_args}
-            --export-dir "${export_dir}" --json --quiet
+    COMMAND ${my_RUN_PREFIX} "${my_TOOL}" prefetch "${my_MANIFEST}" ${config_args} ${my_SHARED_ARGS}
+            --export-dir "${my_EXPORT_DIR}" --json --quiet
     WORKING_DIRECTORY "${CMAKE_CURRENT_BINARY_DIR}"
     OUTPUT_VARIABLE report ERROR_VARIABLE errors RESULT_VARIABLE rc)
   string(STRIP "${errors}" errors)
@@ -213,7 +219,7 @@ function(_neuron_cache_prefetch_now)
       if(format_error)
         set(format "(none)")
       endif()
-      string(CONCAT failed "${tool} writes JSON reports of format ${format}; this "
+      string(CONCAT failed "${my_TOOL} writes JSON reports of format ${format}; this "
              "NeuronCache.cmake reads format ${_NEURON_CACHE_REPORT_FORMAT}: use the neuron-cache "
              "of the same release as this module")
     else()
@@ -247,7 +253,7 @@ function(_neuron_cache_prefetch_now)
       endif()
     endforeach()
   elseif(NOT failed STREQUAL "")
-    set(missing ${arg_CONFIGS})
+    set(missing ${my_CONFIGS})
     set(report "")
   endif()
   foreach(var present missing fetched local_count report failed tool_warnings)
@@ -257,8 +263,11 @@ endfunction()
 
 # A custom target (part of ALL) running the tool at build time. A stamp plus an arguments file
 # rewritten only on change make it re-run when the manifest, the tool or the arguments change,
-# not at every build. Sets step_target.
+# not at every build. STEM names it, MANIFEST and TOOL (a path) or TOOL_TARGET (an in-tree
+# target) are what it depends on. Sets step_target.
 function(_neuron_cache_build_step kind commands_var byproducts_var)
+  cmake_parse_arguments(PARSE_ARGV 3 my "" "STEM;MANIFEST;TOOL;TOOL_TARGET" "")
+  set(stem "${my_STEM}")
   _neuron_cache_target_name(stem_name "${stem}")
   set(step_target "neuron_cache_${kind}_${stem_name}")
   set(n 2)
@@ -275,11 +284,11 @@ function(_neuron_cache_build_step kind commands_var byproducts_var)
   if(NOT previous STREQUAL arguments)
     file(WRITE "${side}.args" "${arguments}")
   endif()
-  set(depends "${manifest}" "${side}.args")
-  if(tool_target)
-    list(APPEND depends ${tool_target})
+  set(depends "${my_MANIFEST}" "${side}.args")
+  if(my_TOOL_TARGET)
+    list(APPEND depends ${my_TOOL_TARGET})
   else()
-    list(APPEND depends "${tool}")
+    list(APPEND depends "${my_TOOL}")
   endif()
   add_custom_command(
     OUTPUT "${side}.stamp"
@@ -294,36 +303,41 @@ function(_neuron_cache_build_step kind commands_var byproducts_var)
   set(step_target ${step_target} PARENT_SCOPE)
 endfunction()
 
-# The build-time commands: compile (which prefetches first) the given configurations, push when
-# asked, or only prefetch when the tool is not built yet at configure time.
+# The build-time commands: compile (which prefetches first) the NAMES, push ALL_CONFIGS when PUSH,
+# or only prefetch when the tool is not built yet at configure time. TOOL, TOOL_TARGET, MANIFEST,
+# STEM, EXPORT_DIR, RUN_PREFIX and SHARED_ARGS as for _neuron_cache_prefetch_now and
+# _neuron_cache_build_step. Sets step_target.
 function(_neuron_cache_add_build_time kind)
-  _neuron_cache_config_args(config_args ${ARGN})
-  set(exe "${tool}")
-  if(tool_target)
-    set(exe "$<TARGET_FILE:${tool_target}>")
+  cmake_parse_arguments(PARSE_ARGV 1 my "PUSH" "TOOL;TOOL_TARGET;MANIFEST;STEM;EXPORT_DIR"
+                        "RUN_PREFIX;SHARED_ARGS;NAMES;ALL_CONFIGS")
+  _neuron_cache_config_args(config_args ${my_NAMES})
+  set(exe "${my_TOOL}")
+  if(my_TOOL_TARGET)
+    set(exe "$<TARGET_FILE:${my_TOOL_TARGET}>")
   endif()
   set(commands "")
-  list(LENGTH ARGN names)
+  list(LENGTH my_NAMES names)
   # No name would mean every configuration of the manifest: with nothing missing, only push.
   if(NOT kind STREQUAL "compile" OR names GREATER 0)
-    list(APPEND commands COMMAND ${run_prefix} "${exe}" ${kind} "${manifest}" ${config_args}
-                         ${shared_args} --export-dir "${export_dir}" --quiet)
+    list(APPEND commands COMMAND ${my_RUN_PREFIX} "${exe}" ${kind} "${my_MANIFEST}" ${config_args}
+                         ${my_SHARED_ARGS} --export-dir "${my_EXPORT_DIR}" --quiet)
   endif()
   if(kind STREQUAL "compile")
     if(names GREATER 0)
-      list(APPEND commands --output-dir "${CMAKE_BINARY_DIR}/neuron-cache/${stem}.output")
+      list(APPEND commands --output-dir "${CMAKE_BINARY_DIR}/neuron-cache/${my_STEM}.output")
     endif()
-    if(push)
-      _neuron_cache_config_args(all_config_args ${arg_CONFIGS})
-      list(APPEND commands COMMAND ${run_prefix} "${exe}" push "${manifest}" ${all_config_args}
-                           ${shared_args} --quiet)
+    if(my_PUSH)
+      _neuron_cache_config_args(all_config_args ${my_ALL_CONFIGS})
+      list(APPEND commands COMMAND ${my_RUN_PREFIX} "${exe}" push "${my_MANIFEST}"
+                           ${all_config_args} ${my_SHARED_ARGS} --quiet)
     endif()
   endif()
   set(byproducts "")
-  foreach(name IN LISTS ARGN)
-    list(APPEND byproducts "${export_dir}/${name}/neuron-cache-entry.json")
+  foreach(name IN LISTS my_NAMES)
+    list(APPEND byproducts "${my_EXPORT_DIR}/${name}/neuron-cache-entry.json")
   endforeach()
-  _neuron_cache_build_step(${kind} commands byproducts)
+  _neuron_cache_build_step(${kind} commands byproducts STEM "${my_STEM}" MANIFEST "${my_MANIFEST}"
+                           TOOL "${my_TOOL}" TOOL_TARGET "${my_TOOL_TARGET}")
   set(step_target ${step_target} PARENT_SCOPE)
 endfunction()
 
@@ -353,8 +367,14 @@ function(_neuron_cache_add_target name dir step)
   endif()
 endfunction()
 
+# "2 local, 1 from the Hub (3.1 MB), ...": BYTES downloaded, the REPORT, the LOCAL_COUNT and
+# FETCHED counts, the MISSING names, COMPILE_MISSING as given to neuron_cache_prefetch().
 function(_neuron_cache_summary out)
-  _neuron_cache_size(size "${bytes}")
+  cmake_parse_arguments(PARSE_ARGV 1 my "COMPILE_MISSING" "BYTES;REPORT;LOCAL_COUNT;FETCHED"
+                        "MISSING")
+  set(report "${my_REPORT}")
+  set(missing ${my_MISSING})
+  _neuron_cache_size(size "${my_BYTES}")
   # The store as the tool names it (storage::describe): the Hub keeps its words.
   set(where "the Hub")
   if(NOT report STREQUAL "")
@@ -365,9 +385,9 @@ function(_neuron_cache_summary out)
       set(where "the shared folder")
     endif()
   endif()
-  set(text "${local_count} local, ${fetched} from ${where} (${size})")
+  set(text "${my_LOCAL_COUNT} local, ${my_FETCHED} from ${where} (${size})")
   list(LENGTH missing missing_count)
-  if(missing_count GREATER 0 AND arg_COMPILE_MISSING)
+  if(missing_count GREATER 0 AND my_COMPILE_MISSING)
     string(APPEND text ", ${missing_count} to compile at build time")
   elseif(missing_count GREATER 0)
     list(JOIN missing ", " names)
@@ -379,7 +399,12 @@ endfunction()
 function(neuron_cache_prefetch)
   cmake_parse_arguments(PARSE_ARGV 0 arg "COMPILE_MISSING;PUSH;READ_ONLY;OFFLINE;STRICT"
                         "MANIFEST;CACHE_REPO;CACHE_DIR;OUTPUT_VARIABLE" "CONFIGS")
-  _neuron_cache_check_arguments()
+  set(manifest_given FALSE)
+  if(DEFINED arg_MANIFEST)
+    set(manifest_given TRUE)
+  endif()
+  _neuron_cache_check_arguments("${arg_UNPARSED_ARGUMENTS}" "${arg_KEYWORDS_MISSING_VALUES}"
+                                ${manifest_given})
   get_filename_component(manifest "${arg_MANIFEST}" ABSOLUTE BASE_DIR "${CMAKE_CURRENT_SOURCE_DIR}")
   if(NOT EXISTS "${manifest}" OR IS_DIRECTORY "${manifest}")
     message(FATAL_ERROR "neuron_cache_prefetch: manifest ${manifest} not found (a relative "
@@ -430,6 +455,13 @@ function(neuron_cache_prefetch)
   endif()
 
   _neuron_cache_find_tool()
+  # What every build-time step is given (the helpers read nothing of this function's scope).
+  set(build_time_args TOOL "${tool}" TOOL_TARGET "${tool_target}" MANIFEST "${manifest}"
+                      STEM "${stem}" EXPORT_DIR "${export_dir}" RUN_PREFIX ${run_prefix}
+                      SHARED_ARGS ${shared_args} ALL_CONFIGS ${arg_CONFIGS})
+  if(push)
+    list(APPEND build_time_args PUSH)
+  endif()
   if(tool_target)
     _neuron_cache_prefetch_later()
   else()
@@ -456,7 +488,9 @@ macro(_neuron_cache_prefetch_at_configure)
   _neuron_cache_count_label(requested ${arg_CONFIGS})
   _neuron_cache_repo_label(repo_label "${manifest}" "${repo}")
   message(CHECK_START "neuron-cache: prefetching ${requested} from ${repo_label}")
-  _neuron_cache_prefetch_now()
+  _neuron_cache_prefetch_now(TOOL "${tool}" MANIFEST "${manifest}" EXPORT_DIR "${export_dir}"
+                             RUN_PREFIX ${run_prefix} SHARED_ARGS ${shared_args}
+                             CONFIGS ${arg_CONFIGS})
   if(NOT failed STREQUAL "")
     message(CHECK_FAIL "failed")
     if(strict)
@@ -468,7 +502,12 @@ macro(_neuron_cache_prefetch_at_configure)
     string(JSON bytes GET "${report}" totals bytes_downloaded)
     file(WRITE "${CMAKE_BINARY_DIR}/neuron-cache/${stem}.report.json" "${report}")
   endif()
-  _neuron_cache_summary(summary)
+  set(compile_missing "")
+  if(arg_COMPILE_MISSING)
+    set(compile_missing COMPILE_MISSING)
+  endif()
+  _neuron_cache_summary(summary BYTES "${bytes}" REPORT "${report}" LOCAL_COUNT "${local_count}"
+                        FETCHED "${fetched}" MISSING ${missing} ${compile_missing})
   if(failed STREQUAL "" AND (missing STREQUAL "" OR arg_COMPILE_MISSING))
     message(CHECK_PASS "${summary}")
   elseif(failed STREQUAL "")
@@ -480,7 +519,7 @@ macro(_neuron_cache_prefetch_at_configure)
 
   set(step "")
   if(arg_COMPILE_MISSING AND (NOT missing STREQUAL "" OR push))
-    _neuron_cache_add_build_time(compile ${missing})
+    _neuron_cache_add_build_time(compile NAMES ${missing} ${build_time_args})
     set(step ${step_target})
   endif()
   set(results "")
@@ -510,9 +549,9 @@ macro(_neuron_cache_prefetch_later)
   endif()
   _neuron_cache_count_label(requested ${arg_CONFIGS})
   if(arg_COMPILE_MISSING)
-    _neuron_cache_add_build_time(compile ${arg_CONFIGS})
+    _neuron_cache_add_build_time(compile NAMES ${arg_CONFIGS} ${build_time_args})
   else()
-    _neuron_cache_add_build_time(prefetch ${arg_CONFIGS})
+    _neuron_cache_add_build_time(prefetch NAMES ${arg_CONFIGS} ${build_time_args})
   endif()
   message(STATUS "neuron-cache: ${requested} of ${stem} prefetched at build "
                  "time by ${step_target} (the tool is built by this project)")
