@@ -162,6 +162,33 @@ TEST_F(HubAnswersTest, CommitAnswersNameTheirRequest) {
                         [&](HubClient&) { upload("short"); });
 }
 
+// Only a git commit id proves a commit: a commitOid of another shape is a failed commit, its
+// value quoted escaped, never a success ("Synchronization complete" with the repo unchanged).
+TEST_F(HubAnswersTest, ACommitIdThatIsNotFortyHexDigitsIsAFailedCommit) {
+  const std::string request = std::string("POST /api/models/") + kRepo + "/commit/main";
+  expect_named_failures("/commit/",
+                        {{{"commitOid", "../../x"}},
+                         {{"commitOid", std::string(39, 'a')}},
+                         {{"commitOid", std::string(41, 'a')}},
+                         {{"commitOid", std::string(40, 'g')}},
+                         {{"commitOid", std::string(40, 'A')}}},
+                        request, [&](HubClient&) { upload("short"); });
+  server.set_faults(answer_with("/commit/", {{"commitOid", "../..\n\x1b[31mx"}}));
+  write_file(local / "file.bin", "short");
+  HubClient client(options());
+  try {
+    client.commit(kRepo, {{CommitOperation::Kind::Add, "file.bin", local / "file.bin"}}, "test",
+                  std::nullopt);
+    ADD_FAILURE() << "a commit id with control characters was taken as a commit";
+  } catch (const Error& error) {
+    std::string message = error.what();
+    EXPECT_TRUE(contains(message, "is not 40 hex digits")) << message;
+    EXPECT_FALSE(contains(message, "\x1b")) << message;
+    EXPECT_EQ(message.find('\x1b'), std::string::npos) << "the escape reached the message";
+  }
+  server.clear_faults();
+}
+
 TEST_F(HubAnswersTest, ACommitWithAnOddUrlIsStillACommit) {
   // The commit id proves the commit was made: a strange commitUrl beside it cannot undo that.
   server.set_faults(

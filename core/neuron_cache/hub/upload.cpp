@@ -417,6 +417,11 @@ std::optional<std::string> landed_commit(HubClient& client, const std::string& r
   }
 }
 
+// Whether `text` is a git commit id: 40 lowercase hex digits.
+bool is_commit_id(const std::string& text) {
+  return text.size() == 40 && text.find_first_not_of("0123456789abcdef") == std::string::npos;
+}
+
 CommitResult post_commit(HubClient& client, const std::string& repo, const std::string& revision,
                          const std::vector<LocalFile>& files,
                          const std::vector<std::string>& deletions, const std::string& message,
@@ -457,6 +462,16 @@ CommitResult post_commit(HubClient& client, const std::string& repo, const std::
                             " got an answer (HTTP " + std::to_string(response.status) +
                             ") with no commit id, so no commit can be assumed; check HF_ENDPOINT "
                             "points to the Hub and run the command again");
+  }
+  if (!is_commit_id(oid->get<std::string>())) {
+    // A commit id is git's: 40 hex digits. Anything else ("../../x") proves no commit either.
+    std::string quoted = oid->dump();  // escaped: the answer is not ours to print raw
+    if (quoted.size() > 80) quoted = quoted.substr(0, 77) + "...";
+    throw operational_error(net::request_name(request) + " failed: committing to " + repo +
+                            " got an answer (HTTP " + std::to_string(response.status) +
+                            ") whose commit id " + quoted +
+                            " is not 40 hex digits, so no commit can be assumed; check "
+                            "HF_ENDPOINT points to the Hub and run the command again");
   }
   result.committed = true;
   result.commit_oid = oid->get<std::string>();
