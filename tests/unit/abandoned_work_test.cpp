@@ -19,6 +19,7 @@
 
 #include "hub_fixture.h"
 #include "neuron_cache/hub/client.h"
+#include "neuron_cache/local/entry_install.h"
 #include "test_support.h"
 #include "tool_runner.h"
 
@@ -192,24 +193,34 @@ bool wait_until(const std::function<bool()>& done, double seconds = 60) {
   return true;
 }
 
-// The staging folders (of a prefetch in flight) whose every file but model.neff has its final
-// size, the one the compile gave it.
+// Whether the staging folder `staged` holds every file of the compiled folder `source` but
+// model.neff (still coming) and model.done (the installer writes it last), at its final size.
+bool small_files_whole(const fs::path& staged, const fs::path& source) {
+  std::error_code error;
+  bool all = fs::is_directory(source);
+  for (const auto& file : fs::directory_iterator(source, error)) {
+    std::string file_name = file.path().filename().string();
+    if (file_name == "model.neff" || file_name == "model.done") continue;
+    std::error_code missing;
+    all = all && fs::file_size(staged / file_name, missing) == file.file_size() && !missing;
+  }
+  return all;
+}
+
+// The staging folders (of a prefetch in flight) that hold the small files of one of the compiled
+// folders whole. Staging names are a digest, so folders are matched by their content.
 size_t small_files_staged(const fs::path& root, const fs::path& compiled) {
   size_t whole = 0;
   fs::path area = root / ".cache/huggingface/neuron-cache-staging";
   std::error_code error;
   for (const auto& item : fs::directory_iterator(area, error)) {
-    std::string name = item.path().filename().string();
-    if (name.starts_with('.')) continue;  // a folder being made (.making-*), not yet a module's
-    fs::path source = compiled / name.substr(0, name.find('.'));
-    bool all = fs::is_directory(source);
-    for (const auto& file : fs::directory_iterator(source, error)) {
-      std::string file_name = file.path().filename().string();
-      if (file_name == "model.neff") continue;
-      std::error_code missing;
-      all = all && fs::file_size(item.path() / file_name, missing) == file.file_size() && !missing;
+    if (item.path().filename().string().starts_with('.')) continue;  // being made (.making-*)
+    bool any = false;
+    for (const auto& source : fs::directory_iterator(compiled, error)) {
+      any = any || (source.path().filename().string().starts_with("MODULE_") &&
+                    small_files_whole(item.path(), source.path()));
     }
-    whole += all ? 1 : 0;
+    whole += any ? 1 : 0;
   }
   return whole;
 }
@@ -285,7 +296,7 @@ TEST_F(AbandonedWorkTest, StagingOfAKilledPrefetchWithNothingWholeIsDeletedAndAl
   // A staged copy cut short and one with the wrong bytes at the right size: neither is trusted.
   fs::path area = cache / ".cache/huggingface/neuron-cache-staging";
   for (const auto& name : module_dirs) {
-    fs::path dir = area / (name + ".424242.cccccccccccc");
+    fs::path dir = area / (local::staging_stem(kCompiler, name) + ".424242.cccccccccccc");
     write_file(dir / "model.neff", std::string(kNeffBytes, 'z'));
     fs::path hlo = work / "compile-cache" / kCompiler / name / "model.hlo_module.pb";
     write_file(dir / "model.hlo_module.pb", read_file(hlo).substr(1));

@@ -10,6 +10,7 @@
 #include "neuron_cache/error.h"
 #include "neuron_cache/format/artifact_index.h"
 #include "neuron_cache/format/cache_key.h"
+#include "neuron_cache/format/digest.h"
 #include "neuron_cache/plan/plan.h"
 #include "neuron_cache/plan/targets.h"
 #include "test_support.h"
@@ -273,7 +274,8 @@ ai::Entry profile_entry(const std::vector<std::string>& modules) {
   entry.key = cache_key::key_of(entry.inputs);
   entry.configuration = "llama-train";
   for (const auto& name : modules) {
-    entry.modules.push_back({name, {{"model.neff", 10, std::string(64, 'a')}}});
+    entry.modules.push_back(
+        {name, {{"model.done", 0, sha256_hex("")}, {"model.neff", 10, std::string(64, 'a')}}});
   }
   entry.tool = "neuron-cache 0.1.0";
   entry.created_at = "2026-12-01T12:00:00Z";
@@ -346,9 +348,9 @@ TEST(ArtifactIndex, AGrownEntryIsTheUnionAndIsNotCoveredByTheOldOne) {
   EXPECT_TRUE(ai::contents_id(all).starts_with(all.key + "+"));
   // For a name both list, the first one's records win: a push keeps what the Hub serves.
   ai::Entry other_bytes = profile_entry({"MODULE_2+3cc9a3cb"});
-  other_bytes.modules[0].files[0].sha256 = std::string(64, 'f');
-  EXPECT_EQ(ai::merged(hub, other_bytes).modules[1].files[0].sha256, std::string(64, 'a'));
-  EXPECT_EQ(ai::merged(other_bytes, hub).modules[1].files[0].sha256, std::string(64, 'f'));
+  other_bytes.modules[0].files[1].sha256 = std::string(64, 'f');
+  EXPECT_EQ(ai::merged(hub, other_bytes).modules[1].files[1].sha256, std::string(64, 'a'));
+  EXPECT_EQ(ai::merged(other_bytes, hub).modules[1].files[1].sha256, std::string(64, 'f'));
 }
 
 }  // namespace

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "neuron_cache/error.h"
+#include "neuron_cache/format/digest.h"
 #include "neuron_cache/format/layout.h"
 #include "neuron_cache/local/cache_tree.h"
 #include "neuron_cache/local/cleanup.h"
@@ -280,24 +281,60 @@ TEST_F(EntryInstallTest, StaleDoneMarkerWithoutNeffIsReplaced) {
   EXPECT_FALSE(has_lock_file(root()));
 }
 
-TEST_F(EntryInstallTest, TracedExportWithSubFoldersInstalls) {
+// Export files under a NEFF folder's name ("+<flags key>") make no traced export, and a plain
+// folder without model.neff is never installed: nothing of it lands in the entry.
+TEST_F(EntryInstallTest, APlainFolderWithoutItsNeffIsRefused) {
   const Files traced = {{"model.neuron", "traced-model"},
                         {"config.json", "{\"model_type\": \"bert\"}"},
-                        {"tokenizer/vocab.txt", "[PAD]\n"},
-                        {"tokenizer/nested/merges.txt", "a b\n"}};
-  make_entry(root(), kModule, Kind::Traced);
-  write_file(entry_path(root()) / "tokenizer" / "stale.txt", "from an older export");
-
-  EXPECT_EQ(install_now(root(), traced), local::InstallOutcome::Installed);
-
-  for (const auto& [name, content] : traced) {
-    EXPECT_EQ(read_file(entry_path(root()) / name), content) << name;
+                        {"tokenizer/vocab.txt", "[PAD]\n"}};
+  try {
+    install_now(root(), traced);
+    FAIL() << "installed a folder without model.neff";
+  } catch (const Error& error) {
+    EXPECT_NE(std::string(error.what()).find("no model.neff"), std::string::npos) << error.what();
   }
-  EXPECT_FALSE(fs::exists(entry_path(root()) / "tokenizer" / "stale.txt"));
-  // Export files under a NEFF folder's name ("+<flags key>") make no traced export.
-  EXPECT_EQ(state_of(root()), EntryState::Empty);
+  EXPECT_FALSE(fs::exists(entry_path(root()) / "config.json"));
+  EXPECT_FALSE(fs::exists(entry_path(root()) / "model.done"));
   EXPECT_FALSE(has_lock_file(root()));
   EXPECT_EQ(count_children(staging_path(root())), 0u);
+}
+
+// model.done is the installer's: whatever was staged under that name (bytes a store served) is
+// replaced by libneuronxla's empty marker, and a caller that stages none still gets one.
+TEST_F(EntryInstallTest, TheDoneMarkerIsWrittenByTheInstallerAlone) {
+  Files files = compiled_entry(kNeff);
+  files.back().second = "bytes a store said were the marker";
+  EXPECT_EQ(install_now(root(), files), local::InstallOutcome::Installed);
+  EXPECT_EQ(read_file(entry_path(root()) / "model.done"), "");
+
+  fs::remove_all(entry_path(root()));
+  files.pop_back();
+  EXPECT_EQ(install_now(root(), files), local::InstallOutcome::Installed);
+  EXPECT_EQ(state_of(root()), EntryState::Success);
+  EXPECT_EQ(read_file(entry_path(root()) / "model.done"), "");
+}
+
+// Staging names are a digest, not the module's name: a 255-byte name (allowed) still installs,
+// and a killed writer's staging of it is still found and reused.
+TEST_F(EntryInstallTest, AModuleNameOfTheMaximumLengthInstalls) {
+  const std::string name = "MODULE_" + std::string(255 - 7 - 9, '7') + "+d7cde3b5";
+  ASSERT_EQ(name.size(), 255u);
+  // Left as a killed writer leaves it: the folder stays, its flock goes with the process.
+  pid_t child = fork_child([&] {
+    local::EntryInstall killed(root(), kCompiler, name);
+    stage(killed, compiled_entry(kNeff));
+    kill(getpid(), SIGKILL);
+    return 0;
+  });
+  ASSERT_EQ(wait_child(child), -SIGKILL);
+  local::EntryInstall install(root(), kCompiler, name);
+  auto reused = install.reuse_abandoned({{"model.neff", kNeff.size(), sha256_hex(kNeff)}},
+                                        local::list_staging_folders(root()));
+  EXPECT_EQ(reused.files, std::vector<std::string>{"model.neff"});
+  install.add_file("compile_flags.json", "[]");
+  EXPECT_EQ(install.commit(2s), local::InstallOutcome::Installed);
+  EXPECT_EQ(read_file(root() / kCompiler / name / "model.neff"), kNeff);
+  EXPECT_EQ(read_file(root() / kCompiler / name / "model.done"), "");
 }
 
 // rename() cannot put a folder over a file nor a file over a folder: both must still install.
@@ -305,7 +342,9 @@ TEST_F(EntryInstallTest, FilesAndFoldersReplaceEachOther) {
   write_file(entry_path(root()) / "tokenizer", "a file where the export now has a folder");
   write_file(entry_path(root()) / "config.json" / "old.txt", "a folder where a file goes");
 
-  EXPECT_EQ(install_now(root(), {{"tokenizer/vocab.txt", "[PAD]\n"}, {"config.json", "{}"}}),
+  EXPECT_EQ(install_now(
+                root(),
+                {{"tokenizer/vocab.txt", "[PAD]\n"}, {"config.json", "{}"}, {"model.neff", kNeff}}),
             local::InstallOutcome::Installed);
 
   EXPECT_EQ(read_file(entry_path(root()) / "tokenizer" / "vocab.txt"), "[PAD]\n");
@@ -713,7 +752,8 @@ TEST(EntryInstallLinkFile, HardLinksTheSourceIntoTheEntry) {
   EXPECT_EQ(read_file(entry / "model.neff"), std::string("neff\0bytes", 10));
   EXPECT_EQ(stat_of(entry / "model.neff").st_ino, stat_of(tmp / "src" / "model.neff").st_ino);
   EXPECT_TRUE(fs::is_regular_file(entry / "sub" / "dir" / "model.done"));
-  EXPECT_EQ(stat_of(tmp / "src" / "model.done").st_nlink, 3u);
+  // The top model.done is the installer's own marker, never a staged file.
+  EXPECT_EQ(stat_of(tmp / "src" / "model.done").st_nlink, 2u);
 }
 
 TEST(EntryInstallLinkFile, RefusesSymlinksAndMissingFiles) {

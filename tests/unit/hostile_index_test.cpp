@@ -8,6 +8,7 @@
 
 #include <cstdio>
 #include <fstream>
+#include <functional>
 #include <sstream>
 
 #include "hub_fixture.h"
@@ -186,9 +187,9 @@ TEST_F(HostileIndexNumbers, ImpossibleOrWrongSizesNeverInstall) {
   const std::vector<Variant> variants = {
       {UINT64_MAX, neff_sha, "is above 1 TiB"},
       {1ull << 62, neff_sha, "is above 1 TiB"},
-      {0, sha256_hex(""), "the index entry is wrong"},  // an empty file for a NEFF
-      {neff_size - 1, neff_sha, "the index entry is wrong"},
-      {neff_size + 1, neff_sha, "the index entry is wrong"},
+      {0, sha256_hex(""), "the index entry and the Hub disagree"},  // an empty file for a NEFF
+      {neff_size - 1, neff_sha, "the index entry and the Hub disagree"},
+      {neff_size + 1, neff_sha, "the index entry and the Hub disagree"},
   };
   for (const auto& variant : variants) {
     SCOPED_TRACE(variant.size);
@@ -212,7 +213,7 @@ TEST_F(HostileIndexNumbers, ARegularFileOfTheWrongSizeIsTheIndexEntrysFault) {
   json& flags = victim_file("compile_flags.json");
   flags["size"] = flags["size"].get<uint64_t>() - 1;
   publish();
-  ToolResult run = prefetch_expecting_miss("the index entry is wrong");
+  ToolResult run = prefetch_expecting_miss("the index entry and the Hub disagree");
   EXPECT_TRUE(contains(run.all(), "compile_flags.json")) << run.all();
 }
 
@@ -444,6 +445,24 @@ TEST_F(HostileIndexChecksums, ARegularFileMatchingTheHubButNotTheEntryIsTheEntry
       << "no retry: the bytes were right";
 }
 
+// A right entry and a Hub answer that lies about the size: the message names both sides and
+// blames neither, and the bytes are not installed.
+TEST_F(HostileIndexChecksums, AHubAnswerOfAnotherSizeIsNotBlamedOnTheEntry) {
+  std::string module = victim()["modules"][0]["name"];
+  server.set_faults(json::array(
+      {{{"match",
+         {{"path_contains", module + "/model.neff"}, {"listener", "hub"}, {"method", "GET"}}},
+        {"count", -1},
+        {"action", "status"},
+        {"status", 200},
+        {"headers", {{"X-Linked-Size", "5"}}},
+        {"body", "abc"}}}));
+  ToolResult run = prefetch_expecting_miss("the index entry and the Hub disagree");
+  server.clear_faults();
+  EXPECT_TRUE(contains(run.all(), "the Hub's answer says")) << run.all();
+  EXPECT_FALSE(contains(run.all(), "the index entry is wrong")) << run.all();
+}
+
 // The index file itself: a body damaged once in transit is fetched again (its listed id is
 // checked); one damaged every time, or one that is no index at all, is skipped as a whole, says
 // so, and its configurations count as not cached: nothing is installed from it, exit 0.
@@ -480,6 +499,127 @@ TEST_F(HostileIndexFile, ADamagedOrInvalidIndexFileIsRefetchedOrSkippedAsAWhole)
       << skipped.all();
   EXPECT_FALSE(contains(skipped.all(), "skipped an index entry")) << skipped.all();
   EXPECT_FALSE(installed(invalid, good()));
+}
+
+// --- integrity: nothing incomplete is ever called complete -------------------------------------
+
+class HostileIndexIntegrity : public HostileIndexTest {
+ protected:
+  // Keeps only the victim's first module's files for which `keep` says yes.
+  void keep_victim_files(const std::function<bool(const std::string&)>& keep) {
+    json kept = json::array();
+    for (const auto& file : victim()["modules"][0]["files"]) {
+      if (keep(file["name"].get<std::string>())) kept.push_back(file);
+    }
+    victim()["modules"][0]["files"] = kept;
+  }
+
+  // `ci` on a fresh cache after a prefetch from it: the victim is compiled, the good one is not.
+  void ci_compiles_the_victim_only() {
+    fs::path out = work / ("out-" + std::to_string(fresh_));
+    ToolResult ci = tool("ci " + quoted(manifest) + " --read-only --output-dir " + quoted(out) +
+                             " --report " + quoted(out / "report.json"),
+                         last_root);
+    ASSERT_EQ(ci.code, 0) << ci.all();
+    json report = json::parse(read_file(out / "report.json"));
+    for (const auto& row : report["configurations"]) {
+      EXPECT_EQ(row["outcome"] == "compiled", row["name"] == "victim") << row.dump();
+    }
+  }
+};
+
+// A MODULE_ folder listed with only model.done, or with every file but model.neff, is a miss
+// with a warning: nothing of it is installed (no model.done is made up locally), and `ci` compiles
+// it instead of calling it fetched.
+TEST_F(HostileIndexIntegrity, AFolderListedWithoutItsNeffIsAMissAndGetsCompiled) {
+  const json original = shard;
+  const std::vector<std::pair<std::string, std::function<bool(const std::string&)>>> cases = {
+      {"only model.done", [](const std::string& name) { return name == "model.done"; }},
+      {"all but model.neff", [](const std::string& name) { return name != "model.neff"; }},
+      {"all but model.done", [](const std::string& name) { return name != "model.done"; }},
+  };
+  for (const auto& [what, keep] : cases) {
+    SCOPED_TRACE(what);
+    shard = original;
+    keep_victim_files(keep);
+    publish();
+    prefetch_expecting_miss("lists no model.neff or no model.done");
+    ci_compiles_the_victim_only();
+  }
+  {
+    SCOPED_TRACE("only model.done, for a folder the store does not have");
+    shard = original;
+    keep_victim_files([](const std::string& name) { return name == "model.done"; });
+    victim()["modules"][0]["name"] = "MODULE_1234567890+abcdef12";
+    publish();
+    server.clear_log();
+    prefetch_expecting_miss("lists no model.neff or no model.done");
+    EXPECT_FALSE(fs::exists(last_root / kCompiler / "MODULE_1234567890+abcdef12"));
+    EXPECT_EQ(testing::count_requests(server.access_log(),
+                                      [](const json& e) {
+                                        return contains(e["path"].get<std::string>(),
+                                                        "MODULE_1234567890");
+                                      }),
+              0u);
+  }
+  {
+    SCOPED_TRACE("a model.done that is not the empty marker");
+    shard = original;
+    victim_file("model.done")["size"] = 3;
+    victim_file("model.done")["sha256"] = sha256_hex("abc");
+    publish();
+    prefetch_expecting_miss("libneuronxla's marker is empty");
+  }
+}
+
+// Two entries that describe one folder differently get one verdict, the same on every run: the
+// folder is trusted for neither, whatever is installed meanwhile.
+TEST_F(HostileIndexIntegrity, EntriesThatDisagreeAboutAFolderGetOneVerdictEveryRun) {
+  json shared = good()["modules"][0];
+  for (auto& file : shared["files"]) {
+    if (file["name"] == "model.neff") file["size"] = file["size"].get<uint64_t>() + 1;
+  }
+  victim()["modules"].push_back(shared);
+  publish();
+  fs::path root = fresh();
+  for (int run = 0; run < 2; ++run) {
+    SCOPED_TRACE(run);
+    ToolResult prefetch = tool("prefetch " + quoted(manifest), root);
+    EXPECT_EQ(prefetch.code, 0) << prefetch.all();
+    EXPECT_TRUE(contains(prefetch.all(), "disagree about the files of")) << prefetch.all();
+    EXPECT_TRUE(contains(prefetch.all(), keys["good"])) << prefetch.all();
+    EXPECT_TRUE(contains(prefetch.all(), keys["victim"])) << prefetch.all();
+    EXPECT_FALSE(installed(root, victim())) << prefetch.all();
+    EXPECT_FALSE(fs::exists(root / artifact_index::local_entry_path(kVersion, keys["good"])));
+  }
+}
+
+// A module name of the longest length allowed (255 bytes) installs: staging names do not grow
+// with it, and the other configuration of the run is installed too.
+TEST_F(HostileIndexIntegrity, AModuleNameOfTheMaximumLengthInstalls) {
+  json& module = victim()["modules"][0];
+  const std::string old_name = module["name"];
+  const std::string flags = old_name.substr(old_name.find('+'));
+  const std::string name = "MODULE_" + std::string(255 - 7 - flags.size(), '9') + flags;
+  std::vector<hub::CommitOperation> copies;
+  for (const auto& file : module["files"]) {
+    std::string base = file["name"];
+    auto content = client().read_file(kRepo, kCompiler + "/" + old_name + "/" + base);
+    ASSERT_TRUE(content) << base;
+    fs::path local = work / ("copy-" + base);
+    write_file(local, *content);
+    copies.push_back({hub::CommitOperation::Kind::Add, kCompiler + "/" + name + "/" + base, local});
+  }
+  client().commit(kRepo, copies, "a module with a 255-byte name", std::nullopt);
+  module["name"] = name;
+  publish();
+  fs::path root = fresh();
+  ToolResult run = tool("prefetch " + quoted(manifest), root);
+  EXPECT_EQ(run.code, 0) << run.all();
+  EXPECT_FALSE(contains(run.all(), "File name too long")) << run.all();
+  EXPECT_TRUE(installed(root, good())) << run.all();
+  EXPECT_TRUE(installed(root, victim())) << run.all();
+  EXPECT_EQ(read_file(root / kCompiler / name / "model.done"), "");
 }
 
 }  // namespace

@@ -220,5 +220,20 @@ TEST(LayoutTraced, IncompleteOrLockedOrMisnamedIsNotTraced) {
   EXPECT_EQ(classify(misnamed), EntryState::Empty);
 }
 
+// A listing (an index record, a store's folder) is judged by the rule a folder on disk is.
+TEST(LayoutClassify, AListingIsJudgedLikeAFolder) {
+  const std::string plain = "MODULE_42+d7cde3b5";
+  const std::string traced = "MODULE_5e484d66cb3e29251244";
+  EXPECT_EQ(classify_listed(plain, {"model.neff", "model.done", "compile_flags.json"}),
+            EntryState::Success);
+  EXPECT_EQ(classify_listed(plain, {"model.done"}), EntryState::Empty);
+  EXPECT_EQ(classify_listed(plain, {"model.neff", "compile_flags.json"}), EntryState::Empty);
+  EXPECT_EQ(classify_listed(plain, {"model.log"}), EntryState::Failed);
+  EXPECT_EQ(classify_listed(plain, {"sub/model.neff", "sub/model.done"}), EntryState::Empty);
+  EXPECT_EQ(classify_listed(traced, {"config.json", "unet/model.neuron"}), EntryState::Traced);
+  EXPECT_EQ(classify_listed(traced, {"unet/config.json", "model.neuron"}), EntryState::Empty);
+  EXPECT_EQ(classify_listed(plain, {"config.json", "model.neuron"}), EntryState::Empty);
+}
+
 }  // namespace
 }  // namespace neuron_cache::layout

@@ -3,6 +3,7 @@
 // a store that lists wrong sizes. The point of the fault tests: a failed read is a miss for the
 // run it happened in, and never remembered as "not in the store".
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 
 #include <cstdlib>
 #include <filesystem>
@@ -216,6 +217,47 @@ TEST_F(MemoryStorePipeline, AStoreThatListsWrongSizesInstallsNothing) {
           << item.path() << " was kept from a download that failed verification";
     }
   }
+}
+
+// What the tool keeps for itself in the cache root (index copies, kept answers, memos) goes
+// through one rule: a symlink planted there is never followed to write or delete outside the
+// root, and a FIFO or a link to /dev/zero in place of a memo is read as no memo, never waited on.
+TEST_F(MemoryStorePipeline, TheToolsOwnBookkeepingNeverLeavesTheCacheRoot) {
+  fill();
+  const fs::path outside = work / "outside";
+  write_file(outside / "keep.txt", "not the tool's");
+  const fs::path memos = work / "other" / std::string(ai::kLocalDir);
+  fs::create_directories(memos);
+  fs::create_directory_symlink(outside, memos / "hub");
+  ASSERT_EQ(mkfifo((memos / "models.json").c_str(), 0644), 0);
+  for (int round = 0; round < 2; ++round) {
+    SCOPED_TRACE(round);
+    pipeline::RunResult ci = run("other", kCi);
+    ASSERT_TRUE(ci.prefetch) << notices;
+    EXPECT_EQ(modules_in("other"), modules_in("fill")) << notices;
+    std::vector<std::string> found;
+    for (const auto& item : fs::recursive_directory_iterator(outside))
+      found.push_back(fs::relative(item.path(), outside).string());
+    EXPECT_EQ(found, std::vector<std::string>{"keep.txt"});
+    EXPECT_EQ(read_file(outside / "keep.txt"), "not the tool's");
+    EXPECT_TRUE(fs::is_symlink(memos / "hub"));
+  }
+  // The folders exist but their files are a FIFO and a link to /dev/zero.
+  fs::remove(memos / "hub");
+  fs::create_directories(memos / "hub");
+  ASSERT_EQ(mkfifo((memos / "hub" / "paths-info.json").c_str(), 0644), 0);
+  fs::create_symlink("/dev/zero", memos / "hub" / "on-hub.json");
+  fs::create_symlink("/dev/zero", memos / "hub" / "registry.json");
+  fs::create_directory_symlink(outside, memos / "hub" / "acme~neuron-cache");
+  pipeline::RunResult again = run("other", kCi);
+  ASSERT_TRUE(again.prefetch) << notices;
+  // A memo that was a link is replaced by a file of its own (rename replaces the link itself).
+  EXPECT_FALSE(fs::is_symlink(memos / "hub" / "on-hub.json") &&
+               fs::is_regular_file(memos / "hub" / "on-hub.json"));
+  std::vector<std::string> found;
+  for (const auto& item : fs::recursive_directory_iterator(outside))
+    found.push_back(fs::relative(item.path(), outside).string());
+  EXPECT_EQ(found, std::vector<std::string>{"keep.txt"});
 }
 
 }  // namespace

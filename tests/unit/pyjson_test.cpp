@@ -162,12 +162,34 @@ TEST(PyjsonParse, InvalidEscapesAreRejected) {
   parse_error("\"abc");
 }
 
+// A small text can still build a huge DOM: values are counted before they are built, and a text
+// larger than its kind allows is refused before it is read.
+TEST(PyjsonParse, ValueAndByteLimitsRefuseBeforeTheDomGrows) {
+  std::string lists = "[";
+  for (int i = 0; i < 2'000'000; ++i) lists += i ? ",[]" : "[]";
+  lists += "]";
+  ASSERT_LT(lists.size(), kApiAnswer.max_bytes);
+  try {
+    parse(lists, kApiAnswer);
+    FAIL() << "two million values were parsed as an API answer";
+  } catch (const Error& error) {
+    EXPECT_NE(std::string(error.what()).find("more than 1000000 values"), std::string::npos)
+        << error.what();
+  }
+  EXPECT_EQ(parse(lists).size(), 2'000'000u);  // the default allows an index's size
+  std::string big(kMemo.max_bytes + 1, ' ');
+  big[0] = '1';
+  EXPECT_FALSE(parse_or_nothing(big, kMemo));
+  EXPECT_EQ(parse_or_nothing("[1]", kMemo), Json::array({1}));
+}
+
 TEST(PyjsonParse, DepthLimitGivesAnErrorNotACrash) {
-  EXPECT_EQ(dumps(parse(nested_arrays(512))).size(), 1024u);
-  std::string message = parse_error(nested_arrays(513));
-  EXPECT_NE(message.find("nesting deeper than 512"), std::string::npos) << message;
-  EXPECT_NE(message.find("column 513"), std::string::npos) << message;  // the 513th '['
-  parse_error("[" + nested_arrays(512) + "]");
+  EXPECT_EQ(dumps(parse(nested_arrays(64))).size(), 128u);
+  std::string message = parse_error(nested_arrays(65));
+  EXPECT_NE(message.find("nesting deeper than 64"), std::string::npos) << message;
+  EXPECT_NE(message.find("column 65"), std::string::npos) << message;  // the 65th '['
+  parse_error("[" + nested_arrays(64) + "]");
+  EXPECT_EQ(dumps(parse(nested_arrays(512), {1 << 20, 512, 10'000})).size(), 1024u);
   // Far beyond any stack: must still fail cleanly.
   EXPECT_NE(parse_error(std::string(1'000'000, '[')).find("nesting"), std::string::npos);
   EXPECT_NE(parse_error(std::string(100'000, '{')).find("line 1"), std::string::npos);
@@ -175,8 +197,8 @@ TEST(PyjsonParse, DepthLimitGivesAnErrorNotACrash) {
 
 TEST(PyjsonParse, DepthCountsObjectsAndArraysAlike) {
   std::string text;
-  for (int i = 0; i < 256; ++i) text += R"({"a": [)";
-  for (int i = 0; i < 256; ++i) text += "]}";
+  for (int i = 0; i < 32; ++i) text += R"({"a": [)";
+  for (int i = 0; i < 32; ++i) text += "]}";
   EXPECT_TRUE(parse(text).is_object());
   parse_error("[" + text + "]");
 }

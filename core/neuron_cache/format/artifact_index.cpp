@@ -156,14 +156,24 @@ std::vector<FileRecord> files_from_json(const Json& list, const std::string& ori
   return files;
 }
 
-// Whether the files listed make a complete traced export (layout's rule): a prefetch installs
-// what is listed, and must never put an incomplete one in place.
-bool lists_whole_traced_export(const ModuleRecord& module) {
-  layout::EntryFiles files;
-  files.traced_name = true;
-  for (const auto& file : module.files) layout::note_traced_file(files, file.name);
-  return layout::classify(files) == layout::EntryState::Traced;
+}  // namespace
+
+std::optional<std::string> incomplete_module_problem(const ModuleRecord& module) {
+  std::vector<std::string> paths;
+  for (const auto& file : module.files) {
+    if (file.name == layout::kDone && file.size != 0) {
+      return "lists a model.done of " + std::to_string(file.size) +
+             " bytes (libneuronxla's marker is empty)";
+    }
+    paths.push_back(file.name);
+  }
+  if (layout::is_complete(layout::classify_listed(module.name, paths))) return std::nullopt;
+  if (layout::is_traced_module_name(module.name))
+    return "lists no config.json (or model_index.json) or no *.neuron file";
+  return "lists no model.neff or no model.done: a folder without both is not a compiled graph";
 }
+
+namespace {
 
 ModuleRecord module_from_json(const Json& item, const std::string& origin) {
   std::string name = text(item, "name", origin);
@@ -172,9 +182,9 @@ ModuleRecord module_from_json(const Json& item, const std::string& origin) {
   }
   ModuleRecord module{
       name, files_from_json(member(item, "files", origin), origin, name, file_name_problem)};
-  if (layout::is_traced_module_name(module.name) && !lists_whole_traced_export(module)) {
-    bad(origin, "the traced export " + module.name +
-                    " lists no config.json (or model_index.json) or no *.neuron file");
+  if (auto problem = incomplete_module_problem(module)) {
+    bad(origin, (layout::is_traced_module_name(name) ? "the traced export " : "the folder ") +
+                    module.name + " " + *problem);
   }
   return module;
 }

@@ -154,6 +154,12 @@ std::optional<std::string> module_name_problem(std::string_view name);
 // in sub-folders. At most 255 bytes, no control character nor backslash, no lock file.
 std::optional<std::string> file_name_problem(std::string_view module, std::string_view name);
 
+// Why the files `module` lists do not make a complete folder, or nothing: a plain MODULE_ folder
+// needs model.neff and libneuronxla's empty model.done, a traced export its config and a *.neuron
+// file (layout::classify_listed, the rule a folder on disk is judged by). Index entries and store
+// listings are both judged by it: what lists less is a miss, never installed as complete.
+std::optional<std::string> incomplete_module_problem(const ModuleRecord& module);
+
 // A relative '/'-path with no empty, "." or ".." component, no NUL and no lock file.
 bool is_safe_relative_path(std::string_view path);
 

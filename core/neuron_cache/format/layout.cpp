@@ -75,6 +75,19 @@ EntryState classify(const EntryFiles& files) {
   return EntryState::Empty;
 }
 
+EntryState classify_listed(std::string_view module_name, const std::vector<std::string>& paths) {
+  EntryFiles files;
+  files.traced_name = is_traced_module_name(module_name);
+  for (const auto& path : paths) {
+    if (is_lock_file(path.substr(path.rfind('/') + 1))) files.lock_files.push_back(path);
+    if (files.traced_name) note_traced_file(files, path);
+    files.has_neff = files.has_neff || path == kNeff;
+    files.has_done = files.has_done || path == kDone;
+    files.has_log = files.has_log || path == kLog;
+  }
+  return classify(files);
+}
+
 bool is_complete(EntryState state) {
   return state == EntryState::Success || state == EntryState::Traced;
 }

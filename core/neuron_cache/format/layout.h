@@ -104,6 +104,10 @@ void note_traced_file(EntryFiles& files, std::string_view relative_path);
 // EMPTY, and its `cache cleanup --all` deletes it: format spec 2.4). Whether the command writing
 // it has finished is the caller's business: a traced folder has no marker written last.
 EntryState classify(const EntryFiles& files);
+// The state a folder named `module_name` would have if it held exactly these regular files
+// ('/'-paths relative to it): an index record or a store's listing is judged by the rule a
+// folder on disk is, so nothing a store lists as less than complete is ever installed as such.
+EntryState classify_listed(std::string_view module_name, const std::vector<std::string>& paths);
 // The states whose folder is usable as it is: SUCCESS and TRACED.
 bool is_complete(EntryState state);
 // "success", "failed", "locked", "empty", "traced"

@@ -14,7 +14,6 @@ namespace neuron_cache::pyjson {
 namespace {
 
 // Deep enough for any real config, shallow enough that hostile input cannot exhaust the stack.
-constexpr int kMaxDepth = 512;
 
 void append_utf8(std::string& out, uint32_t cp) {
   // Lone surrogates are written as WTF-8 (3 bytes) so that they survive a round trip, as in Python.
@@ -68,7 +67,7 @@ double parse_c_double(const std::string& token) {
 
 class Parser {
  public:
-  explicit Parser(std::string_view text) : text_(text) {}
+  Parser(std::string_view text, const Limits& limits) : text_(text), limits_(limits) {}
 
   Json parse_document() {
     if (text_.starts_with("\xEF\xBB\xBF")) fail("unexpected UTF-8 BOM");
@@ -112,10 +111,16 @@ class Parser {
   // Counted on containers, not values, so that an empty innermost [] or {} cannot slip one level
   // past the limit.
   void enter_container(int depth) {
-    if (depth >= kMaxDepth) fail("nesting deeper than " + std::to_string(kMaxDepth) + " levels");
+    if (static_cast<size_t>(depth) >= limits_.max_depth)
+      fail("nesting deeper than " + std::to_string(limits_.max_depth) + " levels");
   }
 
   Json parse_value(int depth) {
+    // Counted before a value is built: a DOM costs far more memory than its text, so a small
+    // answer of a million empty lists is refused as surely as a deep one.
+    if (++values_ > limits_.max_values) {
+      fail("more than " + std::to_string(limits_.max_values) + " values");
+    }
     char c = peek();
     if (c == '{') return parse_object(depth);
     if (c == '[') return parse_array(depth);
@@ -330,6 +335,8 @@ class Parser {
   }
 
   std::string_view text_;
+  Limits limits_;
+  size_t values_ = 0;
   size_t pos_ = 0;
 };
 
@@ -502,8 +509,25 @@ class Writer {
 
 }  // namespace
 
-Json parse(std::string_view text) {
-  return Parser(text).parse_document();
+Json parse(std::string_view text, const Limits& limits) {
+  if (text.size() > limits.max_bytes) {
+    throw input_error("a JSON text of " + std::to_string(text.size()) + " bytes (at most " +
+                      std::to_string(limits.max_bytes) + " expected here)");
+  }
+  return Parser(text, limits).parse_document();
+}
+
+std::optional<Json> parse_or_nothing(std::string_view text, const Limits& limits) {
+  try {
+    return parse(text, limits);
+  } catch (const Error&) {
+    return std::nullopt;
+  }
+}
+
+std::optional<Json> read_kept(const sys::RootedFile& file, const Limits& limits) {
+  std::optional<std::string> text = file.read(limits.max_bytes);
+  return text ? parse_or_nothing(*text, limits) : std::nullopt;
 }
 
 std::string dumps(const Json& value, std::optional<int> indent) {

@@ -191,11 +191,16 @@ RepoInfo HubClient::repo_info(const std::string& repo, const std::string& revisi
 }
 
 std::optional<std::string> HubClient::read_file(const std::string& repo, const std::string& path,
-                                                const std::string& revision) {
+                                                const std::string& revision, uint64_t max_bytes) {
   check_repo(repo);
   net::HttpRequest request{"GET", resolve_url(repo, revision, path)};
   request.may_leave_origin = true;  // an LFS file comes from the CDN the Hub redirects to
+  request.max_answer_bytes = max_bytes;
   net::HttpResponse response = call(request, "reading " + path + " from " + repo);
+  if (response.too_large) {
+    throw operational_error("reading " + path + " from " + repo + " failed: " + response.error +
+                            "; it is not a file neuron-cache wrote: remove it from the repo");
+  }
   if (ok(response)) return response.body;
   std::string code = response.headers.get("X-Error-Code").value_or("");
   if (response.status == 404 && code == "EntryNotFound") return std::nullopt;

@@ -115,9 +115,11 @@ class HubClient {
                                    bool recursive = true, const std::string& revision = "main");
   std::vector<TreeEntry> paths_info(const std::string& repo, const std::vector<std::string>& paths,
                                     const std::string& revision = "main");
-  // The content of a small file (JSON), or nothing when the repo has no such file.
+  // The content of a small file (JSON), or nothing when the repo has no such file. One larger
+  // than `max_bytes` is cut off while it streams in and refused.
   std::optional<std::string> read_file(const std::string& repo, const std::string& path,
-                                       const std::string& revision = "main");
+                                       const std::string& revision = "main",
+                                       uint64_t max_bytes = net::kMaxAnswerBytes);
   // Downloads every request in parallel; each file is verified while it streams (sha256 for LFS
   // files, git blob id otherwise) and resumed with Range after a dropped connection.
   std::vector<DownloadResult> download(const std::string& repo, const std::string& revision,

@@ -19,11 +19,21 @@ std::string normalise_etag(std::string etag) {
 }
 
 // A file known only from an artifact index entry (its size and sha256), not from a listing: when
-// the Hub disagrees with what the entry says, the entry is wrong, not the transfer.
+// the Hub disagrees with what the entry says, either side may be the one that is wrong.
 bool known_by_index_only(const TreeEntry& expected) {
   return !expected.is_lfs() && expected.oid.empty();
 }
 
+// The entry and the Hub's answer disagree and nothing yet says which is right: both are named.
+std::string entry_and_hub_disagree(const std::string& path, const std::string& entry_says,
+                                   const std::string& hub_says) {
+  return "the index entry and the Hub disagree about " + path + ": the entry says " + entry_says +
+         ", the Hub's answer says " + hub_says +
+         "; it is not installed (if the entry is wrong, push the configuration again from a "
+         "machine that has it; if the Hub's answer is, run the command again later)";
+}
+
+// The bytes served are the Hub's file, whole and as the Hub describes it: the entry is wrong.
 std::string index_entry_wrong(const std::string& path, const std::string& what) {
   return "the index entry is wrong about " + path + ": " + what +
          "; it is not installed (push the configuration again from a machine that has it)";
@@ -88,18 +98,14 @@ class HubSource : public net::RangedSource {
     const TreeEntry& expected = request_.expected;
     const std::string& path = request_.path_in_repo;
     if (known_by_index_only(expected)) {
-      // The Hub's own sha256 of an LFS file, or the git blob id of a regular one (compared with
-      // the bytes once they are in).
-      if (linked_etag && normalise_etag(*linked_etag) != expected.content_sha256) {
-        return index_entry_wrong(path, "it says sha256 " + expected.content_sha256 +
-                                           ", the Hub's file has sha256 " +
-                                           normalise_etag(*linked_etag));
-      }
-      if (linked_size && *linked_size != std::to_string(expected.size)) {
-        return index_entry_wrong(path, "it says " + std::to_string(expected.size) +
-                                           " bytes, the Hub's file has " + *linked_size);
-      }
+      // The Hub's own sha256 of an LFS file, or the git blob id of a regular one: the bytes
+      // decide, once they are in, which side a disagreement comes from (explain_mismatch).
+      if (linked_etag) hub_sha256_ = normalise_etag(*linked_etag);
       if (etag && !linked_etag) hub_blob_id_ = normalise_etag(*etag);
+      if (linked_size && *linked_size != std::to_string(expected.size)) {
+        return entry_and_hub_disagree(path, std::to_string(expected.size) + " bytes",
+                                      *linked_size + " bytes (X-Linked-Size)");
+      }
       return check_served_size(response.status, response.headers);
     }
     if (etag && normalise_etag(*etag) != expected_hash(expected)) {
@@ -117,11 +123,18 @@ class HubSource : public net::RangedSource {
     return hub_error(response, "downloading " + request_.path_in_repo, repo_).what();
   }
 
-  // Whether the bytes received are the Hub's regular file (its git blob id): then a sha256 that
-  // differs from the index entry's is the entry's fault, and fetching again cannot help.
+  // Whether the bytes received are the Hub's file as the Hub describes it (the sha256 of an LFS
+  // file, the git blob id of a regular one): then the entry's sha256 is wrong, and fetching again
+  // cannot help. Bytes that match neither side were damaged on the way (corrupt()).
   std::optional<std::string> explain_mismatch(const std::string& actual) override {
     const TreeEntry& expected = request_.expected;
-    if (!known_by_index_only(expected) || hub_blob_id_.empty()) return std::nullopt;
+    if (!known_by_index_only(expected)) return std::nullopt;
+    if (!hub_sha256_.empty() && actual == hub_sha256_) {
+      return index_entry_wrong(request_.path_in_repo,
+                               "it says sha256 " + expected.content_sha256 +
+                                   ", the bytes served are the Hub's file (sha256 " + actual + ")");
+    }
+    if (hub_blob_id_.empty()) return std::nullopt;
     Hasher blob(HashAlgorithm::Sha1);
     blob.update(git_blob_header(expected.size));
     if (!hash_range(request_.fd, blob, 0, expected.size) || blob.hex_digest() != hub_blob_id_) {
@@ -150,15 +163,15 @@ class HubSource : public net::RangedSource {
     if (!known_by_index_only(expected)) return std::nullopt;
     auto size = served_size(status, headers);
     if (!size || *size == expected.size) return std::nullopt;
-    return index_entry_wrong(request_.path_in_repo, "it says " + std::to_string(expected.size) +
-                                                        " bytes, the Hub's file has " +
-                                                        std::to_string(*size));
+    return entry_and_hub_disagree(request_.path_in_repo, std::to_string(expected.size) + " bytes",
+                                  std::to_string(*size) + " bytes");
   }
 
   std::string url_;
   std::string repo_;
   const DownloadRequest& request_;
   std::string hub_blob_id_;  // the ETag of a regular file known only by an index entry
+  std::string hub_sha256_;   // the X-Linked-Etag of an LFS file known only by an index entry
 };
 
 }  // namespace

@@ -2,6 +2,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "neuron_cache/format/pyjson.h"
+
 namespace neuron_cache::hub {
 namespace {
 
@@ -37,7 +39,7 @@ std::string advice(long status, const std::string& code, const std::string& repo
 
 std::string server_message(const net::HttpResponse& response) {
   if (auto message = response.headers.get("X-Error-Message")) return *message;
-  auto body = nlohmann::json::parse(response.body, nullptr, false);
+  auto body = pyjson::parse_or_nothing(response.body, pyjson::kApiAnswer).value_or(nullptr);
   if (body.is_object()) {
     for (const char* key : {"error", "message"}) {
       if (body.contains(key) && body[key].is_string()) return body[key].get<std::string>();

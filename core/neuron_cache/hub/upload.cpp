@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "neuron_cache/format/digest.h"
+#include "neuron_cache/format/pyjson.h"
 #include "neuron_cache/format/url.h"
 #include "neuron_cache/hub/client.h"
 #include "neuron_cache/net/answer.h"
@@ -454,7 +455,7 @@ CommitResult post_commit(HubClient& client, const std::string& repo, const std::
     return result;
   }
   if (!ok(response)) throw hub_error(response, "committing to " + repo, repo);
-  json answer = json::parse(response.body, nullptr, false);
+  json answer = pyjson::parse_or_nothing(response.body, pyjson::kApiAnswer).value_or(nullptr);
   const json* oid = answer.is_object() ? net::member(answer, "commitOid") : nullptr;
   if (oid == nullptr || !oid->is_string() || oid->get<std::string>().empty()) {
     // Only the Hub's answer with the new commit's id proves the commit was made.

@@ -65,11 +65,11 @@ void link_or_copy(int source_fd, const sys::SafeDir& dir, const std::string& nam
   copy_into(source_fd, dir, name, source);
 }
 
-// The staging folder names the constructor makes for `module`: "<module>.<pid>.<12 chars>".
-bool is_staging_folder_of(std::string_view name, std::string_view module) {
-  if (name.size() <= module.size() + 1 || !name.starts_with(module) || name[module.size()] != '.')
+// The staging folder names the constructor makes: "<stem>.<pid>.<12 chars>".
+bool is_staging_folder_of(std::string_view name, std::string_view stem) {
+  if (name.size() <= stem.size() + 1 || !name.starts_with(stem) || name[stem.size()] != '.')
     return false;
-  std::string_view rest = name.substr(module.size() + 1);
+  std::string_view rest = name.substr(stem.size() + 1);
   size_t dot = rest.find('.');
   if (dot == 0 || dot == std::string_view::npos) return false;
   for (char c : rest.substr(0, dot)) {
@@ -125,6 +125,10 @@ std::optional<sys::UniqueFd> open_if_whole(const sys::SafeDir& dir,
 }
 
 }  // namespace
+
+std::string staging_stem(std::string_view compiler_dir, std::string_view module) {
+  return sha256_hex(std::string(compiler_dir) + "/" + std::string(module)).substr(0, 24);
+}
 
 EntryLock EntryLock::acquire(const sys::SafeDir& entry_dir, std::chrono::milliseconds timeout) {
   const std::string name(layout::kEntryLock);
@@ -229,8 +233,10 @@ EntryInstall::EntryInstall(const fs::path& cache_root, std::string compiler_dir,
   check_root_is_safe(root_);
   staging_area_.emplace(root.make_path(layout::kStagingDir));
   // Locked before it is visible under its name, so cleanup never takes it for abandoned.
-  sys::LockedDir made = staging_area_->make_locked_subdir(
-      [&] { return module_name_ + "." + std::to_string(getpid()) + "." + sys::random_hex(12); });
+  sys::LockedDir made = staging_area_->make_locked_subdir([&] {
+    return staging_stem(compiler_dir_, module_name_) + "." + std::to_string(getpid()) + "." +
+           sys::random_hex(12);
+  });
   staging_name_ = made.name;
   staging_lock_ = std::move(made.lock);
   staging_.emplace(std::move(made.dir));
@@ -282,8 +288,9 @@ void EntryInstall::link_file(std::string_view relative_path, const fs::path& sou
 EntryInstall::Reused EntryInstall::reuse_abandoned(
     const std::vector<ExpectedFile>& wanted, const std::vector<std::string>& staging_folders) {
   Reused reused;
+  const std::string stem = staging_stem(compiler_dir_, module_name_);
   for (const auto& folder : staging_folders) {
-    if (folder == staging_name_ || !is_staging_folder_of(folder, module_name_)) continue;
+    if (folder == staging_name_ || !is_staging_folder_of(folder, stem)) continue;
     // Its writer is gone when its flock is free; held until the folder is deleted below, so a
     // cleanup or another prefetch cannot take it meanwhile. Gone or not a folder: skipped.
     std::optional<sys::SafeDir> dir = staging_area_->open_subdir(folder);
@@ -350,28 +357,34 @@ std::optional<EntryInstall::Locked> EntryInstall::lock_entry(
   return Locked{std::move(entry), std::move(lock)};
 }
 
-bool EntryInstall::move_content(const sys::SafeDir& entry) {
+void EntryInstall::move_content(const sys::SafeDir& entry) {
   // A done marker without its NEFF would turn SUCCESS the moment the NEFF lands: drop it first.
   entry.remove_file(layout::kDone);
-  bool has_done = false;
-  bool has_neff = false;
   for (const auto& item : staging_->list()) {
-    if (item.name == layout::kDone) {
-      has_done = true;
-      continue;
-    }
+    if (item.name == layout::kDone) continue;  // the installer's own, written last
     // rename() replaces a file atomically but cannot replace a folder, nor a file by a folder.
     auto existing = entry.entry(item.name);
     if (existing &&
         (item.type == sys::NodeType::Directory || existing->type == sys::NodeType::Directory)) {
       entry.remove_tree(item.name);
     }
-    has_neff = has_neff || item.name == layout::kNeff;
     staging_->move_to(item.name, entry, item.name, false);
     step("moved " + item.name);
   }
-  if (has_neff) entry.remove_file(layout::kLog);  // a cached failure replaced by a NEFF
-  return has_done;
+  entry.remove_file(layout::kLog);  // a cached failure replaced by a NEFF
+}
+
+// model.done is only ever written here, empty as libneuronxla writes it, once the staged folder
+// holds model.neff: whatever a caller or a store staged under that name is replaced, and a folder
+// staged without its NEFF is refused rather than installed as less than it claims.
+void EntryInstall::stage_done_marker() {
+  auto neff = staging_->entry(layout::kNeff);
+  if (!neff || neff->type != sys::NodeType::File) {
+    throw operational_error("refusing to install " + compiler_dir_ + "/" + module_name_ +
+                            ": no model.neff was staged, so it would not be a compiled graph");
+  }
+  staging_->remove_file(layout::kDone);
+  staging_->write_new_file(std::string(layout::kDone), "");
 }
 
 bool EntryInstall::is_traced() const {
@@ -396,7 +409,8 @@ InstallOutcome EntryInstall::rename_traced_into_place() {
         return InstallOutcome::AlreadyComplete;
       }
       present.reset();
-      const std::string aside = module_name_ + ".replaced." + sys::random_hex(12);
+      const std::string aside =
+          staging_stem(compiler_dir_, module_name_) + ".replaced." + sys::random_hex(12);
       if (compiler.move_to(module_name_, *staging_area_, aside, true)) {
         step("moved aside");
         staging_area_->remove_tree(aside);
@@ -417,6 +431,7 @@ InstallOutcome EntryInstall::rename_traced_into_place() {
 }
 
 InstallOutcome EntryInstall::commit(std::chrono::milliseconds lock_timeout) {
+  if (!is_traced()) stage_done_marker();
   sync_staged(*staging_);
   step("staged");
   if (is_traced()) {
@@ -426,14 +441,12 @@ InstallOutcome EntryInstall::commit(std::chrono::milliseconds lock_timeout) {
   }
   std::optional<Locked> locked = lock_entry(lock_timeout);
   if (!locked) return InstallOutcome::AlreadyComplete;
-  bool has_done = move_content(locked->entry);
+  move_content(locked->entry);
   locked->entry.sync();
   step("synced");
-  if (has_done) {
-    staging_->move_to(layout::kDone, locked->entry, layout::kDone, false);
-    locked->entry.sync();
-    step("done");
-  }
+  staging_->move_to(layout::kDone, locked->entry, layout::kDone, false);
+  locked->entry.sync();
+  step("done");
   locked->lock.release_and_remove();
   locked->entry.sync();
   committed_ = true;
@@ -456,11 +469,18 @@ void flush_filesystem(const sys::SafeDir& dir) {
 void EntryInstall::commit_all(std::vector<BatchItem>& items,
                               std::chrono::milliseconds lock_timeout) {
   if (items.empty()) return;
+  for (auto& item : items) {
+    try {
+      if (!item.install->is_traced()) item.install->stage_done_marker();
+    } catch (const Error& error) {
+      item.error = error.what();
+    }
+  }
   flush_filesystem(*items.front().install->staging_area_);
   std::vector<std::pair<BatchItem*, Locked>> locked;
-  std::vector<bool> has_done;
   bool renamed = false;
   for (auto& item : items) {
+    if (!item.error.empty()) continue;
     try {
       item.install->step("staged");
       if (item.install->is_traced()) {
@@ -473,7 +493,7 @@ void EntryInstall::commit_all(std::vector<BatchItem>& items,
         item.outcome = InstallOutcome::AlreadyComplete;
         continue;
       }
-      has_done.push_back(item.install->move_content(entry->entry));
+      item.install->move_content(entry->entry);
       locked.emplace_back(&item, std::move(*entry));
     } catch (const Error& error) {
       item.error = error.what();
@@ -484,12 +504,9 @@ void EntryInstall::commit_all(std::vector<BatchItem>& items,
     return;
   }
   flush_filesystem(locked.front().second.entry);
-  for (size_t i = 0; i < locked.size(); ++i) {
-    EntryInstall& install = *locked[i].first->install;
-    install.step("synced");
-    if (has_done[i]) {
-      install.staging_->move_to(layout::kDone, locked[i].second.entry, layout::kDone, false);
-    }
+  for (auto& [item, entry] : locked) {
+    item->install->step("synced");
+    item->install->staging_->move_to(layout::kDone, entry.entry, layout::kDone, false);
   }
   flush_filesystem(locked.front().second.entry);
   for (auto& [item, entry] : locked) {

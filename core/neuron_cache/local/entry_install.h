@@ -1,7 +1,10 @@
 // Installing a MODULE_ entry into the local cache so that a reader never sees model.done next to
 // an incomplete model.neff, and a writer killed at any point leaves nothing that classifies as
 // SUCCESS. Files are staged under <root>/.cache/huggingface/neuron-cache-staging (same
-// filesystem), flushed, then renamed into the entry under its lock, model.done last.
+// filesystem), flushed, then renamed into the entry under its lock. model.done is written by the
+// installer alone, empty, last, and only for a staged folder holding model.neff: callers never
+// stage it (what they stage under that name is replaced), and a folder without its NEFF is
+// refused. Staging folder names are a digest of the module's, so they never grow with it.
 // A traced export folder (MODULE_<entry hash>, layout::is_traced_module_name) has no model.done:
 // its staged folder is renamed into place whole, so it appears under its name only with every
 // file (sub-folders included) in place. It takes no lock file (one would make it LOCKED).
@@ -98,8 +101,9 @@ class EntryInstall {
   void sync_staged(const sys::SafeDir& dir);
   // The entry folder under its lock, or nothing when the entry is already SUCCESS.
   std::optional<Locked> lock_entry(std::chrono::milliseconds lock_timeout);
-  // Renames every staged item but model.done into the entry; true when model.done is staged.
-  bool move_content(const sys::SafeDir& entry);
+  // Renames every staged item but model.done into the entry.
+  void move_content(const sys::SafeDir& entry);
+  void stage_done_marker();
 
   std::filesystem::path root_;
   std::string compiler_dir_;
@@ -126,6 +130,11 @@ class PrefetchLock {
   explicit PrefetchLock(sys::UniqueFd fd) : fd_(std::move(fd)) {}
   sys::UniqueFd fd_;
 };
+
+// What the staging folder names of one module start with ("<stem>.<pid>.<12 random>"): a digest,
+// so a name never grows with the module's (up to 255 bytes) and two modules of different
+// compiler folders never share one.
+std::string staging_stem(std::string_view compiler_dir, std::string_view module);
 
 // Refuses to write into a root anyone may rename entries in (world-writable without sticky bit).
 void check_root_is_safe(const std::filesystem::path& root);

@@ -1,7 +1,8 @@
 // Reading the JSON of an answer (the Hub's API; any JSON a store serves). An answer of the wrong
 // shape (not JSON, a string where an object belongs, a number for a path) is the server failing,
 // like a 5xx: an operational Error that names the request and what was expected, never a raw JSON
-// library message. Bodies are bounded by the engine (HttpEngine buffers at most 256 MiB).
+// library message. Every answer is read by pyjson's one bounded reader (pyjson::kApiAnswer: bytes,
+// depth and values), so no answer can grow a DOM beyond what an API answer needs.
 #pragma once
 
 #include <nlohmann/json.hpp>
@@ -9,6 +10,7 @@
 #include <string>
 
 #include "neuron_cache/error.h"
+#include "neuron_cache/format/pyjson.h"
 #include "neuron_cache/net/http.h"
 
 namespace neuron_cache::net {
@@ -88,7 +90,8 @@ inline bool flag_in(const nlohmann::json& object, const std::string& key, bool f
 inline uint64_t size_in(const nlohmann::json& object, const std::string& key, uint64_t fallback) {
   const nlohmann::json* value = member(object, key);
   if (value == nullptr) return fallback;
-  if (!value->is_number_unsigned())
+  // pyjson reads a non-negative integer as signed when it fits.
+  if (!value->is_number_unsigned() && !(value->is_number_integer() && value->get<int64_t>() >= 0))
     throw BadAnswer("\"" + key + "\" is " + kind_of(*value) + ", not a size");
   return value->get<uint64_t>();
 }
@@ -98,9 +101,15 @@ inline uint64_t size_in(const nlohmann::json& object, const std::string& key, ui
 template <typename Read>
 auto read_answer(const HttpResponse& response, const std::string& request,
                  const std::string& expected, Read&& read, const Server& server = {}) {
-  nlohmann::json value = nlohmann::json::parse(response.body, nullptr, false);
+  nlohmann::json value;
   try {
-    if (value.is_discarded()) throw BadAnswer("it is not JSON");
+    if (response.too_large) throw BadAnswer(response.error);
+    try {
+      value = pyjson::parse(response.body, pyjson::kApiAnswer);
+    } catch (const Error& error) {
+      throw BadAnswer(std::string("it is not JSON within an answer's bounds (") + error.what() +
+                      ")");
+    }
     return read(value);
   } catch (const BadAnswer& bad) {
     throw malformed_answer(request, response.status, expected, bad.what(), server);

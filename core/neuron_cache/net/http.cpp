@@ -18,7 +18,6 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 // Error bodies and API answers are buffered; anything larger must be streamed.
-constexpr size_t kMaxBufferedBody = 256u << 20;
 
 std::string lower(std::string_view text) {
   std::string out(text);
@@ -76,6 +75,7 @@ struct Transfer {
   Clock::time_point last_sent = started;  // when request body bytes last went out
   bool answered = false;                  // a header line of the answer arrived
   bool timed_out = false;                 // no answer within the answer timeout
+  bool overdue = false;                   // a buffered answer not whole by its deadline
 
   ~Transfer() {
     if (header_list != nullptr) curl_slist_free_all(header_list);
@@ -122,7 +122,11 @@ size_t write_body(Transfer* t, char* data, size_t bytes) {
     }
     return bytes;
   }
-  if (t->response.body.size() + bytes > kMaxBufferedBody) return 0;
+  if (t->response.body.size() + bytes > t->request.max_answer_bytes) {
+    t->response.too_large = true;
+    t->response.body.clear();
+    return 0;
+  }
   t->response.body.append(data, bytes);
   return bytes;
 }
@@ -201,7 +205,7 @@ void configure(Transfer& t, const HttpOptions& options) {
   curl_easy_setopt(easy, CURLOPT_NOSIGNAL, 1L);
   curl_easy_setopt(easy, CURLOPT_CONNECTTIMEOUT_MS,
                    static_cast<long>(options.connect_timeout.count()));
-  curl_easy_setopt(easy, CURLOPT_LOW_SPEED_LIMIT, 1L);
+  curl_easy_setopt(easy, CURLOPT_LOW_SPEED_LIMIT, static_cast<long>(options.min_transfer_rate));
   curl_easy_setopt(easy, CURLOPT_LOW_SPEED_TIME, static_cast<long>(options.stall_timeout.count()));
   curl_easy_setopt(easy, CURLOPT_HTTP_VERSION, CURL_HTTP_VERSION_2TLS);
   // Waiting to share a connection only pays where HTTP/2 can be negotiated (TLS): on plain
@@ -263,6 +267,14 @@ Clock::time_point answer_deadline(const Transfer& t, const HttpOptions& options)
     wait = std::max<std::chrono::milliseconds>(wait, options.stall_timeout);
   }
   return t.last_sent + wait;
+}
+
+// When a buffered answer must be whole: a slow commit's own answer timeout extends it.
+std::chrono::milliseconds buffered_deadline(const HttpRequest& request,
+                                            const HttpOptions& options) {
+  return std::max(
+      options.answer_deadline,
+      request.answer_timeout.value_or(std::chrono::milliseconds(0)) + options.answer_timeout);
 }
 
 std::string seconds_text(std::chrono::milliseconds ms) {
@@ -388,8 +400,19 @@ void HttpEngine::run(const std::vector<Exchange*>& exchanges, size_t parallel) {
         t.response.error = "no answer within " +
                            seconds_text(t.request.answer_timeout.value_or(options_.answer_timeout));
       }
+      if (t.overdue) {
+        t.response.error = "the answer was not whole within " +
+                           seconds_text(buffered_deadline(t.request, options_)) +
+                           " (it kept trickling in)";
+      }
+      if (t.response.too_large) {
+        t.response.error = "the answer is larger than the " +
+                           std::to_string(t.request.max_answer_bytes) +
+                           " bytes an answer of its kind may have";
+      }
       t.response.unreachable = to_endpoint(t.request) && connect_failed(t.easy, code, t.timed_out);
-      if (t.response.status != 0 && t.status_checked != 1) t.response.status = 0;
+      if (t.response.status != 0 && t.status_checked != 1 && !t.response.too_large)
+        t.response.status = 0;
       // A streamed body that broke mid-way keeps its status so the exchange can resume.
     }
     auto location = t.response.headers.get("Location");
@@ -428,11 +451,15 @@ void HttpEngine::run(const std::vector<Exchange*>& exchanges, size_t parallel) {
     auto now = Clock::now();
     for (auto it = active.begin(); it != active.end();) {
       Transfer& t = **it;
-      if (t.answered || now < answer_deadline(t, options_)) {
+      bool unanswered = !t.answered && now >= answer_deadline(t, options_);
+      bool overdue = t.status_checked != 1 && t.request.upload_fd < 0 &&
+                     now >= t.started + buffered_deadline(t.request, options_);
+      if (!unanswered && !overdue) {
         ++it;
         continue;
       }
-      t.timed_out = true;
+      t.timed_out = unanswered;
+      t.overdue = overdue && !unanswered;
       curl_multi_remove_handle(impl_->multi, t.easy);
       std::unique_ptr<Transfer> owned = std::move(*it);
       it = active.erase(it);

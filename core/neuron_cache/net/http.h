@@ -25,6 +25,11 @@ struct Headers {
   std::optional<std::string> get(std::string_view name) const;
 };
 
+// What one answer held in memory may hold unless its request says otherwise: API answers (a tree
+// page, paths-info, an error body) are far smaller. A request for a bigger buffered body (a small
+// file of known bound) sets HttpRequest::max_answer_bytes.
+inline constexpr uint64_t kMaxAnswerBytes = 16u << 20;
+
 struct HttpRequest {
   HttpRequest() = default;
   HttpRequest(std::string method_, std::string url_, std::vector<std::string> headers_ = {},
@@ -38,6 +43,9 @@ struct HttpRequest {
   std::string url;
   std::vector<std::string> headers;  // "Name: value"
   std::string body;                  // small bodies (JSON, NDJSON)
+  // A buffered answer (one not streamed to its exchange) longer than this is cut off as it
+  // arrives and marked HttpResponse::too_large.
+  uint64_t max_answer_bytes = kMaxAnswerBytes;
   // Large bodies are streamed from a file slice instead of `body`.
   int upload_fd = -1;
   uint64_t upload_offset = 0;
@@ -74,6 +82,8 @@ struct HttpResponse {
   // When a 3xx answer was not followed (another origin): why, and the status stays the 3xx.
   Headers first_headers;  // the endpoint's own answer when it redirected (Hub: X-Repo-Commit)
   uint64_t streamed_bytes = 0;
+  // The buffered body went over HttpRequest::max_answer_bytes: `body` is empty, never retried.
+  bool too_large = false;
   // No connection could be made (refused, unknown host, connect timeout), or none was tried
   // because the endpoint was found unreachable earlier in the run (HttpEngine::unreachable).
   bool unreachable = false;
@@ -108,8 +118,13 @@ struct HttpOptions {
   // The first byte of the answer must come within this after the request was sent; afterwards
   // only stall_timeout applies, so a large transfer that progresses is never cut.
   std::chrono::milliseconds answer_timeout{15000};
-  // A transfer that moves less than 1 byte/s for this long is considered dead.
+  // A transfer whose average rate over this window falls below min_transfer_rate is dead: a
+  // server that drips a few bytes a second never holds a transfer (or a run) forever.
   std::chrono::seconds stall_timeout{60};
+  uint64_t min_transfer_rate = 1024;  // bytes per second
+  // A buffered answer (an API call's) must be whole within this after it was sent, however it
+  // trickles in; streamed file transfers have the rate rule instead.
+  std::chrono::milliseconds answer_deadline{120000};
   // How long requests to the endpoint's origin may keep failing (no answer, 5xx) before the
   // endpoint is taken as unreachable for the rest of the run. A refused connection, an
   // unknown host or a connect timeout decides it at once.

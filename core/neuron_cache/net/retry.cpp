@@ -50,7 +50,7 @@ RetryPolicy retry_policy(const config::Settings& settings, int max_attempts) {
 bool is_transient(const HttpResponse& response) {
   // An endpoint that could not be reached at all is not asked again in this run
   // (HttpEngine::unreachable).
-  if (response.unreachable) return false;
+  if (response.unreachable || response.too_large) return false;
   long s = response.status;
   return s == 0 || s == 408 || s == 429 || s == 500 || s == 502 || s == 503 || s == 504;
 }

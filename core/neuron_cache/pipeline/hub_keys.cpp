@@ -1,23 +1,20 @@
 #include "neuron_cache/pipeline/hub_keys.h"
 
 #include <algorithm>
-#include <fstream>
 #include <nlohmann/json.hpp>
 #include <set>
 
-#include "neuron_cache/sys/safe_dir.h"
+#include "neuron_cache/format/pyjson.h"
 
 namespace neuron_cache::pipeline {
 namespace {
 
-namespace fs = std::filesystem;
 using nlohmann::json;
 
 // The keys remembered for this repo and revision; none when the file says something else.
-std::set<std::string> read_keys(const fs::path& file, const std::string& repo,
+std::set<std::string> read_keys(const sys::RootedFile& file, const std::string& repo,
                                 const std::string& revision) {
-  std::ifstream in(file, std::ios::binary);
-  json memo = in ? json::parse(in, nullptr, false) : json();
+  json memo = pyjson::read_kept(file).value_or(json());
   if (!memo.is_object() || memo.value("repo", "") != repo ||
       memo.value("revision", "") != revision || !memo.contains("keys") ||
       !memo["keys"].is_array()) {
@@ -46,8 +43,7 @@ void HubKeys::remember(const std::vector<std::string>& keys) const {
   known.insert(keys.begin(), keys.end());
   if (known.size() == before) return;  // nothing new: nothing written
   try {
-    sys::replace_file(file_,
-                      json{{"repo", repo_}, {"revision", revision_}, {"keys", known}}.dump());
+    file_.replace(json{{"repo", repo_}, {"revision", revision_}, {"keys", known}}.dump());
   } catch (const std::exception&) {
     // Remembering only saves reading the index next time.
   }

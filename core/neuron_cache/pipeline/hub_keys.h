@@ -6,16 +6,17 @@
 // entry that grew since (a profile's run added a graph) is not taken for one the Hub has.
 #pragma once
 
-#include <filesystem>
 #include <string>
 #include <vector>
+
+#include "neuron_cache/sys/safe_dir.h"
 
 namespace neuron_cache::pipeline {
 
 class HubKeys {
  public:
   // `file` holds {"repo", "revision", "keys"}; another repo or revision there is not used.
-  HubKeys(std::filesystem::path file, std::string repo, std::string revision)
+  HubKeys(sys::RootedFile file, std::string repo, std::string revision)
       : file_(std::move(file)), repo_(std::move(repo)), revision_(std::move(revision)) {}
 
   // Whether every key (or contents id) was found in the repo's index at this revision by an
@@ -25,7 +26,7 @@ class HubKeys {
   void remember(const std::vector<std::string>& keys) const;
 
  private:
-  std::filesystem::path file_;
+  sys::RootedFile file_;
   std::string repo_;
   std::string revision_;
 };

@@ -195,7 +195,7 @@ void Pipeline::cache_problem(const std::string& what, const std::string& fallbac
 std::vector<plan::Target> Pipeline::targets() {
   storage::ModelSource* models = remotes_.models;
   plan::ModelResolver resolver(models && !models->offline() ? models : nullptr, manifest_dir(),
-                               root_ / std::string(ai::kLocalDir) / "models.json");
+                               sys::RootedFile(root_, std::string(ai::kLocalDir) + "/models.json"));
   plan::KeyContext context;
   context.compiler_version = compiler_version_;
   context.optimum_neuron_version = manifest_.optimum_neuron_version;
@@ -269,8 +269,8 @@ plan::Plan Pipeline::make_plan(const std::vector<plan::Target>& targets) {
     hub_problem = "offline: " + storage::describe(store_) + " was not asked";
   } else {
     try {
-      remote_ = std::make_unique<remote::RemoteIndex>(
-          remote::RemoteIndex::open(*store_, root_ / std::string(ai::kLocalDir) / "hub"));
+      remote_ =
+          std::make_unique<remote::RemoteIndex>(remote::RemoteIndex::open(*store_, memo_folder()));
     } catch (const Error& error) {
       hub_problem = storage::describe_part(store_, "cache") + " could not be read: " + error.what();
       cache_problem(hub_problem, "every configuration not complete locally will be compiled");
@@ -305,8 +305,7 @@ void Pipeline::read_registry(plan::Plan& plan) {
       models_by_version[row.target.inputs.compiler_version].insert(row.target.inputs.model_id);
   }
   if (models_by_version.empty()) return;
-  RegistryMemo memo(root_ / std::string(ai::kLocalDir) / "hub" / "registry.json", repo_,
-                    remote_->revision());
+  RegistryMemo memo(memo_folder().child("registry.json"), repo_, remote_->revision());
   bool has_registry = false;
   try {
     for (const auto& [version, models] : models_by_version) {
@@ -442,6 +441,10 @@ PrefetchStep Pipeline::prefetch(plan::Plan& plan) {
   return step;
 }
 
+sys::RootedFile Pipeline::memo_folder() const {
+  return sys::RootedFile(root_, std::string(ai::kLocalDir) + "/hub");
+}
+
 std::string Pipeline::why_not_push(bool nothing_new) const {
   if (options_.read_only) return "--read-only: nothing is written to " + storage::describe(store_);
   if (repo_.empty()) return "no cache repo is set";
@@ -494,8 +497,7 @@ std::vector<ai::Entry> Pipeline::not_on_hub(const plan::Plan& plan) {
     ids.push_back(ai::contents_id(*row.entry));
   }
   // Remembered by contents, not by key: an entry that grew since is offered again.
-  HubKeys on_hub(root_ / std::string(ai::kLocalDir) / "hub" / "on-hub.json", repo_,
-                 remote_ ? remote_->revision() : "");
+  HubKeys on_hub(memo_folder().child("on-hub.json"), repo_, remote_ ? remote_->revision() : "");
   if (on_hub.has_all(ids)) return {};  // a warm run: nothing new, and no shard read
   std::vector<std::string> found = covered_on_hub(local);
   on_hub.remember(found);

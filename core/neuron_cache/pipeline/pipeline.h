@@ -179,6 +179,8 @@ class Pipeline {
   std::function<void(const std::string&)> on_progress;
 
  private:
+  // Where the store's answers are remembered in the cache root (sys::RootedFile's rule).
+  sys::RootedFile memo_folder() const;
   void note(bool warning, const std::string& text);
   void describe_repo(plan::Plan& plan) const;
   // Compile rows that optimum-neuron's registry lists become Registry rows (one listing per

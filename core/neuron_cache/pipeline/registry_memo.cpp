@@ -1,9 +1,8 @@
 #include "neuron_cache/pipeline/registry_memo.h"
 
-#include <fstream>
 #include <nlohmann/json.hpp>
 
-#include "neuron_cache/sys/safe_dir.h"
+#include "neuron_cache/format/pyjson.h"
 
 namespace neuron_cache::pipeline {
 namespace {
@@ -55,8 +54,7 @@ plan::RegistryCandidate from_json(const json& j) {
 std::optional<RegistryAnswer> RegistryMemo::recall(const std::string& compiler_version,
                                                    const std::set<std::string>& models) const {
   if (revision_.empty()) return std::nullopt;
-  std::ifstream in(file_, std::ios::binary);
-  json memo = in ? json::parse(in, nullptr, false) : json();
+  json memo = pyjson::read_kept(file_).value_or(json());
   if (!memo.is_object() || memo.value("repo", "") != repo_ ||
       memo.value("revision", "") != revision_) {
     return std::nullopt;
@@ -77,8 +75,7 @@ void RegistryMemo::remember(const std::string& compiler_version,
                             const RegistryAnswer& answer) const {
   // A scan with a failed read says what one run could see, not what the head holds.
   if (revision_.empty() || !answer.complete) return;
-  std::ifstream in(file_, std::ios::binary);
-  json memo = in ? json::parse(in, nullptr, false) : json();
+  json memo = pyjson::read_kept(file_).value_or(json());
   if (!memo.is_object() || memo.value("repo", "") != repo_ ||
       memo.value("revision", "") != revision_ || !memo.contains("scans") ||
       !memo["scans"].is_object()) {
@@ -89,7 +86,7 @@ void RegistryMemo::remember(const std::string& compiler_version,
   memo["scans"][scan_key(compiler_version, models)] = {{"has_registry", answer.has_registry},
                                                        {"candidates", candidates}};
   try {
-    sys::replace_file(file_, memo.dump());
+    file_.replace(memo.dump());
   } catch (const std::exception&) {
     // Remembering only saves asking again.
   }

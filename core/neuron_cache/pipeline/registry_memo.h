@@ -4,13 +4,13 @@
 // per head, not once per run.
 #pragma once
 
-#include <filesystem>
 #include <optional>
 #include <set>
 #include <string>
 #include <vector>
 
 #include "neuron_cache/plan/plan.h"
+#include "neuron_cache/sys/safe_dir.h"
 
 namespace neuron_cache::pipeline {
 
@@ -24,7 +24,7 @@ class RegistryMemo {
  public:
   // `file` holds {"repo", "revision", "scans": {"<version>|<model>|<model>...": answer}}; another
   // repo or revision there is not used.
-  RegistryMemo(std::filesystem::path file, std::string repo, std::string revision)
+  RegistryMemo(sys::RootedFile file, std::string repo, std::string revision)
       : file_(std::move(file)), repo_(std::move(repo)), revision_(std::move(revision)) {}
 
   std::optional<RegistryAnswer> recall(const std::string& compiler_version,
@@ -34,7 +34,7 @@ class RegistryMemo {
                 const RegistryAnswer& answer) const;
 
  private:
-  std::filesystem::path file_;
+  sys::RootedFile file_;
   std::string repo_;
   std::string revision_;
 };

@@ -112,15 +112,9 @@ ResolvedModel ModelResolver::resolve_hub(const manifest::Configuration& c) {
 }
 
 pyjson::Json ModelResolver::read_memo() const {
-  std::ifstream in(memo_file_, std::ios::binary);
-  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  try {
-    pyjson::Json json = pyjson::parse(text);
-    if (json.is_object()) return json;
-  } catch (const Error&) {
-    // A damaged memo is only a missed shortcut.
-  }
-  return pyjson::Json::object();
+  std::optional<pyjson::Json> json = pyjson::read_kept(memo_file_);
+  // A damaged memo is only a missed shortcut.
+  return json && json->is_object() ? *json : pyjson::Json::object();
 }
 
 std::optional<ResolvedModel> ModelResolver::recall(const std::string& memo) const {
@@ -140,7 +134,7 @@ void ModelResolver::remember(const std::string& memo, const ResolvedModel& model
     pyjson::Json item = {{"revision", *model.revision}, {"model_type", model.model_type}};
     if (json.contains(memo) && json[memo] == item) return;  // an unchanged run writes nothing
     json[memo] = item;
-    sys::replace_file(memo_file_, pyjson::dumps(json, 2));
+    memo_file_.replace(pyjson::dumps(json, 2));
   } catch (const std::exception&) {
     // Remembering is best effort: the next run asks the Hub again.
   }

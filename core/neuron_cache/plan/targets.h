@@ -13,6 +13,7 @@
 #include "neuron_cache/format/pyjson.h"
 #include "neuron_cache/manifest/manifest.h"
 #include "neuron_cache/storage/models.h"
+#include "neuron_cache/sys/safe_dir.h"
 
 namespace neuron_cache::plan {
 
@@ -49,7 +50,7 @@ class ModelResolver {
   // remembered by commit ("model_id@<commit>") and reused online too, as a commit's config.json
   // never changes: an unchanged run asks only each unpinned model's revision. Empty: no memo.
   ModelResolver(storage::ModelSource* client, std::filesystem::path manifest_dir,
-                std::filesystem::path memo_file = {})
+                sys::RootedFile memo_file = {})
       : client_(client), manifest_dir_(std::move(manifest_dir)), memo_file_(std::move(memo_file)) {}
   // Once per model: later configurations of the same model reuse the answer. When the Hub is
   // unreachable (ModelSource::unreachable) and no earlier answer is remembered, the model comes
@@ -70,7 +71,7 @@ class ModelResolver {
 
   storage::ModelSource* client_;
   std::filesystem::path manifest_dir_;
-  std::filesystem::path memo_file_;
+  sys::RootedFile memo_file_;
   std::map<std::string, ResolvedModel> resolved_;
   std::vector<std::string> from_memo_;
 };

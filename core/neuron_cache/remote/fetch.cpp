@@ -76,6 +76,13 @@ void take_listing(const std::vector<storage::RemoteEntry>& listing, const std::s
   }
 }
 
+// Judged by the rule index entries are (artifact_index::incomplete_module_problem).
+std::optional<std::string> incomplete_on_store(const ModulePlan& plan) {
+  ai::ModuleRecord listed{plan.name, {}};
+  for (const auto& file : plan.files) listed.files.push_back({file.path, file.size, ""});
+  return ai::incomplete_module_problem(listed);
+}
+
 ModulePlan plan_one(storage::Store& store, const std::string& revision,
                     const local::LocalCache& cache, const std::string& compiler_dir,
                     const std::string& name, uint64_t& listing_requests) {
@@ -109,6 +116,12 @@ ModulePlan plan_one(storage::Store& store, const std::string& revision,
                  (revision.empty() ? std::string("latest") : revision) +
                  "): check the name and the compiler version, e.g. with `neuron-cache lookup` "
                  "or the repo's file browser";
+  } else if (auto problem =
+                 plan.status == FetchStatus::Installed ? incomplete_on_store(plan) : std::nullopt) {
+    plan.status = FetchStatus::NotInStore;
+    plan.error = folder + " in " + store.name() + " is not complete: it " + *problem +
+                 "; it is not installed";
+    plan.files.clear();
   }
   return plan;
 }
@@ -157,7 +170,7 @@ void download_files(storage::Store& store, const std::string& revision,
       const storage::DownloadResult& d = downloads[i - start];
       result.bytes_downloaded += d.bytes;
       if (!d.ok) {
-        if (job->error.empty()) job->error = file.path + ": " + d.error;
+        if (job->error.empty()) job->error = requests[i - start].path + ": " + d.error;
         continue;
       }
       ++result.files_downloaded;
@@ -174,9 +187,22 @@ void fetch_batch(storage::Store& store, const std::string& revision, const local
                  const std::string& compiler_dir, std::vector<Job>& jobs, FetchResult& result) {
   std::vector<std::pair<Job*, size_t>> files;
   for (auto& job : jobs) {
-    job.install = std::make_unique<local::EntryInstall>(cache.root(), compiler_dir, job.plan->name);
     job.record.name = job.plan->name;
-    for (size_t i = 0; i < job.plan->files.size(); ++i) files.emplace_back(&job, i);
+    try {
+      job.install =
+          std::make_unique<local::EntryInstall>(cache.root(), compiler_dir, job.plan->name);
+    } catch (const Error& error) {
+      job.error = folder_path(compiler_dir, job.plan->name) + ": cannot be staged: " + error.what();
+      continue;
+    }
+    for (size_t i = 0; i < job.plan->files.size(); ++i) {
+      if (job.plan->files[i].path == layout::kDone) {
+        // EntryInstall writes it, empty and last; the listing said it is empty.
+        job.record.files.push_back({std::string(layout::kDone), 0, sha256_hex("")});
+        continue;
+      }
+      files.emplace_back(&job, i);
+    }
   }
   download_files(store, revision, compiler_dir, files, result);
   std::vector<local::EntryInstall::BatchItem> ready;
@@ -184,7 +210,7 @@ void fetch_batch(storage::Store& store, const std::string& revision, const local
   for (auto& job : jobs) {
     if (!job.error.empty()) {
       job.out->status = FetchStatus::Failed;
-      job.out->error = folder_path(compiler_dir, job.plan->name) + "/" + job.error;
+      job.out->error = job.error;
       continue;
     }
     ready.push_back({job.install.get(), std::nullopt, ""});

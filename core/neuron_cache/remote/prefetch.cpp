@@ -8,6 +8,7 @@
 #include <optional>
 #include <set>
 #include <thread>
+#include <tuple>
 
 #include "neuron_cache/error.h"
 #include "neuron_cache/format/digest.h"
@@ -36,13 +37,6 @@ struct Staged {
   size_t requests = 0;
 };
 
-// model.done is the empty marker libneuronxla writes last: an entry listing it empty needs no
-// request (any other file an entry says is empty is asked for, so the Hub's size is checked).
-bool is_empty_marker(const ai::FileRecord& file) {
-  static const std::string kEmpty = sha256_hex("");
-  return file.name == layout::kDone && file.size == 0 && file.sha256 == kEmpty;
-}
-
 storage::RemoteEntry expected(const ai::FileRecord& file) {
   storage::RemoteEntry entry;
   entry.size = file.size;
@@ -50,27 +44,58 @@ storage::RemoteEntry expected(const ai::FileRecord& file) {
   return entry;
 }
 
+bool same_files(const ai::ModuleRecord& a, const ai::ModuleRecord& b) {
+  auto sorted = [](const ai::ModuleRecord& m) {
+    std::vector<std::tuple<std::string, uint64_t, std::string>> files;
+    for (const auto& f : m.files) files.emplace_back(f.name, f.size, f.sha256);
+    std::sort(files.begin(), files.end());
+    return files;
+  };
+  return sorted(a) == sorted(b);
+}
+
+std::string disagreement(const std::string& id, const std::vector<std::string>& keys) {
+  std::string names;
+  for (const auto& key : keys) names += (names.empty() ? "" : ", ") + key;
+  return "the store's index entries " + names + " disagree about the files of " + id +
+         ", so none of them is trusted for it (the index is wrong, not the transfer): it is "
+         "compiled; push these configurations again from a machine that has them";
+}
+
+void fail_keys(const std::vector<std::string>& keys, const std::string& why,
+               PrefetchResult& result) {
+  for (const auto& key : keys) result.failed.emplace(key, why);
+}
+
+// One job per module, whatever number of entries need it, and one verdict for it: entries
+// that describe it differently all miss it (run after run), the others share its fate.
 std::vector<ModuleJob> modules_to_fetch(const std::vector<ai::Entry>& entries,
                                         const local::LocalIndex& local, PrefetchResult& result) {
   std::map<std::string, ModuleJob> jobs;
-  std::set<std::string> present;
+  std::set<std::string> disputed;
   for (const auto& entry : entries) {
     for (const auto& module : entry.modules) {
       std::string id = entry.compiler_dir() + "/" + module.name;
-      if (present.count(id)) continue;
-      if (!jobs.count(id) && local.module_complete(entry.compiler_dir(), module)) {
-        present.insert(id);
-        ++result.modules_present;
-        continue;
-      }
       ModuleJob& job = jobs[id];
-      job.compiler_dir = entry.compiler_dir();
-      job.record = &module;
+      if (!job.record) {
+        job.compiler_dir = entry.compiler_dir();
+        job.record = &module;
+      } else if (!same_files(*job.record, module)) {
+        disputed.insert(id);
+      }
       job.keys.push_back(entry.key);
     }
   }
   std::vector<ModuleJob> out;
-  for (auto& [id, job] : jobs) out.push_back(std::move(job));
+  for (auto& [id, job] : jobs) {
+    if (disputed.count(id)) {
+      fail_keys(job.keys, disagreement(id, job.keys), result);
+    } else if (local.module_complete(job.compiler_dir, *job.record)) {
+      ++result.modules_present;
+    } else {
+      out.push_back(std::move(job));
+    }
+  }
   // Largest first: the big NEFFs download (and their flush runs on the installer thread) while
   // the small folders follow, instead of one long batch that nothing overlaps at the end.
   std::stable_sort(out.begin(), out.end(), [](const ModuleJob& a, const ModuleJob& b) {
@@ -79,15 +104,17 @@ std::vector<ModuleJob> modules_to_fetch(const std::vector<ai::Entry>& entries,
   return out;
 }
 
-std::vector<local::EntryInstall::ExpectedFile> expected_files(const ai::ModuleRecord& record) {
-  std::vector<local::EntryInstall::ExpectedFile> files;
-  for (const auto& file : record.files) files.push_back({file.name, file.size, file.sha256});
-  return files;
+// model.done: EntryInstall writes it, last, once model.neff is staged; never downloaded.
+bool is_installer_written(const ai::FileRecord& file) {
+  return file.name == layout::kDone;
 }
 
-void fail_keys(const std::vector<std::string>& keys, const std::string& why,
-               PrefetchResult& result) {
-  for (const auto& key : keys) result.failed.emplace(key, why);
+std::vector<local::EntryInstall::ExpectedFile> expected_files(const ai::ModuleRecord& record) {
+  std::vector<local::EntryInstall::ExpectedFile> files;
+  for (const auto& file : record.files) {
+    if (!is_installer_written(file)) files.push_back({file.name, file.size, file.sha256});
+  }
+  return files;
 }
 
 // A batch whose files are downloaded and verified, waiting to be installed.
@@ -116,6 +143,34 @@ void install_all(DownloadedBatch& batch) {
   }
 }
 
+// The staged folder of one job, with a download request per file not reused from a killed
+// prefetch's staging.
+Staged stage(ModuleJob& job, const local::LocalIndex& local,
+             const std::vector<std::string>& staging_folders,
+             std::vector<storage::DownloadRequest>& requests, PrefetchResult& result) {
+  Staged s{&job,
+           std::make_unique<local::EntryInstall>(local.cache().root(), job.compiler_dir,
+                                                 job.record->name),
+           {},
+           requests.size()};
+  local::EntryInstall::Reused reused =
+      s.install->reuse_abandoned(expected_files(*job.record), staging_folders);
+  std::vector<storage::DownloadRequest> mine;  // appended whole: a throw leaves `requests` as is
+  for (const auto& file : job.record->files) {
+    if (is_installer_written(file) ||
+        std::find(reused.files.begin(), reused.files.end(), file.name) != reused.files.end())
+      continue;
+    s.fds.push_back(s.install->create_file(file.name));
+    mine.push_back({job.compiler_dir + "/" + job.record->name + "/" + file.name, s.fds.back().get(),
+                    expected(file)});
+  }
+  result.files_reused += reused.files.size();
+  result.bytes_reused += reused.bytes;
+  s.requests = mine.size();
+  requests.insert(requests.end(), mine.begin(), mine.end());
+  return s;
+}
+
 DownloadedBatch download_batch(storage::Store& store, const std::string& revision,
                                const local::LocalIndex& local, std::vector<ModuleJob*> batch,
                                const std::vector<std::string>& staging_folders,
@@ -124,25 +179,14 @@ DownloadedBatch download_batch(storage::Store& store, const std::string& revisio
   std::vector<Staged>& staged = out.staged;
   std::vector<storage::DownloadRequest> requests;
   for (ModuleJob* job : batch) {
-    Staged s{job,
-             std::make_unique<local::EntryInstall>(local.cache().root(), job->compiler_dir,
-                                                   job->record->name),
-             {},
-             requests.size()};
-    local::EntryInstall::Reused reused =
-        s.install->reuse_abandoned(expected_files(*job->record), staging_folders);
-    result.files_reused += reused.files.size();
-    result.bytes_reused += reused.bytes;
-    for (const auto& file : job->record->files) {
-      if (std::find(reused.files.begin(), reused.files.end(), file.name) != reused.files.end())
-        continue;
-      s.fds.push_back(s.install->create_file(file.name));
-      if (is_empty_marker(file)) continue;
-      requests.push_back({job->compiler_dir + "/" + job->record->name + "/" + file.name,
-                          s.fds.back().get(), expected(file)});
-      ++s.requests;
+    // One folder that cannot be staged (its cache folder refused, a full disk) fails the entries
+    // that need it, never the batch.
+    try {
+      staged.push_back(stage(*job, local, staging_folders, requests, result));
+    } catch (const Error& error) {
+      fail_keys(job->keys, job->compiler_dir + "/" + job->record->name + ": " + error.what(),
+                result);
     }
-    staged.push_back(std::move(s));
   }
   std::vector<storage::DownloadResult> downloads = store.download(revision, requests);
   for (auto& s : staged) {

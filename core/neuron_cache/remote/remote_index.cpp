@@ -11,6 +11,7 @@
 #include "neuron_cache/error.h"
 #include "neuron_cache/format/digest.h"
 #include "neuron_cache/format/layout.h"
+#include "neuron_cache/format/pyjson.h"
 #include "neuron_cache/sys/safe_dir.h"
 
 namespace neuron_cache::remote {
@@ -18,11 +19,6 @@ namespace {
 
 namespace ai = artifact_index;
 namespace fs = std::filesystem;
-
-// The id copies are kept under: empty when the store gives none (then nothing is kept).
-std::string oid_of(const storage::RemoteEntry& file) {
-  return file.content_id();
-}
 
 // A kept answer: the entry in the memo's own shape (not any store's).
 nlohmann::json entry_json(const storage::RemoteEntry& entry) {
@@ -40,8 +36,9 @@ std::optional<storage::RemoteEntry> entry_of(const nlohmann::json& item) {
   auto path = item.find("path"), directory = item.find("directory"), size = item.find("size");
   auto oid = item.find("oid"), sha256 = item.find("sha256");
   if (path == item.end() || !path->is_string() || directory == item.end() ||
-      !directory->is_boolean() || size == item.end() || !size->is_number_unsigned() ||
-      oid == item.end() || !oid->is_string() || sha256 == item.end() || !sha256->is_string())
+      !directory->is_boolean() || size == item.end() || !size->is_number_integer() ||
+      size->get<int64_t>() < 0 || oid == item.end() || !oid->is_string() || sha256 == item.end() ||
+      !sha256->is_string())
     return std::nullopt;
   storage::RemoteEntry entry;
   entry.path = path->get<std::string>();
@@ -54,20 +51,17 @@ std::optional<storage::RemoteEntry> entry_of(const nlohmann::json& item) {
 
 // The answers kept at `revision`: {"revision", "paths": {path: entry or null}}; empty answers
 // when none are kept for that revision.
-nlohmann::json read_answers(const fs::path& file, const std::string& revision) {
+nlohmann::json read_answers(const sys::RootedFile& file, const std::string& revision) {
   nlohmann::json empty = {{"revision", revision}, {"paths", nlohmann::json::object()}};
-  std::ifstream in(file, std::ios::binary);
-  if (file.empty() || !in) return empty;
-  nlohmann::json kept = nlohmann::json::parse(in, nullptr, false);
+  nlohmann::json kept = pyjson::read_kept(file).value_or(nullptr);
   bool usable = kept.is_object() && kept.contains("revision") && kept["revision"] == revision &&
                 kept.contains("paths") && kept["paths"].is_object();
   return usable ? kept : empty;
 }
 
-void keep_answers(const fs::path& file, const nlohmann::json& answers) {
-  if (file.empty()) return;
+void keep_answers(const sys::RootedFile& file, const nlohmann::json& answers) {
   try {
-    sys::replace_file(file, answers.dump());
+    file.replace(answers.dump());
   } catch (const std::exception&) {
     // Kept answers only save a request next time.
   }
@@ -77,10 +71,11 @@ void keep_answers(const fs::path& file, const nlohmann::json& answers) {
 // kept there (paths-info.json, each path asked with its entry or null), so a run against an
 // unchanged repo asks only for the head commit. As trusted as the index copies beside it.
 std::vector<storage::RemoteEntry> paths_info_at(storage::Store& store, const std::string& revision,
-                                                const fs::path& copies,
+                                                const sys::RootedFile& copies,
                                                 const std::vector<std::string>& paths) {
   // Without a revision (S3, folders) answers can change at any time: nothing is kept.
-  fs::path file = copies.empty() || revision.empty() ? fs::path() : copies / "paths-info.json";
+  sys::RootedFile file =
+      copies.empty() || revision.empty() ? sys::RootedFile() : copies.child("paths-info.json");
   nlohmann::json answers = read_answers(file, revision);
   nlohmann::json& known = answers["paths"];
   bool all_known = std::all_of(paths.begin(), paths.end(),
@@ -112,7 +107,7 @@ std::vector<storage::RemoteEntry> paths_info_at(storage::Store& store, const std
 
 }  // namespace
 
-RemoteIndex RemoteIndex::open(storage::Store& store, fs::path copies) {
+RemoteIndex RemoteIndex::open(storage::Store& store, sys::RootedFile copies) {
   RemoteIndex index(store);
   if (!copies.empty()) {
     // One folder per store: "org~name" for a Hub repo, "s3~~~bucket~prefix" and so on.
@@ -121,7 +116,8 @@ RemoteIndex RemoteIndex::open(storage::Store& store, fs::path copies) {
       ch = std::isalnum(static_cast<unsigned char>(ch)) || ch == '.' || ch == '_' || ch == '-'
                ? ch
                : '~';
-    index.copies_ = copies / folder;
+    if (folder.starts_with('.')) folder[0] = '~';  // never "." nor ".."
+    index.copies_ = copies.child(folder);
   }
   index.revision_ = store.head();
   return index;
@@ -231,24 +227,23 @@ std::vector<const ai::Entry*> RemoteIndex::entries_of(const cache_key::KeyInputs
 }
 
 std::optional<std::string> RemoteIndex::read_copy(const storage::RemoteEntry& file) const {
-  if (copies_.empty() || oid_of(file).empty()) return std::nullopt;
-  fs::path path = copies_ / file.path / (oid_of(file) + ".json");
-  sys::UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK));  // a FIFO never blocks
-  if (!fd) return std::nullopt;
-  std::string text =
-      sys::read_whole_fd(fd.get());  // in bulk: a character iterator costs ms on a large file
-  if (!store_->content_matches(file, text)) return std::nullopt;  // damaged: fetch it again
+  if (copies_.empty() || file.content_id().empty()) return std::nullopt;
+  std::optional<std::string> text;
+  try {
+    text = copies_.child(file.path + "/" + file.content_id() + ".json").read(kMaxIndexFileBytes);
+  } catch (const Error&) {
+    return std::nullopt;  // a name no copy can have
+  }
+  if (!text || !store_->content_matches(file, *text)) return std::nullopt;  // fetch it again
   return text;
 }
 
 void RemoteIndex::keep_copy(const storage::RemoteEntry& file, const std::string& text) const {
-  if (copies_.empty() || oid_of(file).empty() || !store_->content_matches(file, text)) return;
+  if (copies_.empty() || file.content_id().empty() || !store_->content_matches(file, text)) return;
   try {
-    // The path was asked for by name (remote_shard_path, remote_index_path), never taken from
-    // an answer, so it stays below copies_.
-    fs::path dir = copies_ / file.path;
-    fs::remove_all(dir);  // older copies of this file are outdated
-    sys::replace_file(dir / (oid_of(file) + ".json"), text);
+    sys::RootedFile dir = copies_.child(file.path);
+    dir.remove();  // older copies of this file are outdated
+    dir.child(file.content_id() + ".json").replace(text);
   } catch (const std::exception&) {
     // A copy only saves a download next time.
   }

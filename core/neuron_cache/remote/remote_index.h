@@ -14,20 +14,24 @@
 #include <vector>
 
 #include "neuron_cache/format/artifact_index.h"
+#include "neuron_cache/format/pyjson.h"
 #include "neuron_cache/storage/store.h"
+#include "neuron_cache/sys/safe_dir.h"
 
 namespace neuron_cache::remote {
 
-// An index file larger than this is not an index: a format 1 file of 10,000 configurations is
-// about 100 MB, a shard a few KB per configuration.
-inline constexpr uint64_t kMaxIndexFileBytes = 256ull << 20;
+// An index file larger than this is refused before it is read (pyjson's default Limits, the
+// bound of every index text): a shard holds about 2 KB per configuration, so this is some 30,000
+// configurations of ONE model; a format 1 file (all models, neuron-cache 0.1) beyond it, some
+// 6,000 configurations, is not read.
+inline constexpr uint64_t kMaxIndexFileBytes = pyjson::Limits{}.max_bytes;
 
 class RemoteIndex {
  public:
   // Reads the head commit; everything later reads that commit. With `copies`, index files are
   // kept there by their content id (RemoteEntry::content_id) (verified when read back), so an index
   // file that did not change since the last run is not downloaded again.
-  static RemoteIndex open(storage::Store& store, std::filesystem::path copies = {});
+  static RemoteIndex open(storage::Store& store, sys::RootedFile copies = {});
 
   const std::string& repo() const { return repo_; }
   const std::string& revision() const { return revision_; }
@@ -55,7 +59,7 @@ class RemoteIndex {
   storage::Store* store_;
   std::string repo_;
   std::string revision_;
-  std::filesystem::path copies_;
+  sys::RootedFile copies_;
   std::set<std::string> asked_;  // paths already looked for
   std::optional<std::vector<std::string>> versions_;
   std::map<std::string, std::map<std::string, artifact_index::Entry>> entries_;  // version, key

@@ -67,14 +67,7 @@ std::vector<RemoteEntry> HubStore::stat(const std::vector<std::string>& paths,
 
 std::optional<std::string> HubStore::read_small(const std::string& path,
                                                 const std::string& revision, uint64_t max_bytes) {
-  auto text = client_.read_file(repo_, path, revision.empty() ? "main" : revision);
-  if (text && text->size() > max_bytes) {
-    throw operational_error(location() + "/" + path + " is " + std::to_string(text->size()) +
-                            " bytes, more than the " + std::to_string(max_bytes) +
-                            " such a file may have: it is not a file neuron-cache wrote; remove "
-                            "it from the repo");
-  }
-  return text;
+  return client_.read_file(repo_, path, revision.empty() ? "main" : revision, max_bytes);
 }
 
 std::vector<DownloadResult> HubStore::download(const std::string& revision,

@@ -255,6 +255,66 @@ void replace_file(const std::filesystem::path& file, std::string_view content) {
   SafeDir::open_or_create(parent).publish_file(file.filename().string(), content, false);
 }
 
+RootedFile::RootedFile(std::filesystem::path root, std::string relative)
+    : root_(std::move(root)), relative_(std::move(relative)) {
+  for (size_t start = 0; start <= relative_.size();) {
+    size_t slash = std::min(relative_.find('/', start), relative_.size());
+    check_plain_name(std::string_view(relative_).substr(start, slash - start));
+    start = slash + 1;
+  }
+}
+
+RootedFile RootedFile::child(std::string_view relative) const {
+  return RootedFile(root_, relative_ + "/" + std::string(relative));
+}
+
+std::string RootedFile::name() const {
+  return relative_.substr(relative_.rfind('/') + 1);
+}
+
+std::optional<SafeDir> RootedFile::parent(bool make) const {
+  size_t slash = relative_.rfind('/');
+  std::string_view folders = slash == std::string::npos
+                                 ? std::string_view()
+                                 : std::string_view(relative_).substr(0, slash);
+  if (make) {
+    SafeDir root = SafeDir::open_or_create(root_);
+    return folders.empty() ? std::move(root) : root.make_path(folders);
+  }
+  std::error_code error;
+  if (!std::filesystem::is_directory(root_, error)) return std::nullopt;
+  std::optional<SafeDir> at = SafeDir::open(root_);
+  for (size_t start = 0; at && start < folders.size();) {
+    size_t end = std::min(folders.find('/', start), folders.size());
+    at = at->open_subdir(folders.substr(start, end - start));
+    start = end + 1;
+  }
+  return at;
+}
+
+std::optional<std::string> RootedFile::read(size_t max_bytes) const {
+  if (empty()) return std::nullopt;
+  try {
+    std::optional<SafeDir> dir = parent(false);
+    auto item = dir ? dir->entry(name()) : std::nullopt;
+    if (!item || item->type != NodeType::File || item->size > max_bytes) return std::nullopt;
+    return dir->read_small_file(name(), max_bytes);
+  } catch (const Error&) {
+    return std::nullopt;  // swapped for something else meanwhile, unreadable, grown too large
+  }
+}
+
+void RootedFile::replace(std::string_view content) const {
+  if (empty()) return;
+  parent(true)->publish_file(name(), content, false);
+}
+
+void RootedFile::remove() const {
+  if (empty()) return;
+  std::optional<SafeDir> dir = parent(false);
+  if (dir && dir->entry(name())) dir->remove_tree(name());
+}
+
 std::optional<std::filesystem::path> real_path(const std::filesystem::path& path) {
   char buffer[PATH_MAX];
   if (realpath(path.c_str(), buffer) == nullptr) return std::nullopt;

@@ -119,6 +119,37 @@ void write_whole_file(const std::filesystem::path& file, std::string_view conten
 // std::exception on failure: callers that only save work next time ignore it.
 void replace_file(const std::filesystem::path& file, std::string_view content);
 
+// A file the tool keeps for itself below a root it shares with others (its memos and index
+// copies in the cache root): THE rule for such files. Every folder below `root` is opened, or
+// made, without following a symlink, so nothing is read, written or deleted outside the root
+// whatever was planted there; what is read back must be a regular file no larger than asked (a
+// FIFO, a link to /dev/zero or a huge file are read as nothing). The root itself may be reached
+// through symlinks: the user chose it.
+class RootedFile {
+ public:
+  RootedFile() = default;  // none: reads find nothing, writes keep nothing
+  RootedFile(std::filesystem::path root, std::string relative);
+  bool empty() const { return root_.empty(); }
+  std::filesystem::path path() const { return root_ / relative_; }  // for messages
+  // The file at '/'-path `relative` below this one (plain names only).
+  RootedFile child(std::string_view relative) const;
+  // The content, or nothing when the file is missing, is not a regular file, is reached through
+  // a symlink or holds more than `max_bytes`.
+  std::optional<std::string> read(size_t max_bytes) const;
+  // Publishes `content` (SafeDir::publish_file: a reader sees the old or the new, never a mix),
+  // creating the folders on the way. Throws an Error, and never writes elsewhere.
+  void replace(std::string_view content) const;
+  // Deletes the file or folder (a symlink itself, never its target); a missing one is fine.
+  void remove() const;
+
+ private:
+  // The folder holding it, made when `make`; nothing when missing (or a symlink) and !make.
+  std::optional<SafeDir> parent(bool make) const;
+  std::string name() const;
+  std::filesystem::path root_;
+  std::string relative_;  // '/'-separated, plain names only
+};
+
 // The path with every symlink resolved, or nothing when it does not exist.
 std::optional<std::filesystem::path> real_path(const std::filesystem::path& path);
 
