@@ -209,6 +209,41 @@ TEST_F(HostileIndexNumbers, ImpossibleOrWrongSizesNeverInstall) {
   }
 }
 
+// Requests follow the bytes that exist, not the size an entry claims: a NEFF said to be 1 TiB
+// (the largest allowed) costs the first parts' requests, not one per 64 MiB part; an entry that
+// lists thousands of missing folders stops at its first failed batch.
+TEST_F(HostileIndexNumbers, RequestsFollowTheBytesThatExist) {
+  const json original = shard;
+  const std::string neff_sha = victim_neff()["sha256"];
+  victim_neff()["size"] = 1ull << 40;
+  publish();
+  server.clear_log();
+  prefetch_expecting_miss("the index entry and the Hub disagree");
+  EXPECT_LE(testing::count_requests(server.access_log(),
+                                    [&](const json& e) { return is_download_of(e, "model.neff"); }),
+            10u);
+
+  shard = original;
+  std::string tail = victim()["modules"][0]["name"].get<std::string>();
+  tail = tail.substr(tail.find('+'));
+  json module = victim()["modules"][0];
+  for (int i = 0; i < 3000; ++i) {
+    module["name"] = "MODULE_" + std::to_string(900000 + i) + tail;
+    victim()["modules"].push_back(module);
+  }
+  publish();
+  server.clear_log();
+  fs::path root = fresh();
+  ToolResult run = tool("prefetch " + quoted(manifest), root);
+  EXPECT_EQ(run.code, 0) << run.all();
+  EXPECT_TRUE(installed(root, good())) << run.all();
+  EXPECT_FALSE(fs::exists(root / artifact_index::local_entry_path(kVersion, keys["victim"])));
+  EXPECT_TRUE(contains(run.all(), "does not exist")) << run.all();
+  EXPECT_LE(testing::count_requests(server.access_log(),
+                                    [&](const json& e) { return is_download_of(e, "MODULE_9"); }),
+            200u);
+}
+
 TEST_F(HostileIndexNumbers, ARegularFileOfTheWrongSizeIsTheIndexEntrysFault) {
   json& flags = victim_file("compile_flags.json");
   flags["size"] = flags["size"].get<uint64_t>() - 1;

@@ -2,7 +2,9 @@
 // thrown inside libcurl callbacks: every request kind fails with an Error that names the request
 // and what was expected, the commands handle it like a 5xx, and nothing aborts.
 #include <gtest/gtest.h>
+#include <sys/resource.h>
 
+#include <chrono>
 #include <filesystem>
 #include <sstream>
 #include <stdexcept>
@@ -113,6 +115,46 @@ TEST_F(HubAnswersTest, ListingsNameTheirRequest) {
   expect_named_failures("/paths-info/", bodies,
                         std::string("POST /api/models/") + kRepo + "/paths-info/main",
                         [](HubClient& client) { client.paths_info(kRepo, {"README.md"}); });
+}
+
+// Answers beyond what an answer of their kind holds (deep, many values, huge) are refused while
+// they stream in, quickly and without growing a DOM: this test runs in its own process (ctest),
+// so its peak RSS is what these answers cost.
+TEST_F(HubAnswersTest, AnswersBeyondTheirBoundsAreRefusedQuicklyAndSmall) {
+  json deep = json::array();
+  for (int i = 0; i < 10'000; ++i) deep = json::array({deep});
+  json many = json::array();
+  for (int i = 0; i < 1'500'000; ++i) many.push_back(0);
+  const std::vector<json> bodies = {deep, many, std::string(40u << 20, 'x')};
+  auto start = std::chrono::steady_clock::now();
+  expect_named_failures("/tree/", bodies, std::string("GET /api/models/") + kRepo + "/tree/main",
+                        [](HubClient& client) { client.list_tree(kRepo); });
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(30));
+  deep = json();
+  many = json();
+  struct rusage usage {};
+  getrusage(RUSAGE_SELF, &usage);
+  EXPECT_LT(usage.ru_maxrss, 512L << 10) << "peak RSS in KiB";  // the test's own bodies included
+}
+
+// An answer that drips in is cut at its deadline (8 times the timeout), not waited on forever.
+TEST_F(HubAnswersTest, AnAnswerThatDripsIsCutAtItsDeadline) {
+  server.set_faults(json::array({{{"match", {{"path_contains", "/tree/"}}},
+                                  {"count", -1},
+                                  {"action", "trickle"},
+                                  {"bytes_per_second", 2}}}));
+  ClientOptions slow = options();
+  slow.hub_timeout = std::chrono::milliseconds(500);
+  HubClient client(slow);
+  auto start = std::chrono::steady_clock::now();
+  try {
+    client.list_tree(kRepo);
+    ADD_FAILURE() << "a dripping answer was waited for";
+  } catch (const Error& error) {
+    EXPECT_TRUE(contains(error.what(), "not whole within 4 s")) << error.what();
+  }
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(20));
+  server.clear_faults();
 }
 
 TEST_F(HubAnswersTest, PreuploadNamesItsRequest) {

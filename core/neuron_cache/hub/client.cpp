@@ -3,6 +3,7 @@
 #include "neuron_cache/format/hub_names.h"
 #include "neuron_cache/format/url.h"
 #include "neuron_cache/net/answer.h"
+#include "neuron_cache/net/pages.h"
 #include "neuron_cache/net/retry.h"
 
 namespace neuron_cache::hub {
@@ -52,12 +53,8 @@ std::vector<TreeEntry> parse_entries(const json& list) {
 }
 
 net::HttpOptions http_options(const ClientOptions& options) {
-  net::HttpOptions http;
-  http.endpoint = options.endpoint;
+  net::HttpOptions http = net::timed_options(options.endpoint, options.hub_timeout);
   http.token = options.token;
-  http.connect_timeout = std::min(options.hub_timeout, net::kMaxConnectTimeout);
-  http.answer_timeout = options.hub_timeout;
-  http.unreachable_budget = options.hub_timeout;
   return http;
 }
 
@@ -236,6 +233,8 @@ std::vector<TreeEntry> HubClient::list_tree(const std::string& repo, const std::
   if (!path.empty()) url += "/" + url::url_encode(path, true);
   url += std::string("?recursive=") + (recursive ? "true" : "false") + "&expand=false";
   std::vector<TreeEntry> entries;
+  // The Hub's pages hold 1,000 entries: 5,000 pages is five million files.
+  net::PageBudget budget("listing " + repo, 5000, options_.hub_timeout * 120);
   for (std::optional<std::string> next = url; next;) {
     net::HttpRequest request{"GET", *next};
     net::HttpResponse response = call(request, "listing " + repo);
@@ -244,10 +243,11 @@ std::vector<TreeEntry> HubClient::list_tree(const std::string& repo, const std::
       return entries;
     }
     if (!ok(response)) throw hub_error(response, "listing files of " + repo, repo);
-    for (auto& entry :
-         net::read_answer(response, net::request_name(request), "a list of files", parse_entries))
-      entries.push_back(std::move(entry));
+    auto page =
+        net::read_answer(response, net::request_name(request), "a list of files", parse_entries);
+    for (auto& entry : page) entries.push_back(std::move(entry));
     next = next_link(response);
+    if (next) budget.more_after(page.size());
   }
   return entries;
 }

@@ -167,6 +167,16 @@ size_t on_read(char* buffer, size_t size, size_t count, void* user) {
 
 }  // namespace
 
+HttpOptions timed_options(std::string endpoint, std::chrono::milliseconds timeout) {
+  HttpOptions http;
+  http.endpoint = std::move(endpoint);
+  http.connect_timeout = std::min(timeout, kMaxConnectTimeout);
+  http.answer_timeout = timeout;
+  http.unreachable_budget = timeout;
+  http.answer_deadline = timeout * 8;
+  return http;
+}
+
 std::optional<std::string> Headers::get(std::string_view name) const {
   std::string wanted = lower(name);
   for (const auto& [key, value] : items) {
@@ -290,8 +300,7 @@ bool HttpEngine::to_endpoint(const HttpRequest& request) const {
          url::origin_of(request.url) == url::origin_of(options_.endpoint);
 }
 
-void HttpEngine::note_reachability(const HttpRequest& request, const HttpResponse& response,
-                                   Clock::time_point started) {
+void HttpEngine::note_reachability(const HttpRequest& request, const HttpResponse& response) {
   if (!unreachable_.empty() || !request.tells_reachability || !to_endpoint(request)) return;
   if (response.status != 0 && response.status < 500) {
     failing_since_.reset();  // the endpoint answered
@@ -303,7 +312,10 @@ void HttpEngine::note_reachability(const HttpRequest& request, const HttpRespons
     unreachable_ = url::origin_of(options_.endpoint) + " could not be reached (" + why + ")";
     return;
   }
-  if (!failing_since_) failing_since_ = started;
+  // The clock starts when the first failure is known, not when its request was sent: one stall
+  // (no answer for the whole answer timeout) is a transient failure that is retried, not a
+  // budget spent by itself.
+  if (!failing_since_) failing_since_ = Clock::now();
   auto failing =
       std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - *failing_since_);
   if (failing >= options_.unreachable_budget) {
@@ -429,7 +441,7 @@ void HttpEngine::run(const std::vector<Exchange*>& exchanges, size_t parallel) {
         }
       }
     }
-    if (!t.aborted) note_reachability(t.request, t.response, t.started);
+    if (!t.aborted) note_reachability(t.request, t.response);
     if (!unreachable_.empty() && to_endpoint(t.request) && t.request.tells_reachability &&
         !t.response.unreachable && (t.response.status == 0 || t.response.status >= 500)) {
       // The failure that decided it: the exchange must not ask for another try.
@@ -470,7 +482,9 @@ void HttpEngine::run(const std::vector<Exchange*>& exchanges, size_t parallel) {
   while (!waiting.empty() || !active.empty()) {
     auto now = Clock::now();
     for (auto it = waiting.begin(); it != waiting.end() && active.size() < parallel;) {
-      if (it->ready_at <= now || !unreachable_.empty()) {
+      if (it->exchange->given_up()) {
+        it = waiting.erase(it);  // over without a request: nothing it could fetch is wanted
+      } else if (it->ready_at <= now || !unreachable_.empty()) {
         Waiting w = std::move(*it);
         it = waiting.erase(it);
         start(w);

@@ -98,6 +98,9 @@ class Exchange {
   virtual HttpRequest request() = 0;
   // Whether body bytes of a 2xx answer go to on_body() instead of HttpResponse::body.
   virtual bool streams_body() const { return false; }
+  // Whether the exchange is over before its next request (another part of its file failed):
+  // then that request is never sent.
+  virtual bool given_up() const { return false; }
   // A streamed 2xx answer starts: called before its first on_body().
   virtual void on_stream_start(long /*status*/, const Headers& /*headers*/) {}
   // Body bytes of a 2xx answer as they arrive; false aborts the transfer.
@@ -132,6 +135,11 @@ struct HttpOptions {
   int max_redirects = 5;
 };
 
+// THE deadline rule, from the one timeout a user sets (NEURON_CACHE_TIMEOUT_MS): a connection
+// within it (at most kMaxConnectTimeout), an answer's first byte within it, an endpoint failing
+// for that long is unreachable, and a buffered answer must be whole within 8 times it.
+HttpOptions timed_options(std::string endpoint, std::chrono::milliseconds timeout);
+
 // Counts what went over the wire, for tests, reports and benchmarks.
 struct HttpStats {
   uint64_t requests = 0;
@@ -164,8 +172,7 @@ class HttpEngine {
   struct Impl;
   std::unique_ptr<Impl> impl_;
   // Records how an attempt at the endpoint went; decides unreachable_.
-  void note_reachability(const HttpRequest& request, const HttpResponse& response,
-                         std::chrono::steady_clock::time_point started);
+  void note_reachability(const HttpRequest& request, const HttpResponse& response);
   // Whether a retry of a request to the endpoint `delay` from now would still fit the budget; if
   // not, the endpoint is taken as unreachable now instead of waiting.
   bool retry_fits(const HttpRequest& request, std::chrono::milliseconds delay);

@@ -84,6 +84,9 @@ class RangeExchange : public Exchange {
   }
 
   bool streams_body() const override { return true; }
+  // A file that failed (a part's answer said another size, a part gave up) asks nothing more:
+  // requests follow the bytes that exist, not the size an entry claims.
+  bool given_up() const override { return state_->failed; }
 
   void on_stream_start(long status, const Headers& headers) override {
     // A wrong entry or a changed file stops here, before its bytes come.

@@ -143,6 +143,14 @@ void install_all(DownloadedBatch& batch) {
   }
 }
 
+// Whether some entry that needs the module has not failed yet: an entry stops at its first
+// failed folder, so one that lists thousands of missing folders costs a batch of requests, not
+// one per folder.
+bool wanted(const ModuleJob& job, const PrefetchResult& result) {
+  return std::any_of(job.keys.begin(), job.keys.end(),
+                     [&](const std::string& key) { return result.failed.count(key) == 0; });
+}
+
 // The staged folder of one job, with a download request per file not reused from a killed
 // prefetch's staging.
 Staged stage(ModuleJob& job, const local::LocalIndex& local,
@@ -286,10 +294,13 @@ PrefetchResult prefetch(storage::Store& store, const std::string& revision,
   }
   {
     Installer installer(result);
-    for (size_t start = 0; start < jobs.size(); start += kModulesPerBatch) {
+    for (size_t next = 0; next < jobs.size();) {
       std::vector<ModuleJob*> batch;
-      for (size_t i = start; i < std::min(jobs.size(), start + kModulesPerBatch); ++i)
-        batch.push_back(&jobs[i]);
+      for (; next < jobs.size() && batch.size() < kModulesPerBatch; ++next) {
+        if (!wanted(jobs[next], result)) continue;
+        batch.push_back(&jobs[next]);
+      }
+      if (batch.empty()) continue;
       installer.start(download_batch(store, revision, local, batch, staging_folders, result));
     }
     installer.wait();

@@ -11,6 +11,7 @@
 
 #include "neuron_cache/format/digest.h"
 #include "neuron_cache/format/url.h"
+#include "neuron_cache/net/pages.h"
 #include "neuron_cache/net/retry.h"
 #include "neuron_cache/storage/s3_internal.h"
 #include "neuron_cache/storage/s3_xml.h"
@@ -23,6 +24,8 @@ using net::HttpResponse;
 
 // A listing bigger than this is not a compile cache (each entry costs ~200 bytes of memory).
 constexpr size_t kMaxListedEntries = 2000000;
+// A listing may take this many times the timeout in all (net::PageBudget).
+constexpr int kListingTimeFactor = 120;
 // S3 bucket names: 3 to 63 characters of [a-z0-9.-].
 
 // Whether `path` is a clean relative path ("a/b/c"): keys such as "../x", "a//b", "./a" or
@@ -75,12 +78,8 @@ std::string advice(long status, const std::string& code) {
 }
 
 net::HttpOptions http_options(const std::string& base_url, const S3Options& options) {
-  net::HttpOptions http;
-  http.endpoint = base_url;  // its origin decides when the store is unreachable
-  http.connect_timeout = std::min(options.timeout, net::kMaxConnectTimeout);
-  http.answer_timeout = options.timeout;
-  http.unreachable_budget = options.timeout;
-  return http;
+  // The base URL's origin decides when the store is unreachable.
+  return net::timed_options(base_url, options.timeout);
 }
 
 std::string base_url_of(const S3Location& where, const config::AwsAccess& access, bool path_style) {
@@ -186,6 +185,8 @@ std::vector<RemoteEntry> S3Store::list_objects(const std::string& key_prefix, bo
   std::string root = where_.prefix.empty() ? "" : where_.prefix + "/";
   std::vector<RemoteEntry> entries;
   std::string token;
+  net::PageBudget budget("listing " + location(), kMaxListedEntries / 1000 + 10,
+                         options_.timeout * kListingTimeFactor);
   do {
     // Parameters in the sorted order of SigV4's canonical query, encoded as it encodes them.
     std::string query;
@@ -220,6 +221,7 @@ std::vector<RemoteEntry> S3Store::list_objects(const std::string& key_prefix, bo
       throw operational_error("listing " + location() +
                               " did not advance (the same continuation token twice)");
     }
+    if (page.truncated) budget.more_after(page.objects.size() + page.common_prefixes.size());
     token = page.truncated ? page.next_token : "";
   } while (!token.empty());
   return entries;
