@@ -226,19 +226,49 @@ TEST_F(HubDownTest, CommitWhoseAnswerIsLostButLandedIsReportedPushed) {
   EXPECT_LT(run.seconds, 14.0) << "the delayed answer was not waited for\n" << run.all();
 }
 
-// The commit fails (5xx) and does not land: it is reported failed after the head was read, and
-// the build still exits 0 (a cache problem never fails it).
+// The commit keeps failing (5xx) and does not land: it is retried once the head shows it did not
+// land, then reported failed after three attempts, and the build still exits 0 (a cache problem
+// never fails it).
 TEST_F(HubDownTest, CommitThatFailedAndDidNotLandIsReportedFailed) {
   fs::path manifest = write_manifest({kLlama});
   std::string before = head();
   server.set_faults({{{"match", {{"method", "POST"}, {"path_contains", "/commit/"}}},
+                      {"count", -1},
                       {"action", "status"},
                       {"status", 502}}});
   ToolResult run = tool("ci " + quoted(manifest), server.url(), "NEURON_CACHE_HUB_TIMEOUT_MS=2000");
   EXPECT_EQ(run.code, 0) << run.all();
   EXPECT_EQ(head(), before);
   EXPECT_TRUE(contains(run.all(), "push failed")) << run.all();
+  EXPECT_TRUE(contains(run.all(), "3 attempts")) << run.all();
   EXPECT_TRUE(contains(run.all(), "does not hold the commit")) << run.all();
+}
+
+// A commit answered 429 (with Retry-After), 500 or 503 that did not land is retried, and the
+// push succeeds in one commit.
+TEST_F(HubDownTest, ACommitThatMetOneTransientFailureIsRetried) {
+  int batch = 1;
+  for (int status : {429, 500, 503}) {
+    SCOPED_TRACE(status);
+    // A configuration of its own each time, so that each run has something new to push.
+    fs::path manifest = work / "neuron-cache.yaml";
+    write_file(manifest,
+               testing::stand_in_manifest({{kLlama, {{"b" + std::to_string(batch), batch}}}}));
+    ++batch;
+    std::string before = head();
+    json fault = {{"match", {{"method", "POST"}, {"path_contains", "/commit/"}}},
+                  {"action", "status"},
+                  {"status", status}};
+    if (status == 429) fault["retry_after"] = 1;
+    server.set_faults({fault});
+    ToolResult run =
+        tool("ci " + quoted(manifest), server.url(), "NEURON_CACHE_HUB_TIMEOUT_MS=2000");
+    EXPECT_EQ(run.code, 0) << run.all();
+    EXPECT_FALSE(contains(run.all(), "push failed")) << run.all();
+    EXPECT_TRUE(contains(run.all(), "pushed 1 configurations")) << run.all();
+    EXPECT_NE(head(), before) << run.all();
+    EXPECT_EQ(faults()[0]["remaining"], 0) << run.all();
+  }
 }
 
 }  // namespace

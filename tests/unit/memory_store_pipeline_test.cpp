@@ -34,8 +34,13 @@ class FakeModels : public storage::ModelSource {
   std::optional<std::string> read_file(const std::string&, const std::string& path,
                                        const std::string&) override {
     if (path != "config.json") return std::nullopt;
+    if (damaged_configs > 0) {
+      --damaged_configs;
+      return R"({"model_type": "lla)";  // cut short on the way
+    }
     return R"({"model_type": "llama", "hidden_size": 2048})";
   }
+  int damaged_configs = 0;  // the next reads of config.json that come back cut short
   bool offline() const override { return false; }
   std::string unreachable() const override { return ""; }
 };
@@ -258,6 +263,29 @@ TEST_F(MemoryStorePipeline, TheToolsOwnBookkeepingNeverLeavesTheCacheRoot) {
   for (const auto& item : fs::recursive_directory_iterator(outside))
     found.push_back(fs::relative(item.path(), outside).string());
   EXPECT_EQ(found, std::vector<std::string>{"keep.txt"});
+}
+
+// A config.json damaged on the way is asked for again; damaged every time, it is a fault of the
+// transfer (the configuration is compiled unkeyed, with a note naming the file), never an input
+// error that stops the build, and nothing of it is remembered: the next run keys it again.
+TEST_F(MemoryStorePipeline, ADamagedModelConfigIsRetriedThenAFaultNotAnInputError) {
+  fill();
+  models.damaged_configs = 1;
+  pipeline::RunResult once = run("other", kPlanOnly);
+  EXPECT_EQ(status(once), plan::Status::Store) << notices;
+  EXPECT_EQ(models.damaged_configs, 0);
+
+  models.damaged_configs = 100;
+  pipeline::RunResult always = run("other-2", kCi);
+  EXPECT_FALSE(always.initial.rows.at(0).target.unkeyed.empty()) << notices;
+  EXPECT_TRUE(contains(notices, "config.json")) << notices;
+  EXPECT_TRUE(contains(notices, "not JSON")) << notices;
+
+  models.damaged_configs = 0;
+  pipeline::RunResult after = run("other-2", kPlanOnly);
+  EXPECT_TRUE(after.initial.rows.at(0).target.unkeyed.empty()) << notices;
+  EXPECT_NE(status(after), plan::Status::Compile) << "the store's entry is found again\n"
+                                                  << notices;
 }
 
 }  // namespace

@@ -394,14 +394,21 @@ bool holds_commit(HubClient& client, const std::string& repo, const std::string&
   return true;
 }
 
-// After a commit whose answer was lost (no answer, 5xx): the head that holds it, or nothing.
+// After a commit whose answer was lost (no answer, 5xx): the head that holds it, or nothing
+// with `known` saying whether the head was read (then it surely did not land) or not.
 // The Hub may have made the commit anyway (a proxy gave up first), or make it a little later, so
 // the head is read for up to the Hub timeout before the commit is called failed.
-std::optional<std::string> landed_commit(HubClient& client, const std::string& repo,
-                                         const std::string& revision,
-                                         const std::vector<LocalFile>& files,
-                                         const std::vector<std::string>& deletions,
-                                         const std::optional<std::string>& parent) {
+constexpr int kMaxCommitAttempts = 3;
+
+struct Landing {
+  std::optional<std::string> head;
+  bool known = false;
+};
+
+Landing landed_commit(HubClient& client, const std::string& repo, const std::string& revision,
+                      const std::vector<LocalFile>& files,
+                      const std::vector<std::string>& deletions,
+                      const std::optional<std::string>& parent) {
   auto deadline = std::chrono::steady_clock::now() + client.options().hub_timeout;
   auto pause = std::min<std::chrono::milliseconds>(std::chrono::milliseconds(1000),
                                                    client.options().hub_timeout / 4);
@@ -409,11 +416,11 @@ std::optional<std::string> landed_commit(HubClient& client, const std::string& r
     try {
       std::string head = client.repo_info(repo, revision).sha;
       bool moved = !parent || head != *parent;
-      if (moved && holds_commit(client, repo, head, files, deletions)) return head;
+      if (moved && holds_commit(client, repo, head, files, deletions)) return {head, true};
     } catch (const Error&) {
-      return std::nullopt;  // the head cannot be read: whether it landed is unknown
+      return {};  // the head cannot be read: whether it landed is unknown
     }
-    if (std::chrono::steady_clock::now() + pause >= deadline) return std::nullopt;
+    if (std::chrono::steady_clock::now() + pause >= deadline) return {std::nullopt, true};
     std::this_thread::sleep_for(pause);
   }
 }
@@ -434,25 +441,41 @@ CommitResult post_commit(HubClient& client, const std::string& repo, const std::
                            commit_payload(files, deletions, message, parent, result)};
   request.answer_timeout = client.options().hub_timeout * ClientOptions::kCommitAnswerFactor;
   request.tells_reachability = false;  // a slow commit is not a Hub that is down
-  // Never retried blindly: a lost answer plus a retry could make a duplicate commit.
-  net::HttpResponse response = client.http().perform(request);
-  if (response.status == 409 || response.status == 412) {
-    throw CommitConflict("committing to " + repo + " failed: " + std::to_string(response.status) +
-                         " " + server_message(response) + "; another commit landed meanwhile");
-  }
-  if (response.status == 0 || response.status >= 500) {
-    Error failed = hub_error(response, "committing to " + repo, repo);
-    std::optional<std::string> head =
-        landed_commit(client, repo, revision, files, deletions, parent);
-    if (!head) {
-      throw operational_error(std::string(failed.what()) + " (read afterwards, the head of " +
-                              repo + " does not hold the commit, or could not be read)");
+  // Never retried blindly: a lost answer plus a retry could make a duplicate commit. It is
+  // retried (after Retry-After or the backoff) only once the head was read and does not hold it,
+  // or on 429, which the Hub answers before doing anything.
+  net::HttpResponse response;
+  for (int attempt = 1;; ++attempt) {
+    response = client.http().perform(request);
+    if (response.status == 409 || response.status == 412) {
+      throw CommitConflict("committing to " + repo + " failed: " + std::to_string(response.status) +
+                           " " + server_message(response) + "; another commit landed meanwhile");
     }
-    result.committed = true;
-    result.commit_oid = *head;
-    result.landed_unanswered = std::string(failed.what()) + "; but the head " +
-                               head->substr(0, 12) + " holds every file of the commit: it landed";
-    return result;
+    if (response.status != 0 && response.status < 500 && response.status != 429) break;
+    Error failed = hub_error(response, "committing to " + repo, repo);
+    Landing landing = response.status == 429
+                          ? Landing{std::nullopt, true}
+                          : landed_commit(client, repo, revision, files, deletions, parent);
+    if (landing.head) {
+      result.committed = true;
+      result.commit_oid = *landing.head;
+      result.landed_unanswered = std::string(failed.what()) + "; but the head " +
+                                 landing.head->substr(0, 12) +
+                                 " holds every file of the commit: it landed";
+      return result;
+    }
+    // Each lost answer costs a read of the head for up to the timeout: three attempts at most.
+    auto delay = landing.known && attempt < kMaxCommitAttempts
+                     ? net::retry_delay(response, attempt, client.options().retry)
+                     : std::nullopt;
+    if (!delay) {
+      throw operational_error(std::string(failed.what()) + " (" + std::to_string(attempt) +
+                              (attempt == 1 ? " attempt" : " attempts") + "; read afterwards, " +
+                              (landing.known ? "the head of " + repo + " does not hold the commit"
+                                             : "the head of " + repo + " could not be read") +
+                              ")");
+    }
+    std::this_thread::sleep_for(*delay);
   }
   if (!ok(response)) throw hub_error(response, "committing to " + repo, repo);
   json answer = pyjson::parse_or_nothing(response.body, pyjson::kApiAnswer).value_or(nullptr);

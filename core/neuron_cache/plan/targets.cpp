@@ -101,14 +101,31 @@ ResolvedModel ModelResolver::resolve_hub(const manifest::Configuration& c) {
     model.model_type = known->model_type;
     return model;
   }
-  auto text = online(c, "read config.json").read_file(c.model_id, "config.json", *model.revision);
-  if (!text) {
-    throw input_error(c.source.to_string() + ": " + c.model_id +
-                      " has no config.json: set model_type in the manifest");
-  }
-  model.model_type = model_type_of(*text, c.model_id + "/config.json");
+  model.model_type = model_type_from_hub(c, *model.revision);
   remember(at_commit, model);
   return model;
+}
+
+// A config.json the Hub serves that is not JSON was damaged on the way (or by the Hub): it is
+// asked for once more, then it is an operational failure (the configuration is compiled unkeyed),
+// never the user's input error. A valid one without model_type is the manifest's to fix.
+std::string ModelResolver::model_type_from_hub(const manifest::Configuration& c,
+                                               const std::string& commit) {
+  const std::string origin = c.model_id + "/config.json at " + commit.substr(0, 12);
+  for (int attempt = 1;; ++attempt) {
+    auto text = online(c, "read config.json").read_file(c.model_id, "config.json", commit);
+    if (!text) {
+      throw input_error(c.source.to_string() + ": " + c.model_id +
+                        " has no config.json: set model_type in the manifest");
+    }
+    if (pyjson::parse_or_nothing(*text, pyjson::kApiAnswer)) return model_type_of(*text, origin);
+    if (attempt == 2) {
+      throw operational_error(origin + " was served twice as something that is not JSON (" +
+                              std::to_string(text->size()) +
+                              " bytes): a transfer or Hub fault, not the manifest's; run again "
+                              "later, or set model_type in the manifest");
+    }
+  }
 }
 
 pyjson::Json ModelResolver::read_memo() const {
@@ -154,9 +171,9 @@ ResolvedModel ModelResolver::resolve(const manifest::Configuration& c) {
       bool hub_unavailable =
           error.kind() == ErrorKind::Operational || client_ == nullptr || client_->offline();
       auto known = hub_unavailable ? recall(hub_memo_key(c)) : std::nullopt;
-      bool hub_down = error.kind() == ErrorKind::Operational && client_ != nullptr &&
-                      !client_->unreachable().empty();
-      if (!known && hub_down) {
+      // Any operational failure (the Hub down, a damaged answer) with nothing remembered: the
+      // configuration is compiled unkeyed with a note, never the build failed.
+      if (!known && error.kind() == ErrorKind::Operational) {
         model = {std::nullopt, c.model_type.value_or(""), error.what()};
         resolved_.emplace(memo, model);
         return model;

@@ -66,6 +66,8 @@ class ModelResolver {
   void remember(const std::string& memo_key, const ResolvedModel& model) const;
   ResolvedModel resolve_checkout(const manifest::Configuration& configuration);
   ResolvedModel resolve_hub(const manifest::Configuration& configuration);
+  std::string model_type_from_hub(const manifest::Configuration& configuration,
+                                  const std::string& commit);
   storage::ModelSource& online(const manifest::Configuration& configuration,
                                const std::string& why);
 
