@@ -3,20 +3,28 @@
 #include <gtest/gtest.h>
 #include <httplib.h>
 
+#include <sys/mman.h>
+#include <unistd.h>
+
 #include <atomic>
 #include <chrono>
 #include <string>
 #include <thread>
 
 #include "neuron_cache/error.h"
+#include "neuron_cache/format/digest.h"
 #include "neuron_cache/storage/s3_store.h"
+#include "neuron_cache/sys/fd.h"
 
 namespace neuron_cache::storage {
 namespace {
 
 using namespace std::chrono_literals;
 
-enum class Mode { EndlessPages, DrippingList };
+enum class Mode { EndlessPages, DrippingList, ServeBytes };
+
+// What ServeBytes mode serves for every GET: 4 KiB of known bytes.
+const std::string kServed = std::string(4096, 'n');
 
 class HostileS3 {
  public:
@@ -24,6 +32,10 @@ class HostileS3 {
     server_.Get("/(.*)", [this](const httplib::Request&, httplib::Response& res) {
       ++requests_;
       if (mode_ == Mode::EndlessPages) return endless_page(res);
+      if (mode_ == Mode::ServeBytes) {
+        res.set_header("ETag", "\"" + md5_hex(kServed) + "\"");
+        return res.set_content(kServed, "application/octet-stream");
+      }
       drip(res);
     });
     port_ = server_.bind_to_any_port("127.0.0.1");
@@ -109,6 +121,24 @@ TEST(S3Hostile, AListingThatDripsIsCutAtItsDeadline) {
   // 8 times the 500 ms timeout per attempt, two attempts at most.
   EXPECT_LT(std::chrono::steady_clock::now() - start, 15s);
   s3.stopping_ = true;
+}
+
+// The digest check of S3 downloads, offline: bytes that are not the ones an index entry names
+// (same size, another sha256) are never reported downloaded; the right ones are.
+TEST(S3Hostile, DownloadedBytesAreCheckedAgainstTheEntrysSha256) {
+  HostileS3 s3(Mode::ServeBytes);
+  S3Store store("s3://bucket/c", s3.access(), fast_options());
+  for (bool right : {false, true}) {
+    SCOPED_TRACE(right);
+    sys::UniqueFd fd(memfd_create("download", MFD_CLOEXEC));
+    RemoteEntry expected;
+    expected.size = kServed.size();
+    expected.content_sha256 = sha256_hex(right ? kServed : kServed.substr(1) + "x");
+    std::vector<DownloadRequest> requests{{"MODULE_1+abcdef01/model.neff", fd.get(), expected}};
+    DownloadResult result = store.download("", requests).front();
+    EXPECT_EQ(result.ok, right) << result.error;
+    EXPECT_EQ(result.error.empty(), right) << result.error;
+  }
 }
 
 }  // namespace

@@ -120,6 +120,18 @@ class HubSource : public net::RangedSource {
   }
 
   std::string failure(const net::HttpResponse& response, int /*attempts*/) override {
+    // A part past the end of the file: the Hub's file is shorter than the entry says
+    // (Content-Range: bytes */<size> tells its size).
+    if (response.status == 416 && known_by_index_only(request_.expected)) {
+      std::string range = response.headers.get("Content-Range").value_or("");
+      std::string size =
+          range.substr(range.find('/') == std::string::npos ? range.size() : range.find('/') + 1);
+      return entry_and_hub_disagree(
+          request_.path_in_repo, std::to_string(request_.expected.size) + " bytes",
+          size.empty() || size.size() > 19 || size.find_first_not_of("0123456789") != size.npos
+              ? "the file ends before that (HTTP 416)"
+              : size + " bytes (HTTP 416)");
+    }
     return hub_error(response, "downloading " + request_.path_in_repo, repo_).what();
   }
 

@@ -103,6 +103,19 @@ std::string xml_escape(const std::string& text) {
   return out;
 }
 
+// S3's ETag of a completed multipart upload: the MD5 of the parts' binary MD5s, "-<parts>".
+// Nothing when a part's ETag (the server's word) is not an MD5.
+std::optional<std::string> multipart_etag(const std::vector<std::string>& part_etags) {
+  std::string digests;
+  for (const auto& hex : part_etags) {
+    if (hex.size() != 32 || hex.find_first_not_of("0123456789abcdef") != std::string::npos)
+      return std::nullopt;
+    for (size_t i = 0; i < hex.size(); i += 2)
+      digests += static_cast<char>(std::stoi(hex.substr(i, 2), nullptr, 16));
+  }
+  return md5_hex(digests) + "-" + std::to_string(part_etags.size());
+}
+
 // A request with a body, retried on transient failures; the answer is kept.
 using Send = net::RetryingExchange;
 
@@ -252,6 +265,19 @@ class Publisher {
     }
   }
 
+  // Whether the object is there as this upload's completion makes it (same size, and the
+  // multipart ETag of exactly these parts): a completion whose answer was lost, and whose retry
+  // then met NoSuchUpload, did land.
+  bool landed(const Artifact& a) {
+    try {
+      std::vector<RemoteEntry> object = store_.stat({a.op->path}, "");
+      std::optional<std::string> etag = multipart_etag(a.part_etags);
+      return etag && object.size() == 1 && object[0].size == a.size && object[0].oid == *etag;
+    } catch (const Error&) {
+      return false;  // unknown: the upload is reported failed
+    }
+  }
+
   // CompleteMultipartUpload for every large file whose parts all went; the others are aborted
   // so that their parts are not kept (and billed) by the store.
   void complete(const std::vector<Artifact*>& large) {
@@ -287,6 +313,7 @@ class Publisher {
       const net::HttpResponse& response = sends[i]->response_;
       // S3 may answer 200 and still fail: the error is then the body.
       bool completed = ok(response) && s3xml::parse_error(response.body).code.empty();
+      if (!completed && landed(*owners[i])) continue;  // the answer was lost, not the upload
       if (!completed) {
         owners[i]->failed = true;
         owners[i]->error =
