@@ -498,6 +498,25 @@ TEST_F(HostileIndexChecksums, AHubAnswerOfAnotherSizeIsNotBlamedOnTheEntry) {
   EXPECT_FALSE(contains(run.all(), "the index entry is wrong")) << run.all();
 }
 
+// A body shorter than the file, well framed (its Content-Length says the short length) while the
+// entry is right: a transfer fault, resumed and verified, and everything is installed.
+TEST_F(HostileIndexChecksums, AShortButWellFramedBodyIsResumedNotBlamedOnTheEntry) {
+  std::string module = victim()["modules"][0]["name"];
+  server.set_faults(json::array(
+      {{{"match",
+         {{"path_contains", module + "/model.neff"}, {"listener", "hub"}, {"method", "GET"}}},
+        {"action", "status"},
+        {"status", 200},
+        {"body", "abc"}}}));
+  fs::path root = fresh();
+  ToolResult run = tool("prefetch " + quoted(manifest), root);
+  server.clear_faults();
+  EXPECT_EQ(run.code, 0) << run.all();
+  EXPECT_TRUE(installed(root, good())) << run.all();
+  EXPECT_TRUE(installed(root, victim())) << run.all();
+  EXPECT_FALSE(contains(run.all(), "disagree")) << run.all();
+}
+
 // The index file itself: a body damaged once in transit is fetched again (its listed id is
 // checked); one damaged every time, or one that is no index at all, is skipped as a whole, says
 // so, and its configurations count as not cached: nothing is installed from it, exit 0.

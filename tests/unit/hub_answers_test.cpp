@@ -157,6 +157,21 @@ TEST_F(HubAnswersTest, AnAnswerThatDripsIsCutAtItsDeadline) {
   server.clear_faults();
 }
 
+// An LFS upload PUT that meets one transient 503 is retried and the commit lands with the file:
+// no push test saw a missing retry before (the only 503 test failed every request).
+TEST_F(HubAnswersTest, AnUploadThatMetOneTransient503IsRetried) {
+  server.set_faults(json::array({{{"match", {{"method", "PUT"}, {"path_contains", "/lfs/upload/"}}},
+                                  {"action", "status"},
+                                  {"status", 503}}}));
+  const std::string content(1000, 'u');
+  upload(content);
+  json rules = server.faults();
+  EXPECT_EQ(rules[0]["remaining"], 0) << rules.dump();
+  HubClient client(options());
+  EXPECT_EQ(client.read_file(kRepo, "file.bin"), content);
+  server.clear_faults();
+}
+
 TEST_F(HubAnswersTest, PreuploadNamesItsRequest) {
   expect_named_failures("/preupload/",
                         {"text",

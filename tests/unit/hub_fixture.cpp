@@ -136,6 +136,10 @@ void HubServer::clear_faults() const {
   admin("DELETE", "faults");
 }
 
+json HubServer::faults() const {
+  return admin("GET", "faults");
+}
+
 nlohmann::json cache_hub_config(
     const std::string& cache_repo,
     const std::vector<std::pair<std::string, std::map<std::string, std::string>>>& models) {

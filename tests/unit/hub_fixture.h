@@ -58,6 +58,8 @@ class HubServer {
   // Replaces the fault rules (POST /_admin/faults); see tests/README.md for the rule format.
   void set_faults(const nlohmann::json& rules) const;
   void clear_faults() const;
+  // The fault rules with their `remaining` counts (GET /_admin/faults).
+  nlohmann::json faults() const;
 
   // What the server printed (stdout and stderr), for failure messages.
   std::string output() const;
