@@ -6,6 +6,7 @@
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -127,6 +128,23 @@ TEST_F(FolderStoreTest, ListsStatsReadsAndDownloadsWhatItCommitted) {
                                     "m", std::nullopt);
   EXPECT_FALSE(again.committed);
   EXPECT_EQ(again.unchanged, 1u);
+}
+
+// What a writer killed mid-copy leaves (a ".<name>.<random>.tmp" copy) is deleted by the next
+// writer of that name once it is an hour old; a live writer's fresh copy is kept.
+TEST_F(FolderStoreTest, AbandonedCopiesOfAKilledWriterAreSwept) {
+  FolderStore store(root());
+  fs::path dir = root() / kModule;
+  fs::path stale = dir / ".model.neff.0123456789ab.tmp";
+  fs::path fresh = dir / ".model.neff.ba9876543210.tmp";
+  write_file(stale, std::string(1 << 20, 's'));
+  write_file(fresh, "a live writer's copy");
+  struct timespec two_hours_ago[2] = {{time(nullptr) - 7200, 0}, {time(nullptr) - 7200, 0}};
+  ASSERT_EQ(utimensat(AT_FDCWD, stale.c_str(), two_hours_ago, 0), 0);
+  store.commit({add(std::string(kModule) + "/model.neff", local("n", "NEFF"))}, "m", std::nullopt);
+  EXPECT_FALSE(fs::exists(stale));
+  EXPECT_TRUE(fs::exists(fresh));
+  EXPECT_EQ(read_file(dir / "model.neff"), "NEFF");
 }
 
 TEST_F(FolderStoreTest, AMissingRootIsUnreachableAndNeverCreated) {

@@ -25,6 +25,8 @@
 #include "neuron_cache/format/pyjson.h"
 #include "neuron_cache/format/registry.h"
 #include "neuron_cache/manifest/manifest.h"
+#include "neuron_cache/storage/s3_xml.h"
+#include "neuron_cache/sys/safe_dir.h"
 #include "test_support.h"
 
 namespace neuron_cache {
@@ -314,6 +316,48 @@ TEST(Fuzz, RegistryParserParsesOrSaysWhy) {
       registry::arch_digest(pyjson::parse(text));
     } catch (const Error&) {
     }
+  });
+}
+
+TEST(Fuzz, S3XmlReaderParsesOrSaysWhy) {
+  const std::vector<std::string> seeds = {
+      "<ListBucketResult><IsTruncated>true</IsTruncated><NextContinuationToken>abc"
+      "</NextContinuationToken><Contents><Key>p/neuronxcc-2/MODULE_1+abcdef01/model.neff</Key>"
+      "<Size>1234</Size><ETag>&quot;0123456789abcdef0123456789abcdef&quot;</ETag></Contents>"
+      "<CommonPrefixes><Prefix>p/neuronxcc-2/</Prefix></CommonPrefixes></ListBucketResult>",
+      "<?xml version=\"1.0\" encoding=\"UTF-8\"?><ListBucketResult><IsTruncated>false"
+      "</IsTruncated></ListBucketResult>",
+      "<Error><Code>SlowDown</Code><Message>Reduce your request rate.</Message></Error>",
+      "<InitiateMultipartUploadResult><UploadId>VXBsb2FkIElE</UploadId>"
+      "</InitiateMultipartUploadResult>"};
+  fuzz("the S3 XML reader", 5, seeds, [](const std::string& text) {
+    // An error answer is read whatever else the text is; a case counts as parsed when it is a
+    // listing page or an upload id.
+    storage::s3xml::parse_error(text);
+    try {
+      storage::s3xml::parse_list_page(text);
+      return;
+    } catch (const Error&) {
+    }
+    if (text.find("<Error>") != std::string::npos) return;
+    storage::s3xml::parse_upload_id(text);
+  });
+}
+
+// The tool's own memos are best effort: whatever a file there holds, reading it never throws and
+// never takes long; a damaged memo is as good as none.
+TEST(Fuzz, MemoFilesAreReadOrIgnored) {
+  testing::TempDir dir;
+  const sys::RootedFile file(dir.path(), "memo.json");
+  const std::vector<std::string> seeds = {
+      R"({"repo": "acme/cache", "revision": "0123456789abcdef0123456789abcdef01234567",)"
+      R"( "keys": ["k1", "k2"]})",
+      R"({"revision": "r", "paths": {"a/b.json": {"path": "a/b.json", "directory": false,)"
+      R"( "size": 12, "oid": "abc", "sha256": ""}, "c.json": null}})"};
+  fuzz("the memo reader", 6, seeds, [&](const std::string& text) {
+    testing::write_file(dir / "memo.json", text);
+    std::optional<pyjson::Json> memo = pyjson::read_kept(file);
+    if (!memo) throw input_error("not a memo");  // counted as not parsed
   });
 }
 

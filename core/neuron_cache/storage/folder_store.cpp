@@ -8,6 +8,7 @@
 
 #include <cctype>
 #include <cerrno>
+#include <chrono>
 #include <cstring>
 #include <thread>
 
@@ -173,6 +174,25 @@ sys::SafeDir open_root(const fs::path& root) {
   }
 }
 
+// A temporary copy of `name` ("." + name + ".<12 random>.tmp") a writer killed mid-copy left: no
+// live writer leaves one unchanged for an hour (copies take seconds), so it is deleted by the
+// next writer of that name. Up to a NEFF's size each: nothing else would ever sweep them.
+constexpr auto kAbandonedCopyAge = std::chrono::hours(1);
+
+void sweep_abandoned_copies(const sys::SafeDir& dir, const std::string& name) {
+  const std::string prefix = "." + name + ".";
+  double now =
+      std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+  for (const auto& item : dir.list()) {
+    if (item.type != sys::NodeType::File || !item.name.starts_with(prefix) ||
+        !item.name.ends_with(".tmp") || item.name.size() != prefix.size() + 12 + 4 ||
+        now - item.mtime < std::chrono::duration<double>(kAbandonedCopyAge).count()) {
+      continue;
+    }
+    unlinkat(dir.fd(), item.name.c_str(), 0);  // best effort: another writer may sweep it too
+  }
+}
+
 // Writes `local` as `name` in `dir`: a dot-file ending in ".tmp", fsync, rename, fsync of the
 // folder. Returns false when `name` already holds the same bytes (nothing written).
 bool write_file(const sys::SafeDir& dir, const std::string& name, const fs::path& local,
@@ -193,6 +213,7 @@ bool write_file(const sys::SafeDir& dir, const std::string& name, const fs::path
       return false;
     }
   }
+  sweep_abandoned_copies(dir, name);
   std::string temp = "." + name + "." + sys::random_hex(12) + ".tmp";
   try {
     sys::UniqueFd out = dir.create_new(temp);
