@@ -160,7 +160,7 @@ std::string_view status_name(Status status) {
     case Status::Local:
       return "local";
     case Status::Store:
-      return "hub";
+      return "store";
     case Status::Registry:
       return "registry";
     case Status::Compile:

@@ -20,7 +20,7 @@ namespace neuron_cache::plan {
 // configuration (a repo filled by `optimum-cli neuron cache synchronize`): the compile command
 // runs, and optimum-neuron's hub proxy fetches its NEFFs instead of compiling them.
 enum class Status { Local, Store, Registry, Compile };
-std::string_view status_name(Status status);  // "local", "hub", "registry", "compile"
+std::string_view status_name(Status status);  // "local", "store", "registry", "compile"
 // The statuses whose configurations the compile step runs.
 bool runs_compile(Status status);
 

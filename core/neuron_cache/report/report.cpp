@@ -27,12 +27,6 @@ json registry_json(const plan::PlanRow& row) {
           {"path", row.registry->path}};
 }
 
-// A row's status in JSON: format 2 says "store" for "cached in the store", whichever it is
-// (format 1 said "hub").
-std::string status_value(plan::Status status) {
-  return status == plan::Status::Store ? "store" : std::string(plan::status_name(status));
-}
-
 json row_json(const plan::PlanRow& row) {
   const auto& c = row.target.configuration;
   json nearest = json::array();
@@ -40,7 +34,8 @@ json row_json(const plan::PlanRow& row) {
   return {{"name", c.name},
           {"model_id", c.model_id},
           {"key", row.target.key},
-          {"status", status_value(row.status)},
+          // Format 2 says "store" whichever store it is (format 1 said "hub").
+          {"status", plan::status_name(row.status)},
           {"reason", row.reason},
           {"bytes_to_download", row.bytes_to_download},
           {"files_to_download", row.files_to_download},
@@ -382,7 +377,7 @@ std::string plan_text(const plan::Plan& plan) {
   if (!plan.repo.empty())
     out += "cache repo: " + plan.repo + " (from " + plan.repo_origin + ")\n\n";
   for (const auto& row : plan.rows) {
-    // A Hub row is labelled with the store's kind: "hub", "s3", "folder".
+    // A store row is labelled with the store's kind: "hub", "s3", "folder".
     std::string line = row.status == plan::Status::Store
                            ? std::string(storage::kind_name(kind))
                            : std::string(plan::status_name(row.status));
