@@ -288,5 +288,23 @@ TEST_F(MemoryStorePipeline, ADamagedModelConfigIsRetriedThenAFaultNotAnInputErro
                                                   << notices;
 }
 
+// The keys known to be in the store (on-hub.json) are remembered only from reads that worked: a
+// push step whose index reads fail remembers nothing, and the next run asks again and finds it.
+TEST_F(MemoryStorePipeline, KeysKnownInTheStoreAreNeverRememberedFromAFailedRead) {
+  fill();
+  const std::string key = run("fill", kPlanOnly).initial.rows.at(0).target.key;
+  const fs::path on_hub = hub_memos("fill") / "on-hub.json";
+  fs::remove(on_hub);
+  store.fail_reads(std::string(ai::kRemoteDir) + "/", 100);
+  run("fill", kCi);
+  EXPECT_GT(store.failed_reads(), 0);
+  EXPECT_FALSE(fs::exists(on_hub) && contains(read_file(on_hub), key)) << read_file(on_hub);
+
+  store.fail_reads("", 0);
+  run("fill", kCi);
+  ASSERT_TRUE(fs::exists(on_hub)) << notices;
+  EXPECT_TRUE(contains(read_file(on_hub), key)) << read_file(on_hub);
+}
+
 }  // namespace
 }  // namespace neuron_cache::testing
