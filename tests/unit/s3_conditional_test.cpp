@@ -12,6 +12,7 @@
 
 #include "neuron_cache/format/digest.h"
 #include "neuron_cache/storage/s3_store.h"
+#include "s3_server.h"
 #include "test_support.h"
 
 namespace neuron_cache::storage {
@@ -80,15 +81,7 @@ class ConditionalS3 {
     thread_.join();
   }
 
-  config::AwsAccess access() const {
-    config::AwsAccess access;
-    access.access_key_id = "KEY";
-    access.secret_access_key = "SECRET";
-    access.region = "us-east-1";
-    access.endpoint = "http://127.0.0.1:" + std::to_string(port_);
-    access.custom_endpoint = true;
-    return access;
-  }
+  config::AwsAccess access() const { return testing::loopback_access(port_); }
   S3Options options() const {
     S3Options options;
     options.retry.base = std::chrono::milliseconds(10);

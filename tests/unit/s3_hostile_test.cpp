@@ -15,6 +15,7 @@
 #include "neuron_cache/format/digest.h"
 #include "neuron_cache/storage/s3_store.h"
 #include "neuron_cache/sys/fd.h"
+#include "s3_server.h"
 
 namespace neuron_cache::storage {
 namespace {
@@ -48,15 +49,7 @@ class HostileS3 {
     thread_.join();
   }
 
-  config::AwsAccess access() const {
-    config::AwsAccess access;
-    access.access_key_id = "KEY";
-    access.secret_access_key = "SECRET";
-    access.region = "us-east-1";
-    access.endpoint = "http://127.0.0.1:" + std::to_string(port_);
-    access.custom_endpoint = true;
-    return access;
-  }
+  config::AwsAccess access() const { return testing::loopback_access(port_); }
   int requests() const { return requests_; }
   std::atomic<bool> stopping_{false};
 

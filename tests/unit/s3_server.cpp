@@ -106,6 +106,16 @@ std::string S3Server::url(const std::string& prefix) const {
   return "s3://" + bucket_ + (prefix.empty() ? "" : "/" + prefix);
 }
 
+config::AwsAccess loopback_access(int port) {
+  config::AwsAccess access;
+  access.access_key_id = "KEY";
+  access.secret_access_key = "SECRET";
+  access.region = "us-east-1";
+  access.endpoint = "http://127.0.0.1:" + std::to_string(port);
+  access.custom_endpoint = true;
+  return access;
+}
+
 config::AwsAccess S3Server::access() const {
   config::AwsAccess access;
   access.access_key_id = kS3Key;

@@ -20,6 +20,10 @@ inline constexpr const char* kS3Secret = "S3RVER";
 // run without it (then S3 tests skip).
 std::string s3rver_script();
 
+// The access of a client of an S3 stand-in on 127.0.0.1:`port` (path-style, us-east-1): the
+// stand-ins check the SigV4 form, not these made-up credentials.
+config::AwsAccess loopback_access(int port);
+
 class S3Server {
  public:
   // Starts s3rver with `bucket` created; throws with its output when it is not ready in 20 s.
