@@ -1,8 +1,11 @@
 // Pieces of the Hub client that need no server: URLs, retry decisions, error messages.
 #include <gtest/gtest.h>
 
+#include <nlohmann/json.hpp>
+
 #include "neuron_cache/format/url.h"
 #include "neuron_cache/hub/failures.h"
+#include "neuron_cache/net/answer.h"
 #include "neuron_cache/net/http.h"
 #include "neuron_cache/net/retry.h"
 #include "neuron_cache/remote/lookup.h"
@@ -96,6 +99,44 @@ TEST(HubErrors, MessagesSayWhatFailedWhyAndWhatToDo) {
   std::string offline = hub_error(dropped, "reading repo x", "x").what();
   EXPECT_NE(offline.find("Couldn't connect"), std::string::npos);
   EXPECT_NE(offline.find("HF_ENDPOINT"), std::string::npos);
+}
+
+// A Hub error body is the server's text: its newlines must not forge lines of ours, nor its ESC
+// and BEL reach the terminal, whether it comes in the body, X-Error-Message or X-Error-Code.
+TEST(HubErrors, TheServersWordsAreEscaped) {
+  const std::string forged = "nope\nneuron-cache: Synchronization complete\x1b[2J\a";
+  std::vector<net::HttpResponse> answers = {
+      answer(500, {}, nlohmann::json({{"error", forged}}).dump()),
+      answer(500, {{"X-Error-Message", forged}}),
+      answer(500, {{"X-Error-Code", forged}}),
+  };
+  for (const auto& response : answers) {
+    std::string message = hub_error(response, "listing files of org/cache", "org/cache").what();
+    EXPECT_EQ(message.find_first_of("\n\x1b\a"), std::string::npos) << message;
+    EXPECT_NE(message.find("nope\\x0aneuron-cache: Synchronization complete\\x1b[2J\\x07"),
+              std::string::npos)
+        << message;
+  }
+  std::string long_message =
+      server_message(answer(500, {{"X-Error-Message", std::string(5000, 'a')}}));
+  EXPECT_LT(long_message.size(), 500u) << "a whole page is not quoted";
+}
+
+// What a reader says is wrong with an answer may quote it (a key): escaped too.
+TEST(HubErrors, AWrongAnswerIsQuotedEscaped) {
+  net::HttpResponse response = answer(200, {}, R"({"part\nneuron-cache: pushed\u001b[2J": 1})");
+  auto read = [](const nlohmann::json& body) -> int {
+    for (const auto& item : body.items()) throw net::BadAnswer("\"" + item.key() + "\" is odd");
+    return 0;
+  };
+  try {
+    net::read_answer(response, "GET /x", "a list of parts", read);
+    ADD_FAILURE() << "the answer was taken";
+  } catch (const Error& error) {
+    std::string message = error.what();
+    EXPECT_EQ(message.find_first_of("\n\x1b"), std::string::npos) << message;
+    EXPECT_NE(message.find("part\\x0aneuron-cache: pushed\\x1b[2J"), std::string::npos) << message;
+  }
 }
 
 TEST(HubHeaders, LookupIsCaseInsensitive) {

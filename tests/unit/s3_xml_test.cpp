@@ -67,6 +67,12 @@ TEST(S3Xml, ReadsErrorsAndUploadIds) {
   EXPECT_EQ(error.code, "SlowDown");
   EXPECT_EQ(error.message, "Reduce");
   EXPECT_TRUE(s3xml::parse_error("not xml <").code.empty());
+  // The store's words are escaped where they enter a message: no ESC, BEL or newline of theirs.
+  auto hostile = s3xml::parse_error(
+      "<Error><Code>Slow&#10;Down</Code><Message>x&#27;[31mred&#7;\nneuron-cache: "
+      "pushed</Message></Error>");
+  EXPECT_EQ(hostile.code, "Slow\\x0aDown");
+  EXPECT_EQ(hostile.message, "x\\x1b[31mred\\x07\\x0aneuron-cache: pushed");
   EXPECT_EQ(s3xml::parse_upload_id("<InitiateMultipartUploadResult><Bucket>b</Bucket><UploadId>"
                                    "abc.def</UploadId></InitiateMultipartUploadResult>"),
             "abc.def");

@@ -6,6 +6,7 @@
 
 #include "neuron_cache/cli/context.h"
 #include "neuron_cache/cli/output.h"
+#include "neuron_cache/format/printable.h"
 
 namespace neuron_cache::cli {
 namespace {
@@ -44,13 +45,15 @@ void whoami(Context& context, bool json) {
                 {"endpoint", context.settings().endpoint.value}});
     return;
   }
-  std::cout << who.name << "\n";
+  // The Hub's words, escaped as every answer printed as text.
+  std::cout << printable(who.name) << "\n";
   if (!who.orgs.empty()) {
     std::string orgs;
-    for (const auto& org : who.orgs) orgs += (orgs.empty() ? "" : ", ") + org;
+    for (const auto& org : who.orgs) orgs += (orgs.empty() ? "" : ", ") + printable(org);
     std::cout << "orgs: " << orgs << "\n";
   }
-  if (!who.role.empty()) std::cout << "token: " << who.token_name << " (" << who.role << ")\n";
+  if (!who.role.empty())
+    std::cout << "token: " << printable(who.token_name) << " (" << printable(who.role) << ")\n";
 }
 
 void create(Context& context, const std::string& name, bool is_public) {

@@ -8,6 +8,7 @@
 #include "neuron_cache/error.h"
 #include "neuron_cache/format/digest.h"
 #include "neuron_cache/format/layout.h"
+#include "neuron_cache/format/printable.h"
 
 namespace neuron_cache::artifact_index {
 namespace {
@@ -55,22 +56,6 @@ Json files_to_json(const std::vector<FileRecord>& files) {
   for (const auto& file : files) {
     out.push_back({{"name", file.name}, {"size", file.size}, {"sha256", file.sha256}});
   }
-  return out;
-}
-
-// A name as it can be quoted in a message: at most 80 bytes, control characters escaped.
-std::string printable(std::string_view name) {
-  std::string out;
-  for (char ch : name.substr(0, 80)) {
-    auto c = static_cast<unsigned char>(ch);
-    if (c < 0x20 || c == 0x7f || c == '\\') {
-      static constexpr char kHex[] = "0123456789abcdef";
-      out += std::string("\\x") + kHex[c >> 4] + kHex[c & 15];
-    } else {
-      out += ch;
-    }
-  }
-  if (name.size() > 80) out += "... (" + std::to_string(name.size()) + " bytes)";
   return out;
 }
 

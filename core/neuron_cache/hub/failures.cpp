@@ -2,6 +2,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "neuron_cache/format/printable.h"
 #include "neuron_cache/format/pyjson.h"
 
 namespace neuron_cache::hub {
@@ -38,11 +39,15 @@ std::string advice(long status, const std::string& code, const std::string& repo
 }  // namespace
 
 std::string server_message(const net::HttpResponse& response) {
-  if (auto message = response.headers.get("X-Error-Message")) return *message;
+  // Escaped here, where the server's words enter our messages: a newline in them could forge a
+  // line of ours, an ESC drive the terminal.
+  if (auto message = response.headers.get("X-Error-Message"))
+    return printable(*message, kPrintableMessage);
   auto body = pyjson::parse_or_nothing(response.body, pyjson::kApiAnswer).value_or(nullptr);
   if (body.is_object()) {
     for (const char* key : {"error", "message"}) {
-      if (body.contains(key) && body[key].is_string()) return body[key].get<std::string>();
+      if (body.contains(key) && body[key].is_string())
+        return printable(body[key].get<std::string>(), kPrintableMessage);
     }
   }
   return "";
@@ -53,7 +58,7 @@ Error hub_error(const net::HttpResponse& response, const std::string& what,
   std::string code = response.headers.get("X-Error-Code").value_or("");
   std::string why = response.status == 0 ? "no answer (" + response.error + ")"
                                          : "HTTP " + std::to_string(response.status);
-  if (!code.empty()) why += " " + code;
+  if (!code.empty()) why += " " + printable(code);
   std::string message = server_message(response);
   if (!message.empty()) why += ": " + message;
   if (response.status >= 300 && response.status < 400 && !response.error.empty()) {

@@ -14,7 +14,8 @@ namespace neuron_cache::hub {
 Error hub_error(const net::HttpResponse& response, const std::string& what,
                 const std::string& repo);
 
-// The server's own explanation: X-Error-Message, else "error"/"message" of a JSON body.
+// The server's own explanation: X-Error-Message, else "error"/"message" of a JSON body, escaped
+// with printable() for our messages.
 std::string server_message(const net::HttpResponse& response);
 
 }  // namespace neuron_cache::hub

@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "neuron_cache/format/digest.h"
+#include "neuron_cache/format/printable.h"
 #include "neuron_cache/format/pyjson.h"
 #include "neuron_cache/format/url.h"
 #include "neuron_cache/hub/client.h"
@@ -263,7 +264,9 @@ void plan_upload(const json& object, std::map<std::string, LocalFile*>& by_oid,
   LocalFile* file = known->second;
   if (const json* error = net::member(object, "error")) {
     std::string why =
-        error->is_object() ? net::text_in(*error, "message", "no reason given") : "no reason given";
+        error->is_object()
+            ? printable(net::text_in(*error, "message", "no reason given"), kPrintableMessage)
+            : "no reason given";
     throw operational_error("LFS storage refused " + file->path_in_repo + ": " + why);
   }
   const json* actions = net::member(object, "actions");

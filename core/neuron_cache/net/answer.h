@@ -10,6 +10,7 @@
 #include <string>
 
 #include "neuron_cache/error.h"
+#include "neuron_cache/format/printable.h"
 #include "neuron_cache/format/pyjson.h"
 #include "neuron_cache/net/http.h"
 
@@ -112,7 +113,9 @@ auto read_answer(const HttpResponse& response, const std::string& request,
     }
     return read(value);
   } catch (const BadAnswer& bad) {
-    throw malformed_answer(request, response.status, expected, bad.what(), server);
+    // What was wrong may quote the answer (a key, a message): escaped, as all a server says.
+    throw malformed_answer(request, response.status, expected,
+                           printable(bad.what(), kPrintableMessage), server);
   } catch (const nlohmann::json::exception&) {
     // A reader missed a check: still the answer's fault, told without the library's words.
     throw malformed_answer(request, response.status, expected, "a value has an unexpected type",

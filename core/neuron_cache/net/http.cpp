@@ -10,6 +10,7 @@
 #include <list>
 
 #include "neuron_cache/error.h"
+#include "neuron_cache/format/printable.h"
 #include "neuron_cache/format/url.h"
 
 namespace neuron_cache::net {
@@ -43,7 +44,8 @@ bool has_body(const HttpRequest& r) {
 // Why a redirect from `r` to `target` is not followed, or nothing when it may be.
 std::optional<std::string> refused_redirect(const HttpRequest& r, const std::string& target) {
   if (url::origin_of(target) == url::origin_of(r.url)) return std::nullopt;
-  std::string where = "redirected to another host (" + url::origin_of(target) + "), not followed: ";
+  std::string where =
+      "redirected to another host (" + printable(url::origin_of(target)) + "), not followed: ";
   if (has_body(r)) return where + "a request with a body is never re-sent to another host";
   if (!r.may_leave_origin) return where + "only file downloads may leave the endpoint's origin";
   return std::nullopt;

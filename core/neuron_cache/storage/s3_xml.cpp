@@ -3,6 +3,7 @@
 #include <cctype>
 
 #include "neuron_cache/error.h"
+#include "neuron_cache/format/printable.h"
 
 namespace neuron_cache::storage::s3xml {
 namespace {
@@ -224,7 +225,9 @@ ErrorAnswer parse_error(std::string_view body) {
   try {
     Element root = parse(body);
     if (root.name != "Error") return {};
-    return {root.child("Code").value_or(""), root.child("Message").value_or("")};
+    // Escaped here, where the store's words enter our messages (an ESC or a newline in <Message>).
+    return {printable(root.child("Code").value_or("")),
+            printable(root.child("Message").value_or(""), kPrintableMessage)};
   } catch (const Error&) {
     return {};
   }

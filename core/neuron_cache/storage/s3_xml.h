@@ -50,7 +50,8 @@ struct ListPage {
 ListPage parse_list_page(std::string_view body);
 // The UploadId of an InitiateMultipartUploadResult.
 std::string parse_upload_id(std::string_view body);
-// An <Error> document's code and message (empty when the body is not one).
+// An <Error> document's code and message (empty when the body is not one), escaped with
+// printable(): they are the store's words, quoted in our messages.
 struct ErrorAnswer {
   std::string code;
   std::string message;
