@@ -52,6 +52,12 @@ ForkCheck fork_from_payload(const json& pull_request) {
   return {false, "the head repository of this pull request is not a fork"};
 }
 
+// Whether the runner could take part of `text` for a command: "::" begins one at the start of a
+// line (after spaces), and the legacy "##[" anywhere in a line.
+bool could_be_command(const std::string& text) {
+  return text.find("::") != std::string::npos || text.find("##[") != std::string::npos;
+}
+
 }  // namespace
 
 std::string escape_data(const std::string& text) {
@@ -95,6 +101,7 @@ void WorkflowCommands::untrusted(const std::string& text) {
 }
 
 void WorkflowCommands::line(const std::string& text) {
+  if (could_be_command(text)) return untrusted(text);
   out_ << text << std::endl;
 }
 

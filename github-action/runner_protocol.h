@@ -15,7 +15,10 @@ namespace neuron_cache::action {
 std::string escape_data(const std::string& text);
 
 // Writes workflow commands to one stream (stdout in the action), each line flushed so they
-// interleave correctly with anything else the step prints.
+// interleave correctly with anything else the step prints. Whatever they carry may quote a store
+// (an error message, a log): it is never printed where the runner would obey it, by one rule:
+// command data escaped (escape_data), free text between stop-commands whenever the runner could
+// read a command in it.
 class WorkflowCommands {
  public:
   explicit WorkflowCommands(std::ostream& out) : out_(out) {}
@@ -28,6 +31,8 @@ class WorkflowCommands {
   // Prints text that did not come from us (a compiler's log) with workflow commands disabled,
   // so a line in it that looks like `::add-mask::` or `::error::` is shown, not obeyed.
   void untrusted(const std::string& text);
+  // Free text (a progress line, the plan), as it is when the runner could read no command in it,
+  // else as untrusted().
   void line(const std::string& text);
 
  private:

@@ -570,7 +570,7 @@ void Server::wait_fault(std::optional<uint64_t> ms) {
 void Server::send_fault_status(Call& call, const Fault& fault) {
   if (fault.retry_after) call.res.set_header("Retry-After", std::to_string(*fault.retry_after));
   if (!fault.error_code.empty()) call.res.set_header("X-Error-Code", fault.error_code);
-  call.res.set_header("X-Error-Message", one_line(fault.message));
+  if (!fault.message.empty()) call.res.set_header("X-Error-Message", one_line(fault.message));
   for (const auto& [key, value] : fault.headers.items()) {
     call.res.set_header(key, value.is_string() ? value.get<std::string>() : value.dump());
   }

@@ -46,6 +46,29 @@ size_t occurrences(const std::string& text, const std::string& part) {
   return n;
 }
 
+// The workflow commands a runner would obey in `out`, as actions/runner reads them: a line whose
+// text after leading spaces starts with "::" and has a second "::", or the legacy "##[name]"
+// anywhere in a line; nothing between ::stop-commands::TOKEN and ::TOKEN:: but that resume.
+std::vector<std::string> obeyed_commands(const std::string& out) {
+  std::vector<std::string> obeyed;
+  std::string stop;
+  std::istringstream in(out);
+  for (std::string line; std::getline(in, line);) {
+    std::string text = line.substr(std::min(line.find_first_not_of(" \t"), line.size()));
+    if (!stop.empty()) {
+      if (text == "::" + stop + "::") stop.clear();
+      continue;
+    }
+    bool modern = text.starts_with("::") && text.find("::", 2) != std::string::npos;
+    size_t legacy = line.find("##[");
+    if (!modern && (legacy == std::string::npos || line.find(']', legacy) == std::string::npos))
+      continue;
+    obeyed.push_back(line);
+    if (text.starts_with("::stop-commands::")) stop = text.substr(17);
+  }
+  return obeyed;
+}
+
 bool is_commit(const json& e) {
   return e["method"] == "POST" && contains(e["path"].get<std::string>(), "/commit/");
 }
@@ -470,6 +493,33 @@ TEST_F(GithubActionTest, CacheProblemWarnsOrFailsWhenStrict) {
   EXPECT_TRUE(contains(strict.out, "::error title=neuron-cache::the Hub cache could not be read"))
       << strict.out;
   EXPECT_TRUE(strict.output_file.empty());
+}
+
+// A store's error text carries workflow commands, after a newline and in the legacy form inside a
+// line: the Action prints it (a progress line, a warning) where the runner obeys none of them.
+TEST_F(GithubActionTest, WorkflowCommandsInAStoreAnswerAreNeverObeyed) {
+  const std::string forged =
+      "denied\n::error title=X::forged\n::add-mask::hf_forged ##[add-mask]hf_legacy";
+  server.set_faults(json::array({{{"match", {{"path_contains", "/api/models/acme/neuron-cache"}}},
+                                  {"count", -1},
+                                  {"action", "status"},
+                                  {"status", 403},
+                                  {"message", ""},
+                                  {"body", {{"error", forged}}}}}));
+  ActionRun r = run({{"manifest", "neuron-cache.yaml"}, {"mode", "plan"}});
+  EXPECT_EQ(r.code, 0) << r.out;
+  EXPECT_TRUE(contains(r.out, "the Hub cache could not be read")) << r.out;
+  EXPECT_TRUE(contains(r.out, "hf_legacy")) << "the text is shown: " << r.out;
+  // Only the Action's own commands; the forged text is in their (escaped) data at most.
+  const std::vector<std::string> ours = {
+      "::group::", "::endgroup::", "::stop-commands::", "::notice title=neuron-cache::",
+      "::warning title=neuron-cache::"};
+  for (const auto& command : obeyed_commands(r.out)) {
+    EXPECT_TRUE(std::any_of(ours.begin(), ours.end(),
+                            [&](const std::string& own) { return command.starts_with(own); }))
+        << "the runner would obey: " << command << "\nin\n"
+        << r.out;
+  }
 }
 
 // `configs` takes names separated by newlines or commas.
