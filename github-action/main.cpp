@@ -14,6 +14,7 @@
 #include <iostream>
 #include <map>
 
+#include "neuron_cache/config/redact.h"
 #include "neuron_cache/config/settings.h"
 #include "neuron_cache/error.h"
 #include "neuron_cache/hub/client.h"
@@ -245,7 +246,7 @@ std::string write_report(const json& report) {
   if (fd < 0) throw operational_error("cannot create a report file in " + dir.string());
   close(fd);
   std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  out << report.dump(2) << "\n";
+  out << config::redact(report.dump(2)) << "\n";
   if (!out) throw operational_error("cannot write the report " + path);
   return path;
 }

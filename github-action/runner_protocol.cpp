@@ -6,6 +6,7 @@
 #include <random>
 #include <set>
 
+#include "neuron_cache/config/redact.h"
 #include "neuron_cache/error.h"
 
 namespace neuron_cache::action {
@@ -82,11 +83,11 @@ void WorkflowCommands::mask(const std::string& secret) {
 }
 
 void WorkflowCommands::annotation(const std::string& kind, const std::string& text) {
-  out_ << "::" << kind << " title=neuron-cache::" << escape_data(text) << std::endl;
+  out_ << "::" << kind << " title=neuron-cache::" << escape_data(config::redact(text)) << std::endl;
 }
 
 void WorkflowCommands::group(const std::string& title) {
-  out_ << "::group::" << escape_data(title) << std::endl;
+  out_ << "::group::" << escape_data(config::redact(title)) << std::endl;
 }
 
 void WorkflowCommands::endgroup() {
@@ -94,15 +95,16 @@ void WorkflowCommands::endgroup() {
 }
 
 void WorkflowCommands::untrusted(const std::string& text) {
-  std::string stop = random_delimiter(text);
-  out_ << "::stop-commands::" << stop << "\n" << text;
-  if (!text.empty() && !text.ends_with("\n")) out_ << "\n";
+  std::string shown = config::redact(text);
+  std::string stop = random_delimiter(shown);
+  out_ << "::stop-commands::" << stop << "\n" << shown;
+  if (!shown.empty() && !shown.ends_with("\n")) out_ << "\n";
   out_ << "::" << stop << "::" << std::endl;
 }
 
 void WorkflowCommands::line(const std::string& text) {
   if (could_be_command(text)) return untrusted(text);
-  out_ << text << std::endl;
+  out_ << config::redact(text) << std::endl;
 }
 
 std::string random_delimiter(const std::string& avoid) {
@@ -128,7 +130,7 @@ std::string output_entry(const std::string& name, const std::string& value, bool
 
 void append_file(const std::string& path, const std::string& text) {
   std::ofstream out(path, std::ios::binary | std::ios::app);
-  out << text;
+  out << config::redact(text);
   out.flush();
   if (!out) throw operational_error("cannot append to " + path + " (a file the runner gave)");
 }

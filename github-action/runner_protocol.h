@@ -16,9 +16,9 @@ std::string escape_data(const std::string& text);
 
 // Writes workflow commands to one stream (stdout in the action), each line flushed so they
 // interleave correctly with anything else the step prints. Whatever they carry may quote a store
-// (an error message, a log): it is never printed where the runner would obey it, by one rule:
-// command data escaped (escape_data), free text between stop-commands whenever the runner could
-// read a command in it.
+// (an error message, a log): it is printed with every known secret masked (config/redact.h) and
+// never where the runner would obey it, by one rule: command data escaped (escape_data), free
+// text between stop-commands whenever the runner could read a command in it.
 class WorkflowCommands {
  public:
   explicit WorkflowCommands(std::ostream& out) : out_(out) {}
@@ -47,8 +47,8 @@ std::string random_delimiter(const std::string& avoid);
 // `name<<DELIMITER` ... `DELIMITER` (random) for the rest and for JSON.
 std::string output_entry(const std::string& name, const std::string& value, bool multi_line);
 
-// Appends to a file the runner gave us (GITHUB_OUTPUT, GITHUB_STEP_SUMMARY); throws an
-// operational Error when it cannot.
+// Appends to a file the runner gave us (GITHUB_OUTPUT, GITHUB_STEP_SUMMARY), known secrets
+// masked; throws an operational Error when it cannot.
 void append_file(const std::string& path, const std::string& text);
 
 // Whether the event that started the workflow is a pull request whose head lives in another

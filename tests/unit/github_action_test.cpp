@@ -444,6 +444,30 @@ TEST_F(GithubActionTest, FailedCompileExitsOneWithTheLogFolded) {
   EXPECT_EQ(testing::count_requests(server.access_log(), is_commit), 1u);  // the 4 others
 }
 
+// The AWS secret key (and any variable named like a secret) that a compile command prints is
+// masked on the Action's stdout, in its report and every file it leaves.
+TEST_F(GithubActionTest, CredentialsTheCompileCommandPrintsAreMaskedEverywhere) {
+  const std::map<std::string, std::string> secrets = {
+      {"AWS_SECRET_ACCESS_KEY", "wJalrXUtnFEMI/K7MDENG/bPxRfiCYzEXAMPLEKEY"},
+      {"MY_API_KEY", "sk-live-4242424242424242"}};
+  std::map<std::string, std::string> env = secrets;
+  env["STAND_IN_FAIL"] = "sequence_length=8192";
+  env["STAND_IN_PRINT_ENV"] = "AWS_SECRET_ACCESS_KEY,MY_API_KEY";
+  ActionRun r = main_push("cache", env);
+  EXPECT_EQ(r.code, 1) << r.out << r.err;
+  EXPECT_TRUE(contains(r.out, "AWS_SECRET_ACCESS_KEY=hf_****EKEY")) << "the tail: " << r.out;
+  std::map<std::string, std::string> texts = {{"stdout", r.out}, {"stderr", r.err}};
+  for (const auto& entry : fs::recursive_directory_iterator(work.path())) {
+    // The environment the shim recorded holds the secrets by design.
+    if (entry.is_regular_file() && !entry.path().filename().string().starts_with("child-env-"))
+      texts[entry.path().string()] = read_file(entry.path());
+  }
+  EXPECT_TRUE(texts.count(r.outputs["report"])) << "the report is among the files";
+  for (const auto& [where, text] : texts) {
+    for (const auto& [name, value] : secrets) EXPECT_FALSE(contains(text, value)) << where;
+  }
+}
+
 // (5) bad inputs: exit 2 with an ::error command, before any Hub request; the token is masked
 // even then.
 TEST_F(GithubActionTest, BadInputsExitTwo) {

@@ -302,6 +302,38 @@ TEST_F(PipelineCliTest, TokenTheCompileCommandPrintsIsMaskedEverywhere) {
   EXPECT_FALSE(contains(read_file(work / "out" / "good.run.log"), token));
 }
 
+// Not only the Hub token: the AWS secret key and session token, and any variable named like a
+// secret, printed by the compile command, are masked in every place the tool writes them.
+TEST_F(PipelineCliTest, CredentialsTheCompileCommandPrintsAreMaskedEverywhere) {
+  ManifestSpec spec;
+  spec.confs = {Conf{"good", 1, 128}, Conf{"bad", 1, 256}};  // bad's log tail is shown
+  fs::path manifest = write_manifest(spec);
+  const std::map<std::string, std::string> secrets = {
+      {"AWS_SECRET_ACCESS_KEY", "wJalrXUtnFEMI/K7MDENG/bPxRfiCYzEXAMPLEKEY"},
+      {"AWS_SESSION_TOKEN", "FwoGZXIvYXdzEBYaDexampleSessionToken0042"},
+      {"MY_API_KEY", "sk-live-4242424242424242"},
+      {"DB_PASSWORD", "hunter2-but-longer"}};
+  std::string env = "STAND_IN_FAIL=sequence_length=256 STAND_IN_PRINT_ENV=";
+  for (const auto& [name, value] : secrets) env += name + ",";
+  for (const auto& [name, value] : secrets) env += " " + name + "=" + value;
+  ToolResult ci =
+      tool("ci " + quoted(manifest) + " --output-dir " + quoted(work / "out") + " --report " +
+               quoted(work / "report.json") + " --summary " + quoted(work / "summary.md"),
+           env);
+  EXPECT_EQ(ci.code, 1) << ci.all();
+  EXPECT_TRUE(contains(ci.err, "AWS_SECRET_ACCESS_KEY=hf_****EKEY")) << "the tail: " << ci.all();
+  std::vector<std::string> texts = {ci.all()};
+  for (const auto& file : {work / "report.json", work / "summary.md", work / "out" / "good.log",
+                           work / "out" / "bad.log"}) {
+    ASSERT_TRUE(fs::exists(file)) << file;
+    texts.push_back(read_file(file));
+  }
+  EXPECT_TRUE(contains(texts[1], "DB_PASSWORD=hf_****nger")) << "report.json: " << texts[1];
+  for (const auto& text : texts) {
+    for (const auto& [name, value] : secrets) EXPECT_FALSE(contains(text, value)) << text;
+  }
+}
+
 TEST_F(PipelineCliTest, SameManifestInTwoDirectoriesGivesSameKeys) {
   const std::string rev = "0123456789abcdef0123456789abcdef01234567";
   ManifestSpec base;

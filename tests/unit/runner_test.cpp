@@ -52,6 +52,17 @@ TEST(Redactor, StreamFindsASecretSplitAcrossChunks) {
   }
 }
 
+TEST(Redactor, NamesOfSecretVariables) {
+  for (const char* name : {"HF_TOKEN", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "MY_API_KEY",
+                           "db_password", "GITHUB_TOKEN", "Client_Secret"}) {
+    EXPECT_TRUE(config::is_secret_name(name)) << name;
+  }
+  for (const char* name :
+       {"HF_TOKEN_PATH", "SSH_KEY_FILE", "PATH", "HF_HOME", "NEURON_CC_FLAGS", "GPG_KEY_DIR"}) {
+    EXPECT_FALSE(config::is_secret_name(name)) << name;
+  }
+}
+
 TEST(Runner, MasksTokensTheCommandPrintsInTheLogAndItsTee) {
   TempDir dir;
   const std::string token = "hf_runner_secret_9876";
@@ -72,6 +83,15 @@ TEST(Runner, MasksTokensTheCommandPrintsInTheLogAndItsTee) {
   unsetenv("NEURON_CACHE_TEST_TOKEN");
   EXPECT_EQ(inherited.exit_code, 0);
   EXPECT_EQ(read_file(dir / "inherited.log"), "hf_****5555\n");
+
+  // Any variable named like a secret, whatever it says.
+  CommandRun named =
+      shell("echo \"$AWS_SECRET_ACCESS_KEY $MY_API_KEY $db_password\"", dir / "named.log");
+  named.set_env = {{"AWS_SECRET_ACCESS_KEY", "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY"},
+                   {"MY_API_KEY", "sk-live-0123456789"},
+                   {"db_password", "correct horse battery"}};
+  EXPECT_EQ(run_command(named).exit_code, 0);
+  EXPECT_EQ(read_file(dir / "named.log"), "hf_****EKEY hf_****6789 hf_****tery\n");
 }
 
 TEST(Runner, ReportsTheExitCode) {

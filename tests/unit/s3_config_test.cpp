@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "neuron_cache/config/aws.h"
+#include "neuron_cache/config/redact.h"
 #include "neuron_cache/error.h"
 #include "test_support.h"
 
@@ -167,6 +168,19 @@ TEST(AwsAccess, FilesNamedByVariables) {
   config::AwsAccess access = config::resolve_aws_access(env, dir / "nohome");
   EXPECT_EQ(access.access_key_id, "K");
   EXPECT_EQ(access.region, "sa-east-1");
+}
+
+// Credentials read from a profile file are secrets every writer masks, as those of variables.
+TEST(AwsAccess, TheSecretsReadAreMaskedEverywhere) {
+  TempDir dir;
+  write_file(dir / "c",
+             "[p]\naws_access_key_id=K\naws_secret_access_key=profile/secret/0123456789\n"
+             "aws_session_token=profile-session-token-42\n");
+  config::Environment env(
+      {{"AWS_SHARED_CREDENTIALS_FILE", (dir / "c").string()}, {"AWS_PROFILE", "p"}});
+  config::resolve_aws_access(env, dir / "nohome");
+  EXPECT_EQ(config::redact("s=profile/secret/0123456789 t=profile-session-token-42"),
+            "s=hf_****6789 t=hf_****n-42");
 }
 
 TEST(AwsAccess, MissingCredentialsSayWhereItLooked) {

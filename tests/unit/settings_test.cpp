@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 
+#include "neuron_cache/config/redact.h"
 #include "neuron_cache/error.h"
 #include "test_support.h"
 
@@ -141,6 +142,17 @@ TEST(SettingsToken, PrecedenceEnvLegacyEnvFile) {
   EXPECT_EQ(env.token.origin, "HF_TOKEN");
   TempDir empty;
   EXPECT_EQ(resolve({{"HF_HOME", empty.path()}, {"HF_TOKEN", ""}}).token.value, "");
+}
+
+// Every credential of the environment is known to the writers once the settings are resolved; a
+// variable that says where a secret is kept is not one.
+TEST(SettingsToken, EveryCredentialOfTheEnvironmentIsMasked) {
+  resolve({{"AWS_SECRET_ACCESS_KEY", "settings/secret/0123456789abcdef"},
+           {"db_password", "settings-password-42"},
+           {"HF_TOKEN_PATH", "/settings/where/the/token/is"}});
+  EXPECT_EQ(config::redact("k=settings/secret/0123456789abcdef p=settings-password-42"),
+            "k=hf_****cdef p=hf_****d-42");
+  EXPECT_EQ(config::redact("/settings/where/the/token/is"), "/settings/where/the/token/is");
 }
 
 TEST(SettingsToken, MaskShowsAtMostTheLastFourCharacters) {

@@ -67,15 +67,14 @@ void write_all(int fd, const char* data, size_t size) {
   }
 }
 
-// The token the tool knows, and the value of every variable of the child's environment whose
-// name ends in TOKEN (HF_TOKEN, HUGGING_FACE_HUB_TOKEN, GITHUB_TOKEN, inherited or set; not
-// HF_TOKEN_PATH nor TOKENIZERS_PARALLELISM): what the child prints of them must not reach the log
-// or our stdout.
+// The secrets the tool knows, and the value of every variable of the child's environment named
+// like a secret (config::is_secret_name), inherited or set for this run: what the child prints of
+// them must not reach the log or our stdout.
 config::Redactor redactor_for(const ChildEnv& env) {
   std::vector<std::string> secrets = config::known_secrets().secrets();
   for (const auto& entry : env.entries) {
     size_t equals = entry.find('=');
-    if (equals != std::string::npos && entry.substr(0, equals).ends_with("TOKEN")) {
+    if (equals != std::string::npos && config::is_secret_name(entry.substr(0, equals))) {
       secrets.push_back(entry.substr(equals + 1));
     }
   }

@@ -6,6 +6,7 @@
 #include <optional>
 #include <sstream>
 
+#include "neuron_cache/config/redact.h"
 #include "neuron_cache/error.h"
 
 namespace neuron_cache::config {
@@ -257,6 +258,9 @@ AwsAccess resolve_aws_access(const Environment& env, const std::filesystem::path
   Files files = read_files(env, home);
   AwsAccess access;
   resolve_credentials(access, env, files);
+  // Masked by every writer from now on, even when read from a profile file.
+  add_secret(access.secret_access_key);
+  add_secret(access.session_token);
   resolve_region(access, env, files);
   resolve_endpoint(access, env, files);
   return access;

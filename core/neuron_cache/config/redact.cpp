@@ -1,6 +1,7 @@
 #include "neuron_cache/config/redact.h"
 
 #include <algorithm>
+#include <cctype>
 #include <utility>
 
 #include "neuron_cache/config/settings.h"
@@ -9,6 +10,7 @@ namespace neuron_cache::config {
 namespace {
 
 constexpr size_t kShortestSecret = 8;
+constexpr std::string_view kSecretWords[] = {"TOKEN", "SECRET", "PASSWORD", "KEY"};
 
 std::mutex& secrets_mutex() {
   static std::mutex mutex;
@@ -71,9 +73,27 @@ std::string StreamRedactor::finish() {
   return std::exchange(pending_, "");
 }
 
+bool is_secret_name(std::string_view name) {
+  std::string upper(name);
+  for (char& c : upper) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  for (std::string_view place : {"_PATH", "_FILE", "_DIR"}) {
+    if (upper.ends_with(place)) return false;
+  }
+  return std::any_of(std::begin(kSecretWords), std::end(kSecretWords),
+                     [&](std::string_view word) { return upper.find(word) != std::string::npos; });
+}
+
 void add_secret(const std::string& secret) {
+  if (secret.size() < kShortestSecret) return;
   std::lock_guard lock(secrets_mutex());
-  process_secrets().push_back(secret);
+  auto& secrets = process_secrets();
+  if (std::find(secrets.begin(), secrets.end(), secret) == secrets.end()) secrets.push_back(secret);
+}
+
+void add_secrets_named_in(const std::map<std::string, std::string>& variables) {
+  for (const auto& [name, value] : variables) {
+    if (is_secret_name(name)) add_secret(value);
+  }
 }
 
 Redactor known_secrets() {

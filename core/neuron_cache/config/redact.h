@@ -1,8 +1,11 @@
-// One place that knows every secret the tool holds (the Hub token) and replaces it by its mask in
-// everything the tool writes: logs of the commands it runs, their live output, reports, messages.
+// One place that knows every secret the tool holds and replaces it by its mask in everything the
+// tool writes: logs of the commands it runs, their live output, reports, messages. The secrets are
+// the Hub token and the value of every environment variable named like a secret (Settings::
+// resolve), and the AWS secret key and session token wherever they were read (resolve_aws_access).
 // The compile command receives HF_TOKEN on purpose, so whatever it prints must pass through here.
 #pragma once
 
+#include <map>
 #include <mutex>
 #include <string>
 #include <string_view>
@@ -36,10 +39,17 @@ class StreamRedactor {
   std::string pending_;
 };
 
-// The secrets of this process: Settings::resolve adds the token it found, so every writer can
-// redact without being handed it. Values shorter than 8 characters are not treated as secrets
-// (masking "1" everywhere would garble output and protect nothing).
+// Whether an environment variable's name says it holds a credential: TOKEN, SECRET, PASSWORD or
+// KEY in it, in any case (HF_TOKEN, AWS_SECRET_ACCESS_KEY, MY_API_KEY, db_password), unless it
+// ends in _PATH, _FILE or _DIR, which name where a secret is kept (HF_TOKEN_PATH), not the secret.
+bool is_secret_name(std::string_view name);
+
+// The secrets of this process, so every writer can redact without being handed them. Values
+// shorter than 8 characters are not treated as secrets (masking "1" everywhere would garble
+// output and protect nothing).
 void add_secret(const std::string& secret);
+// add_secret of the value of each variable of `variables` named like a secret.
+void add_secrets_named_in(const std::map<std::string, std::string>& variables);
 Redactor known_secrets();
 std::string redact(std::string_view text);
 

@@ -149,8 +149,10 @@ void resolve_hub(Settings& s, const Environment& env) {
       s.token = {"", "unset"};
     }
   }
-  // Known from now on to every writer, which masks it (config/redact.h).
+  // Known from now on to every writer, which masks it (config/redact.h), with every other
+  // credential the environment holds: a compile command may print any of them.
   if (!s.token.value.empty()) add_secret(s.token.value);
+  add_secrets_named_in(env.variables());
   if (auto endpoint = env.get("HF_ENDPOINT")) {
     std::string value = *endpoint;
     while (value.ends_with("/")) value.pop_back();

@@ -21,6 +21,7 @@ class Environment {
   // Unset and empty variables both read as nothing, as huggingface_hub treats them.
   std::optional<std::string> get(const std::string& name) const;
   void set(const std::string& name, const std::string& value) { vars_[name] = value; }
+  const std::map<std::string, std::string>& variables() const { return vars_; }
 
  private:
   std::map<std::string, std::string> vars_;
