@@ -52,6 +52,32 @@ TEST(Redactor, StreamFindsASecretSplitAcrossChunks) {
   }
 }
 
+// Another case of a secret is the secret; so is a long beginning of it, the token minus its last
+// character above all. A short beginning ("hf_se") is not secret material and stays.
+TEST(Redactor, MasksOtherCasesAndLongBeginnings) {
+  const std::string secret = "hf_secret_token_1234";
+  config::Redactor redact({secret, "hf_secret_token_5678_longer"});
+  EXPECT_EQ(redact("a HF_SECRET_TOKEN_1234 b Hf_Secret_Token_1234"), "a hf_****1234 b hf_****1234");
+  EXPECT_EQ(redact("cut " + secret.substr(0, secret.size() - 1) + "\n"), "cut hf_****1234\n");
+  EXPECT_EQ(redact("half " + secret.substr(0, 10) + "!"), "half hf_****1234!");
+  EXPECT_EQ(redact("hf_secret! hf_se"), "hf_secret! hf_se");
+  // A whole secret is itself, not the beginning of another that shares its start.
+  EXPECT_EQ(redact("hf_secret_token_5678_longer hf_secret_token_1234"), "hf_****nger hf_****1234");
+}
+
+TEST(Redactor, StreamMasksABeginningHeldBackAtTheEnd) {
+  const std::string secret = "hf_secret_token_1234";
+  for (const std::string& copy : {secret, std::string("HF_SECRET_TOKEN_1234")}) {
+    for (size_t cut = 1; cut < copy.size(); ++cut) {
+      config::StreamRedactor stream(config::Redactor({secret}));
+      std::string out = stream.feed("x=" + copy.substr(0, cut));
+      out += stream.feed(copy.substr(cut, copy.size() - 1 - cut));
+      out += stream.finish();
+      EXPECT_EQ(out, "x=hf_****1234") << copy << " cut at " << cut;
+    }
+  }
+}
+
 TEST(Redactor, NamesOfSecretVariables) {
   for (const char* name : {"HF_TOKEN", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "MY_API_KEY",
                            "db_password", "GITHUB_TOKEN", "Client_Secret"}) {

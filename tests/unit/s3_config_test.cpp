@@ -179,7 +179,7 @@ TEST(AwsAccess, TheSecretsReadAreMaskedEverywhere) {
   config::Environment env(
       {{"AWS_SHARED_CREDENTIALS_FILE", (dir / "c").string()}, {"AWS_PROFILE", "p"}});
   config::resolve_aws_access(env, dir / "nohome");
-  EXPECT_EQ(config::redact("s=profile/secret/0123456789 t=profile-session-token-42"),
+  EXPECT_EQ(config::redact("s=profile/secret/0123456789 t=PROFILE-SESSION-TOKEN-42"),
             "s=hf_****6789 t=hf_****n-42");
 }
 

@@ -150,7 +150,7 @@ TEST(SettingsToken, EveryCredentialOfTheEnvironmentIsMasked) {
   resolve({{"AWS_SECRET_ACCESS_KEY", "settings/secret/0123456789abcdef"},
            {"db_password", "settings-password-42"},
            {"HF_TOKEN_PATH", "/settings/where/the/token/is"}});
-  EXPECT_EQ(config::redact("k=settings/secret/0123456789abcdef p=settings-password-42"),
+  EXPECT_EQ(config::redact("k=settings/secret/0123456789abcdef p=SETTINGS-PASSWORD-42"),
             "k=hf_****cdef p=hf_****d-42");
   EXPECT_EQ(config::redact("/settings/where/the/token/is"), "/settings/where/the/token/is");
 }

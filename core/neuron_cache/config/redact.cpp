@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <iterator>
 #include <utility>
 
 #include "neuron_cache/config/settings.h"
@@ -22,19 +23,60 @@ std::vector<std::string>& process_secrets() {
   return secrets;
 }
 
-// The length of the longest end of `text` that is the beginning of a secret (not all of it).
-size_t secret_prefix_at_end(std::string_view text, const std::vector<std::string>& secrets) {
-  size_t longest = 0;
-  for (const auto& secret : secrets) {
-    size_t most = std::min(text.size(), secret.size() - 1);
-    for (size_t n = most; n > longest; --n) {
-      if (text.substr(text.size() - n) == std::string_view(secret).substr(0, n)) {
-        longest = n;
-        break;
-      }
-    }
+std::string folded(std::string_view text) {
+  std::string out(text);
+  for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return out;
+}
+
+// How much of a secret's beginning gives too much of it away: what is left of a half cannot be
+// guessed, what is left of the last character can.
+size_t telling_length(std::string_view secret) {
+  return std::max(kShortestSecret, (secret.size() + 1) / 2);
+}
+
+// How many characters of `text` from `at` are the beginning of `secret`.
+size_t matching(std::string_view text, size_t at, std::string_view secret) {
+  size_t n = 0;
+  while (at + n < text.size() && n < secret.size() && text[at + n] == secret[n]) ++n;
+  return n;
+}
+
+// A copy of a secret, or of a long enough beginning of one, found in a text.
+struct Copy {
+  size_t at;
+  size_t length;
+  const std::string* secret;
+};
+
+// The copies of `secret` in `lower`, found by its telling beginning (`lowered` is the secret
+// lowercase). With `more_follows`, a beginning that runs to the end of `lower` is not one yet.
+void add_copies(std::string_view lower, const std::string& lowered, const std::string& secret,
+                bool more_follows, std::vector<Copy>& copies) {
+  std::string_view start = std::string_view(lowered).substr(0, telling_length(lowered));
+  for (size_t at = lower.find(start); at != std::string::npos; at = lower.find(start, at + 1)) {
+    size_t length = matching(lower, at, lowered);
+    bool unfinished = more_follows && at + length == lower.size() && length < lowered.size();
+    if (!unfinished) copies.push_back({at, length, &secret});
   }
-  return longest;
+}
+
+// The copies to mask, by where they start: the longest first where copies overlap, so a whole
+// secret is never cut short by the beginning of another that starts alike.
+std::map<size_t, Copy> chosen(std::vector<Copy> copies) {
+  std::stable_sort(copies.begin(), copies.end(),
+                   [](const Copy& a, const Copy& b) { return a.length > b.length; });
+  std::map<size_t, Copy> spans;
+  for (const Copy& copy : copies) {
+    auto next = spans.upper_bound(copy.at);
+    bool overlaps = next != spans.end() && next->first < copy.at + copy.length;
+    if (next != spans.begin()) {
+      const Copy& before = std::prev(next)->second;
+      overlaps = overlaps || before.at + before.length > copy.at;
+    }
+    if (!overlaps) spans[copy.at] = copy;
+  }
+  return spans;
 }
 
 }  // namespace
@@ -44,33 +86,53 @@ Redactor::Redactor(std::vector<std::string> secrets) {
     bool known = std::find(secrets_.begin(), secrets_.end(), secret) != secrets_.end();
     if (secret.size() >= kShortestSecret && !known) secrets_.push_back(std::move(secret));
   }
-  // Longest first: a secret that contains another is masked whole.
+  // Longest first: the masks do not depend on the order the secrets were added in.
   std::sort(secrets_.begin(), secrets_.end(),
             [](const auto& a, const auto& b) { return a.size() > b.size(); });
+  for (const auto& secret : secrets_) folded_.push_back(folded(secret));
 }
 
-std::string Redactor::operator()(std::string_view text) const {
-  std::string out(text);
-  for (const auto& secret : secrets_) {
-    std::string mask = mask_token(secret);
-    for (size_t at = out.find(secret); at != std::string::npos;
-         at = out.find(secret, at + mask.size())) {
-      out.replace(at, secret.size(), mask);
-    }
+std::string Redactor::operator()(std::string_view text, bool more_follows) const {
+  std::string lower = folded(text);
+  std::vector<Copy> copies;
+  for (size_t i = 0; i < secrets_.size(); ++i)
+    add_copies(lower, folded_[i], secrets_[i], more_follows, copies);
+  std::string out;
+  size_t done = 0;
+  for (const auto& [at, copy] : chosen(std::move(copies))) {
+    out.append(text.substr(done, at - done));
+    out += mask_token(*copy.secret);
+    done = at + copy.length;
   }
+  out.append(text.substr(done));
   return out;
 }
 
+size_t Redactor::unfinished_at_end(std::string_view text) const {
+  size_t longest = 0;
+  for (const auto& secret : folded_) {
+    size_t most = std::min(text.size(), secret.size() - 1);
+    std::string end = folded(text.substr(text.size() - most));
+    for (size_t n = most; n > longest; --n) {
+      if (std::string_view(end).substr(most - n) == std::string_view(secret).substr(0, n)) {
+        longest = n;
+        break;
+      }
+    }
+  }
+  return longest;
+}
+
 std::string StreamRedactor::feed(std::string_view chunk) {
-  pending_ = redactor_(pending_ + std::string(chunk));
-  size_t keep = secret_prefix_at_end(pending_, redactor_.secrets());
+  pending_ = redactor_(pending_ + std::string(chunk), true);
+  size_t keep = redactor_.unfinished_at_end(pending_);
   std::string ready = pending_.substr(0, pending_.size() - keep);
   pending_.erase(0, pending_.size() - keep);
   return ready;
 }
 
 std::string StreamRedactor::finish() {
-  return std::exchange(pending_, "");
+  return redactor_(std::exchange(pending_, ""));
 }
 
 bool is_secret_name(std::string_view name) {

@@ -13,19 +13,27 @@
 
 namespace neuron_cache::config {
 
-// Replaces each known secret by mask_token(secret).
+// Replaces each known secret by mask_token(secret). A copy in another case is the secret too, and
+// so is a beginning of one long enough to be secret material by itself (the token minus its last
+// character): half of the secret, and no less than the shortest secret.
 class Redactor {
  public:
   explicit Redactor(std::vector<std::string> secrets = {});
-  std::string operator()(std::string_view text) const;
+  // `text` masked. With `more_follows` (a stream read in chunks), a beginning of a secret that
+  // runs to the end of `text` is left as it is, for the next chunk to complete.
+  std::string operator()(std::string_view text, bool more_follows = false) const;
+  // The length of the longest end of `text` that could begin a secret (not all of it).
+  size_t unfinished_at_end(std::string_view text) const;
   const std::vector<std::string>& secrets() const { return secrets_; }
 
  private:
-  std::vector<std::string> secrets_;
+  std::vector<std::string> secrets_;  // longest first
+  std::vector<std::string> folded_;   // the same, lowercase
 };
 
 // Redacts a stream read in chunks: a secret split across two chunks is still found, because the
-// end of a chunk that could begin a secret is held back until the next one (or finish()).
+// end of a chunk that could begin a secret is held back until the next one (or finish(), where a
+// long enough beginning of a secret is masked as one).
 class StreamRedactor {
  public:
   explicit StreamRedactor(Redactor redactor) : redactor_(std::move(redactor)) {}
