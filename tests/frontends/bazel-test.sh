@@ -8,8 +8,9 @@
 # same bytes; a second build asks the Hub nothing; editing the manifest plans again without
 # downloading; a missing configuration, or one whose download fails its sha256, gives an empty
 # filegroup and a warning (a failed fetch with strict = True); offline serves the local cache; a
-# tool that is not neuron-cache, or writes another report format, fails with a message; the token
-# appears nowhere in Bazel's output, output bases, repository caches or the tool's command lines.
+# tool that is not neuron-cache, or writes another report format, fails with a message; so does an
+# HF_ENDPOINT with credentials, which no marker file holds; the token appears nowhere in Bazel's
+# output, output bases, repository caches or the tool's command lines.
 #   bazel-test.sh BUILD_DIR        (KEEP_WORK=1 keeps the temporary folder)
 set -euo pipefail
 
@@ -326,6 +327,18 @@ stop_s3
 if grep -rlF "$AWS_SECRET_ACCESS_KEY" "$outputs" "$work/tool-calls.log" \
   "$(dirname "$generated")/s3_models" 2>/dev/null; then
   fail "the S3 secret leaked into the files above"
+fi
+
+step "HF_ENDPOINT with credentials: refused with a message, in no marker file"
+# Bazel writes the values of the variables a rule watches in clear into its marker file; a new
+# HF_ENDPOINT fetches the repository again.
+if bazel_in_ws build @neuron_models//:llama3-8b-chat \
+  --repo_env=HF_ENDPOINT="${HF_ENDPOINT/:\/\//://alice:endpoint-s3cr3t@}"; then
+  show_last; fail "an HF_ENDPOINT with credentials was used"
+fi
+grep -q 'HF_ENDPOINT holds credentials' "$last" || { show_last; fail "HF_ENDPOINT with credentials: no clear message"; }
+if grep -lF "endpoint-s3cr3t" "$(dirname "$generated")"/*.marker "$last"; then
+  fail "the password of HF_ENDPOINT was written in the files above"
 fi
 
 step "the token is nowhere in Bazel's output, output bases, repository cache or command lines"

@@ -229,5 +229,16 @@ TEST_F(CliTest, ConfigShowGivesOriginsAndMasksTheToken) {
   EXPECT_EQ(pyjson::parse(json.output)["token"]["value"], "hf_****1234");
 }
 
+// A password in HF_ENDPOINT is never shown: the endpoint is refused, and says how to fix it.
+TEST_F(CliTest, ConfigShowRefusesAnEndpointWithCredentials) {
+  for (const char* command : {"config show", "config show --json"}) {
+    ToolRun run =
+        tool(std::string(command) + " 2>&1", "HF_ENDPOINT=http://alice:s3cr3t-word@hub.local");
+    EXPECT_EQ(run.code, 2) << run.output;
+    EXPECT_TRUE(contains(run.output, "HF_ENDPOINT holds credentials")) << run.output;
+    EXPECT_FALSE(contains(run.output, "s3cr3t")) << run.output;
+  }
+}
+
 }  // namespace
 }  // namespace neuron_cache

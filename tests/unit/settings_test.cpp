@@ -173,6 +173,25 @@ TEST(SettingsHub, EndpointStripsTrailingSlashAndOfflineIsTruthy) {
   }
 }
 
+// Credentials in HF_ENDPOINT would be printed by `config show` and written by Bazel in its marker
+// file: refused, as for the S3 endpoint, without quoting them.
+TEST(SettingsHub, EndpointWithCredentialsIsRefused) {
+  for (const char* endpoint : {"http://alice:s3cr3t-word@hub.local", "https://alice@hub.local/x",
+                               "http://alice:s3cr3t-word@hub.local:8080/"}) {
+    try {
+      resolve({{"HF_ENDPOINT", endpoint}});
+      ADD_FAILURE() << endpoint << " accepted";
+    } catch (const Error& e) {
+      std::string what = e.what();
+      EXPECT_EQ(e.kind(), ErrorKind::Input);
+      EXPECT_NE(what.find("HF_ENDPOINT holds credentials"), std::string::npos) << what;
+      EXPECT_EQ(what.find("alice"), std::string::npos) << what;
+    }
+  }
+  EXPECT_EQ(resolve({{"HF_ENDPOINT", "https://hub.local/a@b"}}).endpoint.value,
+            "https://hub.local/a@b");
+}
+
 TEST(SettingsCompiler, UnknownWithoutNeuronxCcAndExplainsHowToGiveIt) {
   config::Settings s = resolve({});
   s.detect_compiler(config::Environment(std::map<std::string, std::string>{}));

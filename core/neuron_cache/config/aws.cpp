@@ -8,6 +8,7 @@
 
 #include "neuron_cache/config/redact.h"
 #include "neuron_cache/error.h"
+#include "neuron_cache/format/url.h"
 
 namespace neuron_cache::config {
 namespace {
@@ -123,14 +124,14 @@ void check_region(const std::string& region, const std::string& origin) {
 
 std::string checked_endpoint(std::string endpoint, const std::string& origin) {
   while (!endpoint.empty() && endpoint.back() == '/') endpoint.pop_back();
+  url::refuse_userinfo(endpoint, "the S3 endpoint from " + origin);
   bool scheme = endpoint.rfind("http://", 0) == 0 || endpoint.rfind("https://", 0) == 0;
   size_t host = endpoint.find("://") + 3;
   bool ok = scheme && endpoint.size() > host && endpoint.size() <= kMaxEndpointLength &&
-            endpoint.find_first_of("/?#@ \t\r\n", host) == std::string::npos;
+            endpoint.find_first_of("/?# \t\r\n", host) == std::string::npos;
   if (!ok) {
     throw input_error("the S3 endpoint from " + origin +
-                      " is not a URL of the form http(s)://host[:port] (no path, no user): fix "
-                      "it");
+                      " is not a URL of the form http(s)://host[:port] (no path): fix it");
   }
   return endpoint;
 }

@@ -13,6 +13,7 @@
 #include "neuron_cache/format/hub_names.h"
 #include "neuron_cache/format/layout.h"
 #include "neuron_cache/format/store_name.h"
+#include "neuron_cache/format/url.h"
 #include "neuron_cache/process/process.h"
 #include "neuron_cache/sys/safe_dir.h"
 
@@ -156,6 +157,7 @@ void resolve_hub(Settings& s, const Environment& env) {
   if (auto endpoint = env.get("HF_ENDPOINT")) {
     std::string value = *endpoint;
     while (value.ends_with("/")) value.pop_back();
+    url::refuse_userinfo(value, "HF_ENDPOINT");
     s.endpoint = {value, "HF_ENDPOINT"};
   } else {
     s.endpoint = {kDefaultEndpoint, "default"};

@@ -2,6 +2,8 @@
 
 #include <cctype>
 
+#include "neuron_cache/error.h"
+
 namespace neuron_cache::url {
 namespace {
 
@@ -48,6 +50,18 @@ std::string url_encode(std::string_view text, bool keep_slash) {
     }
   }
   return out;
+}
+
+void refuse_userinfo(std::string_view url, const std::string& origin) {
+  size_t scheme_end = url.find("://");
+  size_t host = scheme_end == std::string_view::npos ? 0 : scheme_end + 3;
+  std::string_view authority = url.substr(host, url.find_first_of("/?#", host) - host);
+  if (authority.find('@') == std::string_view::npos) return;
+  throw input_error(origin +
+                    " holds credentials before its host (scheme://user:...@host), which "
+                    "neuron-cache never sends nor prints: give the URL without them, and the "
+                    "credentials in their own variables (HF_TOKEN for the Hub, AWS_ACCESS_KEY_ID "
+                    "and AWS_SECRET_ACCESS_KEY for S3)");
 }
 
 std::string file_url(const std::filesystem::path& path) {

@@ -14,6 +14,11 @@ std::string origin_of(std::string_view url);
 std::string resolve_location(std::string_view base, std::string_view location);
 // Percent-encodes everything but unreserved characters (and '/' when keep_slash).
 std::string url_encode(std::string_view text, bool keep_slash);
+// Throws an input Error when `url`, given by `origin` (a variable), names a user or password before
+// its host (scheme://user:password@host): they would go wherever the URL goes and be printed
+// wherever it is named (messages, reports, `config show`, Bazel's marker files). Every endpoint
+// of a store passes here; the message never quotes the URL.
+void refuse_userinfo(std::string_view url, const std::string& origin);
 // The file:// URL of `path` made absolute and normal, percent-encoded (what Bazel's downloader
 // and curl read).
 std::string file_url(const std::filesystem::path& path);
