@@ -4,6 +4,7 @@
 #include <string>
 
 #include "neuron_cache/format/digest.h"
+#include "neuron_cache/format/printable.h"
 #include "neuron_cache/hub/client.h"
 #include "neuron_cache/net/ranged_download.h"
 
@@ -104,16 +105,16 @@ class HubSource : public net::RangedSource {
       if (etag && !linked_etag) hub_blob_id_ = normalise_etag(*etag);
       if (linked_size && *linked_size != std::to_string(expected.size)) {
         return entry_and_hub_disagree(path, std::to_string(expected.size) + " bytes",
-                                      *linked_size + " bytes (X-Linked-Size)");
+                                      printable(*linked_size) + " bytes (X-Linked-Size)");
       }
       return check_served_size(response.status, response.headers);
     }
     if (etag && normalise_etag(*etag) != expected_hash(expected)) {
-      return path + " changed on the Hub since it was listed (etag " + normalise_etag(*etag) +
-             "): run the command again";
+      return path + " changed on the Hub since it was listed (etag " +
+             printable(normalise_etag(*etag)) + "): run the command again";
     }
     if (linked_size && *linked_size != std::to_string(expected.size)) {
-      return path + " changed on the Hub since it was listed (size " + *linked_size +
+      return path + " changed on the Hub since it was listed (size " + printable(*linked_size) +
              "): run the command again";
     }
     return std::nullopt;
@@ -154,7 +155,8 @@ class HubSource : public net::RangedSource {
     }
     return index_entry_wrong(request_.path_in_repo, "it says sha256 " + expected.content_sha256 +
                                                         ", the Hub's file (git blob " +
-                                                        hub_blob_id_ + ") has sha256 " + actual);
+                                                        printable(hub_blob_id_) + ") has sha256 " +
+                                                        actual);
   }
 
   std::string corrupt(const std::string& actual) override {
