@@ -78,20 +78,6 @@ bool is_staging_folder_of(std::string_view name, std::string_view stem) {
   return rest.size() - dot - 1 == 12;
 }
 
-// The folder holding '/'-path `relative` below `dir` (no symlink followed), or nothing. Only
-// for a path with a folder part.
-std::optional<sys::SafeDir> parent_folder(const sys::SafeDir& dir, std::string_view relative) {
-  std::string_view folders = relative.substr(0, relative.rfind('/'));
-  size_t slash = folders.find('/');
-  std::optional<sys::SafeDir> at = dir.open_subdir(folders.substr(0, slash));
-  while (at && slash != std::string_view::npos) {
-    size_t next = folders.find('/', slash + 1);
-    at = at->open_subdir(folders.substr(slash + 1, next == folders.npos ? next : next - slash - 1));
-    slash = next;
-  }
-  return at;
-}
-
 // The staged file `file.name` below `dir`, open for reading, when it is a regular file with the
 // expected size and sha256: a killed writer's file may be cut short or hold any bytes.
 std::optional<sys::UniqueFd> open_if_whole(const sys::SafeDir& dir,
@@ -99,7 +85,7 @@ std::optional<sys::UniqueFd> open_if_whole(const sys::SafeDir& dir,
   try {
     std::optional<sys::SafeDir> sub;
     if (file.name.find('/') != std::string::npos) {
-      sub = parent_folder(dir, file.name);
+      sub = dir.open_path(file.name.substr(0, file.name.rfind('/')));
       if (!sub) return std::nullopt;
     }
     const sys::SafeDir& parent = sub ? *sub : dir;

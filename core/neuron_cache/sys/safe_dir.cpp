@@ -154,6 +154,16 @@ SafeDir SafeDir::make_path(std::string_view relative) const {
   return std::move(*current);
 }
 
+std::optional<SafeDir> SafeDir::open_path(std::string_view relative) const {
+  std::optional<SafeDir> at = SafeDir(UniqueFd(fcntl(fd_.get(), F_DUPFD_CLOEXEC, 0)), path_);
+  for (size_t start = 0; at && start < relative.size();) {
+    size_t end = std::min(relative.find('/', start), relative.size());
+    at = at->open_subdir(relative.substr(start, end - start));
+    start = end + 1;
+  }
+  return at;
+}
+
 LockedDir SafeDir::make_locked_subdir(const std::function<std::string()>& next_name) const {
   std::string temp = std::string(kMakingPrefix) + random_hex(12);
   while (mkdirat(fd_.get(), temp.c_str(), kDirMode) != 0) {
@@ -283,13 +293,7 @@ std::optional<SafeDir> RootedFile::parent(bool make) const {
   }
   std::error_code error;
   if (!std::filesystem::is_directory(root_, error)) return std::nullopt;
-  std::optional<SafeDir> at = SafeDir::open(root_);
-  for (size_t start = 0; at && start < folders.size();) {
-    size_t end = std::min(folders.find('/', start), folders.size());
-    at = at->open_subdir(folders.substr(start, end - start));
-    start = end + 1;
-  }
-  return at;
+  return SafeDir::open(root_).open_path(folders);
 }
 
 std::optional<std::string> RootedFile::read(size_t max_bytes) const {

@@ -42,6 +42,9 @@ class SafeDir {
   SafeDir make_subdir(std::string_view name) const;
   // make_subdir for each '/'-separated component of `relative`.
   SafeDir make_path(std::string_view relative) const;
+  // open_subdir for each '/'-separated component of `relative`: nothing when one is missing, a
+  // symlink or not a directory. An empty `relative` is this directory.
+  std::optional<SafeDir> open_path(std::string_view relative) const;
   // A new scratch folder named by `next_name()` (called again while the name is taken), already
   // locked when it appears under that name: see LockedDir.
   LockedDir make_locked_subdir(const std::function<std::string()>& next_name) const;
