@@ -107,7 +107,8 @@ start_s3 demo-neuron-cache
 two_machines s3 s3://demo-neuron-cache/compile-cache
 step lookup meta-llama/Llama-3.1-8B-Instruct --repo s3://demo-neuron-cache/compile-cache
 stop_s3
-mkdir -p "$work/shared-folder/neuron-compile-cache"  # a mounted share: the store never creates its root
+mkdir -p "$work/shared-folder"  # a mounted share: a store never fills a folder it was not made
+step create -n "file://$work/shared-folder/neuron-compile-cache"
 two_machines folder "file://$work/shared-folder/neuron-compile-cache"
 printf '\n$ ls %s\n' "$work/shared-folder/neuron-compile-cache/$cc"
 ls "$work/shared-folder/neuron-compile-cache/$cc" | head -8

@@ -293,6 +293,7 @@ cleanup_all() { stop_s3; cleanup; }
 trap cleanup_all EXIT
 start_s3 bazel-cache || { status=$?; [[ $status == 77 ]] && exit 77; fail "s3rver did not start"; }
 mkdir -p "$work/shared-folder"
+"$NEURON_CACHE_TOOL" create -n "file://$work/shared-folder" >/dev/null || fail "create file://"
 for store in "file://$work/shared-folder" s3://bazel-cache/neuron; do
   kind=${store%%:*}
   step "cache_repo = $store: the files arrive byte for byte"

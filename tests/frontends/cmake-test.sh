@@ -207,6 +207,7 @@ source "$root/tests/tools/s3-env.sh" "$work/s3"
 cleanup() { stop_s3; stop_hub; [[ -n "${KEEP_WORK:-}" ]] || rm -rf "$work"; }
 start_s3 cmake-cache || { status=$?; [[ $status == 77 ]] && exit 77; fail "s3rver did not start"; }
 mkdir -p "$work/shared-folder"
+"$NEURON_CACHE_TOOL" create -n "file://$work/shared-folder" >/dev/null || fail "create file://"
 for store in s3://cmake-cache/neuron "file://$work/shared-folder"; do
   step "configure examples/cmake against $store"
   seed_hub "$root/examples/neuron-cache.yaml" --config llama3-8b-chat --config qwen2.5-7b-trn2 \

@@ -19,6 +19,7 @@
 #include <thread>
 
 #include "neuron_cache/format/digest.h"
+#include "neuron_cache/sys/mounts.h"
 #include "neuron_cache/sys/safe_dir.h"
 #include "test_support.h"
 
@@ -56,6 +57,7 @@ class FolderStoreTest : public ::testing::Test {
  protected:
   void SetUp() override {
     fs::create_directories(root());
+    create_folder_store(root());  // what `neuron-cache create -n file:///...` does
     fs::create_directories(work());
   }
   fs::path root() const { return temp_ / "store"; }
@@ -157,6 +159,62 @@ TEST_F(FolderStoreTest, AMissingRootIsUnreachableAndNeverCreated) {
   EXPECT_THROW(FolderStore("relative/path"), Error);
   EXPECT_EQ(folder_root_from_url("file:///mnt/fsx/neuron%20cache"), "/mnt/fsx/neuron cache");
   EXPECT_THROW(folder_root_from_url("file://server/share"), Error);
+}
+
+// An unmounted share is an empty folder on the local disk: it is never taken for the store. Proof
+// is the marker `create` writes, the mount itself, or a store tree already there.
+TEST_F(FolderStoreTest, AnEmptyFolderThatWasNeverMadeAStoreIsNeverWritten) {
+  fs::path mount_point = temp_ / "mnt-share";
+  fs::create_directories(mount_point);
+  FolderStore store(mount_point);
+  EXPECT_EQ(store.unreachable(), "");
+  std::string why = store.why_not_writable();
+  EXPECT_NE(why.find("not known to be a neuron-cache store"), std::string::npos) << why;
+  EXPECT_NE(why.find("neuron-cache create -n file://" + mount_point.string()), std::string::npos);
+  try {
+    store.commit({add(std::string(kModule) + "/model.neff", local("n", "NEFF")),
+                  add(kShard, local("s", "{}"))},
+                 "m", std::nullopt);
+    ADD_FAILURE() << "an unproven folder was written";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::Operational);
+    EXPECT_EQ(std::string(e.what()), why);
+  }
+  EXPECT_TRUE(fs::is_empty(mount_point));
+
+  EXPECT_TRUE(create_folder_store(mount_point));
+  EXPECT_FALSE(create_folder_store(mount_point));  // a second create changes nothing
+  EXPECT_EQ(store.why_not_writable(), "");
+  store.commit({add(kShard, local("s", "{}"))}, "m", std::nullopt);
+  EXPECT_EQ(read_file(mount_point / kShard), "{}");
+  for (const RemoteEntry& entry : store.list("", true, "")) {
+    EXPECT_NE(entry.path, kFolderStoreMarker) << "a dot-file: never listed nor synchronized";
+  }
+}
+
+TEST_F(FolderStoreTest, AFolderHoldingAStoreTreeIsTheStoreAndGetsTheMarker) {
+  fs::path older = temp_ / "older-store";
+  fs::create_directories(older / "neuronxcc-2.21" / "MODULE_1+2");
+  FolderStore store(older);
+  EXPECT_EQ(store.why_not_writable(), "");
+  store.commit({add(kShard, local("s", "{}"))}, "m", std::nullopt);
+  EXPECT_TRUE(fs::is_regular_file(older / kFolderStoreMarker));
+  fs::path decoy = temp_ / "decoy";  // a symlinked or file "compiler folder" proves nothing
+  fs::create_directories(decoy);
+  write_file(decoy / "neuronxcc-2.21", "a file");
+  fs::create_directory_symlink(older / "neuronxcc-2.21", decoy / "neuronxcc-2.22");
+  EXPECT_NE(FolderStore(decoy).why_not_writable(), "");
+}
+
+TEST_F(FolderStoreTest, CreateMakesTheLastFolderOnlyAndAMountPointIsTheStore) {
+  EXPECT_TRUE(create_folder_store(temp_ / "new-store"));
+  EXPECT_TRUE(fs::is_regular_file(temp_ / "new-store" / kFolderStoreMarker));
+  EXPECT_THROW(create_folder_store(temp_ / "no-parent" / "store"), Error);
+  EXPECT_FALSE(fs::exists(temp_ / "no-parent"));
+  EXPECT_TRUE(sys::is_mount_point("/proc"));
+  EXPECT_TRUE(sys::is_mount_point("/"));
+  EXPECT_FALSE(sys::is_mount_point(temp_.path()));
+  EXPECT_FALSE(sys::is_mount_point(temp_ / "missing"));
 }
 
 TEST_F(FolderStoreTest, ASymlinkInTheStoreIsNeverFollowed) {
@@ -471,6 +529,7 @@ TEST(FolderStoreSettings, TheTimeoutBoundsTheIndexLockWait) {
   char byte;
   ASSERT_EQ(read(ready[0], &byte, 1), 1);
   testing::write_file(temp.path() / "shard.json", "[]");
+  create_folder_store(temp.path());
   FolderStore store(temp.path(), FolderOptions{false, std::chrono::milliseconds(300)});
   // Only a file the store read is an index file, replaced under the lock.
   EXPECT_FALSE(store.read_small(kShard, "", 1 << 20));

@@ -12,6 +12,7 @@
 #include <sstream>
 
 #include "hub_fixture.h"
+#include "neuron_cache/storage/folder_store.h"
 #include "s3_server.h"
 #include "test_support.h"
 
@@ -339,6 +340,7 @@ TEST_F(GithubActionTest, SecondRunIsACacheHit) {
 // changes; the first compiles and pushes, the second fetches all five and compiles nothing.
 TEST_F(GithubActionTest, FolderStoreServesASecondMachine) {
   fs::create_directories(work / "shared");
+  storage::create_folder_store(work / "shared");  // `neuron-cache create -n file://...`, once
   store_round_trip("file://" + (work / "shared").string(), {});
 }
 

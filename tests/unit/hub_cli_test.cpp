@@ -119,6 +119,34 @@ TEST_F(HubCliTest, CreateSavesTheRepoWhereOptimumNeuronReadsIt) {
   EXPECT_TRUE(contains(org.output, "acme/shared [public]"));
 }
 
+// A shared folder is a store once `create` marked it (or it is a mount point, or holds a store
+// tree): an empty folder could be the mount point of an unmounted share.
+TEST_F(HubCliTest, CreateMakesASharedFolderAStoreAndOnlyThenIsItFilled) {
+  make_entry(cache.path(), "MODULE_11+d7cde3b5", Kind::Success);
+  TempDir mnt;
+  std::string store = "file://" + (mnt / "share").string();
+  std::filesystem::create_directories(mnt / "share");
+  std::string sync = "synchronize --cache-dir '" + cache.path().string() + "'";
+  ToolRun refused = tool(sync, testing::kHubWriteToken, "CUSTOM_CACHE_REPO=" + store);
+  EXPECT_EQ(refused.code, 1) << refused.output;
+  EXPECT_TRUE(contains(refused.output, "is not known to be a neuron-cache store"))
+      << refused.output;
+  EXPECT_TRUE(contains(refused.output, "neuron-cache create -n " + store)) << refused.output;
+  EXPECT_TRUE(std::filesystem::is_empty(mnt / "share"));
+
+  ToolRun created = tool("create -n " + store);
+  ASSERT_EQ(created.code, 0) << created.output;
+  EXPECT_TRUE(contains(created.output, "created in the shared folder " + (mnt / "share").string()));
+  EXPECT_FALSE(std::filesystem::exists(home / "optimum_neuron_custom_cache"));
+  EXPECT_TRUE(contains(tool("create -n " + store).output, "already in the shared folder"));
+  ToolRun synced = tool(sync, testing::kHubWriteToken, "CUSTOM_CACHE_REPO=" + store);
+  ASSERT_EQ(synced.code, 0) << synced.output;
+  EXPECT_TRUE(std::filesystem::is_regular_file(mnt / "share" / testing::kCompilerDir /
+                                               "MODULE_11+d7cde3b5" / "model.neff"));
+  EXPECT_EQ(tool("create -n " + (mnt / "nowhere" / "deep").string().insert(0, "file://")).code, 1);
+  EXPECT_EQ(tool("create -n s3://bucket/prefix").code, 2);
+}
+
 TEST_F(HubCliTest, SetChecksTheRepoAndWarnsWhenReplacing) {
   ToolRun missing = tool("set acme/does-not-exist");
   EXPECT_EQ(missing.code, 1);

@@ -7,6 +7,7 @@
 #include "neuron_cache/cli/context.h"
 #include "neuron_cache/cli/output.h"
 #include "neuron_cache/format/printable.h"
+#include "neuron_cache/storage/folder_store.h"
 
 namespace neuron_cache::cli {
 namespace {
@@ -56,7 +57,26 @@ void whoami(Context& context, bool json) {
     std::cout << "token: " << printable(who.token_name) << " (" << printable(who.role) << ")\n";
 }
 
+// A shared folder is made a store by the marker file; it is not saved as the default, because
+// optimum-neuron reads that file as a Hub repo name.
+void create_folder(const std::string& name) {
+  std::filesystem::path root = storage::folder_root_from_url(name);
+  bool made = storage::create_folder_store(root);
+  std::cout << "Neuron cache " << (made ? "created in" : "already in") << " the shared folder "
+            << root.string() << " (" << storage::kFolderStoreMarker << " marks it).\n"
+            << "Give it as --repo " << name
+            << ", cache_repo in a manifest or CUSTOM_CACHE_REPO (not saved as the default, "
+               "which optimum-neuron reads as a Hub repo).\n";
+}
+
 void create(Context& context, const std::string& name, bool is_public) {
+  if (name.starts_with("file://")) return create_folder(name);
+  if (name.starts_with("s3://")) {
+    throw input_error(
+        "create makes Hub repos and shared folders: create the bucket with your "
+        "cloud's tools (aws s3 mb " +
+        name + "); any bucket neuron-cache can write is a store");
+  }
   std::string owner, short_name = name;
   if (size_t slash = name.find('/'); slash != std::string::npos) {
     owner = name.substr(0, slash);
@@ -88,8 +108,11 @@ void register_repo_commands(CLI::App& app, Context& context) {
   auto name = std::make_shared<std::string>("optimum-neuron-cache");
   auto is_public = std::make_shared<bool>(false);
   CLI::App* create_cmd = app.add_subcommand(
-      "create", "Create a Hub cache repo (private unless --public) and make it the default");
-  create_cmd->add_option("-n,--name", *name, "Repo name, or ORG/NAME")->capture_default_str();
+      "create",
+      "Create a Hub cache repo (private unless --public) and make it the default, or make a "
+      "shared folder (-n file:///path) a store");
+  create_cmd->add_option("-n,--name", *name, "Repo name, ORG/NAME, or file:///path")
+      ->capture_default_str();
   create_cmd->add_flag("--public", *is_public, "Make the repo public");
   create_cmd->callback([&context, name, is_public] { create(context, *name, *is_public); });
 

@@ -12,10 +12,12 @@
 #include <cstring>
 #include <thread>
 
+#include "neuron_cache/format/artifact_index.h"
 #include "neuron_cache/format/digest.h"
 #include "neuron_cache/format/layout.h"
 #include "neuron_cache/format/url.h"
 #include "neuron_cache/net/http.h"
+#include "neuron_cache/sys/mounts.h"
 #include "neuron_cache/sys/random.h"
 #include "neuron_cache/sys/safe_dir.h"
 
@@ -39,16 +41,18 @@ std::string join(const std::string& prefix, const std::string& name) {
   return prefix.empty() ? name : prefix + "/" + name;
 }
 
-// The folder named by `parts` below `root`, or nothing when a part is missing, a symlink or a file.
-std::optional<sys::SafeDir> walk(const sys::SafeDir& root, const std::vector<std::string>& parts,
-                                 size_t count) {
-  std::optional<sys::SafeDir> current;
-  for (size_t i = 0; i < count; ++i) {
-    current = (current ? *current : root).open_subdir(parts[i]);
-    if (!current) return std::nullopt;
-  }
-  if (!current) current = sys::SafeDir::open(root.path());
-  return current;
+// The '/'-path of the first `count` of `parts`.
+std::string folders_of(const std::vector<std::string>& parts, size_t count) {
+  std::string folders;
+  for (size_t i = 0; i < count; ++i) folders = join(folders, parts[i]);
+  return folders;
+}
+
+// The folder named by the first `count` of `parts` below `root`, or nothing when one is missing,
+// a symlink or a file.
+std::optional<sys::SafeDir> open_parts(const sys::SafeDir& root,
+                                       const std::vector<std::string>& parts, size_t count) {
+  return root.open_path(folders_of(parts, count));
 }
 
 std::string errno_text() {
@@ -164,6 +168,32 @@ void list_into(const sys::SafeDir& dir, const std::string& prefix, bool recursiv
   }
 }
 
+// True when the root already holds what only a store holds: a compiler folder, the registry or the
+// artifact index (a store written before kFolderStoreMarker existed).
+bool holds_store_tree(const sys::SafeDir& root) {
+  for (const sys::DirEntry& item : root.list()) {
+    if (item.type != sys::NodeType::Directory) continue;
+    if (layout::compiler_version_of(item.name) || item.name == layout::kRegistryDir ||
+        item.name == artifact_index::kRemoteDir) {
+      return true;
+    }
+  }
+  return false;
+}
+
+bool holds_marker(const sys::SafeDir& root) {
+  std::optional<sys::DirEntry> marker = root.entry(kFolderStoreMarker);
+  return marker && marker->type == sys::NodeType::File;
+}
+
+void write_marker(const sys::SafeDir& root) {
+  root.publish_file(kFolderStoreMarker,
+                    "A neuron-cache store: neuron-cache writes to this folder because this file "
+                    "is here (see `neuron-cache create`).\n",
+                    true);
+  root.sync();
+}
+
 sys::SafeDir open_root(const fs::path& root) {
   try {
     return sys::SafeDir::open(root);
@@ -232,7 +262,7 @@ bool write_file(const sys::SafeDir& dir, const std::string& name, const fs::path
 }
 
 bool delete_file(const sys::SafeDir& root, const std::vector<std::string>& parts) {
-  auto dir = walk(root, parts, parts.size() - 1);
+  auto dir = open_parts(root, parts, parts.size() - 1);
   if (!dir || !dir->entry(parts.back())) return false;
   dir->remove_file(parts.back());  // unlinkat: a symlink is removed itself, never followed
   dir->sync();
@@ -241,9 +271,7 @@ bool delete_file(const sys::SafeDir& root, const std::vector<std::string>& parts
 
 sys::SafeDir parent_for_write(const sys::SafeDir& root, const std::vector<std::string>& parts) {
   if (parts.size() == 1) return sys::SafeDir::open(root.path());
-  std::string parent;
-  for (size_t i = 0; i + 1 < parts.size(); ++i) parent = join(parent, parts[i]);
-  return root.make_path(parent);  // refuses a symlink or a file on the way
+  return root.make_path(folders_of(parts, parts.size() - 1));  // refuses a symlink or a file
 }
 
 // The index lock: one process-wide mutex (POSIX record locks are per process, and closing any
@@ -342,7 +370,7 @@ std::vector<RemoteEntry> FolderStore::list(const std::string& path, bool recursi
                                            const std::string& /*revision*/) {
   std::vector<std::string> parts = plain_parts(path);
   sys::SafeDir root = open_root(root_);
-  std::optional<sys::SafeDir> dir = walk(root, parts, parts.size());
+  std::optional<sys::SafeDir> dir = open_parts(root, parts, parts.size());
   std::vector<RemoteEntry> out;
   if (dir) list_into(*dir, path, recursive, static_cast<int>(parts.size()), out);
   return out;
@@ -355,7 +383,7 @@ std::vector<RemoteEntry> FolderStore::stat(const std::vector<std::string>& paths
   for (const std::string& path : paths) {
     std::vector<std::string> parts = plain_parts(path);
     if (parts.empty()) continue;
-    std::optional<sys::SafeDir> dir = walk(root, parts, parts.size() - 1);
+    std::optional<sys::SafeDir> dir = open_parts(root, parts, parts.size() - 1);
     if (!dir) continue;
     std::optional<sys::DirEntry> item = dir->entry(parts.back());
     if (!item) continue;
@@ -372,7 +400,7 @@ std::optional<std::string> FolderStore::read_small(const std::string& path,
   if (parts.empty()) throw input_error("read_small needs a file path, not the store's root");
   sys::SafeDir root = open_root(root_);
   std::optional<std::string> content;
-  if (auto dir = walk(root, parts, parts.size() - 1)) {
+  if (auto dir = open_parts(root, parts, parts.size() - 1)) {
     auto item = dir->entry(parts.back());
     if (item && item->type == sys::NodeType::File) {
       content = dir->read_small_file(parts.back(), static_cast<size_t>(max_bytes));
@@ -390,7 +418,7 @@ DownloadResult FolderStore::download_one(DownloadRequest& request) {
     std::vector<std::string> parts = plain_parts(request.path);
     if (parts.empty()) throw input_error("a download needs a file path");
     sys::SafeDir root = open_root(root_);
-    auto dir = walk(root, parts, parts.size() - 1);
+    auto dir = open_parts(root, parts, parts.size() - 1);
     auto item = dir ? dir->entry(parts.back()) : std::nullopt;
     if (!item || item->type != sys::NodeType::File) {
       result.error = request.path + " is not in " + location();
@@ -456,7 +484,7 @@ bool FolderStore::content_matches(const RemoteEntry& entry, std::string_view con
 std::optional<std::string> FolderStore::current_sha256(const std::string& path) const {
   std::vector<std::string> parts = plain_parts(path);
   sys::SafeDir root = open_root(root_);
-  auto dir = walk(root, parts, parts.size() - 1);
+  auto dir = open_parts(root, parts, parts.size() - 1);
   if (!dir) return std::nullopt;
   auto item = dir->entry(parts.back());
   if (!item || item->type != sys::NodeType::File) return std::nullopt;
@@ -493,6 +521,8 @@ CommitResult FolderStore::commit(const std::vector<CommitOperation>& operations,
   }
   CommitResult result;
   sys::SafeDir root = open_root(root_);
+  if (std::string why = why_not_the_store(root); !why.empty()) throw operational_error(why);
+  if (!holds_marker(root)) write_marker(root);  // proven by its mount or tree: now by the file
   auto apply = [&](const Planned& planned) {
     if (planned.op->kind == CommitOperation::Kind::Delete) {
       if (delete_file(root, planned.parts)) ++result.deleted;
@@ -549,7 +579,18 @@ std::string FolderStore::why_not_writable() {
     return "the shared folder " + root_.string() + " is not writable by this user (" +
            errno_text() + ")";
   }
-  return {};
+  return why_not_the_store(open_root(root_));
+}
+
+std::string FolderStore::why_not_the_store(const sys::SafeDir& root) const {
+  if (holds_marker(root) || sys::is_mount_point(root_) || holds_store_tree(root)) return {};
+  return "the shared folder " + root_.string() +
+         " is not known to be a neuron-cache store: it holds no store tree and no " +
+         std::string(kFolderStoreMarker) +
+         " file and is not a mount point, so it may be the mount point of a share that is not "
+         "mounted (its files would land on this machine's disk). Mount the share, or make this "
+         "folder a store once with `neuron-cache create -n " +
+         location() + "`";
 }
 
 Store::Url FolderStore::download_url(const std::string& /*revision*/,
@@ -558,6 +599,17 @@ Store::Url FolderStore::download_url(const std::string& /*revision*/,
   fs::path file = root_;
   for (const auto& part : parts) file /= part;
   return {url::file_url(file), false};
+}
+
+bool create_folder_store(const fs::path& root) {
+  if (mkdir(root.c_str(), 0755) != 0 && errno != EEXIST) {
+    throw operational_error("cannot create the shared folder " + root.string() + " (" +
+                            errno_text() + "): its parent must exist (mount the share first)");
+  }
+  sys::SafeDir dir = open_root(root);
+  if (holds_marker(dir)) return false;
+  write_marker(dir);
+  return true;
 }
 
 fs::path folder_root_from_url(std::string_view url) {

@@ -5,8 +5,9 @@
 // Safety: every name below the root is opened with openat(O_NOFOLLOW) through SafeDir, so a
 // symlink or a hostile name ("..", "a/../../b") in the store or in a request never reads or
 // writes outside the root; symlinks, FIFOs and devices in the store are left out of listings and
-// read as missing. A missing root is never created (an unmounted NFS share would otherwise be
-// filled on the local disk under its mount point).
+// read as missing. A missing root is never created, and an existing one is written only once it
+// is proven to be the store (kFolderStoreMarker): an unmounted NFS share would otherwise be
+// filled on the local disk under its empty mount point.
 //
 // Guarantees relied on, and why they hold on NFS (v3 and v4) as on a local file system:
 // - rename(2) within one folder is atomic: a reader sees the old file or the whole new one. Every
@@ -40,6 +41,7 @@
 
 #include "neuron_cache/config/settings.h"
 #include "neuron_cache/storage/store.h"
+#include "neuron_cache/sys/safe_dir.h"
 
 namespace neuron_cache::storage {
 
@@ -57,6 +59,12 @@ inline constexpr size_t kFolderParallelCopies = 4;
 inline constexpr std::chrono::milliseconds kFolderLockWait{60'000};
 // The lock file of the index merge, at the root; a dot-file, so never listed nor synchronized.
 inline constexpr std::string_view kFolderLockFile = ".neuron-cache.lock";
+
+// The file `neuron-cache create -n file:///path` writes at a store's root. A root is taken for the
+// store when it holds this file, is a mount point (the share itself) or already holds a store
+// tree (a store filled before this file existed); the first write then leaves the file. A
+// dot-file: never listed nor synchronized.
+inline constexpr std::string_view kFolderStoreMarker = ".neuron-cache-store";
 
 struct FolderOptions {
   bool offline = false;  // NEURON_CACHE_OFFLINE: the folder is not read nor written
@@ -95,6 +103,8 @@ class FolderStore : public Store {
 
  private:
   DownloadResult download_one(DownloadRequest& request);
+  // Why the root cannot be taken for the store (see kFolderStoreMarker), or "" when it can.
+  std::string why_not_the_store(const sys::SafeDir& root) const;
   // The sha256 of the regular file at `path` now, or nothing when there is none.
   std::optional<std::string> current_sha256(const std::string& path) const;
   std::optional<std::string> seen_sha256(const std::string& path, bool& was_read) const;
@@ -106,6 +116,10 @@ class FolderStore : public Store {
   // What read_small() saw of each path: its sha256, or nothing when it was missing.
   std::map<std::string, std::optional<std::string>> seen_;
 };
+
+// Makes `root` a folder store (`neuron-cache create -n file:///path`): creates the folder when its
+// parent exists, then writes kFolderStoreMarker. False when the marker was already there.
+bool create_folder_store(const std::filesystem::path& root);
 
 // The folder of a "file:///abs/path" URL (percent-decoded); throws an input Error for another
 // host ("file://host/...") or a relative path.
