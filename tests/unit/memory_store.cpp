@@ -277,6 +277,9 @@ storage::CommitResult MemoryStore::commit(const std::vector<storage::CommitOpera
   if (result.large_sent == 0 && result.deleted == 0) return result;
   add_revision(std::move(files));
   ++commits_;
+  if (lost_answers_ > 0 && lost_answers_--) {
+    throw CommitConflict("the commit's answer was lost and its retry met a moved head");
+  }
   result.committed = true;
   result.revision = revisions_.back().first;
   return result;

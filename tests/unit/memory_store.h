@@ -38,6 +38,9 @@ class MemoryStore : public storage::Store {
   void answer_slowly(std::chrono::milliseconds delay) { delay_ = delay; }
   // list and stat report the size of files below `prefix` `extra` bytes larger than it is.
   void lie_about_sizes(const std::string& prefix, uint64_t extra);
+  // The next `times` commits land, then throw CommitConflict: a commit whose answer was lost and
+  // whose retry met the head it had moved itself.
+  void lose_commit_answers(int times) { lost_answers_ = times; }
   // Commits made so far.
   int commits() const { return commits_; }
   // A Store that forwards to this one, for a pipeline to own (Remotes::open_store) while the
@@ -87,6 +90,7 @@ class MemoryStore : public storage::Store {
   uint64_t lie_extra_ = 0;
   std::atomic<uint64_t> requests_{0};
   int commits_ = 0;
+  int lost_answers_ = 0;
 };
 
 }  // namespace neuron_cache::testing

@@ -14,6 +14,7 @@
 #include "neuron_cache/format/artifact_index.h"
 #include "neuron_cache/pipeline/pipeline.h"
 #include "neuron_cache/pipeline/run.h"
+#include "neuron_cache/report/report.h"
 #include "neuron_cache/storage/models.h"
 #include "test_support.h"
 #include "tool_runner.h"
@@ -124,6 +125,24 @@ TEST_F(MemoryStorePipeline, AnEmptyStoreCompilesAndPushes) {
   EXPECT_EQ(status(again), plan::Status::Local);
   EXPECT_TRUE(again.compile->outcomes.empty());
   EXPECT_EQ(store.commits(), 1);
+}
+
+// A commit that landed but lost its answer, retried onto the head it moved itself: the retry
+// finds its configuration stored. That is this push's work, reported as pushed with a note,
+// never as "pushed 0 configurations".
+TEST_F(MemoryStorePipeline, ACommitThatLandedButLostItsAnswerIsReportedAsPushed) {
+  store.lose_commit_answers(1);
+  pipeline::RunResult ci = run("fill", kCi);
+  ASSERT_TRUE(ci.push && ci.push->attempted) << notices;
+  EXPECT_EQ(ci.push->skipped_reason, "") << notices;
+  EXPECT_EQ(ci.push->result.pushed.size(), 1u) << notices;
+  EXPECT_TRUE(ci.push->result.already_stored.empty());
+  EXPECT_EQ(ci.push->result.attempts, 2);
+  EXPECT_TRUE(ci.push->result.commit.committed);
+  EXPECT_TRUE(contains(notices, "that commit landed though its answer was lost")) << notices;
+  EXPECT_EQ(store.commits(), 1);
+  std::string line = report::push_line(ci);
+  EXPECT_TRUE(contains(line, "pushed 1 configurations")) << line;
 }
 
 TEST_F(MemoryStorePipeline, ReadOnlyCompilesButPushesNothing) {

@@ -172,6 +172,19 @@ Attempt prepare(storage::Store& store, const std::string& head, const local::Loc
   return attempt;
 }
 
+// A retry that finds everything it offered already stored: the earlier attempt landed though its
+// answer was lost (or another machine pushed the same bytes meanwhile). Either way they are in the
+// store because of this push's offer: counted as pushed, never as "pushed 0".
+void note_landed_earlier(PushResult& result, const std::set<std::string>& offered) {
+  if (result.pushed.empty() || offered.empty()) return;
+  result.commit.committed = true;
+  result.commit.landed_unanswered =
+      std::to_string(result.pushed.size()) +
+      " configurations of an earlier attempt of this push were found in the store when it was "
+      "retried: that commit landed though its answer was lost (or another machine pushed the "
+      "same files meanwhile)";
+}
+
 constexpr const char* kModulesCommitMessage = "neuron-cache: add compiled graphs";
 
 }  // namespace
@@ -197,13 +210,17 @@ PushResult push(storage::Store& store, const local::LocalIndex& local,
     }
   }
   if (ready.empty()) return result;
+  std::set<std::string> offered;  // keys an earlier attempt's commit carried
   commit_on_head(
       store, options.conflicts, "pushing", result.attempts, [&](const std::string& head) {
         Attempt attempt = prepare(store, head, local, ready);
         result.pushed = attempt.pushed;
-        result.already_stored = attempt.already;
-        result.modules_added = attempt.modules_added;
-        if (attempt.pushed.empty()) return;
+        result.already_stored.clear();
+        if (!attempt.pushed.empty()) result.modules_added = attempt.modules_added;
+        for (const std::string& key : attempt.already)
+          (offered.count(key) ? result.pushed : result.already_stored).push_back(key);
+        if (attempt.pushed.empty()) return note_landed_earlier(result, offered);
+        offered.insert(attempt.pushed.begin(), attempt.pushed.end());
         result.commit =
             store.commit(attempt.operations, push_commit_message(attempt.pushed.size()), head);
       });
