@@ -3,6 +3,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "neuron_cache/format/printable.h"
 #include "neuron_cache/format/url.h"
 #include "neuron_cache/hub/failures.h"
 #include "neuron_cache/net/answer.h"
@@ -120,6 +121,25 @@ TEST(HubErrors, TheServersWordsAreEscaped) {
   std::string long_message =
       server_message(answer(500, {{"X-Error-Message", std::string(5000, 'a')}}));
   EXPECT_LT(long_message.size(), 500u) << "a whole page is not quoted";
+}
+
+// 8-bit terminal commands (C1: U+009B is CSI), marks that reorder text on screen (U+202E) and
+// bytes that are not UTF-8 never reach a terminal as they are; other UTF-8 text stays readable.
+TEST(HubErrors, PrintableEscapesC1BidiAndBytesThatAreNotUtf8) {
+  EXPECT_EQ(printable("caf\xc3\xa9 \xe6\x97\xa5\xf0\x9f\x98\x80"),
+            "caf\xc3\xa9 \xe6\x97\xa5\xf0\x9f\x98\x80");
+  EXPECT_EQ(printable("a\xc2\x9b"
+                      "2Jb"),
+            "a\\xc2\\x9b2Jb");
+  EXPECT_EQ(printable("x\xe2\x80\xaetxt.exe"), "x\\xe2\\x80\\xaetxt.exe");
+  EXPECT_EQ(printable("\xe2\x81\xa6"), "\\xe2\\x81\\xa6");
+  EXPECT_EQ(printable("\x9b"
+                      "31m"),
+            "\\x9b31m");
+  EXPECT_EQ(printable("\xc0\xaf"), "\\xc0\\xaf");           // an overlong '/'
+  EXPECT_EQ(printable("\xed\xa0\x80"), "\\xed\\xa0\\x80");  // a UTF-16 surrogate
+  EXPECT_EQ(printable("\xe6\x97"), "\\xe6\\x97");           // cut in the middle
+  EXPECT_EQ(printable(std::string(100, 'a'), 10), "aaaaaaaaaa... (100 bytes)");
 }
 
 // What a reader says is wrong with an answer may quote it (a key): escaped too.

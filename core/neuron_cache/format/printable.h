@@ -14,7 +14,8 @@ inline constexpr size_t kPrintableName = 80;
 // A server's own explanation quoted in a message: long enough for S3's and the Hub's sentences.
 inline constexpr size_t kPrintableMessage = 400;
 
-// `text` with control characters, DEL and backslash as \xNN, cut at `max_bytes` with the size said.
+// `text` with control characters (C0, DEL, C1), bidirectional marks, backslash and bytes that are
+// not UTF-8 as \xNN (UTF-8 text stays as it is), cut at `max_bytes` with the size said.
 std::string printable(std::string_view text, size_t max_bytes = kPrintableName);
 
 }  // namespace neuron_cache
