@@ -174,13 +174,16 @@ TEST(AwsAccess, FilesNamedByVariables) {
 TEST(AwsAccess, TheSecretsReadAreMaskedEverywhere) {
   TempDir dir;
   write_file(dir / "c",
-             "[p]\naws_access_key_id=K\naws_secret_access_key=profile/secret/0123456789\n"
+             "[p]\naws_access_key_id=AKIAPROFILEKEYID0042\n"
+             "aws_secret_access_key=profile/secret/0123456789\n"
              "aws_session_token=profile-session-token-42\n");
   config::Environment env(
       {{"AWS_SHARED_CREDENTIALS_FILE", (dir / "c").string()}, {"AWS_PROFILE", "p"}});
   config::resolve_aws_access(env, dir / "nohome");
   EXPECT_EQ(config::redact("s=profile/secret/0123456789 t=PROFILE-SESSION-TOKEN-42"),
             "s=hf_****6789 t=hf_****n-42");
+  // The key id too: from the variable AWS_ACCESS_KEY_ID its name has it masked, so from a file.
+  EXPECT_EQ(config::redact("id=AKIAPROFILEKEYID0042"), "id=hf_****0042");
 }
 
 TEST(AwsAccess, MissingCredentialsSayWhereItLooked) {

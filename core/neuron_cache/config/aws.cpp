@@ -259,7 +259,9 @@ AwsAccess resolve_aws_access(const Environment& env, const std::filesystem::path
   Files files = read_files(env, home);
   AwsAccess access;
   resolve_credentials(access, env, files);
-  // Masked by every writer from now on, even when read from a profile file.
+  // Masked by every writer from now on, even when read from a profile file. The key id is not a
+  // secret to AWS, but AWS_ACCESS_KEY_ID is masked by its name: the same value, the same rule.
+  add_secret(access.access_key_id);
   add_secret(access.secret_access_key);
   add_secret(access.session_token);
   resolve_region(access, env, files);
