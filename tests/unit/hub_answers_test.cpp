@@ -157,6 +157,41 @@ TEST_F(HubAnswersTest, AnAnswerThatDripsIsCutAtItsDeadline) {
   server.clear_faults();
 }
 
+// A file that trickles in below the rate rule (1 KiB/s averaged over the window) is cut when the
+// window ends instead of holding the run: the window is 60 s in the product, 2 s here. A file
+// above the rate is not cut by it.
+TEST_F(HubAnswersTest, AFileThatTricklesBelowTheRateIsCutAtTheEndOfTheWindow) {
+  HubServer plain(HubServer::example_config());  // 64 KiB is a regular file there, no redirect
+  write_file(local / "file.txt", std::string(64u << 10, 'f'));
+  ClientOptions to_plain = options();
+  to_plain.endpoint = plain.url();
+  HubClient(to_plain).commit(kRepo, {{CommitOperation::Kind::Add, "file.txt", local / "file.txt"}},
+                             "test", std::nullopt);
+  auto trickle = [&](uint64_t rate) {
+    plain.set_faults(json::array({{{"match", {{"path_contains", "/resolve/"}}},
+                                   {"count", -1},
+                                   {"action", "trickle"},
+                                   {"bytes_per_second", rate}}}));
+  };
+  net::HttpOptions http = net::timed_options(plain.url(), std::chrono::milliseconds(5000));
+  http.stall_timeout = std::chrono::seconds(2);
+  http.answer_deadline = std::chrono::seconds(120);  // only the rate rule can end it early
+  net::HttpEngine engine(http);
+  net::HttpRequest request{"GET", plain.url() + "/" + kRepo + "/resolve/main/file.txt"};
+  trickle(300);
+  auto start = std::chrono::steady_clock::now();
+  net::HttpResponse slow = engine.perform(request);
+  double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  EXPECT_EQ(slow.status, 0) << slow.body.size();
+  EXPECT_FALSE(slow.error.empty());
+  EXPECT_GT(seconds, 1.5);
+  EXPECT_LT(seconds, 10.0) << "cut at the end of the 2 s window, not at the 120 s deadline";
+  trickle(32u << 10);  // 64 KiB in 2 s: above the rate
+  net::HttpResponse steady = engine.perform(request);
+  EXPECT_EQ(steady.status, 200) << steady.error;
+  EXPECT_EQ(steady.body.size(), 64u << 10);
+}
+
 // An LFS upload PUT that meets one transient 503 is retried and the commit lands with the file:
 // no push test saw a missing retry before (the only 503 test failed every request).
 TEST_F(HubAnswersTest, AnUploadThatMetOneTransient503IsRetried) {
