@@ -27,6 +27,13 @@ class TempDir {
 void write_file(const fs::path& path, const std::string& content);
 std::string read_file(const fs::path& path);
 
+// Resident memory of this process in KiB (Linux): now (VmRSS), and its peak (VmHWM) since the
+// last reset_peak_rss(), which sets the peak to what is resident now. What a call costs is the
+// peak after it minus what was resident at the reset: the test's own data not counted.
+long resident_kib();
+long peak_resident_kib();
+void reset_peak_rss();
+
 inline constexpr const char* kCompilerDir = "neuronxcc-2.21.33363.0+82129205";
 
 enum class Kind { Success, Failed, Locked, Empty, LegacySuccess, Traced };
