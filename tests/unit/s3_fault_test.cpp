@@ -345,5 +345,37 @@ TEST_F(S3FaultTest, AConditionalIndexWriteThatLosesTheRaceThrowsCommitConflict) 
   EXPECT_EQ(second->read_small(kIndex, "", 1 << 20), "[\"a\",\"b\"]");  // nothing was lost
 }
 
+// An injected error is a whole S3 error answer, whatever Range the request asked for: a 500 or
+// 503 on one ranged part of a download is retried, and the file ends verified.
+TEST_F(S3FaultTest, ARangedPartMeeting500Or503IsRetriedAndVerified) {
+  NEED_S3RVER();
+  auto s3 = store(S3Options::kMinPartSize);
+  std::string content = random_bytes(12 << 20, 6);  // 3 ranged parts
+  RemoteEntry entry = put_neff(*s3, content);
+  for (int status : {500, 503}) {
+    proxy_->faults({{"match", kNeffGet}, {"skip", 1}, {"action", "status"}, {"status", status}});
+    // What a ranged request gets: the whole error, not a 416 nor a slice of the XML.
+    httplib::Client client("127.0.0.1", std::stoi(proxy_->url().substr(17)));
+    auto answer = client.Get("/" + server_->bucket() + "/cache/" + kModule + "/model.neff",
+                             {{"Range", "bytes=5242880-10485759"}});
+    ASSERT_TRUE(answer);
+    EXPECT_EQ(answer->status, 206) << "the first request passes (skip 1)";
+    answer = client.Get("/" + server_->bucket() + "/cache/" + kModule + "/model.neff",
+                        {{"Range", "bytes=5242880-10485759"}});
+    ASSERT_TRUE(answer);
+    EXPECT_EQ(answer->status, status);
+    EXPECT_NE(answer->body.find("</Error>"), std::string::npos) << answer->body;
+    // A part of the download meets it.
+    proxy_->faults({{"match", kNeffGet}, {"skip", 1}, {"action", "status"}, {"status", status}});
+    proxy_->clear_stats();
+    std::string bytes;
+    DownloadResult result = download(*s3, entry, &bytes);
+    EXPECT_TRUE(result.ok) << status << ": " << result.error;
+    EXPECT_TRUE(bytes == content) << status;
+    EXPECT_EQ(proxy_->faults_applied(), 1) << status;
+    EXPECT_EQ(proxy_->log_of("model.neff").size(), 4u) << status;  // 3 parts, one retried
+  }
+}
+
 }  // namespace
 }  // namespace neuron_cache::storage
