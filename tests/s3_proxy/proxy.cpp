@@ -304,6 +304,13 @@ void Proxy::handle(const httplib::Request& request, httplib::Response& response)
     drop_connection(request);
     return;
   }
+  if (fault && fault->action == FaultAction::Lose) {
+    // The request takes effect upstream; its answer never reaches the client.
+    forward_buffered(request, response, std::nullopt);
+    log(0);
+    drop_connection(request);
+    return;
+  }
   if (fault && fault->action == FaultAction::Status) {
     apply_status(request, response, *fault);
     log(response.status);

@@ -267,17 +267,29 @@ class Publisher {
     }
   }
 
-  // Whether the object is there as this upload's completion makes it (same size, and the
-  // multipart ETag of exactly these parts): a completion whose answer was lost, and whose retry
-  // then met NoSuchUpload, did land.
+  // Whether the object is there as this upload's completion makes it: the multipart ETag of
+  // exactly these parts (S3), or our content by the store's own ids (s3rver gives a completed
+  // upload the plain MD5 of its bytes). A completion whose answer was lost, and whose retry then
+  // met NoSuchUpload (or a 500), did land.
   bool landed(const Artifact& a) {
     try {
       std::vector<RemoteEntry> object = store_.stat({a.op->path}, "");
+      if (object.size() != 1 || object[0].size != a.size) return false;
       std::optional<std::string> etag = multipart_etag(a.part_etags);
-      return etag && object.size() == 1 && object[0].size == a.size && object[0].oid == *etag;
+      return (etag && object[0].oid == *etag) || same_content(a, object[0]);
     } catch (const Error&) {
       return false;  // unknown: the upload is reported failed
     }
+  }
+
+  std::string not_completed(const net::HttpResponse& response, const Artifact& a) {
+    std::string what = "completing the upload of " + a.op->path;
+    s3xml::ErrorAnswer error = s3xml::parse_error(response.body);
+    if (!ok(response) || !error.code.empty()) return store_.failure(response, what).what();
+    return what + " in " + store_.location() + " failed: its answer (HTTP " +
+           std::to_string(response.status) +
+           ") is not a CompleteMultipartUploadResult and the object is not there as this upload "
+           "makes it; push again";
   }
 
   // CompleteMultipartUpload for every large file whose parts all went; the others are aborted
@@ -313,13 +325,19 @@ class Publisher {
     for (size_t i = 0; i < sends.size(); ++i) {
       if (owners[i] == nullptr) continue;
       const net::HttpResponse& response = sends[i]->response_;
-      // S3 may answer 200 and still fail: the error is then the body.
-      bool completed = ok(response) && s3xml::parse_error(response.body).code.empty();
-      if (!completed && landed(*owners[i])) continue;  // the answer was lost, not the upload
+      // S3 may answer 200 and still fail (the error is then the body); a cut or garbled answer
+      // says nothing either way.
+      bool completed = ok(response) && s3xml::is_completion_result(response.body);
+      if (!completed && landed(*owners[i])) {  // the answer was lost, not the upload
+        result_.landed_unanswered = "completing the upload of " + owners[i]->op->path + " in " +
+                                    store_.location() +
+                                    " got no valid answer, but the object is there as this "
+                                    "upload makes it (size and multipart ETag): it is stored";
+        continue;
+      }
       if (!completed) {
         owners[i]->failed = true;
-        owners[i]->error =
-            store_.failure(response, "completing the upload of " + owners[i]->op->path).what();
+        owners[i]->error = not_completed(response, *owners[i]);
         store_.call(store_.signed_request(
             "DELETE",
             store_.object_url(owners[i]->op->path,

@@ -221,6 +221,14 @@ std::string parse_upload_id(std::string_view body) {
   return id;
 }
 
+bool is_completion_result(std::string_view body) {
+  try {
+    return parse(body).name == "CompleteMultipartUploadResult";
+  } catch (const Error&) {
+    return false;
+  }
+}
+
 ErrorAnswer parse_error(std::string_view body) {
   try {
     Element root = parse(body);

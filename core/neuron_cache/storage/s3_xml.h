@@ -50,6 +50,10 @@ struct ListPage {
 ListPage parse_list_page(std::string_view body);
 // The UploadId of an InitiateMultipartUploadResult.
 std::string parse_upload_id(std::string_view body);
+// Whether a CompleteMultipartUpload answer is the result S3 gives when the object was made; an
+// <Error> (S3 may send one with a 200), a cut or garbled body is not.
+bool is_completion_result(std::string_view body);
+
 // An <Error> document's code and message (empty when the body is not one), escaped with
 // printable(): they are the store's words, quoted in our messages.
 struct ErrorAnswer {
