@@ -379,7 +379,10 @@ CommitResult S3Store::commit(const std::vector<CommitOperation>& operations,
       artifacts.push_back(std::move(a));
     }
   }
-  if (!artifacts.empty()) Publisher(*this, result).upload(artifacts);
+  if (!artifacts.empty()) {
+    abort_abandoned_uploads(result);
+    Publisher(*this, result).upload(artifacts);
+  }
   if (!conditional.empty()) put_index_files(conditional, result);
   if (!deletes.empty()) {
     std::vector<std::unique_ptr<Send>> sends;

@@ -36,6 +36,7 @@
 #include "neuron_cache/config/aws.h"
 #include "neuron_cache/net/http.h"
 #include "neuron_cache/net/retry.h"
+#include "neuron_cache/storage/s3_xml.h"
 #include "neuron_cache/storage/store.h"
 
 namespace neuron_cache::storage {
@@ -116,6 +117,12 @@ class S3Store : public Store {
   // CommitConflict when `path` is no longer at `version` (its ETag, "" for absent).
   void require_version(const std::string& path, const std::string& version);
   std::string conflict_message(const std::string& path) const;
+  // Aborts the multipart uploads under the prefix that a writer began more than a day ago and
+  // never finished (s3_sweep.cpp); once per run, failures are warnings in `result`.
+  void abort_abandoned_uploads(CommitResult& result);
+  // The uploads under the prefix begun more than a day ago, as far as the page budget reaches
+  // (`stopped` then says why it stopped).
+  std::vector<s3xml::PendingUpload> abandoned_uploads(std::string& stopped);
 
   S3Location where_;
   config::AwsAccess access_;
@@ -127,6 +134,7 @@ class S3Store : public Store {
   std::mutex read_mutex_;
   std::map<std::string, std::string> read_versions_;
   std::optional<bool> enforces_conditions_;  // under read_mutex_; unknown until probed
+  bool swept_uploads_ = false;               // under read_mutex_
 };
 
 }  // namespace neuron_cache::storage
