@@ -40,12 +40,13 @@ std::regex compile(const std::string& pattern, const std::string& where) {
 FaultAction parse_action(const std::string& name, const std::string& where) {
   if (name == "status") return FaultAction::Status;
   if (name == "drop") return FaultAction::Drop;
+  if (name == "lose") return FaultAction::Lose;
   if (name == "short") return FaultAction::Short;
   if (name == "corrupt") return FaultAction::Corrupt;
   if (name == "delay") return FaultAction::Delay;
   if (name == "hang") return FaultAction::Hang;
   throw std::invalid_argument(where + ".action: \"" + name +
-                              "\" is not one of status, drop, short, corrupt, delay, hang");
+                              "\" is not one of status, drop, lose, short, corrupt, delay, hang");
 }
 
 std::string xml_escape(const std::string& text) {
@@ -79,6 +80,8 @@ std::string Fault::name() const {
       return "status";
     case FaultAction::Drop:
       return "drop";
+    case FaultAction::Lose:
+      return "lose";
     case FaultAction::Short:
       return "short";
     case FaultAction::Corrupt:

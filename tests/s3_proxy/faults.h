@@ -12,7 +12,7 @@
 
 namespace neuron_cache::s3_proxy {
 
-enum class FaultAction { Status, Drop, Short, Corrupt, Delay, Hang };
+enum class FaultAction { Status, Drop, Lose, Short, Corrupt, Delay, Hang };
 
 struct Fault {
   FaultAction action = FaultAction::Status;

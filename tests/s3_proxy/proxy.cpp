@@ -283,6 +283,9 @@ void Proxy::apply_status(const httplib::Request& request, httplib::Response& res
 
 void Proxy::handle(const httplib::Request& request, httplib::Response& response) {
   stats_.count(request.method);
+  // The answer is the upstream's (which already applied the Range) or a whole injected error:
+  // httplib must not cut it again by the request's Range (a 416, or a truncated 503).
+  const_cast<httplib::Request&>(request).ranges.clear();
   std::optional<Fault> fault = faults_.take(request.method, request.path, raw_query(request));
   std::string fault_name = fault ? fault->name() : "";
   auto log = [&](int status) {
@@ -297,6 +300,13 @@ void Proxy::handle(const httplib::Request& request, httplib::Response& response)
     return;
   }
   if (fault && fault->action == FaultAction::Drop) {
+    log(0);
+    drop_connection(request);
+    return;
+  }
+  if (fault && fault->action == FaultAction::Lose) {
+    // The request takes effect upstream; its answer never reaches the client.
+    forward_buffered(request, response, std::nullopt);
     log(0);
     drop_connection(request);
     return;

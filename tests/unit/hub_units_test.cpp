@@ -100,6 +100,10 @@ TEST(HubErrors, MessagesSayWhatFailedWhyAndWhatToDo) {
   std::string offline = hub_error(dropped, "reading repo x", "x").what();
   EXPECT_NE(offline.find("Couldn't connect"), std::string::npos);
   EXPECT_NE(offline.find("HF_ENDPOINT"), std::string::npos);
+  // LFS storage (no repo named) never gets the Hub's repo wording (issue 21).
+  std::string gone = hub_error(answer(404), "completing the upload of model.neff", "").what();
+  EXPECT_EQ(gone.find("repo "), std::string::npos) << gone;
+  EXPECT_NE(gone.find("LFS storage"), std::string::npos) << gone;
 }
 
 // A Hub error body is the server's text: its newlines must not forge lines of ours, nor its ESC

@@ -3,16 +3,15 @@
 // replaces the object: both must end in CommitConflict, never in a silently lost update.
 #include <fcntl.h>
 #include <gtest/gtest.h>
-#include <httplib.h>
 #include <unistd.h>
-#include <atomic>
 
-#include <mutex>
-#include <thread>
+#include <nlohmann/json.hpp>
+#include <set>
 
 #include "neuron_cache/format/digest.h"
+#include "neuron_cache/remote/commit_on_head.h"
 #include "neuron_cache/storage/s3_store.h"
-#include "s3_server.h"
+#include "s3_stand_in.h"
 #include "test_support.h"
 
 namespace neuron_cache::storage {
@@ -21,110 +20,6 @@ namespace {
 using testing::TempDir;
 using testing::write_file;
 
-// Objects in memory, served path-style at http://127.0.0.1:PORT/<bucket>/<key>.
-class ConditionalS3 {
- public:
-  ConditionalS3() {
-    server_.Get("/(.*)", [this](const httplib::Request& req, httplib::Response& res) {
-      std::lock_guard lock(mutex_);
-      log_.push_back(req.method + " " + req.path);
-      // httplib turns a 503 to a Range request into 416: ranged 503s are S3FaultTest's, through
-      // the fault proxy in front of s3rver.
-      if (!req.has_header("Range") && slow_down()) return slow_down_answer(res);
-      auto found = objects_.find(req.path);
-      if (found == objects_.end()) {
-        res.status = 404;
-        res.set_content("<Error><Code>NoSuchKey</Code></Error>", "application/xml");
-        return;
-      }
-      std::string etag = found->second.second;
-      if (req.method == "HEAD" && replace_before_head_) {
-        etag = md5_hex("another writer");  // someone replaced it after our PUT
-        replace_before_head_ = false;
-      }
-      res.set_header("ETag", "\"" + etag + "\"");
-      res.set_content(found->second.first, "application/octet-stream");
-    });
-    server_.Put("/(.*)", [this](const httplib::Request& req, httplib::Response& res) {
-      std::lock_guard lock(mutex_);
-      log_.push_back("PUT " + req.path + (req.has_header("If-Match") ? " If-Match" : "") +
-                     (req.has_header("If-None-Match") ? " If-None-Match" : ""));
-      if (slow_down()) return slow_down_answer(res);
-      signed_ = signed_ &&
-                req.get_header_value("Authorization").rfind("AWS4-HMAC-SHA256", 0) == 0 &&
-                req.get_header_value("x-amz-content-sha256") == sha256_hex(req.body);
-      auto found = objects_.find(req.path);
-      if (enforce_) {
-        bool exists = found != objects_.end();
-        std::string match = req.get_header_value("If-Match");
-        bool refused = (req.get_header_value("If-None-Match") == "*" && exists) ||
-                       (!match.empty() && (!exists || match != "\"" + found->second.second + "\""));
-        if (refused) {
-          res.status = conflict_status_;
-          res.set_content(conflict_status_ == 409
-                              ? "<Error><Code>ConditionalRequestConflict</Code></Error>"
-                              : "<Error><Code>PreconditionFailed</Code></Error>",
-                          "application/xml");
-          return;
-        }
-      }
-      std::string etag = md5_hex(req.body);
-      objects_[req.path] = {req.body, etag};
-      res.set_header("ETag", "\"" + etag + "\"");
-    });
-    port_ = server_.bind_to_any_port("127.0.0.1");
-    thread_ = std::thread([this] { server_.listen_after_bind(); });
-    while (!server_.is_running()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  }
-  ~ConditionalS3() {
-    server_.stop();
-    thread_.join();
-  }
-
-  config::AwsAccess access() const { return testing::loopback_access(port_); }
-  S3Options options() const {
-    S3Options options;
-    options.retry.base = std::chrono::milliseconds(10);
-    return options;
-  }
-  void put(const std::string& key, const std::string& body) {
-    std::lock_guard lock(mutex_);
-    objects_["/bucket/" + key] = {body, md5_hex(body)};
-  }
-  std::string body(const std::string& key) {
-    std::lock_guard lock(mutex_);
-    return objects_["/bucket/" + key].first;
-  }
-
-  // Atomic: the server answers on several threads (parallel ranged GETs).
-  bool slow_down() {
-    int left = slow_downs_.load();
-    while (left > 0 && !slow_downs_.compare_exchange_weak(left, left - 1)) {
-    }
-    return left > 0;
-  }
-  static void slow_down_answer(httplib::Response& res) {
-    res.status = 503;
-    res.set_content(
-        "<Error><Code>SlowDown</Code><Message>Reduce your request rate.</Message></Error>",
-        "application/xml");
-  }
-
-  std::mutex mutex_;
-  std::atomic<int> slow_downs_{0};  // the next requests answered 503 SlowDown
-  bool enforce_ = true;
-  bool replace_before_head_ = false;
-  int conflict_status_ = 412;
-  bool signed_ = true;
-  std::vector<std::string> log_;
-
- private:
-  httplib::Server server_;
-  std::thread thread_;
-  int port_ = 0;
-  std::map<std::string, std::pair<std::string, std::string>> objects_;
-};
-
 CommitOperation add(const std::string& path, const std::filesystem::path& local) {
   return {CommitOperation::Kind::Add, path, local};
 }
@@ -132,7 +27,7 @@ CommitOperation add(const std::string& path, const std::filesystem::path& local)
 const std::string kIndex = "neuron-cache-index/neuronxcc-2.21.33363.0+82129205/acme--m.json";
 
 TEST(S3StoreConditional, SecondCreatorConflicts) {
-  ConditionalS3 s3;
+  testing::S3StandIn s3;
   TempDir dir;
   write_file(dir / "a", "{\"a\":1}");
   write_file(dir / "b", "{\"b\":1}");
@@ -148,11 +43,11 @@ TEST(S3StoreConditional, SecondCreatorConflicts) {
   write_file(dir / "b", "{\"a\":1,\"b\":1}");
   EXPECT_EQ(b.commit({add(kIndex, dir / "b")}, "", std::nullopt).small_files, 1u);
   EXPECT_EQ(s3.body("c/" + kIndex), "{\"a\":1,\"b\":1}");
-  EXPECT_TRUE(s3.signed_);
+  EXPECT_TRUE(s3.signed_.load());
 }
 
 TEST(S3StoreConditional, StaleUpdateConflictsAndArtifactsGoFirst) {
-  ConditionalS3 s3;
+  testing::S3StandIn s3;
   s3.put("c/" + kIndex, "v1");
   TempDir dir;
   write_file(dir / "neff", "NEFF");
@@ -163,15 +58,16 @@ TEST(S3StoreConditional, StaleUpdateConflictsAndArtifactsGoFirst) {
   EXPECT_EQ(*a.read_small(kIndex, "", 100), "v1");
   EXPECT_EQ(*b.read_small(kIndex, "", 100), "v1");
   b.commit({add(kIndex, dir / "b")}, "", std::nullopt);
-  s3.log_.clear();
+  s3.clear_log();
   EXPECT_THROW(a.commit({add(kIndex, dir / "a"), add("n/MODULE_1/model.neff", dir / "neff")}, "",
                         std::nullopt),
                CommitConflict);
   EXPECT_EQ(s3.body("c/" + kIndex), "vb");
   // The artifact went first, then the index with If-Match.
   std::vector<std::string> puts;
-  for (const auto& line : s3.log_) {
-    if (line.rfind("PUT", 0) == 0) puts.push_back(line);
+  for (const auto& line : s3.log()) {
+    bool probe = line.find(S3Store::kProbePrefix) != std::string::npos;
+    if (line.rfind("PUT", 0) == 0 && !probe) puts.push_back(line);
   }
   ASSERT_EQ(puts.size(), 2u);
   EXPECT_EQ(puts[0], "PUT /bucket/c/n/MODULE_1/model.neff");
@@ -181,7 +77,7 @@ TEST(S3StoreConditional, StaleUpdateConflictsAndArtifactsGoFirst) {
 }
 
 TEST(S3StoreConditional, IgnoredConditionsAreCaughtByReadingBack) {
-  ConditionalS3 s3;
+  testing::S3StandIn s3;
   s3.enforce_ = false;  // like s3rver
   TempDir dir;
   write_file(dir / "a", "va");
@@ -191,8 +87,90 @@ TEST(S3StoreConditional, IgnoredConditionsAreCaughtByReadingBack) {
   EXPECT_THROW(a.commit({add(kIndex, dir / "a")}, "", std::nullopt), CommitConflict);
 }
 
+// One writer's publication as push makes it: read the index (a JSON list of names), add `name`
+// unless it is there, write it conditionally; a conflict reads and merges again.
+void publish(S3Store& store, const std::string& name, const std::filesystem::path& scratch) {
+  net::RetryPolicy conflicts;
+  conflicts.max_attempts = 5;
+  conflicts.base = std::chrono::milliseconds(1);
+  int attempts = 0;
+  remote::commit_on_head(store, conflicts, "pushing", attempts, [&](const std::string&) {
+    std::optional<std::string> text = store.read_small(kIndex, "", 1 << 20);
+    std::set<std::string> names;
+    if (text) names = nlohmann::json::parse(*text).get<std::set<std::string>>();
+    if (!names.insert(name).second) return;
+    write_file(scratch, nlohmann::json(names).dump());
+    store.commit({add(kIndex, scratch)}, "", std::nullopt);
+  });
+}
+
+// Two first pushes to a store that ignores conditions: b read "no index" before a wrote, and
+// b's PUT lands just after a read its own write back. Both entries must end in the index.
+TEST(S3StoreConditional, IgnoredConditionsAreCaughtByReadingAgainLater) {
+  testing::S3StandIn s3;
+  s3.enforce_ = false;  // like s3rver, older MinIO
+  TempDir dir;
+  S3Store a("s3://bucket/c", s3.access(), s3.options());
+  s3.after_head_ = [&](const std::string& key) {
+    EXPECT_EQ(key, "c/" + kIndex);
+    s3.put(key, "[\"b\"]");  // b's write, conditional on "absent" too, is not refused
+  };
+  publish(a, "a", dir / "a");
+  EXPECT_EQ(s3.body("c/" + kIndex), "[\"a\",\"b\"]");
+  // The probe ran once, and left nothing behind.
+  std::vector<std::string> log = s3.log();
+  EXPECT_EQ(std::count_if(log.begin(), log.end(),
+                          [](const std::string& line) {
+                            return line.find(S3Store::kProbePrefix) != std::string::npos &&
+                                   line.rfind("PUT", 0) == 0;
+                          }),
+            1);
+  EXPECT_EQ(std::count_if(log.begin(), log.end(),
+                          [](const std::string& line) {
+                            return line.find(S3Store::kProbePrefix) != std::string::npos &&
+                                   line.rfind("DELETE", 0) == 0;
+                          }),
+            1);
+}
+
+// b merged and wrote after a's read but before a's write: a's check of the version it read,
+// made just before writing, finds it changed, and a merges without overwriting b.
+TEST(S3StoreConditional, IgnoredConditionsAreCheckedBeforeWriting) {
+  testing::S3StandIn s3;
+  s3.enforce_ = false;
+  TempDir dir;
+  S3Store a("s3://bucket/c", s3.access(), s3.options());
+  EXPECT_FALSE(a.read_small(kIndex, "", 100));
+  s3.put("c/" + kIndex, "[\"b\"]");
+  write_file(dir / "a", "[\"a\"]");
+  s3.clear_log();
+  EXPECT_THROW(a.commit({add(kIndex, dir / "a")}, "", std::nullopt), CommitConflict);
+  EXPECT_EQ(s3.body("c/" + kIndex), "[\"b\"]");
+  for (const auto& line : s3.log()) EXPECT_NE(line, "PUT /bucket/c/" + kIndex + " If-None-Match");
+}
+
+// A store that enforces conditions is asked once whether it does, and no write waits.
+TEST(S3StoreConditional, EnforcedConditionsNeedNoSecondRead) {
+  testing::S3StandIn s3;
+  TempDir dir;
+  S3Options options = s3.options();
+  options.recheck = std::chrono::milliseconds(20000);
+  S3Store a("s3://bucket/c", s3.access(), options);
+  auto start = std::chrono::steady_clock::now();
+  publish(a, "a", dir / "a");
+  publish(a, "b", dir / "b");
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(10));
+  EXPECT_EQ(s3.body("c/" + kIndex), "[\"a\",\"b\"]");
+  std::vector<std::string> log = s3.log();
+  EXPECT_EQ(std::count_if(log.begin(), log.end(),
+                          [](const std::string& line) {
+                            return line.find(S3Store::kProbePrefix) != std::string::npos;
+                          }),
+            1);
+}
+
 TEST(S3StoreConditional, SlowDownIsRetried) {
-  ConditionalS3 s3;
+  testing::S3StandIn s3;
   std::string big(6u << 20, 'n');
   for (size_t i = 0; i < big.size(); i += 4096) big[i] = static_cast<char>(i / 4096);
   s3.put("c/big", big);

@@ -345,5 +345,106 @@ TEST_F(S3FaultTest, AConditionalIndexWriteThatLosesTheRaceThrowsCommitConflict) 
   EXPECT_EQ(second->read_small(kIndex, "", 1 << 20), "[\"a\",\"b\"]");  // nothing was lost
 }
 
+// An injected error is a whole S3 error answer, whatever Range the request asked for: a 500 or
+// 503 on one ranged part of a download is retried, and the file ends verified.
+TEST_F(S3FaultTest, ARangedPartMeeting500Or503IsRetriedAndVerified) {
+  NEED_S3RVER();
+  auto s3 = store(S3Options::kMinPartSize);
+  std::string content = random_bytes(12 << 20, 6);  // 3 ranged parts
+  RemoteEntry entry = put_neff(*s3, content);
+  for (int status : {500, 503}) {
+    proxy_->faults({{"match", kNeffGet}, {"skip", 1}, {"action", "status"}, {"status", status}});
+    // What a ranged request gets: the whole error, not a 416 nor a slice of the XML.
+    httplib::Client client("127.0.0.1", std::stoi(proxy_->url().substr(17)));
+    auto answer = client.Get("/" + server_->bucket() + "/cache/" + kModule + "/model.neff",
+                             {{"Range", "bytes=5242880-10485759"}});
+    ASSERT_TRUE(answer);
+    EXPECT_EQ(answer->status, 206) << "the first request passes (skip 1)";
+    answer = client.Get("/" + server_->bucket() + "/cache/" + kModule + "/model.neff",
+                        {{"Range", "bytes=5242880-10485759"}});
+    ASSERT_TRUE(answer);
+    EXPECT_EQ(answer->status, status);
+    EXPECT_NE(answer->body.find("</Error>"), std::string::npos) << answer->body;
+    // A part of the download meets it.
+    proxy_->faults({{"match", kNeffGet}, {"skip", 1}, {"action", "status"}, {"status", status}});
+    proxy_->clear_stats();
+    std::string bytes;
+    DownloadResult result = download(*s3, entry, &bytes);
+    EXPECT_TRUE(result.ok) << status << ": " << result.error;
+    EXPECT_TRUE(bytes == content) << status;
+    EXPECT_EQ(proxy_->faults_applied(), 1) << status;
+    EXPECT_EQ(proxy_->log_of("model.neff").size(), 4u) << status;  // 3 parts, one retried
+  }
+}
+
+// A CompleteMultipartUpload that landed but whose answer was lost (the connection closed after
+// the proxy forwarded it) or garbled: the object is recognised by its multipart ETag, the push
+// succeeds and says so, and the stored bytes are right.
+TEST_F(S3FaultTest, AMultipartCompletionThatLandedWithoutAnswerIsStored) {
+  NEED_S3RVER();
+  auto s3 = store(S3Options::kMinPartSize);
+  std::string content = random_bytes(12 << 20, 7);  // 3 parts
+  write_file(temp_ / "big.neff", content);
+  int round = 0;
+  for (const json& fault :
+       {json{{"action", "lose"}}, json{{"action", "corrupt"}, {"offset", 0}, {"length", 400}}}) {
+    json rule = fault;
+    rule["match"] = {{"method", "POST"}, {"query", "uploadId"}};
+    proxy_->faults(rule);
+    proxy_->clear_stats();
+    const std::string path = std::string(kModule) + "/landed" + std::to_string(round++) + ".neff";
+    CommitResult result =
+        s3->commit({{CommitOperation::Kind::Add, path, temp_ / "big.neff"}}, "", std::nullopt);
+    EXPECT_EQ(result.large_sent, 1u) << fault;
+    EXPECT_NE(result.landed_unanswered.find("it is stored"), std::string::npos) << fault;
+    EXPECT_EQ(proxy_->faults_applied(), 1) << fault;
+    auto listed = s3->stat({path}, "");
+    ASSERT_EQ(listed.size(), 1u) << fault;
+    RemoteEntry entry = listed[0];
+    entry.content_sha256 = sha256_hex(content);
+    std::string bytes;
+    EXPECT_TRUE(download(*s3, entry, &bytes).ok) << fault;
+    EXPECT_TRUE(bytes == content) << fault;
+  }
+}
+
+// A completion that never reached the store is not taken as landed, even when the key already
+// holds another version of the file: the commit fails with the store's words (never the Hub's),
+// the upload is aborted, and the old bytes stay.
+TEST_F(S3FaultTest, AMultipartCompletionThatDidNotLandIsAFailure) {
+  NEED_S3RVER();
+  auto s3 = store(S3Options::kMinPartSize);
+  const std::string path = std::string(kModule) + "/model.neff";
+  std::string old_content = random_bytes(12 << 20, 8);
+  RemoteEntry old_entry = put_neff(*s3, old_content);
+  write_file(temp_ / "new.neff", random_bytes(12 << 20, 9));
+  proxy_->faults({{"match", {{"method", "POST"}, {"query", "uploadId"}}},
+                  {"apply_first", -1},
+                  {"action", "drop"}});
+  proxy_->clear_stats();
+  try {
+    s3->commit({{CommitOperation::Kind::Add, path, temp_ / "new.neff"}}, "", std::nullopt);
+    FAIL() << "a completion that never reached the store was taken as landed";
+  } catch (const CommitConflict&) {
+    FAIL() << "a lost completion is not a conflict";
+  } catch (const Error& e) {
+    std::string message = e.what();
+    EXPECT_NE(message.find("completing the upload of " + path), std::string::npos) << message;
+    EXPECT_NE(message.find("s3://"), std::string::npos) << message;
+    EXPECT_EQ(message.find("repo "), std::string::npos) << message;
+    EXPECT_EQ(message.find("does not exist"), std::string::npos) << message;
+  }
+  // The upload was aborted (s3rver answers AbortMultipartUpload with 405: it was asked).
+  bool aborted = false;
+  for (const auto& [method, status, fault] : proxy_->log_of("model.neff")) {
+    aborted = aborted || method == "DELETE";
+  }
+  EXPECT_TRUE(aborted) << proxy_->stats().dump();
+  proxy_->faults(json::array());
+  std::string bytes;
+  EXPECT_TRUE(download(*s3, old_entry, &bytes).ok);
+  EXPECT_TRUE(bytes == old_content);
+}
+
 }  // namespace
 }  // namespace neuron_cache::storage

@@ -90,5 +90,28 @@ TEST(S3Url, SplitsBucketAndPrefix) {
   }
 }
 
+TEST(S3Xml, UploadsPagesAndTheirDates) {
+  auto page = s3xml::parse_uploads_page(
+      "<ListMultipartUploadsResult xmlns=\"http://s3.amazonaws.com/doc/2006-03-01/\">"
+      "<IsTruncated>true</IsTruncated><NextKeyMarker>c/b</NextKeyMarker>"
+      "<NextUploadIdMarker>u2</NextUploadIdMarker>"
+      "<Upload><Key>c/a</Key><UploadId>u1</UploadId><Initiated>2024-02-29T23:59:59.000Z"
+      "</Initiated></Upload><Upload><Key>c/b</Key><UploadId>u2</UploadId>"
+      "<Initiated>not a date</Initiated></Upload></ListMultipartUploadsResult>");
+  ASSERT_EQ(page.uploads.size(), 2u);
+  EXPECT_EQ(page.uploads[0].initiated, 1709251199);
+  EXPECT_EQ(page.uploads[1].initiated, std::nullopt);  // never aborted: its age is unknown
+  EXPECT_TRUE(page.truncated);
+  EXPECT_EQ(page.next_upload_id_marker, "u2");
+  EXPECT_THROW(s3xml::parse_uploads_page("<ListBucketResult/>"), Error);
+  EXPECT_THROW(
+      s3xml::parse_uploads_page("<ListMultipartUploadsResult><IsTruncated>true</IsTruncated>"
+                                "</ListMultipartUploadsResult>"),
+      Error);
+  EXPECT_EQ(s3xml::parse_timestamp("1970-01-01T00:00:00Z"), 0);
+  EXPECT_EQ(s3xml::parse_timestamp("2024-13-01T00:00:00Z"), std::nullopt);
+  EXPECT_EQ(s3xml::parse_timestamp("2024-01-01"), std::nullopt);
+}
+
 }  // namespace
 }  // namespace neuron_cache::storage

@@ -151,6 +151,9 @@ std::vector<Knob> knobs() {
        [](const config::Settings& s) { return s.retry_base_ms; },
        {nothing("", "default (1 s, doubling up to 30 s)"),
         env_layer("NEURON_CACHE_RETRY_BASE_MS", "10")}},
+      {"s3_recheck_ms",
+       [](const config::Settings& s) { return s.s3_recheck_ms; },
+       {nothing("2000", "default"), env_layer("NEURON_CACHE_S3_RECHECK_MS", "0")}},
   };
 }
 
@@ -256,12 +259,16 @@ TEST(SettingsLayers, BadKnobValuesAreInputErrorsWhenUsed) {
     EXPECT_NE(std::string(e.what()).find("NEURON_CACHE_HUB_TIMEOUT_MS"), std::string::npos);
   }
   EXPECT_THROW(s.retry_base(), Error);
+  in.env["NEURON_CACHE_S3_RECHECK_MS"] = "-1";
+  EXPECT_THROW(resolve_as_a_run(in).s3_recheck(), Error);
+  in.env.erase("NEURON_CACHE_S3_RECHECK_MS");
   in.env["NEURON_CACHE_HUB_TIMEOUT_MS"] = "2500";
   in.env["NEURON_CACHE_RETRY_BASE_MS"] = "10";
   config::Settings good = resolve_as_a_run(in);
   EXPECT_EQ(good.timeout(), std::chrono::milliseconds(2500));
   EXPECT_EQ(good.timeout_if_set(), std::chrono::milliseconds(2500));
   EXPECT_EQ(good.retry_base(), std::chrono::milliseconds(10));
+  EXPECT_EQ(good.s3_recheck(), std::chrono::milliseconds(2000));
   EXPECT_EQ(resolve_as_a_run(Inputs(home)).timeout(), std::chrono::milliseconds(15000));
   EXPECT_EQ(resolve_as_a_run(Inputs(home)).timeout_if_set(), std::nullopt);
 }

@@ -33,6 +33,7 @@ std::vector<Row> rows(const config::Settings& s) {
       {"seed", s.seeding_origin},
       {"timeout_ms", s.timeout_ms},
       {"retry_base_ms", s.retry_base_ms},
+      {"s3_recheck_ms", s.s3_recheck_ms},
   };
 }
 

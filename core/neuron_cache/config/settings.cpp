@@ -12,6 +12,7 @@
 #include "neuron_cache/error.h"
 #include "neuron_cache/format/hub_names.h"
 #include "neuron_cache/format/layout.h"
+#include "neuron_cache/format/printable.h"
 #include "neuron_cache/format/store_name.h"
 #include "neuron_cache/format/url.h"
 #include "neuron_cache/process/process.h"
@@ -190,6 +191,8 @@ void resolve_knobs(Settings& s, const Environment& env) {
                                    {std::to_string(kDefaultHubTimeoutMs), "default"}));
   s.retry_base_ms =
       from_env(env, "NEURON_CACHE_RETRY_BASE_MS", {"", "default (1 s, doubling up to 30 s)"});
+  s.s3_recheck_ms =
+      from_env(env, "NEURON_CACHE_S3_RECHECK_MS", {std::to_string(kDefaultS3RecheckMs), "default"});
 }
 
 }  // namespace
@@ -306,6 +309,16 @@ std::optional<std::chrono::milliseconds> Settings::retry_base() const {
   } catch (const std::exception&) {
     throw input_error("NEURON_CACHE_RETRY_BASE_MS must be a number of milliseconds");
   }
+}
+
+std::chrono::milliseconds Settings::s3_recheck() const {
+  const std::string& value = s3_recheck_ms.value;
+  if (!value.empty() && value.size() <= 9 &&
+      value.find_first_not_of("0123456789") == std::string::npos) {
+    return std::chrono::milliseconds(std::stol(value));
+  }
+  throw input_error(s3_recheck_ms.origin + " must be a number of milliseconds >= 0 (got \"" +
+                    printable(value) + "\")");
 }
 
 std::string save_custom_cache_repo(const Settings& settings, const std::string& repo) {

@@ -27,6 +27,10 @@ class Environment {
   std::map<std::string, std::string> vars_;
 };
 
+// NEURON_CACHE_S3_RECHECK_MS when unset: long enough for a second writer that checked the same
+// index version to land its write (one PUT of a few KiB), short enough to add little to a push.
+inline constexpr long kDefaultS3RecheckMs = 2000;
+
 struct Setting {
   std::string value;   // empty when unset
   std::string origin;  // "--cache-dir", "NEURON_COMPILE_CACHE_URL", "default", "unset", a file
@@ -76,6 +80,9 @@ struct Settings {
   // unreachable, and how long a shared folder's commit waits for its index lock.
   Setting timeout_ms;
   Setting retry_base_ms;  // NEURON_CACHE_RETRY_BASE_MS: shorter retry waits; empty: 1 s
+  // NEURON_CACHE_S3_RECHECK_MS: how long after writing an index file to an S3 store that ignores
+  // conditional writes it is read again, to catch a writer that replaced it meanwhile.
+  Setting s3_recheck_ms;
   // CUSTOM_CACHE_REPO set but not used because the manifest's cache_repo wins, or empty.
   std::string cache_repo_note;
   std::vector<std::string> warnings;
@@ -101,6 +108,8 @@ struct Settings {
   std::optional<std::chrono::milliseconds> timeout_if_set() const;
   // NEURON_CACHE_RETRY_BASE_MS, or nothing; throws an input Error when it is not a number.
   std::optional<std::chrono::milliseconds> retry_base() const;
+  // s3_recheck_ms; throws an input Error when it is not a number >= 0.
+  std::chrono::milliseconds s3_recheck() const;
 
   // What the resolution was made from, for with_manifest.
   Environment environment;

@@ -9,6 +9,11 @@ namespace neuron_cache::hub {
 namespace {
 
 std::string advice(long status, const std::string& code, const std::string& repo) {
+  // Without a repo the request went to LFS storage (S3 part URLs, a multipart completion): its
+  // 404 is about an upload, not a repo.
+  if (repo.empty() && status == 404) {
+    return "the upload is gone from LFS storage (it may have completed, or expired): push again";
+  }
   if (code == "RepoNotFound" || (status == 401 && !repo.empty()) ||
       (status == 404 && code.empty())) {
     return "repo " + repo +

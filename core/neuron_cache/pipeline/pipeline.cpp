@@ -538,6 +538,11 @@ PushStep Pipeline::push(const plan::Plan& plan) {
       note(true, "not pushed: " + key + ": " + why);
     if (!step.result.commit.landed_unanswered.empty())
       note(false, step.result.commit.landed_unanswered);
+    if (size_t aborted = step.result.commit.uploads_aborted; aborted > 0) {
+      note(false, "aborted " + std::to_string(aborted) +
+                      " multipart upload(s) abandoned more than a day ago in " + repo_);
+    }
+    for (const auto& warning : step.result.commit.warnings) note(true, warning);
   } catch (const Error& error) {
     step.skipped_reason = error.what();
     cache_problem(std::string("push to ") + repo_ + " failed: " + error.what(),

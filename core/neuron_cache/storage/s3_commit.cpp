@@ -6,6 +6,7 @@
 
 #include <memory>
 #include <set>
+#include <thread>
 
 #include "neuron_cache/format/digest.h"
 #include "neuron_cache/format/url.h"
@@ -13,6 +14,7 @@
 #include "neuron_cache/storage/s3_internal.h"
 #include "neuron_cache/storage/s3_store.h"
 #include "neuron_cache/storage/s3_xml.h"
+#include "neuron_cache/sys/random.h"
 
 namespace neuron_cache::storage {
 
@@ -265,17 +267,29 @@ class Publisher {
     }
   }
 
-  // Whether the object is there as this upload's completion makes it (same size, and the
-  // multipart ETag of exactly these parts): a completion whose answer was lost, and whose retry
-  // then met NoSuchUpload, did land.
+  // Whether the object is there as this upload's completion makes it: the multipart ETag of
+  // exactly these parts (S3), or our content by the store's own ids (s3rver gives a completed
+  // upload the plain MD5 of its bytes). A completion whose answer was lost, and whose retry then
+  // met NoSuchUpload (or a 500), did land.
   bool landed(const Artifact& a) {
     try {
       std::vector<RemoteEntry> object = store_.stat({a.op->path}, "");
+      if (object.size() != 1 || object[0].size != a.size) return false;
       std::optional<std::string> etag = multipart_etag(a.part_etags);
-      return etag && object.size() == 1 && object[0].size == a.size && object[0].oid == *etag;
+      return (etag && object[0].oid == *etag) || same_content(a, object[0]);
     } catch (const Error&) {
       return false;  // unknown: the upload is reported failed
     }
+  }
+
+  std::string not_completed(const net::HttpResponse& response, const Artifact& a) {
+    std::string what = "completing the upload of " + a.op->path;
+    s3xml::ErrorAnswer error = s3xml::parse_error(response.body);
+    if (!ok(response) || !error.code.empty()) return store_.failure(response, what).what();
+    return what + " in " + store_.location() + " failed: its answer (HTTP " +
+           std::to_string(response.status) +
+           ") is not a CompleteMultipartUploadResult and the object is not there as this upload "
+           "makes it; push again";
   }
 
   // CompleteMultipartUpload for every large file whose parts all went; the others are aborted
@@ -311,13 +325,19 @@ class Publisher {
     for (size_t i = 0; i < sends.size(); ++i) {
       if (owners[i] == nullptr) continue;
       const net::HttpResponse& response = sends[i]->response_;
-      // S3 may answer 200 and still fail: the error is then the body.
-      bool completed = ok(response) && s3xml::parse_error(response.body).code.empty();
-      if (!completed && landed(*owners[i])) continue;  // the answer was lost, not the upload
+      // S3 may answer 200 and still fail (the error is then the body); a cut or garbled answer
+      // says nothing either way.
+      bool completed = ok(response) && s3xml::is_completion_result(response.body);
+      if (!completed && landed(*owners[i])) {  // the answer was lost, not the upload
+        result_.landed_unanswered = "completing the upload of " + owners[i]->op->path + " in " +
+                                    store_.location() +
+                                    " got no valid answer, but the object is there as this "
+                                    "upload makes it (size and multipart ETag): it is stored";
+        continue;
+      }
       if (!completed) {
         owners[i]->failed = true;
-        owners[i]->error =
-            store_.failure(response, "completing the upload of " + owners[i]->op->path).what();
+        owners[i]->error = not_completed(response, *owners[i]);
         store_.call(store_.signed_request(
             "DELETE",
             store_.object_url(owners[i]->op->path,
@@ -359,8 +379,11 @@ CommitResult S3Store::commit(const std::vector<CommitOperation>& operations,
       artifacts.push_back(std::move(a));
     }
   }
-  if (!artifacts.empty()) Publisher(*this, result).upload(artifacts);
-  for (const CommitOperation* op : conditional) put_conditional(*op, result);
+  if (!artifacts.empty()) {
+    abort_abandoned_uploads(result);
+    Publisher(*this, result).upload(artifacts);
+  }
+  if (!conditional.empty()) put_index_files(conditional, result);
   if (!deletes.empty()) {
     std::vector<std::unique_ptr<Send>> sends;
     std::vector<net::Exchange*> pointers;
@@ -382,12 +405,30 @@ CommitResult S3Store::commit(const std::vector<CommitOperation>& operations,
   return result;
 }
 
-void S3Store::put_conditional(const CommitOperation& op, CommitResult& result) {
+void S3Store::put_index_files(const std::vector<const CommitOperation*>& ops,
+                              CommitResult& result) {
+  bool checked = enforces_conditions();
+  std::vector<std::pair<std::string, std::string>> written;  // path, ETag
+  for (const CommitOperation* op : ops) {
+    written.emplace_back(op->path, put_conditional(*op, checked, result));
+  }
+  if (checked) return;
+  // A writer that checked the version before our write can still land its PUT after our
+  // read-back; give it time to land, then look again.
+  std::this_thread::sleep_for(options_.recheck);
+  for (const auto& [path, etag] : written) require_version(path, etag);
+}
+
+std::string S3Store::put_conditional(const CommitOperation& op, bool checked,
+                                     CommitResult& result) {
   std::string version;
   {
     std::lock_guard lock(read_mutex_);
     version = read_versions_.at(op.path);
   }
+  // The condition the store will not check: a writer that published since our read is a
+  // conflict, not overwritten.
+  if (!checked) require_version(op.path, version);
   uint64_t size = size_of_file(op.local);
   std::string sha = sha256_of_file(op.local);
   Fd fd(op.local);
@@ -398,26 +439,58 @@ void S3Store::put_conditional(const CommitOperation& op, CommitResult& result) {
   r.upload_fd = fd.get();
   r.upload_length = size;
   net::HttpResponse response = call(std::move(r));
-  std::string conflict = op.path + " in " + location() +
-                         " changed since it was read (another writer published meanwhile): "
-                         "read it again, merge and publish again";
   s3xml::ErrorAnswer answer = s3xml::parse_error(response.body);
   if (response.status == 412 ||
       (response.status == 409 && answer.code == "ConditionalRequestConflict")) {
-    throw CommitConflict(conflict);
+    throw CommitConflict(conflict_message(op.path));
   }
   if (!ok(response)) throw failure(response, "writing " + op.path);
   std::string written = s3xml::unquote_etag(response.headers.get("ETag").value_or(""));
   // Stores that ignore the condition: another writer's version read back now is a lost update
   // of theirs or ours, reported as a conflict so the caller merges again.
   auto now = head_object(op.path);
-  if (!now || (!written.empty() && now->oid != written)) throw CommitConflict(conflict);
+  if (!now || (!written.empty() && now->oid != written)) {
+    throw CommitConflict(conflict_message(op.path));
+  }
   {
     std::lock_guard lock(read_mutex_);
     read_versions_[op.path] = now->oid;
   }
   ++result.small_files;
   result.bytes_sent += size;
+  return now->oid;
+}
+
+void S3Store::require_version(const std::string& path, const std::string& version) {
+  auto now = head_object(path);
+  if (now ? now->oid != version : !version.empty()) throw CommitConflict(conflict_message(path));
+}
+
+std::string S3Store::conflict_message(const std::string& path) const {
+  return path + " in " + location() +
+         " changed since it was read (another writer published meanwhile): read it again, merge "
+         "and publish again";
+}
+
+// A conditional write that must be refused: If-Match on an ETag no object has, to a new key.
+// S3, MinIO and R2 refuse it (412, or 404 for the missing key); a store that ignores conditions
+// stores the empty probe, which is deleted at once. An answer that says neither counts as not
+// enforced: the careful path costs a few requests and one wait, never an entry.
+bool S3Store::enforces_conditions() {
+  {
+    std::lock_guard lock(read_mutex_);
+    if (enforces_conditions_) return *enforces_conditions_;
+  }
+  std::string probe = std::string(kProbePrefix) + sys::random_hex(16);
+  net::HttpRequest r = signed_request("PUT", object_url(probe), s3::kEmptySha256);
+  r.headers.push_back("If-Match: \"" + std::string(32, '0') + "\"");
+  r.headers.push_back("Content-Type: application/octet-stream");
+  net::HttpResponse response = call(std::move(r));
+  bool refused = response.status == 404 || response.status == 409 || response.status == 412;
+  if (ok(response)) call(signed_request("DELETE", object_url(probe), s3::kEmptySha256));
+  std::lock_guard lock(read_mutex_);
+  enforces_conditions_ = refused;
+  return refused;
 }
 
 }  // namespace neuron_cache::storage

@@ -112,6 +112,7 @@ std::unique_ptr<S3Store> S3Store::open(const std::string& url, const config::Set
   options.offline = settings.store_offline;
   options.retry = net::retry_policy(settings, 6);
   options.timeout = settings.timeout();
+  options.recheck = settings.s3_recheck();
   return std::make_unique<S3Store>(url, config::resolve_aws_access(settings.environment), options);
 }
 

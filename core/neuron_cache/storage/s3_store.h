@@ -16,19 +16,27 @@
 //   reads again, merges and commits again. Deletes come after them, so no index written here
 //   names a file that is already gone.
 // - Stores that ignore the conditions (s3rver, older S3-compatible servers) cannot refuse a lost
-//   update. After each conditional write the object's ETag is read back: a different one means
-//   another writer replaced it meanwhile, and CommitConflict is thrown; a writer that replaces it
-//   after that read is not detected. The window is one round trip, not the whole merge.
+//   update. Whether a store enforces them is probed once per run (enforces_conditions()). After
+//   each conditional write the object's ETag is read back: a different one means another writer
+//   replaced it meanwhile, and CommitConflict is thrown. On a store that ignores conditions the
+//   tool also checks the version read just before writing (a writer that published since the
+//   merge is a conflict, not overwritten), and reads every written file again after
+//   S3Options::recheck: a writer that replaced it meanwhile is a conflict too. What remains is a
+//   writer whose check preceded our write and whose PUT lands more than `recheck` after our
+//   read-back (a PUT stalled that long): its index then lacks our entries.
 #pragma once
 
+#include <chrono>
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 
 #include "neuron_cache/config/aws.h"
 #include "neuron_cache/net/http.h"
 #include "neuron_cache/net/retry.h"
+#include "neuron_cache/storage/s3_xml.h"
 #include "neuron_cache/storage/store.h"
 
 namespace neuron_cache::storage {
@@ -39,6 +47,9 @@ struct S3Options {
   uint64_t part_size = 64ull << 20;  // ranged download parts and multipart upload parts
   bool offline = false;
   std::chrono::milliseconds timeout{15000};  // connect / first byte / unreachable budget
+  // How long after writing index files to a store that ignores conditional writes they are read
+  // again (NEURON_CACHE_S3_RECHECK_MS, Settings::s3_recheck).
+  std::chrono::milliseconds recheck{config::kDefaultS3RecheckMs};
 
   // S3 allows 10,000 parts of at least 5 MiB (the last excepted).
   static constexpr uint64_t kMinPartSize = 5ull << 20;
@@ -54,6 +65,9 @@ S3Location parse_s3_url(const std::string& url);
 
 class S3Store : public Store {
  public:
+  // The name of the object enforces_conditions() writes, below the prefix, with random digits.
+  static constexpr const char* kProbePrefix = ".neuron-cache-probe-";
+
   S3Store(const std::string& url, config::AwsAccess access, S3Options options = {});
   // The access of settings.environment (and HOME), offline mode, retries and timeout.
   static std::unique_ptr<S3Store> open(const std::string& url, const config::Settings& settings);
@@ -94,7 +108,21 @@ class S3Store : public Store {
  private:
   std::vector<RemoteEntry> list_objects(const std::string& key_prefix, bool recursive);
   std::optional<RemoteEntry> head_object(const std::string& path);
-  void put_conditional(const CommitOperation& op, CommitResult& result);
+  // Writes the files read_small() read, each conditional on the version read (see above).
+  void put_index_files(const std::vector<const CommitOperation*>& ops, CommitResult& result);
+  // Writes one of them; returns the ETag written. `checked`: the store enforces conditions.
+  std::string put_conditional(const CommitOperation& op, bool checked, CommitResult& result);
+  // Whether the store refuses a conditional write whose condition fails; probed once per run.
+  bool enforces_conditions();
+  // CommitConflict when `path` is no longer at `version` (its ETag, "" for absent).
+  void require_version(const std::string& path, const std::string& version);
+  std::string conflict_message(const std::string& path) const;
+  // Aborts the multipart uploads under the prefix that a writer began more than a day ago and
+  // never finished (s3_sweep.cpp); once per run, failures are warnings in `result`.
+  void abort_abandoned_uploads(CommitResult& result);
+  // The uploads under the prefix begun more than a day ago, as far as the page budget reaches
+  // (`stopped` then says why it stopped).
+  std::vector<s3xml::PendingUpload> abandoned_uploads(std::string& stopped);
 
   S3Location where_;
   config::AwsAccess access_;
@@ -105,6 +133,8 @@ class S3Store : public Store {
   // The ETag each read_small() saw ("" when the object was absent): commit()'s conditions.
   std::mutex read_mutex_;
   std::map<std::string, std::string> read_versions_;
+  std::optional<bool> enforces_conditions_;  // under read_mutex_; unknown until probed
+  bool swept_uploads_ = false;               // under read_mutex_
 };
 
 }  // namespace neuron_cache::storage

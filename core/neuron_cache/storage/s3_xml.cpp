@@ -1,6 +1,7 @@
 #include "neuron_cache/storage/s3_xml.h"
 
 #include <cctype>
+#include <ctime>
 
 #include "neuron_cache/error.h"
 #include "neuron_cache/format/printable.h"
@@ -219,6 +220,66 @@ std::string parse_upload_id(std::string_view body) {
   std::string id = root.child("UploadId").value_or("");
   if (root.name != "InitiateMultipartUploadResult" || id.empty()) bad("no UploadId");
   return id;
+}
+
+bool is_completion_result(std::string_view body) {
+  try {
+    return parse(body).name == "CompleteMultipartUploadResult";
+  } catch (const Error&) {
+    return false;
+  }
+}
+
+UploadsPage parse_uploads_page(std::string_view body) {
+  Element root = parse(body);
+  if (root.name != "ListMultipartUploadsResult") {
+    bad("<" + printable(root.name) + "> instead of <ListMultipartUploadsResult>");
+  }
+  UploadsPage page;
+  for (const Element& e : root.children) {
+    if (e.name == "Upload") {
+      PendingUpload upload{e.child("Key").value_or(""), e.child("UploadId").value_or(""),
+                           parse_timestamp(e.child("Initiated").value_or(""))};
+      if (upload.key.empty() || upload.upload_id.empty()) bad("an upload without a key or id");
+      page.uploads.push_back(std::move(upload));
+    } else if (e.name == "IsTruncated") {
+      page.truncated = e.text == "true";
+    } else if (e.name == "NextKeyMarker") {
+      page.next_key_marker = e.text;
+    } else if (e.name == "NextUploadIdMarker") {
+      page.next_upload_id_marker = e.text;
+    }
+  }
+  if (page.uploads.size() > kMaxKeysPerPage) {
+    bad("more than " + std::to_string(kMaxKeysPerPage) + " uploads in one page");
+  }
+  if (page.truncated && page.next_key_marker.empty()) bad("a truncated page without a marker");
+  return page;
+}
+
+std::optional<int64_t> parse_timestamp(std::string_view text) {
+  // YYYY-MM-DDTHH:MM:SS, then optional fractions and a Z.
+  static constexpr std::string_view kShape = "dddd-dd-ddTdd:dd:dd";
+  if (text.size() < kShape.size()) return std::nullopt;
+  for (size_t i = 0; i < kShape.size(); ++i) {
+    bool digit = std::isdigit(static_cast<unsigned char>(text[i])) != 0;
+    if (kShape[i] == 'd' ? !digit : text[i] != kShape[i]) return std::nullopt;
+  }
+  auto number = [&](size_t at, size_t digits) {
+    return std::stoi(std::string(text.substr(at, digits)));
+  };
+  std::tm when{};
+  when.tm_year = number(0, 4) - 1900;
+  when.tm_mon = number(5, 2) - 1;
+  when.tm_mday = number(8, 2);
+  when.tm_hour = number(11, 2);
+  when.tm_min = number(14, 2);
+  when.tm_sec = number(17, 2);
+  if (when.tm_mon > 11 || when.tm_mday < 1 || when.tm_mday > 31 || when.tm_hour > 23 ||
+      when.tm_min > 59 || when.tm_sec > 60) {
+    return std::nullopt;
+  }
+  return static_cast<int64_t>(timegm(&when));
 }
 
 ErrorAnswer parse_error(std::string_view body) {

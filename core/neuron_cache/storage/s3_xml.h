@@ -50,6 +50,26 @@ struct ListPage {
 ListPage parse_list_page(std::string_view body);
 // The UploadId of an InitiateMultipartUploadResult.
 std::string parse_upload_id(std::string_view body);
+// Whether a CompleteMultipartUpload answer is the result S3 gives when the object was made; an
+// <Error> (S3 may send one with a 200), a cut or garbled body is not.
+bool is_completion_result(std::string_view body);
+
+// One page of ListMultipartUploads: the uploads in progress and where the next page starts.
+struct PendingUpload {
+  std::string key;
+  std::string upload_id;
+  std::optional<int64_t> initiated;  // seconds since 1970 (UTC); nothing when unreadable
+};
+struct UploadsPage {
+  std::vector<PendingUpload> uploads;
+  bool truncated = false;
+  std::string next_key_marker;
+  std::string next_upload_id_marker;
+};
+UploadsPage parse_uploads_page(std::string_view body);
+// S3's timestamps ("2024-05-01T12:34:56.000Z", UTC) as seconds since 1970, or nothing.
+std::optional<int64_t> parse_timestamp(std::string_view text);
+
 // An <Error> document's code and message (empty when the body is not one), escaped with
 // printable(): they are the store's words, quoted in our messages.
 struct ErrorAnswer {

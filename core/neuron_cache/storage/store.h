@@ -81,6 +81,10 @@ struct CommitResult {
   // Set when the store's answer to the publication was lost (no answer, 5xx) but reading it
   // back showed every file in place: what happened, for the user.
   std::string landed_unanswered;
+  // Housekeeping beside the publication (S3: abandoned multipart uploads aborted): what was
+  // done, and what failed. A failure there never fails the publication.
+  size_t uploads_aborted = 0;
+  std::vector<std::string> warnings;
 };
 
 // Why a read failed, as a value: what a policy hands consumers instead of throwing.
