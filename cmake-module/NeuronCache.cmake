@@ -193,8 +193,8 @@ endfunction()
 
 # Runs `neuron-cache prefetch` now: TOOL (a path), MANIFEST, EXPORT_DIR, RUN_PREFIX (a command
 # prefix, e.g. `cmake -E env ...`), SHARED_ARGS (--repo, --cache-dir, --strict), CONFIGS (none:
-# all). Sets present (name;dir pairs), missing, fetched, local_count, report, failed and
-# tool_warnings.
+# all). Sets present (name;dir pairs), missing, fetched, local_count, report, failed,
+# input_error (the tool refused its input: exit 2) and tool_warnings.
 function(_neuron_cache_prefetch_now)
   cmake_parse_arguments(PARSE_ARGV 0 my "" "TOOL;MANIFEST;EXPORT_DIR"
                         "RUN_PREFIX;SHARED_ARGS;CONFIGS")
@@ -206,8 +206,15 @@ function(_neuron_cache_prefetch_now)
     OUTPUT_VARIABLE report ERROR_VARIABLE errors RESULT_VARIABLE rc)
   string(STRIP "${errors}" errors)
   set(failed "")
+  set(input_error FALSE)
   set(tool_warnings "")
-  if(NOT rc EQUAL 0)
+  if(rc EQUAL 2)
+    # A typo in CONFIGS or the manifest: the call is wrong, so no configuration is reported as
+    # merely missing (the valid ones would vanish too and generate fail later, far from here).
+    set(input_error TRUE)
+    string(CONCAT failed "neuron-cache refused the call's input (exit 2): ${errors}\nFix the "
+           "neuron_cache_prefetch() arguments or the manifest")
+  elseif(NOT rc EQUAL 0)
     set(failed "neuron-cache prefetch failed (${rc}): ${errors}")
   else()
     string(JSON count ERROR_VARIABLE json_error LENGTH "${report}" configurations)
@@ -256,7 +263,7 @@ function(_neuron_cache_prefetch_now)
     set(missing ${my_CONFIGS})
     set(report "")
   endif()
-  foreach(var present missing fetched local_count report failed tool_warnings)
+  foreach(var present missing fetched local_count report failed input_error tool_warnings)
     set(${var} "${${var}}" PARENT_SCOPE)
   endforeach()
 endfunction()
@@ -493,7 +500,7 @@ macro(_neuron_cache_prefetch_at_configure)
                              CONFIGS ${arg_CONFIGS})
   if(NOT failed STREQUAL "")
     message(CHECK_FAIL "failed")
-    if(strict)
+    if(strict OR input_error)
       message(FATAL_ERROR "neuron_cache_prefetch: ${failed}")
     endif()
     message(WARNING "neuron_cache_prefetch: ${failed}\nThe configurations are reported missing.")

@@ -180,6 +180,13 @@ bad_project missing-file "neuron_cache_prefetch(MANIFEST nope.yaml)" \
 bad_project strict-unknown-config \
   "neuron_cache_prefetch(MANIFEST $root/examples/neuron-cache.yaml CONFIGS nope STRICT)" \
   'no configuration named "nope"'
+# An input error (exit 2: a typo in CONFIGS) fails at the call even without STRICT: reported as
+# merely missing, the valid configuration would vanish too and generate fail later.
+bad_project unknown-config \
+  "neuron_cache_prefetch(MANIFEST $root/examples/neuron-cache.yaml CONFIGS llama3-8b-chat nope)" \
+  "neuron-cache refused the call's input (exit 2)"
+expect_in 'no configuration named "nope"'
+expect_in "Fix the neuron_cache_prefetch() arguments or the manifest"
 
 printf '#!/bin/sh\necho '"'"'{"format_version": 99, "configurations": []}'"'"'\n' >"$work/future-tool"
 chmod +x "$work/future-tool"
@@ -188,19 +195,30 @@ bad_project future-format \
 neuron_cache_prefetch(MANIFEST $root/examples/neuron-cache.yaml CONFIGS llama3-8b-chat STRICT)" \
   "writes JSON reports of format 99; this NeuronCache.cmake reads format 2"
 
-step "a failing tool without STRICT: a warning, the configurations reported missing"
+step "a tool failing operationally (exit 1) without STRICT: a warning, the configurations missing"
+printf '#!/bin/sh\necho "the disk is on fire" >&2\nexit 1\n' >"$work/failing-tool"
+chmod +x "$work/failing-tool"
 mkdir -p "$work/soft-src"
 cat >"$work/soft-src/CMakeLists.txt" <<CMAKE
 cmake_minimum_required(VERSION 3.25)
 project(soft NONE)
 find_package(NeuronCache CONFIG REQUIRED)
-neuron_cache_prefetch(MANIFEST "$root/examples/neuron-cache.yaml" CONFIGS nope OUTPUT_VARIABLE got)
+set(NEURON_CACHE_TOOL $work/failing-tool CACHE FILEPATH "" FORCE)
+neuron_cache_prefetch(MANIFEST "$root/examples/neuron-cache.yaml" CONFIGS llama3-8b-chat
+                      OUTPUT_VARIABLE got)
 message(STATUS "got=[\${got}] missing=[\${got_MISSING}]")
+if(TARGET NeuronCache::llama3-8b-chat)
+  message(STATUS "a target for a missing configuration")
+endif()
 CMAKE
 expect_ok cmake -S "$work/soft-src" -B "$work/soft-build" -DCMAKE_PREFIX_PATH="$prefix"
 expect_in "- failed"
 expect_in "CMake Warning"
-expect_in "got=[] missing=[nope]"
+expect_in "got=[] missing=[llama3-8b-chat]"
+out=$(tr -s ' \n' '  ' <<<"$out")  # CMake wraps long messages
+expect_in "neuron-cache prefetch failed (1): the disk is on fire"
+# The README: NeuronCache::<name> exists only when the artifacts were found (or COMPILE_MISSING).
+! grep -qF "a target for a missing configuration" <<<"$out" || fail "a missing configuration got a target"
 
 # The same configure against an S3 bucket (s3rver) and a shared folder: only CACHE_REPO changes.
 source "$root/tests/tools/s3-env.sh" "$work/s3"
