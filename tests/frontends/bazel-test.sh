@@ -164,6 +164,16 @@ bazel_in_ws build //:neff_list || { show_last; fail "the build after the edit fa
 [[ $(module_downloads) -eq 0 ]] || fail "the refetch downloaded again what the repository cache has"
 [[ $(stat -c %Y "$generated/report.json") != "$before" ]] || fail "report.json was not rewritten"
 
+step "the Hub down after a manifest edit: empty filegroups, and the example still builds"
+echo "# edited with the Hub down" >>"$ws/neuron-cache.yaml"
+bazel_in_ws build //:neff_list --repo_env=HF_ENDPOINT=http://127.0.0.1:9 ||
+  { show_last; fail "the example failed with an empty filegroup"; }
+grep -q '^llama3-8b-chat: not in the cache' "$ws/bazel-bin/neff_list.txt" ||
+  { cat "$ws/bazel-bin/neff_list.txt"; fail "the list does not say what is missing"; }
+echo "# the Hub is back" >>"$ws/neuron-cache.yaml"
+bazel_in_ws build //:neff_list || { show_last; fail "the build with the Hub back failed"; }
+[[ $(grep -c '\.neff ' "$list") -eq $expected ]] || fail "the Hub is back: not all NEFFs listed"
+
 step "a configuration the cache lacks: empty filegroup and a warning; strict: the fetch fails"
 cat >>"$ws/WORKSPACE" <<'WS'
 
