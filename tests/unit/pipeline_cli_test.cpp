@@ -101,6 +101,31 @@ TEST_F(PipelineCliTest, FirstCiCompilesAndPushesSecondRunOnEmptyCacheFetchesEver
   EXPECT_EQ(json::parse(read_file(work / "report3.json"))["totals"]["local"], n);
 }
 
+// A gate for runners that must never compile: the plan is printed (text or JSON) and exit 3 names
+// what would compile; once the store holds everything, a fresh runner passes it.
+TEST_F(PipelineCliTest, PlanFailOnMissIsAGateForRunnersThatMustNotCompile) {
+  ManifestSpec spec;
+  spec.confs = {{"llama-bs1", 1, 128}, {"llama-bs2", 2, 128}};
+  fs::path manifest = write_manifest(spec);
+  ToolResult gate = tool("plan --fail-on-miss " + quoted(manifest));
+  EXPECT_EQ(gate.code, 3) << gate.all();
+  EXPECT_TRUE(contains(gate.out, "llama-bs2")) << "the plan is printed first: " << gate.out;
+  EXPECT_TRUE(contains(gate.err,
+                       "--fail-on-miss: 2 of 2 configurations are not cached and would "
+                       "run the compile command: llama-bs1, llama-bs2"))
+      << gate.err;
+  ToolResult as_json = tool("plan --json --fail-on-miss " + quoted(manifest));
+  EXPECT_EQ(as_json.code, 3);
+  EXPECT_EQ(json::parse(as_json.out)["configurations"].size(), 2u);
+  EXPECT_EQ(calls(), 0u);
+
+  ToolResult ci = tool("ci " + quoted(manifest) + " --output-dir " + quoted(work / "out"));
+  ASSERT_EQ(ci.code, 0) << ci.all();
+  fs::path fresh = work / "fresh-runner-cache";
+  ToolResult passes = tool("plan --fail-on-miss " + quoted(manifest), "", fresh);
+  EXPECT_EQ(passes.code, 0) << passes.all();
+}
+
 TEST_F(PipelineCliTest, PlanRequestsDoNotGrowWithConfigurations) {
   ManifestSpec pinned;
   pinned.revisions[kLlama] = model_sha(kLlama);

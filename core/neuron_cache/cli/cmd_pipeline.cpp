@@ -20,7 +20,8 @@ struct Args {
   std::vector<std::string> configs;
   pipeline::Options options;
   bool json = false;
-  bool files = false;  // plan --files
+  bool files = false;         // plan --files
+  bool fail_on_miss = false;  // plan --fail-on-miss
   bool quiet = false;
   std::string report_file;
   std::string summary_file;
@@ -139,6 +140,24 @@ pipeline::RunSteps steps_of(bool prefetch, bool compile, bool push, const Args& 
   return {prefetch, compile, push, args.export_dir};
 }
 
+// plan --fail-on-miss: a runner that must never compile (no Neuron device, no time) stops here,
+// naming what would compile; a store that could not be read counts, as it would at run time.
+void fail_if_any_would_compile(const plan::Plan& plan) {
+  std::vector<std::string> names;
+  for (const auto& row : plan.rows) {
+    if (plan::runs_compile(row.status)) names.push_back(row.target.configuration.name);
+  }
+  if (names.empty()) return;
+  std::string list;
+  for (size_t i = 0; i < names.size() && i < 10; ++i) list += (i ? ", " : "") + names[i];
+  if (names.size() > 10) list += ", ... (" + std::to_string(names.size()) + " in all)";
+  throw GateFailed{"--fail-on-miss: " + std::to_string(names.size()) + " of " +
+                   std::to_string(plan.rows.size()) +
+                   " configurations are not cached and would run the compile command: " + list +
+                   ". Fill the cache on a runner that can compile (neuron-cache ci), or "
+                   "drop --fail-on-miss"};
+}
+
 void run_plan(Context& context, Args& args) {
   auto p = open(context, args);
   pipeline::RunResult result = pipeline::run(*p, steps_of(false, false, false, args));
@@ -150,6 +169,7 @@ void run_plan(Context& context, Args& args) {
   } else {
     std::cout << report::plan_text(result.initial);
   }
+  if (args.fail_on_miss) fail_if_any_would_compile(result.initial);
 }
 
 // The configurations still missing after a prefetch.
@@ -328,6 +348,9 @@ void register_pipeline(CLI::App& app, Context& context) {
                  "With --json: each cached configuration's files, sizes, sha256 and download "
                  "URLs (file://, or the Hub's at the commit read; none for S3)")
       ->needs("--json");
+  plan->add_flag("--fail-on-miss", plan_args->fail_on_miss,
+                 "Exit 3 (after printing the plan) when any configuration would be compiled: a "
+                 "gate for runners that must never compile");
   plan->callback([&context, plan_args] { run_plan(context, *plan_args); });
 
   auto prefetch_args = std::make_shared<Args>();

@@ -3,6 +3,7 @@
 #include <iostream>
 
 #include "neuron_cache/cli/context.h"
+#include "neuron_cache/cli/output.h"
 #include "neuron_cache/config/redact.h"
 #include "neuron_cache/error.h"
 #include "neuron_cache/pipeline/pipeline.h"
@@ -17,7 +18,8 @@ int run(int argc, char** argv) {
   cli::Context context(config::Environment::from_process());
   CLI::App app{
       "neuron-cache: fetch, inspect and maintain the AWS Neuron compile cache shared with "
-      "optimum-neuron.\nExit codes: 0 success, 1 operational failure, 2 usage or input error."};
+      "optimum-neuron.\nExit codes: 0 success, 1 operational failure, 2 usage or input error, 3 "
+      "a gate failed (plan --fail-on-miss)."};
   app.require_subcommand(1);
   app.fallthrough();  // global options such as --compiler-version also work after the command
   app.set_version_flag("--version", neuron_cache::pipeline::tool_version());
@@ -49,6 +51,9 @@ int run(int argc, char** argv) {
 int main(int argc, char** argv) {
   try {
     return run(argc, argv);
+  } catch (const neuron_cache::cli::GateFailed& gate) {
+    std::cerr << "neuron-cache: " << neuron_cache::config::redact(gate.message) << "\n";
+    return neuron_cache::cli::kExitGate;
   } catch (const neuron_cache::Error& error) {
     std::cerr << "neuron-cache: error: " << neuron_cache::config::redact(error.what()) << "\n";
     return error.kind() == neuron_cache::ErrorKind::Input ? kExitUsage : kExitOperational;

@@ -13,4 +13,12 @@ std::string upper_state(layout::EntryState state);  // "SUCCESS", "FAILED", ...
 // Prints "neuron-cache: warning: ..." on stderr.
 void warn(const std::string& message);
 
+// A gate that failed after the command printed its result (plan --fail-on-miss): main prints
+// "neuron-cache: <message>" and exits with kExitGate, told apart from a failure (1) or bad
+// input (2), so CI can tell "would compile" from "could not tell".
+inline constexpr int kExitGate = 3;
+struct GateFailed {
+  std::string message;
+};
+
 }  // namespace neuron_cache::cli
