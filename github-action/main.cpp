@@ -5,7 +5,8 @@
 // GITHUB_OUTPUT, the Markdown summary in GITHUB_STEP_SUMMARY, annotations, masks and groups on
 // stdout. No cache logic lives here.
 //
-// Exit codes: 0 success, 1 a compile failed (or a cache problem with strict), 2 bad inputs.
+// Exit codes: 0 success, 1 a compile failed (or a cache problem with strict), 2 bad inputs, 3
+// fail-on-miss found configurations no cache has.
 #include <unistd.h>
 
 #include <array>
@@ -33,12 +34,13 @@ using nlohmann::json;
 
 constexpr int kExitFailed = 1;
 constexpr int kExitInput = 2;
+constexpr int kExitGate = 3;  // fail-on-miss, as `neuron-cache plan --fail-on-miss`
 
 // The action.yml inputs this binary reads, as INPUT_<NAME> with '-' as '_' (`binary` is the
 // build step's own). `--list-inputs` prints them so the tests can check action.yml maps each.
-constexpr std::array<const char*, 9> kInputs = {"manifest",  "cache-repo", "mode",
-                                                "token",     "read-only",  "strict",
-                                                "cache-dir", "configs",    "jobs"};
+constexpr std::array<const char*, 10> kInputs = {"manifest",  "cache-repo",  "mode",      "token",
+                                                 "read-only", "strict",      "cache-dir", "configs",
+                                                 "jobs",      "fail-on-miss"};
 
 enum class Mode { Plan, Prefetch, Compile, Push, All };
 
@@ -51,6 +53,7 @@ struct Inputs {
   Mode mode = Mode::All;
   std::string read_only = "auto";
   bool strict = false;
+  bool fail_on_miss = false;
   int jobs = 1;
   std::vector<std::string> configs;
 };
@@ -146,6 +149,7 @@ Inputs read_inputs(std::string token) {
   in.strict = parse_bool("strict", input("strict", "false"));
   in.jobs = parse_jobs(input("jobs", "1"));
   in.configs = split_configs(input("configs"));
+  in.fail_on_miss = parse_bool("fail-on-miss", input("fail-on-miss", "false"));
   return in;
 }
 
@@ -256,6 +260,7 @@ json action_json(const Inputs& in, const ReadOnly& read_only, const Outputs& out
           {"read_only", read_only.on},
           {"read_only_reason", read_only.why},
           {"strict", in.strict},
+          {"fail_on_miss", in.fail_on_miss},
           {"outputs",
            {{"cache-hit", out.cache_hit},
             {"hits", out.hits},
@@ -318,8 +323,27 @@ void announce_read_only(const ReadOnly& read_only, Mode mode, const storage::Sto
   }
 }
 
+// fail-on-miss: a hosted runner that cannot compile stops here, naming what is missing.
+int gate_on_misses(const Outputs& out, WorkflowCommands& commands) {
+  if (out.misses == 0) return 0;
+  std::string names;
+  for (const auto& name : out.missing) names += (names.empty() ? "" : ", ") + name;
+  commands.error("fail-on-miss: " + std::to_string(out.misses) +
+                 (out.misses == 1 ? " configuration is" : " configurations are") + " not cached (" +
+                 names +
+                 "): fill the cache from a job that compiles (mode: all, on a Neuron runner), or "
+                 "drop fail-on-miss");
+  return kExitGate;
+}
+
 int run_action(const std::string& token, WorkflowCommands& commands) {
   Inputs in = read_inputs(token);
+  if (in.fail_on_miss && runs_compile(in.mode)) {
+    throw input_error(
+        "input fail-on-miss is for the plan and prefetch modes (a runner that must "
+        "never compile); mode " +
+        in.mode_name + " compiles what is missing");
+  }
   ReadOnly read_only = resolve_read_only(in.read_only);
   config::Environment env = config::Environment::from_process();
   // The token reaches the Hub client only through this Environment: not argv, not the process
@@ -356,7 +380,8 @@ int run_action(const std::string& token, WorkflowCommands& commands) {
   report_failures(result.compile, commands);
   report_notices(p, commands);
   commands.notice(summary_line(run, out));
-  return result.compile_failed() ? kExitFailed : 0;
+  if (result.compile_failed()) return kExitFailed;
+  return in.fail_on_miss ? gate_on_misses(out, commands) : 0;
 }
 
 // The token first of all: masked before anything could print it, and removed from the

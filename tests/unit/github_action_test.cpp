@@ -734,30 +734,71 @@ TEST_F(GithubActionTest, BuildStepReusesTheBinaryOfTheSameSourcesOnly) {
   EXPECT_FALSE(fs::exists(marks)) << "nothing is installed on a runner the action cannot serve";
 }
 
-// The example workflow parses, runs the action read-only on pull requests (no token for forks)
-// and compiles and pushes on main with HF_TOKEN, with inputs the action declares.
+// The example workflow parses and splits the work as runners allow: a hosted job prefetches
+// read-only on every event (no token for forks, a gate on misses when asked); a self-hosted Neuron
+// job compiles and pushes on main with HF_TOKEN after checking the compiler is there. Every input
+// it gives is one the action declares.
 TEST_F(GithubActionTest, ExampleWorkflowUsesTheAction) {
   YAML::Node action = YAML::LoadFile((repo_root() / "github-action/action.yml").string());
   YAML::Node workflow = YAML::LoadFile((repo_root() / "examples/github/neuron-cache.yml").string());
   ASSERT_TRUE(workflow["on"]["pull_request"]);
   EXPECT_EQ(workflow["on"]["push"]["branches"][0].as<std::string>(), "main");
   std::map<std::string, YAML::Node> by_mode;
+  std::map<std::string, std::string> job_of;
   for (const auto& job : workflow["jobs"]) {
     for (const auto& s : job.second["steps"]) {
       if (!s["uses"] || !contains(s["uses"].as<std::string>(), "github-action")) continue;
       for (const auto& with : s["with"])
         EXPECT_TRUE(action["inputs"][with.first.as<std::string>()]) << with.first.as<std::string>();
-      by_mode.emplace(s["with"]["mode"].as<std::string>(), static_cast<const YAML::Node&>(s));
+      std::string mode = s["with"]["mode"].as<std::string>();
+      by_mode.emplace(mode, static_cast<const YAML::Node&>(s));
+      job_of[mode] = job.first.as<std::string>();
     }
   }
   ASSERT_TRUE(by_mode.count("prefetch"));
   ASSERT_TRUE(by_mode.count("all"));
+  YAML::Node hosted = workflow["jobs"][job_of["prefetch"]];
+  YAML::Node neuron = workflow["jobs"][job_of["all"]];
+  EXPECT_NE(job_of["prefetch"], job_of["all"]) << "a hosted runner cannot compile";
+  EXPECT_TRUE(contains(hosted["runs-on"].as<std::string>(), "ubuntu"));
+  EXPECT_FALSE(hosted["if"]) << "the hosted job runs on every event";
   YAML::Node pr = by_mode["prefetch"], main = by_mode["all"];
-  EXPECT_TRUE(contains(pr["if"].as<std::string>(), "pull_request"));
-  EXPECT_FALSE(pr["with"]["read-only"]) << "auto (the default) is what makes forks read-only";
+  EXPECT_EQ(pr["with"]["read-only"].as<std::string>(), "true");
   EXPECT_TRUE(contains(pr["with"]["token"].as<std::string>(), "head.repo.full_name"));
-  EXPECT_TRUE(contains(main["if"].as<std::string>(), "push"));
+  EXPECT_TRUE(contains(pr["with"]["fail-on-miss"].as<std::string>(), "NEURON_CACHE_FAIL_ON_MISS"));
+  EXPECT_TRUE(contains(neuron["if"].as<std::string>(), "push"));
+  std::string labels = YAML::Dump(neuron["runs-on"]);
+  EXPECT_TRUE(contains(labels, "self-hosted") && contains(labels, "neuron")) << labels;
+  EXPECT_TRUE(contains(YAML::Dump(neuron["steps"]), "command -v optimum-cli"))
+      << "the compile job checks the toolchain its manifest's command needs";
   EXPECT_EQ(main["with"]["token"].as<std::string>(), "${{ secrets.HF_TOKEN }}");
+}
+
+// fail-on-miss: the outputs are written, then exit 3 names what no cache has; with everything
+// cached it passes; a mode that compiles refuses it as an input error.
+TEST_F(GithubActionTest, FailOnMissGatesARunnerThatCannotCompile) {
+  std::map<std::string, std::string> inputs = {{"manifest", "neuron-cache.yaml"},
+                                               {"mode", "prefetch"},
+                                               {"configs", "llama3-8b-chat"},
+                                               {"fail-on-miss", "true"}};
+  ActionRun gate = run(inputs);
+  EXPECT_EQ(gate.code, 3) << gate.out << gate.err;
+  EXPECT_TRUE(contains(gate.out,
+                       "::error title=neuron-cache::fail-on-miss: 1 configuration is "
+                       "not cached (llama3-8b-chat)"))
+      << gate.out;
+  EXPECT_EQ(gate.outputs["cache-hit"], "false");
+  EXPECT_EQ(gate.report["action"]["fail_on_miss"], true);
+  inputs["mode"] = "all";
+  ActionRun refused = run(inputs);
+  EXPECT_EQ(refused.code, 2) << refused.out;
+  EXPECT_TRUE(contains(refused.out, "fail-on-miss is for the plan and prefetch modes"));
+  inputs.erase("fail-on-miss");
+  ASSERT_EQ(run(inputs).code, 0);  // compiles llama3-8b-chat into the default cache
+  inputs["mode"] = "prefetch";
+  inputs["fail-on-miss"] = "true";
+  ActionRun passes = run(inputs);
+  EXPECT_EQ(passes.code, 0) << passes.out;
 }
 
 }  // namespace
