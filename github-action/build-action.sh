@@ -8,6 +8,9 @@
 # architecture, so a job on the same runner (or after an actions/cache restore) neither installs
 # packages nor builds, and an upgraded action never reuses the old build.
 #   build-action.sh --print-key   prints the key and exits
+#   build-action.sh --cache-key   writes key=<key> and dir=<its folder> to $GITHUB_OUTPUT (stdout
+#                                 when not set): what the action's actions/cache step saves
+#   NEURON_CACHE_OS_RELEASE       the os-release file to read (default /etc/os-release; tests)
 set -euo pipefail
 source_dir=${NEURON_CACHE_SOURCE:?NEURON_CACHE_SOURCE is not set}
 
@@ -27,10 +30,26 @@ check_runner() {
     fail "neuron-cache-action builds from Debian/Ubuntu packages and this runner has no dpkg: use an Ubuntu or Debian runner, or build neuron-cache-action yourself and pass it as the binary input"
 }
 
+os_release=${NEURON_CACHE_OS_RELEASE:-/etc/os-release}
+
+# Before anything is installed: the distribution must have the library versions the build needs
+# (nlohmann-json >= 3.11, g++ >= 12 for C++20): Ubuntu 24.04 or Debian 12, or newer.
+check_release() {
+  local id version major
+  id=$(. "$os_release" 2>/dev/null && echo "${ID:-unknown}")
+  version=$(. "$os_release" 2>/dev/null && echo "${VERSION_ID:-0}")
+  major=${version%%.*}
+  [[ $major =~ ^[0-9]+$ ]] || major=0
+  if [[ $id == ubuntu && $major -ge 24 ]] || [[ $id == debian && $major -ge 12 ]]; then
+    return 0
+  fi
+  fail "neuron-cache-action builds from the distribution's packages and needs nlohmann-json 3.11 and g++ 12 or newer: Ubuntu 24.04 or Debian 12 and later have them, this runner is $id $version. Use runs-on: ubuntu-24.04, or build neuron-cache-action yourself and pass it as the binary input"
+}
+
 # The sources the binary is built from, the OS release and the architecture.
 build_key() {
   local release
-  release=$(. /etc/os-release 2>/dev/null && echo "${ID:-unknown}-${VERSION_ID:-unknown}")
+  release=$(. "$os_release" 2>/dev/null && echo "${ID:-unknown}-${VERSION_ID:-unknown}")
   {
     echo "$release $(uname -m)"
     cd "$source_dir" &&
@@ -69,18 +88,18 @@ build_into() {  # KEY_DIR BUILD_DIR
   mv -f "$1/.neuron-cache-action.$$" "$1/neuron-cache-action"
 }
 
-emit_path() {
+emit() {  # NAME VALUE
   if [[ -n "${GITHUB_OUTPUT:-}" ]]; then
-    echo "path=$1" >>"$GITHUB_OUTPUT"
+    echo "$1=$2" >>"$GITHUB_OUTPUT"
   else
-    echo "path=$1"
+    echo "$1=$2"
   fi
 }
 
 main() {
   if [[ -n "${INPUT_BINARY:-}" ]]; then
     [[ -x "$INPUT_BINARY" ]] || fail "input binary: $INPUT_BINARY is not an executable file"
-    emit_path "$INPUT_BINARY"
+    emit path "$INPUT_BINARY"
     return
   fi
   check_runner
@@ -91,13 +110,19 @@ main() {
     return
   fi
   cache=${NEURON_CACHE_ACTION_CACHE:-${RUNNER_TOOL_CACHE:-${RUNNER_TEMP:-/tmp}}/neuron-cache-action}
+  if [[ "${1:-}" == --cache-key ]]; then
+    emit key "$key"
+    emit dir "$cache/$key"
+    return
+  fi
   if [[ -x "$cache/$key/neuron-cache-action" ]]; then
     echo "neuron-cache-action: using the build in $cache/$key (the action's sources, OS and architecture are unchanged)"
   else
+    check_release
     install_packages
     build_into "$cache/$key" "$cache/build-$key"
   fi
-  emit_path "$cache/$key/neuron-cache-action"
+  emit path "$cache/$key/neuron-cache-action"
 }
 
 main "$@"

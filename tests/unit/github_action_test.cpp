@@ -610,8 +610,17 @@ TEST_F(GithubActionTest, ActionYmlMapsEveryInputAndOutput) {
 
   std::string steps_text;
   for (const auto& s : yaml["runs"]["steps"]) {
-    EXPECT_EQ(s["shell"].as<std::string>(), "bash");
     steps_text += YAML::Dump(s) + "\n";
+    if (s["uses"]) {  // the one action used: the build kept under the key step's key
+      EXPECT_TRUE(s["uses"].as<std::string>().starts_with("actions/cache@")) << YAML::Dump(s);
+      EXPECT_EQ(s["with"]["path"].as<std::string>(), "${{ steps.key.outputs.dir }}");
+      std::string key = s["with"]["key"].as<std::string>();
+      for (const char* part : {"${{ runner.os }}", "${{ runner.arch }}", "steps.key.outputs.key"})
+        EXPECT_TRUE(contains(key, part)) << key;
+      EXPECT_EQ(s["if"].as<std::string>(), "inputs.binary == ''");
+      continue;
+    }
+    EXPECT_EQ(s["shell"].as<std::string>(), "bash");
   }
   std::set<std::string> declared;
   for (const auto& input : yaml["inputs"]) {
@@ -648,6 +657,20 @@ TEST_F(GithubActionTest, ActionYmlMapsEveryInputAndOutput) {
     EXPECT_TRUE(output.second["description"]) << name;
     EXPECT_EQ(output.second["value"].as<std::string>(), "${{ steps.run.outputs." + name + " }}");
   }
+
+  // The key step names the folder the build step fills.
+  YAML::Node key_step = action.step("key");
+  ASSERT_TRUE(key_step);
+  fs::path key_script = work / "key.sh";
+  write_file(key_script, key_step["run"].as<std::string>());
+  std::map<std::string, std::string> key_env = {{"NEURON_CACHE_ACTION_CACHE", "/tool-cache"}};
+  for (const auto& variable : key_step["env"])
+    key_env[variable.first.as<std::string>()] =
+        action.evaluate(variable.second.as<std::string>(), {}, "");
+  ActionRun keyed = run({}, key_env, "/bin/bash -eo pipefail " + quoted(key_script));
+  ASSERT_EQ(keyed.code, 0) << keyed.out << keyed.err;
+  EXPECT_EQ(keyed.outputs["key"].size(), 16u) << keyed.output_file;
+  EXPECT_EQ(keyed.outputs["dir"], "/tool-cache/" + keyed.outputs["key"]);
 
   // The build step with `binary` given, then the run step, as the runner would run them.
   std::map<std::string, std::string> inputs = {
@@ -722,6 +745,20 @@ TEST_F(GithubActionTest, BuildStepReusesTheBinaryOfTheSameSourcesOnly) {
   ActionRun rebuilt = run({}, env, script);
   EXPECT_NE(rebuilt.code, 0) << "the fake cmake fails the new build";
   EXPECT_TRUE(fs::exists(marks)) << "a changed source must build again";
+
+  // A release without the library versions the build needs: said before anything is installed.
+  write_file(work / "os-release", "ID=ubuntu\nVERSION_ID=\"22.04\"\n");
+  env["NEURON_CACHE_OS_RELEASE"] = (work / "os-release").string();
+  fs::remove(marks);
+  ActionRun old_release = run({}, env, script);
+  EXPECT_EQ(old_release.code, 2);
+  EXPECT_TRUE(contains(old_release.out,
+                       "needs nlohmann-json 3.11 and g++ 12 or newer: Ubuntu "
+                       "24.04 or Debian 12 and later have them, this runner is "
+                       "ubuntu 22.04. Use runs-on: ubuntu-24.04"))
+      << old_release.out;
+  EXPECT_FALSE(fs::exists(marks)) << "nothing is installed on a release the build cannot use";
+  env.erase("NEURON_CACHE_OS_RELEASE");
 
   fs::remove(marks);
   env["RUNNER_OS"] = "macOS";
