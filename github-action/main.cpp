@@ -18,6 +18,7 @@
 #include "neuron_cache/config/redact.h"
 #include "neuron_cache/config/settings.h"
 #include "neuron_cache/error.h"
+#include "neuron_cache/format/wording.h"
 #include "neuron_cache/hub/client.h"
 #include "neuron_cache/pipeline/pipeline.h"
 #include "neuron_cache/pipeline/run.h"
@@ -232,11 +233,10 @@ std::string summary_line(const pipeline::RunResult& run, const Outputs& out) {
       run.prefetch
           ? std::to_string(t.store_hits) + " fetched from " + storage::describe(kind)
           : std::to_string(run.initial.count(plan::Status::Store)) + " " + storage::on(kind);
-  std::string line = std::to_string(t.configurations) +
-                     " configurations: " + std::to_string(out.hits) + " hits (" +
-                     std::to_string(t.local) + " local, " + hub + "), " +
-                     std::to_string(out.misses) + " misses, " + std::to_string(t.compiled) +
-                     " compiled, " + std::to_string(t.failed) + " failed";
+  std::string line =
+      count_of(t.configurations, "configuration") + ": " + count_of(out.hits, "hit") + " (" +
+      std::to_string(t.local) + " local, " + hub + "), " + count_of(out.misses, "miss", "misses") +
+      ", " + std::to_string(t.compiled) + " compiled, " + std::to_string(t.failed) + " failed";
   if (run.push) line += "; " + report::push_line(run);
   return line;
 }

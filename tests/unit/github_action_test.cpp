@@ -825,6 +825,9 @@ TEST_F(GithubActionTest, FailOnMissGatesARunnerThatCannotCompile) {
                        "not cached (llama3-8b-chat)"))
       << gate.out;
   EXPECT_EQ(gate.outputs["cache-hit"], "false");
+  EXPECT_TRUE(contains(gate.out, "::notice title=neuron-cache::1 configuration: 0 hits (0 local, "))
+      << gate.out;
+  EXPECT_TRUE(contains(gate.out, "), 1 miss, 0 compiled")) << gate.out;
   EXPECT_EQ(gate.report["action"]["fail_on_miss"], true);
   inputs["mode"] = "all";
   ActionRun refused = run(inputs);

@@ -220,7 +220,7 @@ TEST_F(HubDownTest, CommitWhoseAnswerIsLostButLandedIsReportedPushed) {
   std::string after = head();
   EXPECT_NE(after, before);
   EXPECT_FALSE(contains(run.all(), "push failed")) << run.all();
-  EXPECT_TRUE(contains(run.all(), "pushed 1 configurations in commit " + after.substr(0, 12)))
+  EXPECT_TRUE(contains(run.all(), "pushed 1 configuration in commit " + after.substr(0, 12)))
       << run.all();
   EXPECT_TRUE(contains(run.all(), "holds every file of the commit: it landed")) << run.all();
   EXPECT_LT(run.seconds, 14.0) << "the delayed answer was not waited for\n" << run.all();
@@ -265,7 +265,7 @@ TEST_F(HubDownTest, ACommitThatMetOneTransientFailureIsRetried) {
         tool("ci " + quoted(manifest), server.url(), "NEURON_CACHE_HUB_TIMEOUT_MS=2000");
     EXPECT_EQ(run.code, 0) << run.all();
     EXPECT_FALSE(contains(run.all(), "push failed")) << run.all();
-    EXPECT_TRUE(contains(run.all(), "pushed 1 configurations")) << run.all();
+    EXPECT_TRUE(contains(run.all(), "pushed 1 configuration")) << run.all();
     EXPECT_NE(head(), before) << run.all();
     EXPECT_EQ(faults()[0]["remaining"], 0) << run.all();
   }

@@ -5,6 +5,7 @@
 
 #include "neuron_cache/format/printable.h"
 #include "neuron_cache/format/url.h"
+#include "neuron_cache/format/wording.h"
 #include "neuron_cache/hub/failures.h"
 #include "neuron_cache/net/answer.h"
 #include "neuron_cache/net/http.h"
@@ -161,6 +162,15 @@ TEST(HubErrors, AWrongAnswerIsQuotedEscaped) {
     EXPECT_EQ(message.find_first_of("\n\x1b"), std::string::npos) << message;
     EXPECT_NE(message.find("part\\x0aneuron-cache: pushed\\x1b[2J"), std::string::npos) << message;
   }
+}
+
+// One rule for counts in messages: no "1 configurations", no "1 hits".
+TEST(Wording, CountsAgreeWithTheirNoun) {
+  EXPECT_EQ(count_of(1, "configuration"), "1 configuration");
+  EXPECT_EQ(count_of(0, "configuration"), "0 configurations");
+  EXPECT_EQ(count_of(2, "hit"), "2 hits");
+  EXPECT_EQ(count_of(1, "miss", "misses"), "1 miss");
+  EXPECT_EQ(count_of(3, "miss", "misses"), "3 misses");
 }
 
 TEST(HubHeaders, LookupIsCaseInsensitive) {

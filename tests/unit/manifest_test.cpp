@@ -473,7 +473,8 @@ TEST(ManifestYaml, ValuesFollowTheirGrammar) {
   EXPECT_EQ(yaml_error("cache_repo: \"../../api/whoami-v2\"\nmodels: []\n"),
             "neuron-cache.yaml:1:13: cache_repo \"../../api/whoami-v2\" is not a Hub repo id "
             "(namespace/name of letters, digits, '.', '_', '-', no leading or trailing '.' or "
-            "'-', no '--' or '..', at most 96 characters each): check the name (other stores: s3://bucket/prefix, file:///folder)");
+            "'-', no '--' or '..', at most 96 characters each): check the name (other stores: "
+            "s3://bucket/prefix, file:///folder)");
   EXPECT_EQ(yaml_error("compiler_version: 2.21/../../x\nmodels: []\n"),
             "neuron-cache.yaml:1:19: compiler_version \"2.21/../../x\" is not a version (a "
             "digit, then letters, digits, '.', '+', '_', '-', at most 100 characters, e.g. "

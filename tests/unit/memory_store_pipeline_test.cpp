@@ -142,7 +142,7 @@ TEST_F(MemoryStorePipeline, ACommitThatLandedButLostItsAnswerIsReportedAsPushed)
   EXPECT_TRUE(contains(notices, "that commit landed though its answer was lost")) << notices;
   EXPECT_EQ(store.commits(), 1);
   std::string line = report::push_line(ci);
-  EXPECT_TRUE(contains(line, "pushed 1 configurations")) << line;
+  EXPECT_TRUE(contains(line, "pushed 1 configuration")) << line;
 }
 
 TEST_F(MemoryStorePipeline, ReadOnlyCompilesButPushesNothing) {

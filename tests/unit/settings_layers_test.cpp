@@ -99,7 +99,7 @@ std::vector<Knob> knobs() {
          "--cache-dir"}}},
       {"compiler_version",
        [](const config::Settings& s) { return s.compiler_version; },
-       {nothing("", "unknown (neuronx-cc is not on PATH)"),
+       {nothing("", "neuronx-cc is not on PATH"),
         {"neuronx-cc on PATH", install_compiler, kInstalled, "<home>/bin/neuronx-cc --version"},
         {"manifest", [](Inputs& in) { in.manifest.compiler_version = "2.20.1.0+aaaa"; },
          "2.20.1.0+aaaa", "the manifest's compiler_version in " + manifest},

@@ -5,6 +5,7 @@
 #include "neuron_cache/cli/context.h"
 #include "neuron_cache/cli/output.h"
 #include "neuron_cache/config/redact.h"
+#include "neuron_cache/format/wording.h"
 #include "neuron_cache/pipeline/pipeline.h"
 #include "neuron_cache/pipeline/run.h"
 #include "neuron_cache/report/report.h"
@@ -103,21 +104,22 @@ void fail_if_compile_failed(const pipeline::CompileStep& step) {
 // The summary of a prefetch, then one line per configuration it could not install.
 std::string prefetch_line(const pipeline::PrefetchStep& step, const plan::Plan& before) {
   const auto& r = step.result;
-  std::string text = "prefetched " + std::to_string(step.hits) +
-                     " configurations: " + std::to_string(r.modules_installed) +
-                     " MODULE folders installed, " + std::to_string(r.modules_present) +
-                     " already present, " + report::human_bytes(r.bytes_downloaded) +
-                     " downloaded in " + std::to_string(r.files_downloaded) + " files";
+  std::string text = "prefetched " + count_of(step.hits, "configuration") + ": " +
+                     count_of(r.modules_installed, "MODULE folder") + " installed, " +
+                     std::to_string(r.modules_present) + " already present, " +
+                     report::human_bytes(r.bytes_downloaded) + " downloaded in " +
+                     count_of(r.files_downloaded, "file");
   if (r.files_reused > 0) {
-    text += ", " + std::to_string(r.files_reused) + " files (" +
-            report::human_bytes(r.bytes_reused) + ") reused from an interrupted prefetch";
+    text += ", " + count_of(r.files_reused, "file") + " (" + report::human_bytes(r.bytes_reused) +
+            ") reused from an interrupted prefetch";
   }
   if (r.staging_reclaimed > 0) {
-    text += ", " + std::to_string(r.staging_reclaimed) + " abandoned staging folders deleted";
+    text += ", " + count_of(r.staging_reclaimed, "abandoned staging folder") + " deleted";
   }
   if (r.failed.empty()) return text;
-  text += "\n" + std::to_string(r.failed.size()) + " configurations " +
-          storage::on(storage::kind_named(before.store)) + " were NOT installed:";
+  text += "\n" + count_of(r.failed.size(), "configuration") + " " +
+          storage::on(storage::kind_named(before.store)) +
+          (r.failed.size() == 1 ? " was" : " were") + " NOT installed:";
   for (const auto& row : before.rows) {
     auto it = r.failed.find(row.target.key);
     if (it != r.failed.end()) text += "\n  " + row.target.configuration.name + ": " + it->second;
@@ -176,8 +178,8 @@ void run_plan(Context& context, Args& args) {
 std::string missing_line(const plan::Plan& plan) {
   size_t missing = plan.count(plan::Status::Compile) + plan.count(plan::Status::Registry);
   if (missing == 0) return "";
-  return std::to_string(missing) +
-         " configurations are not cached and must be compiled (see `neuron-cache plan`)\n";
+  return count_of(missing, "configuration") + (missing == 1 ? " is" : " are") +
+         " not cached and must be compiled (see `neuron-cache plan`)\n";
 }
 
 void run_prefetch(Context& context, Args& args) {

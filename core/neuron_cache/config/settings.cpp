@@ -254,7 +254,7 @@ void Settings::choose_compiler() {
 void Settings::detect_compiler(const Environment& env) {
   if (given.compiler_version || compiler_detected) return;
   compiler_detected = true;
-  installed_compiler = {"", "unknown (neuronx-cc is not on PATH)"};
+  installed_compiler = {"", "neuronx-cc is not on PATH"};
   if (auto program = process::find_on_path("neuronx-cc", env.get("PATH").value_or(""))) {
     // neuronx-cc is a Python program: its start-up alone can take seconds.
     process::ProcessResult run =
@@ -262,7 +262,7 @@ void Settings::detect_compiler(const Environment& env) {
     if (auto version = parse_compiler_version_output(run.output); version && run.exit_code == 0) {
       installed_compiler = {*version, *program + " --version"};
     } else {
-      installed_compiler.origin = "unknown (" + *program + " --version gave no version)";
+      installed_compiler.origin = *program + " --version gave no version";
     }
   }
   choose_compiler();

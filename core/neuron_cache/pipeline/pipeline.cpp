@@ -188,7 +188,7 @@ void Pipeline::note(bool warning, const std::string& text) {
 
 void Pipeline::cache_problem(const std::string& what, const std::string& fallback) {
   if (options_.strict)
-    throw operational_error(what + " (--strict: failing instead of " + fallback + ")");
+    throw operational_error(what + " (an error under --strict; without it: " + fallback + ")");
   note(true, what + ": " + fallback);
 }
 

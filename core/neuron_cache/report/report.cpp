@@ -5,6 +5,7 @@
 
 #include "neuron_cache/error.h"
 #include "neuron_cache/format/url.h"
+#include "neuron_cache/format/wording.h"
 #include "neuron_cache/local/cleanup.h"
 
 namespace neuron_cache::report {
@@ -338,7 +339,7 @@ std::string push_line(const RunResult& run, const std::string& what) {
   const pipeline::PushStep& step = *run.push;
   const storage::Kind kind = kind_of(run.initial);
   const auto& r = step.result;
-  std::string line = "pushed " + std::to_string(r.pushed.size()) + " " + what;
+  std::string line = "pushed " + count_of(r.pushed.size(), what);
   if (!r.already_stored.empty()) {
     line += " (" + std::to_string(r.already_stored.size()) + " already " + storage::on(kind) + ")";
   }
@@ -418,7 +419,7 @@ std::string run_markdown(const RunResult& run) {
   Totals t = totals(run);
   const storage::Kind kind = kind_of(run.initial);
   std::string md = "## neuron-cache\n\n";
-  md += std::to_string(t.configurations) + " configurations: **" + std::to_string(t.local) +
+  md += count_of(t.configurations, "configuration") + ": **" + std::to_string(t.local) +
         " local**, **" + std::to_string(t.store_hits) + " fetched from " + storage::describe(kind) +
         "**, **" + std::to_string(t.misses) + " compiled or to compile**";
   if (t.failed) md += ", **" + std::to_string(t.failed) + " failed**";
