@@ -23,6 +23,7 @@
 #include "neuron_cache/pipeline/pipeline.h"
 #include "neuron_cache/pipeline/run.h"
 #include "neuron_cache/report/report.h"
+#include "neuron_cache/report/stats.h"
 #include "neuron_cache/storage/hub_models.h"
 #include "neuron_cache/storage/open.h"
 #include "runner_protocol.h"
@@ -198,8 +199,10 @@ class Group {
 pipeline::RunResult run_steps(pipeline::Pipeline& p, const Inputs& in, WorkflowCommands& commands) {
   Group group(commands, "neuron-cache " + in.mode_name + ": " + p.repo());
   pipeline::RunSteps steps{runs_prefetch(in.mode), runs_compile(in.mode), runs_push(in.mode), {}};
-  return pipeline::run(
+  pipeline::RunResult run = pipeline::run(
       p, steps, [&commands](const plan::Plan& plan) { commands.line(report::plan_text(plan)); });
+  report::record_run(p.local_index().cache().root(), run, steps.prefetch || steps.compile);
+  return run;
 }
 
 struct Outputs {

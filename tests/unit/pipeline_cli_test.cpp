@@ -126,6 +126,48 @@ TEST_F(PipelineCliTest, PlanFailOnMissIsAGateForRunnersThatMustNotCompile) {
   EXPECT_EQ(passes.code, 0) << passes.all();
 }
 
+// Cumulative statistics per cache root and store, like sccache --show-stats: runs add up, status
+// shows them (text and JSON), --zero-stats starts again; a plan alone is not a use.
+TEST_F(PipelineCliTest, StatisticsAddUpAcrossRunsAndStartAgainWithZeroStats) {
+  ManifestSpec spec;
+  spec.confs = {{"llama-bs1", 1, 128}, {"llama-bs2", 2, 128}};
+  fs::path manifest = write_manifest(spec);
+  fs::path a = work / "cache-a", b = work / "cache-b";
+  auto stats_of = [&](const fs::path& cache) {
+    ToolResult status = tool("status --json", "", cache);
+    EXPECT_EQ(status.code, 0) << status.all();
+    return json::parse(status.out)["stats"];
+  };
+  EXPECT_TRUE(contains(tool("status", "", a).out, "Statistics: none yet"));
+  ASSERT_EQ(tool("ci " + quoted(manifest) + " --output-dir " + quoted(work / "o1"), "", a).code, 0);
+  ASSERT_EQ(tool("ci " + quoted(manifest) + " --output-dir " + quoted(work / "o2"), "", a).code, 0);
+  ASSERT_EQ(tool("plan " + quoted(manifest), "", a).code, 0);
+  json s = stats_of(a)["stores"][kRepo];
+  EXPECT_EQ(s["runs"], 2) << s;
+  EXPECT_EQ(s["misses"], 2) << s;
+  EXPECT_EQ(s["compiled"], 2) << s;
+  EXPECT_EQ(s["local_hits"], 2) << s;
+  EXPECT_EQ(s["store_hits"], 0) << s;
+  EXPECT_GT(s["bytes_uploaded"].get<uint64_t>(), 0u) << s;
+
+  ASSERT_EQ(tool("prefetch " + quoted(manifest), "", b).code, 0);
+  json fetched = stats_of(b)["stores"][kRepo];
+  EXPECT_EQ(fetched["store_hits"], 2) << fetched;
+  // The artifacts come back; the upload also carried the index shard.
+  EXPECT_GT(fetched["bytes_downloaded"].get<uint64_t>(), 0u) << fetched;
+  EXPECT_LE(fetched["bytes_downloaded"], s["bytes_uploaded"]) << fetched;
+  EXPECT_GT(fetched["compile_seconds_saved"].get<double>(), 0) << fetched;
+  ToolResult text = tool("status", "", b);
+  EXPECT_TRUE(contains(text.out, "Statistics since ")) << text.out;
+  EXPECT_TRUE(contains(text.out, std::string(kRepo) + ": 1 run, 2 hits (0 local, 2 fetched), 0 "
+                                                      "misses (0 compiled, 0 failed)"))
+      << text.out;
+
+  ToolResult zero = tool("status --zero-stats --json", "", a);
+  ASSERT_EQ(zero.code, 0) << zero.all();
+  EXPECT_TRUE(json::parse(zero.out)["stats"]["stores"].empty()) << zero.out;
+}
+
 TEST_F(PipelineCliTest, PlanRequestsDoNotGrowWithConfigurations) {
   ManifestSpec pinned;
   pinned.revisions[kLlama] = model_sha(kLlama);

@@ -8,6 +8,7 @@
 #include "neuron_cache/local/cache_tree.h"
 #include "neuron_cache/local/cleanup.h"
 #include "neuron_cache/local/local_index.h"
+#include "neuron_cache/report/stats.h"
 
 namespace neuron_cache::cli {
 namespace {
@@ -153,15 +154,20 @@ void print_text(const local::CacheTree& tree, const Totals& totals) {
   for (const auto& line : local::describe_foreign_links(tree.foreign_links, tree.root)) warn(line);
 }
 
-void status(Context& context, bool json) {
+void status(Context& context, bool json, bool zero_stats) {
   const config::Settings& settings = context.settings_with_compiler();
   local::LocalCache cache(settings.local_cache_root(), {settings.hf_hub_cache.value});
+  if (zero_stats) report::zero_stats(cache.root());
   local::CacheTree tree = cache.scan(settings.compiler_version.value);
   Totals totals = tally(cache, tree);
+  report::Stats stats = report::read_stats(cache.root());
   if (json) {
-    print_json(to_json(tree, totals));
+    nlohmann::json out = to_json(tree, totals);
+    out["stats"] = report::stats_json(stats);
+    print_json(out);
   } else {
     print_text(tree, totals);
+    std::cout << "\n" << report::stats_text(stats);
   }
 }
 
@@ -171,9 +177,12 @@ void register_status(CLI::App& app, Context& context) {
   CLI::App* cmd = app.add_subcommand(
       "status", "Show the local cache: path, size, compiler versions, entries per state");
   auto json = std::make_shared<bool>(false);
+  auto zero = std::make_shared<bool>(false);
   cmd->add_flag("--json", *json, "Print JSON for scripts");
+  cmd->add_flag("--zero-stats", *zero,
+                "Start the statistics (hits, misses, bytes, compile time saved) again from now");
   add_cache_dir_option(cmd, context, kLocalCacheDefaults);
-  cmd->callback([&context, json] { status(context, *json); });
+  cmd->callback([&context, json, zero] { status(context, *json, *zero); });
 }
 
 }  // namespace neuron_cache::cli
