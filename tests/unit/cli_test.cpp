@@ -16,6 +16,7 @@ using testing::make_entry;
 using testing::TempDir;
 using testing::ToolRun;
 using testing::write_file;
+using json = nlohmann::json;
 
 // Runs the tool with a clean environment plus `env` ("NAME=value ..."), so the machine's own
 // HF_TOKEN or cache settings never leak into a test.
@@ -227,6 +228,26 @@ TEST_F(CliTest, ConfigShowGivesOriginsAndMasksTheToken) {
   ToolRun json = tool("config show --json", "HF_TOKEN=" + token);
   EXPECT_FALSE(contains(json.output, token));
   EXPECT_EQ(pyjson::parse(json.output)["token"]["value"], "hf_****1234");
+}
+
+// Every --json output is an object with a format_version; config show's numbers and flags are
+// JSON numbers and booleans (a script compares 15000, not "15000"), an unset one is null.
+TEST_F(CliTest, JsonOutputsCarryAFormatVersionAndTypedValues) {
+  ToolRun config = tool("config show --json", "NEURON_CACHE_TIMEOUT_MS=15000 HF_HUB_OFFLINE=1");
+  ASSERT_EQ(config.code, 0) << config.output;
+  json doc = pyjson::parse(config.output);
+  EXPECT_EQ(doc["format_version"], 1);
+  EXPECT_EQ(doc["timeout_ms"]["value"], 15000) << doc["timeout_ms"];
+  EXPECT_EQ(doc["offline"]["value"], true) << doc["offline"];
+  EXPECT_EQ(doc["store_offline"]["value"], false) << doc["store_offline"];
+  EXPECT_TRUE(doc["retry_base_ms"]["value"].is_null()) << doc["retry_base_ms"];
+  EXPECT_TRUE(doc["cache_dir"]["value"].is_string());
+  for (const char* command : {"status --json", "cleanup --dry-run --json",
+                              "inspect --json --flags '[\"--target=trn1\"]'"}) {
+    ToolRun run = tool(command);
+    ASSERT_EQ(run.code, 0) << command << ": " << run.output;
+    EXPECT_EQ(pyjson::parse(run.output)["format_version"], 1) << command;
+  }
 }
 
 // A password in HF_ENDPOINT is never shown: the endpoint is refused, and says how to fix it.

@@ -142,7 +142,8 @@ TEST_F(HubAnswersTest, AnswersBeyondTheirBoundsAreRefusedQuicklyAndSmall) {
                           }
                         });
   EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(30));
-  EXPECT_GT(worst_kib, 0) << "the peak could not be read";
+  // Heap the test freed earlier may be reused, so the cost can read as 0: a lower bound.
+  EXPECT_GT(testing::peak_resident_kib(), 0) << "the peak could not be read";
   // The most an API answer may hold (1M values) costs about 50 MiB as a DOM.
   EXPECT_LT(worst_kib, 96L << 10) << "KiB a refused answer cost at its worst";
   std::cout << "worst peak above the test's own memory: " << worst_kib / 1024 << " MiB\n";

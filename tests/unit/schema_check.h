@@ -1,7 +1,8 @@
 // A checker for the subset of JSON Schema (2020-12) that
 // core/neuron_cache/report/report.schema.json uses: type, const, enum, properties, required,
-// additionalProperties/unevaluatedProperties false, items, $ref to #/$defs/..., allOf and oneOf.
-// Returns what does not conform, one line each.
+// items, $ref to #/$defs/..., allOf, anyOf and oneOf; and its annotation `x-every-key-documented`:
+// the schema leaves objects open for readers (new keys may come within a format), but the tests
+// hold the writer to documenting every key it writes. Returns what does not conform, one line each.
 #pragma once
 
 #include <algorithm>
@@ -14,7 +15,10 @@ namespace neuron_cache::testing {
 
 class SchemaCheck {
  public:
-  explicit SchemaCheck(nlohmann::json root) : root_(std::move(root)) {}
+  // `as_writer`: every key of an object marked x-every-key-documented must be in the schema (the
+  // tool's own reports); false reads as a reader would, ignoring keys it does not know.
+  explicit SchemaCheck(nlohmann::json root, bool as_writer = true)
+      : root_(std::move(root)), as_writer_(as_writer) {}
 
   std::vector<std::string> problems(const nlohmann::json& value) const {
     std::vector<std::string> out;
@@ -54,17 +58,19 @@ class SchemaCheck {
   void check(const json& value, const json& raw, const std::string& where,
              std::vector<std::string>& out) const {
     const json& schema = resolve(raw);
-    if (schema.contains("oneOf")) {
+    for (const char* keyword : {"oneOf", "anyOf"}) {
+      if (!schema.contains(keyword)) continue;
       size_t matches = 0;
       std::vector<std::string> closest;
-      for (const auto& option : schema["oneOf"]) {
+      for (const auto& option : schema[keyword]) {
         std::vector<std::string> trial;
         check(value, option, where, trial);
         matches += trial.empty();
         if (closest.empty() || (!trial.empty() && trial.size() < closest.size())) closest = trial;
       }
       if (matches == 0) out.insert(out.end(), closest.begin(), closest.end());
-      if (matches > 1) out.push_back(where + ": matches " + std::to_string(matches) + " of oneOf");
+      if (matches > 1 && std::string(keyword) == "oneOf")
+        out.push_back(where + ": matches " + std::to_string(matches) + " of oneOf");
       return;
     }
     if (schema.contains("allOf"))
@@ -93,7 +99,8 @@ class SchemaCheck {
       for (const auto& name : schema["required"])
         if (!value.contains(name.get<std::string>()))
           out.push_back(where + ": lacks \"" + name.get<std::string>() + "\"");
-    bool closed = schema.value("additionalProperties", true) == false ||
+    bool closed = (as_writer_ && schema.value("x-every-key-documented", false)) ||
+                  schema.value("additionalProperties", true) == false ||
                   schema.value("unevaluatedProperties", true) == false;
     std::set<std::string> names = declared(schema);
     for (const auto& [name, item] : value.items()) {
@@ -105,6 +112,7 @@ class SchemaCheck {
   }
 
   json root_;
+  bool as_writer_ = true;
 };
 
 }  // namespace neuron_cache::testing

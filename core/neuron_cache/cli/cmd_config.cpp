@@ -9,10 +9,24 @@
 namespace neuron_cache::cli {
 namespace {
 
+// How a value is written in JSON: its text, a number, or a boolean (scripts compare them as such).
+enum class Type { Text, Number, Flag };
+
 struct Row {
   std::string key;
   config::Setting setting;
+  Type type = Type::Text;
 };
+
+// A number or flag setting as JSON; an unset one (the built-in default applies) is null.
+nlohmann::json typed(const Row& row) {
+  const std::string& value = row.setting.value;
+  if (row.type == Type::Text) return value;
+  if (value.empty()) return nullptr;
+  if (row.type == Type::Flag) return value == "true" || value == "1";
+  bool digits = value.find_first_not_of("0123456789") == std::string::npos && value.size() < 19;
+  return digits ? nlohmann::json(std::stoull(value)) : nlohmann::json(value);
+}
 
 std::vector<Row> rows(const config::Settings& s) {
   config::Setting token = s.token;
@@ -22,18 +36,18 @@ std::vector<Row> rows(const config::Settings& s) {
       {"cache_repo", s.cache_repo},
       {"token", token},
       {"endpoint", s.endpoint},
-      {"offline", s.offline_origin},
-      {"store_offline", s.store_offline_origin},
+      {"offline", s.offline_origin, Type::Flag},
+      {"store_offline", s.store_offline_origin, Type::Flag},
       {"compiler_version", s.compiler_version},
       {"installed_compiler", s.installed_compiler},
       {"hf_home", s.hf_home},
       {"hf_hub_cache", s.hf_hub_cache},
       {"custom_cache_file", s.custom_cache_file},
       {"neuron_cc_flags", s.cc_flags},
-      {"seed", s.seeding_origin},
-      {"timeout_ms", s.timeout_ms},
-      {"retry_base_ms", s.retry_base_ms},
-      {"s3_recheck_ms", s.s3_recheck_ms},
+      {"seed", s.seeding_origin, Type::Flag},
+      {"timeout_ms", s.timeout_ms, Type::Number},
+      {"retry_base_ms", s.retry_base_ms, Type::Number},
+      {"s3_recheck_ms", s.s3_recheck_ms, Type::Number},
   };
 }
 
@@ -41,7 +55,7 @@ void show(const config::Settings& settings, bool json) {
   if (json) {
     nlohmann::json out = nlohmann::json::object();
     for (const auto& row : rows(settings)) {
-      out[row.key] = {{"value", row.setting.value}, {"origin", row.setting.origin}};
+      out[row.key] = {{"value", typed(row)}, {"origin", row.setting.origin}};
     }
     out["cache_dir"]["is_s3"] = settings.cache_dir_is_s3;
     out["warnings"] = settings.warnings;

@@ -7,7 +7,9 @@
 
 namespace neuron_cache::cli {
 
-void print_json(const nlohmann::json& value) {
+void print_json(nlohmann::json value) {
+  if (value.is_object() && !value.contains("format_version"))
+    value["format_version"] = kJsonFormatVersion;
   // Replace invalid UTF-8 instead of throwing: paths on disk need not be UTF-8.
   std::cout << config::redact(value.dump(2, ' ', false, nlohmann::json::error_handler_t::replace))
             << "\n";

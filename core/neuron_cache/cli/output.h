@@ -8,7 +8,12 @@
 
 namespace neuron_cache::cli {
 
-void print_json(const nlohmann::json& value);
+// The format of every command's --json output (`format_version`, added to an object that has
+// none: the run reports carry report::kReportFormatVersion). Raised when a key goes away or
+// changes meaning; new keys may come within a version, so readers must ignore keys they do not
+// know.
+inline constexpr int kJsonFormatVersion = 1;
+void print_json(nlohmann::json value);
 std::string upper_state(layout::EntryState state);  // "SUCCESS", "FAILED", ...
 // Prints "neuron-cache: warning: ..." on stderr.
 void warn(const std::string& message);
