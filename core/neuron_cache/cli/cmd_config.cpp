@@ -34,6 +34,8 @@ std::vector<Row> rows(const config::Settings& s) {
       {"timeout_ms", s.timeout_ms},
       {"retry_base_ms", s.retry_base_ms},
       {"s3_recheck_ms", s.s3_recheck_ms},
+      {"progress", s.progress_origin},
+      {"progress_interval_ms", s.progress_interval_ms},
   };
 }
 
