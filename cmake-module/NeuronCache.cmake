@@ -148,11 +148,11 @@ function(_neuron_cache_repo_label out manifest repo)
   set(${out} "${repo}" PARENT_SCOPE)
 endfunction()
 
-# Same units as the tool (binary multiples, one decimal).
+# Same units as the tool (format/bytes.h: powers of 1024 with IEC labels, one decimal).
 function(_neuron_cache_size out bytes)
   set(unit B)
   set(scale 1)
-  foreach(next_unit IN ITEMS KB MB GB)
+  foreach(next_unit IN ITEMS KiB MiB GiB TiB)
     math(EXPR next "${scale} * 1024")
     if(bytes LESS next)
       break()
@@ -374,7 +374,7 @@ function(_neuron_cache_add_target name dir step)
   endif()
 endfunction()
 
-# "2 local, 1 from the Hub (3.1 MB), ...": BYTES downloaded, the REPORT, the LOCAL_COUNT and
+# "2 local, 1 from the Hub (3.1 MiB), ...": BYTES downloaded, the REPORT, the LOCAL_COUNT and
 # FETCHED counts, the MISSING names, COMPILE_MISSING as given to neuron_cache_prefetch().
 function(_neuron_cache_summary out)
   cmake_parse_arguments(PARSE_ARGV 1 my "COMPILE_MISSING" "BYTES;REPORT;LOCAL_COUNT;FETCHED"

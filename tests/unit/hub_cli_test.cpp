@@ -211,7 +211,8 @@ TEST_F(HubCliTest, SynchronizeUploadsOnceInOneCommitWithoutLocks) {
                        "Pre-sync cleanup: Removed 1 failed entries. Removed 1 stale lock files."))
       << run.output;
   EXPECT_TRUE(contains(run.output, "Synchronization complete."));
-  EXPECT_TRUE(contains(run.output, "Uploading: ")) << "progress, as plain lines outside a terminal";
+  EXPECT_TRUE(contains(run.output, "Uploading done: "))
+      << "progress, as plain lines outside a terminal";
   json log = server.access_log();
   EXPECT_EQ(
       testing::count_requests(

@@ -154,6 +154,12 @@ std::vector<Knob> knobs() {
       {"s3_recheck_ms",
        [](const config::Settings& s) { return s.s3_recheck_ms; },
        {nothing("2000", "default"), env_layer("NEURON_CACHE_S3_RECHECK_MS", "0")}},
+      {"progress",
+       [](const config::Settings& s) { return s.progress_origin; },
+       {nothing("true", "default"), env_layer("HF_HUB_DISABLE_PROGRESS_BARS", "1", "false")}},
+      {"progress_interval_ms",
+       [](const config::Settings& s) { return s.progress_interval_ms; },
+       {nothing("10000", "default"), env_layer("NEURON_CACHE_PROGRESS_INTERVAL_MS", "50")}},
   };
 }
 

@@ -48,6 +48,8 @@ std::vector<Row> rows(const config::Settings& s) {
       {"timeout_ms", s.timeout_ms, Type::Number},
       {"retry_base_ms", s.retry_base_ms, Type::Number},
       {"s3_recheck_ms", s.s3_recheck_ms, Type::Number},
+      {"progress", s.progress_origin, Type::Flag},
+      {"progress_interval_ms", s.progress_interval_ms, Type::Number},
   };
 }
 

@@ -8,6 +8,7 @@
 #include "neuron_cache/cli/output.h"
 #include "neuron_cache/local/cleanup.h"
 #include "neuron_cache/remote/fetch.h"
+#include "neuron_cache/report/report.h"
 
 namespace neuron_cache::cli {
 namespace {
@@ -138,11 +139,11 @@ std::string explain(const Line& line) {
 std::string status_text(const Line& line, bool dry_run) {
   if (dry_run && line.status == remote::FetchStatus::Installed) {
     return "would fetch " + std::to_string(line.files) + " files (" +
-           local::format_size(line.bytes) + ")";
+           report::human_bytes(line.bytes) + ")";
   }
   std::string text(remote::status_name(line.status));
   if (line.status == remote::FetchStatus::Installed) {
-    text += " (" + std::to_string(line.files) + " files, " + local::format_size(line.bytes) + ")";
+    text += " (" + std::to_string(line.files) + " files, " + report::human_bytes(line.bytes) + ")";
   }
   return text;
 }
@@ -166,6 +167,7 @@ void fetch(Context& context, const Options& options) {
   storage::Store& store = context.store();
   std::string repo = store.name();
   local::LocalCache cache(settings.local_cache_root(), {settings.hf_hub_cache.value});
+  context.show_progress(options.json);
   uint64_t listings = 0;
   uint64_t bytes = 0;
   std::vector<Line> lines;
@@ -191,7 +193,7 @@ void fetch(Context& context, const Options& options) {
       std::cout << line.path << ": " << status_text(line, options.dry_run) << "\n";
     }
     if (!options.dry_run) {
-      std::cout << "Fetched " << local::format_size(bytes) << " from " << repo << " into "
+      std::cout << "Fetched " << report::human_bytes(bytes) << " from " << repo << " into "
                 << cache.root().string() << ".\n";
     }
   }

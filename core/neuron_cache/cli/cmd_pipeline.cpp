@@ -71,7 +71,9 @@ std::unique_ptr<pipeline::Pipeline> open(Context& context, Args& args) {
   for (const auto& warning : settings.warnings) warn(warning);
   auto pipeline = std::make_unique<pipeline::Pipeline>(settings, context.remotes(), args.options);
   bool quiet = args.quiet || args.json;
+  context.show_progress(quiet);
   pipeline->on_progress = [quiet](const std::string& line) {
+    ProgressDisplay::clear_line();
     if (line.starts_with("warning: ")) {
       warn(line.substr(9));
     } else if (!quiet) {

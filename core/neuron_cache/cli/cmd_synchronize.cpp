@@ -3,10 +3,10 @@
 
 #include "neuron_cache/cli/context.h"
 #include "neuron_cache/cli/output.h"
-#include "neuron_cache/cli/progress.h"
 #include "neuron_cache/net/retry.h"
 #include "neuron_cache/process/process.h"
 #include "neuron_cache/remote/synchronize.h"
+#include "neuron_cache/report/report.h"
 
 namespace neuron_cache::cli {
 namespace {
@@ -40,21 +40,12 @@ void synchronize(Context& context, const Options& options) {
   remote::SyncOptions sync;
   sync.conflicts = net::retry_policy(context.settings(), 6);
   sync.compiler_running = process::is_process_running("neuronx-cc");
-  Progress progress("Uploading", Progress::mode_for(options.quiet || options.json));
-  sync.on_plan = [&](uint64_t, uint64_t bytes) { progress.set_total(bytes); };
-  uint64_t streamed = 0;
-  context.client().http().on_progress = [&](uint64_t, uint64_t up) {
-    streamed += up;
-    progress.add(up);
-  };
+  context.show_progress(options.quiet || options.json);
   if (!options.quiet && !options.json) {
     std::cerr << "Synchronizing " << repo << " Hub cache with " << cache.root().string()
               << " local cache\n";
   }
   remote::SyncResult result = remote::synchronize(store, cache, sync);
-  // Regular files travel inside the commit request, not as streamed uploads: count them at the end.
-  if (result.commit.bytes_sent > streamed) progress.add(result.commit.bytes_sent - streamed);
-  progress.finish();
   if (options.json) {
     print_json(result_json(result, repo));
     return;
@@ -69,7 +60,7 @@ void synchronize(Context& context, const Options& options) {
   }
   std::cout << result.local_files << " local files, " << result.already_stored
             << " already on the Hub, " << result.to_upload << " uploaded ("
-            << local::format_size(result.bytes_to_upload) << ")";
+            << report::human_bytes(result.bytes_to_upload) << ")";
   if (result.commit.committed) std::cout << " in commit " << result.commit.revision;
   if (result.attempts > 1) std::cout << " (attempt " << result.attempts << ")";
   std::cout << ".\nSynchronization complete.\n";

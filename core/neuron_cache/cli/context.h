@@ -7,6 +7,7 @@
 #include <memory>
 #include <optional>
 
+#include "neuron_cache/cli/progress.h"
 #include "neuron_cache/config/settings.h"
 #include "neuron_cache/hub/client.h"
 #include "neuron_cache/pipeline/pipeline.h"
@@ -40,6 +41,12 @@ class Context {
   storage::Store& store();
   // The cache store the resolved settings name and the Hub's model repos, for a Pipeline.
   pipeline::Remotes remotes();
+  // Shows the transfers of the rest of the command (cli/progress.h); none when `quiet` (--quiet,
+  // --json) or the settings turn progress off.
+  void show_progress(bool quiet) {
+    if (!progress_)
+      progress_ = std::make_unique<ProgressDisplay>(progress_style(settings(), quiet));
+  }
 
  private:
   config::Environment env_;
@@ -48,6 +55,7 @@ class Context {
   std::unique_ptr<hub::HubClient> client_;
   std::unique_ptr<storage::HubModels> models_;
   std::unique_ptr<storage::Store> store_;
+  std::unique_ptr<ProgressDisplay> progress_;  // last member: it stops before the stores go
 };
 
 // The --repo/--repo_id and --cache-dir/--cache_dir options, which every command that has them

@@ -2,7 +2,9 @@
 
 #include <unistd.h>
 
-#include <cstdio>
+#include <algorithm>
+#include <atomic>
+#include <cmath>
 
 #include "neuron_cache/report/report.h"
 
@@ -11,61 +13,174 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-constexpr auto kTerminalInterval = std::chrono::milliseconds(200);
-constexpr auto kLineInterval = std::chrono::seconds(10);
+// A bar redrawn more often is not read any faster; less often looks stuck.
+constexpr auto kBarInterval = std::chrono::milliseconds(200);
+constexpr size_t kBarWidth = 24;
+
+// The display a message must clear the bar of; one per process (the meter is one).
+std::atomic<ProgressDisplay*> active{nullptr};
+
+std::string seconds_text(double seconds) {
+  char text[32];
+  if (seconds < 10) {
+    std::snprintf(text, sizeof text, "%.1f s", seconds);
+  } else if (seconds < 3600) {
+    std::snprintf(text, sizeof text, "%ld s", std::lround(seconds));
+  } else {
+    std::snprintf(text, sizeof text, "%ldh%02ldm", std::lround(seconds) / 3600,
+                  std::lround(seconds) % 3600 / 60);
+  }
+  return text;
+}
+
+// Retries may send bytes twice: what is shown never passes the total.
+uint64_t shown_bytes(const net::MeterReading& r) {
+  return r.bytes_total > 0 ? std::min(r.bytes, r.bytes_total) : r.bytes;
+}
+
+int percent(const net::MeterReading& r) {
+  return r.bytes_total > 0 ? static_cast<int>(shown_bytes(r) * 100 / r.bytes_total) : 0;
+}
+
+std::string rate_and_eta(const Figures& f) {
+  std::string text = report::human_bytes(static_cast<uint64_t>(f.rate)) + "/s";
+  if (f.eta_seconds) text += ", ETA " + seconds_text(*f.eta_seconds);
+  return text;
+}
 
 }  // namespace
 
-Progress::Mode Progress::mode_for(bool quiet) {
-  if (quiet) return Mode::Quiet;
-  return isatty(STDERR_FILENO) ? Mode::Terminal : Mode::Lines;
+ProgressStyle progress_style(const config::Settings& settings, bool quiet) {
+  ProgressStyle style;
+  style.colour = settings.colour;
+  style.interval = settings.progress_interval();
+  if (quiet || !settings.progress) return style;
+  style.mode = isatty(STDERR_FILENO) ? ProgressMode::Bar : ProgressMode::Lines;
+  return style;
 }
 
-Progress::Progress(std::string label, Mode mode)
-    : label_(std::move(label)), mode_(mode), start_(Clock::now()), last_print_(start_) {}
-
-Progress::~Progress() {
-  finish();
+Figures figures(const net::MeterReading& reading, double elapsed_seconds) {
+  Figures f;
+  uint64_t done = shown_bytes(reading);
+  if (elapsed_seconds > 0) f.rate = static_cast<double>(done) / elapsed_seconds;
+  if (reading.bytes_total > done && f.rate > 0) {
+    f.eta_seconds = static_cast<double>(reading.bytes_total - done) / f.rate;
+  }
+  return f;
 }
 
-void Progress::add(uint64_t bytes) {
-  done_ += bytes;
-  auto now = Clock::now();
-  auto interval = mode_ == Mode::Terminal
-                      ? std::chrono::duration_cast<Clock::duration>(kTerminalInterval)
-                      : std::chrono::duration_cast<Clock::duration>(kLineInterval);
-  if (mode_ != Mode::Quiet && now - last_print_ >= interval) {
-    last_print_ = now;
-    print(false);
+std::string progress_line(const std::string& label, const net::MeterReading& reading,
+                          double elapsed_seconds) {
+  std::string line = label + ": " + report::human_bytes(shown_bytes(reading));
+  if (reading.bytes_total > 0) {
+    line += " of " + report::human_bytes(reading.bytes_total) + " (" +
+            std::to_string(percent(reading)) + "%)";
+  }
+  if (reading.files_total > 0) {
+    line += ", " + std::to_string(reading.files) + " of " + std::to_string(reading.files_total) +
+            " files";
+  }
+  return line + ", " + rate_and_eta(figures(reading, elapsed_seconds));
+}
+
+std::string final_line(const std::string& label, const net::MeterReading& reading,
+                       double elapsed_seconds) {
+  Figures f = figures(reading, elapsed_seconds);
+  return label + " done: " + report::human_bytes(shown_bytes(reading)) + ", " +
+         std::to_string(reading.files) + (reading.files == 1 ? " file" : " files") + " in " +
+         seconds_text(elapsed_seconds) + " (" + report::human_bytes(static_cast<uint64_t>(f.rate)) +
+         "/s)";
+}
+
+std::string bar_line(const std::string& label, const net::MeterReading& reading,
+                     double elapsed_seconds, bool colour) {
+  size_t filled =
+      reading.bytes_total > 0 ? kBarWidth * shown_bytes(reading) / reading.bytes_total : 0;
+  std::string bar = std::string(filled, '#');
+  if (colour) bar = "\033[32m" + bar + "\033[0m";
+  bar += std::string(kBarWidth - filled, '.');
+  std::string line = label + " [" + bar + "] " + std::to_string(percent(reading)) + "% " +
+                     report::human_bytes(shown_bytes(reading));
+  if (reading.bytes_total > 0) line += "/" + report::human_bytes(reading.bytes_total);
+  if (reading.files_total > 0) {
+    line +=
+        " " + std::to_string(reading.files) + "/" + std::to_string(reading.files_total) + " files";
+  }
+  return line + " " + rate_and_eta(figures(reading, elapsed_seconds));
+}
+
+ProgressDisplay::ProgressDisplay(ProgressStyle style, std::FILE* out) : style_(style), out_(out) {
+  if (style_.mode == ProgressMode::Off) return;
+  active = this;
+  net::meter().observe(this);
+}
+
+ProgressDisplay::~ProgressDisplay() {
+  if (style_.mode == ProgressMode::Off) return;
+  net::meter().observe(nullptr);
+  phase_ended();  // a phase an exception left: stop the ticker
+  active = nullptr;
+}
+
+void ProgressDisplay::phase_started(const std::string& label) {
+  label_ = label;
+  start_ = Clock::now();
+  stop_ = false;
+  ticker_ = std::thread([this] { tick_loop(); });
+}
+
+void ProgressDisplay::phase_ended() {
+  if (!ticker_.joinable()) return;
+  {
+    std::lock_guard lock(mutex_);
+    stop_ = true;
+  }
+  wake_.notify_all();
+  ticker_.join();
+  net::MeterReading reading = net::meter().read();
+  if (reading.bytes > 0 || reading.files > 0) draw(true);
+}
+
+void ProgressDisplay::clear_line() {
+  ProgressDisplay* display = active;
+  if (display == nullptr) return;
+  std::lock_guard lock(display->mutex_);
+  if (!display->drawn_) return;
+  std::fputs("\r\033[K", display->out_);
+  std::fflush(display->out_);
+  display->drawn_ = false;
+}
+
+void ProgressDisplay::tick_loop() {
+  auto interval = style_.mode == ProgressMode::Bar
+                      ? std::min<std::chrono::milliseconds>(kBarInterval, style_.interval)
+                      : style_.interval;
+  std::unique_lock lock(mutex_);
+  while (!wake_.wait_for(lock, interval, [this] { return stop_; })) {
+    lock.unlock();
+    draw(false);
+    lock.lock();
   }
 }
 
-void Progress::finish() {
-  if (finished_) return;
-  finished_ = true;
-  if (mode_ != Mode::Quiet && done_ > 0) print(true);
+double ProgressDisplay::elapsed() const {
+  return std::chrono::duration<double>(Clock::now() - start_).count();
 }
 
-void Progress::print(bool final) {
-  double seconds = std::chrono::duration<double>(Clock::now() - start_).count();
-  double rate = seconds > 0 ? static_cast<double>(done_) / seconds : 0;
-  std::string line = label_ + ": " + report::human_bytes(done_);
-  if (total_ > 0) line += " / " + report::human_bytes(total_);
-  line += "  " + report::human_bytes(static_cast<uint64_t>(rate)) + "/s";
-  if (!final && total_ > done_ && rate > 0) {
-    line += "  ETA " + std::to_string(static_cast<long>((total_ - done_) / rate)) + "s";
-  }
-  if (final) {
-    char elapsed[32];
-    std::snprintf(elapsed, sizeof elapsed, "  in %.1fs", seconds);
-    line += elapsed;
-  }
-  if (mode_ == Mode::Terminal) {
-    std::fprintf(stderr, "\r\033[K%s%s", line.c_str(), final ? "\n" : "");
+void ProgressDisplay::draw(bool final) {
+  net::MeterReading reading = net::meter().read();
+  std::lock_guard lock(mutex_);
+  if (style_.mode == ProgressMode::Lines) {
+    std::string line =
+        final ? final_line(label_, reading, elapsed()) : progress_line(label_, reading, elapsed());
+    std::fprintf(out_, "%s\n", line.c_str());
   } else {
-    std::fprintf(stderr, "%s\n", line.c_str());
+    std::string line = bar_line(label_, reading, elapsed(), style_.colour);
+    if (final) line = final_line(label_, reading, elapsed());
+    std::fprintf(out_, "\r\033[K%s%s", line.c_str(), final ? "\n" : "");
+    drawn_ = !final;
   }
-  std::fflush(stderr);
+  std::fflush(out_);
 }
 
 }  // namespace neuron_cache::cli

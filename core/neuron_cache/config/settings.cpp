@@ -179,6 +179,19 @@ Setting from_env(const Environment& env, const std::string& name, Setting fallba
   return fallback;
 }
 
+// How transfer progress is shown: huggingface_hub's switch, the terminal's kind, no-color.org.
+void resolve_progress(Settings& s, const Environment& env) {
+  bool dumb = env.get("TERM") == "dumb";
+  bool disabled = env_flag(env, "HF_HUB_DISABLE_PROGRESS_BARS");
+  s.progress = !dumb && !disabled;
+  s.progress_origin = {s.progress ? "true" : "false", disabled ? "HF_HUB_DISABLE_PROGRESS_BARS"
+                                                      : dumb   ? "TERM"
+                                                               : "default"};
+  s.colour = !env.get("NO_COLOR");
+  s.progress_interval_ms = from_env(env, "NEURON_CACHE_PROGRESS_INTERVAL_MS",
+                                    {std::to_string(kDefaultProgressIntervalMs), "default"});
+}
+
 // The knobs of neuron-cache itself, and the compile flags every compile and key gets.
 void resolve_knobs(Settings& s, const Environment& env) {
   s.cc_flags = from_env(env, "NEURON_CC_FLAGS", {"", "unset"});
@@ -193,6 +206,7 @@ void resolve_knobs(Settings& s, const Environment& env) {
       from_env(env, "NEURON_CACHE_RETRY_BASE_MS", {"", "default (1 s, doubling up to 30 s)"});
   s.s3_recheck_ms =
       from_env(env, "NEURON_CACHE_S3_RECHECK_MS", {std::to_string(kDefaultS3RecheckMs), "default"});
+  resolve_progress(s, env);
 }
 
 }  // namespace
@@ -319,6 +333,17 @@ std::chrono::milliseconds Settings::s3_recheck() const {
   }
   throw input_error(s3_recheck_ms.origin + " must be a number of milliseconds >= 0 (got \"" +
                     printable(value) + "\")");
+}
+
+std::chrono::milliseconds Settings::progress_interval() const {
+  const std::string& value = progress_interval_ms.value;
+  if (!value.empty() && value.size() <= 9 &&
+      value.find_first_not_of("0123456789") == std::string::npos && std::stol(value) > 0) {
+    return std::chrono::milliseconds(std::stol(value));
+  }
+  throw input_error(progress_interval_ms.origin +
+                    " must be a positive number of milliseconds (got \"" + printable(value) +
+                    "\")");
 }
 
 std::string save_custom_cache_repo(const Settings& settings, const std::string& repo) {

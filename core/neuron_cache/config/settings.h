@@ -31,6 +31,10 @@ class Environment {
 // index version to land its write (one PUT of a few KiB), short enough to add little to a push.
 inline constexpr long kDefaultS3RecheckMs = 2000;
 
+// NEURON_CACHE_PROGRESS_INTERVAL_MS when unset: a plain progress line every 10 s keeps a CI log
+// readable over a long transfer.
+inline constexpr long kDefaultProgressIntervalMs = 10000;
+
 struct Setting {
   std::string value;   // empty when unset
   std::string origin;  // "--cache-dir", "NEURON_COMPILE_CACHE_URL", "default", "unset", a file
@@ -83,6 +87,14 @@ struct Settings {
   // NEURON_CACHE_S3_RECHECK_MS: how long after writing an index file to an S3 store that ignores
   // conditional writes it is read again, to catch a writer that replaced it meanwhile.
   Setting s3_recheck_ms;
+  // Transfer progress (cli/progress.h). Off with HF_HUB_DISABLE_PROGRESS_BARS (as huggingface_hub)
+  // or TERM=dumb (a terminal that cannot redraw a line); NO_COLOR (no-color.org) drops colour.
+  bool progress = true;
+  Setting progress_origin;  // value "true"/"false"
+  bool colour = true;
+  // NEURON_CACHE_PROGRESS_INTERVAL_MS: how often a plain progress line is printed when stderr is
+  // not a terminal (tests shorten it).
+  Setting progress_interval_ms;
   // CUSTOM_CACHE_REPO set but not used because the manifest's cache_repo wins, or empty.
   std::string cache_repo_note;
   std::vector<std::string> warnings;
@@ -110,6 +122,8 @@ struct Settings {
   std::optional<std::chrono::milliseconds> retry_base() const;
   // s3_recheck_ms; throws an input Error when it is not a number >= 0.
   std::chrono::milliseconds s3_recheck() const;
+  // progress_interval_ms; throws an input Error when it is not a positive number.
+  std::chrono::milliseconds progress_interval() const;
 
   // What the resolution was made from, for with_manifest.
   Environment environment;

@@ -13,6 +13,7 @@
 #include "neuron_cache/format/url.h"
 #include "neuron_cache/hub/client.h"
 #include "neuron_cache/net/answer.h"
+#include "neuron_cache/net/meter.h"
 #include "neuron_cache/net/retry.h"
 #include "neuron_cache/sys/fd.h"
 
@@ -311,6 +312,28 @@ std::vector<LfsUpload> request_lfs_uploads(HubClient& client, const std::string&
   return uploads;
 }
 
+// What the progress display will see sent: the LFS objects the Hub lacks (streamed by the
+// engine) and the regular files, which travel inside the commit request.
+void expect_sent(const std::vector<LocalFile>& files, const std::vector<LfsUpload>& uploads) {
+  uint64_t bytes = 0, count = uploads.size();
+  for (const auto& upload : uploads) bytes += upload.file->size;
+  for (const auto& file : files) {
+    if (file.mode == "lfs") continue;
+    bytes += file.size;
+    ++count;
+  }
+  net::meter().expect(bytes, count);
+}
+
+// The regular files went with the commit: the display counts them once it is made.
+void count_inline_sent(const std::vector<LocalFile>& files) {
+  for (const auto& file : files) {
+    if (file.mode == "lfs") continue;
+    net::meter().add_bytes(file.size);
+    net::meter().add_file();
+  }
+}
+
 void upload_lfs_objects(HubClient& client, const std::string& repo, const std::string& revision,
                         std::vector<LocalFile>& files, CommitResult& result) {
   std::vector<LocalFile*> lfs;
@@ -318,6 +341,7 @@ void upload_lfs_objects(HubClient& client, const std::string& repo, const std::s
     if (file.mode == "lfs") lfs.push_back(&file);
   }
   std::vector<LfsUpload> uploads = request_lfs_uploads(client, repo, revision, lfs, result);
+  expect_sent(files, uploads);
   std::vector<net::Exchange*> puts;
   for (auto& upload : uploads) {
     for (auto& put : upload.puts) puts.push_back(put.get());
@@ -325,6 +349,7 @@ void upload_lfs_objects(HubClient& client, const std::string& repo, const std::s
   client.http().run(puts, client.options().parallel);
   for (auto& upload : uploads) {
     complete_upload(client, upload);
+    net::meter().add_file();
     ++result.lfs_uploaded;
     result.bytes_uploaded += upload.file->size;
   }
@@ -460,6 +485,7 @@ CommitResult post_commit(HubClient& client, const std::string& repo, const std::
                           ? Landing{std::nullopt, true}
                           : landed_commit(client, repo, revision, files, deletions, parent);
     if (landing.head) {
+      count_inline_sent(files);
       result.committed = true;
       result.commit_oid = *landing.head;
       result.landed_unanswered = std::string(failed.what()) + "; but the head " +
@@ -502,6 +528,7 @@ CommitResult post_commit(HubClient& client, const std::string& repo, const std::
   }
   result.committed = true;
   result.commit_oid = oid->get<std::string>();
+  count_inline_sent(files);
   // The commit was made: a strange URL beside its id is not worth failing for.
   const json* url = net::member(answer, "commitUrl");
   result.commit_url = url && url->is_string() ? url->get<std::string>() : "";

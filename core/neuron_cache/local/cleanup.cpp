@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "neuron_cache/error.h"
+#include "neuron_cache/format/bytes.h"
 #include "neuron_cache/format/layout.h"
 #include "neuron_cache/local/entry_install.h"
 
@@ -112,18 +113,7 @@ CleanupResult wipe(const LocalCache& cache, bool dry_run) {
 }  // namespace
 
 std::string format_size(uint64_t bytes) {
-  char text[64];
-  double value = static_cast<double>(bytes);
-  if (bytes < 1024) {
-    std::snprintf(text, sizeof text, "%llu B", static_cast<unsigned long long>(bytes));
-  } else if (bytes < 1024ull * 1024) {
-    std::snprintf(text, sizeof text, "%.1f KB", value / 1024);
-  } else if (bytes < 1024ull * 1024 * 1024) {
-    std::snprintf(text, sizeof text, "%.1f MB", value / (1024 * 1024));
-  } else {
-    std::snprintf(text, sizeof text, "%.1f GB", value / (1024.0 * 1024 * 1024));
-  }
-  return text;
+  return format::human_bytes(bytes, format::ByteLabels::OptimumNeuron);
 }
 
 std::string CleanupResult::summary(bool dry_run) const {

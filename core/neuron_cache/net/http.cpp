@@ -12,6 +12,7 @@
 #include "neuron_cache/error.h"
 #include "neuron_cache/format/printable.h"
 #include "neuron_cache/format/url.h"
+#include "neuron_cache/net/meter.h"
 
 namespace neuron_cache::net {
 namespace {
@@ -116,6 +117,7 @@ size_t write_body(Transfer* t, char* data, size_t bytes) {
   if (*t->progress) (*t->progress)(bytes, 0);
   if (t->status_checked == 1) {
     t->response.streamed_bytes += bytes;
+    meter().add_bytes(bytes);  // file content only: API answers are not what a user waits for
     if (!t->exchange->on_body(std::string_view(data, bytes))) {
       t->aborted = true;
       return 0;
@@ -151,6 +153,7 @@ size_t read_upload(Transfer* t, char* buffer, size_t room) {
   t->last_sent = Clock::now();
   t->uploaded += static_cast<uint64_t>(n);
   t->stats->bytes_up += static_cast<uint64_t>(n);
+  meter().add_bytes(static_cast<uint64_t>(n));
   if (*t->progress) (*t->progress)(0, static_cast<uint64_t>(n));
   return static_cast<size_t>(n);
 }

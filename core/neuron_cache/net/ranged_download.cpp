@@ -5,6 +5,8 @@
 
 #include <algorithm>
 
+#include "neuron_cache/net/meter.h"
+
 namespace neuron_cache::net {
 namespace {
 
@@ -179,13 +181,11 @@ class RangeExchange : public Exchange {
   std::optional<std::chrono::milliseconds> finish_part() {
     if (--state_->parts_left > 0) return std::nullopt;
     const Verification& verify = file_.verify;
-    if (!verify.algorithm) {
+    std::string actual;
+    if (verify.algorithm) actual = whole_ ? hasher_->hex_digest() : state_->hasher->hex_digest();
+    if (!verify.algorithm || actual == verify.digest) {
       state_->result->ok = true;
-      return std::nullopt;
-    }
-    std::string actual = whole_ ? hasher_->hex_digest() : state_->hasher->hex_digest();
-    if (actual == verify.digest) {
-      state_->result->ok = true;
+      meter().add_file();
       return std::nullopt;
     }
     if (auto error = file_.source->explain_mismatch(actual)) {
@@ -236,6 +236,9 @@ std::vector<RangedResult> download_ranged(HttpEngine& http, std::vector<RangedFi
                                           const RangedOptions& options) {
   std::vector<RangedResult> results(files.size());
   std::vector<std::unique_ptr<RangeExchange>> exchanges;
+  uint64_t bytes = 0;
+  for (const auto& file : files) bytes += file.size;
+  meter().expect(bytes, files.size());
   uint64_t part_size = options.part_size;
   for (size_t i = 0; i < files.size(); ++i) {
     auto state = std::make_shared<FileState>();

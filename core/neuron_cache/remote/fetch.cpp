@@ -15,6 +15,7 @@
 #include "neuron_cache/format/registry.h"
 #include "neuron_cache/local/entry_install.h"
 #include "neuron_cache/local/local_index.h"
+#include "neuron_cache/net/meter.h"
 #include "neuron_cache/sys/safe_dir.h"
 
 namespace neuron_cache::remote {
@@ -297,6 +298,7 @@ FetchResult fetch_modules(storage::Store& store, const std::string& revision,
   result.modules.reserve(plans.size());
   std::vector<Job> pending;
   size_t pending_files = 0;
+  net::TransferPhase phase("Downloading");
   auto flush = [&] {
     if (!pending.empty()) fetch_batch(store, revision, cache, compiler_dir, pending, result);
     pending.clear();

@@ -14,6 +14,7 @@
 #include "neuron_cache/format/digest.h"
 #include "neuron_cache/format/layout.h"
 #include "neuron_cache/local/entry_install.h"
+#include "neuron_cache/net/meter.h"
 
 namespace neuron_cache::remote {
 namespace {
@@ -293,6 +294,9 @@ PrefetchResult prefetch(storage::Store& store, const std::string& revision,
   } catch (const Error&) {
   }
   {
+    // The module files are what a user waits for; the registry files after them are a few KiB.
+    std::optional<net::TransferPhase> phase;
+    if (!jobs.empty()) phase.emplace("Downloading");
     Installer installer(result);
     for (size_t next = 0; next < jobs.size();) {
       std::vector<ModuleJob*> batch;

@@ -10,6 +10,7 @@
 
 #include "neuron_cache/error.h"
 #include "neuron_cache/format/layout.h"
+#include "neuron_cache/net/meter.h"
 #include "neuron_cache/remote/commit_on_head.h"
 #include "neuron_cache/remote/remote_index.h"
 #include "neuron_cache/sys/safe_dir.h"
@@ -221,6 +222,7 @@ PushResult push(storage::Store& store, const local::LocalIndex& local,
           (offered.count(key) ? result.pushed : result.already_stored).push_back(key);
         if (attempt.pushed.empty()) return note_landed_earlier(result, offered);
         offered.insert(attempt.pushed.begin(), attempt.pushed.end());
+        net::TransferPhase phase("Uploading");
         result.commit =
             store.commit(attempt.operations, push_commit_message(attempt.pushed.size()), head);
       });
@@ -250,6 +252,7 @@ PushResult push_modules(storage::Store& store, const local::LocalIndex& local,
   if (operations.empty()) return result;
   commit_on_head(store, options.conflicts, "pushing", result.attempts,
                  [&](const std::string& head) {
+                   net::TransferPhase phase("Uploading");
                    result.commit = store.commit(operations, kModulesCommitMessage, head);
                  });
   return result;

@@ -8,6 +8,7 @@
 
 #include "neuron_cache/format/digest.h"
 #include "neuron_cache/format/layout.h"
+#include "neuron_cache/net/meter.h"
 #include "neuron_cache/remote/commit_on_head.h"
 
 namespace neuron_cache::remote {
@@ -108,6 +109,7 @@ SyncResult synchronize(storage::Store& store, const local::LocalCache& cache,
         result.to_upload = operations.size();
         if (options.on_plan) options.on_plan(operations.size(), result.bytes_to_upload);
         if (operations.empty()) return;
+        net::TransferPhase phase("Uploading");
         result.commit = store.commit(operations, kSyncCommitMessage, head);
       });
   return result;

@@ -4,6 +4,7 @@
 #include <map>
 
 #include "neuron_cache/error.h"
+#include "neuron_cache/format/bytes.h"
 #include "neuron_cache/format/url.h"
 #include "neuron_cache/format/wording.h"
 #include "neuron_cache/local/cleanup.h"
@@ -156,17 +157,7 @@ void add_files(json& plan_report, const plan::Plan& plan, const local::LocalInde
 }
 
 std::string human_bytes(uint64_t bytes) {
-  static constexpr const char* kUnits[] = {"KiB", "MiB", "GiB", "TiB"};
-  if (bytes < 1024) return std::to_string(bytes) + " B";
-  double value = static_cast<double>(bytes) / 1024;
-  size_t unit = 0;
-  while (value >= 1024 && unit + 1 < std::size(kUnits)) {
-    value /= 1024;
-    ++unit;
-  }
-  char text[32];
-  std::snprintf(text, sizeof text, "%.1f %s", value, kUnits[unit]);
-  return text;
+  return format::human_bytes(bytes);
 }
 
 std::string human_seconds(double seconds) {

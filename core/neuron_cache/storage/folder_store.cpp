@@ -17,6 +17,7 @@
 #include "neuron_cache/format/layout.h"
 #include "neuron_cache/format/url.h"
 #include "neuron_cache/net/http.h"
+#include "neuron_cache/net/meter.h"
 #include "neuron_cache/sys/mounts.h"
 #include "neuron_cache/sys/random.h"
 #include "neuron_cache/sys/safe_dir.h"
@@ -79,7 +80,10 @@ void copy_fd(int in, int out, uint64_t size, const std::string& what) {
   while (static_cast<uint64_t>(in_offset) < size) {
     size_t chunk = static_cast<size_t>(std::min<uint64_t>(kCopyChunk, size - in_offset));
     ssize_t n = copy_file_range(in, &in_offset, out, &out_offset, chunk, 0);
-    if (n > 0) continue;
+    if (n > 0) {
+      net::meter().add_bytes(static_cast<uint64_t>(n));
+      continue;
+    }
     if (n < 0 && errno == EINTR) continue;
     if (n == 0) throw operational_error(what + " ended early: it shrank while being copied");
     if (errno != EXDEV && errno != EINVAL && errno != ENOSYS && errno != EOPNOTSUPP &&
@@ -95,6 +99,7 @@ void copy_fd(int in, int out, uint64_t size, const std::string& what) {
     if (n < 0 && errno == EINTR) continue;
     if (n < 0) throw operational_error("cannot read " + what + ": " + errno_text());
     if (n == 0) throw operational_error(what + " ended early: it shrank while being copied");
+    net::meter().add_bytes(static_cast<uint64_t>(n));
     for (ssize_t done = 0; done < n;) {
       ssize_t w = pwrite(out, buffer.data() + done, static_cast<size_t>(n - done), out_offset);
       if (w < 0 && errno == EINTR) continue;
@@ -244,6 +249,7 @@ bool write_file(const sys::SafeDir& dir, const std::string& name, const fs::path
     }
   }
   sweep_abandoned_copies(dir, name);
+  net::meter().expect(size, 1);  // known only now: an unchanged file is not sent
   std::string temp = "." + name + "." + sys::random_hex(12) + ".tmp";
   try {
     sys::UniqueFd out = dir.create_new(temp);
@@ -256,6 +262,7 @@ bool write_file(const sys::SafeDir& dir, const std::string& name, const fs::path
     throw;
   }
   dir.sync();
+  net::meter().add_file();
   (size > kFolderSmallFileBytes ? result.large_sent : result.small_files) += 1;
   result.bytes_sent += size;
   return true;
@@ -454,6 +461,7 @@ DownloadResult FolderStore::download_one(DownloadRequest& request) {
     }
     result.ok = true;
     result.bytes = size;
+    net::meter().add_file();
   } catch (const std::exception& e) {
     result.error = e.what();
   }
@@ -463,6 +471,9 @@ DownloadResult FolderStore::download_one(DownloadRequest& request) {
 std::vector<DownloadResult> FolderStore::download(const std::string& /*revision*/,
                                                   std::vector<DownloadRequest>& requests) {
   std::vector<DownloadResult> results(requests.size());
+  uint64_t bytes = 0;
+  for (const auto& request : requests) bytes += request.expected.size;
+  net::meter().expect(bytes, requests.size());
   std::atomic<size_t> next{0};
   auto worker = [&] {
     for (size_t i = next++; i < requests.size(); i = next++) results[i] = download_one(requests[i]);

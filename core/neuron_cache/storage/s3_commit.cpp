@@ -10,6 +10,7 @@
 
 #include "neuron_cache/format/digest.h"
 #include "neuron_cache/format/url.h"
+#include "neuron_cache/net/meter.h"
 #include "neuron_cache/net/retry.h"
 #include "neuron_cache/storage/s3_internal.h"
 #include "neuron_cache/storage/s3_store.h"
@@ -132,9 +133,12 @@ class Publisher {
   void upload(std::vector<Artifact>& artifacts) {
     std::vector<Artifact*> to_send = not_stored(artifacts);
     std::vector<Artifact*> large;
+    uint64_t bytes = 0;
     for (Artifact* a : to_send) {
+      bytes += a->size;
       if (a->size > store_.options().part_size) large.push_back(a);
     }
+    net::meter().expect(bytes, to_send.size());
     initiate(large);
     std::vector<std::unique_ptr<Send>> sends;
     std::vector<std::pair<Artifact*, size_t>> owners;  // artifact, part index (or npos)
@@ -158,6 +162,7 @@ class Publisher {
     complete(large);
     for (Artifact* a : to_send) {
       if (a->failed) throw operational_error(a->error);
+      net::meter().add_file();
       ++result_.large_sent;
       result_.bytes_sent += a->size;
     }
