@@ -23,6 +23,7 @@
 #include "neuron_cache/report/report.h"
 #include "neuron_cache/storage/hub_models.h"
 #include "neuron_cache/storage/open.h"
+#include "neuron_cache/sys/interrupt.h"
 #include "runner_protocol.h"
 
 namespace neuron_cache::action {
@@ -401,5 +402,6 @@ int main_action(int argc, char** argv) {
 }  // namespace neuron_cache::action
 
 int main(int argc, char** argv) {
+  neuron_cache::sys::report_interrupts("neuron-cache-action", neuron_cache::sys::kInterruptedLine);
   return neuron_cache::action::main_action(argc, argv);
 }

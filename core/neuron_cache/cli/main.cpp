@@ -9,6 +9,7 @@
 #include "neuron_cache/error.h"
 #include "neuron_cache/format/printable.h"
 #include "neuron_cache/pipeline/pipeline.h"
+#include "neuron_cache/sys/interrupt.h"
 
 namespace {
 
@@ -89,6 +90,7 @@ int run(int argc, char** argv) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  neuron_cache::sys::report_interrupts("neuron-cache", neuron_cache::sys::kInterruptedLine);
   try {
     return run(argc, argv);
   } catch (const neuron_cache::Error& error) {
