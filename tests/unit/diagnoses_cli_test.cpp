@@ -58,5 +58,22 @@ TEST_F(DiagnosesCliTest, CtrlCSaysWhatStaysAndExits130) {
   EXPECT_EQ(occurrences(term.err, "neuron-cache: interrupted (SIGTERM): "), 1u) << term.err;
 }
 
+TEST_F(DiagnosesCliTest, AFailedCompilePointsAtAModelLogThatOutlivesTheRun) {
+  ManifestSpec spec;
+  Conf bad{"bad", 1, 256};
+  spec.confs = {bad};
+  fs::path manifest = write_manifest(spec);
+  fs::path out = work / "out";
+  ToolResult ci = tool("ci " + quoted(manifest) + " --output-dir " + quoted(out),
+                       "STAND_IN_FAIL=sequence_length=256");
+  EXPECT_EQ(ci.code, 1) << ci.all();
+  fs::path kept = out / "bad.model.log";
+  EXPECT_TRUE(contains(ci.err, "see " + kept.string())) << ci.all();
+  EXPECT_FALSE(contains(ci.err, "neuron-cache-work")) << "a path deleted with the run: " << ci.err;
+  ASSERT_TRUE(fs::is_regular_file(kept)) << ci.all();
+  EXPECT_TRUE(contains(read_file(kept), "ERROR: stand-in compilation of " + context_module(bad)))
+      << read_file(kept);
+}
+
 }  // namespace
 }  // namespace neuron_cache
