@@ -339,7 +339,9 @@ int run_action(const std::string& token, WorkflowCommands& commands) {
   options.read_only = read_only.on;
   options.jobs = in.jobs;
   settings.detect_compiler(env);
-  hub::HubClient client(hub::HubClient::options_from(settings));
+  hub::ClientOptions client_options = hub::HubClient::options_from(settings);
+  client_options.audience = hub::Audience::Action;  // advice in the action's words (inputs)
+  hub::HubClient client(client_options);
   storage::HubModels models(client);
   pipeline::Pipeline p(settings, {storage::store_opener(client), &models}, options);
   announce_read_only(read_only, in.mode, p.store(), commands);

@@ -75,5 +75,61 @@ TEST_F(DiagnosesCliTest, AFailedCompilePointsAtAModelLogThatOutlivesTheRun) {
       << read_file(kept);
 }
 
+// No token anywhere and a repo the Hub will not show: the tool knows no token was set, so it
+// says that, not that the repo "does not exist"; the push sends nothing and says why.
+TEST_F(DiagnosesCliTest, NoTokenIsNamedAsTheCause) {
+  token = "";
+  ManifestSpec spec;
+  spec.cache_repo = "acme/private-cache";
+  spec.confs = {{"llama-bs1", 1, 128}};
+  fs::path manifest = write_manifest(spec);
+  server.clear_log();
+  ToolResult ci = tool("ci " + quoted(manifest) + " --output-dir " + quoted(work / "out"));
+  EXPECT_EQ(ci.code, 0) << ci.all();
+  EXPECT_TRUE(contains(ci.all(), "no Hugging Face token: HF_TOKEN, the token file")) << ci.all();
+  EXPECT_TRUE(contains(ci.all(), "a private repo cannot be read and a push needs a write token"))
+      << ci.all();
+  EXPECT_FALSE(contains(ci.all(), "does not exist")) << ci.all();
+  EXPECT_TRUE(contains(ci.all(), "push skipped: no Hugging Face token")) << ci.all();
+  EXPECT_EQ(count(server.access_log(), is_write), 0u) << "a push without a token sends nothing";
+}
+
+// A token the Hub refuses (401) is called invalid, whatever repo was asked.
+TEST_F(DiagnosesCliTest, ARefusedTokenIsCalledInvalid) {
+  token = "hf_revoked_token_0000";
+  ManifestSpec spec;
+  spec.confs = {{"llama-bs1", 1, 128}};
+  ToolResult plan = tool("plan " + quoted(write_manifest(spec)));
+  EXPECT_EQ(plan.code, 0) << plan.all();
+  EXPECT_TRUE(contains(plan.all(), "the Hub refused the token (invalid, expired or revoked)"))
+      << plan.all();
+  EXPECT_FALSE(contains(plan.all(), "does not exist")) << plan.all();
+  EXPECT_FALSE(contains(plan.all(), token)) << "a token is never printed";
+}
+
+// A write token and a repo that does not exist: the plan and the push say how to create it, and
+// whether the repo's namespace is one the token can write to.
+TEST_F(DiagnosesCliTest, AMissingRepoSuggestsCreatingIt) {
+  ManifestSpec spec;
+  spec.cache_repo = "acme/new-cache";
+  spec.confs = {{"llama-bs1", 1, 128}};
+  ToolResult ci =
+      tool("ci " + quoted(write_manifest(spec)) + " --output-dir " + quoted(work / "out"));
+  EXPECT_EQ(ci.code, 0) << ci.all();
+  EXPECT_TRUE(contains(ci.all(), "push failed: ")) << ci.all();
+  EXPECT_TRUE(contains(ci.all(), "create it with `neuron-cache create -n acme/new-cache`"))
+      << ci.all();
+  EXPECT_FALSE(contains(ci.all(), "not one of the token's namespaces")) << ci.all();
+
+  spec.cache_repo = "someone-else/cache";
+  ToolResult foreign = tool("ci " + quoted(write_manifest(spec, "foreign.yaml")) +
+                            " --output-dir " + quoted(work / "out"));
+  EXPECT_EQ(foreign.code, 0) << foreign.all();
+  EXPECT_TRUE(contains(foreign.all(), "push failed: ")) << foreign.all();
+  EXPECT_TRUE(contains(foreign.all(),
+                       "\"someone-else\" is not one of the token's namespaces (alice, acme)"))
+      << foreign.all();
+}
+
 }  // namespace
 }  // namespace neuron_cache
