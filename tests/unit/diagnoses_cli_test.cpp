@@ -131,5 +131,54 @@ TEST_F(DiagnosesCliTest, AMissingRepoSuggestsCreatingIt) {
       << foreign.all();
 }
 
+// The local cache is not writable: one line that says what to do, exit 1; not "Permission
+// denied" once per configuration and a fallback to compiling that would fail the same way.
+TEST_F(DiagnosesCliTest, AnUnwritableCacheFailsWithOneLine) {
+  ManifestSpec spec;
+  spec.confs = {{"llama-bs1", 1, 128}, {"llama-bs2", 2, 128}};
+  fs::path manifest = write_manifest(spec);
+  ASSERT_EQ(tool("ci " + quoted(manifest) + " --output-dir " + quoted(work / "out")).code, 0);
+  fs::path locked = work / "locked-cache";
+  fs::create_directories(locked);
+  fs::permissions(locked, fs::perms::owner_read | fs::perms::owner_exec | fs::perms::group_read |
+                              fs::perms::group_exec | fs::perms::others_read |
+                              fs::perms::others_exec);
+  if (geteuid() == 0) {
+    // root passes every mode check: drop the capability that lets it, as a CI user lacks it.
+    if (!fs::exists("/usr/bin/setpriv")) GTEST_SKIP() << "root without setpriv";
+    wrapper = "/usr/bin/setpriv --bounding-set -dac_override,-dac_read_search";
+  }
+  ToolResult prefetch = tool("prefetch " + quoted(manifest), "", locked);
+  EXPECT_EQ(prefetch.code, 1) << prefetch.all();
+  EXPECT_EQ(occurrences(prefetch.all(), "Permission denied"), 1u) << prefetch.all();
+  EXPECT_TRUE(contains(prefetch.err, "neuron-cache: error: ")) << prefetch.all();
+  EXPECT_TRUE(contains(prefetch.err, "give this user read and write access to that folder"))
+      << prefetch.all();
+  EXPECT_FALSE(contains(prefetch.all(), "must be compiled")) << prefetch.all();
+}
+
+// A full disk while downloading (a file size limit stands in for it: ulimit -f gives EFBIG, with
+// SIGXFSZ ignored as a shell's trap does) fails the prefetch with one line, exit 1.
+TEST_F(DiagnosesCliTest, AFullDiskFailsThePrefetchWithOneLine) {
+  ManifestSpec spec;
+  spec.confs = {{"llama-bs1", 1, 128}, {"llama-bs2", 2, 128}};
+  fs::path manifest = write_manifest(spec);
+  ASSERT_EQ(tool("ci " + quoted(manifest) + " --output-dir " + quoted(work / "out"),
+                 "STAND_IN_NEFF_BYTES=400000")
+                .code,
+            0);
+  testing::ToolRunner runner(work.path(), home.path(), endpoint, work / "small-disk");
+  std::string line =
+      "trap '' XFSZ; ulimit -f 200; " + runner.command("prefetch " + quoted(manifest));
+  ToolResult full;
+  full.code = testing::run_command("bash -c " + shell_quoted(line), &full.out);
+  EXPECT_EQ(full.code, 1) << full.out;
+  EXPECT_EQ(occurrences(full.out, "neuron-cache: error: "), 1u) << full.out;
+  EXPECT_TRUE(contains(full.out, "free space on that disk (or raise the quota or file size limit)"))
+      << full.out;
+  EXPECT_FALSE(contains(full.out, "warning: could not fetch")) << full.out;
+  EXPECT_FALSE(contains(full.out, "is the disk full?")) << full.out;
+}
+
 }  // namespace
 }  // namespace neuron_cache

@@ -55,6 +55,7 @@ struct DownloadResult {
   std::string error;
   uint64_t bytes = 0;
   std::string commit;  // X-Repo-Commit of the answer, or empty
+  int disk_errno = 0;  // writing to the destination failed with this errno (net::RangedResult)
 };
 
 struct CommitOperation {

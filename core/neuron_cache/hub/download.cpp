@@ -229,6 +229,7 @@ std::vector<DownloadResult> HubClient::download(const std::string& repo,
     result.error = std::move(done[k].error);
     result.bytes = done[k].bytes;
     result.commit = std::move(done[k].revision);
+    result.disk_errno = done[k].disk_errno;
   }
   return results;
 }

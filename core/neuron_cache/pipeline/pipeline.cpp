@@ -272,6 +272,7 @@ plan::Plan Pipeline::make_plan(const std::vector<plan::Target>& targets) {
       remote_ =
           std::make_unique<remote::RemoteIndex>(remote::RemoteIndex::open(*store_, memo_folder()));
     } catch (const Error& error) {
+      rethrow_local_disk(error);
       hub_problem = storage::describe_part(store_, "cache") + " could not be read: " + error.what();
       cache_problem(hub_problem, "every configuration not complete locally will be compiled");
     }
@@ -287,6 +288,7 @@ plan::Plan Pipeline::make_plan(const std::vector<plan::Target>& targets) {
     report_misses();
     return plan;
   } catch (const Error& error) {
+    rethrow_local_disk(error);
     // The index downloads happen lazily inside make_plan.
     cache_problem(storage::describe_part(store_, "index") + " could not be read: " + error.what(),
                   "every configuration not complete locally will be compiled");
@@ -318,6 +320,7 @@ void Pipeline::read_registry(plan::Plan& plan) {
       plan::mark_registry_hits(plan, answer->candidates);
     }
   } catch (const Error& error) {
+    rethrow_local_disk(error);
     note(true, std::string("optimum-neuron's registry in ") + repo_ +
                    " could not be read: " + error.what());
   }
@@ -366,6 +369,7 @@ plan::Plan Pipeline::plan_run(const plan::Target& target) {
     remote_->load(plan::shards_of({&row.target}));  // a complete local entry did not read it
     hub = remote_->find(target.inputs.compiler_version, target.key);
   } catch (const Error& error) {
+    rethrow_local_disk(error);
     cache_problem(
         storage::describe_part(store_, "index") + " could not be read: " + error.what(),
         "what " + storage::describe(store_) + " has beyond the local cache will be compiled");
@@ -420,6 +424,7 @@ PrefetchStep Pipeline::prefetch(plan::Plan& plan) {
                                      if (on_progress) on_progress(line);
                                    });
   } catch (const Error& error) {
+    rethrow_local_disk(error);
     cache_problem(std::string("prefetch from ") + repo_ + " failed: " + error.what(),
                   "the configurations will be compiled");
     for (const auto& entry : entries) step.result.failed.emplace(entry.key, error.what());
@@ -544,6 +549,7 @@ PushStep Pipeline::push(const plan::Plan& plan) {
     }
     for (const auto& warning : step.result.commit.warnings) note(true, warning);
   } catch (const Error& error) {
+    rethrow_local_disk(error);
     step.skipped_reason = error.what();
     cache_problem(std::string("push to ") + repo_ + " failed: " + error.what(),
                   "the compiled artifacts stay in the local cache only");
@@ -564,6 +570,7 @@ PushStep Pipeline::push_modules(const std::vector<std::string>& modules) {
   try {
     step.result = remote::push_modules(*writer_, *local_index_, modules, options_.push);
   } catch (const Error& error) {
+    rethrow_local_disk(error);
     step.skipped_reason = error.what();
     cache_problem(std::string("push to ") + repo_ + " failed: " + error.what(),
                   "the compiled graphs stay in the local cache only");
@@ -588,6 +595,7 @@ std::map<std::string, std::string> Pipeline::export_artifacts(const plan::Plan& 
           local::export_configuration(*cache_, *entry, std::filesystem::absolute(dir), name)
               .string();
     } catch (const Error& error) {
+      rethrow_local_disk(error);
       // One configuration that cannot be exported does not keep the others from it.
       cache_problem("cannot export " + name + ": " + error.what(), "it has no export folder");
     }

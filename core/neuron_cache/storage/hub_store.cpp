@@ -81,7 +81,8 @@ std::vector<DownloadResult> HubStore::download(const std::string& revision,
   std::vector<DownloadResult> results;
   results.reserve(answers.size());
   for (auto& answer : answers)
-    results.push_back({answer.ok, std::move(answer.error), answer.bytes, std::move(answer.commit)});
+    results.push_back({answer.ok, std::move(answer.error), answer.bytes, std::move(answer.commit),
+                       answer.disk_errno});
   return results;
 }
 
