@@ -35,6 +35,15 @@ class DiagnosesCliTest : public PipelineCliTest {
   }
 };
 
+// A manifest of kLlama at its Hub commit with its model type: keyed without asking the Hub.
+ManifestSpec pinned_spec(const std::string& sha) {
+  ManifestSpec spec;
+  spec.revisions[kLlama] = sha;
+  spec.model_types[kLlama] = "llama";
+  spec.confs = {{"llama-bs1", 1, 128}};
+  return spec;
+}
+
 size_t occurrences(const std::string& text, const std::string& part) {
   size_t n = 0;
   for (size_t at = text.find(part); at != std::string::npos; at = text.find(part, at + 1)) ++n;
@@ -178,6 +187,55 @@ TEST_F(DiagnosesCliTest, AFullDiskFailsThePrefetchWithOneLine) {
       << full.out;
   EXPECT_FALSE(contains(full.out, "warning: could not fetch")) << full.out;
   EXPECT_FALSE(contains(full.out, "is the disk full?")) << full.out;
+}
+
+// HF_HUB_OFFLINE with an unpinned revision on a fresh cache: as for an unreachable Hub, each
+// configuration is compiled unkeyed with a warning, never an input error (exit 2).
+TEST_F(DiagnosesCliTest, DeliberateOfflineFailsNoHarderThanAnOutage) {
+  ManifestSpec spec;
+  spec.confs = {{"llama-bs1", 1, 128}};
+  fs::path manifest = write_manifest(spec);
+  ToolResult offline =
+      tool("ci " + quoted(manifest) + " --output-dir " + quoted(work / "out"), "HF_HUB_OFFLINE=1");
+  EXPECT_EQ(offline.code, 0) << offline.all();
+  EXPECT_EQ(calls(), 1u) << offline.all();
+  EXPECT_TRUE(contains(offline.err, "has no cache key")) << offline.all();
+  EXPECT_TRUE(contains(offline.err, "HF_HUB_OFFLINE")) << offline.all();
+  ToolResult down = tool("ci " + quoted(manifest) + " --output-dir " + quoted(work / "out2"),
+                         "HF_ENDPOINT=http://127.0.0.1:9", work / "cache-down");
+  EXPECT_EQ(down.code, offline.code) << down.all();
+}
+
+// HF_HUB_OFFLINE speaks of the Hub only: a shared folder store is read and written under
+// --strict; and under --strict a push skipped for any reason (here: the Hub offline) fails.
+TEST_F(DiagnosesCliTest, HubOfflineLeavesOtherStoresOnlineAndStrictFailsASkippedPush) {
+  fs::path store = work / "store";
+  fs::create_directories(store);
+  ASSERT_EQ(tool("create -n file://" + store.string()).code, 0);
+  ManifestSpec spec = pinned_spec(model_sha(kLlama));
+  spec.cache_repo = "file://" + store.string();
+  fs::path manifest = write_manifest(spec);
+  ToolResult folder =
+      tool("ci --strict " + quoted(manifest) + " --output-dir " + quoted(work / "out"),
+           "HF_HUB_OFFLINE=1");
+  EXPECT_EQ(folder.code, 0) << folder.all();
+  EXPECT_TRUE(contains(folder.out, "pushed 1 configuration")) << folder.all();
+  EXPECT_FALSE(contains(folder.all(), "push skipped")) << folder.all();
+
+  ManifestSpec hub = pinned_spec(model_sha(kLlama));
+  ToolResult strict = tool("ci --strict " + quoted(write_manifest(hub, "hub.yaml")) +
+                               " --output-dir " + quoted(work / "out"),
+                           "HF_HUB_OFFLINE=1", work / "cache-hub");
+  EXPECT_EQ(strict.code, 1) << strict.all();
+  EXPECT_TRUE(contains(strict.err,
+                       "skipped: offline (--strict: failing instead of skipping the "
+                       "push)"))
+      << strict.all();
+  ToolResult lenient = tool(
+      "ci " + quoted(write_manifest(hub, "hub.yaml")) + " --output-dir " + quoted(work / "out"),
+      "HF_HUB_OFFLINE=1", work / "cache-hub2");
+  EXPECT_EQ(lenient.code, 0) << lenient.all();
+  EXPECT_TRUE(contains(lenient.all(), "push skipped: offline")) << lenient.all();
 }
 
 }  // namespace

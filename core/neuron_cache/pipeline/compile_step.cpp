@@ -349,7 +349,9 @@ void Pipeline::finish_compile(const std::vector<plan::PlanRow*>& misses, Compile
                     "folder into the cache: which ones it used is unknown, so nothing was "
                     "recorded and the next run goes through optimum-neuron again");
   }
+  compiled_here_ = 0;
   for (size_t i = 0; i < misses.size(); ++i) {
+    if (step.outcomes[i].recorded) ++*compiled_here_;
     if (step.outcomes[i].ok && !misses[i]->target.unkeyed.empty()) {
       misses[i]->reason = "compiled, but not keyed: " + misses[i]->target.unkeyed +
                           "; not recorded in the cache index or pushed";

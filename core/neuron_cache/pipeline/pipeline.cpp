@@ -1,5 +1,6 @@
 #include "neuron_cache/pipeline/pipeline.h"
 
+#include <algorithm>
 #include <chrono>
 #include <set>
 
@@ -475,6 +476,20 @@ std::string Pipeline::read_only_token() {
   return why;
 }
 
+bool Pipeline::owes_push(const plan::Plan& plan) const {
+  if (compiled_here_) return *compiled_here_ > 0;
+  return std::any_of(plan.rows.begin(), plan.rows.end(), [](const plan::PlanRow& row) {
+    return row.status == plan::Status::Local && row.entry;
+  });
+}
+
+void Pipeline::refuse_skip_when_strict(bool owed, const std::string& reason) {
+  if (!owed || !options_.strict || options_.read_only || reason.empty()) return;
+  cache_problem(
+      "push to " + (repo_.empty() ? std::string("the cache store") : repo_) + " skipped: " + reason,
+      "skipping the push");
+}
+
 std::vector<std::string> Pipeline::covered_on_hub(const std::vector<const plan::PlanRow*>& rows) {
   if (!remote_) return {};
   std::vector<const plan::Target*> targets;
@@ -524,6 +539,7 @@ PushStep Pipeline::push(const plan::Plan& plan) {
       note(true, "not pushed: " + row.target.configuration.name + ": it has no cache key");
   }
   step.skipped_reason = why_not_push(false);
+  refuse_skip_when_strict(owes_push(plan), step.skipped_reason);
   std::vector<ai::Entry> entries;
   if (step.skipped_reason.empty()) {
     entries = not_on_hub(plan);
@@ -565,6 +581,7 @@ namespace neuron_cache::pipeline {
 PushStep Pipeline::push_modules(const std::vector<std::string>& modules) {
   PushStep step;
   step.skipped_reason = why_not_push(modules.empty());
+  refuse_skip_when_strict(!modules.empty(), step.skipped_reason);
   if (!step.skipped_reason.empty()) return step;
   step.attempted = true;
   try {
