@@ -164,6 +164,17 @@ TEST_F(DiagnosesCliTest, AnUnwritableCacheFailsWithOneLine) {
   EXPECT_TRUE(contains(prefetch.err, "give this user read and write access to that folder"))
       << prefetch.all();
   EXPECT_FALSE(contains(prefetch.all(), "must be compiled")) << prefetch.all();
+
+  // A miss: the compile step stops at the first configuration, not one line per configuration.
+  ManifestSpec misses;
+  misses.confs = {{"llama-bs4", 4, 128}, {"llama-bs8", 8, 128}};
+  size_t before = calls();
+  ToolResult ci = tool("ci " + quoted(write_manifest(misses, "misses.yaml")) + " --output-dir " +
+                           quoted(work / "out-locked"),
+                       "", locked);
+  EXPECT_EQ(ci.code, 1) << ci.all();
+  EXPECT_EQ(occurrences(ci.all(), "Permission denied"), 1u) << ci.all();
+  EXPECT_EQ(calls(), before) << "nothing was compiled into a cache that cannot take it";
 }
 
 // A full disk while downloading (a file size limit stands in for it: ulimit -f gives EFBIG, with

@@ -320,14 +320,21 @@ void Pipeline::compile_each(const std::vector<plan::PlanRow*>& misses, CompileSt
       std::lock_guard lock(progress);
       if (on_progress) on_progress("compiling " + target.configuration.name);
     }
-    try {
-      step.outcomes[i] = compile_one(target, misses[i]->status == plan::Status::Registry);
-    } catch (const std::exception& error) {
-      // An Error, or a library's exception (std::filesystem, allocation): this configuration
-      // failed, the others go on.
+    auto failed = [&](const char* why) {
       step.outcomes[i].configuration = target.configuration.name;
       step.outcomes[i].key = target.key;
-      step.outcomes[i].error = error.what();
+      step.outcomes[i].error = why;
+    };
+    try {
+      step.outcomes[i] = compile_one(target, misses[i]->status == plan::Status::Registry);
+    } catch (const Error& error) {
+      // The local disk would fail every other configuration the same way: stop with one line.
+      rethrow_local_disk(error);
+      failed(error.what());
+    } catch (const std::exception& error) {
+      // A library's exception (std::filesystem, allocation): this configuration failed, the
+      // others go on.
+      failed(error.what());
     }
     std::lock_guard lock(progress);
     if (on_progress) {
