@@ -31,7 +31,8 @@ std::optional<std::string> foreign_namespace(const std::string& repo,
     if (name == owner) return std::nullopt;
   }
   std::string list;
-  for (const auto& name : *context.namespaces) list += (list.empty() ? "" : ", ") + name;
+  // The names are the Hub's answer to whoami: quoted through printable().
+  for (const auto& name : *context.namespaces) list += (list.empty() ? "" : ", ") + printable(name);
   return "\"" + owner + "\" is not one of the token's namespaces (" + list + ")";
 }
 
