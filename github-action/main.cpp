@@ -26,6 +26,7 @@
 #include "neuron_cache/report/stats.h"
 #include "neuron_cache/storage/hub_models.h"
 #include "neuron_cache/storage/open.h"
+#include "neuron_cache/sys/interrupt.h"
 #include "runner_protocol.h"
 
 namespace neuron_cache::action {
@@ -365,7 +366,9 @@ int run_action(const std::string& token, WorkflowCommands& commands) {
   options.read_only = read_only.on;
   options.jobs = in.jobs;
   settings.detect_compiler(env);
-  hub::HubClient client(hub::HubClient::options_from(settings));
+  hub::ClientOptions client_options = hub::HubClient::options_from(settings);
+  client_options.audience = hub::Audience::Action;  // advice in the action's words (inputs)
+  hub::HubClient client(client_options);
   storage::HubModels models(client);
   pipeline::Pipeline p(settings, {storage::store_opener(client), &models}, options);
   announce_read_only(read_only, in.mode, p.store(), commands);
@@ -429,5 +432,6 @@ int main_action(int argc, char** argv) {
 }  // namespace neuron_cache::action
 
 int main(int argc, char** argv) {
+  neuron_cache::sys::report_interrupts("neuron-cache-action", neuron_cache::sys::kInterruptedLine);
   return neuron_cache::action::main_action(argc, argv);
 }

@@ -9,6 +9,9 @@ namespace neuron_cache {
 enum class ErrorKind {
   Input,        // bad arguments, malformed files: exit code 2
   Operational,  // I/O, locks, network, permissions: exit code 1
+  // The local disk refused a write (permission, read-only, no space, a size limit): exit code 1,
+  // and never a cache problem that a store's fallback (compile instead, a miss) could help.
+  LocalDisk,
 };
 
 class Error : public std::runtime_error {
@@ -33,6 +36,12 @@ inline Error input_error(const std::string& message) {
 }
 inline Error operational_error(const std::string& message) {
   return {ErrorKind::Operational, message};
+}
+
+// Callers that turn a store's failure into a fallback call this first: a local disk failure
+// must stop the command, not be retried as a miss or a compile that would fail the same way.
+inline void rethrow_local_disk(const Error& error) {
+  if (error.kind() == ErrorKind::LocalDisk) throw error;
 }
 
 }  // namespace neuron_cache

@@ -59,6 +59,29 @@ TEST_F(CliTest, UsageErrorsExitTwo) {
   EXPECT_EQ(tool("").code, 2);
 }
 
+// Issue 22: a typo names the word and the closest command, not "A subcommand is required".
+TEST_F(CliTest, AMisspelledCommandIsNamedWithTheClosestOne) {
+  ToolRun run = tool("plna neuron-cache.yaml");
+  EXPECT_EQ(run.code, 2) << run.output;
+  EXPECT_TRUE(contains(run.output, "unknown command \"plna\"")) << run.output;
+  EXPECT_TRUE(contains(run.output, "did you mean `neuron-cache plan`?")) << run.output;
+  EXPECT_FALSE(contains(run.output, "A subcommand is required")) << run.output;
+  ToolRun far = tool("--compiler-version 2.21 xyzzy");
+  EXPECT_EQ(far.code, 2) << far.output;
+  EXPECT_TRUE(contains(far.output, "unknown command \"xyzzy\"")) << far.output;
+  EXPECT_FALSE(contains(far.output, "did you mean")) << far.output;
+}
+
+// Issue 22: a manifest path that names nothing is an input error (2), like a typo inside it.
+TEST_F(CliTest, AMissingManifestIsAnInputError) {
+  for (const char* command : {"plan", "prefetch", "ci"}) {
+    ToolRun run = tool(std::string(command) + " /nonexistent/neuron-cache.yaml");
+    EXPECT_EQ(run.code, 2) << command << run.output;
+    EXPECT_TRUE(contains(run.output, "/nonexistent/neuron-cache.yaml does not exist"))
+        << run.output;
+  }
+}
+
 TEST_F(CliTest, StatusCountsEntriesLikeOptimumNeuron) {
   ToolRun run = tool("status " + dir() + " --compiler-version 2.21.33363.0");
   ASSERT_EQ(run.code, 0) << run.output;

@@ -315,6 +315,32 @@ TEST_F(GithubActionTest, MainPushCompilesPushesAndMasksTheToken) {
 }
 
 // (2) a second machine (empty cache) after main's run: everything comes from the Hub.
+// Issue 22: the action's user has inputs and secrets, not `neuron-cache whoami`: a missing
+// token, a refused one and a missing repo are each explained in those words.
+TEST_F(GithubActionTest, TokenAndRepoAdviceSpeaksOfInputsNotCommands) {
+  auto job = [&](const std::string& token, const std::string& repo) {
+    return run({{"manifest", "neuron-cache.yaml"},
+                {"mode", "all"},
+                {"token", token},
+                {"cache-repo", repo},
+                {"cache-dir", (work / ("cache-" + token.substr(0, 6) + repo.substr(5))).string()}});
+  };
+  ActionRun none = job("", "acme/private-cache");
+  EXPECT_EQ(none.code, 0) << none.out << none.err;
+  EXPECT_TRUE(contains(none.out, "no Hugging Face token: the action's `token` input")) << none.out;
+  ActionRun refused = job("hf_revoked_token_0000", "acme/private-cache");
+  EXPECT_TRUE(contains(refused.out, "update the secret given as the action's `token` input"))
+      << refused.out;
+  ActionRun missing = job(kToken, "acme/new-cache");
+  EXPECT_TRUE(contains(missing.out, "does not exist or the token cannot read it")) << missing.out;
+  EXPECT_TRUE(contains(missing.out, "created once, on the Hub (private), before the first push"))
+      << missing.out;
+  for (const ActionRun* r : {&none, &refused, &missing}) {
+    EXPECT_FALSE(contains(r->out + r->err, "neuron-cache whoami")) << r->out << r->err;
+    EXPECT_FALSE(contains(r->out + r->err, "neuron-cache create")) << r->out << r->err;
+  }
+}
+
 TEST_F(GithubActionTest, SecondRunIsACacheHit) {
   ASSERT_EQ(main_push("cache").code, 0);
   server.clear_log();

@@ -107,6 +107,37 @@ TEST(HubErrors, MessagesSayWhatFailedWhyAndWhatToDo) {
   EXPECT_NE(gone.find("LFS storage"), std::string::npos) << gone;
 }
 
+// Issue 22: the advice names the cause the tool knows (no token sent, a refused token, a
+// missing repo with the token's namespaces) in its reader's words (hub::Audience).
+TEST(HubErrors, AdviceNamesTheKnownCauseInTheReadersWords) {
+  auto text = [](long status, const std::string& code, AdviceContext context) {
+    std::vector<std::pair<std::string, std::string>> headers;
+    if (!code.empty()) headers.emplace_back("X-Error-Code", code);
+    return std::string(
+        hub_error(answer(status, headers), "reading repo org/cache", "org/cache", context).what());
+  };
+  std::string anonymous = text(401, "RepoNotFound", {false, Audience::CommandLine, {}});
+  EXPECT_NE(anonymous.find("no Hugging Face token"), std::string::npos) << anonymous;
+  EXPECT_EQ(anonymous.find("does not exist"), std::string::npos) << anonymous;
+  std::string refused = text(401, "", {true, Audience::CommandLine, {}});
+  EXPECT_NE(refused.find("refused the token (invalid, expired or revoked)"), std::string::npos)
+      << refused;
+  EXPECT_EQ(refused.find("does not exist"), std::string::npos) << refused;
+  std::string ours = text(404, "RepoNotFound", {true, Audience::CommandLine, {{"alice", "org"}}});
+  EXPECT_NE(ours.find("`neuron-cache create -n org/cache`"), std::string::npos) << ours;
+  EXPECT_EQ(ours.find("namespaces ("), std::string::npos) << ours;
+  std::string foreign = text(404, "RepoNotFound", {true, Audience::CommandLine, {{"alice"}}});
+  EXPECT_NE(foreign.find("\"org\" is not one of the token's namespaces (alice)"), std::string::npos)
+      << foreign;
+  for (long status : {401L, 403L, 404L}) {
+    for (bool token : {false, true}) {
+      std::string action = text(status, "", {token, Audience::Action, {}});
+      EXPECT_EQ(action.find("neuron-cache "), std::string::npos) << action;
+      EXPECT_NE(action.find("`token` input"), std::string::npos) << status << action;
+    }
+  }
+}
+
 // A Hub error body is the server's text: its newlines must not forge lines of ours, nor its ESC
 // and BEL reach the terminal, whether it comes in the body, X-Error-Message or X-Error-Code.
 TEST(HubErrors, TheServersWordsAreEscaped) {

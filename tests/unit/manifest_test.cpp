@@ -378,7 +378,8 @@ TEST(ManifestLoad, ChoosesTheFormatByExtension) {
     load_manifest(dir / "missing.yaml");
     FAIL() << "expected an error";
   } catch (const Error& e) {
-    EXPECT_EQ(e.kind(), ErrorKind::Operational);
+    // A path that names nothing is the user's input, like a typo inside the file (issue 22).
+    EXPECT_EQ(e.kind(), ErrorKind::Input);
   }
 }
 

@@ -1,17 +1,56 @@
 // neuron-cache: reuse compiled AWS Neuron models (NEFFs) across machines and pipelines.
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <iostream>
+#include <optional>
 
 #include "neuron_cache/cli/context.h"
 #include "neuron_cache/cli/output.h"
 #include "neuron_cache/config/redact.h"
 #include "neuron_cache/error.h"
+#include "neuron_cache/format/printable.h"
 #include "neuron_cache/pipeline/pipeline.h"
+#include "neuron_cache/sys/interrupt.h"
 
 namespace {
 
 constexpr int kExitOperational = 1;
 constexpr int kExitUsage = 2;
+
+// Letters to change, add or drop to turn `a` into `b` (Levenshtein distance).
+size_t edit_distance(const std::string& a, const std::string& b) {
+  std::vector<size_t> row(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    size_t diagonal = row[0];
+    row[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j) {
+      size_t above = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      diagonal = above;
+    }
+  }
+  return row[b.size()];
+}
+
+// When the parse stopped because no command was recognised, what to say about the word given in
+// its place: CLI11 only knows "A subcommand is required", which hides the typo.
+std::optional<std::string> unknown_command(const CLI::App& app) {
+  if (!app.get_subcommands().empty()) return std::nullopt;
+  std::vector<std::string> rest = app.remaining();
+  auto word = std::find_if(rest.begin(), rest.end(),
+                           [](const auto& a) { return !a.empty() && a[0] != '-'; });
+  if (word == rest.end()) return std::nullopt;
+  std::string text = "unknown command \"" + neuron_cache::printable(*word) + "\"";
+  std::string closest;
+  size_t best = 3;  // farther than 2 edits is another word, not a typo
+  for (const CLI::App* command : app.get_subcommands({})) {
+    size_t distance = edit_distance(*word, command->get_name());
+    if (distance < best) best = distance, closest = command->get_name();
+  }
+  if (!closest.empty()) text += "; did you mean `neuron-cache " + closest + "`?";
+  return text + " (`neuron-cache --help` lists the commands)";
+}
 
 int run(int argc, char** argv) {
   using namespace neuron_cache;
@@ -40,6 +79,10 @@ int run(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& error) {
+    if (auto unknown = unknown_command(app)) {
+      std::cerr << "neuron-cache: error: " << *unknown << "\n";
+      return kExitUsage;
+    }
     int code = app.exit(error);
     return code == 0 ? 0 : kExitUsage;
   }
@@ -49,6 +92,7 @@ int run(int argc, char** argv) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  neuron_cache::sys::report_interrupts("neuron-cache", neuron_cache::sys::kInterruptedLine);
   try {
     return run(argc, argv);
   } catch (const neuron_cache::cli::GateFailed& gate) {

@@ -106,14 +106,10 @@ net::HttpResponse HubClient::call(net::HttpRequest request, const std::string& w
 
 const WhoAmI& HubClient::whoami() {
   if (whoami_) return *whoami_;
-  if (options_.token.empty()) {
-    throw input_error(
-        "no Hugging Face token: set HF_TOKEN (or log in so that "
-        "~/.cache/huggingface/token exists)");
-  }
+  if (options_.token.empty()) throw input_error(no_token(options_.audience));
   net::HttpRequest request{"GET", api("/api/whoami-v2")};
   net::HttpResponse response = call(request, "asking the Hub who you are");
-  if (!ok(response)) throw hub_error(response, "asking the Hub who you are (whoami)", "");
+  if (!ok(response)) throw hub_error(response, "asking the Hub who you are (whoami)", "", advice());
   whoami_ =
       net::read_answer(response, net::request_name(request), "an account", [](const json& body) {
         net::object_in(body, "the answer");
@@ -135,6 +131,15 @@ const WhoAmI& HubClient::whoami() {
         return who;
       });
   return *whoami_;
+}
+
+AdviceContext HubClient::advice() const {
+  AdviceContext context{!options_.token.empty(), options_.audience, std::nullopt};
+  if (whoami_) {
+    context.namespaces = whoami_->orgs;
+    context.namespaces->insert(context.namespaces->begin(), whoami_->name);
+  }
+  return context;
 }
 
 void HubClient::require_write_token(const std::string& what) {
@@ -166,7 +171,7 @@ std::string HubClient::create_repo(const std::string& name, const std::string& n
                             "`neuron-cache set " +
                             repo + "` to use it as your cache");
   }
-  if (!ok(response)) throw hub_error(response, "creating " + repo, repo);
+  if (!ok(response)) throw hub_error(response, "creating " + repo, repo, advice());
   return repo;
 }
 
@@ -179,7 +184,7 @@ RepoInfo HubClient::repo_info(const std::string& repo, const std::string& revisi
                      "?expand=sha&expand=private";
   net::HttpRequest request{"GET", api(path)};
   net::HttpResponse response = call(request, "reading " + repo);
-  if (!ok(response)) throw hub_error(response, "reading repo " + repo, repo);
+  if (!ok(response)) throw hub_error(response, "reading repo " + repo, repo, advice());
   return net::read_answer(response, net::request_name(request), "a repo", [&](const json& body) {
     net::object_in(body, "the answer");
     return RepoInfo{net::text_in(body, "id", repo), net::text_in(body, "sha"),
@@ -201,7 +206,7 @@ std::optional<std::string> HubClient::read_file(const std::string& repo, const s
   if (ok(response)) return response.body;
   std::string code = response.headers.get("X-Error-Code").value_or("");
   if (response.status == 404 && code == "EntryNotFound") return std::nullopt;
-  throw hub_error(response, "reading " + path + " from " + repo, repo);
+  throw hub_error(response, "reading " + path + " from " + repo, repo, advice());
 }
 
 std::string HubClient::resolve_url(const std::string& repo, const std::string& revision,
@@ -223,7 +228,7 @@ bool HubClient::repo_exists(const std::string& repo) {
       server_message(response).find("Invalid credentials") == std::string::npos) {
     return false;  // private repos look missing to those without access
   }
-  throw hub_error(response, "checking repo " + repo, repo);
+  throw hub_error(response, "checking repo " + repo, repo, advice());
 }
 
 std::vector<TreeEntry> HubClient::list_tree(const std::string& repo, const std::string& path,
@@ -242,7 +247,7 @@ std::vector<TreeEntry> HubClient::list_tree(const std::string& repo, const std::
         response.headers.get("X-Error-Code").value_or("") == "EntryNotFound") {
       return entries;
     }
-    if (!ok(response)) throw hub_error(response, "listing files of " + repo, repo);
+    if (!ok(response)) throw hub_error(response, "listing files of " + repo, repo, advice());
     auto page =
         net::read_answer(response, net::request_name(request), "a list of files", parse_entries);
     for (auto& entry : page) entries.push_back(std::move(entry));
@@ -270,7 +275,8 @@ std::vector<TreeEntry> HubClient::paths_info(const std::string& repo,
         {"Content-Type: application/json"},
         body.dump()};
     net::HttpResponse response = call(request, "reading paths of " + repo);
-    if (!ok(response)) throw hub_error(response, "reading file information of " + repo, repo);
+    if (!ok(response))
+      throw hub_error(response, "reading file information of " + repo, repo, advice());
     for (auto& entry :
          net::read_answer(response, net::request_name(request), "a list of files", parse_entries))
       entries.push_back(std::move(entry));

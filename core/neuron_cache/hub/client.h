@@ -55,6 +55,7 @@ struct DownloadResult {
   std::string error;
   uint64_t bytes = 0;
   std::string commit;  // X-Repo-Commit of the answer, or empty
+  int disk_errno = 0;  // writing to the destination failed with this errno (net::RangedResult)
 };
 
 struct CommitOperation {
@@ -89,6 +90,8 @@ struct ClientOptions {
   // unreachable for the rest of the run; also the wait for an answer's first byte. A commit's
   // answer may take kCommitAnswerFactor times as long. NEURON_CACHE_HUB_TIMEOUT_MS sets it.
   std::chrono::milliseconds hub_timeout{kDefaultHubTimeout};
+  // Who reads the advice of failures (hub/failures.h): the Action sets Audience::Action.
+  Audience audience = Audience::CommandLine;
 
   static constexpr std::chrono::milliseconds kDefaultHubTimeout{15000};
   static constexpr int kCommitAnswerFactor = 4;
@@ -140,6 +143,9 @@ class HubClient {
   // Why the Hub was found unreachable in this run (no further request is made), or empty.
   const std::string& unreachable() const { return http_.unreachable(); }
   const ClientOptions& options() const { return options_; }
+  // What the advice of a failed answer of this client depends on: whether a token is sent, who
+  // reads it, and the token's namespaces once whoami was asked.
+  AdviceContext advice() const;
 
   // One API request, retried on transient failures; refuses to run offline.
   net::HttpResponse call(net::HttpRequest request, const std::string& what);

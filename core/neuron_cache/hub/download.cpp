@@ -73,8 +73,11 @@ net::Verification verification(const TreeEntry& expected) {
 // whether the file is still the one listed (or the one its index entry describes).
 class HubSource : public net::RangedSource {
  public:
-  HubSource(std::string url, std::string repo, const DownloadRequest& request)
-      : url_(std::move(url)), repo_(std::move(repo)), request_(request) {}
+  HubSource(std::string url, std::string repo, const DownloadRequest& request, AdviceContext advice)
+      : url_(std::move(url)),
+        repo_(std::move(repo)),
+        request_(request),
+        advice_(std::move(advice)) {}
 
   net::HttpRequest request(const std::optional<net::ByteRange>& /*range*/) override {
     net::HttpRequest r{"GET", url_};
@@ -133,7 +136,7 @@ class HubSource : public net::RangedSource {
               ? "the file ends before that (HTTP 416)"
               : size + " bytes (HTTP 416)");
     }
-    return hub_error(response, "downloading " + request_.path_in_repo, repo_).what();
+    return hub_error(response, "downloading " + request_.path_in_repo, repo_, advice_).what();
   }
 
   // Whether the bytes received are the Hub's file as the Hub describes it (the sha256 of an LFS
@@ -188,6 +191,7 @@ class HubSource : public net::RangedSource {
   std::string url_;
   std::string repo_;
   const DownloadRequest& request_;
+  AdviceContext advice_;
   std::string hub_blob_id_;  // the ETag of a regular file known only by an index entry
   std::string hub_sha256_;   // the X-Linked-Etag of an LFS file known only by an index entry
 };
@@ -214,7 +218,7 @@ std::vector<DownloadResult> HubClient::download(const std::string& repo,
     }
     std::string url = resolve_url(repo, revision, request.path_in_repo);
     files.push_back({request.path_in_repo, request.fd, request.expected.size, std::move(verify),
-                     std::make_unique<HubSource>(std::move(url), repo, request)});
+                     std::make_unique<HubSource>(std::move(url), repo, request, advice())});
     sent.push_back(i);
   }
   net::RangedOptions options{options_.part_size, options_.parallel, options_.retry};
@@ -225,6 +229,7 @@ std::vector<DownloadResult> HubClient::download(const std::string& repo,
     result.error = std::move(done[k].error);
     result.bytes = done[k].bytes;
     result.commit = std::move(done[k].revision);
+    result.disk_errno = done[k].disk_errno;
   }
   return results;
 }

@@ -8,26 +8,67 @@
 namespace neuron_cache::hub {
 namespace {
 
-std::string advice(long status, const std::string& code, const std::string& repo) {
+bool is_repo_missing(long status, const std::string& code) {
+  return code == "RepoNotFound" || (status == 404 && code.empty());
+}
+
+// A token the Hub refused (401 without RepoNotFound): invalid, expired or revoked.
+std::string refused_token(Audience audience) {
+  if (audience == Audience::Action) {
+    return "the Hub refused the token (invalid, expired or revoked): update the secret given as "
+           "the action's `token` input";
+  }
+  return "the Hub refused the token (invalid, expired or revoked): set HF_TOKEN to a valid token "
+         "and check it with `neuron-cache whoami`";
+}
+
+// The repo's namespace (`org` of org/name) is not one the token's user can write to.
+std::optional<std::string> foreign_namespace(const std::string& repo,
+                                             const AdviceContext& context) {
+  if (!context.namespaces || context.namespaces->empty()) return std::nullopt;
+  std::string owner = repo.substr(0, repo.find('/'));
+  for (const auto& name : *context.namespaces) {
+    if (name == owner) return std::nullopt;
+  }
+  std::string list;
+  // The names are the Hub's answer to whoami: quoted through printable().
+  for (const auto& name : *context.namespaces) list += (list.empty() ? "" : ", ") + printable(name);
+  return "\"" + owner + "\" is not one of the token's namespaces (" + list + ")";
+}
+
+// A 404 (or RepoNotFound) that came with a token: the repo is missing, or the token's user
+// cannot see it.
+std::string missing_repo(const std::string& repo, const AdviceContext& context) {
+  std::string text = "repo " + repo + " does not exist or the token cannot read it: check the name";
+  if (auto foreign = foreign_namespace(repo, context)) text += "; " + *foreign;
+  if (context.audience == Audience::Action) {
+    return text +
+           "; a new cache repo is created once, on the Hub (private), before the first push, "
+           "or give the action's `token` input a token that can read it";
+  }
+  return text + "; create it with `neuron-cache create -n " + repo +
+         "` (`neuron-cache whoami` lists the token's namespaces)";
+}
+
+std::string advice(long status, const std::string& code, const std::string& repo,
+                   const AdviceContext& context) {
   // Without a repo the request went to LFS storage (S3 part URLs, a multipart completion): its
   // 404 is about an upload, not a repo.
   if (repo.empty() && status == 404) {
     return "the upload is gone from LFS storage (it may have completed, or expired): push again";
   }
-  if (code == "RepoNotFound" || (status == 401 && !repo.empty()) ||
-      (status == 404 && code.empty())) {
-    return "repo " + repo +
-           " does not exist or you have no access: check the name and run "
-           "`neuron-cache whoami`";
-  }
+  // Without a token the Hub answers 401 for a private repo and a missing one alike.
+  if (!context.token_sent && (status == 401 || is_repo_missing(status, code)))
+    return no_token(context.audience);
+  if (status == 401 && code != "RepoNotFound") return refused_token(context.audience);
+  if (is_repo_missing(status, code) || status == 401) return missing_repo(repo, context);
   if (code == "RevisionNotFound") return "the revision does not exist in " + repo;
   if (code == "EntryNotFound") return "the file or folder does not exist in " + repo;
   if (code == "GatedRepo") return "accept the terms of " + repo + " on the Hub first";
-  if (status == 401)
-    return "the token is missing or invalid: set HF_TOKEN and run `neuron-cache whoami`";
   if (status == 403) {
-    return "the token is read-only or lacks write access to " + repo +
-           ": use a token with write access (HF_TOKEN)";
+    return "the token is read-only or lacks write access to " + repo + ": use a token with write " +
+           (context.audience == Audience::Action ? "access as the action's `token` input"
+                                                 : "access (HF_TOKEN)");
   }
   if (status == 409) return "it already exists";
   if (status == 412) return "the repo changed meanwhile: run the command again";
@@ -42,6 +83,17 @@ std::string advice(long status, const std::string& code, const std::string& repo
 }
 
 }  // namespace
+
+std::string no_token(Audience audience) {
+  if (audience == Audience::Action) {
+    return "no Hugging Face token: the action's `token` input and HF_TOKEN are empty; a private "
+           "repo cannot be read and a push needs a write token: pass `token: ${{ "
+           "secrets.HF_TOKEN }}` (a public repo needs none to be read)";
+  }
+  return "no Hugging Face token: HF_TOKEN, the token file (HF_TOKEN_PATH, else $HF_HOME/token) "
+         "and the Action's `token` input are empty; a private repo cannot be read and a push "
+         "needs a write token: set HF_TOKEN";
+}
 
 std::string server_message(const net::HttpResponse& response) {
   // Escaped here, where the server's words enter our messages: a newline in them could forge a
@@ -58,8 +110,8 @@ std::string server_message(const net::HttpResponse& response) {
   return "";
 }
 
-Error hub_error(const net::HttpResponse& response, const std::string& what,
-                const std::string& repo) {
+Error hub_error(const net::HttpResponse& response, const std::string& what, const std::string& repo,
+                const AdviceContext& context) {
   std::string code = response.headers.get("X-Error-Code").value_or("");
   std::string why = response.status == 0 ? "no answer (" + response.error + ")"
                                          : "HTTP " + std::to_string(response.status);
@@ -70,7 +122,7 @@ Error hub_error(const net::HttpResponse& response, const std::string& what,
     why += " " + response.error;
   }
   std::string text = what + " failed: " + why;
-  std::string todo = advice(response.status, code, repo);
+  std::string todo = advice(response.status, code, repo, context);
   if (!todo.empty()) text += "; " + todo;
   return operational_error(text);
 }

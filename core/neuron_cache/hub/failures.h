@@ -2,17 +2,35 @@
 // Hub's own error code and message) and what to do. Retrying is net/retry.h's.
 #pragma once
 
+#include <optional>
 #include <string>
+#include <vector>
 
 #include "neuron_cache/error.h"
 #include "neuron_cache/net/http.h"
 
 namespace neuron_cache::hub {
 
+// Who reads the advice, and so which remedies it may name: a command-line user has
+// `neuron-cache whoami` and `create`; a GitHub Action user has the action's inputs and the
+// workflow's secrets, and no neuron-cache command.
+enum class Audience { CommandLine, Action };
+
+// What the advice about a failed answer depends on besides the answer (HubClient::advice()).
+struct AdviceContext {
+  bool token_sent = true;
+  Audience audience = Audience::CommandLine;
+  // The namespaces the token's user can write (its name and orgs), once whoami was asked.
+  std::optional<std::vector<std::string>> namespaces;
+};
+
 // An Error describing a failed Hub answer: what failed (`what`, e.g. "listing files of org/repo"),
 // why (status, X-Error-Code, X-Error-Message or the body's "error"), and what to do.
-Error hub_error(const net::HttpResponse& response, const std::string& what,
-                const std::string& repo);
+Error hub_error(const net::HttpResponse& response, const std::string& what, const std::string& repo,
+                const AdviceContext& context = {});
+
+// Why nothing private can be read and nothing pushed when no token is set, in `audience`'s words.
+std::string no_token(Audience audience);
 
 // The server's own explanation: X-Error-Message, else "error"/"message" of a JSON body, escaped
 // with printable() for our messages.

@@ -296,7 +296,8 @@ std::vector<LfsUpload> request_lfs_uploads(HubClient& client, const std::string&
         {"Accept: application/vnd.git-lfs+json", "Content-Type: application/vnd.git-lfs+json"},
         lfs_batch_body(batch, revision).dump()};
     net::HttpResponse response = client.call(request, "requesting LFS uploads for " + repo);
-    if (!ok(response)) throw hub_error(response, "requesting LFS uploads for " + repo, repo);
+    if (!ok(response))
+      throw hub_error(response, "requesting LFS uploads for " + repo, repo, client.advice());
     std::map<std::string, LocalFile*> by_oid;
     for (LocalFile* file : batch) by_oid[file->sha256] = file;
     net::read_answer(
@@ -480,7 +481,7 @@ CommitResult post_commit(HubClient& client, const std::string& repo, const std::
                            " " + server_message(response) + "; another commit landed meanwhile");
     }
     if (response.status != 0 && response.status < 500 && response.status != 429) break;
-    Error failed = hub_error(response, "committing to " + repo, repo);
+    Error failed = hub_error(response, "committing to " + repo, repo, client.advice());
     Landing landing = response.status == 429
                           ? Landing{std::nullopt, true}
                           : landed_commit(client, repo, revision, files, deletions, parent);
@@ -506,7 +507,7 @@ CommitResult post_commit(HubClient& client, const std::string& repo, const std::
     }
     std::this_thread::sleep_for(*delay);
   }
-  if (!ok(response)) throw hub_error(response, "committing to " + repo, repo);
+  if (!ok(response)) throw hub_error(response, "committing to " + repo, repo, client.advice());
   json answer = pyjson::parse_or_nothing(response.body, pyjson::kApiAnswer).value_or(nullptr);
   const json* oid = answer.is_object() ? net::member(answer, "commitOid") : nullptr;
   if (oid == nullptr || !oid->is_string() || oid->get<std::string>().empty()) {
@@ -563,7 +564,7 @@ CommitResult HubClient::commit(const std::string& repo,
                              {"Content-Type: application/json"},
                              preupload_body(candidates, start, end).dump()};
     net::HttpResponse response = call(request, "preparing the upload to " + repo);
-    if (!ok(response)) throw hub_error(response, "preparing the upload to " + repo, repo);
+    if (!ok(response)) throw hub_error(response, "preparing the upload to " + repo, repo, advice());
     std::map<std::string, json> answers = net::read_answer(response, net::request_name(request),
                                                            "a preupload answer", preupload_answers);
     for (size_t i = start; i < end; ++i) {

@@ -44,8 +44,7 @@ void copy_into(int source_fd, const sys::SafeDir& dir, const std::string& name,
       ssize_t written = write(out.get(), buffer.data() + done, static_cast<size_t>(n - done));
       if (written < 0 && errno == EINTR) continue;
       if (written < 0) {
-        throw operational_error("cannot write " + (dir.path() / name).string() + ": " +
-                                std::strerror(errno));
+        throw sys::io_failure("cannot write", dir.path() / name, errno);
       }
       done += written;
     }
@@ -122,8 +121,7 @@ EntryLock EntryLock::acquire(const sys::SafeDir& entry_dir, std::chrono::millise
   while (true) {
     int fd = openat(entry_dir.fd(), name.c_str(), O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0644);
     if (fd < 0) {
-      throw operational_error("cannot open the lock file " + (entry_dir.path() / name).string() +
-                              ": " + std::strerror(errno));
+      throw sys::io_failure("cannot open the lock file", entry_dir.path() / name, errno);
     }
     sys::UniqueFd lock_fd(fd);
     bool expired = std::chrono::steady_clock::now() >= deadline;
@@ -168,8 +166,7 @@ PrefetchLock PrefetchLock::acquire(const fs::path& cache_root,
   // Never deleted, so every process locks the same inode.
   int fd = openat(area.fd(), name.c_str(), O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0644);
   if (fd < 0) {
-    throw operational_error("cannot open the prefetch lock " + path.string() + ": " +
-                            std::strerror(errno));
+    throw sys::io_failure("cannot open the prefetch lock", path, errno);
   }
   sys::UniqueFd lock(fd);
   if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
@@ -445,8 +442,7 @@ namespace {
 // syncfs: every dirty page and inode of the cache's filesystem, in one journal commit.
 void flush_filesystem(const sys::SafeDir& dir) {
   if (syncfs(dir.fd()) != 0) {
-    throw operational_error("cannot flush the filesystem of " + dir.path().string() + ": " +
-                            std::strerror(errno));
+    throw sys::io_failure("cannot flush the filesystem of", dir.path(), errno);
   }
 }
 
@@ -459,6 +455,7 @@ void EntryInstall::commit_all(std::vector<BatchItem>& items,
     try {
       if (!item.install->is_traced()) item.install->stage_done_marker();
     } catch (const Error& error) {
+      rethrow_local_disk(error);  // the disk fails every item alike
       item.error = error.what();
     }
   }
@@ -482,6 +479,7 @@ void EntryInstall::commit_all(std::vector<BatchItem>& items,
       item.install->move_content(entry->entry);
       locked.emplace_back(&item, std::move(*entry));
     } catch (const Error& error) {
+      rethrow_local_disk(error);  // the disk fails every item alike
       item.error = error.what();
     }
   }

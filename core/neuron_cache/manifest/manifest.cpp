@@ -587,6 +587,12 @@ std::string read_text(const std::filesystem::path& path) {
     throw input_error("manifest " + path.string() + " is a directory, not a file");
   }
   std::uintmax_t size = std::filesystem::file_size(path, ec);
+  // A path that names nothing is the user's input, like a typo inside the file: exit 2.
+  if (ec == std::errc::no_such_file_or_directory || ec == std::errc::not_a_directory) {
+    throw input_error("manifest " + path.string() +
+                      " does not exist: check the path (relative paths start in " +
+                      std::filesystem::current_path(ec).string() + ")");
+  }
   if (ec) throw operational_error("cannot read manifest " + path.string() + ": " + ec.message());
   if (size > kMaxManifestBytes) {
     throw input_error("manifest " + path.string() + " is " + std::to_string(size) +

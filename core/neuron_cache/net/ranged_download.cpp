@@ -4,6 +4,10 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
+
+#include "neuron_cache/sys/fd.h"
 
 #include "neuron_cache/net/meter.h"
 
@@ -139,11 +143,26 @@ class RangeExchange : public Exchange {
   }
 
  private:
+  // Writes every byte at pos_, or returns the errno that stopped it: a short write is followed
+  // by another, whose errno says why (ENOSPC, EFBIG), rather than guessed.
+  int write_all(std::string_view bytes) const {
+    size_t done = 0;
+    while (done < bytes.size()) {
+      ssize_t n = pwrite(file_.fd, bytes.data() + done, bytes.size() - done,
+                         static_cast<off_t>(pos_ + done));
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0) return errno;
+      if (n == 0) return ENOSPC;
+      done += static_cast<size_t>(n);
+    }
+    return 0;
+  }
+
   bool write(std::string_view bytes) {
-    ssize_t n = pwrite(file_.fd, bytes.data(), bytes.size(), static_cast<off_t>(pos_));
-    if (n != static_cast<ssize_t>(bytes.size())) {
-      state_->fail("cannot write the downloaded bytes of " + file_.name +
-                   " to disk: is the disk full?");
+    if (int error = write_all(bytes); error != 0) {
+      if (sys::is_disk_refusal(error) && !state_->failed) state_->result->disk_errno = error;
+      state_->fail("cannot write the downloaded bytes of " + file_.name + ": " +
+                   std::strerror(error));
       return false;
     }
     if (whole_) {

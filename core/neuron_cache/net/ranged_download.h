@@ -70,6 +70,9 @@ struct RangedFile {
 struct RangedResult {
   bool ok = false;
   std::string error;
+  // The errno of a failed write to the destination when sys::is_disk_refusal names it (a full
+  // disk, a file size limit): the local disk failed, not the server.
+  int disk_errno = 0;
   uint64_t bytes = 0;    // what came over the wire, kept or not
   std::string revision;  // RangedSource::revision of the last answer that had one
 };

@@ -36,6 +36,36 @@ namespace {
 namespace fs = std::filesystem;
 namespace ai = artifact_index;
 
+// Replaces every `from` in `text` with `to`.
+void replace_all(std::string& text, const std::string& from, const std::string& to) {
+  for (size_t at = text.find(from); at != std::string::npos; at = text.find(from, at + to.size()))
+    text.replace(at, from.size(), to);
+}
+
+// The compiler's model.log of each failed MODULE folder lives in the staging cache, which is
+// deleted when the run ends, so a tail saying "see .../model.log" would point at nothing: copy
+// each beside the command's log (<name>.model.log, or <name>.<MODULE>.model.log for several)
+// and make the tail point at the copy.
+void keep_model_logs(const fs::path& staging, const std::vector<compile::CapturedModule>& failed,
+                     const fs::path& output_dir, const std::string& name, std::string& tail) {
+  for (const auto& module : failed) {
+    fs::path log = staging / module.compiler_dir / module.name / "model.log";
+    std::error_code error;
+    // Only the compiler's own regular file: a link could point anywhere.
+    if (!fs::is_regular_file(fs::symlink_status(log, error))) continue;
+    std::string suffix = failed.size() == 1 ? ".model.log" : "." + module.name + ".model.log";
+    fs::path kept = output_dir / (name + suffix);
+    if (!fs::copy_file(log, kept, fs::copy_options::overwrite_existing, error)) {
+      tail +=
+          "\n(the compiler's log " + log.string() + " could not be kept: " + error.message() + ")";
+      continue;
+    }
+    std::string before = tail;
+    replace_all(tail, log.string(), kept.string());
+    if (tail == before) tail += "\nthe compiler's log: " + kept.string();
+  }
+}
+
 std::string join_words(const std::vector<std::string>& words) {
   std::string out;
   for (const auto& word : words) out += (out.empty() ? "" : " ") + word;
@@ -193,6 +223,7 @@ CompileOutcome Pipeline::compile_one(const plan::Target& target, bool listed_in_
                     ? "the compile command was killed by signal " + std::to_string(ran.signal)
                     : "the compile command exited with status " + std::to_string(ran.exit_code);
     out.log_tail = compile::log_tail(run.log_file);
+    keep_model_logs(capture->dir(), captured.failed, output_dir, c.name, out.log_tail);
     return out;
   }
   if (!captured.proxied.empty()) {
@@ -214,6 +245,7 @@ CompileOutcome Pipeline::compile_one(const plan::Target& target, bool listed_in_
   if (auto problem = capture_problem(captured, layout::compiler_dir_name(compiler_version_))) {
     out.error = *problem;
     out.log_tail = compile::log_tail(run.log_file);
+    keep_model_logs(capture->dir(), captured.failed, output_dir, c.name, out.log_tail);
     return out;
   }
   out.ok = true;
@@ -288,14 +320,21 @@ void Pipeline::compile_each(const std::vector<plan::PlanRow*>& misses, CompileSt
       std::lock_guard lock(progress);
       if (on_progress) on_progress("compiling " + target.configuration.name);
     }
-    try {
-      step.outcomes[i] = compile_one(target, misses[i]->status == plan::Status::Registry);
-    } catch (const std::exception& error) {
-      // An Error, or a library's exception (std::filesystem, allocation): this configuration
-      // failed, the others go on.
+    auto failed = [&](const char* why) {
       step.outcomes[i].configuration = target.configuration.name;
       step.outcomes[i].key = target.key;
-      step.outcomes[i].error = error.what();
+      step.outcomes[i].error = why;
+    };
+    try {
+      step.outcomes[i] = compile_one(target, misses[i]->status == plan::Status::Registry);
+    } catch (const Error& error) {
+      // The local disk would fail every other configuration the same way: stop with one line.
+      rethrow_local_disk(error);
+      failed(error.what());
+    } catch (const std::exception& error) {
+      // A library's exception (std::filesystem, allocation): this configuration failed, the
+      // others go on.
+      failed(error.what());
     }
     std::lock_guard lock(progress);
     if (on_progress) {
@@ -317,7 +356,9 @@ void Pipeline::finish_compile(const std::vector<plan::PlanRow*>& misses, Compile
                     "folder into the cache: which ones it used is unknown, so nothing was "
                     "recorded and the next run goes through optimum-neuron again");
   }
+  compiled_here_ = 0;
   for (size_t i = 0; i < misses.size(); ++i) {
+    if (step.outcomes[i].recorded) ++*compiled_here_;
     if (step.outcomes[i].ok && !misses[i]->target.unkeyed.empty()) {
       misses[i]->reason = "compiled, but not keyed: " + misses[i]->target.unkeyed +
                           "; not recorded in the cache index or pushed";

@@ -1,5 +1,6 @@
 #include "neuron_cache/pipeline/pipeline.h"
 
+#include <algorithm>
 #include <chrono>
 #include <set>
 
@@ -272,6 +273,7 @@ plan::Plan Pipeline::make_plan(const std::vector<plan::Target>& targets) {
       remote_ =
           std::make_unique<remote::RemoteIndex>(remote::RemoteIndex::open(*store_, memo_folder()));
     } catch (const Error& error) {
+      rethrow_local_disk(error);
       hub_problem = storage::describe_part(store_, "cache") + " could not be read: " + error.what();
       cache_problem(hub_problem, "every configuration not complete locally will be compiled");
     }
@@ -287,6 +289,7 @@ plan::Plan Pipeline::make_plan(const std::vector<plan::Target>& targets) {
     report_misses();
     return plan;
   } catch (const Error& error) {
+    rethrow_local_disk(error);
     // The index downloads happen lazily inside make_plan.
     cache_problem(storage::describe_part(store_, "index") + " could not be read: " + error.what(),
                   "every configuration not complete locally will be compiled");
@@ -318,6 +321,7 @@ void Pipeline::read_registry(plan::Plan& plan) {
       plan::mark_registry_hits(plan, answer->candidates);
     }
   } catch (const Error& error) {
+    rethrow_local_disk(error);
     note(true, std::string("optimum-neuron's registry in ") + repo_ +
                    " could not be read: " + error.what());
   }
@@ -366,6 +370,7 @@ plan::Plan Pipeline::plan_run(const plan::Target& target) {
     remote_->load(plan::shards_of({&row.target}));  // a complete local entry did not read it
     hub = remote_->find(target.inputs.compiler_version, target.key);
   } catch (const Error& error) {
+    rethrow_local_disk(error);
     cache_problem(
         storage::describe_part(store_, "index") + " could not be read: " + error.what(),
         "what " + storage::describe(store_) + " has beyond the local cache will be compiled");
@@ -420,6 +425,7 @@ PrefetchStep Pipeline::prefetch(plan::Plan& plan) {
                                      if (on_progress) on_progress(line);
                                    });
   } catch (const Error& error) {
+    rethrow_local_disk(error);
     cache_problem(std::string("prefetch from ") + repo_ + " failed: " + error.what(),
                   "the configurations will be compiled");
     for (const auto& entry : entries) step.result.failed.emplace(entry.key, error.what());
@@ -468,6 +474,20 @@ std::string Pipeline::read_only_token() {
   // One message: the push line (and the report) carry it; --strict makes it an error.
   if (options_.strict) cache_problem("push to " + repo_ + " failed: " + why, "skipping the push");
   return why;
+}
+
+bool Pipeline::owes_push(const plan::Plan& plan) const {
+  if (compiled_here_) return *compiled_here_ > 0;
+  return std::any_of(plan.rows.begin(), plan.rows.end(), [](const plan::PlanRow& row) {
+    return row.status == plan::Status::Local && row.entry;
+  });
+}
+
+void Pipeline::refuse_skip_when_strict(bool owed, const std::string& reason) {
+  if (!owed || !options_.strict || options_.read_only || reason.empty()) return;
+  cache_problem(
+      "push to " + (repo_.empty() ? std::string("the cache store") : repo_) + " skipped: " + reason,
+      "skipping the push");
 }
 
 std::vector<std::string> Pipeline::covered_on_hub(const std::vector<const plan::PlanRow*>& rows) {
@@ -519,6 +539,7 @@ PushStep Pipeline::push(const plan::Plan& plan) {
       note(true, "not pushed: " + row.target.configuration.name + ": it has no cache key");
   }
   step.skipped_reason = why_not_push(false);
+  refuse_skip_when_strict(owes_push(plan), step.skipped_reason);
   std::vector<ai::Entry> entries;
   if (step.skipped_reason.empty()) {
     entries = not_on_hub(plan);
@@ -544,6 +565,7 @@ PushStep Pipeline::push(const plan::Plan& plan) {
     }
     for (const auto& warning : step.result.commit.warnings) note(true, warning);
   } catch (const Error& error) {
+    rethrow_local_disk(error);
     step.skipped_reason = error.what();
     cache_problem(std::string("push to ") + repo_ + " failed: " + error.what(),
                   "the compiled artifacts stay in the local cache only");
@@ -559,11 +581,13 @@ namespace neuron_cache::pipeline {
 PushStep Pipeline::push_modules(const std::vector<std::string>& modules) {
   PushStep step;
   step.skipped_reason = why_not_push(modules.empty());
+  refuse_skip_when_strict(!modules.empty(), step.skipped_reason);
   if (!step.skipped_reason.empty()) return step;
   step.attempted = true;
   try {
     step.result = remote::push_modules(*writer_, *local_index_, modules, options_.push);
   } catch (const Error& error) {
+    rethrow_local_disk(error);
     step.skipped_reason = error.what();
     cache_problem(std::string("push to ") + repo_ + " failed: " + error.what(),
                   "the compiled graphs stay in the local cache only");
@@ -588,6 +612,7 @@ std::map<std::string, std::string> Pipeline::export_artifacts(const plan::Plan& 
           local::export_configuration(*cache_, *entry, std::filesystem::absolute(dir), name)
               .string();
     } catch (const Error& error) {
+      rethrow_local_disk(error);
       // One configuration that cannot be exported does not keep the others from it.
       cache_problem("cannot export " + name + ": " + error.what(), "it has no export folder");
     }

@@ -223,6 +223,11 @@ class Pipeline {
   std::string why_not_push(bool nothing_new) const;
   // Why nothing can be pushed when the store says its credentials cannot write, else empty.
   std::string read_only_token();
+  // Whether this run owes the store a push: its compile step recorded something, or, without a
+  // compile step (`push`, `run`), the plan has configurations complete locally.
+  bool owes_push(const plan::Plan& plan) const;
+  // Under --strict, a push owed (`owed`) and skipped for any reason but --read-only is an Error.
+  void refuse_skip_when_strict(bool owed, const std::string& reason);
   // The local index entries of the plan's Local rows that the Hub's index does not have, or has
   // with fewer MODULE_ folders or registry files (artifact_index::covers).
   std::vector<artifact_index::Entry> not_on_hub(const plan::Plan& plan);
@@ -243,6 +248,8 @@ class Pipeline {
   // missing one (it would replace the store's shard with this run's entries alone).
   storage::Store* writer_ = nullptr;
   size_t misses_reported_ = 0;
+  // Configurations the compile step of this run recorded; nothing when it did not run.
+  std::optional<size_t> compiled_here_;
   Options options_;
   manifest::Manifest manifest_;
   std::string repo_;

@@ -52,10 +52,13 @@ std::vector<std::string> flag_words(const std::string& neuron_cc_flags) {
 
 storage::ModelSource& ModelResolver::online(const manifest::Configuration& c,
                                             const std::string& why) {
+  // Deliberately offline is the Hub being out of reach on purpose: the same fallback as an
+  // outage (an earlier answer, else an unkeyed compile), never a harder failure than it.
   if (client_ == nullptr || client_->offline()) {
-    throw input_error(c.source.to_string() + ": cannot " + why + " of " + c.model_id +
-                      " offline: pin the model's revision to a 40-hex commit and set its "
-                      "model_type in the manifest");
+    throw operational_error(c.source.to_string() + ": cannot " + why + " of " + c.model_id +
+                            ": the Hub is offline (HF_HUB_OFFLINE) and no earlier run remembered "
+                            "it; pin the model's revision to a 40-hex commit and set its "
+                            "model_type in the manifest");
   }
   return *client_;
 }

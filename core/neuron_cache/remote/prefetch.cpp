@@ -15,6 +15,7 @@
 #include "neuron_cache/format/layout.h"
 #include "neuron_cache/local/entry_install.h"
 #include "neuron_cache/net/meter.h"
+#include "neuron_cache/sys/fd.h"
 
 namespace neuron_cache::remote {
 namespace {
@@ -130,6 +131,11 @@ struct DownloadedBatch {
 void install_all(DownloadedBatch& batch) {
   try {
     local::EntryInstall::commit_all(batch.ready);
+  } catch (const Error& e) {
+    rethrow_local_disk(e);
+    for (auto& item : batch.ready) {
+      if (!item.outcome && item.error.empty()) item.error = e.what();
+    }
   } catch (const std::exception& e) {
     for (auto& item : batch.ready) {
       if (!item.outcome && item.error.empty()) item.error = e.what();
@@ -193,6 +199,7 @@ DownloadedBatch download_batch(storage::Store& store, const std::string& revisio
     try {
       staged.push_back(stage(*job, local, staging_folders, requests, result));
     } catch (const Error& error) {
+      rethrow_local_disk(error);  // fails every folder alike: one message, not one per entry
       fail_keys(job->keys, job->compiler_dir + "/" + job->record->name + ": " + error.what(),
                 result);
     }
@@ -202,6 +209,10 @@ DownloadedBatch download_batch(storage::Store& store, const std::string& revisio
     std::string error;
     for (size_t i = 0; i < s.requests; ++i) {
       const storage::DownloadResult& d = downloads[s.first_request + i];
+      if (d.disk_errno != 0) {
+        throw sys::io_failure("cannot write " + requests[s.first_request + i].path + " into",
+                              local.cache().root(), d.disk_errno);
+      }
       if (!d.ok && error.empty()) error = d.error;
       result.bytes_downloaded += d.bytes;  // what moved, even when it was thrown away
       if (d.ok) ++result.files_downloaded;

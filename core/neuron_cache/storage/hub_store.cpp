@@ -81,7 +81,8 @@ std::vector<DownloadResult> HubStore::download(const std::string& revision,
   std::vector<DownloadResult> results;
   results.reserve(answers.size());
   for (auto& answer : answers)
-    results.push_back({answer.ok, std::move(answer.error), answer.bytes, std::move(answer.commit)});
+    results.push_back({answer.ok, std::move(answer.error), answer.bytes, std::move(answer.commit),
+                       answer.disk_errno});
   return results;
 }
 
@@ -105,11 +106,16 @@ CommitResult HubStore::commit(const std::vector<CommitOperation>& operations,
 }
 
 std::string HubStore::why_not_writable() {
+  // Known before any request: without a token the Hub refuses every write.
+  if (client_.options().token.empty())
+    return hub::no_token(client_.options().audience) + ": nothing was pushed";
   try {
     const hub::WhoAmI& who = client_.whoami();
     if (who.role != "read") return "";
-    return "the token \"" + who.token_name +
-           "\" is read-only: nothing was pushed; set HF_TOKEN to a token with write access";
+    return "the token \"" + who.token_name + "\" is read-only: nothing was pushed; " +
+           (client_.options().audience == hub::Audience::Action
+                ? "give the action's `token` input a token with write access"
+                : "set HF_TOKEN to a token with write access");
   } catch (const Error&) {
     return "";  // no answer about the token: the commit itself will say what is wrong
   }

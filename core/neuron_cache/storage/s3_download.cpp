@@ -126,6 +126,7 @@ std::vector<DownloadResult> S3Store::download(const std::string& /*revision*/,
     result.ok = done[k].ok;
     result.error = std::move(done[k].error);
     result.bytes = done[k].bytes;
+    result.disk_errno = done[k].disk_errno;
   }
   return results;
 }

@@ -60,6 +60,9 @@ struct DownloadResult {
   std::string error;
   uint64_t bytes = 0;
   std::string revision;  // the revision that served it (Hub: X-Repo-Commit), or empty
+  // Not 0 when writing the bytes to the local destination failed with an errno
+  // sys::is_disk_refusal names: the local disk's failure, not the store's.
+  int disk_errno = 0;
 };
 
 struct CommitOperation {

@@ -13,10 +13,27 @@ namespace neuron_cache::sys {
 namespace {
 
 Error io_error(const std::string& what, const std::filesystem::path& path) {
-  return operational_error(what + " " + path.string() + ": " + std::strerror(errno));
+  return io_failure(what, path, errno);
 }
 
 }  // namespace
+
+bool is_disk_refusal(int error) {
+  return error == EACCES || error == EPERM || error == EROFS || error == ENOSPC ||
+         error == EDQUOT || error == EFBIG;
+}
+
+Error io_failure(const std::string& what, const std::filesystem::path& path, int error) {
+  std::string text = what + " " + path.string() + ": " + std::strerror(error);
+  if (!is_disk_refusal(error)) return operational_error(text);
+  bool space = error == ENOSPC || error == EDQUOT || error == EFBIG;
+  return {ErrorKind::LocalDisk,
+          text +
+              (space ? ": free space on that disk (or raise the quota or file size limit)"
+                     : ": give this user read and write access to that folder") +
+              ", or give the local cache another folder (--cache-dir, the Action's `cache-dir`, "
+              "NEURON_COMPILE_CACHE_URL)"};
+}
 
 void require_regular_file(int fd, const std::filesystem::path& path) {
   struct stat info {};

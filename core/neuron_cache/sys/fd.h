@@ -4,6 +4,8 @@
 #include <filesystem>
 #include <string>
 
+#include "neuron_cache/error.h"
+
 namespace neuron_cache::sys {
 
 class UniqueFd {
@@ -20,6 +22,14 @@ class UniqueFd {
  private:
   int fd_ = -1;
 };
+
+// Whether `error` (an errno value) says the local disk refused a write: EACCES, EPERM, EROFS
+// (permissions, a read-only mount), ENOSPC, EDQUOT, EFBIG (no space, a quota, a file size limit).
+bool is_disk_refusal(int error);
+
+// "`what` `path`: <strerror(error)>", with what to do when the disk refused (a LocalDisk
+// Error), else an operational Error.
+Error io_failure(const std::string& what, const std::filesystem::path& path, int error);
 
 // Everything `fd` holds from offset 0 (a small file: an index, a registry entry in memory).
 std::string read_whole_fd(int fd);

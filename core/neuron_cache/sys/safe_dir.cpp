@@ -33,7 +33,7 @@ std::string describe_errno() {
 }
 
 Error io_error(const std::string& what, const std::filesystem::path& path) {
-  return operational_error(what + " " + path.string() + ": " + describe_errno());
+  return io_failure(what, path, errno);
 }
 
 NodeType node_type(mode_t mode) {
@@ -93,6 +93,7 @@ void make_directories(const std::filesystem::path& path) {
     struct stat info {};
     if (stat(current.c_str(), &info) == 0 && S_ISDIR(info.st_mode)) continue;
     if (mkdir(current.c_str(), kDirMode) != 0 && errno != EEXIST) {
+      if (is_disk_refusal(errno)) throw io_failure("cannot create the directory", current, errno);
       throw operational_error("cannot create the directory " + current.string() + ": " +
                               describe_errno() + ": check its parent is writable");
     }
@@ -103,6 +104,7 @@ SafeDir SafeDir::open_or_create(const std::filesystem::path& path) {
   try {
     make_directories(path);
   } catch (const Error& e) {
+    rethrow_local_disk(e);  // it says what to do already
     throw operational_error(std::string(e.what()) + " (or choose another --cache-dir)");
   }
   return open(path);

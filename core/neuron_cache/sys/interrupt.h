@@ -1,0 +1,21 @@
+// What a user sees when they stop a run (Ctrl-C, SIGTERM from a CI runner's cancel): one line
+// saying what stays on disk, then the process ends by the same signal, so a shell reports 130
+// (143 for SIGTERM) and a script's loop stops as it would for any interrupted program.
+#pragma once
+
+#include <string>
+
+namespace neuron_cache::sys {
+
+// Installs handlers for SIGINT and SIGTERM that write `program: interrupted (SIGNAL): <line>` to
+// stderr once, then die by that signal. A signal the parent ignores (nohup, a background job of
+// a script) stays ignored. Call once, early in main, before any thread starts.
+void report_interrupts(const std::string& program, const std::string& line);
+
+// What an interrupted run leaves (README, "Formats and guarantees"): entries are installed whole
+// or not at all, and the next prefetch reuses the files a killed one staged whole.
+inline constexpr const char* kInterruptedLine =
+    "nothing half-written was installed in the cache; files downloaded whole are kept and reused "
+    "by the next run, a file cut short is downloaded again";
+
+}  // namespace neuron_cache::sys
