@@ -4,9 +4,7 @@
 #include <sys/file.h>
 #include <unistd.h>
 
-#include <chrono>
-#include <ctime>
-
+#include "neuron_cache/format/artifact_index.h"
 #include "neuron_cache/format/layout.h"
 #include "neuron_cache/format/pyjson.h"
 #include "neuron_cache/format/wording.h"
@@ -20,15 +18,6 @@ namespace {
 using nlohmann::json;
 
 constexpr std::string_view kLockName = "neuron-cache-stats.lock";
-
-std::string now_utc() {
-  std::time_t now = std::time(nullptr);
-  std::tm tm{};
-  gmtime_r(&now, &tm);
-  char text[32];
-  std::strftime(text, sizeof text, "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return text;
-}
 
 sys::RootedFile stats_file(const std::filesystem::path& cache_root) {
   return sys::RootedFile(cache_root, std::string(kStatsFile));
@@ -129,7 +118,7 @@ void record_run(const std::filesystem::path& cache_root, const pipeline::RunResu
   try {
     StatsLock lock(cache_root);
     Stats stats = read_stats(cache_root);
-    if (stats.since.empty()) stats.since = now_utc();
+    if (stats.since.empty()) stats.since = artifact_index::utc_now();
     add(stats.stores[run.repo.empty() ? "(no store)" : run.repo], totals(run),
         prefetched_or_compiled);
     write(cache_root, stats);
@@ -141,7 +130,7 @@ void record_run(const std::filesystem::path& cache_root, const pipeline::RunResu
 void zero_stats(const std::filesystem::path& cache_root) {
   StatsLock lock(cache_root);
   Stats stats;
-  stats.since = now_utc();
+  stats.since = artifact_index::utc_now();
   write(cache_root, stats);
 }
 
