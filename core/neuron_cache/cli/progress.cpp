@@ -6,6 +6,7 @@
 #include <atomic>
 #include <cmath>
 
+#include "neuron_cache/format/wording.h"
 #include "neuron_cache/report/report.h"
 
 namespace neuron_cache::cli {
@@ -87,9 +88,8 @@ std::string final_line(const std::string& label, const net::MeterReading& readin
                        double elapsed_seconds) {
   Figures f = figures(reading, elapsed_seconds);
   return label + " done: " + report::human_bytes(shown_bytes(reading)) + ", " +
-         std::to_string(reading.files) + (reading.files == 1 ? " file" : " files") + " in " +
-         seconds_text(elapsed_seconds) + " (" + report::human_bytes(static_cast<uint64_t>(f.rate)) +
-         "/s)";
+         count_of(reading.files, "file") + " in " + seconds_text(elapsed_seconds) + " (" +
+         report::human_bytes(static_cast<uint64_t>(f.rate)) + "/s)";
 }
 
 std::string bar_line(const std::string& label, const net::MeterReading& reading,

@@ -107,7 +107,6 @@ SyncResult synchronize(storage::Store& store, const local::LocalCache& cache,
           result.bytes_to_upload += file.size;
         }
         result.to_upload = operations.size();
-        if (options.on_plan) options.on_plan(operations.size(), result.bytes_to_upload);
         if (operations.empty()) return;
         net::TransferPhase phase("Uploading");
         result.commit = store.commit(operations, kSyncCommitMessage, head);

@@ -4,7 +4,6 @@
 // missing or different in the store and never lock files.
 #pragma once
 
-#include <functional>
 #include <string>
 #include <vector>
 
@@ -20,8 +19,6 @@ inline constexpr const char* kSyncCommitMessage = "Synchronizing local compiler 
 struct SyncOptions {
   net::RetryPolicy conflicts{6, std::chrono::milliseconds(1000), std::chrono::milliseconds(30000)};
   bool compiler_running = false;  // skip the pre-sync cleanup, as optimum-neuron does
-  // Called once the bytes to send are known (for progress display).
-  std::function<void(uint64_t files, uint64_t bytes)> on_plan;
 };
 
 struct SyncResult {

@@ -337,7 +337,8 @@ class Publisher {
         result_.landed_unanswered = "completing the upload of " + owners[i]->op->path + " in " +
                                     store_.location() +
                                     " got no valid answer, but the object is there as this "
-                                    "upload makes it (size and multipart ETag): it is stored";
+                                    "upload makes it (its size, and the parts' multipart ETag "
+                                    "or its content's sha256 or MD5): it is stored";
         continue;
       }
       if (!completed) {

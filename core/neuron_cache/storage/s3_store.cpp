@@ -125,6 +125,10 @@ std::string S3Store::key_of(const std::string& path) const {
   return path.empty() ? where_.prefix : where_.prefix + "/" + path;
 }
 
+std::string S3Store::key_root() const {
+  return where_.prefix.empty() ? "" : where_.prefix + "/";
+}
+
 std::string S3Store::object_url(const std::string& path, const std::string& query) const {
   std::string url = base_url_ + "/" + url::url_encode(key_of(path), true);
   return query.empty() ? url : url + "?" + query;
@@ -183,7 +187,7 @@ std::vector<RemoteEntry> S3Store::list(const std::string& path, bool recursive,
 }
 
 std::vector<RemoteEntry> S3Store::list_objects(const std::string& key_prefix, bool recursive) {
-  std::string root = where_.prefix.empty() ? "" : where_.prefix + "/";
+  std::string root = key_root();
   std::vector<RemoteEntry> entries;
   std::string token;
   net::PageBudget budget("listing " + location(), kMaxListedEntries / 1000 + 10,

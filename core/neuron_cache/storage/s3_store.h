@@ -100,6 +100,8 @@ class S3Store : public Store {
   net::HttpRequest signed_request(const std::string& method, const std::string& url,
                                   const std::string& payload_sha256) const;
   std::string key_of(const std::string& path) const;
+  // What every key of this store starts with: "prefix/", or "" without a prefix.
+  std::string key_root() const;
   // One request, retried on transient failures (5xx, 503 SlowDown, no answer).
   net::HttpResponse call(net::HttpRequest request);
   Error failure(const net::HttpResponse& response, const std::string& what) const;

@@ -6,6 +6,7 @@
 #include <memory>
 
 #include "neuron_cache/format/url.h"
+#include "neuron_cache/format/wording.h"
 #include "neuron_cache/net/pages.h"
 #include "neuron_cache/net/retry.h"
 #include "neuron_cache/storage/s3_internal.h"
@@ -26,7 +27,7 @@ constexpr int kUploadListingTimeFactor = 4;
 }  // namespace
 
 std::vector<s3xml::PendingUpload> S3Store::abandoned_uploads(std::string& stopped) {
-  std::string root = where_.prefix.empty() ? "" : where_.prefix + "/";
+  std::string root = key_root();
   int64_t now = std::chrono::duration_cast<std::chrono::seconds>(
                     std::chrono::system_clock::now().time_since_epoch())
                     .count();
@@ -91,7 +92,7 @@ void S3Store::abort_abandoned_uploads(CommitResult& result) {
     result.warnings.push_back("looking for abandoned multipart uploads: " + stopped +
                               "; the next push looks further");
   }
-  std::string root = where_.prefix.empty() ? "" : where_.prefix + "/";
+  std::string root = key_root();
   std::vector<std::unique_ptr<net::RetryingExchange>> aborts;
   std::vector<net::Exchange*> pointers;
   for (const auto& upload : old) {
@@ -114,9 +115,8 @@ void S3Store::abort_abandoned_uploads(CommitResult& result) {
     }
   }
   if (failed > 0) {
-    result.warnings.push_back(std::to_string(failed) + " abandoned multipart upload" +
-                              (failed == 1 ? "" : "s") + " could not be aborted (" + why + ")" +
-                              lifecycle);
+    result.warnings.push_back(count_of(failed, "abandoned multipart upload") +
+                              " could not be aborted (" + why + ")" + lifecycle);
   }
 }
 
