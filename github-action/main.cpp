@@ -200,10 +200,8 @@ class Group {
 pipeline::RunResult run_steps(pipeline::Pipeline& p, const Inputs& in, WorkflowCommands& commands) {
   Group group(commands, "neuron-cache " + in.mode_name + ": " + p.repo());
   pipeline::RunSteps steps{runs_prefetch(in.mode), runs_compile(in.mode), runs_push(in.mode), {}};
-  pipeline::RunResult run = pipeline::run(
+  return report::counted_run(
       p, steps, [&commands](const plan::Plan& plan) { commands.line(report::plan_text(plan)); });
-  report::record_run(p.local_index().cache().root(), run, steps.prefetch || steps.compile);
-  return run;
 }
 
 struct Outputs {
@@ -332,9 +330,8 @@ int gate_on_misses(const Outputs& out, WorkflowCommands& commands) {
   if (out.misses == 0) return 0;
   std::string names;
   for (const auto& name : out.missing) names += (names.empty() ? "" : ", ") + name;
-  commands.error("fail-on-miss: " + std::to_string(out.misses) +
-                 (out.misses == 1 ? " configuration is" : " configurations are") + " not cached (" +
-                 names +
+  commands.error("fail-on-miss: " + count_of(out.misses, "configuration") +
+                 (out.misses == 1 ? " is" : " are") + " not cached (" + names +
                  "): fill the cache from a job that compiles (mode: all, on a Neuron runner), or "
                  "drop fail-on-miss");
   return kExitGate;

@@ -145,14 +145,6 @@ pipeline::RunSteps steps_of(bool prefetch, bool compile, bool push, const Args& 
   return {prefetch, compile, push, args.export_dir};
 }
 
-// A run that fetches, compiles or pushes, added to the cache root's statistics (`status`).
-pipeline::RunResult counted_run(pipeline::Pipeline& p, const pipeline::RunSteps& steps,
-                                const std::function<void(const plan::Plan&)>& on_plan = {}) {
-  pipeline::RunResult result = pipeline::run(p, steps, on_plan);
-  report::record_run(p.local_index().cache().root(), result, steps.prefetch || steps.compile);
-  return result;
-}
-
 // plan --fail-on-miss: a runner that must never compile (no Neuron device, no time) stops here,
 // naming what would compile; a store that could not be read counts, as it would at run time.
 void fail_if_any_would_compile(const plan::Plan& plan) {
@@ -195,7 +187,7 @@ std::string missing_line(const plan::Plan& plan) {
 
 void run_prefetch(Context& context, Args& args) {
   auto p = open(context, args);
-  pipeline::RunResult result = counted_run(*p, steps_of(true, false, false, args));
+  pipeline::RunResult result = report::counted_run(*p, steps_of(true, false, false, args));
   if (args.json) {
     print_json(report::run_json(result));
   } else if (!args.quiet) {
@@ -212,7 +204,7 @@ std::string compiled_line(const pipeline::CompileStep& step) {
 
 void run_compile(Context& context, Args& args) {
   auto p = open(context, args);
-  pipeline::RunResult result = counted_run(*p, steps_of(true, true, false, args));
+  pipeline::RunResult result = report::counted_run(*p, steps_of(true, true, false, args));
   const pipeline::PrefetchStep& fetched = *result.prefetch;
   if (args.json) {
     print_json(report::run_json(result));
@@ -227,7 +219,7 @@ void run_compile(Context& context, Args& args) {
 
 void run_push(Context& context, Args& args) {
   auto p = open(context, args);
-  pipeline::RunResult result = counted_run(*p, steps_of(false, false, true, args));
+  pipeline::RunResult result = report::counted_run(*p, steps_of(false, false, true, args));
   if (args.json) {
     print_json(report::run_json(result));
   } else if (!args.quiet || !result.push->attempted) {
@@ -240,7 +232,7 @@ void run_ci(Context& context, Args& args) {
   auto show_plan = [&args](const plan::Plan& plan) {
     if (!args.quiet && !args.json) std::cout << report::plan_text(plan) << "\n";
   };
-  pipeline::RunResult result = counted_run(*p, steps_of(true, true, true, args), show_plan);
+  pipeline::RunResult result = report::counted_run(*p, steps_of(true, true, true, args), show_plan);
   const pipeline::RunResult& run = result;
   // Built only when asked for: for many configurations they cost milliseconds.
   if (!args.report_file.empty()) write_file(args.report_file, report::run_json(run).dump(2) + "\n");

@@ -8,6 +8,7 @@
 #include "neuron_cache/compile/seed_view.h"
 #include "neuron_cache/error.h"
 #include "neuron_cache/format/hub_names.h"
+#include "neuron_cache/format/wording.h"
 #include "neuron_cache/local/export_dir.h"
 #include "neuron_cache/net/retry.h"
 #include "neuron_cache/pipeline/hub_keys.h"
@@ -560,8 +561,8 @@ PushStep Pipeline::push(const plan::Plan& plan) {
     if (!step.result.commit.landed_unanswered.empty())
       note(false, step.result.commit.landed_unanswered);
     if (size_t aborted = step.result.commit.uploads_aborted; aborted > 0) {
-      note(false, "aborted " + std::to_string(aborted) +
-                      " multipart upload(s) abandoned more than a day ago in " + repo_);
+      note(false, "aborted " + count_of(aborted, "multipart upload") +
+                      " abandoned more than a day ago in " + repo_);
     }
     for (const auto& warning : step.result.commit.warnings) note(true, warning);
   } catch (const Error& error) {

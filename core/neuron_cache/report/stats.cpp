@@ -127,6 +127,13 @@ void record_run(const std::filesystem::path& cache_root, const pipeline::RunResu
   }
 }
 
+pipeline::RunResult counted_run(pipeline::Pipeline& p, const pipeline::RunSteps& steps,
+                                const std::function<void(const plan::Plan&)>& on_plan) {
+  pipeline::RunResult result = pipeline::run(p, steps, on_plan);
+  record_run(p.local_index().cache().root(), result, steps.prefetch || steps.compile);
+  return result;
+}
+
 void zero_stats(const std::filesystem::path& cache_root) {
   StatsLock lock(cache_root);
   Stats stats;

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -43,6 +44,10 @@ Stats read_stats(const std::filesystem::path& cache_root);
 // statistics are never worth failing a run.
 void record_run(const std::filesystem::path& cache_root, const pipeline::RunResult& run,
                 bool prefetched_or_compiled);
+// pipeline::run, then record_run into the pipeline's cache root: what every command (and the
+// Action) that fetches, compiles or pushes calls, so each run is counted once, the same way.
+pipeline::RunResult counted_run(pipeline::Pipeline& p, const pipeline::RunSteps& steps,
+                                const std::function<void(const plan::Plan&)>& on_plan = {});
 // Starts counting again from now.
 void zero_stats(const std::filesystem::path& cache_root);
 
