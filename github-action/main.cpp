@@ -20,6 +20,7 @@
 #include "neuron_cache/error.h"
 #include "neuron_cache/format/wording.h"
 #include "neuron_cache/hub/client.h"
+#include "neuron_cache/log/log.h"
 #include "neuron_cache/pipeline/pipeline.h"
 #include "neuron_cache/pipeline/run.h"
 #include "neuron_cache/report/report.h"
@@ -354,6 +355,7 @@ int run_action(const std::string& token, WorkflowCommands& commands) {
   if (!in.cache_repo.empty()) overrides.cache_repo = in.cache_repo;
   if (!in.cache_dir.empty()) overrides.cache_dir = in.cache_dir;
   config::Settings settings = config::Settings::resolve(env, overrides);
+  log::enable(settings.debug_log);
   for (const auto& warning : settings.warnings) commands.warning(warning);
 
   pipeline::Options options;

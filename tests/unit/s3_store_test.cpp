@@ -10,6 +10,7 @@
 #include <set>
 
 #include "neuron_cache/format/digest.h"
+#include "neuron_cache/log/log.h"
 #include "neuron_cache/storage/s3_store.h"
 #include "s3_server.h"
 
@@ -205,6 +206,43 @@ TEST(S3Store, WrongExpectationsFailAsValues) {
   EXPECT_EQ(sha256_of_file(dir / "o4"), sha);
   EXPECT_FALSE(results[4].ok);
   EXPECT_NE(results[4].error.find("no longer"), std::string::npos) << results[4].error;
+}
+
+// The debug log names every S3 request (method, URL, status, bytes, time) and none of the
+// credentials: they travel in headers, which are never logged.
+TEST(S3Store, DebugLogNamesEveryRequestAndNoCredential) {
+  NEED_S3RVER();
+  const std::string secret = "wJalrXUtnFEMI-K7MDENG-bPxRfiCYLOGSECRET";
+  const std::string token = "FwoGZXIvYXdzEXAMPLELOGSESSIONTOKEN";
+  S3Server server;
+  config::AwsAccess access = server.access();
+  access.secret_access_key = secret;
+  access.session_token = token;
+  S3Store store(server.url("logged"), access);
+  TempDir dir;
+  write_file(dir / "f", "content of f");
+  ::testing::internal::CaptureStderr();
+  log::enable(true);
+  uint64_t before = store.requests();
+  store.commit({add("a/f", dir / "f")}, "", std::nullopt);
+  store.list("a", true, "");
+  Fd out(dir / "back");
+  std::vector<DownloadRequest> requests{{"a/f", out.fd, store.stat({"a/f"}, "")[0]}};
+  store.download("", requests);
+  uint64_t sent = store.requests() - before;
+  log::enable(false);
+  std::string logged = ::testing::internal::GetCapturedStderr();
+  size_t lines = 0;
+  for (size_t at = logged.find(" http: "); at != std::string::npos;
+       at = logged.find(" http: ", at + 1))
+    ++lines;
+  EXPECT_EQ(lines, sent) << logged;
+  EXPECT_NE(logged.find(" http: PUT http://127.0.0.1:"), std::string::npos) << logged;
+  EXPECT_NE(logged.find("/logged/a/f -> 200, 0 B down, 12 B up, "), std::string::npos) << logged;
+  EXPECT_NE(logged.find("list-type=2"), std::string::npos) << logged;
+  EXPECT_EQ(logged.find(secret), std::string::npos) << logged;
+  EXPECT_EQ(logged.find(token), std::string::npos) << logged;
+  EXPECT_EQ(logged.find(access.access_key_id), std::string::npos) << logged;
 }
 
 TEST(S3Store, NoSecretInMessages) {

@@ -160,6 +160,12 @@ std::vector<Knob> knobs() {
       {"progress_interval_ms",
        [](const config::Settings& s) { return s.progress_interval_ms; },
        {nothing("10000", "default"), env_layer("NEURON_CACHE_PROGRESS_INTERVAL_MS", "50")}},
+      {"debug_log",
+       [](const config::Settings& s) { return s.debug_log_origin; },
+       {nothing("false", "default"),
+        env_layer("RUNNER_DEBUG", "1", "true"),
+        env_layer("NEURON_CACHE_LOG", "debug", "true"),
+        {"--verbose", [](Inputs& in) { in.overrides.verbose = true; }, "true", "--verbose"}}},
   };
 }
 

@@ -50,6 +50,7 @@ std::vector<Row> rows(const config::Settings& s) {
       {"s3_recheck_ms", s.s3_recheck_ms, Type::Number},
       {"progress", s.progress_origin, Type::Flag},
       {"progress_interval_ms", s.progress_interval_ms, Type::Number},
+      {"debug_log", s.debug_log_origin, Type::Flag},
   };
 }
 

@@ -10,6 +10,7 @@
 #include "neuron_cache/cli/progress.h"
 #include "neuron_cache/config/settings.h"
 #include "neuron_cache/hub/client.h"
+#include "neuron_cache/log/log.h"
 #include "neuron_cache/pipeline/pipeline.h"
 #include "neuron_cache/storage/hub_models.h"
 #include "neuron_cache/storage/store.h"
@@ -22,7 +23,10 @@ class Context {
   config::SettingOverrides& overrides() { return overrides_; }
   const config::Environment& env() const { return env_; }
   const config::Settings& settings() {
-    if (!settings_) settings_ = config::Settings::resolve(env_, overrides_);
+    if (!settings_) {
+      settings_ = config::Settings::resolve(env_, overrides_);
+      log::enable(settings_->debug_log);
+    }
     return *settings_;
   }
   // The settings with the compiler version detected (plan, prefetch, status, cleanup, ...).

@@ -9,6 +9,7 @@
 #include "neuron_cache/config/redact.h"
 #include "neuron_cache/error.h"
 #include "neuron_cache/format/printable.h"
+#include "neuron_cache/log/log.h"
 #include "neuron_cache/pipeline/pipeline.h"
 #include "neuron_cache/sys/interrupt.h"
 
@@ -67,6 +68,11 @@ int run(int argc, char** argv) {
          "--compiler-version", [&](const std::string& v) { overrides.compiler_version = v; },
          "neuronx-cc version, e.g. 2.21.33363.0+82129205 (default: `neuronx-cc --version`)")
       ->configurable(false);
+  app.add_flag_function(
+         "--verbose,-v", [&](int64_t) { overrides.verbose = true; },
+         "Log every request (method, URL without credentials, status, bytes, time) and every "
+         "decision (hit, miss, skip and why) to stderr; also NEURON_CACHE_LOG=debug")
+      ->configurable(false);
   cli::register_config(app, context);
   cli::register_status(app, context);
   cli::register_cleanup(app, context);
@@ -93,6 +99,7 @@ int run(int argc, char** argv) {
 
 int main(int argc, char** argv) {
   neuron_cache::sys::report_interrupts("neuron-cache", neuron_cache::sys::kInterruptedLine);
+  neuron_cache::log::set_before_line(neuron_cache::cli::ProgressDisplay::clear_line);
   try {
     return run(argc, argv);
   } catch (const neuron_cache::cli::GateFailed& gate) {

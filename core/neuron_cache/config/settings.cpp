@@ -192,6 +192,28 @@ void resolve_progress(Settings& s, const Environment& env) {
                                     {std::to_string(kDefaultProgressIntervalMs), "default"});
 }
 
+// Whether the debug log is on: the flag, then NEURON_CACHE_LOG's level, then GitHub's debug re-run.
+void resolve_debug_log(Settings& s, const Environment& env, const SettingOverrides& overrides) {
+  auto set = [&](bool on, const std::string& origin) {
+    s.debug_log = on;
+    s.debug_log_origin = {on ? "true" : "false", origin};
+  };
+  if (overrides.verbose) return set(true, "--verbose");
+  if (auto level = env.get("NEURON_CACHE_LOG")) {
+    std::string value = *level;
+    for (char& c : value) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    if (value == "debug" || value == "trace") return set(true, "NEURON_CACHE_LOG");
+    if (value != "off" && value != "error" && value != "warn" && value != "info") {
+      s.warnings.push_back("NEURON_CACHE_LOG=" + printable(*level) +
+                           " is not a level neuron-cache knows: set it to debug for the debug "
+                           "log (off, error, warn and info leave it off)");
+    }
+    return set(false, "NEURON_CACHE_LOG");
+  }
+  if (env.get("RUNNER_DEBUG") == "1") return set(true, "RUNNER_DEBUG");
+  set(false, "default");
+}
+
 // The knobs of neuron-cache itself, and the compile flags every compile and key gets.
 void resolve_knobs(Settings& s, const Environment& env) {
   s.cc_flags = from_env(env, "NEURON_CC_FLAGS", {"", "unset"});
@@ -238,6 +260,7 @@ Settings Settings::resolve(const Environment& env, const SettingOverrides& overr
   resolve_cache_repo(s, env, overrides, manifest);
   resolve_hub(s, env);
   resolve_knobs(s, env);
+  resolve_debug_log(s, env, overrides);
   s.installed_compiler = {"", kNotDetected};
   s.choose_compiler();
   return s;

@@ -45,6 +45,7 @@ struct SettingOverrides {
   std::optional<std::string> cache_dir;
   std::optional<std::string> cache_repo;
   std::optional<std::string> compiler_version;
+  bool verbose = false;  // --verbose: the debug log on
 };
 
 // What a manifest declares about the settings: one layer of the resolution. README
@@ -95,6 +96,10 @@ struct Settings {
   // NEURON_CACHE_PROGRESS_INTERVAL_MS: how often a plain progress line is printed when stderr is
   // not a terminal (tests shorten it).
   Setting progress_interval_ms;
+  // The debug log (log/log.h): --verbose, NEURON_CACHE_LOG=debug (as SCCACHE_LOG), or a GitHub
+  // re-run with debug logging (RUNNER_DEBUG=1).
+  bool debug_log = false;
+  Setting debug_log_origin;  // value "true"/"false"
   // CUSTOM_CACHE_REPO set but not used because the manifest's cache_repo wins, or empty.
   std::string cache_repo_note;
   std::vector<std::string> warnings;

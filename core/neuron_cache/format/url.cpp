@@ -1,5 +1,6 @@
 #include "neuron_cache/format/url.h"
 
+#include <algorithm>
 #include <cctype>
 
 #include "neuron_cache/error.h"
@@ -13,7 +14,51 @@ std::string lower(std::string_view text) {
   return out;
 }
 
+// Query parameters that carry no credential: the Hub's tree and paths-info listings, S3's
+// ListObjectsV2 and multipart uploads. Any other value is masked in logs.
+bool harmless_parameter(std::string_view name) {
+  static constexpr std::string_view kNames[] = {
+      "recursive",   "expand",      "limit",      "cursor",           "revision",
+      "list-type",   "prefix",      "delimiter",  "max-keys",         "start-after",
+      "partNumber",  "uploadId",    "uploads",    "versionId",        "encoding-type",
+      "fetch-owner", "max-uploads", "key-marker", "upload-id-marker", "continuation-token"};
+  for (std::string_view known : kNames) {
+    if (name == known) return true;
+  }
+  return false;
+}
+
+std::string loggable_query(std::string_view query) {
+  std::string out;
+  while (!query.empty()) {
+    std::string_view item = query.substr(0, query.find('&'));
+    query.remove_prefix(std::min(query.size(), item.size() + 1));
+    size_t eq = item.find('=');
+    std::string_view name = item.substr(0, eq);
+    if (!out.empty()) out += '&';
+    out += name;
+    if (eq == std::string_view::npos) continue;
+    out += harmless_parameter(name) ? std::string(item.substr(eq)) : std::string("=***");
+  }
+  return out;
+}
+
 }  // namespace
+
+std::string loggable(std::string_view url) {
+  url = url.substr(0, url.find('#'));
+  size_t scheme_end = url.find("://");
+  size_t host = scheme_end == std::string_view::npos ? 0 : scheme_end + 3;
+  size_t path = std::min(url.find_first_of("/?", host), url.size());
+  std::string_view authority = url.substr(host, path - host);
+  std::string out(url.substr(0, host));
+  out += authority.substr(
+      authority.rfind('@') == std::string_view::npos ? 0 : authority.rfind('@') + 1);
+  size_t query = url.find('?', path);
+  out += url.substr(path, std::min(query, url.size()) - path);
+  if (query != std::string_view::npos) out += "?" + loggable_query(url.substr(query + 1));
+  return out;
+}
 
 std::string origin_of(std::string_view url) {
   size_t scheme_end = url.find("://");

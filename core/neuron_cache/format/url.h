@@ -22,5 +22,9 @@ void refuse_userinfo(std::string_view url, const std::string& origin);
 // The file:// URL of `path` made absolute and normal, percent-encoded (what Bazel's downloader
 // and curl read).
 std::string file_url(const std::filesystem::path& path);
+// `url` as a log may show it: the value of every query parameter not known to be harmless (a
+// presigned URL's signature, credential, policy, token) replaced by "***", userinfo and fragment
+// dropped. Known: the Hub's listing parameters and S3's listing and multipart ones.
+std::string loggable(std::string_view url);
 
 }  // namespace neuron_cache::url

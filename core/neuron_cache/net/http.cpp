@@ -10,8 +10,10 @@
 #include <list>
 
 #include "neuron_cache/error.h"
+#include "neuron_cache/format/bytes.h"
 #include "neuron_cache/format/printable.h"
 #include "neuron_cache/format/url.h"
+#include "neuron_cache/log/log.h"
 #include "neuron_cache/net/meter.h"
 
 namespace neuron_cache::net {
@@ -166,6 +168,20 @@ size_t on_read(char* buffer, size_t size, size_t count, void* user) {
     t->failure = std::current_exception();
     return CURL_READFUNC_ABORT;
   }
+}
+
+// The debug log's line for one attempt: what was asked, what came back, how much, how long. No
+// header is logged: they carry the token and the signature.
+void log_attempt(const Transfer& t, const std::string& outcome) {
+  if (!log::enabled()) return;
+  auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t.started);
+  uint64_t down = t.response.streamed_bytes + t.response.body.size();
+  uint64_t up = t.request.upload_fd >= 0 ? t.uploaded : t.request.body.size();
+  std::string status = t.response.status != 0 ? std::to_string(t.response.status) : "no answer";
+  if (!t.response.error.empty()) status += " (" + t.response.error + ")";
+  log::debug("http", t.request.method + " " + url::loggable(t.request.url) + " -> " + status +
+                         outcome + ", " + format::human_bytes(down) + " down, " +
+                         format::human_bytes(up) + " up, " + std::to_string(ms.count()) + " ms");
 }
 
 }  // namespace
@@ -356,6 +372,7 @@ void HttpEngine::run(const std::vector<Exchange*>& exchanges, size_t parallel) {
     response.unreachable = true;
     response.error =
         "not sent: " + unreachable_ + "; no request to it is made for the rest of the run";
+    log::debug("http", request.method + " " + url::loggable(request.url) + " -> " + response.error);
     exchange->on_complete(response);  // not transient: no retry is asked for
   };
   std::deque<Waiting> waiting;
@@ -439,6 +456,7 @@ void HttpEngine::run(const std::vector<Exchange*>& exchanges, size_t parallel) {
         if (auto refused = refused_redirect(t.request, target)) {
           t.response.error = *refused;  // the exchange sees the 3xx itself, not the other host
         } else {
+          log_attempt(t, ", redirected to " + url::loggable(target));
           follow(t, std::move(target));
           return;
         }
@@ -451,7 +469,9 @@ void HttpEngine::run(const std::vector<Exchange*>& exchanges, size_t parallel) {
       t.response.unreachable = true;
       t.response.error += (t.response.error.empty() ? "" : "; ") + unreachable_;
     }
-    if (auto retry_in = t.exchange->on_complete(t.response)) {
+    std::optional<std::chrono::milliseconds> retry_in = t.exchange->on_complete(t.response);
+    log_attempt(t, retry_in ? ", asked again in " + std::to_string(retry_in->count()) + " ms" : "");
+    if (retry_in) {
       ++stats_.retries;
       // Past the budget, the retry is not waited for: it is answered at once as unreachable.
       Clock::time_point at =

@@ -12,6 +12,7 @@
 #include "neuron_cache/compile/runner.h"
 #include "neuron_cache/compile/seed_view.h"
 #include "neuron_cache/error.h"
+#include "neuron_cache/log/log.h"
 #include "neuron_cache/manifest/command_template.h"
 #include "neuron_cache/pipeline/pipeline.h"
 #include "neuron_cache/remote/fetch.h"
@@ -204,12 +205,22 @@ CompileOutcome Pipeline::compile_one(const plan::Target& target, bool listed_in_
   run.log_file = output_dir / (c.name + ".log");
   out.log_file = run.log_file.string();
 
+  log::debug("decide",
+             c.name + ": compiling (" +
+                 (listed_in_registry ? "optimum-neuron's registry lists it" : "no cached entry") +
+                 "), cache " + capture->dir().string() + ", log " + run.log_file.string());
   compile::RunOutcome ran = compile::run_command(run);
   out.seconds = ran.seconds;
   out.exit_code = ran.exit_code;
   compile::CaptureResult captured = capture->collect(ran.started && ran.exit_code == 0);
   out.modules_produced = captured.produced.size();
   out.modules_used = captured.used.size();
+  log::debug("decide",
+             c.name + ": the compile command ended (exit " + std::to_string(ran.exit_code) + ", " +
+                 std::to_string(static_cast<long>(ran.seconds)) +
+                 " s): " + std::to_string(captured.produced.size()) + " graphs compiled, " +
+                 std::to_string(captured.used.size()) + " taken from the cache, " +
+                 std::to_string(captured.proxied.size()) + " linked by optimum-neuron's hub proxy");
   // Complete NEFFs are worth keeping even when the run failed (traced exports of a failed run
   // are not complete, see collect); without an index entry they are never pushed as the
   // configuration's artifacts.

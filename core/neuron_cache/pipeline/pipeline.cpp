@@ -10,6 +10,7 @@
 #include "neuron_cache/format/hub_names.h"
 #include "neuron_cache/format/wording.h"
 #include "neuron_cache/local/export_dir.h"
+#include "neuron_cache/log/log.h"
 #include "neuron_cache/net/retry.h"
 #include "neuron_cache/pipeline/hub_keys.h"
 #include "neuron_cache/pipeline/registry_memo.h"
@@ -152,6 +153,10 @@ void Pipeline::open_store() {
   }
   repo_ = store_->name();
   requests_at_start_ = store_->requests();
+  log::debug("decide", "cache store " + repo_ + " on " + storage::describe(store_) + " (from " +
+                           repo_origin_ + ")" + (options_.read_only ? ", read-only" : "") +
+                           (options_.strict ? ", --strict: its failures fail the run"
+                                            : ", its failures count as misses"));
 }
 
 storage::Store* Pipeline::online_store() const {
@@ -288,6 +293,7 @@ plan::Plan Pipeline::make_plan(const std::vector<plan::Target>& targets) {
       for (const auto& problem : remote_->problems()) note(true, problem);
     }
     report_misses();
+    log_decisions(plan);
     return plan;
   } catch (const Error& error) {
     rethrow_local_disk(error);
@@ -298,8 +304,31 @@ plan::Plan Pipeline::make_plan(const std::vector<plan::Target>& targets) {
     plan::Plan plan = plan::make_plan(targets, *local_index_, nullptr, error.what());
     describe_repo(plan);
     note_foreign_links(*cache_, compiler_version_, plan);
+    log_decisions(plan);
     return plan;
   }
+}
+
+namespace {
+
+// The debug log's line for one planned configuration: its key and why it has its status (a
+// miss's reason names the nearest cached configuration).
+void log_decision(const plan::PlanRow& row) {
+  const plan::Target& target = row.target;
+  std::string key =
+      target.unkeyed.empty() ? "key " + target.key : "no key (" + target.unkeyed + ")";
+  std::string text = target.configuration.name + " [" + key + ", neuronx-cc " +
+                     target.inputs.compiler_version +
+                     "]: " + std::string(plan::status_name(row.status)) + ": " + row.reason;
+  log::debug("decide", text);
+}
+
+}  // namespace
+
+void Pipeline::log_decisions(const plan::Plan& plan) const {
+  if (!log::enabled()) return;
+  if (!plan.hub_problem.empty()) log::debug("decide", "store not read: " + plan.hub_problem);
+  for (const auto& row : plan.rows) log_decision(row);
 }
 
 void Pipeline::read_registry(plan::Plan& plan) {
@@ -438,6 +467,7 @@ PrefetchStep Pipeline::prefetch(plan::Plan& plan) {
                     "it will be compiled");
       row.status = plan::Status::Compile;
       row.reason = "fetching from " + storage::describe(store_) + " failed: " + it->second;
+      log_decision(row);
       continue;
     }
     row.status = plan::Status::Local;
@@ -519,13 +549,21 @@ std::vector<ai::Entry> Pipeline::not_on_hub(const plan::Plan& plan) {
   }
   // Remembered by contents, not by key: an entry that grew since is offered again.
   HubKeys on_hub(memo_folder().child("on-hub.json"), repo_, remote_ ? remote_->revision() : "");
-  if (on_hub.has_all(ids)) return {};  // a warm run: nothing new, and no shard read
+  if (on_hub.has_all(ids)) {  // a warm run: nothing new, and no shard read
+    log::debug("decide", "push: every local entry was on " + repo_ + " at its last push");
+    return {};
+  }
   std::vector<std::string> found = covered_on_hub(local);
   on_hub.remember(found);
   std::set<std::string> there(found.begin(), found.end());
   std::vector<ai::Entry> entries;
   for (const plan::PlanRow* row : local) {
-    if (there.count(ai::contents_id(*row->entry))) continue;
+    if (there.count(ai::contents_id(*row->entry))) {
+      log::debug("decide", "push: " + row->target.configuration.name + " is on " + repo_ +
+                               " already, with every file this cache has");
+      continue;
+    }
+    log::debug("decide", "push: " + row->target.configuration.name + " is offered to " + repo_);
     if (auto entry = local_index_->find(row->target.inputs.compiler_version, row->target.key))
       entries.push_back(*entry);
   }
@@ -548,6 +586,7 @@ PushStep Pipeline::push(const plan::Plan& plan) {
   }
   if (step.skipped_reason.empty()) step.skipped_reason = read_only_token();
   if (!step.skipped_reason.empty()) {
+    log::debug("decide", "push skipped: " + step.skipped_reason);
     step.seconds = seconds_since(start);
     return step;
   }

@@ -183,6 +183,8 @@ class Pipeline {
   sys::RootedFile memo_folder() const;
   void note(bool warning, const std::string& text);
   void describe_repo(plan::Plan& plan) const;
+  // The debug log's lines for the plan: each configuration's key, status and why.
+  void log_decisions(const plan::Plan& plan) const;
   // Compile rows that optimum-neuron's registry lists become Registry rows (one listing per
   // compiler version, whatever the number of configurations).
   void read_registry(plan::Plan& plan);

@@ -13,9 +13,11 @@
 #include <thread>
 
 #include "neuron_cache/format/artifact_index.h"
+#include "neuron_cache/format/bytes.h"
 #include "neuron_cache/format/digest.h"
 #include "neuron_cache/format/layout.h"
 #include "neuron_cache/format/url.h"
+#include "neuron_cache/log/log.h"
 #include "neuron_cache/net/http.h"
 #include "neuron_cache/net/meter.h"
 #include "neuron_cache/sys/mounts.h"
@@ -369,17 +371,33 @@ FolderStore::FolderStore(fs::path root, FolderOptions options)
   if (root_.filename().empty() && root_ != root_.root_path()) root_ = root_.parent_path();
 }
 
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// The debug log's line for one operation on the folder, as the HTTP engine logs a request.
+void log_operation(const std::string& what, const std::string& outcome, Clock::time_point start) {
+  if (!log::enabled()) return;
+  auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start).count();
+  log::debug("folder", what + " -> " + outcome + ", " + std::to_string(ms) + " ms");
+}
+
+}  // namespace
+
 std::string FolderStore::location() const {
   return "file://" + root_.string();
 }
 
 std::vector<RemoteEntry> FolderStore::list(const std::string& path, bool recursive,
                                            const std::string& /*revision*/) {
+  auto start = Clock::now();
   std::vector<std::string> parts = plain_parts(path);
   sys::SafeDir root = open_root(root_);
   std::optional<sys::SafeDir> dir = open_parts(root, parts, parts.size());
   std::vector<RemoteEntry> out;
   if (dir) list_into(*dir, path, recursive, static_cast<int>(parts.size()), out);
+  log_operation("list " + location() + "/" + path + (recursive ? " (recursive)" : ""),
+                dir ? std::to_string(out.size()) + " items" : "absent", start);
   return out;
 }
 
@@ -397,6 +415,8 @@ std::vector<RemoteEntry> FolderStore::stat(const std::vector<std::string>& paths
     if (item->type == sys::NodeType::File) out.push_back(file_entry(*dir, *item, path));
     if (item->type == sys::NodeType::Directory) out.push_back(folder_entry(path));
   }
+  log::debug("folder", "stat of " + std::to_string(paths.size()) + " paths in " + location() +
+                           " -> " + std::to_string(out.size()) + " found");
   return out;
 }
 
@@ -414,12 +434,23 @@ std::optional<std::string> FolderStore::read_small(const std::string& path,
       ++files_touched_;
     }
   }
+  log::debug("folder",
+             "read " + location() + "/" + path + " -> " +
+                 (content ? format::human_bytes(content->size()) : std::string("absent")));
   std::lock_guard lock(seen_mutex_);
   seen_[path] = content ? std::optional<std::string>(sha256_hex(*content)) : std::nullopt;
   return content;
 }
 
 DownloadResult FolderStore::download_one(DownloadRequest& request) {
+  auto start = Clock::now();
+  DownloadResult result = copy_one(request);
+  log_operation("copy " + location() + "/" + request.path,
+                result.ok ? format::human_bytes(result.bytes) : "failed: " + result.error, start);
+  return result;
+}
+
+DownloadResult FolderStore::copy_one(DownloadRequest& request) {
   DownloadResult result;
   try {
     std::vector<std::string> parts = plain_parts(request.path);
@@ -535,12 +566,15 @@ CommitResult FolderStore::commit(const std::vector<CommitOperation>& operations,
   if (std::string why = why_not_the_store(root); !why.empty()) throw operational_error(why);
   if (!holds_marker(root)) write_marker(root);  // proven by its mount or tree: now by the file
   auto apply = [&](const Planned& planned) {
+    auto start = Clock::now();
     if (planned.op->kind == CommitOperation::Kind::Delete) {
       if (delete_file(root, planned.parts)) ++result.deleted;
+      log_operation("delete " + location() + "/" + planned.op->path, "done", start);
       return;
     }
     sys::SafeDir dir = parent_for_write(root, planned.parts);
     write_file(dir, planned.parts.back(), planned.op->local, result);
+    log_operation("write " + location() + "/" + planned.op->path, "done", start);
   };
   for (const Planned& planned : artifacts) {
     apply(planned);

@@ -102,7 +102,8 @@ class FolderStore : public Store {
   const std::filesystem::path& root() const { return root_; }
 
  private:
-  DownloadResult download_one(DownloadRequest& request);
+  DownloadResult download_one(DownloadRequest& request);  // copy_one, logged
+  DownloadResult copy_one(DownloadRequest& request);
   // Why the root cannot be taken for the store (see kFolderStoreMarker), or "" when it can.
   std::string why_not_the_store(const sys::SafeDir& root) const;
   // The sha256 of the regular file at `path` now, or nothing when there is none.
