@@ -200,7 +200,7 @@ long stats_of(const std::vector<std::string>& argv, const std::vector<std::strin
 
 // How many configurations `plan --json` finds complete locally.
 size_t local_rows(const std::vector<std::string>& env, const std::string& manifest) {
-  std::string command = "env -i";
+  std::string command = testing::kCleanEnv;
   for (const auto& e : env) command += " '" + e + "'";
   std::string out;
   testing::run_command(command + " " + testing::tool_path() + " plan --json '" + manifest + "'",

@@ -13,7 +13,8 @@ import sys
 
 # Lowest first. A folder may include itself and any folder before it.
 LAYERS = [
-    "sys", "format", "process", "config", "log", "git", "manifest", "local", "net", "hub", "storage",
+    "sys", "format", "process", "config", "log", "git", "manifest", "local", "net", "aws", "hub",
+    "storage",
     "remote", "plan", "compile", "pipeline", "report", "cli",
 ]
 HUB_USERS = {"storage/hub_store.h", "storage/hub_store.cpp", "storage/hub_models.h",

@@ -22,7 +22,8 @@ using json = nlohmann::json;
 // HF_TOKEN or cache settings never leak into a test.
 ToolRun tool(const std::string& args, const std::string& env = "",
              const std::string& stdin_file = "") {
-  std::string command = "env -i PATH=/usr/bin:/bin HOME=/nonexistent-home " + env + " " +
+  std::string command = std::string(testing::kCleanEnv) +
+                        " PATH=/usr/bin:/bin HOME=/nonexistent-home " + env + " " +
                         testing::tool_path() + " " + args;
   if (!stdin_file.empty()) command += " < '" + stdin_file + "'";
   ToolRun run{};

@@ -64,10 +64,11 @@ class FetchTest : public ::testing::Test {
 
   ToolRun tool(const std::string& args) {
     std::string command =
-        "env -i PATH=/usr/bin:/bin HOME=/nonexistent-home HF_HOME='" + home.path().string() +
-        "' HF_ENDPOINT=" + server.url() + " HF_TOKEN=" + testing::kHubReadToken +
-        " NEURON_CACHE_RETRY_BASE_MS=10 " + testing::tool_path() + " fetch --repo " + kRepo +
-        " --cache-dir '" + cache.path().string() + "' " + args + " 2>&1";
+        std::string(testing::kCleanEnv) + " PATH=/usr/bin:/bin HOME=/nonexistent-home HF_HOME='" +
+        home.path().string() + "' HF_ENDPOINT=" + server.url() +
+        " HF_TOKEN=" + testing::kHubReadToken + " NEURON_CACHE_RETRY_BASE_MS=10 " +
+        testing::tool_path() + " fetch --repo " + kRepo + " --cache-dir '" + cache.path().string() +
+        "' " + args + " 2>&1";
     ToolRun run{};
     run.code = testing::run_command(command, &run.output);
     return run;

@@ -157,7 +157,7 @@ class GithubActionTest : public ::testing::Test {
         {"RUNNER_TEMP", (work / "temp").string()}};
     for (const auto& [name, value] : inputs) vars[input_variable(name)] = value;
     for (const auto& [name, value] : env) vars[name] = value;
-    std::string command = "cd " + quoted(work.path()) + " && env -i";
+    std::string command = "cd " + quoted(work.path()) + " && " + std::string(testing::kCleanEnv);
     for (const auto& [name, value] : vars) command += " " + name + "=" + quoted(value);
     command += " " + program + " 2>" + quoted(err_file);
     ActionRun result;

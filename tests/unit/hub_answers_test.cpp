@@ -349,13 +349,13 @@ TEST_F(HubAnswersTest, ExceptionsInCallbacksComeOutOfRun) {
 class HubAnswersCliTest : public HubAnswersTest {
  protected:
   testing::ToolRun tool(const std::string& args, const std::string& extra_env = "") {
-    std::string command = "cd '" + work.path().string() +
-                          "' && env -i PATH=/usr/bin:/bin HOME=/nonexistent-home HF_HOME='" +
-                          home.path().string() + "' HF_ENDPOINT=" + server.url() +
-                          " HF_TOKEN=" + testing::kHubWriteToken + " NEURON_COMPILE_CACHE_URL='" +
-                          cache.path().string() +
-                          "' NEURON_CACHE_RETRY_BASE_MS=10 STAND_IN_DELAY=0 " + extra_env + " " +
-                          testing::tool_path() + " " + args + " 2>&1";
+    std::string command =
+        "cd '" + work.path().string() + "' && " + std::string(testing::kCleanEnv) +
+        " PATH=/usr/bin:/bin HOME=/nonexistent-home HF_HOME='" + home.path().string() +
+        "' HF_ENDPOINT=" + server.url() + " HF_TOKEN=" + testing::kHubWriteToken +
+        " NEURON_COMPILE_CACHE_URL='" + cache.path().string() +
+        "' NEURON_CACHE_RETRY_BASE_MS=10 STAND_IN_DELAY=0 " + extra_env + " " +
+        testing::tool_path() + " " + args + " 2>&1";
     testing::ToolRun run{};
     run.code = testing::run_command(command, &run.output);
     return run;

@@ -31,7 +31,8 @@ class HubCliTest : public ::testing::Test {
 
   ToolRun tool(const std::string& args, const std::string& token = testing::kHubWriteToken,
                const std::string& extra_env = "") {
-    std::string command = "env -i PATH=/usr/bin:/bin HOME=/nonexistent-home HF_HOME='" +
+    std::string command = std::string(testing::kCleanEnv) +
+                          " PATH=/usr/bin:/bin HOME=/nonexistent-home HF_HOME='" +
                           home.path().string() + "' HF_ENDPOINT=" + server.url() +
                           " HF_TOKEN=" + token + " NEURON_CACHE_RETRY_BASE_MS=10 " + extra_env +
                           " " + testing::tool_path() + " " + args + " 2>&1";

@@ -185,7 +185,8 @@ class LookupCliTest : public ::testing::Test {
   LookupCliTest() : server(config_with(public_like_files()), {"--page-size", "4"}) {}
 
   ToolRun tool(const std::string& args) {
-    std::string command = "env -i PATH=/usr/bin:/bin HOME=/nonexistent-home HF_HOME='" +
+    std::string command = std::string(testing::kCleanEnv) +
+                          " PATH=/usr/bin:/bin HOME=/nonexistent-home HF_HOME='" +
                           home.path().string() + "' HF_ENDPOINT=" + server.url() +
                           " HF_TOKEN=" + testing::kHubReadToken + " " + testing::tool_path() +
                           " lookup org/model-a --repo " + kRepo + " " + args + " 2>&1";

@@ -15,10 +15,11 @@ class OptimumRepoTest : public PipelineCliTest {
                          const std::string& task = "text-generation") {
     fs::path root = work / "python-user-cache";
     for (const auto& c : confs) {
-      std::string command = "env -i PATH=/usr/bin:/bin STAND_IN_DELAY=0 STAND_IN_NEFF_BYTES=" +
-                            std::to_string(kNeffBytes) +
-                            " NEURON_COMPILE_CACHE_URL=" + quoted(root) + " " +
-                            stand_in_command(c, work / "python-out", task) + " >/dev/null";
+      std::string command =
+          std::string(testing::kCleanEnv) +
+          " PATH=/usr/bin:/bin STAND_IN_DELAY=0 STAND_IN_NEFF_BYTES=" + std::to_string(kNeffBytes) +
+          " NEURON_COMPILE_CACHE_URL=" + quoted(root) + " " +
+          stand_in_command(c, work / "python-out", task) + " >/dev/null";
       ASSERT_EQ(testing::run_command(command), 0) << command;
     }
     std::vector<hub::CommitOperation> operations;

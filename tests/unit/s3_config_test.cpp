@@ -189,7 +189,9 @@ TEST(AwsAccess, TheSecretsReadAreMaskedEverywhere) {
 TEST(AwsAccess, MissingCredentialsSayWhereItLooked) {
   TempDir home;
   write_file(home / ".aws/config", "[default]\nregion=us-east-2\n");
-  config::Environment env({{"HOME", home.path().string()}, {"AWS_PROFILE", "nope"}});
+  config::Environment env({{"HOME", home.path().string()},
+                           {"AWS_PROFILE", "nope"},
+                           {"AWS_EC2_METADATA_DISABLED", "true"}});
   try {
     config::resolve_aws_access(env);
     FAIL() << "no credentials must throw";
@@ -201,7 +203,107 @@ TEST(AwsAccess, MissingCredentialsSayWhereItLooked) {
         << what;
     EXPECT_NE(what.find("no [nope] section"), std::string::npos) << what;
     EXPECT_NE(what.find("AWS_PROFILE"), std::string::npos) << what;
+    EXPECT_NE(what.find("AWS_NO_SIGN_REQUEST=YES"), std::string::npos) << what;
   }
+}
+
+// The source of the credentials is decided from variables and files alone, in botocore's order
+// (botocore.credentials.create_credential_resolver): each case sets the source it names and
+// everything that comes after it in the chain, and that source must win.
+TEST(AwsAccess, TheSourceFollowsBotocoresChain) {
+  using Kind = config::AwsSourceKind;
+  TempDir home;
+  write_file(home / ".aws/credentials",
+             "[default]\naws_access_key_id=FILEKEY\naws_secret_access_key=filesecret\n"
+             "[base]\naws_access_key_id=BASEKEY\naws_secret_access_key=basesecret\n");
+  write_file(home / ".aws/config",
+             "[default]\ncredential_process = /bin/helper --json\n"
+             "aws_access_key_id=CFGKEY\naws_secret_access_key=cfgsecret\n"
+             "[profile role]\nrole_arn=arn:aws:iam::123456789012:role/r\nsource_profile=base\n"
+             "external_id=ext\nduration_seconds=1800\n"
+             "[profile chained]\nrole_arn=arn:aws:iam::123456789012:role/c\nsource_profile=role\n"
+             "[profile loop]\nrole_arn=arn:aws:iam::1:role/l\nsource_profile=loop2\n"
+             "[profile loop2]\nrole_arn=arn:aws:iam::1:role/l2\nsource_profile=loop\n"
+             "[profile envrole]\nrole_arn=arn:aws:iam::1:role/e\ncredential_source=Environment\n"
+             "[profile odd]\nrole_arn=arn:aws:iam::1:role/o\ncredential_source=Elsewhere\n"
+             "[profile sso]\nsso_session=corp\nsso_account_id=111122223333\n"
+             "sso_role_name=Dev\n"
+             "[sso-session corp]\nsso_start_url=https://corp.awsapps.com/start\n"
+             "sso_region=eu-west-1\n"
+             "[profile process]\ncredential_process = \"/opt/my helper\" --profile 'a b'\n"
+             "[profile cfgkeys]\naws_access_key_id=CFGONLY\naws_secret_access_key=s\n");
+  auto resolve = [&](std::map<std::string, std::string> vars) {
+    vars["HOME"] = home.path().string();
+    return config::resolve_aws_access(config::Environment(vars));
+  };
+  // The default profile's credentials file keys beat its credential_process and config keys.
+  config::AwsAccess keys = resolve({});
+  EXPECT_EQ(keys.source, nullptr);
+  EXPECT_EQ(keys.access_key_id, "FILEKEY");
+  // Variables beat every profile.
+  EXPECT_EQ(
+      resolve({{"AWS_ACCESS_KEY_ID", "E"}, {"AWS_SECRET_ACCESS_KEY", "S"}, {"AWS_PROFILE", "role"}})
+          .access_key_id,
+      "E");
+  config::AwsAccess role = resolve({{"AWS_PROFILE", "role"},
+                                    {"AWS_WEB_IDENTITY_TOKEN_FILE", "/t"},
+                                    {"AWS_ROLE_ARN", "arn:aws:iam::1:role/w"}});
+  ASSERT_NE(role.source, nullptr);
+  EXPECT_EQ(role.source->kind, Kind::AssumeRole);
+  EXPECT_EQ(role.source->role_arn, "arn:aws:iam::123456789012:role/r");
+  EXPECT_EQ(role.source->external_id, "ext");
+  EXPECT_EQ(role.source->duration_seconds, 1800);
+  ASSERT_NE(role.source->role_source, nullptr);
+  EXPECT_EQ(role.source->role_source->kind, Kind::Keys);
+  EXPECT_EQ(role.source->role_source->access_key_id, "BASEKEY");
+  EXPECT_EQ(role.sts_endpoint, "https://sts.us-east-1.amazonaws.com");
+  config::AwsAccess chained = resolve({{"AWS_PROFILE", "chained"}});
+  ASSERT_NE(chained.source, nullptr);
+  ASSERT_NE(chained.source->role_source, nullptr);
+  EXPECT_EQ(chained.source->role_source->kind, Kind::AssumeRole);
+  EXPECT_THROW(resolve({{"AWS_PROFILE", "loop"}}), Error);
+  EXPECT_THROW(resolve({{"AWS_PROFILE", "odd"}}), Error);
+  // credential_source=Environment without the variables (with them, they win before the role).
+  EXPECT_THROW(resolve({{"AWS_PROFILE", "envrole"}}), Error);
+  config::AwsAccess identity = resolve({{"AWS_PROFILE", "nope"},
+                                        {"AWS_WEB_IDENTITY_TOKEN_FILE", "/var/run/token"},
+                                        {"AWS_ROLE_ARN", "arn:aws:iam::1:role/w"},
+                                        {"AWS_ROLE_SESSION_NAME", "ci"},
+                                        {"AWS_ENDPOINT_URL_STS", "http://127.0.0.1:9"},
+                                        {"AWS_REGION", "eu-west-3"}});
+  ASSERT_NE(identity.source, nullptr);
+  EXPECT_EQ(identity.source->kind, Kind::WebIdentity);
+  EXPECT_EQ(identity.source->web_identity_token_file, "/var/run/token");
+  EXPECT_EQ(identity.source->role_session_name, "ci");
+  EXPECT_EQ(identity.sts_endpoint, "http://127.0.0.1:9");
+  config::AwsAccess sso = resolve({{"AWS_PROFILE", "sso"}});
+  ASSERT_NE(sso.source, nullptr);
+  EXPECT_EQ(sso.source->kind, Kind::Sso);
+  EXPECT_EQ(sso.source->sso_start_url, "https://corp.awsapps.com/start");
+  EXPECT_EQ(sso.source->sso_region, "eu-west-1");
+  EXPECT_EQ(sso.sso_endpoint, "https://portal.sso.eu-west-1.amazonaws.com");
+  EXPECT_EQ(sso.source->sso_cache, home.path() / ".aws/sso/cache");
+  config::AwsAccess process = resolve({{"AWS_PROFILE", "process"}});
+  ASSERT_NE(process.source, nullptr);
+  EXPECT_EQ(process.source->kind, Kind::Process);
+  EXPECT_EQ(process.source->process_command, "\"/opt/my helper\" --profile 'a b'");
+  EXPECT_EQ(resolve({{"AWS_PROFILE", "cfgkeys"}}).access_key_id, "CFGONLY");
+  config::AwsAccess container =
+      resolve({{"AWS_PROFILE", "nope"}, {"AWS_CONTAINER_CREDENTIALS_RELATIVE_URI", "/v2/creds/x"}});
+  ASSERT_NE(container.source, nullptr);
+  EXPECT_EQ(container.source->kind, Kind::Container);
+  EXPECT_EQ(container.source->container_url, "http://169.254.170.2/v2/creds/x");
+  config::AwsAccess instance = resolve({{"AWS_PROFILE", "nope"}});
+  ASSERT_NE(instance.source, nullptr);
+  EXPECT_EQ(instance.source->kind, Kind::InstanceRole);
+  EXPECT_EQ(instance.source->imds_endpoint, "http://169.254.169.254");
+  EXPECT_TRUE(instance.region_from_instance);
+  EXPECT_EQ(resolve({{"AWS_PROFILE", "nope"},
+                     {"AWS_EC2_METADATA_SERVICE_ENDPOINT", "http://127.0.0.1:7/"}})
+                .source->imds_endpoint,
+            "http://127.0.0.1:7");
+  config::AwsAccess anonymous = resolve({{"AWS_NO_SIGN_REQUEST", "YES"}});
+  EXPECT_TRUE(anonymous.anonymous());
 }
 
 TEST(AwsAccess, RefusesHalfCredentialsAndBadValues) {

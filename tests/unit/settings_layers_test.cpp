@@ -440,7 +440,8 @@ TEST_F(PipelineSettingsTest, ConfigShowWithAManifestShowsItsLayer) {
   write_file(manifest, std::string(kManifest) + "cache_dir: cache\n");
   auto show = [&](const std::string& args) {
     std::string output;
-    int code = testing::run_command("env -i PATH=/nonexistent HOME='" + work.path().string() +
+    int code = testing::run_command(std::string(testing::kCleanEnv) + " PATH=/nonexistent HOME='" +
+                                        work.path().string() +
                                         "' CUSTOM_CACHE_REPO=acme/from-env NEURON_CACHE_SEED=0 " +
                                         testing::tool_path() + " config show " + args,
                                     &output);

@@ -34,6 +34,12 @@ long resident_kib();
 long peak_resident_kib();
 void reset_peak_rss();
 
+// THE clean environment of every process a test starts: `env -i` and what keeps an AWS client on
+// this machine (no request to the EC2 metadata address 169.254.169.254; tests of the credential
+// sources point AWS_EC2_METADATA_SERVICE_ENDPOINT at a loopback stand-in after it: in `env`, the
+// later NAME=value wins).
+inline constexpr const char* kCleanEnv = "env -i AWS_EC2_METADATA_DISABLED=true";
+
 inline constexpr const char* kCompilerDir = "neuronxcc-2.21.33363.0+82129205";
 
 enum class Kind { Success, Failed, Locked, Empty, LegacySuccess, Traced };

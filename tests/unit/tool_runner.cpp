@@ -43,8 +43,8 @@ std::string one_configuration_per_model(const std::vector<std::string>& models) 
 
 std::string ToolRunner::command(const std::string& args, const std::string& extra_env,
                                 const fs::path& cache_dir) const {
-  std::string line = "cd " + quoted(work_) + " && exec env -i PATH=/usr/bin:/bin" +
-                     " HOME=/nonexistent-home HF_HOME=" + quoted(hf_home_) +
+  std::string line = "cd " + quoted(work_) + " && exec " + std::string(kCleanEnv) +
+                     " PATH=/usr/bin:/bin" + " HOME=/nonexistent-home HF_HOME=" + quoted(hf_home_) +
                      " HF_ENDPOINT=" + endpoint + " HF_TOKEN=" + token +
                      " NEURON_COMPILE_CACHE_URL=" + quoted(cache_dir.empty() ? cache : cache_dir) +
                      " NEURON_CACHE_RETRY_BASE_MS=10 STAND_IN_DELAY=0";

@@ -1,10 +1,12 @@
 // `neuron-cache config show`: every setting with where it came from, like `ccache -p`.
 #include <iostream>
+#include <sstream>
 
 #include "neuron_cache/cli/context.h"
 #include "neuron_cache/cli/output.h"
 #include "neuron_cache/manifest/manifest.h"
 #include "neuron_cache/pipeline/pipeline.h"
+#include "neuron_cache/storage/s3_store.h"
 
 namespace neuron_cache::cli {
 namespace {
@@ -54,12 +56,25 @@ std::vector<Row> rows(const config::Settings& s) {
   };
 }
 
+// How an S3 store is reached, when the cache repo is one: the credentials' source and expiry
+// (fetched now, as a run would), the region and the endpoint; never a value.
+std::optional<std::string> s3_access(const config::Settings& settings) {
+  if (!settings.cache_repo.value.starts_with("s3://")) return std::nullopt;
+  try {
+    return storage::S3Store::open(settings.cache_repo.value, settings)->describe_access();
+  } catch (const Error& error) {
+    return std::string("error: ") + error.what() + "\n";
+  }
+}
+
 void show(const config::Settings& settings, bool json) {
+  std::optional<std::string> s3 = s3_access(settings);
   if (json) {
     nlohmann::json out = nlohmann::json::object();
     for (const auto& row : rows(settings)) {
       out[row.key] = {{"value", typed(row)}, {"origin", row.setting.origin}};
     }
+    if (s3) out["s3_access"] = *s3;
     out["cache_dir"]["is_s3"] = settings.cache_dir_is_s3;
     out["warnings"] = settings.warnings;
     print_json(out);
@@ -68,6 +83,10 @@ void show(const config::Settings& settings, bool json) {
   for (const auto& row : rows(settings)) {
     std::string value = row.setting.value.empty() ? "(none)" : row.setting.value;
     std::cout << "(" << row.setting.origin << ") " << row.key << " = " << value << "\n";
+  }
+  if (s3) {
+    std::istringstream lines(*s3);
+    for (std::string line; std::getline(lines, line);) std::cout << "s3 " << line << "\n";
   }
   if (settings.cache_dir_is_s3) {
     std::cout

@@ -166,8 +166,8 @@ RunOutcome run_command(const CommandRun& run) {
   sys::UniqueFd read_end(fds[0]);
   sys::UniqueFd write_end(fds[1]);
   auto start = std::chrono::steady_clock::now();
-  pid_t pid =
-      process::spawn({*program, false, run.argv, env.entries, write_end.get(), run.working_dir});
+  pid_t pid = process::spawn(
+      {*program, false, run.argv, env.entries, write_end.get(), -1, run.working_dir});
   if (pid < 0) {
     outcome.start_error = start_failure(*program, -pid);
     return outcome;

@@ -141,7 +141,23 @@ struct Files {
   std::string profile_origin;
   ProfileFile credentials;
   ProfileFile config;
+  std::filesystem::path credentials_path;  // empty when HOME is unset and no variable names it
+  std::filesystem::path config_path;
+  std::filesystem::path home;
 };
+
+// The same files, read for another profile (a source_profile) or section ("sso-session X").
+Files other_section(const Files& files, const std::string& name) {
+  Files other = files;
+  other.profile = name;
+  other.profile_origin = "source_profile";
+  other.credentials = {files.credentials.path, false, std::nullopt};
+  other.config = {files.config.path, false, std::nullopt};
+  if (!files.credentials_path.empty())
+    other.credentials = read_profile(files.credentials_path, name, false);
+  if (!files.config_path.empty()) other.config = read_profile(files.config_path, name, true);
+  return other;
+}
 
 Files read_files(const Environment& env, const std::filesystem::path& home_given) {
   Files files;
@@ -156,6 +172,9 @@ Files read_files(const Environment& env, const std::filesystem::path& home_given
   };
   std::filesystem::path credentials = file_of("AWS_SHARED_CREDENTIALS_FILE", "credentials");
   std::filesystem::path config = file_of("AWS_CONFIG_FILE", "config");
+  files.credentials_path = credentials;
+  files.config_path = config;
+  files.home = home;
   if (!credentials.empty()) files.credentials = read_profile(credentials, files.profile, false);
   if (!config.empty()) files.config = read_profile(config, files.profile, true);
   if (credentials.empty()) files.credentials.path = "~/.aws/credentials (HOME is unset)";
@@ -163,7 +182,232 @@ Files read_files(const Environment& env, const std::filesystem::path& home_given
   return files;
 }
 
+std::optional<std::string> value_of(const Files& files, const std::string& key) {
+  auto found = profile_value(files.credentials, files.config, files.profile, key);
+  if (!found) return std::nullopt;
+  return found->first;
+}
+
+std::string origin_of(const Files& files, const std::string& key) {
+  auto found = profile_value(files.credentials, files.config, files.profile, key);
+  return found ? found->second : "";
+}
+
+// Whether a variable says yes the way the AWS CLI's boolean variables do.
+bool says_yes(const Environment& env, const std::string& name) {
+  std::string value = env.get(name).value_or("");
+  for (char& c : value) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return value == "yes" || value == "true" || value == "1";
+}
+
+std::shared_ptr<AwsSource> source_of(AwsSourceKind kind, std::string origin) {
+  auto source = std::make_shared<AwsSource>();
+  source->kind = kind;
+  source->origin = std::move(origin);
+  return source;
+}
+
+// Keys of one of the files' profile section, as botocore reads them file by file.
+std::shared_ptr<AwsSource> keys_in(const ProfileFile& file, const std::string& profile) {
+  if (!file.profile) return nullptr;
+  auto id = file.profile->find("aws_access_key_id");
+  auto secret = file.profile->find("aws_secret_access_key");
+  if (id == file.profile->end() || secret == file.profile->end()) return nullptr;
+  auto source = source_of(AwsSourceKind::Keys, origin_in(file, profile));
+  source->access_key_id = id->second;
+  source->secret_access_key = secret->second;
+  if (auto token = file.profile->find("aws_session_token"); token != file.profile->end())
+    source->session_token = token->second;
+  return source;
+}
+
+std::shared_ptr<AwsSource> web_identity(const Environment& env, const Files& files) {
+  std::optional<std::string> file = env.get("AWS_WEB_IDENTITY_TOKEN_FILE");
+  std::optional<std::string> role = env.get("AWS_ROLE_ARN");
+  std::string origin = file ? "AWS_WEB_IDENTITY_TOKEN_FILE, AWS_ROLE_ARN" : "";
+  if (!file) file = value_of(files, "web_identity_token_file");
+  if (!role) role = value_of(files, "role_arn");
+  if (!file || !role) return nullptr;
+  if (origin.empty()) origin = origin_of(files, "web_identity_token_file");
+  auto source = source_of(AwsSourceKind::WebIdentity, origin);
+  source->web_identity_token_file = *file;
+  source->role_arn = *role;
+  source->role_session_name =
+      env.get("AWS_ROLE_SESSION_NAME").value_or(value_of(files, "role_session_name").value_or(""));
+  return source;
+}
+
+std::shared_ptr<AwsSource> sso(const Files& files) {
+  std::optional<std::string> session = value_of(files, "sso_session");
+  std::optional<std::string> start_url = value_of(files, "sso_start_url");
+  if (!session && !start_url) return nullptr;
+  auto source =
+      source_of(AwsSourceKind::Sso, origin_of(files, session ? "sso_session" : "sso_start_url"));
+  source->sso_account_id = value_of(files, "sso_account_id").value_or("");
+  source->sso_role_name = value_of(files, "sso_role_name").value_or("");
+  source->sso_region = value_of(files, "sso_region").value_or("");
+  source->sso_start_url = start_url.value_or("");
+  if (session) {
+    source->sso_session = *session;
+    Files section = other_section(files, "sso-session " + *session);
+    if (!section.config.profile) {
+      throw input_error("profile '" + files.profile + "' names sso_session " + *session + ", but " +
+                        files.config.path + " has no [sso-session " + *session +
+                        "] section: run `aws configure sso` again");
+    }
+    source->sso_start_url = value_of(section, "sso_start_url").value_or("");
+    source->sso_region = value_of(section, "sso_region").value_or(source->sso_region);
+  }
+  if (source->sso_account_id.empty() || source->sso_role_name.empty() ||
+      source->sso_start_url.empty() || source->sso_region.empty()) {
+    throw input_error("profile '" + files.profile + "' in " + files.config.path +
+                      " is an SSO profile without all of sso_start_url, sso_region, "
+                      "sso_account_id and sso_role_name: run `aws configure sso` again");
+  }
+  check_region(source->sso_region, source->origin);
+  if (!files.home.empty()) source->sso_cache = files.home / ".aws" / "sso" / "cache";
+  return source;
+}
+
+std::shared_ptr<AwsSource> container(const Environment& env) {
+  std::string url;
+  std::string origin;
+  if (auto relative = env.get("AWS_CONTAINER_CREDENTIALS_RELATIVE_URI")) {
+    url = "http://169.254.170.2" + *relative;
+    origin = "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI";
+  } else if (auto full = env.get("AWS_CONTAINER_CREDENTIALS_FULL_URI")) {
+    url::refuse_userinfo(*full, "AWS_CONTAINER_CREDENTIALS_FULL_URI");
+    url = *full;
+    origin = "AWS_CONTAINER_CREDENTIALS_FULL_URI";
+  } else {
+    return nullptr;
+  }
+  auto source = source_of(AwsSourceKind::Container, origin);
+  source->container_url = url;
+  source->container_token_file = env.get("AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE").value_or("");
+  source->container_token = env.get("AWS_CONTAINER_AUTHORIZATION_TOKEN").value_or("");
+  add_secret(source->container_token);
+  return source;
+}
+
+std::shared_ptr<AwsSource> instance_role(const Environment& env) {
+  if (says_yes(env, "AWS_EC2_METADATA_DISABLED")) return nullptr;
+  auto source = source_of(AwsSourceKind::InstanceRole, "the instance's role (IMDSv2)");
+  if (auto endpoint = env.get("AWS_EC2_METADATA_SERVICE_ENDPOINT")) {
+    source->imds_endpoint = checked_endpoint(*endpoint, "AWS_EC2_METADATA_SERVICE_ENDPOINT");
+    source->origin += " at AWS_EC2_METADATA_SERVICE_ENDPOINT";
+  } else {
+    bool ipv6 = env.get("AWS_EC2_METADATA_SERVICE_ENDPOINT_MODE").value_or("") == "IPv6";
+    source->imds_endpoint = ipv6 ? "http://[fd00:ec2::254]" : "http://169.254.169.254";
+  }
+  return source;
+}
+
+constexpr int kMaxRoleChain = 4;
+
+std::shared_ptr<AwsSource> profile_source(const Environment& env, const Files& files, int depth);
+
+// A profile's role_arn with source_profile or credential_source: AssumeRole signed by that.
+std::shared_ptr<AwsSource> assume_role(const Environment& env, const Files& files, int depth) {
+  std::optional<std::string> role = value_of(files, "role_arn");
+  std::optional<std::string> source_profile = value_of(files, "source_profile");
+  std::optional<std::string> credential_source = value_of(files, "credential_source");
+  if (!role || (!source_profile && !credential_source)) return nullptr;
+  auto source = source_of(AwsSourceKind::AssumeRole, origin_of(files, "role_arn"));
+  source->role_arn = *role;
+  source->role_session_name = value_of(files, "role_session_name").value_or("");
+  source->external_id = value_of(files, "external_id").value_or("");
+  if (auto seconds = value_of(files, "duration_seconds")) {
+    bool digits =
+        seconds->size() <= 5 && seconds->find_first_not_of("0123456789") == std::string::npos;
+    if (!digits || std::stoll(*seconds) < 900 || std::stoll(*seconds) > 43200) {
+      throw input_error("duration_seconds in " + source->origin +
+                        " is not a number of seconds from 900 to 43200: fix it");
+    }
+    source->duration_seconds = std::stoll(*seconds);
+  }
+  if (source_profile) {
+    if (depth >= kMaxRoleChain) {
+      throw input_error("profile '" + files.profile + "' chains more than " +
+                        std::to_string(kMaxRoleChain) +
+                        " roles through source_profile (a loop?): fix " + source->origin);
+    }
+    Files other = other_section(files, *source_profile);
+    if (!other.credentials.profile && !other.config.profile) {
+      throw input_error("source_profile " + *source_profile + " of " + source->origin +
+                        " is in neither " + files.credentials.path + " nor " + files.config.path);
+    }
+    // The source profile's own keys, even when it names a role itself (as botocore does).
+    std::shared_ptr<AwsSource> signer = keys_in(other.credentials, *source_profile);
+    if (!signer && *source_profile != files.profile) signer = profile_source(env, other, depth + 1);
+    if (!signer) signer = keys_in(other.config, *source_profile);
+    if (!signer) {
+      throw input_error("source_profile " + *source_profile + " of " + source->origin +
+                        " has no credentials (keys, a role, SSO or credential_process)");
+    }
+    source->role_source = signer;
+    return source;
+  }
+  std::shared_ptr<AwsSource> signer;
+  if (*credential_source == "Environment") {
+    auto key = env.get("AWS_ACCESS_KEY_ID");
+    auto secret = env.get("AWS_SECRET_ACCESS_KEY");
+    if (key && secret) {
+      signer = source_of(AwsSourceKind::Keys, "AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY");
+      signer->access_key_id = *key;
+      signer->secret_access_key = *secret;
+      signer->session_token = env.get("AWS_SESSION_TOKEN").value_or("");
+    }
+  } else if (*credential_source == "Ec2InstanceMetadata") {
+    signer = instance_role(env);
+  } else if (*credential_source == "EcsContainer") {
+    signer = container(env);
+  } else {
+    throw input_error("credential_source " + *credential_source + " in " + source->origin +
+                      " is not one of Environment, Ec2InstanceMetadata, EcsContainer");
+  }
+  if (!signer) {
+    throw input_error("credential_source " + *credential_source + " of " + source->origin +
+                      " gives no credentials here (its variables are unset or "
+                      "AWS_EC2_METADATA_DISABLED is set)");
+  }
+  source->role_source = signer;
+  return source;
+}
+
+// What a profile configures, in botocore's order after the environment's keys: a role, web
+// identity, SSO, the credentials file's keys, credential_process, the config file's keys.
+std::shared_ptr<AwsSource> profile_source(const Environment& env, const Files& files, int depth) {
+  if (auto role = assume_role(env, files, depth)) return role;
+  if (auto identity = web_identity(env, files)) return identity;
+  if (auto portal = sso(files)) return portal;
+  if (auto keys = keys_in(files.credentials, files.profile)) return keys;
+  if (auto command = value_of(files, "credential_process")) {
+    auto source = source_of(AwsSourceKind::Process, origin_of(files, "credential_process"));
+    source->process_command = *command;
+    return source;
+  }
+  return keys_in(files.config, files.profile);
+}
+
+std::string no_credentials(const Files& files) {
+  return "no AWS credentials for S3: AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY are unset, "
+         "profile '" +
+         files.profile + "' (" + files.profile_origin + ") configures none in " +
+         describe_file(files.credentials, files.profile) + " nor " +
+         describe_file(files.config, files.profile) +
+         " (keys, role_arn, web identity, SSO, credential_process), no container endpoint is "
+         "set (AWS_CONTAINER_CREDENTIALS_RELATIVE_URI / _FULL_URI) and the instance metadata "
+         "service is off (AWS_EC2_METADATA_DISABLED); set the variables or a profile "
+         "(AWS_PROFILE picks it), or AWS_NO_SIGN_REQUEST=YES to read a public bucket unsigned";
+}
+
 void resolve_credentials(AwsAccess& access, const Environment& env, const Files& files) {
+  if (says_yes(env, "AWS_NO_SIGN_REQUEST")) {
+    access.source = source_of(AwsSourceKind::Anonymous, "AWS_NO_SIGN_REQUEST");
+    access.credentials_origin = "none: AWS_NO_SIGN_REQUEST (unsigned reads, no writes)";
+    return;
+  }
   auto key = env.get("AWS_ACCESS_KEY_ID");
   auto secret = env.get("AWS_SECRET_ACCESS_KEY");
   if (key && secret) {
@@ -179,26 +423,19 @@ void resolve_credentials(AwsAccess& access, const Environment& env, const Files&
                       " is set but " + (key ? "AWS_SECRET_ACCESS_KEY" : "AWS_ACCESS_KEY_ID") +
                       " is not: set both, or neither to use the profile files");
   }
-  auto id = profile_value(files.credentials, files.config, files.profile, "aws_access_key_id");
-  auto sec = profile_value(files.credentials, files.config, files.profile, "aws_secret_access_key");
-  if (!id || !sec) {
-    throw input_error(
-        "no AWS credentials for S3: AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY are unset, and "
-        "profile '" +
-        files.profile + "' (" + files.profile_origin + ") has no aws_access_key_id and " +
-        "aws_secret_access_key in " + describe_file(files.credentials, files.profile) + " nor " +
-        describe_file(files.config, files.profile) +
-        "; set the variables, or the keys in a profile (AWS_PROFILE picks it). Instance roles "
-        "and SSO are not read: export their credentials first (`aws configure "
-        "export-credentials --format env`)");
+  std::shared_ptr<AwsSource> source = profile_source(env, files, 0);
+  if (!source) source = container(env);
+  if (!source) source = instance_role(env);
+  if (!source) throw input_error(no_credentials(files));
+  if (source->kind == AwsSourceKind::Keys) {
+    access.access_key_id = source->access_key_id;
+    access.secret_access_key = source->secret_access_key;
+    access.session_token = source->session_token;
+    access.credentials_origin = source->origin;
+    return;
   }
-  access.access_key_id = id->first;
-  access.secret_access_key = sec->first;
-  access.credentials_origin = id->second;
-  if (auto token =
-          profile_value(files.credentials, files.config, files.profile, "aws_session_token")) {
-    access.session_token = token->first;
-  }
+  access.credentials_origin = std::string(source_name(source->kind)) + " (" + source->origin + ")";
+  access.source = std::move(source);
 }
 
 void resolve_region(AwsAccess& access, const Environment& env, const Files& files) {
@@ -243,7 +480,47 @@ void resolve_endpoint(AwsAccess& access, const Environment& env, const Files& fi
   access.endpoint_origin = "default (from the region)";
 }
 
+// The endpoint of another AWS service (STS, the SSO portal): its own variable, the global one,
+// else AWS's host in `region`.
+std::string service_endpoint(const Environment& env, const std::string& variable,
+                             const std::string& host) {
+  for (const std::string& name : {variable, std::string("AWS_ENDPOINT_URL")}) {
+    if (auto endpoint = env.get(name)) return checked_endpoint(*endpoint, name);
+  }
+  return "https://" + host;
+}
+
+void add_source_secrets(const AwsSource* source) {
+  for (; source != nullptr; source = source->role_source.get()) {
+    add_secret(source->access_key_id);
+    add_secret(source->secret_access_key);
+    add_secret(source->session_token);
+  }
+}
+
 }  // namespace
+
+std::string_view source_name(AwsSourceKind kind) {
+  switch (kind) {
+    case AwsSourceKind::Keys:
+      return "keys";
+    case AwsSourceKind::AssumeRole:
+      return "assume-role";
+    case AwsSourceKind::WebIdentity:
+      return "web-identity";
+    case AwsSourceKind::Sso:
+      return "sso";
+    case AwsSourceKind::Process:
+      return "credential-process";
+    case AwsSourceKind::Container:
+      return "container";
+    case AwsSourceKind::InstanceRole:
+      return "instance-role";
+    case AwsSourceKind::Anonymous:
+      return "anonymous";
+  }
+  return "unknown";
+}
 
 std::string AwsAccess::describe() const {
   std::ostringstream out;
@@ -264,8 +541,17 @@ AwsAccess resolve_aws_access(const Environment& env, const std::filesystem::path
   add_secret(access.access_key_id);
   add_secret(access.secret_access_key);
   add_secret(access.session_token);
+  add_source_secrets(access.source.get());
   resolve_region(access, env, files);
+  access.region_from_instance = access.region_origin == "default" && access.source &&
+                                access.source->kind == AwsSourceKind::InstanceRole;
   resolve_endpoint(access, env, files);
+  access.sts_endpoint =
+      service_endpoint(env, "AWS_ENDPOINT_URL_STS", "sts." + access.region + ".amazonaws.com");
+  if (access.source && access.source->kind == AwsSourceKind::Sso) {
+    access.sso_endpoint = service_endpoint(
+        env, "AWS_ENDPOINT_URL_SSO", "portal.sso." + access.source->sso_region + ".amazonaws.com");
+  }
   return access;
 }
 

@@ -12,6 +12,7 @@
 #include <cerrno>
 #include <cstring>
 #include <fstream>
+#include <limits>
 
 #include "neuron_cache/error.h"
 
@@ -47,10 +48,15 @@ class SpawnSetup {
   SpawnSetup(const SpawnSetup&) = delete;
   SpawnSetup& operator=(const SpawnSetup&) = delete;
 
-  void redirect(int output_fd, const std::optional<std::filesystem::path>& working_dir) {
+  void redirect(int output_fd, int error_fd,
+                const std::optional<std::filesystem::path>& working_dir) {
     posix_spawn_file_actions_addopen(&actions_, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
     posix_spawn_file_actions_adddup2(&actions_, output_fd, STDOUT_FILENO);
-    posix_spawn_file_actions_adddup2(&actions_, output_fd, STDERR_FILENO);
+    if (error_fd >= 0) {
+      posix_spawn_file_actions_adddup2(&actions_, error_fd, STDERR_FILENO);
+    } else {
+      posix_spawn_file_actions_adddup2(&actions_, output_fd, STDERR_FILENO);
+    }
 #if defined(__GLIBC__) && __GLIBC_PREREQ(2, 34)
     // Descriptors another thread opened without O_CLOEXEC must not leak into the child.
     posix_spawn_file_actions_addclosefrom_np(&actions_, STDERR_FILENO + 1);
@@ -76,7 +82,7 @@ class SpawnSetup {
 
 pid_t spawn(const SpawnRequest& request) {
   SpawnSetup setup;
-  setup.redirect(request.output_fd, request.working_dir);
+  setup.redirect(request.output_fd, request.error_fd, request.working_dir);
   pid_t pid = 0;
   int error = setup.start(&pid, request);
   return error == 0 ? pid : -error;
@@ -89,14 +95,19 @@ int wait_status(pid_t pid) {
   return status;
 }
 
-ProcessResult run_and_capture(const std::vector<std::string>& argv,
-                              std::chrono::milliseconds timeout) {
+namespace {
+
+// Runs argv with stdout (and stderr, unless `error_fd` names another descriptor) into a pipe
+// read until EOF, `timeout` or `max_output` bytes.
+ProcessResult capture(const std::vector<std::string>& argv, std::chrono::milliseconds timeout,
+                      size_t max_output, int error_fd) {
   if (argv.empty()) throw operational_error("cannot start a helper process: no program given");
   int fds[2];
   if (pipe2(fds, O_CLOEXEC) != 0) {
     throw operational_error("cannot start a helper process: " + std::string(strerror(errno)));
   }
-  pid_t pid = spawn({argv[0], true, argv, std::nullopt, fds[1], std::nullopt});
+  SpawnRequest request{argv[0], true, argv, std::nullopt, fds[1], error_fd, std::nullopt};
+  pid_t pid = spawn(request);
   close(fds[1]);
   if (pid < 0) {
     // Without this, waitpid(-1) below would reap (and wait for) any child of the process.
@@ -123,11 +134,37 @@ ProcessResult run_and_capture(const std::vector<std::string>& argv,
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) break;
     result.output.append(buffer, static_cast<size_t>(n));
+    if (result.output.size() > max_output) {
+      result.output.resize(max_output + 1);
+      kill(pid, SIGKILL);
+      break;
+    }
   }
   close(fds[0]);
   int status = wait_status(pid);
   result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
   return result;
+}
+
+}  // namespace
+
+ProcessResult run_and_capture(const std::vector<std::string>& argv,
+                              std::chrono::milliseconds timeout) {
+  return capture(argv, timeout, std::numeric_limits<size_t>::max() - 1, -1);
+}
+
+ProcessResult run_for_stdout(const std::vector<std::string>& argv,
+                             std::chrono::milliseconds timeout, size_t max_output) {
+  int null = ::open("/dev/null", O_WRONLY | O_CLOEXEC);
+  if (null < 0) throw operational_error("cannot open /dev/null: " + std::string(strerror(errno)));
+  try {
+    ProcessResult result = capture(argv, timeout, max_output, null);
+    close(null);
+    return result;
+  } catch (...) {
+    close(null);
+    throw;
+  }
 }
 
 std::optional<std::string> find_on_path(const std::string& program, const std::string& path_list) {

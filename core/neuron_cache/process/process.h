@@ -27,6 +27,7 @@ struct SpawnRequest {
   std::vector<std::string> argv;
   std::optional<std::vector<std::string>> env;  // "NAME=value" entries; nothing: ours
   int output_fd = -1;
+  int error_fd = -1;  // stderr's descriptor; -1: output_fd
   std::optional<std::filesystem::path> working_dir;
 };
 
@@ -39,6 +40,12 @@ int wait_status(pid_t pid);
 // Runs argv[0] (found through PATH), captures its output, kills it after `timeout`.
 ProcessResult run_and_capture(const std::vector<std::string>& argv,
                               std::chrono::milliseconds timeout);
+
+// Runs argv[0] (found through PATH) for what it prints on stdout (stderr is dropped: a
+// credential helper may print secrets there), killed after `timeout` or once it printed more
+// than `max_output` bytes (then timed_out stays false and the output is cut to max_output + 1).
+ProcessResult run_for_stdout(const std::vector<std::string>& argv,
+                             std::chrono::milliseconds timeout, size_t max_output);
 
 // The first executable `program` in the ':'-separated `path_list`.
 std::optional<std::string> find_on_path(const std::string& program, const std::string& path_list);

@@ -62,14 +62,18 @@ std::vector<RemoteEntry> one_level(const std::vector<RemoteEntry>& all, const st
   return out;
 }
 
-std::string advice(long status, const std::string& code) {
+std::string advice(long status, const std::string& code, const config::AwsAccess& access) {
+  if (access.anonymous() && (status == 403 || status == 401)) {
+    return "the bucket does not allow unsigned reads: unset AWS_NO_SIGN_REQUEST and give "
+           "credentials";
+  }
   if (code == "NoSuchBucket") return "the bucket does not exist: check the s3:// URL";
   if (code == "PermanentRedirect" || code == "AuthorizationHeaderMalformed" || status == 301) {
     return "the bucket is in another region: set AWS_REGION to the bucket's region";
   }
   if (status == 403 || code == "InvalidAccessKeyId" || code == "SignatureDoesNotMatch") {
-    return "check the AWS credentials (`neuron-cache config show` says where they came from) "
-           "and the bucket's policy";
+    return "check the AWS credentials (from " + access.credentials_origin +
+           "; `neuron-cache config show --repo s3://...` says more) and the bucket's policy";
   }
   if (status == 0) return "check the network and AWS_ENDPOINT_URL_S3 / AWS_ENDPOINT_URL";
   if (status == 503 || code == "SlowDown") return "S3 asked to slow down: retry later";
@@ -99,6 +103,7 @@ S3Location parse_s3_url(const std::string& url) {
 S3Store::S3Store(const std::string& url, config::AwsAccess access, S3Options options)
     : where_(parse_s3_url(url)),
       access_(std::move(access)),
+      credentials_(std::make_unique<aws::CredentialProvider>(access_)),
       options_(std::move(options)),
       path_style_(config::aws_path_style(access_, where_.bucket)),
       base_url_(base_url_of(where_, access_, path_style_)),
@@ -113,7 +118,34 @@ std::unique_ptr<S3Store> S3Store::open(const std::string& url, const config::Set
   options.retry = net::retry_policy(settings, 6);
   options.timeout = settings.timeout();
   options.recheck = settings.s3_recheck();
-  return std::make_unique<S3Store>(url, config::resolve_aws_access(settings.environment), options);
+  config::AwsAccess access = config::resolve_aws_access(settings.environment);
+  if (!options.offline && access.region_from_instance) {
+    // The instance's region decides the default endpoint: asked before the store is made.
+    if (auto region = aws::instance_region(*access.source, {})) {
+      access.region = *region;
+      access.region_origin = "the instance's metadata";
+      if (!access.custom_endpoint) access.endpoint = "https://s3." + *region + ".amazonaws.com";
+    }
+  }
+  auto store = std::make_unique<S3Store>(url, std::move(access), options);
+  // Fetched now, once: a run without credentials says so before anything is planned.
+  if (!options.offline && !store->access_.anonymous()) store->credentials_->current();
+  return store;
+}
+
+std::string S3Store::why_not_writable() {
+  if (!access_.anonymous()) return "";
+  return "AWS_NO_SIGN_REQUEST is set: unsigned requests may read a public bucket but never "
+         "write; unset it and give credentials to push";
+}
+
+std::string S3Store::describe_access() {
+  std::string text = access_.describe();
+  if (access_.source && !access_.anonymous() && !options_.offline) {
+    credentials_->current();
+    text = "credentials: " + credentials_->describe() + "\n" + text.substr(text.find('\n') + 1);
+  }
+  return text;
 }
 
 std::string S3Store::location() const {
@@ -138,11 +170,20 @@ net::HttpRequest S3Store::signed_request(const std::string& method, const std::s
                                          const std::string& payload_sha256) const {
   net::HttpRequest request{method, url};
   request.send_token = false;  // the Hub token never goes to S3
-  request.aws_sigv4 = net::HttpRequest::AwsSigV4{"aws:amz:" + access_.region + ":s3",
-                                                 access_.access_key_id, access_.secret_access_key};
   request.headers.push_back("x-amz-content-sha256: " + payload_sha256);
-  if (!access_.session_token.empty()) {
-    request.headers.push_back("x-amz-security-token: " + access_.session_token);
+  if (access_.anonymous()) {
+    if (method != "GET" && method != "HEAD") {
+      throw input_error(method + " to " + location() +
+                        " refused: AWS_NO_SIGN_REQUEST is set, and unsigned requests only read");
+    }
+    return request;
+  }
+  aws::Credentials credentials = credentials_->current();
+  request.aws_sigv4 =
+      net::HttpRequest::AwsSigV4{"aws:amz:" + access_.region + ":s3", credentials.access_key_id,
+                                 credentials.secret_access_key};
+  if (!credentials.session_token.empty()) {
+    request.headers.push_back("x-amz-security-token: " + credentials.session_token);
   }
   return request;
 }
@@ -168,7 +209,7 @@ Error S3Store::failure(const net::HttpResponse& response, const std::string& wha
   if (!answer.code.empty()) why += " " + answer.code;
   if (!answer.message.empty()) why += ": " + answer.message;
   std::string text = what + " in " + location() + " failed: " + why;
-  std::string todo = advice(response.status, answer.code);
+  std::string todo = advice(response.status, answer.code, access_);
   if (!todo.empty()) text += "; " + todo;
   return operational_error(text);
 }

@@ -33,6 +33,7 @@
 #include <optional>
 #include <string>
 
+#include "neuron_cache/aws/credentials.h"
 #include "neuron_cache/config/aws.h"
 #include "neuron_cache/net/http.h"
 #include "neuron_cache/net/retry.h"
@@ -86,13 +87,17 @@ class S3Store : public Store {
   bool content_matches(const RemoteEntry& entry, std::string_view content) const override;
   CommitResult commit(const std::vector<CommitOperation>& operations, const std::string& message,
                       const std::optional<std::string>& parent) override;
-  std::string why_not_writable() override { return ""; }
+  // Anonymous access (AWS_NO_SIGN_REQUEST) reads only.
+  std::string why_not_writable() override;
   Url download_url(const std::string&, const std::string&) const override { return {}; }
   uint64_t requests() const override { return http_.stats().requests; }
   std::string unreachable() const override { return http_.unreachable(); }
   bool offline() const override { return options_.offline; }
 
   const S3Options& options() const { return options_; }
+  // Where the credentials came from, their expiry once fetched, the region and the endpoint:
+  // never a value.
+  std::string describe_access();
   net::HttpEngine& http() { return http_; }
 
   // Used by the store's own parts (s3_store*.cpp), not by callers.
@@ -128,6 +133,7 @@ class S3Store : public Store {
 
   S3Location where_;
   config::AwsAccess access_;
+  std::unique_ptr<aws::CredentialProvider> credentials_;  // refreshed before they expire
   S3Options options_;
   bool path_style_ = false;
   std::string base_url_;  // https://bucket.host or https://host/bucket

@@ -1,9 +1,7 @@
 // The few S3 answers neuron-cache reads (ListObjectsV2, InitiateMultipartUpload,
-// CompleteMultipartUpload, Error), with a minimal XML reader: elements, text and the five
-// entities plus numeric references; no DTD, no namespaces beyond ignoring them. Every answer is
-// hostile until checked: the body, the depth, the number of elements, each text, each count and
-// size are bounded by the named limits below, and anything beyond them is an Error, never a
-// partial answer taken as whole.
+// CompleteMultipartUpload, Error), read with the bounded XML reader of format/xml.h; each count
+// and size is bounded too, and anything beyond the limits is an Error, never a partial answer
+// taken as whole.
 #pragma once
 
 #include <cstdint>
@@ -12,24 +10,16 @@
 #include <string_view>
 #include <vector>
 
+#include "neuron_cache/format/xml.h"
+
 namespace neuron_cache::storage::s3xml {
 
-// A page of ListObjectsV2 holds at most 1,000 keys of at most 1,024 bytes, about 1.5 MB of XML.
-constexpr size_t kMaxBodyBytes = 16u << 20;
-constexpr size_t kMaxDepth = 16;
-constexpr size_t kMaxElements = 100000;
-// S3 keys are at most 1,024 bytes of UTF-8; continuation tokens and upload ids are opaque but
-// short (a few hundred bytes).
-constexpr size_t kMaxTextBytes = 4096;
+using xml::Element;
+using xml::kMaxBodyBytes;
+using xml::kMaxDepth;
+using xml::kMaxElements;
+using xml::kMaxTextBytes;
 constexpr size_t kMaxKeysPerPage = 1000;
-
-struct Element {
-  std::string name;  // without a namespace prefix
-  std::string text;  // decoded text directly inside it
-  std::vector<Element> children;
-  // The text of the first child named `name`, or nothing.
-  std::optional<std::string> child(std::string_view name) const;
-};
 
 // Parses a whole document; throws an operational Error saying what was wrong.
 Element parse(std::string_view body);
