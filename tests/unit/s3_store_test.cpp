@@ -9,6 +9,8 @@
 #include <random>
 #include <set>
 
+#include "aws_stand_in.h"
+#include "neuron_cache/config/aws.h"
 #include "neuron_cache/format/digest.h"
 #include "neuron_cache/log/log.h"
 #include "neuron_cache/storage/s3_store.h"
@@ -243,6 +245,44 @@ TEST(S3Store, DebugLogNamesEveryRequestAndNoCredential) {
   EXPECT_EQ(logged.find(secret), std::string::npos) << logged;
   EXPECT_EQ(logged.find(token), std::string::npos) << logged;
   EXPECT_EQ(logged.find(access.access_key_id), std::string::npos) << logged;
+}
+
+// Issue 23: temporary credentials that expire during a long transfer are fetched again, and the
+// transfer goes on with them (the container endpoint hands out credentials that live 2 s).
+TEST(S3Store, CredentialsAreRefreshedDuringALongTransfer) {
+  NEED_S3RVER();
+  S3Server server;
+  nlohmann::json config = testing::AwsStandIn::example_config();
+  config["container"]["expires_in_seconds"] = 2;
+  config["container"]["credentials"]["AccessKeyId"] = testing::kS3Key;
+  config["container"]["credentials"]["SecretAccessKey"] = testing::kS3Secret;
+  testing::AwsStandIn aws(config);
+  TempDir dir;
+  std::map<std::string, std::string> env = aws.env_for("container", dir / "home");
+  env["AWS_ENDPOINT_URL_S3"] = server.endpoint();
+  config::AwsAccess access = config::resolve_aws_access(config::Environment(env));
+  S3Options options;
+  options.parallel = 2;
+  options.part_size = 16ull << 20;
+  S3Store store(server.url("refresh"), access, options);
+  const uint64_t size = 384ull << 20;
+  std::string sha = write_random(dir / "model.neff", size, 7);
+  auto start = std::chrono::steady_clock::now();
+  CommitResult result = store.commit({add("m/model.neff", dir / "model.neff")}, "", std::nullopt);
+  Fd out(dir / "back.neff");
+  auto stated = store.stat({"m/model.neff"}, "");
+  ASSERT_EQ(stated.size(), 1u);
+  std::vector<DownloadRequest> requests{{"m/model.neff", out.fd, stated[0]}};
+  auto results = store.download("", requests);
+  auto seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  ASSERT_TRUE(results[0].ok) << results[0].error;
+  EXPECT_EQ(result.large_sent, 1u);
+  EXPECT_EQ(sha256_of_file(dir / "back.neff"), sha);
+  size_t fetches = 0;
+  for (const auto& request : aws.log()) fetches += request["endpoint"] == "container" ? 1 : 0;
+  // One fetch per second of transfer, give or take: never one per request (there were dozens).
+  EXPECT_GE(fetches, 2u) << "in " << seconds << " s: " << aws.log().dump();
+  EXPECT_LT(fetches, store.requests()) << aws.log().dump();
 }
 
 TEST(S3Store, NoSecretInMessages) {

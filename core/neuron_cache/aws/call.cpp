@@ -1,5 +1,6 @@
 #include "neuron_cache/aws/call.h"
 
+#include "neuron_cache/error.h"
 #include "neuron_cache/format/printable.h"
 #include "neuron_cache/format/url.h"
 #include "neuron_cache/net/retry.h"
@@ -16,8 +17,14 @@ net::HttpResponse call(net::HttpRequest request, std::chrono::milliseconds timeo
   policy.max_attempts = attempts;
   policy.base = std::chrono::milliseconds(200);
   policy.cap = std::chrono::milliseconds(2000);
+  std::string name = request.method + " " + url::loggable(request.url);
   net::RetryingExchange exchange(std::move(request), policy);
   http.run({&exchange}, 1);
+  if (exchange.response_.too_large) {
+    throw operational_error(name +
+                            " answered more than 64 KiB, which no credential answer is: "
+                            "check the endpoint it was sent to");
+  }
   return exchange.response_;
 }
 

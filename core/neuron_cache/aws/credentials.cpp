@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
@@ -39,8 +40,13 @@ std::string iso_text(Clock::time_point when) {
   return text;
 }
 
-bool fresh(const Credentials& credentials) {
-  return !credentials.expiration || *credentials.expiration - kRefreshMargin > Clock::now();
+// Fresh until the refresh margin before expiry, or half their lifetime for credentials that live
+// shorter than twice the margin (a 5-minute container credential would otherwise be fetched again
+// before every request).
+bool fresh(const Credentials& credentials, Clock::time_point fetched) {
+  if (!credentials.expiration) return true;
+  auto margin = std::min<Clock::duration>(kRefreshMargin, (*credentials.expiration - fetched) / 2);
+  return Clock::now() < *credentials.expiration - margin;
 }
 
 bool usable(const Credentials& credentials) {
@@ -161,9 +167,11 @@ CredentialProvider::CredentialProvider(config::AwsAccess access, FetchOptions op
 
 Credentials CredentialProvider::current() {
   std::lock_guard lock(mutex_);
-  if (held_ && fresh(*held_)) return *held_;
+  if (held_ && fresh(*held_, fetched_)) return *held_;
   try {
+    Clock::time_point now = Clock::now();
     held_ = fetch(*access_.source, access_, options_);
+    fetched_ = now;
     if (held_->expiration)
       log::debug("aws", "credentials valid until " + iso_text(*held_->expiration));
   } catch (const Error& error) {

@@ -52,10 +52,11 @@ class CredentialProvider {
   FetchOptions options_;
   std::mutex mutex_;
   std::optional<Credentials> held_;
+  std::chrono::system_clock::time_point fetched_;
 };
 
-// Refreshed when this close to expiring: botocore's advisory window (15 minutes) for the
-// sources that mint sessions, long enough for the longest single request.
+// Refreshed when this close to expiring (or at half the lifetime of shorter-lived credentials):
+// botocore's advisory window, long enough for the longest single request.
 inline constexpr std::chrono::minutes kRefreshMargin{15};
 
 }  // namespace neuron_cache::aws
