@@ -73,7 +73,7 @@ struct RangedFile {
 };
 
 // Bytes of a file between two calls of RangedFile::on_progress that only add bytes: a killed
-// run loses at most this much per part, and a journal is not rewritten for every chunk.
+// run loses at most this much of a file, and a journal is not rewritten for every chunk.
 inline constexpr uint64_t kProgressStep = 16ull << 20;
 
 struct RangedResult {
