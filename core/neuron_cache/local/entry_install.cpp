@@ -315,15 +315,14 @@ void EntryInstall::link_file(std::string_view relative_path, const fs::path& sou
   }
 }
 
-EntryInstall::Reused EntryInstall::reuse_abandoned(
-    const std::vector<ExpectedFile>& wanted, const std::vector<std::string>& staging_folders) {
-  Reused reused;
+std::vector<std::pair<std::string, sys::SafeDir>> EntryInstall::lock_abandoned(
+    const std::vector<std::string>& staging_folders) {
   const std::string stem = staging_stem(compiler_dir_, module_name_);
   std::vector<std::pair<std::string, sys::SafeDir>> abandoned;
   for (const auto& folder : staging_folders) {
     if (folder == staging_name_ || !is_staging_folder_of(folder, stem)) continue;
-    // Its writer is gone when its flock is free; held until the folder is deleted below, so a
-    // cleanup or another prefetch cannot take it meanwhile. Gone or not a folder: skipped.
+    // Its writer is gone when its flock is free; held until the folder is deleted, so a cleanup
+    // or another prefetch cannot take it meanwhile. Gone or not a folder: skipped.
     std::optional<sys::SafeDir> dir = staging_area_->open_subdir(folder);
     if (!dir || flock(dir->fd(), LOCK_EX | LOCK_NB) != 0 ||
         !sys::same_file(dir->fd(), staging_area_->fd(), folder.c_str())) {
@@ -331,6 +330,29 @@ EntryInstall::Reused EntryInstall::reuse_abandoned(
     }
     abandoned.emplace_back(folder, std::move(*dir));
   }
+  return abandoned;
+}
+
+bool EntryInstall::reuse_whole(const sys::SafeDir& dir, const ExpectedFile& file) {
+  // A journal saying part of it is missing spares reading a large file through to learn that.
+  std::optional<std::vector<Span>> written = read_journal(dir, file);
+  if (written && !covers_whole(*written, file.size)) return false;
+  std::optional<sys::UniqueFd> fd = open_if_whole(dir, file);
+  if (!fd) return false;
+  auto [parent, name] = split_parent(file.name);
+  sys::check_plain_name(name);
+  if (parent.empty()) {
+    link_or_copy(fd->get(), *staging_, name, dir.path() / file.name);
+  } else {
+    link_or_copy(fd->get(), staging_->make_path(parent), name, dir.path() / file.name);
+  }
+  return true;
+}
+
+EntryInstall::Reused EntryInstall::reuse_abandoned(
+    const std::vector<ExpectedFile>& wanted, const std::vector<std::string>& staging_folders) {
+  Reused reused;
+  std::vector<std::pair<std::string, sys::SafeDir>> abandoned = lock_abandoned(staging_folders);
   auto taken = [&](const ExpectedFile& file) {
     return std::find(reused.files.begin(), reused.files.end(), file.name) != reused.files.end() ||
            std::any_of(reused.partial.begin(), reused.partial.end(),
@@ -340,19 +362,7 @@ EntryInstall::Reused EntryInstall::reuse_abandoned(
   // in another.
   for (const auto& [folder, dir] : abandoned) {
     for (const auto& file : wanted) {
-      if (taken(file)) continue;
-      // A journal saying part of it is missing spares reading a large file through to learn that.
-      std::optional<std::vector<Span>> written = read_journal(dir, file);
-      if (written && !covers_whole(*written, file.size)) continue;
-      std::optional<sys::UniqueFd> fd = open_if_whole(dir, file);
-      if (!fd) continue;
-      auto [parent, name] = split_parent(file.name);
-      sys::check_plain_name(name);
-      if (parent.empty()) {
-        link_or_copy(fd->get(), *staging_, name, dir.path() / file.name);
-      } else {
-        link_or_copy(fd->get(), staging_->make_path(parent), name, dir.path() / file.name);
-      }
+      if (taken(file) || !reuse_whole(dir, file)) continue;
       reused.files.push_back(file.name);
       reused.bytes += file.size;
     }

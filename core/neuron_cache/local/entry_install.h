@@ -18,6 +18,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "neuron_cache/local/download_journal.h"
@@ -117,6 +118,11 @@ class EntryInstall {
   std::optional<Locked> lock_entry(std::chrono::milliseconds lock_timeout);
   // Renames every staged item but model.done and the journals into the entry.
   void move_content(const sys::SafeDir& entry);
+  // The staging folders of this module a killed writer left, flock-ed until they are deleted.
+  std::vector<std::pair<std::string, sys::SafeDir>> lock_abandoned(
+      const std::vector<std::string>& staging_folders);
+  // Stages the `file` of the abandoned staging folder `dir` when it is whole there.
+  bool reuse_whole(const sys::SafeDir& dir, const ExpectedFile& file);
   // The `file` of the abandoned staging folder `dir`, staged here when its journal lets it resume.
   std::optional<Partial> adopt_partial(const sys::SafeDir& dir, const ExpectedFile& file,
                                        std::vector<Span> written);
