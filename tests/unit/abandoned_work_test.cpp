@@ -12,14 +12,19 @@
 
 #include <fcntl.h>
 #include <chrono>
+#include <cstring>
+#include <functional>
 #include <map>
 #include <set>
 #include <sstream>
 #include <thread>
 
 #include "hub_fixture.h"
+#include "neuron_cache/format/digest.h"
 #include "neuron_cache/hub/client.h"
+#include "neuron_cache/local/download_journal.h"
 #include "neuron_cache/local/entry_install.h"
+#include "neuron_cache/report/report.h"
 #include "test_support.h"
 #include "tool_runner.h"
 
@@ -288,6 +293,170 @@ TEST_F(AbandonedWorkTest, KilledPrefetchStagingIsReusedThenReclaimedByTheNextRun
   EXPECT_EQ(downloads["model.neff"], 2u) << log.dump(1);
   EXPECT_EQ(downloads["model.hlo_module.pb"], 0u) << log.dump(1);
   EXPECT_EQ(downloads["compile_flags.json"], 0u) << log.dump(1);
+}
+
+// 256 MiB, so four parts of 64 MiB: a kill mid-download leaves a sparse file whose holes only its
+// journal tells apart from data.
+constexpr uint64_t kLargeNeffBytes = 256ull << 20;
+
+// What the download journals of the staging folders below `root` say is on disk, in bytes.
+uint64_t journaled_bytes(const fs::path& root) {
+  uint64_t bytes = 0;
+  std::error_code error;
+  for (const auto& folder :
+       fs::directory_iterator(root / ".cache/huggingface/neuron-cache-staging", error)) {
+    fs::path journals = folder.path() / ".neuron-cache-journal";
+    for (const auto& item : fs::directory_iterator(journals, error)) {
+      if (item.path().extension() != ".json") continue;  // a journal being written (*.tmp)
+      json journal = json::parse(read_file(item.path()), nullptr, false);
+      if (!journal.is_object() || !journal["written"].is_array()) continue;
+      for (const auto& span : journal["written"])
+        bytes += span[1].get<uint64_t>() - span[0].get<uint64_t>();
+    }
+  }
+  return bytes;
+}
+
+// Body bytes the CDN sent for the LFS object with this sha256.
+uint64_t cdn_bytes_of(const json& log, const std::string& sha256) {
+  uint64_t bytes = 0;
+  for (const auto& e : log) {
+    if (e["listener"] == "cdn" && e["method"] == "GET" &&
+        contains(e["path"].get<std::string>(), sha256)) {
+      bytes += e["bytes_out"].get<uint64_t>();
+    }
+  }
+  return bytes;
+}
+
+// Issue 22: a large NEFF cut short by Ctrl-C or kill -9 is not downloaded from zero again. The
+// next run takes the bytes the killed run's journal lists, fetches only the rest, verifies the
+// whole file, and reclaims the staging.
+TEST_F(AbandonedWorkTest, AFileCutShortIsResumedFromItsJournalByTheNextRun) {
+  fill_hub("STAND_IN_NEFF_BYTES=" + std::to_string(kLargeNeffBytes) +
+           " STAND_IN_TKG_NEFF_BYTES=65536");
+  fs::path large;  // the compiled model.neff of 256 MiB
+  for (const auto& name : module_dirs) {
+    fs::path neff = work / "compile-cache" / kCompiler / name / "model.neff";
+    if (fs::file_size(neff) == kLargeNeffBytes) large = neff;
+  }
+  ASSERT_FALSE(large.empty());
+  const std::string sha256 = sha256_of_file(large);
+  const fs::path installed = fs::path(kCompiler) / large.parent_path().filename() / "model.neff";
+
+  for (int signal : {SIGINT, SIGKILL}) {
+    SCOPED_TRACE(strsignal(signal));
+    fs::path cache = work / ("cache-" + std::to_string(signal));
+    // 8 MiB/s per part, four parts at once: a few journal steps in, far from the end.
+    trickle(8 << 20);
+    pid_t first = start("prefetch " + quoted(manifest), cache, "killed");
+    ASSERT_TRUE(wait_until([&] { return journaled_bytes(cache) >= (64ull << 20); }))
+        << "the journal of the NEFF being downloaded lists 64 MiB";
+    ASSERT_EQ(kill(first, signal), 0);
+    ToolResult killed = finish(first, "killed");
+    ASSERT_EQ(killed.code, -1) << "ended by the signal: " << killed.all();
+    uint64_t on_disk = journaled_bytes(cache);
+    ASSERT_LT(on_disk, kLargeNeffBytes);
+
+    server.clear_faults();
+    server.clear_log();
+    ToolResult again = tool("prefetch --json " + quoted(manifest), cache, "again");
+    ASSERT_EQ(again.code, 0) << again.all();
+    json totals = json::parse(again.out)["totals"];
+    EXPECT_EQ(totals["bytes_resumed"], on_disk) << totals;
+    EXPECT_EQ(cdn_bytes_of(server.access_log(), sha256), kLargeNeffBytes - on_disk)
+        << "only the bytes the journal did not list came over the wire";
+    EXPECT_GE(totals["bytes_downloaded"].get<uint64_t>(), kLargeNeffBytes - on_disk) << totals;
+    EXPECT_LT(totals["bytes_downloaded"].get<uint64_t>(), kLargeNeffBytes - on_disk + (1 << 20))
+        << totals;
+    EXPECT_EQ(sha256_of_file(cache / installed), sha256);
+    for (const auto& name : module_dirs)
+      EXPECT_TRUE(fs::is_regular_file(cache / kCompiler / name / "model.done")) << name;
+    EXPECT_TRUE(staging_folders(cache).empty()) << "the killed run's staging is reclaimed";
+  }
+}
+
+// The summary line says what was resumed, in the words of the reused files.
+TEST_F(AbandonedWorkTest, TheSummarySaysHowMuchOfAPartlyDownloadedFileWasResumed) {
+  fill_hub("STAND_IN_NEFF_BYTES=" + std::to_string(kLargeNeffBytes) +
+           " STAND_IN_TKG_NEFF_BYTES=65536");
+  fs::path cache = work / "cache";
+  trickle(8 << 20);
+  pid_t first = start("prefetch " + quoted(manifest), cache, "killed");
+  ASSERT_TRUE(wait_until([&] { return journaled_bytes(cache) >= (32ull << 20); }));
+  ASSERT_EQ(kill(first, SIGKILL), 0);
+  finish(first, "killed");
+  uint64_t on_disk = journaled_bytes(cache);
+  server.clear_faults();
+  ToolResult again = tool("prefetch " + quoted(manifest), cache, "again");
+  ASSERT_EQ(again.code, 0) << again.all();
+  EXPECT_TRUE(contains(
+      again.out, ", " + report::human_bytes(on_disk) + " of 1 partly downloaded file resumed"))
+      << again.all();
+}
+
+// Journals planted to mislead (a symlink, a FIFO, a huge one, garbage, spans beyond the file)
+// next to a partial NEFF: nothing is resumed, nothing blocks, every file is downloaded whole.
+TEST_F(AbandonedWorkTest, HostileJournalsResumeNothing) {
+  fill_hub();
+  std::vector<std::pair<std::string, std::function<void(const fs::path&, const std::string&)>>>
+      cases{
+          {"symlink",
+           [&](const fs::path& journal, const std::string& valid) {
+             write_file(work / "elsewhere.json", valid);
+             fs::create_symlink(work / "elsewhere.json", journal);
+           }},
+          {"FIFO", [](const fs::path& journal,
+                      const std::string&) { ASSERT_EQ(mkfifo(journal.c_str(), 0644), 0); }},
+          {"huge",
+           [](const fs::path& journal, const std::string& valid) {
+             write_file(journal, valid + std::string(1 << 20, ' '));
+           }},
+          {"garbage",
+           [](const fs::path& journal, const std::string&) {
+             write_file(journal, "{\"version\": 1, \"written\": [[0, 1");
+           }},
+          {"beyond the size",
+           [](const fs::path& journal, const std::string& valid) {
+             json text = json::parse(valid);
+             text["written"] = json::array({json::array({0, kNeffBytes + 1})});
+             write_file(journal, text.dump());
+           }},
+      };
+  for (const auto& [label, plant] : cases) {
+    SCOPED_TRACE(label);
+    fs::path cache = work / ("cache-" + label);
+    fs::path area = cache / ".cache/huggingface/neuron-cache-staging";
+    for (const auto& name : module_dirs) {
+      fs::path compiled = work / "compile-cache" / kCompiler / name / "model.neff";
+      std::string neff = read_file(compiled);
+      fs::path dir = area / (local::staging_stem(kCompiler, name) + ".424242.cccccccccccc");
+      write_file(dir / "model.neff", neff.substr(0, neff.size() / 2));
+      json valid = {{"version", 1},
+                    {"file", "model.neff"},
+                    {"size", neff.size()},
+                    {"sha256", sha256_of_file(compiled)},
+                    {"written", json::array({json::array({0, neff.size() / 2})})}};
+      fs::path journals = dir / ".neuron-cache-journal";
+      fs::create_directories(journals);
+      plant(journals / local::journal_name("model.neff"), valid.dump());
+    }
+    auto started = std::chrono::steady_clock::now();
+    ToolResult run = tool("prefetch --json " + quoted(manifest), cache, "prefetch");
+    ASSERT_EQ(run.code, 0) << run.all();
+    EXPECT_LT(std::chrono::steady_clock::now() - started, std::chrono::seconds(60));
+    EXPECT_EQ(json::parse(run.out)["totals"]["bytes_resumed"], 0) << run.out;
+    expect_complete(cache);
+    EXPECT_TRUE(staging_folders(cache).empty());
+    json log = server.access_log();
+    EXPECT_EQ(testing::count_requests(log, is_module_download), module_files) << log.dump(1);
+    for (const auto& e : log) {
+      if (e["listener"] == "cdn" && e["method"] == "GET") {
+        EXPECT_TRUE(e["range"].is_null()) << e;
+      }
+    }
+    server.clear_log();
+  }
 }
 
 TEST_F(AbandonedWorkTest, StagingOfAKilledPrefetchWithNothingWholeIsDeletedAndAllRefetched) {

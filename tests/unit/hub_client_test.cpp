@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <random>
+#include <set>
 
 #include "hub_fixture.h"
 #include "neuron_cache/format/digest.h"
@@ -538,6 +539,55 @@ TEST_F(HubClientTest, CorruptedPartOfARangedDownloadIsFetchedAgain) {
     std::string content(big.size(), '\0');
     ASSERT_EQ(pread(fd.get(), content.data(), content.size(), 0), static_cast<ssize_t>(big.size()));
     EXPECT_TRUE(content == big);
+  }
+}
+
+// What an interrupted download left (the first 2.5 MiB of 5 MiB + 77 B, parts of 1 MiB): the CDN
+// is asked only for the rest, the file verifies, and a CDN that ignores Range still gives the
+// file (each part skipping to its range).
+TEST_F(HubClientTest, AResumedDownloadAsksTheCdnOnlyForTheMissingBytes) {
+  ClientOptions options = options_for(server, testing::kHubWriteToken);
+  options.part_size = 1 << 20;
+  HubClient ranged(options);
+  std::string repo = client.create_repo("ranged-resume", "", true);
+  std::string big = random_bytes((5 << 20) + 77, 10);
+  const uint64_t on_disk = (5 << 20) / 2;
+  upload(repo, {{"big.neff", big}});
+  TreeEntry expected = ranged.paths_info(repo, {"big.neff"})[0];
+  for (bool ignore_range : {false, true}) {
+    SCOPED_TRACE(ignore_range ? "the CDN ignores Range" : "the CDN answers Range");
+    server.clear_log();
+    if (ignore_range) {
+      server.set_faults(json::array({{{"match", {{"method", "GET"}, {"listener", "cdn"}}},
+                                      {"count", -1},
+                                      {"action", "ignore_range"}}}));
+    }
+    std::FILE* file = std::tmpfile();
+    ASSERT_EQ(pwrite(fileno(file), big.data(), on_disk, 0), static_cast<ssize_t>(on_disk));
+    std::vector<DownloadRequest> requests{{"big.neff", fileno(file), expected, {{0, on_disk - 1}}}};
+    DownloadResult result = ranged.download(repo, "main", requests)[0];
+    std::string content(big.size(), '\0');
+    ASSERT_EQ(pread(fileno(file), content.data(), content.size(), 0),
+              static_cast<ssize_t>(big.size()));
+    std::fclose(file);
+    ASSERT_TRUE(result.ok) << result.error;
+    EXPECT_TRUE(content == big);
+    EXPECT_EQ(result.bytes_resumed, on_disk);
+    uint64_t sent = 0;
+    std::set<std::string> ranges;
+    for (const auto& e : server.access_log()) {
+      if (e["listener"] != "cdn") continue;
+      sent += e["bytes_out"].get<uint64_t>();
+      ranges.insert(e["range"].is_string() ? e["range"].get<std::string>() : "");
+    }
+    std::set<std::string> asked{"bytes=2621440-3145727", "bytes=3145728-4194303",
+                                "bytes=4194304-5242879", "bytes=5242880-5242956"};
+    EXPECT_EQ(ranges, asked) << "parts 0 and 1 are on disk, part 2 starts after its span";
+    if (!ignore_range) {
+      EXPECT_EQ(sent, big.size() - on_disk);
+      EXPECT_EQ(result.bytes, big.size() - on_disk);
+    }
+    server.clear_faults();
   }
 }
 

@@ -132,6 +132,36 @@ TEST(S3Store, GigabyteMultipartRoundTrip) {
   EXPECT_EQ(sha256_of_file(dir / "back.neff"), sha);
 }
 
+// A destination an interrupted download left half-written: only the rest is asked for, the
+// bytes on disk are kept (not truncated away) and verified with the rest.
+TEST(S3Store, AResumedDownloadFetchesOnlyTheRest) {
+  NEED_S3RVER();
+  S3Server server;
+  S3Options options;
+  options.part_size = S3Options::kMinPartSize;
+  S3Store store(server.url("resume"), server.access(), options);
+  TempDir dir;
+  const uint64_t size = (12ull << 20) + 123;  // three parts of 5 MiB
+  const uint64_t on_disk = 7ull << 20;        // part 0 and the start of part 1
+  std::string sha = write_random(dir / "model.neff", size, 7);
+  std::string path = "neuronxcc-2.21.33363.0+82129205/MODULE_abc/model.neff";
+  store.commit({add(path, dir / "model.neff")}, "", std::nullopt);
+  auto stated = store.stat({path}, "");
+  ASSERT_EQ(stated.size(), 1u);
+
+  fs::copy_file(dir / "model.neff", dir / "back.neff");
+  fs::resize_file(dir / "back.neff", on_disk);
+  int fd = ::open((dir / "back.neff").c_str(), O_RDWR);
+  ASSERT_GE(fd, 0);
+  std::vector<DownloadRequest> requests{{path, fd, stated[0], {{0, on_disk - 1}}}};
+  auto results = store.download("", requests);
+  ::close(fd);
+  ASSERT_TRUE(results[0].ok) << results[0].error;
+  EXPECT_EQ(results[0].bytes, size - on_disk);
+  EXPECT_EQ(results[0].bytes_resumed, on_disk);
+  EXPECT_EQ(sha256_of_file(dir / "back.neff"), sha);
+}
+
 TEST(S3Store, ReadSmallThenConditionalCommit) {
   NEED_S3RVER();
   S3Server server;

@@ -116,6 +116,10 @@ std::string prefetch_line(const pipeline::PrefetchStep& step, const plan::Plan& 
     text += ", " + count_of(r.files_reused, "file") + " (" + report::human_bytes(r.bytes_reused) +
             ") reused from an interrupted prefetch";
   }
+  if (r.files_resumed > 0) {
+    text += ", " + report::human_bytes(r.bytes_resumed) + " of " +
+            count_of(r.files_resumed, "partly downloaded file") + " resumed";
+  }
   if (r.staging_reclaimed > 0) {
     text += ", " + count_of(r.staging_reclaimed, "abandoned staging folder") + " deleted";
   }

@@ -47,6 +47,9 @@ inline constexpr std::string_view kStagingDir = ".cache/huggingface/neuron-cache
 // Flocked by a prefetch for its run (PrefetchLock); beside the staging area, never inside it.
 inline constexpr std::string_view kWorkAreaDir = ".cache/huggingface";
 inline constexpr std::string_view kPrefetchLock = "neuron-cache-prefetch.lock";
+// Inside a staging folder: the journals of its partly downloaded files (local/download_journal.h).
+// Never installed with the entry, so never synchronized nor pushed.
+inline constexpr std::string_view kDownloadJournalDir = ".neuron-cache-journal";
 
 std::string compiler_dir_name(std::string_view compiler_version);
 // The version part of "neuronxcc-<version>", or nothing for other names.

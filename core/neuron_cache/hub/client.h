@@ -5,6 +5,7 @@
 #pragma once
 
 #include <filesystem>
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
@@ -12,6 +13,7 @@
 
 #include "neuron_cache/config/settings.h"
 #include "neuron_cache/hub/failures.h"
+#include "neuron_cache/net/byte_range.h"
 #include "neuron_cache/net/http.h"
 #include "neuron_cache/net/retry.h"
 
@@ -48,6 +50,8 @@ struct DownloadRequest {
   std::string path_in_repo;
   int fd = -1;         // destination, written from offset 0; the caller owns it
   TreeEntry expected;  // from a listing or an index: size and ids to verify against
+  std::vector<net::ByteRange> on_disk = {};  // already in `fd`: net::RangedFile::on_disk
+  std::function<void(const std::vector<net::ByteRange>&)> on_progress = {};
 };
 
 struct DownloadResult {
@@ -56,6 +60,7 @@ struct DownloadResult {
   uint64_t bytes = 0;
   std::string commit;  // X-Repo-Commit of the answer, or empty
   int disk_errno = 0;  // writing to the destination failed with this errno (net::RangedResult)
+  uint64_t bytes_resumed = 0;  // of DownloadRequest::on_disk, kept in the verified file
 };
 
 struct CommitOperation {

@@ -218,7 +218,8 @@ std::vector<DownloadResult> HubClient::download(const std::string& repo,
     }
     std::string url = resolve_url(repo, revision, request.path_in_repo);
     files.push_back({request.path_in_repo, request.fd, request.expected.size, std::move(verify),
-                     std::make_unique<HubSource>(std::move(url), repo, request, advice())});
+                     std::make_unique<HubSource>(std::move(url), repo, request, advice()),
+                     request.on_disk, request.on_progress});
     sent.push_back(i);
   }
   net::RangedOptions options{options_.part_size, options_.parallel, options_.retry};
@@ -230,6 +231,7 @@ std::vector<DownloadResult> HubClient::download(const std::string& repo,
     result.bytes = done[k].bytes;
     result.commit = std::move(done[k].revision);
     result.disk_errno = done[k].disk_errno;
+    result.bytes_resumed = done[k].bytes_resumed;
   }
   return results;
 }

@@ -109,6 +109,50 @@ std::optional<sys::UniqueFd> open_if_whole(const sys::SafeDir& dir,
   }
 }
 
+// The journal folder is the installer's own: a file staged there would never be installed.
+void refuse_journal_path(std::string_view relative_path) {
+  if (relative_path.substr(0, relative_path.find('/')) != layout::kDownloadJournalDir) return;
+  throw input_error("cannot stage " + std::string(relative_path) + ": " +
+                    std::string(layout::kDownloadJournalDir) +
+                    " is where neuron-cache keeps download journals in a staging folder, so no "
+                    "file of an entry may be under that name");
+}
+
+// The spans the journal of `file` in the staging folder `dir` claims, or nothing when there is
+// no such journal, or it is not a regular file, too large, or not a journal of this file.
+std::optional<std::vector<Span>> read_journal(const sys::SafeDir& dir, const ExpectedFile& file) {
+  try {
+    std::optional<sys::SafeDir> journals = dir.open_subdir(layout::kDownloadJournalDir);
+    if (!journals) return std::nullopt;
+    return parse_journal(journals->read_small_file(journal_name(file.name), kMaxJournalBytes),
+                         file);
+  } catch (const Error&) {
+    return std::nullopt;
+  }
+}
+
+bool covers_whole(const std::vector<Span>& written, uint64_t size) {
+  return written.size() == 1 && written.front().start == 0 && written.front().end == size;
+}
+
+// `name` in `parent`, open for writing, when the rest of `file` can be written into it: a regular
+// file (never through a symlink) that no other path links to (writing into it must change
+// nothing else), no longer than the file and at least as long as the last span `written` claims.
+std::optional<sys::UniqueFd> open_resumable(const sys::SafeDir& parent, const std::string& name,
+                                            const ExpectedFile& file,
+                                            const std::vector<Span>& written) {
+  sys::check_plain_name(name);
+  // O_NONBLOCK: a FIFO planted under the name must not block the open.
+  int fd = openat(parent.fd(), name.c_str(), O_RDWR | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) return std::nullopt;
+  sys::UniqueFd guard(fd);
+  struct stat info {};
+  if (fstat(fd, &info) != 0 || !S_ISREG(info.st_mode) || info.st_nlink != 1) return std::nullopt;
+  auto size = static_cast<uint64_t>(info.st_size);
+  if (size > file.size || written.empty() || written.back().end > size) return std::nullopt;
+  return guard;
+}
+
 }  // namespace
 
 std::string staging_stem(std::string_view compiler_dir, std::string_view module) {
@@ -236,12 +280,14 @@ EntryInstall::~EntryInstall() {
 }
 
 sys::UniqueFd EntryInstall::create_file(std::string_view relative_path) {
+  refuse_journal_path(relative_path);
   auto [parent, name] = split_parent(relative_path);
   if (parent.empty()) return staging_->create_new(name);
   return staging_->make_path(parent).create_new(name);
 }
 
 void EntryInstall::add_file(std::string_view relative_path, std::string_view content) {
+  refuse_journal_path(relative_path);
   auto [parent, name] = split_parent(relative_path);
   if (parent.empty()) {
     staging_->write_new_file(name, content);
@@ -251,6 +297,7 @@ void EntryInstall::add_file(std::string_view relative_path, std::string_view con
 }
 
 void EntryInstall::link_file(std::string_view relative_path, const fs::path& source) {
+  refuse_journal_path(relative_path);
   int fd = ::open(source.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
   if (fd < 0) {
     int error = errno;
@@ -268,34 +315,69 @@ void EntryInstall::link_file(std::string_view relative_path, const fs::path& sou
   }
 }
 
-EntryInstall::Reused EntryInstall::reuse_abandoned(
-    const std::vector<ExpectedFile>& wanted, const std::vector<std::string>& staging_folders) {
-  Reused reused;
+std::vector<std::pair<std::string, sys::SafeDir>> EntryInstall::lock_abandoned(
+    const std::vector<std::string>& staging_folders) {
   const std::string stem = staging_stem(compiler_dir_, module_name_);
+  std::vector<std::pair<std::string, sys::SafeDir>> abandoned;
   for (const auto& folder : staging_folders) {
     if (folder == staging_name_ || !is_staging_folder_of(folder, stem)) continue;
-    // Its writer is gone when its flock is free; held until the folder is deleted below, so a
-    // cleanup or another prefetch cannot take it meanwhile. Gone or not a folder: skipped.
+    // Its writer is gone when its flock is free; held until the folder is deleted, so a cleanup
+    // or another prefetch cannot take it meanwhile. Gone or not a folder: skipped.
     std::optional<sys::SafeDir> dir = staging_area_->open_subdir(folder);
     if (!dir || flock(dir->fd(), LOCK_EX | LOCK_NB) != 0 ||
         !sys::same_file(dir->fd(), staging_area_->fd(), folder.c_str())) {
       continue;
     }
+    abandoned.emplace_back(folder, std::move(*dir));
+  }
+  return abandoned;
+}
+
+bool EntryInstall::reuse_whole(const sys::SafeDir& dir, const ExpectedFile& file) {
+  // A journal saying part of it is missing spares reading a large file through to learn that.
+  std::optional<std::vector<Span>> written = read_journal(dir, file);
+  if (written && !covers_whole(*written, file.size)) return false;
+  std::optional<sys::UniqueFd> fd = open_if_whole(dir, file);
+  if (!fd) return false;
+  auto [parent, name] = split_parent(file.name);
+  sys::check_plain_name(name);
+  if (parent.empty()) {
+    link_or_copy(fd->get(), *staging_, name, dir.path() / file.name);
+  } else {
+    link_or_copy(fd->get(), staging_->make_path(parent), name, dir.path() / file.name);
+  }
+  return true;
+}
+
+EntryInstall::Reused EntryInstall::reuse_abandoned(
+    const std::vector<ExpectedFile>& wanted, const std::vector<std::string>& staging_folders) {
+  Reused reused;
+  std::vector<std::pair<std::string, sys::SafeDir>> abandoned = lock_abandoned(staging_folders);
+  auto taken = [&](const ExpectedFile& file) {
+    return std::find(reused.files.begin(), reused.files.end(), file.name) != reused.files.end() ||
+           std::any_of(reused.partial.begin(), reused.partial.end(),
+                       [&](const Partial& p) { return p.name == file.name; });
+  };
+  // Whole files first, from any folder: a partial copy in one folder must not shadow a whole one
+  // in another.
+  for (const auto& [folder, dir] : abandoned) {
     for (const auto& file : wanted) {
-      if (std::find(reused.files.begin(), reused.files.end(), file.name) != reused.files.end())
-        continue;
-      std::optional<sys::UniqueFd> fd = open_if_whole(*dir, file);
-      if (!fd) continue;
-      auto [parent, name] = split_parent(file.name);
-      sys::check_plain_name(name);
-      if (parent.empty()) {
-        link_or_copy(fd->get(), *staging_, name, dir->path() / file.name);
-      } else {
-        link_or_copy(fd->get(), staging_->make_path(parent), name, dir->path() / file.name);
-      }
+      if (taken(file) || !reuse_whole(dir, file)) continue;
       reused.files.push_back(file.name);
       reused.bytes += file.size;
     }
+  }
+  for (const auto& [folder, dir] : abandoned) {
+    for (const auto& file : wanted) {
+      if (taken(file)) continue;
+      std::optional<std::vector<Span>> written = read_journal(dir, file);
+      if (!written || written->empty() || covers_whole(*written, file.size)) continue;
+      if (auto partial = adopt_partial(dir, file, std::move(*written))) {
+        reused.partial.push_back(std::move(*partial));
+      }
+    }
+  }
+  for (const auto& [folder, dir] : abandoned) {
     try {
       staging_area_->remove_tree(folder);
     } catch (const Error&) {
@@ -305,12 +387,48 @@ EntryInstall::Reused EntryInstall::reuse_abandoned(
   return reused;
 }
 
+// Moved, not copied: the very inode that was opened and checked becomes the staged file, so the
+// bytes the journal describes are the bytes that stay.
+std::optional<EntryInstall::Partial> EntryInstall::adopt_partial(const sys::SafeDir& dir,
+                                                                 const ExpectedFile& file,
+                                                                 std::vector<Span> written) {
+  try {
+    auto [parent, name] = split_parent(file.name);
+    std::optional<sys::SafeDir> from = dir.open_path(parent);
+    if (!from) return std::nullopt;
+    std::optional<sys::UniqueFd> fd = open_resumable(*from, name, file, written);
+    if (!fd) return std::nullopt;
+    // Before the move: a kill in between leaves a journal of a missing file, which is ignored.
+    record_progress(file, written);
+    sys::SafeDir to = parent.empty() ? *staging_->open_path("") : staging_->make_path(parent);
+    bool moved = from->move_to(name, to, name, true);
+    if (moved && sys::same_file(fd->get(), to.fd(), name.c_str())) {
+      return Partial{file.name, std::move(*fd), std::move(written)};
+    }
+    if (moved) to.remove_file(name);  // swapped meanwhile: not what was checked
+  } catch (const Error&) {
+  }
+  record_progress(file, {});  // downloaded from its start: no span of it is on disk
+  return std::nullopt;
+}
+
+void EntryInstall::record_progress(const ExpectedFile& file,
+                                   const std::vector<Span>& written) noexcept {
+  try {
+    if (!journals_) journals_.emplace(staging_->make_subdir(layout::kDownloadJournalDir));
+    journals_->replace_unflushed(journal_name(file.name), journal_text(file, written));
+  } catch (...) {
+    // Only a resume after a kill is lost; the download itself goes on.
+  }
+}
+
 void EntryInstall::step(std::string_view name) {
   if (on_step) on_step(name);
 }
 
 void EntryInstall::sync_staged(const sys::SafeDir& dir) {
   for (const auto& item : dir.list()) {
+    if (item.name == layout::kDownloadJournalDir) continue;  // never installed
     if (item.type == sys::NodeType::Directory) {
       if (auto sub = dir.open_subdir(item.name)) sync_staged(*sub);
     } else if (item.type == sys::NodeType::File) {
@@ -344,7 +462,8 @@ void EntryInstall::move_content(const sys::SafeDir& entry) {
   // A done marker without its NEFF would turn SUCCESS the moment the NEFF lands: drop it first.
   entry.remove_file(layout::kDone);
   for (const auto& item : staging_->list()) {
-    if (item.name == layout::kDone) continue;  // the installer's own, written last
+    // The installer's own: model.done is written last, the journals stay behind.
+    if (item.name == layout::kDone || item.name == layout::kDownloadJournalDir) continue;
     // rename() replaces a file atomically but cannot replace a folder, nor a file by a folder.
     auto existing = entry.entry(item.name);
     if (existing &&
@@ -378,6 +497,9 @@ bool EntryInstall::is_traced() const {
 // name: the staged folder, every file in place, is renamed to it at once. One already complete
 // there is kept; anything else there (a copy killed half-way) is moved aside, then replaced.
 InstallOutcome EntryInstall::rename_traced_into_place() {
+  // The folder itself becomes the entry: the journals must not go with it.
+  journals_.reset();
+  staging_->remove_tree(layout::kDownloadJournalDir);
   if (state_of_written_folder(*staging_, module_name_) != layout::EntryState::Traced) {
     throw operational_error("refusing to install " + compiler_dir_ + "/" + module_name_ +
                             ": the staged traced export lacks its config.json (or "

@@ -8,6 +8,8 @@
 // A traced export folder (MODULE_<entry hash>, layout::is_traced_module_name) has no model.done:
 // its staged folder is renamed into place whole, so it appears under its name only with every
 // file (sub-folders included) in place. It takes no lock file (one would make it LOCKED).
+// A staging folder also holds the journals of its partly downloaded files (download_journal.h),
+// which never go into the entry: a later run resumes those files from what they say.
 #pragma once
 
 #include <chrono>
@@ -16,8 +18,10 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
+#include "neuron_cache/local/download_journal.h"
 #include "neuron_cache/sys/safe_dir.h"
 
 namespace neuron_cache::local {
@@ -56,23 +60,34 @@ class EntryInstall {
   // cannot be linked (another filesystem, link limit, fs.protected_hardlinks).
   void link_file(std::string_view relative_path, const std::filesystem::path& source);
 
-  // A file a staged-whole candidate must match to be reused: its '/'-path in the entry, size and
-  // sha256 (as the artifact index lists it).
-  struct ExpectedFile {
+  // A file a staged-whole candidate must match to be reused.
+  using ExpectedFile = local::ExpectedFile;
+  // A file of `wanted` a killed prefetch had partly downloaded, now staged here under its name:
+  // `fd` open for writing, `written` the spans its journal says are on disk (not verified: the
+  // download's digest does that).
+  struct Partial {
     std::string name;
-    uint64_t size = 0;
-    std::string sha256;
+    sys::UniqueFd fd;
+    std::vector<Span> written;
   };
   struct Reused {
-    std::vector<std::string> files;  // names staged from abandoned folders
+    std::vector<std::string> files;  // names staged whole from abandoned folders
     uint64_t bytes = 0;
+    std::vector<Partial> partial;  // the caller resumes these instead of creating them
   };
   // Stages, from the staging folders of this module a killed writer left (their flock is free),
-  // every file of `wanted` found there whole: same size and sha256, verified now, not trusted.
-  // Those folders are deleted afterwards. The caller downloads only what was not reused.
-  // `staging_folders`: list_staging_folders() of the cache, listed once per run, not per module.
+  // every file of `wanted` found there whole (same size and sha256, verified now, not trusted),
+  // then every other one whose journal says part of it is there: a regular file linked nowhere
+  // else, no longer than the file, holding every span its journal claims. Those folders are
+  // deleted afterwards. The caller downloads only what was not reused, and resumes the partial
+  // files. `staging_folders`: list_staging_folders() of the cache, listed once per run.
   Reused reuse_abandoned(const std::vector<ExpectedFile>& wanted,
                          const std::vector<std::string>& staging_folders);
+
+  // Notes in this staging folder's journal that the staged `file` holds `written` (sorted,
+  // disjoint), for a run that resumes it after a kill. Best effort and never throws: a journal
+  // that cannot be written only loses that resume.
+  void record_progress(const ExpectedFile& file, const std::vector<Span>& written) noexcept;
 
   // Moves the staged content into the entry. An entry that is already SUCCESS (or TRACED) is
   // kept as it is.
@@ -101,8 +116,16 @@ class EntryInstall {
   void sync_staged(const sys::SafeDir& dir);
   // The entry folder under its lock, or nothing when the entry is already SUCCESS.
   std::optional<Locked> lock_entry(std::chrono::milliseconds lock_timeout);
-  // Renames every staged item but model.done into the entry.
+  // Renames every staged item but model.done and the journals into the entry.
   void move_content(const sys::SafeDir& entry);
+  // The staging folders of this module a killed writer left, flock-ed until they are deleted.
+  std::vector<std::pair<std::string, sys::SafeDir>> lock_abandoned(
+      const std::vector<std::string>& staging_folders);
+  // Stages the `file` of the abandoned staging folder `dir` when it is whole there.
+  bool reuse_whole(const sys::SafeDir& dir, const ExpectedFile& file);
+  // The `file` of the abandoned staging folder `dir`, staged here when its journal lets it resume.
+  std::optional<Partial> adopt_partial(const sys::SafeDir& dir, const ExpectedFile& file,
+                                       std::vector<Span> written);
   void stage_done_marker();
 
   std::filesystem::path root_;
@@ -112,6 +135,7 @@ class EntryInstall {
   std::optional<sys::SafeDir> staging_area_;
   std::optional<sys::SafeDir> staging_;
   sys::UniqueFd staging_lock_;
+  std::optional<sys::SafeDir> journals_;  // made by the first record_progress
   bool committed_ = false;
 };
 

@@ -24,8 +24,8 @@ constexpr uint64_t kWritebackChunk = 16ull << 20;
 
 // One file's download, shared by its parts. A ranged download is hashed in file order while its
 // parts stream in: bytes at the frontier are hashed from memory, bytes a later part wrote ahead
-// of it are read back from the page cache once the frontier reaches them. So no part is read back
-// after the download ends.
+// of it (or an interrupted run left) are read back from the page cache once the frontier reaches
+// them. So no part is read back after the download ends.
 struct FileState {
   RangedFile* file = nullptr;
   RangedResult* result = nullptr;
@@ -36,19 +36,36 @@ struct FileState {
   uint64_t hashed = 0;            // bytes [0, hashed) went through `hasher`
   uint64_t part_size = 0;         // every part but the last is this long
   std::vector<uint64_t> written;  // per part: bytes [part start, written) are on disk
+  uint64_t resumed = 0;           // bytes of RangedFile::on_disk still counted on
+  uint64_t on_disk = 0;           // bytes in the `written` spans
+  uint64_t reported = 0;          // `on_disk` when on_progress was last told
 
   void fail(const std::string& error) {
     if (!failed) result->error = error;
     failed = true;
   }
 
+  uint64_t part_start(size_t part) const { return part * part_size; }
+
+  // Part `part` has bytes [its start, until) on disk.
+  void record(size_t part, uint64_t until) {
+    on_disk += until - written[part];
+    written[part] = until;
+    if (on_disk >= reported + kProgressStep) report();
+  }
+
   // Records that a part wrote `bytes` at `offset` and moves the hash frontier as far as the bytes
   // on disk allow.
   void advance(size_t part, uint64_t offset, std::string_view bytes) {
-    written[part] = offset + bytes.size();
+    record(part, offset + bytes.size());
     if (!hasher || offset != hashed) return;
     hasher->update(bytes);
     hashed += bytes.size();
+    catch_up();
+  }
+
+  // Hashes, from disk, the bytes the parts wrote ahead of the frontier, as far as they reach.
+  void catch_up() {
     while (hashed < file->size) {
       uint64_t until = written[hashed / part_size];
       if (until <= hashed) return;
@@ -58,21 +75,49 @@ struct FileState {
       hashed = until;
     }
   }
+
+  // The file starts again from byte 0 as one stream: nothing on disk counts any more.
+  void restart_whole() {
+    written.assign(1, 0);
+    on_disk = resumed = 0;
+    if (reported > 0) report();  // a journal must not keep claiming bytes being rewritten
+  }
+
+  std::vector<ByteRange> spans() const {
+    std::vector<ByteRange> out;
+    for (size_t part = 0; part < written.size(); ++part) {
+      if (written[part] <= part_start(part)) continue;
+      if (!out.empty() && out.back().last + 1 == part_start(part)) {
+        out.back().last = written[part] - 1;
+      } else {
+        out.push_back({part_start(part), written[part] - 1});
+      }
+    }
+    return out;
+  }
+
+  void report() {
+    reported = on_disk;
+    if (file->on_progress) file->on_progress(spans());
+  }
 };
 
 // One byte range [start, end) of a file, or the whole file when it is the only part.
 class RangeExchange : public Exchange {
  public:
+  // The part starts at `from`: bytes [start, from) are on disk from an interrupted run.
   RangeExchange(std::shared_ptr<FileState> state, size_t part, uint64_t start, uint64_t end,
-                bool whole, const RetryPolicy& policy)
+                uint64_t from, bool whole, const RetryPolicy& policy)
       : state_(std::move(state)),
         file_(*state_->file),
         part_(part),
         start_(start),
         end_(end),
-        pos_(start),
+        pos_(from),
         whole_(whole),
-        policy_(policy) {}
+        policy_(policy) {
+    if (whole_ && pos_ > start_) hash_resumed_prefix();
+  }
 
   HttpRequest request() override {
     asked_range_ = !whole_ || pos_ > start_;
@@ -105,6 +150,7 @@ class RangeExchange : public Exchange {
     }
     pos_ = start_;
     hasher_ = new_hasher(file_.verify);
+    state_->restart_whole();
     if (ftruncate(file_.fd, 0) != 0) {
       state_->fail("cannot truncate the destination of " + file_.name +
                    " to download it again from its start");
@@ -167,12 +213,22 @@ class RangeExchange : public Exchange {
     }
     if (whole_) {
       if (hasher_) hasher_->update(bytes);
+      state_->record(part_, pos_ + bytes.size());
     } else {
       state_->advance(part_, pos_, bytes);
     }
     pos_ += bytes.size();
     start_writeback();
     return !state_->failed;
+  }
+
+  // A whole file resumed at pos_: its hash starts with the bytes already on disk. Bytes that
+  // cannot be read back are fetched again.
+  void hash_resumed_prefix() {
+    hasher_ = new_hasher(file_.verify);
+    if (!hasher_ || hash_range(file_.fd, *hasher_, start_, pos_)) return;
+    pos_ = start_;
+    state_->restart_whole();
   }
 
   void start_writeback() {
@@ -204,6 +260,7 @@ class RangeExchange : public Exchange {
     if (verify.algorithm) actual = whole_ ? hasher_->hex_digest() : state_->hasher->hex_digest();
     if (!verify.algorithm || actual == verify.digest) {
       state_->result->ok = true;
+      state_->result->bytes_resumed = state_->resumed;
       meter().add_file();
       return std::nullopt;
     }
@@ -220,8 +277,10 @@ class RangeExchange : public Exchange {
   // fetches the whole file again as one verified stream.
   std::chrono::milliseconds fetch_whole_again() {
     state_->parts_left = 1;
+    state_->restart_whole();
     whole_ = true;
-    start_ = pos_ = last_pos_ = 0;
+    part_ = 0;
+    start_ = pos_ = last_pos_ = written_back_ = 0;
     end_ = file_.size;
     stalled_ = attempts_ = 0;
     return std::chrono::milliseconds(0);
@@ -231,7 +290,7 @@ class RangeExchange : public Exchange {
   RangedFile& file_;
   size_t part_;
   uint64_t start_, end_, pos_;
-  uint64_t written_back_ = start_;
+  uint64_t written_back_ = pos_;
   bool whole_;
   RetryPolicy policy_;
   std::optional<Hasher> hasher_;  // a whole file's hash
@@ -241,6 +300,65 @@ class RangeExchange : public Exchange {
   int stalled_ = 0;
   int attempts_ = 0;
 };
+
+// Bytes [start, end) of a file, of which [start, from) are on disk from an interrupted run.
+struct Part {
+  uint64_t start = 0;
+  uint64_t end = 0;
+  uint64_t from = 0;
+};
+
+// RangedFile::on_disk as its comment asks (sorted, disjoint, inside the file), and a digest to
+// confirm those bytes: without one nothing on disk is trusted.
+bool resumable(const RangedFile& file) {
+  if (!file.verify.algorithm) return false;
+  uint64_t next = 0;
+  for (const ByteRange& span : file.on_disk) {
+    if (span.first < next || span.last < span.first || span.last >= file.size) return false;
+    next = span.last + 1;
+  }
+  return true;
+}
+
+// The parts of a file: one when it is at most part_size long. A part whose first byte is on
+// disk starts where that span ends; bytes on disk further inside a part are fetched again.
+std::vector<Part> plan_parts(const RangedFile& file, uint64_t part_size) {
+  uint64_t size = file.size;
+  size_t count = size > part_size ? static_cast<size_t>((size + part_size - 1) / part_size) : 1;
+  bool resume = resumable(file);
+  std::vector<Part> parts;
+  for (size_t p = 0; p < count; ++p) {
+    uint64_t start = p * part_size;
+    uint64_t end = count == 1 ? size : std::min<uint64_t>(size, start + part_size);
+    Part part{start, end, start};
+    for (const ByteRange& span : file.on_disk) {
+      if (resume && span.first <= start && start <= span.last) {
+        part.from = std::min<uint64_t>(end, span.last + 1);
+      }
+    }
+    parts.push_back(part);
+  }
+  return parts;
+}
+
+// Every byte of the file is on disk from an interrupted run: the digest alone says, without a
+// request, whether it is the file. When it is not, every part starts from its first byte.
+bool resumes_whole_file(RangedFile& file, std::vector<Part>& parts, RangedResult& result) {
+  bool all = file.size > 0 && std::all_of(parts.begin(), parts.end(),
+                                          [](const Part& part) { return part.from == part.end; });
+  if (!all) return false;
+  std::optional<Hasher> hasher = new_hasher(file.verify);
+  if (hasher && hash_range(file.fd, *hasher, 0, file.size) &&
+      hasher->hex_digest() == file.verify.digest) {
+    result.ok = true;
+    result.bytes_resumed = file.size;
+    meter().add_file();
+    return true;
+  }
+  for (Part& part : parts) part.from = part.start;
+  if (file.on_progress) file.on_progress({});  // the journal's claim was wrong
+  return false;
+}
 
 }  // namespace
 
@@ -255,29 +373,30 @@ std::vector<RangedResult> download_ranged(HttpEngine& http, std::vector<RangedFi
                                           const RangedOptions& options) {
   std::vector<RangedResult> results(files.size());
   std::vector<std::unique_ptr<RangeExchange>> exchanges;
-  uint64_t bytes = 0;
-  for (const auto& file : files) bytes += file.size;
-  meter().expect(bytes, files.size());
-  uint64_t part_size = options.part_size;
+  uint64_t bytes = 0;  // to fetch: the bytes on disk never come over the wire
   for (size_t i = 0; i < files.size(); ++i) {
     auto state = std::make_shared<FileState>();
     state->file = &files[i];
     state->result = &results[i];
-    uint64_t size = files[i].size;
-    size_t parts = size > part_size ? static_cast<size_t>((size + part_size - 1) / part_size) : 1;
-    state->parts_left = parts;
-    if (parts > 1) {
-      state->hasher = new_hasher(files[i].verify);
-      state->part_size = part_size;
-      for (size_t p = 0; p < parts; ++p) state->written.push_back(p * part_size);
+    state->part_size = options.part_size;
+    std::vector<Part> parts = plan_parts(files[i], options.part_size);
+    if (resumes_whole_file(files[i], parts, results[i])) continue;
+    if (parts.size() > 1) state->hasher = new_hasher(files[i].verify);
+    for (const Part& part : parts) {
+      state->written.push_back(part.from);
+      state->resumed += part.from - part.start;
     }
-    for (size_t p = 0; p < parts; ++p) {
-      uint64_t start = p * part_size;
-      uint64_t end = parts == 1 ? size : std::min<uint64_t>(size, start + part_size);
-      exchanges.push_back(
-          std::make_unique<RangeExchange>(state, p, start, end, parts == 1, options.retry));
+    state->on_disk = state->reported = state->resumed;
+    if (state->hasher) state->catch_up();  // the resumed prefix, read back from disk
+    bytes += files[i].size - state->resumed;
+    for (size_t p = 0; p < parts.size(); ++p) {
+      if (parts[p].from == parts[p].end && parts.size() > 1) continue;  // on disk already
+      ++state->parts_left;
+      exchanges.push_back(std::make_unique<RangeExchange>(
+          state, p, parts[p].start, parts[p].end, parts[p].from, parts.size() == 1, options.retry));
     }
   }
+  meter().expect(bytes, files.size());
   std::vector<Exchange*> pointers;
   for (auto& e : exchanges) pointers.push_back(e.get());
   http.run(pointers, options.parallel);

@@ -4,22 +4,18 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "neuron_cache/format/digest.h"
+#include "neuron_cache/net/byte_range.h"
 #include "neuron_cache/net/http.h"
 #include "neuron_cache/net/retry.h"
 
 namespace neuron_cache::net {
-
-// Bytes [first, last] of a file, both included (as in a Range header).
-struct ByteRange {
-  uint64_t first = 0;
-  uint64_t last = 0;
-};
 
 // What the content must hash to. No algorithm: the size alone is checked.
 struct Verification {
@@ -65,7 +61,20 @@ struct RangedFile {
   uint64_t size = 0;
   Verification verify;
   std::unique_ptr<RangedSource> source;
+  // Spans of `fd` an interrupted download already wrote (sorted, disjoint, inside the file): a
+  // part whose first byte one covers starts where that span ends, and the hash takes them back
+  // from disk. Trusted only until the digest: a mismatch fetches the whole file again. Spans that
+  // break these rules are ignored whole.
+  std::vector<ByteRange> on_disk = {};
+  // Told the spans of `fd` on disk now (sorted, disjoint), on the engine's thread, after every
+  // kProgressStep of new bytes and whenever a restart drops some: what a journal keeps so that
+  // the run after a kill can pass them back as `on_disk`.
+  std::function<void(const std::vector<ByteRange>&)> on_progress = {};
 };
+
+// Bytes of a file between two calls of RangedFile::on_progress that only add bytes: a killed
+// run loses at most this much of a file, and a journal is not rewritten for every chunk.
+inline constexpr uint64_t kProgressStep = 16ull << 20;
 
 struct RangedResult {
   bool ok = false;
@@ -73,8 +82,9 @@ struct RangedResult {
   // The errno of a failed write to the destination when sys::is_disk_refusal names it (a full
   // disk, a file size limit): the local disk failed, not the server.
   int disk_errno = 0;
-  uint64_t bytes = 0;    // what came over the wire, kept or not
-  std::string revision;  // RangedSource::revision of the last answer that had one
+  uint64_t bytes = 0;          // what came over the wire, kept or not
+  uint64_t bytes_resumed = 0;  // of RangedFile::on_disk, part of the verified file (0 unless ok)
+  std::string revision;        // RangedSource::revision of the last answer that had one
 };
 
 struct RangedOptions {

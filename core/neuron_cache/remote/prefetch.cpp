@@ -158,6 +158,43 @@ bool wanted(const ModuleJob& job, const PrefetchResult& result) {
                      [&](const std::string& key) { return result.failed.count(key) == 0; });
 }
 
+std::vector<net::ByteRange> to_ranges(const std::vector<local::Span>& spans) {
+  std::vector<net::ByteRange> ranges;
+  for (const auto& span : spans) ranges.push_back({span.start, span.end - 1});
+  return ranges;
+}
+
+std::vector<local::Span> to_spans(const std::vector<net::ByteRange>& ranges) {
+  std::vector<local::Span> spans;
+  for (const auto& range : ranges) spans.push_back({range.first, range.last + 1});
+  return spans;
+}
+
+// The download of `file` into the staging of `install`: resumed from what a killed prefetch left
+// when `reused` holds part of it, and journaled as it goes so that a kill now loses little.
+storage::DownloadRequest download_request(const ModuleJob& job, const ai::FileRecord& file,
+                                          local::EntryInstall& install,
+                                          local::EntryInstall::Reused& reused,
+                                          std::vector<sys::UniqueFd>& fds) {
+  storage::DownloadRequest request{job.compiler_dir + "/" + job.record->name + "/" + file.name, -1,
+                                   expected(file)};
+  auto partial = std::find_if(reused.partial.begin(), reused.partial.end(),
+                              [&](const auto& p) { return p.name == file.name; });
+  if (partial != reused.partial.end()) {
+    fds.push_back(std::move(partial->fd));
+    request.on_disk = to_ranges(partial->written);
+  } else {
+    fds.push_back(install.create_file(file.name));
+  }
+  request.fd = fds.back().get();
+  request.on_progress = [&install,
+                         journaled = local::ExpectedFile{file.name, file.size, file.sha256}](
+                            const std::vector<net::ByteRange>& on_disk) {
+    install.record_progress(journaled, to_spans(on_disk));
+  };
+  return request;
+}
+
 // The staged folder of one job, with a download request per file not reused from a killed
 // prefetch's staging.
 Staged stage(ModuleJob& job, const local::LocalIndex& local,
@@ -175,9 +212,7 @@ Staged stage(ModuleJob& job, const local::LocalIndex& local,
     if (is_installer_written(file) ||
         std::find(reused.files.begin(), reused.files.end(), file.name) != reused.files.end())
       continue;
-    s.fds.push_back(s.install->create_file(file.name));
-    mine.push_back({job.compiler_dir + "/" + job.record->name + "/" + file.name, s.fds.back().get(),
-                    expected(file)});
+    mine.push_back(download_request(job, file, *s.install, reused, s.fds));
   }
   result.files_reused += reused.files.size();
   result.bytes_reused += reused.bytes;
@@ -216,6 +251,10 @@ DownloadedBatch download_batch(storage::Store& store, const std::string& revisio
       if (!d.ok && error.empty()) error = d.error;
       result.bytes_downloaded += d.bytes;  // what moved, even when it was thrown away
       if (d.ok) ++result.files_downloaded;
+      if (d.ok && d.bytes_resumed > 0) {
+        ++result.files_resumed;
+        result.bytes_resumed += d.bytes_resumed;
+      }
     }
     s.fds.clear();
     if (!error.empty()) {

@@ -194,6 +194,7 @@ Totals totals(const RunResult& run) {
   }
   if (run.prefetch) {
     t.bytes_downloaded = run.prefetch->result.bytes_downloaded;
+    t.bytes_resumed = run.prefetch->result.bytes_resumed;
     t.not_installed = run.prefetch->result.failed.size();
   }
   if (run.compile) {
@@ -280,6 +281,7 @@ json run_json(const RunResult& run) {
             {"failed", t.failed},
             {"not_installed", t.not_installed},
             {"bytes_downloaded", t.bytes_downloaded},
+            {"bytes_resumed", t.bytes_resumed},
             {"bytes_uploaded", t.bytes_uploaded},
             {"compile_seconds", t.compile_seconds},
             {"compile_seconds_saved", t.compile_seconds_saved},

@@ -24,6 +24,7 @@ struct Totals {
   size_t failed = 0;         // compile failed
   size_t not_installed = 0;  // on the Hub, but prefetch could not install them
   uint64_t bytes_downloaded = 0;
+  uint64_t bytes_resumed = 0;  // of files an interrupted prefetch had partly downloaded
   uint64_t bytes_uploaded = 0;
   double compile_seconds = 0;        // spent compiling
   double compile_seconds_saved = 0;  // recorded compile time of every hit

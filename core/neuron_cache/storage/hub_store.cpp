@@ -75,14 +75,15 @@ std::vector<DownloadResult> HubStore::download(const std::string& revision,
   std::vector<hub::DownloadRequest> asked;
   asked.reserve(requests.size());
   for (const auto& request : requests)
-    asked.push_back({request.path, request.fd, to_tree_entry(request.expected)});
+    asked.push_back({request.path, request.fd, to_tree_entry(request.expected), request.on_disk,
+                     request.on_progress});
   std::vector<hub::DownloadResult> answers =
       client_.download(repo_, revision.empty() ? "main" : revision, asked);
   std::vector<DownloadResult> results;
   results.reserve(answers.size());
   for (auto& answer : answers)
     results.push_back({answer.ok, std::move(answer.error), answer.bytes, std::move(answer.commit),
-                       answer.disk_errno});
+                       answer.disk_errno, answer.bytes_resumed});
   return results;
 }
 

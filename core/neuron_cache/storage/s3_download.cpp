@@ -110,13 +110,15 @@ std::vector<DownloadResult> S3Store::download(const std::string& /*revision*/,
   for (size_t i = 0; i < requests.size(); ++i) {
     DownloadRequest& request = requests[i];
     // Written from offset 0: whatever the descriptor held beyond the new size must go (a
-    // descriptor that cannot be truncated, a pipe, keeps what it has: nothing).
-    if (ftruncate(request.fd, 0) != 0 && errno != EINVAL) {
+    // descriptor that cannot be truncated, a pipe, keeps what it has: nothing). One resumed
+    // keeps its bytes: the caller vouches that it holds no more than the object.
+    if (request.on_disk.empty() && ftruncate(request.fd, 0) != 0 && errno != EINVAL) {
       results[i].error = "cannot truncate the destination of " + request.path;
       continue;
     }
     files.push_back({request.path, request.fd, request.expected.size,
-                     verification(request.expected), std::make_unique<S3Source>(*this, request)});
+                     verification(request.expected), std::make_unique<S3Source>(*this, request),
+                     request.on_disk, request.on_progress});
     sent.push_back(i);
   }
   net::RangedOptions ranged{options().part_size, options().parallel, options().retry};
@@ -127,6 +129,7 @@ std::vector<DownloadResult> S3Store::download(const std::string& /*revision*/,
     result.error = std::move(done[k].error);
     result.bytes = done[k].bytes;
     result.disk_errno = done[k].disk_errno;
+    result.bytes_resumed = done[k].bytes_resumed;
   }
   return results;
 }

@@ -19,6 +19,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -27,6 +28,7 @@
 #include <vector>
 
 #include "neuron_cache/error.h"
+#include "neuron_cache/net/byte_range.h"
 
 namespace neuron_cache::storage {
 
@@ -53,6 +55,12 @@ struct DownloadRequest {
   std::string path;      // relative to the store's root
   int fd = -1;           // destination, written from offset 0; the caller owns it
   RemoteEntry expected;  // from a listing or an index: size and ids to verify against
+  // Spans `fd` already holds from an interrupted run (its journal): not asked for again, and
+  // kept only if the whole file then verifies (net::RangedFile::on_disk). Stores that copy
+  // (a folder) ignore them and write the whole file.
+  std::vector<net::ByteRange> on_disk = {};
+  // Told the spans of `fd` on disk as the download goes (net::RangedFile::on_progress).
+  std::function<void(const std::vector<net::ByteRange>&)> on_progress = {};
 };
 
 struct DownloadResult {
@@ -63,6 +71,8 @@ struct DownloadResult {
   // Not 0 when writing the bytes to the local destination failed with an errno
   // sys::is_disk_refusal names: the local disk's failure, not the store's.
   int disk_errno = 0;
+  // Bytes of DownloadRequest::on_disk the verified file kept: not downloaded (0 unless ok).
+  uint64_t bytes_resumed = 0;
 };
 
 struct CommitOperation {

@@ -13,9 +13,10 @@ namespace neuron_cache::sys {
 void report_interrupts(const std::string& program, const std::string& line);
 
 // What an interrupted run leaves (README, "Formats and guarantees"): entries are installed whole
-// or not at all, and the next prefetch reuses the files a killed one staged whole.
+// or not at all, and the next prefetch reuses the files a killed one staged whole and resumes
+// the ones it had partly downloaded from their download journal (net::kProgressStep).
 inline constexpr const char* kInterruptedLine =
     "nothing half-written was installed in the cache; files downloaded whole are kept and reused "
-    "by the next run, a file cut short is downloaded again";
+    "by the next run, and a file cut short resumes from its last 16 MiB checkpoint";
 
 }  // namespace neuron_cache::sys

@@ -356,6 +356,19 @@ bool SafeDir::publish_file(std::string_view name, std::string_view content, bool
   return false;
 }
 
+void SafeDir::replace_unflushed(std::string_view name, std::string_view content) const {
+  check_plain_name(name);
+  std::string temp = "." + std::string(name) + "." + random_hex(12) + ".tmp";
+  try {
+    UniqueFd fd = create_new(temp);
+    write_all(fd.get(), content, path_ / temp);
+    move_to(temp, *this, name, false);
+  } catch (...) {
+    unlinkat(fd_.get(), temp.c_str(), 0);
+    throw;
+  }
+}
+
 bool SafeDir::link_fd(int fd, std::string_view name) const {
   check_plain_name(name);
   std::string fd_path = "/proc/self/fd/" + std::to_string(fd);

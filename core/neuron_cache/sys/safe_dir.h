@@ -63,6 +63,9 @@ class SafeDir {
   // so a reader sees the old file or the whole new one, never a part. With no_replace a `name`
   // already there wins: returns false and the temporary file is gone.
   bool publish_file(std::string_view name, std::string_view content, bool no_replace) const;
+  // publish_file (replacing) without the fsync: for notes rewritten often whose loss after a
+  // crash only costs work, never correctness (a download's journal).
+  void replace_unflushed(std::string_view name, std::string_view content) const;
   // Hard-links the open regular file `fd` as `name` here (through /proc/self/fd): the very inode
   // that was opened and checked, not whatever its path names now. False when linkat fails; errno
   // tells why.
