@@ -50,8 +50,12 @@ the Hub redirects a large (LFS) file to its CDN, the request to the CDN goes wit
 redirect URL is signed); tests/frontends/bazel-test.sh checks it on the loopback Hub.
 
 Settings come from the environment: `HF_TOKEN_PATH`, `HF_HOME`, `HF_ENDPOINT`, `HF_HUB_OFFLINE`,
-`CUSTOM_CACHE_REPO`, `NEURON_COMPILE_CACHE_URL`, `NEURON_CC_FLAGS`, `NEURON_CACHE_TOOL`. Pass them
-with `--repo_env=NAME=value`; a change of any of them refetches. `HF_TOKEN` is deliberately not
+`CUSTOM_CACHE_REPO`, `NEURON_COMPILE_CACHE_URL`, `NEURON_CC_FLAGS`, `NEURON_CACHE_TOOL`, and for an
+S3 store `AWS_PROFILE`, `AWS_REGION`, `AWS_DEFAULT_REGION`, `AWS_CONFIG_FILE`,
+`AWS_SHARED_CREDENTIALS_FILE`, `AWS_ENDPOINT_URL` (and its `_S3`, `_STS`, `_SSO` forms),
+`AWS_ROLE_ARN`, `AWS_WEB_IDENTITY_TOKEN_FILE`, `AWS_NO_SIGN_REQUEST`, `AWS_EC2_METADATA_DISABLED`.
+Pass them with `--repo_env=NAME=value`; a change of any of them refetches (AWS keys and tokens are
+read but not watched, like `HF_TOKEN`). `HF_TOKEN` is deliberately not
 watched: Bazel writes the values of watched variables in clear into the output base
 (`external/@<name>.marker`). Bazel also logs its whole client environment in `java.log` under the
 output base, which is why a token file is recommended over `HF_TOKEN` in Bazel's environment.
@@ -75,6 +79,21 @@ NEURON_CACHE_ENVIRON = [
     "NEURON_CACHE_TOOL",
     "NEURON_CC_FLAGS",
     "NEURON_COMPILE_CACHE_URL",
+    # An S3 store's credentials source, region and endpoints (never a key or a token: those are
+    # secrets, and the source's choice is what changes the result).
+    "AWS_PROFILE",
+    "AWS_REGION",
+    "AWS_DEFAULT_REGION",
+    "AWS_CONFIG_FILE",
+    "AWS_SHARED_CREDENTIALS_FILE",
+    "AWS_ENDPOINT_URL",
+    "AWS_ENDPOINT_URL_S3",
+    "AWS_ENDPOINT_URL_STS",
+    "AWS_ENDPOINT_URL_SSO",
+    "AWS_ROLE_ARN",
+    "AWS_WEB_IDENTITY_TOKEN_FILE",
+    "AWS_NO_SIGN_REQUEST",
+    "AWS_EC2_METADATA_DISABLED",
 ]
 
 # The tool's exit code for usage and input errors (an unknown configuration, a bad manifest): a

@@ -4,6 +4,7 @@
 
 #include <chrono>
 
+#include "aws_stand_in.h"
 #include "pipeline_cli_fixture.h"
 
 namespace neuron_cache {
@@ -32,6 +33,31 @@ TEST_F(AwsCredentialsCliTest, TheTestEnvironmentNeverAsksTheMetadataAddress) {
   EXPECT_TRUE(contains(plan.err, "the instance metadata service is off")) << plan.err;
   EXPECT_FALSE(contains(plan.all(), "169.254.")) << plan.all();
   EXPECT_LT(took, std::chrono::seconds(1)) << "a machine without credentials is told at once";
+}
+
+// `config show --repo s3://...` says where the credentials came from, when they expire, the region
+// and the endpoint, and never a value.
+TEST_F(AwsCredentialsCliTest, ConfigShowNamesTheSourceAndItsExpiry) {
+  testing::AwsStandIn aws;
+  std::map<std::string, std::string> env = aws.env_for("web_identity", work / "aws-home");
+  std::string extra;
+  for (const auto& [name, value] : env) extra += name + "=" + value + " ";
+  ToolResult shown = tool("config show --repo s3://bucket/prefix", extra);
+  ASSERT_EQ(shown.code, 0) << shown.all();
+  EXPECT_TRUE(contains(shown.out,
+                       "s3 credentials: web-identity (AWS_WEB_IDENTITY_TOKEN_FILE, "
+                       "AWS_ROLE_ARN), expires 20"))
+      << shown.out;
+  EXPECT_TRUE(contains(shown.out, "temporary (with a session token)")) << shown.out;
+  EXPECT_TRUE(contains(shown.out, "s3 region: us-east-1 (default)")) << shown.out;
+  EXPECT_TRUE(contains(shown.out, "s3 endpoint: https://s3.us-east-1.amazonaws.com")) << shown.out;
+  const auto& identity = aws.config()["sts"]["web_identity"];
+  for (const std::string& secret : {identity["token"].get<std::string>(),
+                                    identity["credentials"]["SecretAccessKey"].get<std::string>(),
+                                    identity["credentials"]["SessionToken"].get<std::string>(),
+                                    identity["credentials"]["AccessKeyId"].get<std::string>()}) {
+    EXPECT_FALSE(contains(shown.all(), secret)) << secret;
+  }
 }
 
 }  // namespace

@@ -315,6 +315,24 @@ TEST(S3Store, CredentialsAreRefreshedDuringALongTransfer) {
   EXPECT_LT(fetches, store.requests()) << aws.log().dump();
 }
 
+// AWS_NO_SIGN_REQUEST: unsigned reads, and no write is ever sent.
+TEST(S3Store, AnonymousAccessReadsUnsignedAndNeverWrites) {
+  TempDir dir;
+  config::Environment env({{"HOME", (dir / "home").string()},
+                           {"AWS_NO_SIGN_REQUEST", "YES"},
+                           {"AWS_ENDPOINT_URL_S3", "http://127.0.0.1:1"}});
+  config::AwsAccess access = config::resolve_aws_access(env);
+  ASSERT_TRUE(access.anonymous());
+  S3Store store("s3://public-bucket/cache", access);
+  net::HttpRequest get = store.signed_request("GET", store.object_url("a"), "x");
+  EXPECT_FALSE(get.aws_sigv4.has_value()) << "an anonymous read is not signed";
+  EXPECT_FALSE(store.why_not_writable().empty());
+  EXPECT_THROW(store.signed_request("PUT", store.object_url("a"), "x"), Error);
+  write_file(dir / "f", "x");
+  EXPECT_THROW(store.commit({add("f", dir / "f")}, "", std::nullopt), Error);
+  EXPECT_EQ(store.requests(), 0u) << "nothing was sent";
+}
+
 TEST(S3Store, NoSecretInMessages) {
   NEED_S3RVER();
   const std::string secret = "wJalrXUtnFEMI-K7MDENG-bPxRfiCYSECRET";
@@ -344,6 +362,7 @@ TEST(S3Store, NoSecretInMessages) {
   collect([&] { missing_bucket.commit({add("f", dir / "f")}, "", std::nullopt); });
   config::AwsAccess bad_key = access;
   bad_key.access_key_id = "NOT-A-KEY";
+  bad_key.credentials_origin = "the profile the test names";
   S3Store refused(server.url("p"), bad_key, options);
   collect([&] { refused.list("", true, ""); });
   config::AwsAccess nowhere = access;
@@ -364,6 +383,8 @@ TEST(S3Store, NoSecretInMessages) {
   }
   EXPECT_NE(messages[0].find("NoSuchBucket"), std::string::npos) << messages[0];
   EXPECT_NE(messages[3].find("InvalidAccessKeyId"), std::string::npos) << messages[3];
+  // A refusal names where the credentials came from.
+  EXPECT_NE(messages[3].find("from the profile the test names"), std::string::npos) << messages[3];
   // Nothing of the secret in what s3rver was sent as arguments or logged either.
   EXPECT_EQ(server.output().find(secret), std::string::npos);
 }

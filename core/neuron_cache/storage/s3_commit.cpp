@@ -363,6 +363,7 @@ CommitResult S3Store::commit(const std::vector<CommitOperation>& operations,
                              const std::string& /*message*/,
                              const std::optional<std::string>& /*parent*/) {
   check_online("publishing to " + location());
+  if (std::string why = why_not_writable(); !why.empty()) throw input_error(why);
   CommitResult result;
   std::set<std::string> read;
   {
