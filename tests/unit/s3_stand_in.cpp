@@ -161,6 +161,12 @@ void S3StandIn::put_request(const httplib::Request& req, httplib::Response& res)
   std::string payload = req.get_header_value("x-amz-content-sha256");
   signed_ = signed_ && req.get_header_value("Authorization").rfind("AWS4-HMAC-SHA256", 0) == 0 &&
             (payload == "UNSIGNED-PAYLOAD" || payload == sha256_hex(req.body));
+  if (req.has_header("x-amz-checksum-sha256")) {
+    if (req.get_header_value("x-amz-checksum-sha256") != base64_of_hex(sha256_hex(req.body)))
+      return error_answer(res, 400, "BadDigest");
+    ++checksummed_puts_;
+  }
+  if (!req.has_param("uploadId") && !encrypted(req, res)) return;
   if (req.has_param("uploadId")) {
     auto upload = uploads_.find(req.get_param_value("uploadId"));
     if (upload == uploads_.end()) return error_answer(res, 404, "NoSuchUpload");
@@ -174,10 +180,24 @@ void S3StandIn::put_request(const httplib::Request& req, httplib::Response& res)
   res.set_header("ETag", "\"" + etag + "\"");
 }
 
+bool S3StandIn::encrypted(const httplib::Request& req, httplib::Response& res) {
+  std::string sse = req.get_header_value("x-amz-server-side-encryption");
+  if (sse.empty() && require_sse_) {
+    error_answer(res, 403, "AccessDenied");
+    return false;
+  }
+  if (!sse.empty()) {
+    std::string key = req.get_header_value("x-amz-server-side-encryption-aws-kms-key-id");
+    encryption_.push_back(sse + (key.empty() ? "" : " " + key));
+  }
+  return true;
+}
+
 void S3StandIn::post(const httplib::Request& req, httplib::Response& res) {
   std::lock_guard lock(mutex_);
   log_.push_back("POST " + req.path + (req.has_param("uploads") ? "?uploads" : "?uploadId"));
   if (req.has_param("uploads")) {
+    if (!encrypted(req, res)) return;
     std::string id = "upload-" + std::to_string(++next_upload_);
     uploads_[id] = {key_of(req.path), "2024-01-01T00:00:00.000Z", {}};
     res.set_content("<InitiateMultipartUploadResult><UploadId>" + id +
@@ -195,6 +215,11 @@ void S3StandIn::complete(const httplib::Request& req, httplib::Response& res) {
   for (const auto& [number, body] : upload->second.parts) parts.push_back(body);
   std::string whole;
   for (const auto& part : parts) whole += part;
+  size_t listed = 0;
+  for (size_t at = req.body.find("<ChecksumSHA256>"); at != std::string::npos;
+       at = req.body.find("<ChecksumSHA256>", at + 1))
+    ++listed;
+  if (listed == parts.size() && !parts.empty()) ++checksummed_completions_;
   std::string etag = multipart_etag(parts);
   objects_[req.path] = {whole, etag};
   uploads_.erase(upload);

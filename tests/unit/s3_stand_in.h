@@ -51,6 +51,15 @@ class S3StandIn {
   std::atomic<bool> signed_{true};  // every PUT so far had the SigV4 form and payload sha256
   std::atomic<size_t> uploads_per_page_{1000};    // ListMultipartUploads page size
   std::atomic<bool> fail_upload_listing_{false};  // ListMultipartUploads answers 500
+  // As S3: a PUT (object or part) whose x-amz-checksum-sha256 differs from its bytes is refused
+  // (400 BadDigest); these count the PUTs that carried one, and the completions that listed a
+  // ChecksumSHA256 for every part.
+  std::atomic<int> checksummed_puts_{0};
+  std::atomic<int> checksummed_completions_{0};
+  // A bucket policy that denies object writes without x-amz-server-side-encryption (403
+  // AccessDenied); the encryption each accepted write asked for is kept in encryption_.
+  std::atomic<bool> require_sse_{false};
+  std::vector<std::string> encryption_;  // under the stand-in's mutex
   // Called once, outside the lock, after the next HEAD of an existing object has been answered
   // (then cleared): another writer landing just after this one read its write back.
   std::function<void(const std::string& key)> after_head_;
@@ -69,6 +78,8 @@ class S3StandIn {
   void complete(const httplib::Request& req, httplib::Response& res);
   bool slow_down();
   bool refused(const httplib::Request& req, httplib::Response& res);
+  // Whether the write may go on under require_sse_ (else answers 403); records its encryption.
+  bool encrypted(const httplib::Request& req, httplib::Response& res);
 
   std::mutex mutex_;
   std::vector<std::string> log_;

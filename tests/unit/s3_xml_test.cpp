@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "neuron_cache/error.h"
+#include "neuron_cache/format/digest.h"
 #include "neuron_cache/storage/s3_store.h"
 #include "neuron_cache/storage/s3_xml.h"
 
@@ -115,3 +116,22 @@ TEST(S3Xml, UploadsPagesAndTheirDates) {
 
 }  // namespace
 }  // namespace neuron_cache::storage
+
+namespace neuron_cache {
+namespace {
+
+// x-amz-checksum-sha256 is the base64 of the digest's bytes (values from Python's hashlib and
+// base64).
+TEST(S3Checksum, Base64OfHexIsWhatPythonGives) {
+  EXPECT_EQ(base64_of_hex("e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"),
+            "47DEQpj8HBSa+/TImW+5JCeuQeRkm5NMpJWZG3hSuFU=");
+  EXPECT_EQ(base64_of_hex("ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"),
+            "ungWv48Bz+pBQUDeXa4iI7ADYaOWF3qctBD/YfIAFa0=");
+  EXPECT_EQ(base64_of_hex("ff"), "/w==");
+  EXPECT_EQ(base64_of_hex("FFEE"), "/+4=");
+  EXPECT_EQ(base64_of_hex("abc"), "");
+  EXPECT_EQ(base64_of_hex("zz"), "");
+}
+
+}  // namespace
+}  // namespace neuron_cache

@@ -50,6 +50,8 @@ std::vector<Row> rows(const config::Settings& s) {
       {"timeout_ms", s.timeout_ms, Type::Number},
       {"retry_base_ms", s.retry_base_ms, Type::Number},
       {"s3_recheck_ms", s.s3_recheck_ms, Type::Number},
+      {"s3_sse", s.s3_sse},
+      {"s3_sse_kms_key_id", s.s3_sse_kms_key_id},
       {"progress", s.progress_origin, Type::Flag},
       {"progress_interval_ms", s.progress_interval_ms, Type::Number},
       {"debug_log", s.debug_log_origin, Type::Flag},

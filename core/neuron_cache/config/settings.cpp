@@ -228,6 +228,8 @@ void resolve_knobs(Settings& s, const Environment& env) {
       from_env(env, "NEURON_CACHE_RETRY_BASE_MS", {"", "default (1 s, doubling up to 30 s)"});
   s.s3_recheck_ms =
       from_env(env, "NEURON_CACHE_S3_RECHECK_MS", {std::to_string(kDefaultS3RecheckMs), "default"});
+  s.s3_sse = from_env(env, "NEURON_CACHE_S3_SSE", {"", "default (the bucket's encryption)"});
+  s.s3_sse_kms_key_id = from_env(env, "NEURON_CACHE_S3_SSE_KMS_KEY_ID", {"", "unset"});
   resolve_progress(s, env);
 }
 

@@ -88,6 +88,11 @@ struct Settings {
   // NEURON_CACHE_S3_RECHECK_MS: how long after writing an index file to an S3 store that ignores
   // conditional writes it is read again, to catch a writer that replaced it meanwhile.
   Setting s3_recheck_ms;
+  // NEURON_CACHE_S3_SSE: the server-side encryption S3 uploads ask for ("AES256" or "aws:kms"),
+  // for buckets whose policy refuses unencrypted PUTs; NEURON_CACHE_S3_SSE_KMS_KEY_ID the KMS
+  // key with aws:kms. Unset: the bucket's default encryption.
+  Setting s3_sse;
+  Setting s3_sse_kms_key_id;
   // Transfer progress (cli/progress.h). Off with HF_HUB_DISABLE_PROGRESS_BARS (as huggingface_hub)
   // or TERM=dumb (a terminal that cannot redraw a line); NO_COLOR (no-color.org) drops colour.
   bool progress = true;

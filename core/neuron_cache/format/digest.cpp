@@ -77,6 +77,35 @@ std::string md5_hex(std::string_view bytes) {
 std::string sha256_hex(std::string_view bytes) {
   return hash_hex(HashAlgorithm::Sha256, bytes);
 }
+
+std::string base64_of_hex(std::string_view hex) {
+  static constexpr char kAlphabet[] =
+      "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+  auto nibble = [](char c) -> int {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+    return -1;
+  };
+  if (hex.size() % 2 != 0) return "";
+  std::string bytes;
+  for (size_t i = 0; i < hex.size(); i += 2) {
+    int high = nibble(hex[i]), low = nibble(hex[i + 1]);
+    if (high < 0 || low < 0) return "";
+    bytes += static_cast<char>(high * 16 + low);
+  }
+  std::string out;
+  for (size_t i = 0; i < bytes.size(); i += 3) {
+    uint32_t chunk = static_cast<uint8_t>(bytes[i]) << 16;
+    if (i + 1 < bytes.size()) chunk |= static_cast<uint8_t>(bytes[i + 1]) << 8;
+    if (i + 2 < bytes.size()) chunk |= static_cast<uint8_t>(bytes[i + 2]);
+    out += kAlphabet[(chunk >> 18) & 63];
+    out += kAlphabet[(chunk >> 12) & 63];
+    out += i + 1 < bytes.size() ? kAlphabet[(chunk >> 6) & 63] : '=';
+    out += i + 2 < bytes.size() ? kAlphabet[chunk & 63] : '=';
+  }
+  return out;
+}
 std::string sha512_hex(std::string_view bytes) {
   return hash_hex(HashAlgorithm::Sha512, bytes);
 }

@@ -36,6 +36,9 @@ std::string sha256_hex(std::string_view bytes);
 // The sha256 of a file's content, streamed; throws an operational Error when it cannot be read.
 std::string sha256_of_file(const std::filesystem::path& file);
 std::string sha512_hex(std::string_view bytes);
+// A hex digest as the base64 of its bytes (S3's x-amz-checksum-sha256, Content-MD5); "" when
+// `hex` is not an even number of hex digits.
+std::string base64_of_hex(std::string_view hex);
 // What a git blob id hashes before the content: "blob <size>\0" (for callers that hash the
 // content together with other digests in one read).
 std::string git_blob_header(uint64_t size);

@@ -67,6 +67,7 @@ struct Artifact {
   std::unique_ptr<Fd> fd;
   std::string upload_id;  // multipart
   std::vector<std::string> part_etags;
+  std::vector<std::string> part_checksums;  // base64 sha256 of each part, as S3 checks them
   bool failed = false;
   std::string error;
 };
@@ -152,6 +153,7 @@ class Publisher {
       uint64_t part = part_size_of(*a);
       size_t parts = static_cast<size_t>((a->size + part - 1) / part);
       a->part_etags.resize(parts);
+      a->part_checksums.resize(parts);
       for (size_t p = 0; p < parts; ++p) {
         sends.push_back(part_put(*a, p, part));
         owners.emplace_back(a, p);
@@ -221,19 +223,31 @@ class Publisher {
     // The payload's sha256 is signed: S3 refuses the PUT when the bytes it got differ.
     net::HttpRequest r = store_.signed_request("PUT", store_.object_url(a.op->path), a.sha256);
     r.headers.push_back(std::string(s3::kShaMetaHeader) + ": " + a.sha256);
+    // S3 checks the bytes against it and keeps it: a reader can verify the object without
+    // the index (GetObject with ChecksumMode=ENABLED).
+    r.headers.push_back("x-amz-checksum-sha256: " + base64_of_hex(a.sha256));
     r.headers.push_back("Content-Type: application/octet-stream");
+    store_.add_encryption(r);
     return std::make_unique<Send>(with_file(std::move(r), a, 0, a.size), store_.options().retry);
   }
 
-  std::unique_ptr<Send> part_put(const Artifact& a, size_t p, uint64_t part) {
+  std::unique_ptr<Send> part_put(Artifact& a, size_t p, uint64_t part) {
     std::string query =
         "partNumber=" + std::to_string(p + 1) + "&uploadId=" + url::url_encode(a.upload_id, false);
     net::HttpRequest r =
         store_.signed_request("PUT", store_.object_url(a.op->path, query), s3::kUnsignedPayload);
     uint64_t offset = p * part;
-    return std::make_unique<Send>(
-        with_file(std::move(r), a, offset, std::min(part, a.size - offset)),
-        store_.options().retry);
+    uint64_t length = std::min(part, a.size - offset);
+    // The part's own checksum: S3 refuses a part whose bytes differ from it (the payload is not
+    // signed, UNSIGNED-PAYLOAD), and the completion lists them.
+    Hasher hasher(HashAlgorithm::Sha256);
+    if (!hash_range(a.fd->get(), hasher, offset, offset + length)) {
+      throw operational_error("cannot read " + a.op->local.string() + " to upload it");
+    }
+    a.part_checksums[p] = base64_of_hex(hasher.hex_digest());
+    r.headers.push_back("x-amz-checksum-sha256: " + a.part_checksums[p]);
+    return std::make_unique<Send>(with_file(std::move(r), a, offset, length),
+                                  store_.options().retry);
   }
 
   void record(Artifact& a, size_t part, const Send& send) {
@@ -256,7 +270,9 @@ class Publisher {
       net::HttpRequest r = store_.signed_request("POST", store_.object_url(a->op->path, "uploads="),
                                                  s3::kEmptySha256);
       r.headers.push_back(std::string(s3::kShaMetaHeader) + ": " + a->sha256);
+      r.headers.push_back("x-amz-checksum-algorithm: SHA256");
       r.headers.push_back("Content-Type: application/octet-stream");
+      store_.add_encryption(r);
       sends.push_back(std::make_unique<Send>(std::move(r), store_.options().retry));
     }
     run(sends);
@@ -315,7 +331,10 @@ class Publisher {
       std::string body = "<CompleteMultipartUpload>";
       for (size_t p = 0; p < a->part_etags.size(); ++p) {
         body += "<Part><PartNumber>" + std::to_string(p + 1) + "</PartNumber><ETag>\"" +
-                xml_escape(a->part_etags[p]) + "\"</ETag></Part>";
+                xml_escape(a->part_etags[p]) + "\"</ETag>";
+        if (p < a->part_checksums.size() && !a->part_checksums[p].empty())
+          body += "<ChecksumSHA256>" + a->part_checksums[p] + "</ChecksumSHA256>";
+        body += "</Part>";
       }
       body += "</CompleteMultipartUpload>";
       net::HttpRequest r = store_.signed_request("POST", url, sha256_hex(body));
@@ -442,7 +461,9 @@ std::string S3Store::put_conditional(const CommitOperation& op, bool checked,
   net::HttpRequest r = signed_request("PUT", object_url(op.path), sha);
   r.headers.push_back(version.empty() ? "If-None-Match: *" : "If-Match: \"" + version + "\"");
   r.headers.push_back(std::string(s3::kShaMetaHeader) + ": " + sha);
+  r.headers.push_back("x-amz-checksum-sha256: " + base64_of_hex(sha));
   r.headers.push_back("Content-Type: application/octet-stream");
+  add_encryption(r);
   r.upload_fd = fd.get();
   r.upload_length = size;
   net::HttpResponse response = call(std::move(r));
@@ -492,6 +513,7 @@ bool S3Store::enforces_conditions() {
   net::HttpRequest r = signed_request("PUT", object_url(probe), s3::kEmptySha256);
   r.headers.push_back("If-Match: \"" + std::string(32, '0') + "\"");
   r.headers.push_back("Content-Type: application/octet-stream");
+  add_encryption(r);
   net::HttpResponse response = call(std::move(r));
   bool refused = response.status == 404 || response.status == 409 || response.status == 412;
   if (ok(response)) call(signed_request("DELETE", object_url(probe), s3::kEmptySha256));

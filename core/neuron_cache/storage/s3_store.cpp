@@ -10,6 +10,7 @@
 #include <memory>
 
 #include "neuron_cache/format/digest.h"
+#include "neuron_cache/format/printable.h"
 #include "neuron_cache/format/url.h"
 #include "neuron_cache/net/pages.h"
 #include "neuron_cache/net/retry.h"
@@ -118,6 +119,16 @@ std::unique_ptr<S3Store> S3Store::open(const std::string& url, const config::Set
   options.retry = net::retry_policy(settings, 6);
   options.timeout = settings.timeout();
   options.recheck = settings.s3_recheck();
+  options.sse = settings.s3_sse.value;
+  options.sse_kms_key_id = settings.s3_sse_kms_key_id.value;
+  if (!options.sse.empty() && options.sse != "AES256" && options.sse != "aws:kms") {
+    throw input_error("NEURON_CACHE_S3_SSE=" + printable(options.sse) +
+                      " is not AES256 or aws:kms: set one of them, or unset it for the bucket's "
+                      "default encryption");
+  }
+  if (!options.sse_kms_key_id.empty() && options.sse != "aws:kms") {
+    throw input_error("NEURON_CACHE_S3_SSE_KMS_KEY_ID needs NEURON_CACHE_S3_SSE=aws:kms");
+  }
   config::AwsAccess access = config::resolve_aws_access(settings.environment);
   if (!options.offline && access.region_from_instance) {
     // The instance's region decides the default endpoint: asked before the store is made.
@@ -131,6 +142,15 @@ std::unique_ptr<S3Store> S3Store::open(const std::string& url, const config::Set
   // Fetched now, once: a run without credentials says so before anything is planned.
   if (!options.offline && !store->access_.anonymous()) store->credentials_->current();
   return store;
+}
+
+void S3Store::add_encryption(net::HttpRequest& request) const {
+  if (options_.sse.empty()) return;
+  request.headers.push_back("x-amz-server-side-encryption: " + options_.sse);
+  if (!options_.sse_kms_key_id.empty()) {
+    request.headers.push_back("x-amz-server-side-encryption-aws-kms-key-id: " +
+                              options_.sse_kms_key_id);
+  }
 }
 
 std::string S3Store::why_not_writable() {
@@ -210,6 +230,13 @@ Error S3Store::failure(const net::HttpResponse& response, const std::string& wha
   if (!answer.message.empty()) why += ": " + answer.message;
   std::string text = what + " in " + location() + " failed: " + why;
   std::string todo = advice(response.status, answer.code, access_);
+  bool write = what.starts_with("uploading") || what.starts_with("starting the upload") ||
+               what.starts_with("writing");
+  if (write && response.status == 403 && options_.sse.empty()) {
+    todo +=
+        "; a bucket policy that requires server-side encryption refuses unencrypted PUTs: set "
+        "NEURON_CACHE_S3_SSE to AES256 or aws:kms (and NEURON_CACHE_S3_SSE_KMS_KEY_ID)";
+  }
   if (!todo.empty()) text += "; " + todo;
   return operational_error(text);
 }

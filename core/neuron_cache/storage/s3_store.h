@@ -51,6 +51,10 @@ struct S3Options {
   // How long after writing index files to a store that ignores conditional writes they are read
   // again (NEURON_CACHE_S3_RECHECK_MS, Settings::s3_recheck).
   std::chrono::milliseconds recheck{config::kDefaultS3RecheckMs};
+  // Server-side encryption asked of every PUT and multipart upload: "", "AES256" or "aws:kms"
+  // (with the KMS key id, or the account's default key).
+  std::string sse;
+  std::string sse_kms_key_id;
 
   // S3 allows 10,000 parts of at least 5 MiB (the last excepted).
   static constexpr uint64_t kMinPartSize = 5ull << 20;
@@ -104,6 +108,8 @@ class S3Store : public Store {
   std::string object_url(const std::string& path, const std::string& query = "") const;
   net::HttpRequest signed_request(const std::string& method, const std::string& url,
                                   const std::string& payload_sha256) const;
+  // Adds the server-side encryption headers of S3Options::sse to a request that creates an object.
+  void add_encryption(net::HttpRequest& request) const;
   std::string key_of(const std::string& path) const;
   // What every key of this store starts with: "prefix/", or "" without a prefix.
   std::string key_root() const;
