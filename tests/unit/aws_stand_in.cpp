@@ -1,8 +1,6 @@
 #include "aws_stand_in.h"
 
-#include <fcntl.h>
 #include <signal.h>
-#include <spawn.h>
 #include <sys/wait.h>
 
 #include <chrono>
@@ -12,8 +10,6 @@
 
 #include "neuron_cache/format/digest.h"
 #include "neuron_cache/net/http.h"
-
-extern char** environ;
 
 namespace neuron_cache::testing {
 namespace {
@@ -38,18 +34,7 @@ AwsStandIn::AwsStandIn(const nlohmann::json& config) : config_(config) {
   std::vector<std::string> args = {NEURON_CACHE_PYTHON, tests_dir() + "/aws/aws_stand_in.py",
                                    "--config",          config_file.string(),
                                    "--port-file",       port_file.string()};
-  std::vector<char*> argv;
-  for (auto& arg : args) argv.push_back(arg.data());
-  argv.push_back(nullptr);
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, log.c_str(),
-                                   O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  posix_spawn_file_actions_adddup2(&actions, STDOUT_FILENO, STDERR_FILENO);
-  int error = posix_spawn(&pid_, argv[0], &actions, nullptr, argv.data(), environ);
-  posix_spawn_file_actions_destroy(&actions);
-  if (error != 0)
-    throw std::runtime_error("cannot start the AWS stand-in: " + std::string(std::strerror(error)));
+  pid_ = spawn_logged(args, log);
   auto deadline = Clock::now() + std::chrono::seconds(20);
   while (!fs::exists(port_file)) {
     int status = 0;

@@ -1,17 +1,13 @@
 #include "hub_fixture.h"
 
-#include <fcntl.h>
 #include <httplib.h>
 #include <signal.h>
-#include <spawn.h>
 #include <sys/wait.h>
 
 #include <chrono>
 #include <cstring>
 #include <stdexcept>
 #include <thread>
-
-extern char** environ;
 
 namespace neuron_cache::testing {
 namespace {
@@ -45,20 +41,10 @@ HubServer::HubServer(const json& config, const std::vector<std::string>& extra_a
       NEURON_CACHE_HUB_SERVER,         "--data",       data_dir_.string(), "--config",
       (dir_ / "config.json").string(), "--ready-file", ready.string()};
   args.insert(args.end(), extra_args.begin(), extra_args.end());
-  std::vector<char*> argv;
-  for (auto& arg : args) argv.push_back(arg.data());
-  argv.push_back(nullptr);
-
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, log.c_str(),
-                                   O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  posix_spawn_file_actions_adddup2(&actions, STDOUT_FILENO, STDERR_FILENO);
-  int error = posix_spawn(&pid_, argv[0], &actions, nullptr, argv.data(), environ);
-  posix_spawn_file_actions_destroy(&actions);
-  if (error != 0) {
-    throw std::runtime_error(std::string("cannot start ") + NEURON_CACHE_HUB_SERVER + ": " +
-                             std::strerror(error) + " (is the hub-server target built?)");
+  try {
+    pid_ = spawn_logged(args, log);
+  } catch (const std::runtime_error& error) {
+    throw std::runtime_error(std::string(error.what()) + " (is the hub-server target built?)");
   }
   auto deadline = Clock::now() + std::chrono::seconds(10);
   while (!fs::exists(ready)) {

@@ -1,8 +1,6 @@
 #include "s3_server.h"
 
-#include <fcntl.h>
 #include <signal.h>
-#include <spawn.h>
 #include <sys/wait.h>
 
 #include <chrono>
@@ -11,8 +9,6 @@
 #include <regex>
 #include <stdexcept>
 #include <thread>
-
-extern char** environ;
 
 namespace neuron_cache::testing {
 namespace {
@@ -55,19 +51,10 @@ S3Server::S3Server(const std::string& bucket) : data_dir_(dir_ / "data"), bucket
                                    "--silent",
                                    "--configure-bucket",
                                    bucket_};
-  std::vector<char*> argv;
-  for (auto& arg : args) argv.push_back(arg.data());
-  argv.push_back(nullptr);
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, log.c_str(),
-                                   O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  posix_spawn_file_actions_adddup2(&actions, STDOUT_FILENO, STDERR_FILENO);
-  int error = posix_spawnp(&pid_, argv[0], &actions, nullptr, argv.data(), environ);
-  posix_spawn_file_actions_destroy(&actions);
-  if (error != 0) {
-    throw std::runtime_error(std::string("cannot start s3rver with ") + argv[0] + ": " +
-                             std::strerror(error));
+  try {
+    pid_ = spawn_logged(args, log);
+  } catch (const std::runtime_error& error) {
+    throw std::runtime_error(std::string(error.what()) + " (s3rver)");
   }
   // s3rver prints "S3rver listening on 127.0.0.1:PORT" once the bucket exists and it listens.
   std::regex listening("listening on [0-9.]+:([0-9]+)");

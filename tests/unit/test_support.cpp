@@ -1,15 +1,20 @@
 #include "test_support.h"
 
+#include <fcntl.h>
+#include <spawn.h>
 #include <sys/wait.h>
 
 #include <array>
 #include <cctype>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <iterator>
 #include <sstream>
 #include <stdexcept>
+
+extern char** environ;
 
 namespace neuron_cache::testing {
 
@@ -155,6 +160,24 @@ bool strace_works() {
 
 std::string tool_path() {
   return NEURON_CACHE_TOOL;
+}
+
+pid_t spawn_logged(std::vector<std::string> args, const fs::path& log) {
+  std::vector<char*> argv;
+  for (auto& arg : args) argv.push_back(arg.data());
+  argv.push_back(nullptr);
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, log.c_str(),
+                                   O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  posix_spawn_file_actions_adddup2(&actions, STDOUT_FILENO, STDERR_FILENO);
+  pid_t pid = -1;
+  int error = posix_spawnp(&pid, argv[0], &actions, nullptr, argv.data(), environ);
+  posix_spawn_file_actions_destroy(&actions);
+  if (error != 0) {
+    throw std::runtime_error("cannot start " + args[0] + ": " + std::strerror(error));
+  }
+  return pid;
 }
 
 }  // namespace neuron_cache::testing

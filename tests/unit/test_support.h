@@ -1,6 +1,8 @@
 // Helpers shared by the tests: temporary folders and cache trees laid out as in the format spec.
 #pragma once
 
+#include <sys/types.h>
+
 #include <filesystem>
 #include <map>
 #include <string>
@@ -57,6 +59,9 @@ std::map<std::string, std::string> snapshot_tree(const fs::path& root);
 
 // Runs a shell command line, returns its exit code and fills `output` with stdout+stderr.
 int run_command(const std::string& command_line, std::string* output = nullptr);
+// Starts args[0] (a path) with stdout and stderr into `log`, for the servers tests run (the test
+// Hub, s3rver, the AWS stand-ins); throws naming the program when it cannot start.
+pid_t spawn_logged(std::vector<std::string> args, const fs::path& log);
 
 // What a command printed (stdout and stderr) and its exit code.
 struct ToolRun {

@@ -9,30 +9,10 @@
 #include <limits>
 
 #include "neuron_cache/error.h"
+#include "neuron_cache/format/utf8.h"
 
 namespace neuron_cache::pyjson {
 namespace {
-
-// Deep enough for any real config, shallow enough that hostile input cannot exhaust the stack.
-
-void append_utf8(std::string& out, uint32_t cp) {
-  // Lone surrogates are written as WTF-8 (3 bytes) so that they survive a round trip, as in Python.
-  if (cp < 0x80) {
-    out += static_cast<char>(cp);
-  } else if (cp < 0x800) {
-    out += static_cast<char>(0xC0 | (cp >> 6));
-    out += static_cast<char>(0x80 | (cp & 0x3F));
-  } else if (cp < 0x10000) {
-    out += static_cast<char>(0xE0 | (cp >> 12));
-    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-    out += static_cast<char>(0x80 | (cp & 0x3F));
-  } else {
-    out += static_cast<char>(0xF0 | (cp >> 18));
-    out += static_cast<char>(0x80 | ((cp >> 12) & 0x3F));
-    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-    out += static_cast<char>(0x80 | (cp & 0x3F));
-  }
-}
 
 // Decodes one UTF-8 (or WTF-8 surrogate) sequence at text[pos]; returns its length, 0 if invalid.
 size_t decode_utf8(std::string_view text, size_t pos, uint32_t& cp) {

@@ -4,6 +4,7 @@
 #include <ctime>
 
 #include "neuron_cache/error.h"
+#include "neuron_cache/format/utf8.h"
 
 namespace neuron_cache::xml {
 namespace {
@@ -12,23 +13,9 @@ namespace {
   throw operational_error("not the XML expected (" + why + ")");
 }
 
-void append_utf8(std::string& out, uint32_t code) {
+void append_character(std::string& out, uint32_t code) {
   if (code == 0 || code > 0x10FFFF || (code >= 0xD800 && code <= 0xDFFF)) bad("bad character");
-  if (code < 0x80) {
-    out += static_cast<char>(code);
-  } else if (code < 0x800) {
-    out += static_cast<char>(0xC0 | (code >> 6));
-    out += static_cast<char>(0x80 | (code & 0x3F));
-  } else if (code < 0x10000) {
-    out += static_cast<char>(0xE0 | (code >> 12));
-    out += static_cast<char>(0x80 | ((code >> 6) & 0x3F));
-    out += static_cast<char>(0x80 | (code & 0x3F));
-  } else {
-    out += static_cast<char>(0xF0 | (code >> 18));
-    out += static_cast<char>(0x80 | ((code >> 12) & 0x3F));
-    out += static_cast<char>(0x80 | ((code >> 6) & 0x3F));
-    out += static_cast<char>(0x80 | (code & 0x3F));
-  }
+  append_utf8(out, code);
 }
 
 // Decodes one "&...;" reference at text[i]; returns the index after it.
@@ -59,7 +46,7 @@ size_t decode_entity(std::string_view text, size_t i, std::string& out) {
       if (v < 0) bad("bad character reference");
       code = code * (hex ? 16 : 10) + static_cast<uint32_t>(v);
     }
-    append_utf8(out, code);
+    append_character(out, code);
   } else {
     bad("unknown entity");
   }
