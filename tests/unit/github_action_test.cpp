@@ -382,9 +382,10 @@ TEST_F(GithubActionTest, S3StoreServesASecondMachine) {
 }
 
 // Issue 23: the same round trip where runners get their credentials as on AWS: machine 1 from its
-// instance role (IMDSv2), machine 2 from its pod's web identity (STS), both from the loopback
-// stand-ins; no AWS key is in either environment, and none is printed.
-TEST_F(GithubActionTest, S3CredentialsFromTheInstanceRoleAndAPodsWebIdentity) {
+// instance role (IMDSv2), then a machine for every other source (a pod's web identity, a role
+// assumed from a source profile, SSO, credential_process, the container endpoint), all from the
+// loopback stand-ins; no AWS key is in any environment, and none is printed.
+TEST_F(GithubActionTest, S3CredentialsFromEverySourceServeTheSameCache) {
   if (std::getenv("NEURON_CACHE_S3RVER") == nullptr) {
     GTEST_SKIP() << "runs under ctest action_s3 (tests/s3/run-s3-tests.sh starts s3rver)";
   }
@@ -392,52 +393,54 @@ TEST_F(GithubActionTest, S3CredentialsFromTheInstanceRoleAndAPodsWebIdentity) {
   nlohmann::json config = testing::AwsStandIn::example_config();
   // s3rver knows one key id; the stand-ins hand it out with their session tokens.
   for (auto* credentials :
-       {&config["imds"]["credentials"], &config["sts"]["web_identity"]["credentials"]}) {
+       {&config["imds"]["credentials"], &config["container"]["credentials"],
+        &config["sts"]["web_identity"]["credentials"], &config["sts"]["assume_role"]["credentials"],
+        &config["sso"]["credentials"], &config["process"]["credentials"]}) {
     (*credentials)["AccessKeyId"] = testing::kS3Key;
     (*credentials)["SecretAccessKey"] = testing::kS3Secret;
   }
   testing::AwsStandIn aws(config);
-  auto env_of = [&](const std::string& source) {
+  std::string store = s3.url("role-cache");
+  auto job = [&](const std::string& source) {
     std::map<std::string, std::string> env = aws.env_for(source, work / ("home-" + source));
     env["AWS_REGION"] = "us-east-1";
     env["AWS_ENDPOINT_URL_S3"] = s3.endpoint();
-    return env;
-  };
-  std::string store = s3.url("role-cache");
-  auto job = [&](const std::string& source) {
     return run({{"manifest", "neuron-cache.yaml"},
                 {"mode", "all"},
                 {"token", kToken},
                 {"cache-repo", store},
                 {"cache-dir", (work / ("cache-" + source)).string()}},
-               env_of(source));
+               env);
   };
   ActionRun first = job("imds");
   ASSERT_EQ(first.code, 0) << first.out << first.err;
   EXPECT_TRUE(contains(first.out, "pushed 5 configurations to ")) << first.out;
-  ActionRun second = job("web_identity");
-  ASSERT_EQ(second.code, 0) << second.out << second.err;
-  EXPECT_EQ(second.outputs["cache-hit"], "true") << second.out;
-  EXPECT_EQ(second.outputs["compiled"], "0");
-  size_t imds = 0, sts = 0;
+  std::string printed = first.out + first.err;
+  for (const std::string source : {"web_identity", "assume_role", "sso", "process", "container"}) {
+    ActionRun again = job(source);
+    ASSERT_EQ(again.code, 0) << source << ": " << again.out << again.err;
+    EXPECT_EQ(again.outputs["cache-hit"], "true") << source << ": " << again.out;
+    EXPECT_EQ(again.outputs["compiled"], "0") << source;
+    printed += again.out + again.err;
+    // The installed artifacts are the bytes machine 1 compiled.
+    fs::path root = work / "cache-imds";
+    for (const auto& entry : fs::recursive_directory_iterator(root / testing::kCompilerDir)) {
+      if (!entry.is_regular_file() || entry.path().filename() != "model.neff") continue;
+      fs::path twin = work / ("cache-" + source) / fs::relative(entry.path(), root);
+      ASSERT_TRUE(fs::exists(twin)) << source << ": " << twin;
+      EXPECT_EQ(read_file(twin), read_file(entry.path())) << twin;
+    }
+  }
+  size_t sts = 0;
   for (const auto& request : aws.log()) {
-    std::string path = request["path"];
-    imds += path.starts_with("/latest/meta-data/iam/security-credentials/") ? 1 : 0;
     sts += request.value("action", "") == "AssumeRoleWithWebIdentity" ? 1 : 0;
   }
-  EXPECT_GE(imds, 1u) << aws.log().dump();
   EXPECT_EQ(sts, 1u) << "fetched once per run, not per request: " << aws.log().dump();
   for (const auto& secret : {config["imds"]["credentials"]["SessionToken"].get<std::string>(),
-                             config["sts"]["web_identity"]["token"].get<std::string>()}) {
-    EXPECT_FALSE(contains(first.out + first.err + second.out + second.err, secret));
-  }
-  // The installed artifacts are the bytes machine 1 compiled.
-  for (const auto& entry :
-       fs::recursive_directory_iterator(work / "cache-imds" / testing::kCompilerDir)) {
-    if (!entry.is_regular_file() || entry.path().filename() != "model.neff") continue;
-    fs::path twin = work / "cache-web_identity" / fs::relative(entry.path(), work / "cache-imds");
-    ASSERT_TRUE(fs::exists(twin)) << twin;
-    EXPECT_EQ(read_file(twin), read_file(entry.path())) << twin;
+                             config["sts"]["web_identity"]["token"].get<std::string>(),
+                             config["sso"]["access_token"].get<std::string>(),
+                             config["container"]["authorization_token"].get<std::string>()}) {
+    EXPECT_FALSE(contains(printed, secret));
   }
 }
 
