@@ -35,6 +35,22 @@ TEST_F(AwsCredentialsCliTest, TheTestEnvironmentNeverAsksTheMetadataAddress) {
   EXPECT_LT(took, std::chrono::seconds(1)) << "a machine without credentials is told at once";
 }
 
+// A machine where the metadata service is on but nobody answers (off EC2; here a loopback port
+// nothing listens on): one clear message, exit 2, at once.
+TEST_F(AwsCredentialsCliTest, NoMetadataServiceIsToldAtOnce) {
+  fs::path manifest = s3_manifest("s3://bucket/prefix");
+  auto start = std::chrono::steady_clock::now();
+  ToolResult plan = tool("plan " + quoted(manifest),
+                         "AWS_EC2_METADATA_DISABLED=false "
+                         "AWS_EC2_METADATA_SERVICE_ENDPOINT=http://127.0.0.1:9");
+  auto took = std::chrono::steady_clock::now() - start;
+  EXPECT_EQ(plan.code, 2) << plan.all();
+  EXPECT_TRUE(contains(plan.err, "no AWS credentials for S3")) << plan.err;
+  EXPECT_TRUE(contains(plan.err, "not an EC2 instance?")) << plan.err;
+  EXPECT_TRUE(contains(plan.err, "AWS_NO_SIGN_REQUEST=YES")) << plan.err;
+  EXPECT_LT(took, std::chrono::seconds(1)) << plan.err;
+}
+
 // `config show --repo s3://...` says where the credentials came from, when they expire, the region
 // and the endpoint, and never a value.
 TEST_F(AwsCredentialsCliTest, ConfigShowNamesTheSourceAndItsExpiry) {

@@ -33,7 +33,8 @@ struct FetchOptions {
 Credentials fetch(const config::AwsSource& source, const config::AwsAccess& access,
                   const FetchOptions& options);
 
-// The region of the instance (its metadata service), or nothing when it does not say.
+// The region of the instance (its metadata service), or nothing when it does not say; throws the
+// input Error of fetch_instance_role when there is no metadata service at all.
 std::optional<std::string> instance_region(const config::AwsSource& source,
                                            const FetchOptions& options);
 

@@ -94,7 +94,10 @@ std::optional<std::string> instance_region(const config::AwsSource& source,
         return std::nullopt;
     }
     return answer.body.empty() ? std::nullopt : std::optional<std::string>(answer.body);
-  } catch (const Error&) {
+  } catch (const Error& error) {
+    // No metadata service at all (off EC2): the credentials cannot come from it either, so the
+    // run is told now rather than after a second wait.
+    if (error.kind() == ErrorKind::Input) throw;
     return std::nullopt;
   }
 }
