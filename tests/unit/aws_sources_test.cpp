@@ -10,6 +10,7 @@
 #include "neuron_cache/aws/credentials.h"
 #include "neuron_cache/config/aws.h"
 #include "neuron_cache/error.h"
+#include "neuron_cache/storage/s3_store.h"
 
 namespace neuron_cache {
 namespace {
@@ -148,6 +149,34 @@ TEST(AwsSources, CredentialsAreFetchedAgainBeforeTheyExpire) {
   EXPECT_EQ(provider.current().access_key_id, second.access_key_id)
       << "a failed refresh keeps credentials that still serve";
   EXPECT_TRUE(provider.describe().find("expires ") != std::string::npos) << provider.describe();
+}
+
+// A request made long before it is sent (a part of a large upload) is signed again when sent: with
+// the credentials of then, and one session token header, not two.
+TEST(AwsSources, ARequestMadeEarlyIsSignedWithTheCredentialsOfWhenItIsSent) {
+  json config = AwsStandIn::example_config();
+  config["container"]["expires_in_seconds"] = 2;
+  AwsStandIn stand_in(config);
+  TempDir dir;
+  std::map<std::string, std::string> env = stand_in.env_for("container", dir.path());
+  env["AWS_ENDPOINT_URL_S3"] = "http://127.0.0.1:1";
+  storage::S3Store store("s3://bucket/p", config::resolve_aws_access(config::Environment(env)));
+  net::HttpRequest request = store.signed_request("PUT", store.object_url("a"), "UNSIGNED-PAYLOAD");
+  std::string first_key = request.aws_sigv4->key_id;
+  json rotated = stand_in.rotate();
+  std::this_thread::sleep_for(std::chrono::milliseconds(1200));  // past half their lifetime
+  store.sign_again(request);
+  EXPECT_NE(request.aws_sigv4->key_id, first_key);
+  EXPECT_EQ(request.aws_sigv4->key_id, rotated["credentials"]["container"]["AccessKeyId"]);
+  size_t tokens = 0;
+  for (const auto& header : request.headers) {
+    if (header.starts_with("x-amz-security-token:")) {
+      ++tokens;
+      EXPECT_EQ(header, "x-amz-security-token: " +
+                            rotated["credentials"]["container"]["SessionToken"].get<std::string>());
+    }
+  }
+  EXPECT_EQ(tokens, 1u);
 }
 
 // An SSO session that `aws sso login` never started, or one that expired, says to log in.

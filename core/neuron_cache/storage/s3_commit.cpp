@@ -121,7 +121,47 @@ std::optional<std::string> multipart_etag(const std::vector<std::string>& part_e
 }
 
 // A request with a body, retried on transient failures; the answer is kept.
-using Send = net::RetryingExchange;
+// One request of a publication, retried on transient failures and signed when it is sent (not
+// when it was made): a long upload's last requests go with refreshed credentials.
+class Send : public net::RetryingExchange {
+ public:
+  Send(net::HttpRequest request, const net::RetryPolicy& policy, const S3Store& store)
+      : RetryingExchange(std::move(request), policy), store_(store) {}
+
+  net::HttpRequest request() override {
+    net::HttpRequest r = RetryingExchange::request();
+    store_.sign_again(r);
+    return r;
+  }
+
+ private:
+  const S3Store& store_;
+};
+
+// A multipart part with its own checksum, which S3 verifies (the payload is not signed,
+// UNSIGNED-PAYLOAD) and the completion lists. Hashed when the part is first sent, not before the
+// upload starts: later parts hash while earlier ones are on the wire.
+class PartSend : public Send {
+ public:
+  PartSend(net::HttpRequest request, const net::RetryPolicy& policy, const S3Store& store,
+           std::string& checksum)
+      : Send(std::move(request), policy, store), checksum_(checksum) {}
+
+  net::HttpRequest request() override {
+    net::HttpRequest r = Send::request();
+    if (checksum_.empty()) {
+      Hasher hasher(HashAlgorithm::Sha256);
+      if (!hash_range(r.upload_fd, hasher, r.upload_offset, r.upload_offset + r.upload_length))
+        throw operational_error("cannot read the file being uploaded to hash its part");
+      checksum_ = base64_of_hex(hasher.hex_digest());
+    }
+    r.headers.push_back("x-amz-checksum-sha256: " + checksum_);
+    return r;
+  }
+
+ private:
+  std::string& checksum_;  // the artifact's, for the completion
+};
 
 bool ok(const net::HttpResponse& r) {
   return r.status >= 200 && r.status < 300;
@@ -228,7 +268,8 @@ class Publisher {
     r.headers.push_back("x-amz-checksum-sha256: " + base64_of_hex(a.sha256));
     r.headers.push_back("Content-Type: application/octet-stream");
     store_.add_encryption(r);
-    return std::make_unique<Send>(with_file(std::move(r), a, 0, a.size), store_.options().retry);
+    return std::make_unique<Send>(with_file(std::move(r), a, 0, a.size), store_.options().retry,
+                                  store_);
   }
 
   std::unique_ptr<Send> part_put(Artifact& a, size_t p, uint64_t part) {
@@ -237,17 +278,9 @@ class Publisher {
     net::HttpRequest r =
         store_.signed_request("PUT", store_.object_url(a.op->path, query), s3::kUnsignedPayload);
     uint64_t offset = p * part;
-    uint64_t length = std::min(part, a.size - offset);
-    // The part's own checksum: S3 refuses a part whose bytes differ from it (the payload is not
-    // signed, UNSIGNED-PAYLOAD), and the completion lists them.
-    Hasher hasher(HashAlgorithm::Sha256);
-    if (!hash_range(a.fd->get(), hasher, offset, offset + length)) {
-      throw operational_error("cannot read " + a.op->local.string() + " to upload it");
-    }
-    a.part_checksums[p] = base64_of_hex(hasher.hex_digest());
-    r.headers.push_back("x-amz-checksum-sha256: " + a.part_checksums[p]);
-    return std::make_unique<Send>(with_file(std::move(r), a, offset, length),
-                                  store_.options().retry);
+    return std::make_unique<PartSend>(
+        with_file(std::move(r), a, offset, std::min(part, a.size - offset)), store_.options().retry,
+        store_, a.part_checksums[p]);
   }
 
   void record(Artifact& a, size_t part, const Send& send) {
@@ -273,7 +306,7 @@ class Publisher {
       r.headers.push_back("x-amz-checksum-algorithm: SHA256");
       r.headers.push_back("Content-Type: application/octet-stream");
       store_.add_encryption(r);
-      sends.push_back(std::make_unique<Send>(std::move(r), store_.options().retry));
+      sends.push_back(std::make_unique<Send>(std::move(r), store_.options().retry, store_));
     }
     run(sends);
     for (size_t i = 0; i < large.size(); ++i) {
@@ -323,8 +356,9 @@ class Publisher {
       std::string query = "uploadId=" + url::url_encode(a->upload_id, false);
       std::string url = store_.object_url(a->op->path, query);
       if (a->failed) {
-        sends.push_back(std::make_unique<Send>(
-            store_.signed_request("DELETE", url, s3::kEmptySha256), store_.options().retry));
+        sends.push_back(
+            std::make_unique<Send>(store_.signed_request("DELETE", url, s3::kEmptySha256),
+                                   store_.options().retry, store_));
         owners.push_back(nullptr);
         continue;
       }
@@ -342,7 +376,7 @@ class Publisher {
       r.headers.push_back("Content-Type: application/xml");
       r.answer_timeout = std::chrono::milliseconds(store_.options().timeout * 4);
       r.tells_reachability = false;
-      sends.push_back(std::make_unique<Send>(std::move(r), store_.options().retry));
+      sends.push_back(std::make_unique<Send>(std::move(r), store_.options().retry, store_));
       owners.push_back(a);
     }
     run(sends);
@@ -415,7 +449,7 @@ CommitResult S3Store::commit(const std::vector<CommitOperation>& operations,
     std::vector<net::Exchange*> pointers;
     for (const CommitOperation* op : deletes) {
       sends.push_back(std::make_unique<Send>(
-          signed_request("DELETE", object_url(op->path), s3::kEmptySha256), options_.retry));
+          signed_request("DELETE", object_url(op->path), s3::kEmptySha256), options_.retry, *this));
       pointers.push_back(sends.back().get());
     }
     http_.run(pointers, options_.parallel);

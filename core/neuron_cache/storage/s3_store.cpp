@@ -144,6 +144,18 @@ std::unique_ptr<S3Store> S3Store::open(const std::string& url, const config::Set
   return store;
 }
 
+void S3Store::sign_again(net::HttpRequest& request) const {
+  if (!request.aws_sigv4) return;
+  aws::Credentials credentials = credentials_->current();
+  request.aws_sigv4->key_id = credentials.access_key_id;
+  request.aws_sigv4->secret = credentials.secret_access_key;
+  std::erase_if(request.headers, [](const std::string& header) {
+    return header.starts_with("x-amz-security-token:");
+  });
+  if (!credentials.session_token.empty())
+    request.headers.push_back("x-amz-security-token: " + credentials.session_token);
+}
+
 void S3Store::add_encryption(net::HttpRequest& request) const {
   if (options_.sse.empty()) return;
   request.headers.push_back("x-amz-server-side-encryption: " + options_.sse);

@@ -108,6 +108,9 @@ class S3Store : public Store {
   std::string object_url(const std::string& path, const std::string& query = "") const;
   net::HttpRequest signed_request(const std::string& method, const std::string& url,
                                   const std::string& payload_sha256) const;
+  // Signs `request` again with the credentials of now (refreshed if they were about to expire):
+  // for a request made long before it is sent (the parts of a large upload).
+  void sign_again(net::HttpRequest& request) const;
   // Adds the server-side encryption headers of S3Options::sse to a request that creates an object.
   void add_encryption(net::HttpRequest& request) const;
   std::string key_of(const std::string& path) const;
