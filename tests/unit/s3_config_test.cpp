@@ -302,6 +302,10 @@ TEST(AwsAccess, TheSourceFollowsBotocoresChain) {
                      {"AWS_EC2_METADATA_SERVICE_ENDPOINT", "http://127.0.0.1:7/"}})
                 .source->imds_endpoint,
             "http://127.0.0.1:7");
+  EXPECT_EQ(resolve({{"AWS_PROFILE", "nope"}, {"AWS_METADATA_SERVICE_TIMEOUT", "2"}})
+                .source->imds_timeout_ms,
+            2000);
+  EXPECT_THROW(resolve({{"AWS_PROFILE", "nope"}, {"AWS_METADATA_SERVICE_TIMEOUT", "soon"}}), Error);
   config::AwsAccess anonymous = resolve({{"AWS_NO_SIGN_REQUEST", "YES"}});
   EXPECT_TRUE(anonymous.anonymous());
 }

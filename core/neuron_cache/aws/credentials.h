@@ -25,8 +25,9 @@ struct FetchOptions {
   // An answer's first byte (STS, the SSO portal, the container endpoint), and a process's run.
   std::chrono::milliseconds timeout{10000};
   // The metadata service answers in milliseconds on an instance; off one, a connection that is
-  // not refused must not hold a run (botocore waits 1 s too).
-  std::chrono::milliseconds imds_timeout{1000};
+  // not refused must not hold a run: a machine without credentials is told in under a second
+  // (botocore waits 1 s; AWS_METADATA_SERVICE_TIMEOUT sets it, as for botocore).
+  std::chrono::milliseconds imds_timeout{500};
 };
 
 // Fetches `source` once; throws an Error naming the source and what to do.

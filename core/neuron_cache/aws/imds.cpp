@@ -35,7 +35,9 @@ std::string where(const config::AwsSource& source) {
       "(AWS_PROFILE), or AWS_NO_SIGN_REQUEST=YES to read a public bucket unsigned");
 }
 
-Session open_session(const config::AwsSource& source, const FetchOptions& options) {
+Session open_session(const config::AwsSource& source, FetchOptions options) {
+  if (source.imds_timeout_ms > 0)
+    options.imds_timeout = std::chrono::milliseconds(source.imds_timeout_ms);
   net::HttpRequest put{
       "PUT", source.imds_endpoint + kTokenPath, {"X-aws-ec2-metadata-token-ttl-seconds: 21600"}};
   put.body = "";

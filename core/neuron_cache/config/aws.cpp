@@ -1,6 +1,7 @@
 #include "neuron_cache/config/aws.h"
 
 #include <cctype>
+#include <cstdlib>
 #include <fstream>
 #include <map>
 #include <optional>
@@ -299,6 +300,15 @@ std::shared_ptr<AwsSource> instance_role(const Environment& env) {
   } else {
     bool ipv6 = env.get("AWS_EC2_METADATA_SERVICE_ENDPOINT_MODE").value_or("") == "IPv6";
     source->imds_endpoint = ipv6 ? "http://[fd00:ec2::254]" : "http://169.254.169.254";
+  }
+  if (auto timeout = env.get("AWS_METADATA_SERVICE_TIMEOUT")) {
+    char* end = nullptr;
+    double seconds = std::strtod(timeout->c_str(), &end);
+    if (end == timeout->c_str() || *end != '\0' || !(seconds > 0) || seconds > 60) {
+      throw input_error("AWS_METADATA_SERVICE_TIMEOUT=" + *timeout +
+                        " is not a number of seconds from 0 to 60: fix it");
+    }
+    source->imds_timeout_ms = static_cast<int64_t>(seconds * 1000);
   }
   return source;
 }

@@ -73,8 +73,10 @@ struct AwsSource {
   std::string container_url;
   std::string container_token;  // a secret: AWS_CONTAINER_AUTHORIZATION_TOKEN
   std::string container_token_file;
-  // InstanceRole: the metadata service's origin
+  // InstanceRole: the metadata service's origin, and how long it may take to answer
+  // (AWS_METADATA_SERVICE_TIMEOUT in seconds, as botocore reads it; 0 when unset)
   std::string imds_endpoint;
+  int64_t imds_timeout_ms = 0;
 };
 
 struct AwsAccess {
