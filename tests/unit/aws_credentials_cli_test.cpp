@@ -51,6 +51,27 @@ TEST_F(AwsCredentialsCliTest, NoMetadataServiceIsToldAtOnce) {
   EXPECT_LT(took, std::chrono::seconds(1)) << plan.err;
 }
 
+// No region configured: the instance's region, as botocore asks it; off EC2 (nothing answers) the
+// default region stands and keys from elsewhere still serve.
+TEST_F(AwsCredentialsCliTest, TheRegionComesFromTheInstanceWhenNoneIsConfigured) {
+  testing::AwsStandIn aws;
+  const std::string keys = "AWS_ACCESS_KEY_ID=AKIAKEYSFROMELSEWHERE AWS_SECRET_ACCESS_KEY=s ";
+  ToolResult on_ec2 =
+      tool("config show --repo s3://bucket/prefix",
+           keys + "AWS_EC2_METADATA_DISABLED=false AWS_EC2_METADATA_SERVICE_ENDPOINT=" + aws.url());
+  ASSERT_EQ(on_ec2.code, 0) << on_ec2.all();
+  EXPECT_TRUE(contains(on_ec2.out, "s3 region: " + aws.config()["region"].get<std::string>() +
+                                       " (the instance's metadata)"))
+      << on_ec2.out;
+  ToolResult off_ec2 = tool("config show --repo s3://bucket/prefix",
+                            keys +
+                                "AWS_EC2_METADATA_DISABLED=false "
+                                "AWS_EC2_METADATA_SERVICE_ENDPOINT=http://127.0.0.1:9");
+  ASSERT_EQ(off_ec2.code, 0) << off_ec2.all();
+  EXPECT_TRUE(contains(off_ec2.out, "s3 region: us-east-1 (default)")) << off_ec2.out;
+  EXPECT_TRUE(contains(off_ec2.out, "s3 credentials: AWS_ACCESS_KEY_ID")) << off_ec2.out;
+}
+
 // `config show --repo s3://...` says where the credentials came from, when they expire, the region
 // and the endpoint, and never a value.
 TEST_F(AwsCredentialsCliTest, ConfigShowNamesTheSourceAndItsExpiry) {

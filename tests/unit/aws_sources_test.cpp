@@ -78,8 +78,8 @@ TEST(AwsSources, EachSourceGivesWhatBotocoreResolves) {
   }
   // The region of an instance whose credentials are its role's.
   config::AwsAccess instance = access_for(stand_in, "imds", dir / "region");
-  EXPECT_TRUE(instance.region_from_instance);
-  EXPECT_EQ(aws::instance_region(*instance.source, {}), stand_in.config()["region"]);
+  ASSERT_NE(instance.region_from, nullptr);
+  EXPECT_EQ(aws::instance_region(*instance.region_from, {}), stand_in.config()["region"]);
   // STS's AssumeRole checked the SigV4 signature made with the source profile's keys.
   bool signed_call = false;
   for (const auto& request : stand_in.log()) {

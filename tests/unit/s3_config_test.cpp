@@ -297,7 +297,15 @@ TEST(AwsAccess, TheSourceFollowsBotocoresChain) {
   ASSERT_NE(instance.source, nullptr);
   EXPECT_EQ(instance.source->kind, Kind::InstanceRole);
   EXPECT_EQ(instance.source->imds_endpoint, "http://169.254.169.254");
-  EXPECT_TRUE(instance.region_from_instance);
+  ASSERT_NE(instance.region_from, nullptr);
+  EXPECT_EQ(instance.region_from->imds_endpoint, "http://169.254.169.254");
+  EXPECT_EQ(resolve({{"AWS_PROFILE", "nope"},
+                     {"AWS_EC2_METADATA_DISABLED", "true"},
+                     {"AWS_ACCESS_KEY_ID", "K"},
+                     {"AWS_SECRET_ACCESS_KEY", "S"}})
+                .region_from,
+            nullptr);
+  EXPECT_EQ(resolve({{"AWS_PROFILE", "nope"}, {"AWS_REGION", "eu-west-1"}}).region_from, nullptr);
   EXPECT_EQ(resolve({{"AWS_PROFILE", "nope"},
                      {"AWS_EC2_METADATA_SERVICE_ENDPOINT", "http://127.0.0.1:7/"}})
                 .source->imds_endpoint,

@@ -553,8 +553,7 @@ AwsAccess resolve_aws_access(const Environment& env, const std::filesystem::path
   add_secret(access.session_token);
   add_source_secrets(access.source.get());
   resolve_region(access, env, files);
-  access.region_from_instance = access.region_origin == "default" && access.source &&
-                                access.source->kind == AwsSourceKind::InstanceRole;
+  if (access.region_origin == "default") access.region_from = instance_role(env);
   resolve_endpoint(access, env, files);
   access.sts_endpoint =
       service_endpoint(env, "AWS_ENDPOINT_URL_STS", "sts." + access.region + ".amazonaws.com");

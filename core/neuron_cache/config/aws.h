@@ -94,8 +94,9 @@ struct AwsAccess {
   std::string sts_endpoint;  // for AssumeRole and WebIdentity
   std::string sso_endpoint;  // for Sso, "" until the SSO region is known
   bool anonymous() const { return source && source->kind == AwsSourceKind::Anonymous; }
-  // No region was configured and the credentials are the instance's: its region is asked for.
-  bool region_from_instance = false;
+  // No region was configured: the instance's metadata service to ask for it, as botocore does
+  // (null when AWS_EC2_METADATA_DISABLED); off EC2 the default region stands.
+  std::shared_ptr<const AwsSource> region_from;
 
   // Where each value came from: a variable name, "<file> [profile]" or "default".
   std::string credentials_origin;

@@ -130,12 +130,18 @@ std::unique_ptr<S3Store> S3Store::open(const std::string& url, const config::Set
     throw input_error("NEURON_CACHE_S3_SSE_KMS_KEY_ID needs NEURON_CACHE_S3_SSE=aws:kms");
   }
   config::AwsAccess access = config::resolve_aws_access(settings.environment);
-  if (!options.offline && access.region_from_instance) {
+  if (!options.offline && access.region_from) {
     // The instance's region decides the default endpoint: asked before the store is made.
-    if (auto region = aws::instance_region(*access.source, {})) {
-      access.region = *region;
-      access.region_origin = "the instance's metadata";
-      if (!access.custom_endpoint) access.endpoint = "https://s3." + *region + ".amazonaws.com";
+    try {
+      if (auto region = aws::instance_region(*access.region_from, {})) {
+        access.region = *region;
+        access.region_origin = "the instance's metadata";
+        if (!access.custom_endpoint) access.endpoint = "https://s3." + *region + ".amazonaws.com";
+      }
+    } catch (const Error&) {
+      // No metadata service (off EC2): the default region stands, unless the credentials were
+      // to come from it too.
+      if (access.source && access.source->kind == config::AwsSourceKind::InstanceRole) throw;
     }
   }
   auto store = std::make_unique<S3Store>(url, std::move(access), options);
