@@ -15,7 +15,7 @@
 //                ("default") in AWS_SHARED_CREDENTIALS_FILE (~/.aws/credentials) and
 //                AWS_CONFIG_FILE (~/.aws/config, "[profile X]").
 //   region       AWS_REGION > AWS_DEFAULT_REGION > the profile's region > the instance's region
-//                (with instance-role credentials) > us-east-1
+//                (its metadata service, unless disabled) > us-east-1
 //   endpoint     AWS_ENDPOINT_URL_S3 > AWS_ENDPOINT_URL > the profile's endpoint_url >
 //                https://s3.<region>.amazonaws.com; STS: AWS_ENDPOINT_URL_STS > AWS_ENDPOINT_URL >
 //                https://sts.<region>.amazonaws.com; SSO: AWS_ENDPOINT_URL_SSO > AWS_ENDPOINT_URL
