@@ -40,6 +40,19 @@ TEST(SettingsCacheDir, CcFlagsCacheDirBeatsCompileCacheUrl) {
   EXPECT_EQ(s.cache_dir.origin, "NEURON_CC_FLAGS --cache_dir");
 }
 
+// libneuronxla's parser takes both forms; the last one wins, as with argparse (issue 24: the space
+// form was stripped from the compiler's flags but not read, so the cache moved silently).
+TEST(SettingsCacheDir, CcFlagsCacheDirInEitherForm) {
+  EXPECT_EQ(
+      resolve({{"NEURON_CC_FLAGS", "-O1 --cache_dir /data/spaced --retry_failed_compilation"}})
+          .cache_dir.value,
+      "/data/spaced");
+  EXPECT_EQ(
+      resolve({{"NEURON_CC_FLAGS", "--cache_dir=/first --cache_dir /second"}}).cache_dir.value,
+      "/second");
+  EXPECT_EQ(resolve({{"NEURON_CC_FLAGS", "--cache_dir"}}).cache_dir.origin, "default");
+}
+
 TEST(SettingsCacheDir, ExplicitOptionBeatsEverything) {
   config::SettingOverrides o;
   o.cache_dir = "/explicit";

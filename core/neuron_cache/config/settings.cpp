@@ -10,6 +10,7 @@
 
 #include "neuron_cache/config/redact.h"
 #include "neuron_cache/error.h"
+#include "neuron_cache/format/compile_flags.h"
 #include "neuron_cache/format/hub_names.h"
 #include "neuron_cache/format/layout.h"
 #include "neuron_cache/format/printable.h"
@@ -81,12 +82,14 @@ void resolve_hf_home(Settings& s, const Environment& env) {
   s.custom_cache_file = {s.hf_home.value + "/" + kCustomCacheFileName, s.hf_home.origin};
 }
 
-// libneuronxla's order: --cache_dir= in NEURON_CC_FLAGS, then NEURON_COMPILE_CACHE_URL.
+// libneuronxla's order: --cache_dir in NEURON_CC_FLAGS, then NEURON_COMPILE_CACHE_URL.
 void resolve_cache_dir(Settings& s, const Environment& env, const SettingOverrides& o,
                        const ManifestLayer& m) {
-  std::optional<std::string> from_flags;
-  for (const auto& token : split_flags(env.get("NEURON_CC_FLAGS").value_or(""))) {
-    if (token.starts_with("--cache_dir=")) from_flags = token.substr(12);
+  std::string flags = env.get("NEURON_CC_FLAGS").value_or("");
+  // Both forms, in the one reader strip_cache_flags matches: a folder named one way but read
+  // another would move the cache silently.
+  std::optional<std::string> from_flags = cache_dir_in_flags(flags);
+  for (const auto& token : split_flags(flags)) {
     if (token == "--no_cache" || token == "--no-cache") s.caching_disabled = true;
   }
   if (o.cache_dir) {

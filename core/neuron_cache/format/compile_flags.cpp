@@ -36,6 +36,18 @@ std::vector<std::string> parse_compile_flags_json(std::string_view text) {
   return flags;
 }
 
+std::optional<std::string> cache_dir_in_flags(const std::string& neuron_cc_flags) {
+  std::istringstream words(neuron_cc_flags);
+  std::optional<std::string> dir;
+  bool value_next = false;
+  for (std::string word; words >> word;) {
+    if (value_next) dir = word;
+    value_next = word == "--cache_dir";
+    if (word.starts_with("--cache_dir=")) dir = word.substr(12);
+  }
+  return dir;
+}
+
 std::string strip_cache_flags(const std::string& neuron_cc_flags,
                               std::vector<std::string>* removed) {
   std::istringstream words(neuron_cc_flags);

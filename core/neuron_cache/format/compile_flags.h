@@ -2,6 +2,7 @@
 // the MD5 of the exact bytes of the flags file, so the file text must match Python's.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -19,6 +20,10 @@ std::string flags_key(std::string_view flags_file_bytes);
 
 // Reads a compile_flags.json text; throws an input Error unless it is a JSON list of strings.
 std::vector<std::string> parse_compile_flags_json(std::string_view text);
+
+// The cache folder NEURON_CC_FLAGS names, in either form libneuronxla's parser accepts
+// (--cache_dir=DIR, --cache_dir DIR; the last one wins), or nothing.
+std::optional<std::string> cache_dir_in_flags(const std::string& neuron_cc_flags);
 
 // NEURON_CC_FLAGS without the flags neuron-cache must control or that only the libneuronxla
 // wrapper reads: --cache_dir=..., --cache_dir <dir>, --no_cache, --no-cache,
