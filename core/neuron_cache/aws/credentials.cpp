@@ -12,7 +12,7 @@
 #include "neuron_cache/config/redact.h"
 #include "neuron_cache/error.h"
 #include "neuron_cache/format/pyjson.h"
-#include "neuron_cache/format/xml.h"
+#include "neuron_cache/format/timestamp.h"
 #include "neuron_cache/log/log.h"
 
 namespace neuron_cache::aws {
@@ -32,12 +32,7 @@ std::string text_of(const pyjson::Json& document, const char* key) {
 }
 
 std::string iso_text(Clock::time_point when) {
-  std::time_t seconds = Clock::to_time_t(when);
-  std::tm utc{};
-  gmtime_r(&seconds, &utc);
-  char text[32];
-  std::strftime(text, sizeof text, "%Y-%m-%dT%H:%M:%SZ", &utc);
-  return text;
+  return utc_text(Clock::to_time_t(when));
 }
 
 // Fresh until the refresh margin before expiry, or half their lifetime for credentials that live
@@ -56,7 +51,7 @@ bool usable(const Credentials& credentials) {
 }  // namespace
 
 std::optional<Clock::time_point> parse_time(std::string_view text) {
-  std::optional<int64_t> seconds = xml::parse_timestamp(text);
+  std::optional<int64_t> seconds = parse_utc_timestamp(text);
   if (!seconds) return std::nullopt;
   return Clock::time_point(std::chrono::seconds(*seconds));
 }

@@ -9,6 +9,7 @@
 #include "neuron_cache/format/digest.h"
 #include "neuron_cache/format/layout.h"
 #include "neuron_cache/format/printable.h"
+#include "neuron_cache/format/timestamp.h"
 
 namespace neuron_cache::artifact_index {
 namespace {
@@ -508,12 +509,7 @@ bool is_safe_relative_path(std::string_view path) {
 }
 
 std::string utc_now() {
-  std::time_t now = std::time(nullptr);
-  std::tm tm{};
-  gmtime_r(&now, &tm);
-  char buffer[32];
-  std::strftime(buffer, sizeof buffer, "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return buffer;
+  return utc_text(std::time(nullptr));
 }
 
 }  // namespace neuron_cache::artifact_index

@@ -1,7 +1,6 @@
 #include "neuron_cache/format/xml.h"
 
 #include <cctype>
-#include <ctime>
 
 #include "neuron_cache/error.h"
 #include "neuron_cache/format/utf8.h"
@@ -148,31 +147,6 @@ std::optional<std::string> Element::child(std::string_view wanted) const {
 
 Element parse(std::string_view body, size_t max_text) {
   return Parser(body, max_text).run();
-}
-
-std::optional<int64_t> parse_timestamp(std::string_view text) {
-  // YYYY-MM-DDTHH:MM:SS, then optional fractions and a Z.
-  static constexpr std::string_view kShape = "dddd-dd-ddTdd:dd:dd";
-  if (text.size() < kShape.size()) return std::nullopt;
-  for (size_t i = 0; i < kShape.size(); ++i) {
-    bool digit = std::isdigit(static_cast<unsigned char>(text[i])) != 0;
-    if (kShape[i] == 'd' ? !digit : text[i] != kShape[i]) return std::nullopt;
-  }
-  auto number = [&](size_t at, size_t digits) {
-    return std::stoi(std::string(text.substr(at, digits)));
-  };
-  std::tm when{};
-  when.tm_year = number(0, 4) - 1900;
-  when.tm_mon = number(5, 2) - 1;
-  when.tm_mday = number(8, 2);
-  when.tm_hour = number(11, 2);
-  when.tm_min = number(14, 2);
-  when.tm_sec = number(17, 2);
-  if (when.tm_mon > 11 || when.tm_mday < 1 || when.tm_mday > 31 || when.tm_hour > 23 ||
-      when.tm_min > 59 || when.tm_sec > 60) {
-    return std::nullopt;
-  }
-  return static_cast<int64_t>(timegm(&when));
 }
 
 }  // namespace neuron_cache::xml

@@ -33,7 +33,4 @@ struct Element {
 // bounds each element's text.
 Element parse(std::string_view body, size_t max_text = kMaxTextBytes);
 
-// AWS's timestamps ("2024-05-01T12:34:56.000Z", UTC) as seconds since 1970, or nothing.
-std::optional<int64_t> parse_timestamp(std::string_view text);
-
 }  // namespace neuron_cache::xml

@@ -5,6 +5,7 @@
 
 #include "neuron_cache/error.h"
 #include "neuron_cache/format/printable.h"
+#include "neuron_cache/format/timestamp.h"
 #include "neuron_cache/format/xml.h"
 
 namespace neuron_cache::storage::s3xml {
@@ -120,7 +121,7 @@ UploadsPage parse_uploads_page(std::string_view body) {
 }
 
 std::optional<int64_t> parse_timestamp(std::string_view text) {
-  return xml::parse_timestamp(text);
+  return parse_utc_timestamp(text);
 }
 
 ErrorAnswer parse_error(std::string_view body) {

@@ -1,0 +1,18 @@
+// UTC timestamps as the formats write them ("2024-05-01T12:34:56Z"; S3 and STS add fractions):
+// the one reader and writer of the index's created_at, the statistics' since, S3's and the AWS
+// credential sources' times.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+namespace neuron_cache {
+
+// "YYYY-MM-DDTHH:MM:SS", then optional fractions and a Z, as seconds since 1970; or nothing.
+std::optional<int64_t> parse_utc_timestamp(std::string_view text);
+// Seconds since 1970 as "YYYY-MM-DDTHH:MM:SSZ".
+std::string utc_text(int64_t seconds);
+
+}  // namespace neuron_cache
