@@ -324,9 +324,17 @@ TEST_F(HubCliTest, LookupFindsEntriesWithAConstantNumberOfListings) {
       server.access_log(), [](const json& e) { return contains(e["path"], "/tree/"); });
   EXPECT_LE(tree_requests, 4u) << "root listing plus one paginated registry listing";
   EXPECT_EQ(testing::count_requests(server.access_log(),
-                                    [](const json& e) { return contains(e["path"], "/resolve/"); }),
+                                    [](const json& e) {
+                                      return contains(e["path"], "/resolve/") &&
+                                             !contains(e["path"], "config.json");
+                                    }),
             1u)
       << "alias and primary share a hash: one download";
+  EXPECT_EQ(testing::count_requests(
+                server.access_log(),
+                [](const json& e) { return contains(e["path"], "tiny-random-Llama-3/resolve/"); }),
+            1u)
+      << "the model's config.json, for its architecture, once";
 
   ToolRun text = tool("lookup llamafactory/tiny-random-Llama-3 --batch-size 2 --dtype bf16");
   EXPECT_TRUE(contains(text.output, "Cached entries for llamafactory/tiny-random-Llama-3"))

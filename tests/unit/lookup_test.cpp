@@ -97,11 +97,12 @@ TEST(LookupScan, ManyModelsCostTheListingsOfOne) {
 
   server.clear_log();
   remote::RegistryScan one =
-      remote::scan_registry(*testing::hub_store(client, kRepo), "", {"org/model-a"});
+      remote::scan_registry(*testing::hub_store(client, kRepo), "", {{"org/model-a", {}}});
   size_t one_downloads = downloads(server);
   server.clear_log();
-  remote::RegistryScan three = remote::scan_registry(*testing::hub_store(client, kRepo), "",
-                                                     {"org/model-a", "org/model-b", "org/model-c"});
+  remote::RegistryScan three =
+      remote::scan_registry(*testing::hub_store(client, kRepo), "",
+                            {{"org/model-a", {}}, {"org/model-b", {}}, {"org/model-c", {}}});
 
   EXPECT_TRUE(one.has_registry);
   EXPECT_GT(one.listing_requests, 2u) << "paginated listings are counted";
@@ -122,7 +123,7 @@ TEST(LookupScan, ManyModelsCostTheListingsOfOne) {
   EXPECT_EQ(three.compiler_dirs.size(), 2u);
 
   remote::RegistryScan narrowed =
-      remote::scan_registry(*testing::hub_store(client, kRepo), "2.15", {"org/model-a"});
+      remote::scan_registry(*testing::hub_store(client, kRepo), "2.15", {{"org/model-a", {}}});
   EXPECT_FALSE(narrowed.has_registry) << "the 2.15 folder has MODULE folders but no registry";
   EXPECT_TRUE(narrowed.hits["org/model-a"].empty());
 }
@@ -134,8 +135,8 @@ TEST(LookupScan, TheSameBytesUnderTwoVersionsAreTwoEntries) {
   ASSERT_EQ(files.size(), 4u) << files.dump(2);
   HubServer server(config_with(files));
   hub::HubClient client = client_for(server);
-  remote::RegistryScan scan =
-      remote::scan_registry(*testing::hub_store(client, kRepo), "2.21.33363.0", {"org/model-a"});
+  remote::RegistryScan scan = remote::scan_registry(*testing::hub_store(client, kRepo),
+                                                    "2.21.33363.0", {{"org/model-a", {}}});
   const auto& hits = scan.hits["org/model-a"];
   ASSERT_EQ(hits.size(), 2u);
   EXPECT_EQ(hits[0].optimum_version, "0.4.5");

@@ -46,11 +46,18 @@ const std::string kShardDir = "neuron-cache-index/" + kCompiler;             // 
 constexpr const char* kStandInFlags =
     R"(["--model-type=transformer", "--auto-cast=matmult", "--target=trn1"])";
 
+// The config.json the Hub serves for a model of the fixture (optimum-neuron's AutoConfig reads it).
+inline std::string model_config_text(const std::string& model) {
+  if (model == kQwen) return R"({"model_type": "qwen2", "hidden_size": 896})";
+  if (model == kEncoder) return R"({"model_type": "bert", "hidden_size": 384})";
+  return R"({"model_type": "llama", "hidden_size": 2048})";
+}
+
 inline json hub_config() {
   return testing::cache_hub_config(
-      kRepo, {{kLlama, {{"config.json", R"({"model_type": "llama", "hidden_size": 2048})"}}},
-              {kQwen, {{"config.json", R"({"model_type": "qwen2", "hidden_size": 896})"}}},
-              {kEncoder, {{"config.json", R"({"model_type": "bert", "hidden_size": 384})"}}},
+      kRepo, {{kLlama, {{"config.json", model_config_text(kLlama)}}},
+              {kQwen, {{"config.json", model_config_text(kQwen)}}},
+              {kEncoder, {{"config.json", model_config_text(kEncoder)}}},
               {kDiffusion,
                {{"model_index.json", R"({"_class_name": "StableDiffusionPipeline"})"},
                 {"unet/config.json", R"({"in_channels": 4})"}}}});

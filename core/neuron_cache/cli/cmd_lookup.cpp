@@ -5,14 +5,19 @@
 
 #include "neuron_cache/cli/context.h"
 #include "neuron_cache/cli/output.h"
+#include "neuron_cache/error.h"
+#include "neuron_cache/format/pyjson.h"
 #include "neuron_cache/remote/lookup.h"
+#include "neuron_cache/storage/models.h"
 
 namespace neuron_cache::cli {
 namespace {
 
 struct Options {
   remote::LookupQuery query;
+  std::string revision = "main";  // of the model, whose config.json gives its architecture
   bool json = false;
+  std::string architecture_problem;  // why the model's architecture is unknown, or empty
 };
 
 // A value the entry may not store: null when it does not, so scripts tell "" from missing.
@@ -31,6 +36,7 @@ nlohmann::json row_json(const remote::LookupRow& r) {
           {"compiler_version", or_null(r.compiler_version)},
           {"optimum_neuron_version", or_null(r.optimum_version)},
           {"checkpoint_revision", or_null(r.checkpoint_revision)},
+          {"same_architecture_as", or_null(r.same_architecture_as)},
           {"path", r.path}};
 }
 
@@ -44,7 +50,7 @@ using Column = std::pair<std::string, std::function<std::string(const remote::Lo
 
 // Training entries (0.0.19-0.1.x) describe a parallel layout, not a served shape: no batch size,
 // sequence length or instance type.
-std::vector<Column> columns_for(const std::string& mode) {
+std::vector<Column> columns_for(const std::string& mode, bool same_architecture) {
   using Row = remote::LookupRow;
   std::vector<Column> columns;
   if (mode == "all") columns.push_back({"mode", [](const Row& r) { return r.mode; }});
@@ -61,11 +67,16 @@ std::vector<Column> columns_for(const std::string& mode) {
   columns.push_back({"compiler version", [](const Row& r) { return r.compiler_version; }});
   columns.push_back({"optimum-neuron", [](const Row& r) { return r.optimum_version; }});
   columns.push_back({"checkpoint revision", [](const Row& r) { return r.checkpoint_revision; }});
+  if (same_architecture) {
+    columns.push_back(
+        {"same architecture as", [](const Row& r) { return r.same_architecture_as; }});
+  }
   return columns;
 }
 
-void print_table(const std::vector<remote::LookupRow>& rows, const std::string& mode) {
-  std::vector<Column> columns = columns_for(mode);
+void print_table(const std::vector<remote::LookupRow>& rows, const std::string& mode,
+                 bool same_architecture) {
+  std::vector<Column> columns = columns_for(mode, same_architecture);
   std::vector<std::vector<std::string>> table(1);
   for (const auto& column : columns) table[0].push_back(column.first);
   for (const auto& r : rows) {
@@ -97,18 +108,76 @@ void print_text(const remote::LookupResult& result, const Options& options,
     std::cout << "No cached entries found for " << q.model_id << " in " << repo << ".\n";
   } else {
     std::cout << "Cached entries for " << q.model_id << " in " << repo << ":\n\n";
-    print_table(result.rows, q.mode);
+    print_table(result.rows, q.mode, result.same_architecture_rows > 0);
+  }
+  if (result.same_architecture_rows > 0) {
+    std::cout << "\n"
+              << result.same_architecture_rows << " of these entries were made for another model "
+              << "with the same architecture (optimum-neuron reuses them too: the NEFFs hold no "
+                 "weights).\n";
+  }
+  if (result.other_architecture_rows > 0) {
+    std::cout << "\n"
+              << result.other_architecture_rows << " more entries of " << q.model_id
+              << " were made from another config.json than its " << options.revision
+              << " one: optimum-neuron does not reuse them.\n";
+  }
+  if (result.normalised_instance_rows > 0) {
+    std::cout << "\n"
+              << result.normalised_instance_rows << " more entries target trn1, which serves "
+              << *q.instance_type
+              << " (optimum-neuron stores inf2 and trn1n as trn1): pass --instance-type trn1.\n";
   }
   if (result.other_mode_rows > 0) {
     std::cout << "\n"
               << result.other_mode_rows << " more entries of another mode: pass --mode "
               << (q.mode == "inference" ? "training" : "inference") << " or --mode all.\n";
   }
+  if (!options.architecture_problem.empty()) {
+    std::cout << "\nThe architecture of " << q.model_id << " is unknown ("
+              << options.architecture_problem
+              << "): only entries named after it are listed, not those of other models with its "
+                 "architecture that optimum-neuron would also find; check the model id and "
+                 "--revision.\n";
+  }
   std::cout << "\nAn entry is not a guaranteed cache hit: the exact configuration (compiler and "
                "optimum-neuron versions, compiler flags) must match to reuse the NEFFs.\n";
   if (q.compiler_version.empty()) {
     std::cout << "Searched every compiler version: pass --compiler-version to narrow it.\n";
   }
+}
+
+// The model's architecture digests as optimum-neuron computes them from its config.json, for
+// --task or every task it exports; none when config.json cannot be read (architecture_problem
+// says why): then only entries named after the model are found.
+std::map<std::string, std::string> arch_digests(Context& context, Options& options) {
+  const remote::LookupQuery& q = options.query;
+  std::optional<std::string> text;
+  std::string why;
+  try {
+    storage::ModelSource& models = *context.remotes().models;
+    if (models.offline()) {
+      why = "the Hub is offline (HF_HUB_OFFLINE)";
+    } else {
+      text = models.read_file(q.model_id, "config.json", options.revision);
+      if (!text) why = "the model has no config.json";
+    }
+  } catch (const Error& error) {
+    why = error.what();
+  }
+  std::optional<registry::Json> config;
+  if (text) config = pyjson::parse_or_nothing(*text, pyjson::kApiAnswer);
+  if (text && !config) why = "its config.json is not JSON";
+  std::map<std::string, std::string> digests;
+  std::vector<std::string> tasks =
+      q.task ? std::vector<std::string>{*q.task} : remote::known_tasks();
+  for (const auto& task : tasks) {
+    if (!config) break;
+    if (auto digest = registry::model_arch_digest(*config, task)) digests[task] = *digest;
+  }
+  if (config && digests.empty()) why = "its config.json has no \"model_type\"";
+  if (digests.empty()) options.architecture_problem = why;
+  return digests;
 }
 
 void lookup(Context& context, Options& options) {
@@ -118,6 +187,7 @@ void lookup(Context& context, Options& options) {
   if (options.query.compiler_version.empty()) {
     options.query.compiler_version = settings.compiler_version.value;
   }
+  options.query.arch_digests = arch_digests(context, options);
   remote::LookupResult result = remote::lookup(store, options.query);
   for (const auto& problem : result.problems) warn("unreadable registry entry " + problem);
   if (!options.json) {
@@ -136,6 +206,9 @@ void lookup(Context& context, Options& options) {
               {"has_registry", result.has_registry},
               {"entries", rows},
               {"other_mode_entries", result.other_mode_rows},
+              {"other_architecture_entries", result.other_architecture_rows},
+              {"same_architecture_entries", result.same_architecture_rows},
+              {"architecture_problem", or_null(options.architecture_problem)},
               {"listing_requests", result.listing_requests}});
 }
 
@@ -147,6 +220,9 @@ void register_lookup(CLI::App& app, Context& context) {
       "lookup", "List the cached configurations of MODEL_ID in the Hub cache repo");
   auto& q = options->query;
   cmd->add_option("model_id", q.model_id, "Hub model id, e.g. meta-llama/Llama-3.1-8B")->required();
+  cmd->add_option("--revision", options->revision,
+                  "Model revision whose config.json gives the architecture optimum-neuron "
+                  "matches entries by (default: main)");
   cmd->add_option_function<std::string>(
       "--task", [options](const std::string& v) { options->query.task = v; },
       "Task, e.g. text-generation");

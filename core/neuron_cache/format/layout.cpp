@@ -15,6 +15,18 @@ bool is_current_compiler_dir(std::string_view dir_name, std::string_view install
   return !installed_version.empty() && dir_name.starts_with(compiler_dir_name(installed_version));
 }
 
+std::vector<std::string> full_versions_of(std::string_view short_version,
+                                          const std::vector<std::string>& dir_names) {
+  std::vector<std::string> full;
+  if (short_version.empty() || short_version.find('+') != std::string_view::npos) return full;
+  const std::string exact = compiler_dir_name(short_version);
+  for (const auto& name : dir_names) {
+    if (name == exact) return {};
+    if (name.starts_with(exact + "+")) full.push_back(name.substr(kCompilerDirPrefix.size()));
+  }
+  return full;
+}
+
 std::string ModuleName::dir_name() const {
   std::string name = std::string(kModulePrefix) + graph_key;
   if (!flags_key.empty()) name += "+" + flags_key;

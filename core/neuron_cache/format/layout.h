@@ -60,6 +60,12 @@ std::optional<std::string> compiler_version_of(std::string_view dir_name);
 // matches 2.21.33363.0+82129205.
 bool is_current_compiler_dir(std::string_view dir_name, std::string_view installed_version);
 
+// The full versions ("2.21.33363.0+82129205") that `dir_names` hold for a version written
+// without its build suffix ("2.21.33363.0"), when none is that version exactly: libneuronxla names
+// folders by the full version, so a short one in a manifest matches no cached folder.
+std::vector<std::string> full_versions_of(std::string_view short_version,
+                                          const std::vector<std::string>& dir_names);
+
 struct ModuleName {
   std::string graph_key;  // opaque: decimal, 20 hex, or a registry entry hash
   std::string flags_key;  // 8 hex; empty for traced exports ("MODULE_<entry hash>")

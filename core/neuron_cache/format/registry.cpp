@@ -113,6 +113,47 @@ std::string arch_digest(const Json& entry) {
   return sha256_hex(pyjson::dumps(arch_input(entry)));
 }
 
+const std::vector<std::string>& cache_white_list() {
+  static const std::vector<std::string> kKeys = {"_name_or_path",
+                                                 "transformers_version",
+                                                 "_diffusers_version",
+                                                 "eos_token_id",
+                                                 "bos_token_id",
+                                                 "pad_token_id",
+                                                 "torchscript",
+                                                 "torch_dtype",
+                                                 "_commit_hash",
+                                                 "sample_size",
+                                                 "projection_dim",
+                                                 "_use_default_values",
+                                                 "_attn_implementation_autoset",
+                                                 "return_dict"};
+  return kKeys;
+}
+
+std::optional<std::string> model_arch_digest(const Json& config_json, const std::string& task) {
+  if (!config_json.is_object()) return std::nullopt;
+  Json config = config_json;
+  if (task == "text-generation") {
+    // transformers' get_text_config(): the one text sub-config, else the config itself.
+    int found = 0;
+    for (const char* name : {"text_config", "text_encoder"}) {
+      auto it = config_json.find(name);
+      if (it != config_json.end() && it->is_object()) {
+        config = *it;
+        ++found;
+      }
+    }
+    if (found > 1) return std::nullopt;
+  }
+  for (const auto& key : cache_white_list()) config.erase(key);
+  config.erase("neuron");
+  auto type = config.find("model_type");
+  if (type == config.end() || !type->is_string()) return std::nullopt;
+  Json arch = {{"model_type", *type}, {"task", task}, {"config", config}};
+  return sha256_hex(pyjson::dumps(arch));
+}
+
 std::string primary_path(std::string_view optimum_version, std::string_view digest,
                          std::string_view hash) {
   return join({std::string(layout::kRegistryDir), std::string(optimum_version), std::string(digest),

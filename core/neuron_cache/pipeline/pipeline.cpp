@@ -57,6 +57,8 @@ std::vector<plan::RegistryCandidate> candidates_of(const remote::RegistryScan& s
   for (const auto& [model_id, hits] : scan.hits) {
     for (const auto& hit : hits) {
       if (hit.row.mode == "training") continue;  // no inference configuration to match
+      // Made from another config.json of the model: optimum-neuron's proxy would not match it.
+      if (hit.architecture == remote::Architecture::Other) continue;
       out.push_back({model_id,
                      hit.row.task,
                      number_of(hit.row.batch_size),
@@ -64,7 +66,9 @@ std::vector<plan::RegistryCandidate> candidates_of(const remote::RegistryScan& s
                      number_of(hit.row.tensor_parallel),
                      hit.row.dtype,
                      hit.row.instance_type,
-                     {hit.compiler_dir, hit.optimum_version, hit.path}});
+                     {hit.compiler_dir, hit.optimum_version, hit.path},
+                     hit.same_architecture_as,
+                     hit.traced});
     }
   }
   return out;
@@ -201,8 +205,10 @@ void Pipeline::cache_problem(const std::string& what, const std::string& fallbac
 
 std::vector<plan::Target> Pipeline::targets() {
   storage::ModelSource* models = remotes_.models;
-  plan::ModelResolver resolver(models && !models->offline() ? models : nullptr, manifest_dir(),
-                               sys::RootedFile(root_, std::string(ai::kLocalDir) + "/models.json"));
+  resolver_ = std::make_unique<plan::ModelResolver>(
+      models && !models->offline() ? models : nullptr, manifest_dir(),
+      sys::RootedFile(root_, std::string(ai::kLocalDir) + "/models.json"));
+  plan::ModelResolver& resolver = *resolver_;
   plan::KeyContext context;
   context.compiler_version = compiler_version_;
   context.optimum_neuron_version = manifest_.optimum_neuron_version;
@@ -331,21 +337,54 @@ void Pipeline::log_decisions(const plan::Plan& plan) const {
   for (const auto& row : plan.rows) log_decision(row);
 }
 
+remote::ScanModels Pipeline::registry_models(const std::vector<const plan::Target*>& targets) {
+  remote::ScanModels models;
+  std::set<std::string> unread;
+  for (const plan::Target* target : targets) {
+    auto& digests = models[target->inputs.model_id];
+    std::string why;
+    std::optional<std::string> digest =
+        resolver_ ? resolver_->arch_digest(*target, &why) : std::nullopt;
+    if (digest) {
+      digests[target->inputs.task] = *digest;
+    } else if (unread.insert(target->inputs.model_id).second) {
+      log::debug("decide", "the architecture of " + target->inputs.model_id + " is unknown (" +
+                               why + "): its registry entries are found by name only");
+    }
+  }
+  return models;
+}
+
+std::string Pipeline::short_version_problem(const std::string& version,
+                                            const std::vector<std::string>& full) const {
+  std::string names;
+  for (const auto& v : full) names += (names.empty() ? "" : ", ") + v;
+  return "compiler_version " + version + " is not a full neuronx-cc version: " + repo_ + " holds " +
+         names +
+         ", and libneuronxla names cache folders by the full version (neuronx-cc --version "
+         "prints it), so no cached folder can match; set compiler_version to the full version";
+}
+
 void Pipeline::read_registry(plan::Plan& plan) {
-  std::map<std::string, std::set<std::string>> models_by_version;
+  std::map<std::string, std::vector<const plan::Target*>> models_by_version;
   for (const auto& row : plan.rows) {
     if (row.status == plan::Status::Compile)
-      models_by_version[row.target.inputs.compiler_version].insert(row.target.inputs.model_id);
+      models_by_version[row.target.inputs.compiler_version].push_back(&row.target);
   }
   if (models_by_version.empty()) return;
   RegistryMemo memo(memo_folder().child("registry.json"), repo_, remote_->revision());
   bool has_registry = false;
+  std::string short_version;
   try {
-    for (const auto& [version, models] : models_by_version) {
+    for (const auto& [version, targets] : models_by_version) {
+      remote::ScanModels models = registry_models(targets);
       std::optional<RegistryAnswer> answer = memo.recall(version, models);
       if (!answer) {
         answer = scan_registry(version, models);
         memo.remember(version, models, *answer);
+      }
+      if (auto full = layout::full_versions_of(version, answer->compiler_dirs); !full.empty()) {
+        short_version = short_version_problem(version, full);
       }
       has_registry = has_registry || answer->has_registry;
       plan::mark_registry_hits(plan, answer->candidates);
@@ -355,6 +394,7 @@ void Pipeline::read_registry(plan::Plan& plan) {
     note(true, std::string("optimum-neuron's registry in ") + repo_ +
                    " could not be read: " + error.what());
   }
+  if (!short_version.empty()) throw input_error(short_version);
   if (has_registry && remote_->compiler_versions().empty()) {
     plan.notes.push_back(
         repo_ +
@@ -365,12 +405,12 @@ void Pipeline::read_registry(plan::Plan& plan) {
 }
 
 RegistryAnswer Pipeline::scan_registry(const std::string& compiler_version,
-                                       const std::set<std::string>& models) {
+                                       const remote::ScanModels& models) {
   remote::RegistryScan scan =
       remote::scan_registry(*store_, compiler_version, models, remote_->revision());
   for (const auto& problem : scan.problems)
     note(true, "skipped an unreadable registry entry: " + problem);
-  return {scan.has_registry, candidates_of(scan), scan.complete};
+  return {scan.has_registry, scan.compiler_dirs, candidates_of(scan), scan.complete};
 }
 
 void Pipeline::describe_repo(plan::Plan& plan) const {

@@ -27,6 +27,7 @@
 #include "neuron_cache/manifest/manifest.h"
 #include "neuron_cache/plan/plan.h"
 #include "neuron_cache/plan/targets.h"
+#include "neuron_cache/remote/lookup.h"
 #include "neuron_cache/remote/prefetch.h"
 #include "neuron_cache/remote/push.h"
 #include "neuron_cache/storage/policies.h"
@@ -189,7 +190,11 @@ class Pipeline {
   // compiler version, whatever the number of configurations).
   void read_registry(plan::Plan& plan);
   RegistryAnswer scan_registry(const std::string& compiler_version,
-                               const std::set<std::string>& models);
+                               const remote::ScanModels& models);
+  std::string short_version_problem(const std::string& version,
+                                    const std::vector<std::string>& full) const;
+  // The models of `targets` with the architecture digest of each target's task, when known.
+  remote::ScanModels registry_models(const std::vector<const plan::Target*>& targets);
   // Throws when strict; otherwise records the fallback.
   void cache_problem(const std::string& what, const std::string& fallback);
   CompileOutcome compile_one(const plan::Target& target, bool listed_in_registry);
@@ -261,6 +266,8 @@ class Pipeline {
   std::unique_ptr<local::LocalCache> cache_;
   std::unique_ptr<local::LocalIndex> local_index_;
   std::unique_ptr<remote::RemoteIndex> remote_;
+  // Made by targets(): the registry read asks it the models' architectures.
+  std::unique_ptr<plan::ModelResolver> resolver_;
   std::vector<Notice> notices_;
   size_t requests_at_start_ = 0;
   std::once_flag seed_views_once_;

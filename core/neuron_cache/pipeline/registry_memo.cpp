@@ -9,9 +9,13 @@ namespace {
 
 using nlohmann::json;
 
-std::string scan_key(const std::string& compiler_version, const std::set<std::string>& models) {
+// The models and the architecture digests asked: another digest is another question.
+std::string scan_key(const std::string& compiler_version, const remote::ScanModels& models) {
   std::string key = compiler_version;
-  for (const auto& model : models) key += "|" + model;
+  for (const auto& [model, digests] : models) {
+    key += "|" + model;
+    for (const auto& [task, digest] : digests) key += " " + task + "=" + digest;
+  }
   return key;
 }
 
@@ -34,7 +38,9 @@ json to_json(const plan::RegistryCandidate& c) {
           {"target", c.target},
           {"compiler_dir", c.where.compiler_dir},
           {"optimum_version", c.where.optimum_version},
-          {"path", c.where.path}};
+          {"path", c.where.path},
+          {"same_architecture_as", c.same_architecture_as},
+          {"traced", c.traced}};
 }
 
 plan::RegistryCandidate from_json(const json& j) {
@@ -46,13 +52,15 @@ plan::RegistryCandidate from_json(const json& j) {
           j.at("dtype").get<std::string>(),
           j.at("target").get<std::string>(),
           {j.at("compiler_dir").get<std::string>(), j.at("optimum_version").get<std::string>(),
-           j.at("path").get<std::string>()}};
+           j.at("path").get<std::string>()},
+          j.at("same_architecture_as").get<std::string>(),
+          j.at("traced").get<bool>()};
 }
 
 }  // namespace
 
 std::optional<RegistryAnswer> RegistryMemo::recall(const std::string& compiler_version,
-                                                   const std::set<std::string>& models) const {
+                                                   const remote::ScanModels& models) const {
   if (revision_.empty()) return std::nullopt;
   json memo = pyjson::read_kept(file_).value_or(json());
   if (!memo.is_object() || memo.value("repo", "") != repo_ ||
@@ -63,6 +71,7 @@ std::optional<RegistryAnswer> RegistryMemo::recall(const std::string& compiler_v
     const json& scan = memo.at("scans").at(scan_key(compiler_version, models));
     RegistryAnswer answer;
     answer.has_registry = scan.at("has_registry").get<bool>();
+    answer.compiler_dirs = scan.at("compiler_dirs").get<std::vector<std::string>>();
     for (const auto& item : scan.at("candidates")) answer.candidates.push_back(from_json(item));
     return answer;
   } catch (const json::exception&) {
@@ -70,8 +79,7 @@ std::optional<RegistryAnswer> RegistryMemo::recall(const std::string& compiler_v
   }
 }
 
-void RegistryMemo::remember(const std::string& compiler_version,
-                            const std::set<std::string>& models,
+void RegistryMemo::remember(const std::string& compiler_version, const remote::ScanModels& models,
                             const RegistryAnswer& answer) const {
   // A scan with a failed read says what one run could see, not what the head holds.
   if (revision_.empty() || !answer.complete) return;
@@ -84,6 +92,7 @@ void RegistryMemo::remember(const std::string& compiler_version,
   json candidates = json::array();
   for (const auto& c : answer.candidates) candidates.push_back(to_json(c));
   memo["scans"][scan_key(compiler_version, models)] = {{"has_registry", answer.has_registry},
+                                                       {"compiler_dirs", answer.compiler_dirs},
                                                        {"candidates", candidates}};
   try {
     file_.replace(memo.dump());

@@ -10,12 +10,14 @@
 #include <vector>
 
 #include "neuron_cache/plan/plan.h"
+#include "neuron_cache/remote/lookup.h"
 #include "neuron_cache/sys/safe_dir.h"
 
 namespace neuron_cache::pipeline {
 
 struct RegistryAnswer {
-  bool has_registry = false;  // the compiler folder has a 0_REGISTRY at all
+  bool has_registry = false;               // the compiler folder has a 0_REGISTRY at all
+  std::vector<std::string> compiler_dirs;  // the neuronxcc-* folders the version prefix names
   std::vector<plan::RegistryCandidate> candidates;
   bool complete = true;  // false when a read failed: then it is not remembered
 };
@@ -28,9 +30,9 @@ class RegistryMemo {
       : file_(std::move(file)), repo_(std::move(repo)), revision_(std::move(revision)) {}
 
   std::optional<RegistryAnswer> recall(const std::string& compiler_version,
-                                       const std::set<std::string>& models) const;
+                                       const remote::ScanModels& models) const;
   // Best effort: remembering only saves asking again.
-  void remember(const std::string& compiler_version, const std::set<std::string>& models,
+  void remember(const std::string& compiler_version, const remote::ScanModels& models,
                 const RegistryAnswer& answer) const;
 
  private:

@@ -119,25 +119,40 @@ void hub_row(PlanRow& row, const local::LocalIndex& local, const remote::RemoteI
   row.reason = "available in " + remote.repo();
 }
 
-bool registry_matches(const Target& target, const RegistryCandidate& c) {
+// Model, task, shape, compiler folder and pinned optimum-neuron version.
+bool same_shape(const Target& target, const RegistryCandidate& c) {
   const cache_key::KeyInputs& in = target.inputs;
-  auto same = [](const std::optional<int64_t>& have, int64_t want) { return have == want; };
   if (c.model_id != in.model_id || (!c.task.empty() && c.task != in.task)) return false;
-  if (!same(c.batch_size, in.batch_size) || !same(c.sequence_length, in.sequence_length) ||
-      !same(c.tensor_parallel, in.num_cores)) {
-    return false;
-  }
-  if (remote::canonical_dtype(c.dtype) != remote::canonical_dtype(in.precision)) return false;
-  if (c.target.empty() || cache_key::target_of(c.target) != in.target) return false;
+  if (c.batch_size != in.batch_size || c.sequence_length != in.sequence_length) return false;
   if (c.where.compiler_dir != layout::compiler_dir_name(in.compiler_version)) return false;
   return !in.optimum_neuron_version || *in.optimum_neuron_version == c.where.optimum_version;
 }
 
-std::string registry_reason(const RegistryMatch& where, const std::string& repo) {
-  return "in optimum-neuron's registry in " + repo + " (optimum-neuron " + where.optimum_version +
-         ", " + where.compiler_dir +
+// optimum-neuron compares the stored target as it is with the normalised instance type: an
+// entry for a target it does not know ("trn3") serves no trn1 configuration.
+bool registry_matches(const Target& target, const RegistryCandidate& c) {
+  const cache_key::KeyInputs& in = target.inputs;
+  if (c.traced || !same_shape(target, c) || c.tensor_parallel != in.num_cores) return false;
+  if (remote::canonical_dtype(c.dtype) != remote::canonical_dtype(in.precision)) return false;
+  return c.target == in.target;
+}
+
+std::string registry_reason(const RegistryCandidate& c, const std::string& repo) {
+  std::string whose =
+      c.same_architecture_as.empty()
+          ? ""
+          : "same architecture as " + c.same_architecture_as + ", whose entry it reuses; ";
+  return whose + "in optimum-neuron's registry in " + repo + " (optimum-neuron " +
+         c.where.optimum_version + ", " + c.where.compiler_dir +
          ") but not in a neuron-cache index yet: the compile command fetches its NEFFs through "
          "optimum-neuron's hub cache instead of compiling, then neuron-cache indexes them";
+}
+
+std::string traced_reason(const RegistryCandidate& c, const std::string& repo) {
+  return "registry entry found in " + repo + " (" + c.where.path +
+         ", a traced export); reuse depends on how the export is run: `optimum-cli export "
+         "neuron` compiles traced models without asking the Hub, from_pretrained(export=True) "
+         "reuses them; neuron-cache indexes whatever it produces";
 }
 
 }  // namespace
@@ -145,12 +160,24 @@ std::string registry_reason(const RegistryMatch& where, const std::string& repo)
 void mark_registry_hits(Plan& plan, const std::vector<RegistryCandidate>& candidates) {
   for (auto& row : plan.rows) {
     if (row.status != Status::Compile) continue;
+    // The model's own entries before those of its architecture's other models.
+    const RegistryCandidate* best = nullptr;
     for (const auto& candidate : candidates) {
       if (!registry_matches(row.target, candidate)) continue;
+      if (!best || (!best->same_architecture_as.empty() && candidate.same_architecture_as.empty()))
+        best = &candidate;
+    }
+    if (best) {
       row.status = Status::Registry;
-      row.registry = candidate.where;
-      row.reason = registry_reason(candidate.where, plan.repo);
-      break;
+      row.registry = best->where;
+      row.reason = registry_reason(*best, plan.repo);
+      continue;
+    }
+    for (const auto& candidate : candidates) {
+      if (candidate.traced && same_shape(row.target, candidate)) {
+        row.reason = traced_reason(candidate, plan.repo);
+        break;
+      }
     }
   }
 }

@@ -45,8 +45,14 @@ struct RegistryCandidate {
   std::optional<int64_t> sequence_length;
   std::optional<int64_t> tensor_parallel;
   std::string dtype;   // as stored: "bfloat16", "bf16", ...
-  std::string target;  // "trn1"/"trn2", or an instance type ("inf2") for older entries
+  std::string target;  // "trn1"/"trn2" as optimum-neuron normalises it, as stored
   RegistryMatch where;
+  // The model the entry was made for, when it is another one with the target model's
+  // architecture digest (optimum-neuron's lookup and proxy reuse it too).
+  std::string same_architecture_as;
+  // A traced export: optimum-neuron's filters never select it, and `optimum-cli export neuron`
+  // compiles traced models without asking the Hub.
+  bool traced = false;
 };
 
 struct PlanRow {
@@ -85,10 +91,12 @@ Plan make_plan(const std::vector<Target>& targets, const local::LocalIndex& loca
                remote::RemoteIndex* remote, const std::string& hub_problem);
 
 // Compile rows that optimum-neuron's registry lists become Registry rows. A candidate matches
-// when model, task, batch size, sequence length, tensor parallel degree, dtype and compilation
-// target are equal (optimum-neuron's own lookup filters), its compiler folder is the target's
+// when model (or its architecture), task, batch size, sequence length, tensor parallel degree,
+// dtype and compilation target are equal (optimum-neuron's own lookup filters; the entry's target
+// against the configuration's normalised one, trn1 or trn2), its compiler folder is the target's
 // compiler version and, when the manifest pins one, its optimum-neuron version is that one. The
-// checkpoint revision is not compared: NEFFs do not hold the weights.
+// checkpoint revision is not compared: NEFFs do not hold the weights. A traced entry of the same
+// shape leaves the row Compile, with a reason that says so.
 void mark_registry_hits(Plan& plan, const std::vector<RegistryCandidate>& candidates);
 
 // "cached for compiler 2.15.128 and sequence length 4096; you asked for 2.16.1 and 8192"

@@ -9,6 +9,7 @@
 #include "neuron_cache/error.h"
 #include "neuron_cache/format/compile_flags.h"
 #include "neuron_cache/format/pyjson.h"
+#include "neuron_cache/format/registry.h"
 #include "neuron_cache/git/git_info.h"
 #include "neuron_cache/sys/safe_dir.h"
 
@@ -121,7 +122,10 @@ std::string ModelResolver::model_type_from_hub(const manifest::Configuration& c,
       throw input_error(c.source.to_string() + ": " + c.model_id +
                         " has no config.json: set model_type in the manifest");
     }
-    if (pyjson::parse_or_nothing(*text, pyjson::kApiAnswer)) return model_type_of(*text, origin);
+    if (pyjson::parse_or_nothing(*text, pyjson::kApiAnswer)) {
+      configs_[c.model_id + "@" + commit] = *text;  // the architecture digest reads it too
+      return model_type_of(*text, origin);
+    }
     if (attempt == 2) {
       throw operational_error(origin + " was served twice as something that is not JSON (" +
                               std::to_string(text->size()) +
@@ -152,12 +156,84 @@ void ModelResolver::remember(const std::string& memo, const ResolvedModel& model
   try {
     pyjson::Json json = read_memo();
     pyjson::Json item = {{"revision", *model.revision}, {"model_type", model.model_type}};
+    if (json.contains(memo) && json[memo].is_object() && json[memo].contains("arch_digests")) {
+      item["arch_digests"] = json[memo]["arch_digests"];  // a commit's config.json never changes
+    }
     if (json.contains(memo) && json[memo] == item) return;  // an unchanged run writes nothing
     json[memo] = item;
     memo_file_.replace(pyjson::dumps(json, 2));
   } catch (const std::exception&) {
     // Remembering is best effort: the next run asks the Hub again.
   }
+}
+
+std::optional<std::string> ModelResolver::read_config(const Target& t, std::string* why) {
+  const manifest::Configuration& c = t.configuration;
+  if (c.checkout) {
+    fs::path config = manifest_dir_ / *c.checkout / "config.json";
+    std::ifstream in(config, std::ios::binary);
+    if (!in) {
+      *why = config.string() + " cannot be read";
+      return std::nullopt;
+    }
+    std::string text;
+    text.resize(pyjson::kApiAnswer.max_bytes);
+    in.read(text.data(), static_cast<std::streamsize>(text.size()));
+    text.resize(static_cast<size_t>(in.gcount()));
+    return text;
+  }
+  std::string commit = *t.inputs.checkpoint_revision;
+  if (auto it = configs_.find(c.model_id + "@" + commit); it != configs_.end()) return it->second;
+  if (client_ == nullptr || client_->offline()) {
+    *why = "the Hub is not asked (offline)";
+    return std::nullopt;
+  }
+  try {
+    auto text = client_->read_file(c.model_id, "config.json", commit);
+    if (!text) *why = c.model_id + " has no config.json";
+    return text;
+  } catch (const Error& error) {
+    *why = "its config.json could not be read: " + std::string(error.what());
+    return std::nullopt;
+  }
+}
+
+std::optional<std::string> ModelResolver::arch_digest(const Target& t, std::string* why) {
+  const manifest::Configuration& c = t.configuration;
+  if (!t.inputs.checkpoint_revision) {
+    *why = "its revision is not resolved";
+    return std::nullopt;
+  }
+  std::string memo = c.model_id + "@" + *t.inputs.checkpoint_revision;
+  pyjson::Json json = memo_file_.empty() ? pyjson::Json::object() : read_memo();
+  const pyjson::Json* known = nullptr;
+  if (json.contains(memo) && json[memo].is_object() && json[memo].contains("arch_digests") &&
+      json[memo]["arch_digests"].is_object()) {
+    known = &json[memo]["arch_digests"];
+    auto it = known->find(c.task);
+    if (it != known->end() && it->is_string()) return it->get<std::string>();
+  }
+  std::optional<std::string> text = read_config(t, why);
+  if (!text) return std::nullopt;
+  auto config = pyjson::parse_or_nothing(*text, pyjson::kApiAnswer);
+  std::optional<std::string> digest =
+      config ? registry::model_arch_digest(*config, c.task) : std::nullopt;
+  if (!digest) {
+    *why = "its config.json is not a model config with a \"model_type\"";
+    return std::nullopt;
+  }
+  if (!memo_file_.empty() && !c.checkout) {
+    try {
+      if (!json.contains(memo) || !json[memo].is_object()) {
+        json[memo] = {{"revision", *t.inputs.checkpoint_revision}, {"model_type", ""}};
+      }
+      json[memo]["arch_digests"][c.task] = *digest;
+      memo_file_.replace(pyjson::dumps(json, 2));
+    } catch (const std::exception&) {
+      // Remembering is best effort.
+    }
+  }
+  return digest;
 }
 
 ResolvedModel ModelResolver::resolve(const manifest::Configuration& c) {

@@ -59,6 +59,11 @@ class ModelResolver {
   ResolvedModel resolve(const manifest::Configuration& configuration);
   // Answers taken from the memo because the Hub could not be asked (for warnings).
   const std::vector<std::string>& from_memo() const { return from_memo_; }
+  // The architecture digest optimum-neuron's lookup computes for the target's model and task
+  // (registry::model_arch_digest of its config.json at the target's commit), remembered by commit
+  // like the model type. Nothing when the target has no commit or config.json cannot be read:
+  // `why` then says why (the registry is then matched by model name only).
+  std::optional<std::string> arch_digest(const Target& target, std::string* why);
 
  private:
   pyjson::Json read_memo() const;
@@ -68,6 +73,7 @@ class ModelResolver {
   ResolvedModel resolve_hub(const manifest::Configuration& configuration);
   std::string model_type_from_hub(const manifest::Configuration& configuration,
                                   const std::string& commit);
+  std::optional<std::string> read_config(const Target& target, std::string* why);
   storage::ModelSource& online(const manifest::Configuration& configuration,
                                const std::string& why);
 
@@ -75,6 +81,7 @@ class ModelResolver {
   std::filesystem::path manifest_dir_;
   sys::RootedFile memo_file_;
   std::map<std::string, ResolvedModel> resolved_;
+  std::map<std::string, std::string> configs_;  // config.json texts read, by "model@commit"
   std::vector<std::string> from_memo_;
 };
 

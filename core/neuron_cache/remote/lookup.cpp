@@ -113,14 +113,24 @@ EntryKey key_of(const registry::Location& where) {
   return {where.optimum_version, where.mode, where.hash};
 }
 
-// Registry files that may belong to `model_ids`: alias paths and older generations name their
-// model, and the arch-digest folder holding an alias's hash holds that model's other entries
-// (optimum-neuron writes an alias only for a model's first entry). Those folders also hold other
-// models of the same architecture: the file content tells them apart once downloaded.
+// Every architecture digest the models may have, whatever the task.
+std::set<std::string> digests_of(const ScanModels& models) {
+  std::set<std::string> digests;
+  for (const auto& [id, by_task] : models) {
+    for (const auto& [task, digest] : by_task) digests.insert(digest);
+  }
+  return digests;
+}
+
+// Registry files that may belong to `models`: alias paths and older generations name their
+// model; a digest folder holding an alias's hash holds that model's other entries (optimum-neuron
+// writes an alias only for a model's first entry), and a model's own digest folders hold its
+// entries whatever the aliases say. Those folders also hold other models of the same
+// architecture: the file content tells them apart once downloaded.
 std::vector<Candidate> candidate_files(const std::vector<storage::RemoteEntry>& listing,
-                                       const std::string& compiler_dir,
-                                       const std::set<std::string>& model_ids) {
+                                       const std::string& compiler_dir, const ScanModels& models) {
   const std::string prefix = compiler_dir + "/" + std::string(layout::kRegistryDir) + "/";
+  const std::set<std::string> digests = digests_of(models);
   std::map<EntryKey, Candidate> chosen;
   std::set<EntryKey> named;
   std::map<std::pair<std::string, std::string>, std::vector<Candidate>> arch_folders;
@@ -131,15 +141,16 @@ std::vector<Candidate> candidate_files(const std::vector<storage::RemoteEntry>& 
     Candidate candidate{compiler_dir, entry, *where};
     if (where->shape == registry::PathShape::ByArch) {
       arch_folders[{where->optimum_version, where->arch_digest}].push_back(candidate);
-    } else if (model_ids.count(where->model_id) > 0) {
+    } else if (models.count(where->model_id) > 0) {
       named.insert(key_of(*where));
       chosen.emplace(key_of(*where), candidate);
     }
   }
   for (const auto& [folder, files] : arch_folders) {
-    bool related = std::any_of(files.begin(), files.end(), [&](const Candidate& file) {
-      return named.count(key_of(file.where)) > 0;
-    });
+    bool related = digests.count(folder.second) > 0 ||
+                   std::any_of(files.begin(), files.end(), [&](const Candidate& file) {
+                     return named.count(key_of(file.where)) > 0;
+                   });
     if (!related) continue;
     for (const auto& file : files) chosen.insert_or_assign(key_of(file.where), file);  // primary
   }
@@ -156,31 +167,61 @@ std::string read_all(std::FILE* file) {
   return text;
 }
 
-// The requested model ids an entry belongs to (its _model_id, or the checkpoint it was built
-// from).
-std::vector<std::string> owners(const registry::Record& record,
-                                const std::set<std::string>& model_ids) {
-  std::vector<std::string> ids;
-  if (model_ids.count(record.model_id) > 0) ids.push_back(record.model_id);
-  std::string checkpoint = first_of(record.neuron, {"checkpoint_id"});
-  if (checkpoint != record.model_id && model_ids.count(checkpoint) > 0) ids.push_back(checkpoint);
-  return ids;
+// Encoders and diffusion models are traced: their neuron config has static_* input shapes, or
+// the entry holds several models.
+bool is_traced(const registry::Record& record) {
+  if (record.entry_class == registry::kMultiModel) return true;
+  if (!record.neuron.is_object()) return false;
+  return std::any_of(record.neuron.items().begin(), record.neuron.items().end(),
+                     [](const auto& item) { return item.key().starts_with("static_"); });
 }
 
-void add_hits(const Candidate& file, const std::string& text,
-              const std::set<std::string>& model_ids, RegistryScan& scan) {
+// How an entry relates to `model_id`, or nothing when it is not the model's: its own entry
+// (_model_id, or the checkpoint it was built from), or another model's in one of its digest
+// folders.
+std::optional<RegistryHit> hit_for(const std::string& model_id,
+                                   const std::map<std::string, std::string>& digests,
+                                   const registry::Record& record) {
+  const registry::Location& where = record.location;
+  bool own = record.model_id == model_id || first_of(record.neuron, {"checkpoint_id"}) == model_id;
+  bool by_arch = where.shape == registry::PathShape::ByArch;
+  auto digest = digests.find(record.task.value_or(""));
+  bool same_folder = by_arch && digest != digests.end() && digest->second == where.arch_digest;
+  bool in_digest_folder =
+      by_arch && std::any_of(digests.begin(), digests.end(),
+                             [&](const auto& item) { return item.second == where.arch_digest; });
+  if (!own && !in_digest_folder) return std::nullopt;
+  RegistryHit hit;
+  hit.record = record;
+  hit.traced = is_traced(record);
+  if (same_folder || (in_digest_folder && !own)) {
+    hit.architecture = Architecture::Same;
+  } else if (by_arch && digest != digests.end()) {
+    hit.architecture = Architecture::Other;
+  }
+  if (!own) hit.same_architecture_as = record.model_id;
+  return hit;
+}
+
+void add_hits(const Candidate& file, const std::string& text, const ScanModels& models,
+              RegistryScan& scan) {
   registry::Record record = registry::read_record(file.where, text);
-  for (const auto& id : owners(record, model_ids)) {
-    RegistryHit hit{record, row_of(record, file.compiler_dir, file.entry.path), file.compiler_dir,
-                    file.where.optimum_version, file.entry.path};
-    scan.hits[id].push_back(std::move(hit));
+  for (const auto& [id, digests] : models) {
+    std::optional<RegistryHit> hit = hit_for(id, digests, record);
+    if (!hit) continue;
+    hit->row = row_of(record, file.compiler_dir, file.entry.path);
+    hit->row.same_architecture_as = hit->same_architecture_as;
+    hit->compiler_dir = file.compiler_dir;
+    hit->optimum_version = file.where.optimum_version;
+    hit->path = file.entry.path;
+    scan.hits[id].push_back(std::move(*hit));
   }
 }
 
 // Downloads the candidate files (in parallel, verified against the listing) into anonymous
 // temporary files, a bounded number at a time, and reads them.
 void read_candidates(storage::Store& store, const std::string& revision,
-                     const std::vector<Candidate>& files, const std::set<std::string>& model_ids,
+                     const std::vector<Candidate>& files, const ScanModels& models,
                      RegistryScan& scan) {
   constexpr size_t kBatch = 256;  // open temporary files at once
   for (size_t start = 0; start < files.size(); start += kBatch) {
@@ -208,7 +249,7 @@ void read_candidates(storage::Store& store, const std::string& revision,
         continue;
       }
       try {
-        add_hits(files[i], text, model_ids, scan);
+        add_hits(files[i], text, models, scan);
       } catch (const Error& error) {
         scan.problems.push_back(files[i].entry.path + ": " + error.what());
       }
@@ -229,10 +270,10 @@ std::string canonical_dtype(const std::string& dtype) {
 
 bool LookupRow::operator<(const LookupRow& o) const {
   auto key = [](const LookupRow& r) {
-    return std::make_tuple(number_key(r.tensor_parallel), number_key(r.batch_size),
-                           number_key(r.sequence_length), r.dtype, r.instance_type,
-                           r.compiler_version, r.task, r.checkpoint_revision,
-                           version_key(r.optimum_version), r.optimum_version, r.mode);
+    return std::make_tuple(
+        number_key(r.tensor_parallel), number_key(r.batch_size), number_key(r.sequence_length),
+        r.dtype, r.instance_type, r.compiler_version, r.task, r.checkpoint_revision,
+        version_key(r.optimum_version), r.optimum_version, r.mode, r.same_architecture_as);
   };
   return key(*this) < key(o);
 }
@@ -259,9 +300,9 @@ bool matches(const LookupRow& row, const LookupQuery& q) {
 }
 
 RegistryScan scan_registry(storage::Store& store, const std::string& compiler_version,
-                           const std::set<std::string>& model_ids, const std::string& revision) {
+                           const ScanModels& models, const std::string& revision) {
   RegistryScan scan;
-  for (const auto& id : model_ids) scan.hits[id];
+  for (const auto& [id, digests] : models) scan.hits[id];
   auto counted_listing = [&](const std::string& path, bool recursive) {
     uint64_t before = store.requests();
     auto listing = store.list_or_failure(path, recursive, revision);
@@ -279,11 +320,11 @@ RegistryScan scan_registry(storage::Store& store, const std::string& compiler_ve
   for (const auto& dir : scan.compiler_dirs) {
     auto listing = counted_listing(dir + "/" + std::string(layout::kRegistryDir), true);
     scan.has_registry = scan.has_registry || !listing.empty();
-    if (model_ids.empty()) continue;
-    auto found = candidate_files(listing, dir, model_ids);
+    if (models.empty()) continue;
+    auto found = candidate_files(listing, dir, models);
     files.insert(files.end(), found.begin(), found.end());
   }
-  read_candidates(store, revision, files, model_ids, scan);
+  read_candidates(store, revision, files, models, scan);
   for (auto& [id, hits] : scan.hits) {
     std::stable_sort(hits.begin(), hits.end(),
                      [](const RegistryHit& a, const RegistryHit& b) { return a.row < b.row; });
@@ -291,8 +332,43 @@ RegistryScan scan_registry(storage::Store& store, const std::string& compiler_ve
   return scan;
 }
 
+const std::vector<std::string>& known_tasks() {
+  // optimum-neuron's exporters (TasksManager tasks with a Neuron config).
+  static const std::vector<std::string> kTasks = {"text-generation",
+                                                  "feature-extraction",
+                                                  "fill-mask",
+                                                  "text-classification",
+                                                  "token-classification",
+                                                  "question-answering",
+                                                  "multiple-choice",
+                                                  "sentence-similarity",
+                                                  "image-classification",
+                                                  "object-detection",
+                                                  "semantic-segmentation",
+                                                  "audio-classification",
+                                                  "audio-frame-classification",
+                                                  "audio-xvector",
+                                                  "automatic-speech-recognition",
+                                                  "text2text-generation",
+                                                  "image-text-to-text",
+                                                  "zero-shot-image-classification",
+                                                  "depth-estimation",
+                                                  "image-segmentation"};
+  return kTasks;
+}
+
+namespace {
+
+// optimum-neuron stores inf2 and trn1n entries as trn1 (utils/instance.py).
+std::string normalised_instance(const std::string& instance_type) {
+  return instance_type == "inf2" || instance_type == "trn1n" ? "trn1" : instance_type;
+}
+
+}  // namespace
+
 LookupResult lookup(storage::Store& store, const LookupQuery& query) {
-  RegistryScan scan = scan_registry(store, query.compiler_version, {query.model_id});
+  RegistryScan scan =
+      scan_registry(store, query.compiler_version, {{query.model_id, query.arch_digests}});
   LookupResult result;
   result.compiler_dirs = std::move(scan.compiler_dirs);
   result.problems = std::move(scan.problems);
@@ -300,14 +376,24 @@ LookupResult lookup(storage::Store& store, const LookupQuery& query) {
   result.has_registry = scan.has_registry;
   LookupQuery any_mode = query;
   any_mode.mode = "all";
+  LookupQuery normalised = query;
+  if (query.instance_type) normalised.instance_type = normalised_instance(*query.instance_type);
   for (const auto& hit : scan.hits[query.model_id]) {
-    if (matches(hit.row, query)) {
+    if (hit.architecture == Architecture::Other) {
+      result.other_architecture_rows += matches(hit.row, any_mode) ? 1 : 0;
+    } else if (matches(hit.row, query)) {
       result.rows.push_back(hit.row);
     } else if (matches(hit.row, any_mode)) {
       ++result.other_mode_rows;
+    } else if (matches(hit.row, normalised)) {
+      ++result.normalised_instance_rows;
     }
   }
+  std::sort(result.rows.begin(), result.rows.end());
   result.rows.erase(std::unique(result.rows.begin(), result.rows.end()), result.rows.end());
+  result.same_architecture_rows = static_cast<size_t>(
+      std::count_if(result.rows.begin(), result.rows.end(),
+                    [](const LookupRow& row) { return !row.same_architecture_as.empty(); }));
   return result;
 }
 

@@ -30,11 +30,26 @@ struct LookupRow {
   std::string optimum_version;  // the registry version folder (empty for the first generation)
   std::string mode;             // "inference", or "training" for 0.0.19-0.1.x training entries
   std::string checkpoint_revision;
-  std::string path;  // the registry file in the repo
+  std::string same_architecture_as;  // the entry's model when it is another one (RegistryHit)
+  std::string path;                  // the registry file in the repo
 
   bool operator<(const LookupRow& other) const;
   bool operator==(const LookupRow& other) const;
 };
+
+// How an entry's architecture digest folder relates to the model's config.json.
+enum class Architecture {
+  Unknown,  // an older generation (no digest folder), or the model's config.json was not read
+  Same,     // the folder is the digest optimum-neuron computes for the model and the entry's task
+  Other,    // the model's own entry, made from another config.json (it changed since)
+};
+
+// The models a scan looks for: model id -> the architecture digest of each task optimum-neuron
+// would compute from its config.json (registry::model_arch_digest); empty when it was not read.
+using ScanModels = std::map<std::string, std::map<std::string, std::string>>;
+
+// The tasks whose digests a lookup without --task computes: every task optimum-neuron exports.
+const std::vector<std::string>& known_tasks();
 
 // One registry entry of a scanned model.
 struct RegistryHit {
@@ -43,6 +58,13 @@ struct RegistryHit {
   std::string compiler_dir;  // neuronxcc-<version>
   std::string optimum_version;
   std::string path;  // the registry file in the repo (the primary file when an alias exists)
+  Architecture architecture = Architecture::Unknown;
+  // The model the entry was made for when it is another one of the same architecture (a
+  // fine-tune, base and Instruct variants): optimum-neuron's lookup returns it too.
+  std::string same_architecture_as;
+  // A traced export (encoders, diffusion): optimum-neuron's filters never select it, and
+  // `optimum-cli export neuron` does not ask the Hub for traced models.
+  bool traced = false;
 };
 
 struct RegistryScan {
@@ -59,15 +81,17 @@ struct RegistryScan {
 };
 
 // One listing of the repo root, then ONE recursive listing of each matching compiler folder's
-// 0_REGISTRY, whatever the number of models; then only the candidate files of `model_ids` are
-// downloaded, in parallel. compiler_version: prefix of neuronxcc-<version> (empty: every compiler
-// folder). Files are told apart by (optimum-neuron version, mode, hash): an alias and its primary
-// file are one entry, the same bytes under two versions are two. Unreadable files are problems,
-// not errors; failures of the listings throw, unless the store counts them as misses (then the
-// scan is not `complete`).
+// 0_REGISTRY, whatever the number of models; then only the candidate files of `models` are
+// downloaded, in parallel: files named after a model (aliases, older generations), and every
+// file of a digest folder that holds such a file or is one of the model's digests (optimum-neuron
+// writes an alias only for a model's first entry on a machine, and reads the digest folder
+// whatever the aliases say). compiler_version: prefix of neuronxcc-<version> (empty: every
+// compiler folder). Files are told apart by (optimum-neuron version, mode, hash): an alias and its
+// primary file are one entry, the same bytes under two versions are two. Unreadable files are
+// problems, not errors; failures of the listings throw, unless the store counts them as misses
+// (then the scan is not `complete`).
 RegistryScan scan_registry(storage::Store& store, const std::string& compiler_version,
-                           const std::set<std::string>& model_ids,
-                           const std::string& revision = "main");
+                           const ScanModels& models, const std::string& revision = "main");
 
 struct LookupQuery {
   std::string model_id;
@@ -80,6 +104,8 @@ struct LookupQuery {
   std::optional<long> sequence_length;
   std::string mode = "inference";              // "inference", "training" or "all"
   std::optional<std::string> optimum_version;  // exact registry version folder; none: every one
+  // The model's digest by task (see ScanModels); empty: only entries named after the model.
+  std::map<std::string, std::string> arch_digests;
 };
 
 struct LookupResult {
@@ -89,6 +115,14 @@ struct LookupResult {
   uint64_t listing_requests = 0;
   bool has_registry = false;
   size_t other_mode_rows = 0;  // rows that pass every filter but the mode (e.g. training rows)
+  // The model's own entries in another digest folder than its config.json gives (they were made
+  // from an older config.json): optimum-neuron does not find them, nor does the plan.
+  size_t other_architecture_rows = 0;
+  // Entries of other models with the model's architecture, among `rows`.
+  size_t same_architecture_rows = 0;
+  // Rows that pass every filter but the instance type once it is normalised (inf2 and trn1n
+  // entries are stored as trn1): a hint, since optimum-neuron compares it as given.
+  size_t normalised_instance_rows = 0;
 };
 
 // scan_registry for one model, filtered by the query.
