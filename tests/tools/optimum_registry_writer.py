@@ -3,7 +3,9 @@
 neuron-cache's own writer. Reads a JSON list of entries on stdin, prints {path in repo: file text}.
 
 Each entry: {"compiler_dir", "optimum_version", "generation", "model_id", "task", "model_type",
-"config" (model config without neuron), "neuron" (neuron config), "mode" (0.1 only)}.
+"config" (model config without neuron), "neuron" (neuron config), "mode" (0.1 only),
+"machine" (optional: the local cache the entry was written in; aliases are per machine),
+"alias" (optional, default true: false when the machine's alias folder already existed)}.
 Generations (format spec 4.8):
   "0.4.5": serialize() text at <ver>/<arch digest>/<h>.json, plus the alias
            <ver>/<model_type>/<model_id>/<h>.json only when the alias folder does not exist yet;
@@ -54,9 +56,11 @@ def main():
             continue
         files[f"{registry}/{arch_digest(entry)}/{h}.json"] = text
         alias_dir = f"{registry}/{model_dir}"
-        if alias_dir not in alias_dirs:  # os.path.exists(alias dir) in hub_neuronx_cache
-            alias_dirs.add(alias_dir)
-            files[f"{alias_dir}/{h}.json"] = text
+        machine_dir = (entry.get("machine", ""), alias_dir)
+        if machine_dir not in alias_dirs:  # os.path.exists(alias dir) in hub_neuronx_cache
+            alias_dirs.add(machine_dir)
+            if entry.get("alias", True):
+                files[f"{alias_dir}/{h}.json"] = text
     json.dump(files, sys.stdout)
 
 

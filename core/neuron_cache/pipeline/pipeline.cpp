@@ -295,6 +295,7 @@ plan::Plan Pipeline::make_plan(const std::vector<plan::Target>& targets) {
     describe_repo(plan);
     note_foreign_links(*cache_, compiler_version_, plan);
     if (remote_) read_registry(plan);
+    if (!short_version_.empty()) throw input_error(short_version_);
     if (remote_) {
       for (const auto& problem : remote_->problems()) note(true, problem);
     }
@@ -303,6 +304,7 @@ plan::Plan Pipeline::make_plan(const std::vector<plan::Target>& targets) {
     return plan;
   } catch (const Error& error) {
     rethrow_local_disk(error);
+    if (!short_version_.empty()) throw;  // the manifest's to fix, not the store's failure
     // The index downloads happen lazily inside make_plan.
     cache_problem(storage::describe_part(store_, "index") + " could not be read: " + error.what(),
                   "every configuration not complete locally will be compiled");
@@ -394,7 +396,8 @@ void Pipeline::read_registry(plan::Plan& plan) {
     note(true, std::string("optimum-neuron's registry in ") + repo_ +
                    " could not be read: " + error.what());
   }
-  if (!short_version.empty()) throw input_error(short_version);
+  // Not a store failure: make_plan refuses the manifest after the registry read.
+  short_version_ = short_version;
   if (has_registry && remote_->compiler_versions().empty()) {
     plan.notes.push_back(
         repo_ +

@@ -266,6 +266,7 @@ class Pipeline {
   std::unique_ptr<local::LocalCache> cache_;
   std::unique_ptr<local::LocalIndex> local_index_;
   std::unique_ptr<remote::RemoteIndex> remote_;
+  std::string short_version_;  // why the manifest's compiler_version matches no store folder
   // Made by targets(): the registry read asks it the models' architectures.
   std::unique_ptr<plan::ModelResolver> resolver_;
   std::vector<Notice> notices_;
