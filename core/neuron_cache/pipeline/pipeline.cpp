@@ -342,8 +342,13 @@ void Pipeline::log_decisions(const plan::Plan& plan) const {
 remote::ScanModels Pipeline::registry_models(const std::vector<const plan::Target*>& targets) {
   remote::ScanModels models;
   std::set<std::string> unread;
+  std::set<std::string> asked;  // once per model, task and revision, not per configuration
   for (const plan::Target* target : targets) {
     auto& digests = models[target->inputs.model_id];
+    std::string question = target->inputs.model_id + "\n" + target->inputs.task + "\n" +
+                           target->inputs.checkpoint_revision.value_or("") + "\n" +
+                           target->configuration.checkout.value_or("");
+    if (!asked.insert(question).second) continue;
     std::string why;
     std::optional<std::string> digest =
         resolver_ ? resolver_->arch_digest(*target, &why) : std::nullopt;
