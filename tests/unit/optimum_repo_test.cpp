@@ -350,6 +350,7 @@ TEST_F(OptimumRepoTest, FoldersWithoutANeffThatTheStoreLacksAreNotRecordedAndThe
     std::string why = row["compile"]["not_recorded"];
     EXPECT_TRUE(contains(why, "left 2 MODULE folder(s) without a NEFF of their own")) << why;
     EXPECT_TRUE(contains(why, "is not in " + std::string(kRepo))) << why;
+    EXPECT_TRUE(contains(why, "the hub proxy read " + python_repo + ", not " + kRepo)) << why;
     // Said as a warning, with what happens next.
     EXPECT_TRUE(contains(run.err,
                          "warning: llama-bs1 was reused from the Hub through "

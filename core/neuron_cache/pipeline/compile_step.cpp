@@ -132,6 +132,18 @@ bool proxy_possible(const std::map<std::string, std::string>& child_env) {
   return child_env.count("CUSTOM_CACHE_REPO") > 0;
 }
 
+// Why a command that reads a Hub cache through the proxy and left no MODULE_ folder at all
+// cannot be recorded, and what else it may mean.
+std::string nothing_linked(const std::map<std::string, std::string>& child_env) {
+  return "the command succeeded and left no MODULE_ folder in its cache: optimum-neuron's hub "
+         "proxy (reading " +
+         child_env.at("CUSTOM_CACHE_REPO") +
+         ") hands libneuronxla the NEFFs it finds from the HF file cache without linking them "
+         "there, so which graphs it used is unknown. If the command does not compile through "
+         "libneuronxla's cache at all (a --no_cache in NEURON_CC_FLAGS, a cache of its own), "
+         "nothing of it is ever cached";
+}
+
 uint64_t bytes_of(const ai::Entry& entry) {
   uint64_t total = 0;
   for (const auto& module : entry.modules) {
@@ -328,14 +340,7 @@ bool Pipeline::adopt_from_proxy(compile::CaptureResult& captured,
     }
     out.not_recorded = adoption.problem;
   } else if (nothing_captured(captured) && proxy_possible(child_env)) {
-    out.not_recorded =
-        "the command succeeded and left no MODULE_ folder in its cache: optimum-neuron's hub "
-        "proxy (reading " +
-        child_env.at("CUSTOM_CACHE_REPO") +
-        ") hands libneuronxla the NEFFs it finds from the HF file cache without linking them "
-        "there, so which graphs it used is unknown. If the command does not compile through "
-        "libneuronxla's cache at all (a --no_cache in NEURON_CC_FLAGS, a cache of its own), "
-        "nothing of it is ever cached";
+    out.not_recorded = nothing_linked(child_env);
   }
   return true;
 }
@@ -366,6 +371,15 @@ remote::LocalCandidate hf_links(const sys::SafeDir& stage, const std::string& co
     if (!blob || blob->id != file.listed_sha256) return sys::UniqueFd();
     return std::move(blob->fd);
   };
+}
+
+// When the proxy read another repo than the store: why the store may lack what it used.
+std::string other_repo(const std::map<std::string, std::string>& child_env,
+                       const std::string& store) {
+  auto repo = child_env.find("CUSTOM_CACHE_REPO");
+  if (repo == child_env.end() || repo->second == store) return "";
+  return " (the hub proxy read " + repo->second + ", not " + store +
+         ": the compile env of the manifest sets CUSTOM_CACHE_REPO; without it both are the same)";
 }
 
 }  // namespace
@@ -406,7 +420,7 @@ Adoption Pipeline::complete_from_store(compile::CaptureResult& captured,
           module.status == remote::FetchStatus::AlreadyPresent)
         continue;
       out.problem = what + ", but " + dir + "/" + module.name + " could not be installed from " +
-                    repo_ + ": " + module.error;
+                    repo_ + ": " + module.error + other_repo(child_env, store_->name());
       out.store_failed = module.status == remote::FetchStatus::Failed;
       return out;
     }
@@ -548,8 +562,14 @@ WrappedRun Pipeline::run_wrapped(const plan::Target* target, const std::vector<s
   }
   // A rerun that found every graph in place may open none of them (a precompile step checks
   // model.done alone): nothing new, which is no reason to doubt the command.
-  out.all_cached_before = cached_before && nothing_captured(captured) && !captured.usage_lost;
-  if (!out.all_cached_before) record_run(*target, captured, ran.seconds, out);
+  bool nothing = nothing_captured(captured) && !captured.usage_lost;
+  out.all_cached_before = cached_before && nothing;
+  if (out.all_cached_before) return out;
+  if (nothing && proxy_possible(run.set_env)) {
+    out.not_recorded = nothing_linked(run.set_env);
+    return out;
+  }
+  record_run(*target, captured, ran.seconds, out);
   return out;
 }
 
