@@ -363,6 +363,42 @@ TEST_F(OptimumRepoTest, FoldersWithoutANeffThatTheStoreLacksAreNotRecordedAndThe
   EXPECT_EQ(calls(), 2u);
 }
 
+TEST_F(OptimumRepoTest, AStoreThatFailsWhileCompletingIsAWarningAndUnderStrictAnError) {
+  Conf bs1{"llama-bs1", 1, 128};
+  seed_like_optimum({bs1});
+  ManifestSpec spec;
+  spec.confs = {bs1};
+  fs::path manifest = write_manifest(spec);
+  // Every listing of a MODULE folder at the head fails (neuron-cache lists at the commit it
+  // read; the proxy reads files at main, never listings).
+  auto fail_listings = [&] {
+    server.set_faults(json::array(
+        {{{"match",
+           {{"method", "GET"},
+            {"path_contains", "/tree/" + model_sha(kRepo) + "/" + kCompiler + "/MODULE_"}}},
+          {"count", -1},
+          {"action", "status"},
+          {"status", 500}}}));
+  };
+  fail_listings();
+  ToolResult run;
+  json report = ci_report(manifest, "STAND_IN_PROXY=1 STAND_IN_PROXY_LINKS=graph", cache, run);
+  ASSERT_EQ(run.code, 0) << run.all();
+  EXPECT_TRUE(report["configurations"][0]["compile"]["not_recorded"].is_string()) << report;
+  EXPECT_TRUE(contains(run.err, "nothing was recorded for it")) << run.err;
+  EXPECT_EQ(module_folders(cache), std::set<std::string>{}) << "no partial folder";
+  fail_listings();
+  ToolResult strict = tool("ci --strict " + quoted(manifest) + " --output-dir " +
+                               quoted(work / "out") + " --report " + quoted(work / "strict.json"),
+                           "STAND_IN_PROXY=1 STAND_IN_PROXY_LINKS=graph", work / "cache-strict");
+  EXPECT_EQ(strict.code, 1) << strict.all();
+  json row = json::parse(read_file(work / "strict.json"))["configurations"][0];
+  EXPECT_EQ(row["outcome"], "compile FAILED") << row;
+  EXPECT_TRUE(contains(row["compile"]["error"], "an error under --strict")) << row;
+  EXPECT_TRUE(contains(row["compile"]["error"], "could not be installed from")) << row;
+  EXPECT_EQ(module_folders(work / "cache-strict"), std::set<std::string>{});
+}
+
 // Issue 24 (2): a proxy that links nothing at all, on a configuration the registry check did not
 // list: the outcome does not depend on that heuristic.
 TEST_F(OptimumRepoTest, AProxyThatLinksNothingIsReusedWhetherOrNotTheRegistryListsIt) {
