@@ -347,13 +347,11 @@ bool Pipeline::adopt_from_proxy(compile::CaptureResult& captured,
 
 namespace {
 
-// "optimum-neuron's hub proxy left 2 MODULE folder(s) without a NEFF of their own (1 linked
-// from the HF file cache)"
+// "optimum-neuron's hub proxy left 2 MODULE folder(s) without their NEFF"
 std::string left_by_proxy(const compile::CaptureResult& captured) {
   return "optimum-neuron's hub proxy left " +
          std::to_string(captured.proxied.size() + captured.unlinked.size()) +
-         " MODULE folder(s) without a NEFF of their own (" +
-         std::to_string(captured.proxied.size()) + " linked from the HF file cache)";
+         " MODULE folder(s) without their NEFF";
 }
 
 // The files the hub proxy linked into the staging cache `stage`, read from the HF file cache
@@ -390,7 +388,7 @@ Adoption Pipeline::complete_from_store(compile::CaptureResult& captured,
   Adoption out;
   const std::string what = left_by_proxy(captured);
   if (!online_store() || !remote_) {
-    out.problem = what + ", but " + storage::describe(store_) +
+    out.problem = what + ", and " + storage::describe(store_) +
                   " cannot be read to complete them (offline, or no cache store)";
     return out;
   }
@@ -409,7 +407,7 @@ Adoption Pipeline::complete_from_store(compile::CaptureResult& captured,
     } catch (const Error& error) {
       rethrow_local_disk(error);
       out.problem =
-          what + ", but " + repo_ + " could not be read to complete them: " + error.what();
+          what + ", and " + repo_ + " could not be read to complete them: " + error.what();
       out.store_failed = true;
       return out;
     }
@@ -419,9 +417,15 @@ Adoption Pipeline::complete_from_store(compile::CaptureResult& captured,
       if (module.status == remote::FetchStatus::Installed ||
           module.status == remote::FetchStatus::AlreadyPresent)
         continue;
-      out.problem = what + ", but " + dir + "/" + module.name + " could not be installed from " +
-                    repo_ + ": " + module.error + other_repo(child_env, store_->name());
       out.store_failed = module.status == remote::FetchStatus::Failed;
+      // The store's own words for a folder it lacks send the user to check a name they never
+      // gave: say it plainly.
+      out.problem =
+          what + ", and " +
+          (out.store_failed ? dir + "/" + module.name + " could not be installed from " + repo_ +
+                                  ": " + module.error
+                            : repo_ + " does not hold " + dir + "/" + module.name + " complete") +
+          other_repo(child_env, store_->name());
       return out;
     }
   }
@@ -490,8 +494,8 @@ void Pipeline::compile_each(const std::vector<plan::PlanRow*>& misses, CompileSt
     std::lock_guard lock(progress);
     if (on_progress) {
       const CompileOutcome& o = step.outcomes[i];
-      on_progress((o.ok ? "compiled " : "FAILED ") + o.configuration +
-                  (o.ok ? "" : ": " + o.error));
+      std::string done = o.reused.empty() ? "compiled " : "reused (through optimum-neuron) ";
+      on_progress((o.ok ? done : "FAILED ") + o.configuration + (o.ok ? "" : ": " + o.error));
     }
   }
 }
