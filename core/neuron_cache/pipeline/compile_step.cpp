@@ -129,7 +129,8 @@ constexpr const char* kReusedThroughProxy = "reused from the Hub through optimum
 // Whether the command reads a Hub cache through optimum-neuron's hub proxy: the pipeline gave it
 // one (a Hub store), or the manifest's compile env names one.
 bool proxy_possible(const std::map<std::string, std::string>& child_env) {
-  return child_env.count("CUSTOM_CACHE_REPO") > 0;
+  auto repo = child_env.find("CUSTOM_CACHE_REPO");
+  return repo != child_env.end() && !repo->second.empty();
 }
 
 // Why a command that reads a Hub cache through the proxy and left no MODULE_ folder at all
@@ -374,9 +375,8 @@ remote::LocalCandidate hf_links(const sys::SafeDir& stage, const std::string& co
 // When the proxy read another repo than the store: why the store may lack what it used.
 std::string other_repo(const std::map<std::string, std::string>& child_env,
                        const std::string& store) {
-  auto repo = child_env.find("CUSTOM_CACHE_REPO");
-  if (repo == child_env.end() || repo->second == store) return "";
-  return " (the hub proxy read " + repo->second + ", not " + store +
+  if (!proxy_possible(child_env) || child_env.at("CUSTOM_CACHE_REPO") == store) return "";
+  return " (the hub proxy read " + child_env.at("CUSTOM_CACHE_REPO") + ", not " + store +
          ": the compile env of the manifest sets CUSTOM_CACHE_REPO; without it both are the same)";
 }
 
