@@ -205,9 +205,10 @@ class LocalCopyTest : public FetchTest {
     fs::create_symlink(target, link);
   }
   // What open_hf_blob makes of the proxy's link.
-  std::optional<local::HfBlob> blob_of_link() const {
+  std::optional<local::HfBlob> blob_of_link(const fs::path& hub_cache = {}) const {
     auto dir = sys::SafeDir::open(stage.path()).open_path(std::string(kCompiler) + "/" + kModule);
-    return dir ? local::open_hf_blob(hub(), *dir, "model.neff") : std::nullopt;
+    return dir ? local::open_hf_blob(hub_cache.empty() ? hub() : hub_cache, *dir, "model.neff")
+               : std::nullopt;
   }
   // fetch_modules of the folder into `root`, the proxy's links its local candidates.
   remote::FetchResult fetch(const fs::path& root) {
@@ -335,6 +336,22 @@ TEST_F(LocalCopyTest, OnlyTheProxysChainIntoTheHfFileCacheIsFollowed) {
   ASSERT_TRUE(result.ok());
   EXPECT_EQ(result.files_linked, 0u);
   EXPECT_EQ(testing::read_file(cache / rel), neff());
+}
+
+TEST_F(LocalCopyTest, TheHfFileCacheMayBeGivenThroughASymlinkOrWithATrailingSlash) {
+  lay_out(neff());
+  EXPECT_TRUE(blob_of_link(hub().string() + "/").has_value()) << "HF_HUB_CACHE=.../hub/";
+  // HF_HOME through a symlink (another disk): the proxy's link holds the path it was given, or
+  // the real one; either names the same cache.
+  TempDir other;
+  fs::path linked_home = other / "hf-link";
+  fs::create_directory_symlink(hf.path(), linked_home);
+  EXPECT_TRUE(blob_of_link(linked_home / "hub").has_value()) << "a link with the real path";
+  link_to(linked_home / "hub" / fs::relative(snapshot(), hub()));
+  EXPECT_TRUE(blob_of_link(linked_home / "hub").has_value()) << "a link with the given path";
+  // A path the command was not given is not resolved by the kernel to find out, even when it
+  // leads to the same cache: the file is downloaded instead.
+  EXPECT_FALSE(blob_of_link().has_value());
 }
 
 class FetchHostileTest : public FetchTest {

@@ -102,6 +102,7 @@ std::optional<HfBlob> open_hf_blob(const fs::path& hub_cache, const sys::SafeDir
     if (hub_cache.empty()) return std::nullopt;
     // Links hold the path the command was given, or the real one: either names the cache.
     std::vector<fs::path> roots{fs::absolute(hub_cache).lexically_normal()};
+    if (!roots.front().has_filename()) roots.front() = roots.front().parent_path();  // "hub/"
     if (auto real = sys::real_path(hub_cache)) roots.push_back(*real);
     auto node = dir.entry(name);
     auto text =
