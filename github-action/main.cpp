@@ -219,7 +219,8 @@ Outputs outputs_of(const pipeline::RunResult& run) {
   Outputs out;
   // Without a prefetch (plan, push) a configuration on the Hub counts as a hit: it would be one.
   size_t on_hub = run.prefetch ? 0 : run.initial.count(plan::Status::Store);
-  out.hits = t.local + t.store_hits + on_hub;
+  // A configuration reused through optimum-neuron's hub proxy came from the cache too.
+  out.hits = t.local + t.store_hits + t.reused + on_hub;
   out.misses = t.configurations - out.hits;
   out.compiled = t.compiled;
   out.cache_hit = out.misses == 0;
@@ -238,8 +239,10 @@ std::string summary_line(const pipeline::RunResult& run, const Outputs& out) {
           : std::to_string(run.initial.count(plan::Status::Store)) + " " + storage::on(kind);
   std::string line =
       count_of(t.configurations, "configuration") + ": " + count_of(out.hits, "hit") + " (" +
-      std::to_string(t.local) + " local, " + hub + "), " + count_of(out.misses, "miss", "misses") +
-      ", " + std::to_string(t.compiled) + " compiled, " + std::to_string(t.failed) + " failed";
+      std::to_string(t.local) + " local, " + hub +
+      (t.reused ? ", " + std::to_string(t.reused) + " reused through optimum-neuron" : "") + "), " +
+      count_of(out.misses, "miss", "misses") + ", " + std::to_string(t.compiled) + " compiled, " +
+      std::to_string(t.failed) + " failed";
   if (run.push) line += "; " + report::push_line(run);
   return line;
 }

@@ -496,6 +496,50 @@ TEST_F(Capture, WhatARunMakesIsCapturedExactlyAndTheViewKeepsNoneOfItsLeftovers)
   EXPECT_EQ(read_file(root() / kCompiler / "0_REGISTRY/0.4.5/digest/h.json"), "{}");
 }
 
+// Issue 24 (1): only the marks of a failed compile (or a failed command) make a new folder
+// failed; a successful command's folder with no NEFF of its own and no link is "unlinked" (the
+// hub proxy handed libneuronxla the NEFF from the HF file cache), one with links "proxied".
+TEST_F(Capture, AFolderWithoutANeffOfASuccessfulCommandIsUnlinkedNotFailed) {
+  auto lay_out = [](const fs::path& url) {
+    make_entry(url, "MODULE_1+d7cde3b5", Kind::Empty);              // the graph only
+    make_entry(url, "MODULE_2+d7cde3b5", Kind::Locked);             // the graph and its lock
+    fs::create_directories(url / kCompiler / "MODULE_3+d7cde3b5");  // nothing
+    make_entry(url, "MODULE_4+d7cde3b5", Kind::Failed);             // model.log
+    fs::path neff_only = make_entry(url, "MODULE_5+d7cde3b5", Kind::Empty);
+    write_file(neff_only / "model.neff", "a NEFF without model.done");
+    fs::path other = make_entry(url, "MODULE_6+d7cde3b5", Kind::Empty);
+    write_file(other / "notes.txt", "a file of its own");
+    fs::path linked = make_entry(url, "MODULE_7+d7cde3b5", Kind::Empty);
+    fs::create_symlink("/somewhere/hub/models--a--b/snapshots/c/model.neff", linked / "model.neff");
+  };
+  for (bool succeeded : {true, false}) {
+    SCOPED_TRACE(succeeded ? "the command succeeded" : "the command failed");
+    CaptureResult result;
+    {
+      CaptureCache cache(views(), "shapes");
+      lay_out(cache.dir());
+      result = cache.collect(succeeded);
+      EXPECT_EQ(cache.adopt(result), 0u) << "nothing is complete here";
+    }
+    Modules without_neff = {captured("MODULE_1+d7cde3b5"), captured("MODULE_2+d7cde3b5"),
+                            captured("MODULE_3+d7cde3b5")};
+    Modules failed = {captured("MODULE_4+d7cde3b5"), captured("MODULE_5+d7cde3b5"),
+                      captured("MODULE_6+d7cde3b5")};
+    if (succeeded) {
+      EXPECT_EQ(result.unlinked, without_neff);
+    } else {
+      EXPECT_TRUE(result.unlinked.empty());
+      failed.insert(failed.begin(), without_neff.begin(), without_neff.end());
+    }
+    EXPECT_EQ(result.failed, failed);
+    EXPECT_EQ(result.proxied, Modules{captured("MODULE_7+d7cde3b5")});
+    EXPECT_TRUE(result.produced.empty());
+    for (int i = 1; i <= 7; ++i) {
+      EXPECT_FALSE(fs::exists(real("MODULE_" + std::to_string(i) + "+d7cde3b5"))) << i;
+    }
+  }
+}
+
 // Entries with the two files that make them complete, written fast.
 void lay_out_entries(const fs::path& root, int count) {
   for (int i = 0; i < count; ++i) {

@@ -2,6 +2,7 @@
 // folders and traced exports named by their registry entry, installed byte for byte, refused
 // when the listing is hostile, and not downloaded again when complete locally.
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 
 #include <map>
 #include <string>
@@ -10,6 +11,7 @@
 #include "neuron_cache/format/digest.h"
 #include "neuron_cache/hub/client.h"
 #include "neuron_cache/local/cache_tree.h"
+#include "neuron_cache/local/hf_file_cache.h"
 #include "neuron_cache/remote/fetch.h"
 #include "optimum_writer.h"
 #include "stores.h"
@@ -23,6 +25,7 @@ using testing::contains;
 using testing::HubServer;
 using testing::TempDir;
 using testing::ToolRun;
+namespace fs = std::filesystem;
 
 constexpr const char* kRepo = "acme/fetch-cache";
 constexpr const char* kCompiler = "neuronxcc-2.21.33363.0+82129205";
@@ -170,6 +173,185 @@ TEST_F(FetchTest, DryRunWritesNothing) {
   EXPECT_EQ(item["files"], 3);
   EXPECT_EQ(item["bytes"], 17);
   EXPECT_TRUE(testing::snapshot_tree(cache.path()).empty());
+}
+
+// Issue 24 (3): a file optimum-neuron's hub proxy downloaded into the HF file cache and linked
+// into a MODULE folder is taken from there when it verifies against the listing, instead of
+// crossing the network a second time; nothing about the links is trusted.
+class LocalCopyTest : public FetchTest {
+ protected:
+  static constexpr const char* kModule = "MODULE_11+d7cde3b5";
+  fs::path hub() const { return hf / "hub"; }
+  fs::path repo_folder() const { return hub() / "models--acme--fetch-cache"; }
+  static std::string neff() { return module_files().at(std::string(kModule) + "/model.neff"); }
+  static std::string sha() { return sha256_hex(neff()); }
+  fs::path blob() const { return repo_folder() / "blobs" / sha(); }
+  fs::path snapshot() const { return repo_folder() / "snapshots/0123abcd" / rel; }
+  const std::string rel = std::string(kCompiler) + "/" + kModule + "/model.neff";
+
+  // huggingface_hub's layout (blobs/<sha256>, snapshots/<commit>/<path> a relative link to it)
+  // and the proxy's link to the snapshot in the staging cache.
+  void lay_out(const std::string& content) {
+    fs::create_directories(blob().parent_path());
+    testing::write_file(blob(), content);
+    fs::create_directories(snapshot().parent_path());
+    fs::create_symlink(fs::relative(blob(), snapshot().parent_path()), snapshot());
+    link_to(snapshot());
+  }
+  void link_to(const fs::path& target) const {
+    fs::path link = stage / rel;
+    fs::create_directories(link.parent_path());
+    fs::remove(link);
+    fs::create_symlink(target, link);
+  }
+  // What open_hf_blob makes of the proxy's link.
+  std::optional<local::HfBlob> blob_of_link(const fs::path& hub_cache = {}) const {
+    auto dir = sys::SafeDir::open(stage.path()).open_path(std::string(kCompiler) + "/" + kModule);
+    return dir ? local::open_hf_blob(hub_cache.empty() ? hub() : hub_cache, *dir, "model.neff")
+               : std::nullopt;
+  }
+  // fetch_modules of the folder into `root`, the proxy's links its local candidates.
+  remote::FetchResult fetch(const fs::path& root) {
+    hub::HubClient hub_client = client();
+    local::LocalCache local(root);
+    remote::LocalCandidate candidate = [&](const std::string& module,
+                                           const storage::RemoteEntry& file) {
+      auto dir = sys::SafeDir::open(stage.path()).open_path(std::string(kCompiler) + "/" + module);
+      auto found = dir ? local::open_hf_blob(hub(), *dir, file.path) : std::nullopt;
+      if (!found || found->id != file.listed_sha256) return sys::UniqueFd();
+      return std::move(found->fd);
+    };
+    server.clear_log();
+    return remote::fetch_modules(*testing::hub_store(hub_client, kRepo), "main", local, kCompiler,
+                                 {kModule}, candidate);
+  }
+  size_t neff_downloads() const {
+    return testing::count_requests(server.access_log(), [](const json& e) {
+      std::string path = e["path"];
+      return contains(path, "/resolve/") && path.ends_with("/model.neff");
+    });
+  }
+  static uint64_t graph_bytes() {  // the folder's files but the NEFF and model.done
+    return module_files().at(std::string(kModule) + "/model.hlo_module.pb").size() +
+           module_files().at(std::string(kModule) + "/compile_flags.json").size();
+  }
+
+  TempDir hf;
+  TempDir stage;
+};
+
+TEST_F(LocalCopyTest, AVerifiedBlobIsLinkedInsteadOfDownloaded) {
+  lay_out(neff());
+  remote::FetchResult result = fetch(cache.path());
+  ASSERT_TRUE(result.ok()) << result.modules[0].error;
+  EXPECT_EQ(result.files_linked, 1u);
+  EXPECT_EQ(result.bytes_linked, neff().size());
+  EXPECT_EQ(neff_downloads(), 0u) << "the NEFF crossed the network once, for the proxy";
+  EXPECT_EQ(result.bytes_downloaded, graph_bytes()) << "the graph files only";
+  EXPECT_EQ(testing::read_file(cache / rel), neff());
+  EXPECT_TRUE(fs::equivalent(cache / rel, blob())) << "a hard link: same filesystem, ours";
+  EXPECT_EQ(result.modules[0].record->files.size(), 4u);
+  local::LocalCache local(cache.path());
+  EXPECT_EQ(local.scan("", false).compilers[0].modules[0].state, layout::EntryState::Success);
+}
+
+TEST_F(LocalCopyTest, ABlobOthersMayWriteIsCopiedNotShared) {
+  lay_out(neff());
+  fs::permissions(blob(), fs::perms::group_write, fs::perm_options::add);
+  remote::FetchResult result = fetch(cache.path());
+  ASSERT_TRUE(result.ok()) << result.modules[0].error;
+  EXPECT_EQ(result.files_linked, 1u);
+  EXPECT_EQ(neff_downloads(), 0u);
+  EXPECT_EQ(testing::read_file(cache / rel), neff());
+  EXPECT_FALSE(fs::equivalent(cache / rel, blob())) << "a later write there must not reach us";
+}
+
+TEST_F(LocalCopyTest, ABlobThatDoesNotVerifyIsDownloadedInstead) {
+  // Named by the right sha256, the right size, other bytes.
+  std::string tampered = neff();
+  tampered[100] ^= 1;
+  lay_out(tampered);
+  ASSERT_TRUE(blob_of_link().has_value()) << "the chain itself is the proxy's";
+  remote::FetchResult result = fetch(cache.path());
+  ASSERT_TRUE(result.ok()) << result.modules[0].error;
+  EXPECT_EQ(result.files_linked, 0u);
+  EXPECT_EQ(neff_downloads(), 1u);
+  EXPECT_EQ(result.bytes_downloaded, graph_bytes() + neff().size());
+  EXPECT_EQ(testing::read_file(cache / rel), neff());
+  EXPECT_EQ(testing::read_file(blob()), tampered) << "the HF file cache is never written";
+  // Cut short, or longer: the same.
+  for (std::string other : {neff().substr(0, 4000), neff() + "x"}) {
+    fs::remove(blob());
+    testing::write_file(blob(), other);
+    TempDir root;
+    remote::FetchResult again = fetch(root.path());
+    ASSERT_TRUE(again.ok());
+    EXPECT_EQ(again.files_linked, 0u);
+    EXPECT_EQ(testing::read_file(root / rel), neff());
+  }
+}
+
+TEST_F(LocalCopyTest, OnlyTheProxysChainIntoTheHfFileCacheIsFollowed) {
+  lay_out(neff());
+  ASSERT_TRUE(blob_of_link().has_value());
+  EXPECT_EQ(blob_of_link()->id, sha());
+  // The same bytes under the same names, outside the HF file cache.
+  TempDir elsewhere;
+  fs::path outside = elsewhere / "models--acme--fetch-cache/blobs" / sha();
+  fs::create_directories(outside.parent_path());
+  testing::write_file(outside, neff());
+  link_to(outside);
+  EXPECT_FALSE(blob_of_link().has_value()) << "a link out of the cache";
+  link_to(fs::relative(outside, (stage / rel).parent_path()));
+  EXPECT_FALSE(blob_of_link().has_value()) << "a relative link out of the cache";
+  // Into the cache, then up and out with "..", to where the kernel would find the same bytes.
+  fs::path up = hub() / "models--acme--fetch-cache/snapshots/0123abcd";
+  std::string escaping = up.string();
+  for ([[maybe_unused]] const auto& part : up.relative_path()) escaping += "/..";
+  link_to(escaping + outside.string());
+  ASSERT_EQ(testing::read_file(stage / rel), neff()) << "the kernel follows it out";
+  EXPECT_FALSE(blob_of_link().has_value()) << "'..' out of the cache";
+  // A snapshot link to another repo's blob, a blob that is a link, a FIFO: refused.
+  fs::path other_blob = hub() / "models--evil--repo/blobs" / sha();
+  fs::create_directories(other_blob.parent_path());
+  testing::write_file(other_blob, neff());
+  fs::remove(snapshot());
+  fs::create_symlink(fs::relative(other_blob, snapshot().parent_path()), snapshot());
+  link_to(snapshot());
+  EXPECT_FALSE(blob_of_link().has_value()) << "another repo's blob";
+  fs::remove(snapshot());
+  fs::create_symlink(fs::relative(blob(), snapshot().parent_path()), snapshot());
+  fs::remove(blob());
+  fs::create_symlink(outside, blob());
+  EXPECT_FALSE(blob_of_link().has_value()) << "a blob that is a link";
+  fs::remove(blob());
+  ASSERT_EQ(mkfifo(blob().c_str(), 0644), 0);
+  EXPECT_FALSE(blob_of_link().has_value()) << "a FIFO (and no hang)";
+  // A file that is not a link at all in the staging cache is never a candidate.
+  fs::remove(stage / rel);
+  testing::write_file(stage / rel, neff());
+  EXPECT_FALSE(blob_of_link().has_value());
+  // Whatever was refused, the folder is installed from the store, whole.
+  remote::FetchResult result = fetch(cache.path());
+  ASSERT_TRUE(result.ok());
+  EXPECT_EQ(result.files_linked, 0u);
+  EXPECT_EQ(testing::read_file(cache / rel), neff());
+}
+
+TEST_F(LocalCopyTest, TheHfFileCacheMayBeGivenThroughASymlinkOrWithATrailingSlash) {
+  lay_out(neff());
+  EXPECT_TRUE(blob_of_link(hub().string() + "/").has_value()) << "HF_HUB_CACHE=.../hub/";
+  // HF_HOME through a symlink (another disk): the proxy's link holds the path it was given, or
+  // the real one; either names the same cache.
+  TempDir other;
+  fs::path linked_home = other / "hf-link";
+  fs::create_directory_symlink(hf.path(), linked_home);
+  EXPECT_TRUE(blob_of_link(linked_home / "hub").has_value()) << "a link with the real path";
+  link_to(linked_home / "hub" / fs::relative(snapshot(), hub()));
+  EXPECT_TRUE(blob_of_link(linked_home / "hub").has_value()) << "a link with the given path";
+  // A path the command was not given is not resolved by the kernel to find out, even when it
+  // leads to the same cache: the file is downloaded instead.
+  EXPECT_FALSE(blob_of_link().has_value());
 }
 
 class FetchHostileTest : public FetchTest {

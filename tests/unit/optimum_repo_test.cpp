@@ -11,9 +11,15 @@ namespace {
 // every file of that root (symlinks uploaded as their content), no neuron-cache index.
 class OptimumRepoTest : public PipelineCliTest {
  protected:
+  // `repo`: the cache repo it synchronizes to (made when it is not kRepo); `env`: more of the
+  // stand-in's knobs.
   void seed_like_optimum(const std::vector<Conf>& confs,
-                         const std::string& task = "text-generation") {
+                         const std::string& task = "text-generation",
+                         const std::string& repo = kRepo, const std::string& env = "") {
     fs::path root = work / "python-user-cache";
+    if (repo != kRepo) {
+      client().create_repo(repo.substr(repo.find('/') + 1), repo.substr(0, repo.find('/')), false);
+    }
     for (const auto& c : confs) {
       // The entry holds the model's config as optimum-neuron reads it from the Hub.
       fs::path config = work / "model-config.json";
@@ -21,7 +27,7 @@ class OptimumRepoTest : public PipelineCliTest {
       std::string command =
           std::string(testing::kCleanEnv) + " STAND_IN_MODEL_CONFIG=" + quoted(config) +
           " PATH=/usr/bin:/bin STAND_IN_DELAY=0 STAND_IN_NEFF_BYTES=" + std::to_string(kNeffBytes) +
-          " NEURON_COMPILE_CACHE_URL=" + quoted(root) + " " +
+          " NEURON_COMPILE_CACHE_URL=" + quoted(root) + " " + env + " " +
           stand_in_command(c, work / "python-out", task) + " >/dev/null";
       ASSERT_EQ(testing::run_command(command), 0) << command;
     }
@@ -34,9 +40,53 @@ class OptimumRepoTest : public PipelineCliTest {
         operations.push_back({hub::CommitOperation::Kind::Add, rel, fs::canonical(item.path())});
       }
     }
-    client().commit(kRepo, operations, "Synchronizing local compiler cache.", std::nullopt);
+    client().commit(repo, operations, "Synchronizing local compiler cache.", std::nullopt);
     optimum_root = root;
   }
+
+  // Whether every NEFF folder of `c` is complete in `root` with regular files (no link) holding
+  // the bytes optimum-neuron synchronized.
+  bool installed_like_optimum(const fs::path& root, const Conf& c) const {
+    for (const auto& module : {context_module(c), token_module(c)}) {
+      fs::path dir = root / kCompiler / module;
+      if (!fs::is_regular_file(fs::symlink_status(dir / "model.neff")) ||
+          !fs::is_regular_file(fs::symlink_status(dir / "model.done")) ||
+          testing::run_command("cmp -s " + quoted(dir / "model.neff") + " " +
+                               quoted(optimum_root / kCompiler / module / "model.neff")) != 0) {
+        return false;
+      }
+    }
+    return true;
+  }
+
+  // The report of one `ci` run of `manifest` into `root` with the stand-in's `env`.
+  json ci_report(const fs::path& manifest, const std::string& env, const fs::path& root,
+                 ToolResult& run) {
+    fs::path report = work / ("report-" + std::to_string(++reports_) + ".json");
+    run = tool("ci " + quoted(manifest) + " --output-dir " + quoted(work / "out") + " --report " +
+                   quoted(report),
+               env, root);
+    return fs::exists(report) ? json::parse(read_file(report)) : json(nullptr);
+  }
+
+  // The JSON report schema, as a writer is held to it.
+  static std::vector<std::string> schema_problems(const json& report) {
+    return testing::SchemaCheck(
+               json::parse(read_file(fs::path(NEURON_CACHE_TESTS_DIR).parent_path() /
+                                     "core/neuron_cache/report/report.schema.json")))
+        .problems(report);
+  }
+
+  // Requests for the LFS object of `path` (a file of optimum_root) on the storage listener.
+  size_t lfs_downloads(const json& log, const fs::path& path) const {
+    std::string sha = sha256_hex(read_file(path));
+    return count(log, [&](const json& e) {
+      return e["listener"] == "cdn" && e["method"] == "GET" &&
+             contains(e["path"].get<std::string>(), sha);
+    });
+  }
+
+  int reports_ = 0;
 
   static constexpr uint64_t kNeffBytes = 3 << 20;  // LFS: sending one again would show
   fs::path optimum_root;
@@ -119,6 +169,38 @@ TEST_F(OptimumRepoTest, CiThroughOptimumProxyIndexesRegistryHitsThenPrefetchIsDi
     EXPECT_EQ(call["hf_endpoint"], endpoint) << line;
   }
   EXPECT_EQ(lines, 2u);
+  // Issue 24 (3): each NEFF crossed the network once, in the proxy's download; neuron-cache took
+  // it from the HF file cache, verified, instead of downloading it again. (Before: 2 each.)
+  uint64_t module_bytes = 0;
+  for (const auto& c : {bs1, bs2}) {
+    for (const auto& module : {context_module(c), token_module(c)}) {
+      fs::path neff = optimum_root / kCompiler / module / "model.neff";
+      EXPECT_EQ(lfs_downloads(log, neff), 1u) << module;
+      for (const auto& file : fs::directory_iterator(optimum_root / kCompiler / module))
+        module_bytes += fs::file_size(file.path());
+      // Hard-linked: the HF file cache and this cache share the blob (same filesystem, ours).
+      fs::path blob = home / "hub/models--acme--neuron-cache/blobs" / sha256_hex(read_file(neff));
+      EXPECT_TRUE(fs::equivalent(blob, cache / kCompiler / module / "model.neff")) << module;
+    }
+  }
+  EXPECT_EQ(report["totals"]["bytes_linked"], 4 * kNeffBytes) << report["totals"];
+  EXPECT_LT(report["totals"]["bytes_downloaded"].get<uint64_t>(), 64u << 10)
+      << "the graph files only: " << report["totals"];
+  EXPECT_EQ(schema_problems(report), std::vector<std::string>{});
+  // Issue 24 (4): reused, not compiled; their bytes counted; no compile time recorded.
+  EXPECT_EQ(report["totals"]["compiled"], 0) << report["totals"];
+  EXPECT_EQ(report["totals"]["reused"], 2) << report["totals"];
+  EXPECT_EQ(report["totals"]["misses"], 0) << report["totals"];
+  EXPECT_EQ(report["totals"]["bytes_reused"], module_bytes) << report["totals"];
+  EXPECT_EQ(report["totals"]["compile_seconds"], 0.0) << report["totals"];
+  EXPECT_TRUE(contains(first.out, "compiled 0 of 2 missing configurations")) << first.out;
+  EXPECT_TRUE(contains(first.out, "(2 reused from the Hub through optimum-neuron)")) << first.out;
+  EXPECT_TRUE(contains(first.out, "2 reused through optimum-neuron, 0 compiled, 0 failed"))
+      << first.out;
+  json stats = json::parse(read_file(cache / ".cache/huggingface/neuron-cache-stats.json"));
+  EXPECT_EQ(stats["stores"][kRepo]["reused"], 2) << stats.dump(2);
+  EXPECT_EQ(stats["stores"][kRepo]["compiled"], 0) << stats.dump(2);
+  EXPECT_EQ(stats["stores"][kRepo]["bytes_reused"], module_bytes) << stats.dump(2);
   // One commit, holding the index shard only: NEFFs and registry files were already there.
   EXPECT_EQ(hub_commits(), commits_before + 1);
   EXPECT_EQ(
@@ -131,6 +213,7 @@ TEST_F(OptimumRepoTest, CiThroughOptimumProxyIndexesRegistryHitsThenPrefetchIsDi
   for (const auto& [name, key] : keys) {
     ASSERT_TRUE(index["entries"].contains(key)) << name;
     EXPECT_EQ(module_names(index["entries"][key]).size(), 2u) << index["entries"][key];
+    EXPECT_EQ(index["entries"][key]["compile_seconds"], 0.0) << "nothing was compiled";
   }
 
   // A second machine prefetches both directly and runs no compile command.
@@ -141,6 +224,8 @@ TEST_F(OptimumRepoTest, CiThroughOptimumProxyIndexesRegistryHitsThenPrefetchIsDi
   ASSERT_EQ(second.code, 0) << second.all();
   json report2 = json::parse(read_file(work / "report2.json"));
   EXPECT_EQ(report2["totals"]["hub_hits"], 2) << report2.dump(2);
+  EXPECT_EQ(report2["totals"]["compile_seconds_saved"], 0.0) << "no compile was ever spent";
+  EXPECT_TRUE(contains(second.out, "compile time saved: 0 s")) << second.out;
   EXPECT_EQ(calls(), 2u) << "the second machine ran the compile command";
   for (const auto& c : {bs1, bs2}) {
     for (const auto& module : {context_module(c), token_module(c)}) {
@@ -210,6 +295,175 @@ TEST_F(OptimumRepoTest, TracedExportOfAnOptimumRepoComesThroughTheProxyThenDirec
     EXPECT_EQ(testing::run_command("cmp -s " + quoted(item.path()) + " " + quoted(cache2 / rel)), 0)
         << rel;
   }
+}
+
+// Issue 24 (1): libneuronxla may get a NEFF from the proxy without a link in the MODULE folder,
+// leaving the graph files or nothing (optimum-neuron's decoder test asserts no .neff in the
+// local cache after a Hub hit). The export succeeded: its folders are completed from the store.
+class OptimumProxyShapes : public OptimumRepoTest,
+                           public ::testing::WithParamInterface<const char*> {};
+
+TEST_P(OptimumProxyShapes, FoldersWithoutANeffOfAnExportThatSucceededAreCompletedFromTheStore) {
+  Conf bs1{"llama-bs1", 1, 128};
+  seed_like_optimum({bs1});
+  ManifestSpec spec;
+  spec.confs = {bs1};
+  fs::path manifest = write_manifest(spec);
+  ToolResult run;
+  json report = ci_report(
+      manifest, std::string("STAND_IN_PROXY=1 STAND_IN_PROXY_LINKS=") + GetParam(), cache, run);
+  ASSERT_EQ(run.code, 0) << run.all();
+  ASSERT_FALSE(report.is_null());
+  EXPECT_EQ(schema_problems(report), std::vector<std::string>{});
+  EXPECT_FALSE(contains(run.all(), "failed MODULE_")) << run.all();
+  EXPECT_EQ(report["totals"]["failed"], 0) << report.dump(2);
+  const json& row = report["configurations"][0];
+  EXPECT_EQ(row["outcome"], "reused from the Hub through optimum-neuron") << row;
+  EXPECT_EQ(row["compile"]["modules_from_hub"], 2) << row;
+  EXPECT_TRUE(row["compile"]["not_recorded"].is_null()) << row;
+  // Both graphs came through the proxy: none was compiled.
+  json call = json::parse(read_file(call_log));
+  EXPECT_TRUE(call["compiled"].empty()) << call;
+  EXPECT_EQ(call["hub_hits"].size(), 2u) << call;
+  EXPECT_TRUE(installed_like_optimum(cache, bs1)) << run.all();
+  std::string key = keys_of(plan_json(manifest))["llama-bs1"];
+  json index = hub_index();
+  ASSERT_FALSE(index.is_null()) << run.all();
+  EXPECT_EQ(module_names(index["entries"][key]),
+            (std::set<std::string>{context_module(bs1), token_module(bs1)}));
+}
+
+INSTANTIATE_TEST_SUITE_P(GraphOnlyOrEmpty, OptimumProxyShapes, ::testing::Values("graph", "empty"));
+
+TEST_F(OptimumRepoTest, FoldersWithoutANeffThatTheStoreLacksAreNotRecordedAndTheExportSucceeds) {
+  // The proxy reads the repo the manifest's compile env names, which the cache store is not:
+  // the store does not hold the folders the command used.
+  Conf bs1{"llama-bs1", 1, 128};
+  const std::string python_repo = "acme/python-cache";
+  seed_like_optimum({bs1}, "text-generation", python_repo);
+  ManifestSpec spec;
+  spec.confs = {bs1};
+  spec.compile_env["CUSTOM_CACHE_REPO"] = python_repo;
+  fs::path manifest = write_manifest(spec);
+  for (const char* shape : {"graph", "empty"}) {
+    SCOPED_TRACE(shape);
+    fs::path root = work / (std::string("cache-") + shape);
+    ToolResult run;
+    json report = ci_report(manifest, std::string("STAND_IN_PROXY=1 STAND_IN_PROXY_LINKS=") + shape,
+                            root, run);
+    ASSERT_EQ(run.code, 0) << run.all();
+    EXPECT_EQ(schema_problems(report), std::vector<std::string>{});
+    EXPECT_EQ(report["totals"]["failed"], 0) << report.dump(2);
+    const json& row = report["configurations"][0];
+    EXPECT_EQ(row["outcome"], "reused from the Hub through optimum-neuron") << row;
+    ASSERT_TRUE(row["compile"]["not_recorded"].is_string()) << row;
+    std::string why = row["compile"]["not_recorded"];
+    EXPECT_TRUE(contains(why, "left 2 MODULE folder(s) without their NEFF")) << why;
+    EXPECT_TRUE(contains(why, std::string(kRepo) + " does not hold " + kCompiler + "/MODULE_"))
+        << why;
+    EXPECT_TRUE(contains(why, "the hub proxy read " + python_repo + ", not " + kRepo)) << why;
+    // Said as a warning, with what happens next.
+    EXPECT_TRUE(contains(run.err,
+                         "warning: llama-bs1 was reused from the Hub through "
+                         "optimum-neuron, but nothing was recorded for it"))
+        << run.err;
+    EXPECT_TRUE(contains(run.err, "The next run runs its compile command again")) << run.err;
+    EXPECT_TRUE(hub_index().is_null()) << "nothing known, nothing indexed";
+    EXPECT_EQ(module_folders(root), std::set<std::string>{}) << "no partial folder";
+  }
+  EXPECT_EQ(calls(), 2u);
+}
+
+TEST_F(OptimumRepoTest, AStoreThatFailsWhileCompletingIsAWarningAndUnderStrictAnError) {
+  Conf bs1{"llama-bs1", 1, 128};
+  seed_like_optimum({bs1});
+  ManifestSpec spec;
+  spec.confs = {bs1};
+  fs::path manifest = write_manifest(spec);
+  // Every listing of a MODULE folder at the head fails (neuron-cache lists at the commit it
+  // read; the proxy reads files at main, never listings).
+  auto fail_listings = [&] {
+    server.set_faults(json::array(
+        {{{"match",
+           {{"method", "GET"},
+            {"path_contains", "/tree/" + model_sha(kRepo) + "/" + kCompiler + "/MODULE_"}}},
+          {"count", -1},
+          {"action", "status"},
+          {"status", 500}}}));
+  };
+  fail_listings();
+  ToolResult run;
+  json report = ci_report(manifest, "STAND_IN_PROXY=1 STAND_IN_PROXY_LINKS=graph", cache, run);
+  ASSERT_EQ(run.code, 0) << run.all();
+  EXPECT_TRUE(report["configurations"][0]["compile"]["not_recorded"].is_string()) << report;
+  EXPECT_TRUE(contains(run.err, "nothing was recorded for it")) << run.err;
+  EXPECT_EQ(module_folders(cache), std::set<std::string>{}) << "no partial folder";
+  fail_listings();
+  ToolResult strict = tool("ci --strict " + quoted(manifest) + " --output-dir " +
+                               quoted(work / "out") + " --report " + quoted(work / "strict.json"),
+                           "STAND_IN_PROXY=1 STAND_IN_PROXY_LINKS=graph", work / "cache-strict");
+  EXPECT_EQ(strict.code, 1) << strict.all();
+  json row = json::parse(read_file(work / "strict.json"))["configurations"][0];
+  EXPECT_EQ(row["outcome"], "compile FAILED") << row;
+  EXPECT_TRUE(contains(row["compile"]["error"], "an error under --strict")) << row;
+  EXPECT_TRUE(contains(row["compile"]["error"], "could not be installed from")) << row;
+  EXPECT_EQ(module_folders(work / "cache-strict"), std::set<std::string>{});
+}
+
+// Issue 24 (2): a proxy that links nothing at all, on a configuration the registry check did not
+// list: the outcome does not depend on that heuristic.
+TEST_F(OptimumRepoTest, AProxyThatLinksNothingIsReusedWhetherOrNotTheRegistryListsIt) {
+  Conf bs1{"llama-bs1", 1, 128};
+  // The registry entry went under another optimum-neuron version: plan cannot see it, while the
+  // NEFFs (keyed on the graphs alone) are in the repo.
+  seed_like_optimum({bs1}, "text-generation", kRepo, "STAND_IN_OPTIMUM_VERSION=0.4.4");
+  ManifestSpec spec;
+  spec.confs = {bs1};
+  fs::path manifest = write_manifest(spec);
+  ToolResult run;
+  json report = ci_report(manifest, "STAND_IN_PROXY=1 STAND_IN_PROXY_LINKS=0", cache, run);
+  ASSERT_EQ(run.code, 0) << run.all();
+  EXPECT_EQ(schema_problems(report), std::vector<std::string>{});
+  const json& row = report["configurations"][0];
+  EXPECT_EQ(row["status"], "compile") << "the registry did not list it: " << row;
+  EXPECT_EQ(row["outcome"], "reused from the Hub through optimum-neuron") << row;
+  EXPECT_EQ(report["totals"]["failed"], 0);
+  ASSERT_TRUE(row["compile"]["not_recorded"].is_string()) << row;
+  std::string why = row["compile"]["not_recorded"];
+  EXPECT_TRUE(contains(why, "optimum-neuron's hub proxy (reading " + std::string(kRepo) + ")"))
+      << why;
+  EXPECT_TRUE(contains(why, "which graphs it used is unknown")) << why;
+  EXPECT_TRUE(contains(run.err,
+                       "warning: llama-bs1 was reused from the Hub through "
+                       "optimum-neuron, but nothing was recorded for it"))
+      << run.err;
+  EXPECT_EQ(json::parse(read_file(call_log))["hub_hits"].size(), 2u);
+  EXPECT_TRUE(hub_index().is_null());
+}
+
+TEST_F(OptimumRepoTest, WithoutAHubCacheACommandThatCachesNothingStillFails) {
+  // A shared-folder store gives the command no Hub cache; the user's own optimum-neuron setting
+  // (the saved custom cache repo) still makes it load every NEFF from the Hub, linking nothing.
+  // Nothing is ever cached for it, so the run says so and fails.
+  Conf bs1{"llama-bs1", 1, 128};
+  seed_like_optimum({bs1});
+  write_file(home / "optimum_neuron_custom_cache", kRepo);
+  fs::path folder = work / "shared-store";
+  fs::create_directories(folder);
+  ManifestSpec spec;
+  spec.confs = {bs1};
+  spec.cache_repo = "file://" + folder.string();
+  fs::path manifest = write_manifest(spec);
+  ToolResult run;
+  json report = ci_report(manifest, "STAND_IN_PROXY=1 STAND_IN_PROXY_LINKS=0", cache, run);
+  EXPECT_EQ(run.code, 1) << run.all();
+  EXPECT_EQ(json::parse(read_file(call_log))["hub_hits"].size(), 2u) << "the proxy was used";
+  ASSERT_FALSE(report.is_null()) << run.all();
+  const json& row = report["configurations"][0];
+  EXPECT_EQ(row["outcome"], "compile FAILED") << row;
+  EXPECT_TRUE(contains(row["compile"]["error"], "neither produced nor used a MODULE_ folder"))
+      << row;
+  EXPECT_TRUE(contains(row["compile"]["error"], "--no_cache")) << "what to check";
 }
 
 }  // namespace

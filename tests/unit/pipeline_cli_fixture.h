@@ -81,6 +81,7 @@ struct ManifestSpec {
   std::map<std::string, std::string> revisions;    // model -> revision
   std::map<std::string, std::string> model_types;  // model -> model_type
   std::map<std::string, std::string> tasks;        // model -> task (default text-generation)
+  std::map<std::string, std::string> compile_env;  // the compile command's env
 };
 
 inline std::string manifest_text(const ManifestSpec& spec) {
@@ -90,8 +91,10 @@ inline std::string manifest_text(const ManifestSpec& spec) {
     << "optimum_neuron_version: \"" << spec.optimum << "\"\n"
     << "instance_type: trn1\n"
     << "compile:\n"
-    << "  command: " << testing::stand_in_compile_command() << "\n"
-    << "models:\n";
+    << "  command: " << testing::stand_in_compile_command() << "\n";
+  if (!spec.compile_env.empty()) y << "  env:\n";
+  for (const auto& [name, value] : spec.compile_env) y << "    " << name << ": " << value << "\n";
+  y << "models:\n";
   std::vector<std::string> models;
   for (const auto& c : spec.confs) {
     if (std::find(models.begin(), models.end(), c.model) == models.end()) models.push_back(c.model);

@@ -56,11 +56,12 @@ class RunCliTest : public PipelineCliTest {
   }
 
   // `run --profile` of the training stand-in with `graphs` graphs, in `root`.
-  ToolResult train(const std::string& profile, size_t graphs, const fs::path& root) {
+  ToolResult train(const std::string& profile, size_t graphs, const fs::path& root,
+                   const std::string& env = "") {
     return tool(std::string("run --compiler-version ") + kVersion + " --profile " + profile +
                     " --repo " + kRepo + " --output-dir " + quoted(work / "out") + " -- " +
                     train_command(graphs),
-                "", root);
+                env, root);
   }
 
   std::set<std::string> complete_modules(const fs::path& root) const {
@@ -276,6 +277,37 @@ TEST_F(RunCliTest, RunWithAManifestButNoConfigTellsWhatThePushDid) {
   ToolResult third = run(work / "cache-b");
   ASSERT_EQ(third.code, 0) << third.all();
   EXPECT_TRUE(contains(third.err, "push skipped: nothing new to push")) << third.err;
+}
+
+// Issue 24 (5): a precompile rerun (neuron_parallel_compile) finds every graph of the profile
+// cached and opens none of them: nothing new to record, and no reason to doubt the command.
+TEST_F(RunCliTest, APrecompileRerunWithEveryGraphCachedHasNothingNewToRecord) {
+  const fs::path a = cache, b = work / "cache-b";
+  ToolResult first = train("llama-train", 2, a);
+  ASSERT_EQ(first.code, 0) << first.all();
+  const std::string nothing_new =
+      "nothing new to record: every graph of profile llama-train was already cached";
+  // The same machine (every folder local), then another one (every folder prefetched).
+  for (const fs::path& root : {a, b}) {
+    SCOPED_TRACE(root.string());
+    size_t commits = hub_commits();
+    ToolResult again = train("llama-train", 2, root, "STAND_IN_PRECOMPILE=1");
+    ASSERT_EQ(again.code, 0) << again.all();
+    EXPECT_EQ(names(last_call()["compiled"]), std::set<std::string>{}) << again.all();
+    EXPECT_EQ(names(last_call()["hits"]), training_modules(2));
+    EXPECT_TRUE(contains(again.err, nothing_new)) << again.err;
+    EXPECT_FALSE(contains(again.err, "warning:")) << again.err;
+    EXPECT_FALSE(contains(again.err, "does it compile through")) << again.err;
+    EXPECT_EQ(module_names(local_entry(root, profile_key)), training_modules(2));
+    EXPECT_EQ(complete_modules(root), training_modules(2));
+    EXPECT_EQ(hub_commits(), commits);
+  }
+  // A graph the profile does not have yet is compiled and recorded as before.
+  ToolResult grown = train("llama-train", 3, b, "STAND_IN_PRECOMPILE=1");
+  ASSERT_EQ(grown.code, 0) << grown.all();
+  EXPECT_TRUE(contains(grown.err, "recorded profile llama-train: 3 compiled graphs (1 new)"))
+      << grown.err;
+  EXPECT_FALSE(contains(grown.err, nothing_new)) << grown.err;
 }
 
 }  // namespace

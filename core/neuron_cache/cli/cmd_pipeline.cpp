@@ -200,10 +200,19 @@ void run_prefetch(Context& context, Args& args) {
   }
 }
 
+// "compiled 1 of 3 missing configurations in 2 min (1 reused from the Hub through
+// optimum-neuron)": a configuration whose command compiled nothing is not called compiled.
 std::string compiled_line(const pipeline::CompileStep& step) {
-  return "compiled " + std::to_string(step.outcomes.size() - step.failed()) + " of " +
-         std::to_string(step.outcomes.size()) + " missing configurations in " +
-         report::human_seconds(step.seconds);
+  size_t compiled = 0, reused = 0;
+  for (const auto& o : step.outcomes) {
+    if (o.ok) ++(o.reused.empty() ? compiled : reused);
+  }
+  std::string line = "compiled " + std::to_string(compiled) + " of " +
+                     std::to_string(step.outcomes.size()) + " missing configurations in " +
+                     report::human_seconds(step.seconds);
+  if (reused)
+    line += " (" + std::to_string(reused) + " reused from the Hub through optimum-neuron)";
+  return line;
 }
 
 void run_compile(Context& context, Args& args) {
@@ -246,14 +255,13 @@ void run_ci(Context& context, Args& args) {
   } else if (!args.quiet) {
     report::Totals t = report::totals(run);
     std::cout << prefetch_line(*result.prefetch, result.initial) << "\n"
-              << "compiled " << t.compiled << " of " << result.compile->outcomes.size()
-              << " missing configurations in " << report::human_seconds(result.compile->seconds)
-              << "\n"
+              << compiled_line(*result.compile) << "\n"
               << report::push_line(result) << "\n"
               << "done in " << report::human_seconds(result.seconds) << ": " << t.local
               << " local, " << t.store_hits << " from "
-              << storage::describe(storage::kind_named(result.initial.store)) << ", " << t.compiled
-              << " compiled, " << t.failed
+              << storage::describe(storage::kind_named(result.initial.store)) << ", "
+              << (t.reused ? std::to_string(t.reused) + " reused through optimum-neuron, " : "")
+              << t.compiled << " compiled, " << t.failed
               << " failed; compile time saved: " << report::human_seconds(t.compile_seconds_saved)
               << "\n";
   }
@@ -310,6 +318,10 @@ void report_recorded(const pipeline::WrappedRun& ran, const Args& args) {
   if (ran.recorded) {
     say("recorded " + run_owner(args) + ": " + std::to_string(ran.modules_recorded) +
         " compiled graphs (" + std::to_string(ran.modules_added) + " new)");
+  } else if (ran.all_cached_before) {
+    if (!args.quiet) {
+      say("nothing new to record: every graph of " + run_owner(args) + " was already cached");
+    }
   } else if (!ran.not_recorded.empty()) {
     warn("nothing recorded for " + run_owner(args) + ": " + ran.not_recorded);
   }

@@ -56,22 +56,36 @@ std::optional<sys::SafeDir> open_parent(const sys::SafeDir& dir,
   return current;
 }
 
-// What optimum-neuron's hub proxy leaves: links into the HF file cache and no model.log (a
-// traced export's folder is linked file by file, sub-folders included).
-bool only_links(const sys::SafeDir& dir, int depth) {
-  bool any = false;
+// The files libneuronxla writes into a MODULE_ folder before it compiles (format spec 2.2, 2.4),
+// and lock files: what a folder may hold without holding anything of the compiler's own.
+bool is_graph_or_lock(const std::string& name, int depth) {
+  if (layout::is_lock_file(name)) return true;
+  return depth == 0 && (name == layout::kHlo || name == layout::kLegacyHlo ||
+                        name == layout::kFlagsJson || name == layout::kLegacyFlagsTxt);
+}
+
+// What a new MODULE_ folder holds besides its graph and lock files.
+struct Shape {
+  bool links = false;      // symlinks: optimum-neuron's hub proxy links into the HF file cache
+  bool own_files = false;  // any other file (a NEFF, a log, an export's files) or node
+};
+
+// A traced export's folder is linked file by file, sub-folders included.
+void shape_of(const sys::SafeDir& dir, int depth, Shape& shape) {
   for (const auto& item : dir.list()) {
     if (item.type == sys::NodeType::Symlink) {
-      any = true;
-    } else if (item.type == sys::NodeType::Directory && depth < kMaxDepth) {
-      auto sub = dir.open_subdir(item.name);
-      if (!sub || !only_links(*sub, depth + 1)) return false;
-      any = true;
-    } else if (!layout::is_lock_file(item.name)) {
-      return false;
+      shape.links = true;
+    } else if (item.type == sys::NodeType::Directory) {
+      auto sub = depth < kMaxDepth ? dir.open_subdir(item.name) : std::nullopt;
+      if (sub) {
+        shape_of(*sub, depth + 1, shape);
+      } else {
+        shape.own_files = true;  // too deep to tell what it holds
+      }
+    } else if (!is_graph_or_lock(item.name, depth)) {
+      shape.own_files = true;
     }
   }
-  return any;
 }
 
 // A seeded entry of a view: its files are symlinks into the view's .links folder (a command
@@ -177,6 +191,8 @@ CaptureResult CaptureCache::collect(bool command_succeeded) {
   std::sort(result.produced.begin(), result.produced.end());
   std::sort(result.used.begin(), result.used.end());
   std::sort(result.failed.begin(), result.failed.end());
+  std::sort(result.proxied.begin(), result.proxied.end());
+  std::sort(result.unlinked.begin(), result.unlinked.end());
   std::sort(result.registry_files.begin(), result.registry_files.end());
   return result;
 }
@@ -218,6 +234,8 @@ void CaptureCache::collect_from_events(CaptureResult& result) {
   touched_.insert(events.deleted.begin(), events.deleted.end());
   std::set<CapturedModule> made(result.produced.begin(), result.produced.end());
   made.insert(result.failed.begin(), result.failed.end());
+  made.insert(result.proxied.begin(), result.proxied.end());
+  made.insert(result.unlinked.begin(), result.unlinked.end());
   for (const auto& [compiler, name] : events.opened) {
     touched_.insert({compiler, name});
     if (!made.count({compiler, name})) result.used.push_back({compiler, name});
@@ -234,10 +252,18 @@ void CaptureCache::classify(const std::string& compiler, const std::string& name
   layout::EntryState state = local::state_of_written_folder(*module, name);
   bool complete = state == layout::EntryState::Success ||
                   (state == layout::EntryState::Traced && command_succeeded_);
-  if (only_links(*module, 0)) {
+  Shape shape;
+  shape_of(*module, 0, shape);
+  if (complete) {
+    result.produced.push_back({compiler, name});
+  } else if (shape.own_files) {
+    result.failed.push_back({compiler, name});  // a compile that did not finish
+  } else if (shape.links) {
     result.proxied.push_back({compiler, name});
   } else {
-    (complete ? result.produced : result.failed).push_back({compiler, name});
+    // Only a failed command makes a graph without a NEFF a failure: a successful one got the
+    // NEFF elsewhere (optimum-neuron's hub proxy, from the HF file cache).
+    (command_succeeded_ ? result.unlinked : result.failed).push_back({compiler, name});
   }
 }
 

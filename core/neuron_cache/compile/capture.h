@@ -40,12 +40,24 @@ struct CaptureResult {
   // New entries that are complete: SUCCESS (model.neff + model.done), or a TRACED export folder
   // (config + *.neuron files) written by a command that succeeded.
   std::vector<CapturedModule> produced;
-  std::vector<CapturedModule> used;    // seeded entries the command opened a file in
-  std::vector<CapturedModule> failed;  // new entries that are not complete (model.log, ...)
-  // New entries holding nothing but symlinks: optimum-neuron's hub proxy fetched their files into
-  // the HF file cache and linked them (format spec 2.5). They are complete on the Hub, not here:
-  // the caller completes them from there (the links themselves are never trusted nor copied).
+  std::vector<CapturedModule> used;  // seeded entries the command opened a file in
+  // New entries with the marks of a failed compile (model.log without model.neff, a NEFF of
+  // their own without model.done, any other file of their own), or any new entry that is not
+  // complete when the command failed.
+  std::vector<CapturedModule> failed;
+  // New entries holding symlinks and no file of their own but the graph (model.hlo_module.pb,
+  // compile_flags.json) and lock files: optimum-neuron's hub proxy fetched their files into the
+  // HF file cache and linked them (format spec 2.5). They are complete on the Hub, not here: the
+  // caller completes them from there (a link is at most a verified local source of a file whose
+  // hash the store lists, never copied as it is).
   std::vector<CapturedModule> proxied;
+  // New entries of a command that succeeded holding nothing, or nothing but the graph and lock
+  // files: no NEFF of their own, no link, no mark of a failure. What libneuronxla leaves when
+  // optimum-neuron's hub proxy handed it a NEFF from the HF file cache without linking it here
+  // (optimum-neuron's decoder test asserts no .neff in the local cache after a Hub hit). Not
+  // failures: the caller completes them from the store when it holds them (their names are the
+  // keys), else records nothing.
+  std::vector<CapturedModule> unlinked;
   // Files the command wrote under neuronxcc-*/0_REGISTRY/ ('/'-paths relative to the cache
   // root; the staging registry starts empty): primary files and alias symlinks.
   std::vector<std::string> registry_files;

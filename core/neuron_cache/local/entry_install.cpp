@@ -30,6 +30,15 @@ std::pair<std::string, std::string> split_parent(std::string_view path) {
   return {std::string(path.substr(0, slash)), std::string(path.substr(slash + 1))};
 }
 
+void write_all(int out, const char* data, size_t size, const fs::path& path) {
+  for (size_t done = 0; done < size;) {
+    ssize_t written = write(out, data + done, size - done);
+    if (written < 0 && errno == EINTR) continue;
+    if (written < 0) throw sys::io_failure("cannot write", path, errno);
+    done += static_cast<size_t>(written);
+  }
+}
+
 void copy_into(int source_fd, const sys::SafeDir& dir, const std::string& name,
                const fs::path& source) {
   sys::UniqueFd out = dir.create_new(name);
@@ -40,15 +49,42 @@ void copy_into(int source_fd, const sys::SafeDir& dir, const std::string& name,
     if (n < 0)
       throw operational_error("cannot read " + source.string() + ": " + std::strerror(errno));
     if (n == 0) return;
-    for (ssize_t done = 0; done < n;) {
-      ssize_t written = write(out.get(), buffer.data() + done, static_cast<size_t>(n - done));
-      if (written < 0 && errno == EINTR) continue;
-      if (written < 0) {
-        throw sys::io_failure("cannot write", dir.path() / name, errno);
-      }
-      done += written;
-    }
+    write_all(out.get(), buffer.data(), static_cast<size_t>(n), dir.path() / name);
   }
+}
+
+// The sha256 of the first `size` bytes of `fd`, each block also written to `out` when it is
+// open; nothing when the file holds more or fewer bytes, or cannot be read. Reads at most
+// size + 1 bytes, whatever the file holds.
+std::optional<std::string> hash_exactly(int fd, uint64_t size, int out, const fs::path& out_path) {
+  Hasher hasher(HashAlgorithm::Sha256);
+  std::vector<char> buffer(1 << 20);
+  for (uint64_t offset = 0;;) {
+    // One byte more than is left: a longer file shows.
+    size_t want = static_cast<size_t>(std::min<uint64_t>(buffer.size(), size - offset + 1));
+    ssize_t n = pread(fd, buffer.data(), want, static_cast<off_t>(offset));
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 || offset + static_cast<uint64_t>(n) > size) return std::nullopt;
+    if (n == 0) return offset == size ? std::optional(hasher.hex_digest()) : std::nullopt;
+    hasher.update(std::string_view(buffer.data(), static_cast<size_t>(n)));
+    if (out >= 0) write_all(out, buffer.data(), static_cast<size_t>(n), out_path);
+    offset += static_cast<uint64_t>(n);
+  }
+}
+
+bool same_times(const struct stat& a, const struct stat& b) {
+  return a.st_size == b.st_size && a.st_mtim.tv_sec == b.st_mtim.tv_sec &&
+         a.st_mtim.tv_nsec == b.st_mtim.tv_nsec && a.st_ctim.tv_sec == b.st_ctim.tv_sec &&
+         a.st_ctim.tv_nsec == b.st_ctim.tv_nsec;
+}
+
+// Whether the entry may share the inode of `source` (its content verified): on the staging
+// folder's filesystem, owned by this user and writable by nobody else, so that nothing but this
+// user can change the entry's bytes afterwards.
+bool may_share(const struct stat& source, const sys::SafeDir& dir) {
+  struct stat here {};
+  return fstat(dir.fd(), &here) == 0 && here.st_dev == source.st_dev &&
+         source.st_uid == geteuid() && (source.st_mode & (S_IWGRP | S_IWOTH)) == 0;
 }
 
 // Links the very inode that was opened and checked, so a file swapped for a symlink after the
@@ -313,6 +349,30 @@ void EntryInstall::link_file(std::string_view relative_path, const fs::path& sou
   } else {
     link_or_copy(fd, staging_->make_path(parent), name, source);
   }
+}
+
+bool EntryInstall::stage_verified(int fd, const ExpectedFile& file) {
+  refuse_journal_path(file.name);
+  auto [parent, name] = split_parent(file.name);
+  sys::check_plain_name(name);
+  sys::SafeDir dir = parent.empty() ? *staging_->open_path("") : staging_->make_path(parent);
+  struct stat before {};
+  if (fstat(fd, &before) != 0 || !S_ISREG(before.st_mode) ||
+      static_cast<uint64_t>(before.st_size) != file.size) {
+    return false;
+  }
+  if (may_share(before, dir)) {
+    if (hash_exactly(fd, file.size, -1, {}) != file.sha256) return false;
+    struct stat after {};
+    // Changed while it was read: what was hashed is not what would be linked.
+    if (fstat(fd, &after) != 0 || !same_times(before, after)) return false;
+    if (dir.link_fd(fd, name)) return true;
+  }
+  sys::UniqueFd out = dir.create_new(name);
+  if (hash_exactly(fd, file.size, out.get(), dir.path() / name) == file.sha256) return true;
+  out = sys::UniqueFd();
+  dir.remove_file(name);
+  return false;
 }
 
 std::vector<std::pair<std::string, sys::SafeDir>> EntryInstall::lock_abandoned(

@@ -62,6 +62,12 @@ class EntryInstall {
 
   // A file a staged-whole candidate must match to be reused.
   using ExpectedFile = local::ExpectedFile;
+  // Stages the open regular file `fd` from another place (the HF file cache) as `file.name` when
+  // it holds exactly `file.size` bytes hashing to `file.sha256`, verified now: hard-linked when it
+  // is on this filesystem and nobody but this user may change it (the entry shares its inode),
+  // else copied, the copy's own bytes hashed as they are written. False, with nothing staged,
+  // when it does not match (the caller downloads the file instead).
+  bool stage_verified(int fd, const ExpectedFile& file);
   // A file of `wanted` a killed prefetch had partly downloaded, now staged here under its name:
   // `fd` open for writing, `written` the spans its journal says are on disk (not verified: the
   // download's digest does that).

@@ -12,6 +12,7 @@
 #include "neuron_cache/compile/runner.h"
 #include "neuron_cache/compile/seed_view.h"
 #include "neuron_cache/error.h"
+#include "neuron_cache/local/hf_file_cache.h"
 #include "neuron_cache/log/log.h"
 #include "neuron_cache/manifest/command_template.h"
 #include "neuron_cache/pipeline/pipeline.h"
@@ -67,15 +68,25 @@ void keep_model_logs(const fs::path& staging, const std::vector<compile::Capture
   }
 }
 
+// `out` failed for `why`: the last lines of the command's log, and the compiler's model.log of
+// each failed folder kept beside it.
+void fail_with_logs(CompileOutcome& out, const std::string& why, const fs::path& staging,
+                    const std::vector<compile::CapturedModule>& failed) {
+  out.error = why;
+  out.log_tail = compile::log_tail(out.log_file);
+  fs::path log(out.log_file);
+  keep_model_logs(staging, failed, log.parent_path(), out.configuration, out.log_tail);
+}
+
 std::string join_words(const std::vector<std::string>& words) {
   std::string out;
   for (const auto& word : words) out += (out.empty() ? "" : " ") + word;
   return out;
 }
 
-// Why the captured run cannot be recorded, or nothing when it can.
-std::optional<std::string> capture_problem(const compile::CaptureResult& captured,
-                                           const std::string& compiler_dir) {
+// Why a run whose command succeeded failed all the same: its graphs bear the marks of a failed
+// compile, or what it reused is unknown. Nothing when it did not.
+std::optional<std::string> failure_problem(const compile::CaptureResult& captured) {
   if (captured.usage_lost) {
     return "inotify dropped events while the command ran, so which cached MODULE_ folders it "
            "reused is unknown: run it again (its new entries were kept)";
@@ -84,9 +95,23 @@ std::optional<std::string> capture_problem(const compile::CaptureResult& capture
     return "the compiler left " + std::to_string(captured.failed.size()) +
            " failed MODULE_ folder(s), e.g. " + captured.failed.front().name;
   }
+  return std::nullopt;
+}
+
+// Whether the run left no MODULE_ folder at all in its staging cache.
+bool nothing_captured(const compile::CaptureResult& c) {
+  return c.produced.empty() && c.used.empty() && c.failed.empty() && c.proxied.empty() &&
+         c.unlinked.empty();
+}
+
+// Why the captured run cannot be recorded, or nothing when it can.
+std::optional<std::string> capture_problem(const compile::CaptureResult& captured,
+                                           const std::string& compiler_dir) {
+  if (auto problem = failure_problem(captured)) return problem;
   if (captured.produced.empty() && captured.used.empty()) {
     return "the command succeeded but neither produced nor used a MODULE_ folder in "
-           "NEURON_COMPILE_CACHE_URL: does it compile through libneuronxla's cache?";
+           "NEURON_COMPILE_CACHE_URL: does it compile through libneuronxla's cache? (a "
+           "--no_cache in NEURON_CC_FLAGS or a cache of its own bypasses it)";
   }
   for (const auto& list : {captured.produced, captured.used}) {
     for (const auto& module : list) {
@@ -97,6 +122,35 @@ std::optional<std::string> capture_problem(const compile::CaptureResult& capture
     }
   }
   return std::nullopt;
+}
+
+constexpr const char* kReusedThroughProxy = "reused from the Hub through optimum-neuron";
+
+// Whether the command reads a Hub cache through optimum-neuron's hub proxy: the pipeline gave it
+// one (a Hub store), or the manifest's compile env names one.
+bool proxy_possible(const std::map<std::string, std::string>& child_env) {
+  auto repo = child_env.find("CUSTOM_CACHE_REPO");
+  return repo != child_env.end() && !repo->second.empty();
+}
+
+// Why a command that reads a Hub cache through the proxy and left no MODULE_ folder at all
+// cannot be recorded, and what else it may mean.
+std::string nothing_linked(const std::map<std::string, std::string>& child_env) {
+  return "the command succeeded and left no MODULE_ folder in its cache: optimum-neuron's hub "
+         "proxy (reading " +
+         child_env.at("CUSTOM_CACHE_REPO") +
+         ") hands libneuronxla the NEFFs it finds from the HF file cache without linking them "
+         "there, so which graphs it used is unknown. If the command does not compile through "
+         "libneuronxla's cache at all (a --no_cache in NEURON_CC_FLAGS, a cache of its own), "
+         "nothing of it is ever cached";
+}
+
+uint64_t bytes_of(const ai::Entry& entry) {
+  uint64_t total = 0;
+  for (const auto& module : entry.modules) {
+    for (const auto& file : module.files) total += file.size;
+  }
+  return total;
 }
 
 ai::Entry make_entry(const plan::Target& target, const local::LocalIndex& index,
@@ -215,12 +269,14 @@ CompileOutcome Pipeline::compile_one(const plan::Target& target, bool listed_in_
   compile::CaptureResult captured = capture->collect(ran.started && ran.exit_code == 0);
   out.modules_produced = captured.produced.size();
   out.modules_used = captured.used.size();
-  log::debug("decide",
-             c.name + ": the compile command ended (exit " + std::to_string(ran.exit_code) + ", " +
-                 std::to_string(static_cast<long>(ran.seconds)) +
-                 " s): " + std::to_string(captured.produced.size()) + " graphs compiled, " +
-                 std::to_string(captured.used.size()) + " taken from the cache, " +
-                 std::to_string(captured.proxied.size()) + " linked by optimum-neuron's hub proxy");
+  log::debug("decide", c.name + ": the compile command ended (exit " +
+                           std::to_string(ran.exit_code) + ", " +
+                           std::to_string(static_cast<long>(ran.seconds)) +
+                           " s): " + std::to_string(captured.produced.size()) +
+                           " graphs compiled, " + std::to_string(captured.used.size()) +
+                           " taken from the cache, " + std::to_string(captured.proxied.size()) +
+                           " linked by optimum-neuron's hub proxy, " +
+                           std::to_string(captured.unlinked.size()) + " left by it without a NEFF");
   // Complete NEFFs are worth keeping even when the run failed (traced exports of a failed run
   // are not complete, see collect); without an index entry they are never pushed as the
   // configuration's artifacts.
@@ -230,66 +286,154 @@ CompileOutcome Pipeline::compile_one(const plan::Target& target, bool listed_in_
     return out;
   }
   if (ran.exit_code != 0) {
-    out.error = ran.signal
-                    ? "the compile command was killed by signal " + std::to_string(ran.signal)
-                    : "the compile command exited with status " + std::to_string(ran.exit_code);
-    out.log_tail = compile::log_tail(run.log_file);
-    keep_model_logs(capture->dir(), captured.failed, output_dir, c.name, out.log_tail);
+    fail_with_logs(out,
+                   ran.signal
+                       ? "the compile command was killed by signal " + std::to_string(ran.signal)
+                       : "the compile command exited with status " + std::to_string(ran.exit_code),
+                   capture->dir(), captured.failed);
     return out;
   }
-  if (!captured.proxied.empty()) {
-    out.modules_from_hub = captured.proxied.size();
-    if (auto problem = complete_from_hub(captured)) {
-      out.error = *problem;
-      return out;
-    }
-  }
-  if (captured.produced.empty() && (out.modules_from_hub > 0 || listed_in_registry)) {
-    out.reused = "reused from the Hub through optimum-neuron";
-  }
-  if (listed_in_registry && captured.produced.empty() && captured.used.empty() &&
-      captured.failed.empty() && !captured.usage_lost) {
-    // optimum-neuron loaded the NEFFs from the HF file cache without linking anything here.
-    out.ok = true;
-    return out;
-  }
-  if (auto problem = capture_problem(captured, layout::compiler_dir_name(compiler_version_))) {
-    out.error = *problem;
-    out.log_tail = compile::log_tail(run.log_file);
-    keep_model_logs(capture->dir(), captured.failed, output_dir, c.name, out.log_tail);
-    return out;
-  }
-  out.ok = true;
-  if (!target.unkeyed.empty()) return out;  // no key to record it under: the NEFFs stay cached
-  local_index_->write(make_entry(target, *local_index_, captured, ran.seconds));
-  out.recorded = true;
+  finish_one(target, captured, *capture, run.set_env, ran.seconds, out);
   return out;
 }
 
-std::optional<std::string> Pipeline::complete_from_hub(compile::CaptureResult& captured) {
-  const std::string what = "optimum-neuron's hub proxy linked " +
-                           std::to_string(captured.proxied.size()) +
-                           " MODULE folder(s) from the HF file cache";
+void Pipeline::finish_one(const plan::Target& target, compile::CaptureResult& captured,
+                          const compile::CaptureCache& capture,
+                          const std::map<std::string, std::string>& child_env, double seconds,
+                          CompileOutcome& out) {
+  if (auto problem = failure_problem(captured)) {
+    return fail_with_logs(out, *problem, capture.dir(), captured.failed);
+  }
+  if (!adopt_from_proxy(captured, capture, child_env, out)) return;
+  if (captured.produced.empty() && (out.modules_from_hub > 0 || !out.not_recorded.empty())) {
+    out.reused = kReusedThroughProxy;
+  }
+  if (!out.not_recorded.empty()) {
+    out.ok = true;
+    return;
+  }
+  if (auto problem = capture_problem(captured, layout::compiler_dir_name(compiler_version_))) {
+    return fail_with_logs(out, *problem, capture.dir(), captured.failed);
+  }
+  out.ok = true;
+  if (!target.unkeyed.empty()) return;  // no key to record it under: the NEFFs stay cached
+  // A configuration reused through the proxy cost no compile time here: recording the command's
+  // time would have later machines report compile time saved that nobody ever spent.
+  ai::Entry entry =
+      make_entry(target, *local_index_, captured, captured.produced.empty() ? 0 : seconds);
+  if (!out.reused.empty()) out.bytes_reused = bytes_of(entry);
+  local_index_->write(entry);
+  out.recorded = true;
+}
+
+bool Pipeline::adopt_from_proxy(compile::CaptureResult& captured,
+                                const compile::CaptureCache& capture,
+                                const std::map<std::string, std::string>& child_env,
+                                CompileOutcome& out) {
+  out.modules_from_hub = captured.proxied.size() + captured.unlinked.size();
+  if (out.modules_from_hub > 0) {
+    Adoption adoption = complete_from_store(captured, capture, child_env);
+    out.bytes_downloaded = adoption.bytes_downloaded;
+    out.bytes_linked = adoption.bytes_linked;
+    if (adoption.store_failed && options_.strict) {
+      out.error = adoption.problem + " (an error under --strict)";
+      return false;
+    }
+    out.not_recorded = adoption.problem;
+  } else if (nothing_captured(captured) && proxy_possible(child_env)) {
+    out.not_recorded = nothing_linked(child_env);
+  }
+  return true;
+}
+
+namespace {
+
+// "optimum-neuron's hub proxy left 2 MODULE folder(s) without their NEFF"
+std::string left_by_proxy(const compile::CaptureResult& captured) {
+  return "optimum-neuron's hub proxy left " +
+         std::to_string(captured.proxied.size() + captured.unlinked.size()) +
+         " MODULE folder(s) without their NEFF";
+}
+
+// The files the hub proxy linked into the staging cache `stage`, read from the HF file cache
+// `hub_cache` (local::open_hf_blob): a candidate only when the blob's name is the sha256 the
+// store lists, which stage_verified then checks against the bytes.
+remote::LocalCandidate hf_links(const sys::SafeDir& stage, const std::string& compiler_dir,
+                                const fs::path& hub_cache) {
+  if (hub_cache.empty()) return {};
+  return [&stage, compiler_dir, hub_cache](const std::string& module,
+                                           const storage::RemoteEntry& file) {
+    std::string path = compiler_dir + "/" + module + "/" + file.path;
+    size_t slash = path.rfind('/');
+    auto dir = stage.open_path(path.substr(0, slash));
+    auto blob = dir ? local::open_hf_blob(hub_cache, *dir, path.substr(slash + 1)) : std::nullopt;
+    if (!blob || blob->id != file.listed_sha256) return sys::UniqueFd();
+    return std::move(blob->fd);
+  };
+}
+
+// When the proxy read another repo than the store: why the store may lack what it used.
+std::string other_repo(const std::map<std::string, std::string>& child_env,
+                       const std::string& store) {
+  if (!proxy_possible(child_env) || child_env.at("CUSTOM_CACHE_REPO") == store) return "";
+  return " (the hub proxy read " + child_env.at("CUSTOM_CACHE_REPO") + ", not " + store +
+         ": the compile env of the manifest sets CUSTOM_CACHE_REPO; without it both are the same)";
+}
+
+}  // namespace
+
+Adoption Pipeline::complete_from_store(compile::CaptureResult& captured,
+                                       const compile::CaptureCache& capture,
+                                       const std::map<std::string, std::string>& child_env) {
+  Adoption out;
+  const std::string what = left_by_proxy(captured);
   if (!online_store() || !remote_) {
-    return what + ", but the Hub cannot be read to complete them (offline or no cache repo)";
+    out.problem = what + ", and " + storage::describe(store_) +
+                  " cannot be read to complete them (offline, or no cache store)";
+    return out;
   }
   std::map<std::string, std::vector<std::string>> by_dir;
-  for (const auto& module : captured.proxied) by_dir[module.compiler_dir].push_back(module.name);
+  for (const auto& list : {captured.proxied, captured.unlinked}) {
+    for (const auto& module : list) by_dir[module.compiler_dir].push_back(module.name);
+  }
+  auto hub_cache = child_env.find("HF_HUB_CACHE");
+  sys::SafeDir stage = sys::SafeDir::open(capture.dir());
   for (const auto& [dir, names] : by_dir) {
-    remote::FetchResult fetched =
-        remote::fetch_modules(*store_, remote_->revision(), *cache_, dir, names);
+    remote::FetchResult fetched;
+    try {
+      fetched = remote::fetch_modules(
+          *store_, remote_->revision(), *cache_, dir, names,
+          hf_links(stage, dir, hub_cache == child_env.end() ? "" : hub_cache->second));
+    } catch (const Error& error) {
+      rethrow_local_disk(error);
+      out.problem =
+          what + ", and " + repo_ + " could not be read to complete them: " + error.what();
+      out.store_failed = true;
+      return out;
+    }
+    out.bytes_downloaded += fetched.bytes_downloaded;
+    out.bytes_linked += fetched.bytes_linked;
     for (const auto& module : fetched.modules) {
-      bool complete = module.status == remote::FetchStatus::Installed ||
-                      module.status == remote::FetchStatus::AlreadyPresent;
-      if (!complete) {
-        return what + ", but " + dir + "/" + module.name + " could not be installed from " + repo_ +
-               ": " + module.error;
-      }
+      if (module.status == remote::FetchStatus::Installed ||
+          module.status == remote::FetchStatus::AlreadyPresent)
+        continue;
+      out.store_failed = module.status == remote::FetchStatus::Failed;
+      // The store's own words for a folder it lacks send the user to check a name they never
+      // gave: say it plainly.
+      out.problem =
+          what + ", and " +
+          (out.store_failed ? dir + "/" + module.name + " could not be installed from " + repo_ +
+                                  ": " + module.error
+                            : repo_ + " does not hold " + dir + "/" + module.name + " complete") +
+          other_repo(child_env, store_->name());
+      return out;
     }
   }
-  captured.used.insert(captured.used.end(), captured.proxied.begin(), captured.proxied.end());
-  captured.proxied.clear();
-  return std::nullopt;
+  for (auto* list : {&captured.proxied, &captured.unlinked}) {
+    captured.used.insert(captured.used.end(), list->begin(), list->end());
+    list->clear();
+  }
+  return out;
 }
 
 CompileStep Pipeline::compile(plan::Plan& plan) {
@@ -350,8 +494,8 @@ void Pipeline::compile_each(const std::vector<plan::PlanRow*>& misses, CompileSt
     std::lock_guard lock(progress);
     if (on_progress) {
       const CompileOutcome& o = step.outcomes[i];
-      on_progress((o.ok ? "compiled " : "FAILED ") + o.configuration +
-                  (o.ok ? "" : ": " + o.error));
+      std::string done = o.reused.empty() ? "compiled " : "reused (through optimum-neuron) ";
+      on_progress((o.ok ? done : "FAILED ") + o.configuration + (o.ok ? "" : ": " + o.error));
     }
   }
 }
@@ -362,10 +506,9 @@ void Pipeline::finish_compile(const std::vector<plan::PlanRow*>& misses, Compile
   for (size_t i = 0; i < misses.size(); ++i) {
     const CompileOutcome& o = step.outcomes[i];
     if (!o.ok || o.recorded || !misses[i]->target.unkeyed.empty()) continue;
-    note(false, o.configuration +
-                    " was reused from the Hub through optimum-neuron, which linked no MODULE "
-                    "folder into the cache: which ones it used is unknown, so nothing was "
-                    "recorded and the next run goes through optimum-neuron again");
+    note(true, o.configuration + " was " + (o.reused.empty() ? "compiled" : o.reused) +
+                   ", but nothing was recorded for it: " + o.not_recorded +
+                   ". The next run runs its compile command again");
   }
   compiled_here_ = 0;
   for (size_t i = 0; i < misses.size(); ++i) {
@@ -401,6 +544,7 @@ WrappedRun Pipeline::run_wrapped(const plan::Target* target, const std::vector<s
       target ? target->configuration.compiler_flags : std::vector<std::string>{}, settings_);
   run.log_file = output_dir / (label + ".run.log");
   run.tee = true;
+  const bool cached_before = target && all_cached(*target);
   compile::RunOutcome ran = compile::run_command(run);
   out.seconds = ran.seconds;
   out.exit_code = ran.exit_code;
@@ -410,16 +554,34 @@ WrappedRun Pipeline::run_wrapped(const plan::Target* target, const std::vector<s
   capture->adopt(captured);
   for (const auto& m : captured.produced) out.produced.push_back(m.compiler_dir + "/" + m.name);
   out.used = captured.used.size();
-  if (target && ran.exit_code == 0 && !captured.proxied.empty()) {
-    // A training run through optimum-neuron's hub proxy: what it linked is completed from the Hub.
-    if (auto problem = complete_from_hub(captured)) {
-      out.not_recorded = *problem;
+  if (!target || ran.exit_code != 0) return out;
+  if (!captured.proxied.empty() || !captured.unlinked.empty()) {
+    // A run through optimum-neuron's hub proxy: what it left is completed from the store.
+    Adoption adoption = complete_from_store(captured, *capture, run.set_env);
+    if (!adoption.problem.empty()) {
+      out.not_recorded = adoption.problem;
       return out;
     }
     out.used = captured.used.size();
   }
-  if (target && ran.exit_code == 0) record_run(*target, captured, ran.seconds, out);
+  // A rerun that found every graph in place may open none of them (a precompile step checks
+  // model.done alone): nothing new, which is no reason to doubt the command.
+  bool nothing = nothing_captured(captured) && !captured.usage_lost;
+  out.all_cached_before = cached_before && nothing;
+  if (out.all_cached_before) return out;
+  if (nothing && proxy_possible(run.set_env)) {
+    out.not_recorded = nothing_linked(run.set_env);
+    return out;
+  }
+  record_run(*target, captured, ran.seconds, out);
   return out;
+}
+
+bool Pipeline::all_cached(const plan::Target& target) const {
+  if (!target.unkeyed.empty()) return false;
+  std::optional<ai::Entry> entry = local_index_->find(target.inputs.compiler_version, target.key);
+  return entry && !entry->modules.empty() &&
+         complete_part(*entry).modules.size() == entry->modules.size();
 }
 
 void Pipeline::record_run(const plan::Target& target, const compile::CaptureResult& captured,
@@ -433,7 +595,9 @@ void Pipeline::record_run(const plan::Target& target, const compile::CaptureResu
     out.not_recorded = *problem;
     return;
   }
-  ai::Entry entry = make_entry(target, *local_index_, captured, seconds);
+  // Only a run that compiled something spent compile time (a training run's is an upper bound).
+  ai::Entry entry =
+      make_entry(target, *local_index_, captured, captured.produced.empty() ? 0 : seconds);
   size_t ran_with = entry.modules.size();
   std::optional<ai::Entry> before = local_index_->find(target.inputs.compiler_version, target.key);
   if (before) {

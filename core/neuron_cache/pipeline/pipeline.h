@@ -86,11 +86,27 @@ struct CompileOutcome {
   std::string log_tail;  // last lines, for failures
   size_t modules_produced = 0;
   size_t modules_used = 0;
-  size_t modules_from_hub = 0;  // completed from the Hub after optimum-neuron's proxy linked them
+  // Folders optimum-neuron's hub proxy left without a NEFF of their own (linked or not), to
+  // complete from the store.
+  size_t modules_from_hub = 0;
   // Not empty when the command compiled nothing itself: "reused from the Hub through
-  // optimum-neuron" (then `error` may still say why nothing could be recorded).
+  // optimum-neuron".
   std::string reused;
+  // With `ok`: why no index entry was written although the command succeeded (the store lacks
+  // what the hub proxy used, or which graphs it used is unknown), or "".
+  std::string not_recorded;
+  uint64_t bytes_downloaded = 0;   // from the store, to complete what the hub proxy left
+  uint64_t bytes_linked = 0;       // ... taken from the HF file cache instead (verified)
+  uint64_t bytes_reused = 0;       // of the folders recorded for a configuration reused
   std::vector<std::string> notes;  // cached entries the run could not reuse, and why
+};
+
+// What completing the folders optimum-neuron's hub proxy left from the store did.
+struct Adoption {
+  std::string problem;        // why they are not all complete now, or ""
+  bool store_failed = false;  // the store failed (not: it lacks them), a cache problem
+  uint64_t bytes_downloaded = 0;
+  uint64_t bytes_linked = 0;  // taken from the HF file cache instead of downloaded
 };
 
 struct CompileStep {
@@ -106,8 +122,11 @@ struct WrappedRun {
   double seconds = 0;
   std::vector<std::string> produced;  // "neuronxcc-<v>/MODULE_..." moved into the cache
   size_t used = 0;
-  bool recorded = false;        // an index entry was written for the target
-  std::string not_recorded;     // with a target and a zero exit status: why no entry was written
+  bool recorded = false;     // an index entry was written for the target
+  std::string not_recorded;  // with a target and a zero exit status: why no entry was written
+  // With a target and a zero exit status: the command neither produced nor used a graph, and
+  // every folder of the target's entry was complete before it ran: nothing new to record.
+  bool all_cached_before = false;
   size_t modules_recorded = 0;  // MODULE_ folders the written entry lists
   size_t modules_added = 0;     // ... that the target's previous local entry did not list
 };
@@ -198,12 +217,27 @@ class Pipeline {
   // Throws when strict; otherwise records the fallback.
   void cache_problem(const std::string& what, const std::string& fallback);
   CompileOutcome compile_one(const plan::Target& target, bool listed_in_registry);
+  // After a compile command that succeeded: completes what the hub proxy left, then writes the
+  // index entry (no compile time when the command compiled nothing), or says in `out` why not.
+  void finish_one(const plan::Target& target, compile::CaptureResult& captured,
+                  const compile::CaptureCache& capture,
+                  const std::map<std::string, std::string>& child_env, double seconds,
+                  CompileOutcome& out);
   void compile_each(const std::vector<plan::PlanRow*>& misses, CompileStep& step,
                     std::atomic<size_t>& next, std::mutex& progress);
   void finish_compile(const std::vector<plan::PlanRow*>& misses, CompileStep& step);
-  // Installs from the Hub the folders optimum-neuron's hub proxy only linked (captured.proxied)
-  // and counts them as used; or says why it could not.
-  std::optional<std::string> complete_from_hub(compile::CaptureResult& captured);
+  // Installs from the store the folders optimum-neuron's hub proxy left without a NEFF of their
+  // own (captured.proxied and captured.unlinked, named by their keys) and counts them as used;
+  // or says why it could not. A file the proxy linked from the HF file cache (`child_env`'s
+  // HF_HUB_CACHE) is taken from there when it verifies against the store's listing.
+  Adoption complete_from_store(compile::CaptureResult& captured,
+                               const compile::CaptureCache& capture,
+                               const std::map<std::string, std::string>& child_env);
+  // After a compile command that succeeded: completes what the hub proxy left, or records in
+  // `out` why nothing can be recorded (with `strict`, a store failure is an error). False when
+  // `out` is final (an error).
+  bool adopt_from_proxy(compile::CaptureResult& captured, const compile::CaptureCache& capture,
+                        const std::map<std::string, std::string>& child_env, CompileOutcome& out);
   // With a Hub store, the compile command reads the Hub through optimum-neuron's hub proxy: it
   // gets the repo, endpoint, file cache and token of this run (in its environment, never its
   // arguments), so a repo declared in the manifest is the one it reads, and what it links is in
@@ -212,6 +246,8 @@ class Pipeline {
   // Writes the entry of a run of `target` that exited 0 (or says in `out` why it cannot).
   void record_run(const plan::Target& target, const compile::CaptureResult& captured,
                   double seconds, WrappedRun& out);
+  // Whether every folder of the local entry of `target` is complete (and it has one).
+  bool all_cached(const plan::Target& target) const;
   // The staging cache of one run: a seeded view (NEURON_CACHE_SEED=0: an empty one).
   std::unique_ptr<compile::CaptureCache> capture_cache(const std::string& label);
   // The seeded views of the cache, watched from the first call on (before prefetch installs

@@ -183,9 +183,23 @@ void download_files(storage::Store& store, const std::string& revision,
   }
 }
 
+// Stages `file` of `job` from `local_copy` when it has a candidate matching the listing.
+bool take_local_copy(Job& job, const storage::RemoteEntry& file, const LocalCandidate& local_copy,
+                     FetchResult& result) {
+  if (!local_copy || file.listed_sha256.empty()) return false;
+  sys::UniqueFd fd = local_copy(job.plan->name, file);
+  if (!fd || !job.install->stage_verified(fd.get(), {file.path, file.size, file.listed_sha256}))
+    return false;
+  job.record.files.push_back({file.path, file.size, file.listed_sha256});
+  ++result.files_linked;
+  result.bytes_linked += file.size;
+  return true;
+}
+
 // Downloads then installs one batch of folders (commit_all: one flush per phase for the batch).
 void fetch_batch(storage::Store& store, const std::string& revision, const local::LocalCache& cache,
-                 const std::string& compiler_dir, std::vector<Job>& jobs, FetchResult& result) {
+                 const std::string& compiler_dir, std::vector<Job>& jobs,
+                 const LocalCandidate& local_copy, FetchResult& result) {
   std::vector<std::pair<Job*, size_t>> files;
   for (auto& job : jobs) {
     job.record.name = job.plan->name;
@@ -202,7 +216,8 @@ void fetch_batch(storage::Store& store, const std::string& revision, const local
         job.record.files.push_back({std::string(layout::kDone), 0, sha256_hex("")});
         continue;
       }
-      files.emplace_back(&job, i);
+      if (!take_local_copy(job, job.plan->files[i], local_copy, result))
+        files.emplace_back(&job, i);
     }
   }
   download_files(store, revision, compiler_dir, files, result);
@@ -291,7 +306,8 @@ std::vector<ModulePlan> plan_modules(storage::Store& store, const std::string& r
 
 FetchResult fetch_modules(storage::Store& store, const std::string& revision,
                           const local::LocalCache& cache, const std::string& compiler_dir,
-                          const std::vector<std::string>& module_names) {
+                          const std::vector<std::string>& module_names,
+                          const LocalCandidate& local_copy) {
   FetchResult result;
   std::vector<ModulePlan> plans =
       plan_modules(store, revision, cache, compiler_dir, module_names, &result.listing_requests);
@@ -300,7 +316,8 @@ FetchResult fetch_modules(storage::Store& store, const std::string& revision,
   size_t pending_files = 0;
   net::TransferPhase phase("Downloading");
   auto flush = [&] {
-    if (!pending.empty()) fetch_batch(store, revision, cache, compiler_dir, pending, result);
+    if (!pending.empty())
+      fetch_batch(store, revision, cache, compiler_dir, pending, local_copy, result);
     pending.clear();
     pending_files = 0;
   };

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -14,6 +15,7 @@
 #include "neuron_cache/local/cache_tree.h"
 #include "neuron_cache/net/retry.h"
 #include "neuron_cache/storage/store.h"
+#include "neuron_cache/sys/fd.h"
 
 namespace neuron_cache::remote {
 
@@ -49,6 +51,10 @@ struct FetchResult {
   std::vector<ModuleFetch> modules;  // in the order asked (duplicates once)
   size_t files_downloaded = 0;
   uint64_t bytes_downloaded = 0;
+  // Files taken from a LocalCandidate that matched the listing instead of downloaded (hard
+  // links or local copies): not part of bytes_downloaded.
+  size_t files_linked = 0;
+  uint64_t bytes_linked = 0;
   uint64_t listing_requests = 0;
   bool ok() const;  // every folder Installed or AlreadyPresent
 };
@@ -62,6 +68,13 @@ std::vector<ModulePlan> plan_modules(storage::Store& store, const std::string& r
                                      const std::vector<std::string>& module_names,
                                      uint64_t* listing_requests = nullptr);
 
+// A copy of a file that may already be on this machine (what optimum-neuron's hub proxy
+// fetched into the HF file cache): an open descriptor of it for the file `file` (its path
+// relative to the folder) of the folder `module`, or an empty one. Never trusted: it is used
+// only when its size and sha256 are the ones the listing gives (EntryInstall::stage_verified).
+using LocalCandidate =
+    std::function<sys::UniqueFd(const std::string& module, const storage::RemoteEntry& file)>;
+
 // Installs the named MODULE_ folders of `compiler_dir` (e.g. "neuronxcc-2.21.33363.0+82129205")
 // from `repo` into the local cache. Guarantees:
 // - a folder complete locally is kept as it is and costs no request;
@@ -71,11 +84,14 @@ std::vector<ModulePlan> plan_modules(storage::Store& store, const std::string& r
 //   leaves a partial folder that classifies as complete;
 // - failures are values (NotInStore, Failed with the reason), one folder's failure does not stop
 //   the others; only a failure to reach the store at all throws.
+// - a file whose listing gives its sha256 is first asked of `local_copy`: a candidate that
+//   matches is staged instead of downloaded (files_linked), any other is ignored;
 // Traced export folders (MODULE_<entry hash>, no model.neff/model.done) are fetched like the
 // others; one is complete locally when it is TRACED from its regular files (layout.h).
 FetchResult fetch_modules(storage::Store& store, const std::string& revision,
                           const local::LocalCache& cache, const std::string& compiler_dir,
-                          const std::vector<std::string>& module_names);
+                          const std::vector<std::string>& module_names,
+                          const LocalCandidate& local_copy = {});
 
 // The neuronxcc-* folders at the root of `repo` (one listing).
 std::vector<std::string> list_compiler_dirs(storage::Store& store, const std::string& revision,

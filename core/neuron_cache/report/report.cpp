@@ -69,6 +69,29 @@ const pipeline::CompileOutcome* find_outcome(const RunResult& run, const std::st
   return nullptr;
 }
 
+// Whether the compile command of `o` compiled nothing: optimum-neuron's hub proxy took every
+// graph from the Hub.
+bool reused_through_proxy(const pipeline::CompileOutcome& o) {
+  return o.ok && !o.reused.empty();
+}
+
+bool reused_through_proxy(const RunResult& run, const std::string& key) {
+  const pipeline::CompileOutcome* o = find_outcome(run, key);
+  return o && reused_through_proxy(*o);
+}
+
+void add_compile(Totals& t, const pipeline::CompileOutcome& o) {
+  if (reused_through_proxy(o)) {
+    ++t.reused;
+    t.bytes_reused += o.bytes_reused;
+  } else {
+    (o.ok ? t.compiled : t.failed) += 1;
+    t.compile_seconds += o.seconds;  // a reused configuration's command compiled nothing
+  }
+  t.bytes_downloaded += o.bytes_downloaded;
+  t.bytes_linked += o.bytes_linked;
+}
+
 std::string cell(std::string text) {
   for (char& ch : text) {
     if (ch == '|' || ch == '\n') ch = ' ';
@@ -187,10 +210,9 @@ Totals totals(const RunResult& run) {
       ++t.store_hits;
       t.compile_seconds_saved += row.compile_seconds_saved;
     }
-    if (plan::runs_compile(row.status) ||
-        (row.status == plan::Status::Store && !fetched && run.prefetch)) {
-      ++t.misses;
-    }
+    bool missed = plan::runs_compile(row.status) ||
+                  (row.status == plan::Status::Store && !fetched && run.prefetch);
+    if (missed && !reused_through_proxy(run, row.target.key)) ++t.misses;
   }
   if (run.prefetch) {
     t.bytes_downloaded = run.prefetch->result.bytes_downloaded;
@@ -198,10 +220,7 @@ Totals totals(const RunResult& run) {
     t.not_installed = run.prefetch->result.failed.size();
   }
   if (run.compile) {
-    for (const auto& o : run.compile->outcomes) {
-      (o.ok ? t.compiled : t.failed) += 1;
-      t.compile_seconds += o.seconds;
-    }
+    for (const auto& o : run.compile->outcomes) add_compile(t, o);
   }
   if (run.push) t.bytes_uploaded = run.push->result.commit.bytes_sent;
   return t;
@@ -240,16 +259,21 @@ json run_json(const RunResult& run) {
                           {"error", why ? json(*why) : json(nullptr)}};
     }
     if (const auto* o = find_outcome(run, row.target.key)) {
-      item["compile"] = {{"ok", o->ok},
-                         {"seconds", o->seconds},
-                         {"exit_code", o->exit_code},
-                         {"error", o->error},
-                         {"log_file", o->log_file},
-                         {"log_tail", o->log_tail},
-                         {"modules_produced", o->modules_produced},
-                         {"modules_used", o->modules_used},
-                         {"modules_from_hub", o->modules_from_hub},
-                         {"reused", o->reused.empty() ? json(nullptr) : json(o->reused)}};
+      item["compile"] = {
+          {"ok", o->ok},
+          {"seconds", o->seconds},
+          {"exit_code", o->exit_code},
+          {"error", o->error},
+          {"log_file", o->log_file},
+          {"log_tail", o->log_tail},
+          {"modules_produced", o->modules_produced},
+          {"modules_used", o->modules_used},
+          {"modules_from_hub", o->modules_from_hub},
+          {"reused", o->reused.empty() ? json(nullptr) : json(o->reused)},
+          {"not_recorded", o->not_recorded.empty() ? json(nullptr) : json(o->not_recorded)},
+          {"bytes_downloaded", o->bytes_downloaded},
+          {"bytes_linked", o->bytes_linked},
+          {"bytes_reused", o->bytes_reused}};
     }
     configurations.push_back(item);
   }
@@ -278,9 +302,12 @@ json run_json(const RunResult& run) {
             {"hub_hits", t.store_hits},  // format 1's name of "store_hits"
             {"misses", t.misses},
             {"compiled", t.compiled},
+            {"reused", t.reused},
             {"failed", t.failed},
             {"not_installed", t.not_installed},
             {"bytes_downloaded", t.bytes_downloaded},
+            {"bytes_linked", t.bytes_linked},
+            {"bytes_reused", t.bytes_reused},
             {"bytes_resumed", t.bytes_resumed},
             {"bytes_uploaded", t.bytes_uploaded},
             {"compile_seconds", t.compile_seconds},
@@ -415,6 +442,9 @@ std::string run_markdown(const RunResult& run) {
   md += count_of(t.configurations, "configuration") + ": **" + std::to_string(t.local) +
         " local**, **" + std::to_string(t.store_hits) + " fetched from " + storage::describe(kind) +
         "**, **" + std::to_string(t.misses) + " compiled or to compile**";
+  if (t.reused) {
+    md += ", **" + std::to_string(t.reused) + " reused from the Hub through optimum-neuron**";
+  }
   if (t.failed) md += ", **" + std::to_string(t.failed) + " failed**";
   if (t.not_installed) {
     md +=
@@ -425,6 +455,9 @@ std::string run_markdown(const RunResult& run) {
   md += "| Cache repo | `" + cell(run.repo) + "` |\n";
   md += "| Compiler | `" + cell(run.compiler_version) + "` |\n";
   md += "| Downloaded | " + human_bytes(t.bytes_downloaded) + " |\n";
+  if (t.bytes_linked) {
+    md += "| Taken from the HF file cache | " + human_bytes(t.bytes_linked) + " |\n";
+  }
   md += "| Uploaded | " + human_bytes(t.bytes_uploaded) + " |\n";
   md += "| Compile time spent | " + human_seconds(t.compile_seconds) + " |\n";
   md += "| Compile time saved | " + human_seconds(t.compile_seconds_saved) + " |\n";
@@ -434,6 +467,8 @@ std::string run_markdown(const RunResult& run) {
     std::string note = plan::runs_compile(row.status) ? row.reason : "";
     if (const std::string* why = not_installed(run, row.target.key)) note = *why;
     if (const auto* o = find_outcome(run, row.target.key); o && !o->ok) note = o->error;
+    if (const auto* o = find_outcome(run, row.target.key); o && o->ok && !o->not_recorded.empty())
+      note = "not recorded: " + o->not_recorded;
     md += "| " + cell(row.target.configuration.name) + " | " +
           cell(row.target.configuration.model_id) + " | " + outcome_of(run, row) + " | `" +
           row.target.key.substr(0, 12) + "` | " + cell(note) + " |\n";

@@ -17,13 +17,18 @@ using pipeline::RunResult;
 
 struct Totals {
   size_t configurations = 0;
-  size_t local = 0;          // complete locally before the run
-  size_t store_hits = 0;     // fetched from the store
-  size_t misses = 0;         // had to be compiled
-  size_t compiled = 0;       // compiled successfully
-  size_t failed = 0;         // compile failed
-  size_t not_installed = 0;  // on the Hub, but prefetch could not install them
-  uint64_t bytes_downloaded = 0;
+  size_t local = 0;       // complete locally before the run
+  size_t store_hits = 0;  // fetched from the store
+  size_t misses = 0;      // had to be compiled
+  size_t compiled = 0;    // compiled successfully
+  // Reused from the Hub through optimum-neuron's hub proxy by their compile command, which
+  // compiled nothing: hits, neither compiled nor misses.
+  size_t reused = 0;
+  size_t failed = 0;              // compile failed
+  size_t not_installed = 0;       // on the Hub, but prefetch could not install them
+  uint64_t bytes_downloaded = 0;  // by prefetch and by the compile step (completing adoptions)
+  uint64_t bytes_linked = 0;   // taken from the HF file cache instead (what the proxy downloaded)
+  uint64_t bytes_reused = 0;   // of the folders recorded for the reused configurations
   uint64_t bytes_resumed = 0;  // of files an interrupted prefetch had partly downloaded
   uint64_t bytes_uploaded = 0;
   double compile_seconds = 0;        // spent compiling

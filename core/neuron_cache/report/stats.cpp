@@ -38,6 +38,8 @@ StoreStats store_from(const json& object) {
   s.store_hits = number<uint64_t>(object, "store_hits");
   s.misses = number<uint64_t>(object, "misses");
   s.compiled = number<uint64_t>(object, "compiled");
+  s.reused = number<uint64_t>(object, "reused");
+  s.bytes_reused = number<uint64_t>(object, "bytes_reused");
   s.failed = number<uint64_t>(object, "failed");
   s.bytes_downloaded = number<uint64_t>(object, "bytes_downloaded");
   s.bytes_uploaded = number<uint64_t>(object, "bytes_uploaded");
@@ -52,7 +54,9 @@ json store_json(const StoreStats& s) {
           {"store_hits", s.store_hits},
           {"misses", s.misses},
           {"compiled", s.compiled},
+          {"reused", s.reused},
           {"failed", s.failed},
+          {"bytes_reused", s.bytes_reused},
           {"bytes_downloaded", s.bytes_downloaded},
           {"bytes_uploaded", s.bytes_uploaded},
           {"compile_seconds", s.compile_seconds},
@@ -101,6 +105,8 @@ void add(StoreStats& s, const Totals& t, bool prefetched_or_compiled) {
   s.store_hits += t.store_hits;
   s.misses += t.misses;
   s.compiled += t.compiled;
+  s.reused += t.reused;
+  s.bytes_reused += t.bytes_reused;
   s.failed += t.failed;
   s.compile_seconds += t.compile_seconds;
   s.compile_seconds_saved += t.compile_seconds_saved;
@@ -154,10 +160,14 @@ std::string stats_text(const Stats& stats) {
   }
   std::string text = "Statistics since " + stats.since + ":\n";
   for (const auto& [name, s] : stats.stores) {
-    uint64_t hits = s.local_hits + s.store_hits;
+    uint64_t hits = s.local_hits + s.store_hits + s.reused;
+    std::string reused = s.reused ? ", " + std::to_string(s.reused) +
+                                        " reused through optimum-neuron (" +
+                                        human_bytes(s.bytes_reused) + ")"
+                                  : "";
     text += "  " + name + ": " + count_of(s.runs, "run") + ", " + count_of(hits, "hit") + " (" +
-            std::to_string(s.local_hits) + " local, " + std::to_string(s.store_hits) +
-            " fetched), " + count_of(s.misses, "miss", "misses") + " (" +
+            std::to_string(s.local_hits) + " local, " + std::to_string(s.store_hits) + " fetched" +
+            reused + "), " + count_of(s.misses, "miss", "misses") + " (" +
             std::to_string(s.compiled) + " compiled, " + std::to_string(s.failed) +
             " failed)\n    " + human_bytes(s.bytes_downloaded) + " downloaded, " +
             human_bytes(s.bytes_uploaded) + " uploaded, " + human_seconds(s.compile_seconds) +

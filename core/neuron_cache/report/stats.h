@@ -25,8 +25,10 @@ struct StoreStats {
   uint64_t store_hits = 0;
   uint64_t misses = 0;
   uint64_t compiled = 0;
+  uint64_t reused = 0;  // hits through optimum-neuron's hub proxy (report::Totals::reused)
   uint64_t failed = 0;
   uint64_t bytes_downloaded = 0;
+  uint64_t bytes_reused = 0;  // of those reused configurations
   uint64_t bytes_uploaded = 0;
   double compile_seconds = 0;
   double compile_seconds_saved = 0;
