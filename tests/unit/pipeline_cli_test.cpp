@@ -1073,7 +1073,7 @@ TEST_F(PipelineCliTest, HostileIndexIsRejected) {
 }
 
 // A warm run (everything complete locally, nothing new on the Hub) asks the Hub only what can
-// have changed: each unpinned model's revision and the cache repo's head, in small answers.
+// have changed: each unpinned model's revision, and the cache repo's head when a push follows.
 TEST_F(PipelineCliTest, WarmRunAsksOnlyForRevisions) {
   ManifestSpec spec;
   spec.confs = {{"bs1", 1, 128}, {"bs2", 2, 128}, {"qwen", 1, 128, 2, "bf16", kQwen}};
@@ -1090,9 +1090,14 @@ TEST_F(PipelineCliTest, WarmRunAsksOnlyForRevisions) {
     ToolResult warm = tool(command + " " + quoted(manifest) + extra);
     ASSERT_EQ(warm.code, 0) << warm.all();
     json log = server.access_log();
-    ASSERT_EQ(log.size(), 2u) << log.dump(1);
+    // The model's revision makes the keys; the store's head only matters to a push, which must
+    // know what the store lacks now (a shard deleted since, below): plan and prefetch of
+    // configurations complete locally ask the store nothing.
+    ASSERT_EQ(log.size(), command == "ci" ? 2u : 1u) << log.dump(1);
     EXPECT_EQ(log[0]["path"], "/api/models/" + std::string(kLlama) + "/revision/main");
-    EXPECT_EQ(log[1]["path"], "/api/models/" + std::string(kRepo) + "/revision/main");
+    if (command == "ci") {
+      EXPECT_EQ(log[1]["path"], "/api/models/" + std::string(kRepo) + "/revision/main");
+    }
     for (const auto& e : log) EXPECT_LT(e["bytes_out"], 200) << e;
   }
   EXPECT_EQ(calls(), 3u);

@@ -282,8 +282,11 @@ plan::Plan Pipeline::make_plan(const std::vector<plan::Target>& targets) {
     hub_problem = "offline: " + storage::describe(store_) + " was not asked";
   } else {
     try {
-      remote_ =
+      auto index =
           std::make_unique<remote::RemoteIndex>(remote::RemoteIndex::open(*store_, memo_folder()));
+      // Read here when a push follows; else on first need (a row not complete locally).
+      if (head_when_local_) index->revision();
+      remote_ = std::move(index);
     } catch (const Error& error) {
       rethrow_local_disk(error);
       hub_problem = storage::describe_part(store_, "cache") + " could not be read: " + error.what();
@@ -305,8 +308,10 @@ plan::Plan Pipeline::make_plan(const std::vector<plan::Target>& targets) {
   } catch (const Error& error) {
     rethrow_local_disk(error);
     if (!short_version_.empty()) throw;  // the manifest's to fix, not the store's failure
-    // The index downloads happen lazily inside make_plan.
-    cache_problem(storage::describe_part(store_, "index") + " could not be read: " + error.what(),
+    // The head and the index downloads happen lazily inside make_plan.
+    bool head = remote_ && !remote_->revision_read();
+    cache_problem(storage::describe_part(store_, head ? "cache" : "index") +
+                      " could not be read: " + error.what(),
                   "every configuration not complete locally will be compiled");
     remote_.reset();
     plan::Plan plan = plan::make_plan(targets, *local_index_, nullptr, error.what());

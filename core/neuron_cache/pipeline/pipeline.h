@@ -166,6 +166,10 @@ class Pipeline {
   // Throws an input Error for a bad name or an unknown compiler version.
   plan::Target profile_target(const std::string& name);
   // Keys for every selected configuration, then local, Hub or compile for each.
+  // Whether the store's head is read even when every configuration is complete locally: true
+  // (the default) when a push follows, which must know what the store lacks at its head; a plan
+  // or prefetch alone sets it false and then asks the store nothing in that case.
+  void read_head_when_local(bool read) { head_when_local_ = read; }
   plan::Plan make_plan();
   // The same for these targets.
   plan::Plan make_plan(const std::vector<plan::Target>& targets);
@@ -302,6 +306,7 @@ class Pipeline {
   std::unique_ptr<local::LocalCache> cache_;
   std::unique_ptr<local::LocalIndex> local_index_;
   std::unique_ptr<remote::RemoteIndex> remote_;
+  bool head_when_local_ = true;
   std::string short_version_;  // why the manifest's compiler_version matches no store folder
   // Made by targets(): the registry read asks it the models' architectures.
   std::unique_ptr<plan::ModelResolver> resolver_;

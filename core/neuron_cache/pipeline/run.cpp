@@ -8,6 +8,7 @@ RunResult run(Pipeline& p, const RunSteps& steps,
               const std::function<void(const plan::Plan&)>& on_plan) {
   auto start = std::chrono::steady_clock::now();
   RunResult result;
+  p.read_head_when_local(steps.push);
   result.initial = p.make_plan();
   result.final = result.initial;
   if (on_plan) on_plan(result.initial);

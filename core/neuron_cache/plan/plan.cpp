@@ -231,7 +231,7 @@ Plan make_plan(const std::vector<Target>& targets, const local::LocalIndex& loca
   if (remote) {
     plan.hub_checked = true;
     plan.repo = remote->repo();
-    plan.hub_revision = remote->revision();
+    if (remote->revision_read()) plan.hub_revision = remote->revision();
   }
   // Local entries first: when every one is complete, the Hub's index is not read at all.
   std::vector<const Target*> incomplete;
@@ -241,6 +241,7 @@ Plan make_plan(const std::vector<Target>& targets, const local::LocalIndex& loca
       incomplete.push_back(&target);
   }
   if (remote && !incomplete.empty()) {
+    plan.hub_revision = remote->revision();
     remote->load(shards_of(incomplete));
     for (auto& row : plan.rows) {
       if (row.status != Status::Local && row.target.unkeyed.empty()) hub_row(row, local, *remote);

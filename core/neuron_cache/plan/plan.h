@@ -74,8 +74,10 @@ struct Plan {
   std::string repo_origin;         // why this repo: "--repo", "the manifest's cache_repo in F", ...
   std::string store;               // its kind: "hub", "s3", "folder" (storage::kind_name), or ""
   std::vector<std::string> notes;  // facts about the whole plan, shown under the rows
-  // The store's revision read (Hub: a commit; other stores have none), whether it was read, and
-  // why not. Named hub_* since report format 1; they describe whatever store `store` names.
+  // The store's revision read (Hub: a commit; other stores have none; empty when nothing needed
+  // it: every configuration complete locally and no push to follow), whether the store could be
+  // used, and why not. Named hub_* since report format 1; they describe whatever store `store`
+  // names.
   std::string hub_revision;
   bool hub_checked = false;
   std::string hub_problem;

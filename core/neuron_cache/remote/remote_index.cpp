@@ -119,8 +119,12 @@ RemoteIndex RemoteIndex::open(storage::Store& store, sys::RootedFile copies) {
     if (folder.starts_with('.')) folder[0] = '~';  // never "." nor ".."
     index.copies_ = copies.child(folder);
   }
-  index.revision_ = store.head();
   return index;
+}
+
+const std::string& RemoteIndex::revision() const {
+  if (!revision_) revision_ = store_->head();
+  return *revision_;
 }
 
 void RemoteIndex::load(const std::set<std::pair<std::string, std::string>>& versions_and_shards) {
@@ -134,7 +138,7 @@ void RemoteIndex::load(const std::set<std::pair<std::string, std::string>>& vers
   }
   if (paths.empty()) return;
   std::vector<storage::RemoteEntry> found;
-  for (auto& file : paths_info_at(*store_, revision_, copies_, paths)) {
+  for (auto& file : paths_info_at(*store_, revision(), copies_, paths)) {
     // paths-info answers only for paths that exist; anything else it sends is ignored.
     if (file.is_directory || !std::count(paths.begin(), paths.end(), file.path)) continue;
     if (file.size > kMaxIndexFileBytes) {
@@ -170,7 +174,7 @@ std::map<std::string, std::string> RemoteIndex::fetch(
     requests.push_back({file.path, fds.back().get(), file});
   }
   if (requests.empty()) return texts;
-  std::vector<storage::DownloadResult> results = store_->download(revision_, requests);
+  std::vector<storage::DownloadResult> results = store_->download(revision(), requests);
   for (size_t i = 0; i < requests.size(); ++i) {
     const storage::RemoteEntry& file = requests[i].expected;
     if (!results[i].ok) {
@@ -198,7 +202,7 @@ const std::vector<std::string>& RemoteIndex::compiler_versions() {
   if (versions_) return *versions_;
   std::set<std::string> versions;
   // A failed listing lists nothing for this run (versions_ lives only as long as the run).
-  auto listing = store_->list_or_failure(std::string(ai::kRemoteDir), false, revision_);
+  auto listing = store_->list_or_failure(std::string(ai::kRemoteDir), false, revision());
   for (const auto& item : listing.or_miss()) {
     std::string name = item.path.substr(item.path.rfind('/') + 1);
     if (!item.is_directory && name.ends_with(".json")) name.resize(name.size() - 5);

@@ -28,13 +28,16 @@ inline constexpr uint64_t kMaxIndexFileBytes = pyjson::Limits{}.max_bytes;
 
 class RemoteIndex {
  public:
-  // Reads the head commit; everything later reads that commit. With `copies`, index files are
+  // Everything reads the head commit, read on first need (load, revision()), so a plan whose every
+  // configuration is complete locally can ask the store nothing. With `copies`, index files are
   // kept there by their content id (RemoteEntry::content_id) (verified when read back), so an index
   // file that did not change since the last run is not downloaded again.
   static RemoteIndex open(storage::Store& store, sys::RootedFile copies = {});
 
   const std::string& repo() const { return repo_; }
-  const std::string& revision() const { return revision_; }
+  // The head commit, read now when not yet: throws what the store's head() throws.
+  const std::string& revision() const;
+  bool revision_read() const { return revision_.has_value(); }
   // Fetches the index files that can hold these entries: (compiler version, shard path) pairs
   // (artifact_index::remote_shard_path), and the format 1 file of each version, once each: what
   // find() and entries_of() answer from.
@@ -58,7 +61,7 @@ class RemoteIndex {
 
   storage::Store* store_;
   std::string repo_;
-  std::string revision_;
+  mutable std::optional<std::string> revision_;
   sys::RootedFile copies_;
   std::set<std::string> asked_;  // paths already looked for
   std::optional<std::vector<std::string>> versions_;
