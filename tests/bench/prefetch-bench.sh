@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The prefetch benchmark of issue 9, section 2, as one command: builds what it needs, installs the
+# The prefetch benchmark (issues 9 and 25) as one command: builds what it needs, installs the
 # official JS client (npm ci, from tests/js/package-lock.json) into the build tree, then runs
 # prefetch-bench (tests/bench/prefetch_bench.cpp), which generates the set, pushes it with
 # neuron-cache to the loopback Hub server, times prefetch / curl --parallel / cp -r /
