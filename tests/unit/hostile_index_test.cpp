@@ -219,9 +219,12 @@ TEST_F(HostileIndexNumbers, RequestsFollowTheBytesThatExist) {
   publish();
   server.clear_log();
   prefetch_expecting_miss("the index entry and the Hub disagree");
+  // The resolve, the 8 parts in flight when the first one fails, and what a busy machine lets
+  // start before the failure is seen (11 was measured once under load): a bound of twice the
+  // transfers at once, against the 16,384 parts a 1 TiB claim would ask for.
   EXPECT_LE(testing::count_requests(server.access_log(),
                                     [&](const json& e) { return is_download_of(e, "model.neff"); }),
-            10u);
+            2u * 8 + 2);
 
   shard = original;
   std::string tail = victim()["modules"][0]["name"].get<std::string>();
