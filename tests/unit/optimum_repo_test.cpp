@@ -44,6 +44,14 @@ class OptimumRepoTest : public PipelineCliTest {
     optimum_root = root;
   }
 
+  // The shape most cases start from: `bs1` synchronized by optimum-neuron, a manifest of it.
+  fs::path seeded_manifest_of(const Conf& bs1) {
+    seed_like_optimum({bs1});
+    ManifestSpec spec;
+    spec.confs = {bs1};
+    return write_manifest(spec);
+  }
+
   // Whether every NEFF folder of `c` is complete in `root` with regular files (no link) holding
   // the bytes optimum-neuron synchronized.
   bool installed_like_optimum(const fs::path& root, const Conf& c) const {
@@ -238,10 +246,7 @@ TEST_F(OptimumRepoTest, CiThroughOptimumProxyIndexesRegistryHitsThenPrefetchIsDi
 
 TEST_F(OptimumRepoTest, ProxyWithoutLinksIsReusedButNotRecorded) {
   Conf bs1{"llama-bs1", 1, 128};
-  seed_like_optimum({bs1});
-  ManifestSpec spec;
-  spec.confs = {bs1};
-  fs::path manifest = write_manifest(spec);
+  fs::path manifest = seeded_manifest_of(bs1);
   ToolResult run = tool("ci " + quoted(manifest) + " --report " + quoted(work / "report.json"),
                         "STAND_IN_PROXY=1 STAND_IN_PROXY_LINKS=0");
   ASSERT_EQ(run.code, 0) << run.all();
@@ -305,10 +310,7 @@ class OptimumProxyShapes : public OptimumRepoTest,
 
 TEST_P(OptimumProxyShapes, FoldersWithoutANeffOfAnExportThatSucceededAreCompletedFromTheStore) {
   Conf bs1{"llama-bs1", 1, 128};
-  seed_like_optimum({bs1});
-  ManifestSpec spec;
-  spec.confs = {bs1};
-  fs::path manifest = write_manifest(spec);
+  fs::path manifest = seeded_manifest_of(bs1);
   ToolResult run;
   json report = ci_report(
       manifest, std::string("STAND_IN_PROXY=1 STAND_IN_PROXY_LINKS=") + GetParam(), cache, run);
@@ -376,10 +378,7 @@ TEST_F(OptimumRepoTest, FoldersWithoutANeffThatTheStoreLacksAreNotRecordedAndThe
 
 TEST_F(OptimumRepoTest, AStoreThatFailsWhileCompletingIsAWarningAndUnderStrictAnError) {
   Conf bs1{"llama-bs1", 1, 128};
-  seed_like_optimum({bs1});
-  ManifestSpec spec;
-  spec.confs = {bs1};
-  fs::path manifest = write_manifest(spec);
+  fs::path manifest = seeded_manifest_of(bs1);
   // Every listing of a MODULE folder at the head fails (neuron-cache lists at the commit it
   // read; the proxy reads files at main, never listings).
   auto fail_listings = [&] {

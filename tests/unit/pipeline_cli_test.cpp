@@ -1397,5 +1397,38 @@ TEST_F(PipelineCliTest, CleanupAllKeepsACompleteTracedExport) {
   EXPECT_TRUE(contains(tool("cleanup --help").out, "complete traced exports"));
 }
 
+// A model from a local git clone: its model type comes from the clone's config.json, read with
+// the bounds of any answer; a symlinked one is refused with the way out.
+TEST_F(PipelineCliTest, CheckoutModelTypeComesFromItsConfigAndALinkIsRefused) {
+  fs::path clone = work / "llama";
+  fs::create_directories(clone);
+  write_file(clone / "config.json", model_config_text(kLlama));
+  std::string git = "git -C " + quoted(clone) + " -c user.name=t -c user.email=t@example.invalid ";
+  ASSERT_EQ(testing::run_command(git + "init -q && " + git + "add config.json && " + git +
+                                 "commit -qm config"),
+            0);
+  ManifestSpec spec;
+  spec.cache_repo.reset();
+  spec.confs = {{"a", 1, 128}};
+  std::string text = manifest_text(spec);
+  const std::string model_line = "  - model_id: " + std::string(kLlama) + "\n";
+  ASSERT_NE(text.find(model_line), std::string::npos) << text;
+  text.insert(text.find(model_line) + model_line.size(), "    checkout: ./llama\n");
+  fs::path manifest = work / "checkout.yaml";
+  write_file(manifest, text);
+  ToolResult keys = tool("inspect --json --manifest " + quoted(manifest), "HF_HUB_OFFLINE=1");
+  ASSERT_EQ(keys.code, 0) << keys.all();
+  EXPECT_EQ(json::parse(keys.out)[0]["inputs"]["model"]["model_type"], "llama") << keys.out;
+
+  fs::path elsewhere = work / "elsewhere.json";
+  fs::rename(clone / "config.json", elsewhere);
+  fs::create_symlink(elsewhere, clone / "config.json");
+  ToolResult refused = tool("plan " + quoted(manifest), "HF_HUB_OFFLINE=1");
+  EXPECT_EQ(refused.code, 2) << refused.all();
+  EXPECT_TRUE(contains(refused.err, (clone / "config.json").string() + " is a symlink"))
+      << refused.all();
+  EXPECT_TRUE(contains(refused.err, "set model_type in the manifest")) << refused.all();
+}
+
 }  // namespace
 }  // namespace neuron_cache

@@ -2,8 +2,6 @@
 
 #include <unistd.h>
 
-#include <fstream>
-#include <iterator>
 #include <sstream>
 
 #include "neuron_cache/error.h"
@@ -64,6 +62,28 @@ storage::ModelSource& ModelResolver::online(const manifest::Configuration& c,
   return *client_;
 }
 
+namespace {
+
+// A checkout's config.json, bounded like any answer from the Hub; nothing (and why) when it is
+// missing, a symlink, too large or unreadable.
+std::optional<std::string> read_checkout_config(const fs::path& dir, std::string* why) {
+  fs::path path = (dir / "config.json").lexically_normal();
+  try {
+    sys::SafeDir clone = sys::SafeDir::open(dir);
+    auto item = clone.entry("config.json");
+    if (item && item->type == sys::NodeType::Symlink) {
+      *why = path.string() + " is a symlink: a checkout's config.json is read only as a file";
+      return std::nullopt;
+    }
+    return clone.read_small_file("config.json", pyjson::kApiAnswer.max_bytes);
+  } catch (const Error& error) {
+    *why = path.string() + " cannot be read: " + error.what();
+    return std::nullopt;
+  }
+}
+
+}  // namespace
+
 ResolvedModel ModelResolver::resolve_checkout(const manifest::Configuration& c) {
   fs::path dir = manifest_dir_ / *c.checkout;
   std::optional<std::string> head = git::head_commit(dir);
@@ -73,15 +93,12 @@ ResolvedModel ModelResolver::resolve_checkout(const manifest::Configuration& c) 
   }
   ResolvedModel model{head, c.model_type.value_or(""), ""};
   if (model.model_type.empty()) {
-    std::error_code error;
-    fs::path config = dir / "config.json";
-    if (!fs::is_regular_file(config, error)) {
-      throw input_error(c.source.to_string() + ": " + config.string() +
-                        " is missing: set model_type in the manifest");
+    std::string why;
+    std::optional<std::string> text = read_checkout_config(dir, &why);
+    if (!text) {
+      throw input_error(c.source.to_string() + ": " + why + ": set model_type in the manifest");
     }
-    std::ifstream in(config, std::ios::binary);
-    std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    model.model_type = model_type_of(text, config.string());
+    model.model_type = model_type_of(*text, (dir / "config.json").string());
   }
   return model;
 }
@@ -169,19 +186,7 @@ void ModelResolver::remember(const std::string& memo, const ResolvedModel& model
 
 std::optional<std::string> ModelResolver::read_config(const Target& t, std::string* why) {
   const manifest::Configuration& c = t.configuration;
-  if (c.checkout) {
-    fs::path config = manifest_dir_ / *c.checkout / "config.json";
-    std::ifstream in(config, std::ios::binary);
-    if (!in) {
-      *why = config.string() + " cannot be read";
-      return std::nullopt;
-    }
-    std::string text;
-    text.resize(pyjson::kApiAnswer.max_bytes);
-    in.read(text.data(), static_cast<std::streamsize>(text.size()));
-    text.resize(static_cast<size_t>(in.gcount()));
-    return text;
-  }
+  if (c.checkout) return read_checkout_config(manifest_dir_ / *c.checkout, why);
   std::string commit = *t.inputs.checkpoint_revision;
   if (auto it = configs_.find(c.model_id + "@" + commit); it != configs_.end()) return it->second;
   if (client_ == nullptr || client_->offline()) {

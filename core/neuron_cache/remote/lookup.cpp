@@ -5,7 +5,9 @@
 #include <cstdio>
 #include <tuple>
 
+#include "neuron_cache/format/cache_key.h"
 #include "neuron_cache/format/layout.h"
+#include "neuron_cache/manifest/manifest.h"
 
 namespace neuron_cache::remote {
 namespace {
@@ -359,9 +361,11 @@ const std::vector<std::string>& known_tasks() {
 
 namespace {
 
-// optimum-neuron stores inf2 and trn1n entries as trn1 (utils/instance.py).
+// The target optimum-neuron stores for an instance type (cache_key holds the rule); a type it
+// does not know is compared as given.
 std::string normalised_instance(const std::string& instance_type) {
-  return instance_type == "inf2" || instance_type == "trn1n" ? "trn1" : instance_type;
+  return manifest::is_known_instance_type(instance_type) ? cache_key::target_of(instance_type)
+                                                         : instance_type;
 }
 
 }  // namespace
