@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <random>
 
 #include "../unit/stores.h"
@@ -250,12 +251,27 @@ void prepare_warm(WarmSetup& setup, const testing::HubServer& server, hub::HubCl
                "NEURON_COMPILE_CACHE_URL=" + cache.root().string()};
 }
 
+// With PIPELINE_BENCH_PERF=<folder>: 20 runs of `argv` under `perf record -g` into
+// <folder>/<label>.data, for finding where a warm run's CPU goes.
+void profile(const std::string& label, const std::vector<std::string>& argv,
+             const std::vector<std::string>& env) {
+  const char* folder = std::getenv("PIPELINE_BENCH_PERF");
+  if (folder == nullptr || label == "--version") return;
+  std::string loop = "for i in $(seq 20); do";
+  for (const auto& word : argv) loop += " '" + word + "'";
+  loop += " >/dev/null; done";
+  spawn({"/usr/bin/perf", "record", "-q", "-F", "5000", "--call-graph", "dwarf,16384", "-o",
+         std::string(folder) + "/" + label + ".data", "--", "/bin/sh", "-c", loop},
+        env);
+}
+
 // Seven timed runs of `argv` after one untimed (the first run after a push reads the new
 // index once), then one under strace for the stat calls.
 void report_warm(const testing::HubServer& server, const std::string& label,
                  const std::vector<std::string>& argv, const WarmSetup& setup) {
   spawn(argv, setup.env);
   WarmRun run = time_tool(server, argv, setup.env, 7);
+  profile(label, argv, setup.env);
   long stats = stats_of(argv, setup.env, setup.dir / "strace.txt");
   char detail[200];
   std::snprintf(detail, sizeof detail,

@@ -19,16 +19,41 @@ struct Hasher::State {
 
 namespace {
 
-const EVP_MD* message_digest(HashAlgorithm algorithm) {
+const char* digest_name(HashAlgorithm algorithm) {
   switch (algorithm) {
     case HashAlgorithm::Md5:
-      return EVP_md5();
+      return "MD5";
     case HashAlgorithm::Sha1:
-      return EVP_sha1();
+      return "SHA1";
     case HashAlgorithm::Sha256:
-      return EVP_sha256();
+      return "SHA256";
     case HashAlgorithm::Sha512:
-      return EVP_sha512();
+      return "SHA512";
+  }
+  return "";
+}
+
+// Fetched once per algorithm: EVP_sha256() and friends make OpenSSL 3 look the implementation up
+// again at every init, which cost more than hashing a cache key.
+const EVP_MD* message_digest(HashAlgorithm algorithm) {
+  auto fetch = [](HashAlgorithm a) { return EVP_MD_fetch(nullptr, digest_name(a), nullptr); };
+  switch (algorithm) {
+    case HashAlgorithm::Md5: {
+      static EVP_MD* const md = fetch(algorithm);
+      return md;
+    }
+    case HashAlgorithm::Sha1: {
+      static EVP_MD* const md = fetch(algorithm);
+      return md;
+    }
+    case HashAlgorithm::Sha256: {
+      static EVP_MD* const md = fetch(algorithm);
+      return md;
+    }
+    case HashAlgorithm::Sha512: {
+      static EVP_MD* const md = fetch(algorithm);
+      return md;
+    }
   }
   return nullptr;
 }
@@ -38,7 +63,7 @@ const EVP_MD* message_digest(HashAlgorithm algorithm) {
 Hasher::Hasher(HashAlgorithm algorithm) : state_(std::make_unique<State>()) {
   state_->context = EVP_MD_CTX_new();
   if (state_->context == nullptr ||
-      EVP_DigestInit_ex(state_->context, message_digest(algorithm), nullptr) != 1) {
+      EVP_DigestInit_ex2(state_->context, message_digest(algorithm), nullptr) != 1) {
     throw operational_error("libcrypto could not initialise a hash: is OpenSSL usable here?");
   }
 }

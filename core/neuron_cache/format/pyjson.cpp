@@ -236,6 +236,17 @@ class Parser {
     }
   }
 
+  // The length of the printable ASCII at pos_ that needs neither unescaping nor UTF-8 checks.
+  size_t plain_run() const {
+    size_t end = pos_;
+    while (end < text_.size()) {
+      unsigned char b = static_cast<unsigned char>(text_[end]);
+      if (b < 0x20 || b >= 0x80 || b == '"' || b == '\\') break;
+      ++end;
+    }
+    return end - pos_;
+  }
+
   Json parse_string() {
     ++pos_;
     std::string out;
@@ -246,7 +257,10 @@ class Parser {
         ++pos_;
         return out;
       }
-      if (c == '\\') {
+      if (size_t run = plain_run(); run > 0) {  // most strings: one append, no decoding
+        out.append(text_.substr(pos_, run));
+        pos_ += run;
+      } else if (c == '\\') {
         parse_escape(out);
       } else if (static_cast<unsigned char>(c) < 0x20) {
         fail("invalid control character in a string");
