@@ -223,7 +223,7 @@ ModuleEntry LocalCache::inspect_module(const sys::SafeDir& compiler_dir,
   }
   std::sort(entry.files.lock_files.begin(), entry.files.lock_files.end());
   entry.state = layout::classify(entry.files);
-  entry.size_bytes = compiler_dir.tree_size(name);
+  entry.size_bytes = dir->listed_size(files);
   if (!entry.flags_file.empty()) {
     auto file = std::find_if(files.begin(), files.end(),
                              [&](const sys::DirEntry& f) { return f.name == entry.flags_file; });

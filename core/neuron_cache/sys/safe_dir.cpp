@@ -436,10 +436,13 @@ uint64_t SafeDir::tree_size(std::string_view name) const {
   if (!node) return 0;
   if (node->type != NodeType::Directory) return node->size;
   std::optional<SafeDir> sub = open_subdir(name);
+  return sub ? sub->listed_size(sub->list()) : 0;
+}
+
+uint64_t SafeDir::listed_size(const std::vector<DirEntry>& listed) const {
   uint64_t total = 0;
-  if (sub) {
-    for (const auto& child : sub->list()) total += sub->tree_size(child.name);
-  }
+  for (const auto& child : listed)
+    total += child.type == NodeType::Directory ? tree_size(child.name) : child.size;
   return total;
 }
 
