@@ -10,7 +10,8 @@
 //       configuration recorded in the local index): wall time, median of 5; target <= 1 s.
 // Numbers are printed, targets reported met or not met, nothing asserted; "WRONG" is printed when
 // the setup is not what the tool sees (a plan that does not find the configurations).
-//   scale-bench [MODELS=500] [CONFIGS=20] [ENTRIES=10000]
+//   scale-bench [MODELS=500] [CONFIGS=20] [ENTRIES=10000] [WORK]
+// WORK keeps the local cache of (c) between runs (laying it out takes most of the time).
 #include <fcntl.h>
 #include <spawn.h>
 #include <sys/wait.h>
@@ -313,10 +314,10 @@ void push_one(const testing::HubServer& server, hub::HubClient& client, const st
               static_cast<double>(changed) / 1000, verdict(changed <= kPushTargetBytes));
 }
 
-// (c) `status` of a cache of `entries` complete MODULE_ folders, two per recorded configuration.
-void status_of_large_cache(int entries) {
-  testing::TempDir home;
-  local::LocalCache cache(home / "cache");
+// A local cache of `entries` complete MODULE_ folders, two per configuration recorded in the
+// local index, under `root`.
+void lay_out_local_cache(const fs::path& root, int entries) {
+  local::LocalCache cache(root);
   local::LocalIndex index(cache);
   std::string compiler_dir = std::string("neuronxcc-") + kCompiler;
   auto start = Clock::now();
@@ -340,16 +341,30 @@ void status_of_large_cache(int entries) {
   }
   std::printf("local cache: %d complete MODULE_ folders, %d configurations, laid out in %.1f s\n",
               entries, entries / 2, seconds_since(start));
-  std::vector<std::string> env = {"PATH=/usr/bin:/bin", "HOME=" + home.path().string(),
+}
+
+// (c) `status` of a cache of `entries` complete MODULE_ folders; with `work`, the cache is kept
+// there (and taken again by the next run with the same ENTRIES).
+void status_of_large_cache(int entries, const fs::path& work) {
+  testing::TempDir scratch;
+  fs::path home = work.empty() ? scratch.path() : work / ("status-" + std::to_string(entries));
+  fs::path root = home / "cache";
+  if (!fs::exists(home / "laid-out")) {
+    fs::remove_all(home);
+    lay_out_local_cache(root, entries);
+    testing::write_file(home / "laid-out", "");
+  }
+  local::LocalCache cache(root);
+  std::vector<std::string> env = {"PATH=/usr/bin:/bin", "HOME=" + home.string(),
                                   "NEURON_COMPILE_CACHE_URL=" + cache.root().string()};
   for (bool as_json : {false, true}) {
     std::vector<std::string> args = {"status", "--compiler-version", kCompiler};
     if (as_json) args.push_back("--json");
-    run_tool(args, env, home.path());  // the first run after the layout: directory caches warm
+    run_tool(args, env, home);  // the first run after the layout: directory caches warm
     std::vector<double> times;
     bool counted = true;
     for (int i = 0; i < 5; ++i) {
-      Run run = run_tool(args, env, home.path());
+      Run run = run_tool(args, env, home);
       times.push_back(run.seconds);
       char success[64];
       std::snprintf(success, sizeof success, as_json ? "\"count\": %d" : "Success: %6d", entries);
@@ -369,6 +384,7 @@ int main(int argc, char** argv) {
   int models = argc > 1 ? std::max(1, std::atoi(argv[1])) : 500;
   int configs = argc > 2 ? std::max(1, std::atoi(argv[2])) : 20;
   int entries = argc > 3 ? std::max(2, std::atoi(argv[3])) : 10000;
+  fs::path work = argc > 4 ? fs::path(argv[4]) : fs::path();
   int declared = std::min(models, kPlanConfigurations);
   testing::HubServer server(hub_config(declared));
   hub::HubClient client = make_client(server);
@@ -379,6 +395,6 @@ int main(int argc, char** argv) {
   std::set<int> spreads = {1, std::min(3, declared), declared};
   for (int spread : spreads) cold_plan(server, spread, configs);
   push_one(server, client, revisions[0], configs);
-  status_of_large_cache(entries);
+  status_of_large_cache(entries, work);
   return 0;
 }
