@@ -21,17 +21,27 @@
 // registry (0_REGISTRY) is not seeded: each run starts with an empty one, so everything in it is
 // what the run wrote.
 //
+// A view is seeded only while it is held (flock), never while a run uses it, so entries are made
+// in place: a process killed meanwhile leaves no state file. An entry whose files are all regular
+// files at its top (a NEFF entry as libneuronxla writes it) is read from one listing and its
+// files hard-linked by name (linkat without AT_SYMLINK_FOLLOW, each link then checked to be a
+// regular file: a name swapped for a symlink meanwhile is never followed); other entries (traced
+// exports, trusted Hub-cache links) go through LocalCache's inspection and are linked through an
+// opened fd. The old content of a view rebuilt is moved into a locked folder of the work area and
+// deleted by a background thread, which the SeedViews destructor waits for.
+//
 // Costs and limits: a view is built once per cache and machine boot (and one per compile running
-// at once), at about the cost of the old per-compile seeding; it holds hard links to entries
-// deleted from the cache until its next use (or its removal after a week unused). Seeded files
-// share the real entries' inodes: libneuronxla never writes into an entry that has model.done, so
-// they are only read; a command that rewrote a complete entry in place would change the real
-// cache too. Not seen: files a command adds inside a seeded entry it did not open, a file replaced
+// at once), about 45 ms per 1,000 NEFF entries (capture-bench); it holds hard links to entries
+// deleted from the cache until its next use, a `neuron-cache cleanup` (prune_views: idle views
+// only), or its removal after a week unused. Seeded files share the real entries' inodes:
+// libneuronxla never writes into an entry that has model.done, so they are only read; a command
+// that rewrote a complete entry in place would change the real cache too. Not seen: files a command adds inside a seeded entry it did not open, a file replaced
 // inside a real entry whose folder stays (the view keeps the old one, the same graph), and a real
 // folder deleted and made again with the same inode number between two processes.
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <filesystem>
 #include <map>
 #include <memory>
@@ -73,6 +83,7 @@ struct SeedOptions {
 };
 
 class CacheFeed;
+class BackgroundWork;
 
 // The seeded entry a hard link of SeedView::links() belongs to, from its name.
 std::optional<std::string> module_of_link(const std::string& link_name);
@@ -135,10 +146,12 @@ class SeedViews {
   void recheck(SeedView& view, const ModuleKey& key, Sync& sync);
   void recheck_pending(SeedView& view, Sync& sync);
   void consider(SeedView& view, const ModuleKey& key, const sys::SafeDir& real, Sync& sync);
-  void seed(SeedView& view, const ModuleKey& key, const sys::SafeDir& real_compiler, Sync& sync);
+  bool seed(SeedView& view, const ModuleKey& key, const sys::SafeDir& real_compiler,
+            const sys::SafeDir& real, uint64_t inode, Sync& sync);
   void unseed(SeedView& view, const ModuleKey& key, Sync& sync);
-  void drop_compiler(SeedView& view, const std::string& compiler);
+  void drop_compiler(SeedView& view, const std::string& compiler, Sync& sync);
   void wipe(SeedView& view, Sync& sync);
+  void throw_away(const sys::SafeDir& dir);
   void clean_after_run(SeedView& view, const std::set<ModuleKey>& touched, Sync& sync);
   void record_state(SeedView& view, Sync& sync);
   std::string settled_stamp(const SeedView& view, const sys::SafeDir& root,
@@ -153,9 +166,27 @@ class SeedViews {
   std::unique_ptr<local::LocalCache> cache_;
   std::optional<sys::SafeDir> work_area_;
   std::unique_ptr<CacheFeed> feed_;
+  std::unique_ptr<BackgroundWork> background_;  // declared after work_area_: done before it goes
   mutable std::mutex mutex_;  // views_, the feed and its log, stats_
   std::vector<std::unique_ptr<SeedView>> views_;
   SeedStats stats_;
 };
+
+// What `neuron-cache cleanup` does to the views: a view hard-links the files of the entries it was
+// seeded with, so an entry deleted from the cache keeps its space until the view's next use.
+struct ViewsPruned {
+  size_t entries_unseeded = 0;  // seeded entries gone from the cache, removed from idle views
+  uint64_t bytes_freed = 0;     // space that gave back, but for the entries cleanup removed now
+  size_t views_in_use = 0;      // views a run holds: left as they are
+  // Space of entries gone from the cache (those cleanup removed now included) that views in use
+  // still hold: their runs' end gives it back (SeedViews::release brings the view up to date).
+  uint64_t bytes_held = 0;
+};
+
+// Removes from every idle view the entries the cache no longer has (or holds replaced), counting
+// `removed` ('/'-paths of compiler folders and entries cleanup deleted) as gone, and the
+// abandoned work folders. A dry run only counts.
+ViewsPruned prune_views(const std::filesystem::path& cache_root,
+                        const std::vector<std::string>& removed, bool dry_run);
 
 }  // namespace neuron_cache::compile
