@@ -240,12 +240,13 @@ void symlink_to(LinkJob& job, const std::string& flat, const sys::SafeDir& stage
   ++job.made;
 }
 
-// linkat, replacing a hard link an interrupted unseed left under that name.
+// linkat into `into` as `name`, replacing a hard link an interrupted unseed left there.
 template <typename Link>
-void link_as(LinkJob& job, const std::string& flat, const fs::path& source, Link link) {
+void link_as(LinkJob& job, const sys::SafeDir& into, const std::string& name,
+             const fs::path& source, Link link) {
   bool made = link();
   if (!made && errno == EEXIST) {
-    unlinkat(job.links.fd(), flat.c_str(), 0);
+    unlinkat(into.fd(), name.c_str(), 0);
     made = link();
   }
   if (!made) {
@@ -255,21 +256,38 @@ void link_as(LinkJob& job, const std::string& flat, const fs::path& source, Link
   ++job.made;
 }
 
-// Hard-links the regular file `name` of `real` by its name, without opening it (seeding 10,000
-// entries costs its system calls). linkat without AT_SYMLINK_FOLLOW never follows a symlink, but
-// a name replaced by one since it was listed would be linked itself, and every open through the
-// view would follow it: what was linked must be a regular file.
-void link_by_name(const sys::SafeDir& real, const std::string& name, const std::string& flat,
-                  LinkJob& job) {
+// Hard-links the regular file `name` of `real` into `into` as `as` by its name, without opening
+// it (seeding 10,000 entries costs its system calls). linkat without AT_SYMLINK_FOLLOW never
+// follows a symlink, but a name replaced by one since it was listed would be linked itself, and
+// every open through the view would follow it: what was linked must be a regular file.
+void link_by_name(const sys::SafeDir& real, const std::string& name, const sys::SafeDir& into,
+                  const std::string& as, LinkJob& job) {
   fs::path source = real.path() / name;
-  link_as(job, flat, source, [&] {
-    return linkat(real.fd(), name.c_str(), job.links.fd(), flat.c_str(), 0) == 0;
-  });
+  link_as(job, into, as, source,
+          [&] { return linkat(real.fd(), name.c_str(), into.fd(), as.c_str(), 0) == 0; });
   struct stat info {};
-  if (fstatat(job.links.fd(), flat.c_str(), &info, AT_SYMLINK_NOFOLLOW) != 0 ||
-      !S_ISREG(info.st_mode)) {
-    unlinkat(job.links.fd(), flat.c_str(), 0);
+  if (fstatat(into.fd(), as.c_str(), &info, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(info.st_mode)) {
+    unlinkat(into.fd(), as.c_str(), 0);
     throw operational_error(source.string() + " was replaced by something else than a file");
+  }
+}
+
+// A NEFF entry (all its files regular files at its top): hard-linked into its seeded folder,
+// but for the NEFF, a symlink to its hard link in .links/<compiler>, the one folder whose opens
+// are watched: every hit reads the NEFF (an entry whose graph or flags alone were read was not
+// reused). Two inodes per entry, its folder and that symlink (a hard link makes none): creating
+// inodes is most of what seeding costs.
+void link_neff_entry(const sys::SafeDir& real, const sys::SafeDir& staged,
+                     const std::vector<std::string>& files, LinkJob& job) {
+  for (const auto& file : files) {
+    if (layout::is_lock_file(file)) continue;
+    if (file != layout::kNeff) {
+      link_by_name(real, file, staged, file, job);
+      continue;
+    }
+    std::string flat = job.next_flat();
+    symlink_to(job, flat, staged, file, "../../");
+    link_by_name(real, file, job.links, flat, job);
   }
 }
 
@@ -287,11 +305,12 @@ void link_trusted_target(const sys::SafeDir& real, const std::string& name,
   }
   sys::UniqueFd guard(fd);
   sys::require_regular_file(fd, *target);
-  link_as(job, flat, *target, [&] { return job.links.link_fd(fd, flat); });
+  link_as(job, job.links, flat, *target, [&] { return job.links.link_fd(fd, flat); });
 }
 
-// Mirrors `real` into `staged` (`up` leads from `staged` to the view): the entries whose files
-// are not all regular files at the top (traced exports, Hub-cache links).
+// Mirrors `real` into `staged` (`up` leads from `staged` to the view), every file a symlink to
+// its hard link in .links/<compiler>: the entries whose files are not all regular files at their
+// top (traced exports, whose use may open any of them; Hub-cache links).
 void link_tree(const sys::SafeDir& real, const sys::SafeDir& staged, LinkJob& job,
                const std::string& up, int depth) {
   for (const auto& item : real.list()) {
@@ -304,7 +323,7 @@ void link_tree(const sys::SafeDir& real, const sys::SafeDir& staged, LinkJob& jo
       std::string flat = job.next_flat();
       symlink_to(job, flat, staged, item.name, up);
       if (item.type == sys::NodeType::File) {
-        link_by_name(real, item.name, flat, job);
+        link_by_name(real, item.name, job.links, flat, job);
       } else {
         link_trusted_target(real, item.name, flat, job);
       }
@@ -548,6 +567,19 @@ class CacheFeed {
 std::optional<std::string> module_of_link(const std::string& link_name) {
   auto owner = flat_owner(link_name);
   return owner ? std::optional<std::string>(owner->first) : std::nullopt;
+}
+
+bool is_seeded_entry(const sys::SafeDir& compiler, const std::string& name) {
+  auto module = compiler.open_subdir(name);
+  if (!module) return false;
+  const std::string into = std::string("../../") + kLinksDir + "/";
+  for (std::string_view marker :
+       {layout::kNeff, layout::kDone, layout::kTracedConfig, layout::kTracedModelIndex}) {
+    char buffer[PATH_MAX];
+    ssize_t n = readlinkat(module->fd(), std::string(marker).c_str(), buffer, sizeof buffer);
+    if (n > 0 && std::string_view(buffer, static_cast<size_t>(n)).starts_with(into)) return true;
+  }
+  return false;
 }
 
 std::optional<sys::SafeDir> SeedView::links(const std::string& compiler) const {
@@ -871,12 +903,7 @@ bool SeedViews::seed(SeedView& view, const ModuleKey& key, const sys::SafeDir& r
   LinkJob job{*cache_, folders.links, compiler, name + "." + std::to_string(inode) + "."};
   sys::SafeDir staged = make_seeded_folder(folders.staged, name);
   if (files) {
-    for (const auto& file : *files) {
-      if (layout::is_lock_file(file)) continue;
-      std::string flat = job.next_flat();
-      symlink_to(job, flat, staged, file, "../../");
-      link_by_name(real, file, flat, job);
-    }
+    link_neff_entry(real, staged, *files, job);
   } else {
     link_tree(real, staged, job, "../../", 0);
   }
@@ -1000,11 +1027,11 @@ struct Pruning {
   Pinned pinned;
 };
 
-void note_pinned(const sys::SafeDir& links, const std::vector<std::string>& flats, bool busy,
+void note_pinned(const sys::SafeDir& dir, const std::vector<std::string>& names, bool busy,
                  bool by_cleanup, Pinned& pinned) {
-  for (const auto& flat : flats) {
+  for (const auto& name : names) {
     struct stat info {};
-    if (fstatat(links.fd(), flat.c_str(), &info, AT_SYMLINK_NOFOLLOW) != 0 ||
+    if (fstatat(dir.fd(), name.c_str(), &info, AT_SYMLINK_NOFOLLOW) != 0 ||
         !S_ISREG(info.st_mode)) {
       continue;
     }
@@ -1034,6 +1061,14 @@ size_t prune_compiler(const sys::SafeDir& root, const sys::SafeDir& view,
   for (const auto& name : compared.stale) {
     bool by_cleanup = compiler_gone || run.gone_entries.count({compiler, name}) > 0;
     note_pinned(*links, compared.flats[name], busy, by_cleanup, run.pinned);
+    // A NEFF entry's other files are hard-linked in its folder itself.
+    if (auto entry = staged->open_subdir(name)) {
+      std::vector<std::string> files;
+      for_each_name(*entry, [&](std::string file, unsigned char type, uint64_t) {
+        if (type == DT_REG) files.push_back(std::move(file));
+      });
+      note_pinned(*entry, files, busy, by_cleanup, run.pinned);
+    }
   }
   note_pinned(*links, compared.orphans, busy, false, run.pinned);
   if (busy || run.dry_run) return compared.stale.size();

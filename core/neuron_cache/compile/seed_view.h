@@ -87,6 +87,10 @@ class BackgroundWork;
 
 // The seeded entry a hard link of SeedView::links() belongs to, from its name.
 std::optional<std::string> module_of_link(const std::string& link_name);
+// Whether the entry `name` of a view's compiler folder was seeded (not made by a run): its NEFF,
+// model.done or traced config is a symlink into the view's .links folder (a run's entry holds
+// files, or symlinks into the Hugging Face file cache).
+bool is_seeded_entry(const sys::SafeDir& compiler, const std::string& name);
 
 // One view folder. Only SeedViews changes it; CaptureCache reads its paths while it holds it.
 class SeedView {
