@@ -10,11 +10,11 @@
 #include <cctype>
 #include <cerrno>
 #include <chrono>
+#include <climits>
 #include <condition_variable>
+#include <cstring>
 #include <deque>
 #include <functional>
-#include <climits>
-#include <cstring>
 #include <sstream>
 #include <thread>
 
@@ -196,7 +196,9 @@ void write_state(const sys::SafeDir& view, const ViewState& state, const std::st
     }
   }
   text += "\n";
-  view.publish_file(kStateFile, text, false);
+  // Not flushed: after a crash the boot id differs and the view is rebuilt whatever the file
+  // says, and an fsync per compile costs tens of ms on a busy disk.
+  view.replace_unflushed(kStateFile, text);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -206,10 +208,10 @@ void write_state(const sys::SafeDir& view, const ViewState& state, const std::st
 // A seeded entry's folder in `staged`; the name must be free (unseeded before).
 sys::SafeDir make_seeded_folder(const sys::SafeDir& staged, const std::string& name) {
   if (mkdirat(staged.fd(), name.c_str(), 0755) != 0) {
-    throw operational_error(errno == EEXIST ? std::string("the view has it already")
-                                            : "cannot create it in the view " +
-                                                  staged.path().string() + ": " +
-                                                  std::strerror(errno));
+    throw operational_error(errno == EEXIST
+                                ? std::string("the view has it already")
+                                : "cannot create it in the view " + staged.path().string() + ": " +
+                                      std::strerror(errno));
   }
   auto made = staged.open_subdir(name);
   if (!made) throw operational_error("it disappeared from the view while being seeded");
@@ -250,8 +252,8 @@ void link_as(LinkJob& job, const sys::SafeDir& into, const std::string& name,
     made = link();
   }
   if (!made) {
-    throw operational_error("cannot hard-link " + source.string() + " into the view: " +
-                            std::strerror(errno));
+    throw operational_error("cannot hard-link " + source.string() +
+                            " into the view: " + std::strerror(errno));
   }
   ++job.made;
 }
@@ -293,8 +295,8 @@ void link_neff_entry(const sys::SafeDir& real, const sys::SafeDir& staged,
 
 // A file of a real entry that is a symlink LocalCache trusts (a Hub-cache link), opened and
 // hard-linked through its fd: the very file that was checked.
-void link_trusted_target(const sys::SafeDir& real, const std::string& name,
-                         const std::string& flat, LinkJob& job) {
+void link_trusted_target(const sys::SafeDir& real, const std::string& name, const std::string& flat,
+                         LinkJob& job) {
   auto target = job.cache.link_target(real, name);
   if (!target) {
     throw operational_error((real.path() / name).string() + " is a symlink to an untrusted place");
@@ -390,7 +392,7 @@ std::optional<std::pair<std::string, std::string>> flat_owner(const std::string&
 struct Comparison {
   std::map<std::string, std::string> real_inodes;  // real MODULE_ folder -> its inode
   std::set<std::string> seeded;                    // names in the view's folder
-  std::set<std::string> stale;   // seeded names the real folder lacks, or holds replaced
+  std::set<std::string> stale;  // seeded names the real folder lacks, or holds replaced
   std::map<std::string, std::vector<std::string>> flats;  // seeded name -> its hard links
   std::vector<std::string> orphans;  // hard links of no seeded name (interrupted work)
   size_t names_listed = 0;
@@ -434,14 +436,17 @@ Comparison compare(const sys::SafeDir* real, const sys::SafeDir& staged,
 // Deleting: the content of a view rebuilt, and the sweep of abandoned work folders. A view of
 // 10,000 entries takes about as long to delete as to seed: no compile waits for it.
 
+// Started once the view a compile waits for is built: deleting competes with seeding for the
+// disk and, on ext4, for the inode allocator (it steps over inodes freed recently).
 class BackgroundWork {
  public:
   BackgroundWork() = default;
   BackgroundWork(const BackgroundWork&) = delete;
   BackgroundWork& operator=(const BackgroundWork&) = delete;
-  // Waits for what was added: deleting takes space back, and a process that ends without it
-  // leaves the work to the next sweep.
+  // Does what was added and waits for it: deleting takes space back (a process killed before
+  // leaves it to the next sweep).
   ~BackgroundWork() {
+    start();
     std::unique_lock lock(mutex_);
     done_.wait(lock, [this] { return !running_; });
     lock.unlock();
@@ -451,7 +456,11 @@ class BackgroundWork {
   void add(std::function<void()> task) {
     std::lock_guard lock(mutex_);
     tasks_.push_back(std::move(task));
-    if (running_) return;
+  }
+
+  void start() {
+    std::lock_guard lock(mutex_);
+    if (running_ || tasks_.empty()) return;
     if (thread_.joinable()) thread_.join();  // done with its last task: it only returns
     running_ = true;
     thread_ = std::thread([this] { run(); });
@@ -714,6 +723,7 @@ void SeedViews::prepare(SeedView& view, std::vector<std::string>& notes) {
   bring_up_to_date(view, sync);
   notes.insert(notes.end(), sync.notes.begin(), sync.notes.end());
   add_stats(sync.stats);
+  background_->start();
 }
 
 void SeedViews::release(SeedView& view, const std::set<ModuleKey>& touched, bool trusted) {
