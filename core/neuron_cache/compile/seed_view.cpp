@@ -16,6 +16,7 @@
 #include <deque>
 #include <functional>
 #include <sstream>
+#include <system_error>
 #include <thread>
 
 #include "neuron_cache/compile/work_area.h"
@@ -462,8 +463,12 @@ class BackgroundWork {
     std::lock_guard lock(mutex_);
     if (running_ || tasks_.empty()) return;
     if (thread_.joinable()) thread_.join();  // done with its last task: it only returns
-    running_ = true;
-    thread_ = std::thread([this] { run(); });
+    try {
+      thread_ = std::thread([this] { run(); });
+      running_ = true;
+    } catch (const std::system_error&) {
+      // No thread to be had: what was added is left to the next sweep.
+    }
   }
 
  private:
@@ -1094,7 +1099,11 @@ ViewsPruned prune_views(const fs::path& cache_root, const std::vector<std::strin
   ViewsPruned result;
   std::error_code error;
   if (!fs::is_directory(cache_root, error)) return result;
-  if (!dry_run) remove_abandoned_work(cache_root);
+  try {
+    if (!dry_run) remove_abandoned_work(cache_root);
+  } catch (const Error&) {
+    // Leftovers of other runs: what is pruned below does not depend on them.
+  }
   sys::SafeDir root = sys::SafeDir::open(cache_root);
   auto area = root.open_path(kWorkDir);
   if (!area) return result;

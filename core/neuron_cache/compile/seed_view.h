@@ -43,9 +43,10 @@
 // (prune_views, idle views only) or its removal after a week unused. Seeded files share the real
 // entries' inodes: libneuronxla never writes into an entry that has model.done, so they are only
 // read; a command that rewrote a complete entry in place would change the real cache too. Not
-// seen: files a command adds inside a seeded entry it did not open, a file replaced inside a real
-// entry whose folder stays (the view keeps the old one, the same graph), and a real folder
-// deleted and made again with the same inode number between two processes.
+// seen: files a command adds to or removes from a seeded entry whose NEFF (any file, for an
+// entry of symlinks) it did not open, a file replaced inside a real entry whose folder stays (the
+// view keeps the old one, the same graph), and a real folder deleted and made again with the same
+// inode number between two processes.
 #pragma once
 
 #include <cstddef>
