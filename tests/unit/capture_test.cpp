@@ -406,12 +406,12 @@ TEST_F(Capture, TheRootIsCreatedWhenMissing) {
 // Seeded views (seed_view.h): what a run reuses and records, what it costs, and how views stay
 // right when runs are parallel, killed, or the cache changes under them.
 
-// The entries seeded in a view or staging cache (their model.done is a symlink into .links).
+// The entries seeded in a view or staging cache (their model.neff is a symlink into .links).
 std::set<std::string> seeded_in(const fs::path& url) {
   std::set<std::string> names;
   if (!fs::is_directory(url / kCompiler)) return names;
   for (const auto& item : fs::directory_iterator(url / kCompiler)) {
-    if (fs::is_symlink(item.path() / "model.done")) names.insert(item.path().filename());
+    if (fs::is_symlink(item.path() / "model.neff")) names.insert(item.path().filename());
   }
   return names;
 }
@@ -567,11 +567,11 @@ TEST_F(Capture, WithTenThousandEntriesARunTouchesOnlyWhatItMadeOrOpened) {
     EXPECT_EQ(result.produced, Modules{captured(ctx_module(config))});
     EXPECT_EQ(result.used, Modules{captured(tkg_module(first))});
     // Nothing compared name by name; only the entry made and the one opened are looked at and
-    // seeded again (four files each: a hard link and a symlink per file).
+    // seeded again (four files each: a hard link per file, and a symlink to the NEFF's).
     EXPECT_EQ(cost.full_listings, 0u) << "run " << i;
     EXPECT_EQ(cost.names_listed, 0u) << "run " << i;
     EXPECT_EQ(cost.entries_checked, 2u) << "run " << i;
-    EXPECT_EQ(cost.links_made, 16u) << "run " << i;
+    EXPECT_EQ(cost.links_made, 10u) << "run " << i;
     EXPECT_EQ(cost.views_built, 0u) << "run " << i;
   }
 }
@@ -757,6 +757,123 @@ TEST_F(Capture, ViewsStayBetweenRunsAndGoAfterAWeekUnused) {
   EXPECT_EQ(remove_abandoned_work(root()), 1u);
   EXPECT_FALSE(fs::exists(view()));
   EXPECT_TRUE(is_success(real(ctx_module(Config{}))));
+}
+
+TEST_F(Capture, AViewFromBeforeARebootIsRebuiltAndItsOldContentDeletedWithoutWaiting) {
+  Config first;
+  capture(first);
+  new_process();
+  // The state file names another boot, as after a reboot.
+  std::string state = read_file(view() / ".state");
+  size_t boot = state.find("\nboot ");
+  ASSERT_NE(boot, std::string::npos);
+  state[boot + 6] = state[boot + 6] == 'X' ? 'Y' : 'X';
+  write_file(view() / ".state", state);
+  Config second = first;
+  second.sequence = 512;
+  CaptureResult result = capture(second);
+  EXPECT_EQ(views().stats().views_built, 1u);
+  EXPECT_EQ(result.used, Modules{captured(tkg_module(first))});
+  new_process();  // waits for the deletion of the old content
+  fs::path area = root() / ".cache/huggingface/neuron-cache-work";
+  EXPECT_EQ(names_in(area), std::set<std::string>{"view-0"});
+  EXPECT_EQ(seeded_in(view()), complete_in(root()));
+}
+
+TEST_F(Capture, AnEntryThatIsNotAllFilesAndFoldersIsNotSeeded) {
+  fs::path odd = make_entry(root(), "MODULE_fifo+d7cde3b5", Kind::Success);
+  ASSERT_EQ(mkfifo((odd / "wrapped_neff.hlo").c_str(), 0644), 0);
+  make_entry(root(), "MODULE_plain+d7cde3b5", Kind::Success);
+  CaptureCache cache(views(), "odd");
+  EXPECT_EQ(seeded_in(cache.dir()), std::set<std::string>{"MODULE_plain+d7cde3b5"});
+  ASSERT_EQ(cache.not_seeded().size(), 1u);
+  EXPECT_TRUE(contains(cache.not_seeded()[0], "MODULE_fifo+d7cde3b5")) << cache.not_seeded()[0];
+  cache.collect();
+}
+
+// ---------------------------------------------------------------------------------------------
+// cleanup and the views (prune_views).
+
+// Bytes of the files of an entry.
+uint64_t entry_bytes(const fs::path& dir) {
+  uint64_t bytes = 0;
+  for (const auto& item : fs::directory_iterator(dir)) bytes += fs::file_size(item.path());
+  return bytes;
+}
+
+size_t links_in(const fs::path& view_dir) {
+  size_t count = 0;
+  for (const auto& item : fs::directory_iterator(view_dir / ".links" / kCompiler)) {
+    count += item.is_regular_file() ? 1 : 0;
+  }
+  return count;
+}
+
+TEST_F(Capture, CleanupTakesDeletedEntriesOutOfIdleViewsAndTheirSpaceComesBack) {
+  Config first;
+  capture(first);
+  new_process();
+  std::string gone = tkg_module(first);
+  uint64_t bytes = entry_bytes(real(gone));
+  size_t links = links_in(view());
+  fs::remove_all(real(gone));  // deleted by hand: the view still holds its files
+
+  ViewsPruned dry = prune_views(root(), {}, true);
+  EXPECT_EQ(dry.entries_unseeded, 1u);
+  EXPECT_EQ(dry.bytes_freed, bytes);
+  EXPECT_TRUE(seeded_in(view()).count(gone));
+  ViewsPruned pruned = prune_views(root(), {}, false);
+  EXPECT_EQ(pruned.entries_unseeded, 1u);
+  EXPECT_EQ(pruned.bytes_freed, bytes);
+  EXPECT_EQ(pruned.views_in_use, 0u);
+  EXPECT_EQ(seeded_in(view()), complete_in(root()));
+  EXPECT_EQ(links_in(view()), links - 1);  // its NEFF's
+  EXPECT_EQ(prune_views(root(), {}, false).entries_unseeded, 0u);
+
+  // The view stays trusted: its next user does not rebuild it.
+  Config second = first;
+  second.sequence = 512;
+  CaptureResult result = capture(second);
+  EXPECT_EQ(views().stats().views_built, 0u);
+  EXPECT_TRUE(result.used.empty());
+  EXPECT_EQ(result.produced.size(), 2u);  // the token graph is gone: compiled again
+  CaptureCache cache(views(), "check");
+  EXPECT_EQ(seeded_in(cache.dir()), complete_in(root()));
+  cache.collect();
+}
+
+TEST_F(Capture, CleanupLeavesViewsInUseAndSaysWhatTheyHold) {
+  Config first;
+  capture(first);
+  std::string gone = tkg_module(first);
+  uint64_t bytes = entry_bytes(real(gone));
+  CaptureCache held(views(), "held");
+  // A dry run counts what cleanup is about to delete as gone; the real cache still has it.
+  ViewsPruned dry = prune_views(root(), {std::string(kCompiler) + "/" + gone}, true);
+  EXPECT_EQ(dry.views_in_use, 1u);
+  EXPECT_EQ(dry.bytes_held, bytes);
+  EXPECT_EQ(dry.bytes_freed, 0u);  // cleanup counts its own entries' bytes
+  fs::remove_all(real(gone));
+  ViewsPruned pruned = prune_views(root(), {}, false);
+  EXPECT_EQ(pruned.views_in_use, 1u);
+  EXPECT_EQ(pruned.entries_unseeded, 0u);
+  EXPECT_EQ(pruned.bytes_held, bytes);
+  EXPECT_TRUE(seeded_in(held.dir()).count(gone));
+  held.collect();
+}
+
+TEST_F(Capture, CleanupEmptiesAViewThatIsRebuiltAnyway) {
+  capture(Config{});
+  new_process();
+  fs::remove(view() / ".state");  // as a killed run leaves it
+  ViewsPruned pruned = prune_views(root(), {}, false);
+  EXPECT_EQ(pruned.entries_unseeded, 2u);
+  EXPECT_EQ(pruned.bytes_freed, 0u);  // the cache still has every entry
+  EXPECT_TRUE(seeded_in(view()).empty());
+  EXPECT_EQ(links_in(view()), 0u);
+  CaptureCache cache(views(), "check");
+  EXPECT_EQ(seeded_in(cache.dir()), complete_in(root()));
+  cache.collect();
 }
 
 }  // namespace

@@ -121,6 +121,19 @@ TEST_F(CleanupTest, NothingToCleanUp) {
   EXPECT_TRUE(fs::exists(current() / "MODULE_1+d7cde3b5" / "model.done"));
 }
 
+TEST_F(CleanupTest, TheSummarySaysWhatTheCompileViewsLetGoAndWhatTheyStillHold) {
+  local::CleanupResult result;
+  result.view_entries_unseeded = 2;
+  result.bytes_freed = 2048;
+  EXPECT_EQ(result.summary(false),
+            "Removed 2 deleted entries from idle compile views. Freed 2.0 KB.");
+  result.views_in_use = 1;
+  result.view_bytes_held = 1024;
+  EXPECT_EQ(result.summary(false),
+            "Removed 2 deleted entries from idle compile views. Freed 2.0 KB. 1.0 KB of deleted "
+            "entries stay held by 1 compile views in use until their compiles end.");
+}
+
 TEST_F(CleanupTest, MissingRootIsNothingToCleanUp) {
   local::CleanupResult result =
       local::cleanup_cache(local::LocalCache(temp_ / "missing"), with_wipe());

@@ -3,6 +3,7 @@
 
 #include "neuron_cache/cli/context.h"
 #include "neuron_cache/cli/output.h"
+#include "neuron_cache/compile/seed_view.h"
 #include "neuron_cache/local/cleanup.h"
 #include "neuron_cache/process/process.h"
 
@@ -17,6 +18,16 @@ struct Flags {
   bool json = false;
 };
 
+// The views of compile runs hold hard links to deleted entries (removed now or by hand): the
+// idle ones let go of them, so their space comes back now rather than at their next use.
+void prune_views(const local::LocalCache& cache, bool dry_run, local::CleanupResult& result) {
+  compile::ViewsPruned views = compile::prune_views(cache.root(), result.removed, dry_run);
+  result.view_entries_unseeded = static_cast<int>(views.entries_unseeded);
+  result.views_in_use = static_cast<int>(views.views_in_use);
+  result.view_bytes_held = views.bytes_held;
+  result.bytes_freed += views.bytes_freed;
+}
+
 void cleanup(Context& context, const Flags& flags) {
   const config::Settings& settings = context.settings_with_compiler();
   local::LocalCache cache(settings.local_cache_root(), {settings.hf_hub_cache.value});
@@ -28,6 +39,7 @@ void cleanup(Context& context, const Flags& flags) {
   options.installed_compiler = settings.compiler_version.value;
   options.compiler_running = !flags.wipe && process::is_process_running("neuronx-cc");
   local::CleanupResult result = local::cleanup_cache(cache, options);
+  if (!result.wiped) prune_views(cache, flags.dry_run, result);
   if (flags.json) {
     print_json({{"cache_path", cache.root().string()},
                 {"dry_run", flags.dry_run},
@@ -37,6 +49,8 @@ void cleanup(Context& context, const Flags& flags) {
                 {"empty_removed", result.empty_removed},
                 {"traced_kept", result.traced_kept},
                 {"staging_removed", result.staging_removed},
+                {"view_entries_unseeded", result.view_entries_unseeded},
+                {"view_bytes_held", result.view_bytes_held},
                 {"old_versions_removed", result.old_versions_removed},
                 {"skipped_locks_reason", result.skipped_locks_reason},
                 {"bytes_freed", result.bytes_freed},

@@ -88,19 +88,6 @@ void shape_of(const sys::SafeDir& dir, int depth, Shape& shape) {
   }
 }
 
-// A seeded entry of a view: its files are symlinks into the view's .links folder (a command
-// writes regular files). A NEFF entry is told by its model.done, a traced export by its config.
-bool is_seeded(const sys::SafeDir& compiler, const std::string& name) {
-  auto module = compiler.open_subdir(name);
-  if (!module) return false;
-  for (std::string_view marker :
-       {layout::kDone, layout::kTracedConfig, layout::kTracedModelIndex}) {
-    auto file = module->entry(marker);
-    if (file && file->type == sys::NodeType::Symlink) return true;
-  }
-  return false;
-}
-
 }  // namespace
 
 CaptureCache::CaptureCache(const fs::path& cache_root, const std::string& label)
@@ -206,7 +193,7 @@ void CaptureCache::collect_from_scan(CaptureResult& result) {
     if (!compiler) continue;
     for (const auto& child : compiler->list()) {
       if (child.type != sys::NodeType::Directory) continue;
-      if (view_ && is_seeded(*compiler, child.name)) continue;
+      if (view_ && is_seeded_entry(*compiler, child.name)) continue;
       classify(item.name, child.name, result);
     }
   }

@@ -11,8 +11,12 @@
 #include <cerrno>
 #include <chrono>
 #include <climits>
+#include <condition_variable>
 #include <cstring>
+#include <deque>
+#include <functional>
 #include <sstream>
+#include <system_error>
 #include <thread>
 
 #include "neuron_cache/compile/work_area.h"
@@ -33,11 +37,10 @@ namespace {
 constexpr const char* kLinksDir = ".links";
 constexpr const char* kStateFile = kViewStateFile;
 constexpr const char* kStateMagic = "neuron-cache-seed-view 1";
-constexpr const char* kSeedingPrefix = ".seeding-";
 // One view per compile running at once on the machine: more means views are leaking.
 constexpr int kMaxViews = 64;
 constexpr int kMaxDepth = 8;  // entries are 1 level deep, traced exports a few more
-// ".seeding-" + name and name + ".<index>" must stay within NAME_MAX (255).
+// ".unseeding-<12 hex>" and name + ".<inode>.<index>" must stay within NAME_MAX (255).
 constexpr size_t kMaxSeededName = 230;
 // Waiting for the coarse clock's next tick (1 to 10 ms) before stamping a folder just changed.
 constexpr int kStampAttempts = 10;
@@ -59,21 +62,26 @@ bool settled(const struct stat& info) {
   return later(now, info.st_mtim) && later(now, info.st_ctim);
 }
 
-// What changes whenever a name is added to, removed from or renamed in the folder `name`, or the
-// folder is replaced; "" when it is missing or not a folder.
-std::string folder_stamp(int dir_fd, const std::string& name, bool* is_settled = nullptr) {
-  struct stat info {};
-  if (fstatat(dir_fd, name.c_str(), &info, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISDIR(info.st_mode)) {
-    return "";
-  }
-  if (is_settled) *is_settled = settled(info);
+// What changes whenever a name is added to, removed from or renamed in a folder, or the folder
+// is replaced.
+std::string stamp_of(const struct stat& info) {
   std::ostringstream text;
   text << info.st_dev << '.' << info.st_ino << '.' << info.st_mtim.tv_sec << '.'
        << info.st_mtim.tv_nsec << '.' << info.st_ctim.tv_sec << '.' << info.st_ctim.tv_nsec;
   return text.str();
 }
 
-// Calls fn(name, is_dir, inode) for each name in `dir`, from the directory listing alone (no
+// The stamp of the folder `name`; "" when it is missing or not a folder.
+std::string folder_stamp(int dir_fd, const std::string& name, bool* is_settled = nullptr) {
+  struct stat info {};
+  if (fstatat(dir_fd, name.c_str(), &info, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISDIR(info.st_mode)) {
+    return "";
+  }
+  if (is_settled) *is_settled = settled(info);
+  return stamp_of(info);
+}
+
+// Calls fn(name, type (DT_*), inode) for each name in `dir`, from the directory listing alone (no
 // stat per name unless the filesystem gives no type): what keeps comparing 10,000 names cheap.
 template <typename Fn>
 size_t for_each_name(const sys::SafeDir& dir, Fn fn) {
@@ -87,13 +95,14 @@ size_t for_each_name(const sys::SafeDir& dir, Fn fn) {
   while (dirent* item = readdir(stream)) {
     std::string_view name = item->d_name;
     if (name == "." || name == "..") continue;
-    bool is_dir = item->d_type == DT_DIR;
-    if (item->d_type == DT_UNKNOWN) {
+    unsigned char type = item->d_type;
+    if (type == DT_UNKNOWN) {
       struct stat info {};
-      is_dir =
-          fstatat(dir.fd(), item->d_name, &info, AT_SYMLINK_NOFOLLOW) == 0 && S_ISDIR(info.st_mode);
+      if (fstatat(dir.fd(), item->d_name, &info, AT_SYMLINK_NOFOLLOW) == 0) {
+        type = static_cast<unsigned char>(IFTODT(info.st_mode));
+      }
     }
-    fn(std::string(name), is_dir, static_cast<uint64_t>(item->d_ino));
+    fn(std::string(name), type, static_cast<uint64_t>(item->d_ino));
     ++count;
   }
   closedir(stream);
@@ -188,29 +197,29 @@ void write_state(const sys::SafeDir& view, const ViewState& state, const std::st
     }
   }
   text += "\n";
-  view.publish_file(kStateFile, text, false);
+  // Not flushed: after a crash the boot id differs and the view is rebuilt whatever the file
+  // says, and an fsync per compile costs tens of ms on a busy disk.
+  view.replace_unflushed(kStateFile, text);
 }
 
 // ---------------------------------------------------------------------------------------------
-// Seeding one entry.
+// Seeding one entry. A view is seeded only while no run holds it, and a process killed while
+// seeding it leaves no state file (its next user rebuilds it): entries are made in place.
 
-// A file of a real entry, for seeding: a regular file, or a symlink LocalCache trusts.
-sys::UniqueFd open_seed_source(const local::LocalCache& cache, const sys::SafeDir& dir,
-                               const sys::DirEntry& item) {
-  if (item.type == sys::NodeType::File) return dir.open_read(item.name);
-  auto target = cache.link_target(dir, item.name);
-  if (!target) {
-    throw operational_error((dir.path() / item.name).string() +
-                            " is a symlink to an untrusted place");
+// A seeded entry's folder in `staged`; the name must be free (unseeded before).
+sys::SafeDir make_seeded_folder(const sys::SafeDir& staged, const std::string& name) {
+  if (mkdirat(staged.fd(), name.c_str(), 0755) != 0) {
+    throw operational_error(errno == EEXIST
+                                ? std::string("the view has it already")
+                                : "cannot create it in the view " + staged.path().string() + ": " +
+                                      std::strerror(errno));
   }
-  int fd = ::open(target->c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
-  if (fd < 0)
-    throw operational_error("cannot open " + target->string() + ": " + std::strerror(errno));
-  sys::UniqueFd guard(fd);
-  sys::require_regular_file(fd, *target);
-  return guard;
+  auto made = staged.open_subdir(name);
+  if (!made) throw operational_error("it disappeared from the view while being seeded");
+  return std::move(*made);
 }
 
+// The hard links of one seeded entry: .links/<compiler>/<module>.<inode of the real folder>.<n>.
 struct LinkJob {
   const local::LocalCache& cache;
   const sys::SafeDir& links;  // .links/<compiler>
@@ -218,37 +227,128 @@ struct LinkJob {
   std::string prefix;  // "<module>.<inode of the real folder>."
   int next = 0;
   size_t made = 0;
+
+  std::string next_flat() { return prefix + std::to_string(next++); }
 };
 
-void link_one(const sys::SafeDir& real, const sys::DirEntry& item, const sys::SafeDir& staged,
-              LinkJob& job, const std::string& up) {
-  sys::UniqueFd fd = open_seed_source(job.cache, real, item);
-  std::string flat = job.prefix + std::to_string(job.next++);
-  unlinkat(job.links.fd(), flat.c_str(), 0);  // left by an unseed that was interrupted
-  if (!job.links.link_fd(fd.get(), flat)) {
-    throw operational_error("cannot hard-link " + (real.path() / item.name).string() + ": " +
-                            std::strerror(errno));
-  }
+// Makes `name` of `staged` a symlink to the hard link `flat` (`up` leads from `staged` to the
+// view). Made before the hard link: an entry whose seeding fails is unseeded by its symlinks.
+void symlink_to(LinkJob& job, const std::string& flat, const sys::SafeDir& staged,
+                const std::string& name, const std::string& up) {
   std::string target = up + kLinksDir + "/" + job.compiler + "/" + flat;
-  if (symlinkat(target.c_str(), staged.fd(), item.name.c_str()) != 0) {
-    throw operational_error("cannot create " + (staged.path() / item.name).string() + ": " +
+  if (symlinkat(target.c_str(), staged.fd(), name.c_str()) != 0) {
+    throw operational_error("cannot create " + (staged.path() / name).string() + ": " +
                             std::strerror(errno));
   }
-  job.made += 2;
+  ++job.made;
 }
 
-// Mirrors `real` into `staged` as relative symlinks (`up` leads from `staged` to the view).
-void link_files(const sys::SafeDir& real, const sys::SafeDir& staged, LinkJob& job,
-                const std::string& up, int depth) {
+// linkat into `into` as `name`, replacing a hard link an interrupted unseed left there.
+template <typename Link>
+void link_as(LinkJob& job, const sys::SafeDir& into, const std::string& name,
+             const fs::path& source, Link link) {
+  bool made = link();
+  if (!made && errno == EEXIST) {
+    unlinkat(into.fd(), name.c_str(), 0);
+    made = link();
+  }
+  if (!made) {
+    throw operational_error("cannot hard-link " + source.string() +
+                            " into the view: " + std::strerror(errno));
+  }
+  ++job.made;
+}
+
+// Hard-links the regular file `name` of `real` into `into` as `as` by its name, without opening
+// it (seeding 10,000 entries costs its system calls). linkat without AT_SYMLINK_FOLLOW never
+// follows a symlink, but a name replaced by one since it was listed would be linked itself, and
+// every open through the view would follow it: what was linked must be a regular file.
+void link_by_name(const sys::SafeDir& real, const std::string& name, const sys::SafeDir& into,
+                  const std::string& as, LinkJob& job) {
+  fs::path source = real.path() / name;
+  link_as(job, into, as, source,
+          [&] { return linkat(real.fd(), name.c_str(), into.fd(), as.c_str(), 0) == 0; });
+  struct stat info {};
+  if (fstatat(into.fd(), as.c_str(), &info, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(info.st_mode)) {
+    unlinkat(into.fd(), as.c_str(), 0);
+    throw operational_error(source.string() + " was replaced by something else than a file");
+  }
+}
+
+// A NEFF entry (all its files regular files at its top): hard-linked into its seeded folder,
+// but for the NEFF, a symlink to its hard link in .links/<compiler>, the one folder whose opens
+// are watched: every hit reads the NEFF (an entry whose graph or flags alone were read was not
+// reused). Two inodes per entry, its folder and that symlink (a hard link makes none): creating
+// inodes is most of what seeding costs.
+void link_neff_entry(const sys::SafeDir& real, const sys::SafeDir& staged,
+                     const std::vector<std::string>& files, LinkJob& job) {
+  for (const auto& file : files) {
+    if (layout::is_lock_file(file)) continue;
+    if (file != layout::kNeff) {
+      link_by_name(real, file, staged, file, job);
+      continue;
+    }
+    std::string flat = job.next_flat();
+    symlink_to(job, flat, staged, file, "../../");
+    link_by_name(real, file, job.links, flat, job);
+  }
+}
+
+// A file of a real entry that is a symlink LocalCache trusts (a Hub-cache link), opened and
+// hard-linked through its fd: the very file that was checked.
+void link_trusted_target(const sys::SafeDir& real, const std::string& name, const std::string& flat,
+                         LinkJob& job) {
+  auto target = job.cache.link_target(real, name);
+  if (!target) {
+    throw operational_error((real.path() / name).string() + " is a symlink to an untrusted place");
+  }
+  int fd = ::open(target->c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) {
+    throw operational_error("cannot open " + target->string() + ": " + std::strerror(errno));
+  }
+  sys::UniqueFd guard(fd);
+  sys::require_regular_file(fd, *target);
+  link_as(job, job.links, flat, *target, [&] { return job.links.link_fd(fd, flat); });
+}
+
+// Mirrors `real` into `staged` (`up` leads from `staged` to the view), every file a symlink to
+// its hard link in .links/<compiler>: the entries whose files are not all regular files at their
+// top (traced exports, whose use may open any of them; Hub-cache links).
+void link_tree(const sys::SafeDir& real, const sys::SafeDir& staged, LinkJob& job,
+               const std::string& up, int depth) {
   for (const auto& item : real.list()) {
     if (layout::is_lock_file(item.name)) continue;
     if (item.type == sys::NodeType::Directory) {
       auto sub = depth < kMaxDepth ? real.open_subdir(item.name) : std::nullopt;
-      if (sub) link_files(*sub, staged.make_subdir(item.name), job, up + "../", depth + 1);
+      if (!sub) throw operational_error("it is deeper than " + std::to_string(kMaxDepth));
+      link_tree(*sub, make_seeded_folder(staged, item.name), job, up + "../", depth + 1);
     } else if (item.type == sys::NodeType::File || item.type == sys::NodeType::Symlink) {
-      link_one(real, item, staged, job, up);
+      std::string flat = job.next_flat();
+      symlink_to(job, flat, staged, item.name, up);
+      if (item.type == sys::NodeType::File) {
+        link_by_name(real, item.name, job.links, flat, job);
+      } else {
+        link_trusted_target(real, item.name, flat, job);
+      }
+    } else {
+      // Seeded without it, the entry would promise a file it does not have.
+      throw operational_error((real.path() / item.name).string() +
+                              " is neither a file, a folder nor a symlink");
     }
   }
+}
+
+// The names of a real entry when they are all regular files (a NEFF entry as libneuronxla
+// writes it), from its listing alone; nothing when it holds anything else.
+std::optional<std::vector<std::string>> plain_files(const sys::SafeDir& real) {
+  std::vector<std::string> files;
+  bool plain = true;
+  for_each_name(real, [&](std::string name, unsigned char type, uint64_t) {
+    plain = plain && type == DT_REG;
+    files.push_back(std::move(name));
+  });
+  if (!plain) return std::nullopt;
+  return files;
 }
 
 // Deletes the hard links the symlinks below `dir` point at (only plain names of `links`).
@@ -288,7 +388,117 @@ std::optional<std::pair<std::string, std::string>> flat_owner(const std::string&
   return std::make_pair(flat.substr(0, middle), flat.substr(middle + 1, last - middle - 1));
 }
 
+// A compiler folder of a view against the real one, by name and by the inode of the real folder
+// each entry was seeded from (in its hard links' names): one readdir of each folder.
+struct Comparison {
+  std::map<std::string, std::string> real_inodes;  // real MODULE_ folder -> its inode
+  std::set<std::string> seeded;                    // names in the view's folder
+  std::set<std::string> stale;  // seeded names the real folder lacks, or holds replaced
+  std::map<std::string, std::vector<std::string>> flats;  // seeded name -> its hard links
+  std::vector<std::string> orphans;  // hard links of no seeded name (interrupted work)
+  size_t names_listed = 0;
+};
+
+// `real` null: the real folder is gone, every seeded name is stale.
+Comparison compare(const sys::SafeDir* real, const sys::SafeDir& staged,
+                   const sys::SafeDir& links) {
+  Comparison out;
+  auto note_real = [&](std::string name, unsigned char type, uint64_t ino) {
+    if (type == DT_DIR && name.starts_with(layout::kModulePrefix)) {
+      out.real_inodes[name] = std::to_string(ino);
+    }
+  };
+  if (real) out.names_listed += for_each_name(*real, note_real);
+  out.names_listed += for_each_name(staged, [&](std::string name, unsigned char, uint64_t) {
+    out.seeded.insert(std::move(name));
+  });
+  std::map<std::string, std::string> seeded_inodes;
+  out.names_listed += for_each_name(links, [&](std::string flat, unsigned char, uint64_t) {
+    auto owner = flat_owner(flat);
+    if (!owner || !out.seeded.count(owner->first)) {
+      out.orphans.push_back(std::move(flat));
+      return;
+    }
+    seeded_inodes.insert(*owner);
+    out.flats[owner->first].push_back(std::move(flat));
+  });
+  for (const auto& name : out.seeded) {
+    auto found = out.real_inodes.find(name);
+    if (found == out.real_inodes.end() || seeded_inodes[name] != found->second) {
+      out.stale.insert(name);
+    }
+  }
+  return out;
+}
+
 }  // namespace
+
+// ---------------------------------------------------------------------------------------------
+// Deleting: the content of a view rebuilt, and the sweep of abandoned work folders. A view of
+// 10,000 entries takes about as long to delete as to seed: no compile waits for it.
+
+// Started once the view a compile waits for is built: deleting competes with seeding for the
+// disk and, on ext4, for the inode allocator (it steps over inodes freed recently).
+class BackgroundWork {
+ public:
+  BackgroundWork() = default;
+  BackgroundWork(const BackgroundWork&) = delete;
+  BackgroundWork& operator=(const BackgroundWork&) = delete;
+  // Does what was added and waits for it: deleting takes space back (a process killed before
+  // leaves it to the next sweep).
+  ~BackgroundWork() {
+    start();
+    std::unique_lock lock(mutex_);
+    done_.wait(lock, [this] { return !running_; });
+    lock.unlock();
+    if (thread_.joinable()) thread_.join();
+  }
+
+  void add(std::function<void()> task) {
+    std::lock_guard lock(mutex_);
+    tasks_.push_back(std::move(task));
+  }
+
+  void start() {
+    std::lock_guard lock(mutex_);
+    if (running_ || tasks_.empty()) return;
+    if (thread_.joinable()) thread_.join();  // done with its last task: it only returns
+    try {
+      thread_ = std::thread([this] { run(); });
+      running_ = true;
+    } catch (const std::system_error&) {
+      // No thread to be had: what was added is left to the next sweep.
+    }
+  }
+
+ private:
+  void run() {
+    while (true) {
+      std::function<void()> task;
+      {
+        std::lock_guard lock(mutex_);
+        if (tasks_.empty()) {
+          running_ = false;
+          done_.notify_all();
+          return;
+        }
+        task = std::move(tasks_.front());
+        tasks_.pop_front();
+      }
+      try {
+        task();
+      } catch (...) {
+        // What is left goes with the next sweep (remove_abandoned_work).
+      }
+    }
+  }
+
+  std::mutex mutex_;
+  std::condition_variable done_;
+  std::deque<std::function<void()>> tasks_;
+  std::thread thread_;
+  bool running_ = false;
+};
 
 // ---------------------------------------------------------------------------------------------
 // The feed: inotify watches on the real cache's root and compiler folders. Every change is
@@ -373,6 +583,19 @@ std::optional<std::string> module_of_link(const std::string& link_name) {
   return owner ? std::optional<std::string>(owner->first) : std::nullopt;
 }
 
+bool is_seeded_entry(const sys::SafeDir& compiler, const std::string& name) {
+  auto module = compiler.open_subdir(name);
+  if (!module) return false;
+  const std::string into = std::string("../../") + kLinksDir + "/";
+  for (std::string_view marker :
+       {layout::kNeff, layout::kDone, layout::kTracedConfig, layout::kTracedModelIndex}) {
+    char buffer[PATH_MAX];
+    ssize_t n = readlinkat(module->fd(), std::string(marker).c_str(), buffer, sizeof buffer);
+    if (n > 0 && std::string_view(buffer, static_cast<size_t>(n)).starts_with(into)) return true;
+  }
+  return false;
+}
+
 std::optional<sys::SafeDir> SeedView::links(const std::string& compiler) const {
   auto links = dir_->open_subdir(kLinksDir);
   return links ? links->open_subdir(compiler) : std::nullopt;
@@ -392,6 +615,21 @@ struct SeedViews::Sync {
   std::optional<std::map<std::string, std::string>> stamps;  // another process's state
   std::set<std::string> full;                                // compiler folders to compare
   std::set<ModuleKey> changes;                               // names to look at again
+
+  // A compiler folder of the view and its .links folder (made when missing), opened once.
+  struct Folders {
+    sys::SafeDir staged, links;
+  };
+  std::map<std::string, Folders> opened;
+  const Folders& folders(const SeedView& view, const std::string& compiler) {
+    auto found = opened.find(compiler);
+    if (found == opened.end()) {
+      Folders made{view.dir().make_subdir(compiler),
+                   view.dir().make_subdir(kLinksDir).make_subdir(compiler)};
+      found = opened.emplace(compiler, std::move(made)).first;
+    }
+    return found->second;
+  }
 };
 
 SeedViews::SeedViews(const fs::path& cache_root, std::vector<fs::path> trusted_link_roots,
@@ -404,11 +642,9 @@ SeedViews::SeedViews(const fs::path& cache_root, std::vector<fs::path> trusted_l
   local::check_root_is_safe(root_);
   cache_ = std::make_unique<local::LocalCache>(root_, trusted_);
   work_area_.emplace(root.make_path(kWorkDir));
-  try {
-    remove_abandoned_work(root_);
-  } catch (const Error&) {
-    // Leftovers of other runs only take space: they must not stop this one.
-  }
+  background_ = std::make_unique<BackgroundWork>();
+  // Leftovers of other runs only take space: the first compile does not wait for them.
+  background_->add([root = root_] { remove_abandoned_work(root); });
   if (!options_.watch_cache) return;
   feed_ = std::make_unique<CacheFeed>(root_);
   if (!feed_->start(root)) feed_.reset();
@@ -492,6 +728,7 @@ void SeedViews::prepare(SeedView& view, std::vector<std::string>& notes) {
   bring_up_to_date(view, sync);
   notes.insert(notes.end(), sync.notes.begin(), sync.notes.end());
   add_stats(sync.stats);
+  background_->start();
 }
 
 void SeedViews::release(SeedView& view, const std::set<ModuleKey>& touched, bool trusted) {
@@ -591,34 +828,20 @@ void SeedViews::full_listing(SeedView& view, const std::string& compiler, Sync& 
   ++sync.stats.full_listings;
   std::optional<sys::SafeDir> real = sync.root->open_subdir(compiler);
   if (!real) {
-    drop_compiler(view, compiler);
+    drop_compiler(view, compiler, sync);
     return;
   }
-  sys::SafeDir staged = view.dir().make_subdir(compiler);
-  sys::SafeDir links = view.dir().make_subdir(kLinksDir).make_subdir(compiler);
-  std::map<std::string, std::string> real_inodes, seeded_inodes;
-  std::set<std::string> staged_names;
-  sync.stats.names_listed += for_each_name(*real, [&](std::string name, bool is_dir, uint64_t ino) {
-    if (is_dir && name.starts_with(layout::kModulePrefix)) real_inodes[name] = std::to_string(ino);
-  });
-  sync.stats.names_listed += for_each_name(
-      staged, [&](std::string name, bool, uint64_t) { staged_names.insert(std::move(name)); });
-  std::vector<std::string> orphans;
-  sync.stats.names_listed += for_each_name(links, [&](std::string flat, bool, uint64_t) {
-    auto owner = flat_owner(flat);
-    if (owner && staged_names.count(owner->first)) seeded_inodes.insert(*owner);
-    if (!owner || !staged_names.count(owner->first)) orphans.push_back(std::move(flat));
-  });
-  for (const auto& flat : orphans) unlinkat(links.fd(), flat.c_str(), 0);  // interrupted work
+  const Sync::Folders& folders = sync.folders(view, compiler);
+  Comparison compared = compare(&*real, folders.staged, folders.links);
+  sync.stats.names_listed += compared.names_listed;
+  for (const auto& flat : compared.orphans) unlinkat(folders.links.fd(), flat.c_str(), 0);
   view.pending_.erase(compiler);
-  for (const auto& name : staged_names) {
-    auto found = real_inodes.find(name);
-    bool same = found != real_inodes.end() && seeded_inodes[name] == found->second;
-    if (!same) unseed(view, {compiler, name}, sync);
-    if (!same && found != real_inodes.end()) consider(view, {compiler, name}, *real, sync);
+  for (const auto& name : compared.stale) {
+    unseed(view, {compiler, name}, sync);
+    if (compared.real_inodes.count(name)) consider(view, {compiler, name}, *real, sync);
   }
-  for (const auto& [name, inode] : real_inodes) {
-    if (!staged_names.count(name)) consider(view, {compiler, name}, *real, sync);
+  for (const auto& [name, inode] : compared.real_inodes) {
+    if (!compared.seeded.count(name)) consider(view, {compiler, name}, *real, sync);
   }
 }
 
@@ -651,48 +874,57 @@ void SeedViews::recheck_pending(SeedView& view, Sync& sync) {
 }
 
 // Seeds the real entry `key` (not in the view) when it is complete; otherwise it is pending.
-void SeedViews::consider(SeedView& view, const ModuleKey& key, const sys::SafeDir& real,
+void SeedViews::consider(SeedView& view, const ModuleKey& key, const sys::SafeDir& real_compiler,
                          Sync& sync) {
   const auto& [compiler, name] = key;
   ++sync.stats.entries_checked;
-  std::string stamp = folder_stamp(real.fd(), name);
-  if (stamp.empty() || !plain_name(name)) {
-    if (view.pending_.count(compiler)) view.pending_[compiler].erase(name);
-    return;
-  }
-  view.pending_[compiler][name] = stamp;  // until it is seeded
   try {
-    local::ModuleEntry entry = cache_->inspect_module(real, name);
-    if (!layout::is_complete(entry.state)) return;  // SUCCESS, or a whole traced export
-    if (!entry.untrusted_links.empty()) {
-      throw operational_error("has symlinks to untrusted places");
+    std::optional<sys::SafeDir> real =
+        plain_name(name) ? real_compiler.open_subdir(name) : std::nullopt;
+    struct stat info {};
+    if (!real || fstat(real->fd(), &info) != 0) {
+      if (view.pending_.count(compiler)) view.pending_[compiler].erase(name);
+      return;
     }
-    seed(view, key, real, sync);
-    view.pending_[compiler].erase(name);
+    // Taken before the folder is read: a change after it (model.done written) moves it.
+    view.pending_[compiler][name] = stamp_of(info);  // until it is seeded
+    if (seed(view, key, real_compiler, *real, info.st_ino, sync)) {
+      view.pending_[compiler].erase(name);
+    }
   } catch (const Error& error) {
     sync.notes.push_back(compiler + "/" + name + ": " + error.what());
     unseed(view, key, sync);
   }
 }
 
-void SeedViews::seed(SeedView& view, const ModuleKey& key, const sys::SafeDir& real_compiler,
-                     Sync& sync) {
+// Seeds the real entry `real` when it is complete. Its files are hard-linked by name when they
+// are all regular files at its top (a NEFF entry as libneuronxla writes it: the one listing
+// that tells it complete is all it costs to read); anything else (a traced export, Hub-cache
+// links) goes through LocalCache's inspection, which knows which links it trusts.
+bool SeedViews::seed(SeedView& view, const ModuleKey& key, const sys::SafeDir& real_compiler,
+                     const sys::SafeDir& real, uint64_t inode, Sync& sync) {
   const auto& [compiler, name] = key;
+  auto files = layout::is_traced_module_name(name) ? std::nullopt : plain_files(real);
+  if (files && !layout::is_complete(layout::classify_listed(name, *files))) return false;
+  if (!files) {
+    local::ModuleEntry entry = cache_->inspect_module(real_compiler, name);
+    if (!layout::is_complete(entry.state)) return false;  // SUCCESS, or a whole traced export
+    if (!entry.untrusted_links.empty()) {
+      throw operational_error("has symlinks to untrusted places");
+    }
+  }
   if (name.size() > kMaxSeededName) throw operational_error("its name is too long to seed");
-  std::optional<sys::SafeDir> real = real_compiler.open_subdir(name);
-  if (!real) throw operational_error("it disappeared while being seeded");
-  sys::SafeDir staged = view.dir().make_subdir(compiler);
-  sys::SafeDir links = view.dir().make_subdir(kLinksDir).make_subdir(compiler);
-  // Made under a hidden name, then renamed: a run never sees an entry without all its files.
-  const std::string temp = kSeedingPrefix + name;
-  staged.remove_tree(temp);
-  struct stat info {};
-  if (fstat(real->fd(), &info) != 0) throw operational_error("cannot stat it");
-  LinkJob job{*cache_, links, compiler, name + "." + std::to_string(info.st_ino) + "."};
-  link_files(*real, staged.make_subdir(temp), job, "../../", 0);
-  if (!staged.move_to(temp, staged, name, true)) throw operational_error("the view has it");
+  const Sync::Folders& folders = sync.folders(view, compiler);
+  LinkJob job{*cache_, folders.links, compiler, name + "." + std::to_string(inode) + "."};
+  sys::SafeDir staged = make_seeded_folder(folders.staged, name);
+  if (files) {
+    link_neff_entry(real, staged, *files, job);
+  } else {
+    link_tree(real, staged, job, "../../", 0);
+  }
   ++sync.stats.entries_seeded;
   sync.stats.links_made += job.made;
+  return true;
 }
 
 void SeedViews::unseed(SeedView& view, const ModuleKey& key, Sync& sync) {
@@ -700,21 +932,33 @@ void SeedViews::unseed(SeedView& view, const ModuleKey& key, Sync& sync) {
   auto staged = view.dir().open_subdir(compiler);
   if (!staged) return;
   std::optional<sys::SafeDir> links = view.links(compiler);
-  if (name.size() <= kMaxSeededName) hide_then_remove(*staged, kSeedingPrefix + name, links);
   if (hide_then_remove(*staged, name, links)) ++sync.stats.entries_unseeded;
 }
 
-void SeedViews::drop_compiler(SeedView& view, const std::string& compiler) {
+void SeedViews::drop_compiler(SeedView& view, const std::string& compiler, Sync& sync) {
+  sync.opened.erase(compiler);
   view.dir().remove_tree(compiler);
   if (auto links = view.dir().open_subdir(kLinksDir)) links->remove_tree(compiler);
   view.pending_.erase(compiler);
 }
 
 void SeedViews::wipe(SeedView& view, Sync& sync) {
-  for (const auto& item : view.dir().list()) view.dir().remove_tree(item.name);
+  sync.opened.clear();
+  throw_away(view.dir());
   view.pending_.clear();
   sync.everything = true;
   ++sync.stats.views_built;
+}
+
+// Moves what `dir` holds into a folder of the work area deleted in the background, locked until
+// it is gone: no sweep takes it meanwhile, and one left by a killed process is a sweep's.
+void SeedViews::throw_away(const sys::SafeDir& dir) {
+  std::vector<sys::DirEntry> items = dir.list();
+  if (items.empty()) return;
+  auto trash = std::make_shared<sys::LockedDir>(
+      work_area_->make_locked_subdir([] { return "trash-" + sys::random_hex(8); }));
+  for (const auto& item : items) dir.move_to(item.name, trash->dir, item.name, false);
+  background_->add([this, trash] { work_area_->remove_tree(trash->name); });
 }
 
 // Removes what the run left: its own files at the top and in the registry, and every name it
@@ -728,7 +972,7 @@ void SeedViews::clean_after_run(SeedView& view, const std::set<ModuleKey>& touch
   }
   for (const auto& key : touched) {
     if (key.second.empty()) {
-      drop_compiler(view, key.first);  // made by the run: everything in it is its own work
+      drop_compiler(view, key.first, sync);  // made by the run: everything in it is its own work
       sync.full.insert(key.first);
     } else {
       sync.changes.insert(key);
@@ -773,6 +1017,125 @@ bool SeedViews::unchanged_since_applied(const SeedView& view, const std::string&
     if (log[i].first.empty() || log[i].first == compiler) return false;
   }
   return !feed_->broken();
+}
+
+// ---------------------------------------------------------------------------------------------
+// What cleanup does to the views.
+
+namespace {
+
+// A file hard-linked by views for entries the real cache no longer has: its space comes back
+// once every name it has is one of those links.
+struct PinnedFile {
+  uint64_t size = 0;
+  nlink_t names = 0;
+  size_t idle = 0;          // links in idle views (removed)
+  size_t busy = 0;          // links in views a run holds (left)
+  bool by_cleanup = false;  // of an entry this cleanup removed: its bytes are counted there
+};
+using Pinned = std::map<std::pair<dev_t, ino_t>, PinnedFile>;
+
+struct Pruning {
+  std::set<std::string> gone_compilers;  // removed by this cleanup
+  std::set<ModuleKey> gone_entries;
+  bool dry_run = false;
+  Pinned pinned;
+};
+
+void note_pinned(const sys::SafeDir& dir, const std::vector<std::string>& names, bool busy,
+                 bool by_cleanup, Pinned& pinned) {
+  for (const auto& name : names) {
+    struct stat info {};
+    if (fstatat(dir.fd(), name.c_str(), &info, AT_SYMLINK_NOFOLLOW) != 0 ||
+        !S_ISREG(info.st_mode)) {
+      continue;
+    }
+    PinnedFile& file = pinned[{info.st_dev, info.st_ino}];
+    file.size = static_cast<uint64_t>(info.st_size);
+    file.names = info.st_nlink;
+    file.by_cleanup = file.by_cleanup || by_cleanup;
+    ++(busy ? file.busy : file.idle);
+  }
+}
+
+// One compiler folder of a view: notes the seeded entries the real cache lacks, holds replaced
+// or, in a dry run, is about to lose (every one when `all`), and unseeds them unless the view is
+// busy or the run dry. Returns how many.
+size_t prune_compiler(const sys::SafeDir& root, const sys::SafeDir& view,
+                      const std::string& compiler, bool all, bool busy, Pruning& run) {
+  auto staged = view.open_subdir(compiler);
+  auto links_parent = view.open_subdir(kLinksDir);
+  auto links = links_parent ? links_parent->open_subdir(compiler) : std::nullopt;
+  if (!staged || !links) return 0;
+  bool compiler_gone = run.gone_compilers.count(compiler) > 0;
+  auto real = all || compiler_gone ? std::nullopt : root.open_subdir(compiler);
+  Comparison compared = compare(real ? &*real : nullptr, *staged, *links);
+  for (const auto& name : compared.seeded) {
+    if (run.gone_entries.count({compiler, name})) compared.stale.insert(name);
+  }
+  for (const auto& name : compared.stale) {
+    bool by_cleanup = compiler_gone || run.gone_entries.count({compiler, name}) > 0;
+    note_pinned(*links, compared.flats[name], busy, by_cleanup, run.pinned);
+    // A NEFF entry's other files are hard-linked in its folder itself.
+    if (auto entry = staged->open_subdir(name)) {
+      std::vector<std::string> files;
+      for_each_name(*entry, [&](std::string file, unsigned char type, uint64_t) {
+        if (type == DT_REG) files.push_back(std::move(file));
+      });
+      note_pinned(*entry, files, busy, by_cleanup, run.pinned);
+    }
+  }
+  note_pinned(*links, compared.orphans, busy, false, run.pinned);
+  if (busy || run.dry_run) return compared.stale.size();
+  for (const auto& flat : compared.orphans) unlinkat(links->fd(), flat.c_str(), 0);
+  for (const auto& name : compared.stale) hide_then_remove(*staged, name, links);
+  return compared.stale.size();
+}
+
+}  // namespace
+
+ViewsPruned prune_views(const fs::path& cache_root, const std::vector<std::string>& removed,
+                        bool dry_run) {
+  ViewsPruned result;
+  std::error_code error;
+  if (!fs::is_directory(cache_root, error)) return result;
+  try {
+    if (!dry_run) remove_abandoned_work(cache_root);
+  } catch (const Error&) {
+    // Leftovers of other runs: what is pruned below does not depend on them.
+  }
+  sys::SafeDir root = sys::SafeDir::open(cache_root);
+  auto area = root.open_path(kWorkDir);
+  if (!area) return result;
+  Pruning run;
+  run.dry_run = dry_run;
+  for (const auto& path : removed) {
+    auto parts = layout::split_path(path);
+    if (parts.size() == 1) run.gone_compilers.insert(parts[0]);
+    if (parts.size() == 2) run.gone_entries.insert({parts[0], parts[1]});
+  }
+  for (const auto& item : area->list()) {
+    if (!item.name.starts_with(kViewPrefix)) continue;
+    auto view = area->open_subdir(item.name);
+    if (!view) continue;
+    // Held while it is pruned, like a run holds it; a view a run holds is only looked at.
+    sys::UniqueFd lock(fcntl(view->fd(), F_DUPFD_CLOEXEC, 0));
+    bool busy = !lock || flock(lock.get(), LOCK_EX | LOCK_NB) != 0;
+    // No state file: a view its next user rebuilds, whose every link is useless meanwhile.
+    bool useless = !busy && !view->entry(kViewStateFile);
+    if (busy) ++result.views_in_use;
+    for (const auto& compiler : compiler_dirs(*view)) {
+      size_t stale = prune_compiler(root, *view, compiler, useless, busy, run);
+      if (!busy) result.entries_unseeded += stale;
+    }
+  }
+  for (const auto& [inode, file] : run.pinned) {
+    // In a dry run the real cache still has its name for the entries cleanup would remove.
+    size_t real = dry_run && file.by_cleanup ? 1 : 0;
+    if (!file.by_cleanup && file.idle >= file.names) result.bytes_freed += file.size;
+    if (file.busy > 0 && file.idle + file.busy + real >= file.names) result.bytes_held += file.size;
+  }
+  return result;
 }
 
 }  // namespace neuron_cache::compile

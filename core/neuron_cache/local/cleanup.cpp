@@ -140,8 +140,14 @@ std::string CleanupResult::summary(bool dry_run) const {
   }
   count(staging_removed, "abandoned neuron-cache staging folders");
   count(temporary_removed, "abandoned temporary registry files");
+  count(view_entries_unseeded, "deleted entries from idle compile views");
   if (parts.empty()) parts.push_back("Nothing to clean up");
   parts.push_back("Freed " + format_size(bytes_freed));
+  if (view_bytes_held > 0) {
+    parts.push_back(format_size(view_bytes_held) + " of deleted entries stay held by " +
+                    std::to_string(views_in_use) +
+                    " compile views in use until their compiles end");
+  }
   std::string text = prefix;
   for (size_t i = 0; i < parts.size(); ++i) text += (i ? ". " : "") + parts[i];
   return text + ".";

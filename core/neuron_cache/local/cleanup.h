@@ -37,6 +37,11 @@ struct CleanupResult {
   std::vector<std::string> old_versions_removed;
   bool wiped = false;
   uint64_t bytes_freed = 0;
+  // The seeded views of compile runs (compile/seed_view.h) hold hard links to the entries they
+  // were seeded with: the front end prunes the idle ones after cleanup_cache (a layer above).
+  int view_entries_unseeded = 0;  // deleted entries taken out of idle views
+  int views_in_use = 0;
+  uint64_t view_bytes_held = 0;  // space of deleted entries that views in use still hold
   std::string skipped_locks_reason;
   std::vector<std::string> removed;  // paths relative to the root
 
