@@ -178,6 +178,14 @@ Run run(const std::vector<std::string>& args, const std::map<std::string, std::s
   return result;
 }
 
+std::vector<std::string> wrap_words(const char* name) {
+  std::vector<std::string> words;
+  const char* wrap = std::getenv(name);
+  std::istringstream in(wrap ? wrap : "");
+  for (std::string word; in >> word;) words.push_back(word);
+  return words;
+}
+
 std::string tail_of(const fs::path& file, size_t lines) {
   std::string text;
   try {

@@ -49,6 +49,10 @@ struct Run {
 Run run(const std::vector<std::string>& args, const std::map<std::string, std::string>& env,
         const fs::path& output);
 
+// The words of the environment variable `name` (e.g. "strace -f -c -o FILE"), to put before the
+// tool's command line when profiling by hand; none when it is unset.
+std::vector<std::string> wrap_words(const char* name);
+
 // The last `lines` lines of a file ("" when it cannot be read).
 std::string tail_of(const fs::path& file, size_t lines);
 // The first line among the last 50 of `file` that contains `part`.

@@ -103,14 +103,6 @@ class Bench {
   Bench(const Options& o, const fs::path& work, const Set& set, const testing::HubServer& server)
       : o_(o), work_(work), set_(set), server_(server) {}
 
-  static std::vector<std::string> wrap_words() {
-    std::vector<std::string> words;
-    const char* wrap = std::getenv("PREFETCH_BENCH_WRAP");
-    std::istringstream in(wrap ? wrap : "");
-    for (std::string word; in >> word;) words.push_back(word);
-    return words;
-  }
-
   Sample measure(Method method, int round) {
     fs::path out = work_ / ("round-" + std::to_string(round)) / ("out-" + std::to_string(method));
     fs::path log = work_ / ("round-" + std::to_string(round)) / ("log-" + std::to_string(method));
@@ -122,7 +114,8 @@ class Bench {
     switch (method) {
       case Prefetch:
         fs::create_directories(out);
-        args = wrap_words();  // PREFETCH_BENCH_WRAP="strace -f -c -o FILE": profile by hand
+        args = wrap_words(
+            "PREFETCH_BENCH_WRAP");  // PREFETCH_BENCH_WRAP="strace -f -c -o FILE": profile by hand
         args.insert(args.end(),
                     {o_.tool, "prefetch", set_.manifest.string(), "--cache-dir", out.string()});
         env["HF_ENDPOINT"] = server_.url();

@@ -165,7 +165,7 @@ class Bench {
 
   // The stores the downloads read: the set pushed once to each (also the first check of push).
   bool fill_stores() {
-    fs::create_directories(folder_store());
+    fs::remove_all(folder_store());  // a --work folder used before: push everything again
     bool ok = prepare_folder(folder_store()) &&
               push_once(server_.url(kStorePrefix), work_ / "push-s3.log") &&
               push_once("file://" + folder_store().string(), work_ / "push-folder.log");
@@ -245,14 +245,20 @@ class Bench {
     }
   }
 
-  std::vector<std::string> prefetch(const std::string& store, const fs::path& out) const {
-    return {o_.tool, "prefetch",    set_.manifest.string(), "--repo",
-            store,   "--cache-dir", out.string(),           "--json"};
+  // The tool's command in the rounds; STORE_BENCH_WRAP="perf record -g -o FILE" (or a script
+  // naming a file per run) goes before it: profile by hand.
+  std::vector<std::string> tool(const std::string& command, const std::string& store,
+                                const fs::path& cache_dir) const {
+    std::vector<std::string> args = wrap_words("STORE_BENCH_WRAP");
+    args.insert(args.end(), {o_.tool, command, set_.manifest.string(), "--repo", store,
+                             "--cache-dir", cache_dir.string(), "--json"});
+    return args;
   }
-
+  std::vector<std::string> prefetch(const std::string& store, const fs::path& out) const {
+    return tool("prefetch", store, out);
+  }
   std::vector<std::string> push(const std::string& store) const {
-    return {o_.tool, "push",        set_.manifest.string(), "--repo",
-            store,   "--cache-dir", set_.root.string(),     "--json"};
+    return tool("push", store, set_.root);
   }
 
   // Where an upload's files are, to check and remove: s3rver keeps an object as the file
@@ -272,8 +278,9 @@ class Bench {
   }
 
   bool push_once(const std::string& store, const fs::path& log) {
-    std::vector<std::string> args = push(store);
-    Run pushed = run(args, env_, log);
+    Run pushed = run({o_.tool, "push", set_.manifest.string(), "--repo", store, "--cache-dir",
+                      set_.root.string()},
+                     env_, log);
     std::printf("push to %s: %.1f s, exit code %d\n", store.c_str(), pushed.seconds,
                 pushed.exit_code);
     if (pushed.exit_code != 0) {
