@@ -531,10 +531,17 @@ void HttpEngine::run(const std::vector<Exchange*>& exchanges, size_t parallel) {
       finish(*t, code);
     }
     end_unanswered();
+    // A waiting exchange shortens the wait only when it could start: with every slot taken, what
+    // comes next is a transfer's socket activity, which ends the poll. (Counting the exchanges
+    // queued for a slot, ready since the start, made every poll return at once: a push of 824
+    // files spun a core in this loop, a third of its CPU time in clock_gettime.)
     int wait_ms = 100;
-    for (const auto& w : waiting) {
-      auto until = std::chrono::duration_cast<std::chrono::milliseconds>(w.ready_at - Clock::now());
-      wait_ms = std::clamp(static_cast<int>(until.count()), 0, wait_ms);
+    if (active.size() < parallel) {
+      auto after = Clock::now();
+      for (const auto& w : waiting) {
+        auto until = std::chrono::duration_cast<std::chrono::milliseconds>(w.ready_at - after);
+        wait_ms = std::clamp(static_cast<int>(until.count()), 0, wait_ms);
+      }
     }
     if (!active.empty()) {
       curl_multi_poll(impl_->multi, nullptr, 0, wait_ms, nullptr);

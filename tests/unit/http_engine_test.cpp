@@ -1,0 +1,82 @@
+// The HTTP engine's scheduling: more exchanges than transfers at once.
+#include <gtest/gtest.h>
+#include <httplib.h>
+#include <time.h>
+
+#include <atomic>
+#include <chrono>
+#include <memory>
+#include <thread>
+#include <vector>
+
+#include "neuron_cache/net/http.h"
+
+namespace neuron_cache::net {
+namespace {
+
+class CountedExchange : public Exchange {
+ public:
+  explicit CountedExchange(std::string url) : url_(std::move(url)) {}
+  HttpRequest request() override {
+    HttpRequest request;
+    request.url = url_;
+    return request;
+  }
+  std::optional<std::chrono::milliseconds> on_complete(const HttpResponse& response) override {
+    status = response.status;
+    return std::nullopt;
+  }
+  long status = 0;
+
+ private:
+  std::string url_;
+};
+
+double thread_cpu_seconds() {
+  timespec now{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &now);
+  return static_cast<double>(now.tv_sec) + static_cast<double>(now.tv_nsec) / 1e9;
+}
+
+// 24 answers of 50 ms each, 2 at a time: about 0.6 s spent waiting for a slot with 22 exchanges
+// queued. The engine must sleep in poll meanwhile: before, each queued exchange made every poll
+// return at once, and a push of 824 files to S3 spun a core (its thread's CPU time was its wall
+// time).
+TEST(HttpEngineTest, ExchangesQueuedForASlotDoNotSpinTheEngine) {
+  httplib::Server server;
+  std::atomic<int> answered{0};
+  server.Get("/slow", [&](const httplib::Request&, httplib::Response& response) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    ++answered;
+    response.set_header("Connection", "close");  // nothing kept open: stop() returns at once
+    response.set_content("x", "text/plain");
+  });
+  int port = server.bind_to_any_port("127.0.0.1");
+  std::thread listener([&] { server.listen_after_bind(); });
+  while (!server.is_running()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+
+  std::string url = "http://127.0.0.1:" + std::to_string(port) + "/slow";
+  std::vector<std::unique_ptr<CountedExchange>> exchanges;
+  std::vector<Exchange*> pointers;
+  for (int i = 0; i < 24; ++i) {
+    exchanges.push_back(std::make_unique<CountedExchange>(url));
+    pointers.push_back(exchanges.back().get());
+  }
+  HttpEngine http(HttpOptions{});
+  auto start = std::chrono::steady_clock::now();
+  double cpu_start = thread_cpu_seconds();
+  http.run(pointers, 2);
+  double cpu = thread_cpu_seconds() - cpu_start;
+  double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  server.stop();
+  listener.join();
+
+  EXPECT_EQ(answered.load(), 24);
+  for (const auto& e : exchanges) EXPECT_EQ(e->status, 200);
+  EXPECT_GE(wall, 0.5);
+  // Spinning costs the whole wall time; waiting costs libcurl's work for 24 small answers.
+  EXPECT_LT(cpu, 0.25 * wall) << "cpu " << cpu << " s over " << wall << " s";
+}
+
+}  // namespace
+}  // namespace neuron_cache::net
