@@ -7,6 +7,7 @@
 #
 #   tests/bench/prefetch-bench.sh [SCALE [ROUNDS]] [--small-modules N] [--work DIR]
 #                                 [--build-dir DIR] [--no-build] [--ctest]
+#                                 [--tool PROGRAM] [--curl PROGRAM]   (e.g. a wrapper that profiles)
 #
 # SCALE (default 1) multiplies the nine large NEFFs (1 GiB and 8 x 100 MiB at 1); ROUNDS
 # defaults to 3. --ctest (the smoke test): no build, and exit 77 (skipped) when the JS client
@@ -26,7 +27,7 @@ while (($#)); do
     --build-dir) build=$2; shift 2 ;;
     --no-build) do_build=0; shift ;;
     --ctest) ctest=1; do_build=0; shift ;;
-    --small-modules | --work) extra+=("$1" "$2"); shift 2 ;;
+    --small-modules | --work | --tool | --curl) extra+=("$1" "$2"); shift 2 ;;
     -h | --help) sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     -*) echo "prefetch-bench.sh: unknown option $1 (see --help)" >&2; exit 2 ;;
     *) positional+=("$1"); shift ;;

@@ -162,9 +162,16 @@ TEST_F(CacheTreeTest, CompilerFoldersAreMarkedCurrentByPrefix) {
 TEST_F(CacheTreeTest, FlagsKeyIsMd5OfTheFlagsFile) {
   make_entry(root(), "MODULE_1+d7cde3b5", Kind::Success);
   make_entry(root(), "MODULE_5+2c2d707e", Kind::LegacySuccess);
-  const local::CompilerDir compiler = local::LocalCache(root()).scan(kInstalled).compilers.at(0);
+  local::LocalCache cache(root());
+  sys::SafeDir compiler_dir = sys::SafeDir::open(current());
+  // The scan (status, cleanup) does without the key; inspect asks for it.
+  const local::CompilerDir compiler = cache.scan(kInstalled).compilers.at(0);
+  EXPECT_TRUE(find_module(compiler, "MODULE_1+d7cde3b5")->flags_file_key.empty());
+  EXPECT_EQ(find_module(compiler, "MODULE_1+d7cde3b5")->flags_file, "compile_flags.json");
 
-  const local::ModuleEntry* json = find_module(compiler, "MODULE_1+d7cde3b5");
+  const local::ModuleEntry inspected =
+      cache.inspect_module(compiler_dir, "MODULE_1+d7cde3b5", true);
+  const local::ModuleEntry* json = &inspected;
   std::string bytes = testing::read_file(current() / "MODULE_1+d7cde3b5" / "compile_flags.json");
   EXPECT_EQ(json->flags_file, "compile_flags.json");
   EXPECT_EQ(json->flags_file_key, md5_hex(bytes).substr(0, 8));
@@ -172,7 +179,9 @@ TEST_F(CacheTreeTest, FlagsKeyIsMd5OfTheFlagsFile) {
   EXPECT_EQ(json->flags_file_key, json->module.flags_key);
   EXPECT_EQ(json->hlo_file, "model.hlo_module.pb");
 
-  const local::ModuleEntry* legacy = find_module(compiler, "MODULE_5+2c2d707e");
+  const local::ModuleEntry inspected_legacy =
+      cache.inspect_module(compiler_dir, "MODULE_5+2c2d707e", true);
+  const local::ModuleEntry* legacy = &inspected_legacy;
   EXPECT_EQ(legacy->flags_file, "compile_flags.txt");
   EXPECT_EQ(legacy->flags_file_key, "2c2d707e");
   EXPECT_EQ(legacy->hlo_file, "model.hlo.pb");
@@ -342,6 +351,13 @@ TEST_F(CacheTreeTest, UnreadableFlagsFileDoesNotStopTheScan) {
   EXPECT_TRUE(compiler.modules[0].flags_file_key.empty());
   EXPECT_EQ(compiler.modules[1].state, EntryState::Success);
   EXPECT_TRUE(compiler.modules[1].flags_file_key.empty());
+  // inspect reads the flags file: it neither hangs on the FIFO nor takes the huge file.
+  local::LocalCache cache(root());
+  sys::SafeDir dir = sys::SafeDir::open(current());
+  EXPECT_TRUE(cache.inspect_module(dir, "MODULE_1+d7cde3b5", true).flags_file_key.empty());
+  local::ModuleEntry big = cache.inspect_module(dir, "MODULE_2+d7cde3b5", true);
+  EXPECT_EQ(big.state, EntryState::Success);
+  EXPECT_TRUE(big.flags_file_key.empty());
 }
 
 TEST_F(CacheTreeTest, InspectModuleReadsOneEntry) {

@@ -21,9 +21,9 @@ using json = nlohmann::json;
 // Runs the tool with a clean environment plus `env` ("NAME=value ..."), so the machine's own
 // HF_TOKEN or cache settings never leak into a test.
 ToolRun tool(const std::string& args, const std::string& env = "",
-             const std::string& stdin_file = "") {
+             const std::string& stdin_file = "", const std::string& wrapper = "") {
   std::string command = std::string(testing::kCleanEnv) +
-                        " PATH=/usr/bin:/bin HOME=/nonexistent-home " + env + " " +
+                        " PATH=/usr/bin:/bin HOME=/nonexistent-home " + env + " " + wrapper +
                         testing::tool_path() + " " + args;
   if (!stdin_file.empty()) command += " < '" + stdin_file + "'";
   ToolRun run{};
@@ -105,6 +105,25 @@ TEST_F(CliTest, StatusJsonHasCountsAndSizes) {
   EXPECT_EQ(doc["compiler_versions"].size(), 2u);
   EXPECT_EQ(doc["entries"].size(), 5u);
   EXPECT_GT(doc["total_size_bytes"].get<uint64_t>(), 0u);
+}
+
+// status of a large cache: each MODULE_ folder is opened, listed and its files stat'ed once
+// (with its flags file read), never listed again for its size (13 stat calls per folder before).
+TEST_F(CliTest, StatusStatsEachFileOfAFolderOnce) {
+  if (!testing::strace_works()) GTEST_SKIP() << "strace cannot run here";
+  constexpr int kFolders = 300;
+  for (int i = 0; i < kFolders; ++i)
+    make_entry(cache.path(), "MODULE_" + std::to_string(5000 + i) + "+d7cde3b5", Kind::Success);
+  std::filesystem::path summary =
+      cache.path().parent_path() / (cache.path().filename().string() + ".strace");
+  ToolRun run = tool("status " + dir() + " --compiler-version 2.21.33363.0", "", "",
+                     "strace -f -c -o '" + summary.string() + "' ");
+  ASSERT_EQ(run.code, 0) << run.output;
+  EXPECT_TRUE(contains(run.output, "  Success:    " + std::to_string(kFolders + 2))) << run.output;
+  size_t stats = testing::stat_calls(testing::read_file(summary));
+  std::filesystem::remove(summary);
+  // Per folder: its name in the compiler folder's listing, its four files, the flags file read.
+  EXPECT_LE(stats, (kFolders + 5) * 6u + 150) << stats;
 }
 
 TEST_F(CliTest, StatusOfAMissingCacheSaysSo) {

@@ -241,6 +241,45 @@ TEST(RangedDownloadTest, AResumedSinglePartFileAsksForTheRestOnly) {
   EXPECT_EQ(done.result.bytes_resumed, 20000u);
 }
 
+// Files of 4 MiB and more are hashed on the HashWorker: whole, in parts, resumed from a prefix or
+// a span that lies, and mismatching, they give what the small files hashed inline give.
+TEST(RangedDownloadTest, LargeFilesHashedOffTheTransferThreadAreVerifiedAlike) {
+  std::string content = random_bytes((13 << 20) + 5, 11);
+  const std::string digest = sha256_hex(content);
+  RangeServer server(content);
+  for (uint64_t part_size : {64ull << 20, 3ull << 20}) {
+    Resume resume;
+    resume.part_size = part_size;
+    Downloaded done = download(server.url(), content.size(), digest, resume);
+    ASSERT_TRUE(done.result.ok) << part_size << ": " << done.result.error;
+    EXPECT_TRUE(done.content == content) << part_size;
+  }
+
+  Resume prefix;
+  prefix.part_size = 64ull << 20;
+  prefix.prefill = {{0, content.substr(0, 5 << 20)}};
+  prefix.on_disk = {{0, (5u << 20) - 1}};
+  Downloaded resumed = download(server.url(), content.size(), digest, prefix);
+  ASSERT_TRUE(resumed.result.ok) << resumed.result.error;
+  EXPECT_TRUE(resumed.content == content);
+  EXPECT_EQ(resumed.result.bytes_resumed, 5u << 20);
+
+  Resume lying = prefix;
+  lying.prefill = {{0, std::string(5 << 20, 'x')}};
+  Downloaded refetched = download(server.url(), content.size(), digest, lying);
+  ASSERT_TRUE(refetched.result.ok) << refetched.result.error;
+  EXPECT_TRUE(refetched.content == content);
+  EXPECT_EQ(refetched.result.bytes_resumed, 0u);
+
+  WholeBodyServer whole(content);
+  Resume parts;
+  parts.part_size = 4ull << 20;
+  Downloaded corrupt = download(whole.url(), content.size(), std::string(64, '0'), parts);
+  EXPECT_FALSE(corrupt.result.ok);
+  EXPECT_EQ(corrupt.result.error, "corrupt: " + digest);
+  EXPECT_EQ(whole.requests.load(), 4 + 2) << "four parts, then two whole-file refetches";
+}
+
 // Spans that claim bytes the disk does not hold: the digest catches it, the whole file is fetched
 // again as one stream, and nothing counts as resumed.
 TEST(RangedDownloadTest, SpansThatLieEndInAWholeFileRefetch) {

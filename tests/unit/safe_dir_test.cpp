@@ -4,8 +4,10 @@
 
 #include <fcntl.h>
 #include <gtest/gtest.h>
+
 #include <sys/stat.h>
 #include <unistd.h>
+#include <set>
 
 #include <string>
 
@@ -177,6 +179,26 @@ TEST_F(SafeDirTest, ListReportsTypesAndSizesWithoutFollowingLinks) {
   EXPECT_EQ(seen["file"], std::make_pair(sys::NodeType::File, uint64_t{3}));
   EXPECT_EQ(seen["dir"].first, sys::NodeType::Directory);
   EXPECT_EQ(seen["link"], std::make_pair(sys::NodeType::Symlink, uint64_t{0}));
+}
+
+// A folder larger than one getdents64 buffer is listed whole, and again from its start by the
+// next list() (the offset is the descriptor's own); its size from that listing is tree_size's.
+TEST_F(SafeDirTest, ListOfALargeFolderIsWholeEveryTime) {
+  fs::path big = root() / "MODULE_big";
+  for (int i = 0; i < 1500; ++i)
+    write_file(big / ("a-rather-long-file-name-to-fill-the-buffer-" + std::to_string(i)), "xy");
+  write_file(big / "nested" / "more.bin", std::string(10, 'm'));
+  sys::SafeDir dir = sys::SafeDir::open(big);
+  std::vector<sys::DirEntry> first = dir.list();
+  std::vector<sys::DirEntry> second = dir.list();
+  EXPECT_EQ(first.size(), 1501u);
+  EXPECT_EQ(second.size(), first.size());
+  std::set<std::string> names;
+  for (const auto& item : second) names.insert(item.name);
+  EXPECT_EQ(names.size(), 1501u);
+  EXPECT_FALSE(names.count(".") || names.count(".."));
+  EXPECT_EQ(dir.listed_size(first), 3010u);
+  EXPECT_EQ(sys::SafeDir::open(root()).tree_size("MODULE_big"), 3010u);
 }
 
 TEST_F(SafeDirTest, MoveToWithNoReplaceKeepsTheExistingFile) {

@@ -44,9 +44,12 @@ TEST(StandIn, WritesOneCompleteEntryPerGraph) {
   local::CacheTree tree = local::LocalCache(tmp / "cache").scan("");
   ASSERT_EQ(tree.compilers.size(), 1u);
   ASSERT_EQ(tree.compilers[0].modules.size(), 2u);
+  local::LocalCache cache(tmp / "cache");
+  sys::SafeDir compiler_dir = sys::SafeDir::open(tmp / "cache" / tree.compilers[0].name);
   for (const auto& module : tree.compilers[0].modules) {
     EXPECT_EQ(module.state, layout::EntryState::Success);
-    EXPECT_EQ(module.module.flags_key, module.flags_file_key);
+    EXPECT_EQ(module.module.flags_key,
+              cache.inspect_module(compiler_dir, module.name, true).flags_file_key);
   }
   EXPECT_TRUE(fs::exists(tmp / "out1" / "neuron_config.json"));
   EXPECT_TRUE(contains(read_file(tmp / "out1" / "model.neuron-info.txt"), ctx_module(config)));

@@ -148,7 +148,7 @@ void inspect_module(Context& context, const fs::path& dir, bool json) {
   local::LocalCache cache(path.parent_path().parent_path(),
                           {context.settings().hf_hub_cache.value});
   sys::SafeDir parent = sys::SafeDir::open(path.parent_path());
-  local::ModuleEntry module = cache.inspect_module(parent, path.filename().string());
+  local::ModuleEntry module = cache.inspect_module(parent, path.filename().string(), true);
   if (json) {
     print_json(module_json(module));
   } else {

@@ -1,7 +1,9 @@
 // `neuron-cache status`: what optimum-cli neuron cache status shows, plus registry counts.
 #include <array>
 #include <cstdio>
+#include <future>
 #include <iostream>
+#include <map>
 
 #include "neuron_cache/cli/context.h"
 #include "neuron_cache/cli/output.h"
@@ -32,27 +34,35 @@ struct Totals {
   int complete_configurations = 0;  // ... whose MODULE_ folders are all complete
 };
 
-// Configurations neuron-cache recorded for one compiler folder, and how many are complete.
-std::pair<int, int> count_configurations(const local::LocalCache& cache,
-                                         const local::CompilerDir& compiler) {
+// Configurations neuron-cache recorded and how many are complete, by compiler version.
+using Recorded = std::map<std::string, std::pair<int, int>>;
+
+Recorded count_configurations(const local::LocalCache& cache) {
   local::LocalIndex index(cache);
-  int recorded = 0, complete = 0;
-  for (const auto& [key, entry] : index.entries(compiler.version, nullptr)) {
-    ++recorded;
-    bool all = std::all_of(entry.modules.begin(), entry.modules.end(), [&](const auto& module) {
-      return index.module_complete(compiler.name, module);
-    });
-    complete += all ? 1 : 0;
+  Recorded out;
+  for (const auto& version : index.compiler_versions()) {
+    std::string compiler_dir = layout::compiler_dir_name(version);
+    int recorded = 0, complete = 0;
+    for (const auto& [key, entry] : index.entries(version, nullptr)) {
+      ++recorded;
+      bool all = std::all_of(entry.modules.begin(), entry.modules.end(), [&](const auto& module) {
+        return index.module_complete(compiler_dir, module);
+      });
+      complete += all ? 1 : 0;
+    }
+    out[version] = {recorded, complete};
   }
-  return {recorded, complete};
+  return out;
 }
 
-Totals tally(const local::LocalCache& cache, const local::CacheTree& tree) {
+// Only the compiler folders of the cache count, as before the local index was read apart.
+Totals tally(const local::CacheTree& tree, const Recorded& recorded) {
   Totals totals;
   for (const auto& compiler : tree.compilers) {
-    auto [recorded, complete] = count_configurations(cache, compiler);
-    totals.configurations += recorded;
-    totals.complete_configurations += complete;
+    if (auto it = recorded.find(compiler.version); it != recorded.end()) {
+      totals.configurations += it->second.first;
+      totals.complete_configurations += it->second.second;
+    }
     for (const auto& module : compiler.modules) {
       Tally& t = totals.by_state[static_cast<size_t>(module.state)];
       ++t.count;
@@ -158,8 +168,13 @@ void status(Context& context, bool json, bool zero_stats) {
   const config::Settings& settings = context.settings_with_compiler();
   local::LocalCache cache(settings.local_cache_root(), {settings.hf_hub_cache.value});
   if (zero_stats) report::zero_stats(cache.root());
+  // The local index is read on a second thread while the tree is scanned: they read disjoint
+  // folders and cost about the same (10,000 MODULE_ folders recorded by 5,000 configurations:
+  // 0.5 s of CPU in all).
+  std::future<Recorded> recorded =
+      std::async(std::launch::async, [&cache] { return count_configurations(cache); });
   local::CacheTree tree = cache.scan(settings.compiler_version.value);
-  Totals totals = tally(cache, tree);
+  Totals totals = tally(tree, recorded.get());
   report::Stats stats = report::read_stats(cache.root());
   if (json) {
     nlohmann::json out = to_json(tree, totals);

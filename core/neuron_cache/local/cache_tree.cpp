@@ -202,8 +202,8 @@ layout::EntryState state_of_written_folder(const sys::SafeDir& module_dir,
   return layout::classify(files);
 }
 
-ModuleEntry LocalCache::inspect_module(const sys::SafeDir& compiler_dir,
-                                       const std::string& name) const {
+ModuleEntry LocalCache::inspect_module(const sys::SafeDir& compiler_dir, const std::string& name,
+                                       bool with_flags_key) const {
   ModuleEntry entry;
   entry.compiler_dir = compiler_dir.path().filename().string();
   entry.name = name;
@@ -223,8 +223,8 @@ ModuleEntry LocalCache::inspect_module(const sys::SafeDir& compiler_dir,
   }
   std::sort(entry.files.lock_files.begin(), entry.files.lock_files.end());
   entry.state = layout::classify(entry.files);
-  entry.size_bytes = compiler_dir.tree_size(name);
-  if (!entry.flags_file.empty()) {
+  entry.size_bytes = dir->listed_size(files);
+  if (with_flags_key && !entry.flags_file.empty()) {
     auto file = std::find_if(files.begin(), files.end(),
                              [&](const sys::DirEntry& f) { return f.name == entry.flags_file; });
     try {

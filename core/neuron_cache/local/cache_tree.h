@@ -24,7 +24,7 @@ struct ModuleEntry {
   std::vector<std::string> file_names;
   std::vector<std::string> untrusted_links;  // symlinks pointing outside the trusted places
   std::string flags_file;                    // compile_flags.json, compile_flags.txt or empty
-  std::string flags_file_key;                // MD5[:8] of the flags file bytes
+  std::string flags_file_key;                // MD5[:8] of the flags file bytes (inspect only)
   std::string hlo_file;                      // model.hlo_module.pb, model.hlo.pb or empty
 };
 
@@ -86,7 +86,10 @@ class LocalCache {
   bool exists() const;
 
   CacheTree scan(const std::string& installed_compiler, bool with_registry = true) const;
-  ModuleEntry inspect_module(const sys::SafeDir& compiler_dir, const std::string& name) const;
+  // With `with_flags_key`, also reads the flags file for flags_file_key (inspect shows it); status,
+  // cleanup and seeding do without that read (7 system calls per folder).
+  ModuleEntry inspect_module(const sys::SafeDir& compiler_dir, const std::string& name,
+                             bool with_flags_key = false) const;
   std::vector<RegistryFile> scan_registry(const sys::SafeDir& compiler_dir) const;
 
   // Where reading the symlink `name` in `dir` goes: its target when that is inside the root or

@@ -546,7 +546,9 @@ void EntryInstall::stage_done_marker() {
                             ": no model.neff was staged, so it would not be a compiled graph");
   }
   staging_->remove_file(layout::kDone);
-  staging_->write_new_file(std::string(layout::kDone), "");
+  // Empty, and flushed with the rest of the staged folder by the commit that follows: an fsync
+  // of its own cost more than the small entries it marks (one per MODULE folder).
+  staging_->create_new(std::string(layout::kDone));
 }
 
 bool EntryInstall::is_traced() const {

@@ -156,6 +156,17 @@ std::map<std::string, ai::Entry> LocalIndex::entries(const std::string& compiler
   return out;
 }
 
+std::vector<std::string> LocalIndex::compiler_versions() const {
+  std::vector<std::string> out;
+  const sys::SafeDir* dir = folder(std::string(ai::kLocalDir));
+  if (!dir) return out;
+  for (const auto& item : dir->list()) {
+    if (item.type != sys::NodeType::Directory) continue;
+    if (auto version = layout::compiler_version_of(item.name)) out.push_back(*version);
+  }
+  return out;
+}
+
 std::optional<ai::Entry> LocalIndex::find(const std::string& compiler_version,
                                           const std::string& key) const {
   std::string path = ai::local_entry_path(compiler_version, key);

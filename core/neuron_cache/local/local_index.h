@@ -22,6 +22,8 @@ class LocalIndex {
   // Every readable entry of one compiler version; unreadable files are reported in `problems`.
   std::map<std::string, artifact_index::Entry> entries(const std::string& compiler_version,
                                                        std::vector<std::string>* problems) const;
+  // The compiler versions that have an entry folder (whether or not it holds entries).
+  std::vector<std::string> compiler_versions() const;
   std::optional<artifact_index::Entry> find(const std::string& compiler_version,
                                             const std::string& key) const;
   // Writes (or replaces) the entry atomically: a reader sees the old file or the new one.

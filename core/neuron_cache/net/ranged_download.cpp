@@ -7,9 +7,9 @@
 #include <cerrno>
 #include <cstring>
 
-#include "neuron_cache/sys/fd.h"
-
+#include "neuron_cache/net/hash_worker.h"
 #include "neuron_cache/net/meter.h"
+#include "neuron_cache/sys/fd.h"
 
 namespace neuron_cache::net {
 namespace {
@@ -21,24 +21,28 @@ constexpr int kMaxCorruptRetries = 2;
 // The installer flushes every file before it becomes visible: asking the kernel to start writing
 // each 16 MiB as it arrives lets the disk work during the download instead of after.
 constexpr uint64_t kWritebackChunk = 16ull << 20;
+// Files at least this large are hashed on the HashWorker, handed over in ranges of at least this
+// much; smaller ones are hashed as they arrive (a hand-over would cost more than their hash).
+constexpr uint64_t kHashChunk = 4ull << 20;
 
 // One file's download, shared by its parts. A ranged download is hashed in file order while its
-// parts stream in: bytes at the frontier are hashed from memory, bytes a later part wrote ahead
-// of it (or an interrupted run left) are read back from the page cache once the frontier reaches
-// them. So no part is read back after the download ends.
+// parts stream in: the HashWorker reads the bytes behind the frontier back from the page cache
+// (bytes a later part wrote ahead of it, or an interrupted run left, once the frontier reaches
+// them), so the hash is done when the last part is.
 struct FileState {
   RangedFile* file = nullptr;
   RangedResult* result = nullptr;
   size_t parts_left = 0;
   bool failed = false;
   int corrupt_retries = 0;
-  std::optional<Hasher> hasher;   // the parts' hash frontier
-  uint64_t hashed = 0;            // bytes [0, hashed) went through `hasher`
-  uint64_t part_size = 0;         // every part but the last is this long
-  std::vector<uint64_t> written;  // per part: bytes [part start, written) are on disk
-  uint64_t resumed = 0;           // bytes of RangedFile::on_disk still counted on
-  uint64_t on_disk = 0;           // bytes in the `written` spans
-  uint64_t reported = 0;          // `on_disk` when on_progress was last told
+  HashWorker* worker = nullptr;
+  std::shared_ptr<HashWorker::Stream> stream;  // the parts' hash, none without a digest
+  uint64_t frontier = 0;                       // bytes [0, frontier) are on disk
+  uint64_t part_size = 0;                      // every part but the last is this long
+  std::vector<uint64_t> written;               // per part: bytes [part start, written) are on disk
+  uint64_t resumed = 0;                        // bytes of RangedFile::on_disk still counted on
+  uint64_t on_disk = 0;                        // bytes in the `written` spans
+  uint64_t reported = 0;                       // `on_disk` when on_progress was last told
 
   void fail(const std::string& error) {
     if (!failed) result->error = error;
@@ -54,30 +58,31 @@ struct FileState {
     if (on_disk >= reported + kProgressStep) report();
   }
 
-  // Records that a part wrote `bytes` at `offset` and moves the hash frontier as far as the bytes
-  // on disk allow.
-  void advance(size_t part, uint64_t offset, std::string_view bytes) {
-    record(part, offset + bytes.size());
-    if (!hasher || offset != hashed) return;
-    hasher->update(bytes);
-    hashed += bytes.size();
-    catch_up();
+  // Moves the frontier over the bytes on disk that follow it; the worker gets them once a chunk
+  // has gathered, or the file is whole.
+  void move_frontier() {
+    if (!stream) return;
+    while (frontier < file->size) {
+      uint64_t until = written[frontier / part_size];
+      if (until <= frontier) break;
+      frontier = until;
+    }
+    if (frontier - stream->handed_over >= kHashChunk || frontier == file->size) {
+      worker->feed(stream, frontier);
+    }
   }
 
-  // Hashes, from disk, the bytes the parts wrote ahead of the frontier, as far as they reach.
-  void catch_up() {
-    while (hashed < file->size) {
-      uint64_t until = written[hashed / part_size];
-      if (until <= hashed) return;
-      if (!hash_range(file->fd, *hasher, hashed, until)) {
-        return fail("cannot read back the downloaded bytes of " + file->name + " to verify them");
-      }
-      hashed = until;
-    }
+  // The parts' digest once every part is on disk; nothing when a byte could not be read back.
+  std::optional<std::string> digest_of_parts() {
+    move_frontier();
+    if (!worker->finish(*stream)) return std::nullopt;
+    return stream->hasher.hex_digest();
   }
 
   // The file starts again from byte 0 as one stream: nothing on disk counts any more.
   void restart_whole() {
+    HashWorker::drop(stream);
+    stream.reset();
     written.assign(1, 0);
     on_disk = resumed = 0;
     if (reported > 0) report();  // a journal must not keep claiming bytes being rewritten
@@ -129,7 +134,7 @@ class RangeExchange : public Exchange {
       r.headers.push_back("Range: bytes=" + std::to_string(range->first) + "-" +
                           std::to_string(range->last));
     }
-    if (whole_ && pos_ == start_) hasher_ = new_hasher(file_.verify);
+    if (whole_ && pos_ == start_) restart_hash();
     skip_ = 0;
     return r;
   }
@@ -149,7 +154,7 @@ class RangeExchange : public Exchange {
       return;
     }
     pos_ = start_;
-    hasher_ = new_hasher(file_.verify);
+    restart_hash();
     state_->restart_whole();
     if (ftruncate(file_.fd, 0) != 0) {
       state_->fail("cannot truncate the destination of " + file_.name +
@@ -211,13 +216,13 @@ class RangeExchange : public Exchange {
                    std::strerror(error));
       return false;
     }
-    if (whole_) {
-      if (hasher_) hasher_->update(bytes);
-      state_->record(part_, pos_ + bytes.size());
-    } else {
-      state_->advance(part_, pos_, bytes);
-    }
+    state_->record(part_, pos_ + bytes.size());
+    if (whole_ && hasher_) hasher_->update(bytes);
     pos_ += bytes.size();
+    if (whole_ && stream_ && pos_ - stream_->handed_over >= kHashChunk) {
+      state_->worker->feed(stream_, pos_);
+    }
+    if (!whole_) state_->move_frontier();
     start_writeback();
     return !state_->failed;
   }
@@ -225,10 +230,35 @@ class RangeExchange : public Exchange {
   // A whole file resumed at pos_: its hash starts with the bytes already on disk. Bytes that
   // cannot be read back are fetched again.
   void hash_resumed_prefix() {
-    hasher_ = new_hasher(file_.verify);
-    if (!hasher_ || hash_range(file_.fd, *hasher_, start_, pos_)) return;
+    restart_hash();
+    Hasher* hasher = stream_ ? &stream_->hasher : hasher_ ? &*hasher_ : nullptr;
+    // Before any hand-over: the worker has nothing of this stream yet.
+    if (!hasher || hash_range(file_.fd, *hasher, start_, pos_)) {
+      if (stream_) stream_->handed_over = pos_;
+      return;
+    }
     pos_ = start_;
     state_->restart_whole();
+  }
+
+  // A whole file's hash from its first byte: on the worker when the file is large.
+  void restart_hash() {
+    HashWorker::drop(stream_);
+    stream_.reset();
+    hasher_ = new_hasher(file_.verify);
+    if (hasher_ && file_.size >= kHashChunk) {
+      stream_ = std::make_shared<HashWorker::Stream>(file_.fd, std::move(*hasher_));
+      hasher_.reset();
+    }
+  }
+
+  // The content's digest once every byte is on disk; nothing when one could not be read back.
+  std::optional<std::string> digest() {
+    if (!whole_) return state_->digest_of_parts();
+    if (!stream_) return hasher_->hex_digest();
+    state_->worker->feed(stream_, pos_);
+    if (!state_->worker->finish(*stream_)) return std::nullopt;
+    return stream_->hasher.hex_digest();
   }
 
   void start_writeback() {
@@ -257,7 +287,14 @@ class RangeExchange : public Exchange {
     if (--state_->parts_left > 0) return std::nullopt;
     const Verification& verify = file_.verify;
     std::string actual;
-    if (verify.algorithm) actual = whole_ ? hasher_->hex_digest() : state_->hasher->hex_digest();
+    if (verify.algorithm) {
+      std::optional<std::string> hashed = digest();
+      if (!hashed) {
+        state_->fail("cannot read back the downloaded bytes of " + file_.name + " to verify them");
+        return std::nullopt;
+      }
+      actual = *hashed;
+    }
     if (!verify.algorithm || actual == verify.digest) {
       state_->result->ok = true;
       state_->result->bytes_resumed = state_->resumed;
@@ -293,7 +330,8 @@ class RangeExchange : public Exchange {
   uint64_t written_back_ = pos_;
   bool whole_;
   RetryPolicy policy_;
-  std::optional<Hasher> hasher_;  // a whole file's hash
+  std::optional<Hasher> hasher_;                // a whole small file's hash
+  std::shared_ptr<HashWorker::Stream> stream_;  // a whole large file's hash
   bool asked_range_ = false;
   uint64_t skip_ = 0;
   uint64_t last_pos_ = 0;
@@ -372,6 +410,7 @@ std::optional<Hasher> new_hasher(const Verification& verify) {
 std::vector<RangedResult> download_ranged(HttpEngine& http, std::vector<RangedFile>& files,
                                           const RangedOptions& options) {
   std::vector<RangedResult> results(files.size());
+  HashWorker worker;
   std::vector<std::unique_ptr<RangeExchange>> exchanges;
   uint64_t bytes = 0;  // to fetch: the bytes on disk never come over the wire
   for (size_t i = 0; i < files.size(); ++i) {
@@ -379,15 +418,18 @@ std::vector<RangedResult> download_ranged(HttpEngine& http, std::vector<RangedFi
     state->file = &files[i];
     state->result = &results[i];
     state->part_size = options.part_size;
+    state->worker = &worker;
     std::vector<Part> parts = plan_parts(files[i], options.part_size);
     if (resumes_whole_file(files[i], parts, results[i])) continue;
-    if (parts.size() > 1) state->hasher = new_hasher(files[i].verify);
+    std::optional<Hasher> hasher = parts.size() > 1 ? new_hasher(files[i].verify) : std::nullopt;
+    if (hasher)
+      state->stream = std::make_shared<HashWorker::Stream>(files[i].fd, std::move(*hasher));
     for (const Part& part : parts) {
       state->written.push_back(part.from);
       state->resumed += part.from - part.start;
     }
     state->on_disk = state->reported = state->resumed;
-    if (state->hasher) state->catch_up();  // the resumed prefix, read back from disk
+    state->move_frontier();  // the resumed prefix, read back from disk
     bytes += files[i].size - state->resumed;
     for (size_t p = 0; p < parts.size(); ++p) {
       if (parts[p].from == parts[p].end && parts.size() > 1) continue;  // on disk already

@@ -11,6 +11,7 @@
 #include <cerrno>
 #include <chrono>
 #include <climits>
+#include <cstddef>
 #include <cstdlib>
 #include <cstring>
 #include <random>
@@ -208,23 +209,29 @@ bool claim_abandoned(const SafeDir& area, const DirEntry& item, std::optional<Sa
 }
 
 std::vector<DirEntry> SafeDir::list() const {
-  int fd = fcntl(fd_.get(), F_DUPFD_CLOEXEC, 0);  // a child forked meanwhile must not get it
-  DIR* dir = fd < 0 ? nullptr : fdopendir(fd);
-  if (dir == nullptr) {
-    if (fd >= 0) close(fd);
-    throw io_error("cannot list", path_);
-  }
-  rewinddir(dir);
+  // getdents64 on the folder's own descriptor, from its start: a duplicate for a DIR stream
+  // shared the offset anyway, and cost five more system calls per folder (status lists every
+  // MODULE_ folder of the cache).
+  if (lseek(fd_.get(), 0, SEEK_SET) != 0) throw io_error("cannot list", path_);
+  std::vector<char> buffer(32768);
   std::vector<DirEntry> entries;
-  while (dirent* item = readdir(dir)) {
-    std::string name = item->d_name;
-    if (name == "." || name == "..") continue;
-    struct stat info {};
-    if (fstatat(fd_.get(), name.c_str(), &info, AT_SYMLINK_NOFOLLOW) != 0) continue;
-    entries.push_back(to_entry(std::move(name), info));
+  while (true) {
+    ssize_t n = getdents64(fd_.get(), buffer.data(), buffer.size());
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) throw io_error("cannot list", path_);
+    if (n == 0) return entries;
+    for (ssize_t at = 0; at < n;) {
+      const char* record = buffer.data() + at;
+      unsigned short length = 0;
+      std::memcpy(&length, record + offsetof(dirent64, d_reclen), sizeof length);
+      std::string name(record + offsetof(dirent64, d_name));  // the kernel ends it with NUL
+      at += length == 0 ? n : length;
+      if (name == "." || name == "..") continue;
+      struct stat info {};
+      if (fstatat(fd_.get(), name.c_str(), &info, AT_SYMLINK_NOFOLLOW) != 0) continue;
+      entries.push_back(to_entry(std::move(name), info));
+    }
   }
-  closedir(dir);
-  return entries;
 }
 
 std::optional<DirEntry> SafeDir::entry(std::string_view name) const {
@@ -436,10 +443,13 @@ uint64_t SafeDir::tree_size(std::string_view name) const {
   if (!node) return 0;
   if (node->type != NodeType::Directory) return node->size;
   std::optional<SafeDir> sub = open_subdir(name);
+  return sub ? sub->listed_size(sub->list()) : 0;
+}
+
+uint64_t SafeDir::listed_size(const std::vector<DirEntry>& listed) const {
   uint64_t total = 0;
-  if (sub) {
-    for (const auto& child : sub->list()) total += sub->tree_size(child.name);
-  }
+  for (const auto& child : listed)
+    total += child.type == NodeType::Directory ? tree_size(child.name) : child.size;
   return total;
 }
 

@@ -83,6 +83,9 @@ class SafeDir {
   uint64_t remove_tree(std::string_view name) const;
   // Bytes of the regular files below `name` (symlinks are not followed nor counted).
   uint64_t tree_size(std::string_view name) const;
+  // The same for this directory, given `listed`, what list() just returned: its files are not
+  // asked about again (status of 10,000 entries made 13 stat calls per entry, 9 of them here).
+  uint64_t listed_size(const std::vector<DirEntry>& listed) const;
 
   void sync() const;
   int fd() const { return fd_.get(); }
