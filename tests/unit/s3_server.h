@@ -34,6 +34,7 @@ class S3Server {
 
   std::string endpoint() const;  // http://127.0.0.1:PORT (AWS_ENDPOINT_URL)
   int port() const { return port_; }
+  pid_t pid() const { return pid_; }
   const std::string& bucket() const { return bucket_; }
   // s3://bucket/prefix
   std::string url(const std::string& prefix) const;
