@@ -2,6 +2,7 @@
 // and one that answers it, resuming from spans an interrupted download left on disk.
 #include "neuron_cache/net/ranged_download.h"
 
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <httplib.h>
 #include <unistd.h>
@@ -10,6 +11,8 @@
 #include <chrono>
 #include <cinttypes>
 #include <cstdio>
+#include <fstream>
+#include <iterator>
 #include <mutex>
 #include <random>
 #include <thread>
@@ -278,6 +281,35 @@ TEST(RangedDownloadTest, LargeFilesHashedOffTheTransferThreadAreVerifiedAlike) {
   EXPECT_FALSE(corrupt.result.ok);
   EXPECT_EQ(corrupt.result.error, "corrupt: " + digest);
   EXPECT_EQ(whole.requests.load(), 4 + 2) << "four parts, then two whole-file refetches";
+}
+
+// A caller may hand a write-only descriptor for a file of one part (hub-transfer does): a large
+// one is then hashed as it arrives, not read back.
+TEST(RangedDownloadTest, AWriteOnlyDestinationOfOnePartIsHashedAsItArrives) {
+  std::string content = random_bytes((6 << 20) + 3, 12);
+  RangeServer server(content);
+  char path[] = "/tmp/ranged-write-only-XXXXXX";
+  int fd = mkstemp(path);
+  ASSERT_GE(fd, 0);
+  close(fd);
+  fd = ::open(path, O_WRONLY | O_TRUNC | O_CLOEXEC);
+  ASSERT_GE(fd, 0);
+  HttpOptions http_options;
+  http_options.endpoint = server.url();
+  HttpEngine http(http_options);
+  std::vector<RangedFile> files;
+  files.push_back({"file",
+                   fd,
+                   content.size(),
+                   {HashAlgorithm::Sha256, "", sha256_hex(content)},
+                   std::make_unique<PlainSource>(server.url())});
+  RangedResult result = download_ranged(http, files, RangedOptions{})[0];
+  close(fd);
+  std::ifstream in(path, std::ios::binary);
+  std::string written((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  unlink(path);
+  EXPECT_TRUE(result.ok) << result.error;
+  EXPECT_TRUE(written == content);
 }
 
 // Spans that claim bytes the disk does not hold: the digest catches it, the whole file is fetched

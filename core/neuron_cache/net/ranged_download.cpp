@@ -25,6 +25,13 @@ constexpr uint64_t kWritebackChunk = 16ull << 20;
 // much; smaller ones are hashed as they arrive (a hand-over would cost more than their hash).
 constexpr uint64_t kHashChunk = 4ull << 20;
 
+// Whether the worker can read the file back: a caller may hand a write-only descriptor for a
+// file of one part, which is then hashed as it arrives.
+bool readable(int fd) {
+  int flags = fcntl(fd, F_GETFL);
+  return flags >= 0 && (flags & O_ACCMODE) != O_WRONLY;
+}
+
 // One file's download, shared by its parts. A ranged download is hashed in file order while its
 // parts stream in: the HashWorker reads the bytes behind the frontier back from the page cache
 // (bytes a later part wrote ahead of it, or an interrupted run left, once the frontier reaches
@@ -246,7 +253,7 @@ class RangeExchange : public Exchange {
     HashWorker::drop(stream_);
     stream_.reset();
     hasher_ = new_hasher(file_.verify);
-    if (hasher_ && file_.size >= kHashChunk) {
+    if (hasher_ && file_.size >= kHashChunk && readable(file_.fd)) {
       stream_ = std::make_shared<HashWorker::Stream>(file_.fd, std::move(*hasher_));
       hasher_.reset();
     }
