@@ -258,25 +258,33 @@ std::map<std::string, std::pair<std::string, uint64_t>> index_files(hub::HubClie
 
 // Lays out a compiled configuration (two small MODULE_ folders) in the cache under `home` and
 // records it in the local index, as compile leaves it.
-void compile_locally(const fs::path& home, const cache_key::KeyInputs& in) {
-  local::LocalCache cache(home / "cache");
-  local::LocalIndex index(cache);
+// The entry of configuration `in`, its two small MODULE_ folders written in `cache` (their
+// flags file holds `flags`) and recorded in `index`; written to the index by the caller.
+ai::Entry lay_out_entry(const local::LocalCache& cache, const local::LocalIndex& index,
+                        const cache_key::KeyInputs& in, const std::string& flags) {
   ai::Entry e;
   e.inputs = in;
   e.key = cache_key::key_of(in);
-  e.configuration = "c-new";
   std::string compiler_dir = e.compiler_dir();
   for (int graph = 0; graph < 2; ++graph) {
     std::string name = module_name(e.key, graph);
     fs::path dir = cache.root() / compiler_dir / name;
     testing::write_file(dir / "model.hlo_module.pb", "hlo " + name);
-    testing::write_file(dir / "compile_flags.json", "[]");
+    testing::write_file(dir / "compile_flags.json", flags);
     testing::write_file(dir / "model.neff", "neff " + name);
     testing::write_file(dir / "model.done", "");
     e.modules.push_back(index.record_module(compiler_dir, name));
   }
-  e.compile_seconds = 1800;
   e.tool = "scale-bench";
+  return e;
+}
+
+void compile_locally(const fs::path& home, const cache_key::KeyInputs& in) {
+  local::LocalCache cache(home / "cache");
+  local::LocalIndex index(cache);
+  ai::Entry e = lay_out_entry(cache, index, in, "[]");
+  e.configuration = "c-new";
+  e.compile_seconds = 1800;
   e.created_at = ai::utc_now();
   index.write(e);
 }
@@ -319,23 +327,11 @@ void push_one(const testing::HubServer& server, hub::HubClient& client, const st
 void lay_out_local_cache(const fs::path& root, int entries) {
   local::LocalCache cache(root);
   local::LocalIndex index(cache);
-  std::string compiler_dir = std::string("neuronxcc-") + kCompiler;
   auto start = Clock::now();
   for (int i = 0; i < entries / 2; ++i) {
-    ai::Entry e;
-    e.inputs = inputs(i / 20, i % 20, std::string(40, 'b'));
-    e.key = cache_key::key_of(e.inputs);
+    ai::Entry e = lay_out_entry(cache, index, inputs(i / 20, i % 20, std::string(40, 'b')),
+                                "[\"--target=trn1\"]");
     e.configuration = "c" + std::to_string(i % 20);
-    for (int graph = 0; graph < 2; ++graph) {
-      std::string name = module_name(e.key, graph);
-      fs::path dir = cache.root() / compiler_dir / name;
-      testing::write_file(dir / "model.hlo_module.pb", "hlo " + name);
-      testing::write_file(dir / "compile_flags.json", "[\"--target=trn1\"]");
-      testing::write_file(dir / "model.neff", "neff " + name);
-      testing::write_file(dir / "model.done", "");
-      e.modules.push_back(index.record_module(compiler_dir, name));
-    }
-    e.tool = "scale-bench";
     e.created_at = "2026-11-30T12:00:00Z";
     index.write(e);
   }
