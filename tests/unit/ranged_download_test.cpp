@@ -79,6 +79,7 @@ class RangeServer {
         ranges_.push_back(range);
         sent_ += body.size();
       }
+      if (uint64_t cut = cut_after.exchange(0); cut > 0) return send_cut(response, body, cut);
       response.set_content(body, "application/octet-stream");
     });
     port_ = server_.bind_to_any_port("127.0.0.1");
@@ -101,8 +102,22 @@ class RangeServer {
     std::lock_guard lock(mutex_);
     return sent_;
   }
+  // When set, the next answer sends this many bytes of its body in odd-sized writes, then
+  // breaks the connection.
+  std::atomic<uint64_t> cut_after{0};
 
  private:
+  static void send_cut(httplib::Response& response, std::string body, uint64_t cut) {
+    uint64_t length = body.size();
+    response.set_content_provider(
+        length, "application/octet-stream",
+        [body = std::move(body), cut](size_t offset, size_t, httplib::DataSink& sink) {
+          if (offset >= cut) return false;
+          size_t size = std::min<size_t>(999, static_cast<size_t>(cut - offset));
+          return sink.write(body.data() + offset, size);
+        });
+  }
+
   std::string content_;
   httplib::Server server_;
   int port_ = 0;
@@ -242,6 +257,24 @@ TEST(RangedDownloadTest, AResumedSinglePartFileAsksForTheRestOnly) {
   EXPECT_EQ(server.ranges(), std::vector<std::string>{range_header(20000, content.size() - 1)});
   EXPECT_EQ(server.sent(), content.size() - 20000);
   EXPECT_EQ(done.result.bytes_resumed, 20000u);
+}
+
+// Bytes are written in whole pages, a page's first bytes held until its end arrives: an answer
+// cut mid-page resumes from the last byte received (the held ones are written, not asked again).
+TEST(RangedDownloadTest, AnAnswerCutMidPageResumesFromTheLastByteReceived) {
+  for (uint64_t size : {uint64_t{(1 << 20) + 123}, uint64_t{(5 << 20) + 7}}) {
+    std::string content = random_bytes(size, 12);
+    RangeServer server(content);
+    server.cut_after = 300001;
+    Resume resume;
+    resume.part_size = 64 << 20;
+    Downloaded done = download(server.url(), content.size(), sha256_hex(content), resume);
+    ASSERT_TRUE(done.result.ok) << done.result.error;
+    EXPECT_TRUE(done.content == content) << size;
+    EXPECT_EQ(server.ranges(),
+              (std::vector<std::string>{"", range_header(300001, content.size() - 1)}))
+        << size;
+  }
 }
 
 // Files of 4 MiB and more are hashed on the HashWorker: whole, in parts, resumed from a prefix or

@@ -1,6 +1,7 @@
 #include "neuron_cache/net/ranged_download.h"
 
 #include <fcntl.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -24,6 +25,9 @@ constexpr uint64_t kWritebackChunk = 16ull << 20;
 // Files at least this large are hashed on the HashWorker, handed over in ranges of at least this
 // much; smaller ones are hashed as they arrive (a hand-over would cost more than their hash).
 constexpr uint64_t kHashChunk = 4ull << 20;
+// Files are written in whole pages: a write that starts a page makes the kernel zero the rest
+// of it before the next write copies over it (a third of the copy's cost, measured).
+constexpr uint64_t kPage = 4096;
 
 // Whether the worker can read the file back: a caller may hand a write-only descriptor for a
 // file of one part, which is then hashed as it arrives.
@@ -147,6 +151,14 @@ class RangeExchange : public Exchange {
   }
 
   bool streams_body() const override { return true; }
+  // The last part is on disk and the file's digest is on the worker.
+  bool awaiting_digest() const { return awaiting_digest_; }
+  // Once the transfers are done: the digest the worker computed, checked; true when the file
+  // must be fetched again.
+  bool settle() {
+    awaiting_digest_ = false;
+    return check_digest().has_value();
+  }
   // A file that failed (a part's answer said another size, a part gave up) asks nothing more:
   // requests follow the bytes that exist, not the size an entry claims.
   bool given_up() const override { return state_->failed; }
@@ -161,6 +173,7 @@ class RangeExchange : public Exchange {
       return;
     }
     pos_ = start_;
+    held_.clear();
     restart_hash();
     state_->restart_whole();
     if (ftruncate(file_.fd, 0) != 0) {
@@ -201,33 +214,58 @@ class RangeExchange : public Exchange {
   }
 
  private:
-  // Writes every byte at pos_, or returns the errno that stopped it: a short write is followed
-  // by another, whose errno says why (ENOSPC, EFBIG), rather than guessed.
-  int write_all(std::string_view bytes) const {
-    size_t done = 0;
-    while (done < bytes.size()) {
-      ssize_t n = pwrite(file_.fd, bytes.data() + done, bytes.size() - done,
-                         static_cast<off_t>(pos_ + done));
+  // The first byte not on disk: the bytes from it to pos_ are held.
+  uint64_t on_disk_until() const { return pos_ - held_.size(); }
+
+  // Writes `held` then `bytes` at `offset`, or returns the errno that stopped it: a short write
+  // is followed by another, whose errno says why (ENOSPC, EFBIG), rather than guessed.
+  int write_all(std::string_view held, std::string_view bytes, uint64_t offset) const {
+    std::string_view left[2] = {held, bytes};
+    while (!left[0].empty() || !left[1].empty()) {
+      iovec iov[2];
+      int count = 0;
+      for (std::string_view piece : left) {
+        if (!piece.empty()) iov[count++] = {const_cast<char*>(piece.data()), piece.size()};
+      }
+      ssize_t n = pwritev(file_.fd, iov, count, static_cast<off_t>(offset));
       if (n < 0 && errno == EINTR) continue;
       if (n < 0) return errno;
       if (n == 0) return ENOSPC;
-      done += static_cast<size_t>(n);
+      offset += static_cast<uint64_t>(n);
+      for (std::string_view& piece : left) {
+        size_t done = std::min(piece.size(), static_cast<size_t>(n));
+        piece.remove_prefix(done);
+        n -= static_cast<ssize_t>(done);
+      }
     }
     return 0;
   }
 
+  // Received bytes go to disk up to the last whole page; the rest of that page is held until
+  // its end arrives (held bytes are never part of a span on disk, so a resume or a journal never
+  // counts them).
   bool write(std::string_view bytes) {
-    if (int error = write_all(bytes); error != 0) {
+    uint64_t from = on_disk_until();
+    uint64_t until = pos_ + bytes.size();
+    uint64_t upto = until == end_ ? until : until & ~(kPage - 1);
+    if (whole_ && hasher_) hasher_->update(bytes);
+    if (upto <= from) {
+      held_.append(bytes);
+      pos_ = until;
+      return true;
+    }
+    size_t now = static_cast<size_t>(upto - pos_);
+    if (int error = write_all(held_, bytes.substr(0, now), from); error != 0) {
       if (sys::is_disk_refusal(error) && !state_->failed) state_->result->disk_errno = error;
       state_->fail("cannot write the downloaded bytes of " + file_.name + ": " +
                    std::strerror(error));
       return false;
     }
-    state_->record(part_, pos_ + bytes.size());
-    if (whole_ && hasher_) hasher_->update(bytes);
-    pos_ += bytes.size();
-    if (whole_ && stream_ && pos_ - stream_->handed_over >= kHashChunk) {
-      state_->worker->feed(stream_, pos_);
+    held_.assign(bytes.substr(now));
+    pos_ = until;
+    state_->record(part_, upto);
+    if (whole_ && stream_ && upto - stream_->handed_over >= kHashChunk) {
+      state_->worker->feed(stream_, upto);
     }
     if (!whole_) state_->move_frontier();
     start_writeback();
@@ -269,11 +307,12 @@ class RangeExchange : public Exchange {
   }
 
   void start_writeback() {
-    if (pos_ < written_back_) written_back_ = start_;  // restarted from the beginning
-    if (pos_ - written_back_ < kWritebackChunk) return;
+    uint64_t until = on_disk_until();
+    if (until < written_back_) written_back_ = start_;  // restarted from the beginning
+    if (until - written_back_ < kWritebackChunk) return;
     sync_file_range(file_.fd, static_cast<off_t>(written_back_),
-                    static_cast<off_t>(pos_ - written_back_), SYNC_FILE_RANGE_WRITE);
-    written_back_ = pos_;  // best effort: memory files and some filesystems refuse it
+                    static_cast<off_t>(until - written_back_), SYNC_FILE_RANGE_WRITE);
+    written_back_ = until;  // best effort: memory files and some filesystems refuse it
   }
 
   // A dropped connection resumes where it broke, at once after progress, a little later when
@@ -292,6 +331,24 @@ class RangeExchange : public Exchange {
 
   std::optional<std::chrono::milliseconds> finish_part() {
     if (--state_->parts_left > 0) return std::nullopt;
+    if (file_.verify.algorithm && hashed_on_worker()) {
+      // The worker may be behind: waiting here would stall every other transfer.
+      if (whole_) {
+        state_->worker->feed(stream_, pos_);
+      } else {
+        state_->move_frontier();
+      }
+      awaiting_digest_ = true;
+      return std::nullopt;
+    }
+    return check_digest();
+  }
+
+  bool hashed_on_worker() const { return whole_ ? stream_ != nullptr : state_->stream != nullptr; }
+
+  // The whole file is on disk: its digest against the expected one; a delay when it must be
+  // fetched again.
+  std::optional<std::chrono::milliseconds> check_digest() {
     const Verification& verify = file_.verify;
     std::string actual;
     if (verify.algorithm) {
@@ -325,6 +382,7 @@ class RangeExchange : public Exchange {
     whole_ = true;
     part_ = 0;
     start_ = pos_ = last_pos_ = written_back_ = 0;
+    held_.clear();
     end_ = file_.size;
     stalled_ = attempts_ = 0;
     return std::chrono::milliseconds(0);
@@ -339,6 +397,8 @@ class RangeExchange : public Exchange {
   RetryPolicy policy_;
   std::optional<Hasher> hasher_;                // a whole small file's hash
   std::shared_ptr<HashWorker::Stream> stream_;  // a whole large file's hash
+  std::string held_;  // received bytes of a page whose end has not arrived, from on_disk_until()
+  bool awaiting_digest_ = false;  // the last part is on disk, its digest on the worker
   bool asked_range_ = false;
   uint64_t skip_ = 0;
   uint64_t last_pos_ = 0;
@@ -446,9 +506,17 @@ std::vector<RangedResult> download_ranged(HttpEngine& http, std::vector<RangedFi
     }
   }
   meter().expect(bytes, files.size());
-  std::vector<Exchange*> pointers;
-  for (auto& e : exchanges) pointers.push_back(e.get());
-  http.run(pointers, options.parallel);
+  // Digests computed on the worker are checked once the transfers are done; a file that must
+  // be fetched again runs in another round.
+  std::vector<Exchange*> round;
+  for (auto& e : exchanges) round.push_back(e.get());
+  while (!round.empty()) {
+    http.run(round, options.parallel);
+    round.clear();
+    for (auto& e : exchanges) {
+      if (e->awaiting_digest() && e->settle()) round.push_back(e.get());
+    }
+  }
   return results;
 }
 
