@@ -171,7 +171,7 @@ Run run(const std::vector<std::string>& args, const std::map<std::string, std::s
   long max_rss_kib = 0;
   std::ifstream in(result_file);
   if (!WIFEXITED(status) || WEXITSTATUS(status) != 0 ||
-      !(in >> result.seconds >> max_rss_kib >> result.exit_code)) {
+      !(in >> result.seconds >> max_rss_kib >> result.exit_code >> result.cpu_seconds)) {
     throw std::runtime_error("could not run " + args[0] + ":\n" + testing::read_file(output));
   }
   result.max_rss_mib = static_cast<double>(max_rss_kib) / 1024.0;
@@ -355,9 +355,10 @@ std::string failure_detail(const Run& run, const Check& check, const fs::path& l
 
 Summary summarize(const std::vector<Sample>& samples, size_t files) {
   Summary summary;
-  std::vector<double> times;
+  std::vector<double> times, cpu;
   for (const auto& s : samples) {
     times.push_back(s.run.seconds);
+    cpu.push_back(s.run.cpu_seconds);
     summary.verified += s.ok() ? 1 : 0;
     summary.rss = std::max(summary.rss, s.run.max_rss_mib);
     if (s.requests >= 0) summary.requests = std::max(summary.requests, s.requests / files);
@@ -367,6 +368,7 @@ Summary summarize(const std::vector<Sample>& samples, size_t files) {
   }
   summary.rounds = samples.size();
   summary.seconds = median(times);
+  summary.cpu_seconds = median(cpu);
   return summary;
 }
 

@@ -41,6 +41,7 @@ struct Run {
   int exit_code = -1;
   double seconds = 0;
   double max_rss_mib = 0;
+  double cpu_seconds = 0;  // user + system, with the children it waited for
 };
 
 // Runs `args` through measure-exec (tests/bench/measure_exec.cpp: wall time, peak RSS), with
@@ -112,6 +113,7 @@ struct Sample {
 // One method over the rounds: the median time, the most memory and requests per file in a round.
 struct Summary {
   double seconds = 0;
+  double cpu_seconds = 0;  // median
   double rss = 0;
   double requests = -1;  // per file
   double cdn_requests = -1;

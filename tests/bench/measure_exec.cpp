@@ -1,9 +1,11 @@
-// measure-exec: runs a command and writes its wall time, peak RSS and exit code to a file, for
-// prefetch-bench. A separate, tiny process (libc only) on purpose: Linux counts the memory a
-// process replaces at exec in the child's ru_maxrss, so spawning straight from the benchmark
-// (tens of MiB) would put a floor that high under every measurement; from here it is ~1.5 MiB.
+// measure-exec: runs a command and writes its wall time, peak RSS, exit code and CPU time to a
+// file, for the benchmarks. A separate, tiny process (libc only) on purpose: Linux counts the
+// memory a process replaces at exec in the child's ru_maxrss, so spawning straight from the
+// benchmark (tens of MiB) would put a floor that high under every measurement; from here it is ~1.5
+// MiB.
 //   measure-exec RESULT_FILE COMMAND [ARGS...]
-// RESULT_FILE gets "<seconds> <ru_maxrss KiB> <exit code>\n" (exit code 128+N for signal N).
+// RESULT_FILE gets "<seconds> <ru_maxrss KiB> <exit code> <cpu seconds>\n" (exit code 128+N for
+// signal N; cpu: user + system time of the command and the children it waited for).
 // The command inherits the environment and the standard streams; measure-exec exits 0 once the
 // result is written, 127 when the command cannot start.
 #include <errno.h>
@@ -15,6 +17,13 @@
 #include <time.h>
 
 extern char** environ;
+
+static double cpu_seconds(const struct rusage& usage) {
+  auto seconds = [](const timeval& t) {
+    return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_usec) / 1e6;
+  };
+  return seconds(usage.ru_utime) + seconds(usage.ru_stime);
+}
 
 int main(int argc, char** argv) {
   if (argc < 3) {
@@ -42,7 +51,8 @@ int main(int argc, char** argv) {
                    static_cast<double>(end.tv_nsec - start.tv_nsec) / 1e9;
   int code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
   FILE* out = fopen(argv[1], "w");
-  if (out == nullptr || fprintf(out, "%.6f %ld %d\n", seconds, usage.ru_maxrss, code) < 0 ||
+  if (out == nullptr ||
+      fprintf(out, "%.6f %ld %d %.6f\n", seconds, usage.ru_maxrss, code, cpu_seconds(usage)) < 0 ||
       fclose(out) != 0) {
     perror("measure-exec: cannot write the result");
     return 1;

@@ -90,13 +90,16 @@ Options parse(int argc, char** argv) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// The four methods.
+// The methods.
 
 // DurableCopy is cp -r followed by syncfs: the disk's ceiling for a copy that survives a power
 // cut, which is what prefetch delivers (the others leave their bytes in the page cache).
-enum Method { Prefetch, Curl, Copy, DurableCopy, Snapshot, kMethods };
-const std::vector<std::string> kNames = {"neuron-cache prefetch", "curl --parallel (8)", "cp -r",
-                                         "cp -r + sync -f", "snapshotDownload (JS)"};
+// VerifiedCurl is curl followed by `sha256sum -c` of every file: what a user who wants what
+// prefetch guarantees (every byte checked) would run with the usual tools.
+enum Method { Prefetch, Curl, VerifiedCurl, Copy, DurableCopy, Snapshot, kMethods };
+const std::vector<std::string> kNames = {"neuron-cache prefetch", "curl --parallel (8)",
+                                         "curl + sha256sum -c",   "cp -r",
+                                         "cp -r + sync -f",       "snapshotDownload (JS)"};
 
 class Bench {
  public:
@@ -123,9 +126,17 @@ class Bench {
         env["HF_HOME"] = (work_ / ("hf-home-prefetch-" + std::to_string(round))).string();
         break;
       case Curl:
-        args = {
-            o_.curl,    "--parallel",   "--parallel-max", "8",        "--fail",
-            "--silent", "--show-error", "--create-dirs",  "--config", curl_config(out).string()};
+        args = curl_args(out);
+        break;
+      case VerifiedCurl:
+        args = {"/bin/sh",
+                "-c",
+                "out=$1 sums=$2; shift 2; \"$@\" && cd \"$out\" && sha256sum --quiet --strict -c "
+                "\"$sums\"",
+                "verified-curl",
+                out.string(),
+                sums_file().string()};
+        for (std::string& word : curl_args(out)) args.push_back(std::move(word));
         break;
       case Copy:
         args = {"cp", "-r", set_.root.string(), out.string()};
@@ -164,6 +175,20 @@ class Bench {
   }
 
  private:
+  std::vector<std::string> curl_args(const fs::path& out) {
+    return {o_.curl,    "--parallel",   "--parallel-max", "8",        "--fail",
+            "--silent", "--show-error", "--create-dirs",  "--config", curl_config(out).string()};
+  }
+
+  // "<sha256>  <path>" of every file of the set, for sha256sum -c in the destination.
+  fs::path sums_file() {
+    fs::path file = work_ / "sha256sums";
+    std::string text;
+    for (const auto& f : set_.files) text += f.sha256 + "  " + f.path + "\n";
+    testing::write_file(file, text);
+    return file;
+  }
+
   // The final URL of every file, asked outside the timing: the hub's own URL for a regular file,
   // the signed CDN URL its 302 points to for an LFS file (valid 1 h; asked again every round).
   fs::path curl_config(const fs::path& out) {
@@ -242,7 +267,8 @@ int bench(const Options& o, const fs::path& work) {
     return 1;
   }
   std::printf(
-      "each round runs A B C D in this order, from an empty destination, after sync(2); the page\n"
+      "each round runs the methods in this order, from an empty destination, after sync(2); the "
+      "page\n"
       "cache is not dropped (the source of cp -r and the server's blobs are likely in memory)\n");
 
   Bench runner(o, work, set, server);
@@ -263,26 +289,30 @@ int bench(const Options& o, const fs::path& work) {
   std::vector<Summary> sum;
   for (const auto& method_samples : samples)
     sum.push_back(summarize(method_samples, set.files.size()));
-  std::printf("\n%-24s %9s %8s %8s %10s %9s %9s %9s %9s\n", "method (median of rounds)", "seconds",
-              "MiB/s", "x curl", "x snapshot", "Hub req", "CDN req", "peak RSS", "verified");
-  std::printf("%-24s %9s %8s %8s %10s %9s %9s %9s %9s\n", "", "", "", "", "", "per file",
+  std::printf("\n%-24s %9s %7s %8s %8s %10s %9s %9s %9s %9s\n", "method (median of rounds)",
+              "seconds", "CPU s", "MiB/s", "x curl", "x snapshot", "Hub req", "CDN req", "peak RSS",
+              "verified");
+  std::printf("%-24s %9s %7s %8s %8s %10s %9s %9s %9s %9s\n", "", "", "", "", "", "", "per file",
               "per file", "MiB", "rounds");
   for (int m = 0; m < kMethods; ++m) {
     const Summary& u = sum[m];
-    std::printf("%-24s %9.3f %8.1f %8.2f %10.2f %9.2f %9.2f %9.1f %6zu/%zu%s\n", kNames[m].c_str(),
-                u.seconds, set.bytes / kMiB / u.seconds, u.seconds / sum[Curl].seconds,
-                u.seconds / sum[Snapshot].seconds, u.requests, u.cdn_requests, u.rss, u.verified,
-                u.rounds, u.failed() ? "  FAILED" : "");
+    std::printf("%-24s %9.3f %7.2f %8.1f %8.2f %10.2f %9.2f %9.2f %9.1f %6zu/%zu%s\n",
+                kNames[m].c_str(), u.seconds, u.cpu_seconds, set.bytes / kMiB / u.seconds,
+                u.seconds / sum[Curl].seconds, u.seconds / sum[Snapshot].seconds, u.requests,
+                u.cdn_requests, u.rss, u.verified, u.rounds, u.failed() ? "  FAILED" : "");
   }
   std::printf(
       "(MiB/s: the set's %.1f MiB over the median time; requests per file: the most in a round,\n"
       "over the set's %zu files; peak RSS: ru_maxrss of the process, the most in a round, whose\n"
-      "floor is %.1f MiB (what `true` measures); curl gets the final URLs, CDN ones for LFS\n"
-      "files, resolved before its timing)\n",
+      "floor is %.1f MiB (what `true` measures); CPU s: user + system time of the process and\n"
+      "its children, not the server's; curl gets the final URLs, CDN ones for LFS files,\n"
+      "resolved before its timing)\n",
       set.bytes / kMiB, set.files.size(), floor.max_rss_mib);
 
   std::printf("prefetch x (cp -r + sync -f), the durable disk ceiling: %.2f\n",
               sum[Prefetch].seconds / sum[DurableCopy].seconds);
+  std::printf("prefetch x (curl + sha256sum -c), the usual tools verifying every byte: %.2f\n",
+              sum[Prefetch].seconds / sum[VerifiedCurl].seconds);
   double x_curl = sum[Prefetch].seconds / sum[Curl].seconds;
   double x_snapshot = sum[Prefetch].seconds / sum[Snapshot].seconds;
   struct Target {

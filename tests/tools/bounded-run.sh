@@ -9,7 +9,7 @@ shift 3
 result=$(mktemp)
 trap 'rm -f "$result"' EXIT
 "$measure" "$result" "$@"
-read -r seconds kib code <"$result"
+read -r seconds kib code _ <"$result"
 echo "bounded-run: exit $code, ${seconds} s, peak RSS $((kib / 1024)) MiB" \
   "(bounds: ${max_seconds} s, ${max_mib} MiB)"
 [[ $code == 0 ]] || exit "$code"
