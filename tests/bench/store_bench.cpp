@@ -5,7 +5,7 @@
 // s3rver on 127.0.0.1 and to a folder store, then times, interleaved in each round:
 //   S3 download:     neuron-cache prefetch | boto3 download_file, a loop | boto3, 10 files at once
 //   S3 upload:       neuron-cache push     | boto3 upload_file, a loop   | boto3, 10 files at once
-//   folder download: neuron-cache prefetch | cp -r | cp -r + sync -f
+//   folder download: neuron-cache prefetch | cp -r | cp -r + sync -f | cp -r, sha256sum -c, sync -f
 //   folder upload:   neuron-cache push     | cp -r | cp -r + sync -f
 // Every result is checked byte for byte (downloads in the destination, uploads in s3rver's files
 // or the folder); a method that did not deliver every file is reported FAILED, exit code 1.
@@ -98,22 +98,18 @@ enum Method {
   PrefetchFolder,
   CopyFromFolder,
   DurableCopyFromFolder,
+  VerifiedCopyFromFolder,
   PushFolder,
   CopyToFolder,
   DurableCopyToFolder,
   kMethods
 };
-const std::vector<std::string> kNames = {"neuron-cache prefetch",
-                                         "boto3 download_file loop",
-                                         "boto3 10 files at once",
-                                         "neuron-cache push",
-                                         "boto3 upload_file loop",
-                                         "boto3 10 files at once",
-                                         "neuron-cache prefetch",
-                                         "cp -r",
-                                         "cp -r + sync -f",
-                                         "neuron-cache push",
-                                         "cp -r",
+const std::vector<std::string> kNames = {"neuron-cache prefetch",  "boto3 download_file loop",
+                                         "boto3 10 files at once", "neuron-cache push",
+                                         "boto3 upload_file loop", "boto3 10 files at once",
+                                         "neuron-cache prefetch",  "cp -r",
+                                         "cp -r + sync -f",        "cp + sha256sum + sync",
+                                         "neuron-cache push",      "cp -r",
                                          "cp -r + sync -f"};
 struct Group {
   const char* title;
@@ -122,7 +118,7 @@ struct Group {
 };
 const Group kGroups[] = {{"S3, download", PrefetchS3, Boto3ManagerDownload},
                          {"S3, upload", PushS3, Boto3ManagerUpload},
-                         {"shared folder, download", PrefetchFolder, DurableCopyFromFolder},
+                         {"shared folder, download", PrefetchFolder, VerifiedCopyFromFolder},
                          {"shared folder, upload", PushFolder, DurableCopyToFolder}};
 
 constexpr const char* kStorePrefix = "store";  // what the downloads read, pushed once
@@ -234,6 +230,15 @@ class Bench {
         return {"cp", "-r", from, out.string()};
       case DurableCopyFromFolder:
         return {"/bin/sh", "-c", durable, from, out.string()};
+      case VerifiedCopyFromFolder:
+        // What prefetch from a folder does with the usual tools: copy, check every byte, flush.
+        return {"/bin/sh",
+                "-c",
+                "cp -r \"$0\" \"$1\" && cd \"$1\" && sha256sum --quiet --strict -c \"$2\" && "
+                "sync -f .",
+                from,
+                out.string(),
+                sums_file().string()};
       case PushFolder:
         return push("file://" + out.string());
       case CopyToFolder:
@@ -243,6 +248,15 @@ class Bench {
       default:
         throw std::logic_error("no such method");
     }
+  }
+
+  // "<sha256>  <path>" of every file of the set, for sha256sum -c in the destination.
+  fs::path sums_file() {
+    fs::path file = work_ / "sha256sums";
+    std::string text;
+    for (const auto& f : set_.files) text += f.sha256 + "  " + f.path + "\n";
+    testing::write_file(file, text);
+    return file;
   }
 
   // The tool's command in the rounds; STORE_BENCH_WRAP="perf record -g -o FILE" (or a script
@@ -301,23 +315,26 @@ class Bench {
 // The report.
 
 void print_table(const Set& set, const std::vector<Summary>& sum) {
-  std::printf("\n%-26s %9s %8s %8s %9s %9s %9s\n", "method (median of rounds)", "seconds", "MiB/s",
-              "x ref", "requests", "peak RSS", "verified");
-  std::printf("%-26s %9s %8s %8s %9s %9s %9s\n", "", "", "", "", "per file", "MiB", "rounds");
+  std::printf("\n%-26s %9s %7s %8s %8s %9s %9s %9s\n", "method (median of rounds)", "seconds",
+              "CPU s", "MiB/s", "x ref", "requests", "peak RSS", "verified");
+  std::printf("%-26s %9s %7s %8s %8s %9s %9s %9s\n", "", "", "", "", "", "per file", "MiB",
+              "rounds");
   for (const Group& g : kGroups) {
     std::printf("%s (ref: %s)\n", g.title, kNames[g.first + 1].c_str());
     for (int m = g.first; m <= g.last; ++m) {
       const Summary& u = sum[m];
       std::string requests = u.requests < 0 ? "-" : std::to_string(u.requests).substr(0, 4);
-      std::printf("  %-24s %9.3f %8.1f %8.2f %9s %9.1f %6zu/%zu%s\n", kNames[m].c_str(), u.seconds,
-                  set.bytes / kMiB / u.seconds, u.seconds / sum[g.first + 1].seconds,
-                  requests.c_str(), u.rss, u.verified, u.rounds, u.failed() ? "  FAILED" : "");
+      std::printf("  %-24s %9.3f %7.2f %8.1f %8.2f %9s %9.1f %6zu/%zu%s\n", kNames[m].c_str(),
+                  u.seconds, u.cpu_seconds, set.bytes / kMiB / u.seconds,
+                  u.seconds / sum[g.first + 1].seconds, requests.c_str(), u.rss, u.verified,
+                  u.rounds, u.failed() ? "  FAILED" : "");
     }
   }
   std::printf(
       "(MiB/s: the set's %.1f MiB over the median time; x ref: over the group's second line;\n"
       "requests per file: the most in a round over the set's %zu files, as the tool's --json\n"
-      "report and a botocore hook count them; peak RSS: ru_maxrss, the most in a round)\n",
+      "report and a botocore hook count them; peak RSS: ru_maxrss, the most in a round; CPU s:\n"
+      "user + system time of the process and its children, not the server's)\n",
       set.bytes / kMiB, set.files.size());
 }
 
@@ -340,6 +357,8 @@ void print_targets(const std::vector<Summary>& sum) {
   std::printf("  (beside the durable copy, cp -r + sync -f: prefetch %.2f, push %.2f)\n",
               sum[PrefetchFolder].seconds / sum[DurableCopyFromFolder].seconds,
               sum[PushFolder].seconds / sum[DurableCopyToFolder].seconds);
+  std::printf("  (beside cp, sha256sum -c and sync -f, what prefetch from a folder does: %.2f)\n",
+              sum[PrefetchFolder].seconds / sum[VerifiedCopyFromFolder].seconds);
 }
 
 Set generate_set(const Options& o, const fs::path& work, const std::string& cache_repo) {
