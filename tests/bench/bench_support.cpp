@@ -353,6 +353,13 @@ std::string failure_detail(const Run& run, const Check& check, const fs::path& l
   return detail;
 }
 
+fs::path write_sha256sums(const Set& set, const fs::path& file) {
+  std::string text;
+  for (const auto& f : set.files) text += f.sha256 + "  " + f.path + "\n";
+  testing::write_file(file, text);
+  return file;
+}
+
 Summary summarize(const std::vector<Sample>& samples, size_t files) {
   Summary summary;
   std::vector<double> times, cpu;

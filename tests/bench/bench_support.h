@@ -90,6 +90,10 @@ struct Set {
 // Random bytes throughout (nothing compresses or sparses), the same for the same shape.
 Set generate(const fs::path& work, const Shape& shape);
 
+// Writes "<sha256>  <path>" of every file of the set to `file`, for `sha256sum -c` run in a
+// copy of the set (the usual tools checking every byte, beside what neuron-cache does).
+fs::path write_sha256sums(const Set& set, const fs::path& file);
+
 // Every file of the set at root/<path>, same size, same sha256.
 struct Check {
   size_t good = 0;

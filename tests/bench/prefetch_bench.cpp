@@ -135,7 +135,7 @@ class Bench {
                 "\"$sums\"",
                 "verified-curl",
                 out.string(),
-                sums_file().string()};
+                write_sha256sums(set_, work_ / "sha256sums").string()};
         for (std::string& word : curl_args(out)) args.push_back(std::move(word));
         break;
       case Copy:
@@ -178,15 +178,6 @@ class Bench {
   std::vector<std::string> curl_args(const fs::path& out) {
     return {o_.curl,    "--parallel",   "--parallel-max", "8",        "--fail",
             "--silent", "--show-error", "--create-dirs",  "--config", curl_config(out).string()};
-  }
-
-  // "<sha256>  <path>" of every file of the set, for sha256sum -c in the destination.
-  fs::path sums_file() {
-    fs::path file = work_ / "sha256sums";
-    std::string text;
-    for (const auto& f : set_.files) text += f.sha256 + "  " + f.path + "\n";
-    testing::write_file(file, text);
-    return file;
   }
 
   // The final URL of every file, asked outside the timing: the hub's own URL for a regular file,

@@ -238,7 +238,7 @@ class Bench {
                 "sync -f .",
                 from,
                 out.string(),
-                sums_file().string()};
+                write_sha256sums(set_, work_ / "sha256sums").string()};
       case PushFolder:
         return push("file://" + out.string());
       case CopyToFolder:
@@ -248,15 +248,6 @@ class Bench {
       default:
         throw std::logic_error("no such method");
     }
-  }
-
-  // "<sha256>  <path>" of every file of the set, for sha256sum -c in the destination.
-  fs::path sums_file() {
-    fs::path file = work_ / "sha256sums";
-    std::string text;
-    for (const auto& f : set_.files) text += f.sha256 + "  " + f.path + "\n";
-    testing::write_file(file, text);
-    return file;
   }
 
   // The tool's command in the rounds; STORE_BENCH_WRAP="perf record -g -o FILE" (or a script

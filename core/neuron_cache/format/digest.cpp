@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <fstream>
 #include <functional>
 #include <memory>
@@ -34,27 +35,22 @@ const char* digest_name(HashAlgorithm algorithm) {
   return "";
 }
 
-// Fetched once per algorithm: EVP_sha256() and friends make OpenSSL 3 look the implementation up
-// again at every init, which cost more than hashing a cache key.
+constexpr HashAlgorithm kAlgorithms[] = {HashAlgorithm::Md5, HashAlgorithm::Sha1,
+                                         HashAlgorithm::Sha256, HashAlgorithm::Sha512};
+
+// Fetched once: EVP_sha256() and friends make OpenSSL 3 look the implementation up again at
+// every init, which cost more than hashing a cache key. One that OpenSSL lacks (MD5 under FIPS)
+// stays null and fails the init that asks for it.
 const EVP_MD* message_digest(HashAlgorithm algorithm) {
-  auto fetch = [](HashAlgorithm a) { return EVP_MD_fetch(nullptr, digest_name(a), nullptr); };
-  switch (algorithm) {
-    case HashAlgorithm::Md5: {
-      static EVP_MD* const md = fetch(algorithm);
-      return md;
+  static const std::array<EVP_MD*, std::size(kAlgorithms)> fetched = [] {
+    std::array<EVP_MD*, std::size(kAlgorithms)> mds{};
+    for (size_t i = 0; i < mds.size(); ++i) {
+      mds[i] = EVP_MD_fetch(nullptr, digest_name(kAlgorithms[i]), nullptr);
     }
-    case HashAlgorithm::Sha1: {
-      static EVP_MD* const md = fetch(algorithm);
-      return md;
-    }
-    case HashAlgorithm::Sha256: {
-      static EVP_MD* const md = fetch(algorithm);
-      return md;
-    }
-    case HashAlgorithm::Sha512: {
-      static EVP_MD* const md = fetch(algorithm);
-      return md;
-    }
+    return mds;
+  }();
+  for (size_t i = 0; i < fetched.size(); ++i) {
+    if (kAlgorithms[i] == algorithm) return fetched[i];
   }
   return nullptr;
 }

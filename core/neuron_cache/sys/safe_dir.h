@@ -49,6 +49,9 @@ class SafeDir {
   // locked when it appears under that name: see LockedDir.
   LockedDir make_locked_subdir(const std::function<std::string()>& next_name) const;
 
+  // The entries of this folder but . and .. (symlinks as symlinks). It reads the folder's own
+  // descriptor from its start, whose offset is shared: one lister at a time per SafeDir; open
+  // the folder again to list it on two threads at once.
   std::vector<DirEntry> list() const;
   std::optional<DirEntry> entry(std::string_view name) const;
 
