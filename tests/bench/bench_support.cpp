@@ -92,6 +92,46 @@ void stop_when_interrupted(pid_t server) {
   interruption.servers.push_back(server);
 }
 
+void parse_options(int argc, char** argv, const OptionSetters& setters,
+                   const std::function<void(const std::string&)>& usage) {
+  for (int i = 1; i < argc; ++i) {
+    std::string name = argv[i];
+    auto setter = setters.find(name);
+    if (setter == setters.end()) usage("unknown option " + name);
+    if (i + 1 >= argc) usage("missing value after " + name);
+    std::string value = argv[++i];
+    try {
+      setter->second(value);
+    } catch (const std::logic_error&) {  // std::stoi/stod: not a number, out of range
+      usage("bad value for " + name + ": " + value);
+    }
+  }
+}
+
+std::function<void(const std::string&)> set_int(int& field) {
+  return [&field](const std::string& value) { field = std::stoi(value); };
+}
+
+std::function<void(const std::string&)> set_double(double& field) {
+  return [&field](const std::string& value) { field = std::stod(value); };
+}
+
+int run_bench(const std::string& program, const std::optional<fs::path>& work,
+              const std::function<int(const fs::path&)>& bench) {
+  try {
+    if (work) {
+      fs::create_directories(*work);
+      return bench(*work);
+    }
+    testing::TempDir temporary;
+    remove_when_interrupted(temporary.path());
+    return bench(temporary.path());
+  } catch (const std::exception& error) {
+    std::fprintf(stderr, "%s: %s\n", program.c_str(), error.what());
+    return 1;
+  }
+}
+
 // ---------------------------------------------------------------------------------------------
 // Child processes.
 

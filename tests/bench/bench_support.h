@@ -9,7 +9,9 @@
 #include <chrono>
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -33,6 +35,23 @@ double median(std::vector<double> values);
 void handle_interruptions(const std::string& program);
 void remove_when_interrupted(const fs::path& path);
 void stop_when_interrupted(pid_t server);
+
+// ---------------------------------------------------------------------------------------------
+// A benchmark's command line and main.
+
+// Sets the options of "--name value" pairs through `setters`; an unknown name, a missing value
+// or a value its setter refuses (std::stoi's exceptions) goes to `usage`, which must not return.
+using OptionSetters = std::map<std::string, std::function<void(const std::string&)>>;
+void parse_options(int argc, char** argv, const OptionSetters& setters,
+                   const std::function<void(const std::string&)>& usage);
+// Setters of a number option.
+std::function<void(const std::string&)> set_int(int& field);
+std::function<void(const std::string&)> set_double(double& field);
+
+// Runs `bench` in `work` (created) or in a temporary folder removed at the end or on an
+// interruption; an exception is printed after `program` and exits 1.
+int run_bench(const std::string& program, const std::optional<fs::path>& work,
+              const std::function<int(const fs::path&)>& bench);
 
 // ---------------------------------------------------------------------------------------------
 // Child processes, measured by measure-exec.

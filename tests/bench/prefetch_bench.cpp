@@ -60,30 +60,16 @@ struct Options {
 
 Options parse(int argc, char** argv) {
   Options o;
-  for (int i = 1; i < argc; ++i) {
-    std::string arg = argv[i];
-    if (i + 1 >= argc) usage("missing value after " + arg);
-    std::string value = argv[++i];
-    if (arg == "--scale") {
-      o.scale = std::stod(value);
-    } else if (arg == "--rounds") {
-      o.rounds = std::stoi(value);
-    } else if (arg == "--small-modules") {
-      o.small_modules = std::stoi(value);
-    } else if (arg == "--node") {
-      o.node = value;
-    } else if (arg == "--js-dir") {
-      o.js_dir = value;
-    } else if (arg == "--work") {
-      o.work = value;
-    } else if (arg == "--curl") {
-      o.curl = value;
-    } else if (arg == "--tool") {
-      o.tool = value;
-    } else {
-      usage("unknown option " + arg);
-    }
-  }
+  parse_options(argc, argv,
+                {{"--scale", set_double(o.scale)},
+                 {"--rounds", set_int(o.rounds)},
+                 {"--small-modules", set_int(o.small_modules)},
+                 {"--node", [&](const std::string& v) { o.node = v; }},
+                 {"--js-dir", [&](const std::string& v) { o.js_dir = v; }},
+                 {"--work", [&](const std::string& v) { o.work = v; }},
+                 {"--curl", [&](const std::string& v) { o.curl = v; }},
+                 {"--tool", [&](const std::string& v) { o.tool = v; }}},
+                usage);
   if (!(o.scale > 0) || o.rounds < 1 || o.small_modules < 0) usage("bad --scale/--rounds");
   if (o.node.empty() || o.js_dir.empty()) usage("--node and --js-dir are required");
   return o;
@@ -340,16 +326,6 @@ int bench(const Options& o, const fs::path& work) {
 int main(int argc, char** argv) {
   Options options = parse(argc, argv);
   handle_interruptions("prefetch-bench");
-  try {
-    if (options.work) {
-      fs::create_directories(*options.work);
-      return bench(options, *options.work);
-    }
-    testing::TempDir work;
-    remove_when_interrupted(work.path());
-    return bench(options, work.path());
-  } catch (const std::exception& error) {
-    std::fprintf(stderr, "prefetch-bench: %s\n", error.what());
-    return 1;
-  }
+  return run_bench("prefetch-bench", options.work,
+                   [&](const fs::path& work) { return bench(options, work); });
 }

@@ -55,28 +55,15 @@ struct Options {
 
 Options parse(int argc, char** argv) {
   Options o;
-  for (int i = 1; i < argc; ++i) {
-    std::string arg = argv[i];
-    if (i + 1 >= argc) usage("missing value after " + arg);
-    std::string value = argv[++i];
-    if (arg == "--large") {
-      o.large = std::stoi(value);
-    } else if (arg == "--large-mib") {
-      o.large_mib = std::stod(value);
-    } else if (arg == "--small-modules") {
-      o.small_modules = std::stoi(value);
-    } else if (arg == "--rounds") {
-      o.rounds = std::stoi(value);
-    } else if (arg == "--work") {
-      o.work = value;
-    } else if (arg == "--tool") {
-      o.tool = value;
-    } else if (arg == "--python") {
-      o.python = value;
-    } else {
-      usage("unknown option " + arg);
-    }
-  }
+  parse_options(argc, argv,
+                {{"--large", set_int(o.large)},
+                 {"--large-mib", set_double(o.large_mib)},
+                 {"--small-modules", set_int(o.small_modules)},
+                 {"--rounds", set_int(o.rounds)},
+                 {"--work", [&](const std::string& v) { o.work = v; }},
+                 {"--tool", [&](const std::string& v) { o.tool = v; }},
+                 {"--python", [&](const std::string& v) { o.python = v; }}},
+                usage);
   if (o.large < 0 || !(o.large_mib > 0) || o.small_modules < 0 || o.rounds < 1 ||
       o.large + o.small_modules == 0) {
     usage("bad --large/--large-mib/--small-modules/--rounds");
@@ -412,16 +399,6 @@ int main(int argc, char** argv) {
                  "tests/s3/run-s3-tests.sh (see the top of tests/bench/store_bench.cpp)\n");
     return 2;
   }
-  try {
-    if (options.work) {
-      fs::create_directories(*options.work);
-      return bench(options, *options.work);
-    }
-    testing::TempDir work;
-    remove_when_interrupted(work.path());
-    return bench(options, work.path());
-  } catch (const std::exception& error) {
-    std::fprintf(stderr, "store-bench: %s\n", error.what());
-    return 1;
-  }
+  return run_bench("store-bench", options.work,
+                   [&](const fs::path& work) { return bench(options, work); });
 }
