@@ -91,6 +91,10 @@ std::string HubServer::output() const {
 json HubServer::admin(const std::string& method, const std::string& what,
                       const std::string& body) const {
   httplib::Client client(url());
+  // Some tests set fault bodies of tens of MiB, which the server parses and describes back:
+  // httplib's default 5 s read timeout failed such a call on a busy CI machine.
+  client.set_read_timeout(60, 0);
+  client.set_write_timeout(60, 0);
   std::string path = "/_admin/" + what;
   httplib::Result result = method == "GET"      ? client.Get(path)
                            : method == "DELETE" ? client.Delete(path)
