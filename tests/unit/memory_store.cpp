@@ -57,6 +57,7 @@ class Handle : public storage::Store {
     return store_.commit(operations, message, parent);
   }
   std::string why_not_writable() override { return store_.why_not_writable(); }
+  bool checks_conditional_writes() override { return store_.checks_conditional_writes(); }
   Url download_url(const std::string& revision, const std::string& path) const override {
     return store_.download_url(revision, path);
   }

@@ -65,6 +65,7 @@ class MemoryStore : public storage::Store {
                                const std::string& message,
                                const std::optional<std::string>& parent) override;
   std::string why_not_writable() override { return ""; }
+  bool checks_conditional_writes() override { return true; }
   Url download_url(const std::string&, const std::string&) const override { return {}; }
   uint64_t requests() const override { return requests_; }
   std::string unreachable() const override { return ""; }

@@ -51,6 +51,7 @@ class FakeStore : public Store {
     return result;
   }
   std::string why_not_writable() override { return ""; }
+  bool checks_conditional_writes() override { return true; }
   Url download_url(const std::string&, const std::string& path) const override {
     return {"https://fake/" + path, false};
   }

@@ -57,6 +57,24 @@ void add_export_option(CLI::App* cmd, const std::shared_ptr<Args>& args) {
                   "(symlinks to its NEFFs; use it as NEURON_COMPILE_CACHE_URL)");
 }
 
+// Compile leases (remote/leases.h): `ci` pushes what it compiles, so the machines sharing the
+// store can wait for each other's compiles.
+void add_lease_options(CLI::App* cmd, const std::shared_ptr<Args>& args) {
+  args->options.leases.enabled = true;
+  cmd->add_flag_function(
+      "--no-wait", [args](int64_t) { args->options.leases.wait = false; },
+      "Compile a missing configuration even when another machine is compiling it (by default "
+      "this one waits for that machine's push and fetches it)");
+  cmd->add_option_function<int64_t>(
+         "--wait-timeout",
+         [args](int64_t seconds) {
+           args->options.leases.wait_timeout = std::chrono::seconds(seconds);
+         },
+         "Wait at most this many seconds for another machine's compile, then compile here "
+         "(default: that machine's expected compile time plus a margin, else an hour)")
+      ->check(CLI::Range(int64_t{0}, int64_t{7} * 24 * 3600));
+}
+
 void add_compile_options(CLI::App* cmd, const std::shared_ptr<Args>& args) {
   cmd->add_option("--jobs,-j", args->options.jobs, "Compile this many configurations at once")
       ->check(CLI::Range(1, 256));
@@ -256,7 +274,7 @@ void run_ci(Context& context, Args& args) {
     report::Totals t = report::totals(run);
     std::cout << prefetch_line(*result.prefetch, result.initial) << "\n"
               << compiled_line(*result.compile) << "\n"
-              << report::push_line(result) << "\n"
+              << report::lease_line(*result.compile) << report::push_line(result) << "\n"
               << "done in " << report::human_seconds(result.seconds) << ": " << t.local
               << " local, " << t.store_hits << " from "
               << storage::describe(storage::kind_named(result.initial.store)) << ", "
@@ -412,6 +430,7 @@ void register_pipeline(CLI::App& app, Context& context) {
   ci->add_option("--report", ci_args->report_file, "Write the JSON report here");
   ci->add_option("--summary", ci_args->summary_file, "Write the Markdown summary here");
   ci->add_flag("--json", ci_args->json, "Print the JSON report on stdout");
+  add_lease_options(ci, ci_args);
   add_export_option(ci, ci_args);
   ci->callback([&context, ci_args] { run_ci(context, *ci_args); });
 

@@ -231,6 +231,9 @@ void resolve_knobs(Settings& s, const Environment& env) {
       from_env(env, "NEURON_CACHE_RETRY_BASE_MS", {"", "default (1 s, doubling up to 30 s)"});
   s.s3_recheck_ms =
       from_env(env, "NEURON_CACHE_S3_RECHECK_MS", {std::to_string(kDefaultS3RecheckMs), "default"});
+  s.lease_seconds = from_env(env, "NEURON_CACHE_LEASE_SECONDS", {"600", "default"});
+  s.lease_poll_ms = from_env(env, "NEURON_CACHE_LEASE_POLL_MS", {"15000", "default"});
+  s.runner_name = from_env(env, "RUNNER_NAME", {"", "unset (the host name)"});
   s.s3_sse = from_env(env, "NEURON_CACHE_S3_SSE", {"", "default (the bucket's encryption)"});
   s.s3_sse_kms_key_id = from_env(env, "NEURON_CACHE_S3_SSE_KMS_KEY_ID", {"", "unset"});
   resolve_progress(s, env);
@@ -363,15 +366,31 @@ std::chrono::milliseconds Settings::s3_recheck() const {
                     printable(value) + "\")");
 }
 
-std::chrono::milliseconds Settings::progress_interval() const {
-  const std::string& value = progress_interval_ms.value;
+namespace {
+
+// A setting that must be a positive whole number of `unit`s.
+int64_t positive(const Setting& setting, const std::string& unit) {
+  const std::string& value = setting.value;
   if (!value.empty() && value.size() <= 9 &&
       value.find_first_not_of("0123456789") == std::string::npos && std::stol(value) > 0) {
-    return std::chrono::milliseconds(std::stol(value));
+    return std::stol(value);
   }
-  throw input_error(progress_interval_ms.origin +
-                    " must be a positive number of milliseconds (got \"" + printable(value) +
-                    "\")");
+  throw input_error(setting.origin + " must be a positive number of " + unit + " (got \"" +
+                    printable(value) + "\")");
+}
+
+}  // namespace
+
+std::chrono::milliseconds Settings::progress_interval() const {
+  return std::chrono::milliseconds(positive(progress_interval_ms, "milliseconds"));
+}
+
+std::chrono::seconds Settings::lease_ttl() const {
+  return std::chrono::seconds(positive(lease_seconds, "seconds"));
+}
+
+std::chrono::milliseconds Settings::lease_poll() const {
+  return std::chrono::milliseconds(positive(lease_poll_ms, "milliseconds"));
 }
 
 std::string save_custom_cache_repo(const Settings& settings, const std::string& repo) {

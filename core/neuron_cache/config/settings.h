@@ -101,6 +101,13 @@ struct Settings {
   // NEURON_CACHE_PROGRESS_INTERVAL_MS: how often a plain progress line is printed when stderr is
   // not a terminal (tests shorten it).
   Setting progress_interval_ms;
+  // Compile leases (remote/leases.h): NEURON_CACHE_LEASE_SECONDS, how long a lease lives without
+  // renewal (default 600); NEURON_CACHE_LEASE_POLL_MS, how often a machine waiting for another's
+  // compile looks again (default 15000; tests shorten both); how other machines' messages name
+  // this one: RUNNER_NAME (a GitHub runner's name), else the host name.
+  Setting lease_seconds;
+  Setting lease_poll_ms;
+  Setting runner_name;
   // The debug log (log/log.h): --verbose, NEURON_CACHE_LOG=debug (as SCCACHE_LOG), or a GitHub
   // re-run with debug logging (RUNNER_DEBUG=1).
   bool debug_log = false;
@@ -134,6 +141,9 @@ struct Settings {
   std::chrono::milliseconds s3_recheck() const;
   // progress_interval_ms; throws an input Error when it is not a positive number.
   std::chrono::milliseconds progress_interval() const;
+  // lease_seconds and lease_poll_ms; throw an input Error when not a positive number.
+  std::chrono::seconds lease_ttl() const;
+  std::chrono::milliseconds lease_poll() const;
 
   // What the resolution was made from, for with_manifest.
   Environment environment;

@@ -439,35 +439,46 @@ Adoption Pipeline::complete_from_store(compile::CaptureResult& captured,
 CompileStep Pipeline::compile(plan::Plan& plan) {
   auto start = std::chrono::steady_clock::now();
   CompileStep step;
-  std::vector<plan::PlanRow*> misses;
+  std::vector<plan::PlanRow*> misses, compiled;
   for (auto& row : plan.rows) {
     if (plan::runs_compile(row.status)) misses.push_back(&row);
   }
-  step.outcomes.resize(misses.size());
+  if (!misses.empty() && leases()) {
+    compile_with_leases(plan, misses, step, compiled);
+  } else {
+    compile_rows(misses, step, compiled);
+  }
+  finish_compile(compiled, step);
+  step.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return step;
+}
+
+void Pipeline::compile_rows(const std::vector<plan::PlanRow*>& rows, CompileStep& step,
+                            std::vector<plan::PlanRow*>& compiled) {
+  size_t first = step.outcomes.size();
+  step.outcomes.resize(first + rows.size());
   std::atomic<size_t> next{0};
   std::mutex progress;
   std::exception_ptr failure;  // the first exception that is not an Error, rethrown after join
   auto worker = [&] {
     try {
-      compile_each(misses, step, next, progress);
+      compile_each(rows, step.outcomes.data() + first, next, progress);
     } catch (...) {
       std::lock_guard lock(progress);
       if (!failure) failure = std::current_exception();
-      next = misses.size();  // the other workers take no new configuration
+      next = rows.size();  // the other workers take no new configuration
     }
   };
-  size_t threads = std::max<size_t>(1, std::min<size_t>(options_.jobs, misses.size()));
+  size_t threads = std::max<size_t>(1, std::min<size_t>(options_.jobs, rows.size()));
   std::vector<std::thread> pool;
   for (size_t t = 0; t < threads; ++t) pool.emplace_back(worker);
   for (auto& thread : pool) thread.join();
   if (failure) std::rethrow_exception(failure);
-  finish_compile(misses, step);
-  step.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  return step;
+  compiled.insert(compiled.end(), rows.begin(), rows.end());
 }
 
 // One worker's loop: compiles the next configuration not taken yet until none is left.
-void Pipeline::compile_each(const std::vector<plan::PlanRow*>& misses, CompileStep& step,
+void Pipeline::compile_each(const std::vector<plan::PlanRow*>& misses, CompileOutcome* outcomes,
                             std::atomic<size_t>& next, std::mutex& progress) {
   for (size_t i; (i = next++) < misses.size();) {
     const plan::Target& target = misses[i]->target;
@@ -476,12 +487,12 @@ void Pipeline::compile_each(const std::vector<plan::PlanRow*>& misses, CompileSt
       if (on_progress) on_progress("compiling " + target.configuration.name);
     }
     auto failed = [&](const char* why) {
-      step.outcomes[i].configuration = target.configuration.name;
-      step.outcomes[i].key = target.key;
-      step.outcomes[i].error = why;
+      outcomes[i].configuration = target.configuration.name;
+      outcomes[i].key = target.key;
+      outcomes[i].error = why;
     };
     try {
-      step.outcomes[i] = compile_one(target, misses[i]->status == plan::Status::Registry);
+      outcomes[i] = compile_one(target, misses[i]->status == plan::Status::Registry);
     } catch (const Error& error) {
       // The local disk would fail every other configuration the same way: stop with one line.
       rethrow_local_disk(error);
@@ -493,7 +504,7 @@ void Pipeline::compile_each(const std::vector<plan::PlanRow*>& misses, CompileSt
     }
     std::lock_guard lock(progress);
     if (on_progress) {
-      const CompileOutcome& o = step.outcomes[i];
+      const CompileOutcome& o = outcomes[i];
       std::string done = o.reused.empty() ? "compiled " : "reused (through optimum-neuron) ";
       on_progress((o.ok ? done : "FAILED ") + o.configuration + (o.ok ? "" : ": " + o.error));
     }
@@ -501,26 +512,30 @@ void Pipeline::compile_each(const std::vector<plan::PlanRow*>& misses, CompileSt
 }
 
 // What the compiles did, in the plan and in notes.
-void Pipeline::finish_compile(const std::vector<plan::PlanRow*>& misses, CompileStep& step) {
+void Pipeline::finish_compile(const std::vector<plan::PlanRow*>& compiled, CompileStep& step) {
   for (const auto& text : unique_notes(step.outcomes)) note(true, kNotSeeded + text);
-  for (size_t i = 0; i < misses.size(); ++i) {
+  for (size_t i = 0; i < compiled.size(); ++i) {
     const CompileOutcome& o = step.outcomes[i];
-    if (!o.ok || o.recorded || !misses[i]->target.unkeyed.empty()) continue;
+    if (!o.ok || o.recorded || !compiled[i]->target.unkeyed.empty()) continue;
     note(true, o.configuration + " was " + (o.reused.empty() ? "compiled" : o.reused) +
                    ", but nothing was recorded for it: " + o.not_recorded +
                    ". The next run runs its compile command again");
   }
+  mark_compiled(compiled, step);
+}
+
+void Pipeline::mark_compiled(const std::vector<plan::PlanRow*>& compiled, const CompileStep& step) {
   compiled_here_ = 0;
-  for (size_t i = 0; i < misses.size(); ++i) {
+  for (size_t i = 0; i < compiled.size(); ++i) {
     if (step.outcomes[i].recorded) ++*compiled_here_;
-    if (step.outcomes[i].ok && !misses[i]->target.unkeyed.empty()) {
-      misses[i]->reason = "compiled, but not keyed: " + misses[i]->target.unkeyed +
-                          "; not recorded in the cache index or pushed";
+    if (step.outcomes[i].ok && !compiled[i]->target.unkeyed.empty()) {
+      compiled[i]->reason = "compiled, but not keyed: " + compiled[i]->target.unkeyed +
+                            "; not recorded in the cache index or pushed";
     }
     if (step.outcomes[i].recorded) {
-      misses[i]->status = plan::Status::Local;
-      misses[i]->reason = step.outcomes[i].reused.empty() ? "compiled" : step.outcomes[i].reused;
-      misses[i]->entry = local_index_->find(compiler_version_, misses[i]->target.key);
+      compiled[i]->status = plan::Status::Local;
+      compiled[i]->reason = step.outcomes[i].reused.empty() ? "compiled" : step.outcomes[i].reused;
+      compiled[i]->entry = local_index_->find(compiler_version_, compiled[i]->target.key);
     }
   }
 }

@@ -623,7 +623,45 @@ std::vector<ai::Entry> Pipeline::not_on_hub(const plan::Plan& plan) {
   return entries;
 }
 
+namespace {
+
+// The push step of a run that pushed before waiting for other machines: the pushes together.
+PushStep merged(const std::vector<PushStep>& early, PushStep last) {
+  for (const PushStep& step : early) {
+    if (!step.attempted) continue;
+    if (!last.attempted) {
+      last.attempted = true;
+      last.skipped_reason.clear();
+    }
+    remote::PushResult& r = last.result;
+    const remote::PushResult& e = step.result;
+    r.pushed.insert(r.pushed.end(), e.pushed.begin(), e.pushed.end());
+    r.already_stored.insert(r.already_stored.end(), e.already_stored.begin(),
+                            e.already_stored.end());
+    r.modules_added += e.modules_added;
+    r.skipped.insert(e.skipped.begin(), e.skipped.end());
+    r.commit.committed = r.commit.committed || e.commit.committed;
+    if (r.commit.revision.empty()) r.commit.revision = e.commit.revision;
+    if (r.commit.link.empty()) r.commit.link = e.commit.link;
+    r.commit.small_files += e.commit.small_files;
+    r.commit.large_sent += e.commit.large_sent;
+    r.commit.large_already_stored += e.commit.large_already_stored;
+    r.commit.unchanged += e.commit.unchanged;
+    r.commit.bytes_sent += e.commit.bytes_sent;
+    last.seconds += step.seconds;
+  }
+  return last;
+}
+
+}  // namespace
+
 PushStep Pipeline::push(const plan::Plan& plan) {
+  PushStep step = push_entries(plan);
+  finish_leases(plan, step);
+  return merged(early_pushes_, std::move(step));
+}
+
+PushStep Pipeline::push_entries(const plan::Plan& plan) {
   auto start = std::chrono::steady_clock::now();
   PushStep step;
   for (const auto& row : plan.rows) {

@@ -11,6 +11,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <filesystem>
 #include <functional>
 #include <map>
@@ -27,6 +28,7 @@
 #include "neuron_cache/manifest/manifest.h"
 #include "neuron_cache/plan/plan.h"
 #include "neuron_cache/plan/targets.h"
+#include "neuron_cache/remote/leases.h"
 #include "neuron_cache/remote/lookup.h"
 #include "neuron_cache/remote/prefetch.h"
 #include "neuron_cache/remote/push.h"
@@ -52,6 +54,16 @@ struct Remotes {
   storage::ModelSource* models = nullptr;
 };
 
+// Compile leases across the machines sharing the store (remote/leases.h): one compile of a
+// configuration for the whole fleet; the others wait for its push and fetch it.
+struct LeasePolicy {
+  bool enabled = false;  // only when a push follows the compiles (`ci`, the Action)
+  bool wait = true;      // --no-wait: compile what another machine compiles too
+  // --wait-timeout: how long to wait for another machine's compile; without it, the holder's
+  // expected compile time plus a margin, else an hour.
+  std::optional<std::chrono::seconds> wait_timeout;
+};
+
 struct Options {
   std::filesystem::path manifest;
   std::vector<std::string> configs;  // only these configuration names; empty: all
@@ -60,6 +72,7 @@ struct Options {
   int jobs = 1;
   std::filesystem::path output_dir = "neuron-cache-output";  // compile outputs and logs
   remote::PushOptions push;
+  LeasePolicy leases;
 };
 
 // A warning or note the user must see; also goes into reports.
@@ -109,8 +122,32 @@ struct Adoption {
   uint64_t bytes_linked = 0;  // taken from the HF file cache instead of downloaded
 };
 
+// How the lease of one missed configuration went.
+struct LeaseOutcome {
+  enum class Kind {
+    Held,          // this machine took the lease and compiled
+    TookOver,      // ... from a machine that stopped without a result (expired or released)
+    Fetched,       // another machine compiled it: waited, then fetched its push
+    WaitTimedOut,  // waited past the bound, then compiled without the lease
+    NotWaited,     // --no-wait: compiled although another machine compiles it too
+    NoLease,       // the store could not give one (see `note`): compiled without
+  };
+  std::string configuration;
+  std::string key;
+  Kind kind = Kind::Held;
+  std::string other_host;  // the machine that held it (Fetched, TookOver, WaitTimedOut, NotWaited)
+  double waited_seconds = 0;
+  std::string note;
+};
+// "held", "took_over", "waited_then_fetched", "wait_timed_out", "not_waited", "no_lease"
+std::string_view lease_kind_name(LeaseOutcome::Kind kind);
+
 struct CompileStep {
   std::vector<CompileOutcome> outcomes;
+  std::vector<LeaseOutcome> leases;  // one per miss when leases are enabled
+  // The store cannot refuse a conditional write itself (an S3-compatible server that ignores
+  // If-None-Match): two machines may both hold a lease, rarely.
+  bool leases_advisory = false;
   double seconds = 0;
   size_t failed() const;
 };
@@ -227,9 +264,47 @@ class Pipeline {
                   const compile::CaptureCache& capture,
                   const std::map<std::string, std::string>& child_env, double seconds,
                   CompileOutcome& out);
-  void compile_each(const std::vector<plan::PlanRow*>& misses, CompileStep& step,
+  void compile_each(const std::vector<plan::PlanRow*>& misses, CompileOutcome* outcomes,
                     std::atomic<size_t>& next, std::mutex& progress);
-  void finish_compile(const std::vector<plan::PlanRow*>& misses, CompileStep& step);
+  // Compiles `rows` (jobs in parallel), their outcomes appended to the step's and the rows to
+  // `compiled`, in the same order.
+  void compile_rows(const std::vector<plan::PlanRow*>& rows, CompileStep& step,
+                    std::vector<plan::PlanRow*>& compiled);
+  void finish_compile(const std::vector<plan::PlanRow*>& compiled, CompileStep& step);
+  // The compile leases of this run (pipeline/lease_step.cpp), made on first need; null when
+  // leases are off or the store cannot hold them (a notice says why).
+  remote::Leases* leases();
+  // The compile step with leases: claims each miss's lease, compiles those taken, then waits
+  // for the machines compiling the others and fetches their pushes (or takes over a lease its
+  // holder dropped).
+  void compile_with_leases(plan::Plan& plan, const std::vector<plan::PlanRow*>& misses,
+                           CompileStep& step, std::vector<plan::PlanRow*>& compiled);
+  // Pushes what this machine compiled and ends its leases before it waits for other machines:
+  // they may be waiting for it in turn. The push step later adds these pushes to its own.
+  void publish_before_waiting(const plan::Plan& plan, const std::vector<plan::PlanRow*>& compiled,
+                              CompileStep& step);
+  // The rows compiled and recorded become Local (again and again as compiles end).
+  void mark_compiled(const std::vector<plan::PlanRow*>& compiled, const CompileStep& step);
+  struct Waiting;  // a configuration another machine compiles (pipeline/lease_step.cpp)
+  // Polls them until each is fetched or compiled here.
+  void wait_for_others(const plan::Plan& plan, std::vector<Waiting>& waiting, CompileStep& step,
+                       std::vector<plan::PlanRow*>& compiled);
+  // One poll: true when it is settled (fetched, or compiled here).
+  bool poll_other(const plan::Plan& plan, Waiting& waiting, CompileStep& step,
+                  std::vector<plan::PlanRow*>& compiled);
+  // Compiles `row`, holding its lease, and releases the lease at once when the compile failed.
+  void compile_leased(plan::PlanRow& row, CompileStep& step, std::vector<plan::PlanRow*>& compiled);
+  // Reads the store's index again for `row` and fetches its entry when the store has one now.
+  enum class Refetch { Fetched, Absent, Failed };
+  Refetch fetch_after_wait(plan::PlanRow& row);
+  // The compile time the store or the local cache recorded for the configuration nearest to
+  // `row`, or 0.
+  double expected_seconds(const plan::PlanRow& row) const;
+  // After the push: each lease held is done when the store has its configuration now, else
+  // released with the reason.
+  void finish_leases(const plan::Plan& plan, const PushStep& step);
+  // The push step itself, without ending the leases.
+  PushStep push_entries(const plan::Plan& plan);
   // Installs from the store the folders optimum-neuron's hub proxy left without a NEFF of their
   // own (captured.proxied and captured.unlinked, named by their keys) and counts them as used;
   // or says why it could not. A file the proxy linked from the HF file cache (`child_env`'s
@@ -314,6 +389,9 @@ class Pipeline {
   size_t requests_at_start_ = 0;
   std::once_flag seed_views_once_;
   std::unique_ptr<compile::SeedViews> seed_views_;
+  // After store_layers_: released (its destructor ends the leases still held) before them.
+  std::optional<std::unique_ptr<remote::Leases>> leases_;  // set once asked: null when none
+  std::vector<PushStep> early_pushes_;  // publish_before_waiting's, for the push step
 };
 
 // "neuron-cache 0.1.0"

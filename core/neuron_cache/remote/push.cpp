@@ -1,8 +1,5 @@
 #include "neuron_cache/remote/push.h"
 
-#include <stdlib.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <functional>
 #include <set>
@@ -14,6 +11,7 @@
 #include "neuron_cache/remote/commit_on_head.h"
 #include "neuron_cache/remote/remote_index.h"
 #include "neuron_cache/sys/safe_dir.h"
+#include "neuron_cache/sys/temp_file.h"
 
 namespace neuron_cache::remote {
 namespace {
@@ -44,39 +42,10 @@ std::optional<std::string> check_local(const local::LocalIndex& local, const ai:
   return std::nullopt;
 }
 
-// A temporary file holding `content`, removed when the object goes away.
-class TempFile {
- public:
-  explicit TempFile(const std::string& content) {
-    std::string pattern = (fs::temp_directory_path() / "neuron-cache-index-XXXXXX").string();
-    int fd = mkstemp(pattern.data());
-    if (fd < 0)
-      throw operational_error("cannot create a temporary file in " +
-                              fs::temp_directory_path().string());
-    close(fd);
-    path_ = pattern;
-    try {
-      sys::write_whole_file(path_,
-                            content);  // a full /tmp must fail the push, not send a short index
-    } catch (...) {
-      unlink(path_.c_str());
-      throw;
-    }
-  }
-  ~TempFile() {
-    std::error_code ignored;
-    fs::remove(path_, ignored);
-  }
-  const fs::path& path() const { return path_; }
-
- private:
-  fs::path path_;
-};
-
 struct Attempt {
   std::vector<storage::CommitOperation> operations;
   std::set<std::string> paths;  // each file once, however many configurations share it
-  std::vector<std::unique_ptr<TempFile>> temp_files;
+  std::vector<std::unique_ptr<sys::TempFile>> temp_files;
   std::vector<std::string> pushed;
   std::vector<std::string> already;
   size_t modules_added = 0;
@@ -167,7 +136,7 @@ Attempt prepare(storage::Store& store, const std::string& head, const local::Loc
       changed = true;
     }
     if (!changed) continue;
-    attempt.temp_files.push_back(std::make_unique<TempFile>(ai::serialize_index(index)));
+    attempt.temp_files.push_back(std::make_unique<sys::TempFile>(ai::serialize_index(index)));
     attempt.add(path, attempt.temp_files.back()->path());
   }
   return attempt;

@@ -61,6 +61,14 @@ const std::string* not_installed(const RunResult& run, const std::string& key) {
   return it == run.prefetch->result.failed.end() ? nullptr : &it->second;
 }
 
+const pipeline::LeaseOutcome* find_lease(const RunResult& run, const std::string& key) {
+  if (!run.compile) return nullptr;
+  for (const auto& o : run.compile->leases) {
+    if (o.key == key) return &o;
+  }
+  return nullptr;
+}
+
 const pipeline::CompileOutcome* find_outcome(const RunResult& run, const std::string& key) {
   if (!run.compile) return nullptr;
   for (const auto& o : run.compile->outcomes) {
@@ -123,6 +131,9 @@ std::string outcome_of(const RunResult& run, const plan::PlanRow& before) {
     case plan::Status::Compile:
       break;
   }
+  const auto* lease = find_lease(run, before.target.key);
+  if (lease && lease->kind == pipeline::LeaseOutcome::Kind::Fetched)
+    return "fetched from " + from + " after " + lease->other_host + " compiled it";
   if (const auto* o = find_outcome(run, before.target.key)) {
     if (o->ok && !o->reused.empty()) return o->reused;
     return o->ok ? "compiled" : "compile FAILED";
@@ -258,6 +269,13 @@ json run_json(const RunResult& run) {
       item["prefetch"] = {{"installed", why == nullptr},
                           {"error", why ? json(*why) : json(nullptr)}};
     }
+    if (const auto* lease = find_lease(run, row.target.key)) {
+      item["lease"] = {{"outcome", pipeline::lease_kind_name(lease->kind)},
+                       {"other_host", lease->other_host},
+                       {"waited_seconds", lease->waited_seconds},
+                       {"advisory", run.compile->leases_advisory},
+                       {"note", lease->note}};
+    }
     if (const auto* o = find_outcome(run, row.target.key)) {
       item["compile"] = {
           {"ok", o->ok},
@@ -354,6 +372,19 @@ std::string location_of(const storage::Store* store) {
 }
 
 }  // namespace
+
+std::string lease_line(const pipeline::CompileStep& step) {
+  if (step.leases.empty()) return "";
+  std::map<std::string_view, size_t> counts;
+  for (const auto& o : step.leases) ++counts[pipeline::lease_kind_name(o.kind)];
+  std::string text;
+  for (const auto& [kind, n] : counts) {
+    text += (text.empty() ? "" : ", ") + std::to_string(n) + " " + std::string(kind);
+  }
+  std::replace(text.begin(), text.end(), '_', ' ');
+  return "compile leases: " + text + (step.leases_advisory ? " (advisory: see the warning)" : "") +
+         "\n";
+}
 
 std::string push_line(const RunResult& run, const std::string& what) {
   const pipeline::PushStep& step = *run.push;

@@ -60,6 +60,8 @@ std::string sent_text(const storage::CommitResult& commit);
 // One line on the push of `run` (which must have one): skipped, failed, or what it sent where
 // (a Hub commit, else the store named). `what` names the things pushed.
 std::string push_line(const RunResult& run, const std::string& what = "configuration");
+// "compile leases: 2 held, 1 waited then fetched\n", or "" when the compile step used none.
+std::string lease_line(const pipeline::CompileStep& step);
 // The push of `run` with a profile or configuration (`owner`: "profile NAME", "configuration
 // NAME") to `store` (none reads as the Hub): what the store got, or why nothing.
 std::string run_push_line(const pipeline::PushStep& step, const storage::Store* store,

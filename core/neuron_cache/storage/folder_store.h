@@ -94,6 +94,7 @@ class FolderStore : public Store {
   CommitResult commit(const std::vector<CommitOperation>& operations, const std::string& message,
                       const std::optional<std::string>& parent) override;
   std::string why_not_writable() override;
+  bool checks_conditional_writes() override { return true; }  // under the index lock
   Url download_url(const std::string& revision, const std::string& path) const override;
   uint64_t requests() const override { return files_touched_; }
   std::string unreachable() const override;

@@ -38,6 +38,7 @@ class HubStore : public Store {
                       const std::optional<std::string>& parent) override;
   // Asks whoami once: a read-only token cannot push.
   std::string why_not_writable() override;
+  bool checks_conditional_writes() override { return true; }  // the parent commit
   // The resolve URL at `revision`, which needs the token (the repo may be private).
   Url download_url(const std::string& revision, const std::string& path) const override;
   uint64_t requests() const override;

@@ -56,6 +56,10 @@ CommitResult ReadOnlyStore::commit(const std::vector<CommitOperation>& /*operati
 }
 
 // Asked before a push: always a reason, so nothing is prepared in vain.
+bool ReadOnlyStore::checks_conditional_writes() {
+  return inner_.checks_conditional_writes();
+}
+
 std::string ReadOnlyStore::why_not_writable() {
   return "read-only (" + reason_ + ")";
 }
@@ -154,6 +158,10 @@ CommitResult MissOnFailureStore::commit(const std::vector<CommitOperation>& oper
 }
 
 // Plain facts about the inner store.
+bool MissOnFailureStore::checks_conditional_writes() {
+  return inner_.checks_conditional_writes();
+}
+
 std::string MissOnFailureStore::why_not_writable() {
   return inner_.why_not_writable();
 }

@@ -34,6 +34,7 @@ class ReadOnlyStore : public Store {
   CommitResult commit(const std::vector<CommitOperation>& operations, const std::string& message,
                       const std::optional<std::string>& parent) override;
   std::string why_not_writable() override;
+  bool checks_conditional_writes() override;
   Url download_url(const std::string& revision, const std::string& path) const override;
   uint64_t requests() const override;
   std::string unreachable() const override;
@@ -73,6 +74,7 @@ class MissOnFailureStore : public Store {
   CommitResult commit(const std::vector<CommitOperation>& operations, const std::string& message,
                       const std::optional<std::string>& parent) override;
   std::string why_not_writable() override;
+  bool checks_conditional_writes() override;
   Url download_url(const std::string& revision, const std::string& path) const override;
   uint64_t requests() const override;
   std::string unreachable() const override;

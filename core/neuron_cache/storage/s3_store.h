@@ -93,6 +93,7 @@ class S3Store : public Store {
                       const std::optional<std::string>& parent) override;
   // Anonymous access (AWS_NO_SIGN_REQUEST) reads only.
   std::string why_not_writable() override;
+  bool checks_conditional_writes() override { return enforces_conditions(); }
   Url download_url(const std::string&, const std::string&) const override { return {}; }
   uint64_t requests() const override { return http_.stats().requests; }
   std::string unreachable() const override { return http_.unreachable(); }

@@ -205,6 +205,11 @@ class Store {
   // Why nothing may be written (read-only policy, a read-only Hub token), or "" when writes may
   // be tried. Asked before a push so that nothing is sent in vain.
   virtual std::string why_not_writable() = 0;
+  // Whether the store itself refuses a commit() of a file read_small() read when that file changed
+  // since (the Hub's parent commit, a folder's lock, S3's If-Match / If-None-Match). False for an
+  // S3-compatible server that ignores conditions (probed once): its writers check by reading back,
+  // which narrows a race but cannot close it, so what relies on it (compile leases) is advisory.
+  virtual bool checks_conditional_writes() = 0;
 
   // A URL a plain downloader (Bazel's, curl) can read `path` from at `revision` without this
   // tool, or "" when there is none (S3: requests must be signed). `needs_token` says whether it

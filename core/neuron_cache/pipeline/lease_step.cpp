@@ -1,0 +1,371 @@
+// The compile step's leases (remote/leases.h): before compiling a miss this machine claims the
+// configuration's lease in the store; a miss another machine holds is waited for and fetched
+// from its push, or compiled here when its holder stopped without a result (a killed runner: the
+// lease expires) or the wait goes past its bound.
+#include <unistd.h>
+
+#include <cmath>
+#include <thread>
+
+#include "neuron_cache/format/printable.h"
+#include "neuron_cache/format/timestamp.h"
+#include "neuron_cache/log/log.h"
+#include "neuron_cache/pipeline/pipeline.h"
+
+namespace neuron_cache::pipeline {
+
+using Clock = std::chrono::steady_clock;
+
+struct Pipeline::Waiting {
+  plan::PlanRow* row = nullptr;
+  LeaseOutcome outcome;
+  Clock::time_point since;
+  int64_t deadline = 0;    // seconds since 1970: past it, compile without the lease
+  Clock::time_point said;  // when the last progress line about it was shown
+};
+
+std::string_view lease_kind_name(LeaseOutcome::Kind kind) {
+  switch (kind) {
+    case LeaseOutcome::Kind::Held:
+      return "held";
+    case LeaseOutcome::Kind::TookOver:
+      return "took_over";
+    case LeaseOutcome::Kind::Fetched:
+      return "waited_then_fetched";
+    case LeaseOutcome::Kind::WaitTimedOut:
+      return "wait_timed_out";
+    case LeaseOutcome::Kind::NotWaited:
+      return "not_waited";
+    case LeaseOutcome::Kind::NoLease:
+      return "no_lease";
+  }
+  return "no_lease";
+}
+
+namespace {
+
+namespace ai = artifact_index;
+
+// Without --wait-timeout and without an estimate from the holder: "else an hour".
+constexpr int64_t kDefaultWaitSeconds = 3600;
+// Beyond the holder's estimate: compile times vary with the machine and its load.
+constexpr double kEstimateFactor = 1.25;
+constexpr int64_t kEstimateMarginSeconds = 600;
+// How often a waiting configuration's progress line is repeated.
+constexpr auto kProgressEvery = std::chrono::seconds(60);
+
+std::string host_name(const config::Settings& settings) {
+  if (!settings.runner_name.value.empty()) return printable(settings.runner_name.value);
+  char name[256] = {};
+  if (gethostname(name, sizeof name - 1) != 0 || name[0] == '\0') return "an unnamed host";
+  return printable(name);
+}
+
+// "12:03 UTC"
+std::string clock_time(int64_t seconds) {
+  return utc_text(seconds).substr(11, 5) + " UTC";
+}
+
+std::string minutes(double seconds) {
+  return std::to_string(static_cast<long>(std::ceil(seconds / 60))) + " min";
+}
+
+// When a machine waiting for `lease` since `now` stops waiting (seconds since 1970).
+int64_t wait_deadline(const lease::Record& lease, const LeasePolicy& policy, int64_t now) {
+  if (policy.wait_timeout) return now + policy.wait_timeout->count();
+  if (lease.expected_seconds <= 0) return now + kDefaultWaitSeconds;
+  auto expected = static_cast<int64_t>(lease.expected_seconds * kEstimateFactor);
+  return std::max(now + kEstimateMarginSeconds, lease.started + expected + kEstimateMarginSeconds);
+}
+
+// "llama-bs1 is being compiled by runner-7 since 12:03 UTC, expected 41 min from its last
+// compile; waiting until 12:54 UTC"
+std::string being_compiled(const lease::Record& lease, int64_t deadline) {
+  std::string text = lease.configuration + " is being compiled by " + printable(lease.host) +
+                     " since " + clock_time(lease.started);
+  if (lease.expected_seconds > 0)
+    text += ", expected " + minutes(lease.expected_seconds) + " from its last compile";
+  return text + "; waiting until " + clock_time(deadline);
+}
+
+// Why `lease` no longer protects its configuration, for the note of a take-over.
+std::string why_free(const lease::Record& lease) {
+  if (lease.state == lease::State::Released)
+    return printable(lease.host) + " released it without a result (" +
+           printable(lease.note, kPrintableMessage) + ")";
+  if (lease.state == lease::State::Done)
+    return printable(lease.host) + " marked it done but the store has no entry for it";
+  return printable(lease.host) + "'s lease expired at " + clock_time(lease.expires) +
+         " without a result (its runner stopped renewing it)";
+}
+
+}  // namespace
+
+remote::Leases* Pipeline::leases() {
+  if (leases_) return leases_->get();
+  leases_.emplace();
+  if (!options_.leases.enabled || options_.read_only || !writer_ || writer_->offline() ||
+      !writer_->unreachable().empty())
+    return nullptr;
+  try {
+    if (std::string why = writer_->why_not_writable(); !why.empty()) {
+      note(false, "no compile leases (" + why +
+                      "): other machines may compile the same "
+                      "configurations at the same time");
+      return nullptr;
+    }
+    remote::LeaseOptions options;
+    options.ttl = settings_.lease_ttl();
+    options.host = host_name(settings_);
+    options.conflicts = options_.push.conflicts;
+    *leases_ = std::make_unique<remote::Leases>(*writer_, options);
+  } catch (const Error& error) {
+    if (error.kind() == ErrorKind::Input) throw;  // a malformed setting
+    rethrow_local_disk(error);
+    cache_problem("compile leases in " + repo_ + " cannot be used: " + error.what(),
+                  "compiling without them");
+  }
+  return leases_->get();
+}
+
+double Pipeline::expected_seconds(const plan::PlanRow& row) const {
+  for (const auto& nearest : row.nearest) {
+    if (remote_) {
+      for (const ai::Entry* entry : remote_->entries_of(row.target.inputs)) {
+        if (entry->key == nearest.key && entry->compile_seconds > 0) return entry->compile_seconds;
+      }
+    }
+    for (const auto& version : local_index_->compiler_versions()) {
+      auto entry = local_index_->find(version, nearest.key);
+      if (entry && entry->compile_seconds > 0) return entry->compile_seconds;
+    }
+  }
+  return 0;
+}
+
+void Pipeline::compile_with_leases(plan::Plan& plan, const std::vector<plan::PlanRow*>& misses,
+                                   CompileStep& step, std::vector<plan::PlanRow*>& compiled) {
+  remote::Leases& leases = *leases_->get();
+  try {
+    step.leases_advisory = !leases.enforced();
+  } catch (const Error& error) {
+    rethrow_local_disk(error);
+    step.leases_advisory = true;
+  }
+  if (step.leases_advisory) {
+    note(true, storage::describe(writer_) +
+                   " does not refuse conditional writes (If-None-Match), so compile leases are "
+                   "advisory: two machines may, rarely, compile the same configuration");
+  }
+  std::vector<plan::PlanRow*> mine;
+  std::vector<Waiting> waiting;
+  for (plan::PlanRow* row : misses) {
+    const plan::Target& t = row->target;
+    LeaseOutcome o;
+    o.configuration = t.configuration.name;
+    o.key = t.key;
+    if (!t.unkeyed.empty()) {
+      o.kind = LeaseOutcome::Kind::NoLease;
+      o.note = "no cache key: " + t.unkeyed;
+      step.leases.push_back(o);
+      mine.push_back(row);
+      continue;
+    }
+    try {
+      remote::Claim claim = leases.claim(t.inputs.compiler_version, t.key, t.configuration.name,
+                                         expected_seconds(*row));
+      if (claim.other) o.other_host = printable(claim.other->host);
+      if (claim.taken) {
+        o.kind = claim.took_over ? LeaseOutcome::Kind::TookOver : LeaseOutcome::Kind::Held;
+        if (claim.took_over) o.note = why_free(*claim.other);
+      } else if (!options_.leases.wait) {
+        o.kind = LeaseOutcome::Kind::NotWaited;
+        o.note = "--no-wait: compiled although " + o.other_host + " compiles it too";
+      } else {
+        int64_t now = remote::Leases::now();
+        waiting.push_back({row, o, Clock::now(), wait_deadline(*claim.other, options_.leases, now),
+                           Clock::now()});
+        if (on_progress && claim.other->state == lease::State::Compiling)
+          on_progress(being_compiled(*claim.other, waiting.back().deadline));
+        continue;
+      }
+    } catch (const Error& error) {
+      rethrow_local_disk(error);
+      o.kind = LeaseOutcome::Kind::NoLease;
+      o.note = error.what();
+      note(true, "no compile lease for " + t.configuration.name + ": " + error.what() +
+                     ": compiling it without one");
+    }
+    step.leases.push_back(o);
+    mine.push_back(row);
+  }
+  size_t first = compiled.size();
+  compile_rows(mine, step, compiled);
+  for (size_t i = first; i < compiled.size(); ++i) {
+    const CompileOutcome& o = step.outcomes[i];
+    if (o.ok) continue;
+    try {
+      leases.finish(compiled[i]->target.inputs.compiler_version, o.key, lease::State::Released,
+                    "its compile failed: " + o.error);
+    } catch (const Error& error) {
+      log::debug("lease",
+                 "could not release the lease of " + o.configuration + ": " + error.what());
+    }
+  }
+  if (waiting.empty()) return;
+  publish_before_waiting(plan, compiled, step);
+  wait_for_others(plan, waiting, step, compiled);
+}
+
+void Pipeline::publish_before_waiting(const plan::Plan& plan,
+                                      const std::vector<plan::PlanRow*>& compiled,
+                                      CompileStep& step) {
+  mark_compiled(compiled, step);
+  PushStep pushed = push_entries(plan);
+  finish_leases(plan, pushed);
+  early_pushes_.push_back(std::move(pushed));
+}
+
+void Pipeline::wait_for_others(const plan::Plan& plan, std::vector<Waiting>& waiting,
+                               CompileStep& step, std::vector<plan::PlanRow*>& compiled) {
+  std::vector<bool> settled(waiting.size(), false);
+  for (bool first = true;; first = false) {
+    if (!first) std::this_thread::sleep_for(settings_.lease_poll());
+    bool all = true;
+    for (size_t i = 0; i < waiting.size(); ++i) {
+      if (!settled[i]) settled[i] = poll_other(plan, waiting[i], step, compiled);
+      all = all && settled[i];
+    }
+    if (all) break;
+  }
+  for (const Waiting& w : waiting) step.leases.push_back(w.outcome);
+}
+
+bool Pipeline::poll_other(const plan::Plan& plan, Waiting& w, CompileStep& step,
+                          std::vector<plan::PlanRow*>& compiled) {
+  const plan::Target& t = w.row->target;
+  remote::Leases& leases = *leases_->get();
+  w.outcome.waited_seconds = std::chrono::duration<double>(Clock::now() - w.since).count();
+  std::optional<lease::Record> now;
+  try {
+    now = leases.read(t.inputs.compiler_version, t.key);
+  } catch (const Error& error) {
+    rethrow_local_disk(error);
+    // A failure is not a free lease: wait on, up to the bound.
+    log::debug("lease",
+               "could not read the lease of " + t.configuration.name + ": " + error.what());
+    if (remote::Leases::now() < w.deadline) return false;
+    now = std::nullopt;
+  }
+  if (!now || !now->live(remote::Leases::now())) {
+    // Done, released, expired or gone: the holder may have pushed before it stopped.
+    Refetch got = fetch_after_wait(*w.row);
+    if (got == Refetch::Fetched) {
+      w.outcome.kind = LeaseOutcome::Kind::Fetched;
+      if (on_progress)
+        on_progress("fetched " + t.configuration.name + " compiled by " + w.outcome.other_host +
+                    " (waited " + minutes(w.outcome.waited_seconds) + ")");
+      return true;
+    }
+    if (got == Refetch::Failed && remote::Leases::now() < w.deadline) return false;
+  }
+  int64_t seconds = remote::Leases::now();
+  if (now && now->live(seconds)) {
+    if (seconds < w.deadline) {
+      if (Clock::now() - w.said >= kProgressEvery && on_progress) {
+        w.said = Clock::now();
+        on_progress(being_compiled(*now, w.deadline));
+      }
+      return false;
+    }
+    w.outcome.kind = LeaseOutcome::Kind::WaitTimedOut;
+    w.outcome.note = "waited " + minutes(w.outcome.waited_seconds) + " for " +
+                     printable(now->host) + "; compiled here without the lease";
+    note(true, t.configuration.name + ": " + w.outcome.note);
+    compile_rows({w.row}, step, compiled);
+    publish_before_waiting(plan, compiled, step);
+    return true;
+  }
+  try {
+    remote::Claim claim = leases.claim(t.inputs.compiler_version, t.key, t.configuration.name,
+                                       now ? now->expected_seconds : 0, true);
+    if (!claim.taken) {  // another waiter took it over first
+      if (claim.other) w.outcome.other_host = printable(claim.other->host);
+      return false;
+    }
+    w.outcome.kind = LeaseOutcome::Kind::TookOver;
+    w.outcome.note = now ? why_free(*now) : "its lease is gone and the store has no entry for it";
+  } catch (const Error& error) {
+    rethrow_local_disk(error);
+    if (remote::Leases::now() < w.deadline) return false;
+    w.outcome.kind = LeaseOutcome::Kind::WaitTimedOut;
+    w.outcome.note = std::string("the lease could not be taken over: ") + error.what();
+  }
+  note(false, t.configuration.name + ": " + w.outcome.note + "; compiling it here");
+  compile_leased(*w.row, step, compiled);
+  publish_before_waiting(plan, compiled, step);
+  return true;
+}
+
+void Pipeline::compile_leased(plan::PlanRow& row, CompileStep& step,
+                              std::vector<plan::PlanRow*>& compiled) {
+  compile_rows({&row}, step, compiled);
+  const CompileOutcome& o = step.outcomes.back();
+  if (o.ok) return;
+  try {
+    (*leases_)->finish(row.target.inputs.compiler_version, o.key, lease::State::Released,
+                       "its compile failed: " + o.error);
+  } catch (const Error& error) {
+    log::debug("lease", "could not release the lease of " + o.configuration + ": " + error.what());
+  }
+}
+
+Pipeline::Refetch Pipeline::fetch_after_wait(plan::PlanRow& row) {
+  if (!writer_) return Refetch::Failed;
+  plan::Plan one;
+  try {
+    // Read through the store itself, not the miss policy: a read that failed must not pass for
+    // a configuration the store lacks (that would compile it a second time).
+    auto fresh =
+        std::make_unique<remote::RemoteIndex>(remote::RemoteIndex::open(*writer_, memo_folder()));
+    one = plan::make_plan({row.target}, *local_index_, fresh.get(), "");
+    if (one.rows.empty() || one.rows[0].status == plan::Status::Compile ||
+        one.rows[0].status == plan::Status::Registry)
+      return Refetch::Absent;
+    remote_ = std::move(fresh);  // its revision has the holder's push
+  } catch (const Error& error) {
+    rethrow_local_disk(error);
+    log::debug("lease", "could not read the index for " + row.target.configuration.name + ": " +
+                            error.what());
+    return Refetch::Failed;
+  }
+  prefetch(one);
+  if (one.rows[0].status != plan::Status::Local) return Refetch::Failed;
+  row.status = plan::Status::Local;
+  row.entry = one.rows[0].entry;
+  row.reason = "compiled by another machine meanwhile, then fetched";
+  return Refetch::Fetched;
+}
+
+void Pipeline::finish_leases(const plan::Plan& plan, const PushStep& step) {
+  if (!leases_ || !*leases_) return;
+  std::set<std::string> stored(step.result.pushed.begin(), step.result.pushed.end());
+  stored.insert(step.result.already_stored.begin(), step.result.already_stored.end());
+  const bool nothing_new = !step.attempted && step.skipped_reason == why_not_push(true);
+  for (const auto& row : plan.rows) {
+    const std::string& key = row.target.key;
+    bool done = row.status == plan::Status::Local && (stored.count(key) > 0 || nothing_new);
+    std::string why = step.skipped_reason.empty() ? "its push did not include it"
+                                                  : "its push failed: " + step.skipped_reason;
+    try {
+      (*leases_)->finish(row.target.inputs.compiler_version, key,
+                         done ? lease::State::Done : lease::State::Released, done ? "" : why);
+    } catch (const Error& error) {
+      rethrow_local_disk(error);
+      note(true, "the compile lease of " + row.target.configuration.name +
+                     " could not be ended: " + error.what() + " (it expires by itself)");
+    }
+  }
+}
+
+}  // namespace neuron_cache::pipeline

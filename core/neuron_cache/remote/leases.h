@@ -1,0 +1,106 @@
+// Compile leases in a cache store (format/lease.h): one compile of a configuration across the
+// machines of a fleet. Before compiling a miss a machine claims the configuration's lease; the
+// others see it live and wait for the result instead of compiling the same graphs; the holder
+// renews it while it compiles and marks it done after its push, or released when it stops
+// without a result. A lease whose holder stopped renewing (a killed runner) expires, and one
+// waiter takes it over.
+//
+// Every write is conditional on the version of the lease file read just before (the store's
+// commit of a file read_small() read: the Hub's parent commit, a folder's lock, S3's If-Match /
+// If-None-Match), so of two machines claiming one lease exactly one wins. On an S3-compatible
+// server that ignores conditions the read-back check only narrows the race: leases are then
+// advisory (enforced() is false) and reports say so.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <functional>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "neuron_cache/format/lease.h"
+#include "neuron_cache/net/retry.h"
+#include "neuron_cache/storage/store.h"
+
+namespace neuron_cache::remote {
+
+struct LeaseOptions {
+  // How long a lease lives without renewal; the holder renews it every third of that.
+  std::chrono::seconds ttl{600};
+  std::string host;            // this machine's name, for the other machines' messages
+  net::RetryPolicy conflicts;  // between claims that met another writer's commit
+};
+
+// What claiming a lease found.
+struct Claim {
+  bool taken = false;      // this process holds the lease now
+  bool took_over = false;  // ... from a holder that stopped without a result
+  // When not taken: the live lease of another machine. When taken over: the one replaced.
+  std::optional<lease::Record> other;
+};
+
+class Leases {
+ public:
+  // `store` outlives this object and is safe to call from two threads (the renewal runs on its
+  // own).
+  Leases(storage::Store& store, LeaseOptions options);
+  // Stops renewing and releases every lease still held ("the process ended without a result"),
+  // so waiters need not wait for the expiry. Failures there are only logged.
+  ~Leases();
+  Leases(const Leases&) = delete;
+  Leases& operator=(const Leases&) = delete;
+
+  // Takes the lease of `key` unless another machine holds a live one, or marked it done (its
+  // result should be in the store) and `over_done` is false. `expected_seconds`: the holder's
+  // estimate of the compile (0: unknown), shown to the machines that wait. Throws what the
+  // store throws.
+  Claim claim(const std::string& compiler_version, const std::string& key,
+              const std::string& configuration, double expected_seconds, bool over_done = false);
+  // The lease of `key` as the store holds it now; nothing when there is none or it is damaged.
+  std::optional<lease::Record> read(const std::string& compiler_version, const std::string& key);
+  // The holder's end of a lease it holds: Done after its push, Released (with why) otherwise.
+  // A lease this process no longer holds is left alone. Throws what the store throws.
+  void finish(const std::string& compiler_version, const std::string& key, lease::State state,
+              const std::string& note);
+  // Whether the store refuses a conditional write itself: false makes leases advisory.
+  bool enforced();
+  // Leases another machine took over while this one held them (its renewals came too late).
+  std::vector<std::string> lost() const;
+  // Seconds since 1970 now, the clock every lease time is read against.
+  static int64_t now();
+
+ private:
+  struct Held {
+    std::string compiler_version;
+    std::string configuration;
+    lease::Record record;
+  };
+  // Reads the lease at the store's head and writes what `decide` makes of it, conditional on the
+  // version read, again from the new head while another writer gets in between. `decide` returns
+  // nothing to leave the lease as it is. Returns what was written.
+  std::optional<lease::Record> update(
+      const std::string& path, const std::string& what,
+      const std::function<std::optional<lease::Record>(const std::optional<lease::Record>&)>&
+          decide);
+  lease::Record fresh(const std::string& key, const std::string& configuration,
+                      double expected_seconds) const;
+  void renew_loop();
+  void renew(const std::string& path);
+
+  storage::Store& store_;
+  LeaseOptions options_;
+  std::string holder_;        // this process's random id
+  std::mutex io_mutex_;       // store reads and writes of leases, one at a time
+  mutable std::mutex mutex_;  // the fields below
+  std::condition_variable wake_;
+  bool stopping_ = false;
+  std::map<std::string, Held> held_;  // by path
+  std::vector<std::string> lost_;
+  std::thread renewer_;
+};
+
+}  // namespace neuron_cache::remote
