@@ -14,6 +14,7 @@
 #include <fstream>
 #include <iostream>
 #include <map>
+#include <memory>
 
 #include "neuron_cache/config/redact.h"
 #include "neuron_cache/config/settings.h"
@@ -23,8 +24,10 @@
 #include "neuron_cache/log/log.h"
 #include "neuron_cache/pipeline/pipeline.h"
 #include "neuron_cache/pipeline/run.h"
+#include "neuron_cache/remote/store_usage.h"
 #include "neuron_cache/report/report.h"
 #include "neuron_cache/report/stats.h"
+#include "neuron_cache/report/usage.h"
 #include "neuron_cache/storage/hub_models.h"
 #include "neuron_cache/storage/open.h"
 #include "neuron_cache/sys/interrupt.h"
@@ -42,9 +45,9 @@ constexpr int kExitGate = 3;  // fail-on-miss, as `neuron-cache plan --fail-on-m
 
 // The action.yml inputs this binary reads, as INPUT_<NAME> with '-' as '_' (`binary` is the
 // build step's own). `--list-inputs` prints them so the tests can check action.yml maps each.
-constexpr std::array<const char*, 10> kInputs = {"manifest",  "cache-repo",  "mode",      "token",
-                                                 "read-only", "strict",      "cache-dir", "configs",
-                                                 "jobs",      "fail-on-miss"};
+constexpr std::array<const char*, 11> kInputs = {
+    "manifest",  "cache-repo", "mode", "token",        "read-only",  "strict",
+    "cache-dir", "configs",    "jobs", "fail-on-miss", "store-usage"};
 
 enum class Mode { Plan, Prefetch, Compile, Push, All };
 
@@ -58,6 +61,7 @@ struct Inputs {
   std::string read_only = "auto";
   bool strict = false;
   bool fail_on_miss = false;
+  bool store_usage = false;
   int jobs = 1;
   std::vector<std::string> configs;
 };
@@ -154,6 +158,7 @@ Inputs read_inputs(std::string token) {
   in.jobs = parse_jobs(input("jobs", "1"));
   in.configs = split_configs(input("configs"));
   in.fail_on_miss = parse_bool("fail-on-miss", input("fail-on-miss", "false"));
+  in.store_usage = parse_bool("store-usage", input("store-usage", "false"));
   return in;
 }
 
@@ -299,6 +304,31 @@ void write_summary(const pipeline::RunResult& run, const Inputs& in, const ReadO
   append_file(path, md + ".\n");
 }
 
+// store-usage: the store's size after the run (`neuron-cache du`), appended to the summary. A
+// store that cannot be measured gives a warning line there; it never fails the job.
+// The store is opened again by its name, without the run's policies: a failed listing is then an
+// error to report, not a miss.
+void write_store_usage(const Inputs& in, const pipeline::Pipeline& p,
+                       const config::Settings& settings, hub::HubClient& client) {
+  const char* path = std::getenv("GITHUB_STEP_SUMMARY");
+  if (!in.store_usage || !path || !*path) return;
+  std::string md;
+  try {
+    if (!p.store()) throw input_error("no cache store was opened for the run");
+    std::unique_ptr<storage::Store> store =
+        storage::open_store(p.repo(), "the run's cache store", settings, client);
+    md = report::usage_markdown(remote::store_usage(*store));
+  } catch (const std::exception& error) {
+    md = report::usage_markdown_failure(p.repo().empty() ? "the cache store" : p.repo(),
+                                        error.what());
+  }
+  try {
+    append_file(path, md);
+  } catch (const std::exception&) {
+    // The summary of the run itself was written; its last section is only information.
+  }
+}
+
 // The log tail of each failed compile, folded, and a warning that points to it.
 void report_failures(const std::optional<pipeline::CompileStep>& step, WorkflowCommands& commands) {
   if (!step) return;
@@ -383,6 +413,7 @@ int run_action(const std::string& token, WorkflowCommands& commands) {
   report["action"] = action_json(in, read_only, out);
   out.report = write_report(report);
   write_summary(run, in, read_only);
+  write_store_usage(in, p, settings, client);
   write_outputs(out);
 
   report_failures(result.compile, commands);

@@ -611,6 +611,28 @@ TEST_F(GithubActionTest, CacheProblemWarnsOrFailsWhenStrict) {
   EXPECT_TRUE(strict.output_file.empty());
 }
 
+// store-usage: the store's size ends the summary after the run; a store that cannot be measured
+// is a warning line there, and the job still succeeds.
+TEST_F(GithubActionTest, StoreUsageEndsTheSummaryAndNeverFailsTheJob) {
+  ASSERT_EQ(main_push("cache").code, 0);
+  std::map<std::string, std::string> inputs = {
+      {"manifest", "neuron-cache.yaml"}, {"mode", "plan"}, {"store-usage", "true"}};
+  ActionRun r = run(inputs);
+  ASSERT_EQ(r.code, 0) << r.out << r.err;
+  size_t section = r.summary.find("### Cache store usage");
+  ASSERT_NE(section, std::string::npos) << r.summary;
+  EXPECT_TRUE(contains(r.summary.substr(section), "| compiler version |")) << r.summary;
+  EXPECT_TRUE(contains(r.summary.substr(section), " indexed configurations.")) << r.summary;
+
+  inputs["cache-repo"] = "acme/no-such-cache";
+  ActionRun missing = run(inputs);
+  EXPECT_EQ(missing.code, 0) << missing.out;
+  EXPECT_TRUE(contains(missing.summary, "Warning: could not measure")) << missing.summary;
+
+  inputs.erase("store-usage");
+  EXPECT_FALSE(contains(run(inputs).summary, "Cache store usage"));
+}
+
 // A store's error text carries workflow commands, after a newline and in the legacy form inside a
 // line: the Action prints it (a progress line, a warning) where the runner obeys none of them.
 TEST_F(GithubActionTest, WorkflowCommandsInAStoreAnswerAreNeverObeyed) {

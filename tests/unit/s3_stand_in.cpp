@@ -124,6 +124,7 @@ void S3StandIn::get(const httplib::Request& req, httplib::Response& res) {
       return;
     }
     if (req.has_param("uploads")) return list_uploads(req, res);
+    if (req.has_param("list-type")) return list_objects(req, res);
     auto found = objects_.find(req.path);
     if (found == objects_.end()) return error_answer(res, 404, "NoSuchKey");
     std::string etag = found->second.second;
@@ -239,6 +240,53 @@ void S3StandIn::remove(const httplib::Request& req, httplib::Response& res) {
     objects_.erase(req.path);
   }
   res.status = 204;
+}
+
+// ListObjectsV2 of the bucket: keys in order from after the continuation token (the last key or
+// folder of the page before), under the prefix; with a delimiter, the folders below it as common
+// prefixes.
+void S3StandIn::list_objects(const httplib::Request& req, httplib::Response& res) {
+  std::string prefix = req.get_param_value("prefix");
+  std::string after = req.get_param_value("continuation-token");
+  bool one_level = req.get_param_value("delimiter") == "/";
+  size_t max_keys = req.has_param("max-keys") ? std::stoul(req.get_param_value("max-keys")) : 1000;
+  std::string bucket = std::string(kBucket) + "/";
+  std::string contents, prefixes, last, last_prefix;
+  size_t listed = 0;
+  bool truncated = false;
+  for (const auto& [path, object] : objects_) {
+    std::string key = path.substr(bucket.size());
+    if (!path.starts_with(bucket) || !key.starts_with(prefix) || key <= after) continue;
+    if (after.ends_with('/') && key.starts_with(after)) continue;  // a folder listed already
+    size_t slash = key.find('/', prefix.size());
+    if (one_level && slash != std::string::npos) {
+      std::string folder = key.substr(0, slash + 1);
+      if (folder == last_prefix) continue;
+      if (listed == max_keys) {
+        truncated = true;
+        break;
+      }
+      prefixes += "<CommonPrefixes><Prefix>" + folder + "</Prefix></CommonPrefixes>";
+      last_prefix = folder;
+      last = folder;
+      ++listed;
+      continue;
+    }
+    if (listed == max_keys) {
+      truncated = true;
+      break;
+    }
+    contents += "<Contents><Key>" + key + "</Key><Size>" + std::to_string(object.first.size()) +
+                "</Size><ETag>\"" + object.second + "\"</ETag></Contents>";
+    last = key;
+    ++listed;
+  }
+  std::string body =
+      "<ListBucketResult><IsTruncated>" + std::string(truncated ? "true" : "false") +
+      "</IsTruncated>" +
+      (truncated ? "<NextContinuationToken>" + last + "</NextContinuationToken>" : "") + contents +
+      prefixes + "</ListBucketResult>";
+  res.set_content(body, "application/xml");
 }
 
 // ListMultipartUploads: in key then id order, from after the markers, under the prefix.

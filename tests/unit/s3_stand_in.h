@@ -1,7 +1,8 @@
 // An in-process S3 stand-in (cpp-httplib on 127.0.0.1) for the S3 tests that need what s3rver
 // cannot give: conditional writes enforced or ignored at will, a hook that lets another writer
 // land at a chosen moment, 503 SlowDown on demand, and multipart uploads with their listing
-// (ListMultipartUploads, with Initiated dates a test may set in the past). Objects live in
+// (ListMultipartUploads, with Initiated dates a test may set in the past), and ListObjectsV2
+// (keys and sizes, with or without a delimiter; no XML escaping of keys). Objects live in
 // memory, served path-style at http://127.0.0.1:PORT/<bucket>/<key>.
 #pragma once
 
@@ -75,6 +76,7 @@ class S3StandIn {
   void post(const httplib::Request& req, httplib::Response& res);
   void remove(const httplib::Request& req, httplib::Response& res);
   void list_uploads(const httplib::Request& req, httplib::Response& res);
+  void list_objects(const httplib::Request& req, httplib::Response& res);
   void complete(const httplib::Request& req, httplib::Response& res);
   bool slow_down();
   bool refused(const httplib::Request& req, httplib::Response& res);

@@ -81,6 +81,7 @@ int run(int argc, char** argv) {
   cli::register_lookup(app, context);
   cli::register_fetch(app, context);
   cli::register_synchronize(app, context);
+  cli::register_du(app, context);
   cli::register_pipeline(app, context);
   try {
     app.parse(argc, argv);

@@ -1,0 +1,22 @@
+// What a cache store holds (remote/store_usage.h), for machines and for people: the JSON of
+// `neuron-cache du --json` (keys in the README, "du") and the Markdown section the GitHub Action
+// adds to the job summary (input store-usage).
+#pragma once
+
+#include <cstddef>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "neuron_cache/remote/store_usage.h"
+
+namespace neuron_cache::report {
+
+// Every section; `top_models` models at most (the most referenced bytes first), with
+// "models_total" telling how many there are.
+nlohmann::json usage_json(const remote::StoreUsage& usage, size_t top_models);
+// "### Cache store usage", the total and one table row per compiler version.
+std::string usage_markdown(const remote::StoreUsage& usage);
+// The section when the store could not be measured: one warning line, `why` redacted.
+std::string usage_markdown_failure(const std::string& store, const std::string& why);
+
+}  // namespace neuron_cache::report
