@@ -54,6 +54,7 @@ std::vector<Row> rows(const config::Settings& s) {
       {"s3_sse_kms_key_id", s.s3_sse_kms_key_id},
       {"progress", s.progress_origin, Type::Flag},
       {"progress_interval_ms", s.progress_interval_ms, Type::Number},
+      {"max_size", s.max_size},
       {"debug_log", s.debug_log_origin, Type::Flag},
   };
 }
