@@ -103,7 +103,8 @@ void cleanup(Context& context, const Flags& flags) {
 void register_cleanup(CLI::App& app, Context& context) {
   CLI::App* cmd = app.add_subcommand(
       "cleanup",
-      "Remove FAILED entries and stale lock files (locks are kept while neuronx-cc runs)");
+      "Remove FAILED entries and stale lock files (locks are kept while neuronx-cc runs); with "
+      "--max-size, evict the least recently used entries until the cache fits");
   auto flags = std::make_shared<Flags>();
   cmd->add_flag("--all", flags->all,
                 "Also remove EMPTY (incomplete) entries; complete traced exports "

@@ -21,7 +21,7 @@ std::string human_bytes(uint64_t bytes, ByteLabels labels = ByteLabels::Iec);
 // What parse_size accepts, for help texts and error messages.
 inline constexpr std::string_view kSizeForms =
     "a number of bytes (1000000), or a number with a unit: K, M, G, T or KiB, MiB, GiB, TiB "
-    "(powers of 1024, as sccache's SCCACHE_CACHE_SIZE), KB, MB, GB, TB (powers of 1000); a "
+    "(powers of 1024, as sccache reads them), KB, MB, GB, TB (powers of 1000); a "
     "decimal point is allowed with a unit (1.5TB), letter case is ignored";
 
 // A size as a person writes it: "200GiB", "200G", "500 MiB", "1.5TB", "1048576". Rounded down to
