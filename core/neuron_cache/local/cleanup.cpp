@@ -133,18 +133,24 @@ class CompilerFolders {
   std::map<std::string, std::optional<sys::SafeDir>> open_;
 };
 
-// --max-size: the least recently used complete entries go until the cache is at most the bound.
-void evict_to_size(const LocalCache& cache, const CleanupOptions& options, CleanupResult& result) {
-  const uint64_t bound = *options.max_size;
-  result.max_size = bound;
-  CacheTree tree = cache.scan(options.installed_compiler, false);
-  std::set<std::string> removed(result.removed.begin(), result.removed.end());
+// The cache's total_size but for what cleanup removed already (a dry run left it on disk).
+uint64_t size_without(const CacheTree& tree, const std::set<std::string>& removed) {
   uint64_t size = total_size(tree);
   for (const auto& compiler : tree.compilers) {
     for (const auto& module : compiler.modules) {
       if (removed_already(removed, module)) size -= module.size_bytes;
     }
   }
+  return size;
+}
+
+// --max-size: the least recently used complete entries go until the cache is at most the bound.
+void evict_to_size(const LocalCache& cache, const CleanupOptions& options, CleanupResult& result) {
+  const uint64_t bound = *options.max_size;
+  result.max_size = bound;
+  CacheTree tree = cache.scan(options.installed_compiler, false);
+  std::set<std::string> removed(result.removed.begin(), result.removed.end());
+  uint64_t size = size_without(tree, removed);
   result.size_before = size;
   CompilerFolders folders(cache.root());
   std::vector<EntryName> forgotten;
@@ -155,8 +161,8 @@ void evict_to_size(const LocalCache& cache, const CleanupOptions& options, Clean
     uint64_t freed = 0;
     Eviction done = compiler ? evict(*compiler, module, options.dry_run, freed) : Eviction::Gone;
     if (done == Eviction::InUse) ++result.skipped_in_use;
+    if (done != Eviction::InUse) size -= module.size_bytes;  // a folder gone counts no more
     if (done != Eviction::Evicted) continue;
-    size -= module.size_bytes;
     result.bytes_freed += freed;
     result.evicted.push_back(
         {module.compiler_dir + "/" + module.name, module.size_bytes, candidate.last_used});
