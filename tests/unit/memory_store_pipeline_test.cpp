@@ -12,6 +12,7 @@
 #include "memory_store.h"
 #include "neuron_cache/error.h"
 #include "neuron_cache/format/artifact_index.h"
+#include "neuron_cache/local/use_record.h"
 #include "neuron_cache/pipeline/pipeline.h"
 #include "neuron_cache/pipeline/run.h"
 #include "neuron_cache/report/report.h"
@@ -125,6 +126,29 @@ TEST_F(MemoryStorePipeline, AnEmptyStoreCompilesAndPushes) {
   EXPECT_EQ(status(again), plan::Status::Local);
   EXPECT_TRUE(again.compile->outcomes.empty());
   EXPECT_EQ(store.commits(), 1);
+}
+
+// cleanup --max-size evicts the least recently used entries: a compile records what it produced,
+// a prefetch what it fetched, and a later prefetch what it found complete.
+TEST_F(MemoryStorePipeline, CompileAndPrefetchRecordTheUseOfTheirEntries) {
+  fill();
+  size_t compiled = modules_in("fill");
+  ASSERT_GT(compiled, 0u);
+  EXPECT_EQ(local::read_use_records(work / "fill").size(), compiled);
+  ASSERT_EQ(status(run("warm", kPrefetch)), plan::Status::Store) << notices;
+  auto records = local::read_use_records(work / "warm");
+  ASSERT_EQ(records.size(), modules_in("warm"));
+  // Made old, then found complete by the next prefetch: used again now.
+  for (const auto& [entry, when] : records) {
+    fs::path file =
+        work / "warm" / ".cache/huggingface/neuron-cache-used" / entry.first / entry.second;
+    fs::last_write_time(file, fs::last_write_time(file) - std::chrono::hours(24 * 30));
+  }
+  auto old = local::read_use_records(work / "warm");
+  ASSERT_EQ(status(run("warm", kPrefetch)), plan::Status::Local) << notices;
+  for (const auto& [entry, when] : local::read_use_records(work / "warm")) {
+    EXPECT_GT(when, old.at(entry) + 86400.0) << entry.second;
+  }
 }
 
 // A commit that landed but lost its answer, retried onto the head it moved itself: the retry

@@ -57,6 +57,7 @@ std::vector<Row> rows(const config::Settings& s) {
       {"lease_seconds", s.lease_seconds, Type::Number},
       {"lease_poll_ms", s.lease_poll_ms, Type::Number},
       {"runner_name", s.runner_name, Type::Text},
+      {"max_size", s.max_size},
       {"debug_log", s.debug_log_origin, Type::Flag},
   };
 }

@@ -58,6 +58,7 @@ Recorded count_configurations(const local::LocalCache& cache) {
 // Only the compiler folders of the cache count, as before the local index was read apart.
 Totals tally(const local::CacheTree& tree, const Recorded& recorded) {
   Totals totals;
+  totals.total_bytes = local::total_size(tree);  // what cleanup --max-size bounds
   for (const auto& compiler : tree.compilers) {
     if (auto it = recorded.find(compiler.version); it != recorded.end()) {
       totals.configurations += it->second.first;
@@ -67,7 +68,6 @@ Totals tally(const local::CacheTree& tree, const Recorded& recorded) {
       Tally& t = totals.by_state[static_cast<size_t>(module.state)];
       ++t.count;
       t.bytes += module.size_bytes;
-      totals.total_bytes += module.size_bytes;
       if (!tree.installed_compiler.empty() && !compiler.current) {
         totals.old_version_bytes += module.size_bytes;
       }

@@ -17,6 +17,7 @@
 #include "neuron_cache/format/layout.h"
 #include "neuron_cache/local/cache_tree.h"
 #include "neuron_cache/local/entry_install.h"
+#include "neuron_cache/local/use_record.h"
 #include "neuron_cache/sys/random.h"
 
 namespace neuron_cache::compile {
@@ -284,6 +285,12 @@ size_t CaptureCache::adopt(const CaptureResult& result) {
   // Primary files first, so that the aliases made next point at files that exist.
   for (const auto& rel : files) adopt_registry_file(rel, false);
   for (const auto& rel : files) adopt_registry_file(rel, true);
+  // What the run made or reused is what cleanup --max-size should keep longest.
+  std::vector<local::EntryName> used;
+  for (const auto& list : {result.produced, result.used}) {
+    for (const auto& module : list) used.emplace_back(module.compiler_dir, module.name);
+  }
+  local::record_use(root_, used);
   return installed;
 }
 

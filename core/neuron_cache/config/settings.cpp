@@ -10,6 +10,7 @@
 
 #include "neuron_cache/config/redact.h"
 #include "neuron_cache/error.h"
+#include "neuron_cache/format/bytes.h"
 #include "neuron_cache/format/compile_flags.h"
 #include "neuron_cache/format/hub_names.h"
 #include "neuron_cache/format/layout.h"
@@ -239,6 +240,15 @@ void resolve_knobs(Settings& s, const Environment& env) {
   resolve_progress(s, env);
 }
 
+// cleanup's size bound: the flag, then the variable (as sccache's SCCACHE_CACHE_SIZE), else none.
+void resolve_max_size(Settings& s, const Environment& env, const SettingOverrides& overrides) {
+  if (overrides.max_size) {
+    s.max_size = {*overrides.max_size, "--max-size"};
+  } else {
+    s.max_size = from_env(env, "NEURON_CACHE_MAX_SIZE", {"", "unset"});
+  }
+}
+
 }  // namespace
 
 Environment Environment::from_process() {
@@ -269,6 +279,7 @@ Settings Settings::resolve(const Environment& env, const SettingOverrides& overr
   resolve_hub(s, env);
   resolve_knobs(s, env);
   resolve_debug_log(s, env, overrides);
+  resolve_max_size(s, env, overrides);
   s.installed_compiler = {"", kNotDetected};
   s.choose_compiler();
   return s;
@@ -391,6 +402,11 @@ std::chrono::seconds Settings::lease_ttl() const {
 
 std::chrono::milliseconds Settings::lease_poll() const {
   return std::chrono::milliseconds(positive(lease_poll_ms, "milliseconds"));
+}
+
+std::optional<uint64_t> Settings::max_size_bytes() const {
+  if (max_size.value.empty()) return std::nullopt;
+  return format::parse_size(max_size.value, max_size.origin);
 }
 
 std::string save_custom_cache_repo(const Settings& settings, const std::string& repo) {

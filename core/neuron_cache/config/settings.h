@@ -6,6 +6,7 @@
 #pragma once
 
 #include <chrono>
+#include <cstdint>
 #include <map>
 #include <optional>
 #include <string>
@@ -45,7 +46,8 @@ struct SettingOverrides {
   std::optional<std::string> cache_dir;
   std::optional<std::string> cache_repo;
   std::optional<std::string> compiler_version;
-  bool verbose = false;  // --verbose: the debug log on
+  bool verbose = false;                 // --verbose: the debug log on
+  std::optional<std::string> max_size;  // cleanup --max-size
 };
 
 // What a manifest declares about the settings: one layer of the resolution. README
@@ -108,6 +110,9 @@ struct Settings {
   Setting lease_seconds;
   Setting lease_poll_ms;
   Setting runner_name;
+  // cleanup's size bound: --max-size > NEURON_CACHE_MAX_SIZE (as sccache's SCCACHE_CACHE_SIZE) >
+  // none; its value as written ("200GiB"), read by max_size_bytes().
+  Setting max_size;
   // The debug log (log/log.h): --verbose, NEURON_CACHE_LOG=debug (as SCCACHE_LOG), or a GitHub
   // re-run with debug logging (RUNNER_DEBUG=1).
   bool debug_log = false;
@@ -144,6 +149,9 @@ struct Settings {
   // lease_seconds and lease_poll_ms; throw an input Error when not a positive number.
   std::chrono::seconds lease_ttl() const;
   std::chrono::milliseconds lease_poll() const;
+  // max_size in bytes (format::parse_size), or nothing when unset; throws an input Error naming
+  // its origin and the accepted forms when it is not a size.
+  std::optional<uint64_t> max_size_bytes() const;
 
   // What the resolution was made from, for with_manifest.
   Environment environment;

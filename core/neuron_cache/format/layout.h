@@ -47,6 +47,9 @@ inline constexpr std::string_view kStagingDir = ".cache/huggingface/neuron-cache
 // Flocked by a prefetch for its run (PrefetchLock); beside the staging area, never inside it.
 inline constexpr std::string_view kWorkAreaDir = ".cache/huggingface";
 inline constexpr std::string_view kPrefetchLock = "neuron-cache-prefetch.lock";
+// When each complete entry was last used (local/use_record.h): <dir>/<compiler dir>/<MODULE_ name>,
+// an empty file whose mtime is the time. Outside the entries, so their files stay the compiler's.
+inline constexpr std::string_view kUseRecordDir = ".cache/huggingface/neuron-cache-used";
 // Inside a staging folder: the journals of its partly downloaded files (local/download_journal.h).
 // Never installed with the entry, so never synchronized nor pushed.
 inline constexpr std::string_view kDownloadJournalDir = ".neuron-cache-journal";

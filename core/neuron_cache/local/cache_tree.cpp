@@ -224,6 +224,11 @@ ModuleEntry LocalCache::inspect_module(const sys::SafeDir& compiler_dir, const s
   std::sort(entry.files.lock_files.begin(), entry.files.lock_files.end());
   entry.state = layout::classify(entry.files);
   entry.size_bytes = dir->listed_size(files);
+  for (const auto& file : files) {
+    // A lock file is touched by whoever locks the entry, its content stays as it was written.
+    if (!layout::is_lock_file(file.name))
+      entry.newest_mtime = std::max(entry.newest_mtime, file.mtime);
+  }
   if (with_flags_key && !entry.flags_file.empty()) {
     auto file = std::find_if(files.begin(), files.end(),
                              [&](const sys::DirEntry& f) { return f.name == entry.flags_file; });
@@ -328,6 +333,12 @@ std::vector<RegistryFile> LocalCache::scan_registry(const sys::SafeDir& compiler
   std::sort(files.begin(), files.end(),
             [](const RegistryFile& a, const RegistryFile& b) { return a.path < b.path; });
   return files;
+}
+
+uint64_t total_size(const CacheTree& tree) {
+  uint64_t total = 0;
+  for (const auto& compiler : tree.compilers) total += compiler.size_bytes;
+  return total;
 }
 
 CacheTree LocalCache::scan(const std::string& installed_compiler, bool with_registry) const {

@@ -21,6 +21,9 @@ struct ModuleEntry {
   layout::EntryState state = layout::EntryState::Empty;
   layout::EntryFiles files;
   uint64_t size_bytes = 0;  // regular files only, as optimum-neuron counts
+  // The newest mtime (seconds since the epoch) of what the folder holds at its top but lock
+  // files: when it was last written, not read (atime is not kept on relatime and noatime mounts).
+  double newest_mtime = 0;
   std::vector<std::string> file_names;
   std::vector<std::string> untrusted_links;  // symlinks pointing outside the trusted places
   std::string flags_file;                    // compile_flags.json, compile_flags.txt or empty
@@ -66,6 +69,10 @@ struct CacheTree {
   std::vector<std::string> skipped;  // symlinked folders and other things not looked into
   ForeignLinks foreign_links;        // of the registries scanned
 };
+
+// The size of a cache as status shows it and cleanup --max-size bounds it: the MODULE_ folders
+// of every compiler version, whatever their state (regular files only, as optimum-neuron counts).
+uint64_t total_size(const CacheTree& tree);
 
 // The state of `module_dir`, the folder of MODULE_ entry `module_name` (its name decides whether
 // it may be a traced export; the folder may be a staged copy under another name), from its

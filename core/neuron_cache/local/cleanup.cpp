@@ -3,14 +3,19 @@
 #include <fcntl.h>
 #include <sys/file.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <map>
+#include <set>
+#include <tuple>
 #include <utility>
 
 #include "neuron_cache/error.h"
 #include "neuron_cache/format/bytes.h"
 #include "neuron_cache/format/layout.h"
 #include "neuron_cache/local/entry_install.h"
+#include "neuron_cache/local/use_record.h"
 
 namespace neuron_cache::local {
 namespace {
@@ -55,6 +60,116 @@ void clean_module(const sys::SafeDir& compiler, const ModuleEntry& module,
     // usable export, so it stays, and the summary says so.
     ++result.traced_kept;
   }
+}
+
+bool is_complete(const ModuleEntry& module) {
+  return module.state == EntryState::Success || module.state == EntryState::Traced;
+}
+
+struct Candidate {
+  const ModuleEntry* module = nullptr;
+  double last_used = 0;
+};
+
+// Whether cleanup removed the entry already (itself or its compiler folder): a dry run of the
+// other modes left it on disk, yet it is no longer part of the cache it describes.
+bool removed_already(const std::set<std::string>& removed, const ModuleEntry& module) {
+  return removed.count(module.compiler_dir) ||
+         removed.count(module.compiler_dir + "/" + module.name);
+}
+
+// The complete entries of `tree`, least recently used first (ties by path, so runs agree).
+std::vector<Candidate> eviction_order(const CacheTree& tree, const std::set<std::string>& removed,
+                                      const std::map<EntryName, double>& used) {
+  std::vector<Candidate> out;
+  for (const auto& compiler : tree.compilers) {
+    for (const auto& module : compiler.modules) {
+      if (!is_complete(module) || removed_already(removed, module)) continue;
+      double last = module.newest_mtime;
+      if (auto it = used.find({module.compiler_dir, module.name}); it != used.end()) {
+        last = std::max(last, it->second);
+      }
+      out.push_back({&module, last});
+    }
+  }
+  std::sort(out.begin(), out.end(), [](const Candidate& a, const Candidate& b) {
+    return std::tie(a.last_used, a.module->compiler_dir, a.module->name) <
+           std::tie(b.last_used, b.module->compiler_dir, b.module->name);
+  });
+  return out;
+}
+
+enum class Eviction { Evicted, InUse, Gone };
+
+// Deletes one complete entry unless a writer holds its EntryLock, which this holds meanwhile so
+// no writer starts on it. A dry run only looks at the lock.
+Eviction evict(const sys::SafeDir& compiler, const ModuleEntry& module, bool dry_run,
+               uint64_t& freed) {
+  std::optional<sys::SafeDir> dir = compiler.open_subdir(module.name);
+  if (!dir) return Eviction::Gone;  // deleted, or swapped for a symlink, since the scan
+  if (dry_run) {
+    freed = module.size_bytes;
+    return lock_is_held(*dir, std::string(layout::kEntryLock)) ? Eviction::InUse
+                                                               : Eviction::Evicted;
+  }
+  std::optional<EntryLock> lock = EntryLock::try_acquire(*dir);
+  if (!lock) return Eviction::InUse;
+  freed = compiler.remove_tree(module.name);
+  return Eviction::Evicted;
+}
+
+// The compiler folders of the root, opened once each (never through a symlink).
+class CompilerFolders {
+ public:
+  explicit CompilerFolders(const std::filesystem::path& root) : root_(sys::SafeDir::open(root)) {}
+  const sys::SafeDir* get(const std::string& name) {
+    auto it = open_.find(name);
+    if (it == open_.end()) it = open_.emplace(name, root_.open_subdir(name)).first;
+    return it->second ? &*it->second : nullptr;
+  }
+
+ private:
+  sys::SafeDir root_;
+  std::map<std::string, std::optional<sys::SafeDir>> open_;
+};
+
+// The cache's total_size but for what cleanup removed already (a dry run left it on disk).
+uint64_t size_without(const CacheTree& tree, const std::set<std::string>& removed) {
+  uint64_t size = total_size(tree);
+  for (const auto& compiler : tree.compilers) {
+    for (const auto& module : compiler.modules) {
+      if (removed_already(removed, module)) size -= module.size_bytes;
+    }
+  }
+  return size;
+}
+
+// --max-size: the least recently used complete entries go until the cache is at most the bound.
+void evict_to_size(const LocalCache& cache, const CleanupOptions& options, CleanupResult& result) {
+  const uint64_t bound = *options.max_size;
+  result.max_size = bound;
+  CacheTree tree = cache.scan(options.installed_compiler, false);
+  std::set<std::string> removed(result.removed.begin(), result.removed.end());
+  uint64_t size = size_without(tree, removed);
+  result.size_before = size;
+  CompilerFolders folders(cache.root());
+  std::vector<EntryName> forgotten;
+  for (const Candidate& candidate : eviction_order(tree, removed, read_use_records(cache.root()))) {
+    if (size <= bound) break;
+    const ModuleEntry& module = *candidate.module;
+    const sys::SafeDir* compiler = folders.get(module.compiler_dir);
+    uint64_t freed = 0;
+    Eviction done = compiler ? evict(*compiler, module, options.dry_run, freed) : Eviction::Gone;
+    if (done == Eviction::InUse) ++result.skipped_in_use;
+    if (done != Eviction::InUse) size -= module.size_bytes;  // a folder gone counts no more
+    if (done != Eviction::Evicted) continue;
+    result.bytes_freed += freed;
+    result.evicted.push_back(
+        {module.compiler_dir + "/" + module.name, module.size_bytes, candidate.last_used});
+    forgotten.emplace_back(module.compiler_dir, module.name);
+  }
+  result.size_after = size;
+  if (!options.dry_run) forget_use(cache.root(), forgotten);
 }
 
 // Registry generations go 6 levels deep (format spec 2.2): 8 leaves room without walking forever.
@@ -110,6 +225,27 @@ CleanupResult wipe(const LocalCache& cache, bool dry_run) {
   return result;
 }
 
+// What --max-size did, for the summary line.
+void add_size_bound(const CleanupResult& r, std::vector<std::string>& parts) {
+  uint64_t evicted_bytes = 0;
+  for (const auto& entry : r.evicted) evicted_bytes += entry.bytes;
+  if (!r.evicted.empty()) {
+    parts.push_back("Evicted " + std::to_string(r.evicted.size()) +
+                    " least recently used entries (" + format_size(evicted_bytes) + ")");
+  }
+  if (r.skipped_in_use > 0) {
+    parts.push_back("Kept " + std::to_string(r.skipped_in_use) +
+                    " entries in use (a compile or download holds their lock)");
+  }
+  std::string size = "Cache size " + format_size(r.size_after);
+  if (r.size_after <= *r.max_size) {
+    parts.push_back(size + ", at most " + format_size(*r.max_size));
+  } else {
+    parts.push_back(size + ", over the bound of " + format_size(*r.max_size) +
+                    ": the rest is in use or not complete (cleanup --all removes EMPTY entries)");
+  }
+}
+
 }  // namespace
 
 std::string format_size(uint64_t bytes) {
@@ -141,6 +277,7 @@ std::string CleanupResult::summary(bool dry_run) const {
   count(staging_removed, "abandoned neuron-cache staging folders");
   count(temporary_removed, "abandoned temporary registry files");
   count(view_entries_unseeded, "deleted entries from idle compile views");
+  if (max_size) add_size_bound(*this, parts);
   if (parts.empty()) parts.push_back("Nothing to clean up");
   parts.push_back("Freed " + format_size(bytes_freed));
   if (view_bytes_held > 0) {
@@ -154,7 +291,11 @@ std::string CleanupResult::summary(bool dry_run) const {
 }
 
 CleanupResult cleanup_cache(const LocalCache& cache, const CleanupOptions& options) {
-  if (!cache.exists()) return {};
+  if (!cache.exists()) {
+    CleanupResult nothing;
+    nothing.max_size = options.max_size;
+    return nothing;
+  }
   if (options.wipe) return wipe(cache, options.dry_run);
   if (options.remove_old_versions && options.installed_compiler.empty()) {
     throw input_error(
@@ -185,6 +326,7 @@ CleanupResult cleanup_cache(const LocalCache& cache, const CleanupOptions& optio
   }
   result.bytes_freed +=
       remove_abandoned_staging(cache.root(), options.dry_run, &result.staging_removed);
+  if (options.max_size) evict_to_size(cache, options, result);
   return result;
 }
 

@@ -4,9 +4,21 @@
 // the whole root, and always temporary files left in 0_REGISTRY by a writer that died (see
 // kAbandonedTemporarySeconds). Nothing is ever deleted through a symlink. Unlike optimum-neuron,
 // EMPTY never covers a complete traced export folder (layout::EntryState::Traced): --all keeps it.
+//
+// --max-size bounds the cache as SCCACHE_CACHE_SIZE bounds sccache's: after the other modes, while
+// the cache (total_size: every MODULE_ folder, as status counts) is over the bound, the complete
+// entries (SUCCESS, TRACED) are deleted least recently used first. Last use is the later of the
+// entry's use record (use_record.h) and its files' newest mtime (an install is a use; entries no
+// neuron-cache run touched have only that). An entry whose EntryLock another process holds (a
+// compile or a download writing it) is skipped and counted; FAILED, LOCKED and EMPTY entries are
+// the other modes' business and never evicted. The local index entries that list an evicted
+// folder stay: they are a few KiB, a configuration with a folder missing is a miss already
+// (LocalIndex::module_complete), and `run --profile` keeps only what is still complete when it
+// grows an entry.
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -23,8 +35,15 @@ struct CleanupOptions {
   bool remove_old_versions = false;  // --old-versions
   bool wipe = false;                 // --wipe
   bool dry_run = false;
-  std::string installed_compiler;  // needed by --old-versions
-  bool compiler_running = false;   // a neuronx-cc process runs: locks are not stale
+  std::string installed_compiler;    // needed by --old-versions
+  bool compiler_running = false;     // a neuronx-cc process runs: locks are not stale
+  std::optional<uint64_t> max_size;  // --max-size: evict until the cache is at most this big
+};
+
+struct EvictedEntry {
+  std::string path;  // "neuronxcc-<version>/MODULE_...", relative to the root
+  uint64_t bytes = 0;
+  double last_used = 0;  // seconds since the epoch
 };
 
 struct CleanupResult {
@@ -43,7 +62,14 @@ struct CleanupResult {
   int views_in_use = 0;
   uint64_t view_bytes_held = 0;  // space of deleted entries that views in use still hold
   std::string skipped_locks_reason;
-  std::vector<std::string> removed;  // paths relative to the root
+  std::vector<std::string> removed;  // paths relative to the root (evicted entries: below)
+  // --max-size: the cache's total_size before and after eviction (after the other modes), and
+  // the entries evicted, least recently used first.
+  std::optional<uint64_t> max_size;
+  uint64_t size_before = 0;
+  uint64_t size_after = 0;
+  std::vector<EvictedEntry> evicted;
+  int skipped_in_use = 0;  // complete entries it would have evicted whose lock is held
 
   // optimum-neuron's wording: "Removed 2 failed entries. Freed 1.5 KB."
   std::string summary(bool dry_run) const;

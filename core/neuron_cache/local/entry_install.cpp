@@ -195,30 +195,35 @@ std::string staging_stem(std::string_view compiler_dir, std::string_view module)
   return sha256_hex(std::string(compiler_dir) + "/" + std::string(module)).substr(0, 24);
 }
 
-EntryLock EntryLock::acquire(const sys::SafeDir& entry_dir, std::chrono::milliseconds timeout) {
+std::optional<EntryLock> EntryLock::try_acquire(const sys::SafeDir& entry_dir) {
   const std::string name(layout::kEntryLock);
-  auto deadline = std::chrono::steady_clock::now() + timeout;
   while (true) {
     int fd = openat(entry_dir.fd(), name.c_str(), O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0644);
     if (fd < 0) {
       throw sys::io_failure("cannot open the lock file", entry_dir.path() / name, errno);
     }
     sys::UniqueFd lock_fd(fd);
-    bool expired = std::chrono::steady_clock::now() >= deadline;
-    if (flock(fd, LOCK_EX | LOCK_NB) == 0) {
-      // The previous holder may have deleted the file after we opened it: lock the live one.
-      if (sys::same_file(fd, entry_dir.fd(), name.c_str())) {
-        return EntryLock(sys::UniqueFd(fcntl(entry_dir.fd(), F_DUPFD_CLOEXEC, 0)),
-                         std::move(lock_fd));
-      }
-      if (!expired) continue;
-    } else if (errno != EWOULDBLOCK && errno != EINTR) {
+    if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+      if (errno == EWOULDBLOCK || errno == EINTR) return std::nullopt;
       throw operational_error("cannot lock " + (entry_dir.path() / name).string() + ": " +
                               std::strerror(errno));
     }
-    if (expired) {
+    // The previous holder may have deleted the file after we opened it: lock the live one.
+    if (sys::same_file(fd, entry_dir.fd(), name.c_str())) {
+      return EntryLock(sys::UniqueFd(fcntl(entry_dir.fd(), F_DUPFD_CLOEXEC, 0)),
+                       std::move(lock_fd));
+    }
+  }
+}
+
+EntryLock EntryLock::acquire(const sys::SafeDir& entry_dir, std::chrono::milliseconds timeout) {
+  auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (true) {
+    if (std::optional<EntryLock> lock = try_acquire(entry_dir)) return std::move(*lock);
+    if (std::chrono::steady_clock::now() >= deadline) {
       // A lock file left by a dead process never blocks (its flock died with it), so a live
       // process holds this one: deleting the file would only let two writers in.
+      const std::string name(layout::kEntryLock);
       const std::string lock_path = (entry_dir.path() / name).string();
       throw operational_error(
           entry_dir.path().string() + " is locked by another process (" + name +

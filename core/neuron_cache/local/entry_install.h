@@ -31,6 +31,9 @@ namespace neuron_cache::local {
 class EntryLock {
  public:
   static EntryLock acquire(const sys::SafeDir& entry_dir, std::chrono::milliseconds timeout);
+  // One attempt, no wait: nothing when another process (or another EntryLock of this one) holds
+  // it. Creates the lock file when missing, as acquire does.
+  static std::optional<EntryLock> try_acquire(const sys::SafeDir& entry_dir);
   EntryLock(EntryLock&&) noexcept = default;
   ~EntryLock();
   // Deletes the lock file, then releases the lock: an entry left complete carries no lock file.

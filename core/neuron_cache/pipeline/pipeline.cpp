@@ -10,6 +10,7 @@
 #include "neuron_cache/format/hub_names.h"
 #include "neuron_cache/format/wording.h"
 #include "neuron_cache/local/export_dir.h"
+#include "neuron_cache/local/use_record.h"
 #include "neuron_cache/log/log.h"
 #include "neuron_cache/net/retry.h"
 #include "neuron_cache/pipeline/hub_keys.h"
@@ -478,6 +479,23 @@ plan::Plan Pipeline::plan_run(const plan::Target& target) {
   return plan;
 }
 
+namespace {
+
+// The configurations complete locally (found so, or just fetched) are in use: cleanup --max-size
+// keeps their folders longest.
+void record_local_use(const std::filesystem::path& root, const plan::Plan& plan) {
+  std::vector<local::EntryName> used;
+  for (const auto& row : plan.rows) {
+    if (row.status != plan::Status::Local || !row.entry) continue;
+    for (const auto& module : row.entry->modules) {
+      used.emplace_back(row.entry->compiler_dir(), module.name);
+    }
+  }
+  local::record_use(root, used);
+}
+
+}  // namespace
+
 PrefetchStep Pipeline::prefetch(plan::Plan& plan) {
   auto start = std::chrono::steady_clock::now();
   PrefetchStep step;
@@ -497,6 +515,7 @@ PrefetchStep Pipeline::prefetch(plan::Plan& plan) {
     }
   }
   if (entries.empty() || !store_ || !remote_) {
+    record_local_use(root_, plan);
     step.seconds = seconds_since(start);
     return step;
   }
@@ -526,6 +545,7 @@ PrefetchStep Pipeline::prefetch(plan::Plan& plan) {
     row.status = plan::Status::Local;
     ++step.hits;
   }
+  record_local_use(root_, plan);
   report_misses();
   step.seconds = seconds_since(start);
   return step;
