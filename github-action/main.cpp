@@ -45,9 +45,10 @@ constexpr int kExitGate = 3;  // fail-on-miss, as `neuron-cache plan --fail-on-m
 
 // The action.yml inputs this binary reads, as INPUT_<NAME> with '-' as '_' (`binary` is the
 // build step's own). `--list-inputs` prints them so the tests can check action.yml maps each.
-constexpr std::array<const char*, 11> kInputs = {
-    "manifest",  "cache-repo", "mode", "token",        "read-only",  "strict",
-    "cache-dir", "configs",    "jobs", "fail-on-miss", "store-usage"};
+constexpr std::array<const char*, 13> kInputs = {
+    "manifest",    "cache-repo", "mode",        "token", "read-only",
+    "strict",      "cache-dir",  "configs",     "jobs",  "fail-on-miss",
+    "store-usage", "wait",       "wait-timeout"};
 
 enum class Mode { Plan, Prefetch, Compile, Push, All };
 
@@ -62,6 +63,8 @@ struct Inputs {
   bool strict = false;
   bool fail_on_miss = false;
   bool store_usage = false;
+  bool wait = true;  // for another job compiling the same configuration (compile leases)
+  std::optional<int64_t> wait_timeout;  // seconds
   int jobs = 1;
   std::vector<std::string> configs;
 };
@@ -124,6 +127,21 @@ int parse_jobs(const std::string& value) {
   return jobs;
 }
 
+// A number of seconds from 0 to a week.
+int64_t parse_seconds(const std::string& name, const std::string& value) {
+  size_t used = 0;
+  int64_t seconds = -1;
+  try {
+    seconds = std::stoll(value, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (used != value.size() || seconds < 0 || seconds > 7 * 24 * 3600)
+    throw input_error("input " + name + " must be a number of seconds from 0 to 604800, not \"" +
+                      value + "\"");
+  return seconds;
+}
+
 // Names one per line or separated by commas (a YAML block scalar or a one-line list).
 std::vector<std::string> split_configs(const std::string& value) {
   std::vector<std::string> names;
@@ -159,6 +177,9 @@ Inputs read_inputs(std::string token) {
   in.configs = split_configs(input("configs"));
   in.fail_on_miss = parse_bool("fail-on-miss", input("fail-on-miss", "false"));
   in.store_usage = parse_bool("store-usage", input("store-usage", "false"));
+  in.wait = parse_bool("wait", input("wait", "true"));
+  if (std::string timeout = input("wait-timeout"); !timeout.empty())
+    in.wait_timeout = parse_seconds("wait-timeout", timeout);
   return in;
 }
 
@@ -397,6 +418,10 @@ int run_action(const std::string& token, WorkflowCommands& commands) {
   options.strict = in.strict;
   options.read_only = read_only.on;
   options.jobs = in.jobs;
+  // A matrix of jobs missing the same configurations compiles each once (README, "A fleet").
+  options.leases.enabled = runs_compile(in.mode) && runs_push(in.mode);
+  options.leases.wait = in.wait;
+  if (in.wait_timeout) options.leases.wait_timeout = std::chrono::seconds(*in.wait_timeout);
   settings.detect_compiler(env);
   hub::ClientOptions client_options = hub::HubClient::options_from(settings);
   client_options.audience = hub::Audience::Action;  // advice in the action's words (inputs)

@@ -295,7 +295,10 @@ TEST_F(GithubActionTest, MainPushCompilesPushesAndMasksTheToken) {
   EXPECT_FALSE(r.report["push"]["commit"].get<std::string>().empty()) << r.report_text;
   EXPECT_EQ(r.report["action"]["read_only"], false);
   EXPECT_TRUE(fs::path(r.outputs["report"]).parent_path() == work / "temp");
-  EXPECT_EQ(testing::count_requests(server.access_log(), is_commit), 1u);
+  // A compile lease claimed before each of the 5 compiles (jobs: 1), one push, one commit marking
+  // the leases done.
+  EXPECT_EQ(testing::count_requests(server.access_log(), is_commit), 7u);
+  for (const auto& row : r.report["configurations"]) EXPECT_EQ(row["lease"]["outcome"], "held");
 
   expect_summary_rows(r.summary, {"compiled"});
   EXPECT_TRUE(contains(r.out, "::notice title=neuron-cache::5 configurations: 0 hits"));
@@ -533,7 +536,9 @@ TEST_F(GithubActionTest, FailedCompileExitsOneWithTheLogFolded) {
                        "the compile command exited with status 70"))
       << r.out;
   expect_summary_rows(r.summary, {"compiled", "compile FAILED"});
-  EXPECT_EQ(testing::count_requests(server.access_log(), is_commit), 1u);  // the 4 others
+  // 5 leases claimed one by one, the failed one's released at once (a waiting job takes it over),
+  // the push of the 4 others, their leases marked done.
+  EXPECT_EQ(testing::count_requests(server.access_log(), is_commit), 8u);
 }
 
 // The AWS secret key (and any variable named like a secret) that a compile command prints is

@@ -99,6 +99,28 @@ TEST(LeasesTest, OneOfTwoMachinesTakesTheLeaseAndTheOtherSeesWhoHoldsIt) {
   EXPECT_FALSE(again.took_over);
 }
 
+TEST(LeasesTest, ManyLeasesAreClaimedAndEndedInOneCommitEach) {
+  MemoryStore store;
+  Leases a(store, options("runner-a"));
+  std::vector<remote::ClaimRequest> requests;
+  for (char c : {'1', '2', '3'}) requests.push_back({kVersion, std::string(32, c), "c", 0});
+  int before = store.commits();
+  std::vector<remote::Claim> claims = a.claim(requests);
+  EXPECT_EQ(store.commits(), before + 1);
+  for (const auto& claim : claims) EXPECT_TRUE(claim.taken);
+  std::vector<remote::LeaseEnd> ends;
+  for (const auto& r : requests) ends.push_back({kVersion, r.key, lease::State::Done, ""});
+  a.finish(ends);
+  EXPECT_EQ(store.commits(), before + 2);
+  for (const auto& r : requests) {
+    auto record = lease::parse(store.content(lease::remote_path(kVersion, r.key)));
+    ASSERT_TRUE(record);
+    EXPECT_EQ(record->state, lease::State::Done);
+  }
+  a.finish(ends);  // held no more: nothing is written
+  EXPECT_EQ(store.commits(), before + 2);
+}
+
 TEST(LeasesTest, ClaimsRacingFromManyThreadsGiveOneHolder) {
   MemoryStore store;
   std::vector<std::unique_ptr<Leases>> machines;

@@ -443,7 +443,11 @@ CompileStep Pipeline::compile(plan::Plan& plan) {
   for (auto& row : plan.rows) {
     if (plan::runs_compile(row.status)) misses.push_back(&row);
   }
-  if (!misses.empty() && leases()) {
+  // Only a real compile is worth a lease: optimum-neuron's registry hits take seconds.
+  bool compiles = std::any_of(misses.begin(), misses.end(), [](const plan::PlanRow* row) {
+    return row->status == plan::Status::Compile;
+  });
+  if (compiles && leases()) {
     compile_with_leases(plan, misses, step, compiled);
   } else {
     compile_rows(misses, step, compiled);

@@ -66,7 +66,9 @@ std::string clock_time(int64_t seconds) {
   return utc_text(seconds).substr(11, 5) + " UTC";
 }
 
+// "40 s", "41 min"
 std::string minutes(double seconds) {
+  if (seconds < 60) return std::to_string(static_cast<long>(std::ceil(seconds))) + " s";
   return std::to_string(static_cast<long>(std::ceil(seconds / 60))) + " min";
 }
 
@@ -143,11 +145,52 @@ double Pipeline::expected_seconds(const plan::PlanRow& row) const {
   return 0;
 }
 
+std::vector<Pipeline::Waiting> Pipeline::claim_each(
+    const std::vector<plan::PlanRow*>& rows, const std::vector<remote::ClaimRequest>& requests,
+    CompileStep& step, std::vector<plan::PlanRow*>& mine) {
+  std::vector<remote::Claim> claims;
+  std::string failure;
+  try {
+    claims = (*leases_)->claim(requests);  // one commit on the Hub for all of them
+  } catch (const Error& error) {
+    rethrow_local_disk(error);
+    failure = error.what();
+    note(true, "no compile leases from " + repo_ + ": " + failure + ": compiling without them");
+  }
+  std::vector<Waiting> waiting;
+  for (size_t i = 0; i < rows.size(); ++i) {
+    LeaseOutcome o;
+    o.configuration = rows[i]->target.configuration.name;
+    o.key = rows[i]->target.key;
+    if (!failure.empty()) {
+      o.kind = LeaseOutcome::Kind::NoLease;
+      o.note = failure;
+    } else if (const remote::Claim& claim = claims[i]; claim.taken) {
+      if (claim.other) o.other_host = printable(claim.other->host);
+      o.kind = claim.took_over ? LeaseOutcome::Kind::TookOver : LeaseOutcome::Kind::Held;
+      if (claim.took_over) o.note = why_free(*claim.other);
+    } else if (!options_.leases.wait) {
+      o.other_host = printable(claim.other->host);
+      o.kind = LeaseOutcome::Kind::NotWaited;
+      o.note = "--no-wait: compiled although " + o.other_host + " compiles it too";
+    } else {
+      o.other_host = printable(claim.other->host);
+      int64_t deadline = wait_deadline(*claim.other, options_.leases, remote::Leases::now());
+      waiting.push_back({rows[i], o, Clock::now(), deadline, Clock::now()});
+      if (on_progress && claim.other->state == lease::State::Compiling)
+        on_progress(being_compiled(*claim.other, deadline));
+      continue;
+    }
+    step.leases.push_back(o);
+    mine.push_back(rows[i]);
+  }
+  return waiting;
+}
+
 void Pipeline::compile_with_leases(plan::Plan& plan, const std::vector<plan::PlanRow*>& misses,
                                    CompileStep& step, std::vector<plan::PlanRow*>& compiled) {
-  remote::Leases& leases = *leases_->get();
   try {
-    step.leases_advisory = !leases.enforced();
+    step.leases_advisory = !(*leases_)->enforced();
   } catch (const Error& error) {
     rethrow_local_disk(error);
     step.leases_advisory = true;
@@ -157,60 +200,47 @@ void Pipeline::compile_with_leases(plan::Plan& plan, const std::vector<plan::Pla
                    " does not refuse conditional writes (If-None-Match), so compile leases are "
                    "advisory: two machines may, rarely, compile the same configuration");
   }
-  std::vector<plan::PlanRow*> mine;
-  std::vector<Waiting> waiting;
+  std::vector<plan::PlanRow*> mine, keyed;
+  std::vector<remote::ClaimRequest> requests;
   for (plan::PlanRow* row : misses) {
     const plan::Target& t = row->target;
-    LeaseOutcome o;
-    o.configuration = t.configuration.name;
-    o.key = t.key;
-    if (!t.unkeyed.empty()) {
-      o.kind = LeaseOutcome::Kind::NoLease;
-      o.note = "no cache key: " + t.unkeyed;
-      step.leases.push_back(o);
+    if (row->status == plan::Status::Registry) {
+      // optimum-neuron's hub proxy fetches its graphs in seconds: nothing worth a lease.
       mine.push_back(row);
       continue;
     }
-    try {
-      remote::Claim claim = leases.claim(t.inputs.compiler_version, t.key, t.configuration.name,
-                                         expected_seconds(*row));
-      if (claim.other) o.other_host = printable(claim.other->host);
-      if (claim.taken) {
-        o.kind = claim.took_over ? LeaseOutcome::Kind::TookOver : LeaseOutcome::Kind::Held;
-        if (claim.took_over) o.note = why_free(*claim.other);
-      } else if (!options_.leases.wait) {
-        o.kind = LeaseOutcome::Kind::NotWaited;
-        o.note = "--no-wait: compiled although " + o.other_host + " compiles it too";
-      } else {
-        int64_t now = remote::Leases::now();
-        waiting.push_back({row, o, Clock::now(), wait_deadline(*claim.other, options_.leases, now),
-                           Clock::now()});
-        if (on_progress && claim.other->state == lease::State::Compiling)
-          on_progress(being_compiled(*claim.other, waiting.back().deadline));
-        continue;
-      }
-    } catch (const Error& error) {
-      rethrow_local_disk(error);
-      o.kind = LeaseOutcome::Kind::NoLease;
-      o.note = error.what();
-      note(true, "no compile lease for " + t.configuration.name + ": " + error.what() +
-                     ": compiling it without one");
+    if (t.unkeyed.empty()) {
+      keyed.push_back(row);
+      requests.push_back(
+          {t.inputs.compiler_version, t.key, t.configuration.name, expected_seconds(*row)});
+      continue;
     }
+    LeaseOutcome o;
+    o.configuration = t.configuration.name;
+    o.key = t.key;
+    o.kind = LeaseOutcome::Kind::NoLease;
+    o.note = "no cache key: " + t.unkeyed;
     step.leases.push_back(o);
     mine.push_back(row);
   }
   size_t first = compiled.size();
-  compile_rows(mine, step, compiled);
-  for (size_t i = first; i < compiled.size(); ++i) {
-    const CompileOutcome& o = step.outcomes[i];
-    if (o.ok) continue;
-    try {
-      leases.finish(compiled[i]->target.inputs.compiler_version, o.key, lease::State::Released,
-                    "its compile failed: " + o.error);
-    } catch (const Error& error) {
-      log::debug("lease",
-                 "could not release the lease of " + o.configuration + ": " + error.what());
-    }
+  compile_rows(mine, step, compiled);  // registry hits and rows without a key: no lease
+  release_failed(compiled, step, first);
+  // As many leases at a time as this machine compiles at once, each batch just before its
+  // compiles: a machine that claimed everything first would compile it all in a row while the
+  // others sat idle waiting for it.
+  std::vector<Waiting> waiting;
+  size_t batch = static_cast<size_t>(std::max(1, options_.jobs));
+  for (size_t at = 0; at < keyed.size(); at += batch) {
+    size_t end = std::min(keyed.size(), at + batch);
+    std::vector<plan::PlanRow*> taken;
+    std::vector<Waiting> more =
+        claim_each({keyed.begin() + at, keyed.begin() + end},
+                   {requests.begin() + at, requests.begin() + end}, step, taken);
+    waiting.insert(waiting.end(), more.begin(), more.end());
+    first = compiled.size();
+    compile_rows(taken, step, compiled);
+    release_failed(compiled, step, first);
   }
   if (waiting.empty()) return;
   publish_before_waiting(plan, compiled, step);
@@ -259,7 +289,7 @@ bool Pipeline::poll_other(const plan::Plan& plan, Waiting& w, CompileStep& step,
   }
   if (!now || !now->live(remote::Leases::now())) {
     // Done, released, expired or gone: the holder may have pushed before it stopped.
-    Refetch got = fetch_after_wait(*w.row);
+    Refetch got = fetch_after_wait(*w.row, step);
     if (got == Refetch::Fetched) {
       w.outcome.kind = LeaseOutcome::Kind::Fetched;
       if (on_progress)
@@ -309,18 +339,30 @@ bool Pipeline::poll_other(const plan::Plan& plan, Waiting& w, CompileStep& step,
 
 void Pipeline::compile_leased(plan::PlanRow& row, CompileStep& step,
                               std::vector<plan::PlanRow*>& compiled) {
+  size_t first = compiled.size();
   compile_rows({&row}, step, compiled);
-  const CompileOutcome& o = step.outcomes.back();
-  if (o.ok) return;
+  release_failed(compiled, step, first);
+}
+
+void Pipeline::release_failed(const std::vector<plan::PlanRow*>& compiled, const CompileStep& step,
+                              size_t first) {
+  std::vector<remote::LeaseEnd> ends;
+  for (size_t i = first; i < compiled.size(); ++i) {
+    const CompileOutcome& o = step.outcomes[i];
+    if (!o.ok)
+      ends.push_back({compiled[i]->target.inputs.compiler_version, o.key, lease::State::Released,
+                      "its compile failed: " + o.error});
+  }
   try {
-    (*leases_)->finish(row.target.inputs.compiler_version, o.key, lease::State::Released,
-                       "its compile failed: " + o.error);
+    (*leases_)->finish(ends);  // at once: the machines waiting for them take over
   } catch (const Error& error) {
-    log::debug("lease", "could not release the lease of " + o.configuration + ": " + error.what());
+    rethrow_local_disk(error);
+    log::debug("lease", std::string("could not release the leases of failed compiles: ") +
+                            error.what() + " (they expire by themselves)");
   }
 }
 
-Pipeline::Refetch Pipeline::fetch_after_wait(plan::PlanRow& row) {
+Pipeline::Refetch Pipeline::fetch_after_wait(plan::PlanRow& row, CompileStep& step) {
   if (!writer_) return Refetch::Failed;
   plan::Plan one;
   try {
@@ -339,7 +381,12 @@ Pipeline::Refetch Pipeline::fetch_after_wait(plan::PlanRow& row) {
                             error.what());
     return Refetch::Failed;
   }
-  prefetch(one);
+  PrefetchStep got = prefetch(one);
+  step.fetched.hits += got.hits;
+  step.fetched.seconds += got.seconds;
+  step.fetched.result.bytes_downloaded += got.result.bytes_downloaded;
+  step.fetched.result.files_downloaded += got.result.files_downloaded;
+  step.fetched.result.modules_installed += got.result.modules_installed;
   if (one.rows[0].status != plan::Status::Local) return Refetch::Failed;
   row.status = plan::Status::Local;
   row.entry = one.rows[0].entry;
@@ -352,19 +399,21 @@ void Pipeline::finish_leases(const plan::Plan& plan, const PushStep& step) {
   std::set<std::string> stored(step.result.pushed.begin(), step.result.pushed.end());
   stored.insert(step.result.already_stored.begin(), step.result.already_stored.end());
   const bool nothing_new = !step.attempted && step.skipped_reason == why_not_push(true);
+  const std::string why = step.skipped_reason.empty() ? "its push did not include it"
+                                                      : "its push failed: " + step.skipped_reason;
+  std::vector<remote::LeaseEnd> ends;
   for (const auto& row : plan.rows) {
-    const std::string& key = row.target.key;
-    bool done = row.status == plan::Status::Local && (stored.count(key) > 0 || nothing_new);
-    std::string why = step.skipped_reason.empty() ? "its push did not include it"
-                                                  : "its push failed: " + step.skipped_reason;
-    try {
-      (*leases_)->finish(row.target.inputs.compiler_version, key,
-                         done ? lease::State::Done : lease::State::Released, done ? "" : why);
-    } catch (const Error& error) {
-      rethrow_local_disk(error);
-      note(true, "the compile lease of " + row.target.configuration.name +
-                     " could not be ended: " + error.what() + " (it expires by itself)");
-    }
+    bool done =
+        row.status == plan::Status::Local && (stored.count(row.target.key) > 0 || nothing_new);
+    ends.push_back({row.target.inputs.compiler_version, row.target.key,
+                    done ? lease::State::Done : lease::State::Released, done ? "" : why});
+  }
+  try {
+    (*leases_)->finish(ends);  // only the leases this process holds; one commit on the Hub
+  } catch (const Error& error) {
+    rethrow_local_disk(error);
+    note(true, "the compile leases could not be ended: " + std::string(error.what()) +
+                   " (they expire by themselves)");
   }
 }
 

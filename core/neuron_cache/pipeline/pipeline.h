@@ -148,6 +148,8 @@ struct CompileStep {
   // The store cannot refuse a conditional write itself (an S3-compatible server that ignores
   // If-None-Match): two machines may both hold a lease, rarely.
   bool leases_advisory = false;
+  // What was fetched after waiting for other machines' compiles (LeaseOutcome::Kind::Fetched).
+  PrefetchStep fetched;
   double seconds = 0;
   size_t failed() const;
 };
@@ -286,6 +288,11 @@ class Pipeline {
   // The rows compiled and recorded become Local (again and again as compiles end).
   void mark_compiled(const std::vector<plan::PlanRow*>& compiled, const CompileStep& step);
   struct Waiting;  // a configuration another machine compiles (pipeline/lease_step.cpp)
+  // Claims the leases of `rows` (keyed misses) in one go: those taken, or to compile anyway, go
+  // to `mine` with their outcome in the step; the others are returned, to wait for.
+  std::vector<Waiting> claim_each(const std::vector<plan::PlanRow*>& rows,
+                                  const std::vector<remote::ClaimRequest>& requests,
+                                  CompileStep& step, std::vector<plan::PlanRow*>& mine);
   // Polls them until each is fetched or compiled here.
   void wait_for_others(const plan::Plan& plan, std::vector<Waiting>& waiting, CompileStep& step,
                        std::vector<plan::PlanRow*>& compiled);
@@ -294,9 +301,13 @@ class Pipeline {
                   std::vector<plan::PlanRow*>& compiled);
   // Compiles `row`, holding its lease, and releases the lease at once when the compile failed.
   void compile_leased(plan::PlanRow& row, CompileStep& step, std::vector<plan::PlanRow*>& compiled);
+  // Releases the leases of the rows compiled from `first` on whose compile failed.
+  void release_failed(const std::vector<plan::PlanRow*>& compiled, const CompileStep& step,
+                      size_t first);
   // Reads the store's index again for `row` and fetches its entry when the store has one now.
   enum class Refetch { Fetched, Absent, Failed };
-  Refetch fetch_after_wait(plan::PlanRow& row);
+  // What it downloaded is added to the step's `fetched`.
+  Refetch fetch_after_wait(plan::PlanRow& row, CompileStep& step);
   // The compile time the store or the local cache recorded for the configuration nearest to
   // `row`, or 0.
   double expected_seconds(const plan::PlanRow& row) const;

@@ -8,6 +8,8 @@
 
 namespace neuron_cache::remote {
 
+using Record = lease::Record;
+
 Leases::Leases(storage::Store& store, LeaseOptions options)
     : store_(store), options_(std::move(options)), holder_(sys::random_hex(32)) {
   if (options_.ttl.count() < 3) options_.ttl = std::chrono::seconds(3);
@@ -21,19 +23,18 @@ Leases::~Leases() {
   }
   wake_.notify_all();
   renewer_.join();
-  std::vector<std::pair<std::string, Held>> left;
+  std::vector<LeaseEnd> ends;
   {
     std::lock_guard lock(mutex_);
-    left.assign(held_.begin(), held_.end());
+    for (const auto& [path, held] : held_)
+      ends.push_back({held.compiler_version, held.record.key, lease::State::Released,
+                      "the process holding it ended without a result"});
   }
-  for (const auto& [path, held] : left) {
-    try {
-      finish(held.compiler_version, held.record.key, lease::State::Released,
-             "the process holding it ended without a result");
-    } catch (const std::exception& error) {
-      log::debug("lease",
-                 "could not release " + path + ": " + error.what() + " (it expires by itself)");
-    }
+  try {
+    finish(ends);
+  } catch (const std::exception& error) {
+    log::debug("lease", std::string("could not release the leases still held: ") + error.what() +
+                            " (they expire by themselves)");
   }
 }
 
@@ -53,9 +54,9 @@ std::vector<std::string> Leases::lost() const {
   return lost_;
 }
 
-lease::Record Leases::fresh(const std::string& key, const std::string& configuration,
-                            double expected_seconds) const {
-  lease::Record r;
+Record Leases::fresh(const std::string& key, const std::string& configuration,
+                     double expected_seconds) const {
+  Record r;
   r.holder = holder_;
   r.host = options_.host;
   r.configuration = configuration;
@@ -66,24 +67,24 @@ lease::Record Leases::fresh(const std::string& key, const std::string& configura
   return r;
 }
 
-std::optional<lease::Record> Leases::update(
-    const std::string& path, const std::string& what,
-    const std::function<std::optional<lease::Record>(const std::optional<lease::Record>&)>&
-        decide) {
+std::vector<std::optional<Record>> Leases::update(const std::vector<std::string>& paths,
+                                                  const std::string& what, const Decide& decide) {
+  std::vector<std::optional<Record>> written(paths.size());
+  if (paths.empty()) return written;
   std::lock_guard lock(io_mutex_);  // one version read per path at a time
-  std::optional<lease::Record> written;
   int attempts = 0;
   commit_on_head(store_, options_.conflicts, what, attempts, [&](const std::string& head) {
-    written.reset();
-    std::optional<std::string> text = store_.read_small(path, head, lease::kMaxLeaseBytes);
-    std::optional<lease::Record> now = text ? lease::parse(*text) : std::nullopt;
-    std::optional<lease::Record> next = decide(now);
-    if (!next) return;
-    sys::TempFile file(lease::serialize(*next));
-    store_.commit({{storage::CommitOperation::Kind::Add, path, file.path()}},
-                  "neuron-cache: lease of " + next->configuration + " (" +
-                      std::string(lease::state_name(next->state)) + ")",
-                  head);
+    std::vector<std::optional<Record>> next(paths.size());
+    std::vector<std::unique_ptr<sys::TempFile>> files;
+    std::vector<storage::CommitOperation> operations;
+    for (size_t i = 0; i < paths.size(); ++i) {
+      std::optional<std::string> text = store_.read_small(paths[i], head, lease::kMaxLeaseBytes);
+      next[i] = decide(i, text ? lease::parse(*text) : std::nullopt);
+      if (!next[i]) continue;
+      files.push_back(std::make_unique<sys::TempFile>(lease::serialize(*next[i])));
+      operations.push_back({storage::CommitOperation::Kind::Add, paths[i], files.back()->path()});
+    }
+    if (!operations.empty()) store_.commit(operations, "neuron-cache: " + what, head);
     written = std::move(next);
   });
   return written;
@@ -91,31 +92,38 @@ std::optional<lease::Record> Leases::update(
 
 Claim Leases::claim(const std::string& compiler_version, const std::string& key,
                     const std::string& configuration, double expected_seconds, bool over_done) {
-  const std::string path = lease::remote_path(compiler_version, key);
-  Claim claim;
-  auto written = update(path, "claiming the lease of " + configuration,
-                        [&](const std::optional<lease::Record>& now) {
-                          claim = {};
-                          bool done = now && now->state == lease::State::Done && !over_done;
-                          if (now && now->holder != holder_ && (done || now->live(Leases::now()))) {
-                            claim.other = now;
-                            return std::optional<lease::Record>();
-                          }
-                          if (now && now->holder != holder_) {
-                            claim.took_over = now->state != lease::State::Done;
-                            claim.other = now;
-                          }
-                          return std::optional(fresh(key, configuration, expected_seconds));
-                        });
-  if (!written) return claim;
-  claim.taken = true;
-  std::lock_guard lock(mutex_);
-  held_[path] = Held{compiler_version, configuration, *written};
-  return claim;
+  return claim({{compiler_version, key, configuration, expected_seconds}}, over_done).front();
 }
 
-std::optional<lease::Record> Leases::read(const std::string& compiler_version,
-                                          const std::string& key) {
+std::vector<Claim> Leases::claim(const std::vector<ClaimRequest>& requests, bool over_done) {
+  std::vector<std::string> paths;
+  for (const auto& r : requests) paths.push_back(lease::remote_path(r.compiler_version, r.key));
+  std::vector<Claim> claims(requests.size());
+  auto decide = [&](size_t i, const std::optional<Record>& now) -> std::optional<Record> {
+    Claim& claim = claims[i];
+    claim = {};
+    if (now && now->holder != holder_) {
+      bool done = now->state == lease::State::Done && !over_done;
+      claim.other = now;
+      if (done || now->live(Leases::now())) return std::nullopt;
+      claim.took_over = now->state != lease::State::Done;
+    }
+    const ClaimRequest& r = requests[i];
+    return fresh(r.key, r.configuration, r.expected_seconds);
+  };
+  std::string what = requests.size() == 1 ? "lease of " + requests[0].configuration
+                                          : std::to_string(requests.size()) + " compile leases";
+  std::vector<std::optional<Record>> written = update(paths, "claiming the " + what, decide);
+  std::lock_guard lock(mutex_);
+  for (size_t i = 0; i < requests.size(); ++i) {
+    if (!written[i]) continue;
+    claims[i].taken = true;
+    held_[paths[i]] = Held{requests[i].compiler_version, requests[i].configuration, *written[i]};
+  }
+  return claims;
+}
+
+std::optional<Record> Leases::read(const std::string& compiler_version, const std::string& key) {
   std::lock_guard lock(io_mutex_);
   std::string head = store_.head();
   auto text =
@@ -125,19 +133,30 @@ std::optional<lease::Record> Leases::read(const std::string& compiler_version,
 
 void Leases::finish(const std::string& compiler_version, const std::string& key, lease::State state,
                     const std::string& note) {
-  const std::string path = lease::remote_path(compiler_version, key);
+  finish(std::vector<LeaseEnd>{{compiler_version, key, state, note}});
+}
+
+void Leases::finish(const std::vector<LeaseEnd>& ends) {
+  std::vector<std::string> paths;
+  std::vector<const LeaseEnd*> mine;
   {
     std::lock_guard lock(mutex_);
-    if (held_.erase(path) == 0) return;
+    for (const LeaseEnd& end : ends) {
+      std::string path = lease::remote_path(end.compiler_version, end.key);
+      if (held_.erase(path) == 0) continue;  // not held (any more) by this process
+      paths.push_back(path);
+      mine.push_back(&end);
+    }
   }
-  update(path, "releasing the lease of " + key, [&](const std::optional<lease::Record>& now) {
-    if (!now || now->holder != holder_) return std::optional<lease::Record>();
-    lease::Record next = *now;
-    next.state = state;
-    next.note = note;
-    next.heartbeat = Leases::now();
-    return std::optional(next);
-  });
+  update(paths, "ending " + std::to_string(paths.size()) + " compile lease(s)",
+         [&](size_t i, const std::optional<Record>& now) -> std::optional<Record> {
+           if (!now || now->holder != holder_) return std::nullopt;
+           Record next = *now;
+           next.state = mine[i]->state;
+           next.note = mine[i]->note;
+           next.heartbeat = Leases::now();
+           return next;
+         });
 }
 
 void Leases::renew_loop() {
@@ -148,30 +167,32 @@ void Leases::renew_loop() {
     std::vector<std::string> paths;
     for (const auto& [path, held] : held_) paths.push_back(path);
     lock.unlock();
-    for (const auto& path : paths) renew(path);
+    renew(paths);
     lock.lock();
   }
 }
 
-void Leases::renew(const std::string& path) {
-  bool lost = false;
+void Leases::renew(const std::vector<std::string>& paths) {
+  std::vector<bool> lost(paths.size(), false);
   try {
-    update(path, "renewing the lease " + path, [&](const std::optional<lease::Record>& now) {
-      lost = !now || now->holder != holder_ || now->state != lease::State::Compiling;
-      if (lost) return std::optional<lease::Record>();
-      lease::Record next = *now;
-      next.heartbeat = Leases::now();
-      next.expires = next.heartbeat + options_.ttl.count();
-      return std::optional(next);
-    });
+    update(paths, "renewing " + std::to_string(paths.size()) + " compile lease(s)",
+           [&](size_t i, const std::optional<Record>& now) -> std::optional<Record> {
+             lost[i] = !now || now->holder != holder_ || now->state != lease::State::Compiling;
+             if (lost[i]) return std::nullopt;
+             Record next = *now;
+             next.heartbeat = Leases::now();
+             next.expires = next.heartbeat + options_.ttl.count();
+             return next;
+           });
   } catch (const std::exception& error) {
-    // The next round tries again; the lease lasts three rounds.
-    log::debug("lease", "could not renew " + path + ": " + error.what());
+    // The next round tries again; a lease lasts three rounds.
+    log::debug("lease", std::string("could not renew the compile leases: ") + error.what());
     return;
   }
-  if (!lost) return;
   std::lock_guard lock(mutex_);
-  if (held_.erase(path) > 0) lost_.push_back(path);
+  for (size_t i = 0; i < paths.size(); ++i) {
+    if (lost[i] && held_.erase(paths[i]) > 0) lost_.push_back(paths[i]);
+  }
 }
 
 }  // namespace neuron_cache::remote

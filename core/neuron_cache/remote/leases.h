@@ -35,6 +35,22 @@ struct LeaseOptions {
   net::RetryPolicy conflicts;  // between claims that met another writer's commit
 };
 
+// A configuration whose lease is claimed.
+struct ClaimRequest {
+  std::string compiler_version;
+  std::string key;
+  std::string configuration;
+  double expected_seconds = 0;  // the holder's estimate of the compile (0: unknown)
+};
+
+// The holder's end of one lease.
+struct LeaseEnd {
+  std::string compiler_version;
+  std::string key;
+  lease::State state = lease::State::Done;  // Done after its push, Released otherwise
+  std::string note;                         // with Released: why
+};
+
 // What claiming a lease found.
 struct Claim {
   bool taken = false;      // this process holds the lease now
@@ -60,12 +76,16 @@ class Leases {
   // store throws.
   Claim claim(const std::string& compiler_version, const std::string& key,
               const std::string& configuration, double expected_seconds, bool over_done = false);
+  // The same for several configurations at once: one commit on the Hub, whatever their number.
+  std::vector<Claim> claim(const std::vector<ClaimRequest>& requests, bool over_done = false);
   // The lease of `key` as the store holds it now; nothing when there is none or it is damaged.
   std::optional<lease::Record> read(const std::string& compiler_version, const std::string& key);
   // The holder's end of a lease it holds: Done after its push, Released (with why) otherwise.
   // A lease this process no longer holds is left alone. Throws what the store throws.
   void finish(const std::string& compiler_version, const std::string& key, lease::State state,
               const std::string& note);
+  // The same for several leases at once: one commit on the Hub.
+  void finish(const std::vector<LeaseEnd>& ends);
   // Whether the store refuses a conditional write itself: false makes leases advisory.
   bool enforced();
   // Leases another machine took over while this one held them (its renewals came too late).
@@ -79,17 +99,18 @@ class Leases {
     std::string configuration;
     lease::Record record;
   };
-  // Reads the lease at the store's head and writes what `decide` makes of it, conditional on the
-  // version read, again from the new head while another writer gets in between. `decide` returns
-  // nothing to leave the lease as it is. Returns what was written.
-  std::optional<lease::Record> update(
-      const std::string& path, const std::string& what,
-      const std::function<std::optional<lease::Record>(const std::optional<lease::Record>&)>&
-          decide);
+  // What update() asks of each lease it read: the record to write, or nothing to leave it.
+  using Decide = std::function<std::optional<lease::Record>(size_t index,
+                                                            const std::optional<lease::Record>&)>;
+  // Reads the leases at `paths` at the store's head and writes what `decide` makes of each, in
+  // one commit conditional on the versions read, again from the new head while another writer
+  // gets in between. Returns what was written, by index.
+  std::vector<std::optional<lease::Record>> update(const std::vector<std::string>& paths,
+                                                   const std::string& what, const Decide& decide);
   lease::Record fresh(const std::string& key, const std::string& configuration,
                       double expected_seconds) const;
   void renew_loop();
-  void renew(const std::string& path);
+  void renew(const std::vector<std::string>& paths);
 
   storage::Store& store_;
   LeaseOptions options_;

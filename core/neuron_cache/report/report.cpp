@@ -232,6 +232,9 @@ Totals totals(const RunResult& run) {
   }
   if (run.compile) {
     for (const auto& o : run.compile->outcomes) add_compile(t, o);
+    // Configurations another machine compiled while this one waited: fetched, not compiled.
+    t.store_hits += run.compile->fetched.hits;
+    t.bytes_downloaded += run.compile->fetched.result.bytes_downloaded;
   }
   if (run.push) t.bytes_uploaded = run.push->result.commit.bytes_sent;
   return t;
