@@ -42,6 +42,7 @@ struct Interruption {
   std::mutex mutex;
   pid_t child_group = -1;  // measure-exec and the command it runs, in their own process group
   std::vector<pid_t> servers;
+  std::vector<pid_t> groups;  // stop_group_when_interrupted's
   std::vector<fs::path> temporary;
 };
 Interruption interruption;
@@ -73,6 +74,7 @@ void handle_interruptions(const std::string& program) {
     sigwait(&signals, &signal_number);
     std::lock_guard lock(interruption.mutex);
     if (interruption.child_group > 0) kill(-interruption.child_group, SIGTERM);
+    for (pid_t group : interruption.groups) kill(-group, SIGTERM);
     for (pid_t server : interruption.servers) kill(server, SIGTERM);
     std::this_thread::sleep_for(std::chrono::milliseconds(500));  // let them close their files
     std::error_code ignored;
@@ -90,6 +92,17 @@ void remove_when_interrupted(const fs::path& path) {
 void stop_when_interrupted(pid_t server) {
   std::lock_guard lock(interruption.mutex);
   interruption.servers.push_back(server);
+}
+
+void stop_group_when_interrupted(pid_t group) {
+  std::lock_guard lock(interruption.mutex);
+  interruption.groups.push_back(group);
+}
+
+void forget_group_when_interrupted(pid_t group) {
+  std::lock_guard lock(interruption.mutex);
+  auto& groups = interruption.groups;
+  groups.erase(std::remove(groups.begin(), groups.end(), group), groups.end());
 }
 
 void parse_options(int argc, char** argv, const OptionSetters& setters,

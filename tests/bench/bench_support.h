@@ -35,6 +35,10 @@ double median(std::vector<double> values);
 void handle_interruptions(const std::string& program);
 void remove_when_interrupted(const fs::path& path);
 void stop_when_interrupted(pid_t server);
+// A process group of the benchmark's own children (fleet-bench's jobs), sent SIGTERM on an
+// interruption until it is forgotten (its processes waited for).
+void stop_group_when_interrupted(pid_t group);
+void forget_group_when_interrupted(pid_t group);
 
 // ---------------------------------------------------------------------------------------------
 // A benchmark's command line and main.

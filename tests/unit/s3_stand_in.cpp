@@ -37,6 +37,10 @@ S3StandIn::S3StandIn() {
   server_.Put("/(.*)", [this](const auto& req, auto& res) { put_request(req, res); });
   server_.Post("/(.*)", [this](const auto& req, auto& res) { post(req, res); });
   server_.Delete("/(.*)", [this](const auto& req, auto& res) { remove(req, res); });
+  // A fleet of tool processes (fleet-bench, LeaseCliTest) keeps up to 8 connections each alive;
+  // with httplib's default of 8 workers a connection beyond them waits 5 s for a keep-alive to
+  // end, which would be the stand-in's time, not the tool's (as the test Hub server's 32).
+  server_.new_task_queue = [] { return new httplib::ThreadPool(64); };
   port_ = server_.bind_to_any_port("127.0.0.1");
   thread_ = std::thread([this] { server_.listen_after_bind(); });
   while (!server_.is_running()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
