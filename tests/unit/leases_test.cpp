@@ -166,7 +166,10 @@ TEST(LeasesTest, TheHolderRenewsWhileItCompilesAndReleasesWhatItStillHoldsWhenIt
     Leases a(store, options("runner-a", 3));  // renewed every second
     ASSERT_TRUE(a.claim(kVersion, kKey, "llama-bs1", 0).taken);
     first_expiry = record_of(store).expires;
-    std::this_thread::sleep_for(std::chrono::milliseconds(2500));
+    // Renewed every second; a loaded machine may wake the renewer late, never ten times late.
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (record_of(store).expires <= first_expiry && std::chrono::steady_clock::now() < deadline)
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
     EXPECT_GT(record_of(store).expires, first_expiry);
     EXPECT_EQ(record_of(store).state, lease::State::Compiling);
     EXPECT_TRUE(a.lost().empty());
@@ -184,7 +187,9 @@ TEST(LeasesTest, AHolderWhoseLeaseWasTakenOverStopsRenewingIt) {
   other.holder = std::string(32, 'b');
   other.host = "runner-b";
   store.put(kPath, lease::serialize(other));  // b took it over while a's renewals were late
-  std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (a.lost().empty() && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
   EXPECT_EQ(a.lost(), std::vector<std::string>{kPath});
   EXPECT_EQ(record_of(store).host, "runner-b");
   a.finish(kVersion, kKey, lease::State::Done, "");

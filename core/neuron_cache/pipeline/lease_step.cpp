@@ -112,8 +112,7 @@ remote::Leases* Pipeline::leases() {
   try {
     if (std::string why = writer_->why_not_writable(); !why.empty()) {
       note(false, "no compile leases (" + why +
-                      "): other machines may compile the same "
-                      "configurations at the same time");
+                      "): other machines may compile the same configurations at the same time");
       return nullptr;
     }
     remote::LeaseOptions options;
@@ -319,8 +318,12 @@ bool Pipeline::poll_other(const plan::Plan& plan, Waiting& w, CompileStep& step,
   try {
     remote::Claim claim = leases.claim(t.inputs.compiler_version, t.key, t.configuration.name,
                                        now ? now->expected_seconds : 0, true);
-    if (!claim.taken) {  // another waiter took it over first
-      if (claim.other) w.outcome.other_host = printable(claim.other->host);
+    if (!claim.taken) {  // another waiter took it over first: wait for that one now
+      if (claim.other) {
+        w.outcome.other_host = printable(claim.other->host);
+        if (!options_.leases.wait_timeout)
+          w.deadline = wait_deadline(*claim.other, options_.leases, remote::Leases::now());
+      }
       return false;
     }
     w.outcome.kind = LeaseOutcome::Kind::TookOver;
