@@ -5,6 +5,8 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <functional>
+#include <map>
 #include <optional>
 
 #include "neuron_cache/error.h"
@@ -46,20 +48,32 @@ void touch(const sys::SafeDir& folder, const std::string& name) {
 
 }  // namespace
 
-void record_use(const std::filesystem::path& cache_root, const std::vector<EntryName>& entries) {
+namespace {
+
+// Calls `act` with each entry's record folder (made when `create`) and the entry's name; a folder
+// that cannot be opened or made is skipped for the rest of the entries (records are a hint).
+void each_record(const std::filesystem::path& cache_root, const std::vector<EntryName>& entries,
+                 bool create, const std::function<void(sys::SafeDir&, const std::string&)>& act) {
   std::map<std::string, std::optional<sys::SafeDir>> folders;
   for (const auto& [compiler, module] : entries) {
     if (!is_module_name(module)) continue;
     try {
       auto found = folders.find(compiler);
       if (found == folders.end()) {
-        found = folders.emplace(compiler, record_folder(cache_root, compiler, true)).first;
+        found = folders.emplace(compiler, record_folder(cache_root, compiler, create)).first;
       }
-      if (found->second) touch(*found->second, module);
+      if (found->second) act(*found->second, module);
     } catch (const std::exception&) {
-      folders[compiler] = std::nullopt;  // not writable: the mtime fallback stands
+      folders[compiler] = std::nullopt;
     }
   }
+}
+
+}  // namespace
+
+void record_use(const std::filesystem::path& cache_root, const std::vector<EntryName>& entries) {
+  // Not writable: the mtime fallback stands.
+  each_record(cache_root, entries, true, touch);
 }
 
 std::map<EntryName, double> read_use_records(const std::filesystem::path& cache_root) {
@@ -85,19 +99,10 @@ std::map<EntryName, double> read_use_records(const std::filesystem::path& cache_
 }
 
 void forget_use(const std::filesystem::path& cache_root, const std::vector<EntryName>& entries) {
-  std::map<std::string, std::optional<sys::SafeDir>> folders;
-  for (const auto& [compiler, module] : entries) {
-    if (!is_module_name(module)) continue;
-    try {
-      auto found = folders.find(compiler);
-      if (found == folders.end()) {
-        found = folders.emplace(compiler, record_folder(cache_root, compiler, false)).first;
-      }
-      if (found->second) unlinkat(found->second->fd(), module.c_str(), 0);
-    } catch (const Error&) {
-      folders[compiler] = std::nullopt;  // a stale record only costs a listing entry
-    }
-  }
+  // A stale record only costs a listing entry.
+  each_record(cache_root, entries, false, [](sys::SafeDir& folder, const std::string& module) {
+    unlinkat(folder.fd(), module.c_str(), 0);
+  });
 }
 
 }  // namespace neuron_cache::local
