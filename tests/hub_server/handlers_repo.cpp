@@ -74,12 +74,6 @@ json siblings(const Commit& commit, bool blobs) {
   return out;
 }
 
-uint64_t used_storage(const Commit& commit) {
-  uint64_t used = 0;
-  for (const auto& [path, file] : commit.files) used += file.size;
-  return used;
-}
-
 size_t cursor_offset(const Call& call, size_t total) {
   auto cursor = call.param("cursor");
   if (!cursor) return 0;
@@ -258,7 +252,7 @@ void Server::repo_info(Call& call, const std::string& type, const std::string& i
                {"downloads", 0},
                {"likes", 0},
                {"tags", json::array()},
-               {"usedStorage", used_storage(commit)},
+               {"usedStorage", used_storage(repo)},
                {"xetEnabled", false}};
   if (type == "model") info["modelId"] = repo.id;
   if (!wanted) {

@@ -451,6 +451,28 @@ void Server::commit(Call& call, const std::string& type, const std::string& id,
              {"pullRequestUrl", pull_request}});
 }
 
+void Server::super_squash(Call& call, const std::string& type, const std::string& id,
+                          const std::string& branch) {
+  Identity who = identify(call, ErrorStyle::Hub);
+  json body = json::parse(call.req.body, nullptr, false);
+  std::string message = body.is_object() ? string_field(body, "message") : "";
+  if (message.empty()) message = "Super-squash branch '" + branch + "' using huggingface_hub";
+  std::lock_guard lock(state_mutex_);
+  Repo& repo = find_repo(who, type, id);
+  require_write(who, repo.ns(), ErrorStyle::Hub);
+  if (!repo.branches.contains(branch)) {
+    throw HttpError{404, "Invalid rev id: " + branch + " is not a branch of " + repo.id,
+                    "RevisionNotFound"};
+  }
+  FileTree files = repo.commits.at(repo.branches.at(branch)).files;
+  const Commit& made = add_commit(repo, branch, "", std::move(files), message, "", who.user->name,
+                                  std::time(nullptr));
+  std::string made_oid = made.oid;
+  forget_unreachable(repo);
+  save(repo);
+  send_json(call, 200, {{"commitId", made_oid}});
+}
+
 CommitPayload Server::read_commit_payload(Call& call) {
   // NDJSON is parsed as it arrives: only one line (at most one file's content) is held.
   CommitPayload payload;

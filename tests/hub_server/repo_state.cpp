@@ -1,6 +1,7 @@
 #include "repo_state.h"
 
 #include <algorithm>
+#include <set>
 
 #include "hash.h"
 #include "text.h"
@@ -59,6 +60,34 @@ const Commit* Repo::resolve(const std::string& revision) const {
     if (auto it = commits.find(revision); it != commits.end()) return &it->second;
   }
   return nullptr;
+}
+
+namespace {
+
+std::set<std::string> reachable(const Repo& repo) {
+  std::set<std::string> out;
+  for (const auto& [branch, oid] : repo.branches) {
+    for (std::string at = oid; !at.empty() && out.insert(at).second;)
+      at = repo.commits.at(at).parent;
+  }
+  return out;
+}
+
+}  // namespace
+
+void forget_unreachable(Repo& repo) {
+  std::set<std::string> keep = reachable(repo);
+  std::erase_if(repo.commits, [&](const auto& item) { return keep.count(item.first) == 0; });
+}
+
+uint64_t used_storage(const Repo& repo) {
+  std::map<std::string, uint64_t> contents;  // by blob id
+  for (const auto& oid : reachable(repo)) {
+    for (const auto& [path, file] : repo.commits.at(oid).files) contents[file.oid] = file.size;
+  }
+  uint64_t used = 0;
+  for (const auto& [oid, size] : contents) used += size;
+  return used;
 }
 
 const Commit& add_commit(Repo& repo, const std::string& branch, const std::string& parent,

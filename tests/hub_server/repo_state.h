@@ -53,6 +53,13 @@ const Commit& add_commit(Repo& repo, const std::string& branch, const std::strin
                          FileTree files, const std::string& title, const std::string& description,
                          const std::string& author, int64_t time);
 
+// Forgets the commits no branch reaches (after a super-squash).
+void forget_unreachable(Repo& repo);
+
+// The bytes the repo's reachable history holds, each file content once: as the Hub's
+// usedStorage, what a deletion does not free until the history is squashed.
+uint64_t used_storage(const Repo& repo);
+
 struct TreeEntry {
   bool directory = false;
   std::string path;

@@ -426,6 +426,10 @@ void Server::route_repo_api(Call& call, const std::string& type, const std::stri
     expect_method(call, {"POST"});
     return commit(call, type, id, revision);
   }
+  if (what == "super-squash") {
+    expect_method(call, {"POST"});
+    return super_squash(call, type, id, revision);
+  }
   if (what == "commits") {
     expect_method(call, {"GET", "HEAD"});
     return list_commits(call, type, id, revision);

@@ -217,6 +217,10 @@ class Server {
   void cdn_upload(Call& call, const std::string& sha256);
   void cdn_upload_part(Call& call, const std::string& sha256, const std::string& part);
   void complete_multipart(Call& call);
+  // POST /api/{type}s/{id}/super-squash/{branch}: the branch becomes one root commit of its
+  // files; commits no branch reaches any more are forgotten (and their LFS storage freed).
+  void super_squash(Call& call, const std::string& type, const std::string& id,
+                    const std::string& branch);
   void commit(Call& call, const std::string& type, const std::string& id,
               const std::string& revision);
   nlohmann::json upload_action(const std::string& sha256, uint64_t size) const;

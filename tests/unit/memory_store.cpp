@@ -56,6 +56,9 @@ class Handle : public storage::Store {
                                const std::optional<std::string>& parent) override {
     return store_.commit(operations, message, parent);
   }
+  std::string squash_history(const std::string& message) override {
+    return store_.squash_history(message);
+  }
   std::string why_not_writable() override { return store_.why_not_writable(); }
   bool checks_conditional_writes() override { return store_.checks_conditional_writes(); }
   Url download_url(const std::string& revision, const std::string& path) const override {
@@ -139,10 +142,23 @@ void MemoryStore::request(const std::vector<std::string>& paths) {
 
 const MemoryStore::Files& MemoryStore::at(const std::string& revision) const {
   if (revision.empty() || revision == "main") return revisions_.back().second;
-  for (const auto& [id, files] : revisions_) {
-    if (id == revision) return files;
+  for (size_t i = squashed_below_; i < revisions_.size(); ++i) {
+    if (revisions_[i].first == revision) return revisions_[i].second;
   }
   throw input_error("the memory store has no revision " + revision);
+}
+
+std::string MemoryStore::squash_history(const std::string& /*message*/) {
+  request({});
+  std::lock_guard lock(mutex_);
+  add_revision(revisions_.back().second);
+  squashed_below_ = revisions_.size() - 1;
+  return revisions_.back().first;
+}
+
+size_t MemoryStore::revisions() const {
+  std::lock_guard lock(mutex_);
+  return revisions_.size() - squashed_below_;
 }
 
 void MemoryStore::add_revision(Files files) {

@@ -41,6 +41,8 @@ class MemoryStore : public storage::Store {
   // The next `times` commits land, then throw CommitConflict: a commit whose answer was lost and
   // whose retry met the head it had moved itself.
   void lose_commit_answers(int times) { lost_answers_ = times; }
+  // Revisions that still resolve (a squash leaves one).
+  size_t revisions() const;
   // Commits made so far.
   int commits() const { return commits_; }
   // A Store that forwards to this one, for a pipeline to own (Remotes::open_store) while the
@@ -64,6 +66,8 @@ class MemoryStore : public storage::Store {
   storage::CommitResult commit(const std::vector<storage::CommitOperation>& operations,
                                const std::string& message,
                                const std::optional<std::string>& parent) override;
+  // As the Hub's super-squash: one new revision of the head's files; older ones stop resolving.
+  std::string squash_history(const std::string& message) override;
   std::string why_not_writable() override { return ""; }
   bool checks_conditional_writes() override { return true; }
   Url download_url(const std::string&, const std::string&) const override { return {}; }
@@ -91,6 +95,7 @@ class MemoryStore : public storage::Store {
   uint64_t lie_extra_ = 0;
   std::atomic<uint64_t> requests_{0};
   int commits_ = 0;
+  size_t squashed_below_ = 0;
   int lost_answers_ = 0;
 };
 

@@ -1,8 +1,10 @@
 #include "s3_stand_in.h"
 
 #include <algorithm>
+#include <ctime>
 
 #include "neuron_cache/format/digest.h"
+#include "neuron_cache/format/timestamp.h"
 #include "s3_server.h"
 
 namespace neuron_cache::testing {
@@ -68,11 +70,17 @@ storage::S3Options S3StandIn::options() const {
 void S3StandIn::put(const std::string& key, const std::string& body) {
   std::lock_guard lock(mutex_);
   objects_[std::string(kBucket) + "/" + key] = {body, md5_hex(body)};
+  modified_[std::string(kBucket) + "/" + key] = std::time(nullptr);
 }
 
 std::string S3StandIn::body(const std::string& key) {
   std::lock_guard lock(mutex_);
   return objects_[std::string(kBucket) + "/" + key].first;
+}
+
+void S3StandIn::set_modified(const std::string& key, int64_t seconds) {
+  std::lock_guard lock(mutex_);
+  modified_[std::string(kBucket) + "/" + key] = seconds;
 }
 
 bool S3StandIn::has(const std::string& key) {
@@ -182,6 +190,7 @@ void S3StandIn::put_request(const httplib::Request& req, httplib::Response& res)
   if (refused(req, res)) return;
   std::string etag = md5_hex(req.body);
   objects_[req.path] = {req.body, etag};
+  modified_[req.path] = std::time(nullptr);
   res.set_header("ETag", "\"" + etag + "\"");
 }
 
@@ -227,6 +236,7 @@ void S3StandIn::complete(const httplib::Request& req, httplib::Response& res) {
   if (listed == parts.size() && !parts.empty()) ++checksummed_completions_;
   std::string etag = multipart_etag(parts);
   objects_[req.path] = {whole, etag};
+  modified_[req.path] = std::time(nullptr);
   uploads_.erase(upload);
   res.set_content("<CompleteMultipartUploadResult><ETag>\"" + etag +
                       "\"</ETag></CompleteMultipartUploadResult>",
@@ -242,6 +252,7 @@ void S3StandIn::remove(const httplib::Request& req, httplib::Response& res) {
     }
   } else {
     objects_.erase(req.path);
+    modified_.erase(req.path);
   }
   res.status = 204;
 }
@@ -281,7 +292,8 @@ void S3StandIn::list_objects(const httplib::Request& req, httplib::Response& res
       break;
     }
     contents += "<Contents><Key>" + key + "</Key><Size>" + std::to_string(object.first.size()) +
-                "</Size><ETag>\"" + object.second + "\"</ETag></Contents>";
+                "</Size><ETag>\"" + object.second + "\"</ETag><LastModified>" +
+                utc_text(modified_[path]).insert(19, ".000") + "</LastModified></Contents>";
     last = key;
     ++listed;
   }

@@ -36,6 +36,8 @@ class S3StandIn {
   void put(const std::string& key, const std::string& body);
   std::string body(const std::string& key);
   bool has(const std::string& key);
+  // Makes `key`'s LastModified `seconds` since 1970 (every write sets it to the clock's now).
+  void set_modified(const std::string& key, int64_t seconds);
   // A multipart upload of `key` begun at `initiated` (S3's form: 2024-01-01T00:00:00.000Z),
   // as a killed writer leaves it; returns its id.
   std::string add_upload(const std::string& key, const std::string& initiated);
@@ -87,6 +89,7 @@ class S3StandIn {
   std::vector<std::string> log_;
   std::map<std::string, std::pair<std::string, std::string>> objects_;  // path: body, ETag
   std::map<std::string, Upload> uploads_;                               // by id
+  std::map<std::string, int64_t> modified_;  // path: LastModified, seconds since 1970
   int next_upload_ = 0;
   httplib::Server server_;
   std::thread thread_;

@@ -79,6 +79,7 @@ void register_lookup(CLI::App& app, Context& context);
 void register_fetch(CLI::App& app, Context& context);
 void register_synchronize(CLI::App& app, Context& context);
 void register_du(CLI::App& app, Context& context);        // the store's size
+void register_gc(CLI::App& app, Context& context);        // the store's garbage
 void register_pipeline(CLI::App& app, Context& context);  // plan, prefetch, compile, push, ci, run
 
 }  // namespace neuron_cache::cli

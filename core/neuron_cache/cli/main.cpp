@@ -82,6 +82,7 @@ int run(int argc, char** argv) {
   cli::register_fetch(app, context);
   cli::register_synchronize(app, context);
   cli::register_du(app, context);
+  cli::register_gc(app, context);
   cli::register_pipeline(app, context);
   try {
     app.parse(argc, argv);

@@ -3,6 +3,9 @@
 #include <cctype>
 #include <ctime>
 
+#include "neuron_cache/error.h"
+#include "neuron_cache/format/printable.h"
+
 namespace neuron_cache {
 
 std::optional<int64_t> parse_utc_timestamp(std::string_view text) {
@@ -37,6 +40,51 @@ std::string utc_text(int64_t seconds) {
   char text[32];
   std::strftime(text, sizeof text, "%Y-%m-%dT%H:%M:%SZ", &utc);
   return text;
+}
+
+namespace {
+
+struct Unit {
+  char letter;
+  int64_t seconds;
+  const char* name;
+};
+constexpr Unit kUnits[] = {{'w', 604'800, "week"},
+                           {'d', 86'400, "day"},
+                           {'h', 3'600, "hour"},
+                           {'m', 60, "minute"},
+                           {'s', 1, "second"}};
+
+}  // namespace
+
+int64_t parse_duration(std::string_view text, std::string_view what) {
+  auto refuse = [&] {
+    return input_error(std::string(what) + " \"" + printable(text) + "\" is not a duration: give " +
+                       std::string(kDurationForms));
+  };
+  if (text == "0") return 0;
+  if (text.size() < 2 || text.size() > 12) throw refuse();
+  int64_t number = 0;
+  for (char c : text.substr(0, text.size() - 1)) {
+    if (c < '0' || c > '9') throw refuse();
+    number = number * 10 + (c - '0');
+  }
+  for (const Unit& unit : kUnits) {
+    int64_t seconds = 0;
+    if (unit.letter != text.back()) continue;
+    if (__builtin_mul_overflow(number, unit.seconds, &seconds)) throw refuse();
+    return seconds;
+  }
+  throw refuse();
+}
+
+std::string duration_text(int64_t seconds) {
+  for (const Unit& unit : kUnits) {
+    if (seconds == 0 || seconds % unit.seconds != 0) continue;
+    int64_t n = seconds / unit.seconds;
+    return std::to_string(n) + " " + unit.name + (n == 1 ? "" : "s");
+  }
+  return "0 seconds";
 }
 
 }  // namespace neuron_cache

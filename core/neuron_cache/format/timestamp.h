@@ -15,4 +15,13 @@ std::optional<int64_t> parse_utc_timestamp(std::string_view text);
 // Seconds since 1970 as "YYYY-MM-DDTHH:MM:SSZ".
 std::string utc_text(int64_t seconds);
 
+// What parse_duration accepts, for help texts and error messages.
+inline constexpr std::string_view kDurationForms =
+    "a number with a unit: s, m, h, d or w (90d, 12h, 30m); 0 alone is none";
+// Seconds of "90d", "12h", "30m", "45s", "2w" or "0"; throws an input Error naming `what` and
+// kDurationForms for anything else (no unit, a negative or overflowing number).
+int64_t parse_duration(std::string_view text, std::string_view what);
+// "90 days", "12 hours", "30 minutes", "45 seconds": the largest unit that divides it.
+std::string duration_text(int64_t seconds);
+
 }  // namespace neuron_cache

@@ -1,6 +1,7 @@
 #include "neuron_cache/hub/client.h"
 
 #include "neuron_cache/format/hub_names.h"
+#include "neuron_cache/format/printable.h"
 #include "neuron_cache/format/url.h"
 #include "neuron_cache/net/answer.h"
 #include "neuron_cache/net/pages.h"
@@ -173,6 +174,24 @@ std::string HubClient::create_repo(const std::string& name, const std::string& n
   }
   if (!ok(response)) throw hub_error(response, "creating " + repo, repo, advice());
   return repo;
+}
+
+std::string HubClient::super_squash(const std::string& repo, const std::string& branch,
+                                    const std::string& message) {
+  require_write_token("squashing a repo's history");
+  check_repo(repo);
+  std::string what = "squashing the history of " + repo;
+  net::HttpRequest request{
+      "POST",
+      api("/api/models/" + repo + "/super-squash/" + url::url_encode(branch, false)),
+      {"Content-Type: application/json"},
+      json{{"message", message}}.dump()};
+  net::HttpResponse response = call(request, what);
+  if (!ok(response)) throw hub_error(response, what, repo, advice());
+  json answer = json::parse(response.body, nullptr, false);
+  if (!answer.is_object() || !answer.contains("commitId") || !answer["commitId"].is_string())
+    throw operational_error(what + ": the Hub's answer names no commitId");
+  return printable(answer["commitId"].get<std::string>(), 80);
 }
 
 RepoInfo HubClient::repo_info(const std::string& repo, const std::string& revision) {

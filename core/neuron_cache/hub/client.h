@@ -138,6 +138,12 @@ class HubClient {
                       const std::string& message, const std::optional<std::string>& parent_commit,
                       const std::string& revision = "main");
 
+  // Replaces the history of `branch` with one commit of its current files (the Hub's
+  // super-squash); returns the new commit id. The only way the Hub frees the LFS storage of
+  // deleted files. Irreversible: older revisions no longer resolve.
+  std::string super_squash(const std::string& repo, const std::string& branch,
+                           const std::string& message);
+
   // The resolve URL a download of `path_in_repo` asks for (what `download` and `read_file` use;
   // `plan --files` hands it to build systems, so its quoting is the same).
   std::string resolve_url(const std::string& repo, const std::string& revision,

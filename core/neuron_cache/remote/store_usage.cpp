@@ -1,7 +1,5 @@
 #include "neuron_cache/remote/store_usage.h"
 
-#include <sys/mman.h>
-
 #include <algorithm>
 #include <array>
 #include <ctime>
@@ -15,8 +13,8 @@
 #include "neuron_cache/format/layout.h"
 #include "neuron_cache/format/printable.h"
 #include "neuron_cache/format/timestamp.h"
+#include "neuron_cache/remote/listed_files.h"
 #include "neuron_cache/remote/remote_index.h"
-#include "neuron_cache/sys/fd.h"
 
 namespace neuron_cache::remote {
 namespace {
@@ -24,8 +22,6 @@ namespace {
 namespace ai = artifact_index;
 using Folder = std::pair<std::string, std::string>;  // compiler version, MODULE_ name (raw)
 
-// Index files downloaded at once: each holds a memory file open.
-constexpr size_t kIndexBatch = 32;
 // Problems kept word for word; more are counted in one last line.
 constexpr size_t kMaxProblems = 100;
 // A name as messages and reports show it: a hostile store's names reach no terminal raw.
@@ -178,31 +174,15 @@ class Measure {
   }
 
   void read_index() {
-    for (size_t first = 0; first < index_files_.size(); first += kIndexBatch) {
-      size_t end = std::min(index_files_.size(), first + kIndexBatch);
-      read_batch(std::vector<storage::RemoteEntry>(index_files_.begin() + first,
-                                                   index_files_.begin() + end));
-    }
-  }
-
-  // Downloads a batch of index files in parallel (each verified against its listed size and
-  // ids) and counts their entries.
-  void read_batch(const std::vector<storage::RemoteEntry>& files) {
-    std::vector<sys::UniqueFd> fds;
-    std::vector<storage::DownloadRequest> requests;
-    for (const auto& file : files) {
-      fds.emplace_back(memfd_create("neuron-cache-du", MFD_CLOEXEC));
-      if (!fds.back()) throw operational_error("cannot create a memory file for an index file");
-      requests.push_back({file.path, fds.back().get(), file});
-    }
-    std::vector<storage::DownloadResult> results = store_.download(revision_, requests);
-    for (size_t i = 0; i < files.size() && i < results.size(); ++i) {
-      if (!results[i].ok) {
-        problem("could not read the index file " + files[i].path + " (" + results[i].error +
-                "): its configurations are left out");
-        continue;
+    std::vector<storage::Read<std::string>> texts =
+        read_listed_files(store_, revision_, index_files_);
+    for (size_t i = 0; i < texts.size(); ++i) {
+      if (texts[i].failed()) {
+        problem("could not read the index file " + index_files_[i].path + " (" +
+                texts[i].failure().message + "): its configurations are left out");
+      } else {
+        parse(index_files_[i].path, texts[i].value());
       }
-      parse(files[i].path, sys::read_whole_fd(fds[i].get()));
     }
   }
 

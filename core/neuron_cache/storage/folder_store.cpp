@@ -142,6 +142,7 @@ RemoteEntry file_entry(const sys::SafeDir& dir, const sys::DirEntry& item,
   RemoteEntry entry;
   entry.path = path;
   entry.size = item.size;
+  entry.modified = static_cast<int64_t>(item.mtime);
   if (item.size <= kFolderSmallFileBytes) entry.oid = small_file_sha256(dir, item.name);
   return entry;
 }
@@ -270,11 +271,24 @@ bool write_file(const sys::SafeDir& dir, const std::string& name, const fs::path
   return true;
 }
 
+// Removes the folders of `parts` that the deletion emptied, deepest first, down to the second
+// level (a MODULE_ folder; a compiler folder and the root stay): gc leaves no empty MODULE_
+// folders behind. rmdir fails on a folder that is not empty, so a writer's new file wins. Lease
+// and index folders stay: a lease is created in its folder without a retry.
+void remove_empty_folders(const sys::SafeDir& root, const std::vector<std::string>& parts) {
+  if (!layout::compiler_version_of(parts.front())) return;
+  for (size_t depth = parts.size() - 1; depth >= 2; --depth) {
+    auto parent = open_parts(root, parts, depth - 1);
+    if (!parent || unlinkat(parent->fd(), parts[depth - 1].c_str(), AT_REMOVEDIR) != 0) return;
+  }
+}
+
 bool delete_file(const sys::SafeDir& root, const std::vector<std::string>& parts) {
   auto dir = open_parts(root, parts, parts.size() - 1);
   if (!dir || !dir->entry(parts.back())) return false;
   dir->remove_file(parts.back());  // unlinkat: a symlink is removed itself, never followed
   dir->sync();
+  remove_empty_folders(root, parts);
   return true;
 }
 

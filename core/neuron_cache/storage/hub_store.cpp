@@ -106,6 +106,10 @@ CommitResult HubStore::commit(const std::vector<CommitOperation>& operations,
   return to_result(client_.commit(repo_, changes, message, parent));
 }
 
+std::string HubStore::squash_history(const std::string& message) {
+  return client_.super_squash(repo_, "main", message);
+}
+
 std::string HubStore::why_not_writable() {
   // Known before any request: without a token the Hub refuses every write.
   if (client_.options().token.empty())

@@ -37,6 +37,7 @@ class HubStore : public Store {
   CommitResult commit(const std::vector<CommitOperation>& operations, const std::string& message,
                       const std::optional<std::string>& parent) override;
   // Asks whoami once: a read-only token cannot push.
+  std::string squash_history(const std::string& message) override;
   std::string why_not_writable() override;
   bool checks_conditional_writes() override { return true; }  // the parent commit
   // The resolve URL at `revision`, which needs the token (the repo may be private).

@@ -60,6 +60,11 @@ bool ReadOnlyStore::checks_conditional_writes() {
   return inner_.checks_conditional_writes();
 }
 
+std::string ReadOnlyStore::squash_history(const std::string& /*message*/) {
+  throw operational_error("this run is read-only (" + reason_ + "): the history of " +
+                          inner_.location() + " was not squashed; run without it to squash");
+}
+
 std::string ReadOnlyStore::why_not_writable() {
   return "read-only (" + reason_ + ")";
 }
@@ -160,6 +165,10 @@ CommitResult MissOnFailureStore::commit(const std::vector<CommitOperation>& oper
 // Plain facts about the inner store.
 bool MissOnFailureStore::checks_conditional_writes() {
   return inner_.checks_conditional_writes();
+}
+
+std::string MissOnFailureStore::squash_history(const std::string& message) {
+  return inner_.squash_history(message);
 }
 
 std::string MissOnFailureStore::why_not_writable() {

@@ -33,6 +33,7 @@ class ReadOnlyStore : public Store {
   bool content_matches(const RemoteEntry& entry, std::string_view content) const override;
   CommitResult commit(const std::vector<CommitOperation>& operations, const std::string& message,
                       const std::optional<std::string>& parent) override;
+  std::string squash_history(const std::string& message) override;
   std::string why_not_writable() override;
   bool checks_conditional_writes() override;
   Url download_url(const std::string& revision, const std::string& path) const override;
@@ -73,6 +74,7 @@ class MissOnFailureStore : public Store {
   bool content_matches(const RemoteEntry& entry, std::string_view content) const override;
   CommitResult commit(const std::vector<CommitOperation>& operations, const std::string& message,
                       const std::optional<std::string>& parent) override;
+  std::string squash_history(const std::string& message) override;
   std::string why_not_writable() override;
   bool checks_conditional_writes() override;
   Url download_url(const std::string& revision, const std::string& path) const override;

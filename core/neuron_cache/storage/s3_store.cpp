@@ -295,7 +295,7 @@ std::vector<RemoteEntry> S3Store::list_objects(const std::string& key_prefix, bo
       }
       std::string relative = object.key.substr(root.size());
       if (!clean_relative(relative)) continue;  // not a file of the layout
-      entries.push_back({relative, false, object.size, object.etag, "", ""});
+      entries.push_back({relative, false, object.size, object.etag, "", "", object.modified});
     }
     for (const auto& prefix : page.common_prefixes) {
       if (prefix.rfind(key_prefix, 0) != 0 || prefix.size() <= root.size() + 1) continue;

@@ -60,6 +60,7 @@ ListPage parse_list_page(std::string_view body) {
       if (object.key.empty()) bad("an object without a key");
       object.size = parse_size(e.child("Size").value_or(""));
       object.etag = unquote_etag(e.child("ETag").value_or(""));
+      object.modified = parse_utc_timestamp(e.child("LastModified").value_or("")).value_or(0);
       page.objects.push_back(std::move(object));
     } else if (e.name == "CommonPrefixes") {
       std::string prefix = e.child("Prefix").value_or("");

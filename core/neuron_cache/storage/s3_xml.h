@@ -27,7 +27,8 @@ Element parse(std::string_view body);
 struct ListedObject {
   std::string key;
   uint64_t size = 0;
-  std::string etag;  // unquoted
+  std::string etag;      // unquoted
+  int64_t modified = 0;  // LastModified in seconds since 1970 (UTC); 0 when absent or unreadable
 };
 
 struct ListPage {

@@ -1,5 +1,7 @@
 #include "neuron_cache/storage/store.h"
 
+#include "neuron_cache/error.h"
+
 namespace neuron_cache::storage {
 
 std::string_view kind_name(Kind kind) {
@@ -45,6 +47,12 @@ Read<std::optional<std::string>> Store::read_small_or_failure(const std::string&
     if (!absorbs("read", error)) throw;
     return Failure{error.what(), error.kind()};
   }
+}
+
+std::string Store::squash_history(const std::string& /*message*/) {
+  throw input_error(describe(kind(), location()) +
+                    " keeps no history: a deletion frees its bytes at once, there is nothing to "
+                    "squash; leave out --squash");
 }
 
 bool Store::absorbs(const std::string& /*operation*/, const Error& /*error*/) {

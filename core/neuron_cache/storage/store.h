@@ -47,6 +47,10 @@ struct RemoteEntry {
   // When the store lists no sha256 (a file known from an artifact index): the sha256 of its
   // content, which downloads verify instead.
   std::string content_sha256;
+  // When this version was written, in seconds since 1970 as the store lists it (S3's
+  // LastModified, a folder file's mtime), or 0 when the store lists none (the Hub's tree without
+  // `expand`). What gc's grace period is measured against.
+  int64_t modified = 0;
   // The id a copy of this content is kept under: the listed sha256, else the store's oid.
   const std::string& content_id() const { return listed_sha256.empty() ? oid : listed_sha256; }
 };
@@ -202,6 +206,10 @@ class Store {
   virtual CommitResult commit(const std::vector<CommitOperation>& operations,
                               const std::string& message,
                               const std::optional<std::string>& parent) = 0;
+  // Replaces the store's history with one revision of its current files and returns it (the
+  // Hub's super-squash of main: how it frees the storage of deleted files). Irreversible. Stores
+  // without history (S3, folders: a deletion frees its bytes at once) throw an input Error.
+  virtual std::string squash_history(const std::string& message);
   // Why nothing may be written (read-only policy, a read-only Hub token), or "" when writes may
   // be tried. Asked before a push so that nothing is sent in vain.
   virtual std::string why_not_writable() = 0;

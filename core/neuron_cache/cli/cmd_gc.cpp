@@ -1,0 +1,182 @@
+// `neuron-cache gc`: remove from the cache store what nothing references (remote/gc.h holds the
+// rules). A dry run unless --apply.
+#include <algorithm>
+#include <iostream>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "neuron_cache/cli/context.h"
+#include "neuron_cache/cli/output.h"
+#include "neuron_cache/error.h"
+#include "neuron_cache/format/bytes.h"
+#include "neuron_cache/format/printable.h"
+#include "neuron_cache/format/timestamp.h"
+#include "neuron_cache/net/retry.h"
+#include "neuron_cache/remote/gc.h"
+#include "neuron_cache/report/gc.h"
+
+namespace neuron_cache::cli {
+namespace {
+
+using format::human_bytes;
+
+// Folders listed one by one in the text output; the JSON lists all.
+constexpr size_t kShownFolders = 20;
+
+struct Options {
+  std::string older_than;
+  std::vector<std::string> manifests;
+  std::string grace = "1d";
+  std::string unreferenced = "auto";
+  bool apply = false;
+  bool squash = false;
+  bool json = false;
+};
+
+// The keys of every configuration the manifests declare.
+std::set<std::string> declared_keys(Context& context, const std::vector<std::string>& manifests) {
+  std::set<std::string> keys;
+  for (const auto& manifest : manifests) {
+    pipeline::Options options;
+    options.manifest = manifest;
+    pipeline::Pipeline pipeline(context.settings_with_compiler(), context.remotes(), options);
+    for (const auto& target : pipeline.targets()) {
+      if (!target.unkeyed.empty()) {
+        throw input_error("the key of " + target.configuration.name + " in " + manifest +
+                          " is unknown (" + target.unkeyed +
+                          "): gc would take its entries for undeclared; run it when the Hub can "
+                          "be reached");
+      }
+      keys.insert(target.key);
+    }
+  }
+  return keys;
+}
+
+remote::GcOptions gc_options(Context& context, const Options& options) {
+  remote::GcOptions out;
+  out.grace = parse_duration(options.grace, "--grace");
+  if (!options.older_than.empty())
+    out.older_than = parse_duration(options.older_than, "--older-than");
+  if (!options.manifests.empty() && !out.older_than)
+    throw input_error("--manifest says which old entries to keep: give --older-than too");
+  out.declared = declared_keys(context, options.manifests);
+  out.unreferenced = *remote::unreferenced_named(options.unreferenced);
+  return out;
+}
+
+void print_summary(const remote::GcPlan& plan, const remote::GcOptions& options) {
+  std::string verb = plan.applied ? "Removed" : "Would remove";
+  std::cout << "gc of " << plan.store << ": " << plan.folders.count << " MODULE folders ("
+            << human_bytes(plan.folders.bytes) << "), " << plan.referenced.count << " referenced, "
+            << plan.configurations << " index entries, " << plan.lease_files << " lease files\n";
+  if (options.older_than) {
+    std::cout << "  " << (plan.applied ? "Dropped " : "Would drop ") << plan.dropped.size()
+              << " index entries older than " << duration_text(*options.older_than)
+              << (options.declared.empty() ? "" : " that no given manifest declares") << "\n";
+  }
+  std::cout << "  " << verb << " " << plan.removed.size() << " MODULE folders and "
+            << plan.leases.size() << " lease files: " << human_bytes(plan.freed.bytes) << " in "
+            << plan.freed.count << " files\n";
+  for (const auto& kept : plan.kept) {
+    std::cout << "  Kept " << kept.folders.count << " unreferenced folders ("
+              << human_bytes(kept.folders.bytes) << "): " << kept.why << "\n";
+  }
+}
+
+void print_folders(const remote::GcPlan& plan) {
+  size_t shown = std::min(kShownFolders, plan.removed.size());
+  for (size_t i = 0; i < shown; ++i) {
+    const remote::GcFolder& f = plan.removed[i];
+    std::cout << "    " << printable(f.path, 300) << "  " << human_bytes(f.files.bytes) << "  ("
+              << f.why << ")\n";
+  }
+  if (shown < plan.removed.size())
+    std::cout << "    ... and " << plan.removed.size() - shown << " more (--json lists all)\n";
+}
+
+void print_text(const remote::GcPlan& plan, const remote::GcOptions& options) {
+  print_summary(plan, options);
+  print_folders(plan);
+  for (const auto& path : plan.spared) {
+    std::cout << "  Spared " << printable(path, 300)
+              << ": a push referenced it again while gc ran\n";
+  }
+  if (!plan.applied) {
+    std::cout << "Dry run: nothing was removed. Run it again with --apply to remove this.\n";
+  } else if (!plan.squashed_revision.empty()) {
+    std::cout << "Squashed the history of " << plan.store << " into one commit ("
+              << plan.squashed_revision
+              << "): the LFS storage of deleted files is freed; older revisions no longer "
+                 "resolve.\n";
+  } else if (plan.kind == "hub" && plan.freed.count > 0) {
+    std::cout << "On the Hub the deleted files stay in the repo's history, and its LFS storage "
+                 "still counts them, until the history is squashed: `neuron-cache gc --apply "
+                 "--squash` (irreversible: older revisions stop resolving).\n";
+  }
+  std::cout << "(" << plan.requests << " requests; no artifact was downloaded)\n";
+}
+
+void gc(Context& context, const Options& options) {
+  remote::GcOptions gc_options_ = gc_options(context, options);
+  storage::Store& store = context.store();
+  if (options.squash && !options.apply)
+    throw input_error("--squash rewrites the Hub repo's history: give --apply too");
+  if (options.squash && store.kind() != storage::Kind::Hub) {
+    throw input_error(storage::describe(&store) +
+                      " keeps no history: a deletion frees its bytes at once; leave out --squash");
+  }
+  if (options.apply) {
+    if (std::string why = store.why_not_writable(); !why.empty())
+      throw input_error("gc cannot remove anything from " + storage::describe(&store) + ": " + why);
+  }
+  remote::GcPlan plan;
+  try {
+    plan = remote::plan_gc(store, gc_options_);
+    if (options.apply)
+      remote::apply_gc(store, plan, gc_options_, net::retry_policy(context.settings(), 6));
+    if (options.squash) remote::squash_after_gc(store, plan);
+  } catch (const Error& error) {
+    throw Error(error.kind(), "gc of " + storage::describe(&store) + " failed: " + error.what());
+  }
+  for (const auto& problem : plan.problems) warn(problem);
+  if (options.json) {
+    print_json(report::gc_json(plan));
+    return;
+  }
+  print_text(plan, gc_options_);
+}
+
+}  // namespace
+
+void register_gc(CLI::App& app, Context& context) {
+  auto options = std::make_shared<Options>();
+  CLI::App* cmd = app.add_subcommand(
+      "gc",
+      "Remove from the cache store the MODULE folders nothing references, index entries older "
+      "than --older-than that no --manifest declares, and ended lease files (a dry run unless "
+      "--apply)");
+  add_repo_option(cmd, context, "the configured one");
+  cmd->add_option("--older-than", options->older_than,
+                  "Drop index entries created longer ago than this (90d), with the folders only "
+                  "they reference");
+  cmd->add_option("--manifest", options->manifests,
+                  "Keep every configuration this manifest declares, however old (repeatable)");
+  cmd->add_option("--grace", options->grace,
+                  "Never remove what was written more recently than this: pushes in flight")
+      ->default_str("1d");
+  cmd->add_option("--unreferenced", options->unreferenced,
+                  "MODULE folders no index entry or registry file references: auto (remove them "
+                  "where only neuron-cache writes), keep, or remove")
+      ->default_str("auto")
+      ->check(CLI::IsMember({"auto", "keep", "remove"}));
+  cmd->add_flag("--apply", options->apply, "Remove what the dry run lists");
+  cmd->add_flag("--squash", options->squash,
+                "Hub only, with --apply: squash the repo's history into one commit afterwards, "
+                "the only way the Hub frees the storage of deleted files (irreversible)");
+  cmd->add_flag("--json", options->json, "Print JSON for scripts");
+  cmd->callback([&context, options] { gc(context, *options); });
+}
+
+}  // namespace neuron_cache::cli

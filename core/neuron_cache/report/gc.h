@@ -1,0 +1,13 @@
+// What `neuron-cache gc` found and did (remote/gc.h), for machines: the JSON of `gc --json`
+// (keys in the README, "gc").
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include "neuron_cache/remote/gc.h"
+
+namespace neuron_cache::report {
+
+nlohmann::json gc_json(const remote::GcPlan& plan);
+
+}  // namespace neuron_cache::report
