@@ -1,0 +1,401 @@
+// remote::plan_gc / apply_gc (`neuron-cache gc`) on a shared folder (modification times listed)
+// and the in-memory store (a Hub: none listed): exactly the folders nothing needs go, what a push
+// in flight, a live compile or another writer may need stays, and a push that lands between the
+// plan and the deletion keeps its folder.
+#include "neuron_cache/remote/gc.h"
+
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+
+#include <filesystem>
+
+#include "gc_layout.h"
+#include "memory_store.h"
+#include "neuron_cache/error.h"
+#include "neuron_cache/storage/folder_store.h"
+#include "test_support.h"
+
+namespace neuron_cache::remote {
+namespace {
+
+namespace fs = std::filesystem;
+using testing::GcLayout;
+using testing::kGcDay;
+using testing::kGcHour;
+using testing::MemoryStore;
+
+constexpr int64_t kNow = 1'780'000'000;  // 2026-05-28
+
+net::RetryPolicy quick() {
+  return {6, std::chrono::milliseconds(1), std::chrono::milliseconds(2)};
+}
+
+GcOptions options(std::optional<int64_t> older_than = 90 * kGcDay) {
+  GcOptions o;
+  o.now = kNow;
+  o.older_than = older_than;
+  return o;
+}
+
+void set_mtime(const fs::path& path, int64_t seconds) {
+  timespec times[2] = {{seconds, 0}, {seconds, 0}};
+  ASSERT_EQ(utimensat(AT_FDCWD, path.c_str(), times, 0), 0) << path;
+}
+
+// A shared folder holding `layout`, with its modification times.
+struct FolderFixture {
+  explicit FolderFixture(const GcLayout& layout) : root(dir / "store") {
+    fs::create_directories(root);
+    storage::create_folder_store(root);
+    for (const auto& [path, content] : layout.files) {
+      testing::write_file(root / path, content);
+      auto it = layout.modified.find(path);
+      set_mtime(root / path, it == layout.modified.end() ? kNow - 30 * kGcDay : it->second);
+    }
+  }
+  testing::TempDir dir;
+  fs::path root;
+};
+
+void put_all(MemoryStore& store, const GcLayout& layout) {
+  for (const auto& [path, content] : layout.files) store.put(path, content);
+}
+
+template <typename List>
+std::string joined(const List& items) {
+  std::string out;
+  for (const auto& item : items) out += item + "; ";
+  return out;
+}
+
+std::set<std::string> kept_reasons(const GcPlan& plan) {
+  std::set<std::string> out;
+  for (const auto& kept : plan.kept) out.insert(kept.why);
+  return out;
+}
+
+bool has_reason(const GcPlan& plan, const std::string& part) {
+  for (const auto& kept : plan.kept)
+    if (kept.why.find(part) != std::string::npos) return true;
+  return false;
+}
+
+std::set<std::string> lease_paths(const GcPlan& plan) {
+  std::set<std::string> out;
+  for (const auto& lease : plan.leases) out.insert(lease.path);
+  return out;
+}
+
+TEST(GcPlan, FolderStoreRemovesExactlyWhatNothingNeeds) {
+  GcLayout layout = testing::gc_layout(kNow);
+  FolderFixture fixture(layout);
+  storage::FolderStore store(fixture.root);
+  GcOptions o = options();
+  o.declared = {layout.declared_key};
+  GcPlan plan = plan_gc(store, o);
+
+  EXPECT_EQ(testing::removed_letters(plan, layout), (std::set<char>{'B', 'U'}));
+  ASSERT_EQ(plan.dropped.size(), 1u);
+  EXPECT_EQ(plan.dropped[0].key, layout.dropped_key);
+  EXPECT_EQ(plan.folders.count, 7u);
+  EXPECT_EQ(plan.referenced.count, 3u);  // A, C, R
+  EXPECT_EQ(plan.configurations, 3u);
+  EXPECT_TRUE(has_reason(plan, "grace")) << joined(kept_reasons(plan));
+  EXPECT_TRUE(has_reason(plan, "no neuron-cache index")) << joined(kept_reasons(plan));
+  EXPECT_EQ(lease_paths(plan),
+            (std::set<std::string>{layout.lease_done_old, layout.lease_damaged}));
+  uint64_t bytes =
+      layout.bytes_below(layout.folder('B') + "/") + layout.bytes_below(layout.folder('U') + "/") +
+      layout.files.at(layout.lease_done_old).size() + layout.files.at(layout.lease_damaged).size();
+  EXPECT_EQ(plan.freed.bytes, bytes);
+  EXPECT_EQ(plan.freed.count, 10u);
+  EXPECT_TRUE(plan.problems.empty()) << joined(plan.problems);
+  EXPECT_FALSE(plan.applied);
+  // A dry run touches nothing.
+  for (const auto& [path, content] : layout.files) EXPECT_TRUE(fs::exists(fixture.root / path));
+}
+
+TEST(GcApply, FolderStoreDeletesThePlanAndLeavesNoEmptyFolders) {
+  GcLayout layout = testing::gc_layout(kNow);
+  FolderFixture fixture(layout);
+  storage::FolderStore store(fixture.root);
+  GcOptions o = options();
+  o.declared = {layout.declared_key};
+  GcPlan plan = plan_gc(store, o);
+  apply_gc(store, plan, o, quick());
+
+  EXPECT_TRUE(plan.applied);
+  EXPECT_EQ(plan.files_deleted, 10u);
+  EXPECT_EQ(plan.index_files_rewritten, 1u);
+  EXPECT_TRUE(plan.spared.empty());
+  for (const auto& [path, content] : layout.files) {
+    bool gone = path.starts_with(layout.folder('B') + "/") ||
+                path.starts_with(layout.folder('U') + "/") || path == layout.lease_done_old ||
+                path == layout.lease_damaged;
+    EXPECT_EQ(fs::exists(fixture.root / path), !gone) << path;
+  }
+  EXPECT_FALSE(fs::exists(fixture.root / layout.folder('B')));
+  EXPECT_FALSE(fs::exists(fixture.root / layout.folder('U')));
+  // The emptied shard stays, without its entry; the other shard is untouched.
+  auto mistral =
+      artifact_index::parse_index(testing::read_file(fixture.root / layout.v1_shard_mistral), "t");
+  EXPECT_TRUE(mistral.entries.empty());
+  for (const auto& [path, content] : layout.files) {
+    if (path.starts_with("neuron-cache-index/") && path != layout.v1_shard_mistral) {
+      EXPECT_EQ(testing::read_file(fixture.root / path), content) << path;
+    }
+  }
+  // A second run finds nothing more to remove.
+  GcPlan again = plan_gc(store, o);
+  EXPECT_TRUE(again.removed.empty());
+  EXPECT_TRUE(again.dropped.empty());
+  EXPECT_TRUE(again.leases.empty());
+}
+
+TEST(GcPlan, WithoutOlderThanNoEntryIsDropped) {
+  GcLayout layout = testing::gc_layout(kNow);
+  FolderFixture fixture(layout);
+  storage::FolderStore store(fixture.root);
+  GcPlan plan = plan_gc(store, options(std::nullopt));
+  EXPECT_TRUE(plan.dropped.empty());
+  EXPECT_EQ(testing::removed_letters(plan, layout), (std::set<char>{'U'}));
+  EXPECT_EQ(plan.referenced.count, 4u);  // A, B, C, R
+}
+
+TEST(GcPlan, UndeclaredOldEntriesAreDroppedWhateverTheirModel) {
+  GcLayout layout = testing::gc_layout(kNow);
+  FolderFixture fixture(layout);
+  storage::FolderStore store(fixture.root);
+  GcPlan plan = plan_gc(store, options());  // no manifest: C's entry is old and undeclared too
+  EXPECT_EQ(plan.dropped.size(), 2u);
+  EXPECT_EQ(testing::removed_letters(plan, layout), (std::set<char>{'B', 'C', 'U'}));
+}
+
+TEST(GcPlan, UnreferencedModesDecideForeignCompilerFolders) {
+  GcLayout layout = testing::gc_layout(kNow);
+  FolderFixture fixture(layout);
+  storage::FolderStore store(fixture.root);
+  GcOptions o = options(std::nullopt);
+  o.unreferenced = Unreferenced::Remove;
+  EXPECT_EQ(testing::removed_letters(plan_gc(store, o), layout), (std::set<char>{'U', 'O'}));
+  o.unreferenced = Unreferenced::Keep;
+  GcPlan kept = plan_gc(store, o);
+  EXPECT_TRUE(kept.removed.empty());
+  EXPECT_TRUE(has_reason(kept, "--unreferenced keep"));
+  // Grace and live leases still hold with remove: Y, written an hour ago, is past a 30 minute
+  // grace but was written while a compile of its version is live.
+  o.unreferenced = Unreferenced::Remove;
+  o.grace = 30 * 60;
+  GcPlan short_grace = plan_gc(store, o);
+  EXPECT_EQ(testing::removed_letters(short_grace, layout), (std::set<char>{'U', 'O'}));
+  EXPECT_TRUE(has_reason(short_grace, "live compile lease"));
+}
+
+// optimum-neuron's synchronize writes MODULE_ folders and registry files no neuron-cache index
+// lists into a compiler folder that also has one: auto keeps every unreferenced folder there.
+TEST(GcPlan, RegistryFilesNoEntryListsKeepTheCompilerFolder) {
+  GcLayout layout = testing::gc_layout(kNow);
+  std::string foreign = "neuronxcc-" + std::string(testing::kUsageV1) +
+                        "/0_REGISTRY/0.4.5/llama/acme/other/99999999999999999999.json";
+  layout.files[foreign] = "{}";
+  FolderFixture fixture(layout);
+  storage::FolderStore store(fixture.root);
+  GcPlan plan = plan_gc(store, options(std::nullopt));
+  EXPECT_TRUE(plan.removed.empty()) << plan.removed.size();
+  EXPECT_TRUE(has_reason(plan, "optimum-neuron also writes"));
+}
+
+TEST(GcPlan, AnUnreadableShardKeepsItsCompilerVersion) {
+  GcLayout layout = testing::gc_layout(kNow);
+  layout.files[artifact_index::remote_shard_path(testing::kUsageV1, "acme/broken")] =
+      "{\"entries\": {\"x\": [";
+  FolderFixture fixture(layout);
+  storage::FolderStore store(fixture.root);
+  GcPlan plan = plan_gc(store, options());
+  EXPECT_TRUE(testing::removed_letters(plan, layout).empty());
+  EXPECT_TRUE(has_reason(plan, "could not be read whole"));
+  ASSERT_FALSE(plan.problems.empty());
+  EXPECT_NE(plan.problems[0].find("acme--broken"), std::string::npos) << plan.problems[0];
+  // Entries are still dropped by age: their own folders are known.
+  EXPECT_EQ(plan.dropped.size(), 2u);
+}
+
+TEST(GcPlan, ALiveLeaseKeepsFoldersWrittenSinceItBegan) {
+  GcLayout layout = testing::gc_layout(kNow);
+  FolderFixture fixture(layout);
+  storage::FolderStore store(fixture.root);
+  GcOptions o = options(std::nullopt);
+  o.grace = 30 * 60;  // Y (an hour old) is past the grace, but written during the live compile
+  GcPlan plan = plan_gc(store, o);
+  EXPECT_EQ(testing::removed_letters(plan, layout), (std::set<char>{'U'}));
+  EXPECT_TRUE(has_reason(plan, "live compile lease"));
+  // Once that compile ended, Y goes.
+  testing::write_file(fixture.root / layout.lease_live,
+                      testing::gc_lease(lease::State::Released, std::string(32, '1'),
+                                        kNow - 2 * kGcHour, kNow - 50 * 60, kNow - 50 * 60));
+  EXPECT_EQ(testing::removed_letters(plan_gc(store, o), layout), (std::set<char>{'U', 'Y'}));
+}
+
+TEST(GcPlan, AnExpiredCompileLeaseGoesAfterTheGrace) {
+  GcLayout layout = testing::gc_layout(kNow);
+  layout.files[layout.lease_live] =
+      testing::gc_lease(lease::State::Compiling, std::string(32, '1'), kNow - 3 * kGcDay,
+                        kNow - 3 * kGcDay, kNow - 2 * kGcDay);
+  FolderFixture fixture(layout);
+  storage::FolderStore store(fixture.root);
+  GcPlan plan = plan_gc(store, options(std::nullopt));
+  EXPECT_EQ(lease_paths(plan), (std::set<std::string>{layout.lease_live, layout.lease_done_old,
+                                                      layout.lease_damaged}));
+  for (const auto& lease : plan.leases) {
+    if (lease.path == layout.lease_live) {
+      EXPECT_EQ(lease.why, "expired without a result");
+    }
+  }
+}
+
+// The Hub lists no modification times and needs none: a push there is one commit with its
+// index entry. Y goes; a damaged lease, whose age nothing says, stays.
+TEST(GcPlan, HubWithoutTimesDecidesByReferencesAlone) {
+  GcLayout layout = testing::gc_layout(kNow);
+  MemoryStore store;
+  put_all(store, layout);
+  GcOptions o = options();
+  o.declared = {layout.declared_key};
+  GcPlan plan = plan_gc(store, o);
+  EXPECT_EQ(plan.kind, "hub");
+  EXPECT_EQ(testing::removed_letters(plan, layout), (std::set<char>{'B', 'U', 'Y'}));
+  EXPECT_EQ(lease_paths(plan), (std::set<std::string>{layout.lease_done_old}));
+  EXPECT_FALSE(plan.revision.empty());
+}
+
+TEST(GcApply, HubDeletionIsOneCommitThenSquashLeavesOneRevision) {
+  GcLayout layout = testing::gc_layout(kNow);
+  MemoryStore store;
+  put_all(store, layout);
+  GcOptions o = options();
+  o.declared = {layout.declared_key};
+  GcPlan plan = plan_gc(store, o);
+  int commits = store.commits();
+  apply_gc(store, plan, o, quick());
+  EXPECT_EQ(store.commits(), commits + 2);  // the index rewrite, then the deletion
+  for (char letter : {'B', 'U', 'Y'})
+    EXPECT_FALSE(store.has(layout.folder(letter) + "/model.neff")) << letter;
+  for (char letter : {'A', 'C', 'R', 'O'})
+    EXPECT_TRUE(store.has(layout.folder(letter) + "/model.neff")) << letter;
+  EXPECT_GT(store.revisions(), 2u);
+  squash_after_gc(store, plan);
+  EXPECT_EQ(store.revisions(), 1u);
+  EXPECT_EQ(plan.squashed_revision, store.head());
+  EXPECT_THROW(store.list("", false, plan.revision), Error);  // older revisions stop resolving
+}
+
+// A push that references a planned folder again between the plan and the deletion keeps it.
+TEST(GcApply, APushBetweenPlanAndDeletionSparesItsFolder) {
+  GcLayout layout = testing::gc_layout(kNow);
+  MemoryStore store;
+  put_all(store, layout);
+  GcOptions o = options(std::nullopt);
+  GcPlan plan = plan_gc(store, o);
+  ASSERT_EQ(testing::removed_letters(plan, layout), (std::set<char>{'U', 'Y'}));
+  uint64_t planned = plan.freed.bytes;
+  artifact_index::Entry entry = testing::usage_entry("acme/bert", testing::kUsageV1, 1,
+                                                     utc_text(kNow), {"MODULE_1004+e30acd3a"});
+  testing::UsageLayout shard;
+  testing::add_usage_shard(shard, "acme/bert", testing::kUsageV1, {entry});
+  for (const auto& [path, content] : shard.files) store.put(path, content);
+
+  apply_gc(store, plan, o, quick());
+  EXPECT_EQ(plan.spared, (std::vector<std::string>{layout.folder('U')}));
+  EXPECT_TRUE(store.has(layout.folder('U') + "/model.neff"));
+  EXPECT_FALSE(store.has(layout.folder('Y') + "/model.neff"));
+  EXPECT_EQ(plan.freed.bytes, planned - layout.bytes_below(layout.folder('U') + "/"));
+}
+
+// An entry pushed again (a new created_at) between the plan and the rewrite stays, and so does
+// the folder it references.
+TEST(GcApply, AnEntryPushedAgainIsNotDropped) {
+  GcLayout layout = testing::gc_layout(kNow);
+  FolderFixture fixture(layout);
+  storage::FolderStore store(fixture.root);
+  GcOptions o = options();
+  o.declared = {layout.declared_key};
+  GcPlan plan = plan_gc(store, o);
+  ASSERT_EQ(plan.dropped.size(), 1u);
+  artifact_index::Entry again = testing::usage_entry("acme/mistral", testing::kUsageV1, 1,
+                                                     utc_text(kNow), {"MODULE_1002+e30acd3a"});
+  testing::UsageLayout shard;
+  testing::add_usage_shard(shard, "acme/mistral", testing::kUsageV1, {again});
+  testing::write_file(fixture.root / layout.v1_shard_mistral, shard.files.begin()->second);
+
+  apply_gc(store, plan, o, quick());
+  EXPECT_EQ(plan.index_files_rewritten, 0u);
+  EXPECT_EQ(plan.spared, (std::vector<std::string>{layout.folder('B')}));
+  EXPECT_TRUE(fs::exists(fixture.root / layout.folder('B') / "model.neff"));
+  EXPECT_FALSE(fs::exists(fixture.root / layout.folder('U')));
+  auto mistral =
+      artifact_index::parse_index(testing::read_file(fixture.root / layout.v1_shard_mistral), "t");
+  EXPECT_EQ(mistral.entries.size(), 1u);
+}
+
+// A store whose index cannot be read at deletion time deletes nothing.
+TEST(GcApply, AnIndexThatFailsAtDeletionTimeDeletesNothing) {
+  GcLayout layout = testing::gc_layout(kNow);
+  MemoryStore store;
+  put_all(store, layout);
+  GcOptions o = options(std::nullopt);
+  GcPlan plan = plan_gc(store, o);
+  ASSERT_FALSE(plan.removed.empty());
+  store.fail_reads("neuron-cache-index", 100);
+  EXPECT_THROW(apply_gc(store, plan, o, quick()), Error);
+  for (const auto& [path, content] : layout.files) EXPECT_TRUE(store.has(path)) << path;
+}
+
+TEST(GcPlan, ARootThatCannotBeListedDecidesNothing) {
+  MemoryStore store;
+  put_all(store, testing::gc_layout(kNow));
+  store.fail_reads("", 100);
+  EXPECT_THROW(plan_gc(store, options()), Error);
+}
+
+TEST(GcPlan, TooManyFilesAreRefused) {
+  GcLayout layout = testing::gc_layout(kNow);
+  MemoryStore store;
+  put_all(store, layout);
+  GcOptions o = options();
+  o.max_files = 10;
+  try {
+    plan_gc(store, o);
+    FAIL() << "no error";
+  } catch (const Error& error) {
+    EXPECT_NE(std::string(error.what()).find("more than 10 files"), std::string::npos)
+        << error.what();
+  }
+}
+
+TEST(GcPlan, EmptyStoreRemovesNothing) {
+  MemoryStore store;
+  GcPlan plan = plan_gc(store, options());
+  EXPECT_EQ(plan.folders.count, 0u);
+  EXPECT_TRUE(plan.removed.empty());
+  apply_gc(store, plan, options(), quick());
+  EXPECT_EQ(store.commits(), 0);
+}
+
+TEST(GcOptionsText, DurationsAndModes) {
+  EXPECT_EQ(parse_duration("90d", "--older-than"), 90 * kGcDay);
+  EXPECT_EQ(parse_duration("12h", "--grace"), 12 * kGcHour);
+  EXPECT_EQ(parse_duration("2w", "x"), 14 * kGcDay);
+  EXPECT_EQ(parse_duration("30m", "x"), 1800);
+  EXPECT_EQ(parse_duration("45s", "x"), 45);
+  EXPECT_EQ(parse_duration("0", "x"), 0);
+  for (const char* bad : {"", "d", "-1d", "1y", "1.5d", "99999999999999999999d", "1 d"})
+    EXPECT_THROW(parse_duration(bad, "--grace"), Error) << bad;
+  EXPECT_EQ(duration_text(90 * kGcDay), "90 days");
+  EXPECT_EQ(unreferenced_named("auto"), Unreferenced::Auto);
+  EXPECT_EQ(unreferenced_named("remove"), Unreferenced::Remove);
+  EXPECT_FALSE(unreferenced_named("all"));
+}
+
+}  // namespace
+}  // namespace neuron_cache::remote
