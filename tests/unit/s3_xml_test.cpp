@@ -16,13 +16,16 @@ TEST(S3Xml, ReadsAListPage) {
       "xmlns=\"http://s3.amazonaws.com/doc/2006-03-01/\"><Name>b</Name>"
       "<IsTruncated>true</IsTruncated><NextContinuationToken>t/+=&amp;</NextContinuationToken>"
       "<Contents><Key>p/a&amp;b&#x2B;c&#233;.neff</Key><Size>12</Size>"
-      "<ETag>&quot;0123456789abcdef0123456789abcdef&quot;</ETag></Contents>"
+      "<ETag>&quot;0123456789abcdef0123456789abcdef&quot;</ETag>"
+      "<LastModified>2026-11-29T18:00:00.000Z</LastModified></Contents>"
       "<Contents><Key>p/big</Key><Size>9223372036854775807</Size><ETag>\"x-3\"</ETag></Contents>"
       "<CommonPrefixes><Prefix>p/MODULE_1/</Prefix></CommonPrefixes></ListBucketResult>";
   s3xml::ListPage page = s3xml::parse_list_page(body);
   ASSERT_EQ(page.objects.size(), 2u);
   EXPECT_EQ(page.objects[0].key, "p/a&b+c\xC3\xA9.neff");
   EXPECT_EQ(page.objects[0].size, 12u);
+  EXPECT_EQ(page.objects[0].modified, 1'795'975'200);  // 2026-11-29T18:00:00Z
+  EXPECT_EQ(page.objects[1].modified, 0);              // none listed: unknown
   EXPECT_EQ(page.objects[0].etag, "0123456789abcdef0123456789abcdef");
   EXPECT_TRUE(s3xml::is_plain_md5(page.objects[0].etag));
   EXPECT_FALSE(s3xml::is_plain_md5(page.objects[1].etag));
