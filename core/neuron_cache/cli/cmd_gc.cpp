@@ -66,6 +66,17 @@ remote::GcOptions gc_options(Context& context, const Options& options) {
   return out;
 }
 
+void print_folders(const remote::GcPlan& plan) {
+  size_t shown = std::min(kShownFolders, plan.removed.size());
+  for (size_t i = 0; i < shown; ++i) {
+    const remote::GcFolder& f = plan.removed[i];
+    std::cout << "    " << printable(f.path, 300) << "  " << human_bytes(f.files.bytes) << "  ("
+              << f.why << ")\n";
+  }
+  if (shown < plan.removed.size())
+    std::cout << "    ... and " << plan.removed.size() - shown << " more (--json lists all)\n";
+}
+
 void print_summary(const remote::GcPlan& plan, const remote::GcOptions& options) {
   std::string verb = plan.applied ? "Removed" : "Would remove";
   std::cout << "gc of " << plan.store << ": " << plan.folders.count << " MODULE folders ("
@@ -79,26 +90,15 @@ void print_summary(const remote::GcPlan& plan, const remote::GcOptions& options)
   std::cout << "  " << verb << " " << plan.removed.size() << " MODULE folders and "
             << plan.leases.size() << " lease files: " << human_bytes(plan.freed.bytes) << " in "
             << plan.freed.count << " files\n";
+  print_folders(plan);
   for (const auto& kept : plan.kept) {
     std::cout << "  Kept " << kept.folders.count << " unreferenced folders ("
               << human_bytes(kept.folders.bytes) << "): " << kept.why << "\n";
   }
 }
 
-void print_folders(const remote::GcPlan& plan) {
-  size_t shown = std::min(kShownFolders, plan.removed.size());
-  for (size_t i = 0; i < shown; ++i) {
-    const remote::GcFolder& f = plan.removed[i];
-    std::cout << "    " << printable(f.path, 300) << "  " << human_bytes(f.files.bytes) << "  ("
-              << f.why << ")\n";
-  }
-  if (shown < plan.removed.size())
-    std::cout << "    ... and " << plan.removed.size() - shown << " more (--json lists all)\n";
-}
-
 void print_text(const remote::GcPlan& plan, const remote::GcOptions& options) {
   print_summary(plan, options);
-  print_folders(plan);
   for (const auto& path : plan.spared) {
     std::cout << "  Spared " << printable(path, 300)
               << ": a push referenced it again while gc ran\n";
