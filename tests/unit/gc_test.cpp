@@ -14,6 +14,7 @@
 #include "memory_store.h"
 #include "neuron_cache/error.h"
 #include "neuron_cache/storage/folder_store.h"
+#include "optimum_writer.h"
 #include "test_support.h"
 
 namespace neuron_cache::remote {
@@ -204,6 +205,61 @@ TEST(GcPlan, RegistryFilesNoEntryListsKeepTheCompilerFolder) {
   GcPlan plan = plan_gc(store, options(std::nullopt));
   EXPECT_TRUE(plan.removed.empty()) << plan.removed.size();
   EXPECT_TRUE(has_reason(plan, "optimum-neuron also writes"));
+}
+
+// Files optimum-neuron wrote (its registry writer run by CPython, a traced export's
+// MODULE_<registry hash> folder, decoder graphs named by HLO hash) in the compiler folder that
+// neuron-cache also indexes: auto removes none of them; remove takes only the graphs nothing
+// references, never the traced export its registry file names.
+TEST(GcPlan, AFolderOptimumNeuronWroteLosesNothing) {
+  GcLayout layout = testing::gc_layout(kNow);
+  std::string compiler = "neuronxcc-" + std::string(testing::kUsageV1);
+  nlohmann::json traced = {{"compiler_dir", compiler},
+                           {"optimum_version", "0.4.5"},
+                           {"generation", "0.4.5"},
+                           {"model_id", "org/bert-tiny"},
+                           {"task", "feature-extraction"},
+                           {"model_type", "bert"},
+                           {"config", {{"model_type", "bert"}, {"hidden_size", 32}}},
+                           {"neuron",
+                            {{"compiler_type", "neuronx-cc"},
+                             {"compiler_version", testing::kUsageV1},
+                             {"static_batch_size", 1},
+                             {"static_sequence_length", 128},
+                             {"auto_cast_type", "bf16"},
+                             {"task", "feature-extraction"}}}};
+  nlohmann::json decoder = traced;
+  decoder["model_id"] = "org/llama-tiny";
+  decoder["model_type"] = "llama";
+  decoder["task"] = "text-generation";
+  decoder["config"] = {{"model_type", "llama"}, {"hidden_size", 16}};
+  decoder["neuron"] = {{"batch_size", 1}, {"sequence_length", 512}, {"tp_degree", 2}};
+  std::string traced_module;
+  nlohmann::json written = testing::optimum_written(nlohmann::json::array({traced, decoder}));
+  for (const auto& [path, text] : written.items()) {
+    layout.files[path] = text.get<std::string>();
+    layout.modified[path] = kNow - 100 * kGcDay;
+    if (path.find("/org/bert-tiny/") != std::string::npos) {
+      std::string name = path.substr(path.rfind('/') + 1);
+      traced_module = "MODULE_" + name.substr(0, name.size() - 5);
+    }
+  }
+  ASSERT_FALSE(traced_module.empty());
+  testing::add_gc_module(layout, 'T', testing::kUsageV1, traced_module, 800, kNow - 100 * kGcDay);
+  testing::add_gc_module(layout, 'G', testing::kUsageV1, "MODULE_8d2f0a61c4b7e9d3a5f1+39f12043",
+                         900, kNow - 100 * kGcDay);
+  FolderFixture fixture(layout);
+  storage::FolderStore store(fixture.root);
+
+  GcPlan plan = plan_gc(store, options(std::nullopt));
+  EXPECT_TRUE(plan.removed.empty()) << plan.removed.front().path;
+  EXPECT_TRUE(has_reason(plan, "optimum-neuron also writes"));
+  EXPECT_EQ(plan.referenced.count, 5u);  // A, B, C, R and the traced export T
+
+  GcOptions remove = options(std::nullopt);
+  remove.unreferenced = Unreferenced::Remove;
+  EXPECT_EQ(testing::removed_letters(plan_gc(store, remove), layout),
+            (std::set<char>{'U', 'G', 'O'}));
 }
 
 TEST(GcPlan, AnUnreadableShardKeepsItsCompilerVersion) {
