@@ -454,7 +454,7 @@ void Server::commit(Call& call, const std::string& type, const std::string& id,
 void Server::super_squash(Call& call, const std::string& type, const std::string& id,
                           const std::string& branch) {
   Identity who = identify(call, ErrorStyle::Hub);
-  json body = json::parse(call.req.body, nullptr, false);
+  json body = json::parse(read_body(call), nullptr, false);
   std::string message = body.is_object() ? string_field(body, "message") : "";
   if (message.empty()) message = "Super-squash branch '" + branch + "' using huggingface_hub";
   std::lock_guard lock(state_mutex_);

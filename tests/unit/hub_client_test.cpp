@@ -460,6 +460,46 @@ TEST_F(HubClientTest, ReadOnlyTokenCannotCommit) {
   }
 }
 
+TEST_F(HubClientTest, SuperSquashLeavesOneCommitAndFreesDeletedStorage) {
+  std::string repo = client.create_repo("squash", "", true);
+  std::string big = random_bytes(2 << 20, 7);
+  upload(repo, {{"a.neff", big}, {"b.txt", "b"}});
+  client.commit(repo, {{CommitOperation::Kind::Delete, "a.neff", {}}}, "remove a", std::nullopt);
+  auto used = [&] {
+    net::HttpResponse answer = client.http().perform(
+        {"GET", server.url() + "/api/models/" + repo + "?expand=usedStorage"});
+    return json::parse(answer.body)["usedStorage"].get<uint64_t>();
+  };
+  EXPECT_GE(used(), big.size());  // the history still holds the deleted file
+  std::string old_head = client.repo_info(repo).sha;
+  std::string squashed = client.super_squash(repo, "main", "squash it");
+  EXPECT_EQ(squashed.size(), 40u);
+  EXPECT_EQ(client.repo_info(repo).sha, squashed);
+  EXPECT_LT(used(), 4096u);  // .gitattributes and b.txt
+  net::HttpResponse commits =
+      client.http().perform({"GET", server.url() + "/api/models/" + repo + "/commits/main"});
+  json history = json::parse(commits.body);
+  ASSERT_EQ(history.size(), 1u);
+  EXPECT_EQ(history[0]["title"], "squash it");
+  EXPECT_THROW(client.repo_info(repo, old_head), Error);  // older revisions stop resolving
+  auto files = client.list_tree(repo);
+  ASSERT_EQ(files.size(), 2u);  // .gitattributes and b.txt
+}
+
+TEST_F(HubClientTest, SuperSquashNeedsWriteAccess) {
+  HubClient reader(options_for(server, testing::kHubReadToken));
+  server.clear_log();
+  EXPECT_THROW(reader.super_squash(testing::kHubPublicRepo, "main", "x"), Error);
+  EXPECT_EQ(server.access_log().size(), 1u);  // whoami only: nothing was sent
+  HubClient bob(options_for(server, "hf_bob_write"));
+  try {
+    bob.super_squash(testing::kHubPublicRepo, "main", "x");
+    FAIL() << "another user's repo must not be squashed";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("squashing the history"), std::string::npos) << e.what();
+  }
+}
+
 TEST_F(HubClientTest, ParallelDownloadsOfLargeFilesUseRanges) {
   ClientOptions options = options_for(server, testing::kHubWriteToken);
   options.part_size = 1 << 20;
