@@ -394,6 +394,48 @@ TEST(GcApply, AnEntryPushedAgainIsNotDropped) {
   EXPECT_EQ(mistral.entries.size(), 1u);
 }
 
+// A shared folder deletes without a condition: a push that publishes an entry naming a folder
+// while gc deletes it is found afterwards and said.
+class RacingFolderStore : public storage::FolderStore {
+ public:
+  RacingFolderStore(const fs::path& root, std::function<void()> before_delete)
+      : FolderStore(root), before_delete_(std::move(before_delete)) {}
+  storage::CommitResult commit(const std::vector<storage::CommitOperation>& operations,
+                               const std::string& message,
+                               const std::optional<std::string>& parent) override {
+    if (!operations.empty() && operations[0].kind == storage::CommitOperation::Kind::Delete &&
+        before_delete_) {
+      before_delete_();
+      before_delete_ = nullptr;
+    }
+    return FolderStore::commit(operations, message, parent);
+  }
+
+ private:
+  std::function<void()> before_delete_;
+};
+
+TEST(GcApply, APushDuringAFolderDeletionIsReported) {
+  GcLayout layout = testing::gc_layout(kNow);
+  FolderFixture fixture(layout);
+  auto push = [&] {
+    artifact_index::Entry entry = testing::usage_entry("acme/bert", testing::kUsageV1, 1,
+                                                       utc_text(kNow), {"MODULE_1004+e30acd3a"});
+    testing::UsageLayout shard;
+    testing::add_usage_shard(shard, "acme/bert", testing::kUsageV1, {entry});
+    for (const auto& [path, content] : shard.files)
+      testing::write_file(fixture.root / path, content);
+  };
+  RacingFolderStore store(fixture.root, push);
+  GcOptions o = options(std::nullopt);
+  GcPlan plan = plan_gc(store, o);
+  ASSERT_EQ(testing::removed_letters(plan, layout), (std::set<char>{'U'}));
+  apply_gc(store, plan, o, quick());
+  ASSERT_EQ(plan.problems.size(), 1u);
+  EXPECT_NE(plan.problems[0].find(layout.folder('U')), std::string::npos) << plan.problems[0];
+  EXPECT_NE(plan.problems[0].find("push that configuration again"), std::string::npos);
+}
+
 // A store whose index cannot be read at deletion time deletes nothing.
 TEST(GcApply, AnIndexThatFailsAtDeletionTimeDeletesNothing) {
   GcLayout layout = testing::gc_layout(kNow);

@@ -395,6 +395,22 @@ std::set<std::string> referenced_at(storage::Store& store, const std::string& he
   return out;
 }
 
+// S3 and folders delete without a condition: a push that found a folder's files already in the
+// store and published its entry while gc deleted them leaves an entry whose files are gone. Rare
+// (the folder was unreferenced for longer than the grace), but said, with what to do.
+void check_after_deletion(storage::Store& store, GcPlan& plan) {
+  std::set<std::string> referenced = referenced_at(store, store.head(), plan.removed);
+  for (const auto& folder : plan.removed) {
+    if (referenced.count(folder.path) == 0 ||
+        std::find(plan.spared.begin(), plan.spared.end(), folder.path) != plan.spared.end())
+      continue;
+    plan.problems.push_back(
+        "a push referenced " + printable(folder.path, kShownName) +
+        " while gc deleted it: its index entry now names files the store lacks; push that "
+        "configuration again");
+  }
+}
+
 // Phase 2: the folders still unreferenced at the head, and the lease files, go in one
 // publication conditional on that head.
 void delete_folders(storage::Store& store, GcPlan& plan, const net::RetryPolicy& conflicts) {
@@ -422,6 +438,8 @@ void delete_folders(storage::Store& store, GcPlan& plan, const net::RetryPolicy&
     plan.files_deleted = result.deleted;
   });
   plan.attempts += attempts;
+  if (store.kind() != storage::Kind::Hub && !plan.removed.empty())
+    check_after_deletion(store, plan);
   for (const auto& path : plan.spared) {
     auto it = std::find_if(plan.removed.begin(), plan.removed.end(),
                            [&](const GcFolder& f) { return f.path == path; });
