@@ -397,28 +397,9 @@ std::string stem(const std::string& path) {
 }
 
 RegistrySeed make_registry_seed() {
-  json traced = {{"compiler_dir", kCompiler},
-                 {"optimum_version", "0.4.5"},
-                 {"generation", "0.4.5"},
-                 {"model_id", "org/bert-tiny"},
-                 {"task", "feature-extraction"},
-                 {"model_type", "bert"},
-                 {"config", {{"model_type", "bert"}, {"hidden_size", 32}}},
-                 {"neuron",
-                  {{"compiler_type", "neuronx-cc"},
-                   {"compiler_version", "2.21.33363.0+82129205"},
-                   {"static_batch_size", 1},
-                   {"static_sequence_length", 128},
-                   {"auto_cast_type", "bf16"},
-                   {"task", "feature-extraction"}}}};
-  json decoder = traced;
-  decoder["model_id"] = "org/llama-tiny";
-  decoder["model_type"] = "llama";
-  decoder["task"] = "text-generation";
-  decoder["config"] = {{"model_type", "llama"}, {"hidden_size", 16}};
-  decoder["neuron"] = {{"batch_size", 1}, {"sequence_length", 512}, {"tp_degree", 2}};
+  json entries = testing::optimum_sample_entries(kCompiler);
   RegistrySeed seed;
-  seed.files = testing::optimum_written(json::array({traced, decoder}));
+  seed.files = testing::optimum_written(entries);
   for (const auto& [path, text] : seed.files.items()) {
     if (contains(path, "/org/bert-tiny/")) seed.traced_hash = stem(path);
     if (contains(path, "/org/llama-tiny/")) seed.decoder_hash = stem(path);

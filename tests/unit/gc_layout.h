@@ -133,6 +133,15 @@ inline GcLayout gc_layout(int64_t now) {
   return l;
 }
 
+// A push at `now` of `model`'s shard at V1 with one entry referencing `module`: {path, content}.
+inline std::pair<std::string, std::string> gc_push(const std::string& model,
+                                                   const std::string& module, int64_t now) {
+  artifact_index::Entry entry = usage_entry(model, kUsageV1, 1, utc_text(now), {module});
+  UsageLayout shard;
+  add_usage_shard(shard, model, kUsageV1, {entry});
+  return *shard.files.begin();
+}
+
 // The MODULE_ folders a plan removes, as letters.
 template <typename Plan>
 std::set<char> removed_letters(const Plan& plan, const GcLayout& layout) {

@@ -39,6 +39,13 @@ GcOptions options(std::optional<int64_t> older_than = 90 * kGcDay) {
   return o;
 }
 
+// options() keeping what the layout's manifest declares (C's entry).
+GcOptions declaring(const GcLayout& layout) {
+  GcOptions o = options();
+  o.declared = {layout.declared_key};
+  return o;
+}
+
 void set_mtime(const fs::path& path, int64_t seconds) {
   timespec times[2] = {{seconds, 0}, {seconds, 0}};
   ASSERT_EQ(utimensat(AT_FDCWD, path.c_str(), times, 0), 0) << path;
@@ -54,9 +61,11 @@ struct FolderFixture {
       auto it = layout.modified.find(path);
       set_mtime(root / path, it == layout.modified.end() ? kNow - 30 * kGcDay : it->second);
     }
+    store = std::make_unique<storage::FolderStore>(root);
   }
   testing::TempDir dir;
   fs::path root;
+  std::unique_ptr<storage::FolderStore> store;  // opened once the files are there
 };
 
 void put_all(MemoryStore& store, const GcLayout& layout) {
@@ -91,9 +100,8 @@ std::set<std::string> lease_paths(const GcPlan& plan) {
 TEST(GcPlan, FolderStoreRemovesExactlyWhatNothingNeeds) {
   GcLayout layout = testing::gc_layout(kNow);
   FolderFixture fixture(layout);
-  storage::FolderStore store(fixture.root);
-  GcOptions o = options();
-  o.declared = {layout.declared_key};
+  storage::FolderStore& store = *fixture.store;
+  GcOptions o = declaring(layout);
   GcPlan plan = plan_gc(store, o);
 
   EXPECT_EQ(testing::removed_letters(plan, layout), (std::set<char>{'B', 'U'}));
@@ -120,9 +128,8 @@ TEST(GcPlan, FolderStoreRemovesExactlyWhatNothingNeeds) {
 TEST(GcApply, FolderStoreDeletesThePlanAndLeavesNoEmptyFolders) {
   GcLayout layout = testing::gc_layout(kNow);
   FolderFixture fixture(layout);
-  storage::FolderStore store(fixture.root);
-  GcOptions o = options();
-  o.declared = {layout.declared_key};
+  storage::FolderStore& store = *fixture.store;
+  GcOptions o = declaring(layout);
   GcPlan plan = plan_gc(store, o);
   apply_gc(store, plan, o, quick());
 
@@ -157,7 +164,7 @@ TEST(GcApply, FolderStoreDeletesThePlanAndLeavesNoEmptyFolders) {
 TEST(GcPlan, WithoutOlderThanNoEntryIsDropped) {
   GcLayout layout = testing::gc_layout(kNow);
   FolderFixture fixture(layout);
-  storage::FolderStore store(fixture.root);
+  storage::FolderStore& store = *fixture.store;
   GcPlan plan = plan_gc(store, options(std::nullopt));
   EXPECT_TRUE(plan.dropped.empty());
   EXPECT_EQ(testing::removed_letters(plan, layout), (std::set<char>{'U'}));
@@ -167,7 +174,7 @@ TEST(GcPlan, WithoutOlderThanNoEntryIsDropped) {
 TEST(GcPlan, UndeclaredOldEntriesAreDroppedWhateverTheirModel) {
   GcLayout layout = testing::gc_layout(kNow);
   FolderFixture fixture(layout);
-  storage::FolderStore store(fixture.root);
+  storage::FolderStore& store = *fixture.store;
   GcPlan plan = plan_gc(store, options());  // no manifest: C's entry is old and undeclared too
   EXPECT_EQ(plan.dropped.size(), 2u);
   EXPECT_EQ(testing::removed_letters(plan, layout), (std::set<char>{'B', 'C', 'U'}));
@@ -176,7 +183,7 @@ TEST(GcPlan, UndeclaredOldEntriesAreDroppedWhateverTheirModel) {
 TEST(GcPlan, UnreferencedModesDecideForeignCompilerFolders) {
   GcLayout layout = testing::gc_layout(kNow);
   FolderFixture fixture(layout);
-  storage::FolderStore store(fixture.root);
+  storage::FolderStore& store = *fixture.store;
   GcOptions o = options(std::nullopt);
   o.unreferenced = Unreferenced::Remove;
   EXPECT_EQ(testing::removed_letters(plan_gc(store, o), layout), (std::set<char>{'U', 'O'}));
@@ -201,7 +208,7 @@ TEST(GcPlan, RegistryFilesNoEntryListsKeepTheCompilerFolder) {
                         "/0_REGISTRY/0.4.5/llama/acme/other/99999999999999999999.json";
   layout.files[foreign] = "{}";
   FolderFixture fixture(layout);
-  storage::FolderStore store(fixture.root);
+  storage::FolderStore& store = *fixture.store;
   GcPlan plan = plan_gc(store, options(std::nullopt));
   EXPECT_TRUE(plan.removed.empty()) << plan.removed.size();
   EXPECT_TRUE(has_reason(plan, "optimum-neuron also writes"));
@@ -214,28 +221,8 @@ TEST(GcPlan, RegistryFilesNoEntryListsKeepTheCompilerFolder) {
 TEST(GcPlan, AFolderOptimumNeuronWroteLosesNothing) {
   GcLayout layout = testing::gc_layout(kNow);
   std::string compiler = "neuronxcc-" + std::string(testing::kUsageV1);
-  nlohmann::json traced = {{"compiler_dir", compiler},
-                           {"optimum_version", "0.4.5"},
-                           {"generation", "0.4.5"},
-                           {"model_id", "org/bert-tiny"},
-                           {"task", "feature-extraction"},
-                           {"model_type", "bert"},
-                           {"config", {{"model_type", "bert"}, {"hidden_size", 32}}},
-                           {"neuron",
-                            {{"compiler_type", "neuronx-cc"},
-                             {"compiler_version", testing::kUsageV1},
-                             {"static_batch_size", 1},
-                             {"static_sequence_length", 128},
-                             {"auto_cast_type", "bf16"},
-                             {"task", "feature-extraction"}}}};
-  nlohmann::json decoder = traced;
-  decoder["model_id"] = "org/llama-tiny";
-  decoder["model_type"] = "llama";
-  decoder["task"] = "text-generation";
-  decoder["config"] = {{"model_type", "llama"}, {"hidden_size", 16}};
-  decoder["neuron"] = {{"batch_size", 1}, {"sequence_length", 512}, {"tp_degree", 2}};
   std::string traced_module;
-  nlohmann::json written = testing::optimum_written(nlohmann::json::array({traced, decoder}));
+  nlohmann::json written = testing::optimum_written(testing::optimum_sample_entries(compiler));
   for (const auto& [path, text] : written.items()) {
     layout.files[path] = text.get<std::string>();
     layout.modified[path] = kNow - 100 * kGcDay;
@@ -249,7 +236,7 @@ TEST(GcPlan, AFolderOptimumNeuronWroteLosesNothing) {
   testing::add_gc_module(layout, 'G', testing::kUsageV1, "MODULE_8d2f0a61c4b7e9d3a5f1+39f12043",
                          900, kNow - 100 * kGcDay);
   FolderFixture fixture(layout);
-  storage::FolderStore store(fixture.root);
+  storage::FolderStore& store = *fixture.store;
 
   GcPlan plan = plan_gc(store, options(std::nullopt));
   EXPECT_TRUE(plan.removed.empty()) << plan.removed.front().path;
@@ -267,7 +254,7 @@ TEST(GcPlan, AnUnreadableShardKeepsItsCompilerVersion) {
   layout.files[artifact_index::remote_shard_path(testing::kUsageV1, "acme/broken")] =
       "{\"entries\": {\"x\": [";
   FolderFixture fixture(layout);
-  storage::FolderStore store(fixture.root);
+  storage::FolderStore& store = *fixture.store;
   GcPlan plan = plan_gc(store, options());
   EXPECT_TRUE(testing::removed_letters(plan, layout).empty());
   EXPECT_TRUE(has_reason(plan, "could not be read whole"));
@@ -280,7 +267,7 @@ TEST(GcPlan, AnUnreadableShardKeepsItsCompilerVersion) {
 TEST(GcPlan, ALiveLeaseKeepsFoldersWrittenSinceItBegan) {
   GcLayout layout = testing::gc_layout(kNow);
   FolderFixture fixture(layout);
-  storage::FolderStore store(fixture.root);
+  storage::FolderStore& store = *fixture.store;
   GcOptions o = options(std::nullopt);
   o.grace = 30 * 60;  // Y (an hour old) is past the grace, but written during the live compile
   GcPlan plan = plan_gc(store, o);
@@ -299,7 +286,7 @@ TEST(GcPlan, AnExpiredCompileLeaseGoesAfterTheGrace) {
       testing::gc_lease(lease::State::Compiling, std::string(32, '1'), kNow - 3 * kGcDay,
                         kNow - 3 * kGcDay, kNow - 2 * kGcDay);
   FolderFixture fixture(layout);
-  storage::FolderStore store(fixture.root);
+  storage::FolderStore& store = *fixture.store;
   GcPlan plan = plan_gc(store, options(std::nullopt));
   EXPECT_EQ(lease_paths(plan), (std::set<std::string>{layout.lease_live, layout.lease_done_old,
                                                       layout.lease_damaged}));
@@ -316,8 +303,7 @@ TEST(GcPlan, HubWithoutTimesDecidesByReferencesAlone) {
   GcLayout layout = testing::gc_layout(kNow);
   MemoryStore store;
   put_all(store, layout);
-  GcOptions o = options();
-  o.declared = {layout.declared_key};
+  GcOptions o = declaring(layout);
   GcPlan plan = plan_gc(store, o);
   EXPECT_EQ(plan.kind, "hub");
   EXPECT_EQ(testing::removed_letters(plan, layout), (std::set<char>{'B', 'U', 'Y'}));
@@ -329,8 +315,7 @@ TEST(GcApply, HubDeletionIsOneCommitThenSquashLeavesOneRevision) {
   GcLayout layout = testing::gc_layout(kNow);
   MemoryStore store;
   put_all(store, layout);
-  GcOptions o = options();
-  o.declared = {layout.declared_key};
+  GcOptions o = declaring(layout);
   GcPlan plan = plan_gc(store, o);
   int commits = store.commits();
   apply_gc(store, plan, o, quick());
@@ -355,11 +340,8 @@ TEST(GcApply, APushBetweenPlanAndDeletionSparesItsFolder) {
   GcPlan plan = plan_gc(store, o);
   ASSERT_EQ(testing::removed_letters(plan, layout), (std::set<char>{'U', 'Y'}));
   uint64_t planned = plan.freed.bytes;
-  artifact_index::Entry entry = testing::usage_entry("acme/bert", testing::kUsageV1, 1,
-                                                     utc_text(kNow), {"MODULE_1004+e30acd3a"});
-  testing::UsageLayout shard;
-  testing::add_usage_shard(shard, "acme/bert", testing::kUsageV1, {entry});
-  for (const auto& [path, content] : shard.files) store.put(path, content);
+  auto [path, content] = testing::gc_push("acme/bert", "MODULE_1004+e30acd3a", kNow);
+  store.put(path, content);
 
   apply_gc(store, plan, o, quick());
   EXPECT_EQ(plan.spared, (std::vector<std::string>{layout.folder('U')}));
@@ -373,16 +355,12 @@ TEST(GcApply, APushBetweenPlanAndDeletionSparesItsFolder) {
 TEST(GcApply, AnEntryPushedAgainIsNotDropped) {
   GcLayout layout = testing::gc_layout(kNow);
   FolderFixture fixture(layout);
-  storage::FolderStore store(fixture.root);
-  GcOptions o = options();
-  o.declared = {layout.declared_key};
+  storage::FolderStore& store = *fixture.store;
+  GcOptions o = declaring(layout);
   GcPlan plan = plan_gc(store, o);
   ASSERT_EQ(plan.dropped.size(), 1u);
-  artifact_index::Entry again = testing::usage_entry("acme/mistral", testing::kUsageV1, 1,
-                                                     utc_text(kNow), {"MODULE_1002+e30acd3a"});
-  testing::UsageLayout shard;
-  testing::add_usage_shard(shard, "acme/mistral", testing::kUsageV1, {again});
-  testing::write_file(fixture.root / layout.v1_shard_mistral, shard.files.begin()->second);
+  auto [path, content] = testing::gc_push("acme/mistral", "MODULE_1002+e30acd3a", kNow);
+  testing::write_file(fixture.root / path, content);
 
   apply_gc(store, plan, o, quick());
   EXPECT_EQ(plan.index_files_rewritten, 0u);
@@ -419,12 +397,8 @@ TEST(GcApply, APushDuringAFolderDeletionIsReported) {
   GcLayout layout = testing::gc_layout(kNow);
   FolderFixture fixture(layout);
   auto push = [&] {
-    artifact_index::Entry entry = testing::usage_entry("acme/bert", testing::kUsageV1, 1,
-                                                       utc_text(kNow), {"MODULE_1004+e30acd3a"});
-    testing::UsageLayout shard;
-    testing::add_usage_shard(shard, "acme/bert", testing::kUsageV1, {entry});
-    for (const auto& [path, content] : shard.files)
-      testing::write_file(fixture.root / path, content);
+    auto [path, content] = testing::gc_push("acme/bert", "MODULE_1004+e30acd3a", kNow);
+    testing::write_file(fixture.root / path, content);
   };
   RacingFolderStore store(fixture.root, push);
   GcOptions o = options(std::nullopt);

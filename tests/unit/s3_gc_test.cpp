@@ -74,11 +74,8 @@ TEST(S3Gc, AShardRewrittenAfterThePlanIsReadAgain) {
   storage::S3Store store("s3://bucket/c", s3.access(), s3.options());
   GcOptions o = options(layout);
   GcPlan plan = plan_gc(store, o);
-  artifact_index::Entry again = testing::usage_entry("acme/mistral", testing::kUsageV1, 1,
-                                                     utc_text(kNow), {"MODULE_1002+e30acd3a"});
-  testing::UsageLayout shard;
-  testing::add_usage_shard(shard, "acme/mistral", testing::kUsageV1, {again});
-  s3.put("c/" + layout.v1_shard_mistral, shard.files.begin()->second);
+  auto [path, content] = testing::gc_push("acme/mistral", "MODULE_1002+e30acd3a", kNow);
+  s3.put("c/" + path, content);
 
   apply_gc(store, plan, o, {6, std::chrono::milliseconds(1), std::chrono::milliseconds(2)});
   EXPECT_EQ(plan.index_files_rewritten, 0u);

@@ -1,15 +1,12 @@
 #include "neuron_cache/report/gc.h"
 
 #include "neuron_cache/format/printable.h"
+#include "neuron_cache/report/usage.h"
 
 namespace neuron_cache::report {
 namespace {
 
 using nlohmann::json;
-
-json tally_json(const remote::Tally& tally) {
-  return {{"count", tally.count}, {"bytes", tally.bytes}};
-}
 
 json folders_json(const remote::GcPlan& plan) {
   json out = json::array();
@@ -38,7 +35,7 @@ json entries_json(const remote::GcPlan& plan) {
 json kept_json(const remote::GcPlan& plan) {
   json out = json::array();
   for (const auto& k : plan.kept)
-    out.push_back({{"why", k.why}, {"folders", tally_json(k.folders)}});
+    out.push_back({{"why", k.why}, {"folders", count_json(k.folders)}});
   return out;
 }
 
@@ -57,15 +54,15 @@ nlohmann::json gc_json(const remote::GcPlan& plan) {
   return {{"store", plan.store},
           {"kind", plan.kind},
           {"applied", plan.applied},
-          {"modules", tally_json(plan.folders)},
-          {"referenced", tally_json(plan.referenced)},
+          {"modules", count_json(plan.folders)},
+          {"referenced", count_json(plan.referenced)},
           {"configurations", plan.configurations},
           {"lease_files", plan.lease_files},
           {"dropped_entries", entries_json(plan)},
           {"removed_modules", folders_json(plan)},
           {"removed_leases", leases_json(plan)},
           {"kept_unreferenced", kept_json(plan)},
-          {"freed", tally_json(plan.freed)},
+          {"freed", count_json(plan.freed)},
           {"index_files_rewritten", plan.index_files_rewritten},
           {"files_deleted", plan.files_deleted},
           {"spared", spared},

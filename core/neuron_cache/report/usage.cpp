@@ -15,20 +15,16 @@ json files_json(const remote::Tally& tally) {
   return {{"files", tally.count}, {"bytes", tally.bytes}};
 }
 
-json folders_json(const remote::Tally& tally) {
-  return {{"count", tally.count}, {"bytes", tally.bytes}};
-}
-
 json version_json(const remote::VersionUsage& v) {
   return {{"compiler_version", v.compiler_version},
           {"files", v.files.count},
           {"bytes", v.files.bytes},
-          {"modules", folders_json(v.modules)},
+          {"modules", count_json(v.modules)},
           {"registry", files_json(v.registry)},
           {"other", files_json(v.other)},
           {"configurations", v.configurations},
           {"index", files_json(v.index)},
-          {"unindexed_modules", folders_json(v.unindexed)}};
+          {"unindexed_modules", count_json(v.unindexed)}};
 }
 
 json model_json(const remote::ModelUsage& m) {
@@ -63,6 +59,10 @@ std::string cell(const std::string& text) {
 
 }  // namespace
 
+json count_json(const remote::Tally& tally) {
+  return {{"count", tally.count}, {"bytes", tally.bytes}};
+}
+
 json usage_json(const remote::StoreUsage& usage, size_t top_models) {
   json versions = json::array(), models = json::array(), ages = json::array();
   for (const auto& v : usage.versions) versions.push_back(version_json(v));
@@ -75,8 +75,8 @@ json usage_json(const remote::StoreUsage& usage, size_t top_models) {
   return {{"store", usage.store},
           {"kind", usage.kind},
           {"total", files_json(usage.total)},
-          {"modules", folders_json(usage.modules)},
-          {"unindexed_modules", folders_json(usage.unindexed)},
+          {"modules", count_json(usage.modules)},
+          {"unindexed_modules", count_json(usage.unindexed)},
           {"index", index},
           {"other", files_json(usage.other)},
           {"versions", versions},

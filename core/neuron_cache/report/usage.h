@@ -11,6 +11,8 @@
 
 namespace neuron_cache::report {
 
+// {"count", "bytes"} of a tally of folders (what `du` and `gc` print for MODULE folders).
+nlohmann::json count_json(const remote::Tally& tally);
 // Every section; `top_models` models at most (the most referenced bytes first), with
 // "models_total" telling how many there are.
 nlohmann::json usage_json(const remote::StoreUsage& usage, size_t top_models);
