@@ -454,6 +454,47 @@ TEST(GcPlan, EmptyStoreRemovesNothing) {
   EXPECT_EQ(store.commits(), 0);
 }
 
+// Production shape: 500 models of 20 configurations (10,000 entries, one shard per model), each
+// entry with its own MODULE_ folder, and 1,000 folders nothing references. Exactly those go, and
+// only the planned files are deleted.
+TEST(GcScale, TenThousandConfigurationsRemoveExactlyTheUnreferenced) {
+  constexpr int kModels = 500, kConfigs = 20, kOrphans = 1000;
+  GcLayout layout;
+  std::string v1 = testing::kUsageV1;
+  for (int m = 0; m < kModels; ++m) {
+    std::string model = "org/model-" + std::to_string(m);
+    std::vector<artifact_index::Entry> entries;
+    for (int c = 0; c < kConfigs; ++c) {
+      std::string module = "MODULE_" + std::to_string(100000 + m * kConfigs + c) + "+e30acd3a";
+      layout.files["neuronxcc-" + v1 + "/" + module + "/model.neff"] = "n";
+      layout.files["neuronxcc-" + v1 + "/" + module + "/model.done"] = "";
+      entries.push_back(testing::usage_entry(model, v1, c + 1, utc_text(kNow - kGcDay), {module}));
+    }
+    testing::UsageLayout shard;
+    testing::add_usage_shard(shard, model, v1, entries);
+    layout.files.insert(shard.files.begin(), shard.files.end());
+  }
+  for (int i = 0; i < kOrphans; ++i) {
+    std::string module = "MODULE_" + std::to_string(900000 + i) + "+e30acd3a";
+    layout.files["neuronxcc-" + v1 + "/" + module + "/model.neff"] = "orphan";
+    layout.files["neuronxcc-" + v1 + "/" + module + "/model.done"] = "";
+  }
+  for (const auto& [path, content] : layout.files) layout.modified[path] = kNow - 10 * kGcDay;
+  FolderFixture fixture(layout);
+  storage::FolderStore& store = *fixture.store;
+
+  GcPlan plan = plan_gc(store, options(std::nullopt));
+  EXPECT_EQ(plan.configurations, uint64_t(kModels * kConfigs));
+  EXPECT_EQ(plan.folders.count, uint64_t(kModels * kConfigs + kOrphans));
+  EXPECT_EQ(plan.removed.size(), size_t(kOrphans));
+  EXPECT_EQ(plan.freed.bytes, uint64_t(kOrphans * 6));
+  for (const auto& folder : plan.removed)
+    EXPECT_NE(folder.path.find("MODULE_9"), std::string::npos) << folder.path;
+  apply_gc(store, plan, options(std::nullopt), quick());
+  EXPECT_EQ(plan.files_deleted, size_t(2 * kOrphans));
+  EXPECT_TRUE(plan_gc(store, options(std::nullopt)).removed.empty());
+}
+
 TEST(GcOptionsText, DurationsAndModes) {
   EXPECT_EQ(parse_duration("90d", "--older-than"), 90 * kGcDay);
   EXPECT_EQ(parse_duration("12h", "--grace"), 12 * kGcHour);
