@@ -15,6 +15,7 @@
 
 #include "hub_fixture.h"
 #include "s3_stand_in.h"
+#include "store_kinds.h"
 #include "test_support.h"
 #include "tool_runner.h"
 
@@ -44,38 +45,8 @@ std::string manifest(int n) {
   return testing::stand_in_manifest({model});
 }
 
-class LeaseCliTest : public ::testing::TestWithParam<std::string> {
+class LeaseCliTest : public testing::StoreKindTest {
  protected:
-  LeaseCliTest()
-      : hub(testing::cache_hub_config(
-            testing::kTestCacheRepo, {{kLlama, {{"config.json", R"({"model_type": "llama"})"}}}})) {
-  }
-
-  void SetUp() override {
-    if (GetParam() == "folder") {
-      store = "file://" + (work / "share").string();
-      fs::create_directories(work / "share");
-      ASSERT_EQ(machine(0).run("create -n " + store).code, 0);
-    } else if (GetParam() == "s3") {
-      s3.emplace();
-      store = "s3://bucket/fleet";
-      store_env =
-          "AWS_ACCESS_KEY_ID=KEY AWS_SECRET_ACCESS_KEY=SECRET AWS_REGION=us-east-1 "
-          "AWS_ENDPOINT_URL=" +
-          s3->access().endpoint;
-    } else {
-      store = testing::kTestCacheRepo;
-    }
-  }
-
-  testing::ToolRunner machine(int i) {
-    fs::path dir = work / ("machine" + std::to_string(i));
-    fs::create_directories(dir / "home");
-    testing::ToolRunner runner(dir, dir / "home", hub.url(), dir / "cache");
-    runner.call_log = work / "calls.jsonl";
-    return runner;
-  }
-
   std::string ci_args(int i, int configurations) {
     fs::path file = work / "neuron-cache.yaml";
     if (!fs::exists(file)) write_file(file, manifest(configurations));
@@ -159,12 +130,6 @@ class LeaseCliTest : public ::testing::TestWithParam<std::string> {
     ASSERT_EQ(late.code, 0) << late.all();
     EXPECT_EQ(compiles(), expected);
   }
-
-  HubServer hub;
-  TempDir work;
-  std::optional<testing::S3StandIn> s3;
-  std::string store;
-  std::string store_env;
 };
 
 TEST_P(LeaseCliTest, TwoMachinesCompileEachConfigurationOnce) {

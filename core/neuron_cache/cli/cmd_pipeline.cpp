@@ -24,6 +24,8 @@ struct Args {
   bool json = false;
   bool files = false;         // plan --files
   bool fail_on_miss = false;  // plan --fail-on-miss
+  bool locked = false;        // prefetch --locked
+  std::string lockfile;       // prefetch --lockfile
   bool quiet = false;
   std::string report_file;
   std::string summary_file;
@@ -85,20 +87,7 @@ void add_compile_options(CLI::App* cmd, const std::shared_ptr<Args>& args) {
 std::unique_ptr<pipeline::Pipeline> open(Context& context, Args& args) {
   args.options.manifest = args.manifest;
   args.options.configs = args.configs;
-  const config::Settings& settings = context.settings_with_compiler();
-  for (const auto& warning : settings.warnings) warn(warning);
-  auto pipeline = std::make_unique<pipeline::Pipeline>(settings, context.remotes(), args.options);
-  bool quiet = args.quiet || args.json;
-  context.show_progress(quiet);
-  pipeline->on_progress = [quiet](const std::string& line) {
-    ProgressDisplay::clear_line();
-    if (line.starts_with("warning: ")) {
-      warn(line.substr(9));
-    } else if (!quiet) {
-      std::cerr << "neuron-cache: " << config::redact(line) << "\n";
-    }
-  };
-  return pipeline;
+  return context.open_pipeline(args.options, args.quiet || args.json);
 }
 
 void print_compile_failures(const pipeline::CompileStep& step) {
@@ -208,6 +197,12 @@ std::string missing_line(const plan::Plan& plan) {
 }
 
 void run_prefetch(Context& context, Args& args) {
+  if (args.locked || !args.lockfile.empty()) {
+    if (!args.export_dir.empty()) throw input_error("--export-dir does not go with --locked yet");
+    args.options.manifest = args.manifest;
+    args.options.configs = args.configs;
+    return prefetch_locked(context, args.options, args.lockfile, args.json, args.quiet);
+  }
   auto p = open(context, args);
   pipeline::RunResult result = report::counted_run(*p, steps_of(true, false, false, args));
   if (args.json) {
@@ -399,6 +394,11 @@ void register_pipeline(CLI::App& app, Context& context) {
   add_common(prefetch, context, prefetch_args, true);
   prefetch->add_flag("--json", prefetch_args->json, "Print JSON for scripts");
   add_export_option(prefetch, prefetch_args);
+  prefetch->add_flag("--locked", prefetch_args->locked,
+                     "Install exactly the files neuron-cache.lock (beside the manifest) names, "
+                     "verified by sha256, without reading the store's index: see `lock`");
+  prefetch->add_option("--lockfile", prefetch_args->lockfile,
+                       "With --locked: the lockfile, when it is not beside the manifest");
   prefetch->callback([&context, prefetch_args] { run_prefetch(context, *prefetch_args); });
 
   auto compile_args = std::make_shared<Args>();

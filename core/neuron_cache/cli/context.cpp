@@ -1,5 +1,10 @@
 #include "neuron_cache/cli/context.h"
 
+#include <iostream>
+
+#include "neuron_cache/cli/output.h"
+#include "neuron_cache/cli/progress.h"
+#include "neuron_cache/config/redact.h"
 #include "neuron_cache/format/hub_names.h"
 #include "neuron_cache/storage/open.h"
 
@@ -47,6 +52,23 @@ void add_cache_dir_option(CLI::App* cmd, Context& context, const std::string& de
       "--cache-dir,--cache_dir",
       [&context](const std::string& v) { context.overrides().cache_dir = v; },
       "Local cache root (default: " + defaults + ")");
+}
+
+std::unique_ptr<pipeline::Pipeline> Context::open_pipeline(const pipeline::Options& options,
+                                                           bool quiet) {
+  const config::Settings& with_compiler = settings_with_compiler();
+  for (const auto& warning : with_compiler.warnings) warn(warning);
+  auto pipeline = std::make_unique<pipeline::Pipeline>(with_compiler, remotes(), options);
+  show_progress(quiet);
+  pipeline->on_progress = [quiet](const std::string& line) {
+    ProgressDisplay::clear_line();
+    if (line.starts_with("warning: ")) {
+      warn(line.substr(9));
+    } else if (!quiet) {
+      std::cerr << "neuron-cache: " << config::redact(line) << "\n";
+    }
+  };
+  return pipeline;
 }
 
 }  // namespace neuron_cache::cli

@@ -45,6 +45,9 @@ class Context {
   storage::Store& store();
   // The cache store the resolved settings name and the Hub's model repos, for a Pipeline.
   pipeline::Remotes remotes();
+  // A Pipeline of the settings with the compiler version, its progress lines on stderr (none
+  // but warnings when `quiet`); the settings' warnings are printed first.
+  std::unique_ptr<pipeline::Pipeline> open_pipeline(const pipeline::Options& options, bool quiet);
   // Shows the transfers of the rest of the command (cli/progress.h); none when `quiet` (--quiet,
   // --json) or the settings turn progress off.
   void show_progress(bool quiet) {
@@ -81,5 +84,9 @@ void register_synchronize(CLI::App& app, Context& context);
 void register_du(CLI::App& app, Context& context);        // the store's size
 void register_gc(CLI::App& app, Context& context);        // the store's garbage
 void register_pipeline(CLI::App& app, Context& context);  // plan, prefetch, compile, push, ci, run
+void register_lock(CLI::App& app, Context& context);      // lock
+// `prefetch --locked`: the lockfile's exact files (cli/cmd_lock.cpp).
+void prefetch_locked(Context& context, const pipeline::Options& options,
+                     const std::string& lockfile, bool json, bool quiet);
 
 }  // namespace neuron_cache::cli

@@ -14,6 +14,7 @@
 #include <sstream>
 
 #include "neuron_cache/error.h"
+#include "neuron_cache/format/digest.h"
 #include "neuron_cache/format/hub_names.h"
 #include "neuron_cache/format/store_name.h"
 #include "neuron_cache/manifest/command_template.h"
@@ -699,10 +700,11 @@ Manifest load_manifest(const std::filesystem::path& path,
                       "inference-cache-config .json file)");
   }
   std::string text = read_text(path);
-  if (extension == ".json") {
-    return parse_inference_cache_config(text, path.string(), default_instance_type);
-  }
-  return parse_yaml(text, path.string());
+  Manifest manifest = extension == ".json"
+                          ? parse_inference_cache_config(text, path.string(), default_instance_type)
+                          : parse_yaml(text, path.string());
+  manifest.text_sha256 = sha256_hex(text);
+  return manifest;
 }
 
 }  // namespace neuron_cache::manifest

@@ -101,6 +101,7 @@ struct Configuration {
 
 struct Manifest {
   std::string path;
+  std::string text_sha256;  // of the file's bytes (load_manifest): what a lockfile records
   std::optional<std::string> cache_repo;
   std::optional<std::string> cache_dir;
   std::optional<std::string> compiler_version;

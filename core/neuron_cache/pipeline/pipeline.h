@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "neuron_cache/config/settings.h"
+#include "neuron_cache/format/lockfile.h"
 #include "neuron_cache/local/cache_tree.h"
 #include "neuron_cache/local/local_index.h"
 #include "neuron_cache/manifest/manifest.h"
@@ -177,6 +178,12 @@ struct PushStep {
   double seconds = 0;
 };
 
+// `neuron-cache lock`: the store's entries of the plan's configurations.
+struct LockStep {
+  lockfile::Lock lock;               // every configuration the store holds
+  std::vector<std::string> missing;  // "name: why" for each one it cannot cover
+};
+
 class Pipeline {
  public:
   // Loads the manifest (throws an input Error on bad input), resolves the settings again with it
@@ -237,6 +244,15 @@ class Pipeline {
   WrappedRun run_wrapped(const plan::Target* target, const std::vector<std::string>& argv);
   // Pushes MODULE_ folders that belong to no configuration (a training run without --config).
   PushStep push_modules(const std::vector<std::string>& modules);
+
+  // The store's index entries of the plan's configurations at the head read (pipeline/
+  // lock_step.cpp). Throws an operational Error when the store could not be read.
+  LockStep lock(const plan::Plan& plan);
+  // `prefetch --locked`: installs exactly the entries of `selected`, verified against their
+  // sha256, from the store (at the lock's revision when it is the lock's store); reads neither
+  // index nor registry. Throws when there is no store to read.
+  PrefetchStep prefetch_locked(const lockfile::Lock& lock,
+                               const std::vector<const lockfile::Locked*>& selected);
 
   // Called with one line whenever something happens (for live output).
   std::function<void(const std::string&)> on_progress;

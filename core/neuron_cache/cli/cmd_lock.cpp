@@ -1,0 +1,225 @@
+// `neuron-cache lock` and `prefetch --locked`: builds locked to exact bytes (format/lockfile.h).
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <set>
+#include <sstream>
+
+#include "neuron_cache/cli/context.h"
+#include "neuron_cache/cli/output.h"
+#include "neuron_cache/error.h"
+#include "neuron_cache/format/bytes.h"
+#include "neuron_cache/format/lockfile.h"
+#include "neuron_cache/sys/safe_dir.h"
+
+namespace neuron_cache::cli {
+namespace {
+
+namespace fs = std::filesystem;
+
+struct LockArgs {
+  pipeline::Options options;
+  std::string output;
+  std::vector<std::string> update;
+  bool check = false;
+  bool json = false;
+};
+
+fs::path lock_path(const fs::path& manifest, const std::string& given) {
+  if (!given.empty()) return given;
+  return manifest.parent_path() / std::string(lockfile::kFileName);
+}
+
+std::optional<lockfile::Lock> read_lock(const fs::path& path) {
+  std::error_code ec;
+  if (!fs::exists(path, ec)) return std::nullopt;
+  if (!fs::is_regular_file(path, ec))
+    throw input_error(path.string() + " is not a file: give the lockfile's path");
+  if (fs::file_size(path, ec) > lockfile::kMaxLockBytes)
+    throw input_error(path.string() + " is larger than a lockfile may be (64 MiB)");
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream text;
+  text << in.rdbuf();
+  if (!in && !in.eof()) throw operational_error("cannot read " + path.string());
+  return lockfile::parse(text.str(), path.string());
+}
+
+lockfile::Lock require_lock(const fs::path& path, const std::string& manifest) {
+  std::optional<lockfile::Lock> lock = read_lock(path);
+  if (!lock) {
+    throw input_error("no lockfile " + path.string() + ": write it with `neuron-cache lock " +
+                      manifest + "`");
+  }
+  return *lock;
+}
+
+// What a manifest declares that the lock does not cover, or a changed manifest: "" when the
+// lock covers `names` of this very manifest.
+std::string lock_problem(const lockfile::Lock& lock, const manifest::Manifest& manifest,
+                         const std::vector<std::string>& names, const fs::path& path) {
+  std::string redo = "; run `neuron-cache lock " + manifest.path + "` again";
+  if (lock.manifest_sha256 != manifest.text_sha256)
+    return manifest.path + " changed since " + path.string() + " was written" + redo;
+  std::string missing;
+  for (const auto& name : names) {
+    if (lock.find(name) == nullptr) missing += (missing.empty() ? "" : ", ") + name;
+  }
+  if (!missing.empty()) return path.string() + " does not lock " + missing + redo;
+  return "";
+}
+
+std::vector<std::string> selected_names(const manifest::Manifest& manifest,
+                                        const std::vector<std::string>& configs) {
+  if (!configs.empty()) return configs;
+  std::vector<std::string> names;
+  for (const auto& c : manifest.configurations) names.push_back(c.name);
+  return names;
+}
+
+void check(Context& context, LockArgs& args) {
+  auto p = context.open_pipeline(args.options, true);
+  fs::path path = lock_path(args.options.manifest, args.output);
+  lockfile::Lock lock = require_lock(path, args.options.manifest.string());
+  std::vector<std::string> names = selected_names(p->manifest(), args.options.configs);
+  if (std::string problem = lock_problem(lock, p->manifest(), names, path); !problem.empty())
+    throw GateFailed{problem};
+  std::cout << path.string() << " locks the " << names.size() << " configurations of "
+            << args.options.manifest.string() << "\n";
+}
+
+// The locked configurations: the store's entries of those re-resolved (all, or --update's),
+// the others kept from the lock already there.
+lockfile::Lock resolve(pipeline::Pipeline& p, const LockArgs& args, const fs::path& path) {
+  std::optional<lockfile::Lock> old;
+  if (!args.update.empty()) {
+    old = require_lock(path, args.options.manifest.string());
+    for (const auto& name : args.update) {
+      if (p.manifest().find(name) == nullptr)
+        throw input_error("--update " + name + ": " + args.options.manifest.string() +
+                          " declares no such configuration");
+    }
+  }
+  p.read_head_when_local(true);
+  plan::Plan plan = p.make_plan();
+  pipeline::LockStep step = p.lock(plan);
+  if (!step.missing.empty()) {
+    std::string list;
+    for (const auto& line : step.missing) list += "\n  " + line;
+    throw operational_error("cannot lock " + std::to_string(step.missing.size()) +
+                            " configurations, so no lockfile was written:" + list);
+  }
+  step.lock.manifest = fs::path(args.options.manifest).filename().string();
+  step.lock.manifest_sha256 = p.manifest().text_sha256;
+  if (!old) return step.lock;
+  std::set<std::string> updated(args.update.begin(), args.update.end());
+  // The pipeline's manifest holds the selected configurations only: the whole file's here.
+  manifest::Manifest whole = manifest::load_manifest(args.options.manifest);
+  for (const auto& c : whole.configurations) {
+    if (updated.count(c.name) != 0) continue;
+    const lockfile::Locked* kept = old->find(c.name);
+    if (kept == nullptr)
+      throw input_error(path.string() + " does not lock " + c.name + ": add --update " + c.name);
+    step.lock.configurations.push_back(*kept);
+  }
+  return step.lock;
+}
+
+void lock(Context& context, LockArgs& args) {
+  if (args.check) return check(context, args);
+  if (!args.update.empty()) args.options.configs = args.update;
+  auto p = context.open_pipeline(args.options, args.json);
+  fs::path path = lock_path(args.options.manifest, args.output);
+  lockfile::Lock lock = resolve(*p, args, path);
+  std::string text = lockfile::serialize(lock);
+  try {
+    sys::replace_file(path, text);
+  } catch (const std::exception& e) {
+    throw operational_error("cannot write " + path.string() + ": " + e.what());
+  }
+  uint64_t bytes = 0;
+  size_t modules = 0;
+  for (const auto& locked : lock.configurations) {
+    bytes += locked.entry.total_bytes();
+    modules += locked.entry.modules.size();
+  }
+  if (args.json) {
+    print_json({{"lockfile", path.string()},
+                {"store", lock.store},
+                {"revision", lock.revision},
+                {"configurations", lock.configurations.size()},
+                {"modules", modules},
+                {"bytes", bytes}});
+    return;
+  }
+  std::cout << "locked " << lock.configurations.size() << " configurations (" << modules
+            << " MODULE folders, " << format::human_bytes(bytes) << ") of " << lock.store
+            << (lock.revision.empty() ? "" : " at " + lock.revision.substr(0, 12)) << " in "
+            << path.string() << "\n";
+}
+
+}  // namespace
+
+void prefetch_locked(Context& context, const pipeline::Options& options,
+                     const std::string& lockfile, bool json, bool quiet) {
+  auto p = context.open_pipeline(options, quiet || json);
+  fs::path path = lock_path(options.manifest, lockfile);
+  lockfile::Lock lock = require_lock(path, options.manifest.string());
+  std::vector<std::string> names = selected_names(p->manifest(), options.configs);
+  if (std::string problem = lock_problem(lock, p->manifest(), names, path); !problem.empty())
+    throw input_error(problem);
+  std::vector<const lockfile::Locked*> selected;
+  for (const auto& name : names) selected.push_back(lock.find(name));
+  pipeline::PrefetchStep step = p->prefetch_locked(lock, selected);
+  const remote::PrefetchResult& r = step.result;
+  if (json) {
+    nlohmann::json rows = nlohmann::json::array();
+    for (const auto* locked : selected) {
+      auto failed = r.failed.find(locked->entry.key);
+      rows.push_back({{"name", locked->name},
+                      {"key", locked->entry.key},
+                      {"status", failed == r.failed.end() ? "complete" : "failed"},
+                      {"error", failed == r.failed.end() ? "" : failed->second}});
+    }
+    print_json({{"lockfile", path.string()},
+                {"configurations", rows},
+                {"modules_installed", r.modules_installed},
+                {"modules_present", r.modules_present},
+                {"files_downloaded", r.files_downloaded},
+                {"bytes_downloaded", r.bytes_downloaded}});
+  } else if (!quiet) {
+    std::cout << "prefetched " << selected.size() - r.failed.size() << " of " << selected.size()
+              << " locked configurations: " << r.modules_installed << " MODULE folders installed ("
+              << format::human_bytes(r.bytes_downloaded) << " downloaded), " << r.modules_present
+              << " already complete\n";
+  }
+  if (!r.failed.empty()) {
+    std::string list;
+    for (const auto& [key, why] : r.failed) list += "\n  " + key + ": " + why;
+    throw operational_error(std::to_string(r.failed.size()) +
+                            " locked configurations could not be installed (nothing partial was "
+                            "left):" +
+                            list);
+  }
+}
+
+void register_lock(CLI::App& app, Context& context) {
+  auto args = std::make_shared<LockArgs>();
+  CLI::App* cmd = app.add_subcommand(
+      "lock",
+      "Write neuron-cache.lock beside the manifest: each configuration's index entry in the cache "
+      "store (key, inputs, every file with its size and sha256), for `prefetch --locked`");
+  cmd->add_option("manifest", args->options.manifest, "The manifest")->required();
+  add_repo_option(cmd, context, "the manifest's cache_repo, CUSTOM_CACHE_REPO, the saved one");
+  add_cache_dir_option(cmd, context, kLocalCacheDefaults);
+  cmd->add_option("--output,-o", args->output, "The lockfile (default: beside the manifest)");
+  cmd->add_option("--update", args->update,
+                  "Re-resolve only this configuration, keeping the others' locked entries "
+                  "(repeatable)");
+  cmd->add_flag("--check", args->check,
+                "Read nothing but the files: exit 3 when the lockfile does not lock this very "
+                "manifest (changed since, or a configuration missing)");
+  cmd->add_flag("--json", args->json, "Print JSON for scripts");
+  cmd->callback([&context, args] { lock(context, *args); });
+}
+
+}  // namespace neuron_cache::cli

@@ -1,0 +1,215 @@
+// Builds locked to exact bytes (issue 27) on each kind of store: `lock` writes the store's
+// entries of a manifest's configurations, stable byte for byte; `prefetch --locked` on another
+// machine installs exactly those bytes without reading the index, also from a mirror with the
+// store unreachable; a tampered mirror file is refused; a changed manifest is named.
+#include <gtest/gtest.h>
+
+#include <fstream>
+
+#include "neuron_cache/format/digest.h"
+#include "neuron_cache/format/lockfile.h"
+#include "store_kinds.h"
+
+namespace neuron_cache {
+namespace {
+
+using nlohmann::json;
+using testing::contains;
+using testing::read_file;
+using testing::ToolResult;
+using testing::write_file;
+namespace fs = std::filesystem;
+
+std::string quoted(const fs::path& path) {
+  return "'" + path.string() + "'";
+}
+
+// Every file the lock names ("neuronxcc-<v>/MODULE_.../f", "neuronxcc-<v>/0_REGISTRY/...") with
+// the sha256 it locks.
+std::map<std::string, std::string> locked_files(const fs::path& file) {
+  std::map<std::string, std::string> out;
+  for (const auto& locked : lockfile::parse(read_file(file), file.string()).configurations) {
+    const artifact_index::Entry& e = locked.entry;
+    for (const auto& module : e.modules) {
+      for (const auto& f : module.files)
+        out[e.compiler_dir() + "/" + module.name + "/" + f.name] = f.sha256;
+    }
+    for (const auto& f : e.registry) out[e.compiler_dir() + "/" + f.name] = f.sha256;
+  }
+  return out;
+}
+
+// The sha256 of each of `files` below `root` ("absent" for a missing one).
+std::map<std::string, std::string> digests(const fs::path& root,
+                                           const std::map<std::string, std::string>& files) {
+  std::map<std::string, std::string> out;
+  for (const auto& [path, sha256] : files)
+    out[path] = fs::exists(root / path) ? sha256_of_file(root / path) : "absent";
+  return out;
+}
+
+class LockCliTest : public testing::StoreKindTest {
+ protected:
+  void SetUp() override {
+    StoreKindTest::SetUp();
+    testing::StandInModel model{testing::kStoreKindModel, {{"c1", 1}, {"c2", 2}}};
+    write_file(manifest, testing::stand_in_manifest({model}));
+    ToolResult ci = machine(1).run("ci " + quoted(manifest) + " --repo " + store, store_env);
+    ASSERT_EQ(ci.code, 0) << ci.all();
+  }
+
+  ToolResult on(int i, const std::string& args, const std::string& env = "") {
+    return machine(i).run(args, store_env + " " + env);
+  }
+
+  fs::path manifest = work / "neuron-cache.yaml";
+  fs::path lock = work / "neuron-cache.lock";
+};
+
+TEST_P(LockCliTest, LockThenPrefetchLockedInstallsTheSameBytesElsewhere) {
+  ToolResult locked = on(1, "lock " + quoted(manifest) + " --repo " + store);
+  ASSERT_EQ(locked.code, 0) << locked.all();
+  EXPECT_TRUE(contains(locked.out, "locked 2 configurations")) << locked.all();
+  std::string text = read_file(lock);
+  lockfile::Lock parsed = lockfile::parse(text, "lock");
+  ASSERT_EQ(parsed.configurations.size(), 2u);
+  EXPECT_EQ(parsed.configurations[0].name, "c1");
+  EXPECT_EQ(parsed.manifest, "neuron-cache.yaml");
+  EXPECT_EQ(parsed.revision.empty(), GetParam() != "hub");
+  // The same lock again gives the same bytes.
+  ASSERT_EQ(on(1, "lock " + quoted(manifest) + " --repo " + store).code, 0);
+  EXPECT_EQ(read_file(lock), text);
+  ToolResult checked = on(1, "lock --check " + quoted(manifest));
+  EXPECT_EQ(checked.code, 0) << checked.all();
+
+  hub.clear_log();
+  ToolResult fetched = on(2, "prefetch --locked " + quoted(manifest) + " --repo " + store);
+  ASSERT_EQ(fetched.code, 0) << fetched.all();
+  EXPECT_TRUE(contains(fetched.out, "prefetched 2 of 2 locked configurations")) << fetched.all();
+  std::map<std::string, std::string> files = locked_files(lock);
+  EXPECT_GE(files.size(), 8u);
+  EXPECT_EQ(digests(work / "machine2" / "cache", files), files);
+  // No head, index, listing or registry read: only downloads of the locked files, at the
+  // locked revision.
+  for (const auto& request : hub.access_log()) {
+    if (request["listener"] != "hub") continue;
+    std::string path = request["path"];
+    EXPECT_TRUE(contains(path, "/resolve/" + parsed.revision + "/")) << path;
+  }
+  // What prefetch --locked installed is complete for a plan too: nothing to compile.
+  ToolResult plan = on(2, "plan " + quoted(manifest) + " --repo " + store + " --fail-on-miss");
+  EXPECT_EQ(plan.code, 0) << plan.all();
+}
+
+// The store unreachable, a mirror (a shared folder holding a copy) serves the lock; a tampered
+// copy is refused and leaves nothing that looks complete.
+TEST_P(LockCliTest, AMirrorServesTheLockAndATamperedFileIsRefused) {
+  ASSERT_EQ(on(1, "lock " + quoted(manifest) + " --repo " + store).code, 0);
+  fs::path mirror = work / "mirror";
+  fs::create_directories(mirror);
+  ASSERT_EQ(on(1, "create -n file://" + mirror.string()).code, 0);
+  // The mirror: a copy of the locked files, taken from a machine that fetched them.
+  ASSERT_EQ(on(2, "prefetch --locked " + quoted(manifest) + " --repo " + store).code, 0);
+  std::map<std::string, std::string> files = locked_files(lock);
+  for (const auto& [path, sha256] : files)
+    write_file(mirror / path, read_file(work / "machine2" / "cache" / path));
+  std::string down = "HF_ENDPOINT=http://127.0.0.1:9 AWS_ENDPOINT_URL=http://127.0.0.1:9";
+
+  ToolResult fetched =
+      on(3, "prefetch --locked " + quoted(manifest) + " --repo file://" + mirror.string(), down);
+  ASSERT_EQ(fetched.code, 0) << fetched.all();
+  EXPECT_EQ(digests(work / "machine3" / "cache", files), files);
+
+  std::string neff;
+  for (const auto& [path, sha256] : files)
+    if (path.ends_with("model.neff")) neff = path;
+  ASSERT_FALSE(neff.empty());
+  std::string bad = read_file(mirror / neff);
+  bad[bad.size() / 2] ^= 1;
+  write_file(mirror / neff, bad);
+  ToolResult refused =
+      on(4, "prefetch --locked " + quoted(manifest) + " --repo file://" + mirror.string(), down);
+  EXPECT_EQ(refused.code, 1) << refused.all();
+  EXPECT_TRUE(contains(refused.err, "could not be installed")) << refused.all();
+  fs::path module = work / "machine4" / "cache" / fs::path(neff).parent_path();
+  EXPECT_FALSE(fs::exists(module / "model.done")) << module;
+  EXPECT_FALSE(fs::exists(module / "model.neff")) << module;
+}
+
+TEST_P(LockCliTest, AChangedManifestIsNamedAndNothingIsFetched) {
+  ASSERT_EQ(on(1, "lock " + quoted(manifest) + " --repo " + store).code, 0);
+  testing::StandInModel model{testing::kStoreKindModel, {{"c1", 1}, {"c2", 2}, {"c3", 3}}};
+  write_file(manifest, testing::stand_in_manifest({model}));
+  ToolResult checked = on(1, "lock --check " + quoted(manifest));
+  EXPECT_EQ(checked.code, 3) << checked.all();
+  EXPECT_TRUE(contains(checked.err, "changed since")) << checked.all();
+  ToolResult refused = on(2, "prefetch --locked " + quoted(manifest) + " --repo " + store);
+  EXPECT_EQ(refused.code, 2) << refused.all();
+  EXPECT_TRUE(contains(refused.err, "neuron-cache lock")) << refused.all();
+  EXPECT_FALSE(fs::exists(work / "machine2" / "cache" / testing::kCompilerDir));
+  // c3 is not in the store: the lock says which, and is not written.
+  std::string before = read_file(lock);
+  ToolResult partial = on(1, "lock " + quoted(manifest) + " --repo " + store);
+  EXPECT_EQ(partial.code, 1) << partial.all();
+  EXPECT_TRUE(contains(partial.err, "c3: not in")) << partial.all();
+  EXPECT_EQ(read_file(lock), before);
+  // Once c3 is pushed, --update c3 locks it and keeps the others as they were locked.
+  ASSERT_EQ(on(1, "ci " + quoted(manifest) + " --repo " + store).code, 0);
+  ToolResult updated = on(1, "lock " + quoted(manifest) + " --repo " + store + " --update c3");
+  ASSERT_EQ(updated.code, 0) << updated.all();
+  lockfile::Lock after = lockfile::parse(read_file(lock), "lock");
+  ASSERT_EQ(after.configurations.size(), 3u);
+  lockfile::Lock old = lockfile::parse(before, "lock");
+  EXPECT_EQ(artifact_index::serialize_entry(after.configurations[0].entry),
+            artifact_index::serialize_entry(old.configurations[0].entry));
+  EXPECT_EQ(on(1, "lock --check " + quoted(manifest)).code, 0);
+}
+
+TEST(LockFile, RoundTripIsStableAndTamperingIsRefused) {
+  lockfile::Lock lock;
+  lock.manifest = "neuron-cache.yaml";
+  lock.manifest_sha256 = std::string(64, 'a');
+  lock.store = "hf://acme/cache";
+  lock.revision = std::string(40, 'b');
+  cache_key::KeyInputs inputs;
+  inputs.model_id = "org/m";
+  inputs.model_type = "llama";
+  inputs.task = "text-generation";
+  inputs.precision = "bf16";
+  inputs.batch_size = 1;
+  inputs.sequence_length = 128;
+  inputs.compiler_version = "2.21.33363.0+82129205";
+  inputs.num_cores = 2;
+  inputs.target = "trn1";
+  inputs.checkpoint_revision = std::string(40, 'c');
+  inputs.optimum_neuron_version = "0.4.5";
+  artifact_index::Entry entry;
+  entry.inputs = inputs;
+  entry.key = cache_key::key_of(inputs);
+  entry.modules.push_back(
+      {"MODULE_1+e30acd3a",
+       {{"model.neff", 3, std::string(64, 'd')}, {"model.done", 0, std::string(64, 'e')}}});
+  entry.created_at = "2026-12-01T00:00:00Z";
+  lock.configurations = {{"zeta", entry}, {"alpha", entry}};
+  std::string text = lockfile::serialize(lock);
+  lockfile::Lock parsed = lockfile::parse(text, "t");
+  EXPECT_EQ(parsed.configurations[0].name, "alpha");  // sorted by name
+  EXPECT_EQ(lockfile::serialize(parsed), text);
+  // A key that does not match its inputs, an unsafe file name, a newer format: refused.
+  std::string wrong_key = text;
+  wrong_key.replace(wrong_key.find(entry.key), 4, "ffff");
+  EXPECT_THROW(lockfile::parse(wrong_key, "t"), Error);
+  std::string unsafe = text;
+  unsafe.replace(unsafe.find("\"model.neff\""), 12, "\"../x.neff\"");
+  EXPECT_THROW(lockfile::parse(unsafe, "t"), Error);
+  std::string newer = text;
+  newer.replace(newer.find("\"format_version\": 1"), 19, "\"format_version\": 2");
+  EXPECT_THROW(lockfile::parse(newer, "t"), Error);
+  EXPECT_THROW(lockfile::parse("[]", "t"), Error);
+}
+
+INSTANTIATE_TEST_SUITE_P(Stores, LockCliTest, ::testing::Values("folder", "hub", "s3"),
+                         [](const auto& info) { return info.param; });
+
+}  // namespace
+}  // namespace neuron_cache
