@@ -322,7 +322,77 @@ def _prefetch(rctx, tool):
             fail(message)
         print("WARNING: " + message)
 
+# The lockfile format this rule reads (core/neuron_cache/format/lockfile.h in the tool's sources).
+_LOCK_FORMAT = 1
+
+# Printable ASCII from 0x20, in order: a character's index here is its code minus 0x20 (Starlark
+# has no ord()).
+_ASCII = " !\"#$%&'()*+,-./0123456789:;<=>?@ABCDEFGHIJKLMNOPQRSTUVWXYZ[\\]^_`abcdefghijklmnopqrstuvwxyz{|}~"
+_HEX = "0123456789ABCDEF"
+_URL_SAFE = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_.~"
+
+def _url_encode(text, keep_slash):
+    """Percent-encodes as the tool does (format/url.cpp); fails on a non-ASCII character."""
+    out = []
+    for c in text.elems():
+        if c in _URL_SAFE or (keep_slash and c == "/"):
+            out.append(c)
+            continue
+        code = _ASCII.find(c)
+        if code < 0:
+            fail("neuron_model_artifacts: the lockfile names `%s`, which has a character this " % text +
+                 "rule cannot put in a URL")
+        code += 0x20
+        out.append("%" + _HEX[code // 16] + _HEX[code % 16])
+    return "".join(out)
+
+def _locked_url(rctx, lock, path):
+    """Where a plain downloader reads a locked file: the Hub's resolve URL at the locked commit,
+    or a shared folder's file:// URL; an S3 store has none (its requests must be signed)."""
+    store = lock["store"]
+    if store.startswith("hf://"):
+        return "%s/%s/resolve/%s/%s" % (_hub_endpoint(rctx), store[len("hf://"):],
+                                        _url_encode(lock["revision"], False),
+                                        _url_encode(path, True))
+    if store.startswith("file://"):
+        return "file://" + _url_encode(store[len("file://"):] + "/" + path, True)
+    fail(("neuron_model_artifacts: %s was locked against %s, which gives no plain URL: lock a Hub " +
+          "repo or a shared folder (a mirror) for Bazel") % (rctx.attr.lockfile, store))
+
+def _rows_from_lock(rctx):
+    """The configurations of the lockfile as the plan's rows (name, entry text, files with URLs):
+    no tool run, no store read. Fails on another format or a configuration the lock lacks."""
+    lock = json.decode(rctx.read(rctx.path(rctx.attr.lockfile)))
+    if lock.get("format_version") != _LOCK_FORMAT:
+        fail("neuron_model_artifacts: %s is a lockfile of format %s; this rule reads format %d" %
+             (rctx.attr.lockfile, lock.get("format_version"), _LOCK_FORMAT))
+    by_name = {item["name"]: item for item in lock["configurations"]}
+    names = rctx.attr.configs or [item["name"] for item in lock["configurations"]]
+    rows = []
+    for name in names:
+        if name not in by_name:
+            fail("neuron_model_artifacts: %s does not lock `%s`: run `neuron-cache lock`" %
+                 (rctx.attr.lockfile, name))
+        entry = by_name[name]["entry"]
+        folder = "neuronxcc-" + entry["inputs"]["compiler"]["version"]
+        files = []
+        for module in entry["modules"]:
+            for record in module["files"]:
+                path = folder + "/" + module["name"] + "/" + record["name"]
+                files.append({"path": path, "size": record["size"], "sha256": record["sha256"],
+                              "source": "hub" if lock["store"].startswith("hf://") else "folder",
+                              "url": _locked_url(rctx, lock, path)})
+        rows.append({"name": name, "entry": json.encode_indent(entry, indent = "  "),
+                     "files": files})
+    return rows
+
 def _neuron_model_artifacts_impl(rctx):
+    if rctx.attr.lockfile:
+        # Every download is known from the lockfile with its sha256: Bazel's repository cache
+        # serves a fetch again with the store down, and no tool runs.
+        rows = _rows_from_lock(rctx)
+        _generate(rctx, rows, None, None)
+        return
     tool = _check_tool(rctx)
     result, report = _run_plan(rctx, tool)
     if report != None and _needs_prefetch(report):
@@ -334,7 +404,11 @@ def _neuron_model_artifacts_impl(rctx):
         configurations = report.get("configurations", [])
     else:
         configurations = [{"name": name} for name in rctx.attr.configs]
+    _generate(rctx, configurations, result, report)
 
+def _generate(rctx, configurations, result, report):
+    """Downloads every configuration's files and writes the BUILD file; `result` and `report`
+    are the plan's (None with a lockfile)."""
     token = _hf_token(rctx)
     endpoint = _hub_endpoint(rctx)
     taken = {name: True for name in _RESERVED}
@@ -358,7 +432,7 @@ def _neuron_model_artifacts_impl(rctx):
 
     if missing and rctx.attr.strict:
         fail("neuron-cache: not in the cache for @%s: %s" % (rctx.name, ", ".join(missing)))
-    if missing and result.return_code == 0:
+    if missing and (result == None or result.return_code == 0):
         print(("WARNING: neuron-cache: not in the cache, so their filegroups in @%s are empty: %s. " +
                "Fill the cache (neuron-cache ci), then `bazel sync --only=%s`.") %
               (rctx.name, "; ".join(missing), rctx.name))
@@ -417,6 +491,15 @@ _ATTRS = {
         doc = "Ask no store anything (`NEURON_CACHE_OFFLINE=1` for the plan): only configurations " +
               "complete in the local cache are available (or already in Bazel's repository " +
               "cache once planned).",
+    ),
+    "lockfile": attr.label(
+        allow_single_file = True,
+        doc = "A `neuron-cache.lock` (`neuron-cache lock MANIFEST`): the exact files to fetch, " +
+              "each with its sha256. Then no tool runs and no store is asked what it holds: " +
+              "every file is a `repository_ctx.download` from the locked Hub commit (or the " +
+              "locked shared folder), so Bazel's repository cache serves a fetch again with the " +
+              "Hub down. The lock of an S3 store is refused (no plain URL). `manifest` stays " +
+              "mandatory; keep the lock in step with it (`neuron-cache lock --check` in CI).",
     ),
     "tool": attr.label(
         allow_single_file = True,

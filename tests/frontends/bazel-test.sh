@@ -352,9 +352,35 @@ if grep -lF "endpoint-s3cr3t" "$(dirname "$generated")"/*.marker "$last"; then
   fail "the password of HF_ENDPOINT was written in the files above"
 fi
 
+step "a lockfile: no tool runs; with the Hub stopped, the repository cache serves a fetch again"
+cp -r "$root/examples/bazel" "$work/ws3"
+HF_TOKEN=$token NEURON_COMPILE_CACHE_URL="$work/cache" "$NEURON_CACHE_TOOL" lock \
+  "$work/ws3/neuron-cache.yaml" --config llama3-8b-chat >"$outputs/lock.log" 2>&1 ||
+  { cat "$outputs/lock.log" >&2; fail "neuron-cache lock failed"; }
+sed -i 's|^    manifest = "//:neuron-cache.yaml",|&\n    lockfile = "//:neuron-cache.lock",|' "$work/ws3/WORKSPACE"
+grep -q 'lockfile = ' "$work/ws3/WORKSPACE" || fail "the lockfile attribute was not added"
+: >"$work/tool-calls.log"
+hub_clear_log
+ws=$work/ws3 bazel_root=$work/bazel-root3 bazel_in_ws build //:neff_list \
+  --repository_cache="$work/lock-repository-cache" || { show_last; fail "the locked build failed"; }
+[[ ! -s "$work/tool-calls.log" ]] || { cat "$work/tool-calls.log" >&2; fail "the rule ran the tool with a lockfile"; }
+[[ $(module_downloads) -ge 1 ]] || { hub_log >&2; fail "the locked fetch downloaded nothing from the Hub"; }
+compiler=neuronxcc-2.21.33363.0+82129205
+locked=$(ws=$work/ws3 bazel_root=$work/bazel-root3 external)/neuron_models/llama3-8b-chat
+diff -r "$config_dir/$compiler" "$locked/$compiler" >/dev/null || fail "the locked fetch got other bytes"
+stop_hub
+ws=$work/ws3 bazel_root=$work/bazel-root4 bazel_in_ws build //:neff_list \
+  --repository_cache="$work/lock-repository-cache" ||
+  { show_last; fail "with the Hub stopped, the locked build failed"; }
+offline=$(ws=$work/ws3 bazel_root=$work/bazel-root4 external)/neuron_models/llama3-8b-chat
+diff -r "$config_dir/$compiler" "$offline/$compiler" >/dev/null ||
+  fail "the fetch from the repository cache got other bytes"
+echo "locked: no tool run; fetched again from the repository cache with the Hub stopped"
+
 step "the token is nowhere in Bazel's output, output bases, repository cache or command lines"
 if grep -rlF "$token" "$outputs" "$work/bazel-root" "$work/bazel-root2" "$work/"*repository-cache \
-  "$work/ws" "$work/ws2" "$work/tool-calls.log" 2>/dev/null; then
+  "$work/ws" "$work/ws2" "$work/ws3" "$work/bazel-root3" "$work/bazel-root4" \
+  "$work/tool-calls.log" 2>/dev/null; then
   fail "the token leaked into the files above"
 fi
 echo "PASS"

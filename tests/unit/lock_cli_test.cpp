@@ -6,6 +6,7 @@
 
 #include <fstream>
 
+#include "index_samples.h"
 #include "neuron_cache/format/digest.h"
 #include "neuron_cache/format/lockfile.h"
 #include "store_kinds.h"
@@ -171,25 +172,8 @@ TEST(LockFile, RoundTripIsStableAndTamperingIsRefused) {
   lock.manifest_sha256 = std::string(64, 'a');
   lock.store = "hf://acme/cache";
   lock.revision = std::string(40, 'b');
-  cache_key::KeyInputs inputs;
-  inputs.model_id = "org/m";
-  inputs.model_type = "llama";
-  inputs.task = "text-generation";
-  inputs.precision = "bf16";
-  inputs.batch_size = 1;
-  inputs.sequence_length = 128;
-  inputs.compiler_version = "2.21.33363.0+82129205";
-  inputs.num_cores = 2;
-  inputs.target = "trn1";
-  inputs.checkpoint_revision = std::string(40, 'c');
-  inputs.optimum_neuron_version = "0.4.5";
-  artifact_index::Entry entry;
-  entry.inputs = inputs;
-  entry.key = cache_key::key_of(inputs);
-  entry.modules.push_back(
-      {"MODULE_1+e30acd3a",
-       {{"model.neff", 3, std::string(64, 'd')}, {"model.done", 0, std::string(64, 'e')}}});
-  entry.created_at = "2026-12-01T00:00:00Z";
+  artifact_index::Entry entry =
+      testing::sample_index_entry(testing::sample_key_inputs("org/m"), "zeta");
   lock.configurations = {{"zeta", entry}, {"alpha", entry}};
   std::string text = lockfile::serialize(lock);
   lockfile::Lock parsed = lockfile::parse(text, "t");

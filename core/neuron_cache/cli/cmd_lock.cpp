@@ -209,6 +209,9 @@ void register_lock(CLI::App& app, Context& context) {
       "Write neuron-cache.lock beside the manifest: each configuration's index entry in the cache "
       "store (key, inputs, every file with its size and sha256), for `prefetch --locked`");
   cmd->add_option("manifest", args->options.manifest, "The manifest")->required();
+  cmd->add_option("--config", args->options.configs,
+                  "Lock only this configuration (repeatable); the lock then covers only these")
+      ->allow_extra_args(false);
   add_repo_option(cmd, context, "the manifest's cache_repo, CUSTOM_CACHE_REPO, the saved one");
   add_cache_dir_option(cmd, context, kLocalCacheDefaults);
   cmd->add_option("--output,-o", args->output, "The lockfile (default: beside the manifest)");
