@@ -159,47 +159,14 @@ void lock(Context& context, LockArgs& args) {
 
 }  // namespace
 
-void prefetch_locked(Context& context, const pipeline::Options& options,
-                     const std::string& lockfile, bool json, bool quiet) {
-  auto p = context.open_pipeline(options, quiet || json);
-  fs::path path = lock_path(options.manifest, lockfile);
-  lockfile::Lock lock = require_lock(path, options.manifest.string());
-  std::vector<std::string> names = selected_names(p->manifest(), options.configs);
-  if (std::string problem = lock_problem(lock, p->manifest(), names, path); !problem.empty())
+lockfile::Lock checked_lock(const pipeline::Pipeline& pipeline, const std::string& lockfile) {
+  const manifest::Manifest& manifest = pipeline.manifest();
+  fs::path path = lock_path(manifest.path, lockfile);
+  lockfile::Lock lock = require_lock(path, manifest.path);
+  std::vector<std::string> names = selected_names(manifest, {});
+  if (std::string problem = lock_problem(lock, manifest, names, path); !problem.empty())
     throw input_error(problem);
-  std::vector<const lockfile::Locked*> selected;
-  for (const auto& name : names) selected.push_back(lock.find(name));
-  pipeline::PrefetchStep step = p->prefetch_locked(lock, selected);
-  const remote::PrefetchResult& r = step.result;
-  if (json) {
-    nlohmann::json rows = nlohmann::json::array();
-    for (const auto* locked : selected) {
-      auto failed = r.failed.find(locked->entry.key);
-      rows.push_back({{"name", locked->name},
-                      {"key", locked->entry.key},
-                      {"status", failed == r.failed.end() ? "complete" : "failed"},
-                      {"error", failed == r.failed.end() ? "" : failed->second}});
-    }
-    print_json({{"lockfile", path.string()},
-                {"configurations", rows},
-                {"modules_installed", r.modules_installed},
-                {"modules_present", r.modules_present},
-                {"files_downloaded", r.files_downloaded},
-                {"bytes_downloaded", r.bytes_downloaded}});
-  } else if (!quiet) {
-    std::cout << "prefetched " << selected.size() - r.failed.size() << " of " << selected.size()
-              << " locked configurations: " << r.modules_installed << " MODULE folders installed ("
-              << format::human_bytes(r.bytes_downloaded) << " downloaded), " << r.modules_present
-              << " already complete\n";
-  }
-  if (!r.failed.empty()) {
-    std::string list;
-    for (const auto& [key, why] : r.failed) list += "\n  " + key + ": " + why;
-    throw operational_error(std::to_string(r.failed.size()) +
-                            " locked configurations could not be installed (nothing partial was "
-                            "left):" +
-                            list);
-  }
+  return lock;
 }
 
 void register_lock(CLI::App& app, Context& context) {

@@ -53,6 +53,14 @@ void add_common(CLI::App* cmd, Context& context, const std::shared_ptr<Args>& ar
   cmd->add_flag("--quiet", args->quiet, "Print nothing but warnings and errors");
 }
 
+void add_locked_options(CLI::App* cmd, const std::shared_ptr<Args>& args) {
+  cmd->add_flag("--locked", args->locked,
+                "Exactly the files neuron-cache.lock (beside the manifest) names, verified by "
+                "sha256, without reading the store's index or registry: see `lock`");
+  cmd->add_option("--lockfile", args->lockfile,
+                  "With --locked: the lockfile, when it is not beside the manifest");
+}
+
 void add_export_option(CLI::App* cmd, const std::shared_ptr<Args>& args) {
   cmd->add_option("--export-dir", args->export_dir,
                   "Afterwards, give each configuration complete locally a folder DIR/<name> "
@@ -87,7 +95,10 @@ void add_compile_options(CLI::App* cmd, const std::shared_ptr<Args>& args) {
 std::unique_ptr<pipeline::Pipeline> open(Context& context, Args& args) {
   args.options.manifest = args.manifest;
   args.options.configs = args.configs;
-  return context.open_pipeline(args.options, args.quiet || args.json);
+  auto pipeline = context.open_pipeline(args.options, args.quiet || args.json);
+  if (args.locked || !args.lockfile.empty())
+    pipeline->use_lock(checked_lock(*pipeline, args.lockfile));
+  return pipeline;
 }
 
 void print_compile_failures(const pipeline::CompileStep& step) {
@@ -197,12 +208,6 @@ std::string missing_line(const plan::Plan& plan) {
 }
 
 void run_prefetch(Context& context, Args& args) {
-  if (args.locked || !args.lockfile.empty()) {
-    if (!args.export_dir.empty()) throw input_error("--export-dir does not go with --locked yet");
-    args.options.manifest = args.manifest;
-    args.options.configs = args.configs;
-    return prefetch_locked(context, args.options, args.lockfile, args.json, args.quiet);
-  }
   auto p = open(context, args);
   pipeline::RunResult result = report::counted_run(*p, steps_of(true, false, false, args));
   if (args.json) {
@@ -394,11 +399,7 @@ void register_pipeline(CLI::App& app, Context& context) {
   add_common(prefetch, context, prefetch_args, true);
   prefetch->add_flag("--json", prefetch_args->json, "Print JSON for scripts");
   add_export_option(prefetch, prefetch_args);
-  prefetch->add_flag("--locked", prefetch_args->locked,
-                     "Install exactly the files neuron-cache.lock (beside the manifest) names, "
-                     "verified by sha256, without reading the store's index: see `lock`");
-  prefetch->add_option("--lockfile", prefetch_args->lockfile,
-                       "With --locked: the lockfile, when it is not beside the manifest");
+  add_locked_options(prefetch, prefetch_args);
   prefetch->callback([&context, prefetch_args] { run_prefetch(context, *prefetch_args); });
 
   auto compile_args = std::make_shared<Args>();
@@ -432,6 +433,7 @@ void register_pipeline(CLI::App& app, Context& context) {
   ci->add_flag("--json", ci_args->json, "Print the JSON report on stdout");
   add_lease_options(ci, ci_args);
   add_export_option(ci, ci_args);
+  add_locked_options(ci, ci_args);
   ci->callback([&context, ci_args] { run_ci(context, *ci_args); });
 
   auto run_args = std::make_shared<Args>();

@@ -3,6 +3,9 @@
 // index, the registry or the plan.
 #include <chrono>
 
+#include "neuron_cache/error.h"
+#include "neuron_cache/remote/remote_index.h"
+
 #include "neuron_cache/log/log.h"
 #include "neuron_cache/pipeline/pipeline.h"
 
@@ -40,32 +43,36 @@ LockStep Pipeline::lock(const plan::Plan& plan) {
   return step;
 }
 
-PrefetchStep Pipeline::prefetch_locked(const lockfile::Lock& lock,
-                                       const std::vector<const lockfile::Locked*>& selected) {
-  auto start = std::chrono::steady_clock::now();
-  storage::Store* store = online_store();
-  if (store == nullptr) {
-    throw operational_error(repo_.empty() ? "no cache store is set: give --repo"
-                                          : storage::describe(store_) +
-                                                " cannot be read (offline or not opened)");
+void Pipeline::use_lock(lockfile::Lock lock) {
+  for (const auto& configuration : manifest_.configurations) {
+    if (lock.find(configuration.name) == nullptr)
+      throw input_error("the lock does not lock " + configuration.name +
+                        ": run `neuron-cache lock " + options_.manifest.string() + "` again");
   }
+  options_.strict = true;
+  lock_ = std::move(lock);
+}
+
+std::vector<plan::Target> Pipeline::locked_targets() const {
+  std::vector<plan::Target> targets;
+  for (const auto& configuration : manifest_.configurations) {
+    const artifact_index::Entry& entry = lock_->find(configuration.name)->entry;
+    targets.push_back({configuration, entry.inputs, entry.key, ""});
+  }
+  return targets;
+}
+
+std::unique_ptr<remote::RemoteIndex> Pipeline::locked_index() {
   std::vector<artifact_index::Entry> entries;
-  for (const auto* locked : selected) entries.push_back(locked->entry);
-  // The lock's revision on the lock's store; another store (a mirror) at its head: the bytes
-  // are checked against the lock's sha256 either way.
-  bool same = store->location() == lock.store && !lock.revision.empty();
-  std::string revision = same ? lock.revision : store->head();
-  log::debug("decide", "prefetch --locked: " + std::to_string(entries.size()) +
-                           " configurations from " + store->location() + " at " +
-                           (revision.empty() ? "its latest state" : revision));
-  PrefetchStep step;
-  step.result =
-      remote::prefetch(*store, revision, *local_index_, entries, [this](const std::string& line) {
-        if (on_progress) on_progress(line);
-      });
-  step.hits = step.result.completed.size();
-  step.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  return step;
+  for (const auto& locked : lock_->configurations) entries.push_back(locked.entry);
+  // The lock's revision on the lock's store; another store (a mirror) at its head: the bytes are
+  // checked against the lock's sha256 either way.
+  bool same = store_->location() == lock_->store;
+  log::debug("decide", std::string("locked: ") + std::to_string(entries.size()) +
+                           " entries from the lock, read from " + store_->location() +
+                           (same ? " at the locked revision" : " (a mirror) at its head"));
+  return std::make_unique<remote::RemoteIndex>(
+      remote::RemoteIndex::locked(*store_, same ? lock_->revision : "", entries));
 }
 
 }  // namespace neuron_cache::pipeline

@@ -247,7 +247,7 @@ plan::Target Pipeline::profile_target(const std::string& name) {
 }
 
 plan::Plan Pipeline::make_plan() {
-  return make_plan(targets());
+  return make_plan(lock_ ? locked_targets() : targets());
 }
 
 namespace {
@@ -283,8 +283,9 @@ plan::Plan Pipeline::make_plan(const std::vector<plan::Target>& targets) {
     hub_problem = "offline: " + storage::describe(store_) + " was not asked";
   } else {
     try {
-      auto index =
-          std::make_unique<remote::RemoteIndex>(remote::RemoteIndex::open(*store_, memo_folder()));
+      auto index = lock_ ? locked_index()
+                         : std::make_unique<remote::RemoteIndex>(
+                               remote::RemoteIndex::open(*store_, memo_folder()));
       // Read here when a push follows; else on first need (a row not complete locally).
       if (head_when_local_) index->revision();
       remote_ = std::move(index);
@@ -298,7 +299,7 @@ plan::Plan Pipeline::make_plan(const std::vector<plan::Target>& targets) {
     plan::Plan plan = plan::make_plan(targets, *local_index_, remote_.get(), hub_problem);
     describe_repo(plan);
     note_foreign_links(*cache_, compiler_version_, plan);
-    if (remote_) read_registry(plan);
+    if (remote_ && !lock_) read_registry(plan);
     if (!short_version_.empty()) throw input_error(short_version_);
     if (remote_) {
       for (const auto& problem : remote_->problems()) note(true, problem);

@@ -248,11 +248,13 @@ class Pipeline {
   // The store's index entries of the plan's configurations at the head read (pipeline/
   // lock_step.cpp). Throws an operational Error when the store could not be read.
   LockStep lock(const plan::Plan& plan);
-  // `prefetch --locked`: installs exactly the entries of `selected`, verified against their
-  // sha256, from the store (at the lock's revision when it is the lock's store); reads neither
-  // index nor registry. Throws when there is no store to read.
-  PrefetchStep prefetch_locked(const lockfile::Lock& lock,
-                               const std::vector<const lockfile::Locked*>& selected);
+  // Locked mode (`--locked`, lock_step.cpp): plans read the lock, not the store. Each selected
+  // configuration's target is its locked entry's key and inputs (no model revision is
+  // resolved), the store's index is exactly the locked entries (no index, listing or registry
+  // read), reads are pinned to the lock's revision on the lock's store, and the run is strict: a
+  // locked file the store cannot give is an Error, never a compile. The caller checked that the
+  // lock covers every selected configuration (throws an input Error otherwise).
+  void use_lock(lockfile::Lock lock);
 
   // Called with one line whenever something happens (for live output).
   std::function<void(const std::string&)> on_progress;
@@ -408,6 +410,9 @@ class Pipeline {
   std::unique_ptr<local::LocalCache> cache_;
   std::unique_ptr<local::LocalIndex> local_index_;
   std::unique_ptr<remote::RemoteIndex> remote_;
+  std::optional<lockfile::Lock> lock_;  // locked mode
+  std::vector<plan::Target> locked_targets() const;
+  std::unique_ptr<remote::RemoteIndex> locked_index();
   bool head_when_local_ = true;
   std::string short_version_;  // why the manifest's compiler_version matches no store folder
   // Made by targets(): the registry read asks it the models' architectures.

@@ -122,12 +122,27 @@ RemoteIndex RemoteIndex::open(storage::Store& store, sys::RootedFile copies) {
   return index;
 }
 
+RemoteIndex RemoteIndex::locked(storage::Store& store, const std::string& revision,
+                                const std::vector<ai::Entry>& entries) {
+  RemoteIndex index(store);
+  index.locked_ = true;
+  if (!revision.empty()) index.revision_ = revision;
+  std::set<std::string> versions;
+  for (const auto& entry : entries) {
+    index.entries_[entry.inputs.compiler_version].emplace(entry.key, entry);
+    versions.insert(entry.inputs.compiler_version);
+  }
+  index.versions_ = std::vector<std::string>(versions.begin(), versions.end());
+  return index;
+}
+
 const std::string& RemoteIndex::revision() const {
   if (!revision_) revision_ = store_->head();
   return *revision_;
 }
 
 void RemoteIndex::load(const std::set<std::pair<std::string, std::string>>& versions_and_shards) {
+  if (locked_) return;  // the lock's entries are the whole index
   std::vector<std::string> paths;
   auto ask = [&](const std::string& path) {
     if (asked_.insert(path).second) paths.push_back(path);

@@ -33,6 +33,11 @@ class RemoteIndex {
   // kept there by their content id (RemoteEntry::content_id) (verified when read back), so an index
   // file that did not change since the last run is not downloaded again.
   static RemoteIndex open(storage::Store& store, sys::RootedFile copies = {});
+  // An index of exactly `entries` (a lockfile's), read from no index file: load() asks nothing,
+  // compiler_versions() lists theirs. `revision` pins the reads when not empty (the lock's commit
+  // on the lock's store); else the head is read on first need.
+  static RemoteIndex locked(storage::Store& store, const std::string& revision,
+                            const std::vector<artifact_index::Entry>& entries);
 
   const std::string& repo() const { return repo_; }
   // The head commit, read now when not yet: throws what the store's head() throws.
@@ -67,6 +72,7 @@ class RemoteIndex {
   std::optional<std::vector<std::string>> versions_;
   std::map<std::string, std::map<std::string, artifact_index::Entry>> entries_;  // version, key
   std::vector<std::string> problems_;
+  bool locked_ = false;
 };
 
 }  // namespace neuron_cache::remote
