@@ -3,7 +3,7 @@
 #
 #   neuron_cache_prefetch(MANIFEST <file> [CONFIGS <names...>] [CACHE_REPO <repo>]
 #                         [CACHE_DIR <dir>] [COMPILE_MISSING] [PUSH] [READ_ONLY] [OFFLINE]
-#                         [STRICT] [OUTPUT_VARIABLE <var>])
+#                         [STRICT] [LOCKED] [LOCKFILE <file>] [OUTPUT_VARIABLE <var>])
 #
 # At configure time it runs `neuron-cache prefetch --export-dir` and gives each configuration
 # complete locally a folder ${CMAKE_BINARY_DIR}/neuron-cache/<manifest stem>/<name> (symlinks to
@@ -24,6 +24,11 @@
 #   NEURON_CACHE_DIR          -> NEURON_CACHE_CACHE_DIR (cache variable; warns when used)
 # COMPILE_MISSING compiles the missing ones at build time (custom target, part of ALL; their
 # targets depend on it), PUSH then uploads them unless READ_ONLY.
+# LOCKED (or LOCKFILE <file>; default: neuron-cache.lock beside the manifest, written by
+# `neuron-cache lock`) installs exactly the locked files (`prefetch --locked`): no index or
+# registry read, every file checked against the lock's sha256, a configuration the lock lacks or
+# a changed manifest an error; editing the lockfile configures again. Not with COMPILE_MISSING or
+# PUSH.
 #
 # Defaults: CACHE_REPO, CACHE_DIR, STRICT, OFFLINE and READ_ONLY fall back to the cache variables
 # NEURON_CACHE_REPO, NEURON_CACHE_CACHE_DIR, NEURON_CACHE_STRICT, NEURON_CACHE_OFFLINE and
@@ -404,8 +409,8 @@ function(_neuron_cache_summary out)
 endfunction()
 
 function(neuron_cache_prefetch)
-  cmake_parse_arguments(PARSE_ARGV 0 arg "COMPILE_MISSING;PUSH;READ_ONLY;OFFLINE;STRICT"
-                        "MANIFEST;CACHE_REPO;CACHE_DIR;OUTPUT_VARIABLE" "CONFIGS")
+  cmake_parse_arguments(PARSE_ARGV 0 arg "COMPILE_MISSING;PUSH;READ_ONLY;OFFLINE;STRICT;LOCKED"
+                        "MANIFEST;CACHE_REPO;CACHE_DIR;OUTPUT_VARIABLE;LOCKFILE" "CONFIGS")
   set(manifest_given FALSE)
   if(DEFINED arg_MANIFEST)
     set(manifest_given TRUE)
@@ -448,6 +453,22 @@ function(neuron_cache_prefetch)
   if(arg_STRICT OR NEURON_CACHE_STRICT)
     set(strict ON)
     list(APPEND shared_args --strict)
+  endif()
+  if(arg_LOCKED OR DEFINED arg_LOCKFILE)
+    # Exactly the locked bytes (neuron-cache lock): nothing to compile or push here.
+    if(arg_COMPILE_MISSING OR arg_PUSH)
+      message(FATAL_ERROR "neuron_cache_prefetch: LOCKED installs the lockfile's files only: "
+                          "leave out COMPILE_MISSING and PUSH (fill the cache with neuron-cache "
+                          "ci, then neuron-cache lock)")
+    endif()
+    set(lockfile "${arg_LOCKFILE}")
+    if(lockfile STREQUAL "")
+      get_filename_component(manifest_dir "${manifest}" DIRECTORY)
+      set(lockfile "${manifest_dir}/neuron-cache.lock")
+    endif()
+    get_filename_component(lockfile "${lockfile}" ABSOLUTE BASE_DIR "${CMAKE_CURRENT_SOURCE_DIR}")
+    set_property(DIRECTORY APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS "${lockfile}")
+    list(APPEND shared_args --locked --lockfile "${lockfile}")
   endif()
   set(run_prefix "")
   if(arg_OFFLINE OR NEURON_CACHE_OFFLINE)

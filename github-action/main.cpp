@@ -45,10 +45,10 @@ constexpr int kExitGate = 3;  // fail-on-miss, as `neuron-cache plan --fail-on-m
 
 // The action.yml inputs this binary reads, as INPUT_<NAME> with '-' as '_' (`binary` is the
 // build step's own). `--list-inputs` prints them so the tests can check action.yml maps each.
-constexpr std::array<const char*, 13> kInputs = {
-    "manifest",    "cache-repo", "mode",        "token", "read-only",
-    "strict",      "cache-dir",  "configs",     "jobs",  "fail-on-miss",
-    "store-usage", "wait",       "wait-timeout"};
+constexpr std::array<const char*, 15> kInputs = {
+    "manifest",    "cache-repo", "mode",         "token",  "read-only",
+    "strict",      "cache-dir",  "configs",      "jobs",   "fail-on-miss",
+    "store-usage", "wait",       "wait-timeout", "locked", "lockfile"};
 
 enum class Mode { Plan, Prefetch, Compile, Push, All };
 
@@ -63,7 +63,9 @@ struct Inputs {
   bool strict = false;
   bool fail_on_miss = false;
   bool store_usage = false;
-  bool wait = true;  // for another job compiling the same configuration (compile leases)
+  bool wait = true;      // for another job compiling the same configuration (compile leases)
+  bool locked = false;   // exactly the lockfile's files (neuron-cache lock)
+  std::string lockfile;  // default: neuron-cache.lock beside the manifest
   std::optional<int64_t> wait_timeout;  // seconds
   int jobs = 1;
   std::vector<std::string> configs;
@@ -180,6 +182,8 @@ Inputs read_inputs(std::string token) {
   in.wait = parse_bool("wait", input("wait", "true"));
   if (std::string timeout = input("wait-timeout"); !timeout.empty())
     in.wait_timeout = parse_seconds("wait-timeout", timeout);
+  in.lockfile = input("lockfile");
+  in.locked = parse_bool("locked", input("locked", "false")) || !in.lockfile.empty();
   return in;
 }
 
@@ -428,6 +432,7 @@ int run_action(const std::string& token, WorkflowCommands& commands) {
   hub::HubClient client(client_options);
   storage::HubModels models(client);
   pipeline::Pipeline p(settings, {storage::store_opener(client), &models}, options);
+  if (in.locked) p.use_lockfile(in.lockfile);
   announce_read_only(read_only, in.mode, p.store(), commands);
   p.on_progress = [&commands](const std::string& line) { commands.line("neuron-cache: " + line); };
 

@@ -92,6 +92,30 @@ expect_in "llama=$work/offline-build/neuron-cache/neuron-cache/llama3-8b-chat"
 expect_in "old-name=$work/offline-build/neuron-cache/neuron-cache/llama3-8b-chat"
 [[ $(hub_log) == "[]" ]] || fail "OFFLINE made requests: $(hub_log)"
 
+step "LOCKED: exactly the locked files, no index read; a lock the manifest outgrew fails"
+mkdir -p "$work/locked-src"
+cp "$root/examples/neuron-cache.yaml" "$work/locked-src/neuron-cache.yaml"
+expect_ok "$prefix/bin/neuron-cache" lock "$work/locked-src/neuron-cache.yaml" --config llama3-8b-chat
+cat >"$work/locked-src/CMakeLists.txt" <<CMAKE
+cmake_minimum_required(VERSION 3.25)
+project(locked NONE)
+find_package(NeuronCache CONFIG REQUIRED)
+neuron_cache_prefetch(MANIFEST neuron-cache.yaml CONFIGS llama3-8b-chat LOCKED)
+message(STATUS "llama=\${NEURON_CACHE_ARTIFACTS_LLAMA3_8B_CHAT}")
+CMAKE
+hub_clear_log
+NEURON_COMPILE_CACHE_URL=$work/locked-cache expect_ok cmake -S "$work/locked-src" -B "$work/locked-build" -DCMAKE_PREFIX_PATH="$prefix"
+expect_in "- 0 local, 1 from the Hub ("
+[[ $(find -L "$work/locked-build/neuron-cache/neuron-cache/llama3-8b-chat" -name model.neff | wc -l) -gt 0 ]] ||
+  fail "LOCKED exported no model.neff"
+if hub_log | grep -q 'neuron-cache-index\|/tree/\|/paths-info/'; then
+  hub_log; fail "LOCKED read the index or listed the repo"
+fi
+echo "# edited" >>"$work/locked-src/neuron-cache.yaml"
+run env NEURON_COMPILE_CACHE_URL="$work/locked-cache" cmake "$work/locked-build"
+[[ $rc != 0 ]] || { echo "$out"; fail "LOCKED configured with a manifest changed since the lock"; }
+expect_in "refused the call's input (exit 2)"; expect_in "changed"
+
 step "COMPILE_MISSING PUSH: a configuration the Hub lacks is compiled and pushed by the build"
 mkdir -p "$work/compile-src"
 cp "$root/examples/neuron-cache.yaml" "$work/compile-src/models.yaml"

@@ -666,6 +666,35 @@ TEST_F(GithubActionTest, WorkflowCommandsInAStoreAnswerAreNeverObeyed) {
 }
 
 // `configs` takes names separated by newlines or commas.
+// locked: exactly the lockfile's files, no index read; a manifest changed since fails (exit 2).
+TEST_F(GithubActionTest, LockedFetchesTheLockfilesFilesOnly) {
+  ASSERT_EQ(main_push("cache").code, 0);
+  std::string lock_command = std::string(NEURON_CACHE_TOOL) + " lock neuron-cache.yaml";
+  ActionRun locked = run({}, {{"HF_TOKEN", kToken}}, lock_command);
+  ASSERT_EQ(locked.code, 0) << locked.out << locked.err;
+  ASSERT_TRUE(fs::exists(work / "neuron-cache.lock"));
+  server.clear_log();
+  ActionRun r = run({{"manifest", "neuron-cache.yaml"},
+                     {"mode", "prefetch"},
+                     {"token", kToken},
+                     {"locked", "true"},
+                     {"cache-dir", (work / "locked-machine").string()}});
+  ASSERT_EQ(r.code, 0) << r.out << r.err;
+  EXPECT_EQ(r.outputs["hits"], "5");
+  EXPECT_EQ(r.outputs["compiled"], "0");
+  for (const auto& request : server.access_log()) {
+    std::string path = request["path"];
+    EXPECT_FALSE(contains(path, "neuron-cache-index") || contains(path, "/tree/")) << path;
+  }
+  write_file(work / "neuron-cache.yaml", read_file(work / "neuron-cache.yaml") + "# edited\n");
+  ActionRun changed = run({{"manifest", "neuron-cache.yaml"},
+                           {"mode", "prefetch"},
+                           {"locked", "true"},
+                           {"cache-dir", (work / "other-machine").string()}});
+  EXPECT_EQ(changed.code, 2) << changed.out << changed.err;
+  EXPECT_TRUE(contains(changed.out + changed.err, "neuron-cache lock")) << changed.out;
+}
+
 TEST_F(GithubActionTest, ConfigsSelectsConfigurations) {
   ActionRun r = run({{"manifest", "neuron-cache.yaml"},
                      {"mode", "plan"},

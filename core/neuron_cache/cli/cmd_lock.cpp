@@ -1,9 +1,7 @@
 // `neuron-cache lock` and `prefetch --locked`: builds locked to exact bytes (format/lockfile.h).
 #include <filesystem>
-#include <fstream>
 #include <iostream>
 #include <set>
-#include <sstream>
 
 #include "neuron_cache/cli/context.h"
 #include "neuron_cache/cli/output.h"
@@ -25,49 +23,6 @@ struct LockArgs {
   bool json = false;
 };
 
-fs::path lock_path(const fs::path& manifest, const std::string& given) {
-  if (!given.empty()) return given;
-  return manifest.parent_path() / std::string(lockfile::kFileName);
-}
-
-std::optional<lockfile::Lock> read_lock(const fs::path& path) {
-  std::error_code ec;
-  if (!fs::exists(path, ec)) return std::nullopt;
-  if (!fs::is_regular_file(path, ec))
-    throw input_error(path.string() + " is not a file: give the lockfile's path");
-  if (fs::file_size(path, ec) > lockfile::kMaxLockBytes)
-    throw input_error(path.string() + " is larger than a lockfile may be (64 MiB)");
-  std::ifstream in(path, std::ios::binary);
-  std::ostringstream text;
-  text << in.rdbuf();
-  if (!in && !in.eof()) throw operational_error("cannot read " + path.string());
-  return lockfile::parse(text.str(), path.string());
-}
-
-lockfile::Lock require_lock(const fs::path& path, const std::string& manifest) {
-  std::optional<lockfile::Lock> lock = read_lock(path);
-  if (!lock) {
-    throw input_error("no lockfile " + path.string() + ": write it with `neuron-cache lock " +
-                      manifest + "`");
-  }
-  return *lock;
-}
-
-// What a manifest declares that the lock does not cover, or a changed manifest: "" when the
-// lock covers `names` of this very manifest.
-std::string lock_problem(const lockfile::Lock& lock, const manifest::Manifest& manifest,
-                         const std::vector<std::string>& names, const fs::path& path) {
-  std::string redo = "; run `neuron-cache lock " + manifest.path + "` again";
-  if (lock.manifest_sha256 != manifest.text_sha256)
-    return manifest.path + " changed since " + path.string() + " was written" + redo;
-  std::string missing;
-  for (const auto& name : names) {
-    if (lock.find(name) == nullptr) missing += (missing.empty() ? "" : ", ") + name;
-  }
-  if (!missing.empty()) return path.string() + " does not lock " + missing + redo;
-  return "";
-}
-
 std::vector<std::string> selected_names(const manifest::Manifest& manifest,
                                         const std::vector<std::string>& configs) {
   if (!configs.empty()) return configs;
@@ -78,10 +33,11 @@ std::vector<std::string> selected_names(const manifest::Manifest& manifest,
 
 void check(Context& context, LockArgs& args) {
   auto p = context.open_pipeline(args.options, true);
-  fs::path path = lock_path(args.options.manifest, args.output);
-  lockfile::Lock lock = require_lock(path, args.options.manifest.string());
+  fs::path path = pipeline::lock_path(args.options.manifest, args.output);
+  lockfile::Lock lock = pipeline::require_lock(path, args.options.manifest.string());
   std::vector<std::string> names = selected_names(p->manifest(), args.options.configs);
-  if (std::string problem = lock_problem(lock, p->manifest(), names, path); !problem.empty())
+  if (std::string problem = pipeline::lock_problem(lock, p->manifest(), names, path);
+      !problem.empty())
     throw GateFailed{problem};
   std::cout << path.string() << " locks the " << names.size() << " configurations of "
             << args.options.manifest.string() << "\n";
@@ -92,7 +48,7 @@ void check(Context& context, LockArgs& args) {
 lockfile::Lock resolve(pipeline::Pipeline& p, const LockArgs& args, const fs::path& path) {
   std::optional<lockfile::Lock> old;
   if (!args.update.empty()) {
-    old = require_lock(path, args.options.manifest.string());
+    old = pipeline::require_lock(path, args.options.manifest.string());
     for (const auto& name : args.update) {
       if (p.manifest().find(name) == nullptr)
         throw input_error("--update " + name + ": " + args.options.manifest.string() +
@@ -128,7 +84,7 @@ void lock(Context& context, LockArgs& args) {
   if (args.check) return check(context, args);
   if (!args.update.empty()) args.options.configs = args.update;
   auto p = context.open_pipeline(args.options, args.json);
-  fs::path path = lock_path(args.options.manifest, args.output);
+  fs::path path = pipeline::lock_path(args.options.manifest, args.output);
   lockfile::Lock lock = resolve(*p, args, path);
   std::string text = lockfile::serialize(lock);
   try {
@@ -158,16 +114,6 @@ void lock(Context& context, LockArgs& args) {
 }
 
 }  // namespace
-
-lockfile::Lock checked_lock(const pipeline::Pipeline& pipeline, const std::string& lockfile) {
-  const manifest::Manifest& manifest = pipeline.manifest();
-  fs::path path = lock_path(manifest.path, lockfile);
-  lockfile::Lock lock = require_lock(path, manifest.path);
-  std::vector<std::string> names = selected_names(manifest, {});
-  if (std::string problem = lock_problem(lock, manifest, names, path); !problem.empty())
-    throw input_error(problem);
-  return lock;
-}
 
 void register_lock(CLI::App& app, Context& context) {
   auto args = std::make_shared<LockArgs>();

@@ -96,8 +96,7 @@ std::unique_ptr<pipeline::Pipeline> open(Context& context, Args& args) {
   args.options.manifest = args.manifest;
   args.options.configs = args.configs;
   auto pipeline = context.open_pipeline(args.options, args.quiet || args.json);
-  if (args.locked || !args.lockfile.empty())
-    pipeline->use_lock(checked_lock(*pipeline, args.lockfile));
+  if (args.locked || !args.lockfile.empty()) pipeline->use_lockfile(args.lockfile);
   return pipeline;
 }
 

@@ -85,9 +85,5 @@ void register_du(CLI::App& app, Context& context);        // the store's size
 void register_gc(CLI::App& app, Context& context);        // the store's garbage
 void register_pipeline(CLI::App& app, Context& context);  // plan, prefetch, compile, push, ci, run
 void register_lock(CLI::App& app, Context& context);      // lock
-// `--locked`: the lockfile (`lockfile`, else neuron-cache.lock beside the manifest), read and
-// checked against the pipeline's manifest (cli/cmd_lock.cpp); throws an input Error naming what
-// it does not lock.
-lockfile::Lock checked_lock(const pipeline::Pipeline& pipeline, const std::string& lockfile);
 
 }  // namespace neuron_cache::cli

@@ -2,6 +2,9 @@
 // the manifest's configurations; `prefetch --locked` installs exactly those files, without the
 // index, the registry or the plan.
 #include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
 
 #include "neuron_cache/error.h"
 #include "neuron_cache/remote/remote_index.h"
@@ -10,6 +13,59 @@
 #include "neuron_cache/pipeline/pipeline.h"
 
 namespace neuron_cache::pipeline {
+
+std::filesystem::path lock_path(const std::filesystem::path& manifest, const std::string& given) {
+  if (!given.empty()) return given;
+  return manifest.parent_path() / std::string(lockfile::kFileName);
+}
+
+std::optional<lockfile::Lock> read_lock(const std::filesystem::path& path) {
+  std::error_code ec;
+  if (!std::filesystem::exists(path, ec)) return std::nullopt;
+  if (!std::filesystem::is_regular_file(path, ec))
+    throw input_error(path.string() + " is not a file: give the lockfile's path");
+  if (std::filesystem::file_size(path, ec) > lockfile::kMaxLockBytes)
+    throw input_error(path.string() + " is larger than a lockfile may be (64 MiB)");
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream text;
+  text << in.rdbuf();
+  if (!in && !in.eof()) throw operational_error("cannot read " + path.string());
+  return lockfile::parse(text.str(), path.string());
+}
+
+lockfile::Lock require_lock(const std::filesystem::path& path, const std::string& manifest) {
+  std::optional<lockfile::Lock> lock = read_lock(path);
+  if (!lock) {
+    throw input_error("no lockfile " + path.string() + ": write it with `neuron-cache lock " +
+                      manifest + "`");
+  }
+  return *lock;
+}
+
+// What a manifest declares that the lock does not cover, or a changed manifest: "" when the
+// lock covers `names` of this very manifest.
+std::string lock_problem(const lockfile::Lock& lock, const manifest::Manifest& manifest,
+                         const std::vector<std::string>& names, const std::filesystem::path& path) {
+  std::string redo = "; run `neuron-cache lock " + manifest.path + "` again";
+  if (lock.manifest_sha256 != manifest.text_sha256)
+    return manifest.path + " changed since " + path.string() + " was written" + redo;
+  std::string missing;
+  for (const auto& name : names) {
+    if (lock.find(name) == nullptr) missing += (missing.empty() ? "" : ", ") + name;
+  }
+  if (!missing.empty()) return path.string() + " does not lock " + missing + redo;
+  return "";
+}
+
+void Pipeline::use_lockfile(const std::string& given) {
+  std::filesystem::path path = lock_path(manifest_.path, given);
+  lockfile::Lock lock = require_lock(path, manifest_.path);
+  std::vector<std::string> names;
+  for (const auto& c : manifest_.configurations) names.push_back(c.name);
+  if (std::string problem = lock_problem(lock, manifest_, names, path); !problem.empty())
+    throw input_error(problem);
+  use_lock(std::move(lock));
+}
 
 LockStep Pipeline::lock(const plan::Plan& plan) {
   if (!remote_) {

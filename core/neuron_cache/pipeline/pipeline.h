@@ -184,6 +184,17 @@ struct LockStep {
   std::vector<std::string> missing;  // "name: why" for each one it cannot cover
 };
 
+// The lockfile's path: `given`, else neuron-cache.lock beside `manifest`.
+std::filesystem::path lock_path(const std::filesystem::path& manifest, const std::string& given);
+// The lockfile at `path`, or nothing when there is none; throws an input Error for a file that
+// is not a lock (lockfile::parse) or larger than one may be.
+std::optional<lockfile::Lock> read_lock(const std::filesystem::path& path);
+// read_lock(), or an input Error saying how to write it.
+lockfile::Lock require_lock(const std::filesystem::path& path, const std::string& manifest);
+// Why `lock` does not lock `names` of this very manifest (changed since, a name missing), or "".
+std::string lock_problem(const lockfile::Lock& lock, const manifest::Manifest& manifest,
+                         const std::vector<std::string>& names, const std::filesystem::path& path);
+
 class Pipeline {
  public:
   // Loads the manifest (throws an input Error on bad input), resolves the settings again with it
@@ -255,6 +266,10 @@ class Pipeline {
   // locked file the store cannot give is an Error, never a compile. The caller checked that the
   // lock covers every selected configuration (throws an input Error otherwise).
   void use_lock(lockfile::Lock lock);
+  // use_lock() of the lockfile `given` (empty: neuron-cache.lock beside the manifest), read and
+  // checked first: missing, changed since the manifest or not covering a selected configuration
+  // is an input Error that says to run `neuron-cache lock` again.
+  void use_lockfile(const std::string& given);
 
   // Called with one line whenever something happens (for live output).
   std::function<void(const std::string&)> on_progress;
