@@ -1,4 +1,5 @@
-// `neuron-cache lock` and `prefetch --locked`: builds locked to exact bytes (format/lockfile.h).
+// `neuron-cache lock`: the lockfile of a manifest (format/lockfile.h); `--locked` runs read it
+// through Pipeline::use_lockfile (pipeline/lock_step.cpp).
 #include <filesystem>
 #include <iostream>
 #include <set>

@@ -1,16 +1,14 @@
 // Builds locked to exact bytes (format/lockfile.h): `lock` takes the store's own index entries of
-// the manifest's configurations; `prefetch --locked` installs exactly those files, without the
-// index, the registry or the plan.
-#include <chrono>
+// the manifest's configurations; locked mode (`--locked`) plans from those entries alone, so a
+// run installs exactly their files without reading the index, the registry or the model repos.
 #include <filesystem>
 #include <fstream>
 #include <sstream>
 
 #include "neuron_cache/error.h"
-#include "neuron_cache/remote/remote_index.h"
-
 #include "neuron_cache/log/log.h"
 #include "neuron_cache/pipeline/pipeline.h"
+#include "neuron_cache/remote/remote_index.h"
 
 namespace neuron_cache::pipeline {
 
