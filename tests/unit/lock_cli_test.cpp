@@ -177,6 +177,67 @@ TEST_P(LockCliTest, AChangedManifestIsNamedAndNothingIsFetched) {
   EXPECT_EQ(on(1, "lock --check " + quoted(manifest)).code, 0);
 }
 
+// A bundle carries the lock and its files to a machine with no network: installed byte for
+// byte; a flipped byte in a file, a member outside the folder or a link is refused.
+TEST_P(LockCliTest, ABundleInstallsWithNoNetworkAndHostileBundlesAreRefused) {
+  ASSERT_EQ(on(1, "lock " + quoted(manifest) + " --repo " + store).code, 0);
+  fs::path tar = work / "cache.tar";
+  ToolResult bundled =
+      on(1, "bundle " + quoted(manifest) + " --repo " + store + " -o " + quoted(tar));
+  ASSERT_EQ(bundled.code, 0) << bundled.all();
+  std::map<std::string, std::string> files = locked_files(lock);
+  std::string down = "HF_ENDPOINT=http://127.0.0.1:9 AWS_ENDPOINT_URL=http://127.0.0.1:9";
+  ToolResult fetched =
+      on(5, "prefetch --from-bundle " + quoted(tar) + " " + quoted(manifest), down);
+  ASSERT_EQ(fetched.code, 0) << fetched.all();
+  EXPECT_EQ(digests(work / "machine5" / "cache", files), files);
+
+  // A flipped byte inside a NEFF: refused by its sha256, nothing of its folder installed.
+  std::string neff;
+  for (const auto& [path, sha256] : files)
+    if (path.ends_with("model.neff")) neff = path;
+  std::string bytes = read_file(tar);
+  std::string content = read_file(work / "machine5" / "cache" / neff);
+  size_t at = bytes.find(content.substr(0, 64));
+  ASSERT_NE(at, std::string::npos);
+  bytes[at + 10] ^= 1;
+  write_file(work / "bad.tar", bytes);
+  ToolResult refused =
+      on(6, "prefetch --from-bundle " + quoted(work / "bad.tar") + " " + quoted(manifest), down);
+  EXPECT_EQ(refused.code, 1) << refused.all();
+  EXPECT_TRUE(contains(refused.err, "has sha256")) << refused.all();
+  EXPECT_FALSE(
+      fs::exists(work / "machine6" / "cache" / fs::path(neff).parent_path() / "model.done"));
+
+  // Members a bundle must never hold, written by CPython's tarfile: refused before any use.
+  for (std::string kind : {"../escape", "link"}) {
+    std::string script =
+        "import io, sys, tarfile\n"
+        "t = tarfile.open(sys.argv[1], 'w', format=tarfile.USTAR_FORMAT)\n"
+        "lock = open(sys.argv[2], 'rb').read()\n"
+        "i = tarfile.TarInfo('neuron-cache.lock'); i.size = len(lock); t.addfile(i, "
+        "io.BytesIO(lock))\n"
+        "if sys.argv[3] == 'link':\n"
+        "    i = tarfile.TarInfo('neuronxcc-x/MODULE_1/model.neff'); i.type = tarfile.SYMTYPE\n"
+        "    i.linkname = '/etc/passwd'; t.addfile(i)\n"
+        "else:\n"
+        "    i = tarfile.TarInfo(sys.argv[3]); i.size = 1; t.addfile(i, io.BytesIO(b'x'))\n"
+        "t.close()\n";
+    write_file(work / "hostile.py", script);
+    fs::path hostile = work / "hostile.tar";
+    ASSERT_EQ(
+        testing::run_command(std::string(NEURON_CACHE_PYTHON) + " " + quoted(work / "hostile.py") +
+                                 " " + quoted(hostile) + " " + quoted(lock) + " '" + kind + "'",
+                             nullptr),
+        0);
+    ToolResult bad =
+        on(7, "prefetch --from-bundle " + quoted(hostile) + " " + quoted(manifest), down);
+    EXPECT_EQ(bad.code, 2) << kind << ": " << bad.all();
+    EXPECT_TRUE(contains(bad.err, "refused")) << bad.all();
+  }
+  EXPECT_FALSE(fs::exists(fs::temp_directory_path() / "escape"));
+}
+
 TEST(LockFile, RoundTripIsStableAndTamperingIsRefused) {
   lockfile::Lock lock;
   lock.manifest = "neuron-cache.yaml";

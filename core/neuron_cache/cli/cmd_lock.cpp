@@ -2,6 +2,7 @@
 // through Pipeline::use_lockfile (pipeline/lock_step.cpp).
 #include <filesystem>
 #include <iostream>
+#include <map>
 #include <set>
 
 #include "neuron_cache/cli/context.h"
@@ -9,6 +10,8 @@
 #include "neuron_cache/error.h"
 #include "neuron_cache/format/bytes.h"
 #include "neuron_cache/format/lockfile.h"
+#include "neuron_cache/local/bundle.h"
+#include "neuron_cache/pipeline/run.h"
 #include "neuron_cache/sys/safe_dir.h"
 
 namespace neuron_cache::cli {
@@ -81,6 +84,57 @@ lockfile::Lock resolve(pipeline::Pipeline& p, const LockArgs& args, const fs::pa
   return step.lock;
 }
 
+struct BundleArgs {
+  pipeline::Options options;
+  std::string lockfile;
+  std::string output;
+};
+
+// Every file the lock's entries name (relative to the cache root `root`), read from itself, or
+// for a link (optimum-neuron's registry alias) from a locked regular file of the same sha256.
+std::vector<bundle::Member> locked_members(const lockfile::Lock& lock, const fs::path& root) {
+  std::vector<std::pair<std::string, std::string>> files;  // path, sha256
+  for (const auto& locked : lock.configurations) {
+    const artifact_index::Entry& e = locked.entry;
+    for (const auto& module : e.modules) {
+      for (const auto& f : module.files)
+        files.emplace_back(e.compiler_dir() + "/" + module.name + "/" + f.name, f.sha256);
+    }
+    for (const auto& f : e.registry) files.emplace_back(e.compiler_dir() + "/" + f.name, f.sha256);
+  }
+  std::map<std::string, std::string> regular;  // sha256 -> a path that is no link
+  for (const auto& [path, sha256] : files)
+    if (!fs::is_symlink(root / path)) regular.emplace(sha256, path);
+  std::vector<bundle::Member> members;
+  for (const auto& [path, sha256] : files) {
+    auto it = regular.find(sha256);
+    if (it == regular.end())
+      throw operational_error(path + " in " + root.string() + " is a link to no locked file");
+    members.push_back({path, fs::is_symlink(root / path) ? it->second : path});
+  }
+  return members;
+}
+
+// `bundle`: a locked prefetch into the local cache (every file verified), then the lockfile and
+// those files in one tar.
+void write_bundle(Context& context, BundleArgs& args) {
+  auto p = context.open_pipeline(args.options, true);
+  p->use_lockfile(args.lockfile);
+  pipeline::RunSteps steps;
+  steps.prefetch = true;
+  pipeline::run(*p, steps);
+  fs::path lock = pipeline::lock_path(args.options.manifest, args.lockfile);
+  lockfile::Lock parsed = pipeline::require_lock(lock, args.options.manifest.string());
+  std::string text =
+      sys::SafeDir::open(lock.parent_path().empty() ? fs::path(".") : lock.parent_path())
+          .read_small_file(lock.filename().string(), lockfile::kMaxLockBytes);
+  std::vector<bundle::Member> files = locked_members(parsed, p->cache_root());
+  bundle::write(args.output, text, p->cache_root(), files);
+  std::cout << "bundled " << parsed.configurations.size() << " locked configurations ("
+            << files.size() << " files) and " << lock.filename().string() << " in " << args.output
+            << "\n";
+}
+
 void lock(Context& context, LockArgs& args) {
   if (args.check) return check(context, args);
   if (!args.update.empty()) args.options.configs = args.update;
@@ -116,7 +170,22 @@ void lock(Context& context, LockArgs& args) {
 
 }  // namespace
 
+void register_bundle(CLI::App& app, Context& context) {
+  auto args = std::make_shared<BundleArgs>();
+  CLI::App* cmd = app.add_subcommand(
+      "bundle",
+      "Write the lockfile and every file it locks into one tar, for machines with no network "
+      "(`prefetch --from-bundle`); fetches what the local cache lacks first, verified");
+  cmd->add_option("manifest", args->options.manifest, "The manifest")->required();
+  cmd->add_option("--output,-o", args->output, "The bundle to write (a .tar file)")->required();
+  cmd->add_option("--lockfile", args->lockfile, "The lockfile (default: beside the manifest)");
+  add_repo_option(cmd, context, "the manifest's cache_repo, CUSTOM_CACHE_REPO, the saved one");
+  add_cache_dir_option(cmd, context, kLocalCacheDefaults);
+  cmd->callback([&context, args] { write_bundle(context, *args); });
+}
+
 void register_lock(CLI::App& app, Context& context) {
+  register_bundle(app, context);
   auto args = std::make_shared<LockArgs>();
   CLI::App* cmd = app.add_subcommand(
       "lock",

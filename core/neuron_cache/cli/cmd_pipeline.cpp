@@ -6,10 +6,12 @@
 #include "neuron_cache/cli/output.h"
 #include "neuron_cache/config/redact.h"
 #include "neuron_cache/format/wording.h"
+#include "neuron_cache/local/bundle.h"
 #include "neuron_cache/pipeline/pipeline.h"
 #include "neuron_cache/pipeline/run.h"
 #include "neuron_cache/report/report.h"
 #include "neuron_cache/report/stats.h"
+#include "neuron_cache/storage/folder_store.h"
 #include "neuron_cache/sys/safe_dir.h"
 
 namespace neuron_cache::cli {
@@ -26,6 +28,7 @@ struct Args {
   bool fail_on_miss = false;  // plan --fail-on-miss
   bool locked = false;        // prefetch --locked
   std::string lockfile;       // prefetch --lockfile
+  std::string from_bundle;    // prefetch --from-bundle
   bool quiet = false;
   std::string report_file;
   std::string summary_file;
@@ -206,7 +209,39 @@ std::string missing_line(const plan::Plan& plan) {
          " not cached and must be compiled (see `neuron-cache plan`)\n";
 }
 
+// A folder that holds a bundle's files while a locked prefetch reads them, removed at the end.
+class Unpacked {
+ public:
+  explicit Unpacked(const std::string& bundle_file) {
+    std::string pattern = (fs::temp_directory_path() / "neuron-cache-bundle-XXXXXX").string();
+    if (mkdtemp(pattern.data()) == nullptr)
+      throw operational_error("cannot make a scratch folder in " +
+                              fs::temp_directory_path().string() + " (set TMPDIR)");
+    dir_ = pattern;
+    storage::create_folder_store(dir_);
+    lock_text_ = bundle::extract(bundle_file, dir_);
+    sys::write_whole_file(dir_ / ".bundle.lock", lock_text_);
+  }
+  ~Unpacked() {
+    std::error_code ec;
+    fs::remove_all(dir_, ec);
+  }
+  fs::path lockfile() const { return dir_ / ".bundle.lock"; }
+  std::string store() const { return "file://" + dir_.string(); }
+
+ private:
+  fs::path dir_;
+  std::string lock_text_;
+};
+
 void run_prefetch(Context& context, Args& args) {
+  std::optional<Unpacked> unpacked;
+  if (!args.from_bundle.empty()) {
+    // The bundle's own lock and files: a shared folder as the store, nothing else is asked.
+    unpacked.emplace(args.from_bundle);
+    context.overrides().cache_repo = unpacked->store();
+    args.lockfile = unpacked->lockfile().string();
+  }
   auto p = open(context, args);
   pipeline::RunResult result = report::counted_run(*p, steps_of(true, false, false, args));
   if (args.json) {
@@ -399,6 +434,11 @@ void register_pipeline(CLI::App& app, Context& context) {
   prefetch->add_flag("--json", prefetch_args->json, "Print JSON for scripts");
   add_export_option(prefetch, prefetch_args);
   add_locked_options(prefetch, prefetch_args);
+  prefetch
+      ->add_option("--from-bundle", prefetch_args->from_bundle,
+                   "Install from a bundle (`neuron-cache bundle`): its lockfile and files, "
+                   "verified, with no network")
+      ->excludes("--repo");
   prefetch->callback([&context, prefetch_args] { run_prefetch(context, *prefetch_args); });
 
   auto compile_args = std::make_shared<Args>();
