@@ -111,6 +111,16 @@ expect_in "- 0 local, 1 from the Hub ("
 if hub_log | grep -q 'neuron-cache-index\|/tree/\|/paths-info/'; then
   hub_log; fail "LOCKED read the index or listed the repo"
 fi
+# Offline, from the locked files now in the local cache: no request at all.
+mkdir -p "$work/locked-offline"
+sed 's|CONFIGS llama3-8b-chat LOCKED)|CONFIGS llama3-8b-chat LOCKED OFFLINE CACHE_DIR "'"$work/locked-cache"'")|' \
+  "$work/locked-src/CMakeLists.txt" >"$work/locked-offline/CMakeLists.txt"
+cp "$work/locked-src/neuron-cache.yaml" "$work/locked-src/neuron-cache.lock" "$work/locked-offline/"
+grep -q 'LOCKED OFFLINE' "$work/locked-offline/CMakeLists.txt" || fail "the offline project was not written"
+hub_clear_log
+expect_ok cmake -S "$work/locked-offline" -B "$work/locked-offline-build" -DCMAKE_PREFIX_PATH="$prefix"
+expect_in "- 1 local, 0 from the Hub (0 B)"
+[[ $(hub_log) == "[]" ]] || fail "LOCKED OFFLINE made requests: $(hub_log)"
 echo "# edited" >>"$work/locked-src/neuron-cache.yaml"
 run env NEURON_COMPILE_CACHE_URL="$work/locked-cache" cmake "$work/locked-build"
 [[ $rc != 0 ]] || { echo "$out"; fail "LOCKED configured with a manifest changed since the lock"; }

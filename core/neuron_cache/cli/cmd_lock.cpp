@@ -168,6 +168,13 @@ void lock(Context& context, LockArgs& args) {
             << path.string() << "\n";
 }
 
+// The manifest argument and the store options `lock` and `bundle` share.
+void add_manifest_and_stores(CLI::App* cmd, Context& context, pipeline::Options& options) {
+  cmd->add_option("manifest", options.manifest, "The manifest")->required();
+  add_repo_option(cmd, context, "the manifest's cache_repo, CUSTOM_CACHE_REPO, the saved one");
+  add_cache_dir_option(cmd, context, kLocalCacheDefaults);
+}
+
 }  // namespace
 
 void register_bundle(CLI::App& app, Context& context) {
@@ -176,11 +183,9 @@ void register_bundle(CLI::App& app, Context& context) {
       "bundle",
       "Write the lockfile and every file it locks into one tar, for machines with no network "
       "(`prefetch --from-bundle`); fetches what the local cache lacks first, verified");
-  cmd->add_option("manifest", args->options.manifest, "The manifest")->required();
+  add_manifest_and_stores(cmd, context, args->options);
   cmd->add_option("--output,-o", args->output, "The bundle to write (a .tar file)")->required();
   cmd->add_option("--lockfile", args->lockfile, "The lockfile (default: beside the manifest)");
-  add_repo_option(cmd, context, "the manifest's cache_repo, CUSTOM_CACHE_REPO, the saved one");
-  add_cache_dir_option(cmd, context, kLocalCacheDefaults);
   cmd->callback([&context, args] { write_bundle(context, *args); });
 }
 
@@ -191,12 +196,10 @@ void register_lock(CLI::App& app, Context& context) {
       "lock",
       "Write neuron-cache.lock beside the manifest: each configuration's index entry in the cache "
       "store (key, inputs, every file with its size and sha256), for `prefetch --locked`");
-  cmd->add_option("manifest", args->options.manifest, "The manifest")->required();
+  add_manifest_and_stores(cmd, context, args->options);
   cmd->add_option("--config", args->options.configs,
                   "Lock only this configuration (repeatable); the lock then covers only these")
       ->allow_extra_args(false);
-  add_repo_option(cmd, context, "the manifest's cache_repo, CUSTOM_CACHE_REPO, the saved one");
-  add_cache_dir_option(cmd, context, kLocalCacheDefaults);
   cmd->add_option("--output,-o", args->output, "The lockfile (default: beside the manifest)");
   cmd->add_option("--update", args->update,
                   "Re-resolve only this configuration, keeping the others' locked entries "
