@@ -13,6 +13,7 @@
 #include "gc_layout.h"
 #include "memory_store.h"
 #include "neuron_cache/error.h"
+#include "neuron_cache/remote/remote_index.h"
 #include "neuron_cache/storage/folder_store.h"
 #include "optimum_writer.h"
 #include "test_support.h"
@@ -408,6 +409,26 @@ TEST(GcApply, APushDuringAFolderDeletionIsReported) {
   ASSERT_EQ(plan.problems.size(), 1u);
   EXPECT_NE(plan.problems[0].find(layout.folder('U')), std::string::npos) << plan.problems[0];
   EXPECT_NE(plan.problems[0].find("push that configuration again"), std::string::npos);
+}
+
+// An index file listed larger than one may be at deletion time is never downloaded, and nothing
+// is deleted.
+TEST(GcApply, AnOversizedIndexFileAtDeletionTimeDeletesNothing) {
+  GcLayout layout = testing::gc_layout(kNow);
+  MemoryStore store;
+  put_all(store, layout);
+  GcOptions o = options(std::nullopt);
+  GcPlan plan = plan_gc(store, o);
+  ASSERT_FALSE(plan.removed.empty());
+  store.lie_about_sizes("neuron-cache-index", kMaxIndexFileBytes);
+  try {
+    apply_gc(store, plan, o, quick());
+    FAIL() << "no error";
+  } catch (const Error& error) {
+    EXPECT_NE(std::string(error.what()).find("larger than an index file may be"), std::string::npos)
+        << error.what();
+  }
+  for (const auto& [path, content] : layout.files) EXPECT_TRUE(store.has(path)) << path;
 }
 
 // A store whose index cannot be read at deletion time deletes nothing.

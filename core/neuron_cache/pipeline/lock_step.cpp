@@ -3,7 +3,6 @@
 // run installs exactly their files without reading the index, the registry or the model repos.
 #include <filesystem>
 #include <fstream>
-#include <sstream>
 
 #include "neuron_cache/error.h"
 #include "neuron_cache/log/log.h"
@@ -24,11 +23,15 @@ std::optional<lockfile::Lock> read_lock(const std::filesystem::path& path) {
     throw input_error(path.string() + " is not a file: give the lockfile's path");
   if (std::filesystem::file_size(path, ec) > lockfile::kMaxLockBytes)
     throw input_error(path.string() + " is larger than a lockfile may be (64 MiB)");
+  // Bounded while it is read too: a file that grew since its size was asked stops there.
   std::ifstream in(path, std::ios::binary);
-  std::ostringstream text;
-  text << in.rdbuf();
-  if (!in && !in.eof()) throw operational_error("cannot read " + path.string());
-  return lockfile::parse(text.str(), path.string());
+  std::string text(lockfile::kMaxLockBytes + 1, '\0');
+  in.read(text.data(), static_cast<std::streamsize>(text.size()));
+  if (in.bad()) throw operational_error("cannot read " + path.string());
+  text.resize(static_cast<size_t>(in.gcount()));
+  if (text.size() > lockfile::kMaxLockBytes)
+    throw input_error(path.string() + " is larger than a lockfile may be (64 MiB)");
+  return lockfile::parse(text, path.string());
 }
 
 lockfile::Lock require_lock(const std::filesystem::path& path, const std::string& manifest) {

@@ -373,6 +373,13 @@ std::set<std::string> referenced_at(storage::Store& store, const std::string& he
       store.list_or_failure(std::string(ai::kRemoteDir), true, head).value();
   std::erase_if(index,
                 [](const RemoteEntry& e) { return e.is_directory || !e.path.ends_with(".json"); });
+  for (const auto& file : index) {
+    // Never downloaded: it may reference anything, and nothing is deleted on a partial view.
+    if (file.size > kMaxIndexFileBytes)
+      throw operational_error("the index file " + printable(file.path, kShownName) +
+                              " is larger than an index file may be: gc deletes no folder it "
+                              "may reference");
+  }
   std::vector<storage::Read<std::string>> texts = read_listed_files(store, head, index);
   for (size_t i = 0; i < texts.size(); ++i) {
     // What cannot be read now may reference anything: nothing is deleted on a partial view.
