@@ -1,4 +1,5 @@
-// The HTTP engine's scheduling: more exchanges than transfers at once.
+// The HTTP engine's scheduling: more exchanges than transfers at once, and several threads
+// sharing one engine.
 #include <gtest/gtest.h>
 #include <httplib.h>
 #include <time.h>
@@ -76,6 +77,54 @@ TEST(HttpEngineTest, ExchangesQueuedForASlotDoNotSpinTheEngine) {
   EXPECT_GE(wall, 0.5);
   // Spinning costs the whole wall time; waiting costs libcurl's work for 24 small answers.
   EXPECT_LT(cpu, 0.25 * wall) << "cpu " << cpu << " s over " << wall << " s";
+}
+
+// A compile lease is renewed on its own thread through the store's engine while the main thread
+// downloads and pushes through it. One curl multi handle driven from two threads crashed the
+// waiting machine of a fleet test (SIGSEGV); each run() now has its own handle.
+TEST(HttpEngineTest, TwoThreadsShareOneEngine) {
+  httplib::Server server;
+  std::atomic<int> answered{0};
+  server.Get("/n", [&](const httplib::Request&, httplib::Response& response) {
+    ++answered;
+    response.set_content(std::string(4096, 'x'), "text/plain");
+  });
+  int port = server.bind_to_any_port("127.0.0.1");
+  std::thread listener([&] { server.listen_after_bind(); });
+  while (!server.is_running()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  std::string url = "http://127.0.0.1:" + std::to_string(port) + "/n";
+
+  HttpEngine http(HttpOptions{});
+  constexpr int kBatches = 20, kBatch = 16, kSingles = 300;
+  std::atomic<int> good{0};
+  std::thread batches([&] {
+    for (int b = 0; b < kBatches; ++b) {
+      std::vector<std::unique_ptr<CountedExchange>> exchanges;
+      std::vector<Exchange*> pointers;
+      for (int i = 0; i < kBatch; ++i) {
+        exchanges.push_back(std::make_unique<CountedExchange>(url));
+        pointers.push_back(exchanges.back().get());
+      }
+      http.run(pointers, 4);
+      for (const auto& e : exchanges) good += e->status == 200 ? 1 : 0;
+    }
+  });
+  for (int i = 0; i < kSingles; ++i) {
+    HttpRequest request;
+    request.url = url;
+    HttpResponse response = http.perform(request);
+    good += response.status == 200 && response.body.size() == 4096 ? 1 : 0;
+  }
+  batches.join();
+  server.stop();
+  listener.join();
+
+  constexpr int kAll = kBatches * kBatch + kSingles;
+  EXPECT_EQ(good.load(), kAll);
+  EXPECT_EQ(answered.load(), kAll);
+  EXPECT_EQ(http.stats().requests, static_cast<uint64_t>(kAll));
+  EXPECT_EQ(http.stats().bytes_down, static_cast<uint64_t>(kAll) * 4096);
+  EXPECT_EQ(http.unreachable(), "");
 }
 
 }  // namespace

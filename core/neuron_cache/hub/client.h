@@ -152,7 +152,7 @@ class HubClient {
   net::HttpEngine& http() { return http_; }
   const net::HttpEngine& http() const { return http_; }
   // Why the Hub was found unreachable in this run (no further request is made), or empty.
-  const std::string& unreachable() const { return http_.unreachable(); }
+  std::string unreachable() const { return http_.unreachable(); }
   const ClientOptions& options() const { return options_; }
   // What the advice of a failed answer of this client depends on: whether a token is sent, who
   // reads it, and the token's namespaces once whoami was asked.

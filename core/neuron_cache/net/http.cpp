@@ -207,20 +207,39 @@ std::optional<std::string> Headers::get(std::string_view name) const {
   return std::nullopt;
 }
 
+// The multi handles of the engine: one per run() in progress, kept for the next run so its
+// connections are reused.
 struct HttpEngine::Impl {
-  CURLM* multi = nullptr;
+  std::mutex mutex;
+  std::vector<CURLM*> idle;
   ~Impl() {
-    if (multi != nullptr) curl_multi_cleanup(multi);
+    for (CURLM* multi : idle) curl_multi_cleanup(multi);
+  }
+  CURLM* take() {
+    {
+      std::lock_guard lock(mutex);
+      if (!idle.empty()) {
+        CURLM* multi = idle.back();
+        idle.pop_back();
+        return multi;
+      }
+    }
+    CURLM* multi = curl_multi_init();
+    if (multi == nullptr) throw operational_error("libcurl could not create a multi handle");
+    curl_multi_setopt(multi, CURLMOPT_PIPELINING, CURLPIPE_MULTIPLEX);
+    curl_multi_setopt(multi, CURLMOPT_MAX_HOST_CONNECTIONS, 16L);
+    return multi;
+  }
+  void give_back(CURLM* multi) {
+    std::lock_guard lock(mutex);
+    idle.push_back(multi);
   }
 };
 
 HttpEngine::HttpEngine(HttpOptions options)
     : impl_(std::make_unique<Impl>()), options_(std::move(options)) {
   ensure_curl_global();
-  impl_->multi = curl_multi_init();
-  if (impl_->multi == nullptr) throw operational_error("libcurl could not create a multi handle");
-  curl_multi_setopt(impl_->multi, CURLMOPT_PIPELINING, CURLPIPE_MULTIPLEX);
-  curl_multi_setopt(impl_->multi, CURLMOPT_MAX_HOST_CONNECTIONS, 16L);
+  impl_->give_back(impl_->take());  // fails here, not at the first request
 }
 
 HttpEngine::~HttpEngine() = default;
@@ -327,8 +346,20 @@ bool HttpEngine::to_endpoint(const HttpRequest& request) const {
          url::origin_of(request.url) == url::origin_of(options_.endpoint);
 }
 
+std::string HttpEngine::unreachable() const {
+  if (!gone_) return {};
+  std::lock_guard lock(state_mutex_);
+  return unreachable_;
+}
+
+void HttpEngine::set_unreachable(std::string why) {
+  if (unreachable_.empty()) unreachable_ = std::move(why);  // under state_mutex_
+  gone_ = true;
+}
+
 void HttpEngine::note_reachability(const HttpRequest& request, const HttpResponse& response) {
-  if (!unreachable_.empty() || !request.tells_reachability || !to_endpoint(request)) return;
+  if (gone_ || !request.tells_reachability || !to_endpoint(request)) return;
+  std::lock_guard lock(state_mutex_);
   if (response.status != 0 && response.status < 500) {
     failing_since_.reset();  // the endpoint answered
     return;
@@ -336,7 +367,7 @@ void HttpEngine::note_reachability(const HttpRequest& request, const HttpRespons
   std::string why =
       response.status == 0 ? response.error : "HTTP " + std::to_string(response.status);
   if (response.unreachable) {
-    unreachable_ = url::origin_of(options_.endpoint) + " could not be reached (" + why + ")";
+    set_unreachable(url::origin_of(options_.endpoint) + " could not be reached (" + why + ")");
     return;
   }
   // The clock starts when the first failure is known, not when its request was sent: one stall
@@ -346,20 +377,21 @@ void HttpEngine::note_reachability(const HttpRequest& request, const HttpRespons
   auto failing =
       std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - *failing_since_);
   if (failing >= options_.unreachable_budget) {
-    unreachable_ = url::origin_of(options_.endpoint) + " kept failing for " +
-                   seconds_text(failing) + " (last: " + why + ")";
+    set_unreachable(url::origin_of(options_.endpoint) + " kept failing for " +
+                    seconds_text(failing) + " (last: " + why + ")");
   }
 }
 
 bool HttpEngine::retry_fits(const HttpRequest& request, std::chrono::milliseconds delay) {
-  if (!unreachable_.empty()) return false;
+  if (gone_) return false;
+  std::lock_guard lock(state_mutex_);
   if (!failing_since_ || !request.tells_reachability || !to_endpoint(request)) return true;
   auto failing =
       std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - *failing_since_);
   if (failing + delay <= options_.unreachable_budget) return true;
-  unreachable_ = url::origin_of(options_.endpoint) + " kept failing for " + seconds_text(failing) +
-                 ", and the next retry would be past the " +
-                 seconds_text(options_.unreachable_budget) + " allowed";
+  set_unreachable(url::origin_of(options_.endpoint) + " kept failing for " + seconds_text(failing) +
+                  ", and the next retry would be past the " +
+                  seconds_text(options_.unreachable_budget) + " allowed");
   return false;
 }
 
@@ -372,6 +404,13 @@ void HttpEngine::run(const std::vector<Exchange*>& exchanges, size_t parallel) {
     int redirects = 0;
     bool has_redirect = false;
   };
+  // This call's multi handle, back to the pool once every transfer left it (declared first: it
+  // goes last).
+  struct Multi {
+    Impl& pool;
+    CURLM* handle;
+    ~Multi() { pool.give_back(handle); }
+  } multi{*impl_, impl_->take()};
   // An exchange whose request goes to an endpoint found unreachable: answered here, without a
   // request.
   auto skip = [&](Exchange* exchange, const HttpRequest& request) {
@@ -379,7 +418,7 @@ void HttpEngine::run(const std::vector<Exchange*>& exchanges, size_t parallel) {
     response.url = request.url;
     response.unreachable = true;
     response.error =
-        "not sent: " + unreachable_ + "; no request to it is made for the rest of the run";
+        "not sent: " + unreachable() + "; no request to it is made for the rest of the run";
     log::debug("http", request.method + " " + url::loggable(request.url) + " -> " + response.error);
     exchange->on_complete(response);  // not transient: no retry is asked for
   };
@@ -394,12 +433,12 @@ void HttpEngine::run(const std::vector<Exchange*>& exchanges, size_t parallel) {
     ~Detach() {
       for (auto& t : active) curl_multi_remove_handle(multi, t->easy);
     }
-  } detach{impl_->multi, active};
+  } detach{multi.handle, active};
   parallel = std::max<size_t>(parallel, 1);
 
   auto start = [&](Waiting& w) {
     HttpRequest request = w.has_redirect ? std::move(w.redirected) : w.exchange->request();
-    if (!unreachable_.empty() && to_endpoint(request)) return skip(w.exchange, request);
+    if (gone_ && to_endpoint(request)) return skip(w.exchange, request);
     auto t = std::make_unique<Transfer>();
     t->exchange = w.exchange;
     t->request = std::move(request);
@@ -411,7 +450,7 @@ void HttpEngine::run(const std::vector<Exchange*>& exchanges, size_t parallel) {
     t->easy = curl_easy_init();
     if (t->easy == nullptr) throw operational_error("libcurl could not create a transfer");
     configure(*t, options_);
-    curl_multi_add_handle(impl_->multi, t->easy);
+    curl_multi_add_handle(multi.handle, t->easy);
     ++stats_.requests;
     active.push_back(std::move(t));
   };
@@ -471,11 +510,11 @@ void HttpEngine::run(const std::vector<Exchange*>& exchanges, size_t parallel) {
       }
     }
     if (!t.aborted) note_reachability(t.request, t.response);
-    if (!unreachable_.empty() && to_endpoint(t.request) && t.request.tells_reachability &&
+    if (gone_ && to_endpoint(t.request) && t.request.tells_reachability &&
         !t.response.unreachable && (t.response.status == 0 || t.response.status >= 500)) {
       // The failure that decided it: the exchange must not ask for another try.
       t.response.unreachable = true;
-      t.response.error += (t.response.error.empty() ? "" : "; ") + unreachable_;
+      t.response.error += (t.response.error.empty() ? "" : "; ") + unreachable();
     }
     std::optional<std::chrono::milliseconds> retry_in = t.exchange->on_complete(t.response);
     log_attempt(t, retry_in ? ", asked again in " + std::to_string(retry_in->count()) + " ms" : "");
@@ -503,7 +542,7 @@ void HttpEngine::run(const std::vector<Exchange*>& exchanges, size_t parallel) {
       }
       t.timed_out = unanswered;
       t.overdue = overdue && !unanswered;
-      curl_multi_remove_handle(impl_->multi, t.easy);
+      curl_multi_remove_handle(multi.handle, t.easy);
       std::unique_ptr<Transfer> owned = std::move(*it);
       it = active.erase(it);
       finish(*owned, CURLE_OPERATION_TIMEDOUT);
@@ -515,7 +554,7 @@ void HttpEngine::run(const std::vector<Exchange*>& exchanges, size_t parallel) {
     for (auto it = waiting.begin(); it != waiting.end() && active.size() < parallel;) {
       if (it->exchange->given_up()) {
         it = waiting.erase(it);  // over without a request: nothing it could fetch is wanted
-      } else if (it->ready_at <= now || !unreachable_.empty()) {
+      } else if (it->ready_at <= now || gone_) {
         Waiting w = std::move(*it);
         it = waiting.erase(it);
         start(w);
@@ -524,14 +563,14 @@ void HttpEngine::run(const std::vector<Exchange*>& exchanges, size_t parallel) {
       }
     }
     int running = 0;
-    curl_multi_perform(impl_->multi, &running);
+    curl_multi_perform(multi.handle, &running);
     int left = 0;
-    while (CURLMsg* message = curl_multi_info_read(impl_->multi, &left)) {
+    while (CURLMsg* message = curl_multi_info_read(multi.handle, &left)) {
       if (message->msg != CURLMSG_DONE) continue;
       Transfer* raw = nullptr;
       curl_easy_getinfo(message->easy_handle, CURLINFO_PRIVATE, &raw);
       CURLcode code = message->data.result;
-      curl_multi_remove_handle(impl_->multi, message->easy_handle);
+      curl_multi_remove_handle(multi.handle, message->easy_handle);
       auto owned =
           std::find_if(active.begin(), active.end(), [&](const auto& t) { return t.get() == raw; });
       std::unique_ptr<Transfer> t = std::move(*owned);
@@ -552,7 +591,7 @@ void HttpEngine::run(const std::vector<Exchange*>& exchanges, size_t parallel) {
       }
     }
     if (!active.empty()) {
-      curl_multi_poll(impl_->multi, nullptr, 0, wait_ms, nullptr);
+      curl_multi_poll(multi.handle, nullptr, 0, wait_ms, nullptr);
     } else if (wait_ms > 0 && !waiting.empty()) {
       usleep(static_cast<useconds_t>(wait_ms) * 1000);
     }

@@ -5,10 +5,12 @@
 // redirect to another origin (see HttpRequest::may_leave_origin).
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -142,10 +144,10 @@ HttpOptions timed_options(std::string endpoint, std::chrono::milliseconds timeou
 
 // Counts what went over the wire, for tests, reports and benchmarks.
 struct HttpStats {
-  uint64_t requests = 0;
-  uint64_t retries = 0;
-  uint64_t bytes_down = 0;
-  uint64_t bytes_up = 0;
+  std::atomic<uint64_t> requests = 0;
+  std::atomic<uint64_t> retries = 0;
+  std::atomic<uint64_t> bytes_down = 0;
+  std::atomic<uint64_t> bytes_up = 0;
 };
 
 class HttpEngine {
@@ -155,7 +157,9 @@ class HttpEngine {
   HttpEngine(const HttpEngine&) = delete;
   HttpEngine& operator=(const HttpEngine&) = delete;
 
-  // Runs every exchange to its end, at most `parallel` HTTP transfers at once.
+  // Runs every exchange to its end, at most `parallel` HTTP transfers at once. Safe to call from
+  // several threads at once (a lease's renewal beside a download): each call drives its own curl
+  // multi handle, taken from a pool so connections are reused.
   void run(const std::vector<Exchange*>& exchanges, size_t parallel);
   // One request with a buffered body; redirects followed, no retries.
   HttpResponse perform(const HttpRequest& request);
@@ -163,9 +167,10 @@ class HttpEngine {
   const HttpStats& stats() const { return stats_; }
   // Why the endpoint was found unreachable in this run, or empty. Once set it stays set: requests
   // to its origin are no longer sent and fail at once (HttpResponse::unreachable) with it.
-  const std::string& unreachable() const { return unreachable_; }
+  std::string unreachable() const;
   const HttpOptions& options() const { return options_; }
-  // Called with the byte count of every chunk received or sent (for progress display).
+  // Called with the byte count of every chunk received or sent (for progress display), on the
+  // thread that runs the transfer.
   std::function<void(uint64_t down, uint64_t up)> on_progress;
 
  private:
@@ -179,8 +184,13 @@ class HttpEngine {
   // Whether `request` goes to the endpoint's origin (what reachability and the token are about).
   bool to_endpoint(const HttpRequest& request) const;
 
+  // Marks the endpoint unreachable for the rest of the run (the first reason stays).
+  void set_unreachable(std::string why);
+
   HttpOptions options_;
   HttpStats stats_;
+  std::atomic<bool> gone_ = false;  // unreachable_ is set: checked without the lock
+  mutable std::mutex state_mutex_;  // the two fields below
   std::string unreachable_;
   // Since when requests to the endpoint have failed without a good answer in between.
   std::optional<std::chrono::steady_clock::time_point> failing_since_;
