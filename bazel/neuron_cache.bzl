@@ -220,11 +220,12 @@ def _safe_path(path):
             not [p for p in parts if p in ["", ".", ".."]] and
             parts[0].startswith("neuronxcc-") and parts[1].startswith("MODULE_"))
 
-def _auth_for(url, source, token, endpoint):
+def _auth_for(urls, source, token, endpoint):
     """The token goes to the Hub's own URLs only: never to a file:// URL or another host."""
-    if not token or source != "hub" or not url.startswith(endpoint + "/"):
+    if not token or source != "hub":
         return {}
-    return {url: {"type": "pattern", "pattern": "Bearer <password>", "password": token}}
+    return {url: {"type": "pattern", "pattern": "Bearer <password>", "password": token}
+            for url in urls if url.startswith(endpoint + "/")}
 
 def _download_configuration(rctx, row, folder, token, endpoint):
     """Lays the configuration out as `<folder>/...`; returns (its files, entry first; or None,
@@ -243,11 +244,12 @@ def _download_configuration(rctx, row, folder, token, endpoint):
         if "url" not in record:
             return None, "%s was not fetched from %s (see the prefetch warning above)" % (
                 path, record.get("source", "the store"))
+        urls = [record["url"]] + record.get("fallback_urls", [])
         result = rctx.download(
-            url = record["url"],
+            url = urls,
             output = output,
             sha256 = record["sha256"],
-            auth = _auth_for(record["url"], record.get("source"), token, endpoint),
+            auth = _auth_for(urls, record.get("source"), token, endpoint),
             allow_fail = not rctx.attr.strict,  # strict: Bazel's own error fails the fetch
         )
         if not result.success:
@@ -346,16 +348,17 @@ def _url_encode(text, keep_slash):
         out.append("%" + _HEX[code // 16] + _HEX[code % 16])
     return "".join(out)
 
-def _locked_url(rctx, lock, path):
+def _locked_urls(rctx, lock, path):
     """Where a plain downloader reads a locked file: the Hub's resolve URL at the locked commit,
-    or a shared folder's file:// URL; an S3 store has none (its requests must be signed)."""
+    then at main (a squashed history forgets the locked commit; the sha256 still decides), or a
+    shared folder's file:// URL; an S3 store has none (its requests must be signed)."""
     store = lock["store"]
     if store.startswith("hf://"):
-        return "%s/%s/resolve/%s/%s" % (_hub_endpoint(rctx), store[len("hf://"):],
-                                        _url_encode(lock["revision"], False),
-                                        _url_encode(path, True))
+        return ["%s/%s/resolve/%s/%s" % (_hub_endpoint(rctx), store[len("hf://"):],
+                                         _url_encode(revision, False), _url_encode(path, True))
+                for revision in [lock["revision"], "main"]]
     if store.startswith("file://"):
-        return "file://" + _url_encode(store[len("file://"):] + "/" + path, True)
+        return ["file://" + _url_encode(store[len("file://"):] + "/" + path, True)]
     fail(("neuron_model_artifacts: %s was locked against %s, which gives no plain URL: lock a Hub " +
           "repo or a shared folder (a mirror) for Bazel") % (rctx.attr.lockfile, store))
 
@@ -379,9 +382,10 @@ def _rows_from_lock(rctx):
         for module in entry["modules"]:
             for record in module["files"]:
                 path = folder + "/" + module["name"] + "/" + record["name"]
+                urls = _locked_urls(rctx, lock, path)
                 files.append({"path": path, "size": record["size"], "sha256": record["sha256"],
                               "source": "hub" if lock["store"].startswith("hf://") else "folder",
-                              "url": _locked_url(rctx, lock, path)})
+                              "url": urls[0], "fallback_urls": urls[1:]})
         rows.append({"name": name, "entry": json.encode_indent(entry, indent = "  "),
                      "files": files})
     return rows
@@ -496,8 +500,9 @@ _ATTRS = {
         allow_single_file = True,
         doc = "A `neuron-cache.lock` (`neuron-cache lock MANIFEST`): the exact files to fetch, " +
               "each with its sha256. Then no tool runs and no store is asked what it holds: " +
-              "every file is a `repository_ctx.download` from the locked Hub commit (or the " +
-              "locked shared folder), so Bazel's repository cache serves a fetch again with the " +
+              "every file is a `repository_ctx.download` from the locked Hub commit, then from " +
+              "main if the commit is gone (`gc --squash`; the sha256 still decides), or from " +
+              "the locked shared folder, so Bazel's repository cache serves a fetch again with the " +
               "Hub down. The lock of an S3 store is refused (no plain URL). `manifest` stays " +
               "mandatory; keep the lock in step with it (`neuron-cache lock --check` in CI).",
     ),

@@ -377,6 +377,18 @@ same_as_seed() {
 }
 locked=$(ws=$work/ws3 bazel_root=$work/bazel-root3 external)/neuron_models/llama3-8b-chat
 same_as_seed "$locked"
+# `gc --squash` forgets the locked commit: with an empty repository cache each file then comes
+# from main, its sha256 still deciding.
+HF_TOKEN=$token NEURON_COMPILE_CACHE_URL="$work/cache" "$NEURON_CACHE_TOOL" gc \
+  --repo acme/neuron-cache --unreferenced keep --apply --squash >"$outputs/squash.log" 2>&1 ||
+  { cat "$outputs/squash.log" >&2; fail "gc --squash failed"; }
+hub_clear_log
+ws=$work/ws3 bazel_root=$work/bazel-root5 bazel_in_ws build //:neff_list \
+  --repository_cache="$work/squash-repository-cache" ||
+  { show_last; fail "after gc --squash, the locked build failed"; }
+[[ $(hub_log | grep -c '/resolve/main/[^"]*MODULE_') -ge 1 ]] ||
+  { hub_log >&2; fail "after gc --squash, nothing was read at main"; }
+same_as_seed "$(ws=$work/ws3 bazel_root=$work/bazel-root5 external)/neuron_models/llama3-8b-chat"
 stop_hub
 ws=$work/ws3 bazel_root=$work/bazel-root4 bazel_in_ws build //:neff_list \
   --repository_cache="$work/lock-repository-cache" ||
@@ -386,7 +398,7 @@ echo "locked: no tool run; fetched again from the repository cache with the Hub 
 
 step "the token is nowhere in Bazel's output, output bases, repository cache or command lines"
 if grep -rlF "$token" "$outputs" "$work/bazel-root" "$work/bazel-root2" "$work/"*repository-cache \
-  "$work/ws" "$work/ws2" "$work/ws3" "$work/bazel-root3" "$work/bazel-root4" \
+  "$work/ws" "$work/ws2" "$work/ws3" "$work/bazel-root3" "$work/bazel-root4" "$work/bazel-root5" \
   "$work/tool-calls.log" 2>/dev/null; then
   fail "the token leaked into the files above"
 fi

@@ -11,6 +11,7 @@
 #include "neuron_cache/format/artifact_index.h"
 #include "neuron_cache/format/cache_key.h"
 #include "neuron_cache/format/digest.h"
+#include "neuron_cache/format/lease.h"
 #include "neuron_cache/plan/plan.h"
 #include "neuron_cache/plan/targets.h"
 #include "test_support.h"
@@ -210,7 +211,13 @@ TEST(ArtifactIndex, EntriesAndIndexFilesRoundTrip) {
   EXPECT_EQ(ai::remote_index_path("2.21.1+ab"), "neuron-cache-index/neuronxcc-2.21.1+ab.json");
   EXPECT_EQ(ai::compiler_version_of_index("neuron-cache-index/neuronxcc-2.21.1+ab.json"),
             "2.21.1+ab");
+  EXPECT_EQ(ai::compiler_version_of_index("neuron-cache-index/neuronxcc-2.21.1+ab/org--m.json"),
+            "2.21.1+ab");
   EXPECT_FALSE(ai::compiler_version_of_index("neuron-cache-index/x/neuronxcc-2.json"));
+  EXPECT_FALSE(ai::compiler_version_of_index("neuron-cache-index/neuronxcc-2.21.1+ab.txt"));
+  EXPECT_FALSE(ai::compiler_version_of_index("neuron-cache-indexes/neuronxcc-2.21.json"));
+  EXPECT_EQ(lease::compiler_version_of_lease("neuron-cache-leases/neuronxcc-2.21/k.json"), "2.21");
+  EXPECT_FALSE(lease::compiler_version_of_lease("neuron-cache-index/neuronxcc-2.21/k.json"));
   EXPECT_FALSE(ai::compiler_version_of_index("neuronxcc-2.21/0_REGISTRY/x.json"));
 }
 

@@ -51,9 +51,18 @@ TEST_F(GcHubCli, ManifestKeepsWhatItDeclaresApplyAndSquashFreeTheRest) {
   uint64_t storage_before = used_storage();
   std::this_thread::sleep_for(std::chrono::milliseconds(1100));  // created_at counts seconds
 
+  // Just pushed: the grace keeps it all. The Hub's tree lists no times; gc asks the last
+  // commit of each folder that may go.
+  std::string young =
+      "gc --repo " + std::string(kRepo) + " --older-than 0s --manifest " + quoted(kept) + " --json";
+  ToolResult graced = tool(young);
+  ASSERT_EQ(graced.code, 0) << graced.all();
+  EXPECT_TRUE(json::parse(graced.out)["removed_modules"].empty()) << graced.out;
+  EXPECT_TRUE(contains(graced.out, "written within the grace period")) << graced.out;
+
   // The dry run names what goes and removes nothing.
   std::string args =
-      "gc --repo " + std::string(kRepo) + " --older-than 0s --manifest " + quoted(kept);
+      "gc --repo " + std::string(kRepo) + " --older-than 0s --grace 0s --manifest " + quoted(kept);
   ToolResult dry = tool(args + " --json");
   ASSERT_EQ(dry.code, 0) << dry.all();
   json plan = json::parse(dry.out);
@@ -99,7 +108,7 @@ TEST_F(GcHubCli, ApplyWithoutSquashSaysTheStorageIsNotFreedYet) {
   ASSERT_EQ(tool("ci " + quoted(all) + " --output-dir " + quoted(work / "out")).code, 0);
   size_t commits = hub_commits();
   std::this_thread::sleep_for(std::chrono::milliseconds(1100));
-  ToolResult applied = tool("gc --older-than 0s --apply --repo " + std::string(kRepo));
+  ToolResult applied = tool("gc --older-than 0s --grace 0s --apply --repo " + std::string(kRepo));
   ASSERT_EQ(applied.code, 0) << applied.all();
   EXPECT_TRUE(contains(applied.out, "until the history is squashed")) << applied.all();
   EXPECT_TRUE(module_folders_of(hub_files()).empty());

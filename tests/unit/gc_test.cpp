@@ -70,7 +70,10 @@ struct FolderFixture {
 };
 
 void put_all(MemoryStore& store, const GcLayout& layout) {
-  for (const auto& [path, content] : layout.files) store.put(path, content);
+  for (const auto& [path, content] : layout.files) {
+    auto it = layout.modified.find(path);
+    store.put(path, content, it == layout.modified.end() ? kNow - 30 * kGcDay : it->second);
+  }
 }
 
 template <typename List>
@@ -298,18 +301,41 @@ TEST(GcPlan, AnExpiredCompileLeaseGoesAfterTheGrace) {
   }
 }
 
-// The Hub lists no modification times and needs none: a push there is one commit with its
-// index entry. Y goes; a damaged lease, whose age nothing says, stays.
-TEST(GcPlan, HubWithoutTimesDecidesByReferencesAlone) {
+// The Hub's tree lists no modification times: the folders that may go are asked for theirs
+// (the last commit touching each), and only they. Y, an hour old, stays by the grace as on the
+// other stores; a damaged lease, whose age nothing says, stays.
+TEST(GcPlan, HubAsksTheTimesOfTheFoldersThatMayGo) {
   GcLayout layout = testing::gc_layout(kNow);
   MemoryStore store;
   put_all(store, layout);
   GcOptions o = declaring(layout);
   GcPlan plan = plan_gc(store, o);
   EXPECT_EQ(plan.kind, "hub");
-  EXPECT_EQ(testing::removed_letters(plan, layout), (std::set<char>{'B', 'U', 'Y'}));
+  EXPECT_EQ(testing::removed_letters(plan, layout), (std::set<char>{'B', 'U'}));
+  EXPECT_TRUE(has_reason(plan, "grace")) << joined(kept_reasons(plan));
   EXPECT_EQ(lease_paths(plan), (std::set<std::string>{layout.lease_done_old}));
   EXPECT_FALSE(plan.revision.empty());
+  // Without an answer the candidates stay: a failure is not an age.
+  MemoryStore failing;
+  put_all(failing, layout);
+  failing.fail_time_queries();
+  GcPlan without = plan_gc(failing, o);
+  EXPECT_TRUE(without.removed.empty()) << testing::removed_letters(without, layout).size();
+  EXPECT_TRUE(has_reason(without, "no modification time")) << joined(kept_reasons(without));
+  EXPECT_NE(joined(without.problems).find("could not be read"), std::string::npos)
+      << joined(without.problems);
+}
+
+// A folder written on the Hub a moment ago is not removed either, whatever references it.
+TEST(GcPlan, HubFolderPushedJustNowStaysForTheGrace) {
+  GcLayout layout = testing::gc_layout(kNow);
+  MemoryStore store;
+  put_all(store, layout);
+  for (const auto& [path, content] : layout.files) {
+    if (path.starts_with(layout.folder('U') + "/")) store.put(path, content, kNow - 60);
+  }
+  GcOptions o = declaring(layout);
+  EXPECT_EQ(testing::removed_letters(plan_gc(store, o), layout), (std::set<char>{'B'}));
 }
 
 TEST(GcApply, HubDeletionIsOneCommitThenSquashLeavesOneRevision) {
@@ -321,9 +347,9 @@ TEST(GcApply, HubDeletionIsOneCommitThenSquashLeavesOneRevision) {
   int commits = store.commits();
   apply_gc(store, plan, o, quick());
   EXPECT_EQ(store.commits(), commits + 2);  // the index rewrite, then the deletion
-  for (char letter : {'B', 'U', 'Y'})
+  for (char letter : {'B', 'U'})
     EXPECT_FALSE(store.has(layout.folder(letter) + "/model.neff")) << letter;
-  for (char letter : {'A', 'C', 'R', 'O'})
+  for (char letter : {'A', 'C', 'R', 'O', 'Y'})
     EXPECT_TRUE(store.has(layout.folder(letter) + "/model.neff")) << letter;
   EXPECT_GT(store.revisions(), 2u);
   squash_after_gc(store, plan);
@@ -335,6 +361,9 @@ TEST(GcApply, HubDeletionIsOneCommitThenSquashLeavesOneRevision) {
 // A push that references a planned folder again between the plan and the deletion keeps it.
 TEST(GcApply, APushBetweenPlanAndDeletionSparesItsFolder) {
   GcLayout layout = testing::gc_layout(kNow);
+  for (const auto& [path, content] : layout.files) {
+    if (path.starts_with(layout.folder('Y') + "/")) layout.modified[path] = kNow - 5 * kGcDay;
+  }
   MemoryStore store;
   put_all(store, layout);
   GcOptions o = options(std::nullopt);

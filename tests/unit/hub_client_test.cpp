@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <ctime>
 #include <random>
 #include <set>
 
@@ -484,6 +485,29 @@ TEST_F(HubClientTest, SuperSquashLeavesOneCommitAndFreesDeletedStorage) {
   EXPECT_THROW(client.repo_info(repo, old_head), Error);  // older revisions stop resolving
   auto files = client.list_tree(repo);
   ASSERT_EQ(files.size(), 2u);  // .gitattributes and b.txt
+}
+
+// What `gc` asks of a Hub that lists no times: when each folder or file was last committed;
+// and whether a revision still resolves, which a squash answers no for.
+TEST_F(HubClientTest, PathsInfoExpandedGivesLastCommitTimesAndRevisionsCanBeChecked) {
+  std::string repo = client.create_repo("times", "", true);
+  int64_t before = static_cast<int64_t>(std::time(nullptr));
+  upload(repo, {{"dir/a.neff", "a"}, {"b.txt", "b"}});
+  std::string first = client.repo_info(repo).sha;
+  auto plain = client.paths_info(repo, {"dir", "b.txt"});
+  ASSERT_EQ(plain.size(), 2u);
+  for (const auto& entry : plain) EXPECT_EQ(entry.last_commit_time, 0) << entry.path;
+  auto timed = client.paths_info(repo, {"dir", "b.txt", "missing"}, "main", true);
+  ASSERT_EQ(timed.size(), 2u);
+  for (const auto& entry : timed) {
+    EXPECT_GE(entry.last_commit_time, before - 1) << entry.path;
+    EXPECT_LE(entry.last_commit_time, static_cast<int64_t>(std::time(nullptr)) + 1) << entry.path;
+  }
+  EXPECT_TRUE(client.revision_exists(repo, first));
+  client.super_squash(repo, "main", "squash");
+  EXPECT_FALSE(client.revision_exists(repo, first));
+  EXPECT_TRUE(client.revision_exists(repo, "main"));
+  EXPECT_THROW(client.revision_exists("acme/no-such-repo", "main"), Error);
 }
 
 TEST_F(HubClientTest, SuperSquashNeedsWriteAccess) {

@@ -9,6 +9,7 @@
 #include "index_samples.h"
 #include "neuron_cache/format/digest.h"
 #include "neuron_cache/format/lockfile.h"
+#include "neuron_cache/hub/client.h"
 #include "store_kinds.h"
 
 namespace neuron_cache {
@@ -267,6 +268,50 @@ TEST(LockFile, RoundTripIsStableAndTamperingIsRefused) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Stores, LockCliTest, ::testing::Values("folder", "hub", "s3"),
+                         [](const auto& info) { return info.param; });
+
+// Only the Hub keeps history, so only the Hub forgets a locked commit.
+class LockedCommitTest : public LockCliTest {};
+
+// `gc --squash` forgets the commit a lock pins. A locked prefetch then reads the locked files at
+// the head, still checked against the lock's sha256, and says why and what to run; with the
+// files changed at the head it refuses them.
+TEST_P(LockedCommitTest, ASquashedCommitIsReadAtTheHeadStillVerified) {
+  ASSERT_EQ(on(1, "lock " + quoted(manifest) + " --repo " + store).code, 0);
+  ToolResult squashed = on(1, "gc --repo " + store + " --unreferenced keep --apply --squash");
+  ASSERT_EQ(squashed.code, 0) << squashed.all();
+  ASSERT_TRUE(contains(squashed.out, "Squashed the history")) << squashed.all();
+
+  ToolResult fetched = on(2, "prefetch --locked " + quoted(manifest) + " --repo " + store);
+  ASSERT_EQ(fetched.code, 0) << fetched.all();
+  EXPECT_TRUE(contains(fetched.err, "is gone from") && contains(fetched.err, "gc --squash") &&
+              contains(fetched.err, "neuron-cache lock "))
+      << fetched.all();
+  EXPECT_TRUE(contains(fetched.out, "prefetched 2 configurations")) << fetched.all();
+  std::map<std::string, std::string> files = locked_files(lock);
+  EXPECT_EQ(digests(work / "machine2" / "cache", files), files);
+
+  // The lock's sha256 still decides: a NEFF changed at the head is refused.
+  std::string neff;
+  for (const auto& [path, sha256] : files)
+    if (path.ends_with("model.neff")) neff = path;
+  ASSERT_FALSE(neff.empty());
+  hub::ClientOptions options;
+  options.endpoint = hub.url();
+  options.token = testing::kHubWriteToken;
+  hub::HubClient client(options);
+  write_file(work / "other.neff", "not the locked bytes");
+  client.commit(testing::kTestCacheRepo,
+                {{hub::CommitOperation::Kind::Add, neff, work / "other.neff"}}, "another NEFF",
+                std::nullopt);
+  ToolResult refused = on(3, "prefetch --locked " + quoted(manifest) + " --repo " + store);
+  EXPECT_EQ(refused.code, 1) << refused.all();
+  EXPECT_TRUE(contains(refused.err, "is gone from")) << refused.all();
+  EXPECT_FALSE(
+      fs::exists(work / "machine3" / "cache" / fs::path(neff).parent_path() / "model.done"));
+}
+
+INSTANTIATE_TEST_SUITE_P(Hub, LockedCommitTest, ::testing::Values("hub"),
                          [](const auto& info) { return info.param; });
 
 }  // namespace

@@ -22,8 +22,9 @@ class MemoryStore : public storage::Store {
   explicit MemoryStore(std::string repo = "acme/neuron-cache");
 
   // Test hooks --------------------------------------------------------------------------------
-  // Adds or replaces a file in a new revision (as a commit would).
-  void put(const std::string& path, const std::string& content);
+  // Adds or replaces a file in a new revision (as a commit would), written at `when` (seconds
+  // since 1970; 0: now), which stat_times() gives as the Hub gives a path's last commit.
+  void put(const std::string& path, const std::string& content, int64_t when = 0);
   // The content of `path` at the head, or "" when there is none; whether it exists.
   std::string content(const std::string& path) const;
   bool has(const std::string& path) const;
@@ -34,6 +35,8 @@ class MemoryStore : public storage::Store {
   void fail_reads(const std::string& prefix, int times);
   // Reads that failed because of fail_reads so far.
   int failed_reads() const { return failed_reads_; }
+  // stat_times() throws an operational Error, as a Hub refusing `expand` would.
+  void fail_time_queries() { fail_times_queries_ = true; }
   // Every request waits this long first, as a slow store does.
   void answer_slowly(std::chrono::milliseconds delay) { delay_ = delay; }
   // list and stat report the size of files below `prefix` `extra` bytes larger than it is.
@@ -68,6 +71,10 @@ class MemoryStore : public storage::Store {
                                const std::optional<std::string>& parent) override;
   // As the Hub's super-squash: one new revision of the head's files; older ones stop resolving.
   std::string squash_history(const std::string& message) override;
+  bool has_revision(const std::string& revision) override;
+  // As the Hub's paths-info with `expand`: a folder's time is its newest file's.
+  std::vector<storage::RemoteEntry> stat_times(const std::vector<std::string>& paths,
+                                               const std::string& revision) override;
   std::string why_not_writable() override { return ""; }
   bool checks_conditional_writes() override { return true; }
   Url download_url(const std::string&, const std::string&) const override { return {}; }
@@ -87,6 +94,7 @@ class MemoryStore : public storage::Store {
   std::string repo_;
   mutable std::mutex mutex_;
   std::vector<std::pair<std::string, Files>> revisions_;  // oldest first; the last is the head
+  std::map<std::string, int64_t> written_;                // path -> when it was last written
   std::string fail_prefix_;
   int fail_times_ = 0;
   std::atomic<int> failed_reads_{0};
@@ -97,6 +105,7 @@ class MemoryStore : public storage::Store {
   int commits_ = 0;
   size_t squashed_below_ = 0;
   int lost_answers_ = 0;
+  std::atomic<bool> fail_times_queries_{false};
 };
 
 }  // namespace neuron_cache::testing

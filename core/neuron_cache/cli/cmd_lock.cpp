@@ -12,7 +12,6 @@
 #include "neuron_cache/format/lockfile.h"
 #include "neuron_cache/local/bundle.h"
 #include "neuron_cache/pipeline/run.h"
-#include "neuron_cache/sys/safe_dir.h"
 
 namespace neuron_cache::cli {
 namespace {
@@ -124,10 +123,9 @@ void write_bundle(Context& context, BundleArgs& args) {
   steps.prefetch = true;
   pipeline::run(*p, steps);
   fs::path lock = pipeline::lock_path(args.options.manifest, args.lockfile);
-  lockfile::Lock parsed = pipeline::require_lock(lock, args.options.manifest.string());
-  std::string text =
-      sys::SafeDir::open(lock.parent_path().empty() ? fs::path(".") : lock.parent_path())
-          .read_small_file(lock.filename().string(), lockfile::kMaxLockBytes);
+  // The lock the prefetch used, read once: the file may change meanwhile.
+  const lockfile::Lock& parsed = *p->lock_in_use();
+  std::string text = lockfile::serialize(parsed);
   std::vector<bundle::Member> files = locked_members(parsed, p->cache_root());
   bundle::write(args.output, text, p->cache_root(), files);
   std::cout << "bundled " << parsed.configurations.size() << " locked configurations ("

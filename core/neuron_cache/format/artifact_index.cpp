@@ -453,11 +453,7 @@ std::string contents_id(const Entry& entry) {
 }
 
 std::optional<std::string> compiler_version_of_index(std::string_view path) {
-  std::string prefix = std::string(kRemoteDir) + "/";
-  if (!path.starts_with(prefix) || !path.ends_with(".json")) return std::nullopt;
-  std::string_view name = path.substr(prefix.size(), path.size() - prefix.size() - 5);
-  if (name.find('/') != std::string_view::npos) return std::nullopt;
-  return layout::compiler_version_of(name);
+  return layout::compiler_version_below(path, kRemoteDir);
 }
 
 std::string local_entry_path(std::string_view compiler_version, std::string_view key) {

@@ -130,7 +130,8 @@ bool is_shard_for(const IndexFile& shard, const cache_key::KeyInputs& inputs);
 // A file name for a model id: "org--name" when it only has [A-Za-z0-9._-] and one '/', else
 // "model-" + 32 hex of its sha256 (local paths, odd names): never a path, never too long.
 std::string model_slug(std::string_view model_id);
-// The compiler version of a remote index path, or nothing for other paths.
+// The compiler version a file below kRemoteDir belongs to (the format 1 file, a format 2 shard),
+// or nothing for other paths.
 std::optional<std::string> compiler_version_of_index(std::string_view path_in_repo);
 // ".cache/huggingface/neuron-cache-index/neuronxcc-<version>/<key>.json", relative to the root.
 std::string local_entry_path(std::string_view compiler_version, std::string_view key);

@@ -11,6 +11,19 @@ std::optional<std::string> compiler_version_of(std::string_view dir_name) {
   return std::string(dir_name.substr(kCompilerDirPrefix.size()));
 }
 
+std::optional<std::string> compiler_version_below(std::string_view path, std::string_view dir) {
+  if (path.size() <= dir.size() + 1 || !path.starts_with(dir) || path[dir.size()] != '/')
+    return std::nullopt;
+  std::string_view rest = path.substr(dir.size() + 1);
+  size_t slash = rest.find('/');
+  std::string_view first = rest.substr(0, slash);
+  if (slash == std::string_view::npos) {
+    if (!first.ends_with(".json")) return std::nullopt;
+    first.remove_suffix(5);
+  }
+  return compiler_version_of(first);
+}
+
 bool is_current_compiler_dir(std::string_view dir_name, std::string_view installed_version) {
   return !installed_version.empty() && dir_name.starts_with(compiler_dir_name(installed_version));
 }

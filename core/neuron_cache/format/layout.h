@@ -57,6 +57,9 @@ inline constexpr std::string_view kDownloadJournalDir = ".neuron-cache-journal";
 std::string compiler_dir_name(std::string_view compiler_version);
 // The version part of "neuronxcc-<version>", or nothing for other names.
 std::optional<std::string> compiler_version_of(std::string_view dir_name);
+// The compiler version a file below the store folder `dir` belongs to, from its path:
+// "<dir>/neuronxcc-<version>.json" or "<dir>/neuronxcc-<version>/...". Nothing for other paths.
+std::optional<std::string> compiler_version_below(std::string_view path, std::string_view dir);
 
 // optimum-neuron marks a compiler folder current when its name starts with
 // "neuronxcc-<installed version>", so a short version like 2.21.33363.0

@@ -61,6 +61,10 @@ std::string remote_path(std::string_view compiler_version, std::string_view key)
          std::string(key) + ".json";
 }
 
+std::optional<std::string> compiler_version_of_lease(std::string_view path_in_store) {
+  return layout::compiler_version_below(path_in_store, kRemoteDir);
+}
+
 std::string serialize(const Record& record) {
   return pyjson::dumps({{"format", kFormat},
                         {"state", state_name(record.state)},

@@ -48,6 +48,8 @@ struct Record {
 
 // "neuron-cache-leases/neuronxcc-<version>/<key>.json"
 std::string remote_path(std::string_view compiler_version, std::string_view key);
+// The compiler version of a file below kRemoteDir, or nothing for other paths.
+std::optional<std::string> compiler_version_of_lease(std::string_view path_in_store);
 
 std::string serialize(const Record& record);
 // Nothing for text that is not a lease of this format (damaged, truncated, a newer format, a

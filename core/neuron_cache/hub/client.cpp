@@ -2,6 +2,7 @@
 
 #include "neuron_cache/format/hub_names.h"
 #include "neuron_cache/format/printable.h"
+#include "neuron_cache/format/timestamp.h"
 #include "neuron_cache/format/url.h"
 #include "neuron_cache/net/answer.h"
 #include "neuron_cache/net/pages.h"
@@ -41,6 +42,10 @@ TreeEntry parse_entry(const json& item) {
     net::object_in(*lfs, "\"lfs\"");
     entry.lfs_sha256 = net::text_in(*lfs, "oid");
     entry.size = net::size_in(*lfs, "size", entry.size);
+  }
+  if (const json* last = net::member(item, "lastCommit"); last != nullptr && last->is_object()) {
+    // A date that does not parse is no date: the entry's age stays unknown.
+    entry.last_commit_time = parse_utc_timestamp(net::text_in(*last, "date", "")).value_or(0);
   }
   return entry;
 }
@@ -211,6 +216,18 @@ RepoInfo HubClient::repo_info(const std::string& repo, const std::string& revisi
   });
 }
 
+bool HubClient::revision_exists(const std::string& repo, const std::string& revision) {
+  check_repo(repo);
+  std::string path =
+      "/api/models/" + repo + "/revision/" + url::url_encode(revision, false) + "?expand=sha";
+  net::HttpRequest request{"GET", api(path)};
+  net::HttpResponse response = call(request, "reading revision " + revision + " of " + repo);
+  if (ok(response)) return true;
+  if (response.status == 404 && response.headers.get("X-Error-Code") == "RevisionNotFound")
+    return false;
+  throw hub_error(response, "reading revision " + revision + " of " + repo, repo, advice());
+}
+
 std::optional<std::string> HubClient::read_file(const std::string& repo, const std::string& path,
                                                 const std::string& revision, uint64_t max_bytes) {
   check_repo(repo);
@@ -278,16 +295,17 @@ std::vector<TreeEntry> HubClient::list_tree(const std::string& repo, const std::
 
 std::vector<TreeEntry> HubClient::paths_info(const std::string& repo,
                                              const std::vector<std::string>& paths,
-                                             const std::string& revision) {
+                                             const std::string& revision, bool expand) {
   check_repo(repo);
   std::vector<TreeEntry> entries;
-  constexpr size_t kBatch = 500;  // the Hub answers 413 above about 1000 paths
-  for (size_t start = 0; start < paths.size(); start += kBatch) {
+  // The Hub answers 413 above about 1000 paths; expanded, it pages its tree by 50.
+  const size_t batch = expand ? 50 : 500;
+  for (size_t start = 0; start < paths.size(); start += batch) {
     json body = {
         {"paths", std::vector<std::string>(
                       paths.begin() + static_cast<long>(start),
-                      paths.begin() + static_cast<long>(std::min(paths.size(), start + kBatch)))},
-        {"expand", false}};
+                      paths.begin() + static_cast<long>(std::min(paths.size(), start + batch)))},
+        {"expand", expand}};
     net::HttpRequest request{
         "POST",
         api("/api/models/" + repo + "/paths-info/" + url::url_encode(revision, false)),

@@ -43,6 +43,9 @@ struct TreeEntry {
   // When the Hub lists no sha256 (a file known from an artifact index): the sha256 of its
   // content, which downloads verify instead.
   std::string content_sha256;
+  // When the last commit touching it was made (seconds since 1970): listed only when asked
+  // (`expand`), else 0.
+  int64_t last_commit_time = 0;
   bool is_lfs() const { return !lfs_sha256.empty(); }
 };
 
@@ -117,12 +120,17 @@ class HubClient {
   // Creates a model repo in `namespace_` (the caller's when empty); returns its id.
   std::string create_repo(const std::string& name, const std::string& namespace_, bool is_private);
   RepoInfo repo_info(const std::string& repo, const std::string& revision = "main");
+  // Whether `revision` resolves in `repo` (false after a super-squash forgot it); throws on any
+  // other failure than the Hub's RevisionNotFound.
+  bool revision_exists(const std::string& repo, const std::string& revision);
   bool repo_exists(const std::string& repo);
   // Files (and folders) below `path`, following every page. A missing folder gives nothing.
   std::vector<TreeEntry> list_tree(const std::string& repo, const std::string& path = "",
                                    bool recursive = true, const std::string& revision = "main");
+  // The entries of these paths that exist; `expand` adds each one's last commit (costly for the
+  // Hub: asked in smaller batches).
   std::vector<TreeEntry> paths_info(const std::string& repo, const std::vector<std::string>& paths,
-                                    const std::string& revision = "main");
+                                    const std::string& revision = "main", bool expand = false);
   // The content of a small file (JSON), or nothing when the repo has no such file. One larger
   // than `max_bytes` is cut off while it streams in and refused.
   std::optional<std::string> read_file(const std::string& repo, const std::string& path,

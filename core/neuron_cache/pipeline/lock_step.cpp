@@ -119,12 +119,64 @@ std::vector<plan::Target> Pipeline::locked_targets() const {
   return targets;
 }
 
-std::unique_ptr<remote::RemoteIndex> Pipeline::locked_index() {
+namespace {
+
+// Adds what a second prefetch of the failed entries did to the first's result.
+void add_retry(remote::PrefetchResult& into, remote::PrefetchResult retry) {
+  into.modules_installed += retry.modules_installed;
+  into.files_downloaded += retry.files_downloaded;
+  into.bytes_downloaded += retry.bytes_downloaded;
+  into.files_reused += retry.files_reused;
+  into.bytes_reused += retry.bytes_reused;
+  into.files_resumed += retry.files_resumed;
+  into.bytes_resumed += retry.bytes_resumed;
+  for (auto& key : retry.completed) {
+    into.failed.erase(key);
+    into.completed.push_back(std::move(key));
+  }
+  for (auto& [key, why] : retry.failed) into.failed[key] = std::move(why);
+}
+
+}  // namespace
+
+void Pipeline::refetch_locked_at_head(const std::vector<artifact_index::Entry>& entries,
+                                      remote::PrefetchResult& result) {
+  if (lock_->revision.empty() || store_->location() != lock_->store) return;  // read at the head
+  try {
+    if (store_->has_revision(lock_->revision)) return;  // the failures are the store's, not this
+  } catch (const Error& error) {
+    rethrow_local_disk(error);
+    log::debug("lock",
+               std::string("could not ask whether the locked commit exists: ") + error.what());
+    return;
+  }
+  note(true, "the locked commit " + lock_->revision + " is gone from " + repo_ +
+                 " (its history was squashed, as `neuron-cache gc --squash` does): the locked "
+                 "files are read at the head instead, each still checked against the lock's "
+                 "sha256; run `neuron-cache lock " +
+                 options_.manifest.string() + "` to pin the new commit");
+  std::vector<artifact_index::Entry> failed;
+  for (const auto& entry : entries) {
+    if (result.failed.count(entry.key) > 0) failed.push_back(entry);
+  }
+  try {
+    remote_ = locked_index(true);
+    add_retry(result, remote::prefetch(*store_, remote_->revision(), *local_index_, failed,
+                                       [this](const std::string& line) {
+                                         if (on_progress) on_progress(line);
+                                       }));
+  } catch (const Error& error) {
+    rethrow_local_disk(error);
+    for (const auto& entry : failed) result.failed[entry.key] = error.what();
+  }
+}
+
+std::unique_ptr<remote::RemoteIndex> Pipeline::locked_index(bool at_head) {
   std::vector<artifact_index::Entry> entries;
   for (const auto& locked : lock_->configurations) entries.push_back(locked.entry);
   // The lock's revision on the lock's store; another store (a mirror) at its head: the bytes are
   // checked against the lock's sha256 either way.
-  bool same = store_->location() == lock_->store;
+  bool same = store_->location() == lock_->store && !at_head;
   log::debug("decide", std::string("locked: ") + std::to_string(entries.size()) +
                            " entries from the lock, read from " + store_->location() +
                            (same ? " at the locked revision" : " (a mirror) at its head"));

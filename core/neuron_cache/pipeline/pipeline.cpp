@@ -533,6 +533,7 @@ PrefetchStep Pipeline::prefetch(plan::Plan& plan) {
                   "the configurations will be compiled");
     for (const auto& entry : entries) step.result.failed.emplace(entry.key, error.what());
   }
+  if (lock_ && !step.result.failed.empty()) refetch_locked_at_head(entries, step.result);
   for (auto& row : plan.rows) {
     if (row.status != plan::Status::Store) continue;
     if (auto it = step.result.failed.find(row.target.key); it != step.result.failed.end()) {

@@ -270,6 +270,8 @@ class Pipeline {
   // checked first: missing, changed since the manifest or not covering a selected configuration
   // is an input Error that says to run `neuron-cache lock` again.
   void use_lockfile(const std::string& given);
+  // The lock of locked mode, or null.
+  const lockfile::Lock* lock_in_use() const { return lock_ ? &*lock_ : nullptr; }
 
   // Called with one line whenever something happens (for live output).
   std::function<void(const std::string&)> on_progress;
@@ -427,7 +429,13 @@ class Pipeline {
   std::unique_ptr<remote::RemoteIndex> remote_;
   std::optional<lockfile::Lock> lock_;  // locked mode
   std::vector<plan::Target> locked_targets() const;
-  std::unique_ptr<remote::RemoteIndex> locked_index();
+  // The lock's entries as the store's index, read at the lock's commit on the lock's store
+  // unless `at_head` (a mirror always reads its head).
+  std::unique_ptr<remote::RemoteIndex> locked_index(bool at_head = false);
+  // After failed downloads of a locked prefetch: when the lock's commit is gone from the Hub (a
+  // squashed history), the failed entries again at the head, still checked against the lock.
+  void refetch_locked_at_head(const std::vector<artifact_index::Entry>& entries,
+                              remote::PrefetchResult& result);
   bool head_when_local_ = true;
   std::string short_version_;  // why the manifest's compiler_version matches no store folder
   // Made by targets(): the registry read asks it the models' architectures.

@@ -54,15 +54,6 @@ std::string stem_of(const std::string& path) {
   return name.ends_with(".json") ? name.substr(0, name.size() - 5) : std::string();
 }
 
-// The compiler version an index or lease file belongs to, from its path below `dir`.
-std::optional<std::string> version_of_file(const std::string& path, std::string_view dir) {
-  if (!path.starts_with(dir) || path.size() <= dir.size() + 1) return std::nullopt;
-  std::string rest = path.substr(dir.size() + 1);
-  std::string first = rest.substr(0, rest.find('/'));
-  if (first == rest && first.ends_with(".json")) first.resize(first.size() - 5);
-  return layout::compiler_version_of(first);
-}
-
 // Whether gc drops `entry`: older than the limit, and no manifest given declares it.
 bool expired(const ai::Entry& entry, const GcOptions& options) {
   if (!options.older_than || options.declared.count(entry.key) != 0) return false;
@@ -182,7 +173,7 @@ class Survey {
   }
 
   void mark_incomplete(const std::string& path) {
-    if (std::optional<std::string> version = version_of_file(path, ai::kRemoteDir)) {
+    if (std::optional<std::string> version = ai::compiler_version_of_index(path)) {
       versions_[*version].index_incomplete = true;
     } else {
       all_incomplete_ = true;
@@ -224,7 +215,7 @@ class Survey {
   void decide_lease(const RemoteEntry& file, const std::optional<lease::Record>& record) {
     int64_t now = options_.now;
     if (record && record->live(now)) {
-      if (std::optional<std::string> version = version_of_file(file.path, lease::kRemoteDir)) {
+      if (std::optional<std::string> version = lease::compiler_version_of_lease(file.path)) {
         auto& since = versions_[*version].live_lease_since;
         since = since ? std::min(*since, record->started) : record->started;
       } else {
@@ -250,9 +241,41 @@ class Survey {
     for (auto& [name, version] : versions_) {
       for (const auto& stem : version.registry_stems)
         version.referenced.insert(std::string(layout::kModulePrefix) + stem);
+    }
+    ask_folder_times();
+    for (auto& [name, version] : versions_) {
       for (auto& [module, folder] : version.folders) decide_folder(name, version, module, folder);
     }
     for (auto& [why, tally] : kept_) plan_.kept.push_back({why, tally});
+  }
+
+  // A store whose listings carry no times (the Hub) is asked when each folder nothing references
+  // was last written (the Hub's last commit touching it), for those folders only: the grace
+  // period holds there too. Without an answer the folder has no time and stays.
+  void ask_folder_times() {
+    std::map<std::string, Folder*> unknown;  // by path in the store
+    for (auto& [name, version] : versions_) {
+      for (auto& [module, folder] : version.folders) {
+        if (folder.unknown_time && version.referenced.count(module) == 0)
+          unknown[layout::compiler_dir_name(name) + "/" + module] = &folder;
+      }
+    }
+    if (unknown.empty()) return;
+    std::vector<std::string> paths;
+    for (const auto& [path, folder] : unknown) paths.push_back(path);
+    try {
+      for (const auto& entry : store_.stat_times(paths, plan_.revision)) {
+        auto it = unknown.find(entry.path);
+        if (it == unknown.end() || entry.modified == 0) continue;
+        it->second->newest = std::max(it->second->newest, entry.modified);
+        it->second->unknown_time = false;
+      }
+    } catch (const Error& error) {
+      if (error.kind() != ErrorKind::Operational) throw;
+      problem("when " + std::to_string(paths.size()) +
+              " folders nothing references were last written could not be read (" + error.what() +
+              "): they are kept");
+    }
   }
 
   void decide_folder(const std::string& version_name, const Version& version,
@@ -268,7 +291,7 @@ class Survey {
       return;
     }
     plan_.freed.add(folder.files.count, folder.files.bytes);
-    plan_.removed.push_back({"neuronxcc-" + version_name + "/" + module, folder.files,
+    plan_.removed.push_back({layout::compiler_dir_name(version_name) + "/" + module, folder.files,
                              folder.newest, of_dropped ? kWhyDropped : kWhyUnreferenced,
                              std::move(folder.paths)});
   }
@@ -280,11 +303,7 @@ class Survey {
     if (!of_dropped) {
       if (std::string why = mode_keeps(version); !why.empty()) return why;
     }
-    if (folder.unknown_time) {
-      // The Hub lists no times, and needs none: a push is one commit with its index entry.
-      if (store_.kind() != storage::Kind::Hub) return "the store lists no modification time for it";
-      return "";
-    }
+    if (folder.unknown_time) return "the store gives no modification time for it";
     if (options_.now - folder.newest < options_.grace)
       return "written within the grace period (a push may be in flight)";
     std::optional<int64_t> since = version.live_lease_since;

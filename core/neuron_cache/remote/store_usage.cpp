@@ -113,7 +113,7 @@ class Measure {
       } else if (version) {
         add_compiler_file(*version, *rest, file.size);
       } else if (top.path == ai::kRemoteDir) {
-        add_index_file(file, *rest);
+        add_index_file(file);
       } else {
         usage_.other.add(1, file.size);
       }
@@ -148,11 +148,9 @@ class Measure {
     }
   }
 
-  void add_index_file(const storage::RemoteEntry& file, const std::string& rest) {
+  void add_index_file(const storage::RemoteEntry& file) {
     usage_.index.add(1, file.size);
-    std::string first = rest.substr(0, rest.find('/'));
-    if (first == rest && first.ends_with(".json")) first.resize(first.size() - 5);
-    if (std::optional<std::string> name = layout::compiler_version_of(first))
+    if (std::optional<std::string> name = ai::compiler_version_of_index(file.path))
       version(*name).usage.index.add(1, file.size);
     if (!file.path.ends_with(".json")) return;
     if (file.size > kMaxIndexFileBytes) {

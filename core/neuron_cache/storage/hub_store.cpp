@@ -9,7 +9,8 @@ namespace {
 // The Hub's words to the seam's and back: an LFS file's sha256 is the sha256 the store lists.
 RemoteEntry to_entry(hub::TreeEntry item) {
   return {std::move(item.path), item.is_directory,          item.size,
-          std::move(item.oid),  std::move(item.lfs_sha256), std::move(item.content_sha256)};
+          std::move(item.oid),  std::move(item.lfs_sha256), std::move(item.content_sha256),
+          item.last_commit_time};
 }
 
 std::vector<RemoteEntry> to_entries(std::vector<hub::TreeEntry> items) {
@@ -108,6 +109,15 @@ CommitResult HubStore::commit(const std::vector<CommitOperation>& operations,
 
 std::string HubStore::squash_history(const std::string& message) {
   return client_.super_squash(repo_, "main", message);
+}
+
+std::vector<RemoteEntry> HubStore::stat_times(const std::vector<std::string>& paths,
+                                              const std::string& revision) {
+  return to_entries(client_.paths_info(repo_, paths, revision.empty() ? "main" : revision, true));
+}
+
+bool HubStore::has_revision(const std::string& revision) {
+  return client_.revision_exists(repo_, revision);
 }
 
 std::string HubStore::why_not_writable() {

@@ -38,6 +38,10 @@ class HubStore : public Store {
                       const std::optional<std::string>& parent) override;
   // Asks whoami once: a read-only token cannot push.
   std::string squash_history(const std::string& message) override;
+  bool has_revision(const std::string& revision) override;
+  // paths-info with `expand`: each path's last commit.
+  std::vector<RemoteEntry> stat_times(const std::vector<std::string>& paths,
+                                      const std::string& revision) override;
   std::string why_not_writable() override;
   bool checks_conditional_writes() override { return true; }  // the parent commit
   // The resolve URL at `revision`, which needs the token (the repo may be private).

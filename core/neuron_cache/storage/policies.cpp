@@ -65,6 +65,15 @@ std::string ReadOnlyStore::squash_history(const std::string& /*message*/) {
                           inner_.location() + " was not squashed; run without it to squash");
 }
 
+std::vector<RemoteEntry> ReadOnlyStore::stat_times(const std::vector<std::string>& paths,
+                                                   const std::string& revision) {
+  return inner_.stat_times(paths, revision);
+}
+
+bool ReadOnlyStore::has_revision(const std::string& revision) {
+  return inner_.has_revision(revision);
+}
+
 std::string ReadOnlyStore::why_not_writable() {
   return "read-only (" + reason_ + ")";
 }
@@ -169,6 +178,15 @@ bool MissOnFailureStore::checks_conditional_writes() {
 
 std::string MissOnFailureStore::squash_history(const std::string& message) {
   return inner_.squash_history(message);
+}
+
+std::vector<RemoteEntry> MissOnFailureStore::stat_times(const std::vector<std::string>& paths,
+                                                        const std::string& revision) {
+  return inner_.stat_times(paths, revision);
+}
+
+bool MissOnFailureStore::has_revision(const std::string& revision) {
+  return inner_.has_revision(revision);
 }
 
 std::string MissOnFailureStore::why_not_writable() {

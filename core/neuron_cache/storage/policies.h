@@ -34,6 +34,9 @@ class ReadOnlyStore : public Store {
   CommitResult commit(const std::vector<CommitOperation>& operations, const std::string& message,
                       const std::optional<std::string>& parent) override;
   std::string squash_history(const std::string& message) override;
+  bool has_revision(const std::string& revision) override;
+  std::vector<RemoteEntry> stat_times(const std::vector<std::string>& paths,
+                                      const std::string& revision) override;
   std::string why_not_writable() override;
   bool checks_conditional_writes() override;
   Url download_url(const std::string& revision, const std::string& path) const override;
@@ -75,6 +78,9 @@ class MissOnFailureStore : public Store {
   CommitResult commit(const std::vector<CommitOperation>& operations, const std::string& message,
                       const std::optional<std::string>& parent) override;
   std::string squash_history(const std::string& message) override;
+  bool has_revision(const std::string& revision) override;
+  std::vector<RemoteEntry> stat_times(const std::vector<std::string>& paths,
+                                      const std::string& revision) override;
   std::string why_not_writable() override;
   bool checks_conditional_writes() override;
   Url download_url(const std::string& revision, const std::string& path) const override;

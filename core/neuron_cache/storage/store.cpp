@@ -55,6 +55,15 @@ std::string Store::squash_history(const std::string& /*message*/) {
                     "squash; leave out --squash");
 }
 
+std::vector<RemoteEntry> Store::stat_times(const std::vector<std::string>& paths,
+                                           const std::string& revision) {
+  return stat(paths, revision);
+}
+
+bool Store::has_revision(const std::string& /*revision*/) {
+  return true;
+}
+
 bool Store::absorbs(const std::string& /*operation*/, const Error& /*error*/) {
   return false;
 }

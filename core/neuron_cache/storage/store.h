@@ -172,6 +172,11 @@ class Store {
   // The entries of these exact paths that exist (missing ones are left out).
   virtual std::vector<RemoteEntry> stat(const std::vector<std::string>& paths,
                                         const std::string& revision) = 0;
+  // stat() with each entry's `modified` (0 when the store cannot say), for a store whose
+  // listings carry no times: the Hub's last commit touching each path, files or folders (costly
+  // there: ask for few). Stores whose listings carry times: stat().
+  virtual std::vector<RemoteEntry> stat_times(const std::vector<std::string>& paths,
+                                              const std::string& revision);
   // The content of a small file (an index shard, a registry file), or nothing when there is no
   // such file. Refuses files larger than max_bytes. Stores that publish with conditional writes
   // remember the version read, so the next commit() only replaces what this reader saw.
@@ -210,6 +215,9 @@ class Store {
   // Hub's super-squash of main: how it frees the storage of deleted files). Irreversible. Stores
   // without history (S3, folders: a deletion frees its bytes at once) throw an input Error.
   virtual std::string squash_history(const std::string& message);
+  // Whether `revision` still resolves: a squashed history forgets its old commits. Stores without
+  // snapshots: always. Throws when the store cannot say.
+  virtual bool has_revision(const std::string& revision);
   // Why nothing may be written (read-only policy, a read-only Hub token), or "" when writes may
   // be tried. Asked before a push so that nothing is sent in vain.
   virtual std::string why_not_writable() = 0;
