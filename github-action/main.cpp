@@ -5,8 +5,10 @@
 // GITHUB_OUTPUT, the Markdown summary in GITHUB_STEP_SUMMARY, annotations, masks and groups on
 // stdout. No cache logic lives here.
 //
-// Exit codes: 0 success, 1 a compile failed (or a cache problem with strict), 2 bad inputs, 3
-// fail-on-miss found configurations no cache has.
+// Mode gc runs `neuron-cache gc` instead, for a scheduled workflow (remote::collect_garbage).
+//
+// Exit codes: 0 success, 1 a compile failed (or a cache problem with strict, or gc failed), 2 bad
+// inputs, 3 fail-on-miss found configurations no cache has.
 #include <unistd.h>
 
 #include <array>
@@ -19,17 +21,23 @@
 #include "neuron_cache/config/redact.h"
 #include "neuron_cache/config/settings.h"
 #include "neuron_cache/error.h"
+#include "neuron_cache/format/bytes.h"
+#include "neuron_cache/format/timestamp.h"
 #include "neuron_cache/format/wording.h"
 #include "neuron_cache/hub/client.h"
 #include "neuron_cache/log/log.h"
+#include "neuron_cache/net/retry.h"
 #include "neuron_cache/pipeline/pipeline.h"
 #include "neuron_cache/pipeline/run.h"
+#include "neuron_cache/remote/gc.h"
 #include "neuron_cache/remote/store_usage.h"
+#include "neuron_cache/report/gc.h"
 #include "neuron_cache/report/report.h"
 #include "neuron_cache/report/stats.h"
 #include "neuron_cache/report/usage.h"
 #include "neuron_cache/storage/hub_models.h"
 #include "neuron_cache/storage/open.h"
+#include "neuron_cache/storage/policies.h"
 #include "neuron_cache/sys/interrupt.h"
 #include "runner_protocol.h"
 
@@ -45,12 +53,13 @@ constexpr int kExitGate = 3;  // fail-on-miss, as `neuron-cache plan --fail-on-m
 
 // The action.yml inputs this binary reads, as INPUT_<NAME> with '-' as '_' (`binary` is the
 // build step's own). `--list-inputs` prints them so the tests can check action.yml maps each.
-constexpr std::array<const char*, 15> kInputs = {
-    "manifest",    "cache-repo", "mode",         "token",  "read-only",
-    "strict",      "cache-dir",  "configs",      "jobs",   "fail-on-miss",
-    "store-usage", "wait",       "wait-timeout", "locked", "lockfile"};
+constexpr std::array<const char*, 19> kInputs = {
+    "manifest",      "cache-repo", "mode",         "token",    "read-only",
+    "strict",        "cache-dir",  "configs",      "jobs",     "fail-on-miss",
+    "store-usage",   "wait",       "wait-timeout", "locked",   "lockfile",
+    "gc-older-than", "gc-grace",   "gc-apply",     "gc-squash"};
 
-enum class Mode { Plan, Prefetch, Compile, Push, All };
+enum class Mode { Plan, Prefetch, Compile, Push, All, Gc };
 
 struct Inputs {
   std::string manifest;
@@ -69,6 +78,10 @@ struct Inputs {
   std::optional<int64_t> wait_timeout;  // seconds
   int jobs = 1;
   std::vector<std::string> configs;
+  std::optional<int64_t> gc_older_than;  // seconds (mode gc)
+  std::optional<int64_t> gc_grace;       // seconds (mode gc)
+  bool gc_apply = false;
+  bool gc_squash = false;
 };
 
 std::string env_name(const std::string& input) {
@@ -103,15 +116,13 @@ bool parse_bool(const std::string& name, const std::string& value) {
 }
 
 Mode parse_mode(const std::string& value) {
-  static const std::map<std::string, Mode> modes = {{"plan", Mode::Plan},
-                                                    {"prefetch", Mode::Prefetch},
-                                                    {"compile", Mode::Compile},
-                                                    {"push", Mode::Push},
-                                                    {"all", Mode::All}};
+  static const std::map<std::string, Mode> modes = {
+      {"plan", Mode::Plan}, {"prefetch", Mode::Prefetch}, {"compile", Mode::Compile},
+      {"push", Mode::Push}, {"all", Mode::All},           {"gc", Mode::Gc}};
   auto it = modes.find(lower(value));
   if (it == modes.end()) {
-    throw input_error("input mode must be plan, prefetch, compile, push or all, not \"" + value +
-                      "\"");
+    throw input_error("input mode must be plan, prefetch, compile, push, all or gc, not \"" +
+                      value + "\"");
   }
   return it->second;
 }
@@ -159,6 +170,22 @@ std::vector<std::string> split_configs(const std::string& value) {
   return names;
 }
 
+// Inputs that belong to other modes than the one given: an error rather than silently unused.
+void check_mode_inputs(const Inputs& in) {
+  bool gc = in.mode == Mode::Gc;
+  if (!gc && (in.gc_older_than || in.gc_grace || in.gc_apply || in.gc_squash))
+    throw input_error(
+        "inputs gc-older-than, gc-grace, gc-apply and gc-squash are for mode gc, "
+        "not " +
+        in.mode_name);
+  if (gc && (in.locked || in.fail_on_miss))
+    throw input_error(
+        "inputs locked, lockfile and fail-on-miss are for fetching; mode gc "
+        "cleans the cache store");
+  if (in.gc_squash && !in.gc_apply)
+    throw input_error("input gc-squash rewrites the Hub repo's history: set gc-apply too");
+}
+
 // Everything but the token, which main() has taken already.
 Inputs read_inputs(std::string token) {
   Inputs in;
@@ -184,6 +211,13 @@ Inputs read_inputs(std::string token) {
     in.wait_timeout = parse_seconds("wait-timeout", timeout);
   in.lockfile = input("lockfile");
   in.locked = parse_bool("locked", input("locked", "false")) || !in.lockfile.empty();
+  if (std::string older = input("gc-older-than"); !older.empty())
+    in.gc_older_than = parse_duration(older, "input gc-older-than");
+  if (std::string grace = input("gc-grace"); !grace.empty())
+    in.gc_grace = parse_duration(grace, "input gc-grace");
+  in.gc_apply = parse_bool("gc-apply", input("gc-apply", "false"));
+  in.gc_squash = parse_bool("gc-squash", input("gc-squash", "false"));
+  check_mode_inputs(in);
   return in;
 }
 
@@ -354,6 +388,42 @@ void write_store_usage(const Inputs& in, const pipeline::Pipeline& p,
   }
 }
 
+// Mode gc: `neuron-cache gc` on the run's cache store, for a scheduled workflow. What the
+// manifest declares is kept however old; a dry run unless gc-apply; read-only (a fork's pull
+// request, the read-only input) refuses gc-apply before any request.
+int run_gc(const Inputs& in, pipeline::Pipeline& p, const ReadOnly& read_only,
+           hub::HubClient& client, WorkflowCommands& commands) {
+  const config::Setting& repo = p.settings().cache_repo;
+  if (repo.value.empty())
+    throw input_error("no cache repo: set the cache-repo input or the manifest's cache_repo");
+  Group group(commands, "neuron-cache gc: " + p.repo());
+  remote::GcOptions options;
+  options.older_than = in.gc_older_than;
+  if (in.gc_grace) options.grace = *in.gc_grace;
+  if (options.older_than) options.declared = p.declared_keys();
+  std::unique_ptr<storage::Store> store =
+      storage::open_store(repo.value, "the cache repo from " + repo.origin, p.settings(), client);
+  std::unique_ptr<storage::Store> guarded;
+  if (read_only.on) guarded = std::make_unique<storage::ReadOnlyStore>(*store, read_only.why);
+  remote::GcPlan plan =
+      remote::collect_garbage(guarded ? *guarded : *store, options, {in.gc_apply, in.gc_squash},
+                              net::retry_policy(p.settings(), 6));
+  for (const auto& problem : plan.problems) commands.warning(problem);
+  json answer = report::gc_json(plan);
+  answer["action"] = {{"mode", "gc"}, {"read_only", read_only.on}};
+  std::string report_path = write_report(answer);
+  if (const char* path = std::getenv("GITHUB_OUTPUT"); path && *path)
+    append_file(path, output_entry("report", report_path, false));
+  if (const char* path = std::getenv("GITHUB_STEP_SUMMARY"); path && *path)
+    append_file(path, report::gc_markdown(plan));
+  commands.notice(std::string(plan.applied ? "gc removed " : "gc dry run: would remove ") +
+                  std::to_string(plan.removed.size()) + " MODULE folders and " +
+                  std::to_string(plan.leases.size()) + " lease files (" +
+                  format::human_bytes(plan.freed.bytes) + ") from " + p.repo() +
+                  (plan.applied ? "" : "; set gc-apply: true to remove them"));
+  return 0;
+}
+
 // The log tail of each failed compile, folded, and a warning that points to it.
 void report_failures(const std::optional<pipeline::CompileStep>& step, WorkflowCommands& commands) {
   if (!step) return;
@@ -432,6 +502,7 @@ int run_action(const std::string& token, WorkflowCommands& commands) {
   hub::HubClient client(client_options);
   storage::HubModels models(client);
   pipeline::Pipeline p(settings, {storage::store_opener(client), &models}, options);
+  if (in.mode == Mode::Gc) return run_gc(in, p, read_only, client, commands);
   if (in.locked) p.use_lockfile(in.lockfile);
   announce_read_only(read_only, in.mode, p.store(), commands);
   p.on_progress = [&commands](const std::string& line) { commands.line("neuron-cache: " + line); };

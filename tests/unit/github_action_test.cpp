@@ -13,6 +13,7 @@
 
 #include "aws_stand_in.h"
 #include "hub_fixture.h"
+#include "neuron_cache/hub/client.h"
 #include "neuron_cache/storage/folder_store.h"
 #include "s3_server.h"
 #include "test_support.h"
@@ -638,6 +639,88 @@ TEST_F(GithubActionTest, StoreUsageEndsTheSummaryAndNeverFailsTheJob) {
   EXPECT_FALSE(contains(run(inputs).summary, "Cache store usage"));
 }
 
+// Mode gc, for a scheduled workflow: a dry run lists the folder nothing references and removes
+// nothing; the grace keeps what was just written; a fork's pull request cannot apply; gc-apply
+// removes exactly that folder in one commit and the configurations stay; gc inputs belong to
+// mode gc alone.
+TEST_F(GithubActionTest, GcModeCleansTheStoreOnlyWhenAsked) {
+  ASSERT_EQ(main_push("cache").code, 0);
+  const std::string repo = "acme/neuron-cache";  // examples/neuron-cache.yaml's cache_repo
+  hub::ClientOptions options;
+  options.endpoint = endpoint;
+  options.token = kToken;
+  hub::HubClient client(options);
+  std::string compiler_dir;
+  std::set<std::string> folders;
+  auto list_folders = [&] {
+    std::set<std::string> out;
+    for (const auto& entry : client.list_tree(repo)) {
+      size_t at = entry.path.find("/MODULE_");
+      if (!entry.path.starts_with("neuronxcc-") || at == std::string::npos) continue;
+      compiler_dir = entry.path.substr(0, entry.path.find('/'));
+      out.insert(entry.path.substr(0, entry.path.find('/', at + 1)));
+    }
+    return out;
+  };
+  folders = list_folders();
+  ASSERT_FALSE(folders.empty());
+  // What `neuron-cache run` pushes: a MODULE folder no index entry names.
+  const std::string orphan = compiler_dir + "/MODULE_9999+e30acd3a";
+  write_file(work / "orphan.neff", "an orphan");
+  client.commit(repo,
+                {{hub::CommitOperation::Kind::Add, orphan + "/model.neff", work / "orphan.neff"}},
+                "an unindexed push", std::nullopt);
+  std::map<std::string, std::string> gc = {
+      {"manifest", "neuron-cache.yaml"}, {"mode", "gc"}, {"token", kToken}};
+
+  ActionRun young = run(gc);
+  ASSERT_EQ(young.code, 0) << young.out << young.err;
+  EXPECT_TRUE(young.report["removed_modules"].empty()) << young.report_text;
+  EXPECT_TRUE(contains(young.summary, "written within the grace period")) << young.summary;
+
+  gc["gc-grace"] = "0s";
+  server.clear_log();
+  ActionRun dry = run(gc);
+  ASSERT_EQ(dry.code, 0) << dry.out << dry.err;
+  ASSERT_EQ(dry.report["removed_modules"].size(), 1u) << dry.report_text;
+  EXPECT_EQ(dry.report["removed_modules"][0]["path"], orphan);
+  EXPECT_EQ(dry.report["applied"], false);
+  EXPECT_TRUE(contains(dry.summary, "### neuron-cache gc")) << dry.summary;
+  EXPECT_TRUE(contains(dry.summary, "Would remove (dry run) 1 MODULE folders")) << dry.summary;
+  EXPECT_TRUE(contains(dry.out, "::notice title=neuron-cache::gc dry run: would remove 1"))
+      << dry.out;
+  EXPECT_EQ(testing::count_requests(server.access_log(), is_commit), 0u);
+  // The token only in the mask command, as in every mode.
+  EXPECT_EQ(occurrences(dry.out, kToken), 1u) << dry.out;
+  EXPECT_TRUE(contains(dry.out, std::string("::add-mask::") + kToken));
+  EXPECT_FALSE(contains(dry.err + dry.summary + dry.report_text, kToken));
+
+  gc["gc-apply"] = "true";
+  json payload = pull_request({{"full_name", "mallory/neuron-app"}, {"fork", true}}, "acme/app");
+  ActionRun fork = run(gc, {{"GITHUB_EVENT_NAME", "pull_request"},
+                            {"GITHUB_EVENT_PATH", event_file(payload).string()}});
+  EXPECT_EQ(fork.code, 2) << fork.out;
+  EXPECT_TRUE(contains(fork.out, "read-only")) << fork.out;
+  EXPECT_EQ(testing::count_requests(server.access_log(), is_commit), 0u);
+
+  ActionRun applied = run(gc);
+  ASSERT_EQ(applied.code, 0) << applied.out << applied.err;
+  EXPECT_EQ(applied.report["applied"], true);
+  EXPECT_TRUE(contains(applied.summary, "Removed 1 MODULE folders")) << applied.summary;
+  EXPECT_TRUE(contains(applied.summary, "input gc-squash")) << applied.summary;
+  EXPECT_EQ(testing::count_requests(server.access_log(), is_commit), 1u);
+  EXPECT_EQ(list_folders(), folders);  // the orphan went, every configuration's folder stayed
+
+  ActionRun wrong =
+      run({{"manifest", "neuron-cache.yaml"}, {"mode", "plan"}, {"gc-apply", "true"}});
+  EXPECT_EQ(wrong.code, 2);
+  EXPECT_TRUE(contains(wrong.out, "are for mode gc")) << wrong.out;
+  ActionRun squash_alone =
+      run({{"manifest", "neuron-cache.yaml"}, {"mode", "gc"}, {"gc-squash", "true"}});
+  EXPECT_EQ(squash_alone.code, 2);
+  EXPECT_TRUE(contains(squash_alone.out, "set gc-apply too")) << squash_alone.out;
+}
+
 // A store's error text carries workflow commands, after a newline and in the legacy form inside a
 // line: the Action prints it (a progress line, a warning) where the runner obeys none of them.
 TEST_F(GithubActionTest, WorkflowCommandsInAStoreAnswerAreNeverObeyed) {
@@ -955,6 +1038,30 @@ TEST_F(GithubActionTest, ExampleWorkflowUsesTheAction) {
   EXPECT_TRUE(contains(YAML::Dump(neuron["steps"]), "command -v optimum-cli"))
       << "the compile job checks the toolchain its manifest's command needs";
   EXPECT_EQ(main["with"]["token"].as<std::string>(), "${{ secrets.HF_TOKEN }}");
+}
+
+// The scheduled gc example: only inputs action.yml has, mode gc, a dry run unless scheduled or
+// asked, no squash by default, the write token.
+TEST_F(GithubActionTest, ExampleGcWorkflowUsesTheAction) {
+  YAML::Node action = YAML::LoadFile((repo_root() / "github-action/action.yml").string());
+  YAML::Node workflow =
+      YAML::LoadFile((repo_root() / "examples/github/neuron-cache-gc.yml").string());
+  ASSERT_TRUE(workflow["on"]["schedule"]);
+  ASSERT_TRUE(workflow["on"]["workflow_dispatch"]);
+  size_t steps = 0;
+  for (const auto& job : workflow["jobs"]) {
+    for (const auto& s : job.second["steps"]) {
+      if (!s["uses"] || !contains(s["uses"].as<std::string>(), "github-action")) continue;
+      ++steps;
+      for (const auto& with : s["with"])
+        EXPECT_TRUE(action["inputs"][with.first.as<std::string>()]) << with.first.as<std::string>();
+      EXPECT_EQ(s["with"]["mode"].as<std::string>(), "gc");
+      EXPECT_TRUE(contains(s["with"]["gc-apply"].as<std::string>(), "schedule"));
+      EXPECT_EQ(s["with"]["gc-squash"].as<std::string>(), "false");
+      EXPECT_EQ(s["with"]["token"].as<std::string>(), "${{ secrets.HF_TOKEN }}");
+    }
+  }
+  EXPECT_EQ(steps, 1u);
 }
 
 // fail-on-miss: the outputs are written, then exit 3 names what no cache has; with everything

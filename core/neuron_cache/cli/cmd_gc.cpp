@@ -41,15 +41,8 @@ std::set<std::string> declared_keys(Context& context, const std::vector<std::str
     pipeline::Options options;
     options.manifest = manifest;
     pipeline::Pipeline pipeline(context.settings_with_compiler(), context.remotes(), options);
-    for (const auto& target : pipeline.targets()) {
-      if (!target.unkeyed.empty()) {
-        throw input_error("the key of " + target.configuration.name + " in " + manifest +
-                          " is unknown (" + target.unkeyed +
-                          "): gc would take its entries for undeclared; run it when the Hub can "
-                          "be reached");
-      }
-      keys.insert(target.key);
-    }
+    std::set<std::string> more = pipeline.declared_keys();
+    keys.insert(more.begin(), more.end());
   }
   return keys;
 }
@@ -119,27 +112,12 @@ void print_text(const remote::GcPlan& plan, const remote::GcOptions& options) {
 }
 
 void gc(Context& context, const Options& options) {
-  remote::GcOptions gc_options_ = gc_options(context, options);
-  storage::Store& store = context.store();
   if (options.squash && !options.apply)
     throw input_error("--squash rewrites the Hub repo's history: give --apply too");
-  if (options.squash && store.kind() != storage::Kind::Hub) {
-    throw input_error(storage::describe(&store) +
-                      " keeps no history: a deletion frees its bytes at once; leave out --squash");
-  }
-  if (options.apply) {
-    if (std::string why = store.why_not_writable(); !why.empty())
-      throw input_error("gc cannot remove anything from " + storage::describe(&store) + ": " + why);
-  }
-  remote::GcPlan plan;
-  try {
-    plan = remote::plan_gc(store, gc_options_);
-    if (options.apply)
-      remote::apply_gc(store, plan, gc_options_, net::retry_policy(context.settings(), 6));
-    if (options.squash) remote::squash_after_gc(store, plan);
-  } catch (const Error& error) {
-    throw Error(error.kind(), "gc of " + storage::describe(&store) + " failed: " + error.what());
-  }
+  remote::GcOptions gc_options_ = gc_options(context, options);
+  remote::GcPlan plan =
+      remote::collect_garbage(context.store(), gc_options_, {options.apply, options.squash},
+                              net::retry_policy(context.settings(), 6));
   for (const auto& problem : plan.problems) warn(problem);
   if (options.json) {
     print_json(report::gc_json(plan));

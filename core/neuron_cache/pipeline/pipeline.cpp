@@ -246,6 +246,20 @@ plan::Target Pipeline::profile_target(const std::string& name) {
   return target;
 }
 
+std::set<std::string> Pipeline::declared_keys() {
+  std::set<std::string> keys;
+  for (const auto& target : targets()) {
+    if (!target.unkeyed.empty()) {
+      throw input_error("the key of " + target.configuration.name + " in " + manifest_.path +
+                        " is unknown (" + target.unkeyed +
+                        "): gc would take its entries for undeclared; run it when the Hub can be "
+                        "reached");
+    }
+    keys.insert(target.key);
+  }
+  return keys;
+}
+
 plan::Plan Pipeline::make_plan() {
   return make_plan(lock_ ? locked_targets() : targets());
 }

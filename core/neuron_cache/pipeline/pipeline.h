@@ -219,6 +219,11 @@ class Pipeline {
 
   // Keys for every selected configuration (revisions and model types resolved).
   std::vector<plan::Target> targets();
+  // The keys of targets(), for gc to keep what the manifest declares. An input Error for a
+  // configuration whose key cannot be known now: gc would take its entries for undeclared.
+  std::set<std::string> declared_keys();
+  // The settings with the manifest's layer (its cache_repo, cache_dir, compiler version).
+  const config::Settings& settings() const { return settings_; }
   // The target of a profile (cache_key.h): its name, the compiler version and NEURON_CC_FLAGS.
   // Throws an input Error for a bad name or an unknown compiler version.
   plan::Target profile_target(const std::string& name);

@@ -497,6 +497,30 @@ void squash_after_gc(storage::Store& store, GcPlan& plan) {
   plan.requests += store.requests() - before;
 }
 
+GcPlan collect_garbage(storage::Store& store, const GcOptions& options, GcRun run,
+                       const net::RetryPolicy& conflicts) {
+  if (run.squash && !run.apply)
+    throw input_error(
+        "squashing rewrites the Hub repo's history: apply the removal too "
+        "(--apply)");
+  if (run.squash && store.kind() != storage::Kind::Hub) {
+    throw input_error(storage::describe(&store) +
+                      " keeps no history: a deletion frees its bytes at once; leave out --squash");
+  }
+  if (run.apply) {
+    if (std::string why = store.why_not_writable(); !why.empty())
+      throw input_error("gc cannot remove anything from " + storage::describe(&store) + ": " + why);
+  }
+  try {
+    GcPlan plan = plan_gc(store, options);
+    if (run.apply) apply_gc(store, plan, options, conflicts);
+    if (run.squash) squash_after_gc(store, plan);
+    return plan;
+  } catch (const Error& error) {
+    throw Error(error.kind(), "gc of " + storage::describe(&store) + " failed: " + error.what());
+  }
+}
+
 void apply_gc(storage::Store& store, GcPlan& plan, const GcOptions& options,
               const net::RetryPolicy& conflicts) {
   GcOptions resolved = options;

@@ -131,4 +131,16 @@ void apply_gc(storage::Store& store, GcPlan& plan, const GcOptions& options,
 // their bytes at once).
 void squash_after_gc(storage::Store& store, GcPlan& plan);
 
+// What a gc run does after its plan.
+struct GcRun {
+  bool apply = false;
+  bool squash = false;  // with apply, on the Hub only
+};
+// plan_gc, then apply_gc and squash_after_gc as `run` asks: `neuron-cache gc` and the Action's
+// gc mode. Input Errors before any request: squash without apply or on a store without history,
+// apply on a store that cannot be written (why_not_writable: a read-only token or policy).
+// Failures of the store say "gc of <store> failed".
+GcPlan collect_garbage(storage::Store& store, const GcOptions& options, GcRun run,
+                       const net::RetryPolicy& conflicts);
+
 }  // namespace neuron_cache::remote

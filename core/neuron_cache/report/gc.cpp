@@ -1,5 +1,7 @@
 #include "neuron_cache/report/gc.h"
 
+#include "neuron_cache/config/redact.h"
+#include "neuron_cache/format/bytes.h"
 #include "neuron_cache/format/printable.h"
 #include "neuron_cache/report/usage.h"
 
@@ -46,7 +48,52 @@ json leases_json(const remote::GcPlan& plan) {
   return out;
 }
 
+// Folders listed one by one in the summary; the report file lists all.
+constexpr size_t kShownFolders = 20;
+
+std::string tally_text(const remote::Tally& tally, const std::string& noun) {
+  return std::to_string(tally.count) + " " + noun + " (" + format::human_bytes(tally.bytes) + ")";
+}
+
 }  // namespace
+
+std::string gc_markdown(const remote::GcPlan& plan) {
+  std::string md = "\n### neuron-cache gc\n\n" + code_cell(printable(plan.store)) + ": " +
+                   tally_text(plan.folders, "MODULE folders") + ", " +
+                   std::to_string(plan.referenced.count) + " referenced, " +
+                   std::to_string(plan.configurations) + " index entries.\n\n";
+  md += std::string(plan.applied ? "Removed " : "Would remove (dry run) ") +
+        std::to_string(plan.removed.size()) + " MODULE folders, " +
+        std::to_string(plan.leases.size()) + " lease files and dropped " +
+        std::to_string(plan.dropped.size()) +
+        " index entries: " + format::human_bytes(plan.freed.bytes) + " in " +
+        std::to_string(plan.freed.count) + " files.\n";
+  if (!plan.removed.empty()) md += "\n| MODULE folder | bytes | why |\n|---|---:|---|\n";
+  for (size_t i = 0; i < plan.removed.size() && i < kShownFolders; ++i) {
+    const remote::GcFolder& f = plan.removed[i];
+    md += "| " + code_cell(printable(f.path, 300)) + " | " + format::human_bytes(f.files.bytes) +
+          " | " + f.why + " |\n";
+  }
+  if (plan.removed.size() > kShownFolders)
+    md += "\n... and " + std::to_string(plan.removed.size() - kShownFolders) +
+          " more (the report file lists all).\n";
+  if (!plan.kept.empty()) md += "\n";
+  for (const auto& kept : plan.kept)
+    md += "- Kept " + tally_text(kept.folders, "unreferenced folders") + ": " + kept.why + "\n";
+  for (const auto& path : plan.spared)
+    md += "- Spared " + code_cell(printable(path, 300)) + ": a push referenced it meanwhile\n";
+  if (!plan.squashed_revision.empty())
+    md += "\nSquashed the history into one commit (" + plan.squashed_revision +
+          "): the storage of deleted files is freed.\n";
+  else if (plan.applied && plan.kind == "hub" && plan.freed.count > 0)
+    md +=
+        "\nThe deleted files still count in the repo's storage until its history is squashed "
+        "(input gc-squash).\n";
+  if (!plan.problems.empty())
+    md += "\n" + std::to_string(plan.problems.size()) +
+          " problems (files gc could not read): the report file lists them.\n";
+  return config::redact(md);
+}
 
 nlohmann::json gc_json(const remote::GcPlan& plan) {
   json spared = json::array();

@@ -3,11 +3,14 @@
 #pragma once
 
 #include <nlohmann/json.hpp>
+#include <string>
 
 #include "neuron_cache/remote/gc.h"
 
 namespace neuron_cache::report {
 
 nlohmann::json gc_json(const remote::GcPlan& plan);
+// "### neuron-cache gc": what was (or would be) removed and kept, for the Action's job summary.
+std::string gc_markdown(const remote::GcPlan& plan);
 
 }  // namespace neuron_cache::report

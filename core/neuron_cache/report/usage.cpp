@@ -44,19 +44,6 @@ json age_json(const remote::AgeBucket& a) {
           {"referenced_bytes", a.referenced.bytes}};
 }
 
-// A Markdown table cell from a store's name (printable already, so on one line): no '|' or
-// backtick of it can reshape the table.
-std::string cell(const std::string& text) {
-  std::string out;
-  for (char ch : text) {
-    if (ch == '|')
-      out += "\\|";
-    else
-      out += ch == '`' ? '\'' : ch;
-  }
-  return "`" + out + "`";
-}
-
 }  // namespace
 
 json count_json(const remote::Tally& tally) {
@@ -88,16 +75,27 @@ json usage_json(const remote::StoreUsage& usage, size_t top_models) {
           {"requests", usage.requests}};
 }
 
+std::string code_cell(const std::string& text) {
+  std::string out;
+  for (char ch : text) {
+    if (ch == '|')
+      out += "\\|";
+    else
+      out += ch == '`' ? '\'' : ch;
+  }
+  return "`" + out + "`";
+}
+
 std::string usage_markdown(const remote::StoreUsage& usage) {
   using format::human_bytes;
-  std::string md = "\n### Cache store usage\n\n" + cell(printable(usage.store)) + ": " +
+  std::string md = "\n### Cache store usage\n\n" + code_cell(printable(usage.store)) + ": " +
                    std::to_string(usage.total.count) + " files, " + human_bytes(usage.total.bytes) +
                    "; " + std::to_string(usage.modules.count) + " MODULE folders, " +
                    std::to_string(usage.configurations) + " indexed configurations.\n\n";
   md += "| compiler version | MODULE folders | bytes | configurations | not in the index |\n";
   md += "|---|---:|---:|---:|---:|\n";
   for (const auto& v : usage.versions) {
-    md += "| " + cell(v.compiler_version) + " | " + std::to_string(v.modules.count) + " | " +
+    md += "| " + code_cell(v.compiler_version) + " | " + std::to_string(v.modules.count) + " | " +
           human_bytes(v.files.bytes) + " | " + std::to_string(v.configurations) + " | " +
           std::to_string(v.unindexed.count) + " |\n";
   }
@@ -111,7 +109,8 @@ std::string usage_markdown(const remote::StoreUsage& usage) {
 
 std::string usage_markdown_failure(const std::string& store, const std::string& why) {
   return config::redact("\n### Cache store usage\n\nWarning: could not measure " +
-                        cell(printable(store)) + ": " + printable(why, kPrintableMessage) + "\n");
+                        code_cell(printable(store)) + ": " + printable(why, kPrintableMessage) +
+                        "\n");
 }
 
 }  // namespace neuron_cache::report
