@@ -301,9 +301,9 @@ TEST(GcPlan, AnExpiredCompileLeaseGoesAfterTheGrace) {
   }
 }
 
-// The Hub's tree lists no modification times: the folders that may go are asked for theirs
-// (the last commit touching each), and only they. Y, an hour old, stays by the grace as on the
-// other stores; a damaged lease, whose age nothing says, stays.
+// The Hub's tree lists no modification times: the folders that may go and the damaged lease
+// files are asked for theirs (the last commit touching each), and only they. Y, an hour old,
+// stays by the grace, and the damaged lease, five days old, goes, as on the other stores.
 TEST(GcPlan, HubAsksTheTimesOfTheFoldersThatMayGo) {
   GcLayout layout = testing::gc_layout(kNow);
   MemoryStore store;
@@ -313,7 +313,8 @@ TEST(GcPlan, HubAsksTheTimesOfTheFoldersThatMayGo) {
   EXPECT_EQ(plan.kind, "hub");
   EXPECT_EQ(testing::removed_letters(plan, layout), (std::set<char>{'B', 'U'}));
   EXPECT_TRUE(has_reason(plan, "grace")) << joined(kept_reasons(plan));
-  EXPECT_EQ(lease_paths(plan), (std::set<std::string>{layout.lease_done_old}));
+  EXPECT_EQ(lease_paths(plan),
+            (std::set<std::string>{layout.lease_done_old, layout.lease_damaged}));
   EXPECT_FALSE(plan.revision.empty());
   // Without an answer the candidates stay: a failure is not an age.
   MemoryStore failing;
@@ -322,6 +323,7 @@ TEST(GcPlan, HubAsksTheTimesOfTheFoldersThatMayGo) {
   GcPlan without = plan_gc(failing, o);
   EXPECT_TRUE(without.removed.empty()) << testing::removed_letters(without, layout).size();
   EXPECT_TRUE(has_reason(without, "no modification time")) << joined(kept_reasons(without));
+  EXPECT_EQ(lease_paths(without), (std::set<std::string>{layout.lease_done_old}));
   EXPECT_NE(joined(without.problems).find("could not be read"), std::string::npos)
       << joined(without.problems);
 }

@@ -111,12 +111,15 @@ net::HttpResponse HubClient::call(net::HttpRequest request, const std::string& w
 }
 
 const WhoAmI& HubClient::whoami() {
-  if (whoami_) return *whoami_;
+  {
+    std::lock_guard lock(whoami_mutex_);
+    if (whoami_) return *whoami_;
+  }
   if (options_.token.empty()) throw input_error(no_token(options_.audience));
   net::HttpRequest request{"GET", api("/api/whoami-v2")};
   net::HttpResponse response = call(request, "asking the Hub who you are");
   if (!ok(response)) throw hub_error(response, "asking the Hub who you are (whoami)", "", advice());
-  whoami_ =
+  WhoAmI answer =
       net::read_answer(response, net::request_name(request), "an account", [](const json& body) {
         net::object_in(body, "the answer");
         WhoAmI who;
@@ -136,11 +139,14 @@ const WhoAmI& HubClient::whoami() {
         }
         return who;
       });
+  std::lock_guard lock(whoami_mutex_);
+  if (!whoami_) whoami_ = std::move(answer);  // set once: the reference stays valid
   return *whoami_;
 }
 
 AdviceContext HubClient::advice() const {
   AdviceContext context{!options_.token.empty(), options_.audience, std::nullopt};
+  std::lock_guard lock(whoami_mutex_);
   if (whoami_) {
     context.namespaces = whoami_->orgs;
     context.namespaces->insert(context.namespaces->begin(), whoami_->name);

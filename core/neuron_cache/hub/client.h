@@ -6,6 +6,7 @@
 
 #include <filesystem>
 #include <functional>
+#include <mutex>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
@@ -178,6 +179,8 @@ class HubClient {
 
   ClientOptions options_;
   net::HttpEngine http_;
+  // Asked once; read by advice() from any thread (a lease's renewal runs on its own).
+  mutable std::mutex whoami_mutex_;
   std::optional<WhoAmI> whoami_;
 };
 

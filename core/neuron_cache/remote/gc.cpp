@@ -202,13 +202,25 @@ class Survey {
     }
     std::vector<storage::Read<std::string>> texts =
         read_listed_files(store_, plan_.revision, small);
+    std::vector<RemoteEntry> damaged;  // listed without a time: only its age decides
     for (size_t i = 0; i < texts.size(); ++i) {
       if (texts[i].failed()) {
         problem("could not read the lease file " + printable(small[i].path, kShownName) + " (" +
                 texts[i].failure().message + "): kept");
         continue;
       }
-      decide_lease(small[i], lease::parse(texts[i].value()));
+      std::optional<lease::Record> record = lease::parse(texts[i].value());
+      if (!record && small[i].modified == 0)
+        damaged.push_back(small[i]);
+      else
+        decide_lease(small[i], record);
+    }
+    std::vector<std::string> paths;
+    for (const auto& file : damaged) paths.push_back(file.path);
+    std::map<std::string, int64_t> times = ask_times(paths, "damaged lease files");
+    for (auto& file : damaged) {
+      if (auto it = times.find(file.path); it != times.end()) file.modified = it->second;
+      decide_lease(file, std::nullopt);
     }
   }
 
@@ -260,22 +272,32 @@ class Survey {
           unknown[layout::compiler_dir_name(name) + "/" + module] = &folder;
       }
     }
-    if (unknown.empty()) return;
     std::vector<std::string> paths;
     for (const auto& [path, folder] : unknown) paths.push_back(path);
+    for (const auto& [path, when] : ask_times(paths, "folders nothing references")) {
+      Folder& folder = *unknown.at(path);
+      folder.newest = std::max(folder.newest, when);
+      folder.unknown_time = false;
+    }
+  }
+
+  // When each of `paths` was last written, from a store whose listings carry no times (the Hub:
+  // the last commit touching it). A path without an answer is left out and keeps its unknown age.
+  std::map<std::string, int64_t> ask_times(const std::vector<std::string>& paths,
+                                           const std::string& what) {
+    std::map<std::string, int64_t> out;
+    if (paths.empty()) return out;
+    std::set<std::string> asked(paths.begin(), paths.end());
     try {
       for (const auto& entry : store_.stat_times(paths, plan_.revision)) {
-        auto it = unknown.find(entry.path);
-        if (it == unknown.end() || entry.modified == 0) continue;
-        it->second->newest = std::max(it->second->newest, entry.modified);
-        it->second->unknown_time = false;
+        if (entry.modified != 0 && asked.count(entry.path) != 0) out[entry.path] = entry.modified;
       }
     } catch (const Error& error) {
       if (error.kind() != ErrorKind::Operational) throw;
-      problem("when " + std::to_string(paths.size()) +
-              " folders nothing references were last written could not be read (" + error.what() +
-              "): they are kept");
+      problem("when " + std::to_string(paths.size()) + " " + what +
+              " were last written could not be read (" + error.what() + "): they are kept");
     }
+    return out;
   }
 
   void decide_folder(const std::string& version_name, const Version& version,

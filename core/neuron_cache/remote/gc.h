@@ -17,9 +17,9 @@
 // - lease files of compiles that ended (done, released, or expired) longer than the grace ago.
 // Never removed: anything written within GcOptions::grace (a push in flight writes its folders
 // before its index entry on S3 and folders), an unreferenced folder written since a live
-// compile lease of its compiler version began, and a folder whose age the store cannot give.
-// The Hub's tree lists no times: the folders that may go are asked for theirs (the last commit
-// touching each, Store::stat_times), so a `neuron-cache run` push a minute old is not removed
+// compile lease of its compiler version began, and a folder or damaged lease file whose age the
+// store cannot give. The Hub's tree lists no times: the folders that may go and the damaged lease
+// files are asked for theirs (the last commit touching each, Store::stat_times), so a `neuron-cache run` push a minute old is not removed
 // there either. gc's own commit on the Hub is conditional on the head it read.
 #pragma once
 
