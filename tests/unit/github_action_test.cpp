@@ -719,6 +719,13 @@ TEST_F(GithubActionTest, GcModeCleansTheStoreOnlyWhenAsked) {
       run({{"manifest", "neuron-cache.yaml"}, {"mode", "gc"}, {"gc-squash", "true"}});
   EXPECT_EQ(squash_alone.code, 2);
   EXPECT_TRUE(contains(squash_alone.out, "set gc-apply too")) << squash_alone.out;
+  for (const char* fetching : {"locked", "fail-on-miss"}) {
+    ActionRun refused =
+        run({{"manifest", "neuron-cache.yaml"}, {"mode", "gc"}, {fetching, "true"}});
+    EXPECT_EQ(refused.code, 2) << fetching;
+    EXPECT_TRUE(contains(refused.out, "mode gc cleans the cache store")) << refused.out;
+  }
+  EXPECT_EQ(testing::count_requests(server.access_log(), is_commit), 1u);  // the apply's only
 }
 
 // A store's error text carries workflow commands, after a newline and in the legacy form inside a
