@@ -13,7 +13,7 @@ import sys
 
 # Lowest first. A folder may include itself and any folder before it.
 LAYERS = [
-    "sys", "format", "process", "config", "log", "git", "manifest", "local", "net", "aws", "hub",
+    "sys", "format", "transformers", "process", "config", "log", "git", "manifest", "local", "net", "aws", "hub",
     "storage",
     "remote", "plan", "compile", "pipeline", "report", "cli",
 ]

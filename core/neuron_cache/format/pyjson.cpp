@@ -3,10 +3,13 @@
 #include <locale.h>
 #include <stdlib.h>
 
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <cstdlib>
 #include <limits>
+#include <utility>
+#include <vector>
 
 #include "neuron_cache/error.h"
 #include "neuron_cache/format/utf8.h"
@@ -405,9 +408,23 @@ void write_float(std::string& out, double value) {
   }
 }
 
+// Whether every key is a decimal int as str(int) writes it ("0", "-3", not "03").
+bool int_keys(const Json& object) {
+  for (const auto& [key, item] : object.items()) {
+    size_t start = key.starts_with('-') ? 1 : 0;
+    if (key.size() <= start || key.size() > start + 18) return false;
+    if (key[start] == '0' && key.size() > start + 1) return false;
+    for (size_t i = start; i < key.size(); ++i) {
+      if (key[i] < '0' || key[i] > '9') return false;
+    }
+  }
+  return true;
+}
+
 class Writer {
  public:
-  explicit Writer(std::optional<int> indent) : indent_(indent) {}
+  Writer(std::optional<int> indent, const std::set<std::string>* int_keyed)
+      : indent_(indent), int_keyed_(int_keyed) {}
 
   void write(const Json& value, int level) {
     switch (value.type()) {
@@ -433,7 +450,7 @@ class Writer {
         write_array(value, level);
         break;
       case Json::value_t::object:
-        write_object(value, level);
+        write_object(value, level, parent_is_int_keyed_);
         break;
       default:
         throw input_error("cannot serialize binary or discarded JSON values");
@@ -478,26 +495,38 @@ class Writer {
 
   // nlohmann's object map is ordered by byte-wise key comparison, which for UTF-8 (and WTF-8)
   // is code point order: exactly Python's sort_keys order.
-  void write_object(const Json& object, int level) {
+  // A dict with int keys (int_keyed) sorts them as ints: "2" before "10".
+  void write_object(const Json& object, int level, bool int_keyed) {
     if (object.empty()) {
       out_ += "{}";
       return;
     }
+    std::vector<std::pair<std::string, const Json*>> members;
+    for (const auto& [key, item] : object.items()) members.emplace_back(key, &item);
+    if (int_keyed && int_keys(object)) {
+      std::stable_sort(members.begin(), members.end(), [](const auto& a, const auto& b) {
+        return std::stoll(a.first) < std::stoll(b.first);
+      });
+    }
     out_ += '{';
     newline(level + 1);
     bool first = true;
-    for (const auto& [key, item] : object.items()) {
+    for (const auto& [key, item] : members) {
       if (!first) separator(level + 1);
       first = false;
       write_escaped(out_, key);
       out_ += ": ";
-      write(item, level + 1);
+      parent_is_int_keyed_ = int_keyed_ != nullptr && int_keyed_->count(key) > 0;
+      write(*item, level + 1);
     }
+    parent_is_int_keyed_ = false;
     newline(level);
     out_ += '}';
   }
 
   std::optional<int> indent_;
+  const std::set<std::string>* int_keyed_;
+  bool parent_is_int_keyed_ = false;
   std::string out_;
 };
 
@@ -524,8 +553,9 @@ std::optional<Json> read_kept(const sys::RootedFile& file, const Limits& limits)
   return text ? parse_or_nothing(*text, limits) : std::nullopt;
 }
 
-std::string dumps(const Json& value, std::optional<int> indent) {
-  Writer writer(indent);
+std::string dumps(const Json& value, std::optional<int> indent,
+                  const std::set<std::string>* int_keyed) {
+  Writer writer(indent, int_keyed);
   writer.write(value, 0);
   return writer.take();
 }

@@ -5,6 +5,7 @@
 
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <set>
 #include <string>
 #include <string_view>
 
@@ -39,8 +40,11 @@ std::optional<Json> parse_or_nothing(std::string_view text, const Limits& limits
 std::optional<Json> read_kept(const sys::RootedFile& file, const Limits& limits = kMemo);
 
 // json.dumps(value, sort_keys=True[, indent=N]) with ensure_ascii and Python float repr.
-// Without indent the separators are ", " and ": ", as in Python's default.
-std::string dumps(const Json& value, std::optional<int> indent = std::nullopt);
+// Without indent the separators are ", " and ": ", as in Python's default. The dicts stored
+// under a member named in `int_keyed` (transformers' id2label) had int keys in Python, which
+// sort_keys orders as ints: "2" before "10".
+std::string dumps(const Json& value, std::optional<int> indent = std::nullopt,
+                  const std::set<std::string>* int_keyed = nullptr);
 
 // repr(float) as CPython prints it: shortest round-trip digits, "1e-05", "500000.0", "inf".
 std::string float_repr(double value);
