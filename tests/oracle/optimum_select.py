@@ -6,8 +6,13 @@ select_hub_cached_entries, entries/single_model.py (from_hub, arch_digest), entr
 commands/neuron/cache.py (the lookup table's rows). HfApi calls are made over HTTP against the
 Hub at "endpoint", as huggingface_hub makes them (tree listings follow the Link header).
 
+The architecture digest hashes transformers' to_diff_dict() of the model's config, which this
+oracle does not compute: "hashed" gives it, as real transformers 4.57 made it
+(tests/data/vectors/arch-digest/parity-models.json), and the oracle hashes it as optimum-neuron does.
+
 stdin: {"endpoint", "token", "repo", "pinned" (neuronx-cc version from the package metadata),
-        "optimum_version" (optimum-neuron __version__), "queries": [{"model", "task",
+        "optimum_version" (optimum-neuron __version__), "hashed": {model: {task: to_diff_dict()
+        without CACHE_WHITE_LIST, or {"error"} where transformers fails}}, "queries": [{"model", "task",
         "instance_type", "batch_size", "sequence_length", "tensor_parallel_size",
         "torch_dtype"}]} (a missing or null filter is None)
 stdout: one result per query: {"selected": [neuron config dicts], "rows": [[batch size,
@@ -83,19 +88,12 @@ def hub_registry_path(hub, repo, pinned, optimum_version):
     raise ValueError(f"No hub cache registry found in {repo} for neuronx-cc-{pinned}")
 
 
-def get_text_config(config):
-    subs = [config[k] for k in ("text_config", "text_encoder") if isinstance(config.get(k), dict)]
-    if len(subs) > 1:
-        raise ValueError("several text configs")
-    return subs[0] if subs else config
-
-
-def single_arch_digest(model_id, task, config):
-    """SingleModelCacheEntry.from_hub(model_id, task).arch_digest(); config.json is the
-    to_diff_dict() transformers would give (what save_pretrained wrote)."""
-    if task == "text-generation":
-        config = get_text_config(config)
-    config = dict(config)
+def single_arch_digest(hashed, model_id, task):
+    """SingleModelCacheEntry.from_hub(model_id, task).arch_digest(): SHA-256 of the dict
+    transformers' to_diff_dict() gave (`hashed`), as cache_entry.py hashes it."""
+    config = dict(hashed[model_id][task])
+    if "error" in config:
+        raise ValueError(f"transformers cannot load {model_id}: {config['error']}")
     for key in CACHE_WHITE_LIST:
         config.pop(key, None)
     config.pop("neuron", None)
@@ -118,8 +116,8 @@ def deserialize_neuron_config(text):
 def get_hub_cached_entries(hub, request, model_id, task):
     if not hub.file_exists(model_id, "config.json"):
         raise ValueError(f"Unable to evaluate model type for {model_id}")
-    config = json.loads(hub.download(model_id, "config.json"))
-    target_arch = single_arch_digest(model_id, task, config)
+    json.loads(hub.download(model_id, "config.json"))  # from_hub reads it: it must be there
+    target_arch = single_arch_digest(request["hashed"], model_id, task)
     target_path = hub_registry_path(hub, request["repo"], request["pinned"],
                                     request["optimum_version"]) + "/" + target_arch + "/"
     entries = []

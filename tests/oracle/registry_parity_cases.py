@@ -11,12 +11,21 @@ Prints one JSON document:
   lookups  [{model, task?, instance_type?, batch_size?, sequence_length?, tensor_parallel_size?,
              dtype?, why}]: `lookup` queries
 
+  hashed   {model id: {task: the dict optimum-neuron 0.4.5 hashes, or {"error"}}}
+
 The entries are written from the format spec (sections 4.1-4.8), not by neuron-cache: each entry's
-config is the model's config.json as transformers' save_pretrained wrote it (its to_diff_dict)
-without CACHE_WHITE_LIST keys, the text sub-config for text-generation.
+config is the dict optimum-neuron hashed, transformers 4.57's to_diff_dict() of the model's config
+(its text config for text-generation) without CACHE_WHITE_LIST keys. Those dicts come from real
+transformers (tests/data/vectors/arch-digest/parity-models.json, which
+core/neuron_cache/transformers/tables/generate.py dicts writes from `--models`), not from a rule.
+
+    registry_parity_cases.py            the case table
+    registry_parity_cases.py --models   {model: config.json text}, for generate.py dicts
 """
 
 import json
+import os
+import sys
 
 CURRENT = "neuronxcc-2.21.33363.0+82129205"
 OLDER = "neuronxcc-2.20.10.0+2b1ab5c1"
@@ -27,8 +36,11 @@ L3I = "meta-llama/Meta-Llama-3-8B-Instruct"
 FT = "acme/llama3-8b-support-ft"  # a fine-tune: the same architecture, no entry of its own
 L31 = "meta-llama/Llama-3.1-8B"  # rope_scaling added: another architecture
 QW = "Qwen/Qwen2.5-0.5B"
-VLM = "acme/tiny-mllama"  # a composite config: text-generation reads its text_config
+VLM = "acme/tiny-mllama"  # a model type neuron-cache's tables lack: found by stored config
+GEMMA = "acme/tiny-gemma3"  # a composite config: text-generation reads its text_config
 BERT = "sentence-transformers/all-MiniLM-L6-v2"  # traced (feature-extraction)
+L3_OLD = "meta-llama/Meta-Llama-3-8B@old"  # the base model's config.json before an edit
+DECOY = "evil/decoy"  # an entry planted where the raw file's digest would look
 
 CACHE_WHITE_LIST = ["_name_or_path", "transformers_version", "_diffusers_version", "eos_token_id",
                     "bos_token_id", "pad_token_id", "torchscript", "torch_dtype", "_commit_hash",
@@ -85,6 +97,14 @@ MODELS = {
                           "torch_dtype": "bfloat16", "eos_token_id": [128001, 128009]},
           "vision_config": {"hidden_size": 32, "model_type": "mllama_vision_model"},
           "transformers_version": "4.55.4"},
+    GEMMA: {"architectures": ["Gemma3ForConditionalGeneration"], "model_type": "gemma3",
+            "text_config": {"hidden_size": 64, "intermediate_size": 128, "model_type": "gemma3_text",
+                            "num_hidden_layers": 4, "num_attention_heads": 2,
+                            "num_key_value_heads": 1, "head_dim": 32, "sliding_window": 512,
+                            "rope_scaling": {"factor": 8.0, "rope_type": "linear"}},
+            "vision_config": {"hidden_size": 32, "model_type": "siglip_vision_model",
+                              "num_hidden_layers": 2, "image_size": 224, "patch_size": 14},
+            "torch_dtype": "bfloat16", "transformers_version": "4.50.0.dev0"},
     BERT: {"_name_or_path": "nreimers/MiniLM-L6-H384-uncased", "architectures": ["BertModel"],
            "hidden_size": 384, "intermediate_size": 1536, "model_type": "bert",
            "num_attention_heads": 12, "num_hidden_layers": 6, "transformers_version": "4.8.2",
@@ -92,16 +112,45 @@ MODELS = {
 }
 
 
-def entry_config(config, task):
-    """SingleModelCacheEntry's config (format spec 4.5)."""
-    if task == "text-generation":
-        subs = [config[k] for k in ("text_config", "text_encoder") if isinstance(config.get(k), dict)]
-        if len(subs) == 1:
-            config = subs[0]
-    config = dict(config)
+# Config files no Hub repo serves: a model's config.json before an edit.
+EXTRA_CONFIGS = {L3_OLD: llama3(rope_theta=10000.0)}
+
+HASHED_FILE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "data", "vectors",
+                           "arch-digest", "parity-models.json")
+
+
+def config_texts():
+    return {m: json.dumps(c, indent=2) for m, c in {**MODELS, **EXTRA_CONFIGS}.items()}
+
+
+def hashed():
+    """What optimum-neuron hashes for each model, as real transformers computed it."""
+    recorded = json.load(open(HASHED_FILE))["models"]
+    for model, text in config_texts().items():
+        if recorded.get(model, {}).get("config_json") != text:
+            sys.exit(f"{HASHED_FILE} is out of date for {model}: regenerate it with "
+                     "generate.py dicts (see its docstring)")
+    return {model: recorded[model]["hashed"] for model in config_texts()}
+
+
+HASHED = hashed() if "--models" not in sys.argv else {}
+
+
+def entry_config(model, task):
+    """SingleModelCacheEntry's config (format spec 4.5): what optimum-neuron hashed."""
+    return HASHED[model][task]
+
+
+def raw_rule_digest(model, task):
+    """The digest of the raw file minus the white list (what neuron-cache used to compute)."""
+    config = dict(json.loads(config_texts()[model]))
+    if task == "text-generation" and isinstance(config.get("text_config"), dict):
+        config = dict(config["text_config"])
     for key in CACHE_WHITE_LIST + ["neuron"]:
         config.pop(key, None)
-    return config
+    arch = {"model_type": config["model_type"], "task": task, "config": config}
+    import hashlib
+    return hashlib.sha256(json.dumps(arch, sort_keys=True).encode()).hexdigest()
 
 
 def nxd(model, batch, seq, tp, dtype, target, compiler=COMPILER, optimum="0.4.5"):
@@ -127,23 +176,25 @@ def traced(batch, seq, tp):
             "task": "feature-extraction", "tensor_parallel_size": tp}
 
 
-def entry(model, neuron, task="text-generation", config=None, machine="ci-1", alias=True,
-          compiler_dir=CURRENT, optimum="0.4.5", generation="0.4.5"):
-    cleaned = entry_config(config if config is not None else MODELS[model], task)
-    return {"compiler_dir": compiler_dir, "optimum_version": optimum, "generation": generation,
-            "model_id": model, "task": task, "model_type": cleaned["model_type"],
-            "config": cleaned, "neuron": neuron, "machine": machine, "alias": alias}
+def entry(model, neuron, task="text-generation", config_of=None, machine="ci-1", alias=True,
+          compiler_dir=CURRENT, optimum="0.4.5", generation="0.4.5", folder=None):
+    cleaned = entry_config(config_of or model, task)
+    written = {"compiler_dir": compiler_dir, "optimum_version": optimum, "generation": generation,
+               "model_id": model, "task": task, "model_type": cleaned["model_type"],
+               "config": cleaned, "neuron": neuron, "machine": machine, "alias": alias}
+    if folder:
+        written["digest_folder"] = folder
+    return written
 
 
 def entries():
-    old_l3 = llama3(rope_theta=10000.0)  # the model's config.json before an edit
     return [
         # Machine ci-1 exported the Instruct model twice: only its first entry has an alias.
         entry(L3I, nxd(L3I, 4, 4096, 8, "bfloat16", "trn1")),
         entry(L3I, nxd(L3I, 8, 4096, 8, "bfloat16", "trn1")),
         # Machine ci-2 had an alias folder for the base model from an older export, so its two
         # entries of the current architecture have none: a digest folder alias-less for it.
-        entry(L3, nxd(L3, 32, 4096, 8, "bfloat16", "trn1"), config=old_l3, machine="ci-2"),
+        entry(L3, nxd(L3, 32, 4096, 8, "bfloat16", "trn1"), config_of=L3_OLD, machine="ci-2"),
         entry(L3, nxd(L3, 8, 2048, 8, "bfloat16", "trn2"), machine="ci-2"),
         entry(L3, nxd(L3, 1, 4096, 2, "float16", "trn1"), machine="ci-2"),
         entry(L31, nxd(L31, 4, 4096, 8, "bfloat16", "trn1")),
@@ -151,6 +202,14 @@ def entries():
         entry(QW, nxd(QW, 4, 4096, 2, "bfloat16", "trn3")),
         entry(QW, nxd(QW, 4, 4096, 2, "bfloat16", "trn2")),
         entry(VLM, nxd(VLM, 1, 4096, 8, "bfloat16", "trn1")),
+        # Another machine's VLM entry, alias-less: found only by comparing stored configs.
+        entry(VLM, nxd(VLM, 2, 4096, 8, "bfloat16", "trn1"), machine="ci-3", alias=False),
+        entry(GEMMA, nxd(GEMMA, 1, 4096, 2, "bfloat16", "trn1"), alias=False),
+        # Planted in the folder the raw file's digest names: optimum-neuron never reads it.
+        entry(DECOY, nxd(DECOY, 1, 4096, 4, "bfloat16", "trn1"), config_of=L3, alias=False,
+              folder=raw_rule_digest(L3, "text-generation")),
+        entry(DECOY, nxd(DECOY, 1, 4096, 2, "bfloat16", "trn1"), config_of=QW, alias=False,
+              folder=raw_rule_digest(QW, "text-generation")),
         entry(BERT, traced(1, 128, 1), task="feature-extraction"),
         # Other generations and compilers optimum-neuron 0.4.5 with 2.21.33363.0 never reads.
         entry(L3, nxd(L3, 2, 4096, 8, "bfloat16", "trn1", optimum="0.4.4"), optimum="0.4.4",
@@ -184,7 +243,13 @@ def plans():
         plan("q-trn2", QW, "trn2", 4, 4096, 2, "bf16", "the trn2 entry"),
         plan("q-fp16", QW, "trn2", 4, 4096, 2, "fp16", "near miss: dtype"),
         plan("q-inf2", QW, "inf2", 4, 4096, 2, "bf16", "near miss: inf2 is trn1"),
-        plan("vlm-1", VLM, "trn1", 1, 4096, 8, "bf16", "the text config's digest"),
+        plan("vlm-1", VLM, "trn1", 1, 4096, 8, "bf16", "an unknown model type, by stored config"),
+        plan("vlm-2", VLM, "trn1", 2, 4096, 8, "bf16", "an alias-less folder, by stored config"),
+        plan("vlm-4", VLM, "trn1", 4, 4096, 8, "bf16", "near miss: an unknown model type"),
+        plan("gemma-1", GEMMA, "trn1", 1, 4096, 2, "bf16", "its text config's digest, no alias"),
+        plan("gemma-2", GEMMA, "trn1", 2, 4096, 2, "bf16", "near miss: batch size"),
+        plan("decoy-l3", L3, "trn1", 1, 4096, 4, "bf16", "near miss: a decoy in the raw digest"),
+        plan("decoy-qw", QW, "trn1", 1, 4096, 2, "bf16", "near miss: a decoy in the raw digest"),
         plan("i-inf2", L3I, "inf2", 4, 4096, 8, "bf16", "inf2 normalised to trn1"),
         plan("i-trn1n", L3I, "trn1n", 8, 4096, 8, "bf16", "trn1n normalised to trn1"),
         plan("i-target", L3I, "trn2", 4, 4096, 8, "bf16", "near miss: target"),
@@ -208,7 +273,8 @@ def lookups():
         dict(tg, model=FT, why="a fine-tune"),
         dict(tg, model=L31, why="another architecture"),
         dict(tg, model=QW, why="trn2 and trn3 entries"),
-        dict(tg, model=VLM, why="a composite config"),
+        dict(tg, model=VLM, why="an unknown model type"),
+        dict(tg, model=GEMMA, why="a composite config"),
         dict(tg, model=L3, instance_type="trn2", why="filtered by target"),
         dict(tg, model=L3, instance_type="inf2", why="inf2 compared as given"),
         dict(tg, model=L3, batch_size=8, why="filtered by batch size"),
@@ -220,7 +286,11 @@ def lookups():
 
 
 def main():
-    print(json.dumps({"models": {m: json.dumps(c, indent=2) for m, c in MODELS.items()},
+    if "--models" in sys.argv:
+        print(json.dumps(config_texts(), indent=1, sort_keys=True))
+        return
+    texts = config_texts()
+    print(json.dumps({"models": {m: texts[m] for m in MODELS}, "hashed": HASHED,
                       "entries": entries(), "plans": plans(), "lookups": lookups()}))
 
 

@@ -5,7 +5,8 @@ neuron-cache's own writer. Reads a JSON list of entries on stdin, prints {path i
 Each entry: {"compiler_dir", "optimum_version", "generation", "model_id", "task", "model_type",
 "config" (model config without neuron), "neuron" (neuron config), "mode" (0.1 only),
 "machine" (optional: the local cache the entry was written in; aliases are per machine),
-"alias" (optional, default true: false when the machine's alias folder already existed)}.
+"alias" (optional, default true: false when the machine's alias folder already existed),
+"digest_folder" (optional: a folder other than the entry's digest, for planted decoys)}.
 Generations (format spec 4.8):
   "0.4.5": serialize() text at <ver>/<arch digest>/<h>.json, plus the alias
            <ver>/<model_type>/<model_id>/<h>.json only when the alias folder does not exist yet;
@@ -54,7 +55,8 @@ def main():
         if generation == "0.2":
             files[f"{registry}/{model_dir}/{h}.json"] = text
             continue
-        files[f"{registry}/{arch_digest(entry)}/{h}.json"] = text
+        folder = entry.get("digest_folder") or arch_digest(entry)
+        files[f"{registry}/{folder}/{h}.json"] = text
         alias_dir = f"{registry}/{model_dir}"
         machine_dir = (entry.get("machine", ""), alias_dir)
         if machine_dir not in alias_dirs:  # os.path.exists(alias dir) in hub_neuronx_cache

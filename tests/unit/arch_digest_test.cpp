@@ -57,7 +57,8 @@ TEST(ArchDigestTest, EveryVectorIsReproduced) {
     ASSERT_TRUE(answer.digest) << answer.why_not;
     EXPECT_EQ(text(answer.hashed), text(v["optimum_config_hashed"]));
     EXPECT_EQ(*answer.digest, v["optimum_digest"].get<std::string>());
-    EXPECT_NE(*answer.digest, v["raw_rule_digest"].get<std::string>()) << "not the raw rule";
+    // The raw file's digest agrees only where the vector says so (Llama 3.2 under 4.55).
+    EXPECT_EQ(*answer.digest == v["raw_rule_digest"].get<std::string>(), v["equal"].get<bool>());
   }
 }
 
@@ -132,7 +133,9 @@ TEST(ArchDigestTest, HostileConfigsAreBoundedNotCrashes) {
       }) {
     SCOPED_TRACE(config);
     DigestAnswer answer = arch_digest(table, pyjson::parse(config), "text-generation");
-    if (!answer.digest) EXPECT_FALSE(answer.why_not.empty());
+    if (!answer.digest) {
+      EXPECT_FALSE(answer.why_not.empty());
+    }
   }
 }
 

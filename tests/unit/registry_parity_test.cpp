@@ -90,7 +90,8 @@ class RegistryParityTest : public ::testing::Test {
   json oracle(const json& queries) {
     json request = {
         {"endpoint", server.url()}, {"token", testing::kHubReadToken}, {"repo", kRepo},
-        {"pinned", kPinned},        {"optimum_version", "0.4.5"},      {"queries", queries}};
+        {"pinned", kPinned},        {"optimum_version", "0.4.5"},      {"queries", queries},
+        {"hashed", table["hashed"]}};
     return run_python("oracle/optimum_select.py", request.dump());
   }
 
@@ -170,6 +171,13 @@ TEST_F(RegistryParityTest, PlanAgreesWithOptimumNeuronsFilterOnEveryCase) {
   EXPECT_TRUE(contains(rows["ft-4"]["reason"], "same architecture as meta-llama/Meta-Llama-3-8B"))
       << rows["ft-4"];
   EXPECT_FALSE(contains(rows["i-4"]["reason"], "same architecture")) << rows["i-4"];
+  // A model type the tables lack is found by stored config, and the reason says so.
+  EXPECT_EQ(rows["vlm-2"]["status"], "registry") << rows["vlm-2"];
+  EXPECT_TRUE(contains(rows["vlm-2"]["reason"], "comparing its config.json")) << rows["vlm-2"];
+  EXPECT_TRUE(contains(rows["vlm-4"]["reason"], "not in neuron-cache's transformers tables"))
+      << rows["vlm-4"];
+  EXPECT_EQ(rows["gemma-1"]["status"], "registry") << rows["gemma-1"];
+  EXPECT_EQ(rows["decoy-l3"]["status"], "compile") << rows["decoy-l3"];
   EXPECT_EQ(rows["bert-1"]["status"], "compile");
   EXPECT_TRUE(contains(rows["bert-1"]["reason"], "reuse depends on how the export is run"))
       << rows["bert-1"];

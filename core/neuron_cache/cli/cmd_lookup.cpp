@@ -134,11 +134,10 @@ void print_text(const remote::LookupResult& result, const Options& options,
               << (q.mode == "inference" ? "training" : "inference") << " or --mode all.\n";
   }
   if (!options.architecture_problem.empty()) {
-    std::cout << "\nThe architecture of " << q.model_id << " is unknown ("
-              << options.architecture_problem
-              << "): only entries named after it are listed, not those of other models with its "
-                 "architecture that optimum-neuron would also find; check the model id and "
-                 "--revision.\n";
+    std::cout << "\nThe architecture digest of " << q.model_id
+              << " was not computed: " << options.architecture_problem
+              << ". Entries of its digest folders that no alias of it links may be missing; "
+                 "check the model id, --revision and the token's access to the model.\n";
   }
   std::cout << "\nAn entry is not a guaranteed cache hit: the exact configuration (compiler and "
                "optimum-neuron versions, compiler flags) must match to reuse the NEFFs.\n";
@@ -147,17 +146,17 @@ void print_text(const remote::LookupResult& result, const Options& options,
   }
 }
 
-// The model's architecture digests as optimum-neuron computes them from its config.json, for
-// --task or every task it exports; none when config.json cannot be read (architecture_problem
-// says why): then only entries named after the model are found.
-std::map<std::string, std::string> arch_digests(Context& context, Options& options) {
+// The model's architecture as optimum-neuron computes it from its config.json (a digest per
+// transformers release), for --task or every task it exports; none when config.json cannot be
+// read (architecture_problem says why): then its own aliases link its folders.
+std::map<std::string, remote::TaskArchitecture> architectures(Context& context, Options& options) {
   const remote::LookupQuery& q = options.query;
   std::optional<std::string> text;
   std::string why;
   try {
     storage::ModelSource& models = *context.remotes().models;
     if (models.offline()) {
-      why = "the Hub is offline (HF_HUB_OFFLINE)";
+      why = "its config.json was not read: the Hub is offline (HF_HUB_OFFLINE)";
     } else {
       text = models.read_file(q.model_id, "config.json", options.revision);
       if (!text) why = "the model has no config.json";
@@ -167,17 +166,20 @@ std::map<std::string, std::string> arch_digests(Context& context, Options& optio
   }
   std::optional<registry::Json> config;
   if (text) config = pyjson::parse_or_nothing(*text, pyjson::kApiAnswer);
-  if (text && !config) why = "its config.json is not JSON";
-  std::map<std::string, std::string> digests;
+  if (text && (!config || !config->is_object())) why = "its config.json is not a JSON object";
+  std::map<std::string, remote::TaskArchitecture> found;
+  if (!config || !config->is_object()) {
+    options.architecture_problem = why;
+    return found;
+  }
   std::vector<std::string> tasks =
       q.task ? std::vector<std::string>{*q.task} : remote::known_tasks();
   for (const auto& task : tasks) {
-    if (!config) break;
-    if (auto digest = registry::model_arch_digest(*config, task)) digests[task] = *digest;
+    remote::TaskArchitecture architecture = remote::architecture_of(*config, task);
+    if (!architecture.note.empty()) options.architecture_problem = architecture.note;
+    found[task] = std::move(architecture);
   }
-  if (config && digests.empty()) why = "its config.json has no \"model_type\"";
-  if (digests.empty()) options.architecture_problem = why;
-  return digests;
+  return found;
 }
 
 void lookup(Context& context, Options& options) {
@@ -187,7 +189,7 @@ void lookup(Context& context, Options& options) {
   if (options.query.compiler_version.empty()) {
     options.query.compiler_version = settings.compiler_version.value;
   }
-  options.query.arch_digests = arch_digests(context, options);
+  options.query.architectures = architectures(context, options);
   remote::LookupResult result = remote::lookup(store, options.query);
   for (const auto& problem : result.problems) warn("unreadable registry entry " + problem);
   if (!options.json) {

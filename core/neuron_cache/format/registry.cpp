@@ -131,29 +131,6 @@ const std::vector<std::string>& cache_white_list() {
   return kKeys;
 }
 
-std::optional<std::string> model_arch_digest(const Json& config_json, const std::string& task) {
-  if (!config_json.is_object()) return std::nullopt;
-  Json config = config_json;
-  if (task == "text-generation") {
-    // transformers' get_text_config(): the one text sub-config, else the config itself.
-    int found = 0;
-    for (const char* name : {"text_config", "text_encoder"}) {
-      auto it = config_json.find(name);
-      if (it != config_json.end() && it->is_object()) {
-        config = *it;
-        ++found;
-      }
-    }
-    if (found > 1) return std::nullopt;
-  }
-  for (const auto& key : cache_white_list()) config.erase(key);
-  config.erase("neuron");
-  auto type = config.find("model_type");
-  if (type == config.end() || !type->is_string()) return std::nullopt;
-  Json arch = {{"model_type", *type}, {"task", task}, {"config", config}};
-  return sha256_hex(pyjson::dumps(arch));
-}
-
 std::string primary_path(std::string_view optimum_version, std::string_view digest,
                          std::string_view hash) {
   return join({std::string(layout::kRegistryDir), std::string(optimum_version), std::string(digest),

@@ -38,13 +38,8 @@ std::string arch_digest(const Json& entry);
 // The model config keys optimum-neuron drops before hashing (CACHE_WHITE_LIST, cache_entry.py).
 const std::vector<std::string>& cache_white_list();
 
-// The architecture digest optimum-neuron's lookup computes for a model from its config.json
-// (SingleModelCacheEntry.from_hub): for text-generation the text sub-config ("text_config" or
-// "text_encoder") when there is one, CACHE_WHITE_LIST keys and "neuron" dropped. optimum-neuron
-// hashes transformers' to_diff_dict() of the loaded config; the config.json save_pretrained
-// writes is that diff, so the digest is exact for it and may differ for a hand-written one.
-// Nothing when the config is not an object with a string "model_type", or is ambiguous.
-std::optional<std::string> model_arch_digest(const Json& config_json, const std::string& task);
+// The digest optimum-neuron computes for a model from its config.json (transformers'
+// to_diff_dict, not the file) is transformers::arch_digest's.
 
 // Paths relative to the compiler folder (neuronxcc-<ver>/).
 std::string primary_path(std::string_view optimum_version, std::string_view digest,

@@ -352,6 +352,16 @@ void log_decision(const plan::PlanRow& row) {
   log::debug("decide", text);
 }
 
+// A configuration whose registry answer did not come from its architecture digest says how it
+// was found instead (or why it was not).
+void explain_architectures(plan::Plan& plan, const std::map<std::string, std::string>& notes) {
+  for (auto& row : plan.rows) {
+    if (row.status != plan::Status::Compile && row.status != plan::Status::Registry) continue;
+    auto note = notes.find(row.target.inputs.model_id);
+    if (note != notes.end()) row.reason += "; " + note->second;
+  }
+}
+
 }  // namespace
 
 void Pipeline::log_decisions(const plan::Plan& plan) const {
@@ -360,26 +370,30 @@ void Pipeline::log_decisions(const plan::Plan& plan) const {
   for (const auto& row : plan.rows) log_decision(row);
 }
 
-remote::ScanModels Pipeline::registry_models(const std::vector<const plan::Target*>& targets) {
+remote::ScanModels Pipeline::registry_models(const std::vector<const plan::Target*>& targets,
+                                             std::map<std::string, std::string>& notes) {
   remote::ScanModels models;
-  std::set<std::string> unread;
   std::set<std::string> asked;  // once per model, task and revision, not per configuration
   for (const plan::Target* target : targets) {
-    auto& digests = models[target->inputs.model_id];
-    std::string question = target->inputs.model_id + "\n" + target->inputs.task + "\n" +
+    const std::string& model = target->inputs.model_id;
+    auto& by_task = models[model];
+    std::string question = model + "\n" + target->inputs.task + "\n" +
                            target->inputs.checkpoint_revision.value_or("") + "\n" +
                            target->configuration.checkout.value_or("");
     if (!asked.insert(question).second) continue;
     std::string why;
-    std::optional<std::string> digest =
-        resolver_ ? resolver_->arch_digest(*target, &why) : std::nullopt;
-    if (digest) {
-      digests[target->inputs.task] = *digest;
-    } else if (unread.insert(target->inputs.model_id).second) {
-      log::debug("decide", "the architecture of " + target->inputs.model_id + " is unknown (" +
-                               why + "): its registry entries are found by name only");
+    std::optional<remote::TaskArchitecture> architecture =
+        resolver_ ? resolver_->architecture(*target, &why) : std::nullopt;
+    if (architecture) {
+      if (!architecture->note.empty()) notes[model] = architecture->note;
+      by_task[target->inputs.task] = std::move(*architecture);
+    } else {
+      notes[model] = "its config.json was not read (" + why +
+                     "): its registry entries are found through its own aliases only, and "
+                     "alias-less digest folders are not seen";
     }
   }
+  for (const auto& [model, note] : notes) log::debug("decide", model + ": " + note);
   return models;
 }
 
@@ -403,9 +417,10 @@ void Pipeline::read_registry(plan::Plan& plan) {
   RegistryMemo memo(memo_folder().child("registry.json"), repo_, remote_->revision());
   bool has_registry = false;
   std::string short_version;
+  std::map<std::string, std::string> notes;  // how each model's architecture was found
   try {
     for (const auto& [version, targets] : models_by_version) {
-      remote::ScanModels models = registry_models(targets);
+      remote::ScanModels models = registry_models(targets, notes);
       std::optional<RegistryAnswer> answer = memo.recall(version, models);
       if (!answer) {
         answer = scan_registry(version, models);
@@ -417,6 +432,7 @@ void Pipeline::read_registry(plan::Plan& plan) {
       has_registry = has_registry || answer->has_registry;
       plan::mark_registry_hits(plan, answer->candidates);
     }
+    explain_architectures(plan, notes);
   } catch (const Error& error) {
     rethrow_local_disk(error);
     note(true, std::string("optimum-neuron's registry in ") + repo_ +

@@ -296,7 +296,9 @@ class Pipeline {
   std::string short_version_problem(const std::string& version,
                                     const std::vector<std::string>& full) const;
   // The models of `targets` with the architecture digest of each target's task, when known.
-  remote::ScanModels registry_models(const std::vector<const plan::Target*>& targets);
+  // `notes`: by model, how its folders are found when not by its digest (pipeline reasons).
+  remote::ScanModels registry_models(const std::vector<const plan::Target*>& targets,
+                                     std::map<std::string, std::string>& notes);
   // Throws when strict; otherwise records the fallback.
   void cache_problem(const std::string& what, const std::string& fallback);
   CompileOutcome compile_one(const plan::Target& target, bool listed_in_registry);

@@ -2,6 +2,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "neuron_cache/format/digest.h"
 #include "neuron_cache/format/pyjson.h"
 
 namespace neuron_cache::pipeline {
@@ -12,9 +13,14 @@ using nlohmann::json;
 // The models and the architecture digests asked: another digest is another question.
 std::string scan_key(const std::string& compiler_version, const remote::ScanModels& models) {
   std::string key = compiler_version;
-  for (const auto& [model, digests] : models) {
+  for (const auto& [model, by_task] : models) {
     key += "|" + model;
-    for (const auto& [task, digest] : digests) key += " " + task + "=" + digest;
+    for (const auto& [task, architecture] : by_task) {
+      key += " " + task + "=";
+      for (const auto& digest : architecture.digests) key += digest + ",";
+      if (architecture.config_json)
+        key += "~" + sha256_hex(pyjson::dumps(*architecture.config_json));
+    }
   }
   return key;
 }

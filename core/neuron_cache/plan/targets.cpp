@@ -173,8 +173,8 @@ void ModelResolver::remember(const std::string& memo, const ResolvedModel& model
   try {
     pyjson::Json json = read_memo();
     pyjson::Json item = {{"revision", *model.revision}, {"model_type", model.model_type}};
-    if (json.contains(memo) && json[memo].is_object() && json[memo].contains("arch_digests")) {
-      item["arch_digests"] = json[memo]["arch_digests"];  // a commit's config.json never changes
+    if (json.contains(memo) && json[memo].is_object() && json[memo].contains("architectures")) {
+      item["architectures"] = json[memo]["architectures"];  // a commit's config.json never changes
     }
     if (json.contains(memo) && json[memo] == item) return;  // an unchanged run writes nothing
     json[memo] = item;
@@ -203,7 +203,10 @@ std::optional<std::string> ModelResolver::read_config(const Target& t, std::stri
   }
 }
 
-std::optional<std::string> ModelResolver::arch_digest(const Target& t, std::string* why) {
+// The memo's digests of a commit's config.json, by task ("architectures": the digests of every
+// transformers table; an older memo's "arch_digests" hashed the raw file and is not read).
+std::optional<remote::TaskArchitecture> ModelResolver::architecture(const Target& t,
+                                                                    std::string* why) {
   const manifest::Configuration& c = t.configuration;
   if (!t.inputs.checkpoint_revision) {
     *why = "its revision is not resolved";
@@ -211,34 +214,38 @@ std::optional<std::string> ModelResolver::arch_digest(const Target& t, std::stri
   }
   std::string memo = c.model_id + "@" + *t.inputs.checkpoint_revision;
   pyjson::Json json = memo_file_.empty() ? pyjson::Json::object() : read_memo();
-  const pyjson::Json* known = nullptr;
-  if (json.contains(memo) && json[memo].is_object() && json[memo].contains("arch_digests") &&
-      json[memo]["arch_digests"].is_object()) {
-    known = &json[memo]["arch_digests"];
-    auto it = known->find(c.task);
-    if (it != known->end() && it->is_string()) return it->get<std::string>();
+  const pyjson::Json* known = json.contains(memo) && json[memo].is_object() ? &json[memo] : nullptr;
+  if (known && known->contains("architectures") && (*known)["architectures"].is_object()) {
+    auto it = (*known)["architectures"].find(c.task);
+    if (it != (*known)["architectures"].end() && it->is_array() && !it->empty()) {
+      remote::TaskArchitecture remembered;
+      for (const auto& digest : *it) {
+        if (digest.is_string()) remembered.digests.insert(digest.get<std::string>());
+      }
+      if (remembered.digests.size() == it->size()) return remembered;
+    }
   }
   std::optional<std::string> text = read_config(t, why);
   if (!text) return std::nullopt;
   auto config = pyjson::parse_or_nothing(*text, pyjson::kApiAnswer);
-  std::optional<std::string> digest =
-      config ? registry::model_arch_digest(*config, c.task) : std::nullopt;
-  if (!digest) {
-    *why = "its config.json is not a model config with a \"model_type\"";
+  if (!config || !config->is_object()) {
+    *why = "its config.json is not a JSON object";
     return std::nullopt;
   }
-  if (!memo_file_.empty() && !c.checkout) {
+  remote::TaskArchitecture architecture = remote::architecture_of(*config, c.task);
+  if (!architecture.digests.empty() && !memo_file_.empty() && !c.checkout) {
     try {
       if (!json.contains(memo) || !json[memo].is_object()) {
         json[memo] = {{"revision", *t.inputs.checkpoint_revision}, {"model_type", ""}};
       }
-      json[memo]["arch_digests"][c.task] = *digest;
+      json[memo].erase("arch_digests");
+      json[memo]["architectures"][c.task] = architecture.digests;
       memo_file_.replace(pyjson::dumps(json, 2));
     } catch (const std::exception&) {
       // Remembering is best effort.
     }
   }
-  return digest;
+  return architecture;
 }
 
 ResolvedModel ModelResolver::resolve(const manifest::Configuration& c) {

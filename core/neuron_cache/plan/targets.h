@@ -12,6 +12,7 @@
 #include "neuron_cache/format/cache_key.h"
 #include "neuron_cache/format/pyjson.h"
 #include "neuron_cache/manifest/manifest.h"
+#include "neuron_cache/remote/lookup.h"
 #include "neuron_cache/storage/models.h"
 #include "neuron_cache/sys/safe_dir.h"
 
@@ -59,11 +60,12 @@ class ModelResolver {
   ResolvedModel resolve(const manifest::Configuration& configuration);
   // Answers taken from the memo because the Hub could not be asked (for warnings).
   const std::vector<std::string>& from_memo() const { return from_memo_; }
-  // The architecture digest optimum-neuron's lookup computes for the target's model and task
-  // (registry::model_arch_digest of its config.json at the target's commit), remembered by commit
-  // like the model type. Nothing when the target has no commit or config.json cannot be read:
-  // `why` then says why (the registry is then matched by model name only).
-  std::optional<std::string> arch_digest(const Target& target, std::string* why);
+  // The architecture optimum-neuron's lookup computes for the target's model and task
+  // (remote::architecture_of its config.json at the target's commit: a digest per transformers
+  // release), digests remembered by commit like the model type. Nothing when the target has no
+  // commit or config.json cannot be read: `why` then says why (the registry is then matched
+  // through the model's own aliases).
+  std::optional<remote::TaskArchitecture> architecture(const Target& target, std::string* why);
 
  private:
   pyjson::Json read_memo() const;

@@ -8,6 +8,7 @@
 #include "neuron_cache/format/cache_key.h"
 #include "neuron_cache/format/layout.h"
 #include "neuron_cache/manifest/manifest.h"
+#include "neuron_cache/remote/registry_match.h"
 
 namespace neuron_cache::remote {
 namespace {
@@ -111,6 +112,9 @@ struct Candidate {
 // optimum-neuron versions (or modes) do not.
 using EntryKey = std::tuple<std::string, std::string, std::string>;
 
+// By model id: the digest folders that hold one of the model's own aliased entries.
+using LinkedFolders = std::map<std::string, std::set<std::string>>;
+
 EntryKey key_of(const registry::Location& where) {
   return {where.optimum_version, where.mode, where.hash};
 }
@@ -119,9 +123,16 @@ EntryKey key_of(const registry::Location& where) {
 std::set<std::string> digests_of(const ScanModels& models) {
   std::set<std::string> digests;
   for (const auto& [id, by_task] : models) {
-    for (const auto& [task, digest] : by_task) digests.insert(digest);
+    for (const auto& [task, architecture] : by_task) {
+      digests.insert(architecture.digests.begin(), architecture.digests.end());
+    }
   }
   return digests;
+}
+
+bool holds(const std::map<std::string, TaskArchitecture>& by_task, const std::string& digest) {
+  return std::any_of(by_task.begin(), by_task.end(),
+                     [&](const auto& item) { return item.second.digests.count(digest) > 0; });
 }
 
 // Registry files that may belong to `models`: alias paths and older generations name their
@@ -130,11 +141,12 @@ std::set<std::string> digests_of(const ScanModels& models) {
 // entries whatever the aliases say. Those folders also hold other models of the same
 // architecture: the file content tells them apart once downloaded.
 std::vector<Candidate> candidate_files(const std::vector<storage::RemoteEntry>& listing,
-                                       const std::string& compiler_dir, const ScanModels& models) {
+                                       const std::string& compiler_dir, const ScanModels& models,
+                                       LinkedFolders& linked) {
   const std::string prefix = compiler_dir + "/" + std::string(layout::kRegistryDir) + "/";
   const std::set<std::string> digests = digests_of(models);
   std::map<EntryKey, Candidate> chosen;
-  std::set<EntryKey> named;
+  std::map<EntryKey, std::string> named;  // the model each named file is of
   std::map<std::pair<std::string, std::string>, std::vector<Candidate>> arch_folders;
   for (const auto& entry : listing) {
     if (entry.is_directory || !entry.path.starts_with(prefix)) continue;
@@ -144,29 +156,24 @@ std::vector<Candidate> candidate_files(const std::vector<storage::RemoteEntry>& 
     if (where->shape == registry::PathShape::ByArch) {
       arch_folders[{where->optimum_version, where->arch_digest}].push_back(candidate);
     } else if (models.count(where->model_id) > 0) {
-      named.insert(key_of(*where));
+      named.emplace(key_of(*where), where->model_id);
       chosen.emplace(key_of(*where), candidate);
     }
   }
   for (const auto& [folder, files] : arch_folders) {
-    bool related = digests.count(folder.second) > 0 ||
-                   std::any_of(files.begin(), files.end(), [&](const Candidate& file) {
-                     return named.count(key_of(file.where)) > 0;
-                   });
+    bool related = digests.count(folder.second) > 0;
+    for (const auto& file : files) {
+      auto alias = named.find(key_of(file.where));
+      if (alias == named.end()) continue;
+      related = true;
+      linked[alias->second].insert(folder.second);
+    }
     if (!related) continue;
     for (const auto& file : files) chosen.insert_or_assign(key_of(file.where), file);  // primary
   }
   std::vector<Candidate> files;
   for (auto& [key, candidate] : chosen) files.push_back(std::move(candidate));
   return files;
-}
-
-std::string read_all(std::FILE* file) {
-  std::string text;
-  std::rewind(file);
-  char buffer[65536];
-  for (size_t n; (n = std::fread(buffer, 1, sizeof buffer, file)) > 0;) text.append(buffer, n);
-  return text;
 }
 
 // Encoders and diffusion models are traced: their neuron config has static_* input shapes, or
@@ -180,25 +187,26 @@ bool is_traced(const registry::Record& record) {
 
 // How an entry relates to `model_id`, or nothing when it is not the model's: its own entry
 // (_model_id, or the checkpoint it was built from), or another model's in one of its digest
-// folders.
+// folders. A model whose config.json was not read has the folders its aliases link instead.
 std::optional<RegistryHit> hit_for(const std::string& model_id,
-                                   const std::map<std::string, std::string>& digests,
+                                   const std::map<std::string, TaskArchitecture>& by_task,
+                                   const std::set<std::string>& linked,
                                    const registry::Record& record) {
   const registry::Location& where = record.location;
   bool own = record.model_id == model_id || first_of(record.neuron, {"checkpoint_id"}) == model_id;
   bool by_arch = where.shape == registry::PathShape::ByArch;
-  auto digest = digests.find(record.task.value_or(""));
-  bool same_folder = by_arch && digest != digests.end() && digest->second == where.arch_digest;
-  bool in_digest_folder =
-      by_arch && std::any_of(digests.begin(), digests.end(),
-                             [&](const auto& item) { return item.second == where.arch_digest; });
+  auto task = by_task.find(record.task.value_or(""));
+  bool same_folder =
+      by_arch && task != by_task.end() && task->second.digests.count(where.arch_digest) > 0;
+  bool in_digest_folder = by_arch && (by_task.empty() ? linked.count(where.arch_digest) > 0
+                                                      : holds(by_task, where.arch_digest));
   if (!own && !in_digest_folder) return std::nullopt;
   RegistryHit hit;
   hit.record = record;
   hit.traced = is_traced(record);
   if (same_folder || (in_digest_folder && !own)) {
     hit.architecture = Architecture::Same;
-  } else if (by_arch && digest != digests.end()) {
+  } else if (by_arch && task != by_task.end()) {
     hit.architecture = Architecture::Other;
   }
   if (!own) hit.same_architecture_as = record.model_id;
@@ -206,10 +214,13 @@ std::optional<RegistryHit> hit_for(const std::string& model_id,
 }
 
 void add_hits(const Candidate& file, const std::string& text, const ScanModels& models,
-              RegistryScan& scan) {
+              const LinkedFolders& linked, RegistryScan& scan) {
   registry::Record record = registry::read_record(file.where, text);
-  for (const auto& [id, digests] : models) {
-    std::optional<RegistryHit> hit = hit_for(id, digests, record);
+  static const std::set<std::string> kNone;
+  for (const auto& [id, by_task] : models) {
+    auto folders = linked.find(id);
+    std::optional<RegistryHit> hit =
+        hit_for(id, by_task, folders == linked.end() ? kNone : folders->second, record);
     if (!hit) continue;
     hit->row = row_of(record, file.compiler_dir, file.entry.path);
     hit->row.same_architecture_as = hit->same_architecture_as;
@@ -220,41 +231,24 @@ void add_hits(const Candidate& file, const std::string& text, const ScanModels& 
   }
 }
 
-// Downloads the candidate files (in parallel, verified against the listing) into anonymous
-// temporary files, a bounded number at a time, and reads them.
+// Downloads the candidate files (in parallel, verified against the listing) and reads them.
 void read_candidates(storage::Store& store, const std::string& revision,
                      const std::vector<Candidate>& files, const ScanModels& models,
-                     RegistryScan& scan) {
-  constexpr size_t kBatch = 256;  // open temporary files at once
-  for (size_t start = 0; start < files.size(); start += kBatch) {
-    size_t end = std::min(files.size(), start + kBatch);
-    std::vector<std::FILE*> temps;
-    std::vector<storage::DownloadRequest> requests;
-    for (size_t i = start; i < end; ++i) {
-      std::FILE* temp = std::tmpfile();
-      if (temp == nullptr) {
-        for (std::FILE* open : temps) std::fclose(open);
-        throw operational_error("cannot create a temporary file for a registry entry: is " +
-                                std::string(P_tmpdir) + " writable and not full?");
-      }
-      temps.push_back(temp);
-      requests.push_back({files[i].entry.path, fileno(temp), files[i].entry});
+                     const LinkedFolders& linked, RegistryScan& scan) {
+  std::vector<storage::RemoteEntry> entries;
+  for (const auto& file : files) entries.push_back(file.entry);
+  std::vector<std::string> errors;
+  std::vector<std::optional<std::string>> texts = download_texts(store, revision, entries, errors);
+  for (size_t i = 0; i < files.size(); ++i) {
+    if (!texts[i]) {
+      scan.complete = false;
+      scan.problems.push_back(files[i].entry.path + ": " + errors[i]);
+      continue;
     }
-    std::vector<storage::DownloadResult> downloads = store.download(revision, requests);
-    for (size_t i = start; i < end; ++i) {
-      std::string text = read_all(temps[i - start]);
-      std::fclose(temps[i - start]);
-      const auto& download = downloads[i - start];
-      if (!download.ok) {
-        scan.complete = false;
-        scan.problems.push_back(files[i].entry.path + ": " + download.error);
-        continue;
-      }
-      try {
-        add_hits(files[i], text, models, scan);
-      } catch (const Error& error) {
-        scan.problems.push_back(files[i].entry.path + ": " + error.what());
-      }
+    try {
+      add_hits(files[i], *texts[i], models, linked, scan);
+    } catch (const Error& error) {
+      scan.problems.push_back(files[i].entry.path + ": " + error.what());
     }
   }
 }
@@ -304,7 +298,7 @@ bool matches(const LookupRow& row, const LookupQuery& q) {
 RegistryScan scan_registry(storage::Store& store, const std::string& compiler_version,
                            const ScanModels& models, const std::string& revision) {
   RegistryScan scan;
-  for (const auto& [id, digests] : models) scan.hits[id];
+  for (const auto& [id, by_task] : models) scan.hits[id];
   auto counted_listing = [&](const std::string& path, bool recursive) {
     uint64_t before = store.requests();
     auto listing = store.list_or_failure(path, recursive, revision);
@@ -319,14 +313,17 @@ RegistryScan scan_registry(storage::Store& store, const std::string& compiler_ve
     if (wanted) scan.compiler_dirs.push_back(entry.path);
   }
   std::vector<Candidate> files;
+  ScanModels known = models;  // plus the folders found by comparing stored configs
+  LinkedFolders linked;
   for (const auto& dir : scan.compiler_dirs) {
     auto listing = counted_listing(dir + "/" + std::string(layout::kRegistryDir), true);
     scan.has_registry = scan.has_registry || !listing.empty();
     if (models.empty()) continue;
-    auto found = candidate_files(listing, dir, models);
+    match_stored_configs(store, revision, listing, dir, known, scan);
+    auto found = candidate_files(listing, dir, known, linked);
     files.insert(files.end(), found.begin(), found.end());
   }
-  read_candidates(store, revision, files, models, scan);
+  read_candidates(store, revision, files, known, linked, scan);
   for (auto& [id, hits] : scan.hits) {
     std::stable_sort(hits.begin(), hits.end(),
                      [](const RegistryHit& a, const RegistryHit& b) { return a.row < b.row; });
@@ -372,7 +369,7 @@ std::string normalised_instance(const std::string& instance_type) {
 
 LookupResult lookup(storage::Store& store, const LookupQuery& query) {
   RegistryScan scan =
-      scan_registry(store, query.compiler_version, {{query.model_id, query.arch_digests}});
+      scan_registry(store, query.compiler_version, {{query.model_id, query.architectures}});
   LookupResult result;
   result.compiler_dirs = std::move(scan.compiler_dirs);
   result.problems = std::move(scan.problems);

@@ -44,9 +44,26 @@ enum class Architecture {
   Other,    // the model's own entry, made from another config.json (it changed since)
 };
 
-// The models a scan looks for: model id -> the architecture digest of each task optimum-neuron
-// would compute from its config.json (registry::model_arch_digest); empty when it was not read.
-using ScanModels = std::map<std::string, std::map<std::string, std::string>>;
+// What a scan knows of a model's architecture for one task.
+struct TaskArchitecture {
+  // The digests optimum-neuron computes from the model's config.json, one per transformers
+  // release it hashes configs with (transformers::arch_digests): each is the model's folder.
+  std::set<std::string> digests;
+  // The config.json, when its model type is not in neuron-cache's transformers tables: a digest
+  // folder whose entries store a config made from it (transformers::stored_config_matches) is
+  // the model's.
+  std::optional<registry::Json> config_json;
+  // What the plan and lookup say of how the folders were found (empty when by digest).
+  std::string note;
+};
+
+// The models a scan looks for: model id -> task -> what is known of its architecture. A model
+// without tasks had its config.json unread (gated, offline): the digest folders its own aliases
+// link are taken as its architecture's.
+using ScanModels = std::map<std::string, std::map<std::string, TaskArchitecture>>;
+
+// What a task's architecture is, from the model's config.json.
+TaskArchitecture architecture_of(const registry::Json& config_json, const std::string& task);
 
 // The tasks whose digests a lookup without --task computes: every task optimum-neuron exports.
 const std::vector<std::string>& known_tasks();
@@ -74,6 +91,10 @@ struct RegistryScan {
   std::vector<std::string> compiler_dirs;  // the neuronxcc-* folders searched
   std::vector<std::string> problems;       // "path: why" for entry files that could not be read
   uint64_t listing_requests = 0;
+  // By model id and task: the digest folders found by comparing stored configs (an unknown model
+  // type), and how many folders were compared.
+  std::map<std::string, std::map<std::string, std::set<std::string>>> matched_by_config;
+  size_t compared_folders = 0;
   bool has_registry = false;  // whether any searched compiler folder has a 0_REGISTRY at all
   // False when a listing or a download failed (and counted as a miss): then the scan says what
   // this run could see, not what the store holds, and must not be remembered.
@@ -104,8 +125,8 @@ struct LookupQuery {
   std::optional<long> sequence_length;
   std::string mode = "inference";              // "inference", "training" or "all"
   std::optional<std::string> optimum_version;  // exact registry version folder; none: every one
-  // The model's digest by task (see ScanModels); empty: only entries named after the model.
-  std::map<std::string, std::string> arch_digests;
+  // The model's architecture by task (see ScanModels); empty: its config.json was not read.
+  std::map<std::string, TaskArchitecture> architectures;
 };
 
 struct LookupResult {

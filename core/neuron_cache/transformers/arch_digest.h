@@ -33,4 +33,11 @@ std::vector<DigestAnswer> arch_digests(const Json& config_json, const std::strin
 // The digest of a dict optimum-neuron hashed (a registry entry's config carries it).
 std::string digest_of_hashed(const Json& hashed, const std::string& task);
 
+// Whether a config optimum-neuron stored in a registry entry (the dict it hashed) was made from
+// this config.json, for a model type the tables do not know: transformers may add keys (class
+// defaults, derived values, dtype) and drop base keys equal to PretrainedConfig's defaults, so
+// every other key of the file (its text config for text-generation) must be in the stored config
+// with an equal value (Python's ==, nested dicts alike), and the model types must agree.
+bool stored_config_matches(const Json& config_json, const Json& stored, const std::string& task);
+
 }  // namespace neuron_cache::transformers

@@ -13,6 +13,7 @@ does not know stops the script, naming it: nothing is guessed.
       /usr/bin/python3 generate.py table  COMMIT OUT.json
     ... generate.py verify VECTORS.json          # the vectors' dicts, recomputed by transformers
     ... generate.py probes OUT.json              # more configs and the digests transformers gives
+    ... generate.py dicts MODELS.json OUT.json   # {model: config.json text} -> what is hashed
 
 <harness> is ../shared/vectors/arch-digest/harness (stand-ins for tokenizers-only imports), the
 transformers commits are those its README names.
@@ -430,8 +431,29 @@ def probes(out):
     print(f"{len(cases)} probe cases")
 
 
+def dicts(models_path, out):
+    """For each model's config.json text: the dict optimum-neuron hashes, by task."""
+    models = json.load(open(models_path))
+    result = {}
+    for model, text in sorted(models.items()):
+        by_task = {}
+        for task in ("text-generation", "feature-extraction"):
+            try:
+                by_task[task] = jsonable(optimum_dict(text, task))
+            except Exception as e:  # transformers cannot load it (an unknown model type here)
+                by_task[task] = {"error": f"{type(e).__name__}: {e}"[:200]}
+        result[model] = {"config_json": text, "hashed": by_task}
+    with open(out, "w") as f:
+        json.dump({"transformers_version": transformers.__version__, "models": result}, f,
+                  indent=1, sort_keys=True)
+        f.write("\n")
+
+
 def main():
     mode = sys.argv[1]
+    if mode == "dicts":
+        dicts(sys.argv[2], sys.argv[3])
+        return 0
     if mode == "table":
         table(sys.argv[2], sys.argv[3])
         return 0
