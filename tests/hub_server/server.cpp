@@ -752,9 +752,24 @@ void Server::require_write(const Identity& who, const std::string& ns, ErrorStyl
   }
 }
 
+// Like the Hub, a repo id in another case names the same repo (Meta-Llama/... and meta-llama/...):
+// repo ids are unique whatever their case.
+std::map<std::string, Repo>::iterator Server::find_in_any_case(const std::string& key) {
+  auto lower = [](std::string text) {
+    for (char& c : text) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    return text;
+  };
+  std::string wanted = lower(key);
+  for (auto it = repos_.begin(); it != repos_.end(); ++it) {
+    if (lower(it->first) == wanted) return it;
+  }
+  return repos_.end();
+}
+
 Repo& Server::find_repo(const Identity& who, const std::string& type, const std::string& id,
                         ErrorStyle style) {
   auto it = repos_.find(type + "/" + id);
+  if (it == repos_.end()) it = find_in_any_case(type + "/" + id);
   bool found = it != repos_.end();
   if (found && can_read(who, it->second)) return it->second;
   // Like the Hub: anonymous callers and private repos get 401, so a caller cannot tell a

@@ -159,6 +159,7 @@ class Server {
   std::vector<std::string> namespaces_of(const User& user) const;
   bool can_read(const Identity& who, const Repo& repo) const;
   void require_write(const Identity& who, const std::string& ns, ErrorStyle style) const;
+  std::map<std::string, Repo>::iterator find_in_any_case(const std::string& key);
   Repo& find_repo(const Identity& who, const std::string& type, const std::string& id,
                   ErrorStyle style = ErrorStyle::Hub);
   const Commit& find_revision(const Repo& repo, const std::string& revision) const;

@@ -39,6 +39,7 @@ QW = "Qwen/Qwen2.5-0.5B"
 VLM = "acme/tiny-mllama"  # a model type neuron-cache's tables lack: found by stored config
 GEMMA = "acme/tiny-gemma3"  # a composite config: text-generation reads its text_config
 BERT = "sentence-transformers/all-MiniLM-L6-v2"  # traced (feature-extraction)
+L3I_CASE = "meta-llama/meta-llama-3-8b-instruct"  # the Instruct model's id in another case
 L3_OLD = "meta-llama/Meta-Llama-3-8B@old"  # the base model's config.json before an edit
 DECOY = "evil/decoy"  # an entry planted where the raw file's digest would look
 
@@ -134,6 +135,8 @@ def hashed():
 
 
 HASHED = hashed() if "--models" not in sys.argv else {}
+if HASHED:
+    HASHED[L3I_CASE] = HASHED[L3I]  # the Hub serves the same config.json for either case
 
 
 def entry_config(model, task):
@@ -251,6 +254,8 @@ def plans():
         plan("decoy-l3", L3, "trn1", 1, 4096, 4, "bf16", "near miss: a decoy in the raw digest"),
         plan("decoy-qw", QW, "trn1", 1, 4096, 2, "bf16", "near miss: a decoy in the raw digest"),
         plan("i-inf2", L3I, "inf2", 4, 4096, 8, "bf16", "inf2 normalised to trn1"),
+        plan("case-8", L3I_CASE, "trn1", 8, 4096, 8, "bf16", "another case: its alias-less entry"),
+        plan("case-dtype", L3I_CASE, "trn1", 4, 4096, 8, "fp16", "another case, near miss"),
         plan("i-trn1n", L3I, "trn1n", 8, 4096, 8, "bf16", "trn1n normalised to trn1"),
         plan("i-target", L3I, "trn2", 4, 4096, 8, "bf16", "near miss: target"),
         plan("i-seq", L3I, "trn1", 4, 2048, 8, "bf16", "near miss: sequence length"),
@@ -275,6 +280,7 @@ def lookups():
         dict(tg, model=QW, why="trn2 and trn3 entries"),
         dict(tg, model=VLM, why="an unknown model type"),
         dict(tg, model=GEMMA, why="a composite config"),
+        dict(tg, model=L3I_CASE, why="the Instruct model's id in another case"),
         dict(tg, model=L3, instance_type="trn2", why="filtered by target"),
         dict(tg, model=L3, instance_type="inf2", why="inf2 compared as given"),
         dict(tg, model=L3, batch_size=8, why="filtered by batch size"),

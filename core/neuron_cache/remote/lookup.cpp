@@ -108,6 +108,28 @@ struct Candidate {
   registry::Location where;
 };
 
+// Hub repo ids are unique whatever their case, and the Hub resolves any case to the repo:
+// "meta-llama/meta-llama-3-8b" is meta-llama/Meta-Llama-3-8B, whose entries and aliases name it
+// in its own case.
+bool same_repo(const std::string& a, const std::string& b) {
+  return a.size() == b.size() &&
+         std::equal(a.begin(), a.end(), b.begin(), [](unsigned char x, unsigned char y) {
+           return std::tolower(x) == std::tolower(y);
+         });
+}
+
+std::string lowercase(std::string text) {
+  for (char& c : text) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return text;
+}
+
+// The requested models by their lowercase id.
+std::map<std::string, std::string> by_lowercase(const ScanModels& models) {
+  std::map<std::string, std::string> out;
+  for (const auto& [id, by_task] : models) out.emplace(lowercase(id), id);
+  return out;
+}
+
 // What makes one entry: an alias and its primary file share it, the same bytes under two
 // optimum-neuron versions (or modes) do not.
 using EntryKey = std::tuple<std::string, std::string, std::string>;
@@ -148,6 +170,7 @@ std::vector<Candidate> candidate_files(const std::vector<storage::RemoteEntry>& 
   std::map<EntryKey, Candidate> chosen;
   std::map<EntryKey, std::string> named;  // the model each named file is of
   std::map<std::pair<std::string, std::string>, std::vector<Candidate>> arch_folders;
+  const std::map<std::string, std::string> requested = by_lowercase(models);
   for (const auto& entry : listing) {
     if (entry.is_directory || !entry.path.starts_with(prefix)) continue;
     auto where = registry::locate(entry.path.substr(prefix.size()));
@@ -155,8 +178,8 @@ std::vector<Candidate> candidate_files(const std::vector<storage::RemoteEntry>& 
     Candidate candidate{compiler_dir, entry, *where};
     if (where->shape == registry::PathShape::ByArch) {
       arch_folders[{where->optimum_version, where->arch_digest}].push_back(candidate);
-    } else if (models.count(where->model_id) > 0) {
-      named.emplace(key_of(*where), where->model_id);
+    } else if (auto model = requested.find(lowercase(where->model_id)); model != requested.end()) {
+      named.emplace(key_of(*where), model->second);
       chosen.emplace(key_of(*where), candidate);
     }
   }
@@ -193,7 +216,8 @@ std::optional<RegistryHit> hit_for(const std::string& model_id,
                                    const std::set<std::string>& linked,
                                    const registry::Record& record) {
   const registry::Location& where = record.location;
-  bool own = record.model_id == model_id || first_of(record.neuron, {"checkpoint_id"}) == model_id;
+  bool own = same_repo(record.model_id, model_id) ||
+             same_repo(first_of(record.neuron, {"checkpoint_id"}), model_id);
   bool by_arch = where.shape == registry::PathShape::ByArch;
   auto task = by_task.find(record.task.value_or(""));
   bool same_folder =

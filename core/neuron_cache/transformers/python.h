@@ -42,6 +42,6 @@ Json to_int(const Json& value);
 
 // The most elements one list a config program builds may hold: transformers builds per-layer
 // lists; no real model has near this many layers.
-inline constexpr int64_t kMaxListLength = 1 << 20;
+inline constexpr int64_t kMaxListLength = 1 << 16;
 
 }  // namespace neuron_cache::transformers
