@@ -10,6 +10,7 @@
 #include "neuron_cache/format/pyjson.h"
 #include "neuron_cache/hub/client.h"
 #include "neuron_cache/remote/lookup.h"
+#include "neuron_cache/transformers/arch_digest.h"
 #include "optimum_writer.h"
 #include "stores.h"
 #include "test_support.h"
@@ -277,6 +278,77 @@ TEST_F(LookupCliTest, TrainingEntriesOnlyWithTheirMode) {
   EXPECT_TRUE(contains(all.output, "mode       task")) << all.output;
   EXPECT_TRUE(contains(all.output, "training")) << all.output;
   EXPECT_EQ(tool("--mode serving").code, 2);
+}
+
+// A model type neuron-cache's transformers tables lack, in a registry of 300 digest folders of
+// other architectures: one entry of each folder is read to compare stored configs, then every
+// entry of the folder that matches, alias-less ones included; the rest are never downloaded.
+TEST(LookupScan, AnUnknownModelTypeIsFoundByStoredConfigAtOneReadPerFolder) {
+  json entries = json::array();
+  for (int i = 0; i < 300; ++i) {
+    entries.push_back(decoder_entry("org/other-" + std::to_string(i), 1, 512, "0.4.5", 64 + i));
+  }
+  json unknown = {{"model_type", "brand_new"},
+                  {"hidden_size", 96},
+                  {"layers", {1, 2}},
+                  {"added_by_transformers", true},
+                  {"dtype", "bfloat16"}};
+  for (int batch : {1, 4}) {
+    json entry = decoder_entry("org/brand-new-7b", batch);
+    entry["model_type"] = "brand_new";
+    entry["config"] = unknown;
+    entry["alias"] = batch == 1;  // the second: no alias on that machine
+    entries.push_back(entry);
+  }
+  HubServer server(config_with(optimum_written(entries)));
+  hub::HubClient client = client_for(server);
+  remote::TaskArchitecture architecture = remote::architecture_of(json{{"model_type", "brand_new"},
+                                                                       {"hidden_size", 96},
+                                                                       {"layers", {1, 2}},
+                                                                       {"torch_dtype", "bfloat16"},
+                                                                       {"_name_or_path", "x"}},
+                                                                  "text-generation");
+  ASSERT_TRUE(architecture.digests.empty());
+  ASSERT_TRUE(architecture.config_json.has_value());
+  EXPECT_TRUE(contains(architecture.note, "brand_new")) << architecture.note;
+
+  server.clear_log();
+  remote::RegistryScan scan =
+      remote::scan_registry(*testing::hub_store(client, kRepo), "",
+                            {{"org/brand-new-7b", {{"text-generation", architecture}}}});
+  ASSERT_TRUE(scan.complete);
+  std::set<json> batches;
+  for (const auto& hit : scan.hits["org/brand-new-7b"]) batches.insert(hit.row.batch_size);
+  EXPECT_EQ(batches, (std::set<json>{1, 4}));
+  EXPECT_EQ(scan.compared_folders, 301u);   // one entry of each folder, the model's among them
+  EXPECT_EQ(downloads(server), 301u + 2u);  // then the model's two entries
+}
+
+TEST(StoredConfig, MatchesWhatTransformersAddsNotWhatItChanges) {
+  using transformers::stored_config_matches;
+  json file = {{"model_type", "x"},
+               {"hidden_size", 8},
+               {"rope_scaling", {{"factor", 2}}},
+               {"torch_dtype", "bfloat16"},
+               {"tie_word_embeddings", true}};
+  json stored = {{"model_type", "x"},
+                 {"hidden_size", 8},
+                 {"head_dim", 2},
+                 {"dtype", "bfloat16"},
+                 {"rope_scaling", {{"factor", 2.0}, {"rope_type", "linear"}}}};
+  EXPECT_TRUE(stored_config_matches(file, stored, "text-generation"));
+  json changed = stored;
+  changed["hidden_size"] = 16;
+  EXPECT_FALSE(stored_config_matches(file, changed, "text-generation"));
+  json other_type = stored;
+  other_type["model_type"] = "y";
+  EXPECT_FALSE(stored_config_matches(file, other_type, "text-generation"));
+  json dropped = stored;
+  dropped["rope_scaling"].erase("factor");
+  EXPECT_FALSE(stored_config_matches(file, dropped, "text-generation"));
+  json vlm = {{"model_type", "vlm"}, {"text_config", file}, {"vision_config", {{"a", 1}}}};
+  EXPECT_TRUE(stored_config_matches(vlm, stored, "text-generation"));
+  EXPECT_FALSE(stored_config_matches(vlm, stored, "feature-extraction"));
 }
 
 }  // namespace
