@@ -138,6 +138,25 @@ TEST_F(CliTest, StatusReadsTheCacheFromTheEnvironment) {
   EXPECT_EQ(pyjson::parse(run.output)["cache_path"], cache.path().string());
 }
 
+// Public scripts set NEURON_COMPILE_CACHE_URL=file:///path: the same folder as /path, never a
+// relative folder named "file:" (a space in the path comes percent-encoded).
+TEST_F(CliTest, StatusReadsAFileUrlFromTheEnvironment) {
+  std::filesystem::path spaced = cache / "with space";
+  make_entry(spaced, "MODULE_21+d7cde3b5", Kind::Success);
+  std::string encoded = (cache.path() / "with%20space").string();
+  ToolRun run = tool("status --json --compiler-version 2.21.33363.0",
+                     "NEURON_COMPILE_CACHE_URL='file://" + encoded + "'");
+  ASSERT_EQ(run.code, 0) << run.output;
+  auto doc = pyjson::parse(run.output);
+  EXPECT_EQ(doc["cache_path"], spaced.string());
+  EXPECT_EQ(doc["entries_by_state"]["success"]["count"], 1) << run.output;
+
+  ToolRun remote = tool("status", "NEURON_COMPILE_CACHE_URL=file://fileserver/cache");
+  EXPECT_EQ(remote.code, 2) << remote.output;
+  EXPECT_TRUE(contains(remote.output, "NEURON_COMPILE_CACHE_URL is the file URL")) << remote.output;
+  EXPECT_TRUE(contains(remote.output, "set it to a local path")) << remote.output;
+}
+
 TEST_F(CliTest, StatusRefusesAnS3Url) {
   ToolRun run = tool("status", "NEURON_COMPILE_CACHE_URL=s3://bucket/cache");
   EXPECT_EQ(run.code, 2);
