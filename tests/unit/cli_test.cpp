@@ -241,6 +241,31 @@ TEST_F(CliTest, InspectEntryFromFileAndStdinGivesTheVectorValues) {
   EXPECT_TRUE(contains(text.output, "entry hash: " + vector["entry_hash"].get<std::string>()));
 }
 
+// A diffusion entry's digest hashes the original model's component config.json files, which the
+// entry does not hold: inspect says so instead of printing a digest no optimum-neuron computes.
+TEST_F(CliTest, InspectMultiModelEntryHasNoDigest) {
+  auto vectors = pyjson::parse(
+      testing::read_file(std::string(NEURON_CACHE_VECTORS_DIR) + "/registry-entries.json"));
+  const json* multi = nullptr;
+  for (const auto& vector : vectors) {
+    if (vector["entry"]["_entry_class"] == "MultiModelCacheEntry") multi = &vector;
+  }
+  ASSERT_NE(multi, nullptr);
+  write_file(cache / "multi.json", (*multi)["entry"].dump());
+  ToolRun run = tool("inspect --json '" + (cache / "multi.json").string() + "'");
+  ASSERT_EQ(run.code, 0) << run.output;
+  auto doc = pyjson::parse(run.output);
+  EXPECT_EQ(doc["entry_hash"], (*multi)["entry_hash"]);
+  EXPECT_TRUE(doc.contains("arch_digest") && doc["arch_digest"].is_null()) << run.output;
+  EXPECT_TRUE(contains(doc["arch_digest_reason"].get<std::string>(), "cannot be computed"));
+  ToolRun text = tool("inspect '" + (cache / "multi.json").string() + "'");
+  ASSERT_EQ(text.code, 0) << text.output;
+  EXPECT_TRUE(contains(text.output, "arch digest: unknown (")) << text.output;
+  EXPECT_TRUE(contains(text.output, "<arch digest of the original model>/" +
+                                        (*multi)["entry_hash"].get<std::string>() + ".json"));
+  EXPECT_FALSE(contains(text.output, (*multi)["arch_digest"].get<std::string>())) << text.output;
+}
+
 TEST_F(CliTest, InspectRejectsBadEntriesWithAReason) {
   write_file(cache / "broken.json", "{\"a\": 1,\n  \"b\": }");
   ToolRun run = tool("inspect '" + (cache / "broken.json").string() + "'");
