@@ -203,11 +203,7 @@ std::optional<EntryLock> EntryLock::try_acquire(const sys::SafeDir& entry_dir) {
       throw sys::io_failure("cannot open the lock file", entry_dir.path() / name, errno);
     }
     sys::UniqueFd lock_fd(fd);
-    if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
-      if (errno == EWOULDBLOCK || errno == EINTR) return std::nullopt;
-      throw operational_error("cannot lock " + (entry_dir.path() / name).string() + ": " +
-                              std::strerror(errno));
-    }
+    if (!sys::try_lock_both_kinds(fd, entry_dir.path() / name)) return std::nullopt;
     // The previous holder may have deleted the file after we opened it: lock the live one.
     if (sys::same_file(fd, entry_dir.fd(), name.c_str())) {
       return EntryLock(sys::UniqueFd(fcntl(entry_dir.fd(), F_DUPFD_CLOEXEC, 0)),
@@ -221,7 +217,7 @@ EntryLock EntryLock::acquire(const sys::SafeDir& entry_dir, std::chrono::millise
   while (true) {
     if (std::optional<EntryLock> lock = try_acquire(entry_dir)) return std::move(*lock);
     if (std::chrono::steady_clock::now() >= deadline) {
-      // A lock file left by a dead process never blocks (its flock died with it), so a live
+      // A lock file left by a dead process never blocks (its locks died with it), so a live
       // process holds this one: deleting the file would only let two writers in.
       const std::string name(layout::kEntryLock);
       const std::string lock_path = (entry_dir.path() / name).string();

@@ -26,8 +26,9 @@
 
 namespace neuron_cache::local {
 
-// An exclusive flock on <entry>/model.hlo_module.pb.lock, the file libneuronxla locks while it
-// compiles an entry, so neuron-cache and the compiler never write one entry at the same time.
+// Exclusive locks of both kinds (an flock and a record lock, sys::try_lock_both_kinds) on
+// <entry>/model.hlo_module.pb.lock, the file libneuronxla locks while it compiles an entry with a
+// kind it does not document, so neuron-cache and the compiler never write one entry at once.
 class EntryLock {
  public:
   static EntryLock acquire(const sys::SafeDir& entry_dir, std::chrono::milliseconds timeout);
