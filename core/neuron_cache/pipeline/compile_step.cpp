@@ -444,8 +444,9 @@ std::string left_by_proxy(const compile::CaptureResult& captured) {
 }
 
 // The files the hub proxy linked into the staging cache `stage`, read from the HF file cache
-// `hub_cache` (local::open_hf_blob): a candidate only when the blob's name is the sha256 the
-// store lists, which stage_verified then checks against the bytes.
+// `hub_cache` (local::open_hf_blob): a candidate only when the blob's name is the id the store
+// lists (the sha256 of an LFS file, the git blob id of a regular one, as huggingface_hub names
+// blobs), which stage_verified / stage_verified_blob then check against the bytes.
 remote::LocalCandidate hf_links(const sys::SafeDir& stage, const std::string& compiler_dir,
                                 const fs::path& hub_cache) {
   if (hub_cache.empty()) return {};
@@ -455,7 +456,8 @@ remote::LocalCandidate hf_links(const sys::SafeDir& stage, const std::string& co
     size_t slash = path.rfind('/');
     auto dir = stage.open_path(path.substr(0, slash));
     auto blob = dir ? local::open_hf_blob(hub_cache, *dir, path.substr(slash + 1)) : std::nullopt;
-    if (!blob || blob->id != file.listed_sha256) return sys::UniqueFd();
+    const std::string& id = file.listed_sha256.empty() ? file.git_blob_id : file.listed_sha256;
+    if (!blob || id.empty() || blob->id != id) return sys::UniqueFd();
     return std::move(blob->fd);
   };
 }
