@@ -292,6 +292,103 @@ TEST_F(CleanupTest, LockFileHeldByALiveProcessIsKept) {
   EXPECT_FALSE(fs::exists(entry / "model.hlo_module.pb.lock"));
 }
 
+// Holds a lock of `kind` on `path` in a Python process, as libneuronxla might: "flock" is
+// fcntl.flock (Python's filelock), "lockf" fcntl.lockf (a classic POSIX record lock). Released
+// when the holder's stdin closes (release()) or the object goes.
+class PythonLockHolder {
+ public:
+  PythonLockHolder(const fs::path& path, const std::string& kind) {
+    static constexpr const char* kScript =
+        "import fcntl, sys\n"
+        "f = open(sys.argv[1], 'r+')\n"
+        "(fcntl.flock if sys.argv[2] == 'flock' else fcntl.lockf)(f, fcntl.LOCK_EX)\n"
+        "print('locked', flush=True)\n"
+        "sys.stdin.read()\n";
+    int to_child[2], from_child[2];
+    if (pipe(to_child) != 0 || pipe(from_child) != 0) throw std::runtime_error("pipe");
+    pid_ = fork();
+    if (pid_ == 0) {
+      dup2(to_child[0], 0);
+      dup2(from_child[1], 1);
+      close(to_child[1]);
+      close(from_child[0]);
+      execlp("python3", "python3", "-c", kScript, path.c_str(), kind.c_str(), nullptr);
+      _exit(127);
+    }
+    close(to_child[0]);
+    close(from_child[1]);
+    stdin_ = to_child[1];
+    stdout_ = from_child[0];  // open until it exits: its print must never meet a closed pipe
+    std::string said;
+    char c = 0;
+    while (said.size() < 16 && read(stdout_, &c, 1) == 1 && c != '\n') said += c;
+    locked_ = said == "locked";
+  }
+  ~PythonLockHolder() { release(); }
+  bool locked() const { return locked_; }
+  int release() {
+    if (pid_ <= 0) return -1;
+    close(stdin_);
+    int status = 0;
+    waitpid(pid_, &status, 0);
+    close(stdout_);
+    pid_ = -1;
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  }
+
+ private:
+  pid_t pid_ = -1;
+  int stdin_ = -1;
+  int stdout_ = -1;
+  bool locked_ = false;
+};
+
+class CleanupLockKindTest : public CleanupTest,
+                            public ::testing::WithParamInterface<std::string> {};
+
+// libneuronxla's lock kind on model.hlo_module.pb.lock is not public, and on Linux an flock and
+// a record lock do not exclude each other: cleanup and installs must see the entry busy under
+// either, and take it once it is released.
+TEST_P(CleanupLockKindTest, AnEntryLockedEitherWayIsBusyUntilReleased) {
+  fs::path entry = make_entry(root(), "MODULE_3+d7cde3b5", Kind::Locked);
+  fs::path lock_file = entry / "model.hlo_module.pb.lock";
+  sys::SafeDir dir = sys::SafeDir::open(entry);
+  PythonLockHolder holder(lock_file, GetParam());
+  ASSERT_TRUE(holder.locked()) << "python3 could not take the " << GetParam() << " lock";
+
+  EXPECT_FALSE(local::EntryLock::try_acquire(dir).has_value());
+  EXPECT_THROW(local::EntryLock::acquire(dir, 200ms), Error);
+  local::CleanupResult while_held = clean();
+  EXPECT_EQ(while_held.locks_removed, 0);
+  EXPECT_EQ(clean(dry({})).locks_removed, 0);
+  ASSERT_TRUE(fs::exists(lock_file));
+
+  ASSERT_EQ(holder.release(), 0);
+  {
+    std::optional<local::EntryLock> taken = local::EntryLock::try_acquire(dir);
+    ASSERT_TRUE(taken.has_value());
+    // Held by neuron-cache now: python3 cannot take either kind meanwhile.
+    for (const char* kind : {"flock", "lockf"}) {
+      auto probe = process::run_and_capture(
+          {"python3", "-c",
+           "import fcntl, sys\n"
+           "f = open(sys.argv[1], 'r+')\n"
+           "try:\n"
+           "    (fcntl.flock if sys.argv[2] == 'flock' else fcntl.lockf)(f, fcntl.LOCK_EX | "
+           "fcntl.LOCK_NB)\n"
+           "except OSError:\n"
+           "    sys.exit(3)\n",
+           lock_file.string(), kind},
+          10s);
+      EXPECT_EQ(probe.exit_code, 3) << kind << " taken while neuron-cache held the entry";
+    }
+  }
+  EXPECT_EQ(clean().locks_removed, 1);  // its holder is gone: now it is stale
+  EXPECT_FALSE(fs::exists(lock_file));
+}
+
+INSTANTIATE_TEST_SUITE_P(PythonLocks, CleanupLockKindTest, ::testing::Values("flock", "lockf"));
+
 TEST_F(CleanupTest, AbandonedStagingFoldersAreRemoved) {
   write_file(root() / ".cache/huggingface/neuron-cache-staging/MODULE_1+2.123.abc/model.neff",
              "0123456789");

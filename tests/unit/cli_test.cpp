@@ -138,6 +138,25 @@ TEST_F(CliTest, StatusReadsTheCacheFromTheEnvironment) {
   EXPECT_EQ(pyjson::parse(run.output)["cache_path"], cache.path().string());
 }
 
+// Public scripts set NEURON_COMPILE_CACHE_URL=file:///path: the same folder as /path, never a
+// relative folder named "file:" (a space in the path comes percent-encoded).
+TEST_F(CliTest, StatusReadsAFileUrlFromTheEnvironment) {
+  std::filesystem::path spaced = cache / "with space";
+  make_entry(spaced, "MODULE_21+d7cde3b5", Kind::Success);
+  std::string encoded = (cache.path() / "with%20space").string();
+  ToolRun run = tool("status --json --compiler-version 2.21.33363.0",
+                     "NEURON_COMPILE_CACHE_URL='file://" + encoded + "'");
+  ASSERT_EQ(run.code, 0) << run.output;
+  auto doc = pyjson::parse(run.output);
+  EXPECT_EQ(doc["cache_path"], spaced.string());
+  EXPECT_EQ(doc["entries_by_state"]["success"]["count"], 1) << run.output;
+
+  ToolRun remote = tool("status", "NEURON_COMPILE_CACHE_URL=file://fileserver/cache");
+  EXPECT_EQ(remote.code, 2) << remote.output;
+  EXPECT_TRUE(contains(remote.output, "NEURON_COMPILE_CACHE_URL is the file URL")) << remote.output;
+  EXPECT_TRUE(contains(remote.output, "set it to a local path")) << remote.output;
+}
+
 TEST_F(CliTest, StatusRefusesAnS3Url) {
   ToolRun run = tool("status", "NEURON_COMPILE_CACHE_URL=s3://bucket/cache");
   EXPECT_EQ(run.code, 2);
@@ -220,6 +239,31 @@ TEST_F(CliTest, InspectEntryFromFileAndStdinGivesTheVectorValues) {
   }
   ToolRun text = tool("inspect '" + (cache / "entry.json").string() + "'");
   EXPECT_TRUE(contains(text.output, "entry hash: " + vector["entry_hash"].get<std::string>()));
+}
+
+// A diffusion entry's digest hashes the original model's component config.json files, which the
+// entry does not hold: inspect says so instead of printing a digest no optimum-neuron computes.
+TEST_F(CliTest, InspectMultiModelEntryHasNoDigest) {
+  auto vectors = pyjson::parse(
+      testing::read_file(std::string(NEURON_CACHE_VECTORS_DIR) + "/registry-entries.json"));
+  const json* multi = nullptr;
+  for (const auto& vector : vectors) {
+    if (vector["entry"]["_entry_class"] == "MultiModelCacheEntry") multi = &vector;
+  }
+  ASSERT_NE(multi, nullptr);
+  write_file(cache / "multi.json", (*multi)["entry"].dump());
+  ToolRun run = tool("inspect --json '" + (cache / "multi.json").string() + "'");
+  ASSERT_EQ(run.code, 0) << run.output;
+  auto doc = pyjson::parse(run.output);
+  EXPECT_EQ(doc["entry_hash"], (*multi)["entry_hash"]);
+  EXPECT_TRUE(doc.contains("arch_digest") && doc["arch_digest"].is_null()) << run.output;
+  EXPECT_TRUE(contains(doc["arch_digest_reason"].get<std::string>(), "cannot be computed"));
+  ToolRun text = tool("inspect '" + (cache / "multi.json").string() + "'");
+  ASSERT_EQ(text.code, 0) << text.output;
+  EXPECT_TRUE(contains(text.output, "arch digest: unknown (")) << text.output;
+  EXPECT_TRUE(contains(text.output, "<arch digest of the original model>/" +
+                                        (*multi)["entry_hash"].get<std::string>() + ".json"));
+  EXPECT_FALSE(contains(text.output, (*multi)["arch_digest"].get<std::string>())) << text.output;
 }
 
 TEST_F(CliTest, InspectRejectsBadEntriesWithAReason) {

@@ -100,6 +100,100 @@ class OptimumRepoTest : public PipelineCliTest {
   fs::path optimum_root;
 };
 
+// A repo whose NEFFs are not all LFS: its .gitattributes has no *.neff line (as older repos'),
+// so a NEFF of at most 1 MB is a regular git file, named in the HF file cache by its git blob id.
+// `bs1`'s context NEFF is kNeffBytes (LFS by size), its token NEFF kSmallNeff (regular).
+class RegularNeffRepoTest : public OptimumRepoTest {
+ protected:
+  static constexpr uint64_t kSmallNeff = 512 << 10;
+
+  fs::path seed_with_a_regular_neff() {
+    std::string attributes = client().read_file(kRepo, ".gitattributes").value_or("");
+    std::string kept;
+    std::istringstream lines(attributes);
+    for (std::string line; std::getline(lines, line);) {
+      if (!contains(line, "*.neff")) kept += line + "\n";
+    }
+    write_file(work / "gitattributes", kept);
+    client().commit(kRepo,
+                    {{hub::CommitOperation::Kind::Add, ".gitattributes", work / "gitattributes"}},
+                    "NEFFs as regular files", std::nullopt);
+    seed_like_optimum({bs1}, "text-generation", kRepo,
+                      "STAND_IN_TKG_NEFF_BYTES=" + std::to_string(kSmallNeff));
+    std::map<std::string, bool> lfs;
+    for (const auto& entry : client().paths_info(kRepo, {ctx(), tkg()}))
+      lfs[entry.path] = entry.is_lfs();
+    EXPECT_TRUE(lfs.at(ctx()));
+    EXPECT_FALSE(lfs.at(tkg()));
+    ManifestSpec spec;
+    spec.confs = {bs1};
+    return write_manifest(spec);
+  }
+
+  std::string ctx() const { return kCompiler + "/" + context_module(bs1) + "/model.neff"; }
+  std::string tkg() const { return kCompiler + "/" + token_module(bs1) + "/model.neff"; }
+  // The HF file cache's blob of the token NEFF: named by its git blob id.
+  fs::path tkg_blob() const {
+    return home / "hub/models--acme--neuron-cache/blobs" /
+           git_blob_id(read_file(optimum_root / tkg()));
+  }
+  // Body bytes the hub listener served for the regular token NEFF (its resolve and the
+  // /api/resolve-cache/ answer it redirects to).
+  uint64_t tkg_bytes_served(const json& log) const {
+    // The log has raw paths: the pinned URL percent-encodes the '+' of the folder's name.
+    const std::string module = token_module(bs1);
+    const std::string graph = module.substr(0, module.find('+'));
+    uint64_t bytes = 0;
+    for (const auto& e : log) {
+      std::string path = e["path"].get<std::string>();
+      if (e["listener"] == "hub" && e["method"] == "GET" && contains(path, graph) &&
+          path.ends_with("/model.neff"))
+        bytes += e["bytes_out"].get<uint64_t>();
+    }
+    return bytes;
+  }
+
+  Conf bs1{"llama-bs1", 1, 128};
+};
+
+// Issue 39 (1): a regular NEFF the hub proxy fetched is taken from the HF file cache by its git
+// blob id, verified, as an LFS one is by its sha256: each byte crosses the network once.
+TEST_F(RegularNeffRepoTest, ProxyBlobsAreTakenByGitBlobIdAndSha256AlikeEachByteOnce) {
+  fs::path manifest = seed_with_a_regular_neff();
+  server.clear_log();
+  ToolResult run;
+  json report = ci_report(manifest, "STAND_IN_PROXY=1", cache, run);
+  ASSERT_EQ(run.code, 0) << run.all();
+  json log = server.access_log();
+  EXPECT_EQ(report["totals"]["bytes_linked"], kNeffBytes + kSmallNeff) << report["totals"];
+  EXPECT_LT(report["totals"]["bytes_downloaded"].get<uint64_t>(), 64u << 10)
+      << "the graph files only: " << report["totals"];
+  EXPECT_EQ(lfs_downloads(log, optimum_root / ctx()), 1u);
+  EXPECT_EQ(tkg_bytes_served(log), kSmallNeff) << "the proxy's download, and no other";
+  EXPECT_TRUE(fs::equivalent(tkg_blob(), cache / tkg())) << "hard-linked from the HF file cache";
+  EXPECT_TRUE(installed_like_optimum(cache, bs1));
+}
+
+// A blob is hostile input: one under the right git blob id whose bytes are not that id's (the
+// proxy, like huggingface_hub, trusts a blob by its name) is not used; the file is downloaded.
+TEST_F(RegularNeffRepoTest, ABlobWhoseBytesDoNotMatchItsGitBlobIdIsNotUsed) {
+  fs::path manifest = seed_with_a_regular_neff();
+  std::string bytes = read_file(optimum_root / tkg());
+  bytes[bytes.size() / 2] ^= 0x5a;
+  write_file(tkg_blob(), bytes);
+  server.clear_log();
+  ToolResult run;
+  json report = ci_report(manifest, "STAND_IN_PROXY=1 STAND_IN_PROXY_REUSE_BLOBS=1", cache, run);
+  ASSERT_EQ(run.code, 0) << run.all();
+  json log = server.access_log();
+  EXPECT_EQ(report["totals"]["bytes_linked"], kNeffBytes) << "the LFS NEFF only";
+  EXPECT_EQ(tkg_bytes_served(log), kSmallNeff) << "neuron-cache's download (the proxy took none)";
+  EXPECT_GE(report["totals"]["bytes_downloaded"].get<uint64_t>(), kSmallNeff);
+  EXPECT_FALSE(fs::equivalent(tkg_blob(), cache / tkg()));
+  EXPECT_TRUE(installed_like_optimum(cache, bs1)) << "the Hub's bytes, not the blob's";
+  EXPECT_EQ(read_file(tkg_blob()), bytes) << "the HF file cache is left as it was";
+}
+
 TEST_F(OptimumRepoTest, PlanNamesRegistryHitsOfARepoWithoutIndex) {
   Conf bs1{"llama-bs1", 1, 128}, bs2{"llama-bs2", 2, 128}, bs4{"llama-bs4", 4, 128};
   seed_like_optimum({bs1, bs2});

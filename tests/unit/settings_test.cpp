@@ -63,6 +63,41 @@ TEST(SettingsCacheDir, ExplicitOptionBeatsEverything) {
   EXPECT_EQ(s.cache_dir.origin, "--cache-dir");
 }
 
+// RFC 8089: file:///p, file://localhost/p and file:/p all name the local /p, percent-decoded.
+TEST(SettingsCacheDir, FileUrlIsTheLocalPathItNames) {
+  const std::pair<const char*, const char*> cases[] = {
+      {"file:///data/cache", "/data/cache"},
+      {"file://localhost/data/cache", "/data/cache"},
+      {"FILE://LocalHost/data/cache", "/data/cache"},
+      {"file:/data/cache", "/data/cache"},
+      {"file:///data/my%20cache/%C3%A9t%c3%a9", "/data/my cache/\xC3\xA9t\xC3\xA9"},
+      {"/data/file:name", "/data/file:name"},
+  };
+  for (const auto& [url, path] : cases) {
+    config::Settings s = resolve({{"NEURON_COMPILE_CACHE_URL", url}});
+    EXPECT_EQ(s.cache_dir.value, path) << url;
+    EXPECT_EQ(s.cache_dir.origin, "NEURON_COMPILE_CACHE_URL") << url;
+    EXPECT_EQ(s.local_cache_root(), path) << url;
+  }
+  EXPECT_EQ(resolve({{"NEURON_CC_FLAGS", "--cache_dir=file:///data/flags"}}).cache_dir.value,
+            "/data/flags");
+}
+
+TEST(SettingsCacheDir, FileUrlOfAnotherHostOrNoAbsolutePathIsRefused) {
+  for (const char* url : {"file://fileserver/cache", "file://10.0.0.2/cache", "file:relative",
+                          "file:///data/%zz", "file:///data/%00x", "file:///data/%4"}) {
+    try {
+      resolve({{"NEURON_COMPILE_CACHE_URL", url}});
+      ADD_FAILURE() << url << " accepted";
+    } catch (const Error& e) {
+      std::string what = e.what();
+      EXPECT_EQ(e.kind(), ErrorKind::Input) << url;
+      EXPECT_NE(what.find("NEURON_COMPILE_CACHE_URL is the file URL"), std::string::npos) << what;
+      EXPECT_NE(what.find("set it to"), std::string::npos) << what;
+    }
+  }
+}
+
 TEST(SettingsCacheDir, S3UrlIsRecognisedAndRefusedAsLocalPath) {
   config::Settings s = resolve({{"NEURON_COMPILE_CACHE_URL", "s3://bucket/prefix"}});
   EXPECT_TRUE(s.cache_dir_is_s3);

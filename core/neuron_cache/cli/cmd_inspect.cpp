@@ -79,6 +79,28 @@ std::string read_input(const std::string& target) {
   return std::string(std::istreambuf_iterator<char>(file), {});
 }
 
+// optimum-neuron hashes a multi-model entry's digest from the raw config.json files of the
+// original model's components (white-listed keys dropped, vae ones left out), which the entry does
+// not carry: a digest of the entry would match no registry folder.
+constexpr const char* kMultiModelDigestReason =
+    "a MultiModelCacheEntry (diffusion pipeline) is filed under the digest of the original "
+    "model's component config.json files, which the entry does not carry: it cannot be computed "
+    "from the entry";
+
+void print_entry_text(const std::string& text, const std::string& hash,
+                      const std::optional<std::string>& digest) {
+  std::cout << text << "\n\nentry hash: " << hash << "\n";
+  if (!digest) {
+    std::cout << "arch digest: unknown (" << kMultiModelDigestReason
+              << ")\nregistry file: 0_REGISTRY/<optimum-neuron version>/<arch digest of the "
+                 "original model>/"
+              << hash << ".json\n";
+    return;
+  }
+  std::cout << "arch digest: " << *digest << "\nregistry file: 0_REGISTRY/<optimum-neuron version>/"
+            << *digest << "/" << hash << ".json\n";
+}
+
 void inspect_entry(const std::string& target, bool json, bool canonical) {
   registry::Json entry = pyjson::parse(read_input(target));
   if (entry.is_object() && !entry.contains("_entry_class")) {
@@ -93,14 +115,19 @@ void inspect_entry(const std::string& target, bool json, bool canonical) {
     return;
   }
   std::string hash = registry::entry_hash(text);
-  std::string digest = registry::arch_digest(entry);
+  std::optional<std::string> digest;
+  if (entry["_entry_class"] != registry::kMultiModel) digest = registry::arch_digest(entry);
   if (json) {
-    print_json({{"serialized", text}, {"entry_hash", hash}, {"arch_digest", digest}});
+    nlohmann::json out = {{"serialized", text}, {"entry_hash", hash}, {"arch_digest", nullptr}};
+    if (digest) {
+      out["arch_digest"] = *digest;
+    } else {
+      out["arch_digest_reason"] = kMultiModelDigestReason;
+    }
+    print_json(out);
     return;
   }
-  std::cout << text << "\n\nentry hash: " << hash << "\narch digest: " << digest
-            << "\nregistry file: 0_REGISTRY/<optimum-neuron version>/" << digest << "/" << hash
-            << ".json\n";
+  print_entry_text(text, hash, digest);
 }
 
 nlohmann::json module_json(const local::ModuleEntry& m) {

@@ -96,9 +96,11 @@ void resolve_cache_dir(Settings& s, const Environment& env, const SettingOverrid
   if (o.cache_dir) {
     s.cache_dir = {*o.cache_dir, "--cache-dir"};
   } else if (from_flags && !from_flags->empty()) {
-    s.cache_dir = {*from_flags, "NEURON_CC_FLAGS --cache_dir"};
+    s.cache_dir = {url::local_path_of(*from_flags, "NEURON_CC_FLAGS --cache_dir"),
+                   "NEURON_CC_FLAGS --cache_dir"};
   } else if (auto url = env.get("NEURON_COMPILE_CACHE_URL")) {
-    s.cache_dir = {*url, "NEURON_COMPILE_CACHE_URL"};
+    s.cache_dir = {url::local_path_of(*url, "NEURON_COMPILE_CACHE_URL"),
+                   "NEURON_COMPILE_CACHE_URL"};
   } else if (m.cache_dir) {
     s.cache_dir = {*m.cache_dir, "the manifest's cache_dir in " + m.file};
   } else {

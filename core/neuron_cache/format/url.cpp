@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <optional>
 
 #include "neuron_cache/error.h"
 
@@ -111,6 +112,60 @@ void refuse_userinfo(std::string_view url, const std::string& origin) {
 
 std::string file_url(const std::filesystem::path& path) {
   return "file://" + url_encode(std::filesystem::absolute(path).lexically_normal().string(), true);
+}
+
+namespace {
+
+int hex_value(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+  return -1;
+}
+
+// Percent-decoded `text`; nothing when an escape is malformed or decodes to NUL (no path holds
+// one).
+std::optional<std::string> percent_decode(std::string_view text) {
+  std::string out;
+  for (size_t i = 0; i < text.size(); ++i) {
+    if (text[i] != '%') {
+      out += text[i];
+      continue;
+    }
+    if (i + 2 >= text.size()) return std::nullopt;
+    int high = hex_value(text[i + 1]);
+    int low = hex_value(text[i + 2]);
+    if (high < 0 || low < 0 || (high == 0 && low == 0)) return std::nullopt;
+    out += static_cast<char>(high * 16 + low);
+    i += 2;
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string local_path_of(const std::string& location, const std::string& origin) {
+  if (lower(location.substr(0, 5)) != "file:") return location;
+  std::string_view rest = std::string_view(location).substr(5);
+  // file:///p and file://localhost/p name the local /p; file:/p is RFC 8089's minimal form.
+  if (rest.starts_with("//")) {
+    size_t path_start = rest.find('/', 2);
+    std::string host = lower(rest.substr(
+        2, path_start == std::string_view::npos ? std::string_view::npos : path_start - 2));
+    if (!host.empty() && host != "localhost") {
+      throw input_error(origin + " is the file URL " + location + " of the host \"" + host +
+                        "\", but the compile cache must be a local folder: set it to a local path "
+                        "(file:///path or /path), and mount a shared folder there first");
+    }
+    rest = path_start == std::string_view::npos ? std::string_view() : rest.substr(path_start);
+  }
+  std::optional<std::string> path = percent_decode(rest.substr(0, rest.find_first_of("?#")));
+  if (!path || !path->starts_with("/")) {
+    throw input_error(origin + " is the file URL " + location +
+                      ", which names no absolute path (malformed %-escape or a relative path): "
+                      "set it to file:///absolute/path or to /absolute/path");
+  }
+  return *path;
 }
 
 }  // namespace neuron_cache::url

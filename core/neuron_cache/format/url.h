@@ -22,6 +22,11 @@ void refuse_userinfo(std::string_view url, const std::string& origin);
 // The file:// URL of `path` made absolute and normal, percent-encoded (what Bazel's downloader
 // and curl read).
 std::string file_url(const std::filesystem::path& path);
+// The local path a file: URL (RFC 8089) names, percent-decoded, or `location` itself when it is
+// not a file: URL. Public scripts set NEURON_COMPILE_CACHE_URL=file:///path, which read as a path
+// would be a relative folder named "file:". Throws an input Error naming `origin` for a URL of
+// another host (the cache must be a local folder) or one that does not name an absolute path.
+std::string local_path_of(const std::string& location, const std::string& origin);
 // `url` as a log may show it: the value of every query parameter not known to be harmless (a
 // presigned URL's signature, credential, policy, token) replaced by "***", userinfo and fragment
 // dropped. Known: the Hub's listing parameters and S3's listing and multipart ones.

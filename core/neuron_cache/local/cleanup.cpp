@@ -22,14 +22,14 @@ namespace {
 
 using layout::EntryState;
 
-// Whether a live process holds an flock on the lock file (as EntryLock and, through Python's
-// filelock, libneuronxla do). Deleting such a file would let a second writer into the entry.
+// Whether a live process holds a lock of either kind on the lock file (an flock, as EntryLock
+// and Python's filelock take, or a record lock, as fcntl.lockf takes: which one libneuronxla
+// uses is not public). Deleting such a file would let a second writer into the entry.
 bool lock_is_held(const sys::SafeDir& dir, const std::string& name) {
   int fd = openat(dir.fd(), name.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
   if (fd < 0) return false;
   sys::UniqueFd guard(fd);
-  if (flock(fd, LOCK_EX | LOCK_NB) == 0) return false;  // released when `guard` closes
-  return errno == EWOULDBLOCK;
+  return sys::locked_elsewhere(fd);
 }
 
 void clean_module(const sys::SafeDir& compiler, const ModuleEntry& module,

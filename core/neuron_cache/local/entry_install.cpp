@@ -53,11 +53,23 @@ void copy_into(int source_fd, const sys::SafeDir& dir, const std::string& name,
   }
 }
 
-// The sha256 of the first `size` bytes of `fd`, each block also written to `out` when it is
-// open; nothing when the file holds more or fewer bytes, or cannot be read. Reads at most
-// size + 1 bytes, whatever the file holds.
-std::optional<std::string> hash_exactly(int fd, uint64_t size, int out, const fs::path& out_path) {
+// What a file's bytes hash to: their sha256, and their git blob id when it was asked for.
+struct Digests {
+  std::string sha256;
+  std::string git_blob_id;
+};
+
+// The digests of the first `size` bytes of `fd` (the git blob id too when `blob_id`), each block
+// also written to `out` when it is open; nothing when the file holds more or fewer bytes, or
+// cannot be read. Reads at most size + 1 bytes, whatever the file holds.
+std::optional<Digests> hash_exactly(int fd, uint64_t size, int out, const fs::path& out_path,
+                                    bool blob_id) {
   Hasher hasher(HashAlgorithm::Sha256);
+  std::optional<Hasher> blob;
+  if (blob_id) {
+    blob.emplace(HashAlgorithm::Sha1);
+    blob->update(git_blob_header(size));
+  }
   std::vector<char> buffer(1 << 20);
   for (uint64_t offset = 0;;) {
     // One byte more than is left: a longer file shows.
@@ -65,8 +77,12 @@ std::optional<std::string> hash_exactly(int fd, uint64_t size, int out, const fs
     ssize_t n = pread(fd, buffer.data(), want, static_cast<off_t>(offset));
     if (n < 0 && errno == EINTR) continue;
     if (n < 0 || offset + static_cast<uint64_t>(n) > size) return std::nullopt;
-    if (n == 0) return offset == size ? std::optional(hasher.hex_digest()) : std::nullopt;
+    if (n == 0) {
+      if (offset != size) return std::nullopt;
+      return Digests{hasher.hex_digest(), blob ? blob->hex_digest() : ""};
+    }
     hasher.update(std::string_view(buffer.data(), static_cast<size_t>(n)));
+    if (blob) blob->update(std::string_view(buffer.data(), static_cast<size_t>(n)));
     if (out >= 0) write_all(out, buffer.data(), static_cast<size_t>(n), out_path);
     offset += static_cast<uint64_t>(n);
   }
@@ -203,11 +219,7 @@ std::optional<EntryLock> EntryLock::try_acquire(const sys::SafeDir& entry_dir) {
       throw sys::io_failure("cannot open the lock file", entry_dir.path() / name, errno);
     }
     sys::UniqueFd lock_fd(fd);
-    if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
-      if (errno == EWOULDBLOCK || errno == EINTR) return std::nullopt;
-      throw operational_error("cannot lock " + (entry_dir.path() / name).string() + ": " +
-                              std::strerror(errno));
-    }
+    if (!sys::try_lock_both_kinds(fd, entry_dir.path() / name)) return std::nullopt;
     // The previous holder may have deleted the file after we opened it: lock the live one.
     if (sys::same_file(fd, entry_dir.fd(), name.c_str())) {
       return EntryLock(sys::UniqueFd(fcntl(entry_dir.fd(), F_DUPFD_CLOEXEC, 0)),
@@ -221,7 +233,7 @@ EntryLock EntryLock::acquire(const sys::SafeDir& entry_dir, std::chrono::millise
   while (true) {
     if (std::optional<EntryLock> lock = try_acquire(entry_dir)) return std::move(*lock);
     if (std::chrono::steady_clock::now() >= deadline) {
-      // A lock file left by a dead process never blocks (its flock died with it), so a live
+      // A lock file left by a dead process never blocks (its locks died with it), so a live
       // process holds this one: deleting the file would only let two writers in.
       const std::string name(layout::kEntryLock);
       const std::string lock_path = (entry_dir.path() / name).string();
@@ -357,27 +369,46 @@ void EntryInstall::link_file(std::string_view relative_path, const fs::path& sou
 }
 
 bool EntryInstall::stage_verified(int fd, const ExpectedFile& file) {
-  refuse_journal_path(file.name);
-  auto [parent, name] = split_parent(file.name);
+  return stage_matching(fd, file.name, file.size, file.sha256, "").has_value();
+}
+
+std::optional<std::string> EntryInstall::stage_verified_blob(int fd, const std::string& name,
+                                                             uint64_t size,
+                                                             const std::string& git_blob_id) {
+  if (git_blob_id.empty()) return std::nullopt;
+  return stage_matching(fd, name, size, "", git_blob_id);
+}
+
+std::optional<std::string> EntryInstall::stage_matching(int fd, const std::string& path,
+                                                        uint64_t size, const std::string& sha256,
+                                                        const std::string& git_blob_id) {
+  refuse_journal_path(path);
+  auto [parent, name] = split_parent(path);
   sys::check_plain_name(name);
   sys::SafeDir dir = parent.empty() ? *staging_->open_path("") : staging_->make_path(parent);
   struct stat before {};
   if (fstat(fd, &before) != 0 || !S_ISREG(before.st_mode) ||
-      static_cast<uint64_t>(before.st_size) != file.size) {
-    return false;
+      static_cast<uint64_t>(before.st_size) != size) {
+    return std::nullopt;
   }
+  bool by_blob_id = sha256.empty();
+  auto matches = [&](const std::optional<Digests>& got) {
+    return got && (by_blob_id ? got->git_blob_id == git_blob_id : got->sha256 == sha256);
+  };
   if (may_share(before, dir)) {
-    if (hash_exactly(fd, file.size, -1, {}) != file.sha256) return false;
+    std::optional<Digests> got = hash_exactly(fd, size, -1, {}, by_blob_id);
+    if (!matches(got)) return std::nullopt;
     struct stat after {};
     // Changed while it was read: what was hashed is not what would be linked.
-    if (fstat(fd, &after) != 0 || !same_times(before, after)) return false;
-    if (dir.link_fd(fd, name)) return true;
+    if (fstat(fd, &after) != 0 || !same_times(before, after)) return std::nullopt;
+    if (dir.link_fd(fd, name)) return got->sha256;
   }
   sys::UniqueFd out = dir.create_new(name);
-  if (hash_exactly(fd, file.size, out.get(), dir.path() / name) == file.sha256) return true;
+  std::optional<Digests> copied = hash_exactly(fd, size, out.get(), dir.path() / name, by_blob_id);
+  if (matches(copied)) return copied->sha256;
   out = sys::UniqueFd();
   dir.remove_file(name);
-  return false;
+  return std::nullopt;
 }
 
 std::vector<std::pair<std::string, sys::SafeDir>> EntryInstall::lock_abandoned(

@@ -26,8 +26,9 @@
 
 namespace neuron_cache::local {
 
-// An exclusive flock on <entry>/model.hlo_module.pb.lock, the file libneuronxla locks while it
-// compiles an entry, so neuron-cache and the compiler never write one entry at the same time.
+// Exclusive locks of both kinds (an flock and a record lock, sys::try_lock_both_kinds) on
+// <entry>/model.hlo_module.pb.lock, the file libneuronxla locks while it compiles an entry with a
+// kind it does not document, so neuron-cache and the compiler never write one entry at once.
 class EntryLock {
  public:
   static EntryLock acquire(const sys::SafeDir& entry_dir, std::chrono::milliseconds timeout);
@@ -71,6 +72,12 @@ class EntryInstall {
   // else copied, the copy's own bytes hashed as they are written. False, with nothing staged,
   // when it does not match (the caller downloads the file instead).
   bool stage_verified(int fd, const ExpectedFile& file);
+  // The same for a file the store knows by its git blob id, sha1("blob <size>\0" + content) (a
+  // regular git file on the Hub, whose blob the HF file cache names by that id): staged when
+  // its `size` bytes hash to `git_blob_id`. The content's sha256 (hashed on the same pass), or
+  // nothing, with nothing staged, when it does not match.
+  std::optional<std::string> stage_verified_blob(int fd, const std::string& name, uint64_t size,
+                                                 const std::string& git_blob_id);
   // A file of `wanted` a killed prefetch had partly downloaded, now staged here under its name:
   // `fd` open for writing, `written` the spans its journal says are on disk (not verified: the
   // download's digest does that).
@@ -119,6 +126,11 @@ class EntryInstall {
 
  private:
   struct Locked;
+  // Stages `fd` as `path` when its `size` bytes hash to `sha256`, or (sha256 empty) to
+  // `git_blob_id`: their sha256, else nothing staged.
+  std::optional<std::string> stage_matching(int fd, const std::string& path, uint64_t size,
+                                            const std::string& sha256,
+                                            const std::string& git_blob_id);
   void step(std::string_view name);
   bool is_traced() const;
   InstallOutcome rename_traced_into_place();

@@ -21,7 +21,7 @@ namespace neuron_cache::local {
 
 struct HfBlob {
   sys::UniqueFd fd;  // open for reading: a regular file
-  std::string id;    // its name in blobs/: the LFS sha256 of an LFS file
+  std::string id;    // its name in blobs/: the LFS sha256, or a regular file's git blob id
   uint64_t size = 0;
 };
 

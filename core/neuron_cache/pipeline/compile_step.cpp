@@ -12,6 +12,8 @@
 #include "neuron_cache/compile/runner.h"
 #include "neuron_cache/compile/seed_view.h"
 #include "neuron_cache/error.h"
+#include "neuron_cache/format/layout.h"
+#include "neuron_cache/format/registry.h"
 #include "neuron_cache/local/hf_file_cache.h"
 #include "neuron_cache/log/log.h"
 #include "neuron_cache/manifest/command_template.h"
@@ -189,6 +191,87 @@ std::string child_cc_flags(std::vector<std::string> flags, const config::Setting
 
 constexpr const char* kNotSeeded = "not reusable by compiles from the local cache: ";
 
+// A number of an entry's neuron config under either of its names (decoder, traced export).
+std::optional<int64_t> neuron_number(const registry::Json& neuron, const char* name,
+                                     const char* traced_name) {
+  for (const char* key : {name, traced_name}) {
+    if (neuron.is_object() && neuron.contains(key) && neuron[key].is_number_integer())
+      return neuron[key].get<int64_t>();
+  }
+  return std::nullopt;
+}
+
+// The manifest's name for the configuration a registry entry describes, else the entry's model,
+// batch size and sequence length.
+std::string configuration_of(const registry::Record& record,
+                             const std::vector<manifest::Configuration>& configurations) {
+  auto batch = neuron_number(record.neuron, "batch_size", "static_batch_size");
+  auto sequence = neuron_number(record.neuron, "sequence_length", "static_sequence_length");
+  for (const auto& c : configurations) {
+    if (c.model_id == record.model_id && batch == c.batch_size && sequence == c.sequence_length)
+      return c.name;
+  }
+  return record.model_id + (batch ? " batch_size=" + std::to_string(*batch) : "") +
+         (sequence ? " sequence_length=" + std::to_string(*sequence) : "");
+}
+
+// The configurations one compile command exported, by entry hash: the registry entries it wrote
+// (an alias and its primary file are one entry) and the traced export folders it left (named by
+// their entry's hash).
+std::map<std::string, std::string> exported_configurations(
+    const fs::path& staging, const compile::CaptureResult& captured,
+    const std::vector<manifest::Configuration>& configurations) {
+  std::map<std::string, std::string> exported;
+  sys::SafeDir stage = sys::SafeDir::open(staging);
+  for (const auto& path : captured.registry_files) {
+    std::string marker = "/" + std::string(layout::kRegistryDir) + "/";
+    size_t at = path.find(marker);
+    auto where =
+        at == std::string::npos ? std::nullopt : registry::locate(path.substr(at + marker.size()));
+    if (!where || exported.contains(where->hash)) continue;
+    size_t slash = path.rfind('/');
+    try {
+      auto dir = stage.open_path(path.substr(0, slash));
+      if (!dir) continue;
+      registry::Record record =
+          registry::read_record(*where, dir->read_small_file(path.substr(slash + 1), 1 << 20));
+      exported[where->hash] = configuration_of(record, configurations);
+    } catch (const Error&) {
+      // An alias (a link, never followed) or a file that is not an entry: its primary file or
+      // nothing tells the configuration.
+    }
+  }
+  for (const auto& list : {captured.produced, captured.used}) {
+    for (const auto& module : list) {
+      std::string hash = module.name.substr(std::string_view("MODULE_").size());
+      if (layout::is_traced_module_name(module.name) && !exported.contains(hash))
+        exported[hash] = "the traced export " + module.name;
+    }
+  }
+  return exported;
+}
+
+// torch-neuronx of the Neuron SDK 2.31 (optimum-neuron 0.4.7) counts the graphs a process traces
+// into their hashes: what one command exported after its first configuration is keyed by that
+// process's history, and no later run of one configuration finds it. Once, naming them all.
+void warn_of_shared_processes(const std::vector<CompileOutcome>& outcomes,
+                              const std::function<void(const std::string&)>& warn) {
+  std::string commands;
+  for (const auto& o : outcomes) {
+    if (o.exported_configurations.size() < 2) continue;
+    std::string names;
+    for (const auto& name : o.exported_configurations) names += (names.empty() ? "" : ", ") + name;
+    if (!commands.empty()) commands += "; ";
+    commands += "the command of " + o.configuration + " exported " + names;
+  }
+  if (commands.empty()) return;
+  warn("one compile command exported several configurations in one process (" + commands +
+       "): with the Neuron SDK 2.31 (optimum-neuron 0.4.7) torch-neuronx bakes a per-process "
+       "counter into graph hashes, so the keys recorded after a process's first configuration "
+       "are reproduced by no later run. Compile templates must export one configuration per "
+       "process: render {model_id}, {batch_size}, {sequence_length}, ... into the command");
+}
+
 // The same entry is reported by every run that could have used it: once is enough.
 std::vector<std::string> unique_notes(const std::vector<CompileOutcome>& outcomes) {
   std::vector<std::string> texts;
@@ -269,6 +352,11 @@ CompileOutcome Pipeline::compile_one(const plan::Target& target, bool listed_in_
   compile::CaptureResult captured = capture->collect(ran.started && ran.exit_code == 0);
   out.modules_produced = captured.produced.size();
   out.modules_used = captured.used.size();
+  if (auto exported = exported_configurations(capture->dir(), captured, manifest_.configurations);
+      exported.size() > 1) {
+    for (const auto& [hash, name] : exported) out.exported_configurations.push_back(name);
+    std::sort(out.exported_configurations.begin(), out.exported_configurations.end());
+  }
   log::debug("decide", c.name + ": the compile command ended (exit " +
                            std::to_string(ran.exit_code) + ", " +
                            std::to_string(static_cast<long>(ran.seconds)) +
@@ -356,8 +444,9 @@ std::string left_by_proxy(const compile::CaptureResult& captured) {
 }
 
 // The files the hub proxy linked into the staging cache `stage`, read from the HF file cache
-// `hub_cache` (local::open_hf_blob): a candidate only when the blob's name is the sha256 the
-// store lists, which stage_verified then checks against the bytes.
+// `hub_cache` (local::open_hf_blob): a candidate only when the blob's name is the id the store
+// lists (the sha256 of an LFS file, the git blob id of a regular one, as huggingface_hub names
+// blobs), which stage_verified / stage_verified_blob then check against the bytes.
 remote::LocalCandidate hf_links(const sys::SafeDir& stage, const std::string& compiler_dir,
                                 const fs::path& hub_cache) {
   if (hub_cache.empty()) return {};
@@ -367,7 +456,8 @@ remote::LocalCandidate hf_links(const sys::SafeDir& stage, const std::string& co
     size_t slash = path.rfind('/');
     auto dir = stage.open_path(path.substr(0, slash));
     auto blob = dir ? local::open_hf_blob(hub_cache, *dir, path.substr(slash + 1)) : std::nullopt;
-    if (!blob || blob->id != file.listed_sha256) return sys::UniqueFd();
+    const std::string& id = file.listed_sha256.empty() ? file.git_blob_id : file.listed_sha256;
+    if (!blob || id.empty() || blob->id != id) return sys::UniqueFd();
     return std::move(blob->fd);
   };
 }
@@ -518,6 +608,7 @@ void Pipeline::compile_each(const std::vector<plan::PlanRow*>& misses, CompileOu
 // What the compiles did, in the plan and in notes.
 void Pipeline::finish_compile(const std::vector<plan::PlanRow*>& compiled, CompileStep& step) {
   for (const auto& text : unique_notes(step.outcomes)) note(true, kNotSeeded + text);
+  warn_of_shared_processes(step.outcomes, [this](const std::string& text) { note(true, text); });
   for (size_t i = 0; i < compiled.size(); ++i) {
     const CompileOutcome& o = step.outcomes[i];
     if (!o.ok || o.recorded || !compiled[i]->target.unkeyed.empty()) continue;

@@ -113,6 +113,9 @@ struct CompileOutcome {
   uint64_t bytes_linked = 0;       // ... taken from the HF file cache instead (verified)
   uint64_t bytes_reused = 0;       // of the folders recorded for a configuration reused
   std::vector<std::string> notes;  // cached entries the run could not reuse, and why
+  // The configurations the command exported when it exported more than one in its process (manifest
+  // names where they match, else model and shape): their keys are not reproducible.
+  std::vector<std::string> exported_configurations;
 };
 
 // What completing the folders optimum-neuron's hub proxy left from the store did.

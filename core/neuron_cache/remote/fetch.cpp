@@ -183,14 +183,22 @@ void download_files(storage::Store& store, const std::string& revision,
   }
 }
 
-// Stages `file` of `job` from `local_copy` when it has a candidate matching the listing.
+// Stages `file` of `job` from `local_copy` when it has a candidate matching the listing: by the
+// sha256 the store lists, else by the git blob id it lists (a regular git file on the Hub).
 bool take_local_copy(Job& job, const storage::RemoteEntry& file, const LocalCandidate& local_copy,
                      FetchResult& result) {
-  if (!local_copy || file.listed_sha256.empty()) return false;
+  if (!local_copy || (file.listed_sha256.empty() && file.git_blob_id.empty())) return false;
   sys::UniqueFd fd = local_copy(job.plan->name, file);
-  if (!fd || !job.install->stage_verified(fd.get(), {file.path, file.size, file.listed_sha256}))
-    return false;
-  job.record.files.push_back({file.path, file.size, file.listed_sha256});
+  if (!fd) return false;
+  std::optional<std::string> sha256;
+  if (!file.listed_sha256.empty()) {
+    if (job.install->stage_verified(fd.get(), {file.path, file.size, file.listed_sha256}))
+      sha256 = file.listed_sha256;
+  } else {
+    sha256 = job.install->stage_verified_blob(fd.get(), file.path, file.size, file.git_blob_id);
+  }
+  if (!sha256) return false;
+  job.record.files.push_back({file.path, file.size, *sha256});
   ++result.files_linked;
   result.bytes_linked += file.size;
   return true;

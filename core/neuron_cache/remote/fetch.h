@@ -71,7 +71,8 @@ std::vector<ModulePlan> plan_modules(storage::Store& store, const std::string& r
 // A copy of a file that may already be on this machine (what optimum-neuron's hub proxy
 // fetched into the HF file cache): an open descriptor of it for the file `file` (its path
 // relative to the folder) of the folder `module`, or an empty one. Never trusted: it is used
-// only when its size and sha256 are the ones the listing gives (EntryInstall::stage_verified).
+// only when its size and its sha256 (or, for a file the store lists by git blob id only, that id)
+// are the ones the listing gives (EntryInstall::stage_verified, stage_verified_blob).
 using LocalCandidate =
     std::function<sys::UniqueFd(const std::string& module, const storage::RemoteEntry& file)>;
 
@@ -84,8 +85,9 @@ using LocalCandidate =
 //   leaves a partial folder that classifies as complete;
 // - failures are values (NotInStore, Failed with the reason), one folder's failure does not stop
 //   the others; only a failure to reach the store at all throws.
-// - a file whose listing gives its sha256 is first asked of `local_copy`: a candidate that
-//   matches is staged instead of downloaded (files_linked), any other is ignored;
+// - a file whose listing gives its sha256 or its git blob id is first asked of `local_copy`: a
+//   candidate whose bytes hash to it is staged instead of downloaded (files_linked), any other is
+//   ignored;
 // Traced export folders (MODULE_<entry hash>, no model.neff/model.done) are fetched like the
 // others; one is complete locally when it is TRACED from its regular files (layout.h).
 FetchResult fetch_modules(storage::Store& store, const std::string& revision,

@@ -8,9 +8,11 @@ namespace {
 
 // The Hub's words to the seam's and back: an LFS file's sha256 is the sha256 the store lists.
 RemoteEntry to_entry(hub::TreeEntry item) {
-  return {std::move(item.path), item.is_directory,          item.size,
-          std::move(item.oid),  std::move(item.lfs_sha256), std::move(item.content_sha256),
-          item.last_commit_time};
+  // A regular file's oid is the git blob id of its content; an LFS file's, that of its pointer.
+  std::string blob_id = item.is_directory || item.is_lfs() ? "" : item.oid;
+  return {std::move(item.path),  item.is_directory,          item.size,
+          std::move(item.oid),   std::move(item.lfs_sha256), std::move(item.content_sha256),
+          item.last_commit_time, std::move(blob_id)};
 }
 
 std::vector<RemoteEntry> to_entries(std::vector<hub::TreeEntry> items) {

@@ -51,6 +51,10 @@ struct RemoteEntry {
   // LastModified, a folder file's mtime), or 0 when the store lists none (the Hub's tree without
   // `expand`). What gc's grace period is measured against.
   int64_t modified = 0;
+  // The git blob id of the content, sha1("blob <size>\0" + content), when the store lists one
+  // (the Hub's regular files: their oid), else empty. huggingface_hub's file cache names the blob
+  // of such a file by it.
+  std::string git_blob_id = {};
   // The id a copy of this content is kept under: the listed sha256, else the store's oid.
   const std::string& content_id() const { return listed_sha256.empty() ? oid : listed_sha256; }
 };
