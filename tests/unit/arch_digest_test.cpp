@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <fstream>
+#include <random>
 #include <sstream>
 #include <string>
 
@@ -148,6 +149,44 @@ TEST(ArchDigestTest, IntKeyedLabelsSortAsInts) {
   ASSERT_TRUE(answer.digest) << answer.why_not;
   std::string dumped = text(answer.hashed);
   EXPECT_LT(dumped.find("\"2\": \"L2\""), dumped.find("\"10\": \"L10\""));
+}
+
+// Hostile values in every key of every probe config: a wrong type, a huge or negative number,
+// deep or long containers. Each answer is a digest or a reason, never a crash or a hang.
+TEST(ArchDigestTest, HostileValuesInEveryKeyGiveAnAnswer) {
+  Json doc = load("probes-4.57.json");
+  const std::vector<Json> hostile = {nullptr,
+                                     true,
+                                     -1,
+                                     0,
+                                     int64_t{1} << 62,
+                                     1e308,
+                                     -0.0,
+                                     "",
+                                     "x|y",
+                                     Json::array(),
+                                     Json::array({1, "a", nullptr}),
+                                     Json::object(),
+                                     Json{{"type", 3}},
+                                     Json{{"rope_type", nullptr}}};
+  std::mt19937 random(20261205);
+  size_t answered = 0;
+  for (const auto& c : doc["cases"]) {
+    if (c["case"] != "saved" || c["task"] != "text-generation") continue;
+    Json config = pyjson::parse(c["config_json"].get<std::string>());
+    std::vector<std::string> keys;
+    for (const auto& [key, value] : config.items()) keys.push_back(key);
+    for (const auto& key : keys) {
+      Json mutated = config;
+      mutated[key] = hostile[random() % hostile.size()];
+      for (const Table& table : tables()) {
+        DigestAnswer answer = arch_digest(table, mutated, "text-generation");
+        EXPECT_TRUE(answer.digest || !answer.why_not.empty()) << key;
+        ++answered;
+      }
+    }
+  }
+  EXPECT_GT(answered, 1000u);
 }
 
 }  // namespace
