@@ -137,8 +137,8 @@ class RegularNeffRepoTest : public OptimumRepoTest {
     return home / "hub/models--acme--neuron-cache/blobs" /
            git_blob_id(read_file(optimum_root / tkg()));
   }
-  // Body bytes the hub listener served for the regular token NEFF (its resolve and the
-  // /api/resolve-cache/ answer it redirects to).
+  // Body bytes the hub listener served for the regular token NEFF (its resolve, and any
+  // same-host answer a redirect leads to).
   uint64_t tkg_bytes_served(const json& log) const {
     // The log has raw paths: the pinned URL percent-encodes the '+' of the folder's name.
     const std::string module = token_module(bs1);
