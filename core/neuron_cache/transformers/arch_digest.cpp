@@ -68,7 +68,7 @@ bool stored_config_matches(const Json& config_json, const Json& stored, const st
   Json file = config_json;
   if (task == "text-generation") {
     const Json* text = nullptr;
-    for (const char* name : {"text_encoder", "decoder", "generator", "text_config"}) {
+    for (const std::string& name : text_config_names()) {
       auto it = config_json.find(name);
       if (it == config_json.end() || it->is_null()) continue;
       if (text != nullptr || !it->is_object()) return false;  // transformers fails on it too

@@ -236,7 +236,7 @@ Json to_diff_dict(const Object& object) {
 
 ObjectPtr get_text_config(const ObjectPtr& object) {
   std::vector<std::string> found;
-  for (const char* name : {"text_encoder", "decoder", "generator", "text_config"}) {
+  for (const std::string& name : text_config_names()) {
     std::optional<Value> value = get_attribute(*object, name);
     if (value && (value->object || !value->json.is_null())) found.push_back(name);
   }
@@ -251,6 +251,12 @@ ObjectPtr get_text_config(const ObjectPtr& object) {
                       type_name(text->json) + ", not a config");
   }
   return text->object;
+}
+
+const std::vector<std::string>& text_config_names() {
+  static const std::vector<std::string> kNames = {"text_encoder", "decoder", "generator",
+                                                  "text_config"};
+  return kNames;
 }
 
 const std::set<std::string>& int_keyed_members() {

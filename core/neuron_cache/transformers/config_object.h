@@ -9,6 +9,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <vector>
 
 #include "neuron_cache/transformers/config_table.h"
 #include "neuron_cache/transformers/python.h"
@@ -44,6 +45,9 @@ Json to_diff_dict(const Object& object);
 // The text config, or the config itself; PythonError when two candidates exist, or the only one
 // is plain data rather than a config (transformers then fails too).
 ObjectPtr get_text_config(const ObjectPtr& object);
+
+// The attributes get_text_config() looks for, in its order: a composite model's text config.
+const std::vector<std::string>& text_config_names();
 
 // The member names whose dicts have int keys in Python (id2label, pruned_heads): json.dumps
 // sorts those keys as ints.

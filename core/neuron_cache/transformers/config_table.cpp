@@ -1,6 +1,7 @@
 #include "neuron_cache/transformers/config_table.h"
 
 #include <algorithm>
+#include <cstdio>
 
 #include "neuron_cache/error.h"
 
@@ -37,6 +38,13 @@ ClassInfo read_class(const std::string& name, const Json& doc) {
   info.methods = doc.at("methods");
   info.defaults = doc.at("defaults");
   return info;
+}
+
+// {4, 57} of "4.57.0.dev0": releases compare by number, not as text.
+std::pair<int, int> release_numbers(const std::string& version) {
+  int major = 0, minor = 0;
+  std::sscanf(version.c_str(), "%d.%d", &major, &minor);
+  return {major, minor};
 }
 
 }  // namespace
@@ -84,7 +92,7 @@ const std::vector<Table>& tables() {
     std::vector<Table> out;
     for (size_t i = 0; i < kEmbeddedTableCount; ++i) out.push_back(parse_table(kEmbeddedTables[i]));
     std::sort(out.begin(), out.end(), [](const Table& a, const Table& b) {
-      return a.version > b.version;  // "4.57.0.dev0" > "4.55.0.dev0"
+      return release_numbers(a.version) > release_numbers(b.version);  // 4.100 after 4.57
     });
     return out;
   }();

@@ -501,11 +501,7 @@ class Interpreter {
       for (char& c : out) c = (c >= 'A' && c <= 'Z') ? static_cast<char>(c - 'A' + 'a') : c;
       return out;
     }
-    if (name == "strip" && args.empty()) {
-      size_t from = text.find_first_not_of(" \t\n\r\f\v");
-      if (from == std::string::npos) return "";
-      return text.substr(from, text.find_last_not_of(" \t\n\r\f\v") - from + 1);
-    }
+    if (name == "strip" && args.empty()) return strip(text);
     if (name == "split" && args.size() == 1 && data(args[0]).is_string()) {
       std::string separator = data(args[0]).get<std::string>();
       if (separator.empty()) throw PythonError("ValueError: empty separator");

@@ -115,13 +115,6 @@ Json sequence_op(const std::string& op, const Json& a, const Json& b) {
   type_error(op, a, b);
 }
 
-std::string trim(const std::string& text) {
-  size_t from = text.find_first_not_of(" \t\n\r\f\v");
-  if (from == std::string::npos) return "";
-  size_t to = text.find_last_not_of(" \t\n\r\f\v");
-  return text.substr(from, to - from + 1);
-}
-
 }  // namespace
 
 bool truthy(const Json& value) {
@@ -238,6 +231,13 @@ std::string str(const Json& value) {
   throw PythonError("str() of a " + type_name(value) + " is not supported here");
 }
 
+std::string strip(const std::string& text) {
+  size_t from = text.find_first_not_of(" \t\n\r\f\v");
+  if (from == std::string::npos) return "";
+  size_t to = text.find_last_not_of(" \t\n\r\f\v");
+  return text.substr(from, to - from + 1);
+}
+
 Json to_int(const Json& value) {
   if (is_int(value)) return as_int(value);
   if (value.is_number_float()) {
@@ -246,7 +246,7 @@ Json to_int(const Json& value) {
     return static_cast<int64_t>(std::trunc(d));
   }
   if (value.is_string()) {
-    std::string text = trim(value.get<std::string>());
+    std::string text = strip(value.get<std::string>());
     size_t start = (!text.empty() && (text[0] == '-' || text[0] == '+')) ? 1 : 0;
     bool digits = text.size() > start && text.size() < 19;
     for (size_t i = start; i < text.size() && digits; ++i)

@@ -37,6 +37,8 @@ bool contains(const Json& haystack, const Json& needle);
 std::string type_name(const Json& value);
 // str(x) for the values str() meets in configs (str, int, bool, None, float).
 std::string str(const Json& value);
+// str.strip() with no argument: the ASCII whitespace around `text` removed.
+std::string strip(const std::string& text);
 // int(x): ints, bools, floats (truncated) and decimal text (spaces around allowed).
 Json to_int(const Json& value);
 
