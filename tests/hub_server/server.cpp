@@ -274,6 +274,13 @@ void Server::handle(Listener listener, const httplib::Request& req, httplib::Res
   }
 }
 
+void Server::leave_body_fault(Call& call) {
+  if (!call.response_fault || !call.response_fault->acts_on_body()) return;
+  faults_.give_back(*call.response_fault);
+  call.response_fault.reset();
+  t_stats.fault.clear();
+}
+
 void Server::log_request(Listener listener, const httplib::Request& req,
                          const httplib::Response& res) {
   RequestStats stats = std::exchange(t_stats, RequestStats{});
@@ -380,6 +387,13 @@ void Server::route_api(Call& call) {
   if (s.size() == 2 && s[1] == "complete_multipart") {
     expect_method(call, {"POST"});
     return complete_multipart(call);
+  }
+  // resolve-cache/{models,datasets}/{id}/{commit}/{path}: where resolve sends regular files
+  if (s.size() >= 7 && s[1] == "resolve-cache") {
+    expect_method(call, {"GET", "HEAD"});
+    std::string type = repo_type_from_plural(s[2]);
+    if (type.empty()) throw not_implemented(call);
+    return resolve_cache(call, type, s[3] + "/" + s[4], s[5], join_from(s, 6));
   }
   if (s.size() >= 4) {
     std::string type = repo_type_from_plural(s[1]);

@@ -208,6 +208,16 @@ class Server {
   // handlers_files.cpp
   void resolve(Call& call, const std::string& type, const std::string& id,
                const std::string& revision, const std::string& path, bool raw);
+  void resolve_cache(Call& call, const std::string& type, const std::string& id,
+                     const std::string& commit, const std::string& path);
+  // The file `path` at `revision` of a repo the caller may read, and the commit it resolved to;
+  // throws the Hub's 404 (with X-Repo-Commit) when the commit lacks it.
+  std::pair<FileEntry, std::string> find_file(Call& call, const std::string& type,
+                                              const std::string& id, const std::string& revision,
+                                              const std::string& path);
+  void serve_blob(Call& call, const FileEntry& entry, const std::string& commit_oid, bool raw);
+  // A body fault this bodiless answer matched is left to the next matching request (server.cpp).
+  void leave_body_fault(Call& call);
   void cdn_download(Call& call, const std::string& sha256);
 
   // handlers_upload.cpp

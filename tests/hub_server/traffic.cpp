@@ -172,7 +172,20 @@ void FaultTable::set(const json& rules) {
     throw std::invalid_argument("the body must be a JSON list of fault rules (or one rule)");
   }
   std::lock_guard lock(mutex_);
+  for (auto& rule : parsed) rule.fault.rule_id = next_rule_id_++;
   rules_ = std::move(parsed);
+}
+
+void FaultTable::give_back(const Fault& fault) {
+  std::lock_guard lock(mutex_);
+  for (auto& rule : rules_) {
+    if (rule.fault.rule_id == fault.rule_id && rule.remaining >= 0) ++rule.remaining;
+  }
+}
+
+bool Fault::acts_on_body() const {
+  return action == FaultAction::DropAfter || action == FaultAction::Corrupt ||
+         action == FaultAction::Trickle || action == FaultAction::IgnoreRange;
 }
 
 void FaultTable::clear() {

@@ -47,8 +47,11 @@ struct Fault {
   // before the wait, so the change is made even when the client gives up meanwhile.
   uint64_t ms = 0;
   bool apply_first = false;
+  uint64_t rule_id = 0;  // which rule gave it (FaultTable::give_back)
 
   std::string name() const;
+  // drop_after, corrupt, trickle, ignore_range: what only an answer with a body can show.
+  bool acts_on_body() const;
 };
 
 class FaultTable {
@@ -61,6 +64,9 @@ class FaultTable {
   // both the raw and the percent-decoded path.
   std::optional<Fault> take(const std::string& method, const std::string& raw_path,
                             const std::string& decoded_path, const std::string& listener);
+  // Counts the use of `fault` back to its rule (when the rules were not replaced since): an
+  // answer that could not show it leaves it for the next matching request.
+  void give_back(const Fault& fault);
 
  private:
   struct Rule {
@@ -75,6 +81,7 @@ class FaultTable {
 
   mutable std::mutex mutex_;
   std::vector<Rule> rules_;
+  uint64_t next_rule_id_ = 1;
 };
 
 }  // namespace neuron_cache::hub_server

@@ -251,6 +251,12 @@ async function main() {
       assert.ok(cdn.every((e) => !e.authorization && (e.status === 200 || e.status === 206)),
         "the redirect to storage dropped the Authorization header");
       assert.ok(entries.some((e) => e.listener === "hub" && e.status === 302));
+      // Regular files: a 307 within the Hub to their commit's /api/resolve-cache/ URL, which the
+      // client follows with its token and whose answer names the file (ETag, X-Repo-Commit).
+      assert.ok(entries.some((e) => e.status === 307 && e.path.includes("/resolve/")),
+        "a regular file's resolve redirected within the Hub");
+      assert.ok(entries.some((e) => e.path.startsWith("/api/resolve-cache/") && e.authorization &&
+        (e.status === 200 || e.status === 206)), "the pinned URL served the file");
       assert.ok(entries.some((e) => e.range === "bytes=0-0" && e.status === 206));
     });
 

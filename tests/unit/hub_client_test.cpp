@@ -289,6 +289,38 @@ TEST_F(HubClientTest, UploadThenDownloadByteIdenticalWithoutTokenOnTheCdn) {
       << "the token must never reach the CDN";
 }
 
+// The Hub answers a regular file's resolve with a 307 to /api/resolve-cache/... on the same host,
+// whose answer alone names the file (ETag: its git blob id) and the commit (X-Repo-Commit), as
+// huggingface_hub reads them: the client takes both from that final answer.
+TEST_F(HubClientTest, ARegularFileIsKnownByTheFinalAnswerOfTheHubsRedirect) {
+  std::string repo = client.create_repo("pinned", "", true);
+  CommitResult first = upload(repo, {{"flags.json", "[\"--target=trn1\"]"}});
+  server.clear_log();
+  DownloadResult result;
+  EXPECT_EQ(download(repo, "flags.json", &result), "[\"--target=trn1\"]");
+  EXPECT_EQ(result.commit, first.commit_oid);
+  json log = server.access_log();
+  ASSERT_EQ(log.size(), 3u) << log;  // paths-info, the resolve's 307, the pinned URL
+  EXPECT_EQ(log[1]["status"], 307);
+  EXPECT_TRUE(log[2]["path"].get<std::string>().starts_with("/api/resolve-cache/models/" + repo +
+                                                            "/" + first.commit_oid + "/"))
+      << log[2];
+  EXPECT_EQ(log[2]["authorization"], true) << "the same host gets the token";
+
+  // Listed, then changed on the Hub: the ETag of the final answer says so before any byte is
+  // taken for the listed file.
+  TreeEntry listed = client.paths_info(repo, {"flags.json"}).at(0);
+  upload(repo, {{"flags.json", "[\"--target=trn2\"]"}});
+  std::FILE* file = std::tmpfile();
+  std::vector<DownloadRequest> requests{{"flags.json", fileno(file), listed}};
+  DownloadResult stale = client.download(repo, "main", requests)[0];
+  std::fclose(file);
+  EXPECT_FALSE(stale.ok);
+  EXPECT_NE(stale.error.find("flags.json changed on the Hub since it was listed"),
+            std::string::npos)
+      << stale.error;
+}
+
 TEST_F(HubClientTest, UnchangedFilesAndStoredLfsObjectsAreNotSentAgain) {
   std::string repo = client.create_repo("dedup", "", true);
   std::string neff = random_bytes(2 << 20, 3);

@@ -21,22 +21,75 @@ httplib::Headers bearer(const std::string& token) {
   return {{"Authorization", "Bearer " + token}};
 }
 
-// A client for one origin that sends paths exactly as given (no re-encoding).
+bool is_redirect(int status) {
+  return status == 301 || status == 302 || status == 303 || status == 307 || status == 308;
+}
+
+// httplib's client, whose GET and HEAD follow the Hub's relative redirects as huggingface_hub
+// does (a regular file's resolve answers 307 to /api/resolve-cache/...), never one to another
+// origin (the CDN an LFS file's resolve sends to).
+class Following {
+ public:
+  explicit Following(httplib::Client& client) : client_(client) {}
+  httplib::Result Get(const std::string& path, const httplib::Headers& headers = {}) {
+    return follow(path, [&](const std::string& to) { return client_.Get(to, headers); });
+  }
+  httplib::Result Get(const std::string& path, httplib::ContentReceiver receiver) {
+    return follow(path, [&](const std::string& to) { return client_.Get(to, receiver); });
+  }
+  httplib::Result Head(const std::string& path, const httplib::Headers& headers = {}) {
+    return follow(path, [&](const std::string& to) { return client_.Head(to, headers); });
+  }
+  template <class... Args>
+  httplib::Result Post(Args&&... args) {
+    return client_.Post(std::forward<Args>(args)...);
+  }
+  template <class... Args>
+  httplib::Result Put(Args&&... args) {
+    return client_.Put(std::forward<Args>(args)...);
+  }
+  template <class... Args>
+  httplib::Result Delete(Args&&... args) {
+    return client_.Delete(std::forward<Args>(args)...);
+  }
+  void set_read_timeout(time_t seconds, time_t microseconds) {
+    client_.set_read_timeout(seconds, microseconds);
+  }
+
+ private:
+  template <class Send>
+  httplib::Result follow(const std::string& path, const Send& send) {
+    httplib::Result result = send(path);
+    for (int hops = 0; hops < 5 && result && is_redirect(result->status); ++hops) {
+      std::string location = result->get_header_value("Location");
+      if (!location.starts_with("/") || location.starts_with("//")) break;
+      result = send(location);
+    }
+    return result;
+  }
+  httplib::Client& client_;
+};
+
+// A client for one origin that sends paths exactly as given (no re-encoding). `hub->` follows
+// relative redirects; `(*hub).` sees every answer as sent.
 class Http {
  public:
   // httplib's 5 s read timeout is too short on a loaded CI machine (a 10 MiB commit): a failed
   // request is a null Result that the tests dereference.
-  explicit Http(const std::string& origin) : client_(origin) {
+  explicit Http(const std::string& origin) : client_(origin), following_(client_) {
     client_.set_url_encode(false);
     client_.set_connection_timeout(10);
     client_.set_read_timeout(120);
     client_.set_write_timeout(120);
   }
+  Http(const Http&) = delete;
+  Http& operator=(const Http&) = delete;
   httplib::Client& operator*() { return client_; }
-  httplib::Client* operator->() { return &client_; }
+  Following* operator->() { return &following_; }
 
  private:
   httplib::Client client_;
+  Following following_;
 };
 
 // Absolute URLs the server hands out (Link, Location, LFS hrefs): origin and path.
@@ -367,6 +420,61 @@ TEST(HubServerTest, ResolveServesRangesAndErrors) {
   EXPECT_EQ(no_revision->get_header_value("X-Error-Code"), "RevisionNotFound");
 }
 
+// The Hub since 2025: a regular file's resolve is a same-host 307 (relative Location) to a
+// commit-pinned /api/resolve-cache/ URL, and only that final answer carries the ETag (git blob id)
+// and X-Repo-Commit, which is where huggingface_hub reads them.
+TEST(HubServerTest, RegularFilesRedirectToTheResolveCacheOfTheirCommit) {
+  HubServer server;
+  Http hub(server.url());
+  std::string commit_id = head_commit(hub, kHubPublicRepo);
+  std::string etag = "\"" + git_blob_id("# acme cache\n") + "\"";
+  for (const std::string method : {"HEAD", "GET"}) {
+    auto first = method == "HEAD"
+                     ? (*hub).Head(std::string("/") + kHubPublicRepo + "/resolve/main/README.md")
+                     : (*hub).Get(std::string("/") + kHubPublicRepo + "/resolve/main/README.md");
+    ASSERT_EQ(first->status, 307) << method;
+    std::string location = first->get_header_value("Location");
+    EXPECT_TRUE(location.starts_with(std::string("/api/resolve-cache/models/") + kHubPublicRepo +
+                                     "/" + commit_id + "/README.md?"))
+        << location;
+    EXPECT_FALSE(first->has_header("ETag")) << method;
+    EXPECT_FALSE(first->has_header("X-Repo-Commit")) << method;
+    auto final_answer = method == "HEAD" ? (*hub).Head(location) : (*hub).Get(location);
+    ASSERT_EQ(final_answer->status, 200) << method;
+    EXPECT_EQ(final_answer->get_header_value("ETag"), etag);
+    EXPECT_EQ(final_answer->get_header_value("X-Repo-Commit"), commit_id);
+    if (method == "GET") {
+      EXPECT_EQ(final_answer->body, "# acme cache\n");
+    }
+  }
+  // The pinned URL keeps serving that commit's file after main moved on.
+  std::string pinned =
+      std::string("/api/resolve-cache/models/") + kHubPublicRepo + "/" + commit_id + "/README.md";
+  ASSERT_EQ(
+      commit(hub, kHubPublicRepo, {header_line("x"), file_line("README.md", "changed\n")})->status,
+      200);
+  EXPECT_EQ(hub->Get(pinned)->body, "# acme cache\n");
+  EXPECT_EQ(hub->Get(pinned, {{"Range", "bytes=2-5"}})->body, "acme");
+  EXPECT_EQ(hub->Get(pinned, {{"If-None-Match", etag}})->status, 304);
+  auto missing = hub->Get(std::string("/api/resolve-cache/models/") + kHubPublicRepo + "/" +
+                          commit_id + "/nope.txt");
+  EXPECT_EQ(missing->status, 404);
+  EXPECT_EQ(missing->get_header_value("X-Error-Code"), "EntryNotFound");
+  EXPECT_EQ(hub->Get(std::string("/api/resolve-cache/models/") + kHubPublicRepo + "/main/README.md")
+                ->status,
+            400);
+  // A private repo's pinned URL wants the token as its resolve does.
+  std::string private_commit = head_commit(hub, kHubPrivateRepo);
+  std::string secret = std::string("/api/resolve-cache/models/") + kHubPrivateRepo + "/" +
+                       private_commit + "/README.md";
+  EXPECT_EQ(hub->Get(secret)->status, 401);
+  EXPECT_EQ(hub->Get(secret, bearer(kHubReadToken))->body, "# private acme cache\n");
+  EXPECT_EQ(hub->Get(std::string("/") + kHubPrivateRepo + "/resolve/main/README.md",
+                     bearer(kHubReadToken))
+                ->body,
+            "# private acme cache\n");
+}
+
 TEST(HubServerTest, LfsFilesRedirectToTheCdnWhichRefusesTheHubToken) {
   HubServer server;
   Http hub(server.url());
@@ -637,22 +745,30 @@ TEST(HubServerTest, AccessLogRecordsBothListeners) {
   upload_lfs_file(hub, "alice/logged", "w.bin", "weights");
   server.access_log();  // admin calls are not logged
   json log = server.access_log();
-  ASSERT_GE(log.size(), 5u);
-  json get = log[0];
+  ASSERT_GE(log.size(), 6u);
+  json redirected = log[0];
+  EXPECT_EQ(redirected["method"], "GET");
+  EXPECT_EQ(redirected["path"], std::string("/") + kHubPublicRepo + "/resolve/main/README.md");
+  EXPECT_EQ(redirected["status"], 307);
+  EXPECT_EQ(redirected["authorization"], true);
+  EXPECT_EQ(redirected["bytes_out"], 0);
+  json get = log[1];
   EXPECT_EQ(get["method"], "GET");
-  EXPECT_EQ(get["path"], std::string("/") + kHubPublicRepo + "/resolve/main/README.md");
+  EXPECT_TRUE(get["path"].get<std::string>().starts_with(std::string("/api/resolve-cache/models/") +
+                                                         kHubPublicRepo + "/"))
+      << get;
   EXPECT_EQ(get["status"], 206);
   EXPECT_EQ(get["authorization"], true);
   EXPECT_EQ(get["listener"], "hub");
   EXPECT_EQ(get["range"], "bytes=0-3");
   EXPECT_EQ(get["bytes_out"], 4);
-  json put = log[3];
+  json put = log[4];
   EXPECT_EQ(put["method"], "PUT");
   EXPECT_EQ(put["listener"], "cdn");
   EXPECT_EQ(put["authorization"], false);
   EXPECT_EQ(put["bytes_in"], 7);
   EXPECT_NE(put["query"].get<std::string>().find("signature="), std::string::npos);
-  EXPECT_EQ(log[4]["path"], "/api/models/alice/logged/commit/main");
+  EXPECT_EQ(log[5]["path"], "/api/models/alice/logged/commit/main");
   for (const auto& entry : log) {
     EXPECT_FALSE(entry["path"].get<std::string>().starts_with("/_admin")) << entry;
   }
@@ -771,7 +887,12 @@ TEST(HubServerTest, FaultDropAfterCutsTheBody) {
   });
   EXPECT_FALSE(cut);  // the connection closed before Content-Length bytes
   EXPECT_EQ(received, "# acm");
-  EXPECT_EQ(server.access_log()[0]["bytes_out"], 5);
+  // The resolve's redirect, a bodiless answer, left the fault to the answer with the body.
+  json log = server.access_log();
+  EXPECT_EQ(log[0]["status"], 307);
+  EXPECT_TRUE(log[0]["fault"].is_null()) << log[0];
+  EXPECT_EQ(log[1]["fault"], "drop_after");
+  EXPECT_EQ(log[1]["bytes_out"], 5);
   EXPECT_EQ(hub->Get(file)->body, "# acme cache\n");
 }
 

@@ -168,9 +168,10 @@ class HubSource : public net::RangedSource {
   }
 
  private:
-  // The Hub's own answer when it redirected to a CDN.
+  // The Hub's final answer, as huggingface_hub takes it: after the redirects within the Hub
+  // (regular files go to /api/resolve-cache/...), the last one before its CDN's.
   static const net::Headers& hub_headers(const net::HttpResponse& response) {
-    return response.first_headers.items.empty() ? response.headers : response.first_headers;
+    return response.origin_headers.items.empty() ? response.headers : response.origin_headers;
   }
 
   // A file the Hub serves at another size than its index entry says is never installed, whatever

@@ -68,7 +68,8 @@ struct Transfer {
   CURL* easy = nullptr;
   curl_slist* header_list = nullptr;
   int redirects = 0;
-  int status_checked = 0;  // 1: streaming to the exchange, 2: buffering
+  std::string chain_origin;  // where the first request of its redirect chain went
+  int status_checked = 0;    // 1: streaming to the exchange, 2: buffering
   uint64_t uploaded = 0;
   bool aborted = false;
   HttpEngine* engine = nullptr;
@@ -312,7 +313,11 @@ bool connect_failed(CURL* easy, CURLcode code, bool timed_out) {
   }
   curl_off_t connected = 0;
   curl_easy_getinfo(easy, CURLINFO_CONNECT_TIME_T, &connected);
-  return code == CURLE_OPERATION_TIMEDOUT && !timed_out && connected == 0;
+  // A reused connection has no connect time: an answer that started (a body that stalled after a
+  // redirect within the endpoint) proves it was connected.
+  long status = 0;
+  curl_easy_getinfo(easy, CURLINFO_RESPONSE_CODE, &status);
+  return code == CURLE_OPERATION_TIMEDOUT && !timed_out && connected == 0 && status == 0;
 }
 
 // When a transfer that has had no answer yet gives up. A request body that is still going out
@@ -400,7 +405,8 @@ void HttpEngine::run(const std::vector<Exchange*>& exchanges, size_t parallel) {
     Exchange* exchange;
     Clock::time_point ready_at;
     HttpRequest redirected;  // set when following a redirect
-    Headers first_headers;
+    Headers origin_headers;
+    std::string chain_origin;
     int redirects = 0;
     bool has_redirect = false;
   };
@@ -423,7 +429,7 @@ void HttpEngine::run(const std::vector<Exchange*>& exchanges, size_t parallel) {
     exchange->on_complete(response);  // not transient: no retry is asked for
   };
   std::deque<Waiting> waiting;
-  for (Exchange* e : exchanges) waiting.push_back({e, Clock::now(), {}, {}, 0, false});
+  for (Exchange* e : exchanges) waiting.push_back({e, Clock::now(), {}, {}, {}, 0, false});
   std::list<std::unique_ptr<Transfer>> active;
   // Whatever leaves run() early (an exception from an exchange or a callback) first takes the
   // transfers still running out of the multi handle, before they are freed.
@@ -443,7 +449,8 @@ void HttpEngine::run(const std::vector<Exchange*>& exchanges, size_t parallel) {
     t->exchange = w.exchange;
     t->request = std::move(request);
     t->redirects = w.redirects;
-    t->response.first_headers = std::move(w.first_headers);
+    t->response.origin_headers = std::move(w.origin_headers);
+    t->chain_origin = w.has_redirect ? std::move(w.chain_origin) : url::origin_of(t->request.url);
     t->engine = this;
     t->progress = &on_progress;
     t->stats = &stats_;
@@ -463,9 +470,12 @@ void HttpEngine::run(const std::vector<Exchange*>& exchanges, size_t parallel) {
       next.body.clear();  // 303: See Other, fetched without the body
       next.upload_fd = -1;
     }
-    Headers first = t.redirects == 0 ? t.response.headers : t.response.first_headers;
-    waiting.push_front(
-        {t.exchange, Clock::now(), std::move(next), std::move(first), t.redirects + 1, true});
+    // The origin's last word before the chain leaves it: a Hub redirects within itself first
+    // (/api/resolve-cache/...) and only then to its CDN.
+    bool from_origin = url::origin_of(t.request.url) == t.chain_origin;
+    Headers origin = from_origin ? t.response.headers : t.response.origin_headers;
+    waiting.push_front({t.exchange, Clock::now(), std::move(next), std::move(origin),
+                        t.chain_origin, t.redirects + 1, true});
   };
 
   auto finish = [&](Transfer& t, CURLcode code) {
@@ -509,6 +519,7 @@ void HttpEngine::run(const std::vector<Exchange*>& exchanges, size_t parallel) {
         }
       }
     }
+    if (url::origin_of(t.request.url) == t.chain_origin) t.response.origin_headers.items.clear();
     if (!t.aborted) note_reachability(t.request, t.response);
     if (gone_ && to_endpoint(t.request) && t.request.tells_reachability &&
         !t.response.unreachable && (t.response.status == 0 || t.response.status >= 500)) {
@@ -523,7 +534,7 @@ void HttpEngine::run(const std::vector<Exchange*>& exchanges, size_t parallel) {
       // Past the budget, the retry is not waited for: it is answered at once as unreachable.
       Clock::time_point at =
           retry_fits(t.request, *retry_in) ? Clock::now() + *retry_in : Clock::now();
-      waiting.push_back({t.exchange, at, {}, {}, 0, false});
+      waiting.push_back({t.exchange, at, {}, {}, {}, 0, false});
     }
   };
 

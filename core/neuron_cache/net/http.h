@@ -82,7 +82,10 @@ struct HttpResponse {
   std::string body;  // non-streamed bodies and error bodies (capped)
   std::string url;   // the URL that answered, after redirects
   // When a 3xx answer was not followed (another origin): why, and the status stays the 3xx.
-  Headers first_headers;  // the endpoint's own answer when it redirected (Hub: X-Repo-Commit)
+  // When the answer came from another origin than the request went to (a redirect to a CDN):
+  // the last answer of the request's own origin (Hub: X-Repo-Commit, X-Linked-Etag). Empty when
+  // the answer is the origin's own, after any redirects within it: `headers` are then its word.
+  Headers origin_headers;
   uint64_t streamed_bytes = 0;
   // The buffered body went over HttpRequest::max_answer_bytes: `body` is empty, never retried.
   bool too_large = false;
