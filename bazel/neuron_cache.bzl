@@ -39,15 +39,20 @@ with `strict = True`).
 
 Where files come from: a MODULE_ folder complete in the local Neuron compile cache is copied from
 it (`file://` URL); any other is downloaded from the Hub's resolve URL pinned at the commit the
-plan read. Only the tool's plan talks to the Hub API; it downloads no artifact itself.
+plan read. Without a Hub token, only the tool's plan talks to the Hub API; it downloads no
+artifact itself.
 
-The token: never an attribute, never written to a file. The rule reads it like the tool does:
-`HF_TOKEN` (or `HUGGING_FACE_HUB_TOKEN`), else the file `HF_TOKEN_PATH` names (recommended), else
-`token` in `HF_HOME` (default `$XDG_CACHE_HOME/huggingface`, `~/.cache/huggingface`). It is given
-to Bazel's downloader as `auth` (`Authorization: Bearer ...`) for the Hub's URLs only (those of
-`HF_ENDPOINT`, default https://huggingface.co). Bazel's downloader picks headers per URL, so when
-the Hub redirects a large (LFS) file to its CDN, the request to the CDN goes without the token (the
-redirect URL is signed); tests/frontends/bazel-test.sh checks it on the loopback Hub.
+With a Hub token (a private cache repo), Bazel's downloader is never given it: that downloader
+sends `auth` to the exact URLs it is given only, and the Hub answers a regular (non-LFS) file's
+resolve URL with a redirect to another of its own URLs (`/api/resolve-cache/...`), which needs the
+token as well. So a Hub file Bazel's repository cache lacks is fetched by the tool
+(`neuron-cache prefetch`, which follows the Hub's redirects as huggingface_hub does and sends the
+token to the Hub only, never to its CDN) into the local Neuron compile cache, then copied from
+there with its sha256 into the repository cache. What the repository cache holds is taken from
+it first, with or without a token. The rule reads the token's place like the tool does
+(`HF_TOKEN` or `HUGGING_FACE_HUB_TOKEN`, else the file `HF_TOKEN_PATH` names (recommended), else
+`token` in `HF_HOME`, default `$XDG_CACHE_HOME/huggingface`, `~/.cache/huggingface`) only to know
+whether there is one; tests/frontends/bazel-test.sh checks both ways on the loopback Hub.
 
 Settings come from the environment: `HF_TOKEN_PATH`, `HF_HOME`, `HF_ENDPOINT`, `HF_HUB_OFFLINE`,
 `CUSTOM_CACHE_REPO`, `NEURON_COMPILE_CACHE_URL`, `NEURON_CC_FLAGS`, `NEURON_CACHE_TOOL`, and for an
@@ -188,12 +193,13 @@ def _decode_report(result, tool):
                   "release as this rule (the `tool` attribute)") % (tool, row.get("name")))
     return report
 
-def _hf_token(rctx):
-    """The Hub token, from where the tool reads it (config/settings.cpp); never written anywhere."""
+def _has_hf_token(rctx):
+    """Whether the tool has a Hub token, from where it reads one (config/settings.cpp). The token
+    is never kept nor passed on: the tool reads it again."""
     env = rctx.os.environ
     for name in ["HF_TOKEN", "HUGGING_FACE_HUB_TOKEN"]:
         if env.get(name, "").strip():
-            return env[name].strip()
+            return True
     path = env.get("HF_TOKEN_PATH", "")
     if not path:
         home = env.get("HF_HOME", "")
@@ -202,8 +208,8 @@ def _hf_token(rctx):
             home = cache + "/huggingface"
         path = home + "/token"
     if not path.startswith("/") or not rctx.path(path).exists:
-        return ""
-    return rctx.read(rctx.path(path)).strip()
+        return False
+    return rctx.read(rctx.path(path)).strip() != ""
 
 def _hub_endpoint(rctx):
     endpoint = rctx.os.environ.get("HF_ENDPOINT", "") or _DEFAULT_ENDPOINT
@@ -220,18 +226,20 @@ def _safe_path(path):
             not [p for p in parts if p in ["", ".", ".."]] and
             parts[0].startswith("neuronxcc-") and parts[1].startswith("MODULE_"))
 
-def _auth_for(urls, source, token, endpoint):
-    """The token goes to the Hub's own URLs only: never to a file:// URL or another host."""
-    if not token or source != "hub":
-        return {}
-    return {url: {"type": "pattern", "pattern": "Bearer <password>", "password": token}
-            for url in urls if url.startswith(endpoint + "/")}
+def _in_repository_cache(rctx, output, sha256):
+    """Whether Bazel's repository cache holds this content (then it is now at `output`): a
+    download without a URL only looks there, and prints nothing when it is not."""
+    return rctx.download(url = [], output = output, sha256 = sha256, allow_fail = True).success
 
-def _download_configuration(rctx, row, folder, token, endpoint):
+def _download_configuration(rctx, row, folder, through_tool):
     """Lays the configuration out as `<folder>/...`; returns (its files, entry first; or None,
-    why not)."""
+    why not; the Hub files left to the tool as (record, output)). With `through_tool` (a Hub
+    token), Hub files the repository cache lacks are left to the tool: Bazel's downloader sends
+    `auth` to the exact URLs it is given only, and the Hub answers a regular file's resolve with a
+    redirect to another URL of its own, which needs the token too."""
     rctx.file(folder + "/" + _ENTRY_FILE, row["entry"], executable = False)
     files = [folder + "/" + _ENTRY_FILE]
+    pending = []
     for record in row["files"]:
         path = record["path"]
         if not _safe_path(path):
@@ -241,20 +249,57 @@ def _download_configuration(rctx, row, folder, token, endpoint):
         if record["size"] == 0 and record["sha256"] == _EMPTY_SHA256:
             rctx.file(output, "", executable = False)  # a marker such as model.done
             continue
+        if through_tool and record.get("source") == "hub":
+            if not _in_repository_cache(rctx, output, record["sha256"]):
+                pending.append((record, output))
+            continue
         if "url" not in record:
             return None, "%s was not fetched from %s (see the prefetch warning above)" % (
-                path, record.get("source", "the store"))
-        urls = [record["url"]] + record.get("fallback_urls", [])
+                path, record.get("source", "the store")), []
         result = rctx.download(
-            url = urls,
+            url = [record["url"]] + record.get("fallback_urls", []),
             output = output,
             sha256 = record["sha256"],
-            auth = _auth_for(urls, record.get("source"), token, endpoint),
             allow_fail = not rctx.attr.strict,  # strict: Bazel's own error fails the fetch
         )
         if not result.success:
-            return None, "downloading %s failed: see Bazel's warning above" % path
-    return files, None
+            return None, "downloading %s failed: see Bazel's warning above" % path, []
+    return files, None, pending
+
+# Where the tool links the files it fetched for this rule (`prefetch --export-dir`), inside the
+# repository being made and removed before it is done.
+_EXPORT_DIR = "_neuron_cache_fetched"
+
+def _fetch_through_tool(rctx, names, problems, pending):
+    """Has the tool fetch the configurations `names` (their Hub files the repository cache
+    lacks) into the local cache, then copies each pending file from there by its sha256, so the
+    repository cache holds it from now on. Records a configuration's problem in `problems`."""
+    tool = _check_tool(rctx)
+    export = rctx.path(_EXPORT_DIR)
+    args = _tool_args(rctx, tool, "prefetch", names) + ["--export-dir", str(export)]
+    if rctx.attr.lockfile:
+        args.extend(["--locked", "--lockfile", str(rctx.path(rctx.attr.lockfile))])
+    rctx.report_progress("neuron-cache prefetch of %d configurations from the Hub" % len(names))
+    result = rctx.execute(args, timeout = rctx.attr.timeout, quiet = True)
+    if result.return_code != 0 and (rctx.attr.strict or result.return_code == _EXIT_USAGE):
+        fail("neuron-cache prefetch failed (exit %d) for @%s:\n%s" %
+             (result.return_code, rctx.name, _tool_message(result)))
+    for name, record, output in pending:
+        if name in problems:
+            continue
+        source = rctx.path("%s/%s/%s" % (export, name, record["path"]))
+        if not source.exists:
+            problems[name] = "neuron-cache prefetch did not fetch %s (exit %d): %s" % (
+                record["path"], result.return_code, _tool_message(result))
+            continue
+        copied = rctx.download(url = [_file_url(source)], output = output,
+                               sha256 = record["sha256"], allow_fail = not rctx.attr.strict)
+        if not copied.success:
+            problems[name] = "copying %s failed: see Bazel's warning above" % record["path"]
+    rctx.delete(export)
+
+def _file_url(path):
+    return "file://" + _url_encode(str(path), True)
 
 def _bzl_list(items, indent):
     if not items:
@@ -262,16 +307,17 @@ def _bzl_list(items, indent):
     pad = " " * indent
     return "[\n" + "".join([pad + "    %s,\n" % repr(item) for item in items]) + pad + "]"
 
-def _tool_args(rctx, tool, command):
-    """`neuron-cache COMMAND MANIFEST --json --quiet` with the rule's selection and stores."""
+def _tool_args(rctx, tool, command, configs = None):
+    """`neuron-cache COMMAND MANIFEST --json --quiet` with the rule's selection (or `configs`)
+    and stores."""
     manifest = rctx.path(rctx.attr.manifest)  # through the label: Bazel tracks its content
     if rctx.attr.cache_dir and not rctx.attr.cache_dir.startswith("/"):
         fail("neuron_model_artifacts: cache_dir must be an absolute path, not `%s`" %
              rctx.attr.cache_dir)
     args = [tool, command, str(manifest), "--json", "--quiet"]
-    for config in rctx.attr.configs:
+    for config in (rctx.attr.configs if configs == None else configs):
         args.extend(["--config", config])
-    if rctx.attr.cache_repo:
+    if rctx.attr.cache_repo and not rctx.attr.lockfile:  # a lock names its store
         args.extend(["--repo", rctx.attr.cache_repo])
     if rctx.attr.cache_dir:
         args.extend(["--cache-dir", rctx.attr.cache_dir])
@@ -393,7 +439,8 @@ def _rows_from_lock(rctx):
 def _neuron_model_artifacts_impl(rctx):
     if rctx.attr.lockfile:
         # Every download is known from the lockfile with its sha256: Bazel's repository cache
-        # serves a fetch again with the store down, and no tool runs.
+        # serves a fetch again with the store down, and no tool runs unless a Hub token has it
+        # fetch what the repository cache lacks.
         rows = _rows_from_lock(rctx)
         _generate(rctx, rows, None, None)
         return
@@ -413,26 +460,33 @@ def _neuron_model_artifacts_impl(rctx):
 def _generate(rctx, configurations, result, report):
     """Downloads every configuration's files and writes the BUILD file; `result` and `report`
     are the plan's (None with a lockfile)."""
-    token = _hf_token(rctx)
-    endpoint = _hub_endpoint(rctx)
+    through_tool = _has_hf_token(rctx)
     taken = {name: True for name in _RESERVED}
-    groups = []  # (target, files, entry target)
-    missing = []
+    groups = []  # (name, target, files, entry target)
+    problems = {}  # name -> why its filegroup is empty
+    pending = []  # (name, record, output): Hub files left to the tool
     for item in configurations:
         name = item["name"]
         target = _unique(_sanitize(name), taken)
         if target != name:
             print("neuron-cache (@%s): configuration `%s` is the target :%s" % (rctx.name, name, target))
         entry_target = _unique(target + "_entry", taken)
-        files, problem = [], None
+        files, problem, left = [], None, []
         if "files" in item:
             rctx.report_progress("downloading %d files of %s" % (len(item["files"]), name))
-            files, problem = _download_configuration(rctx, item, target, token, endpoint)
+            files, problem, left = _download_configuration(rctx, item, target, through_tool)
         else:
             problem = item.get("reason") or item.get("status") or "not fetched"
         if problem:
-            missing.append("%s (%s)" % (name, problem))
-        groups.append((target, files or [], entry_target))
+            problems[name] = problem
+        pending += [(name, record, output) for (record, output) in left]
+        groups.append((name, target, files or [], entry_target))
+    if pending:
+        names = {name: True for (name, _, _) in pending}.keys()
+        _fetch_through_tool(rctx, names, problems, pending)
+    groups = [(target, [] if name in problems else files, entry_target)
+              for (name, target, files, entry_target) in groups]
+    missing = ["%s (%s)" % (name, problems[name]) for name in problems]
 
     if missing and rctx.attr.strict:
         fail("neuron-cache: not in the cache for @%s: %s" % (rctx.name, ", ".join(missing)))
@@ -499,11 +553,14 @@ _ATTRS = {
     "lockfile": attr.label(
         allow_single_file = True,
         doc = "A `neuron-cache.lock` (`neuron-cache lock MANIFEST`): the exact files to fetch, " +
-              "each with its sha256. Then no tool runs and no store is asked what it holds: " +
-              "every file is a `repository_ctx.download` from the locked Hub commit, then from " +
+              "each with its sha256. Then no store is asked what it holds and, without a Hub " +
+              "token, no tool runs: every file is a `repository_ctx.download` from the locked " +
+              "Hub commit, then from " +
               "main if the commit is gone (`gc --squash`; the sha256 still decides), or from " +
               "the locked shared folder, so Bazel's repository cache serves a fetch again with the " +
-              "Hub down. The lock of an S3 store is refused (no plain URL). `manifest` stays " +
+              "Hub down. With a Hub token, the files the repository cache lacks are fetched by " +
+              "`neuron-cache prefetch --locked` and copied from the local cache. " +
+              "The lock of an S3 store is refused (no plain URL). `manifest` stays " +
               "mandatory; keep the lock in step with it (`neuron-cache lock --check` in CI).",
     ),
     "tool": attr.label(
@@ -531,12 +588,13 @@ neuron_model_artifacts = repository_rule(
 neuron-cache / optimum-neuron cache and exposes one `filegroup` per configuration.
 
 Runs `neuron-cache plan MANIFEST --json --files` (which reads the Hub's index, downloads nothing),
-then `repository_ctx.download(url, output, sha256, auth)` for each file of each cached
-configuration: the files are regular files of this repository, verified by Bazel, kept in Bazel's
-repository cache (shared by every workspace that uses the same `--repository_cache`). The token is
-never an attribute: give a token file with `--repo_env=HF_TOKEN_PATH=/path/to/token` (or
-`HF_HOME`'s `token` file, or `HF_TOKEN` in Bazel's environment); it is sent to the Hub's endpoint
-only.
+then `repository_ctx.download(url, output, sha256)` for each file of each cached configuration:
+the files are regular files of this repository, verified by Bazel, kept in Bazel's repository
+cache (shared by every workspace that uses the same `--repository_cache`). The token is never an
+attribute: give a token file with `--repo_env=HF_TOKEN_PATH=/path/to/token` (or `HF_HOME`'s
+`token` file, or `HF_TOKEN` in Bazel's environment). With a token, the Hub files the repository
+cache lacks are fetched by the tool (`neuron-cache prefetch`) and copied from the local cache, as
+Bazel's downloader would not carry the token across the Hub's redirects.
 """,
 )
 

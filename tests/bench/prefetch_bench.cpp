@@ -166,8 +166,9 @@ class Bench {
             "--silent", "--show-error", "--create-dirs",  "--config", curl_config(out).string()};
   }
 
-  // The final URL of every file, asked outside the timing: the hub's own URL for a regular file,
-  // the signed CDN URL its 302 points to for an LFS file (valid 1 h; asked again every round).
+  // The final URL of every file, asked outside the timing: the Hub's own URL its 307 points to
+  // for a regular file (relative), the signed CDN URL its 302 points to for an LFS file (valid
+  // 1 h; asked again every round).
   fs::path curl_config(const fs::path& out) {
     httplib::Client hub(server_.url());
     std::string config;
@@ -178,6 +179,8 @@ class Bench {
       std::string url;
       if (r->status == 302) {
         url = r->get_header_value("Location");
+      } else if (r->status == 307) {
+        url = server_.url() + r->get_header_value("Location");
       } else if (r->status == 200) {
         url = server_.url() + resolve;
       } else {

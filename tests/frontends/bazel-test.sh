@@ -1,16 +1,19 @@
 #!/usr/bin/env bash
 # The Bazel front end end to end: a real Bazel (Debian's bazel-bootstrap, 4.2) builds a copy of
-# examples/bazel, whose genrule consumes @neuron_models//:llama3-8b-chat, against the loopback Hub
-# (the cache repo made private, so every download needs the token). Checks: the rule downloads
-# each artifact once with Bazel's downloader (the files are regular files of the external
-# repository, byte-identical to what was pushed); the token, given as a file, goes to the Hub and
-# not to its CDN; a second workspace sharing the repository cache downloads nothing and gets the
-# same bytes; a second build asks the Hub nothing; editing the manifest plans again without
-# downloading; a missing configuration, or one whose download fails its sha256, gives an empty
-# filegroup and a warning (a failed fetch with strict = True); offline serves the local cache; a
-# tool that is not neuron-cache, or writes another report format, fails with a message; so does an
-# HF_ENDPOINT with credentials, which no marker file holds; the token appears nowhere in Bazel's
-# output, output bases, repository caches or the tool's command lines.
+# examples/bazel, whose genrule consumes @neuron_models//:llama3-8b-chat, against the loopback Hub,
+# which answers a regular file's resolve with a same-host 307 and an LFS file's with a 302 to its
+# CDN. Checks: without a token, on a public repo, the rule downloads each artifact once with
+# Bazel's downloader, following both redirects (the files are regular files of the external
+# repository, byte-identical to what was pushed), from the plan and from a lockfile; with the
+# token (given as a file) on the private repo, the tool fetches what the repository cache lacks,
+# sending the token to the Hub and not to its CDN, and Bazel copies it from the local cache; a
+# second workspace sharing the repository cache downloads nothing and gets the same bytes; a
+# second build asks the Hub nothing; editing the manifest plans again without downloading; a
+# missing configuration, or one whose download fails its sha256, gives an empty filegroup and a
+# warning (a failed fetch with strict = True); offline serves the local cache; a tool that is not
+# neuron-cache, or writes another report format, fails with a message; so does an HF_ENDPOINT
+# with credentials, which no marker file holds; the token appears nowhere in Bazel's output,
+# output bases, repository caches or the tool's command lines.
 #   bazel-test.sh BUILD_DIR        (KEEP_WORK=1 keeps the temporary folder)
 set -euo pipefail
 
@@ -23,13 +26,14 @@ if ! command -v bazel >/dev/null; then
 fi
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/neuron-cache-bazel.XXXXXX")
-# The demo Hub with the cache repo private: a download without the token fails.
+# The demo Hub with the cache repo private (a download without the token fails), and a public one.
 python3 -c '
 import json, sys
 config = json.load(open(sys.argv[1]))
 for repo in config["repos"]:
     if repo["id"] == "acme/neuron-cache":
         repo["private"] = True
+config["repos"].append({"id": "acme/open-cache", "private": False, "files": {"README.md": "open"}})
 json.dump(config, open(sys.argv[2], "w"))' "$root/examples/demo-hub.json" "$work/hub-config.json"
 HUB_CONFIG=$work/hub-config.json
 source "$root/tests/tools/hub-env.sh" "$build" "$work/hub"
@@ -49,6 +53,7 @@ start_hub
 trap cleanup EXIT
 seed_hub "$root/examples/neuron-cache.yaml" --config llama3-8b-chat
 seed=$work/hub/seed-cache
+seed_hub "$root/examples/neuron-cache.yaml" --config llama3-8b-chat --repo acme/open-cache
 
 # The token goes to Bazel as a file: Bazel logs its client environment in the output base's
 # java.log, so a token in HF_TOKEN would end up there.
@@ -87,15 +92,78 @@ module_downloads() { hub_log | grep -o '"path":"[^"]*/resolve/[^"]*MODULE_[^"]*"
 requests() { hub_log | grep -o '"method":' | wc -l; }
 external() { echo "$(cd "$ws" && bazel --output_user_root="$bazel_root" --batch info output_base 2>/dev/null)/external"; }
 
-step "first build: plans llama3-8b-chat, downloads each file once with Bazel's downloader"
+entry=$seed/neuronxcc-2.21.33363.0+82129205
+expected=$(find "$entry" -path '*/MODULE_*/model.neff' | wc -l)
+[[ $expected -ge 1 ]] || fail "the seed put no NEFF in $seed"
+# resolve_gets: how many GETs of each MODULE_ file's resolve URL (path: count), on stdout.
+resolve_gets() {
+  hub_log | python3 -c '
+import collections, json, sys
+log = json.load(sys.stdin)
+gets = collections.Counter(r["path"].split("?")[0] for r in log
+                           if r["method"] == "GET" and "/resolve/" in r["path"] and "MODULE_" in r["path"])
+print(json.dumps(gets))'
+}
+# check_public_fetch REPORT: each distinct content was GET once from its resolve URL, regular files
+# through the Hub's 307 to /api/resolve-cache/ and LFS files through the 302 to the CDN, and no
+# request carried a token.
+check_public_fetch() {
+  hub_log | python3 -c '
+import json, sys
+log = json.load(sys.stdin)
+rows = json.load(open(sys.argv[1]))["configurations"] if sys.argv[1] != "-" else None
+resolve = [r for r in log if r["method"] == "GET" and "/resolve/" in r["path"] and "MODULE_" in r["path"]]
+paths = [r["path"].split("?")[0] for r in resolve]
+if len(paths) != len(set(paths)):
+    sys.exit("a file was downloaded twice: %s" % sorted(paths))
+if rows is not None:
+    distinct = len({f["sha256"] for r in rows for f in r["files"] if f["size"] > 0})
+    if len(paths) != distinct:
+        sys.exit("%d resolve GETs of MODULE_ files for %d contents" % (len(paths), distinct))
+hops = [r for r in log if "/api/resolve-cache/" in r["path"] and "MODULE_" in r["path"]]
+cdn = [r for r in log if r["listener"] == "cdn"]
+if not hops or not cdn:
+    sys.exit("not both redirects were followed: %d resolve-cache GETs, %d CDN GETs" % (len(hops), len(cdn)))
+if any(r["authorization"] for r in log):
+    sys.exit("a request carried a token")
+print("%d files: %d through the same-host 307, %d through the CDN; no token" % (len(paths), len(hops), len(cdn)))' "$1"
+}
+
+step "a public repo without a token: Bazel's downloader follows the Hub's 307 and 302 redirects"
+cp -r "$root/examples/bazel" "$work/ws0"
+sed -i 's|^    manifest = "//:neuron-cache.yaml",|&\n    cache_repo = "acme/open-cache",|' "$work/ws0/WORKSPACE"
+no_token=(--repo_env=HF_TOKEN_PATH="$work/no-token" --repo_env=NEURON_COMPILE_CACHE_URL="$work/cache0")
+: >"$work/tool-calls.log"
+hub_clear_log
+ws=$work/ws0 bazel_root=$work/bazel-root0 bazel_in_ws build //:neff_list "${no_token[@]}" \
+  --repository_cache="$work/public-repository-cache" || { show_last; fail "the public build failed"; }
+public=$(ws=$work/ws0 bazel_root=$work/bazel-root0 external)/neuron_models
+check_public_fetch "$public/report.json" || fail "the public fetch"
+if grep -q '^prefetch ' "$work/tool-calls.log"; then fail "public: the rule ran prefetch"; fi
+[[ -z $(find "$work/cache0" -name 'MODULE_*' 2>/dev/null) ]] || fail "public: the fetch wrote into the local cache"
+cmp -s <(cd "$public/llama3-8b-chat" && find neuronxcc-* -type f | sort | xargs sha256sum) \
+  <(cd "$seed" && find neuronxcc-* -path '*MODULE_*' -type f | sort | xargs sha256sum) ||
+  fail "public: not the pushed files"
+
+step "a public repo's lockfile without a token: the same redirects, from the locked commit"
+NEURON_COMPILE_CACHE_URL="$work/cache0" "$NEURON_CACHE_TOOL" lock "$work/ws0/neuron-cache.yaml" \
+  --config llama3-8b-chat --repo acme/open-cache >"$outputs/lock0.log" 2>&1 ||
+  { cat "$outputs/lock0.log" >&2; fail "neuron-cache lock of the public repo failed"; }
+sed -i 's|^    manifest = "//:neuron-cache.yaml",|&\n    lockfile = "//:neuron-cache.lock",|' "$work/ws0/WORKSPACE"
+: >"$work/tool-calls.log"
+hub_clear_log
+ws=$work/ws0 bazel_root=$work/bazel-root0 bazel_in_ws build //:neff_list "${no_token[@]}" \
+  --repository_cache="$work/public-lock-repository-cache" || { show_last; fail "the public locked build failed"; }
+check_public_fetch - || fail "the public locked fetch"
+[[ ! -s "$work/tool-calls.log" ]] || { cat "$work/tool-calls.log" >&2; fail "public: the rule ran the tool with a lockfile"; }
+
+step "first build (the private repo, a token): plans, the tool fetches, Bazel copies"
+: >"$work/tool-calls.log"
 hub_clear_log
 bazel_in_ws build //:neff_list || { show_last; fail "the first build failed"; }
 list=$ws/bazel-bin/neff_list.txt
 [[ -f "$list" ]] || fail "no $list"
 cat "$list"
-entry=$seed/neuronxcc-2.21.33363.0+82129205
-expected=$(find "$entry" -path '*/MODULE_*/model.neff' | wc -l)
-[[ $expected -ge 1 ]] || fail "the seed put no NEFF in $seed"
 [[ $(grep -c '\.neff ' "$list") -eq $expected ]] || fail "the genrule lists not all $expected NEFFs"
 grep -q '^NEURON_COMPILE_CACHE_URL=.*/llama3-8b-chat$' "$list" || fail "no cache folder in the list"
 generated=$(external)/neuron_models
@@ -108,18 +176,11 @@ while read -r file; do
   files=$((files + 1))
 done < <(find "$config_dir/neuronxcc-"* -type f)
 [[ $files -gt $expected ]] || fail "only $files files in $config_dir"
-[[ -z $(find "$work/cache" -name 'MODULE_*' 2>/dev/null) ]] || fail "the fetch wrote into the local cache $work/cache"
-# Each distinct content once from the Hub: the repository cache is keyed by sha256, so a file
-# equal to one already fetched (compile_flags.json) is not asked for again; empty markers are
-# written, not downloaded.
-distinct=$(python3 -c '
-import json, sys
-rows = json.load(open(sys.argv[1]))["configurations"]
-print(len({f["sha256"] for r in rows for f in r["files"] if f["size"] > 0}))' "$generated/report.json")
-[[ $(module_downloads) -eq $distinct ]] ||
-  { hub_log >&2; fail "$(module_downloads) resolve GETs of MODULE_ files for $distinct contents"; }
-[[ $(hub_log | grep -o '"path":"[^"]*/resolve/[^"]*MODULE_[^"]*"' | sort | uniq -d | wc -l) -eq 0 ]] ||
-  fail "a file was downloaded twice"
+# The tool fetched into the local cache (each file once), and Bazel copied from there.
+[[ $(find "$work/cache" -name model.neff | wc -l) -eq $expected ]] ||
+  fail "the tool did not fetch the configuration into the local cache $work/cache"
+[[ $(resolve_gets | python3 -c 'import json,sys; print(max(json.load(sys.stdin).values()))') -eq 1 ]] ||
+  { resolve_gets >&2; fail "a file was downloaded twice"; }
 hub_log | python3 -c '
 import json, sys
 log = json.load(sys.stdin)
@@ -134,7 +195,9 @@ print("%d Hub requests with the token, %d CDN requests without" % (len(hub), len
 grep -q 'name = "llama3-8b-chat_entry"' "$generated/BUILD.bazel" || fail "no llama3-8b-chat_entry"
 grep -q 'name = "all"' "$generated/BUILD.bazel" || fail "no :all"
 grep -q '^plan .* --json .*--files' "$work/tool-calls.log" || fail "the rule did not run plan --files"
-if grep -q '^prefetch ' "$work/tool-calls.log"; then fail "the rule ran prefetch"; fi
+grep -q '^prefetch .*--config llama3-8b-chat .*--export-dir ' "$work/tool-calls.log" ||
+  fail "with a token, the rule did not have the tool fetch"
+[[ -z $(find "$generated" -name '_neuron_cache_fetched') ]] || fail "the export folder was left behind"
 
 step "second build: the repository is not fetched again"
 hub_clear_log
@@ -166,7 +229,9 @@ bazel_in_ws build //:neff_list || { show_last; fail "the build after the edit fa
 
 step "the Hub down after a manifest edit: empty filegroups, and the example still builds"
 echo "# edited with the Hub down" >>"$ws/neuron-cache.yaml"
-bazel_in_ws build //:neff_list --repo_env=HF_ENDPOINT=http://127.0.0.1:9 ||
+# (An empty local cache: the one the tool fetched into would serve the configuration.)
+bazel_in_ws build //:neff_list --repo_env=HF_ENDPOINT=http://127.0.0.1:9 \
+  --repo_env=NEURON_COMPILE_CACHE_URL="$work/empty-cache" ||
   { show_last; fail "the example failed with an empty filegroup"; }
 grep -q '^llama3-8b-chat: not in the cache' "$ws/bazel-bin/neff_list.txt" ||
   { cat "$ws/bazel-bin/neff_list.txt"; fail "the list does not say what is missing"; }
@@ -266,31 +331,36 @@ grep -q 'other-tool (from the `tool` label [^)]*other-tool) is not neuron-cache'
   { show_last; fail "a tool that is not neuron-cache: no clear message"; }
 
 step "a download that fails its sha256: empty filegroup and a warning; strict: Bazel's error"
+# The public repo without a token, so Bazel's downloader meets the damage itself.
 cat >>"$ws/WORKSPACE" <<'WS'
 
 neuron_model_artifacts(
     name = "corrupt_models",
     manifest = "//:neuron-cache.yaml",
     configs = ["llama3-8b-chat"],
+    cache_repo = "acme/open-cache",
 )
 
 neuron_model_artifacts(
     name = "corrupt_strict_models",
     manifest = "//:neuron-cache.yaml",
     configs = ["llama3-8b-chat"],
+    cache_repo = "acme/open-cache",
     strict = True,
 )
 WS
 # The CDN flips a byte of every LFS file; an empty repository cache, so the downloads happen.
 curl -sf -X POST -H 'Content-Type: application/json' "$HF_ENDPOINT/_admin/faults" \
   -d '[{"match": {"listener": "cdn", "path_contains": "/lfs/"}, "count": -1, "action": "corrupt"}]' >/dev/null
-bazel_in_ws build @corrupt_models//:llama3-8b-chat --repository_cache="$work/empty-repository-cache" ||
+bazel_in_ws build @corrupt_models//:llama3-8b-chat --repository_cache="$work/empty-repository-cache" \
+  "${no_token[@]}" ||
   { show_last; fail "a failed download failed the build without strict"; }
 grep -q 'WARNING: neuron-cache: not in the cache.*llama3-8b-chat (downloading .* failed' "$last" ||
   { show_last; fail "no warning for the failed download"; }
 [[ $(grep -c '/model.neff"' "$(dirname "$generated")/corrupt_models/BUILD.bazel") -eq 0 ]] ||
   fail "a configuration whose download failed has files"
-if bazel_in_ws build @corrupt_strict_models//:llama3-8b-chat --repository_cache="$work/empty-repository-cache"; then
+if bazel_in_ws build @corrupt_strict_models//:llama3-8b-chat --repository_cache="$work/empty-repository-cache" \
+  "${no_token[@]}"; then
   show_last; fail "strict = True with a corrupt download did not fail"
 fi
 grep -qi 'checksum' "$last" || { show_last; fail "strict: not Bazel's checksum error"; }
@@ -352,7 +422,7 @@ if grep -lF "endpoint-s3cr3t" "$(dirname "$generated")"/*.marker "$last"; then
   fail "the password of HF_ENDPOINT was written in the files above"
 fi
 
-step "a lockfile: no tool runs; with the Hub stopped, the repository cache serves a fetch again"
+step "a lockfile with a token: prefetch --locked fetches; with the Hub stopped, the repository cache serves"
 cp -r "$root/examples/bazel" "$work/ws3"
 HF_TOKEN=$token NEURON_COMPILE_CACHE_URL="$work/cache" "$NEURON_CACHE_TOOL" lock \
   "$work/ws3/neuron-cache.yaml" --config llama3-8b-chat >"$outputs/lock.log" 2>&1 ||
@@ -362,8 +432,10 @@ grep -q 'lockfile = ' "$work/ws3/WORKSPACE" || fail "the lockfile attribute was 
 : >"$work/tool-calls.log"
 hub_clear_log
 ws=$work/ws3 bazel_root=$work/bazel-root3 bazel_in_ws build //:neff_list \
-  --repository_cache="$work/lock-repository-cache" || { show_last; fail "the locked build failed"; }
-[[ ! -s "$work/tool-calls.log" ]] || { cat "$work/tool-calls.log" >&2; fail "the rule ran the tool with a lockfile"; }
+  --repository_cache="$work/lock-repository-cache" --repo_env=NEURON_COMPILE_CACHE_URL="$work/lock-cache" ||
+  { show_last; fail "the locked build failed"; }
+grep -q '^prefetch .*--locked' "$work/tool-calls.log" || { cat "$work/tool-calls.log" >&2; fail "the tool did not fetch the locked files"; }
+if grep -q '^plan ' "$work/tool-calls.log"; then fail "with a lockfile, the rule ran plan"; fi
 [[ $(module_downloads) -ge 1 ]] || { hub_log >&2; fail "the locked fetch downloaded nothing from the Hub"; }
 # Every file byte-identical to what was pushed, and every NEFF of the configuration there.
 same_as_seed() {
@@ -384,21 +456,30 @@ HF_TOKEN=$token NEURON_COMPILE_CACHE_URL="$work/cache" "$NEURON_CACHE_TOOL" gc \
   { cat "$outputs/squash.log" >&2; fail "gc --squash failed"; }
 hub_clear_log
 ws=$work/ws3 bazel_root=$work/bazel-root5 bazel_in_ws build //:neff_list \
-  --repository_cache="$work/squash-repository-cache" ||
+  --repository_cache="$work/squash-repository-cache" --repo_env=NEURON_COMPILE_CACHE_URL="$work/squash-cache" ||
   { show_last; fail "after gc --squash, the locked build failed"; }
-[[ $(hub_log | grep -c '/resolve/main/[^"]*MODULE_') -ge 1 ]] ||
-  { hub_log >&2; fail "after gc --squash, nothing was read at main"; }
+# The tool reads main's commit (by its id) once the locked one is gone.
+hub_log | python3 -c '
+import json, sys
+locked = json.load(open(sys.argv[1]))["revision"]
+log = json.load(sys.stdin)
+read = [r for r in log if "/resolve/" in r["path"] and "MODULE_" in r["path"]
+        and locked not in r["path"] and r["status"] in (200, 302, 307)]
+sys.exit(0 if read else "after gc --squash, no file was read at another commit than the locked one")' \
+  "$work/ws3/neuron-cache.lock" || { hub_log >&2; fail "after gc --squash"; }
 same_as_seed "$(ws=$work/ws3 bazel_root=$work/bazel-root5 external)/neuron_models/llama3-8b-chat"
 stop_hub
+: >"$work/tool-calls.log"
 ws=$work/ws3 bazel_root=$work/bazel-root4 bazel_in_ws build //:neff_list \
-  --repository_cache="$work/lock-repository-cache" ||
+  --repository_cache="$work/lock-repository-cache" --repo_env=NEURON_COMPILE_CACHE_URL="$work/empty-cache" ||
   { show_last; fail "with the Hub stopped, the locked build failed"; }
 same_as_seed "$(ws=$work/ws3 bazel_root=$work/bazel-root4 external)/neuron_models/llama3-8b-chat"
-echo "locked: no tool run; fetched again from the repository cache with the Hub stopped"
+[[ ! -s "$work/tool-calls.log" ]] || { cat "$work/tool-calls.log" >&2; fail "the repository cache held every file, yet the tool ran"; }
+echo "locked: fetched again from the repository cache with the Hub stopped, no tool run"
 
 step "the token is nowhere in Bazel's output, output bases, repository cache or command lines"
 if grep -rlF "$token" "$outputs" "$work/bazel-root" "$work/bazel-root2" "$work/"*repository-cache \
-  "$work/ws" "$work/ws2" "$work/ws3" "$work/bazel-root3" "$work/bazel-root4" "$work/bazel-root5" \
+  "$work/ws0" "$work/ws" "$work/ws2" "$work/ws3" "$work/bazel-root0" "$work/bazel-root3" "$work/bazel-root4" "$work/bazel-root5" \
   "$work/tool-calls.log" 2>/dev/null; then
   fail "the token leaked into the files above"
 fi

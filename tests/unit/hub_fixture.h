@@ -34,6 +34,12 @@ inline size_t count_requests(const nlohmann::json& log,
   return n;
 }
 
+// The second request of a regular file's resolve: the Hub redirects it to its own
+// /api/resolve-cache/ URL, so every client pays it (budgets count the requests a client chooses).
+inline bool is_redirect_hop(const nlohmann::json& entry) {
+  return entry["path"].get<std::string>().rfind("/api/resolve-cache/", 0) == 0;
+}
+
 class HubServer {
  public:
   // Starts hub-server with `config` (users, tokens, repos) and extra command-line options such
