@@ -27,6 +27,7 @@
 #include "neuron_cache/hub/client.h"
 #include "neuron_cache/log/log.h"
 #include "neuron_cache/net/retry.h"
+#include "neuron_cache/net/tls_trust.h"
 #include "neuron_cache/pipeline/pipeline.h"
 #include "neuron_cache/pipeline/run.h"
 #include "neuron_cache/remote/gc.h"
@@ -484,6 +485,7 @@ int run_action(const std::string& token, WorkflowCommands& commands) {
   if (!in.cache_dir.empty()) overrides.cache_dir = in.cache_dir;
   config::Settings settings = config::Settings::resolve(env, overrides);
   log::enable(settings.debug_log);
+  net::use_trust_settings(settings);
   for (const auto& warning : settings.warnings) commands.warning(warning);
 
   pipeline::Options options;

@@ -3,11 +3,11 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <ostream>
-#include <random>
 #include <set>
 
 #include "neuron_cache/config/redact.h"
 #include "neuron_cache/error.h"
+#include "neuron_cache/sys/random.h"
 
 namespace neuron_cache::action {
 namespace {
@@ -108,14 +108,12 @@ void WorkflowCommands::line(const std::string& text) {
 }
 
 std::string random_delimiter(const std::string& avoid) {
-  std::random_device device;
   for (;;) {
-    std::string token = "neuron_cache_";
-    for (int i = 0; i < 4; ++i) {
-      char part[9];
-      std::snprintf(part, sizeof part, "%08x", device());
-      token += part;
-    }
+    // 128 bits from the kernel: a value cannot guess the delimiter that ends it.
+    char token[64];
+    std::snprintf(token, sizeof token, "neuron_cache_%016llx%016llx",
+                  static_cast<unsigned long long>(sys::random_seed()),
+                  static_cast<unsigned long long>(sys::random_seed()));
     if (avoid.find(token) == std::string::npos) return token;
   }
 }

@@ -6,7 +6,9 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 bash "$root/.ci/install-deps" --tests
 
 build="$root/build"
-options=(-DCMAKE_BUILD_TYPE=RelWithDebInfo -DNEURON_CACHE_WERROR=ON)
+# The release's options too: the release checks (packaging/release/) package this very build.
+options=(-DCMAKE_BUILD_TYPE=RelWithDebInfo -DNEURON_CACHE_WERROR=ON -DNEURON_CACHE_PORTABLE=ON
+  -DNEURON_CACHE_INSTALL_ACTION=ON)
 if [[ "${SANITIZE:-0}" == 1 ]]; then
   build="$root/build-asan"
   options+=(-DNEURON_CACHE_SANITIZE=ON)

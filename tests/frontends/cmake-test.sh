@@ -3,6 +3,7 @@
 # prefix, then runs real cmake on examples/cmake and on small projects against the local Hub
 # server.
 #   tests/frontends/cmake-test.sh BUILD_DIR [SOURCE_DIR]
+# NEURON_CACHE_PREFIX=DIR runs it against that package (the release's unpacked tarball) instead.
 # Proves: find_package(NeuronCache CONFIG) works from an install; configure prefetches with
 # CHECK messages and exports folders holding model.neff; the consumer builds and sees them; a
 # second configure downloads nothing; COMPILE_MISSING compiles and pushes at build time; the
@@ -34,11 +35,19 @@ source "$root/tests/tools/hub-env.sh" "$build" "$work/hub"
 cleanup() { stop_hub; [[ -n "${KEEP_WORK:-}" ]] || rm -rf "$work"; }
 trap cleanup EXIT
 
-step "install into $prefix"
-expect_ok cmake --install "$build" --prefix "$prefix"
+if [[ -n "${NEURON_CACHE_PREFIX:-}" ]]; then
+  # The release's CMake package (its unpacked tarball) instead of an install of this build.
+  prefix=$(cd "$NEURON_CACHE_PREFIX" && pwd)
+  step "the package in $prefix"
+else
+  step "install into $prefix"
+  expect_ok cmake --install "$build" --prefix "$prefix"
+  if grep -q '^NEURON_CACHE_INSTALL_ACTION:BOOL=OFF' "$build/CMakeCache.txt"; then
+    [[ ! -e $prefix/bin/neuron-cache-action ]] || fail "the install holds the CI-only neuron-cache-action"
+  fi
+fi
 [[ -x $prefix/bin/neuron-cache && -f $prefix/lib/cmake/NeuronCache/NeuronCacheConfig.cmake ]] ||
-  fail "the install lacks the tool or the package files"
-[[ ! -e $prefix/bin/neuron-cache-action ]] || fail "the install holds the CI-only neuron-cache-action"
+  fail "the package lacks the tool or the package files"
 
 step "start the Hub and push two configurations"
 start_hub

@@ -15,6 +15,16 @@ expect() {  # FILE PATTERN
 expect MODULE.bazel "version = \"$version\","
 expect README.md "bazel_dep(name = \"neuron_cache\", version = \"$version\")"
 expect bazel/extensions.bzl "bazel_dep(name = \"neuron_cache\", version = \"$version\")"
+# The Install section's commands and the release file names.
+expect README.md "v=$version"
+expect README.md "neuron-cache-$version-linux-x86_64.tar.gz"
+expect README.md "neuron_cache-$version-py3-none-manylinux_2_34_x86_64.whl"
+expect README.md "github-action@v$version"
+if grep -oE 'neuron[-_]cache-[0-9]+\.[0-9]+\.[0-9]+' "$root/README.md" | grep -vF -- "-$version" | grep -q .; then
+  echo "FAIL: README.md names a release other than $version:" >&2
+  grep -noE 'neuron[-_]cache-[0-9]+\.[0-9]+\.[0-9]+' "$root/README.md" | grep -vF -- "-$version" >&2
+  fail=1
+fi
 # No source file may carry its own copy.
 if grep -rn --include='*.cpp' --include='*.h' -E '"neuron-cache[ /][0-9]+\.[0-9]' "$root/core" "$root/github-action" |
   grep -vE '^[^:]+:[0-9]+:\s*//'; then

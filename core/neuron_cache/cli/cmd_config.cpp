@@ -49,6 +49,8 @@ std::vector<Row> rows(const config::Settings& s) {
       {"seed", s.seeding_origin, Type::Flag},
       {"timeout_ms", s.timeout_ms, Type::Number},
       {"retry_base_ms", s.retry_base_ms, Type::Number},
+      {"ssl_cert_file", s.ssl_cert_file, Type::Text},
+      {"ssl_cert_dir", s.ssl_cert_dir, Type::Text},
       {"s3_recheck_ms", s.s3_recheck_ms, Type::Number},
       {"s3_sse", s.s3_sse},
       {"s3_sse_kms_key_id", s.s3_sse_kms_key_id},

@@ -11,6 +11,7 @@
 #include "neuron_cache/config/settings.h"
 #include "neuron_cache/hub/client.h"
 #include "neuron_cache/log/log.h"
+#include "neuron_cache/net/tls_trust.h"
 #include "neuron_cache/pipeline/pipeline.h"
 #include "neuron_cache/storage/hub_models.h"
 #include "neuron_cache/storage/store.h"
@@ -26,6 +27,7 @@ class Context {
     if (!settings_) {
       settings_ = config::Settings::resolve(env_, overrides_);
       log::enable(settings_->debug_log);
+      net::use_trust_settings(*settings_);
     }
     return *settings_;
   }

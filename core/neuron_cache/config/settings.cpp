@@ -232,6 +232,8 @@ void resolve_knobs(Settings& s, const Environment& env) {
                                    {std::to_string(kDefaultHubTimeoutMs), "default"}));
   s.retry_base_ms =
       from_env(env, "NEURON_CACHE_RETRY_BASE_MS", {"", "default (1 s, doubling up to 30 s)"});
+  s.ssl_cert_file = from_env(env, "SSL_CERT_FILE", {"", "unset (the system's bundle)"});
+  s.ssl_cert_dir = from_env(env, "SSL_CERT_DIR", {"", "unset"});
   s.s3_recheck_ms =
       from_env(env, "NEURON_CACHE_S3_RECHECK_MS", {std::to_string(kDefaultS3RecheckMs), "default"});
   s.lease_seconds = from_env(env, "NEURON_CACHE_LEASE_SECONDS", {"600", "default"});

@@ -87,6 +87,10 @@ struct Settings {
   // unreachable, and how long a shared folder's commit waits for its index lock.
   Setting timeout_ms;
   Setting retry_base_ms;  // NEURON_CACHE_RETRY_BASE_MS: shorter retry waits; empty: 1 s
+  // SSL_CERT_FILE and SSL_CERT_DIR (OpenSSL's names): the trusted certificates, where the
+  // distribution keeps them elsewhere than the release's libcurl looks (net/tls_trust.h).
+  Setting ssl_cert_file;
+  Setting ssl_cert_dir;
   // NEURON_CACHE_S3_RECHECK_MS: how long after writing an index file to an S3 store that ignores
   // conditional writes it is read again, to catch a writer that replaced it meanwhile.
   Setting s3_recheck_ms;

@@ -15,6 +15,7 @@
 #include "neuron_cache/format/url.h"
 #include "neuron_cache/log/log.h"
 #include "neuron_cache/net/meter.h"
+#include "neuron_cache/net/tls_trust.h"
 
 namespace neuron_cache::net {
 namespace {
@@ -255,6 +256,11 @@ void configure(Transfer& t, const HttpOptions& options) {
   curl_easy_setopt(easy, CURLOPT_USERAGENT, options.user_agent.c_str());
   curl_easy_setopt(easy, CURLOPT_FOLLOWLOCATION, 0L);
   curl_easy_setopt(easy, CURLOPT_NOSIGNAL, 1L);
+  // The release runs on distributions that keep certificates elsewhere than its libcurl's Debian
+  // default (Amazon Linux: /etc/pki/tls/certs/ca-bundle.crt).
+  const TrustPaths& trust = trust_paths();
+  if (!trust.file.empty()) curl_easy_setopt(easy, CURLOPT_CAINFO, trust.file.c_str());
+  if (!trust.dir.empty()) curl_easy_setopt(easy, CURLOPT_CAPATH, trust.dir.c_str());
   curl_easy_setopt(easy, CURLOPT_CONNECTTIMEOUT_MS,
                    static_cast<long>(options.connect_timeout.count()));
   curl_easy_setopt(easy, CURLOPT_LOW_SPEED_LIMIT, static_cast<long>(options.min_transfer_rate));

@@ -1,4 +1,5 @@
 #include "neuron_cache/net/retry.h"
+#include "neuron_cache/sys/random.h"
 
 #include <algorithm>
 #include <random>
@@ -8,7 +9,7 @@ namespace neuron_cache::net {
 namespace {
 
 double jitter() {
-  static thread_local std::mt19937_64 generator{std::random_device{}()};
+  static thread_local std::mt19937_64 generator{sys::random_seed()};
   return std::uniform_real_distribution<double>(0.5, 1.5)(generator);
 }
 
