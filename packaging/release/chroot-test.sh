@@ -22,7 +22,10 @@ fail() {
   echo "FAIL: $*" >&2
   exit 1
 }
-[[ $(id -u) -eq 0 ]] || fail "the chroot test needs root (chroot, mount)"
+if [[ $(id -u) -ne 0 ]]; then
+  command -v sudo >/dev/null || fail "the chroot test needs root (chroot, mount), and there is no sudo"
+  exec sudo --preserve-env=NEURON_CACHE_MINBASE,DEBIAN_MIRROR,KEEP_WORK bash "$0" "$@"
+fi
 command -v debootstrap >/dev/null || fail "debootstrap is not installed (.ci/install-deps --tests)"
 
 work=$(mktemp -d /var/tmp/neuron-cache-chroot.XXXXXX)
