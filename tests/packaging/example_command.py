@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""One example compile command: the README's manifest snippet and the example manifests
+"""One example compile command: the README's manifest snippet (its first yaml block, the quick
+start's manifest), the manifest of docs/configuration.md and the example manifests
 (examples/neuron-cache.yaml, examples/bazel/neuron-cache.yaml) must give the same
 `compile: command:` words, so a user copying either gets the flags the other has.
   example_command.py SOURCE_DIR"""
@@ -31,8 +32,12 @@ def main() -> int:
     if not snippet:
         sys.exit("README.md: no yaml snippet")
     reference = command_words((root / "examples/neuron-cache.yaml").read_text(), "example")
+    reference_doc = re.search(r"```yaml\n(.*?)```", (root / "docs/configuration.md").read_text(), re.S)
+    if not reference_doc:
+        sys.exit("docs/configuration.md: no yaml snippet")
     sources = {
         "README.md's manifest snippet": snippet.group(1),
+        "docs/configuration.md's manifest": reference_doc.group(1),
         "examples/bazel/neuron-cache.yaml": (root / "examples/bazel/neuron-cache.yaml").read_text(),
     }
     status = 0

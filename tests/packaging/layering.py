@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """ctest layering: the folders of core/neuron_cache/ stand in layers, and a folder includes only
-folders of lower layers (the README's "Code layout" lists them in this order). Two more rules:
+folders of lower layers (docs/contributing.md's "Code layout" lists them in this order). Two more rules:
 only the Hub backend of the storage seam (storage/hub_store.*, storage/hub_models.h, storage/open.cpp)
 and the front ends (cli/, github-action/) include hub/, so nothing above the seam knows the Hub
 client; and hub/ includes nothing of the local cache (local/).
@@ -30,7 +30,7 @@ def problems(root: pathlib.Path):
         relative = path.relative_to(core).as_posix()
         folder = relative.split("/")[0]
         if folder not in LAYERS:
-            yield f"{relative}: folder {folder}/ has no layer: add it to LAYERS and the README"
+            yield f"{relative}: folder {folder}/ has no layer: add it to LAYERS and docs/contributing.md"
             continue
         for used in INCLUDE.findall(path.read_text(errors="replace")):
             if used not in LAYERS:
