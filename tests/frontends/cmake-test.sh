@@ -260,7 +260,7 @@ expect_in "CMake Warning"
 expect_in "got=[] missing=[llama3-8b-chat]"
 out=$(tr -s ' \n' '  ' <<<"$out")  # CMake wraps long messages
 expect_in "neuron-cache prefetch failed (1): the disk is on fire"
-# The README: NeuronCache::<name> exists only when the artifacts were found (or COMPILE_MISSING).
+# docs/cmake.md: NeuronCache::<name> exists only when the artifacts were found (or COMPILE_MISSING).
 ! grep -qF "a target for a missing configuration" <<<"$out" || fail "a missing configuration got a target"
 
 # The same configure against an S3 bucket (s3rver) and a shared folder: only CACHE_REPO changes.
