@@ -260,7 +260,7 @@ class Bench {
     return out;
   }
 
-  // A new folder store is written only once `neuron-cache create` marked it (README, "Stores").
+  // A new folder store is written only once `neuron-cache create` marked it (docs/stores.md).
   bool prepare_folder(const fs::path& folder) {
     fs::create_directories(folder);
     fs::path log = folder.parent_path() / (folder.filename().string() + ".create.log");
