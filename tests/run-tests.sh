@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs the dependencies, builds neuron-cache with warnings as errors and runs every test.
-# SANITIZE=1 builds with AddressSanitizer and UBSan instead (in build-asan/).
+# SANITIZE=1 builds with AddressSanitizer and UBSan instead (in build-asan/). Then the thread tests
+# run under ThreadSanitizer (tests/run-tsan.sh, in build-tsan/; TSAN=0 skips them).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 bash "$root/.ci/install-deps" --tests
@@ -21,4 +22,11 @@ export NEURON_CACHE_REQUIRE_NPM=${NEURON_CACHE_REQUIRE_NPM:-1}
 # Tests talk to loopback only: boto3 (the S3 cross-check) never asks the EC2 metadata address for
 # credentials, even when a test leaves its keys out.
 export AWS_EC2_METADATA_DISABLED=true
-ctest --output-on-failure -j "$(nproc)" --timeout 600
+status=0
+ctest --output-on-failure -j "$(nproc)" --timeout 600 || status=$?
+# The thread tests under ThreadSanitizer (tests/run-tsan.sh, its own build-tsan/), also when a
+# test above failed: one CI run shows both. TSAN=0 leaves them out (as does SANITIZE=1).
+if [[ "${TSAN:-1}" == 1 && "${SANITIZE:-0}" != 1 ]]; then
+  bash "$root/tests/run-tsan.sh" || status=$?
+fi
+exit "$status"

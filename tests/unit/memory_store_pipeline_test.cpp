@@ -12,6 +12,7 @@
 #include "memory_store.h"
 #include "neuron_cache/error.h"
 #include "neuron_cache/format/artifact_index.h"
+#include "neuron_cache/format/lease.h"
 #include "neuron_cache/local/use_record.h"
 #include "neuron_cache/pipeline/pipeline.h"
 #include "neuron_cache/pipeline/run.h"
@@ -61,6 +62,7 @@ class MemoryStorePipeline : public ::testing::Test {
   config::Settings settings(const fs::path& cache) const {
     std::map<std::string, std::string> env = {{"HOME", work.path().string()},
                                               {"PATH", "/usr/bin:/bin"}};
+    if (lease_seconds > 0) env["NEURON_CACHE_LEASE_SECONDS"] = std::to_string(lease_seconds);
     config::SettingOverrides overrides;
     overrides.cache_dir = cache.string();
     return config::Settings::resolve(config::Environment(env), overrides);
@@ -74,6 +76,8 @@ class MemoryStorePipeline : public ::testing::Test {
     options.output_dir = work / ("out-" + cache_name);
     options.strict = policy == Policy::Strict;
     options.read_only = policy == Policy::ReadOnly;
+    options.jobs = jobs;
+    options.leases.enabled = lease_seconds > 0;
     pipeline::Remotes remotes{[this](const config::Settings&) { return store.handle(); }, &models};
     pipeline::Pipeline p(settings(work / cache_name), remotes, options);
     pipeline::RunResult result = pipeline::run(p, steps);
@@ -116,6 +120,8 @@ class MemoryStorePipeline : public ::testing::Test {
   MemoryStore store;
   FakeModels models;
   std::string notices;
+  int lease_seconds = 0;  // compile leases, living this long unrenewed, when not 0
+  int jobs = 1;
 };
 
 TEST_F(MemoryStorePipeline, AnEmptyStoreCompilesAndPushes) {
@@ -347,6 +353,32 @@ TEST_F(MemoryStorePipeline, KeysKnownInTheStoreAreNeverRememberedFromAFailedRead
   run("fill", kCi);
   ASSERT_TRUE(fs::exists(on_hub)) << notices;
   EXPECT_TRUE(contains(read_file(on_hub), key)) << read_file(on_hub);
+}
+
+// The pipeline's lease step in-process: each miss's lease is claimed before its compile, renewed
+// by the renewal thread while two compile threads run (the store shared by all three), and done
+// after the push. ThreadSanitizer runs it (tests/run-tsan.sh).
+TEST_F(MemoryStorePipeline, LeasesAreRenewedWhileTheirCompilesRunAndDoneAfterThePush) {
+  write_file(work / "neuron-cache.yaml",
+             stand_in_manifest({{"acme/tiny", {{"tiny-bs1", 1}, {"tiny-bs2", 2}}}}));
+  lease_seconds = 3;  // renewed every second
+  jobs = 2;
+  setenv("STAND_IN_DELAY", "2.5", 1);
+  pipeline::RunResult ci = run("fill", kCi);
+  ASSERT_TRUE(ci.compile && ci.push) << notices;
+  ASSERT_EQ(ci.compile->outcomes.size(), 2u) << notices;
+  for (const auto& outcome : ci.compile->outcomes) EXPECT_TRUE(outcome.ok) << outcome.error;
+  EXPECT_EQ(ci.push->result.pushed.size(), 2u) << notices;
+  ASSERT_EQ(ci.compile->leases.size(), 2u) << notices;
+  for (const auto& outcome : ci.compile->leases) {
+    EXPECT_EQ(outcome.kind, pipeline::LeaseOutcome::Kind::Held) << outcome.note;
+    std::optional<lease::Record> record =
+        lease::parse(store.content(lease::remote_path(ci.compiler_version, outcome.key)));
+    ASSERT_TRUE(record) << outcome.configuration;
+    EXPECT_EQ(record->state, lease::State::Done) << outcome.configuration;
+  }
+  // The claim, at least one renewal during the compiles, the push, the leases' end.
+  EXPECT_GE(store.commits(), 4) << notices;
 }
 
 }  // namespace

@@ -9,7 +9,9 @@
 #include <cctype>
 #include <cerrno>
 #include <chrono>
+#include <condition_variable>
 #include <cstring>
+#include <mutex>
 #include <thread>
 
 #include "neuron_cache/format/artifact_index.h"
@@ -331,9 +333,33 @@ class IndexLock {
   IndexLock& operator=(const IndexLock&) = delete;
 
  private:
-  static std::timed_mutex& process_mutex() {
-    static std::timed_mutex mutex;
-    return mutex;
+  // A flag under a mutex rather than a std::timed_mutex: its try_lock_until() on the steady
+  // clock is pthread_mutex_clocklock, which ThreadSanitizer (gcc 12's) does not intercept, so it
+  // saw every unlock as one of a mutex never locked, and no order between the committers.
+  class ProcessLock {
+   public:
+    bool try_lock_until(std::chrono::steady_clock::time_point deadline) {
+      std::unique_lock lock(mutex_);
+      if (!free_.wait_until(lock, deadline, [this] { return !taken_; })) return false;
+      taken_ = true;
+      return true;
+    }
+    void unlock() {
+      {
+        std::lock_guard lock(mutex_);
+        taken_ = false;
+      }
+      free_.notify_one();
+    }
+
+   private:
+    std::mutex mutex_;
+    std::condition_variable free_;
+    bool taken_ = false;
+  };
+  static ProcessLock& process_mutex() {
+    static ProcessLock lock;
+    return lock;
   }
   Error timeout(const sys::SafeDir& root) const {
     return operational_error(
