@@ -105,6 +105,9 @@ NEURON_CACHE_ENVIRON = [
 # mistake in the declaration, never a cache problem, so it fails the fetch even without `strict`.
 _EXIT_USAGE = 2
 
+# The tool words its advice for a Bazel user (a token file through --repo_env, say).
+_FRONT_END = {"NEURON_CACHE_FRONT_END": "bazel"}
+
 _DEFAULT_ENDPOINT = "https://huggingface.co"
 
 # Target names the generated BUILD file uses itself, and file names it cannot share with a folder.
@@ -280,7 +283,8 @@ def _fetch_through_tool(rctx, names, problems, pending):
     if rctx.attr.lockfile:
         args.extend(["--locked", "--lockfile", str(rctx.path(rctx.attr.lockfile))])
     rctx.report_progress("neuron-cache prefetch of %d configurations from the Hub" % len(names))
-    result = rctx.execute(args, timeout = rctx.attr.timeout, quiet = True)
+    result = rctx.execute(args, environment = _FRONT_END, timeout = rctx.attr.timeout,
+                          quiet = True)
     if result.return_code != 0 and (rctx.attr.strict or result.return_code == _EXIT_USAGE):
         fail("neuron-cache prefetch failed (exit %d) for @%s:\n%s" %
              (result.return_code, rctx.name, _tool_message(result)))
@@ -337,7 +341,9 @@ def _needs_prefetch(report):
 def _run_plan(rctx, tool):
     """Runs `neuron-cache plan --json --files`; returns (its result, the report or None)."""
     args = _tool_args(rctx, tool, "plan") + ["--files"]
-    environment = {"NEURON_CACHE_OFFLINE": "1"} if rctx.attr.offline else {}
+    environment = dict(_FRONT_END)
+    if rctx.attr.offline:
+        environment["NEURON_CACHE_OFFLINE"] = "1"
 
     what = ", ".join(rctx.attr.configs) if rctx.attr.configs else "every configuration"
     rctx.report_progress("neuron-cache plan %s of %s" % (what, rctx.attr.manifest))
@@ -361,8 +367,8 @@ def _run_plan(rctx, tool):
 def _prefetch(rctx, tool):
     """`neuron-cache prefetch`: the tool downloads (signed, verified) into the local cache."""
     rctx.report_progress("neuron-cache prefetch from a store without plain URLs")
-    result = rctx.execute(_tool_args(rctx, tool, "prefetch"), timeout = rctx.attr.timeout,
-                          quiet = True)
+    result = rctx.execute(_tool_args(rctx, tool, "prefetch"), environment = _FRONT_END,
+                          timeout = rctx.attr.timeout, quiet = True)
     if result.return_code != 0:
         message = "neuron-cache prefetch failed (exit %d) for @%s:\n%s" % (
             result.return_code, rctx.name, _tool_message(result))

@@ -470,10 +470,11 @@ function(neuron_cache_prefetch)
     set_property(DIRECTORY APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS "${lockfile}")
     list(APPEND shared_args --locked --lockfile "${lockfile}")
   endif()
-  set(run_prefix "")
+  # The tool words its advice for a CMake user (how to give it a token, say).
+  set(run_prefix "${CMAKE_COMMAND}" -E env NEURON_CACHE_FRONT_END=cmake)
   if(arg_OFFLINE OR NEURON_CACHE_OFFLINE)
     # Every store, not only the Hub (HF_HUB_OFFLINE would leave S3 and a shared folder online).
-    set(run_prefix "${CMAKE_COMMAND}" -E env NEURON_CACHE_OFFLINE=1)
+    list(APPEND run_prefix NEURON_CACHE_OFFLINE=1)
   endif()
   set(push OFF)
   if(arg_PUSH AND (arg_READ_ONLY OR NEURON_CACHE_READ_ONLY))

@@ -332,9 +332,11 @@ TEST_F(GithubActionTest, TokenAndRepoAdviceSpeaksOfInputsNotCommands) {
   };
   ActionRun none = job("", "acme/private-cache");
   EXPECT_EQ(none.code, 0) << none.out << none.err;
-  EXPECT_TRUE(contains(none.out, "no Hugging Face token: the action's `token` input")) << none.out;
+  EXPECT_TRUE(contains(none.out, "no Hugging Face token: ")) << none.out;
+  EXPECT_TRUE(contains(none.out, "give the action's `token` input a token")) << none.out;
+  EXPECT_FALSE(contains(none.out, "set HF_TOKEN")) << none.out;
   ActionRun refused = job("hf_revoked_token_0000", "acme/private-cache");
-  EXPECT_TRUE(contains(refused.out, "update the secret given as the action's `token` input"))
+  EXPECT_TRUE(contains(refused.out, "give the action's `token` input a valid token"))
       << refused.out;
   ActionRun missing = job(kToken, "acme/new-cache");
   EXPECT_TRUE(contains(missing.out, "does not exist or the token cannot read it")) << missing.out;

@@ -138,6 +138,39 @@ TEST(HubErrors, AdviceNamesTheKnownCauseInTheReadersWords) {
   }
 }
 
+// Each front end is told how to give the tool a token in its own terms: the CLI never hears of
+// the Action's inputs, Bazel is told about --repo_env, the Action about its `token` input.
+TEST(HubErrors, TokenAdviceIsWordedForTheFrontEndThatRuns) {
+  auto text = [](long status, bool token, Audience audience) {
+    return std::string(
+        hub_error(answer(status, {}), "reading repo org/cache", "org/cache", {token, audience, {}})
+            .what());
+  };
+  struct Expected {
+    Audience audience;
+    std::string says;
+    std::vector<std::string> never;
+  };
+  const std::vector<Expected> cases = {
+      {Audience::CommandLine, "set HF_TOKEN", {"action", "Action", "Bazel", "CMake"}},
+      {Audience::CMake, "the CMake configure", {"action", "Action", "Bazel", "neuron-cache "}},
+      {Audience::Bazel, "--repo_env=HF_TOKEN_PATH", {"action", "Action", "CMake", "set HF_TOKEN"}},
+      {Audience::Action, "the action's `token` input", {"Bazel", "CMake", "set HF_TOKEN"}},
+  };
+  for (const auto& expected : cases) {
+    for (auto [status, token] : {std::pair{401L, false}, {401L, true}, {403L, true}}) {
+      std::string said = text(status, token, expected.audience);
+      EXPECT_NE(said.find(expected.says), std::string::npos) << status << " " << said;
+      for (const auto& word : expected.never)
+        EXPECT_EQ(said.find(word), std::string::npos) << status << " " << word << ": " << said;
+    }
+  }
+  EXPECT_EQ(audience_named("cmake"), Audience::CMake);
+  EXPECT_EQ(audience_named("bazel"), Audience::Bazel);
+  EXPECT_EQ(audience_named(""), Audience::CommandLine);
+  EXPECT_EQ(audience_named("anything"), Audience::CommandLine);
+}
+
 // A Hub error body is the server's text: its newlines must not forge lines of ours, nor its ESC
 // and BEL reach the terminal, whether it comes in the body, X-Error-Message or X-Error-Code.
 TEST(HubErrors, TheServersWordsAreEscaped) {

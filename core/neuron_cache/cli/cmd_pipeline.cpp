@@ -404,7 +404,7 @@ void run_wrapped(Context& context, Args& args) {
     say(report::modules_push_line(p->push_modules(ran.produced), p->store()));
   }
   if (!ran.error.empty()) throw operational_error(ran.error);
-  if (ran.exit_code != 0) std::exit(ran.exit_code > 0 ? ran.exit_code : 1);
+  if (ran.exit_code != 0) throw CommandExit{ran.exit_code > 0 ? ran.exit_code : 1};
 }
 
 }  // namespace

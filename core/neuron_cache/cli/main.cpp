@@ -105,6 +105,8 @@ int main(int argc, char** argv) {
   neuron_cache::log::set_before_line(neuron_cache::cli::ProgressDisplay::clear_line);
   try {
     return run(argc, argv);
+  } catch (const neuron_cache::cli::CommandExit& command) {
+    return command.code;  // the command said why itself
   } catch (const neuron_cache::cli::GateFailed& gate) {
     std::cerr << "neuron-cache: " << neuron_cache::config::redact(gate.message) << "\n";
     return neuron_cache::cli::kExitGate;

@@ -26,4 +26,10 @@ struct GateFailed {
   std::string message;
 };
 
+// `run -- CMD` whose command failed: main returns the command's exit status after every object
+// of the run is destroyed (its threads joined, its leases ended), never std::exit.
+struct CommandExit {
+  int code = 1;
+};
+
 }  // namespace neuron_cache::cli

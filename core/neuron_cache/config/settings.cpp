@@ -169,6 +169,7 @@ void resolve_hub(Settings& s, const Environment& env) {
   } else {
     s.endpoint = {kDefaultEndpoint, "default"};
   }
+  s.front_end = env.get("NEURON_CACHE_FRONT_END").value_or("");
   s.store_offline = env_flag(env, "NEURON_CACHE_OFFLINE");
   s.store_offline_origin = {s.store_offline ? "true" : "false",
                             env.get("NEURON_CACHE_OFFLINE") ? "NEURON_CACHE_OFFLINE" : "default"};

@@ -73,6 +73,9 @@ struct Settings {
   bool offline = false;
   Setting offline_origin;  // value "true"/"false"
   // NEURON_CACHE_OFFLINE: no store is asked anything, whatever its kind (the Hub too).
+  // The front end that runs the tool (NEURON_CACHE_FRONT_END: "cmake", "bazel", set by the CMake
+  // module and the Bazel rule; empty: the command line): advice is worded for it.
+  std::string front_end;
   bool store_offline = false;
   Setting store_offline_origin;  // value "true"/"false"
   Setting hf_home;

@@ -76,6 +76,7 @@ ClientOptions HubClient::options_from(const config::Settings& settings) {
   options.offline = settings.offline;
   options.retry = net::retry_policy(settings, 6);
   options.hub_timeout = settings.timeout();
+  options.audience = audience_named(settings.front_end);
   return options;
 }
 
@@ -159,8 +160,8 @@ void HubClient::require_write_token(const std::string& what) {
   if (who.role != "read") return;
   throw operational_error(what + " needs a token with write access, but the token \"" +
                           who.token_name +
-                          "\" is read-only (role read): nothing was sent to the Hub; set HF_TOKEN "
-                          "to a write token");
+                          "\" is read-only (role read): nothing was sent to the Hub; " +
+                          give_token(options_.audience, "a token with write access"));
 }
 
 std::string HubClient::create_repo(const std::string& name, const std::string& namespace_,

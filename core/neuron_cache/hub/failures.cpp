@@ -14,12 +14,10 @@ bool is_repo_missing(long status, const std::string& code) {
 
 // A token the Hub refused (401 without RepoNotFound): invalid, expired or revoked.
 std::string refused_token(Audience audience) {
-  if (audience == Audience::Action) {
-    return "the Hub refused the token (invalid, expired or revoked): update the secret given as "
-           "the action's `token` input";
-  }
-  return "the Hub refused the token (invalid, expired or revoked): set HF_TOKEN to a valid token "
-         "and check it with `neuron-cache whoami`";
+  std::string text = "the Hub refused the token (invalid, expired or revoked): " +
+                     give_token(audience, "a valid token");
+  if (audience == Audience::CommandLine) text += ", and check it with `neuron-cache whoami`";
+  return text;
 }
 
 // The repo's namespace (`org` of org/name) is not one the token's user can write to.
@@ -66,9 +64,8 @@ std::string advice(long status, const std::string& code, const std::string& repo
   if (code == "EntryNotFound") return "the file or folder does not exist in " + repo;
   if (code == "GatedRepo") return "accept the terms of " + repo + " on the Hub first";
   if (status == 403) {
-    return "the token is read-only or lacks write access to " + repo + ": use a token with write " +
-           (context.audience == Audience::Action ? "access as the action's `token` input"
-                                                 : "access (HF_TOKEN)");
+    return "the token is read-only or lacks write access to " + repo + ": " +
+           give_token(context.audience, "a token with write access");
   }
   if (status == 409) return "it already exists";
   if (status == 412) return "the repo changed meanwhile: run the command again";
@@ -84,15 +81,32 @@ std::string advice(long status, const std::string& code, const std::string& repo
 
 }  // namespace
 
-std::string no_token(Audience audience) {
-  if (audience == Audience::Action) {
-    return "no Hugging Face token: the action's `token` input and HF_TOKEN are empty; a private "
-           "repo cannot be read and a push needs a write token: pass `token: ${{ "
-           "secrets.HF_TOKEN }}` (a public repo needs none to be read)";
+Audience audience_named(const std::string& front_end) {
+  if (front_end == "cmake") return Audience::CMake;
+  if (front_end == "bazel") return Audience::Bazel;
+  return Audience::CommandLine;
+}
+
+std::string give_token(Audience audience, const std::string& token) {
+  switch (audience) {
+    case Audience::Action:
+      return "give the action's `token` input " + token + " (`token: ${{ secrets.HF_TOKEN }}`)";
+    case Audience::CMake:
+      return "set HF_TOKEN (or HF_TOKEN_PATH, a token file) to " + token +
+             " in the environment that runs the CMake configure";
+    case Audience::Bazel:
+      return "give Bazel " + token +
+             " as a token file: --repo_env=HF_TOKEN_PATH=/path/to/token (HF_TOKEN in Bazel's "
+             "environment works too, but Bazel logs its environment)";
+    case Audience::CommandLine:
+      break;
   }
-  return "no Hugging Face token: HF_TOKEN, the token file (HF_TOKEN_PATH, else $HF_HOME/token) "
-         "and the Action's `token` input are empty; a private repo cannot be read and a push "
-         "needs a write token: set HF_TOKEN";
+  return "set HF_TOKEN (or HF_TOKEN_PATH, a token file) to " + token;
+}
+
+std::string no_token(Audience audience) {
+  return "no Hugging Face token: a private repo cannot be read and a push needs a write token; " +
+         give_token(audience, "a token") + " (a public repo needs none to be read)";
 }
 
 std::string server_message(const net::HttpResponse& response) {

@@ -12,9 +12,16 @@
 namespace neuron_cache::hub {
 
 // Who reads the advice, and so which remedies it may name: a command-line user has
-// `neuron-cache whoami` and `create`; a GitHub Action user has the action's inputs and the
-// workflow's secrets, and no neuron-cache command.
-enum class Audience { CommandLine, Action };
+// `neuron-cache whoami` and `create`; a CMake configure and a Bazel repository rule get a token
+// through their own environment (NEURON_CACHE_FRONT_END, set by the CMake module and the Bazel
+// rule, says which); a GitHub Action user has the action's inputs and the workflow's secrets,
+// and no neuron-cache command.
+enum class Audience { CommandLine, CMake, Bazel, Action };
+// The audience NEURON_CACHE_FRONT_END names ("cmake", "bazel"); anything else: CommandLine.
+Audience audience_named(const std::string& front_end);
+// How `audience` gives the tool `token` ("a token with write access"): the remedy of every
+// message about a missing, refused or read-only token.
+std::string give_token(Audience audience, const std::string& token);
 
 // What the advice about a failed answer depends on besides the answer (HubClient::advice()).
 struct AdviceContext {

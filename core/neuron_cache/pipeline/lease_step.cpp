@@ -384,12 +384,7 @@ Pipeline::Refetch Pipeline::fetch_after_wait(plan::PlanRow& row, CompileStep& st
                             error.what());
     return Refetch::Failed;
   }
-  PrefetchStep got = prefetch(one);
-  step.fetched.hits += got.hits;
-  step.fetched.seconds += got.seconds;
-  step.fetched.result.bytes_downloaded += got.result.bytes_downloaded;
-  step.fetched.result.files_downloaded += got.result.files_downloaded;
-  step.fetched.result.modules_installed += got.result.modules_installed;
+  step.fetched += prefetch(one);
   if (one.rows[0].status != plan::Status::Local) return Refetch::Failed;
   row.status = plan::Status::Local;
   row.entry = one.rows[0].entry;

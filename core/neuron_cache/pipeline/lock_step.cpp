@@ -119,26 +119,6 @@ std::vector<plan::Target> Pipeline::locked_targets() const {
   return targets;
 }
 
-namespace {
-
-// Adds what a second prefetch of the failed entries did to the first's result.
-void add_retry(remote::PrefetchResult& into, remote::PrefetchResult retry) {
-  into.modules_installed += retry.modules_installed;
-  into.files_downloaded += retry.files_downloaded;
-  into.bytes_downloaded += retry.bytes_downloaded;
-  into.files_reused += retry.files_reused;
-  into.bytes_reused += retry.bytes_reused;
-  into.files_resumed += retry.files_resumed;
-  into.bytes_resumed += retry.bytes_resumed;
-  for (auto& key : retry.completed) {
-    into.failed.erase(key);
-    into.completed.push_back(std::move(key));
-  }
-  for (auto& [key, why] : retry.failed) into.failed[key] = std::move(why);
-}
-
-}  // namespace
-
 void Pipeline::refetch_locked_at_head(const std::vector<artifact_index::Entry>& entries,
                                       remote::PrefetchResult& result) {
   if (lock_->revision.empty() || store_->location() != lock_->store) return;  // read at the head
@@ -161,10 +141,10 @@ void Pipeline::refetch_locked_at_head(const std::vector<artifact_index::Entry>& 
   }
   try {
     remote_ = locked_index(true);
-    add_retry(result, remote::prefetch(*store_, remote_->revision(), *local_index_, failed,
-                                       [this](const std::string& line) {
-                                         if (on_progress) on_progress(line);
-                                       }));
+    result += remote::prefetch(*store_, remote_->revision(), *local_index_, failed,
+                               [this](const std::string& line) {
+                                 if (on_progress) on_progress(line);
+                               });
   } catch (const Error& error) {
     rethrow_local_disk(error);
     for (const auto& entry : failed) result.failed[entry.key] = error.what();

@@ -93,6 +93,26 @@ std::string tool_version() {
   return std::string("neuron-cache ") + kVersion;
 }
 
+PrefetchStep& operator+=(PrefetchStep& into, const PrefetchStep& later) {
+  into.result += later.result;
+  into.hits += later.hits;
+  into.seconds += later.seconds;
+  return into;
+}
+
+PushStep& operator+=(PushStep& into, const PushStep& later) {
+  if (later.attempted) {
+    if (!into.attempted || !later.skipped_reason.empty())
+      into.skipped_reason = later.skipped_reason;
+    into.attempted = true;
+  } else if (!into.attempted && !later.skipped_reason.empty()) {
+    into.skipped_reason = later.skipped_reason;
+  }
+  into.result += later.result;
+  into.seconds += later.seconds;
+  return into;
+}
+
 size_t CompileStep::failed() const {
   size_t n = 0;
   for (const auto& outcome : outcomes) n += outcome.ok ? 0 : 1;
@@ -194,6 +214,15 @@ size_t Pipeline::store_requests() const {
 }
 
 void Pipeline::note(bool warning, const std::string& text) {
+  announce_outages();
+  if (warning && outages_.caused(text)) {
+    log::debug("decide", text);  // the outage's warning said it, and what the run does instead
+    return;
+  }
+  say(warning, text);
+}
+
+void Pipeline::say(bool warning, const std::string& text) {
   notices_.push_back({warning, text});
   if (on_progress) on_progress((warning ? "warning: " : "") + text);
 }
@@ -202,6 +231,29 @@ void Pipeline::cache_problem(const std::string& what, const std::string& fallbac
   if (options_.strict)
     throw operational_error(what + " (an error under --strict; without it: " + fallback + ")");
   note(true, what + ": " + fallback);
+}
+
+void Pipeline::announce_outages() {
+  const std::string fallback =
+      "configurations not complete locally count as misses and nothing is pushed";
+  if (store_) {
+    std::string advice = store_->kind() == storage::Kind::S3
+                             ? "check the network and the S3 endpoint"
+                             : "check the network and HF_ENDPOINT";
+    std::string said = outages_.announce(store_->unreachable(), fallback, advice);
+    if (!said.empty()) say(true, said);
+  }
+  if (remotes_.models) {
+    std::string said = outages_.announce(remotes_.models->unreachable(),
+                                         "models are keyed from what earlier runs remembered",
+                                         "check the network and HF_ENDPOINT");
+    if (!said.empty()) say(true, said);
+  }
+}
+
+std::string Pipeline::brief(const std::string& detail) {
+  announce_outages();
+  return outages_.brief(detail);
 }
 
 std::vector<plan::Target> Pipeline::targets() {
@@ -217,17 +269,43 @@ std::vector<plan::Target> Pipeline::targets() {
   // Keys cannot be made without revisions: with the Hub unreachable, a revision no earlier run
   // remembered leaves its configuration unkeyed (compiled, never recorded or pushed).
   std::vector<plan::Target> targets = plan::make_targets(manifest_, context, resolver);
+  std::vector<std::string> remembered;
   for (const auto& used : resolver.from_memo()) {
-    cache_problem("the Hub could not resolve " + used,
-                  "using the revision remembered from an earlier run");
+    if (options_.strict)  // throws
+      cache_problem("the Hub could not resolve " + used, "using the revision remembered");
+    announce_outages();
+    // "model@main -> <commit> (why)": the why only when no outage warning said it.
+    remembered.push_back(outages_.caused(used) ? used.substr(0, used.find(" (")) : used);
   }
-  for (const auto& target : targets) {
-    if (target.unkeyed.empty()) continue;
-    cache_problem(target.configuration.name + " has no cache key: " + target.unkeyed,
-                  "it is compiled, but not recorded in the cache index or pushed; pin the "
-                  "revision to a 40-hex commit so no Hub is needed to key it");
-  }
+  if (!remembered.empty())
+    note(true, "the Hub could not resolve " + count_of(remembered.size(), "revision") +
+                   ": using what an earlier run remembered: " + list_of(remembered));
+  note_unkeyed(targets);
   return targets;
+}
+
+void Pipeline::note_unkeyed(std::vector<plan::Target>& targets) {
+  static const std::string kFallback =
+      "compiled, but not recorded in the cache index or pushed; a run that can read the model "
+      "from the Hub keys it (or give the model's model_type and a 40-hex revision in the "
+      "manifest so no Hub is needed)";
+  std::vector<std::string> outage;
+  for (auto& target : targets) {
+    if (target.unkeyed.empty()) continue;
+    std::string detail = target.unkeyed;
+    target.unkeyed = brief(detail);
+    if (target.unkeyed == detail) {
+      cache_problem(target.configuration.name + " has no cache key: " + detail, kFallback);
+      continue;
+    }
+    target.unkeyed = target.inputs.model_id + " could not be resolved: " + target.unkeyed;
+    outage.push_back(target.configuration.name);
+  }
+  if (outage.empty()) return;
+  std::string what = count_of(outage.size(), "configuration") + " (" + list_of(outage) +
+                     ") have no cache key, their models being unreadable";
+  if (options_.strict) throw operational_error(what);
+  note(true, what + ": " + kFallback);
 }
 
 plan::Target Pipeline::profile_target(const std::string& name) {
@@ -305,8 +383,10 @@ plan::Plan Pipeline::make_plan(const std::vector<plan::Target>& targets) {
       remote_ = std::move(index);
     } catch (const Error& error) {
       rethrow_local_disk(error);
-      hub_problem = storage::describe_part(store_, "cache") + " could not be read: " + error.what();
-      cache_problem(hub_problem, "every configuration not complete locally will be compiled");
+      std::string what = storage::describe_part(store_, "cache") + " could not be read: ";
+      cache_problem(what + error.what(),
+                    "every configuration not complete locally will be compiled");
+      hub_problem = what + brief(error.what());
     }
   }
   try {
@@ -330,7 +410,7 @@ plan::Plan Pipeline::make_plan(const std::vector<plan::Target>& targets) {
                       " could not be read: " + error.what(),
                   "every configuration not complete locally will be compiled");
     remote_.reset();
-    plan::Plan plan = plan::make_plan(targets, *local_index_, nullptr, error.what());
+    plan::Plan plan = plan::make_plan(targets, *local_index_, nullptr, brief(error.what()));
     describe_repo(plan);
     note_foreign_links(*cache_, compiler_version_, plan);
     log_decisions(plan);
@@ -561,7 +641,7 @@ PrefetchStep Pipeline::prefetch(plan::Plan& plan) {
     rethrow_local_disk(error);
     cache_problem(std::string("prefetch from ") + repo_ + " failed: " + error.what(),
                   "the configurations will be compiled");
-    for (const auto& entry : entries) step.result.failed.emplace(entry.key, error.what());
+    for (const auto& entry : entries) step.result.failed.emplace(entry.key, brief(error.what()));
   }
   if (lock_ && !step.result.failed.empty()) refetch_locked_at_head(entries, step.result);
   for (auto& row : plan.rows) {
@@ -570,7 +650,7 @@ PrefetchStep Pipeline::prefetch(plan::Plan& plan) {
       cache_problem("could not fetch " + row.target.configuration.name + ": " + it->second,
                     "it will be compiled");
       row.status = plan::Status::Compile;
-      row.reason = "fetching from " + storage::describe(store_) + " failed: " + it->second;
+      row.reason = "fetching from " + storage::describe(store_) + " failed: " + brief(it->second);
       log_decision(row);
       continue;
     }
@@ -587,14 +667,15 @@ sys::RootedFile Pipeline::memo_folder() const {
   return sys::RootedFile(root_, std::string(ai::kLocalDir) + "/hub");
 }
 
-std::string Pipeline::why_not_push(bool nothing_new) const {
+std::string Pipeline::why_not_push(bool nothing_new) {
   if (options_.read_only) return "--read-only: nothing is written to " + storage::describe(store_);
   if (repo_.empty()) return "no cache repo is set";
   if (!store_) return remotes_.open_store ? "the cache store could not be opened" : "offline";
   if (store_->offline()) return "offline";
+  announce_outages();
   if (!store_->unreachable().empty()) {
-    return storage::describe(store_) + " is unreachable (" + store_->unreachable() +
-           "): nothing was pushed; what was compiled stays in the local cache and the next run "
+    return outages_.brief(store_->unreachable()) +
+           ": nothing was pushed; what was compiled stays in the local cache and the next run "
            "with " +
            storage::describe(store_->kind()) + " pushes it";
   }
@@ -675,50 +756,23 @@ std::vector<ai::Entry> Pipeline::not_on_hub(const plan::Plan& plan) {
   return entries;
 }
 
-namespace {
-
-// The push step of a run that pushed before waiting for other machines: the pushes together.
-PushStep merged(const std::vector<PushStep>& early, PushStep last) {
-  for (const PushStep& step : early) {
-    if (!step.attempted) continue;
-    if (!last.attempted) {
-      last.attempted = true;
-      last.skipped_reason.clear();
-    }
-    remote::PushResult& r = last.result;
-    const remote::PushResult& e = step.result;
-    r.pushed.insert(r.pushed.end(), e.pushed.begin(), e.pushed.end());
-    r.already_stored.insert(r.already_stored.end(), e.already_stored.begin(),
-                            e.already_stored.end());
-    r.modules_added += e.modules_added;
-    r.skipped.insert(e.skipped.begin(), e.skipped.end());
-    r.commit.committed = r.commit.committed || e.commit.committed;
-    if (r.commit.revision.empty()) r.commit.revision = e.commit.revision;
-    if (r.commit.link.empty()) r.commit.link = e.commit.link;
-    r.commit.small_files += e.commit.small_files;
-    r.commit.large_sent += e.commit.large_sent;
-    r.commit.large_already_stored += e.commit.large_already_stored;
-    r.commit.unchanged += e.commit.unchanged;
-    r.commit.bytes_sent += e.commit.bytes_sent;
-    last.seconds += step.seconds;
-  }
-  return last;
-}
-
-}  // namespace
-
 PushStep Pipeline::push(const plan::Plan& plan) {
   PushStep step = push_entries(plan);
   finish_leases(plan, step);
-  return merged(early_pushes_, std::move(step));
+  // In the order they happened: the last commit is the store's head.
+  PushStep all;
+  for (const PushStep& early : early_pushes_) all += early;
+  all += step;
+  return all;
 }
 
 PushStep Pipeline::push_entries(const plan::Plan& plan) {
   auto start = std::chrono::steady_clock::now();
   PushStep step;
   for (const auto& row : plan.rows) {
+    // The plan's warning about configurations without a key said they are not pushed.
     if (!row.target.unkeyed.empty())
-      note(true, "not pushed: " + row.target.configuration.name + ": it has no cache key");
+      log::debug("decide", "not pushed: " + row.target.configuration.name + ": no cache key");
   }
   step.skipped_reason = why_not_push(false);
   refuse_skip_when_strict(owes_push(plan), step.skipped_reason);

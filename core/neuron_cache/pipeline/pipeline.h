@@ -27,6 +27,7 @@
 #include "neuron_cache/local/cache_tree.h"
 #include "neuron_cache/local/local_index.h"
 #include "neuron_cache/manifest/manifest.h"
+#include "neuron_cache/pipeline/outages.h"
 #include "neuron_cache/plan/plan.h"
 #include "neuron_cache/plan/targets.h"
 #include "neuron_cache/remote/leases.h"
@@ -87,6 +88,8 @@ struct PrefetchStep {
   size_t hits = 0;  // configurations fetched from the Hub
   double seconds = 0;
 };
+// Adds a later prefetch of the same run (remote::PrefetchResult's += for the results).
+PrefetchStep& operator+=(PrefetchStep& into, const PrefetchStep& later);
 
 struct CompileOutcome {
   std::string configuration;
@@ -180,6 +183,10 @@ struct PushStep {
   std::string skipped_reason;  // read-only, offline, no repo, nothing to push, error
   double seconds = 0;
 };
+// Adds a later push of the same run: attempted when either was; a skip's reason stays only
+// while nothing was attempted (a later "nothing new to push" is no news after a push), an
+// error's reason is kept.
+PushStep& operator+=(PushStep& into, const PushStep& later);
 
 // `neuron-cache lock`: the store's entries of the plan's configurations.
 struct LockStep {
@@ -287,7 +294,10 @@ class Pipeline {
  private:
   // Where the store's answers are remembered in the cache root (sys::RootedFile's rule).
   sys::RootedFile memo_folder() const;
+  // A notice, unless an announced outage is its cause (the debug log keeps it then).
   void note(bool warning, const std::string& text);
+  // A notice, always.
+  void say(bool warning, const std::string& text);
   void describe_repo(plan::Plan& plan) const;
   // The debug log's lines for the plan: each configuration's key, status and why.
   void log_decisions(const plan::Plan& plan) const;
@@ -302,8 +312,16 @@ class Pipeline {
   // `notes`: by model, how its folders are found when not by its digest (pipeline reasons).
   remote::ScanModels registry_models(const std::vector<const plan::Target*>& targets,
                                      std::map<std::string, std::string>& notes);
-  // Throws when strict; otherwise records the fallback.
+  // Throws when strict; otherwise records the fallback, unless an outage already announced is
+  // its cause (the announcement said what the run does instead).
   void cache_problem(const std::string& what, const std::string& fallback);
+  // Says why configurations have no cache key: one warning for those an outage left unkeyed
+  // (their reasons then name it briefly), one for each other.
+  void note_unkeyed(std::vector<plan::Target>& targets);
+  // Announces (once each) the outages of the store's and the models' hosts found so far.
+  void announce_outages();
+  // `detail` (a failure's text), or the few words of the announced outage that caused it.
+  std::string brief(const std::string& detail);
   CompileOutcome compile_one(const plan::Target& target, bool listed_in_registry);
   // After a compile command that succeeded: completes what the hub proxy left, then writes the
   // index entry (no compile time when the command compiled nothing), or says in `out` why not.
@@ -398,7 +416,7 @@ class Pipeline {
   // Warns once about each read failure the miss-on-failure policy turned into a miss.
   void report_misses();
   // Why a push must not happen (read-only, no repo, offline, nothing new), or "" when it may.
-  std::string why_not_push(bool nothing_new) const;
+  std::string why_not_push(bool nothing_new);
   // Why nothing can be pushed when the store says its credentials cannot write, else empty.
   std::string read_only_token();
   // Whether this run owes the store a push: its compile step recorded something, or, without a
@@ -451,6 +469,7 @@ class Pipeline {
   // Made by targets(): the registry read asks it the models' architectures.
   std::unique_ptr<plan::ModelResolver> resolver_;
   std::vector<Notice> notices_;
+  Outages outages_;
   size_t requests_at_start_ = 0;
   std::once_flag seed_views_once_;
   std::unique_ptr<compile::SeedViews> seed_views_;

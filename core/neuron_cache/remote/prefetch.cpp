@@ -329,6 +329,25 @@ void fetch_registry(storage::Store& store, const std::string& revision,
 
 }  // namespace
 
+PrefetchResult& operator+=(PrefetchResult& into, const PrefetchResult& later) {
+  into.modules_installed += later.modules_installed;
+  into.modules_present += later.modules_present;
+  into.files_downloaded += later.files_downloaded;
+  into.bytes_downloaded += later.bytes_downloaded;
+  into.files_reused += later.files_reused;
+  into.bytes_reused += later.bytes_reused;
+  into.files_resumed += later.files_resumed;
+  into.bytes_resumed += later.bytes_resumed;
+  into.staging_reclaimed += later.staging_reclaimed;
+  for (const auto& key : later.completed) {
+    into.failed.erase(key);
+    if (std::find(into.completed.begin(), into.completed.end(), key) == into.completed.end())
+      into.completed.push_back(key);
+  }
+  for (const auto& [key, why] : later.failed) into.failed[key] = why;
+  return into;
+}
+
 PrefetchResult prefetch(storage::Store& store, const std::string& revision,
                         const local::LocalIndex& local, const std::vector<ai::Entry>& entries,
                         const std::function<void(const std::string&)>& on_wait) {

@@ -33,6 +33,9 @@ struct PrefetchResult {
   std::vector<std::string> completed;         // keys now complete locally
   std::map<std::string, std::string> failed;  // key -> what went wrong
 };
+// Adds a later prefetch (a retry, a fetch after waiting for another machine) to `into`: counts
+// add up; a key the later one completed is no longer failed, a key it failed has its reason.
+PrefetchResult& operator+=(PrefetchResult& into, const PrefetchResult& later);
 
 // One prefetch into a cache at a time (PrefetchLock): a second one waits, telling `on_wait`, then
 // downloads only what the first did not install. Files a killed prefetch staged whole are reused,

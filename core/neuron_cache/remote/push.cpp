@@ -159,6 +159,17 @@ constexpr const char* kModulesCommitMessage = "neuron-cache: add compiled graphs
 
 }  // namespace
 
+PushResult& operator+=(PushResult& into, const PushResult& later) {
+  into.pushed.insert(into.pushed.end(), later.pushed.begin(), later.pushed.end());
+  into.already_stored.insert(into.already_stored.end(), later.already_stored.begin(),
+                             later.already_stored.end());
+  into.modules_added += later.modules_added;
+  for (const auto& [key, why] : later.skipped) into.skipped[key] = why;
+  into.commit += later.commit;
+  into.attempts += later.attempts;
+  return into;
+}
+
 std::string push_commit_message(size_t configurations) {
   return "neuron-cache: add compiled artifacts of " + std::to_string(configurations) +
          (configurations == 1 ? " configuration" : " configurations");

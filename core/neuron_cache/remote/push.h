@@ -31,6 +31,8 @@ struct PushResult {
   storage::CommitResult commit;
   int attempts = 0;
 };
+// Adds a later push of the same run to `into` (CommitResult's += for the commits).
+PushResult& operator+=(PushResult& into, const PushResult& later);
 
 std::string push_commit_message(size_t configurations);
 

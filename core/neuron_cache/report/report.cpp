@@ -225,17 +225,16 @@ Totals totals(const RunResult& run) {
                   (row.status == plan::Status::Store && !fetched && run.prefetch);
     if (missed && !reused_through_proxy(run, row.target.key)) ++t.misses;
   }
-  if (run.prefetch) {
-    t.bytes_downloaded = run.prefetch->result.bytes_downloaded;
-    t.bytes_resumed = run.prefetch->result.bytes_resumed;
-    t.not_installed = run.prefetch->result.failed.size();
-  }
+  pipeline::PrefetchStep fetched = run.prefetch.value_or(pipeline::PrefetchStep{});
   if (run.compile) {
     for (const auto& o : run.compile->outcomes) add_compile(t, o);
     // Configurations another machine compiled while this one waited: fetched, not compiled.
     t.store_hits += run.compile->fetched.hits;
-    t.bytes_downloaded += run.compile->fetched.result.bytes_downloaded;
+    fetched += run.compile->fetched;
   }
+  t.bytes_downloaded += fetched.result.bytes_downloaded;
+  t.bytes_resumed = fetched.result.bytes_resumed;
+  t.not_installed = fetched.result.failed.size();
   if (run.push) t.bytes_uploaded = run.push->result.commit.bytes_sent;
   return t;
 }

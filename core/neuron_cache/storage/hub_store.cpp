@@ -130,9 +130,7 @@ std::string HubStore::why_not_writable() {
     const hub::WhoAmI& who = client_.whoami();
     if (who.role != "read") return "";
     return "the token \"" + who.token_name + "\" is read-only: nothing was pushed; " +
-           (client_.options().audience == hub::Audience::Action
-                ? "give the action's `token` input a token with write access"
-                : "set HF_TOKEN to a token with write access");
+           hub::give_token(client_.options().audience, "a token with write access");
   } catch (const Error&) {
     return "";  // no answer about the token: the commit itself will say what is wrong
   }

@@ -16,6 +16,24 @@ std::string_view kind_name(Kind kind) {
   return "unknown";
 }
 
+CommitResult& operator+=(CommitResult& into, const CommitResult& later) {
+  into.committed = into.committed || later.committed;
+  if (!later.revision.empty()) into.revision = later.revision;
+  if (!later.link.empty()) into.link = later.link;
+  into.small_files += later.small_files;
+  into.large_sent += later.large_sent;
+  into.large_already_stored += later.large_already_stored;
+  into.unchanged += later.unchanged;
+  into.deleted += later.deleted;
+  into.bytes_sent += later.bytes_sent;
+  if (!later.landed_unanswered.empty())
+    into.landed_unanswered +=
+        (into.landed_unanswered.empty() ? "" : "; ") + later.landed_unanswered;
+  into.uploads_aborted += later.uploads_aborted;
+  into.warnings.insert(into.warnings.end(), later.warnings.begin(), later.warnings.end());
+  return into;
+}
+
 // Failures the policy does not absorb propagate: without a policy (--strict) a failed read
 // fails the run.
 Read<std::vector<RemoteEntry>> Store::list_or_failure(const std::string& path, bool recursive,

@@ -107,6 +107,9 @@ struct CommitResult {
   size_t uploads_aborted = 0;
   std::vector<std::string> warnings;
 };
+// Adds a later publication to `into`: counts add up, the later revision and link win (the newest
+// commit is the store's head), messages accumulate.
+CommitResult& operator+=(CommitResult& into, const CommitResult& later);
 
 // Why a read failed, as a value: what a policy hands consumers instead of throwing.
 struct Failure {
