@@ -494,7 +494,7 @@ int run_action(const std::string& token, WorkflowCommands& commands) {
   options.strict = in.strict;
   options.read_only = read_only.on;
   options.jobs = in.jobs;
-  // A matrix of jobs missing the same configurations compiles each once (README, "A fleet").
+  // A matrix of jobs missing the same configurations compiles each once (docs/fleet.md).
   options.leases.enabled = runs_compile(in.mode) && runs_push(in.mode);
   options.leases.wait = in.wait;
   if (in.wait_timeout) options.leases.wait_timeout = std::chrono::seconds(*in.wait_timeout);
@@ -507,7 +507,7 @@ int run_action(const std::string& token, WorkflowCommands& commands) {
   if (in.mode == Mode::Gc) return run_gc(in, p, read_only, client, commands);
   if (in.locked) p.use_lockfile(in.lockfile);
   announce_read_only(read_only, in.mode, p.store(), commands);
-  p.on_progress = [&commands](const std::string& line) { commands.line("neuron-cache: " + line); };
+  p.on_progress([&commands](const std::string& line) { commands.line("neuron-cache: " + line); });
 
   pipeline::RunResult result = run_steps(p, in, commands);
   const pipeline::RunResult& run = result;

@@ -88,6 +88,8 @@ cp "$root/MODULE.bazel" "$root/WORKSPACE.bazel" "$stage/"
 printf '%s\n' '# The release: its executables as labels for the `tool` attribute.' \
   'exports_files(["bin/neuron-cache", "bin/neuron-cache-action"])' >"$stage/BUILD.bazel"
 cp "$root/README.md" "$stage/"
+# The README links to docs/: the reference travels with it.
+cp -r "$root/docs" "$stage/docs"
 
 (cd "$stage" && find . -type f ! -name SHA256SUMS -printf '%P\n' | LC_ALL=C sort |
   xargs sha256sum >SHA256SUMS)

@@ -1,4 +1,4 @@
-// Issue 22, "Diagnoses that name the cause" and "Exit codes that mean what the README says": the
+// Issue 22, "Diagnoses that name the cause" and "Exit codes that mean what docs/commands.md says": the
 // tool as a first-day user meets it (no token, a repo that does not exist, Ctrl-C, a failed
 // compile, an unwritable cache, offline), driven as a user's shell drives it.
 

@@ -284,7 +284,7 @@ TEST_F(HubCliTest, SynchronizeWithAReadOnlyTokenSaysSo) {
                      testing::kHubReadToken);
   EXPECT_EQ(run.code, 1);
   EXPECT_TRUE(contains(run.output, "is read-only (role read)")) << run.output;
-  EXPECT_TRUE(contains(run.output, "write token")) << run.output;
+  EXPECT_TRUE(contains(run.output, "a token with write access")) << run.output;
   EXPECT_FALSE(contains(run.output, "--read-only")) << "synchronize has no --read-only";
   EXPECT_EQ(testing::count_requests(server.access_log(),
                                     [](const json& e) {

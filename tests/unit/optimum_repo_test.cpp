@@ -373,7 +373,7 @@ TEST_F(OptimumRepoTest, TracedExportOfAnOptimumRepoComesThroughTheProxyThenDirec
   EXPECT_EQ(report["configurations"][0]["outcome"], "reused from the Hub through optimum-neuron")
       << report.dump(1);
   // A compile lease for the configuration planned as a compile (the registry's hit needs none),
-  // one push, the lease's end (README, "A fleet").
+  // one push, the lease's end (docs/fleet.md).
   EXPECT_EQ(hub_commits(), commits_before + 3);
   EXPECT_EQ(count(server.access_log(),
                   [](const json& e) { return e["listener"] == "cdn" && e["method"] == "PUT"; }),

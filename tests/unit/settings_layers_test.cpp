@@ -1,4 +1,4 @@
-// One resolution (issue 12): every knob's precedence across the layers README "Configuration"
+// One resolution (issue 12): every knob's precedence across the layers docs/configuration.md
 // documents (built-in default, saved file, manifest, environment, command line), resolved by
 // Settings alone; and library code that reads no environment beyond what Settings was given.
 #include <gtest/gtest.h>
@@ -415,7 +415,7 @@ TEST_F(PipelineSettingsTest, RepoAndCompilerComeFromTheSettingsLayers) {
 TEST_F(PipelineSettingsTest, RunDoesTheStepsAskedForAfterThePlan) {
   auto p = open(settings({}));
   std::vector<std::string> seen;
-  p->on_progress = [&seen](const std::string& line) { seen.push_back(line); };
+  p->on_progress([&seen](const std::string& line) { seen.push_back(line); });
   size_t plans = 0;
   pipeline::RunResult result =
       pipeline::run(*p, {true, false, true, {}}, [&](const plan::Plan& plan) {

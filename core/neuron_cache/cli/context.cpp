@@ -60,14 +60,14 @@ std::unique_ptr<pipeline::Pipeline> Context::open_pipeline(const pipeline::Optio
   for (const auto& warning : with_compiler.warnings) warn(warning);
   auto pipeline = std::make_unique<pipeline::Pipeline>(with_compiler, remotes(), options);
   show_progress(quiet);
-  pipeline->on_progress = [quiet](const std::string& line) {
+  pipeline->on_progress([quiet](const std::string& line) {
     ProgressDisplay::clear_line();
     if (line.starts_with("warning: ")) {
       warn(line.substr(9));
     } else if (!quiet) {
       std::cerr << "neuron-cache: " << config::redact(line) << "\n";
     }
-  };
+  });
   return pipeline;
 }
 

@@ -50,8 +50,8 @@ struct SettingOverrides {
   std::optional<std::string> max_size;  // cleanup --max-size
 };
 
-// What a manifest declares about the settings: one layer of the resolution. README
-// "Configuration" places it for each setting: above the environment for the cache repo and the
+// What a manifest declares about the settings: one layer of the resolution. docs/configuration.md
+// places it for each setting: above the environment for the cache repo and the
 // compiler version (the project's own declaration), below it for the cache folder (libneuronxla's
 // variables decide where the machine keeps its cache).
 struct ManifestLayer {

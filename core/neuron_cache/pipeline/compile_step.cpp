@@ -17,7 +17,8 @@
 #include "neuron_cache/local/hf_file_cache.h"
 #include "neuron_cache/log/log.h"
 #include "neuron_cache/manifest/command_template.h"
-#include "neuron_cache/pipeline/pipeline.h"
+#include "neuron_cache/pipeline/compile_step.h"
+#include "neuron_cache/pipeline/lease_step.h"
 #include "neuron_cache/remote/fetch.h"
 #include "neuron_cache/sys/safe_dir.h"
 
@@ -286,46 +287,51 @@ std::vector<std::string> unique_notes(const std::vector<CompileOutcome>& outcome
 
 }  // namespace
 
-compile::SeedViews* Pipeline::seed_views() {
+Compiler::Compiler(RunContext& run) : run_(run) {}
+
+Compiler::~Compiler() = default;
+
+compile::SeedViews* Compiler::seed_views() {
   // NEURON_CACHE_SEED=0: the staging cache starts empty, so every run compiles all it needs
   // itself. Slower but needs neither hard links nor inotify (what happens anyway when inotify
   // cannot watch a run).
-  if (!settings_.seeding) return nullptr;
+  if (!run_.settings.seeding) return nullptr;
   std::call_once(seed_views_once_, [this] {
-    seed_views_ = std::make_unique<compile::SeedViews>(root_, trusted_roots());
+    seed_views_ = std::make_unique<compile::SeedViews>(run_.root, run_.trusted_roots());
   });
   return seed_views_.get();
 }
 
-std::unique_ptr<compile::CaptureCache> Pipeline::capture_cache(const std::string& label) {
+std::unique_ptr<compile::CaptureCache> Compiler::capture_cache(const std::string& label) {
   if (compile::SeedViews* views = seed_views()) {
     return std::make_unique<compile::CaptureCache>(*views, label);
   }
-  return std::make_unique<compile::CaptureCache>(root_, label);
+  return std::make_unique<compile::CaptureCache>(run_.root, label);
 }
 
-void Pipeline::add_hub_env(std::map<std::string, std::string>& env) const {
-  const std::string hub_repo = store_ && store_->kind() == storage::Kind::Hub ? store_->name() : "";
+void Compiler::add_hub_env(std::map<std::string, std::string>& env) const {
+  const std::string hub_repo =
+      run_.store && run_.store->kind() == storage::Kind::Hub ? run_.store->name() : "";
   if (hub_repo.empty()) return;
   // What the manifest's compile env sets explicitly stays as it is.
   env.try_emplace("CUSTOM_CACHE_REPO", hub_repo);
-  env.try_emplace("HF_ENDPOINT", settings_.endpoint.value);
-  if (!settings_.hf_hub_cache.value.empty())
-    env.try_emplace("HF_HUB_CACHE", settings_.hf_hub_cache.value);
-  if (!settings_.token.value.empty()) env.try_emplace("HF_TOKEN", settings_.token.value);
-  if (store_->offline()) env.try_emplace("HF_HUB_OFFLINE", "1");
+  env.try_emplace("HF_ENDPOINT", run_.settings.endpoint.value);
+  if (!run_.settings.hf_hub_cache.value.empty())
+    env.try_emplace("HF_HUB_CACHE", run_.settings.hf_hub_cache.value);
+  if (!run_.settings.token.value.empty()) env.try_emplace("HF_TOKEN", run_.settings.token.value);
+  if (run_.store->offline()) env.try_emplace("HF_HUB_OFFLINE", "1");
 }
 
-CompileOutcome Pipeline::compile_one(const plan::Target& target, bool listed_in_registry) {
+CompileOutcome Compiler::compile_one(const plan::Target& target, bool listed_in_registry) {
   const manifest::Configuration& c = target.configuration;
   CompileOutcome out;
   out.configuration = c.name;
   out.key = target.key;
-  if (!manifest_.compile) {
+  if (!run_.manifest.compile) {
     out.error = "the manifest has no compile: section, so a miss cannot be compiled";
     return out;
   }
-  fs::path output_dir = absolute_output_dir(options_.output_dir);
+  fs::path output_dir = absolute_output_dir(run_.options.output_dir);
   sys::make_directories(output_dir);
   std::unique_ptr<compile::CaptureCache> capture = capture_cache(c.name);
   out.notes = capture->not_seeded();
@@ -333,12 +339,12 @@ CompileOutcome Pipeline::compile_one(const plan::Target& target, bool listed_in_
   // {revision} is the commit the key was made for, not a branch that may have moved since.
   manifest::Configuration pinned = c;
   if (target.inputs.checkpoint_revision) pinned.revision = target.inputs.checkpoint_revision;
-  run.argv =
-      manifest::render_command(manifest_.compile->command, pinned, (output_dir / c.name).string());
-  run.set_env = manifest_.compile->env;
+  run.argv = manifest::render_command(run_.manifest.compile->command, pinned,
+                                      (output_dir / c.name).string());
+  run.set_env = run_.manifest.compile->env;
   add_hub_env(run.set_env);
   run.set_env["NEURON_COMPILE_CACHE_URL"] = capture->dir().string();
-  run.set_env["NEURON_CC_FLAGS"] = child_cc_flags(c.compiler_flags, settings_);
+  run.set_env["NEURON_CC_FLAGS"] = child_cc_flags(c.compiler_flags, run_.settings);
   run.log_file = output_dir / (c.name + ".log");
   out.log_file = run.log_file.string();
 
@@ -352,7 +358,8 @@ CompileOutcome Pipeline::compile_one(const plan::Target& target, bool listed_in_
   compile::CaptureResult captured = capture->collect(ran.started && ran.exit_code == 0);
   out.modules_produced = captured.produced.size();
   out.modules_used = captured.used.size();
-  if (auto exported = exported_configurations(capture->dir(), captured, manifest_.configurations);
+  if (auto exported =
+          exported_configurations(capture->dir(), captured, run_.manifest.configurations);
       exported.size() > 1) {
     for (const auto& [hash, name] : exported) out.exported_configurations.push_back(name);
     std::sort(out.exported_configurations.begin(), out.exported_configurations.end());
@@ -385,7 +392,7 @@ CompileOutcome Pipeline::compile_one(const plan::Target& target, bool listed_in_
   return out;
 }
 
-void Pipeline::finish_one(const plan::Target& target, compile::CaptureResult& captured,
+void Compiler::finish_one(const plan::Target& target, compile::CaptureResult& captured,
                           const compile::CaptureCache& capture,
                           const std::map<std::string, std::string>& child_env, double seconds,
                           CompileOutcome& out) {
@@ -400,7 +407,7 @@ void Pipeline::finish_one(const plan::Target& target, compile::CaptureResult& ca
     out.ok = true;
     return;
   }
-  if (auto problem = capture_problem(captured, layout::compiler_dir_name(compiler_version_))) {
+  if (auto problem = capture_problem(captured, layout::compiler_dir_name(run_.compiler_version))) {
     return fail_with_logs(out, *problem, capture.dir(), captured.failed);
   }
   out.ok = true;
@@ -408,13 +415,13 @@ void Pipeline::finish_one(const plan::Target& target, compile::CaptureResult& ca
   // A configuration reused through the proxy cost no compile time here: recording the command's
   // time would have later machines report compile time saved that nobody ever spent.
   ai::Entry entry =
-      make_entry(target, *local_index_, captured, captured.produced.empty() ? 0 : seconds);
+      make_entry(target, *run_.local_index, captured, captured.produced.empty() ? 0 : seconds);
   if (!out.reused.empty()) out.bytes_reused = bytes_of(entry);
-  local_index_->write(entry);
+  run_.local_index->write(entry);
   out.recorded = true;
 }
 
-bool Pipeline::adopt_from_proxy(compile::CaptureResult& captured,
+bool Compiler::adopt_from_proxy(compile::CaptureResult& captured,
                                 const compile::CaptureCache& capture,
                                 const std::map<std::string, std::string>& child_env,
                                 CompileOutcome& out) {
@@ -423,7 +430,7 @@ bool Pipeline::adopt_from_proxy(compile::CaptureResult& captured,
     Adoption adoption = complete_from_store(captured, capture, child_env);
     out.bytes_downloaded = adoption.bytes_downloaded;
     out.bytes_linked = adoption.bytes_linked;
-    if (adoption.store_failed && options_.strict) {
+    if (adoption.store_failed && run_.options.strict) {
       out.error = adoption.problem + " (an error under --strict)";
       return false;
     }
@@ -472,13 +479,13 @@ std::string other_repo(const std::map<std::string, std::string>& child_env,
 
 }  // namespace
 
-Adoption Pipeline::complete_from_store(compile::CaptureResult& captured,
+Adoption Compiler::complete_from_store(compile::CaptureResult& captured,
                                        const compile::CaptureCache& capture,
                                        const std::map<std::string, std::string>& child_env) {
   Adoption out;
   const std::string what = left_by_proxy(captured);
-  if (!online_store() || !remote_) {
-    out.problem = what + ", and " + storage::describe(store_) +
+  if (!run_.online_store() || !run_.remote) {
+    out.problem = what + ", and " + storage::describe(run_.store) +
                   " cannot be read to complete them (offline, or no cache store)";
     return out;
   }
@@ -492,12 +499,12 @@ Adoption Pipeline::complete_from_store(compile::CaptureResult& captured,
     remote::FetchResult fetched;
     try {
       fetched = remote::fetch_modules(
-          *store_, remote_->revision(), *cache_, dir, names,
+          *run_.store, run_.remote->revision(), *run_.cache, dir, names,
           hf_links(stage, dir, hub_cache == child_env.end() ? "" : hub_cache->second));
     } catch (const Error& error) {
       rethrow_local_disk(error);
       out.problem =
-          what + ", and " + repo_ + " could not be read to complete them: " + error.what();
+          what + ", and " + run_.repo + " could not be read to complete them: " + error.what();
       out.store_failed = true;
       return out;
     }
@@ -510,12 +517,12 @@ Adoption Pipeline::complete_from_store(compile::CaptureResult& captured,
       out.store_failed = module.status == remote::FetchStatus::Failed;
       // The store's own words for a folder it lacks send the user to check a name they never
       // gave: say it plainly.
-      out.problem =
-          what + ", and " +
-          (out.store_failed ? dir + "/" + module.name + " could not be installed from " + repo_ +
-                                  ": " + module.error
-                            : repo_ + " does not hold " + dir + "/" + module.name + " complete") +
-          other_repo(child_env, store_->name());
+      out.problem = what + ", and " +
+                    (out.store_failed
+                         ? dir + "/" + module.name + " could not be installed from " + run_.repo +
+                               ": " + module.error
+                         : run_.repo + " does not hold " + dir + "/" + module.name + " complete") +
+                    other_repo(child_env, run_.store->name());
       return out;
     }
   }
@@ -526,7 +533,7 @@ Adoption Pipeline::complete_from_store(compile::CaptureResult& captured,
   return out;
 }
 
-CompileStep Pipeline::compile(plan::Plan& plan) {
+CompileStep Compiler::compile(plan::Plan& plan, LeaseCoordinator* leases) {
   auto start = std::chrono::steady_clock::now();
   CompileStep step;
   std::vector<plan::PlanRow*> misses, compiled;
@@ -537,8 +544,8 @@ CompileStep Pipeline::compile(plan::Plan& plan) {
   bool compiles = std::any_of(misses.begin(), misses.end(), [](const plan::PlanRow* row) {
     return row->status == plan::Status::Compile;
   });
-  if (compiles && leases()) {
-    compile_with_leases(plan, misses, step, compiled);
+  if (compiles && leases && leases->active()) {
+    leases->compile(plan, misses, step, compiled);
   } else {
     compile_rows(misses, step, compiled);
   }
@@ -547,7 +554,7 @@ CompileStep Pipeline::compile(plan::Plan& plan) {
   return step;
 }
 
-void Pipeline::compile_rows(const std::vector<plan::PlanRow*>& rows, CompileStep& step,
+void Compiler::compile_rows(const std::vector<plan::PlanRow*>& rows, CompileStep& step,
                             std::vector<plan::PlanRow*>& compiled) {
   size_t first = step.outcomes.size();
   step.outcomes.resize(first + rows.size());
@@ -563,7 +570,7 @@ void Pipeline::compile_rows(const std::vector<plan::PlanRow*>& rows, CompileStep
       next = rows.size();  // the other workers take no new configuration
     }
   };
-  size_t threads = std::max<size_t>(1, std::min<size_t>(options_.jobs, rows.size()));
+  size_t threads = std::max<size_t>(1, std::min<size_t>(run_.options.jobs, rows.size()));
   std::vector<std::thread> pool;
   for (size_t t = 0; t < threads; ++t) pool.emplace_back(worker);
   for (auto& thread : pool) thread.join();
@@ -572,13 +579,13 @@ void Pipeline::compile_rows(const std::vector<plan::PlanRow*>& rows, CompileStep
 }
 
 // One worker's loop: compiles the next configuration not taken yet until none is left.
-void Pipeline::compile_each(const std::vector<plan::PlanRow*>& misses, CompileOutcome* outcomes,
+void Compiler::compile_each(const std::vector<plan::PlanRow*>& misses, CompileOutcome* outcomes,
                             std::atomic<size_t>& next, std::mutex& progress) {
   for (size_t i; (i = next++) < misses.size();) {
     const plan::Target& target = misses[i]->target;
     {
       std::lock_guard lock(progress);
-      if (on_progress) on_progress("compiling " + target.configuration.name);
+      run_.progress("compiling " + target.configuration.name);
     }
     auto failed = [&](const char* why) {
       outcomes[i].configuration = target.configuration.name;
@@ -597,32 +604,33 @@ void Pipeline::compile_each(const std::vector<plan::PlanRow*>& misses, CompileOu
       failed(error.what());
     }
     std::lock_guard lock(progress);
-    if (on_progress) {
+    if (run_.on_progress) {
       const CompileOutcome& o = outcomes[i];
       std::string done = o.reused.empty() ? "compiled " : "reused (through optimum-neuron) ";
-      on_progress((o.ok ? done : "FAILED ") + o.configuration + (o.ok ? "" : ": " + o.error));
+      run_.on_progress((o.ok ? done : "FAILED ") + o.configuration + (o.ok ? "" : ": " + o.error));
     }
   }
 }
 
 // What the compiles did, in the plan and in notes.
-void Pipeline::finish_compile(const std::vector<plan::PlanRow*>& compiled, CompileStep& step) {
-  for (const auto& text : unique_notes(step.outcomes)) note(true, kNotSeeded + text);
-  warn_of_shared_processes(step.outcomes, [this](const std::string& text) { note(true, text); });
+void Compiler::finish_compile(const std::vector<plan::PlanRow*>& compiled, CompileStep& step) {
+  for (const auto& text : unique_notes(step.outcomes)) run_.note(true, kNotSeeded + text);
+  warn_of_shared_processes(step.outcomes,
+                           [this](const std::string& text) { run_.note(true, text); });
   for (size_t i = 0; i < compiled.size(); ++i) {
     const CompileOutcome& o = step.outcomes[i];
     if (!o.ok || o.recorded || !compiled[i]->target.unkeyed.empty()) continue;
-    note(true, o.configuration + " was " + (o.reused.empty() ? "compiled" : o.reused) +
-                   ", but nothing was recorded for it: " + o.not_recorded +
-                   ". The next run runs its compile command again");
+    run_.note(true, o.configuration + " was " + (o.reused.empty() ? "compiled" : o.reused) +
+                        ", but nothing was recorded for it: " + o.not_recorded +
+                        ". The next run runs its compile command again");
   }
   mark_compiled(compiled, step);
 }
 
-void Pipeline::mark_compiled(const std::vector<plan::PlanRow*>& compiled, const CompileStep& step) {
-  compiled_here_ = 0;
+void Compiler::mark_compiled(const std::vector<plan::PlanRow*>& compiled, const CompileStep& step) {
+  run_.compiled_here = 0;
   for (size_t i = 0; i < compiled.size(); ++i) {
-    if (step.outcomes[i].recorded) ++*compiled_here_;
+    if (step.outcomes[i].recorded) ++*run_.compiled_here;
     if (step.outcomes[i].ok && !compiled[i]->target.unkeyed.empty()) {
       compiled[i]->reason = "compiled, but not keyed: " + compiled[i]->target.unkeyed +
                             "; not recorded in the cache index or pushed";
@@ -630,7 +638,7 @@ void Pipeline::mark_compiled(const std::vector<plan::PlanRow*>& compiled, const 
     if (step.outcomes[i].recorded) {
       compiled[i]->status = plan::Status::Local;
       compiled[i]->reason = step.outcomes[i].reused.empty() ? "compiled" : step.outcomes[i].reused;
-      compiled[i]->entry = local_index_->find(compiler_version_, compiled[i]->target.key);
+      compiled[i]->entry = run_.local_index->find(run_.compiler_version, compiled[i]->target.key);
     }
   }
 }
@@ -639,19 +647,19 @@ void Pipeline::mark_compiled(const std::vector<plan::PlanRow*>& compiled, const 
 
 namespace neuron_cache::pipeline {
 
-WrappedRun Pipeline::run_wrapped(const plan::Target* target, const std::vector<std::string>& argv) {
+WrappedRun Compiler::run_wrapped(const plan::Target* target, const std::vector<std::string>& argv) {
   WrappedRun out;
   std::string label = target ? target->configuration.name : "run";
-  fs::path output_dir = absolute_output_dir(options_.output_dir);
+  fs::path output_dir = absolute_output_dir(run_.options.output_dir);
   sys::make_directories(output_dir);
   std::unique_ptr<compile::CaptureCache> capture = capture_cache(label);
-  for (const auto& text : capture->not_seeded()) note(true, kNotSeeded + text);
+  for (const auto& text : capture->not_seeded()) run_.note(true, kNotSeeded + text);
   compile::CommandRun run;
   run.argv = argv;
   add_hub_env(run.set_env);
   run.set_env["NEURON_COMPILE_CACHE_URL"] = capture->dir().string();
   run.set_env["NEURON_CC_FLAGS"] = child_cc_flags(
-      target ? target->configuration.compiler_flags : std::vector<std::string>{}, settings_);
+      target ? target->configuration.compiler_flags : std::vector<std::string>{}, run_.settings);
   run.log_file = output_dir / (label + ".run.log");
   run.tee = true;
   const bool cached_before = target && all_cached(*target);
@@ -687,14 +695,15 @@ WrappedRun Pipeline::run_wrapped(const plan::Target* target, const std::vector<s
   return out;
 }
 
-bool Pipeline::all_cached(const plan::Target& target) const {
+bool Compiler::all_cached(const plan::Target& target) const {
   if (!target.unkeyed.empty()) return false;
-  std::optional<ai::Entry> entry = local_index_->find(target.inputs.compiler_version, target.key);
+  std::optional<ai::Entry> entry =
+      run_.local_index->find(target.inputs.compiler_version, target.key);
   return entry && !entry->modules.empty() &&
-         complete_part(*entry).modules.size() == entry->modules.size();
+         run_.complete_part(*entry).modules.size() == entry->modules.size();
 }
 
-void Pipeline::record_run(const plan::Target& target, const compile::CaptureResult& captured,
+void Compiler::record_run(const plan::Target& target, const compile::CaptureResult& captured,
                           double seconds, WrappedRun& out) {
   if (!target.unkeyed.empty()) {
     out.not_recorded = "it has no cache key: " + target.unkeyed;
@@ -707,19 +716,20 @@ void Pipeline::record_run(const plan::Target& target, const compile::CaptureResu
   }
   // Only a run that compiled something spent compile time (a training run's is an upper bound).
   ai::Entry entry =
-      make_entry(target, *local_index_, captured, captured.produced.empty() ? 0 : seconds);
+      make_entry(target, *run_.local_index, captured, captured.produced.empty() ? 0 : seconds);
   size_t ran_with = entry.modules.size();
-  std::optional<ai::Entry> before = local_index_->find(target.inputs.compiler_version, target.key);
+  std::optional<ai::Entry> before =
+      run_.local_index->find(target.inputs.compiler_version, target.key);
   if (before) {
     // A run compiles only what it traced this time: what earlier runs recorded stays recorded.
-    ai::Entry kept = complete_part(*before);
+    ai::Entry kept = run_.complete_part(*before);
     entry = ai::merged(entry, kept);
     entry.compile_seconds = std::max(entry.compile_seconds, before->compile_seconds);
     out.modules_added = entry.modules.size() - kept.modules.size();
   } else {
     out.modules_added = ran_with;
   }
-  local_index_->write(entry);
+  run_.local_index->write(entry);
   out.recorded = true;
   out.modules_recorded = entry.modules.size();
 }

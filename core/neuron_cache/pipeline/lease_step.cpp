@@ -10,13 +10,13 @@
 #include "neuron_cache/format/printable.h"
 #include "neuron_cache/format/timestamp.h"
 #include "neuron_cache/log/log.h"
-#include "neuron_cache/pipeline/pipeline.h"
+#include "neuron_cache/pipeline/lease_step.h"
 
 namespace neuron_cache::pipeline {
 
 using Clock = std::chrono::steady_clock;
 
-struct Pipeline::Waiting {
+struct LeaseCoordinator::Waiting {
   plan::PlanRow* row = nullptr;
   LeaseOutcome outcome;
   Clock::time_point since;
@@ -103,48 +103,59 @@ std::string why_free(const lease::Record& lease) {
 
 }  // namespace
 
-remote::Leases* Pipeline::leases() {
+LeaseCoordinator::LeaseCoordinator(RunContext& run, Compiler& compiler, Publisher& publisher,
+                                   std::function<PrefetchStep(plan::Plan&)> prefetch)
+    : run_(run), compiler_(compiler), publisher_(publisher), prefetch_(std::move(prefetch)) {}
+
+LeaseCoordinator::~LeaseCoordinator() = default;
+
+bool LeaseCoordinator::active() {
+  return leases() != nullptr;
+}
+
+remote::Leases* LeaseCoordinator::leases() {
   if (leases_) return leases_->get();
   leases_.emplace();
-  if (!options_.leases.enabled || options_.read_only || !writer_ || writer_->offline() ||
-      !writer_->unreachable().empty())
+  if (!run_.options.leases.enabled || run_.options.read_only || !run_.writer ||
+      run_.writer->offline() || !run_.writer->unreachable().empty())
     return nullptr;
   try {
-    if (std::string why = writer_->why_not_writable(); !why.empty()) {
-      note(false, "no compile leases (" + why +
-                      "): other machines may compile the same configurations at the same time");
+    if (std::string why = run_.writer->why_not_writable(); !why.empty()) {
+      run_.note(false,
+                "no compile leases (" + why +
+                    "): other machines may compile the same configurations at the same time");
       return nullptr;
     }
     remote::LeaseOptions options;
-    options.ttl = settings_.lease_ttl();
-    options.host = host_name(settings_);
-    options.conflicts = options_.push.conflicts;
-    *leases_ = std::make_unique<remote::Leases>(*writer_, options);
+    options.ttl = run_.settings.lease_ttl();
+    options.host = host_name(run_.settings);
+    options.conflicts = run_.options.push.conflicts;
+    *leases_ = std::make_unique<remote::Leases>(*run_.writer, options);
   } catch (const Error& error) {
     if (error.kind() == ErrorKind::Input) throw;  // a malformed setting
     rethrow_local_disk(error);
-    cache_problem("compile leases in " + repo_ + " cannot be used: " + error.what(),
-                  "compiling without them");
+    run_.cache_problem("compile leases in " + run_.repo + " cannot be used: " + error.what(),
+                       "compiling without them");
   }
   return leases_->get();
 }
 
-double Pipeline::expected_seconds(const plan::PlanRow& row) const {
+double LeaseCoordinator::expected_seconds(const plan::PlanRow& row) const {
   for (const auto& nearest : row.nearest) {
-    if (remote_) {
-      for (const ai::Entry* entry : remote_->entries_of(row.target.inputs)) {
+    if (run_.remote) {
+      for (const ai::Entry* entry : run_.remote->entries_of(row.target.inputs)) {
         if (entry->key == nearest.key && entry->compile_seconds > 0) return entry->compile_seconds;
       }
     }
-    for (const auto& version : local_index_->compiler_versions()) {
-      auto entry = local_index_->find(version, nearest.key);
+    for (const auto& version : run_.local_index->compiler_versions()) {
+      auto entry = run_.local_index->find(version, nearest.key);
       if (entry && entry->compile_seconds > 0) return entry->compile_seconds;
     }
   }
   return 0;
 }
 
-std::vector<Pipeline::Waiting> Pipeline::claim_each(
+std::vector<LeaseCoordinator::Waiting> LeaseCoordinator::claim_each(
     const std::vector<plan::PlanRow*>& rows, const std::vector<remote::ClaimRequest>& requests,
     CompileStep& step, std::vector<plan::PlanRow*>& mine) {
   std::vector<remote::Claim> claims;
@@ -154,7 +165,8 @@ std::vector<Pipeline::Waiting> Pipeline::claim_each(
   } catch (const Error& error) {
     rethrow_local_disk(error);
     failure = error.what();
-    note(true, "no compile leases from " + repo_ + ": " + failure + ": compiling without them");
+    run_.note(true,
+              "no compile leases from " + run_.repo + ": " + failure + ": compiling without them");
   }
   std::vector<Waiting> waiting;
   for (size_t i = 0; i < rows.size(); ++i) {
@@ -168,16 +180,16 @@ std::vector<Pipeline::Waiting> Pipeline::claim_each(
       if (claim.other) o.other_host = printable(claim.other->host);
       o.kind = claim.took_over ? LeaseOutcome::Kind::TookOver : LeaseOutcome::Kind::Held;
       if (claim.took_over) o.note = why_free(*claim.other);
-    } else if (!options_.leases.wait) {
+    } else if (!run_.options.leases.wait) {
       o.other_host = printable(claim.other->host);
       o.kind = LeaseOutcome::Kind::NotWaited;
       o.note = "--no-wait: compiled although " + o.other_host + " compiles it too";
     } else {
       o.other_host = printable(claim.other->host);
-      int64_t deadline = wait_deadline(*claim.other, options_.leases, remote::Leases::now());
+      int64_t deadline = wait_deadline(*claim.other, run_.options.leases, remote::Leases::now());
       waiting.push_back({rows[i], o, Clock::now(), deadline, Clock::now()});
-      if (on_progress && claim.other->state == lease::State::Compiling)
-        on_progress(being_compiled(*claim.other, deadline));
+      if (run_.on_progress && claim.other->state == lease::State::Compiling)
+        run_.on_progress(being_compiled(*claim.other, deadline));
       continue;
     }
     step.leases.push_back(o);
@@ -186,8 +198,8 @@ std::vector<Pipeline::Waiting> Pipeline::claim_each(
   return waiting;
 }
 
-void Pipeline::compile_with_leases(plan::Plan& plan, const std::vector<plan::PlanRow*>& misses,
-                                   CompileStep& step, std::vector<plan::PlanRow*>& compiled) {
+void LeaseCoordinator::compile(plan::Plan& plan, const std::vector<plan::PlanRow*>& misses,
+                               CompileStep& step, std::vector<plan::PlanRow*>& compiled) {
   try {
     step.leases_advisory = !(*leases_)->enforced();
   } catch (const Error& error) {
@@ -195,9 +207,10 @@ void Pipeline::compile_with_leases(plan::Plan& plan, const std::vector<plan::Pla
     step.leases_advisory = true;
   }
   if (step.leases_advisory) {
-    note(true, storage::describe(writer_) +
-                   " does not refuse conditional writes (If-None-Match), so compile leases are "
-                   "advisory: two machines may, rarely, compile the same configuration");
+    run_.note(true,
+              storage::describe(run_.writer) +
+                  " does not refuse conditional writes (If-None-Match), so compile leases are "
+                  "advisory: two machines may, rarely, compile the same configuration");
   }
   std::vector<plan::PlanRow*> mine, keyed;
   std::vector<remote::ClaimRequest> requests;
@@ -223,13 +236,13 @@ void Pipeline::compile_with_leases(plan::Plan& plan, const std::vector<plan::Pla
     mine.push_back(row);
   }
   size_t first = compiled.size();
-  compile_rows(mine, step, compiled);  // registry hits and rows without a key: no lease
+  compiler_.compile_rows(mine, step, compiled);  // registry hits and rows without a key: no lease
   release_failed(compiled, step, first);
   // As many leases at a time as this machine compiles at once, each batch just before its
   // compiles: a machine that claimed everything first would compile it all in a row while the
   // others sat idle waiting for it.
   std::vector<Waiting> waiting;
-  size_t batch = static_cast<size_t>(std::max(1, options_.jobs));
+  size_t batch = static_cast<size_t>(std::max(1, run_.options.jobs));
   for (size_t at = 0; at < keyed.size(); at += batch) {
     size_t end = std::min(keyed.size(), at + batch);
     std::vector<plan::PlanRow*> taken;
@@ -238,7 +251,7 @@ void Pipeline::compile_with_leases(plan::Plan& plan, const std::vector<plan::Pla
                    {requests.begin() + at, requests.begin() + end}, step, taken);
     waiting.insert(waiting.end(), more.begin(), more.end());
     first = compiled.size();
-    compile_rows(taken, step, compiled);
+    compiler_.compile_rows(taken, step, compiled);
     release_failed(compiled, step, first);
   }
   if (waiting.empty()) return;
@@ -246,20 +259,20 @@ void Pipeline::compile_with_leases(plan::Plan& plan, const std::vector<plan::Pla
   wait_for_others(plan, waiting, step, compiled);
 }
 
-void Pipeline::publish_before_waiting(const plan::Plan& plan,
-                                      const std::vector<plan::PlanRow*>& compiled,
-                                      CompileStep& step) {
-  mark_compiled(compiled, step);
-  PushStep pushed = push_entries(plan);
-  finish_leases(plan, pushed);
+void LeaseCoordinator::publish_before_waiting(const plan::Plan& plan,
+                                              const std::vector<plan::PlanRow*>& compiled,
+                                              CompileStep& step) {
+  compiler_.mark_compiled(compiled, step);
+  PushStep pushed = publisher_.push(plan);
+  finish(plan, pushed);
   early_pushes_.push_back(std::move(pushed));
 }
 
-void Pipeline::wait_for_others(const plan::Plan& plan, std::vector<Waiting>& waiting,
-                               CompileStep& step, std::vector<plan::PlanRow*>& compiled) {
+void LeaseCoordinator::wait_for_others(const plan::Plan& plan, std::vector<Waiting>& waiting,
+                                       CompileStep& step, std::vector<plan::PlanRow*>& compiled) {
   std::vector<bool> settled(waiting.size(), false);
   for (bool first = true;; first = false) {
-    if (!first) std::this_thread::sleep_for(settings_.lease_poll());
+    if (!first) std::this_thread::sleep_for(run_.settings.lease_poll());
     bool all = true;
     for (size_t i = 0; i < waiting.size(); ++i) {
       if (!settled[i]) settled[i] = poll_other(plan, waiting[i], step, compiled);
@@ -270,8 +283,8 @@ void Pipeline::wait_for_others(const plan::Plan& plan, std::vector<Waiting>& wai
   for (const Waiting& w : waiting) step.leases.push_back(w.outcome);
 }
 
-bool Pipeline::poll_other(const plan::Plan& plan, Waiting& w, CompileStep& step,
-                          std::vector<plan::PlanRow*>& compiled) {
+bool LeaseCoordinator::poll_other(const plan::Plan& plan, Waiting& w, CompileStep& step,
+                                  std::vector<plan::PlanRow*>& compiled) {
   const plan::Target& t = w.row->target;
   remote::Leases& leases = *leases_->get();
   w.outcome.waited_seconds = std::chrono::duration<double>(Clock::now() - w.since).count();
@@ -291,8 +304,7 @@ bool Pipeline::poll_other(const plan::Plan& plan, Waiting& w, CompileStep& step,
     Refetch got = fetch_after_wait(*w.row, step);
     if (got == Refetch::Fetched) {
       w.outcome.kind = LeaseOutcome::Kind::Fetched;
-      if (on_progress)
-        on_progress("fetched " + t.configuration.name + " compiled by " + w.outcome.other_host +
+      run_.progress("fetched " + t.configuration.name + " compiled by " + w.outcome.other_host +
                     " (waited " + minutes(w.outcome.waited_seconds) + ")");
       return true;
     }
@@ -301,17 +313,17 @@ bool Pipeline::poll_other(const plan::Plan& plan, Waiting& w, CompileStep& step,
   int64_t seconds = remote::Leases::now();
   if (now && now->live(seconds)) {
     if (seconds < w.deadline) {
-      if (Clock::now() - w.said >= kProgressEvery && on_progress) {
+      if (Clock::now() - w.said >= kProgressEvery && run_.on_progress) {
         w.said = Clock::now();
-        on_progress(being_compiled(*now, w.deadline));
+        run_.on_progress(being_compiled(*now, w.deadline));
       }
       return false;
     }
     w.outcome.kind = LeaseOutcome::Kind::WaitTimedOut;
     w.outcome.note = "waited " + minutes(w.outcome.waited_seconds) + " for " +
                      printable(now->host) + "; compiled here without the lease";
-    note(true, t.configuration.name + ": " + w.outcome.note);
-    compile_rows({w.row}, step, compiled);
+    run_.note(true, t.configuration.name + ": " + w.outcome.note);
+    compiler_.compile_rows({w.row}, step, compiled);
     publish_before_waiting(plan, compiled, step);
     return true;
   }
@@ -321,8 +333,8 @@ bool Pipeline::poll_other(const plan::Plan& plan, Waiting& w, CompileStep& step,
     if (!claim.taken) {  // another waiter took it over first: wait for that one now
       if (claim.other) {
         w.outcome.other_host = printable(claim.other->host);
-        if (!options_.leases.wait_timeout)
-          w.deadline = wait_deadline(*claim.other, options_.leases, remote::Leases::now());
+        if (!run_.options.leases.wait_timeout)
+          w.deadline = wait_deadline(*claim.other, run_.options.leases, remote::Leases::now());
       }
       return false;
     }
@@ -334,21 +346,21 @@ bool Pipeline::poll_other(const plan::Plan& plan, Waiting& w, CompileStep& step,
     w.outcome.kind = LeaseOutcome::Kind::WaitTimedOut;
     w.outcome.note = std::string("the lease could not be taken over: ") + error.what();
   }
-  note(false, t.configuration.name + ": " + w.outcome.note + "; compiling it here");
+  run_.note(false, t.configuration.name + ": " + w.outcome.note + "; compiling it here");
   compile_leased(*w.row, step, compiled);
   publish_before_waiting(plan, compiled, step);
   return true;
 }
 
-void Pipeline::compile_leased(plan::PlanRow& row, CompileStep& step,
-                              std::vector<plan::PlanRow*>& compiled) {
+void LeaseCoordinator::compile_leased(plan::PlanRow& row, CompileStep& step,
+                                      std::vector<plan::PlanRow*>& compiled) {
   size_t first = compiled.size();
-  compile_rows({&row}, step, compiled);
+  compiler_.compile_rows({&row}, step, compiled);
   release_failed(compiled, step, first);
 }
 
-void Pipeline::release_failed(const std::vector<plan::PlanRow*>& compiled, const CompileStep& step,
-                              size_t first) {
+void LeaseCoordinator::release_failed(const std::vector<plan::PlanRow*>& compiled,
+                                      const CompileStep& step, size_t first) {
   std::vector<remote::LeaseEnd> ends;
   for (size_t i = first; i < compiled.size(); ++i) {
     const CompileOutcome& o = step.outcomes[i];
@@ -365,26 +377,27 @@ void Pipeline::release_failed(const std::vector<plan::PlanRow*>& compiled, const
   }
 }
 
-Pipeline::Refetch Pipeline::fetch_after_wait(plan::PlanRow& row, CompileStep& step) {
-  if (!writer_) return Refetch::Failed;
+LeaseCoordinator::Refetch LeaseCoordinator::fetch_after_wait(plan::PlanRow& row,
+                                                             CompileStep& step) {
+  if (!run_.writer) return Refetch::Failed;
   plan::Plan one;
   try {
     // Read through the store itself, not the miss policy: a read that failed must not pass for
     // a configuration the store lacks (that would compile it a second time).
-    auto fresh =
-        std::make_unique<remote::RemoteIndex>(remote::RemoteIndex::open(*writer_, memo_folder()));
-    one = plan::make_plan({row.target}, *local_index_, fresh.get(), "");
+    auto fresh = std::make_unique<remote::RemoteIndex>(
+        remote::RemoteIndex::open(*run_.writer, run_.memo_folder()));
+    one = plan::make_plan({row.target}, *run_.local_index, fresh.get(), "");
     if (one.rows.empty() || one.rows[0].status == plan::Status::Compile ||
         one.rows[0].status == plan::Status::Registry)
       return Refetch::Absent;
-    remote_ = std::move(fresh);  // its revision has the holder's push
+    run_.remote = std::move(fresh);  // its revision has the holder's push
   } catch (const Error& error) {
     rethrow_local_disk(error);
     log::debug("lease", "could not read the index for " + row.target.configuration.name + ": " +
                             error.what());
     return Refetch::Failed;
   }
-  step.fetched += prefetch(one);
+  step.fetched += prefetch_(one);
   if (one.rows[0].status != plan::Status::Local) return Refetch::Failed;
   row.status = plan::Status::Local;
   row.entry = one.rows[0].entry;
@@ -392,11 +405,11 @@ Pipeline::Refetch Pipeline::fetch_after_wait(plan::PlanRow& row, CompileStep& st
   return Refetch::Fetched;
 }
 
-void Pipeline::finish_leases(const plan::Plan& plan, const PushStep& step) {
+void LeaseCoordinator::finish(const plan::Plan& plan, const PushStep& step) {
   if (!leases_ || !*leases_) return;
   std::set<std::string> stored(step.result.pushed.begin(), step.result.pushed.end());
   stored.insert(step.result.already_stored.begin(), step.result.already_stored.end());
-  const bool nothing_new = !step.attempted && step.skipped_reason == why_not_push(true);
+  const bool nothing_new = !step.attempted && step.skipped_reason == publisher_.why_not_push(true);
   const std::string why = step.skipped_reason.empty() ? "its push did not include it"
                                                       : "its push failed: " + step.skipped_reason;
   std::vector<remote::LeaseEnd> ends;
@@ -410,8 +423,8 @@ void Pipeline::finish_leases(const plan::Plan& plan, const PushStep& step) {
     (*leases_)->finish(ends);  // only the leases this process holds; one commit on the Hub
   } catch (const Error& error) {
     rethrow_local_disk(error);
-    note(true, "the compile leases could not be ended: " + std::string(error.what()) +
-                   " (they expire by themselves)");
+    run_.note(true, "the compile leases could not be ended: " + std::string(error.what()) +
+                        " (they expire by themselves)");
   }
 }
 

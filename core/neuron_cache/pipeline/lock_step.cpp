@@ -59,17 +59,17 @@ std::string lock_problem(const lockfile::Lock& lock, const manifest::Manifest& m
 }
 
 void Pipeline::use_lockfile(const std::string& given) {
-  std::filesystem::path path = lock_path(manifest_.path, given);
-  lockfile::Lock lock = require_lock(path, manifest_.path);
+  std::filesystem::path path = lock_path(run_.manifest.path, given);
+  lockfile::Lock lock = require_lock(path, run_.manifest.path);
   std::vector<std::string> names;
-  for (const auto& c : manifest_.configurations) names.push_back(c.name);
-  if (std::string problem = lock_problem(lock, manifest_, names, path); !problem.empty())
+  for (const auto& c : run_.manifest.configurations) names.push_back(c.name);
+  if (std::string problem = lock_problem(lock, run_.manifest, names, path); !problem.empty())
     throw input_error(problem);
   use_lock(std::move(lock));
 }
 
 LockStep Pipeline::lock(const plan::Plan& plan) {
-  if (!remote_) {
+  if (!run_.remote) {
     throw operational_error("cannot lock: " +
                             (plan.hub_problem.empty() ? std::string("no cache store could be read")
                                                       : plan.hub_problem) +
@@ -79,19 +79,19 @@ LockStep Pipeline::lock(const plan::Plan& plan) {
   std::vector<const plan::Target*> keyed;
   for (const auto& row : plan.rows)
     if (row.target.unkeyed.empty()) keyed.push_back(&row.target);
-  remote_->load(plan::shards_of(keyed));
+  run_.remote->load(plan::shards_of(keyed));
   LockStep step;
-  step.lock.store = store_->location();
-  step.lock.revision = remote_->revision();
+  step.lock.store = run_.store->location();
+  step.lock.revision = run_.remote->revision();
   for (const auto& row : plan.rows) {
     const std::string& name = row.target.configuration.name;
     if (!row.target.unkeyed.empty()) {
       step.missing.push_back(name + ": its cache key is unknown (" + row.target.unkeyed + ")");
       continue;
     }
-    const auto* entry = remote_->find(row.target.inputs.compiler_version, row.target.key);
+    const auto* entry = run_.remote->find(row.target.inputs.compiler_version, row.target.key);
     if (entry == nullptr) {
-      step.missing.push_back(name + ": not in " + repo_ +
+      step.missing.push_back(name + ": not in " + run_.repo +
                              " (compile and push it first: neuron-cache ci)");
       continue;
     }
@@ -101,19 +101,19 @@ LockStep Pipeline::lock(const plan::Plan& plan) {
 }
 
 void Pipeline::use_lock(lockfile::Lock lock) {
-  for (const auto& configuration : manifest_.configurations) {
+  for (const auto& configuration : run_.manifest.configurations) {
     if (lock.find(configuration.name) == nullptr)
       throw input_error("the lock does not lock " + configuration.name +
-                        ": run `neuron-cache lock " + options_.manifest.string() + "` again");
+                        ": run `neuron-cache lock " + run_.options.manifest.string() + "` again");
   }
-  options_.strict = true;
-  lock_ = std::move(lock);
+  run_.options.strict = true;
+  run_.lock = std::move(lock);
 }
 
 std::vector<plan::Target> Pipeline::locked_targets() const {
   std::vector<plan::Target> targets;
-  for (const auto& configuration : manifest_.configurations) {
-    const artifact_index::Entry& entry = lock_->find(configuration.name)->entry;
+  for (const auto& configuration : run_.manifest.configurations) {
+    const artifact_index::Entry& entry = run_.lock->find(configuration.name)->entry;
     targets.push_back({configuration, entry.inputs, entry.key, ""});
   }
   return targets;
@@ -121,30 +121,30 @@ std::vector<plan::Target> Pipeline::locked_targets() const {
 
 void Pipeline::refetch_locked_at_head(const std::vector<artifact_index::Entry>& entries,
                                       remote::PrefetchResult& result) {
-  if (lock_->revision.empty() || store_->location() != lock_->store) return;  // read at the head
+  if (run_.lock->revision.empty() || run_.store->location() != run_.lock->store)
+    return;  // read at the head
   try {
-    if (store_->has_revision(lock_->revision)) return;  // the failures are the store's, not this
+    if (run_.store->has_revision(run_.lock->revision))
+      return;  // the failures are the store's, not this
   } catch (const Error& error) {
     rethrow_local_disk(error);
     log::debug("lock",
                std::string("could not ask whether the locked commit exists: ") + error.what());
     return;
   }
-  note(true, "the locked commit " + lock_->revision + " is gone from " + repo_ +
-                 " (its history was squashed, as `neuron-cache gc --squash` does): the locked "
-                 "files are read at the head instead, each still checked against the lock's "
-                 "sha256; run `neuron-cache lock " +
-                 options_.manifest.string() + "` to pin the new commit");
+  run_.note(true, "the locked commit " + run_.lock->revision + " is gone from " + run_.repo +
+                      " (its history was squashed, as `neuron-cache gc --squash` does): the locked "
+                      "files are read at the head instead, each still checked against the lock's "
+                      "sha256; run `neuron-cache lock " +
+                      run_.options.manifest.string() + "` to pin the new commit");
   std::vector<artifact_index::Entry> failed;
   for (const auto& entry : entries) {
     if (result.failed.count(entry.key) > 0) failed.push_back(entry);
   }
   try {
-    remote_ = locked_index(true);
-    result += remote::prefetch(*store_, remote_->revision(), *local_index_, failed,
-                               [this](const std::string& line) {
-                                 if (on_progress) on_progress(line);
-                               });
+    run_.remote = locked_index(true);
+    result += remote::prefetch(*run_.store, run_.remote->revision(), *run_.local_index, failed,
+                               [this](const std::string& line) { run_.progress(line); });
   } catch (const Error& error) {
     rethrow_local_disk(error);
     for (const auto& entry : failed) result.failed[entry.key] = error.what();
@@ -153,15 +153,15 @@ void Pipeline::refetch_locked_at_head(const std::vector<artifact_index::Entry>& 
 
 std::unique_ptr<remote::RemoteIndex> Pipeline::locked_index(bool at_head) {
   std::vector<artifact_index::Entry> entries;
-  for (const auto& locked : lock_->configurations) entries.push_back(locked.entry);
+  for (const auto& locked : run_.lock->configurations) entries.push_back(locked.entry);
   // The lock's revision on the lock's store; another store (a mirror) at its head: the bytes are
   // checked against the lock's sha256 either way.
-  bool same = store_->location() == lock_->store && !at_head;
+  bool same = run_.store->location() == run_.lock->store && !at_head;
   log::debug("decide", std::string("locked: ") + std::to_string(entries.size()) +
-                           " entries from the lock, read from " + store_->location() +
+                           " entries from the lock, read from " + run_.store->location() +
                            (same ? " at the locked revision" : " (a mirror) at its head"));
   return std::make_unique<remote::RemoteIndex>(
-      remote::RemoteIndex::locked(*store_, same ? lock_->revision : "", entries));
+      remote::RemoteIndex::locked(*run_.store, same ? run_.lock->revision : "", entries));
 }
 
 }  // namespace neuron_cache::pipeline

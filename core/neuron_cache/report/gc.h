@@ -1,5 +1,5 @@
 // What `neuron-cache gc` found and did (remote/gc.h), for machines: the JSON of `gc --json`
-// (keys in the README, "gc").
+// (keys in docs/gc.md, "gc").
 #pragma once
 
 #include <nlohmann/json.hpp>

@@ -1,5 +1,5 @@
 // What a cache store holds (remote/store_usage.h), for machines and for people: the JSON of
-// `neuron-cache du --json` (keys in the README, "du") and the Markdown section the GitHub Action
+// `neuron-cache du --json` (keys in docs/gc.md, "du") and the Markdown section the GitHub Action
 // adds to the job summary (input store-usage).
 #pragma once
 

@@ -12,7 +12,7 @@ namespace neuron_cache::sys {
 // a script) stays ignored. Call once, early in main, before any thread starts.
 void report_interrupts(const std::string& program, const std::string& line);
 
-// What an interrupted run leaves (README, "Formats and guarantees"): entries are installed whole
+// What an interrupted run leaves (docs/formats.md): entries are installed whole
 // or not at all, and the next prefetch reuses the files a killed one staged whole and resumes
 // the ones it had partly downloaded from their download journal (net::kProgressStep).
 inline constexpr const char* kInterruptedLine =
