@@ -6,7 +6,7 @@
 
 #include "neuron_cache/error.h"
 #include "neuron_cache/log/log.h"
-#include "neuron_cache/pipeline/pipeline.h"
+#include "neuron_cache/pipeline/lock_step.h"
 #include "neuron_cache/remote/remote_index.h"
 
 namespace neuron_cache::pipeline {
@@ -58,7 +58,7 @@ std::string lock_problem(const lockfile::Lock& lock, const manifest::Manifest& m
   return "";
 }
 
-void Pipeline::use_lockfile(const std::string& given) {
+void LockedMode::use_lockfile(const std::string& given) {
   std::filesystem::path path = lock_path(run_.manifest.path, given);
   lockfile::Lock lock = require_lock(path, run_.manifest.path);
   std::vector<std::string> names;
@@ -68,7 +68,7 @@ void Pipeline::use_lockfile(const std::string& given) {
   use_lock(std::move(lock));
 }
 
-LockStep Pipeline::lock(const plan::Plan& plan) {
+LockStep LockedMode::lock(const plan::Plan& plan) {
   if (!run_.remote) {
     throw operational_error("cannot lock: " +
                             (plan.hub_problem.empty() ? std::string("no cache store could be read")
@@ -100,7 +100,7 @@ LockStep Pipeline::lock(const plan::Plan& plan) {
   return step;
 }
 
-void Pipeline::use_lock(lockfile::Lock lock) {
+void LockedMode::use_lock(lockfile::Lock lock) {
   for (const auto& configuration : run_.manifest.configurations) {
     if (lock.find(configuration.name) == nullptr)
       throw input_error("the lock does not lock " + configuration.name +
@@ -110,7 +110,7 @@ void Pipeline::use_lock(lockfile::Lock lock) {
   run_.lock = std::move(lock);
 }
 
-std::vector<plan::Target> Pipeline::locked_targets() const {
+std::vector<plan::Target> LockedMode::locked_targets() const {
   std::vector<plan::Target> targets;
   for (const auto& configuration : run_.manifest.configurations) {
     const artifact_index::Entry& entry = run_.lock->find(configuration.name)->entry;
@@ -119,8 +119,8 @@ std::vector<plan::Target> Pipeline::locked_targets() const {
   return targets;
 }
 
-void Pipeline::refetch_locked_at_head(const std::vector<artifact_index::Entry>& entries,
-                                      remote::PrefetchResult& result) {
+void LockedMode::refetch_locked_at_head(const std::vector<artifact_index::Entry>& entries,
+                                        remote::PrefetchResult& result) {
   if (run_.lock->revision.empty() || run_.store->location() != run_.lock->store)
     return;  // read at the head
   try {
@@ -151,7 +151,7 @@ void Pipeline::refetch_locked_at_head(const std::vector<artifact_index::Entry>& 
   }
 }
 
-std::unique_ptr<remote::RemoteIndex> Pipeline::locked_index(bool at_head) {
+std::unique_ptr<remote::RemoteIndex> LockedMode::locked_index(bool at_head) {
   std::vector<artifact_index::Entry> entries;
   for (const auto& locked : run_.lock->configurations) entries.push_back(locked.entry);
   // The lock's revision on the lock's store; another store (a mirror) at its head: the bytes are
