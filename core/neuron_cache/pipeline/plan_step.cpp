@@ -1,23 +1,15 @@
 #include "neuron_cache/pipeline/plan_step.h"
 
 #include <algorithm>
-#include <chrono>
 #include <set>
 
-#include "neuron_cache/compile/capture.h"
-#include "neuron_cache/compile/seed_view.h"
 #include "neuron_cache/error.h"
 #include "neuron_cache/format/hub_names.h"
 #include "neuron_cache/format/wording.h"
-#include "neuron_cache/local/export_dir.h"
-#include "neuron_cache/local/use_record.h"
 #include "neuron_cache/log/log.h"
-#include "neuron_cache/net/retry.h"
-#include "neuron_cache/pipeline/hub_keys.h"
 #include "neuron_cache/pipeline/registry_memo.h"
 #include "neuron_cache/remote/lookup.h"
 #include "neuron_cache/remote/remote_index.h"
-#include "neuron_cache/version.h"
 
 namespace neuron_cache::pipeline {
 namespace {
