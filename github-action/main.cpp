@@ -264,7 +264,7 @@ class Group {
 
 // The same run as the CLI's plan / prefetch / compile / push / ci: pipeline::run.
 pipeline::RunResult run_steps(pipeline::Pipeline& p, const Inputs& in, WorkflowCommands& commands) {
-  Group group(commands, "neuron-cache " + in.mode_name + ": " + p.repo());
+  Group group(commands, "neuron-cache " + in.mode_name + ": " + p.context().repo);
   pipeline::RunSteps steps{runs_prefetch(in.mode), runs_compile(in.mode), runs_push(in.mode), {}};
   return report::counted_run(
       p, steps, [&commands](const plan::Plan& plan) { commands.line(report::plan_text(plan)); });
@@ -374,13 +374,13 @@ void write_store_usage(const Inputs& in, const pipeline::Pipeline& p,
   if (!in.store_usage || !path || !*path) return;
   std::string md;
   try {
-    if (!p.store()) throw input_error("no cache store was opened for the run");
+    if (!p.context().store) throw input_error("no cache store was opened for the run");
     std::unique_ptr<storage::Store> store =
-        storage::open_store(p.repo(), "the run's cache store", settings, client);
+        storage::open_store(p.context().repo, "the run's cache store", settings, client);
     md = report::usage_markdown(remote::store_usage(*store));
   } catch (const std::exception& error) {
-    md = report::usage_markdown_failure(p.repo().empty() ? "the cache store" : p.repo(),
-                                        error.what());
+    md = report::usage_markdown_failure(
+        p.context().repo.empty() ? "the cache store" : p.context().repo, error.what());
   }
   try {
     append_file(path, md);
@@ -394,21 +394,21 @@ void write_store_usage(const Inputs& in, const pipeline::Pipeline& p,
 // request, the read-only input) refuses gc-apply before any request.
 int run_gc(const Inputs& in, pipeline::Pipeline& p, const ReadOnly& read_only,
            hub::HubClient& client, WorkflowCommands& commands) {
-  const config::Setting& repo = p.settings().cache_repo;
+  const config::Setting& repo = p.context().settings.cache_repo;
   if (repo.value.empty())
     throw input_error("no cache repo: set the cache-repo input or the manifest's cache_repo");
-  Group group(commands, "neuron-cache gc: " + p.repo());
+  Group group(commands, "neuron-cache gc: " + p.context().repo);
   remote::GcOptions options;
   options.older_than = in.gc_older_than;
   if (in.gc_grace) options.grace = *in.gc_grace;
   if (options.older_than) options.declared = p.declared_keys();
-  std::unique_ptr<storage::Store> store =
-      storage::open_store(repo.value, "the cache repo from " + repo.origin, p.settings(), client);
+  std::unique_ptr<storage::Store> store = storage::open_store(
+      repo.value, "the cache repo from " + repo.origin, p.context().settings, client);
   std::unique_ptr<storage::Store> guarded;
   if (read_only.on) guarded = std::make_unique<storage::ReadOnlyStore>(*store, read_only.why);
   remote::GcPlan plan =
       remote::collect_garbage(guarded ? *guarded : *store, options, {in.gc_apply, in.gc_squash},
-                              net::retry_policy(p.settings(), 6));
+                              net::retry_policy(p.context().settings, 6));
   for (const auto& problem : plan.problems) commands.warning(problem);
   json answer = report::gc_json(plan);
   answer["action"] = {{"mode", "gc"}, {"read_only", read_only.on}};
@@ -420,7 +420,7 @@ int run_gc(const Inputs& in, pipeline::Pipeline& p, const ReadOnly& read_only,
   commands.notice(std::string(plan.applied ? "gc removed " : "gc dry run: would remove ") +
                   std::to_string(plan.removed.size()) + " MODULE folders and " +
                   std::to_string(plan.leases.size()) + " lease files (" +
-                  format::human_bytes(plan.freed.bytes) + ") from " + p.repo() +
+                  format::human_bytes(plan.freed.bytes) + ") from " + p.context().repo +
                   (plan.applied ? "" : "; set gc-apply: true to remove them"));
   return 0;
 }
@@ -441,7 +441,8 @@ void report_failures(const std::optional<pipeline::CompileStep>& step, WorkflowC
 }
 
 void report_notices(const pipeline::Pipeline& p, WorkflowCommands& commands) {
-  for (const auto& n : p.notices()) n.warning ? commands.warning(n.text) : commands.notice(n.text);
+  for (const auto& n : p.context().notices)
+    n.warning ? commands.warning(n.text) : commands.notice(n.text);
 }
 
 void announce_read_only(const ReadOnly& read_only, Mode mode, const storage::Store* store,
@@ -506,7 +507,7 @@ int run_action(const std::string& token, WorkflowCommands& commands) {
   pipeline::Pipeline p(settings, {storage::store_opener(client), &models}, options);
   if (in.mode == Mode::Gc) return run_gc(in, p, read_only, client, commands);
   if (in.locked) p.use_lockfile(in.lockfile);
-  announce_read_only(read_only, in.mode, p.store(), commands);
+  announce_read_only(read_only, in.mode, p.context().store, commands);
   p.on_progress([&commands](const std::string& line) { commands.line("neuron-cache: " + line); });
 
   pipeline::RunResult result = run_steps(p, in, commands);

@@ -5,9 +5,12 @@
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 
+#include <algorithm>
+#include <chrono>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <thread>
 
 #include "memory_store.h"
 #include "neuron_cache/error.h"
@@ -62,7 +65,10 @@ class MemoryStorePipeline : public ::testing::Test {
   config::Settings settings(const fs::path& cache) const {
     std::map<std::string, std::string> env = {{"HOME", work.path().string()},
                                               {"PATH", "/usr/bin:/bin"}};
-    if (lease_seconds > 0) env["NEURON_CACHE_LEASE_SECONDS"] = std::to_string(lease_seconds);
+    if (lease_seconds > 0) {
+      env["NEURON_CACHE_LEASE_SECONDS"] = std::to_string(lease_seconds);
+      env["NEURON_CACHE_LEASE_POLL_MS"] = "100";
+    }
     config::SettingOverrides overrides;
     overrides.cache_dir = cache.string();
     return config::Settings::resolve(config::Environment(env), overrides);
@@ -71,6 +77,12 @@ class MemoryStorePipeline : public ::testing::Test {
   // One run of the steps into the cache `cache_name`; its notices are kept in `notices`.
   pipeline::RunResult run(const std::string& cache_name, const pipeline::RunSteps& steps,
                           Policy policy = Policy::MissOnFailure) {
+    return run_machine(cache_name, steps, notices, policy);
+  }
+
+  // run() for one machine of several running at once: its notices go to `notes`.
+  pipeline::RunResult run_machine(const std::string& cache_name, const pipeline::RunSteps& steps,
+                                  std::string& notes, Policy policy = Policy::MissOnFailure) {
     pipeline::Options options;
     options.manifest = work / "neuron-cache.yaml";
     options.output_dir = work / ("out-" + cache_name);
@@ -78,11 +90,12 @@ class MemoryStorePipeline : public ::testing::Test {
     options.read_only = policy == Policy::ReadOnly;
     options.jobs = jobs;
     options.leases.enabled = lease_seconds > 0;
+    options.leases.wait_timeout = wait_timeout;
     pipeline::Remotes remotes{[this](const config::Settings&) { return store.handle(); }, &models};
     pipeline::Pipeline p(settings(work / cache_name), remotes, options);
     pipeline::RunResult result = pipeline::run(p, steps);
-    notices.clear();
-    for (const auto& notice : p.notices()) notices += notice.text + "\n";
+    notes.clear();
+    for (const auto& notice : p.context().notices) notes += notice.text + "\n";
     return result;
   }
 
@@ -121,6 +134,7 @@ class MemoryStorePipeline : public ::testing::Test {
   FakeModels models;
   std::string notices;
   int lease_seconds = 0;  // compile leases, living this long unrenewed, when not 0
+  std::optional<std::chrono::seconds> wait_timeout;  // the bound of a wait for another machine
   int jobs = 1;
 };
 
@@ -379,6 +393,117 @@ TEST_F(MemoryStorePipeline, LeasesAreRenewedWhileTheirCompilesRunAndDoneAfterThe
   }
   // The claim, at least one renewal during the compiles, the push, the leases' end.
   EXPECT_GE(store.commits(), 4) << notices;
+}
+
+// The lease coordinator (pipeline/lease_step.h) in-process: two machines are two pipelines with
+// their own local caches sharing the MemoryStore; another machine's lease is a record planted in
+// the store. No CLI process runs; the stand-in compiler does.
+class LeaseCoordinatorTest : public MemoryStorePipeline {
+ protected:
+  LeaseCoordinatorTest() {
+    lease_seconds = 3;
+    setenv("STAND_IN_DELAY", "1", 1);
+  }
+
+  // The key and compiler version of the manifest's one configuration.
+  std::pair<std::string, std::string> key_and_version() {
+    pipeline::RunResult plan = run("probe", kPlanOnly);
+    return {plan.initial.rows.at(0).target.key, plan.compiler_version};
+  }
+
+  // Another machine's live lease on the configuration, expiring `life` seconds from now, never
+  // renewed.
+  lease::Record plant_lease(int64_t life) {
+    auto [key, version] = key_and_version();
+    int64_t now = std::chrono::duration_cast<std::chrono::seconds>(
+                      std::chrono::system_clock::now().time_since_epoch())
+                      .count();
+    lease::Record other;
+    other.holder = "0123456789abcdef";
+    other.host = "runner-elsewhere";
+    other.configuration = "tiny-bs1";
+    other.key = key;
+    other.started = now;
+    other.heartbeat = now;
+    other.expires = now + life;
+    other.expected_seconds = 5;
+    store.put(lease::remote_path(version, key), lease::serialize(other));
+    return other;
+  }
+
+  static const pipeline::LeaseOutcome& only_lease(const pipeline::RunResult& result) {
+    EXPECT_TRUE(result.compile);
+    EXPECT_EQ(result.compile->leases.size(), 1u);
+    return result.compile->leases.at(0);
+  }
+};
+
+TEST_F(LeaseCoordinatorTest, TwoMachinesCompileOnceAndTheOtherFetchesThePush) {
+  pipeline::RunResult first, second;
+  std::string first_notes, second_notes;
+  std::thread other([&] { first = run_machine("machine-1", kCi, first_notes); });
+  second = run_machine("machine-2", kCi, second_notes);
+  other.join();
+
+  std::vector<pipeline::LeaseOutcome::Kind> kinds{only_lease(first).kind, only_lease(second).kind};
+  std::sort(kinds.begin(), kinds.end());
+  EXPECT_EQ(kinds, (std::vector<pipeline::LeaseOutcome::Kind>{
+                       pipeline::LeaseOutcome::Kind::Held, pipeline::LeaseOutcome::Kind::Fetched}))
+      << first_notes << second_notes;
+  const pipeline::RunResult& waiter =
+      only_lease(first).kind == pipeline::LeaseOutcome::Kind::Fetched ? first : second;
+  EXPECT_FALSE(only_lease(waiter).other_host.empty());
+  EXPECT_EQ(waiter.compile->fetched.result.completed.size(), 1u) << "what it fetched is counted";
+  EXPECT_EQ(modules_in("machine-1"), modules_in("machine-2"));
+  EXPECT_GE(modules_in("machine-2"), 1u);
+}
+
+TEST_F(LeaseCoordinatorTest, AHolderThatStopsRenewingIsTakenOverWhenItsLeaseExpires) {
+  lease::Record other = plant_lease(2);
+  auto start = std::chrono::steady_clock::now();
+  pipeline::RunResult ci = run("fill", kCi);
+  const pipeline::LeaseOutcome& lease = only_lease(ci);
+  EXPECT_EQ(lease.kind, pipeline::LeaseOutcome::Kind::TookOver) << notices;
+  EXPECT_EQ(lease.other_host, other.host);
+  EXPECT_GE(std::chrono::steady_clock::now() - start, std::chrono::seconds(1))
+      << "a live lease is waited for";
+  ASSERT_EQ(ci.compile->outcomes.size(), 1u);
+  EXPECT_TRUE(ci.compile->outcomes[0].ok) << ci.compile->outcomes[0].error;
+  std::optional<lease::Record> now =
+      lease::parse(store.content(lease::remote_path(ci.compiler_version, other.key)));
+  ASSERT_TRUE(now);
+  EXPECT_EQ(now->state, lease::State::Done);
+  EXPECT_NE(now->holder, other.holder);
+}
+
+TEST_F(LeaseCoordinatorTest, AWaitPastItsBoundCompilesWithoutTheLease) {
+  lease::Record other = plant_lease(600);
+  wait_timeout = std::chrono::seconds(1);
+  pipeline::RunResult ci = run("fill", kCi);
+  const pipeline::LeaseOutcome& lease = only_lease(ci);
+  EXPECT_EQ(lease.kind, pipeline::LeaseOutcome::Kind::WaitTimedOut) << notices;
+  EXPECT_EQ(lease.other_host, other.host);
+  ASSERT_EQ(ci.compile->outcomes.size(), 1u);
+  EXPECT_TRUE(ci.compile->outcomes[0].ok) << ci.compile->outcomes[0].error;
+  std::optional<lease::Record> now =
+      lease::parse(store.content(lease::remote_path(ci.compiler_version, other.key)));
+  ASSERT_TRUE(now);
+  EXPECT_EQ(now->holder, other.holder) << "the other machine's lease is left to it";
+}
+
+TEST_F(LeaseCoordinatorTest, AFailedCompileReleasesItsLeaseAtOnce) {
+  setenv("STAND_IN_FAIL", "batch_size=1", 1);
+  pipeline::RunResult ci = run("fill", kCi);
+  unsetenv("STAND_IN_FAIL");
+  const pipeline::LeaseOutcome& lease = only_lease(ci);
+  EXPECT_EQ(lease.kind, pipeline::LeaseOutcome::Kind::Held) << notices;
+  ASSERT_EQ(ci.compile->outcomes.size(), 1u);
+  EXPECT_FALSE(ci.compile->outcomes[0].ok);
+  std::optional<lease::Record> now =
+      lease::parse(store.content(lease::remote_path(ci.compiler_version, lease.key)));
+  ASSERT_TRUE(now);
+  EXPECT_EQ(now->state, lease::State::Released);
+  EXPECT_FALSE(now->note.empty()) << "the release says why";
 }
 
 }  // namespace

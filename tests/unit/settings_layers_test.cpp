@@ -392,23 +392,23 @@ TEST_F(PipelineSettingsTest, NeuronCcFlagsOfTheProcessAloneChangeNoKey) {
 
 TEST_F(PipelineSettingsTest, RepoAndCompilerComeFromTheSettingsLayers) {
   auto p = open(settings({{"CUSTOM_CACHE_REPO", "acme/from-env"}}));
-  EXPECT_EQ(p->repo(), "acme/manifest-repo");
-  EXPECT_EQ(p->repo_origin(),
+  EXPECT_EQ(p->context().repo, "acme/manifest-repo");
+  EXPECT_EQ(p->context().repo_origin,
             "the manifest's cache_repo in " + (work / "neuron-cache.yaml").string());
-  ASSERT_EQ(p->notices().size(), 1u);
-  EXPECT_NE(p->notices()[0].text.find("CUSTOM_CACHE_REPO=acme/from-env is not used"),
+  ASSERT_EQ(p->context().notices.size(), 1u);
+  EXPECT_NE(p->context().notices[0].text.find("CUSTOM_CACHE_REPO=acme/from-env is not used"),
             std::string::npos);
   config::SettingOverrides given;
   given.cache_repo = "acme/given";
   given.compiler_version = "2.19.2.0+bbbb";
   auto q = open(settings({{"CUSTOM_CACHE_REPO", "acme/from-env"}}, given));
-  EXPECT_EQ(q->repo(), "acme/given");
-  EXPECT_EQ(q->compiler_version(), "2.19.2.0+bbbb");
-  EXPECT_TRUE(q->notices().empty());
+  EXPECT_EQ(q->context().repo, "acme/given");
+  EXPECT_EQ(q->context().compiler_version, "2.19.2.0+bbbb");
+  EXPECT_TRUE(q->context().notices.empty());
   ProcessVariable set("CUSTOM_CACHE_REPO", "acme/process");
   auto r = open(settings({}));
-  EXPECT_EQ(r->repo(), "acme/manifest-repo");
-  EXPECT_TRUE(r->notices().empty()) << "the process's own CUSTOM_CACHE_REPO is not read";
+  EXPECT_EQ(r->context().repo, "acme/manifest-repo");
+  EXPECT_TRUE(r->context().notices.empty()) << "the process's own CUSTOM_CACHE_REPO is not read";
 }
 
 // pipeline::run: the plan first (shown through on_plan), then the steps asked for, nothing else.
@@ -435,9 +435,9 @@ TEST_F(PipelineSettingsTest, RunDoesTheStepsAskedForAfterThePlan) {
   EXPECT_GT(result.seconds, 0.0) << "the run is timed";
   EXPECT_LT(result.seconds, 60.0) << "an offline plan of one configuration";
   // The report reads the pipeline's side from the result alone.
-  EXPECT_EQ(result.repo, p->repo());
-  EXPECT_EQ(result.compiler_version, p->compiler_version());
-  EXPECT_EQ(result.notices.size(), p->notices().size());
+  EXPECT_EQ(result.repo, p->context().repo);
+  EXPECT_EQ(result.compiler_version, p->context().compiler_version);
+  EXPECT_EQ(result.notices.size(), p->context().notices.size());
 }
 
 // `config show --manifest M`: the settings a run with that manifest uses, each with its origin.

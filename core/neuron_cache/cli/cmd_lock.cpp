@@ -38,8 +38,8 @@ void check(Context& context, LockArgs& args) {
   auto p = context.open_pipeline(args.options, true);
   fs::path path = pipeline::lock_path(args.options.manifest, args.output);
   lockfile::Lock lock = pipeline::require_lock(path, args.options.manifest.string());
-  std::vector<std::string> names = selected_names(p->manifest(), args.options.configs);
-  if (std::string problem = pipeline::lock_problem(lock, p->manifest(), names, path);
+  std::vector<std::string> names = selected_names(p->context().manifest, args.options.configs);
+  if (std::string problem = pipeline::lock_problem(lock, p->context().manifest, names, path);
       !problem.empty())
     throw GateFailed{problem};
   std::cout << path.string() << " locks the " << names.size() << " configurations of "
@@ -53,7 +53,7 @@ lockfile::Lock resolve(pipeline::Pipeline& p, const LockArgs& args, const fs::pa
   if (!args.update.empty()) {
     old = pipeline::require_lock(path, args.options.manifest.string());
     for (const auto& name : args.update) {
-      if (p.manifest().find(name) == nullptr)
+      if (p.context().manifest.find(name) == nullptr)
         throw input_error("--update " + name + ": " + args.options.manifest.string() +
                           " declares no such configuration");
     }
@@ -68,7 +68,7 @@ lockfile::Lock resolve(pipeline::Pipeline& p, const LockArgs& args, const fs::pa
                             " configurations, so no lockfile was written:" + list);
   }
   step.lock.manifest = fs::path(args.options.manifest).filename().string();
-  step.lock.manifest_sha256 = p.manifest().text_sha256;
+  step.lock.manifest_sha256 = p.context().manifest.text_sha256;
   if (!old) return step.lock;
   std::set<std::string> updated(args.update.begin(), args.update.end());
   // The pipeline's manifest holds the selected configurations only: the whole file's here.
@@ -124,10 +124,10 @@ void write_bundle(Context& context, BundleArgs& args) {
   pipeline::run(*p, steps);
   fs::path lock = pipeline::lock_path(args.options.manifest, args.lockfile);
   // The lock the prefetch used, read once: the file may change meanwhile.
-  const lockfile::Lock& parsed = *p->lock_in_use();
+  const lockfile::Lock& parsed = *p->context().lock_in_use();
   std::string text = lockfile::serialize(parsed);
-  std::vector<bundle::Member> files = locked_members(parsed, p->cache_root());
-  bundle::write(args.output, text, p->cache_root(), files);
+  std::vector<bundle::Member> files = locked_members(parsed, p->context().root);
+  bundle::write(args.output, text, p->context().root, files);
   std::cout << "bundled " << parsed.configurations.size() << " locked configurations ("
             << files.size() << " files) and " << lock.filename().string() << " in " << args.output
             << "\n";

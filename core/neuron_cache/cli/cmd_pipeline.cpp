@@ -192,8 +192,9 @@ void run_plan(Context& context, Args& args) {
   pipeline::RunResult result = pipeline::run(*p, steps_of(false, false, false, args));
   if (args.json) {
     nlohmann::json out = report::plan_json(result.initial);
-    if (args.files) report::add_files(out, result.initial, p->local_index(), p->store());
-    out["hub_requests"] = p->store_requests();
+    if (args.files)
+      report::add_files(out, result.initial, *p->context().local_index, p->context().store);
+    out["hub_requests"] = p->context().store_requests();
     print_json(out);
   } else {
     std::cout << report::plan_text(result.initial);
@@ -393,7 +394,7 @@ void run_wrapped(Context& context, Args& args) {
   if (ran.exit_code == 0 && target) {
     report_recorded(ran, args);
     plan::Plan after = p->make_plan(std::vector<plan::Target>{*target});
-    say(report::run_push_line(p->push(after), p->store(), run_owner(args)));
+    say(report::run_push_line(p->push(after), p->context().store, run_owner(args)));
   } else if (ran.exit_code == 0) {
     if (!ran.produced.empty()) {
       warn(
@@ -401,7 +402,7 @@ void run_wrapped(Context& context, Args& args) {
           "compiles them again; give the run a name with --profile NAME (e.g. --profile "
           "my-training) to record, prefetch and push them");
     }
-    say(report::modules_push_line(p->push_modules(ran.produced), p->store()));
+    say(report::modules_push_line(p->push_modules(ran.produced), p->context().store));
   }
   if (!ran.error.empty()) throw operational_error(ran.error);
   if (ran.exit_code != 0) throw CommandExit{ran.exit_code > 0 ? ran.exit_code : 1};

@@ -167,7 +167,7 @@ void print_text(const local::CacheTree& tree, const Totals& totals) {
 void status(Context& context, bool json, bool zero_stats) {
   const config::Settings& settings = context.settings_with_compiler();
   local::LocalCache cache(settings.local_cache_root(), {settings.hf_hub_cache.value});
-  if (zero_stats) report::zero_stats(cache.root());
+  if (zero_stats) local::zero_stats(cache.root());
   // The local index is read on a second thread while the tree is scanned: they read disjoint
   // folders and cost about the same (10,000 MODULE_ folders recorded by 5,000 configurations:
   // 0.5 s of CPU in all).
@@ -175,10 +175,10 @@ void status(Context& context, bool json, bool zero_stats) {
       std::async(std::launch::async, [&cache] { return count_configurations(cache); });
   local::CacheTree tree = cache.scan(settings.compiler_version.value);
   Totals totals = tally(tree, recorded.get());
-  report::Stats stats = report::read_stats(cache.root());
+  local::Stats stats = local::read_stats(cache.root());
   if (json) {
     nlohmann::json out = to_json(tree, totals);
-    out["stats"] = report::stats_json(stats);
+    out["stats"] = local::stats_json(stats);
     print_json(out);
   } else {
     print_text(tree, totals);

@@ -256,36 +256,37 @@ void EntryLock::release_and_remove() {
 }
 
 PrefetchLock PrefetchLock::acquire(const fs::path& cache_root,
-                                   const std::function<void(const std::string&)>& on_wait) {
+                                   const std::function<void(const std::string&)>& on_wait,
+                                   std::chrono::milliseconds wait) {
   sys::SafeDir area = sys::SafeDir::open_or_create(cache_root).make_path(layout::kWorkAreaDir);
-  const std::string name(layout::kPrefetchLock);
-  const fs::path path = area.path() / name;
-  // Never deleted, so every process locks the same inode.
-  int fd = openat(area.fd(), name.c_str(), O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0644);
-  if (fd < 0) {
-    throw sys::io_failure("cannot open the prefetch lock", path, errno);
-  }
-  sys::UniqueFd lock(fd);
-  if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
-    if (errno != EWOULDBLOCK) {
-      throw operational_error("cannot lock " + path.string() + ": " + std::strerror(errno));
-    }
+  // The lock file is never deleted, so every process locks the same inode.
+  std::string holder;
+  auto waiting = [&](const std::string& pid) {
+    holder = pid.empty() || pid.find_first_not_of("0123456789") != std::string::npos
+                 ? ""
+                 : " (pid " + pid + ")";
     if (on_wait) {
-      std::string holder = sys::read_whole_fd(fd);
-      while (!holder.empty() && (holder.back() == '\n' || holder.back() == ' ')) holder.pop_back();
-      on_wait("another neuron-cache prefetch into " + cache_root.string() + " is running" +
-              (holder.empty() ? "" : " (pid " + holder + ")") +
-              ": waiting for it to finish; what it installs is not downloaded again");
+      on_wait("another neuron-cache prefetch into " + cache_root.string() + " is running" + holder +
+              ": waiting for it to finish (at most " + sys::wait_text(wait) +
+              "); what it installs is not downloaded again");
     }
-    while (flock(fd, LOCK_EX) != 0) {
-      if (errno != EINTR) {
-        throw operational_error("cannot lock " + path.string() + ": " + std::strerror(errno));
-      }
+  };
+  std::optional<sys::FileLock> lock =
+      sys::FileLock::acquire(area, std::string(layout::kPrefetchLock), sys::LockKind::Flock,
+                             sys::FileLock::Clock::now() + wait, waiting);
+  if (!lock) {
+    // The lock only saves downloads: each entry is installed under its own lock (EntryLock).
+    if (on_wait) {
+      on_wait("the prefetch" + holder + " into " + cache_root.string() + " still runs after " +
+              sys::wait_text(wait) +
+              ": prefetching beside it; an entry both fetch is installed "
+              "once");
     }
+    return PrefetchLock(std::nullopt);
   }
-  // The pid only names the holder in the next waiter's message: the flock decides ownership.
+  // The pid only names the holder in the next waiter's message: the lock decides ownership.
   std::string pid = std::to_string(getpid()) + "\n";
-  if (ftruncate(fd, 0) != 0 || pwrite(fd, pid.data(), pid.size(), 0) < 0) {
+  if (ftruncate(lock->fd(), 0) != 0 || pwrite(lock->fd(), pid.data(), pid.size(), 0) < 0) {
     // Only the message of a waiter would lack the pid.
   }
   return PrefetchLock(std::move(lock));

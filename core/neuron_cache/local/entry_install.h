@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "neuron_cache/local/download_journal.h"
+#include "neuron_cache/sys/file_lock.h"
 #include "neuron_cache/sys/safe_dir.h"
 
 namespace neuron_cache::local {
@@ -163,17 +164,24 @@ class EntryInstall {
 // Held by a prefetch for its whole run over one cache root (an flock on
 // <root>/.cache/huggingface/neuron-cache-prefetch.lock): a second prefetch into the same cache
 // waits, then finds installed what the first downloaded instead of downloading it again. A
-// prefetch killed with -9 holds nothing: the kernel drops its flock with the process.
+// prefetch killed with -9 holds nothing: the kernel drops its flock with the process. The wait is
+// bounded: the lock only saves downloads (each entry is installed under its own EntryLock), so
+// past `wait` the second prefetch goes on beside the first.
+inline constexpr std::chrono::minutes kPrefetchLockWait{30};
 class PrefetchLock {
  public:
-  // `on_wait` is called once, with a sentence naming the holder, when another process holds it.
+  // `on_wait` is called with a sentence naming the holder when another process holds it, and
+  // again if the wait ends at its bound.
   static PrefetchLock acquire(const std::filesystem::path& cache_root,
-                              const std::function<void(const std::string&)>& on_wait);
+                              const std::function<void(const std::string&)>& on_wait,
+                              std::chrono::milliseconds wait = kPrefetchLockWait);
   PrefetchLock(PrefetchLock&&) noexcept = default;
+  // Whether this prefetch holds the lock (false: it went on beside another one).
+  bool held() const { return lock_.has_value(); }
 
  private:
-  explicit PrefetchLock(sys::UniqueFd fd) : fd_(std::move(fd)) {}
-  sys::UniqueFd fd_;
+  explicit PrefetchLock(std::optional<sys::FileLock> lock) : lock_(std::move(lock)) {}
+  std::optional<sys::FileLock> lock_;
 };
 
 // What the staging folder names of one module start with ("<stem>.<pid>.<12 random>"): a digest,

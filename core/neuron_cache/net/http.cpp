@@ -406,7 +406,37 @@ bool HttpEngine::retry_fits(const HttpRequest& request, std::chrono::millisecond
   return false;
 }
 
-void HttpEngine::run(const std::vector<Exchange*>& exchanges, size_t parallel) {
+// One call of HttpEngine::run: the exchanges waiting for a slot (or for their retry time), the
+// transfers in the curl multi handle, and the steps that move an exchange from one to the other.
+class HttpEngine::Run {
+ public:
+  Run(HttpEngine& engine, const std::vector<Exchange*>& exchanges, size_t parallel)
+      : engine_(engine), multi_(engine.impl_->take()), parallel_(std::max<size_t>(parallel, 1)) {
+    for (Exchange* e : exchanges) waiting_.push_back({e, Clock::now(), {}, {}, {}, 0, false});
+  }
+  // Whatever leaves the run early (an exception from an exchange or a callback) first takes the
+  // transfers still running out of the multi handle, before they are freed; the handle goes back
+  // to the pool so its connections are reused.
+  ~Run() {
+    for (auto& t : active_) curl_multi_remove_handle(multi_, t->easy);
+    active_.clear();
+    engine_.impl_->give_back(multi_);
+  }
+  Run(const Run&) = delete;
+  Run& operator=(const Run&) = delete;
+
+  void until_done() {
+    while (!waiting_.empty() || !active_.empty()) {
+      start_ready();
+      int running = 0;
+      curl_multi_perform(multi_, &running);
+      finish_done();
+      end_unanswered();
+      wait_for_activity();
+    }
+  }
+
+ private:
   struct Waiting {
     Exchange* exchange;
     Clock::time_point ready_at;
@@ -416,59 +446,142 @@ void HttpEngine::run(const std::vector<Exchange*>& exchanges, size_t parallel) {
     int redirects = 0;
     bool has_redirect = false;
   };
-  // This call's multi handle, back to the pool once every transfer left it (declared first: it
-  // goes last).
-  struct Multi {
-    Impl& pool;
-    CURLM* handle;
-    ~Multi() { pool.give_back(handle); }
-  } multi{*impl_, impl_->take()};
-  // An exchange whose request goes to an endpoint found unreachable: answered here, without a
-  // request.
-  auto skip = [&](Exchange* exchange, const HttpRequest& request) {
-    HttpResponse response;
-    response.url = request.url;
-    response.unreachable = true;
-    response.error =
-        "not sent: " + unreachable() + "; no request to it is made for the rest of the run";
-    log::debug("http", request.method + " " + url::loggable(request.url) + " -> " + response.error);
-    exchange->on_complete(response);  // not transient: no retry is asked for
-  };
-  std::deque<Waiting> waiting;
-  for (Exchange* e : exchanges) waiting.push_back({e, Clock::now(), {}, {}, {}, 0, false});
-  std::list<std::unique_ptr<Transfer>> active;
-  // Whatever leaves run() early (an exception from an exchange or a callback) first takes the
-  // transfers still running out of the multi handle, before they are freed.
-  struct Detach {
-    CURLM* multi;
-    std::list<std::unique_ptr<Transfer>>& active;
-    ~Detach() {
-      for (auto& t : active) curl_multi_remove_handle(multi, t->easy);
-    }
-  } detach{multi.handle, active};
-  parallel = std::max<size_t>(parallel, 1);
 
-  auto start = [&](Waiting& w) {
+  // Starts the waiting exchanges that are ready, while a slot is free.
+  void start_ready() {
+    auto now = Clock::now();
+    for (auto it = waiting_.begin(); it != waiting_.end() && active_.size() < parallel_;) {
+      if (it->exchange->given_up()) {
+        it = waiting_.erase(it);  // over without a request: nothing it could fetch is wanted
+      } else if (it->ready_at <= now || engine_.gone_) {
+        Waiting w = std::move(*it);
+        it = waiting_.erase(it);
+        start(w);
+      } else {
+        ++it;
+      }
+    }
+  }
+
+  void start(Waiting& w) {
     HttpRequest request = w.has_redirect ? std::move(w.redirected) : w.exchange->request();
-    if (gone_ && to_endpoint(request)) return skip(w.exchange, request);
+    if (engine_.gone_ && engine_.to_endpoint(request)) return skip(w.exchange, request);
     auto t = std::make_unique<Transfer>();
     t->exchange = w.exchange;
     t->request = std::move(request);
     t->redirects = w.redirects;
     t->response.origin_headers = std::move(w.origin_headers);
     t->chain_origin = w.has_redirect ? std::move(w.chain_origin) : url::origin_of(t->request.url);
-    t->engine = this;
-    t->progress = &on_progress;
-    t->stats = &stats_;
+    t->engine = &engine_;
+    t->progress = &engine_.on_progress;
+    t->stats = &engine_.stats_;
     t->easy = curl_easy_init();
     if (t->easy == nullptr) throw operational_error("libcurl could not create a transfer");
-    configure(*t, options_);
-    curl_multi_add_handle(multi.handle, t->easy);
-    ++stats_.requests;
-    active.push_back(std::move(t));
-  };
+    configure(*t, engine_.options_);
+    curl_multi_add_handle(multi_, t->easy);
+    ++engine_.stats_.requests;
+    active_.push_back(std::move(t));
+  }
 
-  auto follow = [&](Transfer& t, std::string target) {
+  // An exchange whose request goes to an endpoint found unreachable: answered here, without a
+  // request.
+  void skip(Exchange* exchange, const HttpRequest& request) {
+    HttpResponse response;
+    response.url = request.url;
+    response.unreachable = true;
+    response.error =
+        "not sent: " + engine_.unreachable() + "; no request to it is made for the rest of the run";
+    log::debug("http", request.method + " " + url::loggable(request.url) + " -> " + response.error);
+    exchange->on_complete(response);  // not transient: no retry is asked for
+  }
+
+  // The transfers curl says are over, each finished.
+  void finish_done() {
+    int left = 0;
+    while (CURLMsg* message = curl_multi_info_read(multi_, &left)) {
+      if (message->msg != CURLMSG_DONE) continue;
+      Transfer* raw = nullptr;
+      curl_easy_getinfo(message->easy_handle, CURLINFO_PRIVATE, &raw);
+      CURLcode code = message->data.result;
+      curl_multi_remove_handle(multi_, message->easy_handle);
+      auto owned = std::find_if(active_.begin(), active_.end(),
+                                [&](const auto& t) { return t.get() == raw; });
+      std::unique_ptr<Transfer> t = std::move(*owned);
+      active_.erase(owned);
+      finish(*t, code);
+    }
+  }
+
+  void finish(Transfer& t, CURLcode code) {
+    if (t.failure) std::rethrow_exception(t.failure);
+    curl_easy_getinfo(t.easy, CURLINFO_RESPONSE_CODE, &t.response.status);
+    t.response.url = t.request.url;
+    if (code != CURLE_OK) describe_failure(t, code);
+    if (code == CURLE_OK && redirected(t)) return;
+    if (url::origin_of(t.request.url) == t.chain_origin) t.response.origin_headers.items.clear();
+    if (!t.aborted) engine_.note_reachability(t.request, t.response);
+    if (engine_.gone_ && engine_.to_endpoint(t.request) && t.request.tells_reachability &&
+        !t.response.unreachable && (t.response.status == 0 || t.response.status >= 500)) {
+      // The failure that decided it: the exchange must not ask for another try.
+      t.response.unreachable = true;
+      t.response.error += (t.response.error.empty() ? "" : "; ") + engine_.unreachable();
+    }
+    std::optional<std::chrono::milliseconds> retry_in = t.exchange->on_complete(t.response);
+    log_attempt(t, retry_in ? ", asked again in " + std::to_string(retry_in->count()) + " ms" : "");
+    if (!retry_in) return;
+    ++engine_.stats_.retries;
+    // Past the budget, the retry is not waited for: it is answered at once as unreachable.
+    Clock::time_point at =
+        engine_.retry_fits(t.request, *retry_in) ? Clock::now() + *retry_in : Clock::now();
+    waiting_.push_back({t.exchange, at, {}, {}, {}, 0, false});
+  }
+
+  // The response's error for a transfer that ended without a whole answer.
+  void describe_failure(Transfer& t, CURLcode code) const {
+    const HttpOptions& options = engine_.options_;
+    t.response.error = curl_easy_strerror(code);
+    if (t.aborted) t.response.error = "aborted by the receiver";
+    if (t.timed_out) {
+      t.response.error = "no answer within " +
+                         seconds_text(t.request.answer_timeout.value_or(options.answer_timeout));
+    }
+    if (t.overdue) {
+      t.response.error = "the answer was not whole within " +
+                         seconds_text(buffered_deadline(t.request, options)) +
+                         " (it kept trickling in)";
+    }
+    if (t.response.too_large) {
+      t.response.error = "the answer is larger than the " +
+                         std::to_string(t.request.max_answer_bytes) +
+                         " bytes an answer of its kind may have";
+    }
+    t.response.unreachable =
+        engine_.to_endpoint(t.request) && connect_failed(t.easy, code, t.timed_out);
+    // A streamed body that broke mid-way keeps its status so the exchange can resume.
+    if (t.response.status != 0 && t.status_checked != 1 && !t.response.too_large)
+      t.response.status = 0;
+  }
+
+  // True when the answer is a redirect this run follows (queued first); a refused or excessive
+  // one leaves its reason in the response, which the exchange then sees.
+  bool redirected(Transfer& t) {
+    auto location = t.response.headers.get("Location");
+    if (!is_redirect(t.response.status) || !location) return false;
+    if (t.redirects >= engine_.options_.max_redirects) {
+      t.response.error = "too many redirects";
+      return false;
+    }
+    std::string target = url::resolve_location(t.request.url, *location);
+    if (auto refused = refused_redirect(t.request, target)) {
+      t.response.error = *refused;  // the exchange sees the 3xx itself, not the other host
+      return false;
+    }
+    log_attempt(t, ", redirected to " + url::loggable(target));
+    follow(t, std::move(target));
+    return true;
+  }
+
+  void follow(Transfer& t, std::string target) {
     HttpRequest next = t.request;
     next.url = std::move(target);
     if (t.response.status == 303) {
@@ -480,139 +593,61 @@ void HttpEngine::run(const std::vector<Exchange*>& exchanges, size_t parallel) {
     // (/api/resolve-cache/...) and only then to its CDN.
     bool from_origin = url::origin_of(t.request.url) == t.chain_origin;
     Headers origin = from_origin ? t.response.headers : t.response.origin_headers;
-    waiting.push_front({t.exchange, Clock::now(), std::move(next), std::move(origin),
-                        t.chain_origin, t.redirects + 1, true});
-  };
-
-  auto finish = [&](Transfer& t, CURLcode code) {
-    if (t.failure) std::rethrow_exception(t.failure);
-    curl_easy_getinfo(t.easy, CURLINFO_RESPONSE_CODE, &t.response.status);
-    t.response.url = t.request.url;
-    if (code != CURLE_OK) {
-      t.response.error = curl_easy_strerror(code);
-      if (t.aborted) t.response.error = "aborted by the receiver";
-      if (t.timed_out) {
-        t.response.error = "no answer within " +
-                           seconds_text(t.request.answer_timeout.value_or(options_.answer_timeout));
-      }
-      if (t.overdue) {
-        t.response.error = "the answer was not whole within " +
-                           seconds_text(buffered_deadline(t.request, options_)) +
-                           " (it kept trickling in)";
-      }
-      if (t.response.too_large) {
-        t.response.error = "the answer is larger than the " +
-                           std::to_string(t.request.max_answer_bytes) +
-                           " bytes an answer of its kind may have";
-      }
-      t.response.unreachable = to_endpoint(t.request) && connect_failed(t.easy, code, t.timed_out);
-      if (t.response.status != 0 && t.status_checked != 1 && !t.response.too_large)
-        t.response.status = 0;
-      // A streamed body that broke mid-way keeps its status so the exchange can resume.
-    }
-    auto location = t.response.headers.get("Location");
-    if (code == CURLE_OK && is_redirect(t.response.status) && location) {
-      if (t.redirects >= options_.max_redirects) {
-        t.response.error = "too many redirects";
-      } else {
-        std::string target = url::resolve_location(t.request.url, *location);
-        if (auto refused = refused_redirect(t.request, target)) {
-          t.response.error = *refused;  // the exchange sees the 3xx itself, not the other host
-        } else {
-          log_attempt(t, ", redirected to " + url::loggable(target));
-          follow(t, std::move(target));
-          return;
-        }
-      }
-    }
-    if (url::origin_of(t.request.url) == t.chain_origin) t.response.origin_headers.items.clear();
-    if (!t.aborted) note_reachability(t.request, t.response);
-    if (gone_ && to_endpoint(t.request) && t.request.tells_reachability &&
-        !t.response.unreachable && (t.response.status == 0 || t.response.status >= 500)) {
-      // The failure that decided it: the exchange must not ask for another try.
-      t.response.unreachable = true;
-      t.response.error += (t.response.error.empty() ? "" : "; ") + unreachable();
-    }
-    std::optional<std::chrono::milliseconds> retry_in = t.exchange->on_complete(t.response);
-    log_attempt(t, retry_in ? ", asked again in " + std::to_string(retry_in->count()) + " ms" : "");
-    if (retry_in) {
-      ++stats_.retries;
-      // Past the budget, the retry is not waited for: it is answered at once as unreachable.
-      Clock::time_point at =
-          retry_fits(t.request, *retry_in) ? Clock::now() + *retry_in : Clock::now();
-      waiting.push_back({t.exchange, at, {}, {}, {}, 0, false});
-    }
-  };
+    waiting_.push_front({t.exchange, Clock::now(), std::move(next), std::move(origin),
+                         t.chain_origin, t.redirects + 1, true});
+  }
 
   // Transfers still without an answer past their deadline are ended here: libcurl's own limits
   // cannot tell a server that never answers from a large transfer that is progressing slowly.
-  auto end_unanswered = [&] {
+  void end_unanswered() {
     auto now = Clock::now();
-    for (auto it = active.begin(); it != active.end();) {
+    for (auto it = active_.begin(); it != active_.end();) {
       Transfer& t = **it;
-      bool unanswered = !t.answered && now >= answer_deadline(t, options_);
+      bool unanswered = !t.answered && now >= answer_deadline(t, engine_.options_);
       bool overdue = t.status_checked != 1 && t.request.upload_fd < 0 &&
-                     now >= t.started + buffered_deadline(t.request, options_);
+                     now >= t.started + buffered_deadline(t.request, engine_.options_);
       if (!unanswered && !overdue) {
         ++it;
         continue;
       }
       t.timed_out = unanswered;
       t.overdue = overdue && !unanswered;
-      curl_multi_remove_handle(multi.handle, t.easy);
+      curl_multi_remove_handle(multi_, t.easy);
       std::unique_ptr<Transfer> owned = std::move(*it);
-      it = active.erase(it);
+      it = active_.erase(it);
       finish(*owned, CURLE_OPERATION_TIMEDOUT);
     }
-  };
+  }
 
-  while (!waiting.empty() || !active.empty()) {
-    auto now = Clock::now();
-    for (auto it = waiting.begin(); it != waiting.end() && active.size() < parallel;) {
-      if (it->exchange->given_up()) {
-        it = waiting.erase(it);  // over without a request: nothing it could fetch is wanted
-      } else if (it->ready_at <= now || gone_) {
-        Waiting w = std::move(*it);
-        it = waiting.erase(it);
-        start(w);
-      } else {
-        ++it;
-      }
-    }
-    int running = 0;
-    curl_multi_perform(multi.handle, &running);
-    int left = 0;
-    while (CURLMsg* message = curl_multi_info_read(multi.handle, &left)) {
-      if (message->msg != CURLMSG_DONE) continue;
-      Transfer* raw = nullptr;
-      curl_easy_getinfo(message->easy_handle, CURLINFO_PRIVATE, &raw);
-      CURLcode code = message->data.result;
-      curl_multi_remove_handle(multi.handle, message->easy_handle);
-      auto owned =
-          std::find_if(active.begin(), active.end(), [&](const auto& t) { return t.get() == raw; });
-      std::unique_ptr<Transfer> t = std::move(*owned);
-      active.erase(owned);
-      finish(*t, code);
-    }
-    end_unanswered();
-    // A waiting exchange shortens the wait only when it could start: with every slot taken, what
-    // comes next is a transfer's socket activity, which ends the poll. (Counting the exchanges
-    // queued for a slot, ready since the start, made every poll return at once: a push of 824
-    // files spun a core in this loop, a third of its CPU time in clock_gettime.)
+  // A waiting exchange shortens the wait only when it could start: with every slot taken, what
+  // comes next is a transfer's socket activity, which ends the poll. (Counting the exchanges
+  // queued for a slot, ready since the start, made every poll return at once: a push of 824
+  // files spun a core in this loop, a third of its CPU time in clock_gettime.)
+  void wait_for_activity() {
     int wait_ms = 100;
-    if (active.size() < parallel) {
+    if (active_.size() < parallel_) {
       auto after = Clock::now();
-      for (const auto& w : waiting) {
+      for (const auto& w : waiting_) {
         auto until = std::chrono::duration_cast<std::chrono::milliseconds>(w.ready_at - after);
         wait_ms = std::clamp(static_cast<int>(until.count()), 0, wait_ms);
       }
     }
-    if (!active.empty()) {
-      curl_multi_poll(multi.handle, nullptr, 0, wait_ms, nullptr);
-    } else if (wait_ms > 0 && !waiting.empty()) {
+    if (!active_.empty()) {
+      curl_multi_poll(multi_, nullptr, 0, wait_ms, nullptr);
+    } else if (wait_ms > 0 && !waiting_.empty()) {
       usleep(static_cast<useconds_t>(wait_ms) * 1000);
     }
   }
+
+  HttpEngine& engine_;
+  CURLM* multi_;
+  size_t parallel_;
+  std::deque<Waiting> waiting_;
+  std::list<std::unique_ptr<Transfer>> active_;
+};
+
+void HttpEngine::run(const std::vector<Exchange*>& exchanges, size_t parallel) {
+  Run(*this, exchanges, parallel).until_done();
 }
 
 namespace {

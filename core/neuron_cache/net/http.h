@@ -178,6 +178,7 @@ class HttpEngine {
 
  private:
   struct Impl;
+  class Run;  // one call of run(): its waiting exchanges and its transfers (http.cpp)
   std::unique_ptr<Impl> impl_;
   // Records how an attempt at the endpoint went; decides unreachable_.
   void note_reachability(const HttpRequest& request, const HttpResponse& response);

@@ -155,10 +155,6 @@ WrappedRun Pipeline::run_wrapped(const plan::Target* target, const std::vector<s
   return compiler_.run_wrapped(target, argv);
 }
 
-size_t Pipeline::store_requests() const {
-  return run_.store_requests();
-}
-
 std::vector<plan::Target> Pipeline::targets() {
   return planner_.targets();
 }

@@ -41,21 +41,9 @@ class Pipeline {
   Pipeline(const config::Settings& settings, Remotes remotes, Options options);
   ~Pipeline();
 
-  const manifest::Manifest& manifest() const { return run_.manifest; }
-  // The cache store as reports name it: a Hub repo id, "s3://bucket/prefix", "file:///path".
-  const std::string& repo() const { return run_.repo; }
-  // The store, or null when none is set (or it could not be opened: see notices()).
-  const storage::Store* store() const { return run_.store; }
-  // Where repo() comes from (RunContext::repo_origin).
-  const std::string& repo_origin() const { return run_.repo_origin; }
-  const std::string& compiler_version() const { return run_.compiler_version; }
-  const std::filesystem::path& cache_root() const { return run_.root; }
-  const std::vector<Notice>& notices() const { return run_.notices; }
-  const local::LocalIndex& local_index() const { return *run_.local_index; }
-  // The settings with the manifest's layer (its cache_repo, cache_dir, compiler version).
-  const config::Settings& settings() const { return run_.settings; }
-  // Requests sent to the cache store since the pipeline opened it.
-  size_t store_requests() const;
+  // What the run holds: the manifest, the store and where its name comes from, the local cache
+  // and its index, the settings with the manifest's layer, the notices, the lock in use.
+  const RunContext& context() const { return run_; }
   // Called with one line whenever something happens (for live output).
   void on_progress(std::function<void(const std::string&)> show) {
     run_.on_progress = std::move(show);
@@ -95,8 +83,6 @@ class Pipeline {
   // Locked builds (LockedMode): `lock`, and `--locked` from the lockfile.
   LockStep lock(const plan::Plan& plan);
   void use_lockfile(const std::string& given);
-  // The lock of locked mode, or null.
-  const lockfile::Lock* lock_in_use() const { return run_.lock ? &*run_.lock : nullptr; }
 
  private:
   RunContext run_;

@@ -18,10 +18,10 @@ RunResult run(Pipeline& p, const RunSteps& steps,
   result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   if (!steps.export_dir.empty())
     result.exports = p.export_artifacts(result.final, steps.export_dir);
-  result.repo = p.repo();
-  result.compiler_version = p.compiler_version();
-  result.store_requests = p.store_requests();
-  result.notices = p.notices();
+  result.repo = p.context().repo;
+  result.compiler_version = p.context().compiler_version;
+  result.store_requests = p.context().store_requests();
+  result.notices = p.context().notices;
   return result;
 }
 

@@ -96,6 +96,8 @@ class RunContext {
   storage::Store* online_store() const;
   // Requests sent to the cache store since it was opened.
   size_t store_requests() const;
+  // The lock of locked mode, or null.
+  const lockfile::Lock* lock_in_use() const { return lock ? &*lock : nullptr; }
   // Where the store's answers are remembered in the cache root (sys::RootedFile's rule).
   sys::RootedFile memo_folder() const;
   // The manifest's folder (the working directory without a manifest).

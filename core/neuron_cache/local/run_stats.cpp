@@ -1,0 +1,123 @@
+#include "neuron_cache/local/run_stats.h"
+
+#include "neuron_cache/error.h"
+#include "neuron_cache/format/artifact_index.h"
+#include "neuron_cache/format/layout.h"
+#include "neuron_cache/format/pyjson.h"
+#include "neuron_cache/sys/file_lock.h"
+#include "neuron_cache/sys/safe_dir.h"
+
+namespace neuron_cache::local {
+namespace {
+
+using nlohmann::json;
+
+constexpr std::string_view kLockName = "neuron-cache-stats.lock";
+
+sys::RootedFile stats_file(const std::filesystem::path& cache_root) {
+  return sys::RootedFile(cache_root, std::string(kStatsFile));
+}
+
+// A number the file holds, or 0: the file is the tool's own, but hostile until bounded.
+template <typename T>
+T number(const json& object, const char* key) {
+  const json* value = object.is_object() && object.contains(key) ? &object.at(key) : nullptr;
+  if (value == nullptr || !value->is_number() || value->get<double>() < 0) return 0;
+  return value->get<T>();
+}
+
+StoreStats store_from(const json& object) {
+  StoreStats s;
+  s.runs = number<uint64_t>(object, "runs");
+  s.local_hits = number<uint64_t>(object, "local_hits");
+  s.store_hits = number<uint64_t>(object, "store_hits");
+  s.misses = number<uint64_t>(object, "misses");
+  s.compiled = number<uint64_t>(object, "compiled");
+  s.reused = number<uint64_t>(object, "reused");
+  s.bytes_reused = number<uint64_t>(object, "bytes_reused");
+  s.failed = number<uint64_t>(object, "failed");
+  s.bytes_downloaded = number<uint64_t>(object, "bytes_downloaded");
+  s.bytes_uploaded = number<uint64_t>(object, "bytes_uploaded");
+  s.compile_seconds = number<double>(object, "compile_seconds");
+  s.compile_seconds_saved = number<double>(object, "compile_seconds_saved");
+  return s;
+}
+
+json store_json(const StoreStats& s) {
+  return {{"runs", s.runs},
+          {"local_hits", s.local_hits},
+          {"store_hits", s.store_hits},
+          {"misses", s.misses},
+          {"compiled", s.compiled},
+          {"reused", s.reused},
+          {"failed", s.failed},
+          {"bytes_reused", s.bytes_reused},
+          {"bytes_downloaded", s.bytes_downloaded},
+          {"bytes_uploaded", s.bytes_uploaded},
+          {"compile_seconds", s.compile_seconds},
+          {"compile_seconds_saved", s.compile_seconds_saved}};
+}
+
+Stats stats_from(const json& value) {
+  Stats stats;
+  if (!value.is_object() || number<int>(value, "format_version") != kStatsFormatVersion)
+    return stats;
+  if (value.contains("since") && value["since"].is_string())
+    stats.since = value["since"].get<std::string>();
+  if (value.contains("stores") && value["stores"].is_object()) {
+    for (const auto& [name, object] : value["stores"].items())
+      stats.stores[name] = store_from(object);
+  }
+  return stats;
+}
+
+// The statistics lock, or nothing when another run held it for `wait`.
+std::optional<sys::FileLock> lock_stats(const std::filesystem::path& cache_root,
+                                        std::chrono::milliseconds wait) {
+  sys::SafeDir area = sys::SafeDir::open(cache_root).make_path(std::string(layout::kWorkAreaDir));
+  return sys::FileLock::acquire(area, std::string(kLockName), sys::LockKind::Flock,
+                                sys::FileLock::Clock::now() + wait);
+}
+
+void write(const std::filesystem::path& cache_root, const Stats& stats) {
+  stats_file(cache_root).replace(stats_json(stats).dump(2) + "\n");
+}
+
+}  // namespace
+
+Stats read_stats(const std::filesystem::path& cache_root) {
+  auto value = pyjson::read_kept(stats_file(cache_root));
+  return value ? stats_from(*value) : Stats{};
+}
+
+bool update_stats(const std::filesystem::path& cache_root,
+                  const std::function<void(Stats&)>& change, std::chrono::milliseconds wait) {
+  std::optional<sys::FileLock> lock = lock_stats(cache_root, wait);
+  if (!lock) return false;
+  Stats stats = read_stats(cache_root);
+  if (stats.since.empty()) stats.since = artifact_index::utc_now();
+  change(stats);
+  write(cache_root, stats);
+  return true;
+}
+
+void zero_stats(const std::filesystem::path& cache_root, std::chrono::milliseconds wait) {
+  std::optional<sys::FileLock> lock = lock_stats(cache_root, wait);
+  if (!lock) {
+    throw operational_error("the statistics of " + cache_root.string() + " stayed locked for " +
+                            sys::wait_text(wait) +
+                            " by another run recording its own: run `status --zero-stats` again "
+                            "once it has finished");
+  }
+  Stats stats;
+  stats.since = artifact_index::utc_now();
+  write(cache_root, stats);
+}
+
+json stats_json(const Stats& stats) {
+  json stores = json::object();
+  for (const auto& [name, s] : stats.stores) stores[name] = store_json(s);
+  return {{"format_version", kStatsFormatVersion}, {"since", stats.since}, {"stores", stores}};
+}
+
+}  // namespace neuron_cache::local
