@@ -328,10 +328,10 @@ TEST(S3Store, AnonymousAccessReadsUnsignedAndNeverWrites) {
   config::AwsAccess access = config::resolve_aws_access(env);
   ASSERT_TRUE(access.anonymous());
   S3Store store("s3://public-bucket/cache", access);
-  net::HttpRequest get = store.signed_request("GET", store.object_url("a"), "x");
+  net::HttpRequest get = store.signed_request("GET", store.address().object_url("a"), "x");
   EXPECT_FALSE(get.aws_sigv4.has_value()) << "an anonymous read is not signed";
   EXPECT_FALSE(store.why_not_writable().empty());
-  EXPECT_THROW(store.signed_request("PUT", store.object_url("a"), "x"), Error);
+  EXPECT_THROW(store.signed_request("PUT", store.address().object_url("a"), "x"), Error);
   write_file(dir / "f", "x");
   EXPECT_THROW(store.commit({add("f", dir / "f")}, "", std::nullopt), Error);
   EXPECT_EQ(store.requests(), 0u) << "nothing was sent";
