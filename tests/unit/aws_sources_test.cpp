@@ -161,7 +161,8 @@ TEST(AwsSources, ARequestMadeEarlyIsSignedWithTheCredentialsOfWhenItIsSent) {
   std::map<std::string, std::string> env = stand_in.env_for("container", dir.path());
   env["AWS_ENDPOINT_URL_S3"] = "http://127.0.0.1:1";
   storage::S3Store store("s3://bucket/p", config::resolve_aws_access(config::Environment(env)));
-  net::HttpRequest request = store.signed_request("PUT", store.object_url("a"), "UNSIGNED-PAYLOAD");
+  net::HttpRequest request =
+      store.signed_request("PUT", store.address().object_url("a"), "UNSIGNED-PAYLOAD");
   std::string first_key = request.aws_sigv4->key_id;
   json rotated = stand_in.rotate();
   std::this_thread::sleep_for(std::chrono::milliseconds(1200));  // past half their lifetime

@@ -36,8 +36,8 @@ using testing::write_file;
 constexpr const char* kShard = "neuron-cache-index/neuronxcc-2.21/org--model.json";
 constexpr const char* kModule = "neuronxcc-2.21/MODULE_123+abcdef01";
 
-CommitOperation add(const std::string& path, const fs::path& local) {
-  return {CommitOperation::Kind::Add, path, local};
+CommitOperation add(const std::string& path, const fs::path& local, Expected expected = {}) {
+  return {CommitOperation::Kind::Add, path, local, std::move(expected)};
 }
 
 // Writes `bytes` pseudo-random bytes (seeded) to `file` without holding them in memory.
@@ -265,16 +265,27 @@ TEST_F(FolderStoreTest, ASymlinkInTheStoreIsNeverFollowed) {
 
 TEST_F(FolderStoreTest, AnIndexFileChangedSinceItWasReadIsAConflict) {
   FolderStore first(root()), second(root());
-  EXPECT_EQ(first.read_small(kShard, "", 1 << 20), std::nullopt);
-  EXPECT_EQ(second.read_small(kShard, "", 1 << 20), std::nullopt);
-  first.commit({add(kShard, local("a", "[\"a\"]"))}, "m", std::nullopt);
-  EXPECT_THROW(second.commit({add(kShard, local("b", "[\"b\"]"))}, "m", std::nullopt),
+  SmallFile first_read = first.read_versioned(kShard, "", 1 << 20);
+  SmallFile second_read = second.read_versioned(kShard, "", 1 << 20);
+  EXPECT_EQ(second_read.content, std::nullopt);
+  first.commit({add(kShard, local("a", "[\"a\"]"), first_read.expected())}, "m", std::nullopt);
+  EXPECT_THROW(second.commit({add(kShard, local("b", "[\"b\"]"), second_read.expected())}, "m",
+                             std::nullopt),
                CommitConflict);
   EXPECT_EQ(read_file(root() / kShard), "[\"a\"]");
-  EXPECT_EQ(second.read_small(kShard, "", 1 << 20), "[\"a\"]");
-  second.commit({add(kShard, local("b", "[\"a\",\"b\"]"))}, "m", std::nullopt);
-  // Its own write is what it saw last: a second commit without reading again is no conflict.
-  second.commit({add(kShard, local("c", "[\"a\",\"b\",\"c\"]"))}, "m", std::nullopt);
+  second_read = second.read_versioned(kShard, "", 1 << 20);
+  EXPECT_EQ(second_read.content, "[\"a\"]");
+  EXPECT_EQ(second_read.version, sha256_hex("[\"a\"]"));
+  second.commit({add(kShard, local("b", "[\"a\",\"b\"]"), second_read.expected())}, "m",
+                std::nullopt);
+  // The version read travels with the write, nothing is remembered: the same expectation again,
+  // after its own write, is a conflict; what it reads now is the version to write on.
+  EXPECT_THROW(second.commit({add(kShard, local("c", "[\"c\"]"), second_read.expected())}, "m",
+                             std::nullopt),
+               CommitConflict);
+  second_read = second.read_versioned(kShard, "", 1 << 20);
+  second.commit({add(kShard, local("c", "[\"a\",\"b\",\"c\"]"), second_read.expected())}, "m",
+                std::nullopt);
   EXPECT_EQ(read_file(root() / kShard), "[\"a\",\"b\",\"c\"]");
 }
 
@@ -282,13 +293,14 @@ TEST_F(FolderStoreTest, AnIndexFileChangedSinceItWasReadIsAConflict) {
 int add_entry(FolderStore& store, const fs::path& work, const std::string& entry,
               const std::function<void()>& between = {}) {
   for (int conflicts = 0;; ++conflicts) {
-    auto text = store.read_small(kShard, "", 1 << 20);
-    json doc = text ? json::parse(*text) : json::array();
+    SmallFile read = store.read_versioned(kShard, "", 1 << 20);
+    json doc = read.content ? json::parse(*read.content) : json::array();
     doc.push_back(entry);
     write_file(work / (entry + ".json"), doc.dump());
     if (between) between();
     try {
-      store.commit({add(kShard, work / (entry + ".json"))}, "add " + entry, std::nullopt);
+      store.commit({add(kShard, work / (entry + ".json"), read.expected())}, "add " + entry,
+                   std::nullopt);
       return conflicts;
     } catch (const CommitConflict&) {
       if (conflicts > 500) throw;
@@ -403,15 +415,17 @@ TEST_F(FolderStoreTest, KillDuringCommitLeavesNoVisiblePartialFile) {
   std::string sha = sha256_of_file(big);
   fs::create_directories(root() / kModule);
   write_file(work() / "big.neff.idx", "[]");
+  FolderStore(root()).commit({add(kShard, work() / "big.neff.idx")}, "m", std::nullopt);
   pid_t pid = fork();
   ASSERT_GE(pid, 0);
   if (pid == 0) {
     try {
       FolderStore store(root());
-      store.read_small(kShard, "", 1 << 20);
+      // The shard keeps its content: every commit meets the version read, under the lock.
+      Expected shard = store.read_versioned(kShard, "", 1 << 20).expected();
       for (int i = 0;; ++i) {
         store.commit({add(std::string(kModule) + "/part" + std::to_string(i) + ".neff", big),
-                      add(kShard, work() / "big.neff.idx")},
+                      add(kShard, work() / "big.neff.idx", shard)},
                      "m", std::nullopt);
       }
     } catch (const std::exception& e) {
@@ -441,8 +455,8 @@ TEST_F(FolderStoreTest, KillDuringCommitLeavesNoVisiblePartialFile) {
   }
   // The killed writer's index lock went with it: the next commit takes it at once.
   auto started = std::chrono::steady_clock::now();
-  store.read_small(kShard, "", 1 << 20);
-  store.commit({add(kShard, local("i", "[1]"))}, "m", std::nullopt);
+  Expected shard = store.read_versioned(kShard, "", 1 << 20).expected();
+  store.commit({add(kShard, local("i", "[1]"), shard)}, "m", std::nullopt);
   EXPECT_LT(std::chrono::steady_clock::now() - started, std::chrono::seconds(5));
   EXPECT_EQ(read_file(root() / kShard), "[1]");
 }
@@ -531,12 +545,14 @@ TEST(FolderStoreSettings, TheTimeoutBoundsTheIndexLockWait) {
   testing::write_file(temp.path() / "shard.json", "[]");
   create_folder_store(temp.path());
   FolderStore store(temp.path(), FolderOptions{false, std::chrono::milliseconds(300)});
-  // Only a file the store read is an index file, replaced under the lock.
-  EXPECT_FALSE(store.read_small(kShard, "", 1 << 20));
+  // Only an operation that expects a version is replaced under the lock.
+  SmallFile read = store.read_versioned(kShard, "", 1 << 20);
+  EXPECT_FALSE(read.content);
   auto start = std::chrono::steady_clock::now();
   try {
-    store.commit({{CommitOperation::Kind::Add, kShard, temp.path() / "shard.json"}}, "m",
-                 std::nullopt);
+    store.commit(
+        {{CommitOperation::Kind::Add, kShard, temp.path() / "shard.json", read.expected()}}, "m",
+        std::nullopt);
     ADD_FAILURE() << "the lock is held";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("NEURON_CACHE_TIMEOUT_MS"), std::string::npos) << e.what();

@@ -10,6 +10,7 @@
 
 #include "neuron_cache/error.h"
 #include "neuron_cache/format/digest.h"
+#include "neuron_cache/storage/forwarding_store.h"
 #include "test_support.h"
 
 namespace neuron_cache::testing {
@@ -26,59 +27,10 @@ bool below(const std::string& path, const std::string& folder) {
   return folder.empty() || path.starts_with(folder + "/");
 }
 
-// Forwards every method: the pipeline owns this, the test owns the store.
-class Handle : public storage::Store {
- public:
-  explicit Handle(Store& store) : store_(store) {}
-  storage::Kind kind() const override { return store_.kind(); }
-  std::string location() const override { return store_.location(); }
-  std::string name() const override { return store_.name(); }
-  std::string head() override { return store_.head(); }
-  std::vector<storage::RemoteEntry> list(const std::string& path, bool recursive,
-                                         const std::string& revision) override {
-    return store_.list(path, recursive, revision);
-  }
-  std::vector<storage::RemoteEntry> stat(const std::vector<std::string>& paths,
-                                         const std::string& revision) override {
-    return store_.stat(paths, revision);
-  }
-  std::optional<std::string> read_small(const std::string& path, const std::string& revision,
-                                        uint64_t max_bytes) override {
-    return store_.read_small(path, revision, max_bytes);
-  }
-  std::vector<storage::DownloadResult> download(
-      const std::string& revision, std::vector<storage::DownloadRequest>& requests) override {
-    return store_.download(revision, requests);
-  }
-  bool content_matches(const storage::RemoteEntry& entry, std::string_view content) const override {
-    return store_.content_matches(entry, content);
-  }
-  storage::CommitResult commit(const std::vector<storage::CommitOperation>& operations,
-                               const std::string& message,
-                               const std::optional<std::string>& parent) override {
-    return store_.commit(operations, message, parent);
-  }
-  std::string squash_history(const std::string& message) override {
-    return store_.squash_history(message);
-  }
-  bool has_revision(const std::string& revision) override { return store_.has_revision(revision); }
-  std::string why_not_writable() override { return store_.why_not_writable(); }
-  bool checks_conditional_writes() override { return store_.checks_conditional_writes(); }
-  Url download_url(const std::string& revision, const std::string& path) const override {
-    return store_.download_url(revision, path);
-  }
-  uint64_t requests() const override { return store_.requests(); }
-  std::string unreachable() const override { return store_.unreachable(); }
-  bool offline() const override { return store_.offline(); }
-
- private:
-  Store& store_;
-};
-
 }  // namespace
 
 std::unique_ptr<storage::Store> MemoryStore::handle() {
-  return std::make_unique<Handle>(*this);
+  return std::make_unique<storage::ForwardingStore>(*this);
 }
 
 MemoryStore::MemoryStore(std::string repo) : repo_(std::move(repo)) {
@@ -88,7 +40,7 @@ MemoryStore::MemoryStore(std::string repo) : repo_(std::move(repo)) {
 void MemoryStore::put(const std::string& path, const std::string& content, int64_t when) {
   std::lock_guard lock(mutex_);
   Files files = revisions_.back().second;
-  files[path] = content;
+  files[path] = {content, ++writes_};
   written_[path] = when != 0 ? when : static_cast<int64_t>(std::time(nullptr));
   add_revision(std::move(files));
 }
@@ -97,7 +49,7 @@ std::string MemoryStore::content(const std::string& path) const {
   std::lock_guard lock(mutex_);
   const Files& files = revisions_.back().second;
   auto it = files.find(path);
-  return it == files.end() ? "" : it->second;
+  return it == files.end() ? "" : it->second.content;
 }
 
 bool MemoryStore::has(const std::string& path) const {
@@ -195,12 +147,12 @@ std::vector<storage::RemoteEntry> MemoryStore::list(const std::string& path, boo
   std::lock_guard lock(mutex_);
   std::vector<storage::RemoteEntry> out;
   std::set<std::string> folders;
-  for (const auto& [name, content] : at(revision)) {
+  for (const auto& [name, file] : at(revision)) {
     if (!below(name, path)) continue;
     std::string rest = path.empty() ? name : name.substr(path.size() + 1);
     size_t slash = rest.find('/');
     if (recursive || slash == std::string::npos) {
-      out.push_back(entry_of(name, content));
+      out.push_back(entry_of(name, file.content));
     } else if (folders.insert(rest.substr(0, slash)).second) {
       storage::RemoteEntry folder;
       folder.path = (path.empty() ? "" : path + "/") + rest.substr(0, slash);
@@ -218,7 +170,8 @@ std::vector<storage::RemoteEntry> MemoryStore::stat(const std::vector<std::strin
   const Files& files = at(revision);
   std::vector<storage::RemoteEntry> out;
   for (const auto& path : paths) {
-    if (auto it = files.find(path); it != files.end()) out.push_back(entry_of(path, it->second));
+    if (auto it = files.find(path); it != files.end())
+      out.push_back(entry_of(path, it->second.content));
   }
   return out;
 }
@@ -235,7 +188,7 @@ std::vector<storage::RemoteEntry> MemoryStore::stat_times(const std::vector<std:
   std::vector<storage::RemoteEntry> out;
   for (const auto& path : paths) {
     if (auto it = files.find(path); it != files.end()) {
-      out.push_back(entry_of(path, it->second));
+      out.push_back(entry_of(path, it->second.content));
       out.back().modified = written_[path];
       continue;
     }
@@ -249,16 +202,18 @@ std::vector<storage::RemoteEntry> MemoryStore::stat_times(const std::vector<std:
   return out;
 }
 
-std::optional<std::string> MemoryStore::read_small(const std::string& path,
-                                                   const std::string& revision,
-                                                   uint64_t max_bytes) {
+// The version is the write counter of the file's last write: a rewrite of the same bytes is a
+// new version, as on the Hub.
+storage::SmallFile MemoryStore::read_versioned(const std::string& path, const std::string& revision,
+                                               uint64_t max_bytes) {
   request({path});
   std::lock_guard lock(mutex_);
   const Files& files = at(revision);
   auto it = files.find(path);
-  if (it == files.end()) return std::nullopt;
-  if (it->second.size() > max_bytes) throw input_error(path + " is too large to read whole");
-  return it->second;
+  if (it == files.end()) return {};
+  if (it->second.content.size() > max_bytes)
+    throw input_error(path + " is too large to read whole");
+  return {it->second.content, std::to_string(it->second.version)};
 }
 
 // Writes the content, then verifies it against what the request expects, as the real backends
@@ -279,7 +234,7 @@ std::vector<storage::DownloadResult> MemoryStore::download(
       result.error = requests[i].path + " is not in the memory store";
       continue;
     }
-    const std::string& data = it->second;
+    const std::string& data = it->second.content;
     if (::pwrite(requests[i].fd, data.data(), data.size(), 0) !=
         static_cast<ssize_t>(data.size())) {
       result.error = "cannot write " + requests[i].path;
@@ -305,6 +260,18 @@ bool MemoryStore::content_matches(const storage::RemoteEntry& entry,
   return entry.oid.empty() || sha256_hex(content) == entry.oid;
 }
 
+void MemoryStore::check_expected(const Files& head,
+                                 const std::vector<storage::CommitOperation>& operations) const {
+  for (const auto& op : operations) {
+    std::optional<std::string> now;
+    if (auto it = head.find(op.path); it != head.end()) now = std::to_string(it->second.version);
+    if (op.expected.met_by(now)) continue;
+    throw CommitConflict(op.path +
+                         " changed in the memory store since it was read: read it "
+                         "again, merge and commit again");
+  }
+}
+
 storage::CommitResult MemoryStore::commit(const std::vector<storage::CommitOperation>& operations,
                                           const std::string& /*message*/,
                                           const std::optional<std::string>& parent) {
@@ -315,6 +282,7 @@ storage::CommitResult MemoryStore::commit(const std::vector<storage::CommitOpera
                          revisions_.back().first + ": read the head again and retry");
   }
   Files files = revisions_.back().second;
+  check_expected(files, operations);
   storage::CommitResult result;
   for (const auto& op : operations) {
     if (op.kind == storage::CommitOperation::Kind::Delete) {
@@ -322,11 +290,11 @@ storage::CommitResult MemoryStore::commit(const std::vector<storage::CommitOpera
       continue;
     }
     std::string data = read_file(op.local);
-    if (auto it = files.find(op.path); it != files.end() && it->second == data) {
+    if (auto it = files.find(op.path); it != files.end() && it->second.content == data) {
       ++result.unchanged;
       continue;
     }
-    files[op.path] = data;
+    files[op.path] = {data, ++writes_};
     written_[op.path] = static_cast<int64_t>(std::time(nullptr));
     ++result.large_sent;
     result.bytes_sent += data.size();

@@ -1,6 +1,7 @@
 // A storage::Store in memory for tests that drive the pipeline in-process: files by path, a
 // head revision that changes on every commit (reads at an older revision see that snapshot), and
-// CommitConflict on a stale parent, as the Hub behaves. Fault hooks make reads fail, answer
+// CommitConflict on a stale parent, as the Hub behaves, or when a file is not at the version an
+// operation expects (each write's number is its version). Fault hooks make reads fail, answer
 // slowly or list wrong sizes, without a server.
 #pragma once
 
@@ -61,8 +62,8 @@ class MemoryStore : public storage::Store {
                                          const std::string& revision) override;
   std::vector<storage::RemoteEntry> stat(const std::vector<std::string>& paths,
                                          const std::string& revision) override;
-  std::optional<std::string> read_small(const std::string& path, const std::string& revision,
-                                        uint64_t max_bytes) override;
+  storage::SmallFile read_versioned(const std::string& path, const std::string& revision,
+                                    uint64_t max_bytes) override;
   std::vector<storage::DownloadResult> download(
       const std::string& revision, std::vector<storage::DownloadRequest>& requests) override;
   bool content_matches(const storage::RemoteEntry& entry, std::string_view content) const override;
@@ -83,13 +84,20 @@ class MemoryStore : public storage::Store {
   bool offline() const override { return false; }
 
  private:
-  using Files = std::map<std::string, std::string>;  // path -> content
+  struct File {
+    std::string content;
+    uint64_t version = 0;  // the write that left it: what read_versioned gives
+  };
+  using Files = std::map<std::string, File>;  // by path
 
   // Counts a request, waits as asked and throws when a fault hook says so.
   void request(const std::vector<std::string>& paths);
   const Files& at(const std::string& revision) const;  // locked
   void add_revision(Files files);                      // locked
   storage::RemoteEntry entry_of(const std::string& path, const std::string& content) const;
+  // CommitConflict when a file of `head` is not as an operation expects.
+  void check_expected(const Files& head,
+                      const std::vector<storage::CommitOperation>& operations) const;
 
   std::string repo_;
   mutable std::mutex mutex_;
@@ -103,6 +111,7 @@ class MemoryStore : public storage::Store {
   uint64_t lie_extra_ = 0;
   std::atomic<uint64_t> requests_{0};
   int commits_ = 0;
+  uint64_t writes_ = 0;  // files written so far: each write's version
   size_t squashed_below_ = 0;
   int lost_answers_ = 0;
   std::atomic<bool> fail_times_queries_{false};

@@ -205,10 +205,13 @@ TEST(S3Store, SignaturesVerifiedByBotocore) {
                                       {CommitOperation::Kind::Add, "a+b/c d.json", dir / "small"}},
                                      "", std::nullopt);
   EXPECT_EQ(result.large_sent, 2u);
-  EXPECT_FALSE(store.read_small("index.json", "", 1000));
+  SmallFile index = store.read_versioned("index.json", "", 1000);
+  EXPECT_FALSE(index.content);
   testing::write_file(dir / "index", "{}");
   EXPECT_EQ(
-      store.commit({{CommitOperation::Kind::Add, "index.json", dir / "index"}}, "", std::nullopt)
+      store
+          .commit({{CommitOperation::Kind::Add, "index.json", dir / "index", index.expected()}}, "",
+                  std::nullopt)
           .small_files,
       1u);
   auto stated = store.stat({odd, "a+b/c d.json"}, "");

@@ -20,8 +20,9 @@ namespace {
 using testing::TempDir;
 using testing::write_file;
 
-CommitOperation add(const std::string& path, const std::filesystem::path& local) {
-  return {CommitOperation::Kind::Add, path, local};
+CommitOperation add(const std::string& path, const std::filesystem::path& local,
+                    Expected expected = {}) {
+  return {CommitOperation::Kind::Add, path, local, std::move(expected)};
 }
 
 const std::string kIndex = "neuron-cache-index/neuronxcc-2.21.33363.0+82129205/acme--m.json";
@@ -33,15 +34,20 @@ TEST(S3StoreConditional, SecondCreatorConflicts) {
   write_file(dir / "b", "{\"b\":1}");
   S3Store a("s3://bucket/c", s3.access(), s3.options());
   S3Store b("s3://bucket/c", s3.access(), s3.options());
-  EXPECT_FALSE(a.read_small(kIndex, "", 1 << 20));
-  EXPECT_FALSE(b.read_small(kIndex, "", 1 << 20));
-  a.commit({add(kIndex, dir / "a")}, "", std::nullopt);
-  EXPECT_THROW(b.commit({add(kIndex, dir / "b")}, "", std::nullopt), CommitConflict);
+  SmallFile a_read = a.read_versioned(kIndex, "", 1 << 20);
+  SmallFile b_read = b.read_versioned(kIndex, "", 1 << 20);
+  EXPECT_FALSE(a_read.content);
+  EXPECT_FALSE(b_read.content);
+  a.commit({add(kIndex, dir / "a", a_read.expected())}, "", std::nullopt);
+  EXPECT_THROW(b.commit({add(kIndex, dir / "b", b_read.expected())}, "", std::nullopt),
+               CommitConflict);
   EXPECT_EQ(s3.body("c/" + kIndex), "{\"a\":1}");  // a's update was not lost
   // b reads again (merges) and publishes.
-  EXPECT_EQ(*b.read_small(kIndex, "", 1 << 20), "{\"a\":1}");
+  b_read = b.read_versioned(kIndex, "", 1 << 20);
+  EXPECT_EQ(*b_read.content, "{\"a\":1}");
   write_file(dir / "b", "{\"a\":1,\"b\":1}");
-  EXPECT_EQ(b.commit({add(kIndex, dir / "b")}, "", std::nullopt).small_files, 1u);
+  EXPECT_EQ(b.commit({add(kIndex, dir / "b", b_read.expected())}, "", std::nullopt).small_files,
+            1u);
   EXPECT_EQ(s3.body("c/" + kIndex), "{\"a\":1,\"b\":1}");
   EXPECT_TRUE(s3.signed_.load());
 }
@@ -55,12 +61,16 @@ TEST(S3StoreConditional, StaleUpdateConflictsAndArtifactsGoFirst) {
   write_file(dir / "b", "vb");
   S3Store a("s3://bucket/c", s3.access(), s3.options());
   S3Store b("s3://bucket/c", s3.access(), s3.options());
-  EXPECT_EQ(*a.read_small(kIndex, "", 100), "v1");
-  EXPECT_EQ(*b.read_small(kIndex, "", 100), "v1");
-  b.commit({add(kIndex, dir / "b")}, "", std::nullopt);
+  SmallFile a_read = a.read_versioned(kIndex, "", 100);
+  SmallFile b_read = b.read_versioned(kIndex, "", 100);
+  EXPECT_EQ(*a_read.content, "v1");
+  EXPECT_EQ(*b_read.content, "v1");
+  EXPECT_EQ(a_read.version, b_read.version);  // the ETag
+  b.commit({add(kIndex, dir / "b", b_read.expected())}, "", std::nullopt);
   s3.clear_log();
-  EXPECT_THROW(a.commit({add(kIndex, dir / "a"), add("n/MODULE_1/model.neff", dir / "neff")}, "",
-                        std::nullopt),
+  EXPECT_THROW(a.commit({add(kIndex, dir / "a", a_read.expected()),
+                         add("n/MODULE_1/model.neff", dir / "neff")},
+                        "", std::nullopt),
                CommitConflict);
   EXPECT_EQ(s3.body("c/" + kIndex), "vb");
   // The artifact went first, then the index with If-Match.
@@ -73,7 +83,8 @@ TEST(S3StoreConditional, StaleUpdateConflictsAndArtifactsGoFirst) {
   EXPECT_EQ(puts[0], "PUT /bucket/c/n/MODULE_1/model.neff");
   EXPECT_EQ(puts[1], "PUT /bucket/c/" + kIndex + " If-Match");
   s3.conflict_status_ = 409;  // S3's ConditionalRequestConflict
-  EXPECT_THROW(a.commit({add(kIndex, dir / "a")}, "", std::nullopt), CommitConflict);
+  EXPECT_THROW(a.commit({add(kIndex, dir / "a", a_read.expected())}, "", std::nullopt),
+               CommitConflict);
 }
 
 TEST(S3StoreConditional, IgnoredConditionsAreCaughtByReadingBack) {
@@ -82,9 +93,11 @@ TEST(S3StoreConditional, IgnoredConditionsAreCaughtByReadingBack) {
   TempDir dir;
   write_file(dir / "a", "va");
   S3Store a("s3://bucket/c", s3.access(), s3.options());
-  EXPECT_FALSE(a.read_small(kIndex, "", 100));
+  SmallFile read = a.read_versioned(kIndex, "", 100);
+  EXPECT_FALSE(read.content);
   s3.replace_before_head_ = true;
-  EXPECT_THROW(a.commit({add(kIndex, dir / "a")}, "", std::nullopt), CommitConflict);
+  EXPECT_THROW(a.commit({add(kIndex, dir / "a", read.expected())}, "", std::nullopt),
+               CommitConflict);
 }
 
 // One writer's publication as push makes it: read the index (a JSON list of names), add `name`
@@ -95,12 +108,12 @@ void publish(S3Store& store, const std::string& name, const std::filesystem::pat
   conflicts.base = std::chrono::milliseconds(1);
   int attempts = 0;
   remote::commit_on_head(store, conflicts, "pushing", attempts, [&](const std::string&) {
-    std::optional<std::string> text = store.read_small(kIndex, "", 1 << 20);
+    SmallFile read = store.read_versioned(kIndex, "", 1 << 20);
     std::set<std::string> names;
-    if (text) names = nlohmann::json::parse(*text).get<std::set<std::string>>();
+    if (read.content) names = nlohmann::json::parse(*read.content).get<std::set<std::string>>();
     if (!names.insert(name).second) return;
     write_file(scratch, nlohmann::json(names).dump());
-    store.commit({add(kIndex, scratch)}, "", std::nullopt);
+    store.commit({add(kIndex, scratch, read.expected())}, "", std::nullopt);
   });
 }
 
@@ -140,11 +153,13 @@ TEST(S3StoreConditional, IgnoredConditionsAreCheckedBeforeWriting) {
   s3.enforce_ = false;
   TempDir dir;
   S3Store a("s3://bucket/c", s3.access(), s3.options());
-  EXPECT_FALSE(a.read_small(kIndex, "", 100));
+  SmallFile read = a.read_versioned(kIndex, "", 100);
+  EXPECT_FALSE(read.content);
   s3.put("c/" + kIndex, "[\"b\"]");
   write_file(dir / "a", "[\"a\"]");
   s3.clear_log();
-  EXPECT_THROW(a.commit({add(kIndex, dir / "a")}, "", std::nullopt), CommitConflict);
+  EXPECT_THROW(a.commit({add(kIndex, dir / "a", read.expected())}, "", std::nullopt),
+               CommitConflict);
   EXPECT_EQ(s3.body("c/" + kIndex), "[\"b\"]");
   for (const auto& line : s3.log()) EXPECT_NE(line, "PUT /bucket/c/" + kIndex + " If-None-Match");
 }
@@ -179,7 +194,8 @@ TEST(S3StoreConditional, SlowDownIsRetried) {
   options.part_size = S3Options::kMinPartSize;  // 2 ranged parts
   S3Store store("s3://bucket/c", s3.access(), options);
   s3.slow_downs_ = 2;
-  EXPECT_EQ(*store.read_small(kIndex, "", 100), "v1");
+  SmallFile read = store.read_versioned(kIndex, "", 100);
+  EXPECT_EQ(*read.content, "v1");
   EXPECT_EQ(store.requests(), 3u);
   TempDir dir;
   s3.slow_downs_ = 3;
@@ -196,7 +212,8 @@ TEST(S3StoreConditional, SlowDownIsRetried) {
   EXPECT_EQ(testing::read_file(dir / "big"), big);
   write_file(dir / "v2", "v2");
   s3.slow_downs_ = 1;
-  EXPECT_EQ(store.commit({add(kIndex, dir / "v2")}, "", std::nullopt).small_files, 1u);
+  EXPECT_EQ(store.commit({add(kIndex, dir / "v2", read.expected())}, "", std::nullopt).small_files,
+            1u);
   EXPECT_EQ(s3.body("c/" + kIndex), "v2");
 }
 

@@ -4,10 +4,12 @@
 // which s3rver ignores) must throw CommitConflict.
 #include <fcntl.h>
 #include <gtest/gtest.h>
+
 #include <httplib.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#include <map>
 
 #include <nlohmann/json.hpp>
 #include <random>
@@ -251,7 +253,8 @@ TEST_F(S3FaultTest, CommitRecoversFromDrop500And503OnUploads) {
 TEST_F(S3FaultTest, ACommitThatKeepsFailingThrowsAndWritesNoIndex) {
   NEED_S3RVER();
   auto s3 = store();
-  EXPECT_EQ(s3->read_small(kIndex, "", 1 << 20), std::nullopt);
+  SmallFile read = s3->read_versioned(kIndex, "", 1 << 20);
+  EXPECT_EQ(read.content, std::nullopt);
   write_file(temp_ / "neff", "NEFF");
   write_file(temp_ / "index", "{}");
   proxy_->faults({{"match", {{"method", "PUT"}, {"path", "model\\.neff$"}}},
@@ -260,7 +263,7 @@ TEST_F(S3FaultTest, ACommitThatKeepsFailingThrowsAndWritesNoIndex) {
                   {"status", 500}});
   try {
     s3->commit({{CommitOperation::Kind::Add, std::string(kModule) + "/model.neff", temp_ / "neff"},
-                {CommitOperation::Kind::Add, kIndex, temp_ / "index"}},
+                {CommitOperation::Kind::Add, kIndex, temp_ / "index", read.expected()}},
                "", std::nullopt);
     FAIL() << "the commit succeeded through a store answering 500";
   } catch (const CommitConflict&) {
@@ -321,12 +324,19 @@ TEST_F(S3FaultTest, AConditionalIndexWriteThatLosesTheRaceThrowsCommitConflict) 
   write_file(temp_ / "a", "[\"a\"]");
   write_file(temp_ / "b", "[\"b\"]");
   write_file(temp_ / "ab", "[\"a\",\"b\"]");
+  // Each writes on the version it read last.
+  std::map<S3Store*, Expected> read;
+  auto get = [&](S3Store& s3) {
+    SmallFile file = s3.read_versioned(kIndex, "", 1 << 20);
+    read[&s3] = file.expected();
+    return file.content;
+  };
   auto put = [&](S3Store& s3, const char* local) {
-    s3.commit({{CommitOperation::Kind::Add, kIndex, temp_ / local}}, "", std::nullopt);
+    s3.commit({{CommitOperation::Kind::Add, kIndex, temp_ / local, read[&s3]}}, "", std::nullopt);
   };
   // Both read "no index"; the first creates it, the second's If-None-Match: * gets 412.
-  EXPECT_EQ(first->read_small(kIndex, "", 1 << 20), std::nullopt);
-  EXPECT_EQ(second->read_small(kIndex, "", 1 << 20), std::nullopt);
+  EXPECT_EQ(get(*first), std::nullopt);
+  EXPECT_EQ(get(*second), std::nullopt);
   put(*first, "a");
   proxy_->clear_stats();
   EXPECT_THROW(put(*second, "b"), CommitConflict);
@@ -334,8 +344,8 @@ TEST_F(S3FaultTest, AConditionalIndexWriteThatLosesTheRaceThrowsCommitConflict) 
   ASSERT_FALSE(log.empty());
   EXPECT_EQ(log.back(), std::make_tuple(std::string("PUT"), 412, std::string()));
   // Both read version a; the first replaces it, the second's If-Match on a gets 412.
-  EXPECT_EQ(first->read_small(kIndex, "", 1 << 20), "[\"a\"]");
-  EXPECT_EQ(second->read_small(kIndex, "", 1 << 20), "[\"a\"]");
+  EXPECT_EQ(get(*first), "[\"a\"]");
+  EXPECT_EQ(get(*second), "[\"a\"]");
   put(*first, "ab");
   proxy_->clear_stats();
   EXPECT_THROW(put(*second, "b"), CommitConflict);

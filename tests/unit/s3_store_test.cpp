@@ -1,4 +1,4 @@
-// S3Store against s3rver: paging, a 1 GiB multipart round trip, read_small with conditional
+// S3Store against s3rver: paging, a 1 GiB multipart round trip, read_versioned with conditional
 // commits, verification failures as values, and no secret in any message.
 #include <fcntl.h>
 #include <gtest/gtest.h>
@@ -168,20 +168,24 @@ TEST(S3Store, ReadSmallThenConditionalCommit) {
   S3Store store(server.url("idx"), server.access());
   TempDir dir;
   std::string index = "neuron-cache-index/neuronxcc-2.21.33363.0+82129205/acme--m.json";
-  EXPECT_FALSE(store.read_small(index, "", 1 << 20).has_value());
+  SmallFile absent = store.read_versioned(index, "", 1 << 20);
+  EXPECT_FALSE(absent.content.has_value());
   write_file(dir / "v1", "{\"format\":2}");
   write_file(dir / "neff", "NEFF");
-  CommitResult first = store.commit(
-      {add("n/MODULE_1/model.neff", dir / "neff"), add(index, dir / "v1")}, "", std::nullopt);
+  CommitResult first =
+      store.commit({add("n/MODULE_1/model.neff", dir / "neff"),
+                    {CommitOperation::Kind::Add, index, dir / "v1", absent.expected()}},
+                   "", std::nullopt);
   EXPECT_TRUE(first.committed);
   EXPECT_EQ(first.large_sent, 1u);   // the artifact
   EXPECT_EQ(first.small_files, 1u);  // the index, conditional
   S3Store other(server.url("idx"), server.access());
-  auto read = other.read_small(index, "", 1 << 20);
-  ASSERT_TRUE(read.has_value());
-  EXPECT_EQ(*read, "{\"format\":2}");
+  SmallFile read = other.read_versioned(index, "", 1 << 20);
+  ASSERT_TRUE(read.content.has_value());
+  EXPECT_EQ(*read.content, "{\"format\":2}");
   write_file(dir / "v2", "{\"format\":2,\"entries\":{}}");
-  CommitResult second = other.commit({add(index, dir / "v2")}, "", std::nullopt);
+  CommitResult second = other.commit(
+      {{CommitOperation::Kind::Add, index, dir / "v2", read.expected()}}, "", std::nullopt);
   EXPECT_EQ(second.small_files, 1u);
   EXPECT_EQ(*store.read_small(index, "", 1 << 20), "{\"format\":2,\"entries\":{}}");
   EXPECT_THROW(store.read_small(index, "", 4), Error);  // larger than allowed
@@ -324,10 +328,10 @@ TEST(S3Store, AnonymousAccessReadsUnsignedAndNeverWrites) {
   config::AwsAccess access = config::resolve_aws_access(env);
   ASSERT_TRUE(access.anonymous());
   S3Store store("s3://public-bucket/cache", access);
-  net::HttpRequest get = store.signed_request("GET", store.object_url("a"), "x");
+  net::HttpRequest get = store.signed_request("GET", store.address().object_url("a"), "x");
   EXPECT_FALSE(get.aws_sigv4.has_value()) << "an anonymous read is not signed";
   EXPECT_FALSE(store.why_not_writable().empty());
-  EXPECT_THROW(store.signed_request("PUT", store.object_url("a"), "x"), Error);
+  EXPECT_THROW(store.signed_request("PUT", store.address().object_url("a"), "x"), Error);
   write_file(dir / "f", "x");
   EXPECT_THROW(store.commit({add("f", dir / "f")}, "", std::nullopt), Error);
   EXPECT_EQ(store.requests(), 0u) << "nothing was sent";

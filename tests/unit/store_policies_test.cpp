@@ -14,6 +14,7 @@ class FakeStore : public Store {
   std::exception_ptr failure;  // thrown by every read when set
   bool conflict = false;
   int commits = 0;
+  std::vector<CommitOperation> committed;  // the last commit's operations
 
   Kind kind() const override { return Kind::S3; }
   std::string location() const override { return "s3://fake/prefix"; }
@@ -26,10 +27,10 @@ class FakeStore : public Store {
     fail();
     return {entry()};
   }
-  std::optional<std::string> read_small(const std::string& path, const std::string&,
-                                        uint64_t) override {
+  SmallFile read_versioned(const std::string& path, const std::string&, uint64_t) override {
     fail();
-    return path == "a.json" ? std::optional<std::string>("A") : std::nullopt;
+    if (path != "a.json") return {};
+    return {"A", "v1"};
   }
   std::vector<DownloadResult> download(const std::string&,
                                        std::vector<DownloadRequest>& requests) override {
@@ -41,9 +42,10 @@ class FakeStore : public Store {
   bool content_matches(const RemoteEntry&, std::string_view content) const override {
     return content == "A";
   }
-  CommitResult commit(const std::vector<CommitOperation>&, const std::string&,
+  CommitResult commit(const std::vector<CommitOperation>& operations, const std::string&,
                       const std::optional<std::string>&) override {
     ++commits;
+    committed = operations;
     if (conflict) throw CommitConflict("a.json moved");
     fail();
     CommitResult result;
@@ -79,6 +81,7 @@ TEST(ReadOnlyStoreTest, ReadsPassAndCommitIsRefusedBeforeTheInnerStore) {
   EXPECT_EQ(store.head(), "rev");
   EXPECT_EQ(store.list("", true, "").size(), 1u);
   EXPECT_EQ(store.read_small("a.json", "", 10), "A");
+  EXPECT_EQ(store.read_versioned("a.json", "", 10).version, "v1");
   EXPECT_EQ(store.requests(), 7u);
   EXPECT_EQ(store.why_not_writable(), "read-only (a pull request from a fork)");
   try {
@@ -122,6 +125,22 @@ TEST(MissOnFailureStoreTest, OperationalFailuresBecomeFailuresAndAreRecordedOnce
   // commit() passes through, failures included.
   EXPECT_THROW(store.commit({}, "m", std::nullopt), Error);
   EXPECT_EQ(store.problems().size(), 4u);
+}
+
+// The version read through a wrapper is the inner store's, and the write carries it there.
+TEST(ForwardingStoreTest, TheVersionReadTravelsThroughAWrapperWithTheWrite) {
+  FakeStore inner;
+  MissOnFailureStore store(inner);
+  SmallFile read = store.read_versioned("a.json", "", 10);
+  EXPECT_EQ(read.content, "A");
+  EXPECT_EQ(store.read_versioned("b.json", "", 10).expected().kind, Expected::Kind::Absent);
+  EXPECT_EQ(store.download_url("", "a.json").url, "https://fake/a.json");
+  EXPECT_TRUE(store.checks_conditional_writes());
+  store.commit({{CommitOperation::Kind::Add, "a.json", "/dev/null", read.expected()}}, "m",
+               std::nullopt);
+  ASSERT_EQ(inner.committed.size(), 1u);
+  EXPECT_EQ(inner.committed[0].expected.kind, Expected::Kind::Version);
+  EXPECT_EQ(inner.committed[0].expected.token, "v1");
 }
 
 TEST(MissOnFailureStoreTest, InputErrorsAndConflictsStillPropagate) {

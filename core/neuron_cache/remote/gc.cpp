@@ -383,16 +383,17 @@ void drop_entries(storage::Store& store, GcPlan& plan, const GcOptions& options,
         std::vector<std::unique_ptr<sys::TempFile>> contents;
         std::vector<storage::CommitOperation> ops;
         for (const auto& path : files) {
-          std::optional<std::string> text = store.read_small(path, head, kMaxIndexFileBytes);
-          if (!text) continue;
-          ai::IndexFile index = ai::parse_index(*text, store.name() + "/" + path);
+          storage::SmallFile read = store.read_versioned(path, head, kMaxIndexFileBytes);
+          if (!read.content) continue;
+          ai::IndexFile index = ai::parse_index(*read.content, store.name() + "/" + path);
           size_t before = index.entries.size();
           std::erase_if(index.entries,
                         [&](const auto& item) { return expired(item.second, options); });
           if (index.entries.size() == before) continue;
           // An emptied shard stays, empty: its rewrite is conditional, a deletion is not.
           contents.push_back(std::make_unique<sys::TempFile>(ai::serialize_index(index)));
-          ops.push_back({storage::CommitOperation::Kind::Add, path, contents.back()->path()});
+          ops.push_back({storage::CommitOperation::Kind::Add, path, contents.back()->path(),
+                         read.expected()});
         }
         plan.index_files_rewritten = ops.size();
         if (ops.empty()) return;

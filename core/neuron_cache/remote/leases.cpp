@@ -71,18 +71,20 @@ std::vector<std::optional<Record>> Leases::update(const std::vector<std::string>
                                                   const std::string& what, const Decide& decide) {
   std::vector<std::optional<Record>> written(paths.size());
   if (paths.empty()) return written;
-  std::lock_guard lock(io_mutex_);  // one version read per path at a time
+  std::lock_guard lock(io_mutex_);  // the renewal thread and the callers, one at a time
   int attempts = 0;
   commit_on_head(store_, options_.conflicts, what, attempts, [&](const std::string& head) {
     std::vector<std::optional<Record>> next(paths.size());
     std::vector<std::unique_ptr<sys::TempFile>> files;
     std::vector<storage::CommitOperation> operations;
     for (size_t i = 0; i < paths.size(); ++i) {
-      std::optional<std::string> text = store_.read_small(paths[i], head, lease::kMaxLeaseBytes);
-      next[i] = decide(i, text ? lease::parse(*text) : std::nullopt);
+      storage::SmallFile read = store_.read_versioned(paths[i], head, lease::kMaxLeaseBytes);
+      next[i] = decide(i, read.content ? lease::parse(*read.content) : std::nullopt);
       if (!next[i]) continue;
       files.push_back(std::make_unique<sys::TempFile>(lease::serialize(*next[i])));
-      operations.push_back({storage::CommitOperation::Kind::Add, paths[i], files.back()->path()});
+      // Lands only on the version decided on: of two claimers, one wins.
+      operations.push_back(
+          {storage::CommitOperation::Kind::Add, paths[i], files.back()->path(), read.expected()});
     }
     if (!operations.empty()) store_.commit(operations, "neuron-cache: " + what, head);
     written = std::move(next);

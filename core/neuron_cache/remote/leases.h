@@ -5,9 +5,9 @@
 // without a result. A lease whose holder stopped renewing (a killed runner) expires, and one
 // waiter takes it over.
 //
-// Every write is conditional on the version of the lease file read just before (the store's
-// commit of a file read_small() read: the Hub's parent commit, a folder's lock, S3's If-Match /
-// If-None-Match), so of two machines claiming one lease exactly one wins. On an S3-compatible
+// Every write carries the version of the lease file read just before (SmallFile::expected), which
+// the store enforces (the Hub's parent commit, a folder's lock, S3's If-Match / If-None-Match),
+// so of two machines claiming one lease exactly one wins. On an S3-compatible
 // server that ignores conditions the read-back check only narrows the race: leases are then
 // advisory (enforced() is false) and reports say so.
 #pragma once

@@ -50,9 +50,9 @@ struct Attempt {
   std::vector<std::string> already;
   size_t modules_added = 0;
 
-  void add(const std::string& path, const fs::path& local) {
+  void add(const std::string& path, const fs::path& local, storage::Expected expected = {}) {
     if (paths.insert(path).second)
-      operations.push_back({storage::CommitOperation::Kind::Add, path, local});
+      operations.push_back({storage::CommitOperation::Kind::Add, path, local, std::move(expected)});
   }
 };
 
@@ -85,13 +85,14 @@ void add_entry_files(const local::LocalIndex& local, const ai::Entry& entry,
 }
 
 // Reads the shard at `path` on `head` (an empty one when there is none) and checks it is the
-// shard of `inputs`' model or profile.
+// shard of `inputs`' model or profile; `expected` is what its rewrite expects to replace.
 ai::IndexFile read_shard(storage::Store& store, const std::string& head, const std::string& path,
-                         const cache_key::KeyInputs& inputs) {
+                         const cache_key::KeyInputs& inputs, storage::Expected& expected) {
   const std::string repo = store.name();
-  auto text = store.read_small(path, head, kMaxIndexFileBytes);
-  if (!text) return ai::shard_for(inputs);
-  ai::IndexFile index = ai::parse_index(*text, repo + "/" + path);
+  storage::SmallFile read = store.read_versioned(path, head, kMaxIndexFileBytes);
+  expected = read.expected();
+  if (!read.content) return ai::shard_for(inputs);
+  ai::IndexFile index = ai::parse_index(*read.content, repo + "/" + path);
   if (!ai::is_shard_for(index, inputs)) {
     throw input_error(repo + "/" + path + " is not the index shard of " +
                       cache_key::owner_of(inputs) + ": fix or delete that file");
@@ -121,7 +122,8 @@ Attempt prepare(storage::Store& store, const std::string& head, const local::Loc
     by_shard[ai::remote_shard_path(entry->inputs)].push_back(entry);
   }
   for (const auto& [path, list] : by_shard) {
-    ai::IndexFile index = read_shard(store, head, path, list.front()->inputs);
+    storage::Expected expected;
+    ai::IndexFile index = read_shard(store, head, path, list.front()->inputs, expected);
     bool changed = false;
     for (const ai::Entry* entry : list) {
       auto it = index.entries.find(entry->key);
@@ -137,7 +139,7 @@ Attempt prepare(storage::Store& store, const std::string& head, const local::Loc
     }
     if (!changed) continue;
     attempt.temp_files.push_back(std::make_unique<sys::TempFile>(ai::serialize_index(index)));
-    attempt.add(path, attempt.temp_files.back()->path());
+    attempt.add(path, attempt.temp_files.back()->path(), expected);  // the merge's base
   }
   return attempt;
 }

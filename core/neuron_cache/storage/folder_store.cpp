@@ -460,11 +460,12 @@ std::vector<RemoteEntry> FolderStore::stat(const std::vector<std::string>& paths
   return out;
 }
 
-std::optional<std::string> FolderStore::read_small(const std::string& path,
-                                                   const std::string& /*revision*/,
-                                                   uint64_t max_bytes) {
+// The version is the content's sha256: a file rewritten with the same bytes meets the
+// expectation, which is right for a merge (what was merged is what is there).
+SmallFile FolderStore::read_versioned(const std::string& path, const std::string& /*revision*/,
+                                      uint64_t max_bytes) {
   std::vector<std::string> parts = plain_parts(path);
-  if (parts.empty()) throw input_error("read_small needs a file path, not the store's root");
+  if (parts.empty()) throw input_error("read_versioned needs a file path, not the store's root");
   sys::SafeDir root = open_root(root_);
   std::optional<std::string> content;
   if (auto dir = open_parts(root, parts, parts.size() - 1)) {
@@ -477,9 +478,9 @@ std::optional<std::string> FolderStore::read_small(const std::string& path,
   log::debug("folder",
              "read " + location() + "/" + path + " -> " +
                  (content ? format::human_bytes(content->size()) : std::string("absent")));
-  std::lock_guard lock(seen_mutex_);
-  seen_[path] = content ? std::optional<std::string>(sha256_hex(*content)) : std::nullopt;
-  return content;
+  if (!content) return {};
+  std::string version = sha256_hex(*content);
+  return {std::move(content), std::move(version)};
 }
 
 DownloadResult FolderStore::download_one(DownloadRequest& request) {
@@ -574,13 +575,6 @@ std::optional<std::string> FolderStore::current_sha256(const std::string& path) 
   return sha256_of_fd(fd.get(), path);
 }
 
-std::optional<std::string> FolderStore::seen_sha256(const std::string& path, bool& was_read) const {
-  std::lock_guard lock(seen_mutex_);
-  auto it = seen_.find(path);
-  was_read = it != seen_.end();
-  return was_read ? it->second : std::nullopt;
-}
-
 CommitResult FolderStore::commit(const std::vector<CommitOperation>& operations,
                                  const std::string& /*message*/,
                                  const std::optional<std::string>& /*parent*/) {
@@ -597,9 +591,7 @@ CommitResult FolderStore::commit(const std::vector<CommitOperation>& operations,
                         " has a temporary file's name (a dot-file or *.tmp), which a store never "
                         "lists: give it another name");
     }
-    bool was_read = false;
-    seen_sha256(op.path, was_read);
-    (was_read ? index_files : artifacts).push_back(std::move(planned));
+    (op.expected.conditional() ? index_files : artifacts).push_back(std::move(planned));
   }
   CommitResult result;
   sys::SafeDir root = open_root(root_);
@@ -623,9 +615,7 @@ CommitResult FolderStore::commit(const std::vector<CommitOperation>& operations,
   if (!index_files.empty()) {
     IndexLock lock(root, options_.lock_wait);
     for (const Planned& planned : index_files) {
-      bool was_read = false;
-      std::optional<std::string> seen = seen_sha256(planned.op->path, was_read);
-      if (current_sha256(planned.op->path) != seen) {
+      if (!planned.op->expected.met_by(current_sha256(planned.op->path))) {
         throw CommitConflict(planned.op->path + " changed in " + location() +
                              " since it was read (another writer published meanwhile): read it "
                              "again, merge and commit again");
@@ -634,10 +624,6 @@ CommitResult FolderStore::commit(const std::vector<CommitOperation>& operations,
     for (const Planned& planned : index_files) {
       apply(planned);
       ++files_touched_;
-      std::optional<std::string> now;
-      if (planned.op->kind == CommitOperation::Kind::Add) now = sha256_of_file(planned.op->local);
-      std::lock_guard guard(seen_mutex_);
-      seen_[planned.op->path] = now;  // this reader's own write is what it saw last
     }
   }
   result.committed = result.small_files + result.large_sent + result.deleted > 0;

@@ -21,10 +21,12 @@
 //   and dropped when the process closes ANY descriptor of the file, so in-process callers are
 //   serialized by a mutex first and only the lock holder opens the lock file. A holder killed
 //   with kill -9 loses the lock (the kernel, or the NFS server's lease/NLM recovery, frees it).
-// - Index files are replaced under that lock only, after checking each still has the content
-//   read_small() saw (sha256): two machines merging the same index file cannot lose an entry,
-//   one gets CommitConflict and merges again. Artifacts are written before the lock, without it:
-//   their paths are content-addressed by the cache key, so two writers write the same bytes.
+// - Index files and leases (operations with an expectation) are replaced under that lock only,
+//   after checking each is still the version the writer read (read_versioned's version: the
+//   sha256 of its content) or still absent: two machines merging the same index file cannot lose
+//   an entry, one gets CommitConflict and merges again. Artifacts are written before the lock,
+//   without it: their paths are content-addressed by the cache key, so two writers write the same
+//   bytes.
 // - A writer killed at any point leaves at most a dot-file ".<name>.<random>.tmp": never listed,
 //   never a partial file under a real name.
 #pragma once
@@ -32,7 +34,6 @@
 #include <atomic>
 #include <chrono>
 #include <filesystem>
-#include <map>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -86,8 +87,8 @@ class FolderStore : public Store {
                                 const std::string& revision) override;
   std::vector<RemoteEntry> stat(const std::vector<std::string>& paths,
                                 const std::string& revision) override;
-  std::optional<std::string> read_small(const std::string& path, const std::string& revision,
-                                        uint64_t max_bytes) override;
+  SmallFile read_versioned(const std::string& path, const std::string& revision,
+                           uint64_t max_bytes) override;
   std::vector<DownloadResult> download(const std::string& revision,
                                        std::vector<DownloadRequest>& requests) override;
   bool content_matches(const RemoteEntry& entry, std::string_view content) const override;
@@ -109,14 +110,10 @@ class FolderStore : public Store {
   std::string why_not_the_store(const sys::SafeDir& root) const;
   // The sha256 of the regular file at `path` now, or nothing when there is none.
   std::optional<std::string> current_sha256(const std::string& path) const;
-  std::optional<std::string> seen_sha256(const std::string& path, bool& was_read) const;
 
   std::filesystem::path root_;
   FolderOptions options_;
   std::atomic<uint64_t> files_touched_{0};
-  mutable std::mutex seen_mutex_;
-  // What read_small() saw of each path: its sha256, or nothing when it was missing.
-  std::map<std::string, std::optional<std::string>> seen_;
 };
 
 // Makes `root` a folder store (`neuron-cache create -n file:///path`): creates the folder when its

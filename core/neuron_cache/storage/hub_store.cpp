@@ -1,5 +1,8 @@
 #include "neuron_cache/storage/hub_store.h"
 
+#include <algorithm>
+#include <map>
+
 #include "neuron_cache/format/digest.h"
 #include "neuron_cache/format/hub_names.h"
 
@@ -68,9 +71,56 @@ std::vector<RemoteEntry> HubStore::stat(const std::vector<std::string>& paths,
   return to_entries(client_.paths_info(repo_, paths, revision.empty() ? "main" : revision));
 }
 
-std::optional<std::string> HubStore::read_small(const std::string& path,
-                                                const std::string& revision, uint64_t max_bytes) {
-  return client_.read_file(repo_, path, revision.empty() ? "main" : revision, max_bytes);
+// The version is "<revision>:<git blob id>": a commit on that revision as parent needs no other
+// check (the Hub refuses it when main moved), any other parent is checked by the blob id.
+SmallFile HubStore::read_versioned(const std::string& path, const std::string& revision,
+                                   uint64_t max_bytes) {
+  std::string at = revision.empty() ? "main" : revision;
+  SmallFile file{client_.read_file(repo_, path, at, max_bytes)};
+  file.version = (at == "main" ? "" : at) + ":";
+  if (file.content) file.version += git_blob_id(*file.content);
+  return file;
+}
+
+// The blob id each path of `paths` has at `revision`; absent paths are left out.
+std::map<std::string, std::string> HubStore::blob_ids(const std::vector<std::string>& paths,
+                                                      const std::string& revision) {
+  std::map<std::string, std::string> out;
+  for (const RemoteEntry& entry : stat(paths, revision)) {
+    if (entry.is_directory) continue;
+    if (!entry.git_blob_id.empty()) {
+      out[entry.path] = entry.git_blob_id;
+    } else if (auto content = client_.read_file(repo_, entry.path, revision, kMaxCheckedBytes)) {
+      out[entry.path] = git_blob_id(*content);  // an LFS file: its oid is the pointer's
+    }
+  }
+  return out;
+}
+
+// CommitConflict unless every expectation holds at `parent`. Those read at `parent` itself hold:
+// the commit on it is refused when main moved.
+void HubStore::check_expected(const std::vector<CommitOperation>& operations,
+                              const std::string& parent) {
+  std::vector<const CommitOperation*> to_check;
+  std::vector<std::string> paths;
+  for (const auto& op : operations) {
+    if (!op.expected.conditional()) continue;
+    if (op.expected.token.substr(0, op.expected.token.find(':')) == parent) continue;
+    to_check.push_back(&op);
+    paths.push_back(op.path);
+  }
+  if (to_check.empty()) return;
+  std::map<std::string, std::string> now = blob_ids(paths, parent);
+  for (const CommitOperation* op : to_check) {
+    std::optional<std::string> version;
+    if (auto it = now.find(op->path); it != now.end()) version = it->second;
+    Expected expected = op->expected;
+    expected.token = expected.token.substr(expected.token.find(':') + 1);
+    if (expected.met_by(version)) continue;
+    throw CommitConflict(op->path + " changed on the Hub (" + repo_ +
+                         ") since it was read (another writer committed meanwhile): read it "
+                         "again, merge and commit again");
+  }
 }
 
 std::vector<DownloadResult> HubStore::download(const std::string& revision,
@@ -99,6 +149,15 @@ bool HubStore::content_matches(const RemoteEntry& entry, std::string_view conten
 CommitResult HubStore::commit(const std::vector<CommitOperation>& operations,
                               const std::string& message,
                               const std::optional<std::string>& parent) {
+  std::optional<std::string> base = parent;
+  bool conditional =
+      std::any_of(operations.begin(), operations.end(),
+                  [](const CommitOperation& op) { return op.expected.conditional(); });
+  if (conditional) {
+    // The expectations are checked at one commit, and the commit lands only on that one.
+    if (!base || base->empty()) base = head();
+    check_expected(operations, *base);
+  }
   std::vector<hub::CommitOperation> changes;
   changes.reserve(operations.size());
   for (const auto& op : operations) {
@@ -106,7 +165,7 @@ CommitResult HubStore::commit(const std::vector<CommitOperation>& operations,
                                                              : hub::CommitOperation::Kind::Delete,
                        op.path, op.local});
   }
-  return to_result(client_.commit(repo_, changes, message, parent));
+  return to_result(client_.commit(repo_, changes, message, base));
 }
 
 std::string HubStore::squash_history(const std::string& message) {

@@ -4,7 +4,9 @@
 // seam's.
 #pragma once
 
+#include <map>
 #include <string>
+#include <vector>
 
 #include "neuron_cache/hub/client.h"
 #include "neuron_cache/storage/store.h"
@@ -27,13 +29,14 @@ class HubStore : public Store {
                                 const std::string& revision) override;
   std::vector<RemoteEntry> stat(const std::vector<std::string>& paths,
                                 const std::string& revision) override;
-  std::optional<std::string> read_small(const std::string& path, const std::string& revision,
-                                        uint64_t max_bytes) override;
+  SmallFile read_versioned(const std::string& path, const std::string& revision,
+                           uint64_t max_bytes) override;
   std::vector<DownloadResult> download(const std::string& revision,
                                        std::vector<DownloadRequest>& requests) override;
   // sha256 for LFS files, the git blob id otherwise.
   bool content_matches(const RemoteEntry& entry, std::string_view content) const override;
-  // One commit on top of `parent`; CommitConflict when main moved.
+  // One commit on top of `parent` (the head when there is none and an operation expects a
+  // version); CommitConflict when main moved or a file is no longer as an operation expects.
   CommitResult commit(const std::vector<CommitOperation>& operations, const std::string& message,
                       const std::optional<std::string>& parent) override;
   // Asks whoami once: a read-only token cannot push.
@@ -53,6 +56,13 @@ class HubStore : public Store {
   hub::HubClient& client() { return client_; }
 
  private:
+  // Files larger than this are never an index or a lease: not read to check their version.
+  static constexpr uint64_t kMaxCheckedBytes = 64ull << 20;
+
+  std::map<std::string, std::string> blob_ids(const std::vector<std::string>& paths,
+                                              const std::string& revision);
+  void check_expected(const std::vector<CommitOperation>& operations, const std::string& parent);
+
   hub::HubClient& client_;
   std::string repo_;
 };

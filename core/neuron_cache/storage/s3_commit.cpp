@@ -1,12 +1,11 @@
 // Publication to S3: artifacts (single PUT or multipart, skipped when already stored), then the
-// files read_small() read, each conditional on the version read, then deletes.
+// operations that expect a version of their file (s3_conditional.cpp), then deletes.
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <memory>
 #include <set>
-#include <thread>
 
 #include "neuron_cache/format/digest.h"
 #include "neuron_cache/format/url.h"
@@ -15,7 +14,6 @@
 #include "neuron_cache/storage/s3_internal.h"
 #include "neuron_cache/storage/s3_store.h"
 #include "neuron_cache/storage/s3_xml.h"
-#include "neuron_cache/sys/random.h"
 
 namespace neuron_cache::storage {
 
@@ -45,40 +43,18 @@ namespace {
 using net::HttpRequest;
 using net::HttpResponse;
 
-class Fd {
- public:
-  explicit Fd(const std::filesystem::path& path) : fd_(::open(path.c_str(), O_RDONLY | O_CLOEXEC)) {
-    if (fd_ < 0) throw operational_error("cannot read " + path.string() + " to upload it");
-  }
-  ~Fd() { ::close(fd_); }
-  Fd(const Fd&) = delete;
-  Fd& operator=(const Fd&) = delete;
-  int get() const { return fd_; }
-
- private:
-  int fd_;
-};
-
 // One artifact to send.
 struct Artifact {
   const CommitOperation* op = nullptr;
   uint64_t size = 0;
   std::string sha256;
-  std::unique_ptr<Fd> fd;
+  std::unique_ptr<s3::Fd> fd;
   std::string upload_id;  // multipart
   std::vector<std::string> part_etags;
   std::vector<std::string> part_checksums;  // base64 sha256 of each part, as S3 checks them
   bool failed = false;
   std::string error;
 };
-
-uint64_t size_of_file(const std::filesystem::path& path) {
-  std::error_code ec;
-  uint64_t size = std::filesystem::file_size(path, ec);
-  if (ec)
-    throw operational_error("cannot read " + path.string() + " to upload it: " + ec.message());
-  return size;
-}
 
 std::string md5_of_file(int fd, uint64_t size) {
   Hasher hasher(HashAlgorithm::Md5);
@@ -261,7 +237,8 @@ class Publisher {
 
   std::unique_ptr<Send> single_put(const Artifact& a) {
     // The payload's sha256 is signed: S3 refuses the PUT when the bytes it got differ.
-    net::HttpRequest r = store_.signed_request("PUT", store_.object_url(a.op->path), a.sha256);
+    net::HttpRequest r =
+        store_.signed_request("PUT", store_.address().object_url(a.op->path), a.sha256);
     r.headers.push_back(std::string(s3::kShaMetaHeader) + ": " + a.sha256);
     // S3 checks the bytes against it and keeps it: a reader can verify the object without
     // the index (GetObject with ChecksumMode=ENABLED).
@@ -275,8 +252,8 @@ class Publisher {
   std::unique_ptr<Send> part_put(Artifact& a, size_t p, uint64_t part) {
     std::string query =
         "partNumber=" + std::to_string(p + 1) + "&uploadId=" + url::url_encode(a.upload_id, false);
-    net::HttpRequest r =
-        store_.signed_request("PUT", store_.object_url(a.op->path, query), s3::kUnsignedPayload);
+    net::HttpRequest r = store_.signed_request(
+        "PUT", store_.address().object_url(a.op->path, query), s3::kUnsignedPayload);
     uint64_t offset = p * part;
     return std::make_unique<PartSend>(
         with_file(std::move(r), a, offset, std::min(part, a.size - offset)), store_.options().retry,
@@ -300,8 +277,8 @@ class Publisher {
   void initiate(const std::vector<Artifact*>& large) {
     std::vector<std::unique_ptr<Send>> sends;
     for (Artifact* a : large) {
-      net::HttpRequest r = store_.signed_request("POST", store_.object_url(a->op->path, "uploads="),
-                                                 s3::kEmptySha256);
+      net::HttpRequest r = store_.signed_request(
+          "POST", store_.address().object_url(a->op->path, "uploads="), s3::kEmptySha256);
       r.headers.push_back(std::string(s3::kShaMetaHeader) + ": " + a->sha256);
       r.headers.push_back("x-amz-checksum-algorithm: SHA256");
       r.headers.push_back("Content-Type: application/octet-stream");
@@ -354,7 +331,7 @@ class Publisher {
     for (Artifact* a : large) {
       if (a->upload_id.empty()) continue;
       std::string query = "uploadId=" + url::url_encode(a->upload_id, false);
-      std::string url = store_.object_url(a->op->path, query);
+      std::string url = store_.address().object_url(a->op->path, query);
       if (a->failed) {
         sends.push_back(
             std::make_unique<Send>(store_.signed_request("DELETE", url, s3::kEmptySha256),
@@ -399,8 +376,8 @@ class Publisher {
         owners[i]->error = not_completed(response, *owners[i]);
         store_.call(store_.signed_request(
             "DELETE",
-            store_.object_url(owners[i]->op->path,
-                              "uploadId=" + url::url_encode(owners[i]->upload_id, false)),
+            store_.address().object_url(owners[i]->op->path,
+                                        "uploadId=" + url::url_encode(owners[i]->upload_id, false)),
             s3::kEmptySha256));
       }
     }
@@ -410,6 +387,27 @@ class Publisher {
   CommitResult& result_;
 };
 
+// Deletes without a condition, all at once; a file already gone is deleted too.
+void delete_all(S3Store& store, const std::vector<const CommitOperation*>& deletes,
+                CommitResult& result) {
+  std::vector<std::unique_ptr<Send>> sends;
+  std::vector<net::Exchange*> pointers;
+  for (const CommitOperation* op : deletes) {
+    sends.push_back(std::make_unique<Send>(
+        store.signed_request("DELETE", store.address().object_url(op->path), s3::kEmptySha256),
+        store.options().retry, store));
+    pointers.push_back(sends.back().get());
+  }
+  store.http().run(pointers, store.options().parallel);
+  for (size_t i = 0; i < deletes.size(); ++i) {
+    const net::HttpResponse& response = sends[i]->response_;
+    if (!ok(response) && response.status != 404) {
+      throw store.failure(response, "deleting " + deletes[i]->path);
+    }
+    ++result.deleted;
+  }
+}
+
 }  // namespace
 
 CommitResult S3Store::commit(const std::vector<CommitOperation>& operations,
@@ -418,142 +416,35 @@ CommitResult S3Store::commit(const std::vector<CommitOperation>& operations,
   check_online("publishing to " + location());
   if (std::string why = why_not_writable(); !why.empty()) throw input_error(why);
   CommitResult result;
-  std::set<std::string> read;
-  {
-    std::lock_guard lock(read_mutex_);
-    for (const auto& [path, etag] : read_versions_) read.insert(path);
-  }
   std::vector<Artifact> artifacts;
-  std::vector<const CommitOperation*> conditional, deletes;
+  std::vector<const CommitOperation*> conditional, deletes, conditional_deletes;
   for (const auto& op : operations) {
+    bool expects = op.expected.conditional();
     if (op.kind == CommitOperation::Kind::Delete) {
-      deletes.push_back(&op);
-    } else if (read.count(op.path) != 0) {
+      (expects ? conditional_deletes : deletes).push_back(&op);
+    } else if (expects) {
       conditional.push_back(&op);
     } else {
       Artifact a;
       a.op = &op;
-      a.size = size_of_file(op.local);
+      a.size = s3::size_of_file(op.local);
       a.sha256 = sha256_of_file(op.local);
-      a.fd = std::make_unique<Fd>(op.local);
+      a.fd = std::make_unique<s3::Fd>(op.local);
       artifacts.push_back(std::move(a));
     }
   }
   if (!artifacts.empty()) {
-    abort_abandoned_uploads(result);
+    sweep_.abort_abandoned_uploads(result);
     Publisher(*this, result).upload(artifacts);
   }
-  if (!conditional.empty()) put_index_files(conditional, result);
-  if (!deletes.empty()) {
-    std::vector<std::unique_ptr<Send>> sends;
-    std::vector<net::Exchange*> pointers;
-    for (const CommitOperation* op : deletes) {
-      sends.push_back(std::make_unique<Send>(
-          signed_request("DELETE", object_url(op->path), s3::kEmptySha256), options_.retry, *this));
-      pointers.push_back(sends.back().get());
-    }
-    http_.run(pointers, options_.parallel);
-    for (size_t i = 0; i < deletes.size(); ++i) {
-      const net::HttpResponse& response = sends[i]->response_;
-      if (!ok(response) && response.status != 404) {
-        throw failure(response, "deleting " + deletes[i]->path);
-      }
-      ++result.deleted;
-    }
+  if (!conditional.empty()) conditional_.write(conditional, result);
+  for (const CommitOperation* op : conditional_deletes) {
+    conditional_.remove(*op);
+    ++result.deleted;
   }
+  if (!deletes.empty()) delete_all(*this, deletes, result);
   result.committed = result.large_sent + result.small_files + result.deleted > 0;
   return result;
-}
-
-void S3Store::put_index_files(const std::vector<const CommitOperation*>& ops,
-                              CommitResult& result) {
-  bool checked = enforces_conditions();
-  std::vector<std::pair<std::string, std::string>> written;  // path, ETag
-  for (const CommitOperation* op : ops) {
-    written.emplace_back(op->path, put_conditional(*op, checked, result));
-  }
-  if (checked) return;
-  // A writer that checked the version before our write can still land its PUT after our
-  // read-back; give it time to land, then look again.
-  std::this_thread::sleep_for(options_.recheck);
-  for (const auto& [path, etag] : written) require_version(path, etag);
-}
-
-std::string S3Store::put_conditional(const CommitOperation& op, bool checked,
-                                     CommitResult& result) {
-  std::string version;
-  {
-    std::lock_guard lock(read_mutex_);
-    version = read_versions_.at(op.path);
-  }
-  // The condition the store will not check: a writer that published since our read is a
-  // conflict, not overwritten.
-  if (!checked) require_version(op.path, version);
-  uint64_t size = size_of_file(op.local);
-  std::string sha = sha256_of_file(op.local);
-  Fd fd(op.local);
-  net::HttpRequest r = signed_request("PUT", object_url(op.path), sha);
-  r.headers.push_back(version.empty() ? "If-None-Match: *" : "If-Match: \"" + version + "\"");
-  r.headers.push_back(std::string(s3::kShaMetaHeader) + ": " + sha);
-  r.headers.push_back("x-amz-checksum-sha256: " + base64_of_hex(sha));
-  r.headers.push_back("Content-Type: application/octet-stream");
-  add_encryption(r);
-  r.upload_fd = fd.get();
-  r.upload_length = size;
-  net::HttpResponse response = call(std::move(r));
-  s3xml::ErrorAnswer answer = s3xml::parse_error(response.body);
-  if (response.status == 412 ||
-      (response.status == 409 && answer.code == "ConditionalRequestConflict")) {
-    throw CommitConflict(conflict_message(op.path));
-  }
-  if (!ok(response)) throw failure(response, "writing " + op.path);
-  std::string written = s3xml::unquote_etag(response.headers.get("ETag").value_or(""));
-  // Stores that ignore the condition: another writer's version read back now is a lost update
-  // of theirs or ours, reported as a conflict so the caller merges again.
-  auto now = head_object(op.path);
-  if (!now || (!written.empty() && now->oid != written)) {
-    throw CommitConflict(conflict_message(op.path));
-  }
-  {
-    std::lock_guard lock(read_mutex_);
-    read_versions_[op.path] = now->oid;
-  }
-  ++result.small_files;
-  result.bytes_sent += size;
-  return now->oid;
-}
-
-void S3Store::require_version(const std::string& path, const std::string& version) {
-  auto now = head_object(path);
-  if (now ? now->oid != version : !version.empty()) throw CommitConflict(conflict_message(path));
-}
-
-std::string S3Store::conflict_message(const std::string& path) const {
-  return path + " in " + location() +
-         " changed since it was read (another writer published meanwhile): read it again, merge "
-         "and publish again";
-}
-
-// A conditional write that must be refused: If-Match on an ETag no object has, to a new key.
-// S3, MinIO and R2 refuse it (412, or 404 for the missing key); a store that ignores conditions
-// stores the empty probe, which is deleted at once. An answer that says neither counts as not
-// enforced: the careful path costs a few requests and one wait, never an entry.
-bool S3Store::enforces_conditions() {
-  {
-    std::lock_guard lock(read_mutex_);
-    if (enforces_conditions_) return *enforces_conditions_;
-  }
-  std::string probe = std::string(kProbePrefix) + sys::random_hex(16);
-  net::HttpRequest r = signed_request("PUT", object_url(probe), s3::kEmptySha256);
-  r.headers.push_back("If-Match: \"" + std::string(32, '0') + "\"");
-  r.headers.push_back("Content-Type: application/octet-stream");
-  add_encryption(r);
-  net::HttpResponse response = call(std::move(r));
-  bool refused = response.status == 404 || response.status == 409 || response.status == 412;
-  if (ok(response)) call(signed_request("DELETE", object_url(probe), s3::kEmptySha256));
-  std::lock_guard lock(read_mutex_);
-  enforces_conditions_ = refused;
-  return refused;
 }
 
 }  // namespace neuron_cache::storage

@@ -48,7 +48,8 @@ class S3Source : public net::RangedSource {
   S3Source(S3Store& store, const DownloadRequest& request) : store_(store), request_(request) {}
 
   net::HttpRequest request(const std::optional<net::ByteRange>& /*range*/) override {
-    return store_.signed_request("GET", store_.object_url(request_.path), s3::kEmptySha256);
+    return store_.signed_request("GET", store_.address().object_url(request_.path),
+                                 s3::kEmptySha256);
   }
 
   std::optional<std::string> check_start(long status, const net::Headers& headers) override {

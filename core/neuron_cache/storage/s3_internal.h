@@ -1,9 +1,16 @@
-// Pieces the S3 store's files share (s3_store.cpp, s3_download.cpp, s3_commit.cpp); not part of
+// Pieces the S3 store's files share (s3_store.cpp, s3_download.cpp, s3_commit.cpp,
+// s3_conditional.cpp); not part of
 // the library's interface.
 #pragma once
 
-#include <string>
+#include <fcntl.h>
+#include <unistd.h>
 
+#include <filesystem>
+#include <string>
+#include <system_error>
+
+#include "neuron_cache/error.h"
 #include "neuron_cache/net/http.h"
 #include "neuron_cache/storage/store.h"
 
@@ -17,6 +24,29 @@ inline constexpr const char* kUnsignedPayload = "UNSIGNED-PAYLOAD";
 // The user metadata every upload carries: the content's sha256, which ETags do not give for
 // multipart objects.
 inline constexpr const char* kShaMetaHeader = "x-amz-meta-sha256";
+
+// A file to upload, open for reading while its requests are sent.
+class Fd {
+ public:
+  explicit Fd(const std::filesystem::path& path) : fd_(::open(path.c_str(), O_RDONLY | O_CLOEXEC)) {
+    if (fd_ < 0) throw operational_error("cannot read " + path.string() + " to upload it");
+  }
+  ~Fd() { ::close(fd_); }
+  Fd(const Fd&) = delete;
+  Fd& operator=(const Fd&) = delete;
+  int get() const { return fd_; }
+
+ private:
+  int fd_;
+};
+
+inline uint64_t size_of_file(const std::filesystem::path& path) {
+  std::error_code ec;
+  uint64_t size = std::filesystem::file_size(path, ec);
+  if (ec)
+    throw operational_error("cannot read " + path.string() + " to upload it: " + ec.message());
+  return size;
+}
 
 // An entry from a HEAD answer: size, ETag, and the sha256 metadata when the object has it.
 RemoteEntry entry_of(const std::string& path, const net::Headers& headers);

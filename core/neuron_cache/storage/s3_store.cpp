@@ -82,6 +82,9 @@ std::string advice(long status, const std::string& code, const config::AwsAccess
   return "";
 }
 
+std::vector<RemoteEntry> list_objects(S3Store& store, const std::string& key_prefix,
+                                      bool recursive);
+
 net::HttpOptions http_options(const std::string& base_url, const S3Options& options) {
   // The base URL's origin decides when the store is unreachable.
   return net::timed_options(base_url, options.timeout);
@@ -101,14 +104,26 @@ S3Location parse_s3_url(const std::string& url) {
   return {name.bucket, name.prefix};
 }
 
+namespace {
+
+S3Address address_of(const std::string& url, const config::AwsAccess& access) {
+  S3Location where = parse_s3_url(url);
+  bool path_style = config::aws_path_style(access, where.bucket);
+  std::string base_url = base_url_of(where, access, path_style);
+  return S3Address(std::move(where), std::move(base_url), path_style);
+}
+
+}  // namespace
+
+S3Address::S3Address(S3Location where, std::string base_url, bool path_style)
+    : where_(std::move(where)), base_url_(std::move(base_url)), path_style_(path_style) {}
+
 S3Store::S3Store(const std::string& url, config::AwsAccess access, S3Options options)
-    : where_(parse_s3_url(url)),
-      access_(std::move(access)),
+    : access_(std::move(access)),
+      address_(address_of(url, access_)),
       credentials_(std::make_unique<aws::CredentialProvider>(access_)),
       options_(std::move(options)),
-      path_style_(config::aws_path_style(access_, where_.bucket)),
-      base_url_(base_url_of(where_, access_, path_style_)),
-      http_(http_options(base_url_, options_)) {
+      http_(http_options(address_.base_url(), options_)) {
   options_.part_size = std::max(options_.part_size, S3Options::kMinPartSize);
   options_.parallel = std::max<size_t>(options_.parallel, 1);
 }
@@ -187,21 +202,29 @@ std::string S3Store::describe_access() {
 }
 
 std::string S3Store::location() const {
+  return address_.location();
+}
+
+std::string S3Address::location() const {
   return "s3://" + where_.bucket + (where_.prefix.empty() ? "" : "/" + where_.prefix);
 }
 
-std::string S3Store::key_of(const std::string& path) const {
+std::string S3Address::key_of(const std::string& path) const {
   if (where_.prefix.empty()) return path;
   return path.empty() ? where_.prefix : where_.prefix + "/" + path;
 }
 
-std::string S3Store::key_root() const {
+std::string S3Address::key_root() const {
   return where_.prefix.empty() ? "" : where_.prefix + "/";
 }
 
-std::string S3Store::object_url(const std::string& path, const std::string& query) const {
+std::string S3Address::object_url(const std::string& path, const std::string& query) const {
   std::string url = base_url_ + "/" + url::url_encode(key_of(path), true);
   return query.empty() ? url : url + "?" + query;
+}
+
+std::string S3Address::bucket_url(const std::string& query) const {
+  return base_url_ + (path_style_ ? "?" : "/?") + query;
 }
 
 net::HttpRequest S3Store::signed_request(const std::string& method, const std::string& url,
@@ -262,31 +285,35 @@ Error S3Store::failure(const net::HttpResponse& response, const std::string& wha
 std::vector<RemoteEntry> S3Store::list(const std::string& path, bool recursive,
                                        const std::string& /*revision*/) {
   check_online("listing " + location());
-  std::string key_prefix = key_of(path);
+  std::string key_prefix = address_.key_of(path);
   if (!key_prefix.empty()) key_prefix += "/";
-  std::vector<RemoteEntry> entries = list_objects(key_prefix, recursive);
+  std::vector<RemoteEntry> entries = list_objects(*this, key_prefix, recursive);
   if (recursive || !entries.empty()) return entries;
   // An empty delimiter listing is confirmed by a recursive one, whose first page is all an
   // empty folder costs: some S3-compatible servers (s3rver 3.7.1) give no CommonPrefixes for
   // keys three or more levels below the prefix, and a cache folder would look empty.
-  return one_level(list_objects(key_prefix, true), path);
+  return one_level(list_objects(*this, key_prefix, true), path);
 }
 
-std::vector<RemoteEntry> S3Store::list_objects(const std::string& key_prefix, bool recursive) {
-  std::string root = key_root();
+namespace {
+
+// Every object below `key_prefix` (one level of it unless `recursive`), following every page.
+std::vector<RemoteEntry> list_objects(S3Store& store, const std::string& key_prefix,
+                                      bool recursive) {
+  std::string root = store.address().key_root();
   std::vector<RemoteEntry> entries;
   std::string token;
-  net::PageBudget budget("listing " + location(), kMaxListedEntries / 1000 + 10,
-                         options_.timeout * kListingTimeFactor);
+  net::PageBudget budget("listing " + store.location(), kMaxListedEntries / 1000 + 10,
+                         store.options().timeout * kListingTimeFactor);
   do {
     // Parameters in the sorted order of SigV4's canonical query, encoded as it encodes them.
     std::string query;
     if (!token.empty()) query += "continuation-token=" + url::url_encode(token, false) + "&";
     if (!recursive) query += "delimiter=%2F&";
     query += "list-type=2&max-keys=1000&prefix=" + url::url_encode(key_prefix, false);
-    std::string url = base_url_ + (path_style_ ? "?" : "/?") + query;
-    net::HttpResponse response = call(signed_request("GET", url, s3::kEmptySha256));
-    if (response.status != 200) throw failure(response, "listing " + key_prefix);
+    net::HttpResponse response = store.call(
+        store.signed_request("GET", store.address().bucket_url(query), s3::kEmptySha256));
+    if (response.status != 200) throw store.failure(response, "listing " + key_prefix);
     s3xml::ListPage page = s3xml::parse_list_page(response.body);
     for (const auto& object : page.objects) {
       if (object.key.rfind(key_prefix, 0) != 0) {
@@ -304,12 +331,12 @@ std::vector<RemoteEntry> S3Store::list_objects(const std::string& key_prefix, bo
       entries.push_back({relative, true, 0, "", "", ""});
     }
     if (entries.size() > kMaxListedEntries) {
-      throw operational_error("listing " + location() + " gave more than " +
+      throw operational_error("listing " + store.location() + " gave more than " +
                               std::to_string(kMaxListedEntries) +
                               " entries: that is not a compile cache; check the s3:// URL");
     }
     if (page.truncated && page.next_token == token) {
-      throw operational_error("listing " + location() +
+      throw operational_error("listing " + store.location() +
                               " did not advance (the same continuation token twice)");
     }
     if (page.truncated) budget.more_after(page.objects.size() + page.common_prefixes.size());
@@ -318,11 +345,7 @@ std::vector<RemoteEntry> S3Store::list_objects(const std::string& key_prefix, bo
   return entries;
 }
 
-std::optional<RemoteEntry> S3Store::head_object(const std::string& path) {
-  auto found = stat({path}, "");
-  if (found.empty()) return std::nullopt;
-  return found.front();
-}
+}  // namespace
 
 std::vector<RemoteEntry> S3Store::stat(const std::vector<std::string>& paths,
                                        const std::string& /*revision*/) {
@@ -331,7 +354,7 @@ std::vector<RemoteEntry> S3Store::stat(const std::vector<std::string>& paths,
   std::vector<net::Exchange*> pointers;
   for (const auto& path : paths) {
     exchanges.push_back(std::make_unique<net::RetryingExchange>(
-        signed_request("HEAD", object_url(path), s3::kEmptySha256), options_.retry));
+        signed_request("HEAD", address_.object_url(path), s3::kEmptySha256), options_.retry));
     pointers.push_back(exchanges.back().get());
   }
   http_.run(pointers, options_.parallel);
@@ -345,11 +368,11 @@ std::vector<RemoteEntry> S3Store::stat(const std::vector<std::string>& paths,
   return entries;
 }
 
-std::optional<std::string> S3Store::read_small(const std::string& path,
-                                               const std::string& /*revision*/,
-                                               uint64_t max_bytes) {
+// The version is the object's ETag, which conditional writes name (s3_conditional.h).
+SmallFile S3Store::read_versioned(const std::string& path, const std::string& /*revision*/,
+                                  uint64_t max_bytes) {
   check_online("reading " + path + " from " + location());
-  net::RetryingExchange get(signed_request("GET", object_url(path), s3::kEmptySha256),
+  net::RetryingExchange get(signed_request("GET", address_.object_url(path), s3::kEmptySha256),
                             options_.retry, max_bytes);
   http_.run({&get}, 1);
   const net::HttpResponse& response = get.response_;
@@ -359,14 +382,9 @@ std::optional<std::string> S3Store::read_small(const std::string& path,
                             " bytes allowed for it: it is not a file neuron-cache wrote; "
                             "remove or fix it");
   }
-  std::lock_guard lock(read_mutex_);
-  if (response.status == 404) {
-    read_versions_[path] = "";
-    return std::nullopt;
-  }
+  if (response.status == 404) return {};
   if (response.status != 200) throw failure(response, "reading " + path);
-  read_versions_[path] = s3xml::unquote_etag(response.headers.get("ETag").value_or(""));
-  return response.body;
+  return {response.body, s3xml::unquote_etag(response.headers.get("ETag").value_or(""))};
 }
 
 bool S3Store::content_matches(const RemoteEntry& entry, std::string_view content) const {

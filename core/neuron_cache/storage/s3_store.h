@@ -9,17 +9,18 @@
 // - Downloads are ranged parallel GETs streamed to the descriptor and verified: the size always,
 //   the sha256 the request carries (content_sha256 / lfs_sha256), else the MD5 when the listed
 //   ETag is a plain MD5; an object whose ETag changed since it was listed fails.
+// - read_versioned() gives the object's ETag as its version.
 // - commit() writes the artifacts first (single PUT up to part_size, multipart above it), each
 //   with x-amz-meta-sha256, skipping those already stored with the same size and content; then
-//   the files read_small() read (index files), LAST, each conditional: If-Match on the ETag read,
-//   or If-None-Match: * when it was absent. A 412 (or 409) throws CommitConflict; the caller
-//   reads again, merges and commits again. Deletes come after them, so no index written here
-//   names a file that is already gone.
+//   the operations that expect a version (index files, leases), LAST, each conditional
+//   (s3_conditional.h): If-Match on the ETag read, or If-None-Match: * when it was absent. A 412
+//   (or 409) throws CommitConflict; the caller reads again, merges and commits again. Deletes
+//   come after them, so no index written here names a file that is already gone.
 // - Stores that ignore the conditions (s3rver, older S3-compatible servers) cannot refuse a lost
-//   update. Whether a store enforces them is probed once per run (enforces_conditions()). After
-//   each conditional write the object's ETag is read back: a different one means another writer
-//   replaced it meanwhile, and CommitConflict is thrown. On a store that ignores conditions the
-//   tool also checks the version read just before writing (a writer that published since the
+//   update. Whether a store enforces them is probed once per run (checks_conditional_writes()).
+//   After each conditional write the object's ETag is read back: a different one means another
+//   writer replaced it meanwhile, and CommitConflict is thrown. On a store that ignores conditions
+//   the tool also checks the version read just before writing (a writer that published since the
 //   merge is a conflict, not overwritten), and reads every written file again after
 //   S3Options::recheck: a writer that replaced it meanwhile is a conflict too. What remains is a
 //   writer whose check preceded our write and whose PUT lands more than `recheck` after our
@@ -27,9 +28,7 @@
 #pragma once
 
 #include <chrono>
-#include <map>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 
@@ -37,6 +36,8 @@
 #include "neuron_cache/config/aws.h"
 #include "neuron_cache/net/http.h"
 #include "neuron_cache/net/retry.h"
+#include "neuron_cache/storage/s3_conditional.h"
+#include "neuron_cache/storage/s3_sweep.h"
 #include "neuron_cache/storage/s3_xml.h"
 #include "neuron_cache/storage/store.h"
 
@@ -68,6 +69,28 @@ struct S3Location {
 };
 S3Location parse_s3_url(const std::string& url);
 
+// Where the store's objects are: their keys below the prefix, and the URLs requests go to
+// (virtual-hosted style https://bucket.host, or path style https://host/bucket).
+class S3Address {
+ public:
+  S3Address(S3Location where, std::string base_url, bool path_style);
+
+  // "s3://bucket/prefix": how messages and reports name the store.
+  std::string location() const;
+  std::string key_of(const std::string& path) const;
+  // What every key of this store starts with: "prefix/", or "" without a prefix.
+  std::string key_root() const;
+  std::string object_url(const std::string& path, const std::string& query = "") const;
+  // The URL of a request to the bucket itself (a listing), with its query.
+  std::string bucket_url(const std::string& query) const;
+  const std::string& base_url() const { return base_url_; }
+
+ private:
+  S3Location where_;
+  std::string base_url_;
+  bool path_style_ = false;
+};
+
 class S3Store : public Store {
  public:
   // The name of the object enforces_conditions() writes, below the prefix, with random digits.
@@ -84,8 +107,8 @@ class S3Store : public Store {
                                 const std::string& revision) override;
   std::vector<RemoteEntry> stat(const std::vector<std::string>& paths,
                                 const std::string& revision) override;
-  std::optional<std::string> read_small(const std::string& path, const std::string& revision,
-                                        uint64_t max_bytes) override;
+  SmallFile read_versioned(const std::string& path, const std::string& revision,
+                           uint64_t max_bytes) override;
   std::vector<DownloadResult> download(const std::string& revision,
                                        std::vector<DownloadRequest>& requests) override;
   bool content_matches(const RemoteEntry& entry, std::string_view content) const override;
@@ -93,7 +116,7 @@ class S3Store : public Store {
                       const std::optional<std::string>& parent) override;
   // Anonymous access (AWS_NO_SIGN_REQUEST) reads only.
   std::string why_not_writable() override;
-  bool checks_conditional_writes() override { return enforces_conditions(); }
+  bool checks_conditional_writes() override { return conditional_.enforced(); }
   Url download_url(const std::string&, const std::string&) const override { return {}; }
   uint64_t requests() const override { return http_.stats().requests; }
   std::string unreachable() const override { return http_.unreachable(); }
@@ -105,8 +128,8 @@ class S3Store : public Store {
   std::string describe_access();
   net::HttpEngine& http() { return http_; }
 
-  // Used by the store's own parts (s3_store*.cpp), not by callers.
-  std::string object_url(const std::string& path, const std::string& query = "") const;
+  // Used by the store's own parts (s3_*.cpp), not by callers.
+  const S3Address& address() const { return address_; }
   net::HttpRequest signed_request(const std::string& method, const std::string& url,
                                   const std::string& payload_sha256) const;
   // Signs `request` again with the credentials of now (refreshed if they were about to expire):
@@ -114,45 +137,19 @@ class S3Store : public Store {
   void sign_again(net::HttpRequest& request) const;
   // Adds the server-side encryption headers of S3Options::sse to a request that creates an object.
   void add_encryption(net::HttpRequest& request) const;
-  std::string key_of(const std::string& path) const;
-  // What every key of this store starts with: "prefix/", or "" without a prefix.
-  std::string key_root() const;
   // One request, retried on transient failures (5xx, 503 SlowDown, no answer).
   net::HttpResponse call(net::HttpRequest request);
   Error failure(const net::HttpResponse& response, const std::string& what) const;
   void check_online(const std::string& what) const;
 
  private:
-  std::vector<RemoteEntry> list_objects(const std::string& key_prefix, bool recursive);
-  std::optional<RemoteEntry> head_object(const std::string& path);
-  // Writes the files read_small() read, each conditional on the version read (see above).
-  void put_index_files(const std::vector<const CommitOperation*>& ops, CommitResult& result);
-  // Writes one of them; returns the ETag written. `checked`: the store enforces conditions.
-  std::string put_conditional(const CommitOperation& op, bool checked, CommitResult& result);
-  // Whether the store refuses a conditional write whose condition fails; probed once per run.
-  bool enforces_conditions();
-  // CommitConflict when `path` is no longer at `version` (its ETag, "" for absent).
-  void require_version(const std::string& path, const std::string& version);
-  std::string conflict_message(const std::string& path) const;
-  // Aborts the multipart uploads under the prefix that a writer began more than a day ago and
-  // never finished (s3_sweep.cpp); once per run, failures are warnings in `result`.
-  void abort_abandoned_uploads(CommitResult& result);
-  // The uploads under the prefix begun more than a day ago, as far as the page budget reaches
-  // (`stopped` then says why it stopped).
-  std::vector<s3xml::PendingUpload> abandoned_uploads(std::string& stopped);
-
-  S3Location where_;
   config::AwsAccess access_;
+  S3Address address_;
   std::unique_ptr<aws::CredentialProvider> credentials_;  // refreshed before they expire
   S3Options options_;
-  bool path_style_ = false;
-  std::string base_url_;  // https://bucket.host or https://host/bucket
   net::HttpEngine http_;
-  // The ETag each read_small() saw ("" when the object was absent): commit()'s conditions.
-  std::mutex read_mutex_;
-  std::map<std::string, std::string> read_versions_;
-  std::optional<bool> enforces_conditions_;  // under read_mutex_; unknown until probed
-  bool swept_uploads_ = false;               // under read_mutex_
+  S3ConditionalWrites conditional_{*this};  // the probe's answer, once per store
+  S3UploadSweep sweep_{*this};              // once per store
 };
 
 }  // namespace neuron_cache::storage

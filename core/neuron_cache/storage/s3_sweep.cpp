@@ -11,6 +11,7 @@
 #include "neuron_cache/net/retry.h"
 #include "neuron_cache/storage/s3_internal.h"
 #include "neuron_cache/storage/s3_store.h"
+#include "neuron_cache/storage/s3_sweep.h"
 
 namespace neuron_cache::storage {
 namespace {
@@ -26,15 +27,15 @@ constexpr int kUploadListingTimeFactor = 4;
 
 }  // namespace
 
-std::vector<s3xml::PendingUpload> S3Store::abandoned_uploads(std::string& stopped) {
-  std::string root = key_root();
+std::vector<s3xml::PendingUpload> S3UploadSweep::abandoned_uploads(std::string& stopped) {
+  std::string root = store_.address().key_root();
   int64_t now = std::chrono::duration_cast<std::chrono::seconds>(
                     std::chrono::system_clock::now().time_since_epoch())
                     .count();
   int64_t before =
       now - std::chrono::duration_cast<std::chrono::seconds>(kAbandonedUploadAge).count();
-  net::PageBudget budget("listing the multipart uploads in " + location(), kMaxUploadPages,
-                         options_.timeout * kUploadListingTimeFactor);
+  net::PageBudget budget("listing the multipart uploads in " + store_.location(), kMaxUploadPages,
+                         store_.options().timeout * kUploadListingTimeFactor);
   std::vector<s3xml::PendingUpload> old;
   std::string key_marker, id_marker;
   while (true) {
@@ -44,11 +45,11 @@ std::vector<s3xml::PendingUpload> S3Store::abandoned_uploads(std::string& stoppe
     query += "max-uploads=1000&prefix=" + url::url_encode(root, false) + "&";
     if (!id_marker.empty()) query += "upload-id-marker=" + url::url_encode(id_marker, false) + "&";
     query += "uploads=";
-    net::HttpResponse response = call(
-        signed_request("GET", base_url_ + (path_style_ ? "?" : "/?") + query, s3::kEmptySha256));
+    net::HttpResponse response = store_.call(
+        store_.signed_request("GET", store_.address().bucket_url(query), s3::kEmptySha256));
     // A store without the listing (s3rver: 501 NotImplemented) leaves it to its lifecycle rule.
     if (response.status == 501) return {};
-    if (response.status != 200) throw failure(response, "listing the multipart uploads");
+    if (response.status != 200) throw store_.failure(response, "listing the multipart uploads");
     s3xml::UploadsPage page = s3xml::parse_uploads_page(response.body);
     for (auto& upload : page.uploads) {
       // Never abort what the listing was not asked for, nor an upload of unknown age.
@@ -57,7 +58,7 @@ std::vector<s3xml::PendingUpload> S3Store::abandoned_uploads(std::string& stoppe
     }
     if (!page.truncated) return old;
     if (page.next_key_marker == key_marker && page.next_upload_id_marker == id_marker) {
-      throw operational_error("listing the multipart uploads in " + location() +
+      throw operational_error("listing the multipart uploads in " + store_.location() +
                               " did not advance (the same markers twice)");
     }
     try {
@@ -71,11 +72,11 @@ std::vector<s3xml::PendingUpload> S3Store::abandoned_uploads(std::string& stoppe
   }
 }
 
-void S3Store::abort_abandoned_uploads(CommitResult& result) {
+void S3UploadSweep::abort_abandoned_uploads(CommitResult& result) {
   {
-    std::lock_guard lock(read_mutex_);
-    if (swept_uploads_) return;
-    swept_uploads_ = true;
+    std::lock_guard lock(mutex_);
+    if (swept_) return;
+    swept_ = true;
   }
   const std::string lifecycle =
       "; they stay until the bucket's lifecycle rule AbortIncompleteMultipartUpload removes them";
@@ -92,17 +93,17 @@ void S3Store::abort_abandoned_uploads(CommitResult& result) {
     result.warnings.push_back("looking for abandoned multipart uploads: " + stopped +
                               "; the next push looks further");
   }
-  std::string root = key_root();
+  std::string root = store_.address().key_root();
   std::vector<std::unique_ptr<net::RetryingExchange>> aborts;
   std::vector<net::Exchange*> pointers;
   for (const auto& upload : old) {
-    std::string url = object_url(upload.key.substr(root.size()),
-                                 "uploadId=" + url::url_encode(upload.upload_id, false));
+    std::string url = store_.address().object_url(
+        upload.key.substr(root.size()), "uploadId=" + url::url_encode(upload.upload_id, false));
     aborts.push_back(std::make_unique<net::RetryingExchange>(
-        signed_request("DELETE", url, s3::kEmptySha256), options_.retry));
+        store_.signed_request("DELETE", url, s3::kEmptySha256), store_.options().retry));
     pointers.push_back(aborts.back().get());
   }
-  http_.run(pointers, options_.parallel);
+  store_.http().run(pointers, store_.options().parallel);
   size_t failed = 0;
   std::string why;
   for (const auto& abort : aborts) {
@@ -111,7 +112,7 @@ void S3Store::abort_abandoned_uploads(CommitResult& result) {
     if ((status >= 200 && status < 300) || status == 404) {
       ++result.uploads_aborted;
     } else if (failed++ == 0) {
-      why = failure(abort->response_, "aborting an abandoned multipart upload").what();
+      why = store_.failure(abort->response_, "aborting an abandoned multipart upload").what();
     }
   }
   if (failed > 0) {

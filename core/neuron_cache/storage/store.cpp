@@ -16,6 +16,18 @@ std::string_view kind_name(Kind kind) {
   return "unknown";
 }
 
+bool Expected::met_by(const std::optional<std::string>& now) const {
+  switch (kind) {
+    case Kind::Anything:
+      return true;
+    case Kind::Absent:
+      return !now;
+    case Kind::Version:
+      return now && *now == token;
+  }
+  return false;
+}
+
 CommitResult& operator+=(CommitResult& into, const CommitResult& later) {
   into.committed = into.committed || later.committed;
   if (!later.revision.empty()) into.revision = later.revision;

@@ -83,10 +83,41 @@ struct DownloadResult {
   uint64_t bytes_resumed = 0;
 };
 
+// What a write expects to find at its path: the version a reader saw, so that a writer who
+// merged what it read never replaces what another writer published since. Artifacts, whose paths
+// are content-addressed (two writers write the same bytes), expect anything.
+struct Expected {
+  enum class Kind { Anything, Absent, Version } kind = Kind::Anything;
+  // SmallFile::version as the store gave it; with Absent, what the store knows of the absence
+  // (the Hub: the revision it was read at), or "".
+  std::string token = {};
+
+  static Expected anything() { return {}; }
+  static Expected absent(std::string token = {}) { return {Kind::Absent, std::move(token)}; }
+  static Expected at(std::string token) { return {Kind::Version, std::move(token)}; }
+  bool conditional() const { return kind != Kind::Anything; }
+  // Whether a file whose current version is `now` (nothing: absent) is as expected.
+  bool met_by(const std::optional<std::string>& now) const;
+};
+
+// A small file (an index shard, a lease) as a reader saw it, with the version a write that
+// replaces it expects. The version is opaque outside the backend: an S3 ETag, a folder file's
+// sha256, the Hub's commit and git blob id, the in-memory store's write counter.
+struct SmallFile {
+  std::optional<std::string> content;  // nothing when there is no such file
+  std::string version = {};            // of an absent file: "" or where it was seen absent
+
+  // What a write replacing what was read expects: this version, or the file still absent.
+  Expected expected() const { return content ? Expected::at(version) : Expected::absent(version); }
+};
+
 struct CommitOperation {
   enum class Kind { Add, Delete } kind = Kind::Add;
   std::string path;             // relative to the store's root
   std::filesystem::path local;  // content to upload for Add
+  // What the file must still be for the operation to land (else the store throws
+  // CommitConflict): the version its writer read, or anything for an artifact.
+  Expected expected = {};
 };
 
 struct CommitResult {
@@ -184,12 +215,17 @@ class Store {
   // there: ask for few). Stores whose listings carry times: stat().
   virtual std::vector<RemoteEntry> stat_times(const std::vector<std::string>& paths,
                                               const std::string& revision);
-  // The content of a small file (an index shard, a registry file), or nothing when there is no
-  // such file. Refuses files larger than max_bytes. Stores that publish with conditional writes
-  // remember the version read, so the next commit() only replaces what this reader saw.
-  virtual std::optional<std::string> read_small(const std::string& path,
-                                                const std::string& revision,
-                                                uint64_t max_bytes) = 0;
+  // A small file (an index shard, a lease, a registry file) with the version read, which a
+  // write replacing it carries (SmallFile::expected) so that it lands only on that version.
+  // Refuses files larger than max_bytes. The store keeps nothing of the read.
+  virtual SmallFile read_versioned(const std::string& path, const std::string& revision,
+                                   uint64_t max_bytes) = 0;
+  // read_versioned's content, or nothing when there is no such file: for readers that do not
+  // write it back.
+  std::optional<std::string> read_small(const std::string& path, const std::string& revision,
+                                        uint64_t max_bytes) {
+    return read_versioned(path, revision, max_bytes).content;
+  }
   // Downloads every request in parallel into its descriptor; each file is verified while it
   // streams against the request's expected size and ids and resumed after a dropped connection.
   // Failures are values, one per request.
@@ -212,9 +248,12 @@ class Store {
   virtual bool content_matches(const RemoteEntry& entry, std::string_view content) const = 0;
 
   // Publishes every operation: the Hub makes ONE commit on top of `parent` (its head()); S3 and
-  // folders write the artifacts first and index files last, each index file only if it is still
-  // the version read_small() saw. Throws CommitConflict when the store moved; files it already
-  // holds with the same content are not sent again.
+  // folders write the unconditional operations (artifacts) first and the conditional ones (index
+  // files, leases) last. Each operation with an expectation lands only if its file is still as
+  // expected, which the store itself checks (the Hub: at the parent, which the commit requires;
+  // S3: If-Match / If-None-Match and a read-back; a folder: under its lock; memory: compared).
+  // Throws CommitConflict when the store moved; files it already holds with the same content are
+  // not sent again.
   virtual CommitResult commit(const std::vector<CommitOperation>& operations,
                               const std::string& message,
                               const std::optional<std::string>& parent) = 0;
@@ -228,10 +267,11 @@ class Store {
   // Why nothing may be written (read-only policy, a read-only Hub token), or "" when writes may
   // be tried. Asked before a push so that nothing is sent in vain.
   virtual std::string why_not_writable() = 0;
-  // Whether the store itself refuses a commit() of a file read_small() read when that file changed
-  // since (the Hub's parent commit, a folder's lock, S3's If-Match / If-None-Match). False for an
-  // S3-compatible server that ignores conditions (probed once): its writers check by reading back,
-  // which narrows a race but cannot close it, so what relies on it (compile leases) is advisory.
+  // Whether the store itself refuses a commit() whose expectation (CommitOperation::expected) no
+  // longer holds (the Hub's parent commit, a folder's lock, S3's If-Match / If-None-Match). False
+  // for an S3-compatible server that ignores conditions (probed once): its writers check by reading
+  // back, which narrows a race but cannot close it, so what relies on it (compile leases) is
+  // advisory.
   virtual bool checks_conditional_writes() = 0;
 
   // A URL a plain downloader (Bazel's, curl) can read `path` from at `revision` without this
