@@ -13,12 +13,15 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <iterator>
 #include <random>
+#include <sstream>
 
 #include "../unit/stores.h"
 #include "hub_fixture.h"
 #include "neuron_cache/format/artifact_index.h"
 #include "neuron_cache/format/cache_key.h"
+#include "neuron_cache/format/registry.h"
 #include "neuron_cache/hub/client.h"
 #include "neuron_cache/local/local_index.h"
 #include "neuron_cache/plan/plan.h"
@@ -61,9 +64,9 @@ plan::Target target(int i) {
   return t;
 }
 
-// Lays out one compiled configuration in the cache and records it in the local index.
-void compile_fake(const local::LocalIndex& index, const plan::Target& t, int modules,
-                  size_t neff_bytes, std::mt19937_64& random) {
+// Lays out one compiled configuration's MODULE_ folders in the cache; the entry listing them.
+ai::Entry fake_modules(const local::LocalIndex& index, const plan::Target& t, int modules,
+                       size_t neff_bytes, std::mt19937_64& random) {
   ai::Entry entry{t.key, t.inputs, t.configuration.name, {}, {}, 1800.0, "bench", ai::utc_now()};
   std::string compiler_dir = entry.compiler_dir();
   for (int m = 0; m < modules; ++m) {
@@ -77,7 +80,34 @@ void compile_fake(const local::LocalIndex& index, const plan::Target& t, int mod
     testing::write_file(dir / "model.done", "");
     entry.modules.push_back(index.record_module(compiler_dir, name));
   }
-  index.write(entry);
+  return entry;
+}
+
+// Lays out one compiled configuration in the cache and records it in the local index.
+void compile_fake(const local::LocalIndex& index, const plan::Target& t, int modules,
+                  size_t neff_bytes, std::mt19937_64& random) {
+  index.write(fake_modules(index, t, modules, neff_bytes, random));
+}
+
+// The registry files optimum-neuron 0.4.5 writes for a configuration, listed in `entry`: the
+// primary file and its alias, an absolute symlink (so a copied cache keeps links into the
+// original's place).
+void add_registry(const local::LocalIndex& index, ai::Entry& entry) {
+  registry::Json record = {{"_entry_class", "SingleModelCacheEntry"},
+                           {"_model_id", entry.inputs.model_id},
+                           {"_task", "text-generation"},
+                           {"model_type", "llama"},
+                           {"neuron", {{"batch_size", entry.inputs.batch_size}}}};
+  std::string text = registry::serialize(record);
+  std::string hash = registry::entry_hash(text);
+  std::filesystem::path compiler = index.cache().root() / entry.compiler_dir();
+  std::string primary = registry::primary_path("0.4.5", registry::arch_digest(record), hash);
+  std::string alias = registry::alias_path("0.4.5", "llama", entry.inputs.model_id, hash);
+  testing::write_file(compiler / primary, text);
+  std::filesystem::create_directories((compiler / alias).parent_path());
+  std::filesystem::create_symlink(compiler / primary, compiler / alias);
+  for (const auto& path : {primary, alias})
+    entry.registry.push_back(index.record_registry_file(entry.compiler_dir(), path));
 }
 
 hub::HubClient make_client(const testing::HubServer& server) {
@@ -189,14 +219,37 @@ WarmRun time_tool(const testing::HubServer& server, const std::vector<std::strin
   return out;
 }
 
-// Stat calls of one run, or -1 when strace cannot trace here.
-long stats_of(const std::vector<std::string>& argv, const std::vector<std::string>& env,
-              const std::filesystem::path& summary) {
-  if (!testing::strace_works()) return -1;
+// The system calls of one run by kind, from an `strace -f -c` summary; empty when strace cannot
+// trace here.
+struct Syscalls {
+  long stat = -1;  // the stat family (newfstatat, statx, fstat, ...)
+  long open = -1;  // openat, open
+  long link = -1;  // readlink, readlinkat: what resolving a symlink costs
+  long all = -1;
+};
+
+Syscalls syscalls_of(const std::vector<std::string>& argv, const std::vector<std::string>& env,
+                     const std::filesystem::path& summary) {
+  Syscalls out;
+  if (!testing::strace_works()) return out;
   std::vector<std::string> traced = {"/usr/bin/strace", "-f", "-c", "-o", summary.string()};
   traced.insert(traced.end(), argv.begin(), argv.end());
   spawn(traced, env);
-  return static_cast<long>(testing::stat_calls(testing::read_file(summary)));
+  std::string text = testing::read_file(summary);
+  out = {static_cast<long>(testing::stat_calls(text)), 0, 0, 0};
+  std::istringstream lines(text);
+  for (std::string line; std::getline(lines, line);) {
+    // "% time  seconds  usecs/call  calls  [errors]  syscall"
+    std::istringstream words(line);
+    std::vector<std::string> w{std::istream_iterator<std::string>(words), {}};
+    if (w.size() < 5 || !std::isdigit(static_cast<unsigned char>(w[3][0]))) continue;
+    long calls = std::stol(w[3]);
+    const std::string& name = w.back();
+    if (name == "total") out.all = calls;
+    if (name == "openat" || name == "open") out.open += calls;
+    if (name.starts_with("readlink")) out.link += calls;
+  }
+  return out;
 }
 
 // How many configurations `plan --json` finds complete locally.
@@ -236,9 +289,10 @@ void prepare_warm(WarmSetup& setup, const testing::HubServer& server, hub::HubCl
   std::mt19937_64 random(11);
   std::vector<ai::Entry> entries;
   for (int i = 1; i <= configs; ++i) {
-    plan::Target t = warm_target(i, revision);
-    compile_fake(index, t, modules, kib << 10, random);
-    entries.push_back(*index.find(kCompiler, t.key));
+    ai::Entry entry = fake_modules(index, warm_target(i, revision), modules, kib << 10, random);
+    add_registry(index, entry);
+    index.write(entry);
+    entries.push_back(entry);
   }
   remote::push(*testing::hub_store(client, repo), index, entries);
   testing::write_file(dir / "m.yaml", warm_manifest(repo, configs));
@@ -260,25 +314,66 @@ void profile(const std::string& label, const std::vector<std::string>& argv,
   std::string loop = "for i in $(seq 20); do";
   for (const auto& word : argv) loop += " '" + word + "'";
   loop += " >/dev/null; done";
+  std::string file = label;
+  std::replace(file.begin(), file.end(), ' ', '-');
   spawn({"/usr/bin/perf", "record", "-q", "-F", "5000", "--call-graph", "dwarf,16384", "-o",
-         std::string(folder) + "/" + label + ".data", "--", "/bin/sh", "-c", loop},
+         std::string(folder) + "/" + file + ".data", "--", "/bin/sh", "-c", loop},
         env);
 }
 
+double load_average() {
+  double load[1] = {-1};
+  getloadavg(load, 1);
+  return load[0];
+}
+
 // Seven timed runs of `argv` after one untimed (the first run after a push reads the new
-// index once), then one under strace for the stat calls.
-void report_warm(const testing::HubServer& server, const std::string& label,
-                 const std::vector<std::string>& argv, const WarmSetup& setup) {
+// index once), then one under strace for the system calls. `floor`, the median of `--version`,
+// is what starting the binary costs: the run's time is printed as a multiple of it. Returns the
+// median.
+double report_warm(const testing::HubServer& server, const std::string& label,
+                   const std::vector<std::string>& argv, const WarmSetup& setup, int configs,
+                   double floor) {
   spawn(argv, setup.env);
   WarmRun run = time_tool(server, argv, setup.env, 7);
   profile(label, argv, setup.env);
-  long stats = stats_of(argv, setup.env, setup.dir / "strace.txt");
-  char detail[200];
-  std::snprintf(detail, sizeof detail,
-                "best %.3f s, cpu %.3f s, %llu response bytes, %ld stat calls%s", run.best,
-                run.median_cpu, static_cast<unsigned long long>(run.bytes), stats,
+  Syscalls calls = syscalls_of(argv, setup.env, setup.dir / "strace.txt");
+  char detail[300];
+  std::snprintf(detail, sizeof detail, "best %.3f s, cpu %.3f s, %llu response bytes%s", run.best,
+                run.median_cpu, static_cast<unsigned long long>(run.bytes),
                 run.ok ? "" : ", FAILED");
   report(("  " + label + " (median of 7)").c_str(), run.median, run.requests, detail);
+  if (floor > 0) {
+    std::printf("  %-38s %5.1fx --version, %.1f ms over it\n", "", run.median / floor,
+                (run.median - floor) * 1e3);
+  }
+  if (calls.all >= 0 && floor <= 0) {
+    std::printf("  %-38s %ld stat, %ld open, %ld readlink, %ld in all (the floor)\n", "",
+                calls.stat, calls.open, calls.link, calls.all);
+  } else if (calls.all >= 0) {
+    double n = configs;
+    std::printf(
+        "  %-38s %ld stat, %ld open, %ld readlink, %ld in all: %.1f, %.1f, %.1f, %.1f "
+        "per configuration\n",
+        "", calls.stat, calls.open, calls.link, calls.all, calls.stat / n, calls.open / n,
+        calls.link / n, calls.all / n);
+  }
+  return run.median;
+}
+
+// The warm runs in `setup`: prefetch and ci, beside the floor of any run.
+void report_warm_runs(const testing::HubServer& server, const WarmSetup& setup, int configs,
+                      const std::string& cache_label) {
+  std::printf("warm no-op, %s, load average %.2f:\n", cache_label.c_str(), load_average());
+  // What any run of the tool costs on this machine: starting it (43 shared libraries).
+  double floor =
+      report_warm(server, "--version", {testing::tool_path(), "--version"}, setup, configs, 0);
+  report_warm(server, "prefetch " + cache_label,
+              {testing::tool_path(), "prefetch", setup.manifest, "--quiet"}, setup, configs, floor);
+  std::string out = (setup.dir / "out").string();
+  report_warm(server, "ci " + cache_label,
+              {testing::tool_path(), "ci", setup.manifest, "--quiet", "--output-dir", out}, setup,
+              configs, floor);
 }
 
 void warm_no_op(const testing::HubServer& server, hub::HubClient& client, const std::string& repo,
@@ -292,15 +387,19 @@ void warm_no_op(const testing::HubServer& server, hub::HubClient& client, const 
         local, configs);
     return;
   }
-  std::printf("warm no-op, %d configurations complete locally (%d modules each):\n", configs,
-              modules);
-  // What any run of the tool costs on this machine: starting it (43 shared libraries).
-  report_warm(server, "--version", {testing::tool_path(), "--version"}, setup);
-  report_warm(server, "prefetch", {testing::tool_path(), "prefetch", setup.manifest, "--quiet"},
-              setup);
-  std::string out = (setup.dir / "out").string();
-  report_warm(server, "ci",
-              {testing::tool_path(), "ci", setup.manifest, "--quiet", "--output-dir", out}, setup);
+  std::printf(
+      "warm no-op, %d configurations complete locally (%d modules each, a registry file and "
+      "its absolute alias):\n",
+      configs, modules);
+  report_warm_runs(server, setup, configs, "here");
+  // The same cache copied elsewhere, the original left in place: every alias still points into
+  // the original, and is read below the copy instead.
+  std::filesystem::path copy = setup.dir / "copy";
+  testing::run_command("cp -a '" + (setup.dir / "cache").string() + "' '" + copy.string() + "'");
+  for (auto& e : setup.env) {
+    if (e.starts_with("NEURON_COMPILE_CACHE_URL=")) e = "NEURON_COMPILE_CACHE_URL=" + copy.string();
+  }
+  report_warm_runs(server, setup, configs, "copied");
 }
 
 }  // namespace

@@ -1,6 +1,7 @@
 #include "neuron_cache/local/cache_tree.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -83,22 +84,89 @@ bool LocalCache::exists() const {
   return fs::is_directory(root_, error);
 }
 
-std::optional<fs::path> LocalCache::link_target(const sys::SafeDir& dir,
-                                                const std::string& name) const {
+// Enough for every folder a run reads links in; a cache planted with more is still read right,
+// its folders resolved each time.
+constexpr size_t kMaxKeptFolders = 4096;
+
+std::optional<fs::path> LocalCache::real_folder(const fs::path& folder) const {
+  std::lock_guard lock(memo_mutex_);
+  if (auto it = real_folders_.find(folder); it != real_folders_.end()) return it->second;
+  auto real = sys::real_path(folder);
+  if (real && real_folders_.size() < kMaxKeptFolders) real_folders_.emplace(folder, *real);
+  return real;
+}
+
+bool LocalCache::allowed(const fs::path& real) const {
   // The root may not have existed when this LocalCache was made (a command that creates it).
-  auto root = sys::real_path(root_);
-  auto allowed = [&](const fs::path& path) {
-    auto inside = [&](const fs::path& base) { return is_inside(path, base); };
-    return std::any_of(trusted_.begin(), trusted_.end(), inside) || (root && inside(*root));
-  };
-  if (auto target = sys::real_path(dir.path() / name); target && allowed(*target)) return target;
-  // A copied or moved cache: the old root's path is never followed, even when it still exists.
+  auto root = real_folder(root_);
+  auto inside = [&](const fs::path& base) { return is_inside(real, base); };
+  return std::any_of(trusted_.begin(), trusted_.end(), inside) || (root && inside(*root));
+}
+
+bool LocalCache::is_foreign_root(const fs::path& old_root) const {
+  {
+    std::lock_guard lock(memo_mutex_);
+    if (auto it = foreign_roots_.find(old_root); it != foreign_roots_.end()) return it->second;
+  }
+  auto real = sys::real_path(old_root);
+  bool foreign = !real || !allowed(*real);
+  std::lock_guard lock(memo_mutex_);
+  if (real_folders_.contains(root_) && foreign_roots_.size() < kMaxKeptFolders) {
+    foreign_roots_.emplace(old_root, foreign);
+  }
+  return foreign;
+}
+
+std::optional<LinkTarget> LocalCache::resolve(const fs::path& path) const {
+  // realpath(path) is realpath of its folder, then its last name when that is a link.
+  fs::path name = path.filename();
+  std::optional<fs::path> real;
+  if (name.empty() || name == "." || name == "..") {
+    real = sys::real_path(path);
+  } else if (auto folder = real_folder(path.parent_path())) {
+    real = *folder / name;
+  }
+  struct stat info {};
+  if (!real || lstat(real->c_str(), &info) != 0) return std::nullopt;
+  if (S_ISLNK(info.st_mode)) {  // a link to a link: resolved whole
+    real = sys::real_path(*real);
+    if (!real || stat(real->c_str(), &info) != 0) return std::nullopt;
+  }
+  LinkTarget target{*real, sys::NodeType::Other, 0, std::nullopt};
+  if (S_ISREG(info.st_mode)) target = {*real, sys::NodeType::File, uint64_t(info.st_size), {}};
+  if (S_ISDIR(info.st_mode)) target.type = sys::NodeType::Directory;
+  return target;
+}
+
+std::optional<LinkTarget> LocalCache::relocated(const fs::path& below) const {
+  auto root = real_folder(root_);
+  auto target = root ? resolve(*root / below) : std::nullopt;
+  if (!target || !is_inside(target->path, *root)) return std::nullopt;
+  return target;
+}
+
+std::optional<LinkTarget> LocalCache::resolve_link(const sys::SafeDir& dir,
+                                                   const std::string& name) const {
   auto text = link_text(dir, name);
   auto split = text ? split_at_layout(*text) : std::nullopt;
-  if (!split || !root) return std::nullopt;
-  auto moved = sys::real_path(*root / split->second);
-  if (!moved || !is_inside(*moved, *root)) return std::nullopt;
-  return moved;
+  auto moved = [&]() -> std::optional<LinkTarget> {
+    auto target = split ? relocated(split->second) : std::nullopt;
+    if (target) target->moved_from = split->first;
+    return target;
+  };
+  // A copied or moved cache: the old root's path is never followed, even when it still exists.
+  if (split && is_foreign_root(split->first)) return moved();
+  // An absolute text replaces the folder; not a link at all, the name is resolved itself.
+  auto target = resolve(dir.path() / text.value_or(fs::path(name)));
+  if (target && allowed(target->path)) return target;
+  return moved();
+}
+
+std::optional<fs::path> LocalCache::link_target(const sys::SafeDir& dir,
+                                                const std::string& name) const {
+  auto target = resolve_link(dir, name);
+  if (!target) return std::nullopt;
+  return target->path;
 }
 
 bool LocalCache::link_is_trusted(const sys::SafeDir& dir, const std::string& name) const {
@@ -141,10 +209,8 @@ bool present(const LocalCache& cache, const sys::SafeDir& dir, const sys::DirEnt
 void note_file(const LocalCache& cache, const sys::SafeDir& dir, const sys::DirEntry& file,
                ModuleEntry& entry) {
   entry.file_names.push_back(file.name);
-  if (file.type == sys::NodeType::Symlink && !cache.link_is_trusted(dir, file.name)) {
-    entry.untrusted_links.push_back(file.name);
-  }
   bool here = present(cache, dir, file);
+  if (file.type == sys::NodeType::Symlink && !here) entry.untrusted_links.push_back(file.name);
   if (layout::is_lock_file(file.name)) entry.files.lock_files.push_back(file.name);
   if (!here) return;
   if (file.name == layout::kNeff) entry.files.has_neff = true;
@@ -280,15 +346,11 @@ void walk_registry_links(const LocalCache& cache, const sys::SafeDir& dir, const
       continue;
     }
     if (item.type != sys::NodeType::Symlink) continue;
-    auto target = sys::real_path(dir.path() / item.name);
-    auto read = cache.link_target(dir, item.name);
-    if (read && target == read) continue;  // an ordinary link inside the cache
-    auto text = link_text(dir, item.name);
-    auto split = text ? split_at_layout(*text) : std::nullopt;
-    if (read && split) {
-      ++out.relocated[split->first.string()];
-    } else if (!read) {
+    auto read = cache.resolve_link(dir, item.name);
+    if (!read) {
       out.outside.push_back(item_rel);
+    } else if (read->moved_from) {
+      ++out.relocated[read->moved_from->string()];
     }
   }
 }

@@ -4,6 +4,7 @@
 
 #include <filesystem>
 #include <map>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
@@ -81,6 +82,19 @@ uint64_t total_size(const CacheTree& tree);
 layout::EntryState state_of_written_folder(const sys::SafeDir& module_dir,
                                            std::string_view module_name);
 
+// Where a symlink leads, as LocalCache::resolve_link finds it.
+struct LinkTarget {
+  std::filesystem::path path;  // real: no symlink in it
+  sys::NodeType type = sys::NodeType::Other;
+  uint64_t size = 0;  // of a regular file
+  // For a link into another root's layout, read below this root instead: that old root.
+  std::optional<std::filesystem::path> moved_from;
+};
+
+// One run's view of a cache. Resolving a symlink reads the real path of the folders on its way;
+// those are resolved once per LocalCache (one per run) and kept, as is whether an old root's
+// links are read below this root, so a cache copied with its absolute links costs one readlink
+// and one lstat per link read, not a walk of every component of its path.
 class LocalCache {
  public:
   // Symlinks inside the cache are followed for reading only when they resolve inside the root or
@@ -106,6 +120,9 @@ class LocalCache {
   // of those places.
   std::optional<std::filesystem::path> link_target(const sys::SafeDir& dir,
                                                    const std::string& name) const;
+  // link_target with what is there (its type, its size) and whether the link was read below
+  // this root instead of where it points.
+  std::optional<LinkTarget> resolve_link(const sys::SafeDir& dir, const std::string& name) const;
   // `file` (below the root) itself, or where link_target reads it when it is a symlink; throws
   // for a link reads may not follow.
   std::filesystem::path file_to_read(const std::filesystem::path& file) const;
@@ -116,8 +133,23 @@ class LocalCache {
   ForeignLinks foreign_registry_links(const sys::SafeDir& compiler_dir) const;
 
  private:
+  // Whether reads may go to the real path `real` (inside the root or a trusted place).
+  bool allowed(const std::filesystem::path& real) const;
+  // Where `path` leads, through the real path of its folder (real_folder).
+  std::optional<LinkTarget> resolve(const std::filesystem::path& path) const;
+  // `below` (a path in a cache's layout) below this root, when it leads nowhere else.
+  std::optional<LinkTarget> relocated(const std::filesystem::path& below) const;
+  // The real path of `folder`, kept once found: a folder made later is still seen.
+  std::optional<std::filesystem::path> real_folder(const std::filesystem::path& folder) const;
+  // Whether links into `old_root`'s layout are read below this root: it does not lead inside the
+  // root or a trusted place. Kept once the root exists.
+  bool is_foreign_root(const std::filesystem::path& old_root) const;
+
   std::filesystem::path root_;
   std::vector<std::filesystem::path> trusted_;
+  mutable std::mutex memo_mutex_;
+  mutable std::map<std::filesystem::path, std::filesystem::path> real_folders_;
+  mutable std::map<std::filesystem::path, bool> foreign_roots_;
 };
 
 }  // namespace neuron_cache::local

@@ -51,10 +51,9 @@ std::optional<uint64_t> present_size(const LocalCache& cache, const sys::SafeDir
   if (!entry) return std::nullopt;
   if (entry->type == sys::NodeType::File) return entry->size;
   if (entry->type != sys::NodeType::Symlink) return std::nullopt;
-  auto target = cache.link_target(dir, name);
-  std::error_code error;
-  if (!target || !fs::is_regular_file(*target, error)) return std::nullopt;
-  return static_cast<uint64_t>(fs::file_size(*target, error));
+  auto target = cache.resolve_link(dir, name);
+  if (!target || target->type != sys::NodeType::File) return std::nullopt;
+  return target->size;
 }
 
 // The folder `relative` ('/'-path below the root, "" for the root) through the folders already
