@@ -196,20 +196,41 @@ function(_neuron_cache_config_args out)
   set(${out} "${args}" PARENT_SCOPE)
 endfunction()
 
+# The tool's stderr without its progress lines, which the configure showed as they came: its
+# warnings and errors (and their continuation lines). Progress lines are the tool's own lines
+# that are neither a warning nor an error ("neuron-cache: fetching ...") and transfer lines
+# ("Downloading: 1.0 MiB of ...", "Downloading done: ...").
+function(_neuron_cache_without_progress out text)
+  set(kept_warning "\nneuron-cache-kept-warning: ")
+  set(kept_error "\nneuron-cache-kept-error: ")
+  set(text "\n${text}")
+  string(REPLACE "\nneuron-cache: warning: " "${kept_warning}" text "${text}")
+  string(REPLACE "\nneuron-cache: error: " "${kept_error}" text "${text}")
+  string(REGEX REPLACE "\nneuron-cache: [^\n]*" "" text "${text}")
+  string(REGEX REPLACE "\n[A-Z][a-z]+( done)?: [0-9][^\n]*" "" text "${text}")
+  string(REPLACE "${kept_warning}" "\nneuron-cache: warning: " text "${text}")
+  string(REPLACE "${kept_error}" "\nneuron-cache: error: " text "${text}")
+  string(STRIP "${text}" text)
+  set(${out} "${text}" PARENT_SCOPE)
+endfunction()
+
 # Runs `neuron-cache prefetch` now: TOOL (a path), MANIFEST, EXPORT_DIR, RUN_PREFIX (a command
 # prefix, e.g. `cmake -E env ...`), SHARED_ARGS (--repo, --cache-dir, --strict), CONFIGS (none:
 # all). Sets present (name;dir pairs), missing, fetched, local_count, report, failed,
 # input_error (the tool refused its input: exit 2) and tool_warnings.
+# The tool's stderr is shown as it comes (ECHO_ERROR_VARIABLE, CMake 3.18): a long download
+# prints its progress lines during the configure, not after it; stdout is the JSON report.
 function(_neuron_cache_prefetch_now)
   cmake_parse_arguments(PARSE_ARGV 0 my "" "TOOL;MANIFEST;EXPORT_DIR"
                         "RUN_PREFIX;SHARED_ARGS;CONFIGS")
   _neuron_cache_config_args(config_args ${my_CONFIGS})
   execute_process(
     COMMAND ${my_RUN_PREFIX} "${my_TOOL}" prefetch "${my_MANIFEST}" ${config_args} ${my_SHARED_ARGS}
-            --export-dir "${my_EXPORT_DIR}" --json --quiet
+            --export-dir "${my_EXPORT_DIR}" --json --progress
     WORKING_DIRECTORY "${CMAKE_CURRENT_BINARY_DIR}"
-    OUTPUT_VARIABLE report ERROR_VARIABLE errors RESULT_VARIABLE rc)
-  string(STRIP "${errors}" errors)
+    OUTPUT_VARIABLE report ERROR_VARIABLE errors RESULT_VARIABLE rc
+    ECHO_ERROR_VARIABLE)
+  _neuron_cache_without_progress(errors "${errors}")
   set(failed "")
   set(input_error FALSE)
   set(tool_warnings "")
@@ -332,7 +353,7 @@ function(_neuron_cache_add_build_time kind)
   # No name would mean every configuration of the manifest: with nothing missing, only push.
   if(NOT kind STREQUAL "compile" OR names GREATER 0)
     list(APPEND commands COMMAND ${my_RUN_PREFIX} "${exe}" ${kind} "${my_MANIFEST}" ${config_args}
-                         ${my_SHARED_ARGS} --export-dir "${my_EXPORT_DIR}" --quiet)
+                         ${my_SHARED_ARGS} --export-dir "${my_EXPORT_DIR}" --quiet --progress)
   endif()
   if(kind STREQUAL "compile")
     if(names GREATER 0)
@@ -341,7 +362,7 @@ function(_neuron_cache_add_build_time kind)
     if(my_PUSH)
       _neuron_cache_config_args(all_config_args ${my_ALL_CONFIGS})
       list(APPEND commands COMMAND ${my_RUN_PREFIX} "${exe}" push "${my_MANIFEST}"
-                           ${all_config_args} ${my_SHARED_ARGS} --quiet)
+                           ${all_config_args} ${my_SHARED_ARGS} --quiet --progress)
     endif()
   endif()
   set(byproducts "")

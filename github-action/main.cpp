@@ -33,6 +33,7 @@
 #include "neuron_cache/remote/gc.h"
 #include "neuron_cache/remote/store_usage.h"
 #include "neuron_cache/report/gc.h"
+#include "neuron_cache/report/progress.h"
 #include "neuron_cache/report/report.h"
 #include "neuron_cache/report/stats.h"
 #include "neuron_cache/report/usage.h"
@@ -468,6 +469,18 @@ int gate_on_misses(const Outputs& out, WorkflowCommands& commands) {
   return kExitGate;
 }
 
+// Transfer progress as the CLI prints it off a terminal (report/progress.h, the same meter and
+// math): a line every NEURON_CACHE_PROGRESS_INTERVAL_MS (10 s) with bytes, rate and ETA, then a
+// final line; never a bar, which a CI log cannot redraw.
+report::ProgressDisplay transfer_progress(const config::Settings& settings,
+                                          WorkflowCommands& commands) {
+  report::ProgressStyle style;
+  style.mode = settings.progress ? report::ProgressMode::Lines : report::ProgressMode::Off;
+  style.interval = settings.progress_interval();
+  return report::ProgressDisplay(style,
+                                 [&commands](const std::string& line) { commands.line(line); });
+}
+
 int run_action(const std::string& token, WorkflowCommands& commands) {
   Inputs in = read_inputs(token);
   if (in.fail_on_miss && runs_compile(in.mode)) {
@@ -509,6 +522,7 @@ int run_action(const std::string& token, WorkflowCommands& commands) {
   if (in.locked) p.use_lockfile(in.lockfile);
   announce_read_only(read_only, in.mode, p.context().store, commands);
   p.on_progress([&commands](const std::string& line) { commands.line("neuron-cache: " + line); });
+  report::ProgressDisplay transfers = transfer_progress(settings, commands);
 
   pipeline::RunResult result = run_steps(p, in, commands);
   const pipeline::RunResult& run = result;

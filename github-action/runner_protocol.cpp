@@ -79,32 +79,35 @@ std::string escape_data(const std::string& text) {
 }
 
 void WorkflowCommands::mask(const std::string& secret) {
-  out_ << "::add-mask::" << escape_data(secret) << std::endl;
+  write("::add-mask::" + escape_data(secret) + "\n");
 }
 
 void WorkflowCommands::annotation(const std::string& kind, const std::string& text) {
-  out_ << "::" << kind << " title=neuron-cache::" << escape_data(config::redact(text)) << std::endl;
+  write("::" + kind + " title=neuron-cache::" + escape_data(config::redact(text)) + "\n");
 }
 
 void WorkflowCommands::group(const std::string& title) {
-  out_ << "::group::" << escape_data(config::redact(title)) << std::endl;
+  write("::group::" + escape_data(config::redact(title)) + "\n");
 }
 
 void WorkflowCommands::endgroup() {
-  out_ << "::endgroup::" << std::endl;
+  write("::endgroup::\n");
 }
 
 void WorkflowCommands::untrusted(const std::string& text) {
   std::string shown = config::redact(text);
   std::string stop = random_delimiter(shown);
-  out_ << "::stop-commands::" << stop << "\n" << shown;
-  if (!shown.empty() && !shown.ends_with("\n")) out_ << "\n";
-  out_ << "::" << stop << "::" << std::endl;
+  if (!shown.empty() && !shown.ends_with("\n")) shown += "\n";
+  write("::stop-commands::" + stop + "\n" + shown + "::" + stop + "::\n");
 }
 
 void WorkflowCommands::line(const std::string& text) {
   if (could_be_command(text)) return untrusted(text);
-  out_ << config::redact(text) << std::endl;
+  write(config::redact(text) + "\n");
+}
+
+void WorkflowCommands::write(const std::string& text) {
+  out_ << text << std::flush;
 }
 
 std::string random_delimiter(const std::string& avoid) {

@@ -37,6 +37,9 @@ class WorkflowCommands {
 
  private:
   void annotation(const std::string& kind, const std::string& text);
+  // Each command or line in one write, flushed: progress lines come from other threads too (the
+  // transfer display, the compile workers), and one written in parts could be cut by another.
+  void write(const std::string& text);
   std::ostream& out_;
 };
 

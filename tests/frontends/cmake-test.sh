@@ -56,11 +56,22 @@ seed_hub "$root/examples/neuron-cache.yaml" --config llama3-8b-chat --config qwe
 export NEURON_COMPILE_CACHE_URL=$work/cache
 unset CUSTOM_CACHE_REPO HF_HUB_OFFLINE NEURON_CACHE_OFFLINE
 
-step "configure examples/cmake: both configurations come from the Hub"
+step "configure examples/cmake: both configurations come from a slow Hub, with progress as it comes"
 consumer=$work/consumer
-expect_ok cmake -S "$root/examples/cmake" -B "$consumer" -DCMAKE_PREFIX_PATH="$prefix"
+# The CDN at 64 KiB/s per download: the prefetch lasts long enough for several progress lines.
+curl -s -X POST "$HF_ENDPOINT/_admin/faults" -d '[{"match": {"listener": "cdn", "method": "GET"},
+  "count": -1, "action": "trickle", "bytes_per_second": 65536}]' >/dev/null
+NEURON_CACHE_PROGRESS_INTERVAL_MS=100 expect_ok cmake -S "$root/examples/cmake" -B "$consumer" -DCMAKE_PREFIX_PATH="$prefix"
+curl -s -X DELETE "$HF_ENDPOINT/_admin/faults" >/dev/null
 expect_in "-- neuron-cache: prefetching 2 configurations from acme/neuron-cache"
 expect_in "-- neuron-cache: prefetching 2 configurations from acme/neuron-cache - 0 local, 2 from the Hub ("
+# The tool's progress lines came during the configure: between the CHECK_START line and its
+# result, not after the result (a captured stderr would show them at the end, or never).
+during=$(sed -n '/^-- neuron-cache: prefetching 2 configurations from acme\/neuron-cache$/,/^-- neuron-cache: prefetching 2 configurations from acme\/neuron-cache - /p' <<<"$out")
+grep -q '^Downloading: [0-9.]* [KM]*i*B of [0-9.]* [KM]iB ([0-9]*%), .*/s' <<<"$during" ||
+  { echo "$out"; fail "no transfer progress line during the configure"; }
+grep -q '^Downloading done: ' <<<"$during" || { echo "$out"; fail "no final transfer line during the configure"; }
+! grep -q 'CMake Warning' <<<"$out" || { echo "$out"; fail "progress lines were taken for warnings"; }
 expect_in "models with artifacts: llama3-8b-chat;qwen2.5-7b-trn2; missing: "
 exported=$consumer/neuron-cache/neuron-cache
 for config in llama3-8b-chat qwen2.5-7b-trn2; do

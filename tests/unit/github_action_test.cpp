@@ -348,6 +348,52 @@ TEST_F(GithubActionTest, TokenAndRepoAdviceSpeaksOfInputsNotCommands) {
   }
 }
 
+// The step's log is never silent for long: a running compile says so every
+// NEURON_CACHE_HEARTBEAT_SECONDS (its configuration, the time so far, the time expected, its log),
+// and a download from a slow CDN prints a plain line every NEURON_CACHE_PROGRESS_INTERVAL_MS with
+// its bytes, rate and ETA, then a final line, as the CLI does off a terminal (never a bar).
+TEST_F(GithubActionTest, LongCompilesAndTransfersPrintLinesAsTheyGo) {
+  auto job = [&](const std::string& cache, const std::map<std::string, std::string>& env) {
+    return run({{"manifest", "neuron-cache.yaml"},
+                {"mode", "all"},
+                {"token", kToken},
+                {"configs", "llama3-8b-chat"},
+                {"cache-dir", (work / cache).string()}},
+               env);
+  };
+  auto count = [](const std::string& text, const std::string& part) {
+    size_t n = 0;
+    for (size_t at = text.find(part); at != std::string::npos; at = text.find(part, at + 1)) ++n;
+    return n;
+  };
+  ActionRun first = job("cache", {{"STAND_IN_DELAY", "2.5"},
+                                  {"STAND_IN_NEFF_BYTES", std::to_string(1 << 20)},
+                                  {"NEURON_CACHE_HEARTBEAT_SECONDS", "1"}});
+  ASSERT_EQ(first.code, 0) << first.out << first.err;
+  const std::string beat = "neuron-cache: still compiling llama3-8b-chat: ";
+  EXPECT_GE(count(first.out, beat), 2u) << first.out;
+  EXPECT_TRUE(contains(first.out,
+                       " s so far, expected time unknown (no earlier compile of it "
+                       "recorded); log: " +
+                           (work / "neuron-cache-output" / "llama3-8b-chat.log").string() + "\n"))
+      << first.out;
+  EXPECT_TRUE(contains(first.out, "\nUploading done: ")) << first.out;
+
+  server.set_faults(json::array({{{"match", {{"listener", "cdn"}, {"method", "GET"}}},
+                                  {"count", -1},
+                                  {"action", "trickle"},
+                                  {"bytes_per_second", 1 << 20}}}));
+  ActionRun second = job("second", {{"NEURON_CACHE_PROGRESS_INTERVAL_MS", "100"}});
+  server.clear_faults();
+  ASSERT_EQ(second.code, 0) << second.out << second.err;
+  EXPECT_EQ(second.outputs["cache-hit"], "true") << second.out;
+  EXPECT_GE(count(second.out, "\nDownloading: "), 2u) << second.out;
+  EXPECT_TRUE(contains(second.out, "/s, ETA ")) << second.out;
+  EXPECT_TRUE(contains(second.out, "\nDownloading done: ")) << second.out;
+  EXPECT_FALSE(contains(second.out + second.err, "\r")) << "no redraws in a CI log";
+  EXPECT_FALSE(contains(second.err, "Downloading")) << "the log is stdout: " << second.err;
+}
+
 TEST_F(GithubActionTest, SecondRunIsACacheHit) {
   ASSERT_EQ(main_push("cache").code, 0);
   server.clear_log();

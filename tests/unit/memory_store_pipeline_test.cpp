@@ -10,12 +10,14 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <mutex>
 #include <thread>
 
 #include "memory_store.h"
 #include "neuron_cache/error.h"
 #include "neuron_cache/format/artifact_index.h"
 #include "neuron_cache/format/lease.h"
+#include "neuron_cache/format/wording.h"
 #include "neuron_cache/local/use_record.h"
 #include "neuron_cache/pipeline/pipeline.h"
 #include "neuron_cache/pipeline/run.h"
@@ -69,6 +71,8 @@ class MemoryStorePipeline : public ::testing::Test {
       env["NEURON_CACHE_LEASE_SECONDS"] = std::to_string(lease_seconds);
       env["NEURON_CACHE_LEASE_POLL_MS"] = "100";
     }
+    if (heartbeat_seconds > 0)
+      env["NEURON_CACHE_HEARTBEAT_SECONDS"] = std::to_string(heartbeat_seconds);
     config::SettingOverrides overrides;
     overrides.cache_dir = cache.string();
     return config::Settings::resolve(config::Environment(env), overrides);
@@ -93,7 +97,16 @@ class MemoryStorePipeline : public ::testing::Test {
     options.leases.wait_timeout = wait_timeout;
     pipeline::Remotes remotes{[this](const config::Settings&) { return store.handle(); }, &models};
     pipeline::Pipeline p(settings(work / cache_name), remotes, options);
+    // No lock of the run's own: the pipeline must hand over one line at a time, whichever thread
+    // says it (ThreadSanitizer would see two at once). Runs of two machines at once add theirs
+    // to `progress` after.
+    std::vector<std::string> lines;
+    p.on_progress([&lines](const std::string& line) { lines.push_back(line); });
     pipeline::RunResult result = pipeline::run(p, steps);
+    {
+      std::lock_guard lock(progress_mutex);
+      progress.insert(progress.end(), lines.begin(), lines.end());
+    }
     notes.clear();
     for (const auto& notice : p.context().notices) notes += notice.text + "\n";
     return result;
@@ -133,9 +146,12 @@ class MemoryStorePipeline : public ::testing::Test {
   MemoryStore store;
   FakeModels models;
   std::string notices;
-  int lease_seconds = 0;  // compile leases, living this long unrenewed, when not 0
+  int lease_seconds = 0;      // compile leases, living this long unrenewed, when not 0
+  int heartbeat_seconds = 0;  // NEURON_CACHE_HEARTBEAT_SECONDS, when not 0
   std::optional<std::chrono::seconds> wait_timeout;  // the bound of a wait for another machine
   int jobs = 1;
+  std::vector<std::string> progress;  // the progress lines of every run
+  std::mutex progress_mutex;
 };
 
 TEST_F(MemoryStorePipeline, AnEmptyStoreCompilesAndPushes) {
@@ -371,11 +387,13 @@ TEST_F(MemoryStorePipeline, KeysKnownInTheStoreAreNeverRememberedFromAFailedRead
 
 // The pipeline's lease step in-process: each miss's lease is claimed before its compile, renewed
 // by the renewal thread while two compile threads run (the store shared by all three), and done
-// after the push. ThreadSanitizer runs it (tests/run-tsan.sh).
+// after the push; meanwhile each compile thread says every second that its compile still runs.
+// ThreadSanitizer runs it (tests/run-tsan.sh).
 TEST_F(MemoryStorePipeline, LeasesAreRenewedWhileTheirCompilesRunAndDoneAfterThePush) {
   write_file(work / "neuron-cache.yaml",
              stand_in_manifest({{"acme/tiny", {{"tiny-bs1", 1}, {"tiny-bs2", 2}}}}));
   lease_seconds = 3;  // renewed every second
+  heartbeat_seconds = 1;
   jobs = 2;
   setenv("STAND_IN_DELAY", "2.5", 1);
   pipeline::RunResult ci = run("fill", kCi);
@@ -393,6 +411,19 @@ TEST_F(MemoryStorePipeline, LeasesAreRenewedWhileTheirCompilesRunAndDoneAfterThe
   }
   // The claim, at least one renewal during the compiles, the push, the leases' end.
   EXPECT_GE(store.commits(), 4) << notices;
+  for (const std::string name : {"tiny-bs1", "tiny-bs2"}) {
+    const std::string beat = "still compiling " + name + ": ";
+    const std::string log = "; log: " + (work / "out-fill" / (name + ".log")).string();
+    EXPECT_TRUE(std::any_of(progress.begin(), progress.end(),
+                            [&](const std::string& line) {
+                              return line.starts_with(beat) &&
+                                     line.find(" s so far, expected time unknown") !=
+                                         std::string::npos &&
+                                     line.ends_with(log);
+                            }))
+        << name << " had no heartbeat in:\n"
+        << list_of(progress, progress.size());
+  }
 }
 
 // The lease coordinator (pipeline/lease_step.h) in-process: two machines are two pipelines with

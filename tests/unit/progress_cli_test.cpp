@@ -102,5 +102,55 @@ TEST_F(ProgressCliTest, DumbTerminalsDisabledBarsAndQuietShowNoProgress) {
   }
 }
 
+// --progress: a wrapper that shows stderr as it comes (the CMake module) gets the progress lines
+// with --json too, and stdout keeps only the JSON report.
+TEST_F(ProgressCliTest, ProgressFlagShowsTheLinesWithJson) {
+  std::string ci;
+  fs::path manifest = pushed_manifest(&ci);
+  testing::ToolRunner runner(work.path(), home.path(), endpoint, cache);
+  testing::ToolResult r =
+      runner.run("prefetch --json --progress " + quoted(manifest), kBigNeffs, work / "json");
+  ASSERT_EQ(r.code, 0) << r.all();
+  const std::string& stderr_text = r.err;
+  const std::string& stdout_text = r.out;
+  EXPECT_GE(done_mib(stderr_text, "Downloading"), 2.0 * kNeffBytes / (1 << 20)) << stderr_text;
+  EXPECT_EQ(stderr_text.find('\r'), std::string::npos) << stderr_text;
+  EXPECT_TRUE(nlohmann::json::parse(stdout_text).contains("configurations")) << stdout_text;
+}
+
+// A compile of a few seconds with a 1 s heartbeat prints lines while it runs, between its start
+// and its end, naming the configuration, the time so far and the log; once a compile of the
+// configuration is recorded (here under other flags, so another key), the expected time too.
+TEST_F(ProgressCliTest, ARunningCompileSaysSoWithItsTimeTheExpectedTimeAndItsLog) {
+  ManifestSpec spec;
+  spec.confs = {{"slow", 1, 4096}};
+  fs::path manifest = write_manifest(spec);
+  const std::string slow = "STAND_IN_DELAY=2.5 NEURON_CACHE_HEARTBEAT_SECONDS=1";
+  const std::string args = "compile " + quoted(manifest) + " --output-dir " + quoted(work / "out");
+  const std::string log = (work / "out" / "slow.log").string();
+  auto heartbeats = [](const std::string& output, const std::string& expected) {
+    std::regex line("neuron-cache: still compiling slow: [0-9]+ s so far, " + expected +
+                    "; log: [^\n]*/out/slow\\.log\n");
+    return std::distance(std::sregex_iterator(output.begin(), output.end(), line),
+                         std::sregex_iterator());
+  };
+
+  std::string first = output_of(args, slow, {}, false);
+  EXPECT_GE(heartbeats(first, R"(expected time unknown \(no earlier compile of it recorded\))"), 2)
+      << first;
+  EXPECT_NE(first.find("log: " + log + "\n"), std::string::npos)
+      << "the log's full path: " << first;
+  size_t started = first.find("neuron-cache: compiling slow\n");
+  size_t beat = first.find("neuron-cache: still compiling slow: ");
+  size_t ended = first.find("neuron-cache: compiled slow\n");
+  ASSERT_NE(started, std::string::npos) << first;
+  ASSERT_NE(ended, std::string::npos) << first;
+  EXPECT_LT(started, beat) << first;
+  EXPECT_LT(first.rfind("neuron-cache: still compiling slow: "), ended) << first;
+
+  std::string second = output_of(args, slow + " NEURON_CC_FLAGS=-O2", {}, false);
+  EXPECT_GE(heartbeats(second, "expected about [0-9]+ s from its last compile"), 2) << second;
+}
+
 }  // namespace
 }  // namespace neuron_cache

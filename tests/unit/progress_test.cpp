@@ -1,18 +1,19 @@
-// The progress display (cli/progress.h) fed by the transfer meter (net/meter.h): the rate and
+// The progress display (report/progress.h) fed by the transfer meter (net/meter.h): the rate and
 // ETA math, the three line shapes, and the display drawing a phase into a file.
-#include "neuron_cache/cli/progress.h"
+#include "neuron_cache/report/progress.h"
 
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cstdio>
 #include <thread>
+#include <vector>
 
 #include "neuron_cache/format/bytes.h"
 #include "neuron_cache/local/cleanup.h"
 #include "neuron_cache/report/report.h"
 
-namespace neuron_cache::cli {
+namespace neuron_cache::report {
 namespace {
 
 std::string read_all(std::FILE* file) {
@@ -100,6 +101,30 @@ TEST(Progress, ATerminalGetsOneLineRedrawnAndAMessageClearsIt) {
   EXPECT_EQ(text.find("\033[32m"), std::string::npos) << "colour off: none";
 }
 
+// The Action's display: a terminal style still gives plain lines (a CI log cannot redraw), each
+// handed whole to the printer, never a bar or a control sequence.
+TEST(Progress, APrinterGetsWholePlainLinesEvenForATerminalStyle) {
+  std::vector<std::string> lines;
+  {
+    ProgressDisplay display({ProgressMode::Bar, true, std::chrono::milliseconds(20)},
+                            [&lines](const std::string& line) { lines.push_back(line); });
+    net::TransferPhase phase("Downloading");
+    net::meter().expect(4 << 20, 1);
+    for (int i = 0; i < 4; ++i) {
+      net::meter().add_bytes(1 << 20);
+      std::this_thread::sleep_for(std::chrono::milliseconds(30));
+    }
+    net::meter().add_file();
+  }
+  ASSERT_GE(lines.size(), 2u);
+  EXPECT_TRUE(lines.front().starts_with("Downloading: ")) << lines.front();
+  EXPECT_NE(lines.front().find(" of 4.0 MiB ("), std::string::npos) << lines.front();
+  EXPECT_TRUE(lines.back().starts_with("Downloading done: 4.0 MiB, 1 file in ")) << lines.back();
+  for (const auto& line : lines) {
+    EXPECT_EQ(line.find_first_of("\r\n\033"), std::string::npos) << line;
+  }
+}
+
 TEST(Progress, OffPrintsNothingAndANestedPhaseBelongsToTheOuterOne) {
   std::FILE* out = std::tmpfile();
   {
@@ -125,4 +150,4 @@ TEST(Progress, OffPrintsNothingAndANestedPhaseBelongsToTheOuterOne) {
 }
 
 }  // namespace
-}  // namespace neuron_cache::cli
+}  // namespace neuron_cache::report

@@ -242,6 +242,37 @@ TEST(Runner, TeeDoesNotWaitForABackgroundChildHoldingTheOutput) {
   EXPECT_EQ(read_file(dir / "log"), "started\n");
 }
 
+// A command that runs 1.5 s with a 300 ms heartbeat: beats while it runs, each with the time
+// since it started (growing, within the run), whether the command prints or not; none after it
+// ended, and none without an interval.
+TEST(Runner, HeartbeatsWhileTheCommandRunsAndNeverAfter) {
+  TempDir dir;
+  for (const char* script : {"sleep 1.5", "for i in $(seq 15); do echo line; sleep 0.1; done"}) {
+    std::vector<double> beats;
+    CommandRun run = shell(script, dir / "log");
+    run.heartbeat_every = std::chrono::milliseconds(300);
+    run.heartbeat = [&beats](double seconds) { beats.push_back(seconds); };
+    RunOutcome outcome = run_command(run);
+    ASSERT_EQ(outcome.exit_code, 0) << script;
+    size_t after_run = beats.size();
+    EXPECT_GE(beats.size(), 2u) << script;
+    for (size_t i = 0; i < beats.size(); ++i) {
+      EXPECT_GE(beats[i], 0.3) << script;
+      EXPECT_LE(beats[i], outcome.seconds) << script;
+      if (i > 0) {
+        EXPECT_GT(beats[i], beats[i - 1]) << script;
+      }
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(400));
+    EXPECT_EQ(beats.size(), after_run) << "a beat after the command ended";
+  }
+  int calls = 0;
+  CommandRun silent = shell("sleep 0.5", dir / "silent.log");
+  silent.heartbeat = [&calls](double) { ++calls; };
+  EXPECT_EQ(run_command(silent).exit_code, 0);
+  EXPECT_EQ(calls, 0) << "no interval, no heartbeat";
+}
+
 TEST(Runner, RunsInTheWorkingDirectory) {
   TempDir dir;
   fs::create_directories(dir / "work");

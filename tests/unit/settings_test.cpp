@@ -155,6 +155,26 @@ TEST(SettingsRepo, MalformedRepoIsWarnedAboutAndNeverSaved) {
   EXPECT_FALSE(std::filesystem::exists(home / "optimum_neuron_custom_cache"));
 }
 
+// How often a running compile prints a line: every 2 minutes unless the variable says otherwise;
+// a value that is not a positive number of seconds is an input error that names the variable.
+TEST(SettingsHeartbeat, TwoMinutesByDefaultAndAPositiveNumberOtherwise) {
+  EXPECT_EQ(resolve({}).compile_heartbeat(), std::chrono::seconds(120));
+  EXPECT_EQ(resolve({{"NEURON_CACHE_HEARTBEAT_SECONDS", "1"}}).compile_heartbeat(),
+            std::chrono::seconds(1));
+  for (const char* bad : {"0", "-5", "2m", "1.5"}) {
+    try {
+      resolve({{"NEURON_CACHE_HEARTBEAT_SECONDS", bad}}).compile_heartbeat();
+      ADD_FAILURE() << "expected an error for " << bad;
+    } catch (const Error& e) {
+      EXPECT_EQ(e.kind(), ErrorKind::Input) << bad;
+      EXPECT_NE(std::string(e.what()).find(
+                    "NEURON_CACHE_HEARTBEAT_SECONDS must be a positive number of seconds"),
+                std::string::npos)
+          << e.what();
+    }
+  }
+}
+
 TEST(SettingsRepo, StagingHasNoDefaultRepo) {
   TempDir home;
   config::Settings s = resolve({{"HF_HOME", home.path()}, {"HUGGINGFACE_CO_STAGING", "1"}});

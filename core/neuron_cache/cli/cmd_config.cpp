@@ -56,6 +56,7 @@ std::vector<Row> rows(const config::Settings& s) {
       {"s3_sse_kms_key_id", s.s3_sse_kms_key_id},
       {"progress", s.progress_origin, Type::Flag},
       {"progress_interval_ms", s.progress_interval_ms, Type::Number},
+      {"heartbeat_seconds", s.heartbeat_seconds, Type::Number},
       {"lease_seconds", s.lease_seconds, Type::Number},
       {"lease_poll_ms", s.lease_poll_ms, Type::Number},
       {"runner_name", s.runner_name, Type::Text},

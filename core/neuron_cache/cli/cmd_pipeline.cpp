@@ -30,6 +30,7 @@ struct Args {
   std::string lockfile;       // prefetch --lockfile
   std::string from_bundle;    // prefetch --from-bundle
   bool quiet = false;
+  bool progress = false;  // --progress: progress lines even with --quiet or --json
   std::string report_file;
   std::string summary_file;
   std::string export_dir;
@@ -54,6 +55,9 @@ void add_common(CLI::App* cmd, Context& context, const std::shared_ptr<Args>& ar
       "--strict", args->options.strict,
       "Fail on cache problems (store down, no access) instead of compiling or skipping the push");
   cmd->add_flag("--quiet", args->quiet, "Print nothing but warnings and errors");
+  cmd->add_flag("--progress", args->progress,
+                "Print progress lines on stderr (transfers, each compile's start, heartbeat and "
+                "end) even with --quiet or --json: for a wrapper that shows stderr as it comes");
 }
 
 void add_locked_options(CLI::App* cmd, const std::shared_ptr<Args>& args) {
@@ -98,7 +102,7 @@ void add_compile_options(CLI::App* cmd, const std::shared_ptr<Args>& args) {
 std::unique_ptr<pipeline::Pipeline> open(Context& context, Args& args) {
   args.options.manifest = args.manifest;
   args.options.configs = args.configs;
-  auto pipeline = context.open_pipeline(args.options, args.quiet || args.json);
+  auto pipeline = context.open_pipeline(args.options, (args.quiet || args.json) && !args.progress);
   if (args.locked || !args.lockfile.empty()) pipeline->use_lockfile(args.lockfile);
   return pipeline;
 }

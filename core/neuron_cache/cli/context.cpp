@@ -3,9 +3,9 @@
 #include <iostream>
 
 #include "neuron_cache/cli/output.h"
-#include "neuron_cache/cli/progress.h"
 #include "neuron_cache/config/redact.h"
 #include "neuron_cache/format/hub_names.h"
+#include "neuron_cache/report/progress.h"
 #include "neuron_cache/storage/open.h"
 
 namespace neuron_cache::cli {
@@ -61,7 +61,7 @@ std::unique_ptr<pipeline::Pipeline> Context::open_pipeline(const pipeline::Optio
   auto pipeline = std::make_unique<pipeline::Pipeline>(with_compiler, remotes(), options);
   show_progress(quiet);
   pipeline->on_progress([quiet](const std::string& line) {
-    ProgressDisplay::clear_line();
+    report::ProgressDisplay::clear_line();
     if (line.starts_with("warning: ")) {
       warn(line.substr(9));
     } else if (!quiet) {

@@ -7,12 +7,12 @@
 #include <memory>
 #include <optional>
 
-#include "neuron_cache/cli/progress.h"
 #include "neuron_cache/config/settings.h"
 #include "neuron_cache/hub/client.h"
 #include "neuron_cache/log/log.h"
 #include "neuron_cache/net/tls_trust.h"
 #include "neuron_cache/pipeline/pipeline.h"
+#include "neuron_cache/report/progress.h"
 #include "neuron_cache/storage/hub_models.h"
 #include "neuron_cache/storage/store.h"
 
@@ -50,11 +50,12 @@ class Context {
   // A Pipeline of the settings with the compiler version, its progress lines on stderr (none
   // but warnings when `quiet`); the settings' warnings are printed first.
   std::unique_ptr<pipeline::Pipeline> open_pipeline(const pipeline::Options& options, bool quiet);
-  // Shows the transfers of the rest of the command (cli/progress.h); none when `quiet` (--quiet,
+  // Shows the transfers of the rest of the command (report/progress.h); none when `quiet` (--quiet,
   // --json) or the settings turn progress off.
   void show_progress(bool quiet) {
     if (!progress_)
-      progress_ = std::make_unique<ProgressDisplay>(progress_style(settings(), quiet));
+      progress_ =
+          std::make_unique<report::ProgressDisplay>(report::progress_style(settings(), quiet));
   }
 
  private:
@@ -64,7 +65,7 @@ class Context {
   std::unique_ptr<hub::HubClient> client_;
   std::unique_ptr<storage::HubModels> models_;
   std::unique_ptr<storage::Store> store_;
-  std::unique_ptr<ProgressDisplay> progress_;  // last member: it stops before the stores go
+  std::unique_ptr<report::ProgressDisplay> progress_;  // last member: it stops before the stores go
 };
 
 // The --repo/--repo_id and --cache-dir/--cache_dir options, which every command that has them

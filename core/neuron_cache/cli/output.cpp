@@ -3,8 +3,8 @@
 #include <cctype>
 #include <iostream>
 
-#include "neuron_cache/cli/progress.h"
 #include "neuron_cache/config/redact.h"
+#include "neuron_cache/report/progress.h"
 
 namespace neuron_cache::cli {
 
@@ -23,7 +23,7 @@ std::string upper_state(layout::EntryState state) {
 }
 
 void warn(const std::string& message) {
-  ProgressDisplay::clear_line();
+  report::ProgressDisplay::clear_line();
   std::cerr << "neuron-cache: warning: " << config::redact(message) << "\n";
 }
 

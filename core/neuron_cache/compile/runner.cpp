@@ -81,11 +81,34 @@ config::Redactor redactor_for(const ChildEnv& env) {
   return config::Redactor(std::move(secrets));
 }
 
+using Clock = std::chrono::steady_clock;
+
+// run.heartbeat every run.heartbeat_every since the command started.
+class Heartbeat {
+ public:
+  Heartbeat(const CommandRun& run, Clock::time_point start)
+      : run_(run), start_(start), next_(start + run.heartbeat_every) {}
+
+  // Calls the heartbeat when one is due; checked at least every poll timeout.
+  void beat_if_due() {
+    if (!run_.heartbeat || run_.heartbeat_every <= Clock::duration::zero()) return;
+    Clock::time_point now = Clock::now();
+    if (now < next_) return;
+    run_.heartbeat(std::chrono::duration<double>(now - start_).count());
+    while (next_ <= now) next_ += run_.heartbeat_every;
+  }
+
+ private:
+  const CommandRun& run_;
+  Clock::time_point start_;
+  Clock::time_point next_;
+};
+
 // Copies the child's output, redacted, to the log (and our stdout when teeing) until it exits.
 // A grandchild that keeps the pipe open (a daemon) must not hang us, so the child's exit also
 // ends the copy.
 int copy_output_until_exit(pid_t pid, int read_fd, int log_fd, const CommandRun& run,
-                           const ChildEnv& env) {
+                           const ChildEnv& env, Heartbeat& heartbeat) {
   char buffer[65536];
   config::StreamRedactor redactor(redactor_for(env));
   auto write_out = [&](const std::string& text) {
@@ -96,6 +119,7 @@ int copy_output_until_exit(pid_t pid, int read_fd, int log_fd, const CommandRun&
     write_out(redactor.feed(std::string_view(buffer, static_cast<size_t>(n))));
   };
   while (true) {
+    heartbeat.beat_if_due();
     pollfd poll_fd{read_fd, POLLIN, 0};
     int ready = poll(&poll_fd, 1, 200);
     if (ready < 0 && errno == EINTR) continue;
@@ -165,7 +189,7 @@ RunOutcome run_command(const CommandRun& run) {
   }
   sys::UniqueFd read_end(fds[0]);
   sys::UniqueFd write_end(fds[1]);
-  auto start = std::chrono::steady_clock::now();
+  auto start = Clock::now();
   pid_t pid = process::spawn(
       {*program, false, run.argv, env.entries, write_end.get(), -1, run.working_dir});
   if (pid < 0) {
@@ -174,8 +198,9 @@ RunOutcome run_command(const CommandRun& run) {
   }
   outcome.started = true;
   write_end = sys::UniqueFd();  // only the child writes now: its exit closes the pipe
-  int status = copy_output_until_exit(pid, read_end.get(), log_fd.get(), run, env);
-  outcome.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  Heartbeat heartbeat(run, start);
+  int status = copy_output_until_exit(pid, read_end.get(), log_fd.get(), run, env, heartbeat);
+  outcome.seconds = std::chrono::duration<double>(Clock::now() - start).count();
   fill_exit(outcome, status);
   return outcome;
 }

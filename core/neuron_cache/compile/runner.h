@@ -3,8 +3,10 @@
 // compiled. Safe to call from several threads at once.
 #pragma once
 
+#include <chrono>
 #include <cstddef>
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
@@ -22,6 +24,12 @@ struct CommandRun {
   std::filesystem::path log_file;
   std::optional<std::filesystem::path> working_dir;
   bool tee = false;  // also copy the (masked) output to our stdout
+  // Called every `heartbeat_every` while the command runs, with the seconds since it started:
+  // a long compile that prints nothing is not mistaken for a stuck one. Called on the thread
+  // that runs the command, between reads of its output, so it ends with the command (no thread
+  // of its own to stop); a call that comes late is not made up for. Never when zero.
+  std::chrono::milliseconds heartbeat_every{0};
+  std::function<void(double seconds)> heartbeat;
 };
 
 struct RunOutcome {

@@ -197,6 +197,8 @@ void resolve_progress(Settings& s, const Environment& env) {
   s.colour = !env.get("NO_COLOR");
   s.progress_interval_ms = from_env(env, "NEURON_CACHE_PROGRESS_INTERVAL_MS",
                                     {std::to_string(kDefaultProgressIntervalMs), "default"});
+  s.heartbeat_seconds = from_env(env, "NEURON_CACHE_HEARTBEAT_SECONDS",
+                                 {std::to_string(kDefaultHeartbeatSeconds), "default"});
 }
 
 // Whether the debug log is on: the flag, then NEURON_CACHE_LOG's level, then GitHub's debug re-run.
@@ -399,6 +401,10 @@ int64_t positive(const Setting& setting, const std::string& unit) {
 
 std::chrono::milliseconds Settings::progress_interval() const {
   return std::chrono::milliseconds(positive(progress_interval_ms, "milliseconds"));
+}
+
+std::chrono::seconds Settings::compile_heartbeat() const {
+  return std::chrono::seconds(positive(heartbeat_seconds, "seconds"));
 }
 
 std::chrono::seconds Settings::lease_ttl() const {

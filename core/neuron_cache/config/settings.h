@@ -36,6 +36,11 @@ inline constexpr long kDefaultS3RecheckMs = 2000;
 // readable over a long transfer.
 inline constexpr long kDefaultProgressIntervalMs = 10000;
 
+// NEURON_CACHE_HEARTBEAT_SECONDS when unset: a compile that runs for an hour says it is still
+// running every 2 minutes, often enough that a CI log never looks stuck, rarely enough to stay
+// readable.
+inline constexpr long kDefaultHeartbeatSeconds = 120;
+
 struct Setting {
   std::string value;   // empty when unset
   std::string origin;  // "--cache-dir", "NEURON_COMPILE_CACHE_URL", "default", "unset", a file
@@ -102,14 +107,18 @@ struct Settings {
   // key with aws:kms. Unset: the bucket's default encryption.
   Setting s3_sse;
   Setting s3_sse_kms_key_id;
-  // Transfer progress (cli/progress.h). Off with HF_HUB_DISABLE_PROGRESS_BARS (as huggingface_hub)
-  // or TERM=dumb (a terminal that cannot redraw a line); NO_COLOR (no-color.org) drops colour.
+  // Transfer progress (report/progress.h). Off with HF_HUB_DISABLE_PROGRESS_BARS (as
+  // huggingface_hub) or TERM=dumb (a terminal that cannot redraw a line); NO_COLOR (no-color.org)
+  // drops colour.
   bool progress = true;
   Setting progress_origin;  // value "true"/"false"
   bool colour = true;
   // NEURON_CACHE_PROGRESS_INTERVAL_MS: how often a plain progress line is printed when stderr is
   // not a terminal (tests shorten it).
   Setting progress_interval_ms;
+  // NEURON_CACHE_HEARTBEAT_SECONDS: how often a running compile prints a line (its configuration,
+  // the time so far, the time expected, its log); tests shorten it.
+  Setting heartbeat_seconds;
   // Compile leases (remote/leases.h): NEURON_CACHE_LEASE_SECONDS, how long a lease lives without
   // renewal (default 600); NEURON_CACHE_LEASE_POLL_MS, how often a machine waiting for another's
   // compile looks again (default 15000; tests shorten both); how other machines' messages name
@@ -153,6 +162,8 @@ struct Settings {
   std::chrono::milliseconds s3_recheck() const;
   // progress_interval_ms; throws an input Error when it is not a positive number.
   std::chrono::milliseconds progress_interval() const;
+  // heartbeat_seconds; throws an input Error when it is not a positive number.
+  std::chrono::seconds compile_heartbeat() const;
   // lease_seconds and lease_poll_ms; throw an input Error when not a positive number.
   std::chrono::seconds lease_ttl() const;
   std::chrono::milliseconds lease_poll() const;

@@ -2,7 +2,7 @@
 // the shared folder's copies add the bytes they move, the stores add what they are about to move
 // and each file they finish. Counting is a relaxed atomic add per chunk, never a lock, so the hot
 // path stays as fast as without a display; whoever shows progress reads the counters on its own
-// clock (cli/progress.h). A phase (TransferPhase: "Downloading", "Uploading") frames one command
+// clock (report/progress.h). A phase (TransferPhase: "Downloading", "Uploading") frames one command
 // step's transfers: counters start from zero with it, and its end is when a final line is due.
 #pragma once
 

@@ -4,6 +4,8 @@
 // produced or reused are known exactly, at a cost that does not grow with the cache; only then
 // are they moved into the cache and recorded in the artifact index.
 #include <atomic>
+#include <chrono>
+#include <cstdio>
 #include <mutex>
 #include <set>
 #include <thread>
@@ -285,7 +287,33 @@ std::vector<std::string> unique_notes(const std::vector<CompileOutcome>& outcome
   return texts;
 }
 
+// "45 s", "12 min", "2 h 05 min": a compile's time as a heartbeat names it.
+std::string compile_time(double seconds) {
+  auto whole = static_cast<long>(seconds + 0.5);
+  if (whole < 120) return std::to_string(whole) + " s";
+  if (whole < 7200) return std::to_string(whole / 60) + " min";
+  char text[32];
+  std::snprintf(text, sizeof text, "%ld h %02ld min", whole / 3600, whole % 3600 / 60);
+  return text;
+}
+
+// "still compiling llama-bs1: 12 min so far, expected about 31 min from its last compile; log:
+// /ci/out/llama-bs1.log"
+std::string still_compiling(const std::string& name, double seconds, double expected_seconds,
+                            const std::string& log_file) {
+  std::string line = "still compiling " + name + ": " + compile_time(seconds) + " so far, ";
+  line += expected_seconds > 0
+              ? "expected about " + compile_time(expected_seconds) + " from its last compile"
+              : "expected time unknown (no earlier compile of it recorded)";
+  return line + "; log: " + log_file;
+}
+
 }  // namespace
+
+struct Compiler::Heartbeats {
+  std::chrono::seconds every;
+  std::vector<double> expected_seconds;  // by row
+};
 
 Compiler::Compiler(RunContext& run) : run_(run) {}
 
@@ -322,7 +350,25 @@ void Compiler::add_hub_env(std::map<std::string, std::string>& env) const {
   if (run_.store->offline()) env.try_emplace("HF_HUB_OFFLINE", "1");
 }
 
-CompileOutcome Compiler::compile_one(const plan::Target& target, bool listed_in_registry) {
+double Compiler::expected_seconds(const plan::PlanRow& row) const {
+  for (const auto& nearest : row.nearest) {
+    if (run_.remote) {
+      for (const ai::Entry* entry : run_.remote->entries_of(row.target.inputs)) {
+        if (entry->key == nearest.key && entry->compile_seconds > 0) return entry->compile_seconds;
+      }
+    }
+    for (const auto& version : run_.local_index->compiler_versions()) {
+      auto entry = run_.local_index->find(version, nearest.key);
+      if (entry && entry->compile_seconds > 0) return entry->compile_seconds;
+    }
+  }
+  return 0;
+}
+
+CompileOutcome Compiler::compile_one(const plan::PlanRow& row, std::chrono::seconds heartbeat,
+                                     double expected_seconds) {
+  const plan::Target& target = row.target;
+  const bool listed_in_registry = row.status == plan::Status::Registry;
   const manifest::Configuration& c = target.configuration;
   CompileOutcome out;
   out.configuration = c.name;
@@ -347,6 +393,10 @@ CompileOutcome Compiler::compile_one(const plan::Target& target, bool listed_in_
   run.set_env["NEURON_CC_FLAGS"] = child_cc_flags(c.compiler_flags, run_.settings);
   run.log_file = output_dir / (c.name + ".log");
   out.log_file = run.log_file.string();
+  run.heartbeat_every = heartbeat;
+  run.heartbeat = [this, name = c.name, expected_seconds, log = out.log_file](double seconds) {
+    run_.progress(still_compiling(name, seconds, expected_seconds, log));
+  };
 
   log::debug("decide",
              c.name + ": compiling (" +
@@ -556,16 +606,22 @@ CompileStep Compiler::compile(plan::Plan& plan, LeaseCoordinator* leases) {
 
 void Compiler::compile_rows(const std::vector<plan::PlanRow*>& rows, CompileStep& step,
                             std::vector<plan::PlanRow*>& compiled) {
+  if (rows.empty()) return;
+  // Read here, before the workers start: a bad value fails the step once, and the indexes the
+  // expected times come from are read by one thread.
+  Heartbeats heartbeats{run_.settings.compile_heartbeat(), {}};
+  for (const plan::PlanRow* row : rows)
+    heartbeats.expected_seconds.push_back(expected_seconds(*row));
   size_t first = step.outcomes.size();
   step.outcomes.resize(first + rows.size());
   std::atomic<size_t> next{0};
-  std::mutex progress;
+  std::mutex failure_mutex;
   std::exception_ptr failure;  // the first exception that is not an Error, rethrown after join
   auto worker = [&] {
     try {
-      compile_each(rows, step.outcomes.data() + first, next, progress);
+      compile_each(rows, step.outcomes.data() + first, next, heartbeats);
     } catch (...) {
-      std::lock_guard lock(progress);
+      std::lock_guard lock(failure_mutex);
       if (!failure) failure = std::current_exception();
       next = rows.size();  // the other workers take no new configuration
     }
@@ -580,20 +636,17 @@ void Compiler::compile_rows(const std::vector<plan::PlanRow*>& rows, CompileStep
 
 // One worker's loop: compiles the next configuration not taken yet until none is left.
 void Compiler::compile_each(const std::vector<plan::PlanRow*>& misses, CompileOutcome* outcomes,
-                            std::atomic<size_t>& next, std::mutex& progress) {
+                            std::atomic<size_t>& next, const Heartbeats& heartbeats) {
   for (size_t i; (i = next++) < misses.size();) {
     const plan::Target& target = misses[i]->target;
-    {
-      std::lock_guard lock(progress);
-      run_.progress("compiling " + target.configuration.name);
-    }
+    run_.progress("compiling " + target.configuration.name);
     auto failed = [&](const char* why) {
       outcomes[i].configuration = target.configuration.name;
       outcomes[i].key = target.key;
       outcomes[i].error = why;
     };
     try {
-      outcomes[i] = compile_one(target, misses[i]->status == plan::Status::Registry);
+      outcomes[i] = compile_one(*misses[i], heartbeats.every, heartbeats.expected_seconds[i]);
     } catch (const Error& error) {
       // The local disk would fail every other configuration the same way: stop with one line.
       rethrow_local_disk(error);
@@ -603,12 +656,9 @@ void Compiler::compile_each(const std::vector<plan::PlanRow*>& misses, CompileOu
       // others go on.
       failed(error.what());
     }
-    std::lock_guard lock(progress);
-    if (run_.on_progress) {
-      const CompileOutcome& o = outcomes[i];
-      std::string done = o.reused.empty() ? "compiled " : "reused (through optimum-neuron) ";
-      run_.on_progress((o.ok ? done : "FAILED ") + o.configuration + (o.ok ? "" : ": " + o.error));
-    }
+    const CompileOutcome& o = outcomes[i];
+    std::string done = o.reused.empty() ? "compiled " : "reused (through optimum-neuron) ";
+    run_.progress((o.ok ? done : "FAILED ") + o.configuration + (o.ok ? "" : ": " + o.error));
   }
 }
 

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -35,7 +36,8 @@ class Compiler {
   // active, a real compile is first claimed across the machines sharing the store.
   CompileStep compile(plan::Plan& plan, LeaseCoordinator* leases);
   // Compiles `rows` (jobs in parallel), their outcomes appended to the step's and the rows to
-  // `compiled`, in the same order.
+  // `compiled`, in the same order. Each running compile says every NEURON_CACHE_HEARTBEAT_SECONDS
+  // that it still runs, through the run's progress lines.
   void compile_rows(const std::vector<plan::PlanRow*>& rows, CompileStep& step,
                     std::vector<plan::PlanRow*>& compiled);
   // The rows compiled and recorded become Local (again and again as compiles end).
@@ -48,9 +50,15 @@ class Compiler {
   // The seeded views of the cache, watched from the first call on (before prefetch installs
   // anything, so the first compile sees only what changed). Nothing when seeding is off.
   compile::SeedViews* seed_views();
+  // The compile time the store or the local cache recorded for the configuration nearest to
+  // `row` (its own earlier compile, or one that differs least), or 0.
+  double expected_seconds(const plan::PlanRow& row) const;
 
  private:
-  CompileOutcome compile_one(const plan::Target& target, bool listed_in_registry);
+  // How often running compiles say so, and how long each row's compile is expected to take.
+  struct Heartbeats;
+  CompileOutcome compile_one(const plan::PlanRow& row, std::chrono::seconds heartbeat,
+                             double expected_seconds);
   // After a compile command that succeeded: completes what the hub proxy left, then writes the
   // index entry (no compile time when the command compiled nothing), or says in `out` why not.
   void finish_one(const plan::Target& target, compile::CaptureResult& captured,
@@ -58,7 +66,7 @@ class Compiler {
                   const std::map<std::string, std::string>& child_env, double seconds,
                   CompileOutcome& out);
   void compile_each(const std::vector<plan::PlanRow*>& misses, CompileOutcome* outcomes,
-                    std::atomic<size_t>& next, std::mutex& progress);
+                    std::atomic<size_t>& next, const Heartbeats& heartbeats);
   void finish_compile(const std::vector<plan::PlanRow*>& compiled, CompileStep& step);
   // Installs from the store the folders optimum-neuron's hub proxy left without a NEFF of their
   // own (captured.proxied and captured.unlinked, named by their keys) and counts them as used;

@@ -140,21 +140,6 @@ remote::Leases* LeaseCoordinator::leases() {
   return leases_->get();
 }
 
-double LeaseCoordinator::expected_seconds(const plan::PlanRow& row) const {
-  for (const auto& nearest : row.nearest) {
-    if (run_.remote) {
-      for (const ai::Entry* entry : run_.remote->entries_of(row.target.inputs)) {
-        if (entry->key == nearest.key && entry->compile_seconds > 0) return entry->compile_seconds;
-      }
-    }
-    for (const auto& version : run_.local_index->compiler_versions()) {
-      auto entry = run_.local_index->find(version, nearest.key);
-      if (entry && entry->compile_seconds > 0) return entry->compile_seconds;
-    }
-  }
-  return 0;
-}
-
 std::vector<LeaseCoordinator::Waiting> LeaseCoordinator::claim_each(
     const std::vector<plan::PlanRow*>& rows, const std::vector<remote::ClaimRequest>& requests,
     CompileStep& step, std::vector<plan::PlanRow*>& mine) {
@@ -188,8 +173,8 @@ std::vector<LeaseCoordinator::Waiting> LeaseCoordinator::claim_each(
       o.other_host = printable(claim.other->host);
       int64_t deadline = wait_deadline(*claim.other, run_.options.leases, remote::Leases::now());
       waiting.push_back({rows[i], o, Clock::now(), deadline, Clock::now()});
-      if (run_.on_progress && claim.other->state == lease::State::Compiling)
-        run_.on_progress(being_compiled(*claim.other, deadline));
+      if (claim.other->state == lease::State::Compiling)
+        run_.progress(being_compiled(*claim.other, deadline));
       continue;
     }
     step.leases.push_back(o);
@@ -223,8 +208,8 @@ void LeaseCoordinator::compile(plan::Plan& plan, const std::vector<plan::PlanRow
     }
     if (t.unkeyed.empty()) {
       keyed.push_back(row);
-      requests.push_back(
-          {t.inputs.compiler_version, t.key, t.configuration.name, expected_seconds(*row)});
+      requests.push_back({t.inputs.compiler_version, t.key, t.configuration.name,
+                          compiler_.expected_seconds(*row)});
       continue;
     }
     LeaseOutcome o;
@@ -313,9 +298,9 @@ bool LeaseCoordinator::poll_other(const plan::Plan& plan, Waiting& w, CompileSte
   int64_t seconds = remote::Leases::now();
   if (now && now->live(seconds)) {
     if (seconds < w.deadline) {
-      if (Clock::now() - w.said >= kProgressEvery && run_.on_progress) {
+      if (Clock::now() - w.said >= kProgressEvery) {
         w.said = Clock::now();
-        run_.on_progress(being_compiled(*now, w.deadline));
+        run_.progress(being_compiled(*now, w.deadline));
       }
       return false;
     }

@@ -70,9 +70,6 @@ class LeaseCoordinator {
   // Reads the store's index again for `row` and fetches its entry when the store has one now;
   // what it downloaded is added to the step's `fetched`.
   Refetch fetch_after_wait(plan::PlanRow& row, CompileStep& step);
-  // The compile time the store or the local cache recorded for the configuration nearest to
-  // `row`, or 0.
-  double expected_seconds(const plan::PlanRow& row) const;
 
   RunContext& run_;
   Compiler& compiler_;

@@ -171,6 +171,7 @@ void RunContext::say(bool warning, const std::string& text) {
 }
 
 void RunContext::progress(const std::string& line) {
+  std::lock_guard lock(progress_mutex_);
   if (on_progress) on_progress(line);
 }
 

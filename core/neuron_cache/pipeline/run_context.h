@@ -78,7 +78,7 @@ class RunContext {
   // A notice, unless an announced outage is its cause (the debug log keeps it then). Safe to
   // call from the compile step's workers.
   void note(bool warning, const std::string& text);
-  // A line of live output (no notice).
+  // A line of live output (no notice). Safe to call from any thread: lines never interleave.
   void progress(const std::string& line);
   // Throws when strict; otherwise records the fallback, unless an outage already announced is
   // its cause (the announcement said what the run does instead).
@@ -143,6 +143,7 @@ class RunContext {
   void say(bool warning, const std::string& text);  // a notice, always
 
   std::recursive_mutex notes_mutex_;  // notices, outages and the miss count
+  std::mutex progress_mutex_;         // one line at a time (taken after notes_mutex_, never before)
   Outages outages_;
   size_t misses_reported_ = 0;
   size_t requests_at_start_ = 0;

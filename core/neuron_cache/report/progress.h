@@ -2,12 +2,15 @@
 // (net/meter.h): a bar redrawn in place on a terminal, a plain line every interval (10 s,
 // NEURON_CACHE_PROGRESS_INTERVAL_MS) and a final line otherwise, nothing with --quiet, --json,
 // HF_HUB_DISABLE_PROGRESS_BARS or TERM=dumb. The bar is drawn by a thread of its own a few times a
-// second: the threads that move the bytes only add to atomic counters.
+// second: the threads that move the bytes only add to atomic counters. The CLI shows it on
+// stderr; the Action hands its plain lines to the runner's log (never a bar: a CI log cannot
+// redraw a line).
 #pragma once
 
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
+#include <functional>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -16,7 +19,7 @@
 #include "neuron_cache/config/settings.h"
 #include "neuron_cache/net/meter.h"
 
-namespace neuron_cache::cli {
+namespace neuron_cache::report {
 
 enum class ProgressMode { Bar, Lines, Off };
 
@@ -51,6 +54,9 @@ std::string bar_line(const std::string& label, const net::MeterReading& reading,
 class ProgressDisplay : public net::MeterObserver {
  public:
   explicit ProgressDisplay(ProgressStyle style, std::FILE* out = stderr);
+  // Plain lines only (a Bar style shows as Lines), each handed to `print` without its newline,
+  // on the display's own thread and on the thread that ends a phase.
+  ProgressDisplay(ProgressStyle style, std::function<void(const std::string&)> print);
   ~ProgressDisplay() override;
   ProgressDisplay(const ProgressDisplay&) = delete;
   ProgressDisplay& operator=(const ProgressDisplay&) = delete;
@@ -67,6 +73,7 @@ class ProgressDisplay : public net::MeterObserver {
 
   ProgressStyle style_;
   std::FILE* out_;
+  std::function<void(const std::string&)> print_;  // plain lines go here when set
   std::string label_;
   std::chrono::steady_clock::time_point start_;
   std::mutex mutex_;
@@ -76,4 +83,4 @@ class ProgressDisplay : public net::MeterObserver {
   std::thread ticker_;
 };
 
-}  // namespace neuron_cache::cli
+}  // namespace neuron_cache::report

@@ -1,4 +1,4 @@
-#include "neuron_cache/cli/progress.h"
+#include "neuron_cache/report/progress.h"
 
 #include <unistd.h>
 
@@ -9,7 +9,7 @@
 #include "neuron_cache/format/wording.h"
 #include "neuron_cache/report/report.h"
 
-namespace neuron_cache::cli {
+namespace neuron_cache::report {
 namespace {
 
 using Clock = std::chrono::steady_clock;
@@ -44,7 +44,7 @@ int percent(const net::MeterReading& r) {
 }
 
 std::string rate_and_eta(const Figures& f) {
-  std::string text = report::human_bytes(static_cast<uint64_t>(f.rate)) + "/s";
+  std::string text = human_bytes(static_cast<uint64_t>(f.rate)) + "/s";
   if (f.eta_seconds) text += ", ETA " + seconds_text(*f.eta_seconds);
   return text;
 }
@@ -72,10 +72,10 @@ Figures figures(const net::MeterReading& reading, double elapsed_seconds) {
 
 std::string progress_line(const std::string& label, const net::MeterReading& reading,
                           double elapsed_seconds) {
-  std::string line = label + ": " + report::human_bytes(shown_bytes(reading));
+  std::string line = label + ": " + human_bytes(shown_bytes(reading));
   if (reading.bytes_total > 0) {
-    line += " of " + report::human_bytes(reading.bytes_total) + " (" +
-            std::to_string(percent(reading)) + "%)";
+    line +=
+        " of " + human_bytes(reading.bytes_total) + " (" + std::to_string(percent(reading)) + "%)";
   }
   if (reading.files_total > 0) {
     line += ", " + std::to_string(reading.files) + " of " + std::to_string(reading.files_total) +
@@ -87,9 +87,9 @@ std::string progress_line(const std::string& label, const net::MeterReading& rea
 std::string final_line(const std::string& label, const net::MeterReading& reading,
                        double elapsed_seconds) {
   Figures f = figures(reading, elapsed_seconds);
-  return label + " done: " + report::human_bytes(shown_bytes(reading)) + ", " +
+  return label + " done: " + human_bytes(shown_bytes(reading)) + ", " +
          count_of(reading.files, "file") + " in " + seconds_text(elapsed_seconds) + " (" +
-         report::human_bytes(static_cast<uint64_t>(f.rate)) + "/s)";
+         human_bytes(static_cast<uint64_t>(f.rate)) + "/s)";
 }
 
 std::string bar_line(const std::string& label, const net::MeterReading& reading,
@@ -100,8 +100,8 @@ std::string bar_line(const std::string& label, const net::MeterReading& reading,
   if (colour) bar = "\033[32m" + bar + "\033[0m";
   bar += std::string(kBarWidth - filled, '.');
   std::string line = label + " [" + bar + "] " + std::to_string(percent(reading)) + "% " +
-                     report::human_bytes(shown_bytes(reading));
-  if (reading.bytes_total > 0) line += "/" + report::human_bytes(reading.bytes_total);
+                     human_bytes(shown_bytes(reading));
+  if (reading.bytes_total > 0) line += "/" + human_bytes(reading.bytes_total);
   if (reading.files_total > 0) {
     line +=
         " " + std::to_string(reading.files) + "/" + std::to_string(reading.files_total) + " files";
@@ -110,6 +110,14 @@ std::string bar_line(const std::string& label, const net::MeterReading& reading,
 }
 
 ProgressDisplay::ProgressDisplay(ProgressStyle style, std::FILE* out) : style_(style), out_(out) {
+  if (style_.mode == ProgressMode::Off) return;
+  active = this;
+  net::meter().observe(this);
+}
+
+ProgressDisplay::ProgressDisplay(ProgressStyle style, std::function<void(const std::string&)> print)
+    : style_(style), out_(nullptr), print_(std::move(print)) {
+  if (style_.mode == ProgressMode::Bar) style_.mode = ProgressMode::Lines;
   if (style_.mode == ProgressMode::Off) return;
   active = this;
   net::meter().observe(this);
@@ -173,6 +181,7 @@ void ProgressDisplay::draw(bool final) {
   if (style_.mode == ProgressMode::Lines) {
     std::string line =
         final ? final_line(label_, reading, elapsed()) : progress_line(label_, reading, elapsed());
+    if (print_) return print_(line);
     std::fprintf(out_, "%s\n", line.c_str());
   } else {
     std::string line = bar_line(label_, reading, elapsed(), style_.colour);
@@ -183,4 +192,4 @@ void ProgressDisplay::draw(bool final) {
   std::fflush(out_);
 }
 
-}  // namespace neuron_cache::cli
+}  // namespace neuron_cache::report
