@@ -22,6 +22,7 @@
 #include "neuron_cache/log/log.h"
 #include "neuron_cache/net/http.h"
 #include "neuron_cache/net/meter.h"
+#include "neuron_cache/sys/file_lock.h"
 #include "neuron_cache/sys/mounts.h"
 #include "neuron_cache/sys/random.h"
 #include "neuron_cache/sys/safe_dir.h"
@@ -304,29 +305,23 @@ sys::SafeDir parent_for_write(const sys::SafeDir& root, const std::vector<std::s
 // until `wait` (FolderOptions::lock_wait).
 class IndexLock {
  public:
-  IndexLock(const sys::SafeDir& root, std::chrono::milliseconds wait) : wait_(wait) {
-    auto deadline = std::chrono::steady_clock::now() + wait;
-    if (!process_mutex().try_lock_until(deadline)) throw timeout(root);
+  IndexLock(const sys::SafeDir& root, std::chrono::milliseconds wait) {
+    auto deadline = sys::FileLock::Clock::now() + wait;
+    if (!process_mutex().try_lock_until(deadline)) throw timeout(root, wait);
     try {
-      fd_ = sys::UniqueFd(openat(root.fd(), std::string(kFolderLockFile).c_str(),
-                                 O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0644));
-      if (!fd_) {
-        throw operational_error("cannot open the lock file " +
-                                (root.path() / kFolderLockFile).string() + ": " + errno_text());
-      }
-      wait_for_lock(root, deadline);
+      lock_ = sys::FileLock::acquire(root, std::string(kFolderLockFile), sys::LockKind::Record,
+                                     deadline);
     } catch (...) {
-      fd_ = sys::UniqueFd();
       process_mutex().unlock();
       throw;
     }
+    if (!lock_) {
+      process_mutex().unlock();
+      throw timeout(root, wait);
+    }
   }
   ~IndexLock() {
-    struct flock unlock_all {};
-    unlock_all.l_type = F_UNLCK;
-    unlock_all.l_whence = SEEK_SET;
-    fcntl(fd_.get(), F_SETLK, &unlock_all);
-    fd_ = sys::UniqueFd();
+    lock_.reset();
     process_mutex().unlock();
   }
   IndexLock(const IndexLock&) = delete;
@@ -361,35 +356,15 @@ class IndexLock {
     static ProcessLock lock;
     return lock;
   }
-  Error timeout(const sys::SafeDir& root) const {
+  static Error timeout(const sys::SafeDir& root, std::chrono::milliseconds wait) {
     return operational_error(
         "the index lock " + (root.path() / kFolderLockFile).string() + " stayed taken for " +
-        (wait_.count() >= 1000 ? std::to_string(wait_.count() / 1000) + " s"
-                               : std::to_string(wait_.count()) + " ms") +
+        sys::wait_text(wait) +
         ": another machine is publishing (or its NFS lock was not released); try again later, "
         "or wait longer with NEURON_CACHE_TIMEOUT_MS");
   }
-  void wait_for_lock(const sys::SafeDir& root, std::chrono::steady_clock::time_point deadline) {
-    auto pause = std::chrono::milliseconds(5);
-    while (true) {
-      struct flock whole {};
-      whole.l_type = F_WRLCK;
-      whole.l_whence = SEEK_SET;  // l_start 0, l_len 0: the whole file
-      if (fcntl(fd_.get(), F_SETLK, &whole) == 0) return;
-      if (errno == EINTR) continue;
-      if (errno != EACCES && errno != EAGAIN) {
-        throw operational_error("cannot lock " + (root.path() / kFolderLockFile).string() + ": " +
-                                errno_text() +
-                                " (on NFSv3 the lock daemons rpc.statd/lockd must run)");
-      }
-      if (std::chrono::steady_clock::now() >= deadline) throw timeout(root);
-      std::this_thread::sleep_for(pause);
-      pause = std::min(pause * 2, std::chrono::milliseconds(250));
-    }
-  }
 
-  std::chrono::milliseconds wait_;
-  sys::UniqueFd fd_;
+  std::optional<sys::FileLock> lock_;
 };
 
 }  // namespace
