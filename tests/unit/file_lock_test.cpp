@@ -65,6 +65,17 @@ TEST(FileLockTest, AHeldLockIsWaitedForUntilTheDeadlineThenNothing) {
       << "the waiter is told once, with the holder";
 }
 
+TEST(FileLockTest, AHolderTextLongerThanAPidIsNotRead) {
+  TempDir dir;
+  OtherFlock other(dir.path() / "a.lock", std::string(1 << 20, '7'));
+  std::vector<std::string> holders;
+  auto lock = sys::FileLock::acquire(sys::SafeDir::open(dir.path()), "a.lock", sys::LockKind::Flock,
+                                     Clock::now(),
+                                     [&](const std::string& holder) { holders.push_back(holder); });
+  EXPECT_FALSE(lock);
+  EXPECT_EQ(holders, std::vector<std::string>{""});
+}
+
 TEST(FileLockTest, ALockReleasedDuringTheWaitIsTaken) {
   TempDir dir;
   auto other = std::make_unique<OtherFlock>(dir.path() / "a.lock");

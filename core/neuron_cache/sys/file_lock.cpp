@@ -39,14 +39,14 @@ bool try_lock(int fd, LockKind kind, const std::filesystem::path& path) {
   }
 }
 
+// What a holder wrote in the lock file: the tool writes a pid there, nothing longer, so at most
+// 64 bytes are read (another writer's file may be any size).
 std::string holder_text(int fd) {
-  std::string text;
-  try {
-    text = read_whole_fd(fd);
-  } catch (const std::exception&) {
-    return "";
-  }
-  if (text.size() > 64) return "";  // the tool writes a pid there, nothing longer
+  constexpr size_t kMaxHolder = 64;
+  std::string text(kMaxHolder + 1, '\0');
+  ssize_t n = pread(fd, text.data(), text.size(), 0);
+  if (n < 0 || static_cast<size_t>(n) > kMaxHolder) return "";
+  text.resize(static_cast<size_t>(n));
   while (!text.empty() && (text.back() == '\n' || text.back() == ' ')) text.pop_back();
   return text;
 }
