@@ -5,7 +5,7 @@
 // GITHUB_OUTPUT, the Markdown summary in GITHUB_STEP_SUMMARY, annotations, masks and groups on
 // stdout. No cache logic lives here.
 //
-// Mode gc runs `neuron-cache gc` instead, for a scheduled workflow (remote::collect_garbage).
+// Mode gc runs `neuron-cache gc` instead, for a scheduled workflow (maintenance::collect_garbage).
 //
 // Exit codes: 0 success, 1 a compile failed (or a cache problem with strict, or gc failed), 2 bad
 // inputs, 3 fail-on-miss found configurations no cache has.
@@ -26,12 +26,12 @@
 #include "neuron_cache/format/wording.h"
 #include "neuron_cache/hub/client.h"
 #include "neuron_cache/log/log.h"
+#include "neuron_cache/maintenance/gc.h"
+#include "neuron_cache/maintenance/store_usage.h"
 #include "neuron_cache/net/retry.h"
 #include "neuron_cache/net/tls_trust.h"
 #include "neuron_cache/pipeline/pipeline.h"
 #include "neuron_cache/pipeline/run.h"
-#include "neuron_cache/remote/gc.h"
-#include "neuron_cache/remote/store_usage.h"
 #include "neuron_cache/report/gc.h"
 #include "neuron_cache/report/progress.h"
 #include "neuron_cache/report/report.h"
@@ -378,7 +378,7 @@ void write_store_usage(const Inputs& in, const pipeline::Pipeline& p,
     if (!p.context().store) throw input_error("no cache store was opened for the run");
     std::unique_ptr<storage::Store> store =
         storage::open_store(p.context().repo, "the run's cache store", settings, client);
-    md = report::usage_markdown(remote::store_usage(*store));
+    md = report::usage_markdown(maintenance::store_usage(*store));
   } catch (const std::exception& error) {
     md = report::usage_markdown_failure(
         p.context().repo.empty() ? "the cache store" : p.context().repo, error.what());
@@ -399,7 +399,7 @@ int run_gc(const Inputs& in, pipeline::Pipeline& p, const ReadOnly& read_only,
   if (repo.value.empty())
     throw input_error("no cache repo: set the cache-repo input or the manifest's cache_repo");
   Group group(commands, "neuron-cache gc: " + p.context().repo);
-  remote::GcOptions options;
+  maintenance::GcOptions options;
   options.older_than = in.gc_older_than;
   if (in.gc_grace) options.grace = *in.gc_grace;
   if (options.older_than) options.declared = p.declared_keys();
@@ -407,9 +407,9 @@ int run_gc(const Inputs& in, pipeline::Pipeline& p, const ReadOnly& read_only,
       repo.value, "the cache repo from " + repo.origin, p.context().settings, client);
   std::unique_ptr<storage::Store> guarded;
   if (read_only.on) guarded = std::make_unique<storage::ReadOnlyStore>(*store, read_only.why);
-  remote::GcPlan plan =
-      remote::collect_garbage(guarded ? *guarded : *store, options, {in.gc_apply, in.gc_squash},
-                              net::retry_policy(p.context().settings, 6));
+  maintenance::GcPlan plan = maintenance::collect_garbage(
+      guarded ? *guarded : *store, options, {in.gc_apply, in.gc_squash},
+      net::retry_policy(p.context().settings, 6));
   for (const auto& problem : plan.problems) commands.warning(problem);
   json answer = report::gc_json(plan);
   answer["action"] = {{"mode", "gc"}, {"read_only", read_only.on}};

@@ -25,9 +25,9 @@
 #include "neuron_cache/hub/client.h"
 #include "neuron_cache/local/local_index.h"
 #include "neuron_cache/plan/plan.h"
-#include "neuron_cache/remote/prefetch.h"
-#include "neuron_cache/remote/push.h"
 #include "neuron_cache/remote/remote_index.h"
+#include "neuron_cache/transfer/prefetch.h"
+#include "neuron_cache/transfer/push.h"
 #include "test_support.h"
 
 namespace {
@@ -294,7 +294,7 @@ void prepare_warm(WarmSetup& setup, const testing::HubServer& server, hub::HubCl
     index.write(entry);
     entries.push_back(entry);
   }
-  remote::push(*testing::hub_store(client, repo), index, entries);
+  transfer::push(*testing::hub_store(client, repo), index, entries);
   testing::write_file(dir / "m.yaml", warm_manifest(repo, configs));
   setup.manifest = (dir / "m.yaml").string();
   setup.env = {"PATH=/usr/bin:/bin",
@@ -429,7 +429,8 @@ int main(int argc, char** argv) {
   hub::HubClient client = make_client(server);
   std::string repo = client.create_repo("bench-cache", "", true);
   auto start = Clock::now();
-  remote::PushResult pushed = remote::push(*testing::hub_store(client, repo), first_index, entries);
+  transfer::PushResult pushed =
+      transfer::push(*testing::hub_store(client, repo), first_index, entries);
   report("push (one commit)", seconds_since(start), client.http().stats().requests,
          std::to_string(pushed.pushed.size()) + " configurations, " +
              std::to_string(pushed.commit.bytes_sent >> 20) + " MiB sent");
@@ -459,8 +460,8 @@ int main(int argc, char** argv) {
     for (const auto& row : plan.rows) {
       if (row.status == plan::Status::Store) hits.push_back(*row.entry);
     }
-    remote::PrefetchResult fetched =
-        remote::prefetch(*testing::hub_store(fresh, repo), remote.revision(), second_index, hits);
+    transfer::PrefetchResult fetched =
+        transfer::prefetch(*testing::hub_store(fresh, repo), remote.revision(), second_index, hits);
     double seconds = seconds_since(start);
     char detail[160];
     std::snprintf(

@@ -15,7 +15,7 @@ import sys
 LAYERS = [
     "sys", "format", "transformers", "process", "config", "log", "git", "manifest", "local", "net", "aws", "hub",
     "storage",
-    "remote", "plan", "compile", "pipeline", "report", "cli",
+    "remote", "transfer", "fleet", "maintenance", "plan", "compile", "pipeline", "report", "cli",
 ]
 HUB_USERS = {"storage/hub_store.h", "storage/hub_store.cpp", "storage/hub_models.h",
              "storage/open.cpp"}

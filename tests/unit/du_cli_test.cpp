@@ -1,5 +1,5 @@
-// `neuron-cache du` as users run it (the binary, a shared folder) and remote::store_usage on the
-// test Hub server: the same exact numbers as on every store (usage_layout.h), JSON read back.
+// `neuron-cache du` as users run it (the binary, a shared folder) and maintenance::store_usage on
+// the test Hub server: the same exact numbers as on every store (usage_layout.h), JSON read back.
 #include <gtest/gtest.h>
 
 #include <ctime>
@@ -7,7 +7,7 @@
 
 #include "hub_fixture.h"
 #include "neuron_cache/hub/client.h"
-#include "neuron_cache/remote/store_usage.h"
+#include "neuron_cache/maintenance/store_usage.h"
 #include "neuron_cache/storage/folder_store.h"
 #include "stores.h"
 #include "test_support.h"
@@ -40,8 +40,8 @@ TEST(StoreUsageHub, HubRepoGivesExactNumbers) {
     if (!item.is_directory) ++own_files, own_bytes += item.size;
   }
   server.clear_log();
-  remote::StoreUsage usage =
-      remote::store_usage(*store, {testing::usage_now(), remote::kMaxUsageFiles});
+  maintenance::StoreUsage usage =
+      maintenance::store_usage(*store, {testing::usage_now(), maintenance::kMaxUsageFiles});
   EXPECT_EQ(usage.kind, "hub");
   EXPECT_EQ(usage.store, kRepo);
   testing::expect_layout_usage(usage, layout, own_files, own_bytes);

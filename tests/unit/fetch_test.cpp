@@ -1,4 +1,4 @@
-// `neuron-cache fetch` and remote::fetch_modules against the local Hub server: named MODULE_
+// `neuron-cache fetch` and transfer::fetch_modules against the local Hub server: named MODULE_
 // folders and traced exports named by their registry entry, installed byte for byte, refused
 // when the listing is hostile, and not downloaded again when complete locally.
 #include <gtest/gtest.h>
@@ -12,7 +12,7 @@
 #include "neuron_cache/hub/client.h"
 #include "neuron_cache/local/cache_tree.h"
 #include "neuron_cache/local/hf_file_cache.h"
-#include "neuron_cache/remote/fetch.h"
+#include "neuron_cache/transfer/fetch.h"
 #include "optimum_writer.h"
 #include "stores.h"
 #include "test_support.h"
@@ -110,10 +110,10 @@ TEST_F(FetchTest, InstallsNamedModulesByteForByte) {
 TEST_F(FetchTest, ReturnsARecordOfEachInstalledFolder) {
   hub::HubClient hub = client();
   local::LocalCache local(cache.path());
-  remote::FetchResult result = remote::fetch_modules(*testing::hub_store(hub, kRepo), "main", local,
-                                                     kCompiler, {"MODULE_22+d7cde3b5"});
+  transfer::FetchResult result = transfer::fetch_modules(*testing::hub_store(hub, kRepo), "main",
+                                                         local, kCompiler, {"MODULE_22+d7cde3b5"});
   ASSERT_EQ(result.modules.size(), 1u);
-  ASSERT_EQ(result.modules[0].status, remote::FetchStatus::Installed) << result.modules[0].error;
+  ASSERT_EQ(result.modules[0].status, transfer::FetchStatus::Installed) << result.modules[0].error;
   ASSERT_TRUE(result.modules[0].record.has_value());
   std::map<std::string, std::string> sha256;
   for (const auto& file : result.modules[0].record->files) sha256[file.name] = file.sha256;
@@ -211,19 +211,19 @@ class LocalCopyTest : public FetchTest {
                : std::nullopt;
   }
   // fetch_modules of the folder into `root`, the proxy's links its local candidates.
-  remote::FetchResult fetch(const fs::path& root) {
+  transfer::FetchResult fetch(const fs::path& root) {
     hub::HubClient hub_client = client();
     local::LocalCache local(root);
-    remote::LocalCandidate candidate = [&](const std::string& module,
-                                           const storage::RemoteEntry& file) {
+    transfer::LocalCandidate candidate = [&](const std::string& module,
+                                             const storage::RemoteEntry& file) {
       auto dir = sys::SafeDir::open(stage.path()).open_path(std::string(kCompiler) + "/" + module);
       auto found = dir ? local::open_hf_blob(hub(), *dir, file.path) : std::nullopt;
       if (!found || found->id != file.listed_sha256) return sys::UniqueFd();
       return std::move(found->fd);
     };
     server.clear_log();
-    return remote::fetch_modules(*testing::hub_store(hub_client, kRepo), "main", local, kCompiler,
-                                 {kModule}, candidate);
+    return transfer::fetch_modules(*testing::hub_store(hub_client, kRepo), "main", local, kCompiler,
+                                   {kModule}, candidate);
   }
   size_t neff_downloads() const {
     return testing::count_requests(server.access_log(), [](const json& e) {
@@ -242,7 +242,7 @@ class LocalCopyTest : public FetchTest {
 
 TEST_F(LocalCopyTest, AVerifiedBlobIsLinkedInsteadOfDownloaded) {
   lay_out(neff());
-  remote::FetchResult result = fetch(cache.path());
+  transfer::FetchResult result = fetch(cache.path());
   ASSERT_TRUE(result.ok()) << result.modules[0].error;
   EXPECT_EQ(result.files_linked, 1u);
   EXPECT_EQ(result.bytes_linked, neff().size());
@@ -258,7 +258,7 @@ TEST_F(LocalCopyTest, AVerifiedBlobIsLinkedInsteadOfDownloaded) {
 TEST_F(LocalCopyTest, ABlobOthersMayWriteIsCopiedNotShared) {
   lay_out(neff());
   fs::permissions(blob(), fs::perms::group_write, fs::perm_options::add);
-  remote::FetchResult result = fetch(cache.path());
+  transfer::FetchResult result = fetch(cache.path());
   ASSERT_TRUE(result.ok()) << result.modules[0].error;
   EXPECT_EQ(result.files_linked, 1u);
   EXPECT_EQ(neff_downloads(), 0u);
@@ -272,7 +272,7 @@ TEST_F(LocalCopyTest, ABlobThatDoesNotVerifyIsDownloadedInstead) {
   tampered[100] ^= 1;
   lay_out(tampered);
   ASSERT_TRUE(blob_of_link().has_value()) << "the chain itself is the proxy's";
-  remote::FetchResult result = fetch(cache.path());
+  transfer::FetchResult result = fetch(cache.path());
   ASSERT_TRUE(result.ok()) << result.modules[0].error;
   EXPECT_EQ(result.files_linked, 0u);
   EXPECT_EQ(neff_downloads(), 1u);
@@ -284,7 +284,7 @@ TEST_F(LocalCopyTest, ABlobThatDoesNotVerifyIsDownloadedInstead) {
     fs::remove(blob());
     testing::write_file(blob(), other);
     TempDir root;
-    remote::FetchResult again = fetch(root.path());
+    transfer::FetchResult again = fetch(root.path());
     ASSERT_TRUE(again.ok());
     EXPECT_EQ(again.files_linked, 0u);
     EXPECT_EQ(testing::read_file(root / rel), neff());
@@ -332,7 +332,7 @@ TEST_F(LocalCopyTest, OnlyTheProxysChainIntoTheHfFileCacheIsFollowed) {
   testing::write_file(stage / rel, neff());
   EXPECT_FALSE(blob_of_link().has_value());
   // Whatever was refused, the folder is installed from the store, whole.
-  remote::FetchResult result = fetch(cache.path());
+  transfer::FetchResult result = fetch(cache.path());
   ASSERT_TRUE(result.ok());
   EXPECT_EQ(result.files_linked, 0u);
   EXPECT_EQ(testing::read_file(cache / rel), neff());
@@ -370,10 +370,10 @@ TEST_F(FetchHostileTest, APathLeavingTheFolderIsRefused) {
   if (!hostile) GTEST_SKIP() << "the test server normalised the seeded path";
   server.clear_log();
   local::LocalCache local(cache.path());
-  remote::FetchResult result = remote::fetch_modules(*testing::hub_store(hub, kRepo), "main", local,
-                                                     kCompiler, {"MODULE_55+d7cde3b5"});
+  transfer::FetchResult result = transfer::fetch_modules(*testing::hub_store(hub, kRepo), "main",
+                                                         local, kCompiler, {"MODULE_55+d7cde3b5"});
   ASSERT_EQ(result.modules.size(), 1u);
-  EXPECT_EQ(result.modules[0].status, remote::FetchStatus::Failed);
+  EXPECT_EQ(result.modules[0].status, transfer::FetchStatus::Failed);
   EXPECT_TRUE(contains(result.modules[0].error, "not a safe path")) << result.modules[0].error;
   EXPECT_EQ(requests_with(server, "/resolve/"), 0u);
   EXPECT_TRUE(testing::snapshot_tree(cache.path()).empty());

@@ -1,8 +1,8 @@
-// remote::plan_gc / apply_gc (`neuron-cache gc`) on a shared folder (modification times listed)
-// and the in-memory store (a Hub: none listed): exactly the folders nothing needs go, what a push
-// in flight, a live compile or another writer may need stays, and a push that lands between the
-// plan and the deletion keeps its folder.
-#include "neuron_cache/remote/gc.h"
+// maintenance::plan_gc / apply_gc (`neuron-cache gc`) on a shared folder (modification times
+// listed) and the in-memory store (a Hub: none listed): exactly the folders nothing needs go, what
+// a push in flight, a live compile or another writer may need stays, and a push that lands between
+// the plan and the deletion keeps its folder.
+#include "neuron_cache/maintenance/gc.h"
 
 #include <fcntl.h>
 #include <gtest/gtest.h>
@@ -18,7 +18,7 @@
 #include "optimum_writer.h"
 #include "test_support.h"
 
-namespace neuron_cache::remote {
+namespace neuron_cache::maintenance {
 namespace {
 
 namespace fs = std::filesystem;
@@ -451,7 +451,7 @@ TEST(GcApply, AnOversizedIndexFileAtDeletionTimeDeletesNothing) {
   GcOptions o = options(std::nullopt);
   GcPlan plan = plan_gc(store, o);
   ASSERT_FALSE(plan.removed.empty());
-  store.lie_about_sizes("neuron-cache-index", kMaxIndexFileBytes);
+  store.lie_about_sizes("neuron-cache-index", remote::kMaxIndexFileBytes);
   try {
     apply_gc(store, plan, o, quick());
     FAIL() << "no error";
@@ -563,4 +563,4 @@ TEST(GcOptionsText, DurationsAndModes) {
 }
 
 }  // namespace
-}  // namespace neuron_cache::remote
+}  // namespace neuron_cache::maintenance

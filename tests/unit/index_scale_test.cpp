@@ -15,8 +15,8 @@
 #include "neuron_cache/hub/client.h"
 #include "neuron_cache/local/local_index.h"
 #include "neuron_cache/plan/plan.h"
-#include "neuron_cache/remote/push.h"
 #include "neuron_cache/remote/remote_index.h"
+#include "neuron_cache/transfer/push.h"
 #include "stores.h"
 #include "test_support.h"
 
@@ -198,7 +198,7 @@ TEST_F(IndexScaleTest, PushingOneConfigurationSendsOneSmallShard) {
   local.write(e);
   hub::HubClient client = client_of(*server_);
   server_->clear_log();
-  remote::PushResult result = remote::push(*testing::hub_store(client, kRepo), local, {e});
+  transfer::PushResult result = transfer::push(*testing::hub_store(client, kRepo), local, {e});
   ASSERT_EQ(result.pushed.size(), 1u);
   json log = server_->access_log();
   uint64_t sent = 0;
@@ -233,7 +233,7 @@ TEST_F(IndexScaleTest, ConcurrentPushesOfOneShardMerge) {
     local.write(e);
     entries.push_back(e);
   }
-  remote::PushOptions options;
+  transfer::PushOptions options;
   options.conflicts = {10, std::chrono::milliseconds(10), std::chrono::milliseconds(100)};
   std::vector<std::thread> racers;
   std::vector<int> attempts(entries.size());
@@ -241,7 +241,7 @@ TEST_F(IndexScaleTest, ConcurrentPushesOfOneShardMerge) {
     racers.emplace_back([&, i] {
       hub::HubClient client = client_of(*server_);
       attempts[i] =
-          remote::push(*testing::hub_store(client, kRepo), local, {entries[i]}, options).attempts;
+          transfer::push(*testing::hub_store(client, kRepo), local, {entries[i]}, options).attempts;
     });
   }
   for (auto& racer : racers) racer.join();

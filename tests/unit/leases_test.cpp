@@ -5,21 +5,21 @@
 #include <thread>
 
 #include "memory_store.h"
+#include "neuron_cache/fleet/leases.h"
 #include "neuron_cache/format/lease.h"
-#include "neuron_cache/remote/leases.h"
 
 namespace neuron_cache {
 namespace {
 
-using remote::Leases;
+using fleet::Leases;
 using testing::MemoryStore;
 
 constexpr const char* kVersion = "2.21.33363.0+82129205";
 const std::string kKey(32, 'a');
 const std::string kPath = lease::remote_path(kVersion, kKey);
 
-remote::LeaseOptions options(const std::string& host, int ttl = 600) {
-  remote::LeaseOptions o;
+fleet::LeaseOptions options(const std::string& host, int ttl = 600) {
+  fleet::LeaseOptions o;
   o.ttl = std::chrono::seconds(ttl);
   o.host = host;
   o.conflicts.base = std::chrono::milliseconds(1);
@@ -80,8 +80,8 @@ TEST(LeasesTest, OneOfTwoMachinesTakesTheLeaseAndTheOtherSeesWhoHoldsIt) {
   MemoryStore store;
   Leases a(store, options("runner-a"));
   Leases b(store, options("runner-b"));
-  remote::Claim first = a.claim(kVersion, kKey, "llama-bs1", 120);
-  remote::Claim second = b.claim(kVersion, kKey, "llama-bs1", 0);
+  fleet::Claim first = a.claim(kVersion, kKey, "llama-bs1", 120);
+  fleet::Claim second = b.claim(kVersion, kKey, "llama-bs1", 0);
   EXPECT_TRUE(first.taken);
   EXPECT_FALSE(first.took_over);
   EXPECT_FALSE(second.taken);
@@ -94,7 +94,7 @@ TEST(LeasesTest, OneOfTwoMachinesTakesTheLeaseAndTheOtherSeesWhoHoldsIt) {
   EXPECT_EQ(record_of(store).state, lease::State::Done);
   // Done: the result is in the store; a claim takes it only when the caller found no entry.
   EXPECT_FALSE(b.claim(kVersion, kKey, "llama-bs1", 0).taken);
-  remote::Claim again = b.claim(kVersion, kKey, "llama-bs1", 0, true);
+  fleet::Claim again = b.claim(kVersion, kKey, "llama-bs1", 0, true);
   EXPECT_TRUE(again.taken);
   EXPECT_FALSE(again.took_over);
 }
@@ -102,13 +102,13 @@ TEST(LeasesTest, OneOfTwoMachinesTakesTheLeaseAndTheOtherSeesWhoHoldsIt) {
 TEST(LeasesTest, ManyLeasesAreClaimedAndEndedInOneCommitEach) {
   MemoryStore store;
   Leases a(store, options("runner-a"));
-  std::vector<remote::ClaimRequest> requests;
+  std::vector<fleet::ClaimRequest> requests;
   for (char c : {'1', '2', '3'}) requests.push_back({kVersion, std::string(32, c), "c", 0});
   int before = store.commits();
-  std::vector<remote::Claim> claims = a.claim(requests);
+  std::vector<fleet::Claim> claims = a.claim(requests);
   EXPECT_EQ(store.commits(), before + 1);
   for (const auto& claim : claims) EXPECT_TRUE(claim.taken);
-  std::vector<remote::LeaseEnd> ends;
+  std::vector<fleet::LeaseEnd> ends;
   for (const auto& r : requests) ends.push_back({kVersion, r.key, lease::State::Done, ""});
   a.finish(ends);
   EXPECT_EQ(store.commits(), before + 2);
@@ -150,7 +150,7 @@ TEST(LeasesTest, AnExpiredLeaseIsTakenOverOnceAndItsOldHolderLearnsItLostIt) {
   store.put(kPath, lease::serialize(dead));
   Leases a(store, options("runner-a"));
   Leases b(store, options("runner-b"));
-  remote::Claim claim = a.claim(kVersion, kKey, "llama-bs1", 0);
+  fleet::Claim claim = a.claim(kVersion, kKey, "llama-bs1", 0);
   EXPECT_TRUE(claim.taken);
   EXPECT_TRUE(claim.took_over);
   ASSERT_TRUE(claim.other);
@@ -200,7 +200,7 @@ TEST(LeasesTest, ADamagedLeaseFileProtectsNothing) {
   MemoryStore store;
   store.put(kPath, "{\"format\": 1, \"state\": \"comp");
   Leases a(store, options("runner-a"));
-  remote::Claim claim = a.claim(kVersion, kKey, "llama-bs1", 0);
+  fleet::Claim claim = a.claim(kVersion, kKey, "llama-bs1", 0);
   EXPECT_TRUE(claim.taken);
   EXPECT_EQ(record_of(store).host, "runner-a");
 }

@@ -5,16 +5,16 @@
 
 #include "neuron_cache/pipeline/pipeline.h"
 #include "neuron_cache/pipeline/run.h"
-#include "neuron_cache/remote/prefetch.h"
-#include "neuron_cache/remote/push.h"
 #include "neuron_cache/report/report.h"
 #include "neuron_cache/storage/store.h"
+#include "neuron_cache/transfer/prefetch.h"
+#include "neuron_cache/transfer/push.h"
 
 namespace neuron_cache::testing {
 namespace {
 
-remote::PrefetchResult fetched(uint64_t bytes, uint64_t resumed, uint64_t reused) {
-  remote::PrefetchResult r;
+transfer::PrefetchResult fetched(uint64_t bytes, uint64_t resumed, uint64_t reused) {
+  transfer::PrefetchResult r;
   r.modules_installed = 1;
   r.files_downloaded = 2;
   r.bytes_downloaded = bytes;
@@ -26,12 +26,12 @@ remote::PrefetchResult fetched(uint64_t bytes, uint64_t resumed, uint64_t reused
 }
 
 TEST(ResultSums, APrefetchAddsEveryCount) {
-  remote::PrefetchResult first = fetched(100, 10, 1);
+  transfer::PrefetchResult first = fetched(100, 10, 1);
   first.modules_present = 3;
   first.staging_reclaimed = 1;
   first.completed = {"a"};
   first.failed = {{"b", "timed out"}};
-  remote::PrefetchResult later = fetched(200, 20, 2);
+  transfer::PrefetchResult later = fetched(200, 20, 2);
   later.modules_present = 1;
   later.completed = {"b"};
   later.failed = {{"c", "refused"}};
@@ -52,18 +52,18 @@ TEST(ResultSums, APrefetchAddsEveryCount) {
 }
 
 TEST(ResultSums, AKeyCompletedTwiceIsListedOnce) {
-  remote::PrefetchResult first;
+  transfer::PrefetchResult first;
   first.completed = {"a"};
-  remote::PrefetchResult again;
+  transfer::PrefetchResult again;
   again.completed = {"a"};
   first += again;
   EXPECT_EQ(first.completed.size(), 1u);
 }
 
 TEST(ResultSums, ALaterFailureOfAKeyReplacesItsReason) {
-  remote::PrefetchResult first;
+  transfer::PrefetchResult first;
   first.failed = {{"a", "timed out"}};
-  remote::PrefetchResult later;
+  transfer::PrefetchResult later;
   later.failed = {{"a", "refused"}};
   first += later;
   EXPECT_EQ(first.failed.at("a"), "refused");

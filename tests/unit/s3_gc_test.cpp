@@ -1,15 +1,15 @@
-// remote::plan_gc / apply_gc (`neuron-cache gc`) on an S3 bucket (the in-process S3 stand-in,
+// maintenance::plan_gc / apply_gc (`neuron-cache gc`) on an S3 bucket (the in-process S3 stand-in,
 // which lists LastModified): the same decisions as on a shared folder, the index rewrite
 // conditional on the ETag read, and deletions that follow the plan's files, not the bucket's.
 #include <gtest/gtest.h>
 
 #include "gc_layout.h"
 #include "neuron_cache/format/artifact_index.h"
-#include "neuron_cache/remote/gc.h"
+#include "neuron_cache/maintenance/gc.h"
 #include "neuron_cache/storage/s3_store.h"
 #include "s3_stand_in.h"
 
-namespace neuron_cache::remote {
+namespace neuron_cache::maintenance {
 namespace {
 
 using testing::kGcDay;
@@ -85,4 +85,4 @@ TEST(S3Gc, AShardRewrittenAfterThePlanIsReadAgain) {
 }
 
 }  // namespace
-}  // namespace neuron_cache::remote
+}  // namespace neuron_cache::maintenance

@@ -1,13 +1,13 @@
-// remote::store_usage (`neuron-cache du`) on an S3 bucket (the in-process S3 stand-in): the same
-// exact numbers as on every other store, in a cost that follows versions and shards.
+// maintenance::store_usage (`neuron-cache du`) on an S3 bucket (the in-process S3 stand-in): the
+// same exact numbers as on every other store, in a cost that follows versions and shards.
 #include <gtest/gtest.h>
 
-#include "neuron_cache/remote/store_usage.h"
+#include "neuron_cache/maintenance/store_usage.h"
 #include "neuron_cache/storage/s3_store.h"
 #include "s3_stand_in.h"
 #include "usage_layout.h"
 
-namespace neuron_cache::remote {
+namespace neuron_cache::maintenance {
 namespace {
 
 TEST(S3Usage, BucketGivesExactNumbers) {
@@ -24,4 +24,4 @@ TEST(S3Usage, BucketGivesExactNumbers) {
 }
 
 }  // namespace
-}  // namespace neuron_cache::remote
+}  // namespace neuron_cache::maintenance

@@ -1,7 +1,7 @@
-// remote::store_usage (`neuron-cache du`) on the in-memory store and a shared folder: exact
+// maintenance::store_usage (`neuron-cache du`) on the in-memory store and a shared folder: exact
 // numbers on usage_layout(), a cost that follows versions and shards rather than files, and a
 // hostile store's sizes, names and number of files.
-#include "neuron_cache/remote/store_usage.h"
+#include "neuron_cache/maintenance/store_usage.h"
 
 #include <gtest/gtest.h>
 
@@ -14,7 +14,7 @@
 #include "test_support.h"
 #include "usage_layout.h"
 
-namespace neuron_cache::remote {
+namespace neuron_cache::maintenance {
 namespace {
 
 using testing::MemoryStore;
@@ -143,7 +143,7 @@ TEST(StoreUsage, DamagedIndexFilesAreProblemsNotFailures) {
   store.put(v1 + "/acme--array.json", "[1, 2, 3]");
   store.put(v1 + "/acme--deep.json", std::string(100000, '[') + std::string(100000, ']'));
   store.put(v1 + "/acme--huge.json", "{}");
-  store.lie_about_sizes(v1 + "/acme--huge.json", kMaxIndexFileBytes);
+  store.lie_about_sizes(v1 + "/acme--huge.json", remote::kMaxIndexFileBytes);
   StoreUsage usage = store_usage(store, at_now());
   EXPECT_EQ(usage.problems.size(), 5u) << ::testing::PrintToString(usage.problems);
   EXPECT_EQ(usage.configurations, 6u);
@@ -152,4 +152,4 @@ TEST(StoreUsage, DamagedIndexFilesAreProblemsNotFailures) {
 }
 
 }  // namespace
-}  // namespace neuron_cache::remote
+}  // namespace neuron_cache::maintenance

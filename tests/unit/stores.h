@@ -8,7 +8,7 @@
 
 namespace neuron_cache::testing {
 
-// A Hub store of `repo` through `client`, for one call: remote::push(*hub_store(c, r), ...).
+// A Hub store of `repo` through `client`, for one call: transfer::push(*hub_store(c, r), ...).
 inline std::unique_ptr<storage::HubStore> hub_store(hub::HubClient& client,
                                                     const std::string& repo) {
   return std::make_unique<storage::HubStore>(client, repo);

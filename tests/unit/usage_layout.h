@@ -14,7 +14,7 @@
 #include "index_samples.h"
 #include "neuron_cache/format/artifact_index.h"
 #include "neuron_cache/format/timestamp.h"
-#include "neuron_cache/remote/store_usage.h"
+#include "neuron_cache/maintenance/store_usage.h"
 
 namespace neuron_cache::testing {
 
@@ -113,8 +113,8 @@ inline UsageLayout usage_layout(int64_t now = usage_now()) {
   return l;
 }
 
-inline const remote::VersionUsage* usage_version(const remote::StoreUsage& u,
-                                                 const std::string& version) {
+inline const maintenance::VersionUsage* usage_version(const maintenance::StoreUsage& u,
+                                                      const std::string& version) {
   for (const auto& v : u.versions)
     if (v.compiler_version == version) return &v;
   return nullptr;
@@ -122,7 +122,7 @@ inline const remote::VersionUsage* usage_version(const remote::StoreUsage& u,
 
 // The exact numbers of usage_layout(), with `other_files` and `other_bytes` of top-level files a
 // store adds of its own (a Hub repo's README).
-inline void expect_layout_usage(const remote::StoreUsage& u, const UsageLayout& l,
+inline void expect_layout_usage(const maintenance::StoreUsage& u, const UsageLayout& l,
                                 uint64_t other_files = 0, uint64_t other_bytes = 0) {
   uint64_t index = l.index_bytes_v1 + l.index_bytes_v2;
   EXPECT_EQ(u.total.count, 32u + other_files);
@@ -142,8 +142,8 @@ inline void expect_layout_usage(const remote::StoreUsage& u, const UsageLayout& 
   EXPECT_NE(u.problems[0].find("acme--broken.json"), std::string::npos) << u.problems[0];
 
   ASSERT_EQ(u.versions.size(), 2u);
-  const remote::VersionUsage* v1 = usage_version(u, kUsageV1);
-  const remote::VersionUsage* v2 = usage_version(u, kUsageV2);
+  const maintenance::VersionUsage* v1 = usage_version(u, kUsageV1);
+  const maintenance::VersionUsage* v2 = usage_version(u, kUsageV2);
   ASSERT_TRUE(v1 && v2);
   EXPECT_EQ(v1->files.count, 18u);
   EXPECT_EQ(v1->files.bytes, 11968u);

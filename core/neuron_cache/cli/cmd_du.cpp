@@ -10,7 +10,7 @@
 #include "neuron_cache/cli/output.h"
 #include "neuron_cache/error.h"
 #include "neuron_cache/format/bytes.h"
-#include "neuron_cache/remote/store_usage.h"
+#include "neuron_cache/maintenance/store_usage.h"
 #include "neuron_cache/report/usage.h"
 
 namespace neuron_cache::cli {
@@ -43,11 +43,11 @@ void print_table(const Table& table) {
 }
 
 // "3 (1.5 MiB)"
-std::string counted(const remote::Tally& tally) {
+std::string counted(const maintenance::Tally& tally) {
   return std::to_string(tally.count) + " (" + human_bytes(tally.bytes) + ")";
 }
 
-void print_totals(const remote::StoreUsage& u) {
+void print_totals(const maintenance::StoreUsage& u) {
   std::cout << "Cache store " << u.store << ": " << u.total.count << " files, "
             << human_bytes(u.total.bytes) << "\n";
   Table table = {
@@ -63,7 +63,7 @@ void print_totals(const remote::StoreUsage& u) {
                  "--config or --profile, have no index entry.)\n";
 }
 
-void print_versions(const remote::StoreUsage& u) {
+void print_versions(const maintenance::StoreUsage& u) {
   std::cout << "\nBy compiler version:\n";
   Table table = {{"compiler version", "bytes", "MODULE folders", "registry files", "configurations",
                   "index files", "not in the index"}};
@@ -76,7 +76,7 @@ void print_versions(const remote::StoreUsage& u) {
   print_table(table);
 }
 
-void print_models(const remote::StoreUsage& u, size_t top) {
+void print_models(const maintenance::StoreUsage& u, size_t top) {
   if (u.models.empty()) {
     std::cout << "\nBy model: no index entry.\n";
     return;
@@ -89,7 +89,7 @@ void print_models(const remote::StoreUsage& u, size_t top) {
                "two models reference counts for each):\n";
   Table table = {{"model", "configurations", "MODULE folders", "referenced bytes", "missing"}};
   for (size_t i = 0; i < shown; ++i) {
-    const remote::ModelUsage& m = u.models[i];
+    const maintenance::ModelUsage& m = u.models[i];
     table.push_back({(m.profile ? "profile " : "") + m.name, std::to_string(m.configurations),
                      std::to_string(m.referenced.count), human_bytes(m.referenced.bytes),
                      m.missing_modules ? std::to_string(m.missing_modules) : ""});
@@ -97,7 +97,7 @@ void print_models(const remote::StoreUsage& u, size_t top) {
   print_table(table);
 }
 
-void print_ages(const remote::StoreUsage& u) {
+void print_ages(const maintenance::StoreUsage& u) {
   std::cout << "\nBy age of the index entries (created_at):\n";
   Table table = {{"age", "configurations", "MODULE folders", "referenced bytes"}};
   for (const auto& a : u.ages) {
@@ -107,7 +107,7 @@ void print_ages(const remote::StoreUsage& u) {
   print_table(table);
 }
 
-void print_text(const remote::StoreUsage& u, const Options& options) {
+void print_text(const maintenance::StoreUsage& u, const Options& options) {
   print_totals(u);
   if (options.by.empty() || options.by == "version") print_versions(u);
   if (options.by.empty() || options.by == "model") print_models(u, options.top);
@@ -121,9 +121,9 @@ void print_text(const remote::StoreUsage& u, const Options& options) {
 
 void du(Context& context, const Options& options) {
   storage::Store& store = context.store();
-  remote::StoreUsage usage;
+  maintenance::StoreUsage usage;
   try {
-    usage = remote::store_usage(store);
+    usage = maintenance::store_usage(store);
   } catch (const Error& error) {
     throw Error(error.kind(), "cannot measure " + storage::describe(&store) + ": " + error.what());
   }

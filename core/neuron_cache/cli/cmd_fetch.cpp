@@ -7,8 +7,8 @@
 #include "neuron_cache/cli/context.h"
 #include "neuron_cache/cli/output.h"
 #include "neuron_cache/local/cleanup.h"
-#include "neuron_cache/remote/fetch.h"
 #include "neuron_cache/report/report.h"
+#include "neuron_cache/transfer/fetch.h"
 
 namespace neuron_cache::cli {
 namespace {
@@ -23,13 +23,13 @@ struct Options {
 // What one compiler folder needs: MODULE_ folders, and registry files installed after them.
 struct FolderWork {
   std::vector<std::string> modules;
-  std::vector<remote::RegistryFile> registry;
+  std::vector<transfer::RegistryFile> registry;
 };
 
 // A row of the report, for modules and registry files alike.
 struct Line {
   std::string path;
-  remote::FetchStatus status;
+  transfer::FetchStatus status;
   std::string error;
   size_t files = 0;
   uint64_t bytes = 0;
@@ -39,7 +39,7 @@ struct Line {
 std::map<std::string, FolderWork> gather(storage::Store& store, const Options& options,
                                          const std::string& compiler_version, uint64_t& listings) {
   const std::string repo = store.name();
-  std::vector<std::string> dirs = remote::list_compiler_dirs(store, "", &listings);
+  std::vector<std::string> dirs = transfer::list_compiler_dirs(store, "", &listings);
   std::map<std::string, FolderWork> work;
   if (!options.modules.empty()) {
     if (compiler_version.empty()) {
@@ -47,15 +47,15 @@ std::map<std::string, FolderWork> gather(storage::Store& store, const Options& o
           "no compiler version: pass --compiler-version V (the neuronxcc-V folder the MODULE "
           "folders are in)");
     }
-    auto& folder = work[remote::pick_compiler_dir(dirs, compiler_version, repo)];
+    auto& folder = work[transfer::pick_compiler_dir(dirs, compiler_version, repo)];
     folder.modules = options.modules;
   }
   std::vector<std::string> searched = dirs;
   if (!compiler_version.empty() && !options.registry.empty()) {
-    searched = {remote::pick_compiler_dir(dirs, compiler_version, repo)};
+    searched = {transfer::pick_compiler_dir(dirs, compiler_version, repo)};
   }
   for (const auto& reference : options.registry) {
-    auto files = remote::find_registry_entry(store, "", reference, searched, &listings);
+    auto files = transfer::find_registry_entry(store, "", reference, searched, &listings);
     if (files.empty()) {
       throw input_error("no registry entry " + reference + " in " + repo +
                         ": check the hash or path with `neuron-cache lookup MODEL_ID --json`");
@@ -81,12 +81,12 @@ bool named_by_registry(const FolderWork& work, const std::string& module) {
 std::vector<Line> plan_lines(storage::Store& store, const local::LocalCache& cache,
                              const std::string& dir, const FolderWork& work, uint64_t& listings) {
   std::vector<Line> lines;
-  for (const auto& plan : remote::plan_modules(store, "", cache, dir, work.modules, &listings)) {
+  for (const auto& plan : transfer::plan_modules(store, "", cache, dir, work.modules, &listings)) {
     lines.push_back({dir + "/" + plan.name, plan.status, plan.error, plan.files.size(),
                      plan.bytes(), named_by_registry(work, plan.name)});
   }
   for (const auto& file : work.registry) {
-    lines.push_back({dir + "/" + file.entry.path, remote::FetchStatus::Installed, "", 1,
+    lines.push_back({dir + "/" + file.entry.path, transfer::FetchStatus::Installed, "", 1,
                      file.entry.size, false});
   }
   return lines;
@@ -95,7 +95,7 @@ std::vector<Line> plan_lines(storage::Store& store, const local::LocalCache& cac
 std::vector<Line> fetch_lines(storage::Store& store, const local::LocalCache& cache,
                               const std::string& dir, const FolderWork& work, uint64_t& listings,
                               uint64_t& bytes) {
-  remote::FetchResult result = remote::fetch_modules(store, "", cache, dir, work.modules);
+  transfer::FetchResult result = transfer::fetch_modules(store, "", cache, dir, work.modules);
   listings += result.listing_requests;
   bytes += result.bytes_downloaded;
   std::vector<Line> lines;
@@ -106,14 +106,14 @@ std::vector<Line> fetch_lines(storage::Store& store, const local::LocalCache& ca
       line.files = m.record->files.size();
       line.bytes = m.record->size();
     }
-    modules_ok = modules_ok && (m.status == remote::FetchStatus::Installed ||
-                                m.status == remote::FetchStatus::AlreadyPresent);
+    modules_ok = modules_ok && (m.status == transfer::FetchStatus::Installed ||
+                                m.status == transfer::FetchStatus::AlreadyPresent);
     lines.push_back(line);
   }
   // A registry entry says "this compiled": it goes in only once its folder is there.
   if (!modules_ok) return lines;
-  for (const auto& r : remote::fetch_registry_files(store, "", cache, work.registry)) {
-    bool installed = r.status == remote::FetchStatus::Installed;
+  for (const auto& r : transfer::fetch_registry_files(store, "", cache, work.registry)) {
+    bool installed = r.status == transfer::FetchStatus::Installed;
     lines.push_back({dir + "/" + r.file.entry.path, r.status, r.error, installed ? 1u : 0u,
                      installed ? r.file.entry.size : 0, false});
   }
@@ -121,14 +121,14 @@ std::vector<Line> fetch_lines(storage::Store& store, const local::LocalCache& ca
 }
 
 bool line_ok(const Line& line) {
-  return line.status == remote::FetchStatus::Installed ||
-         line.status == remote::FetchStatus::AlreadyPresent;
+  return line.status == transfer::FetchStatus::Installed ||
+         line.status == transfer::FetchStatus::AlreadyPresent;
 }
 
 // Decoder entries do not name their MODULE_ folders (format spec 13c): say so when the folder
 // a registry entry was taken to name is missing.
 std::string explain(const Line& line) {
-  if (line.status == remote::FetchStatus::NotInStore && line.from_registry) {
+  if (line.status == transfer::FetchStatus::NotInStore && line.from_registry) {
     return line.error +
            ". Only traced exports store their artifacts as MODULE_<entry hash>; a decoder "
            "entry does not name its MODULE folders";
@@ -137,21 +137,21 @@ std::string explain(const Line& line) {
 }
 
 std::string status_text(const Line& line, bool dry_run) {
-  if (dry_run && line.status == remote::FetchStatus::Installed) {
+  if (dry_run && line.status == transfer::FetchStatus::Installed) {
     return "would fetch " + std::to_string(line.files) + " files (" +
            report::human_bytes(line.bytes) + ")";
   }
-  std::string text(remote::status_name(line.status));
-  if (line.status == remote::FetchStatus::Installed) {
+  std::string text(transfer::status_name(line.status));
+  if (line.status == transfer::FetchStatus::Installed) {
     text += " (" + std::to_string(line.files) + " files, " + report::human_bytes(line.bytes) + ")";
   }
   return text;
 }
 
 nlohmann::json line_json(const Line& line, bool dry_run) {
-  std::string status = dry_run && line.status == remote::FetchStatus::Installed
+  std::string status = dry_run && line.status == transfer::FetchStatus::Installed
                            ? "to fetch"
-                           : std::string(remote::status_name(line.status));
+                           : std::string(transfer::status_name(line.status));
   return {{"path", line.path},
           {"status", status},
           {"files", line.files},

@@ -12,8 +12,8 @@
 #include "neuron_cache/format/bytes.h"
 #include "neuron_cache/format/printable.h"
 #include "neuron_cache/format/timestamp.h"
+#include "neuron_cache/maintenance/gc.h"
 #include "neuron_cache/net/retry.h"
-#include "neuron_cache/remote/gc.h"
 #include "neuron_cache/report/gc.h"
 
 namespace neuron_cache::cli {
@@ -47,22 +47,22 @@ std::set<std::string> declared_keys(Context& context, const std::vector<std::str
   return keys;
 }
 
-remote::GcOptions gc_options(Context& context, const Options& options) {
-  remote::GcOptions out;
+maintenance::GcOptions gc_options(Context& context, const Options& options) {
+  maintenance::GcOptions out;
   out.grace = parse_duration(options.grace, "--grace");
   if (!options.older_than.empty())
     out.older_than = parse_duration(options.older_than, "--older-than");
   if (!options.manifests.empty() && !out.older_than)
     throw input_error("--manifest says which old entries to keep: give --older-than too");
   out.declared = declared_keys(context, options.manifests);
-  out.unreferenced = *remote::unreferenced_named(options.unreferenced);
+  out.unreferenced = *maintenance::unreferenced_named(options.unreferenced);
   return out;
 }
 
-void print_folders(const remote::GcPlan& plan) {
+void print_folders(const maintenance::GcPlan& plan) {
   size_t shown = std::min(kShownFolders, plan.removed.size());
   for (size_t i = 0; i < shown; ++i) {
-    const remote::GcFolder& f = plan.removed[i];
+    const maintenance::GcFolder& f = plan.removed[i];
     std::cout << "    " << printable(f.path, 300) << "  " << human_bytes(f.files.bytes) << "  ("
               << f.why << ")\n";
   }
@@ -70,7 +70,7 @@ void print_folders(const remote::GcPlan& plan) {
     std::cout << "    ... and " << plan.removed.size() - shown << " more (--json lists all)\n";
 }
 
-void print_summary(const remote::GcPlan& plan, const remote::GcOptions& options) {
+void print_summary(const maintenance::GcPlan& plan, const maintenance::GcOptions& options) {
   std::string verb = plan.applied ? "Removed" : "Would remove";
   std::cout << "gc of " << plan.store << ": " << plan.folders.count << " MODULE folders ("
             << human_bytes(plan.folders.bytes) << "), " << plan.referenced.count << " referenced, "
@@ -90,7 +90,7 @@ void print_summary(const remote::GcPlan& plan, const remote::GcOptions& options)
   }
 }
 
-void print_text(const remote::GcPlan& plan, const remote::GcOptions& options) {
+void print_text(const maintenance::GcPlan& plan, const maintenance::GcOptions& options) {
   print_summary(plan, options);
   for (const auto& path : plan.spared) {
     std::cout << "  Spared " << printable(path, 300)
@@ -114,10 +114,10 @@ void print_text(const remote::GcPlan& plan, const remote::GcOptions& options) {
 void gc(Context& context, const Options& options) {
   if (options.squash && !options.apply)
     throw input_error("--squash rewrites the Hub repo's history: give --apply too");
-  remote::GcOptions gc_options_ = gc_options(context, options);
-  remote::GcPlan plan =
-      remote::collect_garbage(context.store(), gc_options_, {options.apply, options.squash},
-                              net::retry_policy(context.settings(), 6));
+  maintenance::GcOptions gc_options_ = gc_options(context, options);
+  maintenance::GcPlan plan =
+      maintenance::collect_garbage(context.store(), gc_options_, {options.apply, options.squash},
+                                   net::retry_policy(context.settings(), 6));
   for (const auto& problem : plan.problems) warn(problem);
   if (options.json) {
     print_json(report::gc_json(plan));

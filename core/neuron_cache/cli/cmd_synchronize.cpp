@@ -5,8 +5,8 @@
 #include "neuron_cache/cli/output.h"
 #include "neuron_cache/net/retry.h"
 #include "neuron_cache/process/process.h"
-#include "neuron_cache/remote/synchronize.h"
 #include "neuron_cache/report/report.h"
+#include "neuron_cache/transfer/synchronize.h"
 
 namespace neuron_cache::cli {
 namespace {
@@ -16,7 +16,7 @@ struct Options {
   bool json = false;
 };
 
-nlohmann::json result_json(const remote::SyncResult& r, const std::string& repo) {
+nlohmann::json result_json(const transfer::SyncResult& r, const std::string& repo) {
   return {
       {"repo", repo},
       {"local_files", r.local_files},
@@ -37,7 +37,7 @@ void synchronize(Context& context, const Options& options) {
   storage::Store& store = context.store();
   std::string repo = store.name();
   local::LocalCache cache(settings.local_cache_root(), {settings.hf_hub_cache.value});
-  remote::SyncOptions sync;
+  transfer::SyncOptions sync;
   sync.conflicts = net::retry_policy(context.settings(), 6);
   sync.compiler_running = process::is_process_running("neuronx-cc");
   context.show_progress(options.quiet || options.json);
@@ -45,7 +45,7 @@ void synchronize(Context& context, const Options& options) {
     std::cerr << "Synchronizing " << repo << " Hub cache with " << cache.root().string()
               << " local cache\n";
   }
-  remote::SyncResult result = remote::synchronize(store, cache, sync);
+  transfer::SyncResult result = transfer::synchronize(store, cache, sync);
   if (options.json) {
     print_json(result_json(result, repo));
     return;

@@ -21,8 +21,8 @@
 #include "neuron_cache/manifest/command_template.h"
 #include "neuron_cache/pipeline/compile_step.h"
 #include "neuron_cache/pipeline/lease_step.h"
-#include "neuron_cache/remote/fetch.h"
 #include "neuron_cache/sys/safe_dir.h"
+#include "neuron_cache/transfer/fetch.h"
 
 namespace neuron_cache::pipeline {
 
@@ -504,8 +504,8 @@ std::string left_by_proxy(const compile::CaptureResult& captured) {
 // `hub_cache` (local::open_hf_blob): a candidate only when the blob's name is the id the store
 // lists (the sha256 of an LFS file, the git blob id of a regular one, as huggingface_hub names
 // blobs), which stage_verified / stage_verified_blob then check against the bytes.
-remote::LocalCandidate hf_links(const sys::SafeDir& stage, const std::string& compiler_dir,
-                                const fs::path& hub_cache) {
+transfer::LocalCandidate hf_links(const sys::SafeDir& stage, const std::string& compiler_dir,
+                                  const fs::path& hub_cache) {
   if (hub_cache.empty()) return {};
   return [&stage, compiler_dir, hub_cache](const std::string& module,
                                            const storage::RemoteEntry& file) {
@@ -546,9 +546,9 @@ Adoption Compiler::complete_from_store(compile::CaptureResult& captured,
   auto hub_cache = child_env.find("HF_HUB_CACHE");
   sys::SafeDir stage = sys::SafeDir::open(capture.dir());
   for (const auto& [dir, names] : by_dir) {
-    remote::FetchResult fetched;
+    transfer::FetchResult fetched;
     try {
-      fetched = remote::fetch_modules(
+      fetched = transfer::fetch_modules(
           *run_.store, run_.remote->revision(), *run_.cache, dir, names,
           hf_links(stage, dir, hub_cache == child_env.end() ? "" : hub_cache->second));
     } catch (const Error& error) {
@@ -561,10 +561,10 @@ Adoption Compiler::complete_from_store(compile::CaptureResult& captured,
     out.bytes_downloaded += fetched.bytes_downloaded;
     out.bytes_linked += fetched.bytes_linked;
     for (const auto& module : fetched.modules) {
-      if (module.status == remote::FetchStatus::Installed ||
-          module.status == remote::FetchStatus::AlreadyPresent)
+      if (module.status == transfer::FetchStatus::Installed ||
+          module.status == transfer::FetchStatus::AlreadyPresent)
         continue;
-      out.store_failed = module.status == remote::FetchStatus::Failed;
+      out.store_failed = module.status == transfer::FetchStatus::Failed;
       // The store's own words for a folder it lacks send the user to check a name they never
       // gave: say it plainly.
       out.problem = what + ", and " +

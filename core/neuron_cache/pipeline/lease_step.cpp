@@ -113,7 +113,7 @@ bool LeaseCoordinator::active() {
   return leases() != nullptr;
 }
 
-remote::Leases* LeaseCoordinator::leases() {
+fleet::Leases* LeaseCoordinator::leases() {
   if (leases_) return leases_->get();
   leases_.emplace();
   if (!run_.options.leases.enabled || run_.options.read_only || !run_.writer ||
@@ -126,11 +126,11 @@ remote::Leases* LeaseCoordinator::leases() {
                     "): other machines may compile the same configurations at the same time");
       return nullptr;
     }
-    remote::LeaseOptions options;
+    fleet::LeaseOptions options;
     options.ttl = run_.settings.lease_ttl();
     options.host = host_name(run_.settings);
     options.conflicts = run_.options.push.conflicts;
-    *leases_ = std::make_unique<remote::Leases>(*run_.writer, options);
+    *leases_ = std::make_unique<fleet::Leases>(*run_.writer, options);
   } catch (const Error& error) {
     if (error.kind() == ErrorKind::Input) throw;  // a malformed setting
     rethrow_local_disk(error);
@@ -141,9 +141,9 @@ remote::Leases* LeaseCoordinator::leases() {
 }
 
 std::vector<LeaseCoordinator::Waiting> LeaseCoordinator::claim_each(
-    const std::vector<plan::PlanRow*>& rows, const std::vector<remote::ClaimRequest>& requests,
+    const std::vector<plan::PlanRow*>& rows, const std::vector<fleet::ClaimRequest>& requests,
     CompileStep& step, std::vector<plan::PlanRow*>& mine) {
-  std::vector<remote::Claim> claims;
+  std::vector<fleet::Claim> claims;
   std::string failure;
   try {
     claims = (*leases_)->claim(requests);  // one commit on the Hub for all of them
@@ -161,7 +161,7 @@ std::vector<LeaseCoordinator::Waiting> LeaseCoordinator::claim_each(
     if (!failure.empty()) {
       o.kind = LeaseOutcome::Kind::NoLease;
       o.note = failure;
-    } else if (const remote::Claim& claim = claims[i]; claim.taken) {
+    } else if (const fleet::Claim& claim = claims[i]; claim.taken) {
       if (claim.other) o.other_host = printable(claim.other->host);
       o.kind = claim.took_over ? LeaseOutcome::Kind::TookOver : LeaseOutcome::Kind::Held;
       if (claim.took_over) o.note = why_free(*claim.other);
@@ -171,7 +171,7 @@ std::vector<LeaseCoordinator::Waiting> LeaseCoordinator::claim_each(
       o.note = "--no-wait: compiled although " + o.other_host + " compiles it too";
     } else {
       o.other_host = printable(claim.other->host);
-      int64_t deadline = wait_deadline(*claim.other, run_.options.leases, remote::Leases::now());
+      int64_t deadline = wait_deadline(*claim.other, run_.options.leases, fleet::Leases::now());
       waiting.push_back({rows[i], o, Clock::now(), deadline, Clock::now()});
       if (claim.other->state == lease::State::Compiling)
         run_.progress(being_compiled(*claim.other, deadline));
@@ -198,7 +198,7 @@ void LeaseCoordinator::compile(plan::Plan& plan, const std::vector<plan::PlanRow
                   "advisory: two machines may, rarely, compile the same configuration");
   }
   std::vector<plan::PlanRow*> mine, keyed;
-  std::vector<remote::ClaimRequest> requests;
+  std::vector<fleet::ClaimRequest> requests;
   for (plan::PlanRow* row : misses) {
     const plan::Target& t = row->target;
     if (row->status == plan::Status::Registry) {
@@ -271,7 +271,7 @@ void LeaseCoordinator::wait_for_others(const plan::Plan& plan, std::vector<Waiti
 bool LeaseCoordinator::poll_other(const plan::Plan& plan, Waiting& w, CompileStep& step,
                                   std::vector<plan::PlanRow*>& compiled) {
   const plan::Target& t = w.row->target;
-  remote::Leases& leases = *leases_->get();
+  fleet::Leases& leases = *leases_->get();
   w.outcome.waited_seconds = std::chrono::duration<double>(Clock::now() - w.since).count();
   std::optional<lease::Record> now;
   try {
@@ -281,10 +281,10 @@ bool LeaseCoordinator::poll_other(const plan::Plan& plan, Waiting& w, CompileSte
     // A failure is not a free lease: wait on, up to the bound.
     log::debug("lease",
                "could not read the lease of " + t.configuration.name + ": " + error.what());
-    if (remote::Leases::now() < w.deadline) return false;
+    if (fleet::Leases::now() < w.deadline) return false;
     now = std::nullopt;
   }
-  if (!now || !now->live(remote::Leases::now())) {
+  if (!now || !now->live(fleet::Leases::now())) {
     // Done, released, expired or gone: the holder may have pushed before it stopped.
     Refetch got = fetch_after_wait(*w.row, step);
     if (got == Refetch::Fetched) {
@@ -293,9 +293,9 @@ bool LeaseCoordinator::poll_other(const plan::Plan& plan, Waiting& w, CompileSte
                     " (waited " + minutes(w.outcome.waited_seconds) + ")");
       return true;
     }
-    if (got == Refetch::Failed && remote::Leases::now() < w.deadline) return false;
+    if (got == Refetch::Failed && fleet::Leases::now() < w.deadline) return false;
   }
-  int64_t seconds = remote::Leases::now();
+  int64_t seconds = fleet::Leases::now();
   if (now && now->live(seconds)) {
     if (seconds < w.deadline) {
       if (Clock::now() - w.said >= kProgressEvery) {
@@ -313,13 +313,13 @@ bool LeaseCoordinator::poll_other(const plan::Plan& plan, Waiting& w, CompileSte
     return true;
   }
   try {
-    remote::Claim claim = leases.claim(t.inputs.compiler_version, t.key, t.configuration.name,
-                                       now ? now->expected_seconds : 0, true);
+    fleet::Claim claim = leases.claim(t.inputs.compiler_version, t.key, t.configuration.name,
+                                      now ? now->expected_seconds : 0, true);
     if (!claim.taken) {  // another waiter took it over first: wait for that one now
       if (claim.other) {
         w.outcome.other_host = printable(claim.other->host);
         if (!run_.options.leases.wait_timeout)
-          w.deadline = wait_deadline(*claim.other, run_.options.leases, remote::Leases::now());
+          w.deadline = wait_deadline(*claim.other, run_.options.leases, fleet::Leases::now());
       }
       return false;
     }
@@ -327,7 +327,7 @@ bool LeaseCoordinator::poll_other(const plan::Plan& plan, Waiting& w, CompileSte
     w.outcome.note = now ? why_free(*now) : "its lease is gone and the store has no entry for it";
   } catch (const Error& error) {
     rethrow_local_disk(error);
-    if (remote::Leases::now() < w.deadline) return false;
+    if (fleet::Leases::now() < w.deadline) return false;
     w.outcome.kind = LeaseOutcome::Kind::WaitTimedOut;
     w.outcome.note = std::string("the lease could not be taken over: ") + error.what();
   }
@@ -346,7 +346,7 @@ void LeaseCoordinator::compile_leased(plan::PlanRow& row, CompileStep& step,
 
 void LeaseCoordinator::release_failed(const std::vector<plan::PlanRow*>& compiled,
                                       const CompileStep& step, size_t first) {
-  std::vector<remote::LeaseEnd> ends;
+  std::vector<fleet::LeaseEnd> ends;
   for (size_t i = first; i < compiled.size(); ++i) {
     const CompileOutcome& o = step.outcomes[i];
     if (!o.ok)
@@ -397,7 +397,7 @@ void LeaseCoordinator::finish(const plan::Plan& plan, const PushStep& step) {
   const bool nothing_new = !step.attempted && step.skipped_reason == publisher_.why_not_push(true);
   const std::string why = step.skipped_reason.empty() ? "its push did not include it"
                                                       : "its push failed: " + step.skipped_reason;
-  std::vector<remote::LeaseEnd> ends;
+  std::vector<fleet::LeaseEnd> ends;
   for (const auto& row : plan.rows) {
     bool done =
         row.status == plan::Status::Local && (stored.count(row.target.key) > 0 || nothing_new);

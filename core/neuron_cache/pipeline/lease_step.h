@@ -10,12 +10,12 @@
 #include <string>
 #include <vector>
 
+#include "neuron_cache/fleet/leases.h"
 #include "neuron_cache/pipeline/compile_step.h"
 #include "neuron_cache/pipeline/publish_step.h"
 #include "neuron_cache/pipeline/results.h"
 #include "neuron_cache/pipeline/run_context.h"
 #include "neuron_cache/plan/plan.h"
-#include "neuron_cache/remote/leases.h"
 
 namespace neuron_cache::pipeline {
 
@@ -25,7 +25,7 @@ class LeaseCoordinator {
   // pushed while this one waited.
   LeaseCoordinator(RunContext& run, Compiler& compiler, Publisher& publisher,
                    std::function<PrefetchStep(plan::Plan&)> prefetch);
-  // Ends the leases still held (remote::Leases' destructor).
+  // Ends the leases still held (fleet::Leases' destructor).
   ~LeaseCoordinator();
 
   // Whether this run compiles under leases: they are enabled and the store can hold them (made
@@ -46,7 +46,7 @@ class LeaseCoordinator {
   struct Waiting;  // a configuration another machine compiles
   enum class Refetch { Fetched, Absent, Failed };
 
-  remote::Leases* leases();
+  fleet::Leases* leases();
   // Pushes what this machine compiled and ends its leases before it waits for other machines:
   // they may be waiting for it in turn.
   void publish_before_waiting(const plan::Plan& plan, const std::vector<plan::PlanRow*>& compiled,
@@ -54,7 +54,7 @@ class LeaseCoordinator {
   // Claims the leases of `rows` (keyed misses) in one go: those taken, or to compile anyway, go
   // to `mine` with their outcome in the step; the others are returned, to wait for.
   std::vector<Waiting> claim_each(const std::vector<plan::PlanRow*>& rows,
-                                  const std::vector<remote::ClaimRequest>& requests,
+                                  const std::vector<fleet::ClaimRequest>& requests,
                                   CompileStep& step, std::vector<plan::PlanRow*>& mine);
   // Polls them until each is fetched or compiled here.
   void wait_for_others(const plan::Plan& plan, std::vector<Waiting>& waiting, CompileStep& step,
@@ -75,7 +75,7 @@ class LeaseCoordinator {
   Compiler& compiler_;
   Publisher& publisher_;
   std::function<PrefetchStep(plan::Plan&)> prefetch_;
-  std::optional<std::unique_ptr<remote::Leases>> leases_;  // set once asked: null when none
+  std::optional<std::unique_ptr<fleet::Leases>> leases_;  // set once asked: null when none
   std::vector<PushStep> early_pushes_;
 };
 

@@ -120,7 +120,7 @@ std::vector<plan::Target> LockedMode::locked_targets() const {
 }
 
 void LockedMode::refetch_locked_at_head(const std::vector<artifact_index::Entry>& entries,
-                                        remote::PrefetchResult& result) {
+                                        transfer::PrefetchResult& result) {
   if (run_.lock->revision.empty() || run_.store->location() != run_.lock->store)
     return;  // read at the head
   try {
@@ -143,8 +143,8 @@ void LockedMode::refetch_locked_at_head(const std::vector<artifact_index::Entry>
   }
   try {
     run_.remote = locked_index(true);
-    result += remote::prefetch(*run_.store, run_.remote->revision(), *run_.local_index, failed,
-                               [this](const std::string& line) { run_.progress(line); });
+    result += transfer::prefetch(*run_.store, run_.remote->revision(), *run_.local_index, failed,
+                                 [this](const std::string& line) { run_.progress(line); });
   } catch (const Error& error) {
     rethrow_local_disk(error);
     for (const auto& entry : failed) result.failed[entry.key] = error.what();

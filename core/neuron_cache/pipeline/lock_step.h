@@ -53,7 +53,7 @@ class LockedMode {
   // After failed downloads of a locked prefetch: when the lock's commit is gone from the Hub (a
   // squashed history), the failed entries again at the head, still checked against the lock.
   void refetch_locked_at_head(const std::vector<artifact_index::Entry>& entries,
-                              remote::PrefetchResult& result);
+                              transfer::PrefetchResult& result);
 
  private:
   RunContext& run_;

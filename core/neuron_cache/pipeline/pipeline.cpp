@@ -97,8 +97,9 @@ PrefetchStep Pipeline::prefetch(plan::Plan& plan) {
   run_.progress("prefetching " + std::to_string(entries.size()) + " configurations from " +
                 run_.repo);
   try {
-    step.result = remote::prefetch(*run_.store, run_.remote->revision(), *run_.local_index, entries,
-                                   [this](const std::string& line) { run_.progress(line); });
+    step.result =
+        transfer::prefetch(*run_.store, run_.remote->revision(), *run_.local_index, entries,
+                           [this](const std::string& line) { run_.progress(line); });
   } catch (const Error& error) {
     rethrow_local_disk(error);
     run_.cache_problem(std::string("prefetch from ") + run_.repo + " failed: " + error.what(),

@@ -130,7 +130,7 @@ PushStep Publisher::push(const plan::Plan& plan) {
   step.attempted = true;
   run_.progress("pushing " + std::to_string(entries.size()) + " configurations to " + run_.repo);
   try {
-    step.result = remote::push(*run_.writer, *run_.local_index, entries, run_.options.push);
+    step.result = transfer::push(*run_.writer, *run_.local_index, entries, run_.options.push);
     for (const auto& [key, why] : step.result.skipped)
       run_.note(true, "not pushed: " + key + ": " + why);
     if (!step.result.commit.landed_unanswered.empty())
@@ -157,7 +157,8 @@ PushStep Publisher::push_modules(const std::vector<std::string>& modules) {
   if (!step.skipped_reason.empty()) return step;
   step.attempted = true;
   try {
-    step.result = remote::push_modules(*run_.writer, *run_.local_index, modules, run_.options.push);
+    step.result =
+        transfer::push_modules(*run_.writer, *run_.local_index, modules, run_.options.push);
   } catch (const Error& error) {
     rethrow_local_disk(error);
     step.skipped_reason = error.what();

@@ -10,17 +10,17 @@
 #include <vector>
 
 #include "neuron_cache/format/lockfile.h"
-#include "neuron_cache/remote/prefetch.h"
-#include "neuron_cache/remote/push.h"
+#include "neuron_cache/transfer/prefetch.h"
+#include "neuron_cache/transfer/push.h"
 
 namespace neuron_cache::pipeline {
 
 struct PrefetchStep {
-  remote::PrefetchResult result;
+  transfer::PrefetchResult result;
   size_t hits = 0;  // configurations fetched from the Hub
   double seconds = 0;
 };
-// Adds a later prefetch of the same run (remote::PrefetchResult's += for the results).
+// Adds a later prefetch of the same run (transfer::PrefetchResult's += for the results).
 PrefetchStep& operator+=(PrefetchStep& into, const PrefetchStep& later);
 
 struct CompileOutcome {
@@ -111,7 +111,7 @@ struct WrappedRun {
 
 struct PushStep {
   bool attempted = false;
-  remote::PushResult result;
+  transfer::PushResult result;
   std::string skipped_reason;  // read-only, offline, no repo, nothing to push, error
   double seconds = 0;
 };

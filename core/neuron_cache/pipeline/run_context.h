@@ -19,12 +19,12 @@
 #include "neuron_cache/local/local_index.h"
 #include "neuron_cache/manifest/manifest.h"
 #include "neuron_cache/pipeline/outages.h"
-#include "neuron_cache/remote/push.h"
 #include "neuron_cache/remote/remote_index.h"
 #include "neuron_cache/storage/models.h"
 #include "neuron_cache/storage/policies.h"
 #include "neuron_cache/storage/store.h"
 #include "neuron_cache/sys/safe_dir.h"
+#include "neuron_cache/transfer/push.h"
 
 namespace neuron_cache::pipeline {
 
@@ -54,7 +54,7 @@ struct Options {
   bool read_only = false;
   int jobs = 1;
   std::filesystem::path output_dir = "neuron-cache-output";  // compile outputs and logs
-  remote::PushOptions push;
+  transfer::PushOptions push;
   LeasePolicy leases;
 };
 

@@ -10,7 +10,7 @@ namespace {
 
 using nlohmann::json;
 
-json folders_json(const remote::GcPlan& plan) {
+json folders_json(const maintenance::GcPlan& plan) {
   json out = json::array();
   for (const auto& f : plan.removed) {
     out.push_back({{"path", printable(f.path, 300)},
@@ -22,7 +22,7 @@ json folders_json(const remote::GcPlan& plan) {
   return out;
 }
 
-json entries_json(const remote::GcPlan& plan) {
+json entries_json(const maintenance::GcPlan& plan) {
   json out = json::array();
   for (const auto& e : plan.dropped) {
     out.push_back({{"compiler_version", e.compiler_version},
@@ -34,14 +34,14 @@ json entries_json(const remote::GcPlan& plan) {
   return out;
 }
 
-json kept_json(const remote::GcPlan& plan) {
+json kept_json(const maintenance::GcPlan& plan) {
   json out = json::array();
   for (const auto& k : plan.kept)
     out.push_back({{"why", k.why}, {"folders", count_json(k.folders)}});
   return out;
 }
 
-json leases_json(const remote::GcPlan& plan) {
+json leases_json(const maintenance::GcPlan& plan) {
   json out = json::array();
   for (const auto& l : plan.leases)
     out.push_back({{"path", printable(l.path, 300)}, {"bytes", l.size}, {"why", l.why}});
@@ -51,13 +51,13 @@ json leases_json(const remote::GcPlan& plan) {
 // Folders listed one by one in the summary; the report file lists all.
 constexpr size_t kShownFolders = 20;
 
-std::string tally_text(const remote::Tally& tally, const std::string& noun) {
+std::string tally_text(const maintenance::Tally& tally, const std::string& noun) {
   return std::to_string(tally.count) + " " + noun + " (" + format::human_bytes(tally.bytes) + ")";
 }
 
 }  // namespace
 
-std::string gc_markdown(const remote::GcPlan& plan) {
+std::string gc_markdown(const maintenance::GcPlan& plan) {
   std::string md = "\n### neuron-cache gc\n\n" + code_cell(printable(plan.store)) + ": " +
                    tally_text(plan.folders, "MODULE folders") + ", " +
                    std::to_string(plan.referenced.count) + " referenced, " +
@@ -70,7 +70,7 @@ std::string gc_markdown(const remote::GcPlan& plan) {
         std::to_string(plan.freed.count) + " files.\n";
   if (!plan.removed.empty()) md += "\n| MODULE folder | bytes | why |\n|---|---:|---|\n";
   for (size_t i = 0; i < plan.removed.size() && i < kShownFolders; ++i) {
-    const remote::GcFolder& f = plan.removed[i];
+    const maintenance::GcFolder& f = plan.removed[i];
     md += "| " + code_cell(printable(f.path, 300)) + " | " + format::human_bytes(f.files.bytes) +
           " | " + f.why + " |\n";
   }
@@ -95,7 +95,7 @@ std::string gc_markdown(const remote::GcPlan& plan) {
   return config::redact(md);
 }
 
-nlohmann::json gc_json(const remote::GcPlan& plan) {
+nlohmann::json gc_json(const maintenance::GcPlan& plan) {
   json spared = json::array();
   for (const auto& path : plan.spared) spared.push_back(printable(path, 300));
   return {{"store", plan.store},

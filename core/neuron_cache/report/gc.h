@@ -5,12 +5,12 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
-#include "neuron_cache/remote/gc.h"
+#include "neuron_cache/maintenance/gc.h"
 
 namespace neuron_cache::report {
 
-nlohmann::json gc_json(const remote::GcPlan& plan);
+nlohmann::json gc_json(const maintenance::GcPlan& plan);
 // "### neuron-cache gc": what was (or would be) removed and kept, for the Action's job summary.
-std::string gc_markdown(const remote::GcPlan& plan);
+std::string gc_markdown(const maintenance::GcPlan& plan);
 
 }  // namespace neuron_cache::report

@@ -11,11 +11,11 @@ namespace {
 
 using nlohmann::json;
 
-json files_json(const remote::Tally& tally) {
+json files_json(const maintenance::Tally& tally) {
   return {{"files", tally.count}, {"bytes", tally.bytes}};
 }
 
-json version_json(const remote::VersionUsage& v) {
+json version_json(const maintenance::VersionUsage& v) {
   return {{"compiler_version", v.compiler_version},
           {"files", v.files.count},
           {"bytes", v.files.bytes},
@@ -27,7 +27,7 @@ json version_json(const remote::VersionUsage& v) {
           {"unindexed_modules", count_json(v.unindexed)}};
 }
 
-json model_json(const remote::ModelUsage& m) {
+json model_json(const maintenance::ModelUsage& m) {
   return {{"name", m.name},
           {"kind", m.profile ? "profile" : "model"},
           {"configurations", m.configurations},
@@ -36,7 +36,7 @@ json model_json(const remote::ModelUsage& m) {
           {"missing_modules", m.missing_modules}};
 }
 
-json age_json(const remote::AgeBucket& a) {
+json age_json(const maintenance::AgeBucket& a) {
   return {{"bucket", a.key},
           {"label", a.name},
           {"configurations", a.configurations},
@@ -46,11 +46,11 @@ json age_json(const remote::AgeBucket& a) {
 
 }  // namespace
 
-json count_json(const remote::Tally& tally) {
+json count_json(const maintenance::Tally& tally) {
   return {{"count", tally.count}, {"bytes", tally.bytes}};
 }
 
-json usage_json(const remote::StoreUsage& usage, size_t top_models) {
+json usage_json(const maintenance::StoreUsage& usage, size_t top_models) {
   json versions = json::array(), models = json::array(), ages = json::array();
   for (const auto& v : usage.versions) versions.push_back(version_json(v));
   for (size_t i = 0; i < usage.models.size() && i < top_models; ++i)
@@ -86,7 +86,7 @@ std::string code_cell(const std::string& text) {
   return "`" + out + "`";
 }
 
-std::string usage_markdown(const remote::StoreUsage& usage) {
+std::string usage_markdown(const maintenance::StoreUsage& usage) {
   using format::human_bytes;
   std::string md = "\n### Cache store usage\n\n" + code_cell(printable(usage.store)) + ": " +
                    std::to_string(usage.total.count) + " files, " + human_bytes(usage.total.bytes) +

@@ -7,17 +7,17 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
-#include "neuron_cache/remote/store_usage.h"
+#include "neuron_cache/maintenance/store_usage.h"
 
 namespace neuron_cache::report {
 
 // {"count", "bytes"} of a tally of folders (what `du` and `gc` print for MODULE folders).
-nlohmann::json count_json(const remote::Tally& tally);
+nlohmann::json count_json(const maintenance::Tally& tally);
 // Every section; `top_models` models at most (the most referenced bytes first), with
 // "models_total" telling how many there are.
-nlohmann::json usage_json(const remote::StoreUsage& usage, size_t top_models);
+nlohmann::json usage_json(const maintenance::StoreUsage& usage, size_t top_models);
 // "### Cache store usage", the total and one table row per compiler version.
-std::string usage_markdown(const remote::StoreUsage& usage);
+std::string usage_markdown(const maintenance::StoreUsage& usage);
 // `text` (printable already, so on one line) as a Markdown code span no '|' or backtick of it
 // can break out of, in a table cell or a line.
 std::string code_cell(const std::string& text);

@@ -19,8 +19,9 @@
 // before its index entry on S3 and folders), an unreferenced folder written since a live
 // compile lease of its compiler version began, and a folder or damaged lease file whose age the
 // store cannot give. The Hub's tree lists no times: the folders that may go and the damaged lease
-// files are asked for theirs (the last commit touching each, Store::stat_times), so a `neuron-cache run` push a minute old is not removed
-// there either. gc's own commit on the Hub is conditional on the head it read.
+// files are asked for theirs (the last commit touching each, Store::stat_times), so a `neuron-cache
+// run` push a minute old is not removed there either. gc's own commit on the Hub is conditional on
+// the head it read.
 #pragma once
 
 #include <cstdint>
@@ -29,11 +30,11 @@
 #include <string>
 #include <vector>
 
+#include "neuron_cache/maintenance/store_usage.h"
 #include "neuron_cache/net/retry.h"
-#include "neuron_cache/remote/store_usage.h"
 #include "neuron_cache/storage/store.h"
 
-namespace neuron_cache::remote {
+namespace neuron_cache::maintenance {
 
 // What happens to MODULE_ folders no index entry or registry file references.
 enum class Unreferenced { Auto, Keep, Remove };
@@ -143,4 +144,4 @@ struct GcRun {
 GcPlan collect_garbage(storage::Store& store, const GcOptions& options, GcRun run,
                        const net::RetryPolicy& conflicts);
 
-}  // namespace neuron_cache::remote
+}  // namespace neuron_cache::maintenance

@@ -16,7 +16,7 @@
 
 #include "neuron_cache/storage/store.h"
 
-namespace neuron_cache::remote {
+namespace neuron_cache::maintenance {
 
 // Files a measured store may list: a cache holds a few files per compiled graph, so more is not
 // a cache (or one too large to measure from listings held in memory).
@@ -98,4 +98,4 @@ struct UsageOptions {
 // its root), and an operational Error past options.max_files.
 StoreUsage store_usage(storage::Store& store, const UsageOptions& options = {});
 
-}  // namespace neuron_cache::remote
+}  // namespace neuron_cache::maintenance

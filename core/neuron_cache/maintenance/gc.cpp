@@ -1,4 +1,4 @@
-#include "neuron_cache/remote/gc.h"
+#include "neuron_cache/maintenance/gc.h"
 
 #include <algorithm>
 #include <ctime>
@@ -18,7 +18,7 @@
 #include "neuron_cache/remote/remote_index.h"
 #include "neuron_cache/sys/temp_file.h"
 
-namespace neuron_cache::remote {
+namespace neuron_cache::maintenance {
 namespace {
 
 namespace ai = artifact_index;
@@ -128,14 +128,14 @@ class Survey {
   void read_index() {
     std::vector<RemoteEntry> readable;
     for (const auto& file : index_files_) {
-      if (file.size <= kMaxIndexFileBytes) {
+      if (file.size <= remote::kMaxIndexFileBytes) {
         readable.push_back(file);
       } else {
         index_unreadable(file.path, "larger than an index file may be");
       }
     }
     std::vector<storage::Read<std::string>> texts =
-        read_listed_files(store_, plan_.revision, readable);
+        remote::read_listed_files(store_, plan_.revision, readable);
     for (size_t i = 0; i < texts.size(); ++i) {
       if (texts[i].failed()) {
         index_unreadable(readable[i].path, texts[i].failure().message);
@@ -201,7 +201,7 @@ class Survey {
       if (file.size <= lease::kMaxLeaseBytes) small.push_back(file);
     }
     std::vector<storage::Read<std::string>> texts =
-        read_listed_files(store_, plan_.revision, small);
+        remote::read_listed_files(store_, plan_.revision, small);
     std::vector<RemoteEntry> damaged;  // listed without a time: only its age decides
     for (size_t i = 0; i < texts.size(); ++i) {
       if (texts[i].failed()) {
@@ -378,12 +378,12 @@ void drop_entries(storage::Store& store, GcPlan& plan, const GcOptions& options,
   for (const auto& entry : plan.dropped)
     files.insert(entry.index_files.begin(), entry.index_files.end());
   int attempts = 0;
-  commit_on_head(
+  remote::commit_on_head(
       store, conflicts, "gc's rewrite of the index", attempts, [&](const std::string& head) {
         std::vector<std::unique_ptr<sys::TempFile>> contents;
         std::vector<storage::CommitOperation> ops;
         for (const auto& path : files) {
-          storage::SmallFile read = store.read_versioned(path, head, kMaxIndexFileBytes);
+          storage::SmallFile read = store.read_versioned(path, head, remote::kMaxIndexFileBytes);
           if (!read.content) continue;
           ai::IndexFile index = ai::parse_index(*read.content, store.name() + "/" + path);
           size_t before = index.entries.size();
@@ -417,12 +417,12 @@ std::set<std::string> referenced_at(storage::Store& store, const std::string& he
                 [](const RemoteEntry& e) { return e.is_directory || !e.path.ends_with(".json"); });
   for (const auto& file : index) {
     // Never downloaded: it may reference anything, and nothing is deleted on a partial view.
-    if (file.size > kMaxIndexFileBytes)
+    if (file.size > remote::kMaxIndexFileBytes)
       throw operational_error("the index file " + printable(file.path, kShownName) +
                               " is larger than an index file may be: gc deletes no folder it "
                               "may reference");
   }
-  std::vector<storage::Read<std::string>> texts = read_listed_files(store, head, index);
+  std::vector<storage::Read<std::string>> texts = remote::read_listed_files(store, head, index);
   for (size_t i = 0; i < texts.size(); ++i) {
     // What cannot be read now may reference anything: nothing is deleted on a partial view.
     ai::IndexFile file = ai::parse_index(texts[i].value(), store.name() + "/" + index[i].path);
@@ -464,7 +464,7 @@ void check_after_deletion(storage::Store& store, GcPlan& plan) {
 // publication conditional on that head.
 void delete_folders(storage::Store& store, GcPlan& plan, const net::RetryPolicy& conflicts) {
   int attempts = 0;
-  commit_on_head(store, conflicts, "gc's deletion", attempts, [&](const std::string& head) {
+  remote::commit_on_head(store, conflicts, "gc's deletion", attempts, [&](const std::string& head) {
     std::set<std::string> referenced = referenced_at(store, head, plan.removed);
     std::vector<storage::CommitOperation> ops;
     plan.spared.clear();
@@ -555,4 +555,4 @@ void apply_gc(storage::Store& store, GcPlan& plan, const GcOptions& options,
   plan.requests += store.requests() - before;
 }
 
-}  // namespace neuron_cache::remote
+}  // namespace neuron_cache::maintenance

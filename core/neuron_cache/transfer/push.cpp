@@ -1,4 +1,4 @@
-#include "neuron_cache/remote/push.h"
+#include "neuron_cache/transfer/push.h"
 
 #include <algorithm>
 #include <functional>
@@ -13,7 +13,7 @@
 #include "neuron_cache/sys/safe_dir.h"
 #include "neuron_cache/sys/temp_file.h"
 
-namespace neuron_cache::remote {
+namespace neuron_cache::transfer {
 namespace {
 
 namespace ai = artifact_index;
@@ -89,7 +89,7 @@ void add_entry_files(const local::LocalIndex& local, const ai::Entry& entry,
 ai::IndexFile read_shard(storage::Store& store, const std::string& head, const std::string& path,
                          const cache_key::KeyInputs& inputs, storage::Expected& expected) {
   const std::string repo = store.name();
-  storage::SmallFile read = store.read_versioned(path, head, kMaxIndexFileBytes);
+  storage::SmallFile read = store.read_versioned(path, head, remote::kMaxIndexFileBytes);
   expected = read.expected();
   if (!read.content) return ai::shard_for(inputs);
   ai::IndexFile index = ai::parse_index(*read.content, repo + "/" + path);
@@ -194,7 +194,7 @@ PushResult push(storage::Store& store, const local::LocalIndex& local,
   }
   if (ready.empty()) return result;
   std::set<std::string> offered;  // keys an earlier attempt's commit carried
-  commit_on_head(
+  remote::commit_on_head(
       store, options.conflicts, "pushing", result.attempts, [&](const std::string& head) {
         Attempt attempt = prepare(store, head, local, ready);
         result.pushed = attempt.pushed;
@@ -232,12 +232,12 @@ PushResult push_modules(storage::Store& store, const local::LocalIndex& local,
     }
   }
   if (operations.empty()) return result;
-  commit_on_head(store, options.conflicts, "pushing", result.attempts,
-                 [&](const std::string& head) {
-                   net::TransferPhase phase("Uploading");
-                   result.commit = store.commit(operations, kModulesCommitMessage, head);
-                 });
+  remote::commit_on_head(store, options.conflicts, "pushing", result.attempts,
+                         [&](const std::string& head) {
+                           net::TransferPhase phase("Uploading");
+                           result.commit = store.commit(operations, kModulesCommitMessage, head);
+                         });
   return result;
 }
 
-}  // namespace neuron_cache::remote
+}  // namespace neuron_cache::transfer

@@ -12,7 +12,7 @@
 #include "neuron_cache/net/retry.h"
 #include "neuron_cache/storage/store.h"
 
-namespace neuron_cache::remote {
+namespace neuron_cache::transfer {
 
 inline constexpr const char* kSyncCommitMessage = "Synchronizing local compiler cache.";
 
@@ -48,4 +48,4 @@ std::vector<LocalCacheFile> publishable_files(const local::LocalCache& cache,
 SyncResult synchronize(storage::Store& store, const local::LocalCache& cache,
                        const SyncOptions& options);
 
-}  // namespace neuron_cache::remote
+}  // namespace neuron_cache::transfer

@@ -17,7 +17,7 @@
 #include "neuron_cache/storage/store.h"
 #include "neuron_cache/sys/fd.h"
 
-namespace neuron_cache::remote {
+namespace neuron_cache::transfer {
 
 // A folder refused when its listing holds more files than this: a MODULE_ folder has a handful.
 inline constexpr size_t kMaxFilesPerModule = 1000;
@@ -135,4 +135,4 @@ std::vector<RegistryFetch> fetch_registry_files(storage::Store& store, const std
                                                 const local::LocalCache& cache,
                                                 const std::vector<RegistryFile>& files);
 
-}  // namespace neuron_cache::remote
+}  // namespace neuron_cache::transfer

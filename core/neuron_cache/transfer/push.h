@@ -17,7 +17,7 @@
 #include "neuron_cache/net/retry.h"
 #include "neuron_cache/storage/store.h"
 
-namespace neuron_cache::remote {
+namespace neuron_cache::transfer {
 
 struct PushOptions {
   net::RetryPolicy conflicts{6, std::chrono::milliseconds(1000), std::chrono::milliseconds(30000)};
@@ -44,4 +44,4 @@ PushResult push(storage::Store& store, const local::LocalIndex& local,
 PushResult push_modules(storage::Store& store, const local::LocalIndex& local,
                         const std::vector<std::string>& modules, const PushOptions& options = {});
 
-}  // namespace neuron_cache::remote
+}  // namespace neuron_cache::transfer

@@ -1,4 +1,4 @@
-#include "neuron_cache/remote/fetch.h"
+#include "neuron_cache/transfer/fetch.h"
 
 #include <sys/mman.h>
 #include <unistd.h>
@@ -18,7 +18,7 @@
 #include "neuron_cache/net/meter.h"
 #include "neuron_cache/sys/safe_dir.h"
 
-namespace neuron_cache::remote {
+namespace neuron_cache::transfer {
 namespace {
 
 namespace ai = artifact_index;
@@ -503,4 +503,4 @@ std::vector<RegistryFetch> fetch_registry_files(storage::Store& store, const std
   return out;
 }
 
-}  // namespace neuron_cache::remote
+}  // namespace neuron_cache::transfer

@@ -26,7 +26,7 @@
 #include "neuron_cache/net/retry.h"
 #include "neuron_cache/storage/store.h"
 
-namespace neuron_cache::remote {
+namespace neuron_cache::fleet {
 
 struct LeaseOptions {
   // How long a lease lives without renewal; the holder renews it every third of that.
@@ -124,4 +124,4 @@ class Leases {
   std::thread renewer_;
 };
 
-}  // namespace neuron_cache::remote
+}  // namespace neuron_cache::fleet

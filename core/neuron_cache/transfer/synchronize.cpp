@@ -1,4 +1,4 @@
-#include "neuron_cache/remote/synchronize.h"
+#include "neuron_cache/transfer/synchronize.h"
 
 #include <fcntl.h>
 #include <unistd.h>
@@ -11,7 +11,7 @@
 #include "neuron_cache/net/meter.h"
 #include "neuron_cache/remote/commit_on_head.h"
 
-namespace neuron_cache::remote {
+namespace neuron_cache::transfer {
 namespace {
 
 namespace fs = std::filesystem;
@@ -90,7 +90,7 @@ SyncResult synchronize(storage::Store& store, const local::LocalCache& cache,
   pre_sync_cleanup(cache, options, result);
   std::vector<LocalCacheFile> files = publishable_files(cache, result.skipped);
   result.local_files = files.size();
-  commit_on_head(
+  remote::commit_on_head(
       store, options.conflicts, "Hub cache synchronization", result.attempts,
       [&](const std::string& head) {
         std::map<std::string, storage::RemoteEntry> remote;
@@ -114,4 +114,4 @@ SyncResult synchronize(storage::Store& store, const local::LocalCache& cache,
   return result;
 }
 
-}  // namespace neuron_cache::remote
+}  // namespace neuron_cache::transfer

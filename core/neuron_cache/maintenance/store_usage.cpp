@@ -1,4 +1,4 @@
-#include "neuron_cache/remote/store_usage.h"
+#include "neuron_cache/maintenance/store_usage.h"
 
 #include <algorithm>
 #include <array>
@@ -16,7 +16,7 @@
 #include "neuron_cache/remote/listed_files.h"
 #include "neuron_cache/remote/remote_index.h"
 
-namespace neuron_cache::remote {
+namespace neuron_cache::maintenance {
 namespace {
 
 namespace ai = artifact_index;
@@ -153,7 +153,7 @@ class Measure {
     if (std::optional<std::string> name = ai::compiler_version_of_index(file.path))
       version(*name).usage.index.add(1, file.size);
     if (!file.path.ends_with(".json")) return;
-    if (file.size > kMaxIndexFileBytes) {
+    if (file.size > remote::kMaxIndexFileBytes) {
       problem("the index file " + file.path + " is " + std::to_string(file.size) +
               " bytes, more than an index file may be: not read");
       return;
@@ -173,7 +173,7 @@ class Measure {
 
   void read_index() {
     std::vector<storage::Read<std::string>> texts =
-        read_listed_files(store_, revision_, index_files_);
+        remote::read_listed_files(store_, revision_, index_files_);
     for (size_t i = 0; i < texts.size(); ++i) {
       if (texts[i].failed()) {
         problem("could not read the index file " + index_files_[i].path + " (" +
@@ -320,4 +320,4 @@ StoreUsage store_usage(storage::Store& store, const UsageOptions& options) {
   return Measure(store, options).run();
 }
 
-}  // namespace neuron_cache::remote
+}  // namespace neuron_cache::maintenance

@@ -16,7 +16,7 @@
 #include "neuron_cache/local/local_index.h"
 #include "neuron_cache/storage/store.h"
 
-namespace neuron_cache::remote {
+namespace neuron_cache::transfer {
 
 struct PrefetchResult {
   size_t modules_installed = 0;
@@ -45,4 +45,4 @@ PrefetchResult prefetch(storage::Store& store, const std::string& revision,
                         const std::vector<artifact_index::Entry>& entries,
                         const std::function<void(const std::string&)>& on_wait = {});
 
-}  // namespace neuron_cache::remote
+}  // namespace neuron_cache::transfer

@@ -1,4 +1,4 @@
-#include "neuron_cache/remote/prefetch.h"
+#include "neuron_cache/transfer/prefetch.h"
 
 #include <sys/mman.h>
 #include <unistd.h>
@@ -17,7 +17,7 @@
 #include "neuron_cache/net/meter.h"
 #include "neuron_cache/sys/fd.h"
 
-namespace neuron_cache::remote {
+namespace neuron_cache::transfer {
 namespace {
 
 namespace ai = artifact_index;
@@ -399,4 +399,4 @@ PrefetchResult prefetch(storage::Store& store, const std::string& revision,
   return result;
 }
 
-}  // namespace neuron_cache::remote
+}  // namespace neuron_cache::transfer

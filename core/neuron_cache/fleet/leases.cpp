@@ -1,4 +1,4 @@
-#include "neuron_cache/remote/leases.h"
+#include "neuron_cache/fleet/leases.h"
 
 #include "neuron_cache/error.h"
 #include "neuron_cache/log/log.h"
@@ -6,7 +6,7 @@
 #include "neuron_cache/sys/random.h"
 #include "neuron_cache/sys/temp_file.h"
 
-namespace neuron_cache::remote {
+namespace neuron_cache::fleet {
 
 using Record = lease::Record;
 
@@ -73,7 +73,7 @@ std::vector<std::optional<Record>> Leases::update(const std::vector<std::string>
   if (paths.empty()) return written;
   std::lock_guard lock(io_mutex_);  // the renewal thread and the callers, one at a time
   int attempts = 0;
-  commit_on_head(store_, options_.conflicts, what, attempts, [&](const std::string& head) {
+  remote::commit_on_head(store_, options_.conflicts, what, attempts, [&](const std::string& head) {
     std::vector<std::optional<Record>> next(paths.size());
     std::vector<std::unique_ptr<sys::TempFile>> files;
     std::vector<storage::CommitOperation> operations;
@@ -197,4 +197,4 @@ void Leases::renew(const std::vector<std::string>& paths) {
   }
 }
 
-}  // namespace neuron_cache::remote
+}  // namespace neuron_cache::fleet
