@@ -127,5 +127,47 @@ TEST(HttpEngineTest, TwoThreadsShareOneEngine) {
   EXPECT_EQ(http.unreachable(), "");
 }
 
+// An outage marks the endpoint unreachable for the rest of the run: later requests fail at once
+// without being sent. A machine waiting on the store (a lease's waiter) asks again after
+// look_again(): one request is sent; when it fails the endpoint is unreachable again at once, and
+// when the endpoint is back it answers.
+TEST(HttpEngineTest, AfterAnOutageLookAgainSendsOneRequest) {
+  httplib::Server server;
+  std::atomic<bool> down{true};
+  std::atomic<int> asked{0};
+  server.Get("/n", [&](const httplib::Request&, httplib::Response& response) {
+    ++asked;
+    response.status = down ? 503 : 200;
+    response.set_content("x", "text/plain");
+  });
+  int port = server.bind_to_any_port("127.0.0.1");
+  std::thread listener([&] { server.listen_after_bind(); });
+  while (!server.is_running()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  HttpOptions options;
+  options.unreachable_budget = std::chrono::milliseconds(0);  // the first failure decides
+  HttpEngine http(options);
+  HttpRequest request;
+  request.url = "http://127.0.0.1:" + std::to_string(port) + "/n";
+
+  EXPECT_EQ(http.perform(request).status, 503);
+  ASSERT_NE(http.unreachable(), "");
+  EXPECT_TRUE(http.perform(request).unreachable) << "not sent while unreachable";
+  EXPECT_EQ(asked.load(), 1);
+
+  http.look_again();
+  EXPECT_EQ(http.perform(request).status, 503);
+  EXPECT_EQ(asked.load(), 2) << "one request after look_again";
+  EXPECT_NE(http.unreachable(), "") << "failing again: unreachable again at once";
+
+  down = false;
+  http.look_again();
+  EXPECT_EQ(http.perform(request).status, 200);
+  EXPECT_EQ(http.unreachable(), "");
+  EXPECT_EQ(http.perform(request).status, 200) << "back for good";
+  EXPECT_EQ(asked.load(), 4);
+  server.stop();
+  listener.join();
+}
+
 }  // namespace
 }  // namespace neuron_cache::net

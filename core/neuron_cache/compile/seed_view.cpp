@@ -25,6 +25,7 @@
 #include "neuron_cache/format/layout.h"
 #include "neuron_cache/local/cache_tree.h"
 #include "neuron_cache/local/entry_install.h"
+#include "neuron_cache/process/identity.h"
 #include "neuron_cache/sys/inotify.h"
 #include "neuron_cache/sys/random.h"
 
@@ -133,22 +134,6 @@ struct ViewState {
   std::map<std::string, std::map<std::string, std::string>> pending;
 };
 
-// A view written before a reboot may have lost writes that were never flushed (nothing is
-// fsynced: a view is only a cache of the real one), so it counts as missing.
-std::string boot_id() {
-  static const std::string id = [] {
-    std::string text;
-    try {
-      text = sys::SafeDir::open("/proc/sys/kernel/random").read_small_file("boot_id", 256);
-    } catch (const Error&) {
-      return std::string("unknown");
-    }
-    while (!text.empty() && std::isspace(static_cast<unsigned char>(text.back()))) text.pop_back();
-    return text;
-  }();
-  return id;
-}
-
 // The symlink targets a view was seeded under: a view seeded by a process trusting more places
 // must not serve one trusting fewer.
 std::string trust_line(const std::vector<fs::path>& trusted) {
@@ -161,7 +146,9 @@ std::optional<ViewState> parse_state(const std::string& text, const std::string&
   std::istringstream lines(text);
   std::string line;
   if (!std::getline(lines, line) || line != kStateMagic) return std::nullopt;
-  if (!std::getline(lines, line) || line != "boot " + boot_id()) return std::nullopt;
+  // A view written before a reboot may have lost writes that were never flushed (nothing is
+  // fsynced: a view is only a cache of the real one), so it counts as missing.
+  if (!std::getline(lines, line) || line != "boot " + process::boot_id()) return std::nullopt;
   if (!std::getline(lines, line) || line != trust) return std::nullopt;
   ViewState state;
   while (std::getline(lines, line)) {
@@ -188,8 +175,8 @@ std::optional<ViewState> read_state(const sys::SafeDir& view, const std::string&
 }
 
 void write_state(const sys::SafeDir& view, const ViewState& state, const std::string& trust) {
-  std::string text =
-      std::string(kStateMagic) + "\nboot " + boot_id() + "\n" + trust + "\ntoken " + state.token;
+  std::string text = std::string(kStateMagic) + "\nboot " + process::boot_id() + "\n" + trust +
+                     "\ntoken " + state.token;
   for (const auto& [compiler, stamp] : state.stamps) text += "\nstamp " + compiler + " " + stamp;
   for (const auto& [compiler, names] : state.pending) {
     for (const auto& [name, stamp] : names) {

@@ -1,7 +1,10 @@
 #include "neuron_cache/fleet/leases.h"
 
+#include <set>
+
 #include "neuron_cache/error.h"
 #include "neuron_cache/log/log.h"
+#include "neuron_cache/process/identity.h"
 #include "neuron_cache/remote/commit_on_head.h"
 #include "neuron_cache/sys/random.h"
 #include "neuron_cache/sys/temp_file.h"
@@ -44,6 +47,14 @@ int64_t Leases::now() {
       .count();
 }
 
+bool Leases::holder_ended(const Record& lease) {
+  return lease.state == lease::State::Compiling && process::ended(lease.process);
+}
+
+bool Leases::waits_for(const Record& lease, int64_t now) {
+  return lease.live(now) && !holder_ended(lease);
+}
+
 bool Leases::enforced() {
   std::lock_guard lock(io_mutex_);
   return store_.checks_conditional_writes();
@@ -64,6 +75,7 @@ Record Leases::fresh(const std::string& key, const std::string& configuration,
   r.started = r.heartbeat = now();
   r.expires = r.started + options_.ttl.count();
   r.expected_seconds = expected_seconds;
+  r.process = process::this_process();
   return r;
 }
 
@@ -107,7 +119,7 @@ std::vector<Claim> Leases::claim(const std::vector<ClaimRequest>& requests, bool
     if (now && now->holder != holder_) {
       bool done = now->state == lease::State::Done && !over_done;
       claim.other = now;
-      if (done || now->live(Leases::now())) return std::nullopt;
+      if (done || waits_for(*now, Leases::now())) return std::nullopt;
       claim.took_over = now->state != lease::State::Done;
     }
     const ClaimRequest& r = requests[i];
@@ -159,6 +171,45 @@ void Leases::finish(const std::vector<LeaseEnd>& ends) {
            next.heartbeat = Leases::now();
            return next;
          });
+}
+
+std::vector<storage::CommitOperation> Leases::done_in_commit(const std::string& head,
+                                                             const std::vector<std::string>& keys) {
+  std::set<std::string> wanted(keys.begin(), keys.end());
+  std::vector<std::string> paths;
+  {
+    std::lock_guard lock(mutex_);
+    for (const auto& [path, held] : held_)
+      if (wanted.count(held.record.key)) paths.push_back(path);
+  }
+  std::lock_guard io(io_mutex_);
+  offered_.clear();
+  offered_files_.clear();
+  std::vector<storage::CommitOperation> operations;
+  for (const std::string& path : paths) {
+    storage::SmallFile read = store_.read_versioned(path, head, lease::kMaxLeaseBytes);
+    std::optional<Record> now = read.content ? lease::parse(*read.content) : std::nullopt;
+    if (!now || now->holder != holder_) continue;  // taken over meanwhile: not ours to end
+    Record next = *now;
+    next.state = lease::State::Done;
+    next.note.clear();
+    next.heartbeat = Leases::now();
+    offered_files_.push_back(std::make_unique<sys::TempFile>(lease::serialize(next)));
+    operations.push_back({storage::CommitOperation::Kind::Add, path, offered_files_.back()->path(),
+                          read.expected()});
+    offered_.push_back(path);
+  }
+  return operations;
+}
+
+void Leases::after_commit(bool landed) {
+  std::lock_guard io(io_mutex_);
+  if (landed) {
+    std::lock_guard lock(mutex_);
+    for (const std::string& path : offered_) held_.erase(path);
+  }
+  offered_.clear();
+  offered_files_.clear();
 }
 
 void Leases::renew_loop() {

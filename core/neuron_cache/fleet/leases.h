@@ -16,6 +16,7 @@
 #include <condition_variable>
 #include <functional>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -25,6 +26,7 @@
 #include "neuron_cache/format/lease.h"
 #include "neuron_cache/net/retry.h"
 #include "neuron_cache/storage/store.h"
+#include "neuron_cache/sys/temp_file.h"
 
 namespace neuron_cache::fleet {
 
@@ -86,12 +88,25 @@ class Leases {
               const std::string& note);
   // The same for several leases at once: one commit on the Hub.
   void finish(const std::vector<LeaseEnd>& ends);
+  // The writes that mark "done" the leases of `keys` this process holds, for the commit on `head`
+  // that publishes their results (transfer::AlsoCommit): the lease ends in the push's own commit.
+  // Each write expects the version read, so a lease another machine took over is left alone.
+  std::vector<storage::CommitOperation> done_in_commit(const std::string& head,
+                                                       const std::vector<std::string>& keys);
+  // After that commit: when it `landed`, those leases are no longer held (finish() skips them);
+  // otherwise finish() ends them in a commit of their own.
+  void after_commit(bool landed);
   // Whether the store refuses a conditional write itself: false makes leases advisory.
   bool enforced();
   // Leases another machine took over while this one held them (its renewals came too late).
   std::vector<std::string> lost() const;
   // Seconds since 1970 now, the clock every lease time is read against.
   static int64_t now();
+  // Whether another machine must wait for `lease` at `now`: it is live and its holder has not
+  // ended (a holder that ran on this machine and was killed is known dead at once).
+  static bool waits_for(const lease::Record& lease, int64_t now);
+  // Whether `lease` is live but its holder, a process of this machine, has ended.
+  static bool holder_ended(const lease::Record& lease);
 
  private:
   struct Held {
@@ -121,6 +136,9 @@ class Leases {
   bool stopping_ = false;
   std::map<std::string, Held> held_;  // by path
   std::vector<std::string> lost_;
+  // What the last done_in_commit() offered: the paths and the files the commit reads.
+  std::vector<std::string> offered_;
+  std::vector<std::unique_ptr<sys::TempFile>> offered_files_;
   std::thread renewer_;
 };
 

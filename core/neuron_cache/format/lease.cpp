@@ -76,7 +76,8 @@ std::string serialize(const Record& record) {
                         {"heartbeat", utc_text(record.heartbeat)},
                         {"expires", utc_text(record.expires)},
                         {"expected_seconds", record.expected_seconds},
-                        {"note", record.note}},
+                        {"note", record.note},
+                        {"process", record.process}},
                        2) +
          "\n";
 }
@@ -114,6 +115,11 @@ std::optional<Record> parse(std::string_view text) {
   r.heartbeat = *heartbeat;
   r.expires = *expires;
   r.expected_seconds = seconds;
+  if (json->contains("process")) {  // optional: leases of older versions have none
+    auto process = text_of(*json, "process");
+    if (!process) return std::nullopt;
+    r.process = *process;
+  }
   return r;
 }
 

@@ -41,6 +41,9 @@ struct Record {
   int64_t expires = 0;
   double expected_seconds = 0;  // the holder's estimate of the compile time, or 0
   std::string note;             // with Released: why
+  // The holding process (process::this_process(): boot, pid namespace, pid, start time), so a
+  // rerun on the same machine knows a dead holder at once; empty in leases of older versions.
+  std::string process;
 
   // Whether another machine must wait for it at `now`.
   bool live(int64_t now) const { return state == State::Compiling && now < expires; }

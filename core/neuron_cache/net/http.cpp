@@ -363,6 +363,12 @@ std::string HttpEngine::unreachable() const {
   return unreachable_;
 }
 
+void HttpEngine::look_again() {
+  std::lock_guard lock(state_mutex_);
+  unreachable_.clear();
+  gone_ = false;
+}
+
 void HttpEngine::set_unreachable(std::string why) {
   if (unreachable_.empty()) unreachable_ = std::move(why);  // under state_mutex_
   gone_ = true;

@@ -171,6 +171,10 @@ class HttpEngine {
   // Why the endpoint was found unreachable in this run, or empty. Once set it stays set: requests
   // to its origin are no longer sent and fail at once (HttpResponse::unreachable) with it.
   std::string unreachable() const;
+  // For a machine that waits on the endpoint (a compile lease's waiter, a holder ending its
+  // lease): requests are sent again after it was found unreachable. The failure clock is kept,
+  // so a request that fails again marks it unreachable at once: one attempt per call.
+  void look_again();
   const HttpOptions& options() const { return options_; }
   // Called with the byte count of every chunk received or sent (for progress display), on the
   // thread that runs the transfer.

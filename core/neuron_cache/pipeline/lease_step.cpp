@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <cmath>
+#include <random>
 #include <thread>
 
 #include "neuron_cache/format/printable.h"
@@ -53,6 +54,20 @@ constexpr double kEstimateFactor = 1.25;
 constexpr int64_t kEstimateMarginSeconds = 600;
 // How often a waiting configuration's progress line is repeated.
 constexpr auto kProgressEvery = std::chrono::seconds(60);
+// The longest pause between polls while the store cannot be read: an outage only slows polling.
+constexpr auto kMaxPollPause = std::chrono::milliseconds(60'000);
+
+// The pause before the next round of polls: the poll interval, doubled for each round in a row
+// that could not read the store (up to kMaxPollPause, never below the interval), with +-20%
+// jitter so that the waiters of a fleet do not poll the store in step.
+std::chrono::milliseconds poll_pause(std::chrono::milliseconds every, int failed_rounds) {
+  auto pause = every;
+  for (int i = 0; i < failed_rounds && pause < kMaxPollPause; ++i) pause *= 2;
+  pause = std::max(every, std::min(pause, kMaxPollPause));
+  static thread_local std::minstd_rand random(std::random_device{}());
+  std::uniform_int_distribution<int64_t> jitter(-pause.count() / 5, pause.count() / 5);
+  return pause + std::chrono::milliseconds(jitter(random));
+}
 
 std::string host_name(const config::Settings& settings) {
   if (!settings.runner_name.value.empty()) return printable(settings.runner_name.value);
@@ -97,6 +112,9 @@ std::string why_free(const lease::Record& lease) {
            printable(lease.note, kPrintableMessage) + ")";
   if (lease.state == lease::State::Done)
     return printable(lease.host) + " marked it done but the store has no entry for it";
+  if (fleet::Leases::holder_ended(lease))
+    return "the run on this machine that held it (" + printable(lease.host) +
+           ") has ended without a result";
   return printable(lease.host) + "'s lease expired at " + clock_time(lease.expires) +
          " without a result (its runner stopped renewing it)";
 }
@@ -248,21 +266,39 @@ void LeaseCoordinator::publish_before_waiting(const plan::Plan& plan,
                                               const std::vector<plan::PlanRow*>& compiled,
                                               CompileStep& step) {
   compiler_.mark_compiled(compiled, step);
-  PushStep pushed = publisher_.push(plan);
-  finish(plan, pushed);
-  early_pushes_.push_back(std::move(pushed));
+  early_pushes_.push_back(push(plan));
+}
+
+PushStep LeaseCoordinator::push(const plan::Plan& plan) {
+  fleet::Leases* held = leases_ ? leases_->get() : nullptr;
+  if (!held) return publisher_.push(plan);
+  PushStep step =
+      publisher_.push(plan, [held](const std::string& head, const std::vector<std::string>& keys) {
+        return held->done_in_commit(head, keys);
+      });
+  const storage::CommitResult& commit = step.result.commit;
+  // A retry that found its earlier attempt landed cannot tell which writes were in it.
+  held->after_commit(step.attempted && step.skipped_reason.empty() && commit.committed &&
+                     commit.landed_unanswered.empty());
+  finish(plan, step);
+  return step;
 }
 
 void LeaseCoordinator::wait_for_others(const plan::Plan& plan, std::vector<Waiting>& waiting,
                                        CompileStep& step, std::vector<plan::PlanRow*>& compiled) {
   std::vector<bool> settled(waiting.size(), false);
+  int failed_rounds = 0;
   for (bool first = true;; first = false) {
-    if (!first) std::this_thread::sleep_for(run_.settings.lease_poll());
+    if (!first) std::this_thread::sleep_for(poll_pause(run_.settings.lease_poll(), failed_rounds));
+    poll_failed_ = false;
+    // An outage marks the store unreachable for the rest of the run; a waiter asks again.
+    if (run_.writer) run_.writer->look_again();
     bool all = true;
     for (size_t i = 0; i < waiting.size(); ++i) {
       if (!settled[i]) settled[i] = poll_other(plan, waiting[i], step, compiled);
       all = all && settled[i];
     }
+    failed_rounds = poll_failed_ ? failed_rounds + 1 : 0;
     if (all) break;
   }
   for (const Waiting& w : waiting) step.leases.push_back(w.outcome);
@@ -279,12 +315,13 @@ bool LeaseCoordinator::poll_other(const plan::Plan& plan, Waiting& w, CompileSte
   } catch (const Error& error) {
     rethrow_local_disk(error);
     // A failure is not a free lease: wait on, up to the bound.
+    poll_failed_ = true;
     log::debug("lease",
                "could not read the lease of " + t.configuration.name + ": " + error.what());
     if (fleet::Leases::now() < w.deadline) return false;
     now = std::nullopt;
   }
-  if (!now || !now->live(fleet::Leases::now())) {
+  if (!now || !fleet::Leases::waits_for(*now, fleet::Leases::now())) {
     // Done, released, expired or gone: the holder may have pushed before it stopped.
     Refetch got = fetch_after_wait(*w.row, step);
     if (got == Refetch::Fetched) {
@@ -296,7 +333,7 @@ bool LeaseCoordinator::poll_other(const plan::Plan& plan, Waiting& w, CompileSte
     if (got == Refetch::Failed && fleet::Leases::now() < w.deadline) return false;
   }
   int64_t seconds = fleet::Leases::now();
-  if (now && now->live(seconds)) {
+  if (now && fleet::Leases::waits_for(*now, seconds)) {
     if (seconds < w.deadline) {
       if (Clock::now() - w.said >= kProgressEvery) {
         w.said = Clock::now();
@@ -378,6 +415,7 @@ LeaseCoordinator::Refetch LeaseCoordinator::fetch_after_wait(plan::PlanRow& row,
     run_.remote = std::move(fresh);  // its revision has the holder's push
   } catch (const Error& error) {
     rethrow_local_disk(error);
+    poll_failed_ = true;
     log::debug("lease", "could not read the index for " + row.target.configuration.name + ": " +
                             error.what());
     return Refetch::Failed;
@@ -404,6 +442,7 @@ void LeaseCoordinator::finish(const plan::Plan& plan, const PushStep& step) {
     ends.push_back({row.target.inputs.compiler_version, row.target.key,
                     done ? lease::State::Done : lease::State::Released, done ? "" : why});
   }
+  if (run_.writer) run_.writer->look_again();  // a push that met an outage still ends them
   try {
     (*leases_)->finish(ends);  // only the leases this process holds; one commit on the Hub
   } catch (const Error& error) {

@@ -36,9 +36,10 @@ class LeaseCoordinator {
   // holder dropped).
   void compile(plan::Plan& plan, const std::vector<plan::PlanRow*>& misses, CompileStep& step,
                std::vector<plan::PlanRow*>& compiled);
-  // After the push: each lease held is done when the store has its configuration now, else
-  // released with the reason.
-  void finish(const plan::Plan& plan, const PushStep& step);
+  // The push step with leases: the leases of what it publishes end in its own commit; then each
+  // lease still held is done when the store has its configuration now, else released with the
+  // reason (finish).
+  PushStep push(const plan::Plan& plan);
   // The pushes made before waiting for other machines, in order: the push step adds them.
   const std::vector<PushStep>& early_pushes() const { return early_pushes_; }
 
@@ -47,6 +48,9 @@ class LeaseCoordinator {
   enum class Refetch { Fetched, Absent, Failed };
 
   fleet::Leases* leases();
+  // After the push: each lease still held is done when the store has its configuration now, else
+  // released with the reason.
+  void finish(const plan::Plan& plan, const PushStep& step);
   // Pushes what this machine compiled and ends its leases before it waits for other machines:
   // they may be waiting for it in turn.
   void publish_before_waiting(const plan::Plan& plan, const std::vector<plan::PlanRow*>& compiled,
@@ -77,6 +81,7 @@ class LeaseCoordinator {
   std::function<PrefetchStep(plan::Plan&)> prefetch_;
   std::optional<std::unique_ptr<fleet::Leases>> leases_;  // set once asked: null when none
   std::vector<PushStep> early_pushes_;
+  bool poll_failed_ = false;  // the current round of polls could not read the store
 };
 
 }  // namespace neuron_cache::pipeline

@@ -134,8 +134,7 @@ CompileStep Pipeline::compile(plan::Plan& plan) {
 }
 
 PushStep Pipeline::push(const plan::Plan& plan) {
-  PushStep step = publisher_.push(plan);
-  leases_.finish(plan, step);
+  PushStep step = leases_.push(plan);
   // In the order they happened: the last commit is the store's head.
   PushStep all;
   for (const PushStep& early : leases_.early_pushes()) all += early;

@@ -106,7 +106,7 @@ std::vector<ai::Entry> Publisher::not_on_hub(const plan::Plan& plan) {
   return entries;
 }
 
-PushStep Publisher::push(const plan::Plan& plan) {
+PushStep Publisher::push(const plan::Plan& plan, const transfer::AlsoCommit& also) {
   auto start = std::chrono::steady_clock::now();
   PushStep step;
   for (const auto& row : plan.rows) {
@@ -130,7 +130,7 @@ PushStep Publisher::push(const plan::Plan& plan) {
   step.attempted = true;
   run_.progress("pushing " + std::to_string(entries.size()) + " configurations to " + run_.repo);
   try {
-    step.result = transfer::push(*run_.writer, *run_.local_index, entries, run_.options.push);
+    step.result = transfer::push(*run_.writer, *run_.local_index, entries, run_.options.push, also);
     for (const auto& [key, why] : step.result.skipped)
       run_.note(true, "not pushed: " + key + ": " + why);
     if (!step.result.commit.landed_unanswered.empty())

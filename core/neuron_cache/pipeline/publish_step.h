@@ -19,7 +19,8 @@ class Publisher {
   explicit Publisher(RunContext& run) : run_(run) {}
 
   // Pushes every Local row whose entry the store does not have (compiled here or earlier).
-  PushStep push(const plan::Plan& plan);
+  // `also`: writes for the push's own commit (the leases of what it publishes end in it).
+  PushStep push(const plan::Plan& plan, const transfer::AlsoCommit& also = {});
   // Pushes MODULE_ folders that belong to no configuration (a training run without --config).
   PushStep push_modules(const std::vector<std::string>& modules);
   // Why a push must not happen (read-only, no repo, offline, nothing new), or "" when it may.

@@ -64,6 +64,10 @@ Store::Url ForwardingStore::download_url(const std::string& revision,
 uint64_t ForwardingStore::requests() const {
   return inner_.requests();
 }
+void ForwardingStore::look_again() {
+  inner_.look_again();
+}
+
 std::string ForwardingStore::unreachable() const {
   return inner_.unreachable();
 }

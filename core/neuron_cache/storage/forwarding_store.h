@@ -39,6 +39,7 @@ class ForwardingStore : public Store {
   Url download_url(const std::string& revision, const std::string& path) const override;
   uint64_t requests() const override;
   std::string unreachable() const override;
+  void look_again() override;
   bool offline() const override;
 
  protected:

@@ -51,6 +51,7 @@ class HubStore : public Store {
   Url download_url(const std::string& revision, const std::string& path) const override;
   uint64_t requests() const override;
   std::string unreachable() const override { return client_.unreachable(); }
+  void look_again() override { client_.http().look_again(); }
   bool offline() const override { return client_.options().offline; }
 
   hub::HubClient& client() { return client_; }

@@ -120,6 +120,7 @@ class S3Store : public Store {
   Url download_url(const std::string&, const std::string&) const override { return {}; }
   uint64_t requests() const override { return http_.stats().requests; }
   std::string unreachable() const override { return http_.unreachable(); }
+  void look_again() override { http_.look_again(); }
   bool offline() const override { return options_.offline; }
 
   const S3Options& options() const { return options_; }

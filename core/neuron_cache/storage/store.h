@@ -287,6 +287,10 @@ class Store {
   // this run (no further request is made), or "".
   virtual uint64_t requests() const = 0;
   virtual std::string unreachable() const = 0;
+  // After the store was found unreachable: send requests to it again (one attempt; a failure
+  // marks it unreachable again at once). Machines waiting on the store call it before each poll:
+  // an outage changes nothing about waiting.
+  virtual void look_again() {}
   // Offline mode (HF_HUB_OFFLINE): nothing is asked of a remote store.
   virtual bool offline() const = 0;
 };

@@ -178,7 +178,8 @@ std::string push_commit_message(size_t configurations) {
 }
 
 PushResult push(storage::Store& store, const local::LocalIndex& local,
-                const std::vector<ai::Entry>& entries, const PushOptions& options) {
+                const std::vector<ai::Entry>& entries, const PushOptions& options,
+                const AlsoCommit& also) {
   PushResult result;
   std::vector<const ai::Entry*> ready;
   std::set<std::string> seen;
@@ -204,6 +205,9 @@ PushResult push(storage::Store& store, const local::LocalIndex& local,
           (offered.count(key) ? result.pushed : result.already_stored).push_back(key);
         if (attempt.pushed.empty()) return note_landed_earlier(result, offered);
         offered.insert(attempt.pushed.begin(), attempt.pushed.end());
+        if (also) {
+          for (auto& op : also(head, attempt.pushed)) attempt.operations.push_back(std::move(op));
+        }
         net::TransferPhase phase("Uploading");
         result.commit =
             store.commit(attempt.operations, push_commit_message(attempt.pushed.size()), head);

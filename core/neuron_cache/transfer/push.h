@@ -8,6 +8,7 @@
 // never published under a configuration's key.
 #pragma once
 
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -18,6 +19,14 @@
 #include "neuron_cache/storage/store.h"
 
 namespace neuron_cache::transfer {
+
+// More writes for the push's own commit, made on the head it commits on: the compile leases of
+// the configurations it publishes end in the commit that adds their artifacts (fleet/leases.h),
+// one commit fewer per run on a store that counts commits. `keys` are the configurations the
+// commit publishes; the writes land after the index's (a waiter that reads "done" finds the
+// entry).
+using AlsoCommit = std::function<std::vector<storage::CommitOperation>(
+    const std::string& head, const std::vector<std::string>& keys)>;
 
 struct PushOptions {
   net::RetryPolicy conflicts{6, std::chrono::milliseconds(1000), std::chrono::milliseconds(30000)};
@@ -37,7 +46,8 @@ PushResult& operator+=(PushResult& into, const PushResult& later);
 std::string push_commit_message(size_t configurations);
 
 PushResult push(storage::Store& store, const local::LocalIndex& local,
-                const std::vector<artifact_index::Entry>& entries, const PushOptions& options = {});
+                const std::vector<artifact_index::Entry>& entries, const PushOptions& options = {},
+                const AlsoCommit& also = {});
 
 // Uploads complete MODULE_ folders ("neuronxcc-<v>/MODULE_...") in one commit, without index
 // entries: what a run without a declared configuration compiled.

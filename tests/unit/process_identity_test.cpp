@@ -1,0 +1,79 @@
+// process::ended judges only processes of this boot and pid namespace, and a lease's process
+// field is hostile: a malformed or foreign identity is never "ended".
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include "neuron_cache/process/identity.h"
+
+namespace neuron_cache::process {
+namespace {
+
+std::vector<std::string> words_of(const std::string& text) {
+  std::istringstream in(text);
+  std::vector<std::string> words;
+  for (std::string word; in >> word;) words.push_back(word);
+  return words;
+}
+
+// The identity a child process had: this process's, with the child's pid and start time.
+std::string identity_of(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+  std::string stat((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::vector<std::string> fields = words_of(stat.substr(stat.rfind(')') + 1));
+  std::vector<std::string> mine = words_of(this_process());
+  return mine.at(0) + " " + mine.at(1) + " " + std::to_string(pid) + " " + fields.at(19);
+}
+
+TEST(ProcessIdentity, ThisProcessIsNotEnded) {
+  ASSERT_EQ(words_of(this_process()).size(), 4u) << this_process();
+  EXPECT_NE(boot_id(), "unknown");
+  EXPECT_FALSE(ended(this_process()));
+}
+
+TEST(ProcessIdentity, AKilledChildHasEndedALiveOneHasNot) {
+  pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    pause();
+    _exit(0);
+  }
+  std::string identity = identity_of(child);
+  EXPECT_FALSE(ended(identity)) << identity;
+  kill(child, SIGKILL);
+  waitpid(child, nullptr, 0);
+  EXPECT_TRUE(ended(identity)) << identity;
+}
+
+TEST(ProcessIdentity, APidNowHeldByAnotherProcessHasEnded) {
+  std::vector<std::string> mine = words_of(this_process());
+  // This pid, started at another time: an earlier process whose pid was reused.
+  EXPECT_TRUE(ended(mine[0] + " " + mine[1] + " " + mine[2] + " 1"));
+}
+
+TEST(ProcessIdentity, ForeignOrMalformedIdentitiesAreNeverEnded) {
+  std::vector<std::string> mine = words_of(this_process());
+  const std::string dead_pid = "4194303";
+  for (const std::string& identity : {
+           std::string(),
+           "garbage",
+           "other-boot " + mine[1] + " " + dead_pid + " 1",        // another machine
+           mine[0] + " pid:[1] " + dead_pid + " 1",                // another container
+           mine[0] + " " + mine[1] + " 0 1",                       // no such pid
+           mine[0] + " " + mine[1] + " -5 1",                      // negative
+           mine[0] + " " + mine[1] + " 99999999999999999999 1",    // overflow
+           mine[0] + " " + mine[1] + " 12x 1",                     // not a number
+           mine[0] + " " + mine[1] + " " + dead_pid + " 1 extra",  // a fifth word
+           std::string(300, 'a'),
+       }) {
+    EXPECT_FALSE(ended(identity)) << identity;
+  }
+}
+
+}  // namespace
+}  // namespace neuron_cache::process
