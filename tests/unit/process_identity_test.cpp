@@ -8,6 +8,7 @@
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <vector>
 
 #include "neuron_cache/process/identity.h"
 
@@ -59,7 +60,7 @@ TEST(ProcessIdentity, APidNowHeldByAnotherProcessHasEnded) {
 TEST(ProcessIdentity, ForeignOrMalformedIdentitiesAreNeverEnded) {
   std::vector<std::string> mine = words_of(this_process());
   const std::string dead_pid = "4194303";
-  for (const std::string& identity : {
+  for (const std::string& identity : std::vector<std::string>{
            std::string(),
            "garbage",
            "other-boot " + mine[1] + " " + dead_pid + " 1",        // another machine
