@@ -8,6 +8,7 @@
 #include <spawn.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
@@ -376,6 +377,19 @@ void report_warm_runs(const testing::HubServer& server, const WarmSetup& setup, 
               configs, floor);
 }
 
+// With PIPELINE_BENCH_HOLD=<seconds>: prints the warm run's environment and command, then
+// waits, so that the run can be traced or profiled by hand while the Hub server is up.
+void hold(const WarmSetup& setup) {
+  const char* seconds = std::getenv("PIPELINE_BENCH_HOLD");
+  if (seconds == nullptr) return;
+  std::string line = "env -i";
+  for (const auto& e : setup.env) line += " '" + e + "'";
+  std::printf("%s %s prefetch '%s' --quiet\n", line.c_str(), testing::tool_path().c_str(),
+              setup.manifest.c_str());
+  std::fflush(stdout);
+  sleep(static_cast<unsigned>(std::atoi(seconds)));
+}
+
 void warm_no_op(const testing::HubServer& server, hub::HubClient& client, const std::string& repo,
                 int configs, int modules, size_t kib) {
   WarmSetup setup;
@@ -391,6 +405,7 @@ void warm_no_op(const testing::HubServer& server, hub::HubClient& client, const 
       "warm no-op, %d configurations complete locally (%d modules each, a registry file and "
       "its absolute alias):\n",
       configs, modules);
+  hold(setup);
   report_warm_runs(server, setup, configs, "here");
   // The same cache copied elsewhere, the original left in place: every alias still points into
   // the original, and is read below the copy instead.

@@ -101,12 +101,21 @@ struct IndexFile {
 };
 
 pyjson::Json entry_to_json(const Entry& entry);
+// A key and the inputs the caller made it from with cache_key::key_of: an entry holding both
+// matches them without hashing its inputs again (a warm plan reads one entry per configuration).
+struct KnownKey {
+  const std::string& key;
+  const cache_key::KeyInputs& inputs;
+};
+
 // Throws an input Error naming `origin` when a field is missing, a name is unsafe (absolute,
 // "..", not a MODULE_ folder, a lock file) or the key does not match the inputs.
-Entry entry_from_json(const pyjson::Json& json, const std::string& origin);
+Entry entry_from_json(const pyjson::Json& json, const std::string& origin,
+                      const KnownKey* known = nullptr);
 
 std::string serialize_entry(const Entry& entry);
-Entry parse_entry(std::string_view text, const std::string& origin);
+Entry parse_entry(std::string_view text, const std::string& origin,
+                  const KnownKey* known = nullptr);
 // A format 2 shard (compact) or a format 1 file (indented), as `index.format` says.
 std::string serialize_index(const IndexFile& index);
 // Throws an input Error when the file itself is not an index (or of a newer format); a bad entry

@@ -131,10 +131,11 @@ Json to_json(const KeyInputs& in) {
                    {"flags", in.flags}};
   Json environment = {{"checkpoint_revision", optional_string(in.checkpoint_revision)},
                       {"optimum_neuron_version", optional_string(in.optimum_neuron_version)}};
+  // Moved in: a copy of each object cost as much as building it (key_of runs per configuration).
   return {{"key_format", kKeyFormat},
-          {"model", model},
-          {"compiler", compiler},
-          {"environment", environment}};
+          {"model", std::move(model)},
+          {"compiler", std::move(compiler)},
+          {"environment", std::move(environment)}};
 }
 
 KeyInputs from_json(const Json& json) {

@@ -57,6 +57,9 @@ struct KeyInputs {
   // Set for a profile: then only it, compiler_version and flags are key inputs, and the model
   // fields above stay empty.
   std::optional<std::string> profile;
+
+  // Every field equal: equal inputs make equal keys, so a key made from one is the other's too.
+  bool operator==(const KeyInputs&) const = default;
 };
 
 inline constexpr size_t kMaxProfileName = 100;

@@ -47,24 +47,42 @@ std::optional<fs::path> link_text(const sys::SafeDir& dir, const std::string& na
   return fs::path(std::string(buffer, static_cast<size_t>(n)));
 }
 
+// The components of an absolute path as fs::path iterates them, in plain strings (a warm plan
+// splits every registry alias it reads, and fs::path appends cost ten times more): repeated
+// slashes count as one, a trailing slash leaves an empty last component.
+std::vector<std::string_view> components(std::string_view text) {
+  std::vector<std::string_view> parts;
+  for (size_t at = 1; at <= text.size();) {
+    size_t slash = std::min(text.find('/', at), text.size());
+    if (slash > at || slash == text.size()) parts.push_back(text.substr(at, slash - at));
+    at = slash + 1;
+  }
+  return parts;
+}
+
+std::string joined(const std::vector<std::string_view>& parts, size_t from, size_t to) {
+  std::string out;
+  for (size_t j = from; j < to; ++j) {
+    if (j > from) out += '/';
+    out += parts[j];
+  }
+  return out;
+}
+
 // For an absolute link "<old root>/neuronxcc-<v>/<0_REGISTRY or MODULE_...>/...": the old root
 // and the path below it. Nothing for any other link, or one with "." or ".." components.
 std::optional<std::pair<fs::path, fs::path>> split_at_layout(const fs::path& text) {
   if (!text.is_absolute()) return std::nullopt;
-  std::vector<std::string> parts;
-  for (const auto& part : text) parts.push_back(part.string());
-  for (size_t i = 1; i + 1 < parts.size(); ++i) {
+  std::vector<std::string_view> parts = components(text.native());
+  for (size_t i = 0; i + 1 < parts.size(); ++i) {
     if (!layout::compiler_version_of(parts[i])) continue;
-    const std::string& next = parts[i + 1];
+    std::string_view next = parts[i + 1];
     if (next != layout::kRegistryDir && !next.starts_with(layout::kModulePrefix)) continue;
-    fs::path old_root = "/";
-    fs::path below;
-    for (size_t j = 1; j < i; ++j) old_root /= parts[j];
     for (size_t j = i; j < parts.size(); ++j) {
       if (parts[j].empty() || parts[j] == "." || parts[j] == "..") return std::nullopt;
-      below /= parts[j];
     }
-    return std::make_pair(old_root, below);
+    return std::make_pair(fs::path("/" + joined(parts, 0, i)),
+                          fs::path(joined(parts, i, parts.size())));
   }
   return std::nullopt;
 }

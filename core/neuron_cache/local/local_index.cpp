@@ -168,12 +168,25 @@ std::vector<std::string> LocalIndex::compiler_versions() const {
 
 std::optional<ai::Entry> LocalIndex::find(const std::string& compiler_version,
                                           const std::string& key) const {
+  return read_entry(compiler_version, key, nullptr);
+}
+
+std::optional<ai::Entry> LocalIndex::find(const cache_key::KeyInputs& inputs,
+                                          const std::string& key) const {
+  ai::KnownKey known{key, inputs};
+  return read_entry(inputs.compiler_version, key, &known);
+}
+
+std::optional<ai::Entry> LocalIndex::read_entry(const std::string& compiler_version,
+                                                const std::string& key,
+                                                const ai::KnownKey* known) const {
   std::string path = ai::local_entry_path(compiler_version, key);
   const sys::SafeDir* dir = folder(folder_of(path));
   if (!dir) return std::nullopt;
   try {
     std::string name = name_of(path);
-    ai::Entry entry = ai::parse_entry(dir->read_small_file(name), (dir->path() / name).string());
+    ai::Entry entry =
+        ai::parse_entry(dir->read_small_file(name), (dir->path() / name).string(), known);
     if (entry.key == key) return entry;
   } catch (const Error&) {
     // A missing or unreadable entry is as good as none: the configuration is compiled or
@@ -206,13 +219,15 @@ bool LocalIndex::registry_file_present(const std::string& compiler_dir,
 
 LocalIndex::Missing LocalIndex::missing(const ai::Entry& entry) const {
   Missing out;
+  std::string compiler_dir = entry.compiler_dir();
+  const sys::SafeDir* compiler = folder(compiler_dir);
   for (const auto& module : entry.modules) {
-    if (module_complete(entry.compiler_dir(), module)) continue;
+    if (compiler && module_complete_in(cache_, *compiler, module)) continue;
     out.bytes += module.size();
     out.files += module.files.size();
   }
   for (const auto& file : entry.registry) {
-    if (registry_file_present(entry.compiler_dir(), file)) continue;
+    if (registry_file_present(compiler_dir, file)) continue;
     out.bytes += file.size;
     ++out.files;
   }

@@ -26,6 +26,10 @@ class LocalIndex {
   std::vector<std::string> compiler_versions() const;
   std::optional<artifact_index::Entry> find(const std::string& compiler_version,
                                             const std::string& key) const;
+  // find() for a key the caller made from `inputs`: an entry holding those inputs is not hashed
+  // again (artifact_index::KnownKey).
+  std::optional<artifact_index::Entry> find(const cache_key::KeyInputs& inputs,
+                                            const std::string& key) const;
   // Writes (or replaces) the entry atomically: a reader sees the old file or the new one.
   void write(const artifact_index::Entry& entry) const;
 
@@ -67,6 +71,9 @@ class LocalIndex {
   // and index folders once, not once per entry. Only folders found are kept: one created later
   // is still seen.
   const sys::SafeDir* folder(const std::string& relative) const;
+  std::optional<artifact_index::Entry> read_entry(const std::string& compiler_version,
+                                                  const std::string& key,
+                                                  const artifact_index::KnownKey* known) const;
 
   const LocalCache& cache_;
   mutable std::mutex folders_mutex_;

@@ -100,7 +100,7 @@ PlanRow local_row(const Target& target, const local::LocalIndex& local) {
         "not keyed: " + target.unkeyed + "; it is compiled, but not looked up, recorded or pushed";
     return row;
   }
-  std::optional<ai::Entry> entry = local.find(target.inputs.compiler_version, target.key);
+  std::optional<ai::Entry> entry = local.find(target.inputs, target.key);
   if (entry && local.missing(*entry).files == 0) mark_local(row, *entry, true);
   return row;
 }

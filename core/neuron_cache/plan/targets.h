@@ -22,7 +22,7 @@ namespace neuron_cache::plan {
 struct Target {
   manifest::Configuration configuration;
   cache_key::KeyInputs inputs;
-  std::string key;
+  std::string key;  // cache_key::key_of(inputs), always: the local lookup trusts it (KnownKey)
   // Why `key` is not the configuration's real key (its revision could not be resolved: the Hub
   // was unreachable and no earlier run remembered it), or empty. Such a target is compiled, but
   // never looked up, recorded in the index or pushed under that key.

@@ -322,6 +322,11 @@ void RootedFile::replace(std::string_view content) const {
   parent(true)->publish_file(name(), content, false);
 }
 
+void RootedFile::replace_unflushed(std::string_view content) const {
+  if (empty()) return;
+  parent(true)->replace_unflushed(name(), content);
+}
+
 void RootedFile::remove() const {
   if (empty()) return;
   std::optional<SafeDir> dir = parent(false);

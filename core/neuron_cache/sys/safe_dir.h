@@ -151,6 +151,9 @@ class RootedFile {
   // Publishes `content` (SafeDir::publish_file: a reader sees the old or the new, never a mix),
   // creating the folders on the way. Throws an Error, and never writes elsewhere.
   void replace(std::string_view content) const;
+  // replace() without the fsync (SafeDir::replace_unflushed): for notes rewritten at every run
+  // whose loss after a crash costs nothing but what they counted.
+  void replace_unflushed(std::string_view content) const;
   // Deletes the file or folder (a symlink itself, never its target); a missing one is fine.
   void remove() const;
 
