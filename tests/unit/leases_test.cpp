@@ -2,6 +2,7 @@
 // expiry and take-over, renewal, the holder's end, and lease files that are damaged or hostile.
 #include <gtest/gtest.h>
 
+#include <limits>
 #include <thread>
 
 #include "memory_store.h"
@@ -71,9 +72,161 @@ TEST(LeaseFormatTest, DamagedOrHostileTextIsNoLease) {
   std::string state = good;
   state.replace(state.find("compiling"), 9, "stolen");
   EXPECT_FALSE(lease::parse(state));
-  std::string negative = good;
-  negative.replace(negative.find("\"expected_seconds\": 0"), 21, "\"expected_seconds\": -1");
-  EXPECT_FALSE(lease::parse(negative)) << negative;
+}
+
+// The parser reads any number, NaN and infinities included (pyjson reads them as Python does,
+// and 1e400 overflows to infinity): damaged() judges them, so the waiter can say why.
+TEST(LeaseFormatTest, AbsurdExpectedTimesParseAndAreDamaged) {
+  lease::Record r;
+  r.holder = "h";
+  r.started = r.heartbeat = 1'780'000'000;
+  r.expires = r.started + 600;
+  std::string good = lease::serialize(r);
+  for (const char* number : {"-1", "1e300", "1e400", "-1e400", "NaN", "Infinity", "-Infinity"}) {
+    std::string text = good;
+    size_t at = text.find("\"expected_seconds\": ");
+    ASSERT_NE(at, std::string::npos) << text;
+    size_t end = text.find_first_of(",\n}", at);
+    text.replace(at, end - at, std::string("\"expected_seconds\": ") + number);
+    std::optional<lease::Record> parsed = lease::parse(text);
+    ASSERT_TRUE(parsed) << text;
+    std::optional<std::string> why = lease::damaged(*parsed, r.started);
+    ASSERT_TRUE(why) << number;
+    EXPECT_NE(why->find("expected compile time"), std::string::npos) << *why;
+    EXPECT_FALSE(parsed->live(r.started)) << number;
+  }
+}
+
+constexpr int64_t kNow = 1'780'000'000;  // 2026-05-28
+constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
+constexpr int64_t kMin = std::numeric_limits<int64_t>::min();
+constexpr int64_t k1970 = 0;
+constexpr int64_t k2099 = 4'070'908'800;    // 2099-01-01T00:00:00Z
+constexpr int64_t k9999 = 253'402'300'799;  // 9999-12-31T23:59:59Z
+
+// A lease a live holder wrote at kNow.
+lease::Record sound() {
+  lease::Record r;
+  r.holder = std::string(32, 'f');
+  r.host = "runner-7";
+  r.started = kNow - 3600;
+  r.heartbeat = kNow - 60;
+  r.expires = kNow + 540;
+  r.expected_seconds = 1834.5;
+  return r;
+}
+
+// Why `r` is damaged at kNow, or "" when it is not.
+std::string why_damaged(const lease::Record& r, int64_t now = kNow) {
+  return lease::damaged(r, now).value_or("");
+}
+
+TEST(LeaseDamagedTest, ASoundLeaseIsLiveAndItsBoundsAreInclusive) {
+  EXPECT_EQ(why_damaged(sound()), "");
+  EXPECT_TRUE(sound().live(kNow));
+  lease::Record r = sound();
+  r.heartbeat = kNow + lease::kMaxClockSkewSeconds;  // a clock a little ahead
+  r.expires = r.heartbeat + lease::kMaxLifeSeconds;
+  r.started = r.heartbeat - lease::kMaxCompileSeconds;
+  r.expected_seconds = lease::kMaxCompileSeconds;
+  EXPECT_EQ(why_damaged(r), "");
+  r.started = r.heartbeat;
+  r.expected_seconds = 0;
+  EXPECT_EQ(why_damaged(r), "");
+  // Ended leases keep their last expiry, before the heartbeat of their end.
+  r = sound();
+  r.state = lease::State::Done;
+  r.expires = r.heartbeat - 3600;
+  EXPECT_EQ(why_damaged(r), "");
+}
+
+TEST(LeaseDamagedTest, TimesNoHolderWritesAreDamagedAtTheExtremes) {
+  struct Case {
+    const char* name;
+    int64_t started, heartbeat, expires;
+    const char* why;
+  };
+  const int64_t s = kNow - 3600, h = kNow - 60, e = kNow + 540;
+  for (const Case& c : std::vector<Case>{
+           {"expires 9999-12-31", s, h, k9999, "no holder claims that long"},
+           {"expires INT64_MAX", s, h, kMax, "no holder claims that long"},
+           {"expires a second too far", s, h, h + lease::kMaxLifeSeconds + 1, "claims that long"},
+           {"expires INT64_MIN", s, h, kMin, "before 2020"},
+           {"1970 to 9999", k1970, k1970, k9999, "started time 1970-01-01T00:00:00Z is before"},
+           {"started INT64_MIN", kMin, h, e, "s since 1970 is before 2020"},
+           {"started INT64_MAX", kMax, h, e, "started after its last heartbeat"},
+           {"heartbeat 2099", s, k2099, k2099 + 600, "is in the future"},
+           {"all in 2099", k2099, k2099, k2099 + 600, "is in the future"},
+           {"heartbeat INT64_MAX", s, kMax, kMax, "is in the future"},
+           {"heartbeat INT64_MIN", s, kMin, e, "heartbeat time"},
+           {"heartbeat a second too far ahead", s, kNow + lease::kMaxClockSkewSeconds + 1,
+            kNow + 1200, "is in the future"},
+           {"started after heartbeat", h + 1, h, e, "started after its last heartbeat"},
+           {"running beyond 48 h", h - lease::kMaxCompileSeconds - 1, h, e, "more than 48 hours"},
+       }) {
+    for (lease::State state : {lease::State::Compiling, lease::State::Done}) {
+      lease::Record r = sound();
+      r.state = state;
+      r.started = c.started;
+      r.heartbeat = c.heartbeat;
+      r.expires = c.expires;
+      EXPECT_NE(why_damaged(r).find(c.why), std::string::npos) << c.name << ": " << why_damaged(r);
+      EXPECT_FALSE(r.live(kNow)) << c.name;
+    }
+  }
+}
+
+TEST(LeaseDamagedTest, ExpectedTimesBeyondTheBoundAreDamaged) {
+  for (double seconds :
+       {1e300, -1.0, -1e300, std::numeric_limits<double>::quiet_NaN(),
+        std::numeric_limits<double>::infinity(), -std::numeric_limits<double>::infinity(),
+        static_cast<double>(lease::kMaxCompileSeconds) + 1}) {
+    lease::Record r = sound();
+    r.expected_seconds = seconds;
+    EXPECT_NE(why_damaged(r).find("expected compile time"), std::string::npos) << seconds;
+    EXPECT_FALSE(r.live(kNow)) << seconds;
+  }
+}
+
+TEST(LeaseDamagedTest, AnyClockGivesAnAnswerWithoutOverflow) {
+  EXPECT_NE(why_damaged(sound(), kMin).find("in the future"), std::string::npos);
+  EXPECT_EQ(why_damaged(sound(), kMax), "");
+  EXPECT_FALSE(sound().live(kMax)) << "long expired";
+  EXPECT_FALSE(sound().live(kMin));
+}
+
+TEST(LeaseArithmeticTest, SumsSaturateAndExpectedTimesAreBounded) {
+  EXPECT_EQ(lease::add_seconds(kMax, 1), kMax);
+  EXPECT_EQ(lease::add_seconds(kMax, kMax), kMax);
+  EXPECT_EQ(lease::add_seconds(kMin, -1), kMin);
+  EXPECT_EQ(lease::add_seconds(kMin, kMin), kMin);
+  EXPECT_EQ(lease::add_seconds(kMax, kMin), -1);
+  EXPECT_EQ(lease::add_seconds(kNow, 600), kNow + 600);
+  const double max = static_cast<double>(lease::kMaxCompileSeconds);
+  EXPECT_EQ(lease::bounded_expected(1e300), max);
+  EXPECT_EQ(lease::bounded_expected(std::numeric_limits<double>::infinity()), max);
+  EXPECT_EQ(lease::bounded_expected(std::numeric_limits<double>::quiet_NaN()), 0);
+  EXPECT_EQ(lease::bounded_expected(-std::numeric_limits<double>::infinity()), 0);
+  EXPECT_EQ(lease::bounded_expected(-5), 0);
+  EXPECT_EQ(lease::bounded_expected(1834.5), 1834.5);
+  EXPECT_EQ(lease::expected_whole_seconds(1e300), lease::kMaxCompileSeconds);
+  EXPECT_EQ(lease::expected_whole_seconds(std::numeric_limits<double>::quiet_NaN()), 0);
+  EXPECT_EQ(lease::expected_whole_seconds(1834.2), 1835);
+  EXPECT_EQ(lease::time_text(k9999), "9999-12-31T23:59:59Z");
+  EXPECT_EQ(lease::time_text(k1970), "1970-01-01T00:00:00Z");
+  EXPECT_EQ(lease::time_text(kMax), std::to_string(kMax) + " s since 1970");
+  EXPECT_EQ(lease::time_text(-1), "-1 s since 1970");
+}
+
+TEST(LeaseFormatTest, TimesUpToTheYear9999ParseAsTheyAre) {
+  lease::Record r = sound();
+  r.started = k1970;
+  r.expires = k9999;
+  std::optional<lease::Record> back = lease::parse(lease::serialize(r));
+  ASSERT_TRUE(back);
+  EXPECT_EQ(back->started, k1970);
+  EXPECT_EQ(back->expires, k9999);
+  EXPECT_TRUE(lease::damaged(*back, kNow));
 }
 
 TEST(LeasesTest, OneOfTwoMachinesTakesTheLeaseAndTheOtherSeesWhoHoldsIt) {
@@ -203,6 +356,36 @@ TEST(LeasesTest, ADamagedLeaseFileProtectsNothing) {
   fleet::Claim claim = a.claim(kVersion, kKey, "llama-bs1", 0);
   EXPECT_TRUE(claim.taken);
   EXPECT_EQ(record_of(store).host, "runner-a");
+}
+
+// A lease of this format that no live holder wrote (a hostile writer of the store) is taken over
+// at once, done or compiling; the claim says whose it was.
+TEST(LeasesTest, ADamagedLeaseIsTakenOverAtOnce) {
+  const int64_t now = Leases::now();
+  for (lease::State state : {lease::State::Compiling, lease::State::Done}) {
+    for (int hostile = 0; hostile < 4; ++hostile) {
+      MemoryStore store;
+      lease::Record r;
+      r.state = state;
+      r.holder = std::string(32, '0');
+      r.host = "runner-hostile";
+      r.key = kKey;
+      r.started = r.heartbeat = now - 60;
+      r.expires = now + 600;
+      if (hostile == 0) r.expires = k9999;
+      if (hostile == 1) r.expected_seconds = 1e300;
+      if (hostile == 2) r.heartbeat = r.expires = k2099;
+      if (hostile == 3) r.started = k1970;
+      store.put(kPath, lease::serialize(r));
+      Leases a(store, options("runner-a"));
+      fleet::Claim claim = a.claim(kVersion, kKey, "llama-bs1", 0);
+      EXPECT_TRUE(claim.taken) << hostile;
+      EXPECT_TRUE(claim.took_over) << hostile;
+      ASSERT_TRUE(claim.other);
+      EXPECT_EQ(claim.other->host, "runner-hostile");
+      EXPECT_EQ(record_of(store).host, "runner-a");
+    }
+  }
 }
 
 TEST(LeasesTest, AStoreFailureIsAnErrorNotAFreeLease) {

@@ -175,6 +175,22 @@ TEST(SettingsHeartbeat, TwoMinutesByDefaultAndAPositiveNumberOtherwise) {
   }
 }
 
+// Other machines read a lease living longer than an hour past its heartbeat as damaged.
+TEST(SettingsLease, TheLeaseLifeIsBoundedByWhatOtherMachinesTrust) {
+  EXPECT_EQ(resolve({}).lease_ttl(), std::chrono::seconds(600));
+  EXPECT_EQ(resolve({{"NEURON_CACHE_LEASE_SECONDS", "3600"}}).lease_ttl(),
+            std::chrono::seconds(3600));
+  try {
+    resolve({{"NEURON_CACHE_LEASE_SECONDS", "3601"}}).lease_ttl();
+    ADD_FAILURE() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::Input);
+    EXPECT_NE(std::string(e.what()).find("NEURON_CACHE_LEASE_SECONDS must be at most 3600"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
 TEST(SettingsRepo, StagingHasNoDefaultRepo) {
   TempDir home;
   config::Settings s = resolve({{"HF_HOME", home.path()}, {"HUGGINGFACE_CO_STAGING", "1"}});

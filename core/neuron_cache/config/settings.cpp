@@ -14,6 +14,7 @@
 #include "neuron_cache/format/compile_flags.h"
 #include "neuron_cache/format/hub_names.h"
 #include "neuron_cache/format/layout.h"
+#include "neuron_cache/format/lease.h"
 #include "neuron_cache/format/printable.h"
 #include "neuron_cache/format/store_name.h"
 #include "neuron_cache/format/url.h"
@@ -408,7 +409,14 @@ std::chrono::seconds Settings::compile_heartbeat() const {
 }
 
 std::chrono::seconds Settings::lease_ttl() const {
-  return std::chrono::seconds(positive(lease_seconds, "seconds"));
+  int64_t seconds = positive(lease_seconds, "seconds");
+  // Other machines read a lease living longer past its heartbeat as damaged (format/lease.h).
+  if (seconds > lease::kMaxTtlSeconds)
+    throw input_error(lease_seconds.origin + " must be at most " +
+                      std::to_string(lease::kMaxTtlSeconds) + " seconds (got " +
+                      std::to_string(seconds) +
+                      "): the holder renews its lease every third of it; give a shorter one");
+  return std::chrono::seconds(seconds);
 }
 
 std::chrono::milliseconds Settings::lease_poll() const {

@@ -120,9 +120,9 @@ struct Settings {
   // the time so far, the time expected, its log); tests shorten it.
   Setting heartbeat_seconds;
   // Compile leases (remote/leases.h): NEURON_CACHE_LEASE_SECONDS, how long a lease lives without
-  // renewal (default 600); NEURON_CACHE_LEASE_POLL_MS, how often a machine waiting for another's
-  // compile looks again (default 15000; tests shorten both); how other machines' messages name
-  // this one: RUNNER_NAME (a GitHub runner's name), else the host name.
+  // renewal (default 600, at most 3600); NEURON_CACHE_LEASE_POLL_MS, how often a machine waiting
+  // for another's compile looks again (default 15000; tests shorten both); how other machines'
+  // messages name this one: RUNNER_NAME (a GitHub runner's name), else the host name.
   Setting lease_seconds;
   Setting lease_poll_ms;
   Setting runner_name;
@@ -164,7 +164,8 @@ struct Settings {
   std::chrono::milliseconds progress_interval() const;
   // heartbeat_seconds; throws an input Error when it is not a positive number.
   std::chrono::seconds compile_heartbeat() const;
-  // lease_seconds and lease_poll_ms; throw an input Error when not a positive number.
+  // lease_seconds and lease_poll_ms; throw an input Error when not a positive number (or, for
+  // lease_seconds, past lease::kMaxTtlSeconds).
   std::chrono::seconds lease_ttl() const;
   std::chrono::milliseconds lease_poll() const;
   // max_size in bytes (format::parse_size), or nothing when unset; throws an input Error naming

@@ -1,5 +1,6 @@
 #include "neuron_cache/fleet/leases.h"
 
+#include <algorithm>
 #include <set>
 
 #include "neuron_cache/error.h"
@@ -16,6 +17,8 @@ using Record = lease::Record;
 Leases::Leases(storage::Store& store, LeaseOptions options)
     : store_(store), options_(std::move(options)), holder_(sys::random_hex(32)) {
   if (options_.ttl.count() < 3) options_.ttl = std::chrono::seconds(3);
+  // Longer reads as damaged to the other machines (lease::damaged).
+  options_.ttl = std::min(options_.ttl, std::chrono::seconds(lease::kMaxTtlSeconds));
   renewer_ = std::thread([this] { renew_loop(); });
 }
 
@@ -117,10 +120,12 @@ std::vector<Claim> Leases::claim(const std::vector<ClaimRequest>& requests, bool
     Claim& claim = claims[i];
     claim = {};
     if (now && now->holder != holder_) {
-      bool done = now->state == lease::State::Done && !over_done;
+      // A lease no live holder wrote (lease::damaged) protects nothing, done or not.
+      bool damaged = lease::damaged(*now, Leases::now()).has_value();
+      bool done = now->state == lease::State::Done && !over_done && !damaged;
       claim.other = now;
       if (done || waits_for(*now, Leases::now())) return std::nullopt;
-      claim.took_over = now->state != lease::State::Done;
+      claim.took_over = now->state != lease::State::Done || damaged;
     }
     const ClaimRequest& r = requests[i];
     return fresh(r.key, r.configuration, r.expected_seconds);

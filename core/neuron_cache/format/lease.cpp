@@ -1,6 +1,9 @@
 #include "neuron_cache/format/lease.h"
 
+#include <algorithm>
 #include <cmath>
+#include <limits>
+#include <utility>
 
 #include "neuron_cache/format/layout.h"
 #include "neuron_cache/format/pyjson.h"
@@ -42,7 +45,81 @@ std::optional<State> state_of(const std::string& name) {
   return std::nullopt;
 }
 
+// "5 hours", "48 hours": the bounds as damaged() names them.
+std::string hours(int64_t seconds) {
+  return std::to_string(seconds / 3600) + " hours";
+}
+
+// Why the expected compile time is not one a holder writes, or "".
+std::string absurd_expected(double seconds) {
+  if (std::isnan(seconds)) return "its expected compile time is not a number";
+  if (seconds < 0) return "its expected compile time is negative";
+  if (seconds > static_cast<double>(kMaxCompileSeconds))
+    return "its expected compile time is beyond " + hours(kMaxCompileSeconds);
+  return "";
+}
+
+// Why one of its times is before the store existed, or "".
+std::string too_early(const Record& r) {
+  for (auto [name, when] : {std::pair{"started", r.started}, std::pair{"heartbeat", r.heartbeat},
+                            std::pair{"expires", r.expires}}) {
+    if (when < kEarliestSeconds)
+      return "its " + std::string(name) + " time " + time_text(when) + " is before 2020";
+  }
+  return "";
+}
+
+// Why its times are not those of a holder that claimed and renewed it, or "".
+std::string impossible_times(const Record& r, int64_t now) {
+  if (r.heartbeat > add_seconds(now, kMaxClockSkewSeconds))
+    return "its heartbeat " + time_text(r.heartbeat) +
+           " is in the future (this machine's clock: " + time_text(now) + ")";
+  if (r.started > r.heartbeat) return "it started after its last heartbeat";
+  // started >= kEarliestSeconds > 0 (too_early() came first): no overflow.
+  if (r.heartbeat - r.started > kMaxCompileSeconds)
+    return "its compile started more than " + hours(kMaxCompileSeconds) + " before its heartbeat";
+  if (r.expires > add_seconds(r.heartbeat, kMaxLifeSeconds))
+    return "it expires " + time_text(r.expires) + ", more than " + hours(kMaxLifeSeconds) +
+           " after its last heartbeat: no holder claims that long";
+  return "";
+}
+
 }  // namespace
+
+bool Record::live(int64_t now) const {
+  return state == State::Compiling && now < expires && !damaged(*this, now);
+}
+
+std::optional<std::string> damaged(const Record& record, int64_t now) {
+  // In this order: impossible_times() counts on too_early() having passed.
+  std::string why = absurd_expected(record.expected_seconds);
+  if (why.empty()) why = too_early(record);
+  if (why.empty()) why = impossible_times(record, now);
+  if (why.empty()) return std::nullopt;
+  return why;
+}
+
+int64_t add_seconds(int64_t a, int64_t b) {
+  int64_t sum = 0;
+  if (!__builtin_add_overflow(a, b, &sum)) return sum;
+  return b > 0 ? std::numeric_limits<int64_t>::max() : std::numeric_limits<int64_t>::min();
+}
+
+double bounded_expected(double seconds) {
+  if (std::isnan(seconds) || seconds <= 0) return 0;
+  return std::min(seconds, static_cast<double>(kMaxCompileSeconds));
+}
+
+int64_t expected_whole_seconds(double seconds) {
+  // Bounded first: converting a double beyond int64_t is undefined behaviour.
+  return static_cast<int64_t>(std::ceil(bounded_expected(seconds)));
+}
+
+std::string time_text(int64_t seconds) {
+  constexpr int64_t kLastOf9999 = 253'402'300'799;  // 9999-12-31T23:59:59Z
+  if (seconds < 0 || seconds > kLastOf9999) return std::to_string(seconds) + " s since 1970";
+  return utc_text(seconds);
+}
 
 std::string_view state_name(State state) {
   switch (state) {
@@ -103,8 +180,7 @@ std::optional<Record> parse(std::string_view text) {
       !key || !note || !started || !heartbeat || !expires || expected == json->end() ||
       !expected->is_number())
     return std::nullopt;
-  double seconds = expected->get<double>();
-  if (!std::isfinite(seconds) || seconds < 0) return std::nullopt;
+  double seconds = expected->get<double>();  // NaN, inf or negative: damaged() says why
   r.state = *state_of(*state);
   r.holder = *holder;
   r.host = *host;

@@ -13,6 +13,11 @@
 // "done" (the holder pushed the result), "released" (it stopped without a result; `note` says
 // why). The top-level name does not start with "neuronxcc-", so optimum-neuron's registry lookup
 // never reads it, and its files are not MODULE_ folders, so prefetch never installs them.
+//
+// Anyone who can write the store writes lease files: their fields are hostile input. A lease no
+// live holder could have written (damaged(): a heartbeat in the future, an expiry further away
+// than any holder claims, times before the store existed, an absurd expected time) protects
+// nothing, and gc removes it.
 #pragma once
 
 #include <cstdint>
@@ -26,6 +31,19 @@ inline constexpr std::string_view kRemoteDir = "neuron-cache-leases";
 inline constexpr int kFormat = 1;
 // A lease file is a few hundred bytes; a larger one is damaged (or hostile) and reads as free.
 inline constexpr uint64_t kMaxLeaseBytes = 64 * 1024;
+
+// The bounds of what a live holder writes; past them a lease is damaged (damaged()).
+// The longest NEURON_CACHE_LEASE_SECONDS allowed (config/settings.cpp refuses more).
+inline constexpr int64_t kMaxTtlSeconds = 3600;
+// The longest a lease may run past its heartbeat: a renewal adds at most kMaxTtlSeconds, and a
+// claim for the holder's expected compile time plus a margin is capped at this.
+inline constexpr int64_t kMaxLifeSeconds = 6 * 3600;
+// The longest compile a holder may expect, or hold one lease for.
+inline constexpr int64_t kMaxCompileSeconds = 48 * 3600;
+// How far another machine's clock may run ahead of this one's.
+inline constexpr int64_t kMaxClockSkewSeconds = 600;
+// 2020-01-01T00:00:00Z: no store of this tool holds anything older.
+inline constexpr int64_t kEarliestSeconds = 1'577'836'800;
 
 enum class State { Compiling, Done, Released };
 std::string_view state_name(State state);  // "compiling", "done", "released"
@@ -45,9 +63,22 @@ struct Record {
   // rerun on the same machine knows a dead holder at once; empty in leases of older versions.
   std::string process;
 
-  // Whether another machine must wait for it at `now`.
-  bool live(int64_t now) const { return state == State::Compiling && now < expires; }
+  // Whether another machine must wait for it at `now`: compiling, not expired, not damaged.
+  bool live(int64_t now) const;
 };
+
+// Why no live holder could have written `record` at `now` (its fields as a person may read them,
+// no text of the record in it), or nothing when it could have. A damaged lease protects nothing.
+std::optional<std::string> damaged(const Record& record, int64_t now);
+
+// a + b in seconds, at INT64_MIN or INT64_MAX instead of overflowing.
+int64_t add_seconds(int64_t a, int64_t b);
+// An expected compile time as a lease may carry it: within [0, kMaxCompileSeconds], 0 for NaN.
+double bounded_expected(double seconds);
+// The same in whole seconds, rounded up.
+int64_t expected_whole_seconds(double seconds);
+// utc_text() of a time a lease may carry, or "<n> s since 1970" past year 9999 or before 1970.
+std::string time_text(int64_t seconds);
 
 // "neuron-cache-leases/neuronxcc-<version>/<key>.json"
 std::string remote_path(std::string_view compiler_version, std::string_view key);
