@@ -13,6 +13,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <mutex>
 #include <sstream>
 #include <thread>
@@ -21,6 +22,8 @@
 #include "neuron_cache/error.h"
 #include "neuron_cache/format/artifact_index.h"
 #include "neuron_cache/format/lease.h"
+#include "neuron_cache/format/printable.h"
+#include "neuron_cache/format/timestamp.h"
 #include "neuron_cache/format/wording.h"
 #include "neuron_cache/local/use_record.h"
 #include "neuron_cache/pipeline/pipeline.h"
@@ -448,8 +451,10 @@ class LeaseCoordinatorTest : public MemoryStorePipeline {
   }
 
   // Another machine's live lease on the configuration, expiring `life` seconds from now, never
-  // renewed; `process`: its holder's process identity (process/identity.h).
-  lease::Record plant_lease(int64_t life, const std::string& process = "") {
+  // renewed; `process`: its holder's process identity (process/identity.h); `change` makes it
+  // hostile.
+  lease::Record plant_lease(int64_t life, const std::string& process = "",
+                            const std::function<void(lease::Record&)>& change = nullptr) {
     auto [key, version] = key_and_version();
     int64_t now = std::chrono::duration_cast<std::chrono::seconds>(
                       std::chrono::system_clock::now().time_since_epoch())
@@ -464,6 +469,7 @@ class LeaseCoordinatorTest : public MemoryStorePipeline {
     other.expires = now + life;
     other.expected_seconds = 5;
     other.process = process;
+    if (change) change(other);
     store.put(lease::remote_path(version, key), lease::serialize(other));
     return other;
   }
@@ -615,6 +621,90 @@ TEST_F(LeaseCoordinatorTest, ALeaseOfALiveProcessOfThisMachineIsWaitedFor) {
       lease::parse(store.content(lease::remote_path(ci.compiler_version, other.key)));
   ASSERT_TRUE(now);
   EXPECT_EQ(now->holder, other.holder);
+}
+
+// Text a hostile writer may put in a lease: a right-to-left override and C1 controls (CSI, NEL).
+const std::string kHostile =
+    "evil\xE2\x80\xAEgnp.exe\xC2\x9B"
+    "2J\xC2\x85";
+
+// No byte of kHostile's controls reached `text`.
+bool unescaped(const std::string& text) {
+  return contains(text, "\xE2\x80\xAE") || contains(text, "\xC2\x9B") || contains(text, "\xC2\x85");
+}
+
+// A lease no live holder wrote stops nobody: the configuration is compiled here at once, once,
+// and the notice names the lease's host and why, escaped. Without the rule each of these made
+// every machine wait its whole bound (an hour) for a compile that never came.
+class HostileLeaseTest : public LeaseCoordinatorTest,
+                         public ::testing::WithParamInterface<const char*> {};
+
+TEST_P(HostileLeaseTest, IsSetAsideAtOnceAndTheConfigurationCompiledOnce) {
+  const std::string hostile = GetParam();
+  setenv("STAND_IN_DELAY", "0", 1);
+  wait_timeout = std::chrono::seconds(60);  // a regression waits a minute, not an hour
+  lease::Record other = plant_lease(600, "", [&](lease::Record& r) {
+    r.host = "runner-" + kHostile;
+    r.configuration = kHostile;
+    r.note = kHostile;
+    if (hostile == "expires 9999") r.expires = *parse_utc_timestamp("9999-12-31T23:59:59Z");
+    if (hostile == "expected 1e300") r.expected_seconds = 1e300;
+    if (hostile == "heartbeat 2099") {
+      r.started = r.heartbeat = *parse_utc_timestamp("2099-01-01T00:00:00Z");
+      r.expires = r.heartbeat + 600;
+    }
+    if (hostile == "1970 to 9999") {
+      r.started = r.heartbeat = 0;
+      r.expires = *parse_utc_timestamp("9999-12-31T23:59:59Z");
+    }
+  });
+  auto start = std::chrono::steady_clock::now();
+  pipeline::RunResult ci = run("fill", kCi);
+  auto took = std::chrono::steady_clock::now() - start;
+  const pipeline::LeaseOutcome& lease = only_lease(ci);
+  EXPECT_EQ(lease.kind, pipeline::LeaseOutcome::Kind::TookOver) << notices;
+  EXPECT_LT(took, std::chrono::seconds(10)) << "a few poll intervals at most, then the compile";
+  ASSERT_EQ(ci.compile->outcomes.size(), 1u);
+  EXPECT_TRUE(ci.compile->outcomes[0].ok) << ci.compile->outcomes[0].error;
+  std::optional<lease::Record> now =
+      lease::parse(store.content(lease::remote_path(ci.compiler_version, other.key)));
+  ASSERT_TRUE(now);
+  EXPECT_NE(now->holder, other.holder);
+  EXPECT_EQ(now->state, lease::State::Done);
+  // Said once, naming the host (escaped) and why.
+  const std::string said = "the lease of " + printable(other.host) + " is damaged or hostile (";
+  EXPECT_TRUE(contains(notices, said)) << notices;
+  EXPECT_EQ(notices.find(said), notices.rfind(said)) << notices;
+  const char* why = hostile == "expected 1e300"   ? "expected compile time is beyond 48 hours"
+                    : hostile == "heartbeat 2099" ? "is in the future"
+                    : hostile == "1970 to 9999"   ? "is before 2020"
+                                                  : "no holder claims that long";
+  EXPECT_TRUE(contains(notices, why)) << notices;
+  EXPECT_FALSE(unescaped(notices)) << notices;
+  EXPECT_FALSE(unescaped(lease.other_host + lease.note)) << lease.other_host << lease.note;
+}
+
+INSTANTIATE_TEST_SUITE_P(Leases, HostileLeaseTest,
+                         ::testing::Values("expires 9999", "expected 1e300", "heartbeat 2099",
+                                           "1970 to 9999"));
+
+// A sound lease with hostile text is waited for, and its text reaches no line raw.
+TEST_F(LeaseCoordinatorTest, ALeasesTextIsEscapedInEveryLine) {
+  lease::Record other = plant_lease(2, "", [](lease::Record& r) {
+    r.host = "runner-" + kHostile;
+    r.configuration = kHostile;
+  });
+  pipeline::RunResult ci = run("fill", kCi);
+  const pipeline::LeaseOutcome& lease = only_lease(ci);
+  EXPECT_EQ(lease.kind, pipeline::LeaseOutcome::Kind::TookOver) << notices;
+  const std::string waiting =
+      printable(kHostile) + " is being compiled by " + printable(other.host) + " since ";
+  EXPECT_TRUE(std::any_of(progress.begin(), progress.end(), [&](const std::string& line) {
+    return contains(line, waiting);
+  })) << list_of(progress, progress.size());
+  for (const auto& line : progress) EXPECT_FALSE(unescaped(line)) << line;
+  EXPECT_FALSE(unescaped(notices)) << notices;
+  EXPECT_FALSE(unescaped(lease.other_host + lease.note)) << lease.other_host << lease.note;
 }
 
 }  // namespace

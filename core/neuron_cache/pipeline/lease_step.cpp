@@ -4,12 +4,13 @@
 // lease expires) or the wait goes past its bound.
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <random>
 #include <thread>
 
+#include "neuron_cache/format/lease.h"
 #include "neuron_cache/format/printable.h"
-#include "neuron_cache/format/timestamp.h"
 #include "neuron_cache/log/log.h"
 #include "neuron_cache/pipeline/lease_step.h"
 
@@ -49,8 +50,7 @@ namespace ai = artifact_index;
 
 // Without --wait-timeout and without an estimate from the holder: "else an hour".
 constexpr int64_t kDefaultWaitSeconds = 3600;
-// Beyond the holder's estimate: compile times vary with the machine and its load.
-constexpr double kEstimateFactor = 1.25;
+// Beyond the holder's estimate: compile times vary with the machine and its load (x 1.25 + 10 min).
 constexpr int64_t kEstimateMarginSeconds = 600;
 // How often a waiting configuration's progress line is repeated.
 constexpr auto kProgressEvery = std::chrono::seconds(60);
@@ -78,35 +78,52 @@ std::string host_name(const config::Settings& settings) {
 
 // "12:03 UTC"
 std::string clock_time(int64_t seconds) {
-  return utc_text(seconds).substr(11, 5) + " UTC";
+  std::string text = lease::time_text(seconds);  // no date past year 9999
+  return text.ends_with("Z") ? text.substr(11, 5) + " UTC" : text;
 }
 
 // "40 s", "41 min"
-std::string minutes(double seconds) {
-  if (seconds < 60) return std::to_string(static_cast<long>(std::ceil(seconds))) + " s";
-  return std::to_string(static_cast<long>(std::ceil(seconds / 60))) + " min";
+std::string minutes(int64_t seconds) {
+  if (seconds < 60) return std::to_string(seconds) + " s";
+  return std::to_string(seconds / 60 + (seconds % 60 != 0)) + " min";
 }
 
-// When a machine waiting for `lease` since `now` stops waiting (seconds since 1970).
+// The seconds a wait took, whole (a steady clock's difference: finite and small).
+int64_t whole_seconds(double seconds) {
+  return static_cast<int64_t>(std::ceil(std::clamp(seconds, 0.0, 1e15)));
+}
+
+// When a machine waiting for `lease` since `now` stops waiting (seconds since 1970). The lease
+// is another machine's word: without --wait-timeout the wait ends by now + the longest life of
+// a lease, whatever it says.
 int64_t wait_deadline(const lease::Record& lease, const LeasePolicy& policy, int64_t now) {
-  if (policy.wait_timeout) return now + policy.wait_timeout->count();
-  if (lease.expected_seconds <= 0) return now + kDefaultWaitSeconds;
-  auto expected = static_cast<int64_t>(lease.expected_seconds * kEstimateFactor);
-  return std::max(now + kEstimateMarginSeconds, lease.started + expected + kEstimateMarginSeconds);
+  if (policy.wait_timeout) return lease::add_seconds(now, policy.wait_timeout->count());
+  int64_t expected = lease::expected_whole_seconds(lease.expected_seconds);  // <= 48 h
+  if (expected == 0) return lease::add_seconds(now, kDefaultWaitSeconds);
+  int64_t end = lease::add_seconds(lease.started, expected + expected / 4 + kEstimateMarginSeconds);
+  return std::clamp(end, lease::add_seconds(now, kEstimateMarginSeconds),
+                    lease::add_seconds(now, lease::kMaxLifeSeconds));
 }
 
 // "llama-bs1 is being compiled by runner-7 since 12:03 UTC, expected 41 min from its last
 // compile; waiting until 12:54 UTC"
 std::string being_compiled(const lease::Record& lease, int64_t deadline) {
-  std::string text = lease.configuration + " is being compiled by " + printable(lease.host) +
-                     " since " + clock_time(lease.started);
-  if (lease.expected_seconds > 0)
-    text += ", expected " + minutes(lease.expected_seconds) + " from its last compile";
+  std::string text = printable(lease.configuration) + " is being compiled by " +
+                     printable(lease.host) + " since " + clock_time(lease.started);
+  if (int64_t expected = lease::expected_whole_seconds(lease.expected_seconds); expected > 0)
+    text += ", expected " + minutes(expected) + " from its last compile";
   return text + "; waiting until " + clock_time(deadline);
 }
 
+// "the lease of runner-7 is damaged or hostile (its heartbeat ... is in the future): set aside"
+std::string why_damaged(const lease::Record& lease, const std::string& why) {
+  return "the lease of " + printable(lease.host) + " is damaged or hostile (" + why +
+         "): set aside";
+}
+
 // Why `lease` no longer protects its configuration, for the note of a take-over.
-std::string why_free(const lease::Record& lease) {
+std::string why_free(const lease::Record& lease, int64_t now) {
+  if (std::optional<std::string> why = lease::damaged(lease, now)) return why_damaged(lease, *why);
   if (lease.state == lease::State::Released)
     return printable(lease.host) + " released it without a result (" +
            printable(lease.note, kPrintableMessage) + ")";
@@ -182,7 +199,9 @@ std::vector<LeaseCoordinator::Waiting> LeaseCoordinator::claim_each(
     } else if (const fleet::Claim& claim = claims[i]; claim.taken) {
       if (claim.other) o.other_host = printable(claim.other->host);
       o.kind = claim.took_over ? LeaseOutcome::Kind::TookOver : LeaseOutcome::Kind::Held;
-      if (claim.took_over) o.note = why_free(*claim.other);
+      if (claim.took_over) o.note = why_free(*claim.other, fleet::Leases::now());
+      if (claim.other && lease::damaged(*claim.other, fleet::Leases::now()))
+        run_.note(true, o.configuration + ": " + o.note + "; compiling it here");
     } else if (!run_.options.leases.wait) {
       o.other_host = printable(claim.other->host);
       o.kind = LeaseOutcome::Kind::NotWaited;
@@ -226,8 +245,10 @@ void LeaseCoordinator::compile(plan::Plan& plan, const std::vector<plan::PlanRow
     }
     if (t.unkeyed.empty()) {
       keyed.push_back(row);
+      // The estimate may come from the store's records: bounded, or the others would read this
+      // machine's lease as damaged.
       requests.push_back({t.inputs.compiler_version, t.key, t.configuration.name,
-                          compiler_.expected_seconds(*row)});
+                          lease::bounded_expected(compiler_.expected_seconds(*row))});
       continue;
     }
     LeaseOutcome o;
@@ -327,7 +348,7 @@ bool LeaseCoordinator::poll_other(const plan::Plan& plan, Waiting& w, CompileSte
     if (got == Refetch::Fetched) {
       w.outcome.kind = LeaseOutcome::Kind::Fetched;
       run_.progress("fetched " + t.configuration.name + " compiled by " + w.outcome.other_host +
-                    " (waited " + minutes(w.outcome.waited_seconds) + ")");
+                    " (waited " + minutes(whole_seconds(w.outcome.waited_seconds)) + ")");
       return true;
     }
     if (got == Refetch::Failed && fleet::Leases::now() < w.deadline) return false;
@@ -342,7 +363,7 @@ bool LeaseCoordinator::poll_other(const plan::Plan& plan, Waiting& w, CompileSte
       return false;
     }
     w.outcome.kind = LeaseOutcome::Kind::WaitTimedOut;
-    w.outcome.note = "waited " + minutes(w.outcome.waited_seconds) + " for " +
+    w.outcome.note = "waited " + minutes(whole_seconds(w.outcome.waited_seconds)) + " for " +
                      printable(now->host) + "; compiled here without the lease";
     run_.note(true, t.configuration.name + ": " + w.outcome.note);
     compiler_.compile_rows({w.row}, step, compiled);
@@ -350,8 +371,9 @@ bool LeaseCoordinator::poll_other(const plan::Plan& plan, Waiting& w, CompileSte
     return true;
   }
   try {
-    fleet::Claim claim = leases.claim(t.inputs.compiler_version, t.key, t.configuration.name,
-                                      now ? now->expected_seconds : 0, true);
+    fleet::Claim claim =
+        leases.claim(t.inputs.compiler_version, t.key, t.configuration.name,
+                     now ? lease::bounded_expected(now->expected_seconds) : 0, true);
     if (!claim.taken) {  // another waiter took it over first: wait for that one now
       if (claim.other) {
         w.outcome.other_host = printable(claim.other->host);
@@ -361,7 +383,8 @@ bool LeaseCoordinator::poll_other(const plan::Plan& plan, Waiting& w, CompileSte
       return false;
     }
     w.outcome.kind = LeaseOutcome::Kind::TookOver;
-    w.outcome.note = now ? why_free(*now) : "its lease is gone and the store has no entry for it";
+    w.outcome.note = now ? why_free(*now, fleet::Leases::now())
+                         : "its lease is gone and the store has no entry for it";
   } catch (const Error& error) {
     rethrow_local_disk(error);
     if (fleet::Leases::now() < w.deadline) return false;
