@@ -288,7 +288,7 @@ TEST(GcPlan, AnExpiredCompileLeaseGoesAfterTheGrace) {
   GcLayout layout = testing::gc_layout(kNow);
   layout.files[layout.lease_live] =
       testing::gc_lease(lease::State::Compiling, std::string(32, '1'), kNow - 3 * kGcDay,
-                        kNow - 3 * kGcDay, kNow - 2 * kGcDay);
+                        kNow - 3 * kGcDay, kNow - 3 * kGcDay + 600);  // 10 min after its heartbeat
   FolderFixture fixture(layout);
   storage::FolderStore& store = *fixture.store;
   GcPlan plan = plan_gc(store, options(std::nullopt));
@@ -299,6 +299,67 @@ TEST(GcPlan, AnExpiredCompileLeaseGoesAfterTheGrace) {
       EXPECT_EQ(lease.why, "expired without a result");
     }
   }
+}
+
+// A lease of this format that no live holder wrote goes at once, with why: it protects nothing,
+// and waiting for it to expire could mean waiting until the year 9999.
+TEST(GcPlan, ADamagedLeaseGoesAtOnceWithWhy) {
+  GcLayout layout = testing::gc_layout(kNow);
+  const std::string future = lease::remote_path(testing::kUsageV1, std::string(32, '5'));
+  layout.files[layout.lease_live] =
+      testing::gc_lease(lease::State::Compiling, std::string(32, '1'), kNow - kGcHour, kNow - 60,
+                        *parse_utc_timestamp("9999-12-31T23:59:59Z"));
+  layout.files[future] = testing::gc_lease(
+      lease::State::Done, std::string(32, '5'), *parse_utc_timestamp("2099-01-01T00:00:00Z"),
+      *parse_utc_timestamp("2099-01-01T00:00:00Z"), *parse_utc_timestamp("2099-01-01T00:10:00Z"));
+  layout.modified[future] = kNow - 60;  // within the grace: damaged is enough
+  FolderFixture fixture(layout);
+  GcPlan plan = plan_gc(*fixture.store, options(std::nullopt));
+  EXPECT_EQ(lease_paths(plan),
+            (std::set<std::string>{layout.lease_live, future, layout.lease_done_old,
+                                   layout.lease_damaged}));
+  for (const auto& lease : plan.leases) {
+    if (lease.path == layout.lease_live) {
+      EXPECT_EQ(lease.why.rfind("damaged: it expires 9999-12-31T23:59:59Z", 0), 0u) << lease.why;
+    }
+    if (lease.path == future) {
+      EXPECT_EQ(lease.why.rfind("damaged: its heartbeat 2099-01-01", 0), 0u) << lease.why;
+    }
+  }
+  collect_garbage(*fixture.store, options(std::nullopt), GcRun{true, false}, quick());
+  EXPECT_FALSE(fs::exists(fixture.root / layout.lease_live));
+  EXPECT_FALSE(fs::exists(fixture.root / future));
+  EXPECT_TRUE(fs::exists(fixture.root / layout.lease_done_young));
+}
+
+// A lease claiming a compile from 1970 to 9999 would keep every unreferenced folder of its
+// compiler version for ever: it is damaged, so it keeps none, as if that compile had ended.
+TEST(GcPlan, ALeaseFrom1970To9999KeepsNoFolder) {
+  GcLayout layout = testing::gc_layout(kNow);
+  layout.files[layout.lease_live] =
+      testing::gc_lease(lease::State::Compiling, std::string(32, '1'), 0, 0,
+                        *parse_utc_timestamp("9999-12-31T23:59:59Z"));
+  FolderFixture fixture(layout);
+  GcOptions o = options(std::nullopt);
+  o.grace = 30 * 60;  // Y (an hour old) is past the grace
+  GcPlan plan = plan_gc(*fixture.store, o);
+  EXPECT_EQ(testing::removed_letters(plan, layout), (std::set<char>{'U', 'Y'}));
+  EXPECT_FALSE(has_reason(plan, "live compile lease"));
+  EXPECT_EQ(lease_paths(plan).count(layout.lease_live), 1u);
+}
+
+// A sound live lease keeps folders for its bounded life only: once it expired by more than the
+// grace, the same folders go and so does the lease.
+TEST(GcPlan, ALiveLeaseKeepsFoldersOnlyWhileItLives) {
+  GcLayout layout = testing::gc_layout(kNow);
+  FolderFixture fixture(layout);
+  GcOptions o = options(std::nullopt);
+  o.grace = 30 * 60;
+  EXPECT_EQ(testing::removed_letters(plan_gc(*fixture.store, o), layout), (std::set<char>{'U'}));
+  o.now = kNow + kGcHour + o.grace + 1;  // the lease expired at kNow + 1 h, unrenewed
+  GcPlan later = plan_gc(*fixture.store, o);
+  EXPECT_EQ(testing::removed_letters(later, layout), (std::set<char>{'U', 'Y'}));
+  EXPECT_EQ(lease_paths(later).count(layout.lease_live), 1u);
 }
 
 // The Hub's tree lists no modification times: the folders that may go and the damaged lease

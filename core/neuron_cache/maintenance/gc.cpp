@@ -227,6 +227,8 @@ class Survey {
   void decide_lease(const RemoteEntry& file, const std::optional<lease::Record>& record) {
     int64_t now = options_.now;
     if (record && record->live(now)) {
+      // Bounded: a live lease is not damaged, so its heartbeat is less than
+      // lease::kMaxLifeSeconds old and its start at most lease::kMaxCompileSeconds before that.
       if (std::optional<std::string> version = lease::compiler_version_of_lease(file.path)) {
         auto& since = versions_[*version].live_lease_since;
         since = since ? std::min(*since, record->started) : record->started;
@@ -237,8 +239,12 @@ class Survey {
     }
     std::string why;
     if (!record) {
-      // A damaged lease protects nothing, but only its listed age says nobody is rewriting it.
+      // Unreadable text protects nothing, but only its listed age says nobody is rewriting it (a
+      // newer format, a write cut short).
       if (file.modified != 0 && now - file.modified > options_.grace) why = "damaged";
+    } else if (std::optional<std::string> damaged = lease::damaged(*record, now)) {
+      // Of this format, but no live holder wrote it: hostile, or a clock far off. It goes now.
+      why = "damaged: " + *damaged;
     } else if (record->state == lease::State::Compiling) {
       if (now - record->expires > options_.grace) why = "expired without a result";
     } else if (now - record->heartbeat > options_.grace) {

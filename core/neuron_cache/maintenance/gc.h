@@ -14,14 +14,16 @@
 //   without --config or --profile write folders no index names, which compilers find by graph
 //   hash: in `auto` mode they are kept in a compiler folder that has no neuron-cache index, an
 //   index file gc cannot read, or registry files no index entry lists (another writer's sign);
-// - lease files of compiles that ended (done, released, or expired) longer than the grace ago.
+// - lease files of compiles that ended (done, released, or expired) longer than the grace ago,
+//   and at once those no live holder could have written (lease::damaged: hostile or far off).
 // Never removed: anything written within GcOptions::grace (a push in flight writes its folders
 // before its index entry on S3 and folders), an unreferenced folder written since a live
-// compile lease of its compiler version began, and a folder or damaged lease file whose age the
-// store cannot give. The Hub's tree lists no times: the folders that may go and the damaged lease
-// files are asked for theirs (the last commit touching each, Store::stat_times), so a `neuron-cache
-// run` push a minute old is not removed there either. gc's own commit on the Hub is conditional on
-// the head it read.
+// compile lease of its compiler version began (a damaged lease is not live, so this reaches back
+// at most lease::kMaxLifeSeconds + kMaxCompileSeconds), and a folder or unreadable lease file whose
+// age the store cannot give. The Hub's tree lists no times: the folders that may go and the
+// unreadable lease files are asked for theirs (the last commit touching each, Store::stat_times),
+// so a `neuron-cache run` push a minute old is not removed there either. gc's own commit on the Hub
+// is conditional on the head it read.
 #pragma once
 
 #include <cstdint>
