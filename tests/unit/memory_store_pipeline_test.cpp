@@ -583,18 +583,11 @@ TEST_F(LeaseCoordinatorTest, ALeaseOfADeadProcessOfThisMachineIsTakenBackAtOnce)
     pause();
     _exit(0);
   }
-  std::ifstream in("/proc/" + std::to_string(child) + "/stat");
-  std::string stat((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  std::istringstream fields(stat.substr(stat.rfind(')') + 1));
-  std::string field;
-  for (int index = 3; index <= 22; ++index) fields >> field;
-  std::istringstream mine(process::this_process());
-  std::string boot, ns;
-  mine >> boot >> ns;
+  const std::string identity = process::identity_of(child);
   kill(child, SIGKILL);
   waitpid(child, nullptr, 0);
-  lease::Record other =
-      plant_lease(600, boot + " " + ns + " " + std::to_string(child) + " " + field);
+  ASSERT_FALSE(identity.empty());
+  lease::Record other = plant_lease(600, identity);
 
   auto start = std::chrono::steady_clock::now();
   pipeline::RunResult ci = run("fill", kCi);

@@ -5,7 +5,6 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <fstream>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -22,15 +21,6 @@ std::vector<std::string> words_of(const std::string& text) {
   return words;
 }
 
-// The identity a child process had: this process's, with the child's pid and start time.
-std::string identity_of(pid_t pid) {
-  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
-  std::string stat((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  std::vector<std::string> fields = words_of(stat.substr(stat.rfind(')') + 1));
-  std::vector<std::string> mine = words_of(this_process());
-  return mine.at(0) + " " + mine.at(1) + " " + std::to_string(pid) + " " + fields.at(19);
-}
-
 TEST(ProcessIdentity, ThisProcessIsNotEnded) {
   ASSERT_EQ(words_of(this_process()).size(), 4u) << this_process();
   EXPECT_NE(boot_id(), "unknown");
@@ -45,9 +35,11 @@ TEST(ProcessIdentity, AKilledChildHasEndedALiveOneHasNot) {
     _exit(0);
   }
   std::string identity = identity_of(child);
+  EXPECT_FALSE(identity.empty());
   EXPECT_FALSE(ended(identity)) << identity;
   kill(child, SIGKILL);
   waitpid(child, nullptr, 0);
+  ASSERT_FALSE(identity.empty());
   EXPECT_TRUE(ended(identity)) << identity;
 }
 

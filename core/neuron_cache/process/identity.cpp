@@ -70,14 +70,15 @@ const std::string& boot_id() {
   return id;
 }
 
+std::string identity_of(long pid) {
+  std::string ns = pid_namespace();
+  std::optional<std::string> started = start_time(pid);
+  if (boot_id() == "unknown" || boot_id().empty() || ns.empty() || !started) return "";
+  return boot_id() + " " + ns + " " + std::to_string(pid) + " " + *started;
+}
+
 const std::string& this_process() {
-  static const std::string identity = []() -> std::string {
-    std::string ns = pid_namespace();
-    long pid = static_cast<long>(::getpid());
-    std::optional<std::string> started = start_time(pid);
-    if (boot_id() == "unknown" || boot_id().empty() || ns.empty() || !started) return "";
-    return boot_id() + " " + ns + " " + std::to_string(pid) + " " + *started;
-  }();
+  static const std::string identity = identity_of(static_cast<long>(::getpid()));
   return identity;
 }
 

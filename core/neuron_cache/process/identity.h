@@ -11,8 +11,10 @@ namespace neuron_cache::process {
 // This boot's id (/proc/sys/kernel/random/boot_id), or "unknown".
 const std::string& boot_id();
 
-// "<boot id> <pid namespace> <pid> <start time in clock ticks>" of this process; empty when
-// /proc does not tell (then no other process can judge it ended).
+// "<boot id> <pid namespace> <pid> <start time in clock ticks>" of process `pid` of this pid
+// namespace; empty when /proc does not tell (then no other process can judge it ended).
+std::string identity_of(long pid);
+// identity_of() this process, read once.
 const std::string& this_process();
 
 // Whether the process `identity` (this_process() of some process, read back from a store, so
