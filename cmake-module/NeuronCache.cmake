@@ -220,6 +220,7 @@ endfunction()
 # input_error (the tool refused its input: exit 2) and tool_warnings.
 # The tool's stderr is shown as it comes (ECHO_ERROR_VARIABLE, CMake 3.18): a long download
 # prints its progress lines during the configure, not after it; stdout is the JSON report.
+# Since its words are already on the screen, the messages here refer to them, never repeat them.
 function(_neuron_cache_prefetch_now)
   cmake_parse_arguments(PARSE_ARGV 0 my "" "TOOL;MANIFEST;EXPORT_DIR"
                         "RUN_PREFIX;SHARED_ARGS;CONFIGS")
@@ -238,16 +239,16 @@ function(_neuron_cache_prefetch_now)
     # A typo in CONFIGS or the manifest: the call is wrong, so no configuration is reported as
     # merely missing (the valid ones would vanish too and generate fail later, far from here).
     set(input_error TRUE)
-    string(CONCAT failed "neuron-cache refused the call's input (exit 2): ${errors}\nFix the "
-           "neuron_cache_prefetch() arguments or the manifest")
+    string(CONCAT failed "neuron-cache refused the call's input (exit 2; its message is above)\n"
+           "Fix the neuron_cache_prefetch() arguments or the manifest")
   elseif(NOT rc EQUAL 0)
-    set(failed "neuron-cache prefetch failed (${rc}): ${errors}")
+    set(failed "neuron-cache prefetch failed (${rc}; its message is above)")
   else()
     string(JSON count ERROR_VARIABLE json_error LENGTH "${report}" configurations)
     string(JSON format ERROR_VARIABLE format_error GET "${report}" format_version)
     list(FIND _NEURON_CACHE_REPORT_FORMATS "${format}" format_known)
     if(json_error)
-      set(failed "neuron-cache prefetch printed no readable report (${json_error}): ${errors}")
+      set(failed "neuron-cache prefetch printed no readable report (${json_error})")
     elseif(format_error OR format_known EQUAL -1)
       if(format_error)
         set(format "(none)")
@@ -256,8 +257,12 @@ function(_neuron_cache_prefetch_now)
              "NeuronCache.cmake reads format ${_NEURON_CACHE_REPORT_FORMAT}: use the neuron-cache "
              "of the same release as this module")
     else()
-      # Cache problems the tool worked around (Hub down, no access): worth seeing, not fatal.
-      set(tool_warnings "${errors}")
+      # Cache problems the tool worked around (Hub down, no access): its words are already
+      # shown (echoed live above); the warning only marks them for CMake's summary.
+      if(NOT errors MATCHES "^[ \t\r\n]*$")
+        string(CONCAT tool_warnings "neuron-cache worked around a problem with the cache (its "
+               "message is above); the build goes on")
+      endif()
     endif()
   endif()
   set(present "")

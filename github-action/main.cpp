@@ -33,6 +33,7 @@
 #include "neuron_cache/pipeline/pipeline.h"
 #include "neuron_cache/pipeline/run.h"
 #include "neuron_cache/report/gc.h"
+#include "neuron_cache/report/markdown.h"
 #include "neuron_cache/report/progress.h"
 #include "neuron_cache/report/report.h"
 #include "neuron_cache/report/stats.h"
@@ -359,7 +360,7 @@ void write_summary(const pipeline::RunResult& run, const Inputs& in, const ReadO
   std::string md = report::run_markdown(run);
   md += "\nMode `" + in.mode_name + "`";
   if (read_only.on) {
-    md += "; read-only (" + read_only.why + "): nothing was pushed to " +
+    md += "; read-only (" + report::markdown_text(read_only.why) + "): nothing was pushed to " +
           storage::describe(storage::kind_named(run.initial.store));
   }
   append_file(path, md + ".\n");

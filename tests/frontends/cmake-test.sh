@@ -144,7 +144,8 @@ expect_in "- 1 local, 0 from the Hub (0 B)"
 echo "# edited" >>"$work/locked-src/neuron-cache.yaml"
 run env NEURON_COMPILE_CACHE_URL="$work/locked-cache" cmake "$work/locked-build"
 [[ $rc != 0 ]] || { echo "$out"; fail "LOCKED configured with a manifest changed since the lock"; }
-expect_in "refused the call's input (exit 2)"; expect_in "changed"
+out=$(tr -s ' \n' '  ' <<<"$out")  # CMake wraps long messages
+expect_in "refused the call's input (exit 2; its message is above)"; expect_in "changed"
 
 step "COMPILE_MISSING PUSH: a configuration the Hub lacks is compiled and pushed by the build"
 mkdir -p "$work/compile-src"
@@ -238,9 +239,11 @@ bad_project strict-unknown-config \
 # merely missing, the valid configuration would vanish too and generate fail later.
 bad_project unknown-config \
   "neuron_cache_prefetch(MANIFEST $root/examples/neuron-cache.yaml CONFIGS llama3-8b-chat nope)" \
-  "neuron-cache refused the call's input (exit 2)"
+  "neuron-cache refused the call's input (exit 2; its message is above)"
 expect_in 'no configuration named "nope"'
 expect_in "Fix the neuron_cache_prefetch() arguments or the manifest"
+[[ $(grep -o 'no configuration named "nope"' <<<"$out" | wc -l) == 1 ]] ||
+  { echo "$out"; fail "the tool's refusal was shown more than once"; }
 
 printf '#!/bin/sh\necho '"'"'{"format_version": 99, "configurations": []}'"'"'\n' >"$work/future-tool"
 chmod +x "$work/future-tool"
@@ -270,9 +273,31 @@ expect_in "- failed"
 expect_in "CMake Warning"
 expect_in "got=[] missing=[llama3-8b-chat]"
 out=$(tr -s ' \n' '  ' <<<"$out")  # CMake wraps long messages
-expect_in "neuron-cache prefetch failed (1): the disk is on fire"
+expect_in "neuron-cache prefetch failed (1; its message is above)"
+# The tool's own words are shown once, as they came, not again inside the warning.
+[[ $(grep -o "the disk is on fire" <<<"$out" | wc -l) == 1 ]] || { echo "$out"; fail "the tool's message was shown more than once"; }
 # docs/cmake.md: NeuronCache::<name> exists only when the artifacts were found (or COMPILE_MISSING).
 ! grep -qF "a target for a missing configuration" <<<"$out" || fail "a missing configuration got a target"
+
+step "configure with the Hub down: the tool's warning once, marked for CMake's summary"
+mkdir -p "$work/down-src"
+cat >"$work/down-src/CMakeLists.txt" <<CMAKE
+cmake_minimum_required(VERSION 3.25)
+project(down NONE)
+find_package(NeuronCache CONFIG REQUIRED)
+neuron_cache_prefetch(MANIFEST "$root/examples/neuron-cache.yaml" CONFIGS llama3-8b-chat
+                      OUTPUT_VARIABLE got)
+message(STATUS "got=[\${got}] missing=[\${got_MISSING}]")
+CMAKE
+# Port 9 (discard) on loopback: nothing listens, every connection is refused at once.
+HF_ENDPOINT=http://127.0.0.1:9 NEURON_COMPILE_CACHE_URL=$work/down-cache \
+  expect_ok cmake -S "$work/down-src" -B "$work/down-build" -DCMAKE_PREFIX_PATH="$prefix"
+expect_in "got=[] missing=[llama3-8b-chat]"
+out=$(tr -s ' \n' '  ' <<<"$out")
+expect_in "CMake Warning"
+expect_in "neuron-cache worked around a problem with the cache (its message is above); the build goes on"
+[[ $(grep -o "127.0.0.1:9 could not be reached" <<<"$out" | wc -l) == 1 ]] ||
+  { echo "$out"; fail "the unreachable Hub was not named exactly once"; }
 
 # The same configure against an S3 bucket (s3rver) and a shared folder: only CACHE_REPO changes.
 source "$root/tests/tools/s3-env.sh" "$work/s3"

@@ -1,6 +1,7 @@
 // sys::FileLock, the one bounded wait for a lock file, and what waits through it: the statistics
 // (local/run_stats.h) skip a run rather than write unlocked or wait forever.
 #include "neuron_cache/sys/file_lock.h"
+#include "neuron_cache/sys/duration.h"
 
 #include <fcntl.h>
 #include <gtest/gtest.h>
@@ -9,6 +10,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <limits>
 #include <memory>
 #include <thread>
 
@@ -128,10 +130,31 @@ TEST(FileLockTest, ASymlinkIsNeverFollowed) {
   EXPECT_EQ(read_file(dir.path() / "target"), "keep");
 }
 
-TEST(FileLockTest, WaitsAreNamedAsPeopleSayThem) {
-  EXPECT_EQ(sys::wait_text(250ms), "250 ms");
-  EXPECT_EQ(sys::wait_text(12s), "12 s");
-  EXPECT_EQ(sys::wait_text(30min), "30 min");
+// One rule for every length of time a person reads: waits, ETAs, compile time saved.
+TEST(DurationTextTest, LengthsAreNamedAsPeopleSayThem) {
+  EXPECT_EQ(sys::duration_text(0ms), "0 s");
+  EXPECT_EQ(sys::duration_text(250ms), "250 ms");
+  EXPECT_EQ(sys::duration_text(2s), "2 s");
+  EXPECT_EQ(sys::duration_text(2500ms), "2.5 s");
+  EXPECT_EQ(sys::duration_text(12s), "12 s");
+  EXPECT_EQ(sys::duration_text(119s), "119 s");
+  EXPECT_EQ(sys::duration_text(30min), "30 min");
+  EXPECT_EQ(sys::duration_text(119min), "119 min");
+  EXPECT_EQ(sys::duration_text(2h), "2 h");
+  EXPECT_EQ(sys::duration_text(90min + 90min), "3 h");
+  EXPECT_EQ(sys::duration_text(1800.0 * 3), "90 min");
+  EXPECT_EQ(sys::duration_text(1800.0 * 5), "2.5 h");
+  EXPECT_EQ(sys::duration_text(0.3), "300 ms");
+  EXPECT_EQ(sys::duration_text(45.4), "45 s");
+}
+
+TEST(DurationTextTest, HostileLengthsReadAsNothing) {
+  EXPECT_EQ(sys::duration_text(-5s), "0 s");
+  EXPECT_EQ(sys::duration_text(-1.0), "0 s");
+  EXPECT_EQ(sys::duration_text(std::numeric_limits<double>::quiet_NaN()), "0 s");
+  EXPECT_EQ(sys::duration_text(std::numeric_limits<double>::infinity()), "277777777.8 h");
+  EXPECT_EQ(sys::duration_text(1e300), "277777777.8 h");
+  EXPECT_EQ(sys::duration_text(std::chrono::milliseconds::max()).empty(), false);
 }
 
 TEST(RunStatsTest, ALockHeldPastTheBoundSkipsTheRunAndLeavesTheFile) {
@@ -150,6 +173,43 @@ TEST(RunStatsTest, ALockHeldPastTheBoundSkipsTheRunAndLeavesTheFile) {
   EXPECT_EQ(local::read_stats(root.path()).stores["a"].runs, 1u);
   ASSERT_TRUE(local::update_stats(root.path(), [](local::Stats& s) { ++s.stores["a"].runs; }));
   EXPECT_EQ(local::read_stats(root.path()).stores["a"].runs, 2u);
+}
+
+// Every field goes through one list both ways; hostile numbers in the file read as 0, never as
+// an out-of-range conversion.
+TEST(RunStatsTest, EveryFieldRoundTripsAndHostileNumbersReadAsZero) {
+  TempDir root;
+  ASSERT_TRUE(local::update_stats(root.path(), [](local::Stats& s) {
+    local::StoreStats& a = s.stores["a"];
+    a.runs = 1, a.local_hits = 2, a.store_hits = 3, a.misses = 4, a.compiled = 5, a.reused = 6;
+    a.failed = 7, a.bytes_reused = 8, a.bytes_downloaded = 9, a.bytes_uploaded = 10;
+    a.compile_seconds = 11.5, a.compile_seconds_saved = 12.5;
+  }));
+  local::StoreStats a = local::read_stats(root.path()).stores["a"];
+  EXPECT_EQ(
+      std::vector<uint64_t>({a.runs, a.local_hits, a.store_hits, a.misses, a.compiled, a.reused,
+                             a.failed, a.bytes_reused, a.bytes_downloaded, a.bytes_uploaded}),
+      std::vector<uint64_t>({1, 2, 3, 4, 5, 6, 7, 8, 9, 10}));
+  EXPECT_EQ(a.compile_seconds, 11.5);
+  EXPECT_EQ(a.compile_seconds_saved, 12.5);
+
+  fs::path file = root.path() / ".cache/huggingface/neuron-cache-stats.json";
+  std::string text = read_file(file);
+  for (auto [from, to] :
+       {std::pair{"\"runs\": 1", "\"runs\": 1e300"}, std::pair{"\"misses\": 4", "\"misses\": -4"},
+        std::pair{"\"compiled\": 5", "\"compiled\": 18446744073709551615"},
+        std::pair{"\"compile_seconds\": 11.5", "\"compile_seconds\": -1e300"}}) {
+    size_t at = text.find(from);
+    ASSERT_NE(at, std::string::npos) << from << " in " << text;
+    text.replace(at, std::string(from).size(), to);
+  }
+  write_file(file, text);
+  a = local::read_stats(root.path()).stores["a"];
+  EXPECT_EQ(a.runs, 0u);
+  EXPECT_EQ(a.misses, 0u);
+  EXPECT_EQ(a.compiled, 0u);
+  EXPECT_EQ(a.compile_seconds, 0);
+  EXPECT_EQ(a.local_hits, 2u) << "the other fields are kept";
 }
 
 TEST(PrefetchLockTest, ASecondPrefetchPastTheBoundGoesOnBesideTheFirst) {

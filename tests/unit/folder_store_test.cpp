@@ -461,6 +461,74 @@ TEST_F(FolderStoreTest, KillDuringCommitLeavesNoVisiblePartialFile) {
   EXPECT_EQ(read_file(root() / kShard), "[1]");
 }
 
+// libneuronxla takes a MODULE folder holding model.done as whole: the mark is published after
+// every other file, whatever order the commit lists them in, so a NEFF that cannot be written
+// leaves no mark behind.
+TEST_F(FolderStoreTest, AFailedNeffLeavesNoCompletionMark) {
+  FolderStore store(root());
+  std::string module = "neuronxcc-2.21/MODULE_9+abcdef01";
+  EXPECT_THROW(store.commit({add(module + "/model.done", local("done", "")),
+                             add(module + "/model.neff", work() / "no-such-file")},
+                            "m", std::nullopt),
+               Error);
+  EXPECT_FALSE(fs::exists(root() / module / "model.done"));
+}
+
+// Every MODULE folder of the store that holds model.done also holds a whole model.neff (its
+// size and sha256); returns how many marks it saw.
+int marks_beside_whole_neffs(const fs::path& root, uint64_t size, const std::string& sha) {
+  int marks = 0;
+  for (const auto& module : fs::directory_iterator(root / "neuronxcc-2.21")) {
+    if (!fs::exists(module.path() / "model.done")) continue;
+    ++marks;
+    fs::path neff = module.path() / "model.neff";
+    EXPECT_TRUE(fs::exists(neff)) << module.path();
+    if (!fs::exists(neff)) continue;
+    EXPECT_EQ(fs::file_size(neff), size) << neff;
+    if (fs::file_size(neff) == size) {
+      EXPECT_EQ(sha256_of_file(neff), sha) << neff;
+    }
+  }
+  return marks;
+}
+
+// A writer killed with kill -9 at random points of pushes whose operations list model.done
+// first: no kill leaves a mark beside a missing or partial NEFF.
+TEST_F(FolderStoreTest, AKillAtAnyPointNeverLeavesAMarkWithoutItsWholeNeff) {
+  constexpr uint64_t kSize = 32ull << 20;
+  fs::path neff = work() / "model.neff";
+  write_random_file(neff, kSize, 11);
+  std::string sha = sha256_of_file(neff);
+  fs::path done = local("model.done", "");
+  fs::create_directories(root() / "neuronxcc-2.21");
+  std::mt19937 random(std::random_device{}());
+  int marks = 0;
+  for (int round = 0; round < 12; ++round) {
+    pid_t pid = fork();
+    ASSERT_GE(pid, 0);
+    if (pid == 0) {
+      try {
+        FolderStore store(root());
+        for (int i = 0;; ++i) {
+          std::string module = "neuronxcc-2.21/MODULE_" + std::to_string(round) + "_" +
+                               std::to_string(i) + "+abcdef01";
+          store.commit({add(module + "/model.done", done), add(module + "/model.neff", neff)}, "m",
+                       std::nullopt);
+        }
+      } catch (const std::exception& e) {
+        fprintf(stderr, "writer: %s\n", e.what());
+      }
+      _exit(1);
+    }
+    std::this_thread::sleep_for(
+        std::chrono::milliseconds(std::uniform_int_distribution<int>(5, 400)(random)));
+    kill(pid, SIGKILL);
+    waitpid(pid, nullptr, 0);
+    marks = marks_beside_whole_neffs(root(), kSize, sha);
+  }
+  EXPECT_GT(marks, 0) << "no push ever completed: the kills proved nothing";
+}
+
 TEST_F(FolderStoreTest, AOneGibRandomFileRoundTripsByteIdentical) {
   constexpr uint64_t kSize = 1ull << 30;
   fs::path big = work() / "big.neff";

@@ -122,6 +122,53 @@ TEST_F(GcHubCli, AReadOnlyTokenIsRefusedBeforeAnyWrite) {
   EXPECT_TRUE(contains(run.err, "read-only")) << run.all();
 }
 
+// gc and du act on the store the manifest names, not on the saved default (which every `create`
+// and `set` replaces), say where their store came from, and --apply never deletes from a store
+// nobody named for it.
+TEST_F(GcHubCli, TheManifestsStoreNotTheSavedOneAndApplyOnlyOnANamedStore) {
+  ManifestSpec spec;
+  spec.confs = {{"llama-bs1", 1, 128}};
+  fs::path manifest = write_manifest(spec);
+  ASSERT_EQ(tool("ci " + quoted(manifest) + " --output-dir " + quoted(work / "out")).code, 0);
+  ToolResult made = tool("create -n other-cache");  // saved as the default, silently
+  ASSERT_EQ(made.code, 0) << made.all();
+  ToolResult shown = tool("config show");
+  ASSERT_TRUE(contains(shown.out, "/other-cache")) << shown.all();
+  const std::string from_manifest = std::string(kRepo) +
+                                    " (the cache repo from the manifest's cache_repo in " +
+                                    manifest.string() + ")";
+
+  ToolResult planned = tool("gc --manifest " + quoted(manifest) + " --older-than 90d");
+  ASSERT_EQ(planned.code, 0) << planned.all();
+  EXPECT_TRUE(contains(planned.out, "gc of " + from_manifest)) << planned.all();
+  ToolResult measured = tool("du --manifest " + quoted(manifest));
+  ASSERT_EQ(measured.code, 0) << measured.all();
+  EXPECT_TRUE(contains(measured.out, "Cache store " + from_manifest)) << measured.all();
+
+  // The saved default: gc shows where it came from, and --apply refuses before any request.
+  ToolResult dry = tool("gc");
+  ASSERT_EQ(dry.code, 0) << dry.all();
+  EXPECT_TRUE(contains(dry.out, "/other-cache (the cache repo from ")) << dry.all();
+  server.clear_log();
+  ToolResult refused = tool("gc --apply");
+  EXPECT_EQ(refused.code, 2) << refused.all();
+  EXPECT_TRUE(contains(refused.err, "/other-cache, the cache repo from ")) << refused.all();
+  EXPECT_TRUE(contains(refused.err, "name the store to delete from with --repo or --manifest"))
+      << refused.all();
+  EXPECT_EQ(server.access_log().size(), 0u) << server.access_log().dump();
+  // Named by the manifest or --repo, --apply goes ahead.
+  EXPECT_EQ(tool("gc --apply --manifest " + quoted(manifest) + " --older-than 90d").code, 0);
+  EXPECT_EQ(tool("gc --apply --repo " + std::string(kRepo)).code, 0);
+
+  ManifestSpec elsewhere_spec = spec;
+  elsewhere_spec.cache_repo = "acme/elsewhere";
+  fs::path elsewhere = write_manifest(elsewhere_spec, "elsewhere.yaml");
+  ToolResult mixed = tool("gc --manifest " + quoted(manifest) + " --manifest " + quoted(elsewhere) +
+                          " --older-than 90d");
+  EXPECT_EQ(mixed.code, 2) << mixed.all();
+  EXPECT_TRUE(contains(mixed.err, "the manifests name different cache stores")) << mixed.all();
+}
+
 class GcFolderCli : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -137,11 +184,15 @@ class GcFolderCli : public ::testing::Test {
   }
   fs::path root() const { return dir / "store"; }
   int gc(const std::string& args, std::string& out, std::string& err) {
-    std::string command = "(" + std::string(testing::kCleanEnv) +
+    return tool("gc --repo 'file://" + root().string() + "' " + args, out, err);
+  }
+  // The tool with `args` as they are: no --repo unless they give it.
+  int tool(const std::string& args, std::string& out, std::string& err,
+           const std::string& env = "") {
+    std::string command = "(" + std::string(testing::kCleanEnv) + " " + env +
                           " PATH=/usr/bin:/bin HOME=/nonexistent-home HF_HOME='" +
-                          (dir / "hf").string() + "' " + testing::tool_path() +
-                          " gc --repo 'file://" + root().string() + "' " + args + " 2>'" +
-                          (dir / "err").string() + "')";
+                          (dir / "hf").string() + "' " + testing::tool_path() + " " + args +
+                          " 2>'" + (dir / "err").string() + "')";
     int code = testing::run_command(command, &out);
     err = read_file(dir / "err");
     return code;

@@ -601,7 +601,8 @@ TEST_F(GithubActionTest, CredentialsTheCompileCommandPrintsAreMaskedEverywhere) 
   env["STAND_IN_PRINT_ENV"] = "AWS_SECRET_ACCESS_KEY,MY_API_KEY";
   ActionRun r = main_push("cache", env);
   EXPECT_EQ(r.code, 1) << r.out << r.err;
-  EXPECT_TRUE(contains(r.out, "AWS_SECRET_ACCESS_KEY=hf_****EKEY")) << "the tail: " << r.out;
+  EXPECT_TRUE(contains(r.out, "AWS_SECRET_ACCESS_KEY=aws_secret_****EKEY"))
+      << "the tail: " << r.out;
   std::map<std::string, std::string> texts = {{"stdout", r.out}, {"stderr", r.err}};
   for (const auto& entry : fs::recursive_directory_iterator(work.path())) {
     // The environment the shim recorded holds the secrets by design.

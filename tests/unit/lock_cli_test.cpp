@@ -78,9 +78,19 @@ TEST_P(LockCliTest, LockThenPrefetchLockedInstallsTheSameBytesElsewhere) {
   EXPECT_EQ(parsed.configurations[0].name, "c1");
   EXPECT_EQ(parsed.manifest, "neuron-cache.yaml");
   EXPECT_EQ(parsed.revision.empty(), GetParam() != "hub");
-  // The same lock again gives the same bytes.
+  // The same lock again gives the same bytes, also where --lockfile (as prefetch and bundle
+  // spell it) puts it.
   ASSERT_EQ(on(1, "lock " + quoted(manifest) + " --repo " + store).code, 0);
   EXPECT_EQ(read_file(lock), text);
+  fs::path elsewhere = work / "locks" / "ci.lock";
+  fs::create_directories(elsewhere.parent_path());
+  ToolResult named =
+      on(1, "lock " + quoted(manifest) + " --repo " + store + " --lockfile " + quoted(elsewhere));
+  ASSERT_EQ(named.code, 0) << named.all();
+  EXPECT_EQ(read_file(elsewhere), text);
+  std::string help = on(1, "lock --help").out;
+  EXPECT_TRUE(contains(help, "--lockfile")) << help;
+  EXPECT_FALSE(contains(help, "--output")) << "one spelling, --lockfile: " << help;
   // --check reads the two files only: it passes with the Hub and S3 unreachable.
   ToolResult checked = on(1, "lock --check " + quoted(manifest),
                           "HF_ENDPOINT=http://127.0.0.1:9 AWS_ENDPOINT_URL=http://127.0.0.1:9");

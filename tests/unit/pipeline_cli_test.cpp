@@ -403,14 +403,16 @@ TEST_F(PipelineCliTest, CredentialsTheCompileCommandPrintsAreMaskedEverywhere) {
                quoted(work / "report.json") + " --summary " + quoted(work / "summary.md"),
            env);
   EXPECT_EQ(ci.code, 1) << ci.all();
-  EXPECT_TRUE(contains(ci.err, "AWS_SECRET_ACCESS_KEY=hf_****EKEY")) << "the tail: " << ci.all();
+  EXPECT_TRUE(contains(ci.err, "AWS_SECRET_ACCESS_KEY=aws_secret_****EKEY"))
+      << "the tail: " << ci.all();
   std::vector<std::string> texts = {ci.all()};
   for (const auto& file : {work / "report.json", work / "summary.md", work / "out" / "good.log",
                            work / "out" / "bad.log"}) {
     ASSERT_TRUE(fs::exists(file)) << file;
     texts.push_back(read_file(file));
   }
-  EXPECT_TRUE(contains(texts[1], "DB_PASSWORD=hf_****nger")) << "report.json: " << texts[1];
+  EXPECT_TRUE(contains(texts[1], "DB_PASSWORD=db_password_****nger"))
+      << "report.json: " << texts[1];
   for (const auto& text : texts) {
     for (const auto& [name, value] : secrets) EXPECT_FALSE(contains(text, value)) << text;
   }
@@ -568,8 +570,9 @@ TEST_F(PipelineCliTest, HubDownFallsBackToCompiling) {
   ToolResult ci = tool("ci " + quoted(manifest) + " --output-dir " + quoted(work / "out"));
   EXPECT_EQ(ci.code, 0) << ci.all();
   // Said once, with what to check; the summary and the push line refer to it.
-  EXPECT_TRUE(contains(ci.err, "could not be reached (Couldn't connect to server): nothing more "
-                               "is asked of it in this run"))
+  EXPECT_TRUE(contains(ci.err,
+                       "could not be reached (Couldn't connect to server): nothing more "
+                       "is asked of it in this run"))
       << ci.all();
   EXPECT_TRUE(contains(ci.out, "the Hub cache could not be read: " + endpoint +
                                    " could not be reached (see the warning above)"))

@@ -44,7 +44,7 @@ TEST(Progress, LinesSayBytesFilesRateAndEtaInIecUnits) {
   EXPECT_EQ(progress_line("Downloading", r, 5.0),
             "Downloading: 25.0 MiB of 100.0 MiB (25%), 1 of 4 files, 5.0 MiB/s, ETA 15 s");
   EXPECT_EQ(final_line("Uploading", {1ull << 30, 1ull << 30, 1, 1}, 4.0),
-            "Uploading done: 1.0 GiB, 1 file in 4.0 s (256.0 MiB/s)");
+            "Uploading done: 1.0 GiB, 1 file in 4 s (256.0 MiB/s)");
   std::string bar = bar_line("Downloading", r, 5.0, false);
   EXPECT_EQ(bar,
             "Downloading [######..................] 25% 25.0 MiB/100.0 MiB 1/4 files "

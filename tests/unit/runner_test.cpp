@@ -37,7 +37,8 @@ CommandRun shell(const std::string& script, const fs::path& log) {
 
 TEST(Redactor, MasksEverySecretAndIgnoresShortValues) {
   config::Redactor redact({"hf_secret_token_1234", "1"});
-  EXPECT_EQ(redact("a hf_secret_token_1234 b hf_secret_token_1234"), "a hf_****1234 b hf_****1234");
+  EXPECT_EQ(redact("a hf_secret_token_1234 b hf_secret_token_1234"),
+            "a secret_****1234 b secret_****1234");
   EXPECT_EQ(redact("1 + 1"), "1 + 1");
 }
 
@@ -48,7 +49,7 @@ TEST(Redactor, StreamFindsASecretSplitAcrossChunks) {
     std::string out = stream.feed("x=" + secret.substr(0, cut));
     out += stream.feed(secret.substr(cut) + "\nhf_se");
     out += stream.finish();
-    EXPECT_EQ(out, "x=hf_****1234\nhf_se") << "cut at " << cut;
+    EXPECT_EQ(out, "x=secret_****1234\nhf_se") << "cut at " << cut;
   }
 }
 
@@ -57,12 +58,14 @@ TEST(Redactor, StreamFindsASecretSplitAcrossChunks) {
 TEST(Redactor, MasksOtherCasesAndLongBeginnings) {
   const std::string secret = "hf_secret_token_1234";
   config::Redactor redact({secret, "hf_secret_token_5678_longer"});
-  EXPECT_EQ(redact("a HF_SECRET_TOKEN_1234 b Hf_Secret_Token_1234"), "a hf_****1234 b hf_****1234");
-  EXPECT_EQ(redact("cut " + secret.substr(0, secret.size() - 1) + "\n"), "cut hf_****1234\n");
-  EXPECT_EQ(redact("half " + secret.substr(0, 10) + "!"), "half hf_****1234!");
+  EXPECT_EQ(redact("a HF_SECRET_TOKEN_1234 b Hf_Secret_Token_1234"),
+            "a secret_****1234 b secret_****1234");
+  EXPECT_EQ(redact("cut " + secret.substr(0, secret.size() - 1) + "\n"), "cut secret_****1234\n");
+  EXPECT_EQ(redact("half " + secret.substr(0, 10) + "!"), "half secret_****1234!");
   EXPECT_EQ(redact("hf_secret! hf_se"), "hf_secret! hf_se");
   // A whole secret is itself, not the beginning of another that shares its start.
-  EXPECT_EQ(redact("hf_secret_token_5678_longer hf_secret_token_1234"), "hf_****nger hf_****1234");
+  EXPECT_EQ(redact("hf_secret_token_5678_longer hf_secret_token_1234"),
+            "secret_****nger secret_****1234");
 }
 
 TEST(Redactor, StreamMasksABeginningHeldBackAtTheEnd) {
@@ -73,9 +76,26 @@ TEST(Redactor, StreamMasksABeginningHeldBackAtTheEnd) {
       std::string out = stream.feed("x=" + copy.substr(0, cut));
       out += stream.feed(copy.substr(cut, copy.size() - 1 - cut));
       out += stream.finish();
-      EXPECT_EQ(out, "x=hf_****1234") << copy << " cut at " << cut;
+      EXPECT_EQ(out, "x=secret_****1234") << copy << " cut at " << cut;
     }
   }
+}
+
+// A mask says what it hides: the label its reader gave the secret, else the variable it came in.
+TEST(Redactor, AMaskNamesTheKindOfSecret) {
+  config::Redactor redact({"hf_secret_token_1234", "wJalrXUtnFEMI/K7MDENG/EXAMPLEKEY", "short-one"},
+                          {{"hf_secret_token_1234", config::kHubTokenLabel},
+                           {"wJalrXUtnFEMI/K7MDENG/EXAMPLEKEY", config::kAwsSecretLabel}});
+  EXPECT_EQ(redact("hf_secret_token_1234 wJalrXUtnFEMI/K7MDENG/EXAMPLEKEY short-one"),
+            "hf_****1234 aws_secret_****EKEY secret_****");
+  EXPECT_EQ(config::label_of_variable("AWS_SESSION_TOKEN"), config::kAwsSessionLabel);
+  EXPECT_EQ(config::label_of_variable("HF_TOKEN"), config::kHubTokenLabel);
+  EXPECT_EQ(config::label_of_variable("my-Api.KEY"), "my_api_key_");
+  // A reader's label wins over the variable's, whichever came first.
+  config::add_secrets_named_in({{"MY_WEB_TOKEN", "web-identity-token-0042-abcdef"}});
+  config::add_secret("web-identity-token-0042-abcdef", config::kWebIdentityLabel);
+  config::add_secrets_named_in({{"MY_WEB_TOKEN", "web-identity-token-0042-abcdef"}});
+  EXPECT_EQ(config::redact("t=web-identity-token-0042-abcdef"), "t=web_identity_token_****cdef");
 }
 
 TEST(Redactor, NamesOfSecretVariables) {
@@ -108,7 +128,7 @@ TEST(Runner, MasksTokensTheCommandPrintsInTheLogAndItsTee) {
       run_command(shell("echo \"$NEURON_CACHE_TEST_TOKEN\"", dir / "inherited.log"));
   unsetenv("NEURON_CACHE_TEST_TOKEN");
   EXPECT_EQ(inherited.exit_code, 0);
-  EXPECT_EQ(read_file(dir / "inherited.log"), "hf_****5555\n");
+  EXPECT_EQ(read_file(dir / "inherited.log"), "neuron_cache_test_token_****5555\n");
 
   // Any variable named like a secret, whatever it says.
   CommandRun named =
@@ -117,7 +137,8 @@ TEST(Runner, MasksTokensTheCommandPrintsInTheLogAndItsTee) {
                    {"MY_API_KEY", "sk-live-0123456789"},
                    {"db_password", "correct horse battery"}};
   EXPECT_EQ(run_command(named).exit_code, 0);
-  EXPECT_EQ(read_file(dir / "named.log"), "hf_****EKEY hf_****6789 hf_****tery\n");
+  EXPECT_EQ(read_file(dir / "named.log"),
+            "aws_secret_****EKEY my_api_key_****6789 db_password_****tery\n");
 }
 
 TEST(Runner, ReportsTheExitCode) {

@@ -181,9 +181,9 @@ TEST(AwsAccess, TheSecretsReadAreMaskedEverywhere) {
       {{"AWS_SHARED_CREDENTIALS_FILE", (dir / "c").string()}, {"AWS_PROFILE", "p"}});
   config::resolve_aws_access(env, dir / "nohome");
   EXPECT_EQ(config::redact("s=profile/secret/0123456789 t=PROFILE-SESSION-TOKEN-42"),
-            "s=hf_****6789 t=hf_****n-42");
+            "s=aws_secret_****6789 t=aws_session_****n-42");
   // The key id too: from the variable AWS_ACCESS_KEY_ID its name has it masked, so from a file.
-  EXPECT_EQ(config::redact("id=AKIAPROFILEKEYID0042"), "id=hf_****0042");
+  EXPECT_EQ(config::redact("id=AKIAPROFILEKEYID0042"), "id=aws_key_id_****0042");
 }
 
 TEST(AwsAccess, MissingCredentialsSayWhereItLooked) {

@@ -13,6 +13,7 @@
 
 #include <nlohmann/json.hpp>
 #include <random>
+#include <thread>
 
 #include "neuron_cache/format/digest.h"
 #include "neuron_cache/storage/s3_store.h"
@@ -274,6 +275,78 @@ TEST_F(S3FaultTest, ACommitThatKeepsFailingThrowsAndWritesNoIndex) {
   proxy_->faults(json::array());
   auto other = store();
   EXPECT_EQ(other->read_small(kIndex, "", 1 << 20), std::nullopt);  // artifacts first, then index
+}
+
+// PUTs run in parallel, but model.done (which libneuronxla reading the bucket takes for a whole
+// entry) goes only after every other artifact is stored: a NEFF that cannot be stored leaves no
+// mark, whatever order the commit lists them in.
+TEST_F(S3FaultTest, AFailedNeffLeavesNoCompletionMark) {
+  NEED_S3RVER();
+  auto s3 = store();
+  write_file(temp_ / "neff", random_bytes(3 << 20, 5));
+  write_file(temp_ / "done", "");
+  proxy_->faults({{"match", {{"method", "PUT"}, {"path", "model\\.neff$"}}},
+                  {"apply_first", -1},
+                  {"action", "status"},
+                  {"status", 500}});
+  EXPECT_THROW(
+      s3->commit(
+          {{CommitOperation::Kind::Add, std::string(kModule) + "/model.done", temp_ / "done"},
+           {CommitOperation::Kind::Add, std::string(kModule) + "/model.neff", temp_ / "neff"}},
+          "", std::nullopt),
+      Error);
+  proxy_->faults(json::array());
+  EXPECT_TRUE(store()->stat({std::string(kModule) + "/model.done"}, "").empty());
+}
+
+// A pusher killed with kill -9 at random points (single PUTs and multipart NEFFs): no kill
+// leaves model.done beside a missing or partial model.neff in the bucket.
+TEST_F(S3FaultTest, AKillAtAnyPointNeverLeavesAMarkWithoutItsWholeNeff) {
+  NEED_S3RVER();
+  const std::string neff = random_bytes(12 << 20, 9);  // multipart: two 5 MiB parts and a tail
+  write_file(temp_ / "neff", neff);
+  write_file(temp_ / "done", "");
+  std::mt19937 random(std::random_device{}());
+  size_t marks = 0;
+  for (int round = 0; round < 8; ++round) {
+    pid_t pid = fork();
+    ASSERT_GE(pid, 0);
+    if (pid == 0) {
+      try {
+        auto s3 = store();
+        for (int i = 0;; ++i) {
+          std::string module = "neuronxcc-2.21/MODULE_" + std::to_string(round) + "_" +
+                               std::to_string(i) + "+abcdef01";
+          s3->commit({{CommitOperation::Kind::Add, module + "/model.done", temp_ / "done"},
+                      {CommitOperation::Kind::Add, module + "/model.neff", temp_ / "neff"}},
+                     "", std::nullopt);
+        }
+      } catch (const std::exception& e) {
+        fprintf(stderr, "pusher: %s\n", e.what());
+      }
+      _exit(1);
+    }
+    std::this_thread::sleep_for(
+        std::chrono::milliseconds(std::uniform_int_distribution<int>(20, 900)(random)));
+    kill(pid, SIGKILL);
+    waitpid(pid, nullptr, 0);
+  }
+  auto s3 = store();
+  std::map<std::string, RemoteEntry> listed;
+  for (auto& entry : s3->list("neuronxcc-2.21", true, "")) listed[entry.path] = entry;
+  for (const auto& [path, entry] : listed) {
+    if (!path.ends_with("/model.done")) continue;
+    ++marks;
+    std::string neff_path = path.substr(0, path.size() - 4) + "neff";
+    auto found = listed.find(neff_path);
+    ASSERT_NE(found, listed.end()) << path << " without its NEFF";
+    EXPECT_EQ(found->second.size, neff.size()) << neff_path;
+    std::string bytes;
+    RemoteEntry whole = found->second;
+    whole.content_sha256 = sha256_hex(neff);
+    EXPECT_TRUE(download(*s3, whole, &bytes).ok) << neff_path;
+  }
+  EXPECT_GT(marks, 0u) << "no push ever completed: the kills proved nothing";
 }
 
 TEST_F(S3FaultTest, MultipartCommitWithDamagedAnswersNeverStoresWrongBytes) {

@@ -235,7 +235,7 @@ TEST(SettingsToken, EveryCredentialOfTheEnvironmentIsMasked) {
            {"db_password", "settings-password-42"},
            {"HF_TOKEN_PATH", "/settings/where/the/token/is"}});
   EXPECT_EQ(config::redact("k=settings/secret/0123456789abcdef p=SETTINGS-PASSWORD-42"),
-            "k=hf_****cdef p=hf_****d-42");
+            "k=aws_secret_****cdef p=db_password_****d-42");
   EXPECT_EQ(config::redact("/settings/where/the/token/is"), "/settings/where/the/token/is");
 }
 

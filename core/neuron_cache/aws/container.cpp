@@ -30,7 +30,7 @@ std::string token_of(const config::AwsSource& source) {
                         source.container_token_file + ", which does not exist");
     }
     while (!token->empty() && (token->back() == '\n' || token->back() == '\r')) token->pop_back();
-    config::add_secret(*token);
+    config::add_secret(*token, config::kContainerTokenLabel);
     return *token;
   }
   return source.container_token;

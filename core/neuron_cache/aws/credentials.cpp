@@ -57,10 +57,9 @@ std::optional<Clock::time_point> parse_time(std::string_view text) {
 }
 
 Credentials checked(Credentials credentials, const std::string& what) {
-  for (const std::string* value :
-       {&credentials.access_key_id, &credentials.secret_access_key, &credentials.session_token}) {
-    config::add_secret(*value);
-  }
+  config::add_secret(credentials.access_key_id, config::kAwsKeyIdLabel);
+  config::add_secret(credentials.secret_access_key, config::kAwsSecretLabel);
+  config::add_secret(credentials.session_token, config::kAwsSessionLabel);
   bool whole = !credentials.access_key_id.empty() && !credentials.secret_access_key.empty() &&
                credentials.access_key_id.size() <= kMaxCredentialText &&
                credentials.secret_access_key.size() <= kMaxCredentialText &&

@@ -41,7 +41,7 @@ std::string cached_token(const config::AwsSource& source) {
     throw input_error("the SSO token cache " + path +
                       " is not one `aws sso login` wrote: " + login_hint(source));
   }
-  config::add_secret(token);
+  config::add_secret(token, config::kSsoTokenLabel);
   if (*expires <= Clock::now())
     throw input_error("the SSO session has expired: " + login_hint(source));
   return token;

@@ -122,7 +122,7 @@ Credentials fetch_web_identity(const config::AwsSource& source, const config::Aw
                       ") is missing or empty: check the pod's service account (IRSA) mount");
   }
   while (!token->empty() && (token->back() == '\n' || token->back() == '\r')) token->pop_back();
-  config::add_secret(*token);
+  config::add_secret(*token, config::kWebIdentityLabel);
   net::HttpRequest request = sts_request(access, form({{"Action", "AssumeRoleWithWebIdentity"},
                                                        {"Version", "2011-06-15"},
                                                        {"RoleArn", source.role_arn},

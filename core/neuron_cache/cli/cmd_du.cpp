@@ -22,6 +22,7 @@ struct Options {
   bool json = false;
   std::string by;  // "", "model", "version" or "age"
   size_t top = 20;
+  std::string manifest;  // --manifest: its cache_repo is the store
 };
 
 using Table = std::vector<std::vector<std::string>>;
@@ -47,8 +48,8 @@ std::string counted(const maintenance::Tally& tally) {
   return std::to_string(tally.count) + " (" + human_bytes(tally.bytes) + ")";
 }
 
-void print_totals(const maintenance::StoreUsage& u) {
-  std::cout << "Cache store " << u.store << ": " << u.total.count << " files, "
+void print_totals(const maintenance::StoreUsage& u, const std::string& origin) {
+  std::cout << "Cache store " << u.store << " (" << origin << "): " << u.total.count << " files, "
             << human_bytes(u.total.bytes) << "\n";
   Table table = {
       {"MODULE folders", counted(u.modules)},
@@ -107,8 +108,9 @@ void print_ages(const maintenance::StoreUsage& u) {
   print_table(table);
 }
 
-void print_text(const maintenance::StoreUsage& u, const Options& options) {
-  print_totals(u);
+void print_text(const maintenance::StoreUsage& u, const Options& options,
+                const std::string& origin) {
+  print_totals(u, origin);
   if (options.by.empty() || options.by == "version") print_versions(u);
   if (options.by.empty() || options.by == "model") print_models(u, options.top);
   if (options.by.empty() || options.by == "age") print_ages(u);
@@ -120,6 +122,7 @@ void print_text(const maintenance::StoreUsage& u, const Options& options) {
 }
 
 void du(Context& context, const Options& options) {
+  if (!options.manifest.empty()) context.use_manifest(options.manifest);
   storage::Store& store = context.store();
   maintenance::StoreUsage usage;
   try {
@@ -132,7 +135,7 @@ void du(Context& context, const Options& options) {
     print_json(report::usage_json(usage, options.top));
     return;
   }
-  print_text(usage, options);
+  print_text(usage, options, context.store_origin());
 }
 
 }  // namespace
@@ -143,7 +146,9 @@ void register_du(CLI::App& app, Context& context) {
       "du",
       "Show the cache store's size by compiler version, model and age, from its listings and "
       "index (downloads no artifact)");
-  add_repo_option(cmd, context, "the configured one");
+  add_repo_option(cmd, context, "the manifest's cache_repo, else the configured one");
+  cmd->add_option("--manifest", options->manifest,
+                  "Measure the cache store this manifest names (its cache_repo)");
   cmd->add_flag("--json", options->json, "Print JSON for scripts (every section)");
   cmd->add_option("--by", options->by, "Only this section of the text output")
       ->check(CLI::IsMember({"model", "version", "age"}));

@@ -13,6 +13,7 @@
 #include "neuron_cache/format/printable.h"
 #include "neuron_cache/format/timestamp.h"
 #include "neuron_cache/maintenance/gc.h"
+#include "neuron_cache/manifest/manifest.h"
 #include "neuron_cache/net/retry.h"
 #include "neuron_cache/report/gc.h"
 
@@ -52,8 +53,6 @@ maintenance::GcOptions gc_options(Context& context, const Options& options) {
   out.grace = parse_duration(options.grace, "--grace");
   if (!options.older_than.empty())
     out.older_than = parse_duration(options.older_than, "--older-than");
-  if (!options.manifests.empty() && !out.older_than)
-    throw input_error("--manifest says which old entries to keep: give --older-than too");
   out.declared = declared_keys(context, options.manifests);
   out.unreferenced = *maintenance::unreferenced_named(options.unreferenced);
   return out;
@@ -70,11 +69,13 @@ void print_folders(const maintenance::GcPlan& plan) {
     std::cout << "    ... and " << plan.removed.size() - shown << " more (--json lists all)\n";
 }
 
-void print_summary(const maintenance::GcPlan& plan, const maintenance::GcOptions& options) {
+void print_summary(const maintenance::GcPlan& plan, const maintenance::GcOptions& options,
+                   const std::string& origin) {
   std::string verb = plan.applied ? "Removed" : "Would remove";
-  std::cout << "gc of " << plan.store << ": " << plan.folders.count << " MODULE folders ("
-            << human_bytes(plan.folders.bytes) << "), " << plan.referenced.count << " referenced, "
-            << plan.configurations << " index entries, " << plan.lease_files << " lease files\n";
+  std::cout << "gc of " << plan.store << " (" << origin << "): " << plan.folders.count
+            << " MODULE folders (" << human_bytes(plan.folders.bytes) << "), "
+            << plan.referenced.count << " referenced, " << plan.configurations << " index entries, "
+            << plan.lease_files << " lease files\n";
   if (options.older_than) {
     std::cout << "  " << (plan.applied ? "Dropped " : "Would drop ") << plan.dropped.size()
               << " index entries older than " << duration_text(*options.older_than)
@@ -90,8 +91,9 @@ void print_summary(const maintenance::GcPlan& plan, const maintenance::GcOptions
   }
 }
 
-void print_text(const maintenance::GcPlan& plan, const maintenance::GcOptions& options) {
-  print_summary(plan, options);
+void print_text(const maintenance::GcPlan& plan, const maintenance::GcOptions& options,
+                const std::string& origin) {
+  print_summary(plan, options, origin);
   for (const auto& path : plan.spared) {
     std::cout << "  Spared " << printable(path, 300)
               << ": a push referenced it again while gc ran\n";
@@ -111,9 +113,38 @@ void print_text(const maintenance::GcPlan& plan, const maintenance::GcOptions& o
   std::cout << "(" << plan.requests << " requests; no artifact was downloaded)\n";
 }
 
+// The store gc acts on: --repo, else the one the manifests name (they must agree: their
+// configurations are kept in one store), else the configured one. --apply deletes only from a
+// store named for it, never from the saved default that every `create` and `set` replaces.
+void choose_store(Context& context, const Options& options) {
+  if (!options.manifests.empty()) {
+    std::optional<std::string> named;
+    for (const auto& file : options.manifests) {
+      std::optional<std::string> repo = manifest::load_manifest(file).cache_repo;
+      if (named && repo && *repo != *named) {
+        throw input_error("the manifests name different cache stores (" + *named + ", " + *repo +
+                          "): gc acts on one store; run it once per store, each with the "
+                          "manifests of that store");
+      }
+      if (repo) named = repo;
+    }
+    context.use_manifest(options.manifests.front());
+  }
+  if (options.apply && !context.store_named()) {
+    throw input_error("gc --apply would delete from " + context.settings().cache_repo.value + ", " +
+                      context.store_origin() +
+                      ", which names no store for this command: name the store to delete "
+                      "from with --repo or --manifest (the saved default changes with every "
+                      "`create` and `set`); without --apply, gc only shows what it would remove");
+  }
+}
+
 void gc(Context& context, const Options& options) {
   if (options.squash && !options.apply)
     throw input_error("--squash rewrites the Hub repo's history: give --apply too");
+  if (!options.manifests.empty() && options.older_than.empty())
+    throw input_error("--manifest says which old entries to keep: give --older-than too");
+  choose_store(context, options);
   maintenance::GcOptions gc_options_ = gc_options(context, options);
   maintenance::GcPlan plan =
       maintenance::collect_garbage(context.store(), gc_options_, {options.apply, options.squash},
@@ -123,7 +154,7 @@ void gc(Context& context, const Options& options) {
     print_json(report::gc_json(plan));
     return;
   }
-  print_text(plan, gc_options_);
+  print_text(plan, gc_options_, context.store_origin());
 }
 
 }  // namespace
@@ -135,7 +166,7 @@ void register_gc(CLI::App& app, Context& context) {
       "Remove from the cache store the MODULE folders nothing references, index entries older "
       "than --older-than that no --manifest declares, and ended lease files (a dry run unless "
       "--apply)");
-  add_repo_option(cmd, context, "the configured one");
+  add_repo_option(cmd, context, "the manifest's cache_repo, else the configured one");
   cmd->add_option("--older-than", options->older_than,
                   "Drop index entries created longer ago than this (90d), with the folders only "
                   "they reference");

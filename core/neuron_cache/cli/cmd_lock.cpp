@@ -198,7 +198,11 @@ void register_lock(CLI::App& app, Context& context) {
   cmd->add_option("--config", args->options.configs,
                   "Lock only this configuration (repeatable); the lock then covers only these")
       ->allow_extra_args(false);
-  cmd->add_option("--output,-o", args->output, "The lockfile (default: beside the manifest)");
+  // --lockfile as prefetch and bundle spell it; -o/--output of earlier releases still works,
+  // unlisted.
+  cmd->add_option("--lockfile", args->output,
+                  "The lockfile to write (default: neuron-cache.lock beside the manifest)");
+  cmd->add_option("--output,-o", args->output)->group("");
   cmd->add_option("--update", args->update,
                   "Re-resolve only this configuration, keeping the others' locked entries "
                   "(repeatable)");

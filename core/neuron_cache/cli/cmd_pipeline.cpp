@@ -12,6 +12,7 @@
 #include "neuron_cache/report/report.h"
 #include "neuron_cache/report/stats.h"
 #include "neuron_cache/storage/folder_store.h"
+#include "neuron_cache/sys/duration.h"
 #include "neuron_cache/sys/safe_dir.h"
 
 namespace neuron_cache::cli {
@@ -266,7 +267,7 @@ std::string compiled_line(const pipeline::CompileStep& step) {
   }
   std::string line = "compiled " + std::to_string(compiled) + " of " +
                      std::to_string(step.outcomes.size()) + " missing configurations in " +
-                     report::human_seconds(step.seconds);
+                     sys::duration_text(step.seconds);
   if (reused)
     line += " (" + std::to_string(reused) + " reused from the Hub through optimum-neuron)";
   return line;
@@ -314,12 +315,12 @@ void run_ci(Context& context, Args& args) {
     std::cout << prefetch_line(*result.prefetch, result.initial) << "\n"
               << compiled_line(*result.compile) << "\n"
               << report::lease_line(*result.compile) << report::push_line(result) << "\n"
-              << "done in " << report::human_seconds(result.seconds) << ": " << t.local
-              << " local, " << t.store_hits << " from "
+              << "done in " << sys::duration_text(result.seconds) << ": " << t.local << " local, "
+              << t.store_hits << " from "
               << storage::describe(storage::kind_named(result.initial.store)) << ", "
               << (t.reused ? std::to_string(t.reused) + " reused through optimum-neuron, " : "")
               << t.compiled << " compiled, " << t.failed
-              << " failed; compile time saved: " << report::human_seconds(t.compile_seconds_saved)
+              << " failed; compile time saved: " << sys::duration_text(t.compile_seconds_saved)
               << "\n";
   }
   print_compile_failures(*result.compile);

@@ -5,6 +5,8 @@
 #include "neuron_cache/cli/output.h"
 #include "neuron_cache/config/redact.h"
 #include "neuron_cache/format/hub_names.h"
+#include "neuron_cache/manifest/manifest.h"
+#include "neuron_cache/pipeline/run_context.h"
 #include "neuron_cache/report/progress.h"
 #include "neuron_cache/storage/open.h"
 
@@ -33,6 +35,18 @@ storage::Store& Context::store() {
   store_ =
       storage::open_store(repo.value, "the cache repo from " + repo.origin, settings(), client());
   return *store_;
+}
+
+void Context::use_manifest(const std::string& file) {
+  manifest::Manifest manifest = manifest::load_manifest(file);
+  settings_ = settings().with_manifest(pipeline::manifest_layer(manifest, file));
+  store_.reset();
+}
+
+bool Context::store_named() {
+  const std::string& origin = settings().cache_repo.origin;
+  return origin == "--repo" || origin == "CUSTOM_CACHE_REPO" ||
+         origin.starts_with("the manifest's cache_repo");
 }
 
 pipeline::Remotes Context::remotes() {

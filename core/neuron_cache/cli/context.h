@@ -45,6 +45,14 @@ class Context {
   // The cache store the settings name (any kind: storage/open.h), opened on first use; throws
   // an input Error when none is set or the name is malformed.
   storage::Store& store();
+  // Takes the cache repo (and cache_dir, compiler_version) from the manifest `file` as a run of
+  // it would (--repo still wins): gc and du then act on the manifest's store, not the saved one.
+  void use_manifest(const std::string& file);
+  // Where the store comes from, for a line a person reads: "the cache repo from --repo".
+  std::string store_origin() { return "the cache repo from " + settings().cache_repo.origin; }
+  // Whether the store was named for this command (--repo, a manifest, CUSTOM_CACHE_REPO) rather
+  // than taken from the saved default, which every `create` and `set` replaces.
+  bool store_named();
   // The cache store the resolved settings name and the Hub's model repos, for a Pipeline.
   pipeline::Remotes remotes();
   // A Pipeline of the settings with the compiler version, its progress lines on stderr (none

@@ -71,14 +71,17 @@ void write_all(int fd, const char* data, size_t size) {
 // like a secret (config::is_secret_name), inherited or set for this run: what the child prints of
 // them must not reach the log or our stdout.
 config::Redactor redactor_for(const ChildEnv& env) {
-  std::vector<std::string> secrets = config::known_secrets().secrets();
+  config::Redactor known = config::known_secrets();
+  std::vector<std::string> secrets = known.secrets();
+  std::map<std::string, std::string> labels = known.labels();
   for (const auto& entry : env.entries) {
     size_t equals = entry.find('=');
     if (equals != std::string::npos && config::is_secret_name(entry.substr(0, equals))) {
       secrets.push_back(entry.substr(equals + 1));
+      labels.emplace(secrets.back(), config::label_of_variable(entry.substr(0, equals)));
     }
   }
-  return config::Redactor(std::move(secrets));
+  return config::Redactor(std::move(secrets), std::move(labels));
 }
 
 using Clock = std::chrono::steady_clock;

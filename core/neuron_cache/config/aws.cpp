@@ -287,7 +287,7 @@ std::shared_ptr<AwsSource> container(const Environment& env) {
   source->container_url = url;
   source->container_token_file = env.get("AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE").value_or("");
   source->container_token = env.get("AWS_CONTAINER_AUTHORIZATION_TOKEN").value_or("");
-  add_secret(source->container_token);
+  add_secret(source->container_token, kContainerTokenLabel);
   return source;
 }
 
@@ -502,9 +502,9 @@ std::string service_endpoint(const Environment& env, const std::string& variable
 
 void add_source_secrets(const AwsSource* source) {
   for (; source != nullptr; source = source->role_source.get()) {
-    add_secret(source->access_key_id);
-    add_secret(source->secret_access_key);
-    add_secret(source->session_token);
+    add_secret(source->access_key_id, kAwsKeyIdLabel);
+    add_secret(source->secret_access_key, kAwsSecretLabel);
+    add_secret(source->session_token, kAwsSessionLabel);
   }
 }
 
@@ -548,9 +548,9 @@ AwsAccess resolve_aws_access(const Environment& env, const std::filesystem::path
   resolve_credentials(access, env, files);
   // Masked by every writer from now on, even when read from a profile file. The key id is not a
   // secret to AWS, but AWS_ACCESS_KEY_ID is masked by its name: the same value, the same rule.
-  add_secret(access.access_key_id);
-  add_secret(access.secret_access_key);
-  add_secret(access.session_token);
+  add_secret(access.access_key_id, kAwsKeyIdLabel);
+  add_secret(access.secret_access_key, kAwsSecretLabel);
+  add_secret(access.session_token, kAwsSessionLabel);
   add_source_secrets(access.source.get());
   resolve_region(access, env, files);
   if (access.region_origin == "default") access.region_from = instance_role(env);

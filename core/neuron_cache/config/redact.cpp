@@ -5,8 +5,6 @@
 #include <iterator>
 #include <utility>
 
-#include "neuron_cache/config/settings.h"
-
 namespace neuron_cache::config {
 namespace {
 
@@ -21,6 +19,20 @@ std::mutex& secrets_mutex() {
 std::vector<std::string>& process_secrets() {
   static std::vector<std::string> secrets;
   return secrets;
+}
+
+std::map<std::string, std::string>& process_labels() {
+  static std::map<std::string, std::string> labels;
+  return labels;
+}
+
+void add_labelled(const std::string& secret, const std::string& label, bool replace_label) {
+  if (secret.size() < kShortestSecret) return;
+  std::lock_guard lock(secrets_mutex());
+  auto& secrets = process_secrets();
+  if (std::find(secrets.begin(), secrets.end(), secret) == secrets.end()) secrets.push_back(secret);
+  auto [it, added] = process_labels().emplace(secret, label);
+  if (!added && replace_label) it->second = label;
 }
 
 std::string folded(std::string_view text) {
@@ -81,7 +93,32 @@ std::map<size_t, Copy> chosen(std::vector<Copy> copies) {
 
 }  // namespace
 
-Redactor::Redactor(std::vector<std::string> secrets) {
+std::string mask(const std::string& secret, const std::string& label) {
+  if (secret.empty()) return "";
+  if (secret.size() < 12) return label + "****";
+  return label + "****" + secret.substr(secret.size() - 4);
+}
+
+std::string label_of_variable(std::string_view name) {
+  // The variables of a known kind are labelled like the same secret read elsewhere.
+  static const std::map<std::string_view, const char*> kKnown = {
+      {"HF_TOKEN", kHubTokenLabel},
+      {"HUGGING_FACE_HUB_TOKEN", kHubTokenLabel},
+      {"AWS_ACCESS_KEY_ID", kAwsKeyIdLabel},
+      {"AWS_SECRET_ACCESS_KEY", kAwsSecretLabel},
+      {"AWS_SESSION_TOKEN", kAwsSessionLabel},
+      {"AWS_CONTAINER_AUTHORIZATION_TOKEN", kContainerTokenLabel}};
+  if (auto known = kKnown.find(name); known != kKnown.end()) return known->second;
+  std::string label;
+  for (char c : name) {
+    bool plain = std::isalnum(static_cast<unsigned char>(c));
+    label += plain ? static_cast<char>(std::tolower(static_cast<unsigned char>(c))) : '_';
+  }
+  return label + "_";
+}
+
+Redactor::Redactor(std::vector<std::string> secrets, std::map<std::string, std::string> labels)
+    : labels_(std::move(labels)) {
   for (auto& secret : secrets) {
     bool known = std::find(secrets_.begin(), secrets_.end(), secret) != secrets_.end();
     if (secret.size() >= kShortestSecret && !known) secrets_.push_back(std::move(secret));
@@ -101,7 +138,8 @@ std::string Redactor::operator()(std::string_view text, bool more_follows) const
   size_t done = 0;
   for (const auto& [at, copy] : chosen(std::move(copies))) {
     out.append(text.substr(done, at - done));
-    out += mask_token(*copy.secret);
+    auto label = labels_.find(*copy.secret);
+    out += mask(*copy.secret, label == labels_.end() ? kSecretLabel : label->second);
     done = at + copy.length;
   }
   out.append(text.substr(done));
@@ -145,22 +183,19 @@ bool is_secret_name(std::string_view name) {
                      [&](std::string_view word) { return upper.find(word) != std::string::npos; });
 }
 
-void add_secret(const std::string& secret) {
-  if (secret.size() < kShortestSecret) return;
-  std::lock_guard lock(secrets_mutex());
-  auto& secrets = process_secrets();
-  if (std::find(secrets.begin(), secrets.end(), secret) == secrets.end()) secrets.push_back(secret);
+void add_secret(const std::string& secret, const std::string& label) {
+  add_labelled(secret, label, true);
 }
 
 void add_secrets_named_in(const std::map<std::string, std::string>& variables) {
   for (const auto& [name, value] : variables) {
-    if (is_secret_name(name)) add_secret(value);
+    if (is_secret_name(name)) add_labelled(value, label_of_variable(name), false);
   }
 }
 
 Redactor known_secrets() {
   std::lock_guard lock(secrets_mutex());
-  return Redactor(process_secrets());
+  return Redactor(process_secrets(), process_labels());
 }
 
 std::string redact(std::string_view text) {

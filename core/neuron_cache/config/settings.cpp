@@ -160,7 +160,7 @@ void resolve_hub(Settings& s, const Environment& env) {
   }
   // Known from now on to every writer, which masks it (config/redact.h), with every other
   // credential the environment holds: a compile command may print any of them.
-  if (!s.token.value.empty()) add_secret(s.token.value);
+  if (!s.token.value.empty()) add_secret(s.token.value, kHubTokenLabel);
   add_secrets_named_in(env.variables());
   if (auto endpoint = env.get("HF_ENDPOINT")) {
     std::string value = *endpoint;
@@ -442,9 +442,7 @@ std::string save_custom_cache_repo(const Settings& settings, const std::string& 
 }
 
 std::string mask_token(const std::string& token) {
-  if (token.empty()) return "";
-  if (token.size() < 12) return "hf_****";
-  return "hf_****" + token.substr(token.size() - 4);
+  return mask(token, kHubTokenLabel);
 }
 
 std::optional<std::string> parse_compiler_version_output(const std::string& output) {

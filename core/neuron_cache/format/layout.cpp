@@ -80,6 +80,11 @@ bool is_temporary_file(std::string_view file_name) {
   return file_name.starts_with('.') || file_name.ends_with(".tmp");
 }
 
+bool is_completion_mark(std::string_view path) {
+  size_t slash = path.rfind('/');
+  return path.substr(slash == std::string_view::npos ? 0 : slash + 1) == kDone;
+}
+
 void note_traced_file(EntryFiles& files, std::string_view relative_path) {
   size_t slash = relative_path.rfind('/');
   std::string_view base =

@@ -95,6 +95,13 @@ bool is_lock_file(std::string_view file_name);
 // never published (synchronize, push) and cleanup removes it once its writer is surely gone.
 bool is_temporary_file(std::string_view file_name);
 
+// Whether `path` is an entry's completion mark (model.done). libneuronxla and optimum-neuron take
+// a MODULE folder holding it as whole and read its model.neff at once, so a store that publishes
+// file by file (a shared folder, S3) writes every mark last, after every other file of the
+// commit is durable: a writer killed midway leaves an entry without its mark, never a mark
+// beside a missing or partial NEFF. The Hub's commit lands whole and needs no order.
+bool is_completion_mark(std::string_view path);
+
 // Traced is neuron-cache's own state, listed last so the first four keep optimum-neuron's order.
 enum class EntryState { Success, Failed, Locked, Empty, Traced };
 

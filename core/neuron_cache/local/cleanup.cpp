@@ -16,6 +16,7 @@
 #include "neuron_cache/format/layout.h"
 #include "neuron_cache/local/entry_install.h"
 #include "neuron_cache/local/use_record.h"
+#include "neuron_cache/sys/file_lock.h"
 
 namespace neuron_cache::local {
 namespace {

@@ -16,6 +16,7 @@
 #include "neuron_cache/format/digest.h"
 #include "neuron_cache/format/layout.h"
 #include "neuron_cache/local/cache_tree.h"
+#include "neuron_cache/sys/duration.h"
 #include "neuron_cache/sys/random.h"
 
 namespace neuron_cache::local {
@@ -267,7 +268,7 @@ PrefetchLock PrefetchLock::acquire(const fs::path& cache_root,
                  : " (pid " + pid + ")";
     if (on_wait) {
       on_wait("another neuron-cache prefetch into " + cache_root.string() + " is running" + holder +
-              ": waiting for it to finish (at most " + sys::wait_text(wait) +
+              ": waiting for it to finish (at most " + sys::duration_text(wait) +
               "); what it installs is not downloaded again");
     }
   };
@@ -278,7 +279,7 @@ PrefetchLock PrefetchLock::acquire(const fs::path& cache_root,
     // The lock only saves downloads: each entry is installed under its own lock (EntryLock).
     if (on_wait) {
       on_wait("the prefetch" + holder + " into " + cache_root.string() + " still runs after " +
-              sys::wait_text(wait) +
+              sys::duration_text(wait) +
               ": prefetching beside it; an entry both fetch is installed "
               "once");
     }

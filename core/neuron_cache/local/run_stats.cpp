@@ -1,9 +1,13 @@
 #include "neuron_cache/local/run_stats.h"
 
+#include <limits>
+#include <utility>
+
 #include "neuron_cache/error.h"
 #include "neuron_cache/format/artifact_index.h"
 #include "neuron_cache/format/layout.h"
 #include "neuron_cache/format/pyjson.h"
+#include "neuron_cache/sys/duration.h"
 #include "neuron_cache/sys/file_lock.h"
 #include "neuron_cache/sys/safe_dir.h"
 
@@ -18,44 +22,47 @@ sys::RootedFile stats_file(const std::filesystem::path& cache_root) {
   return sys::RootedFile(cache_root, std::string(kStatsFile));
 }
 
-// A number the file holds, or 0: the file is the tool's own, but hostile until bounded.
+// A number the file holds, or 0: the file is the tool's own, but hostile until bounded (a
+// negative, NaN or out-of-range number is no count this tool wrote).
 template <typename T>
 T number(const json& object, const char* key) {
   const json* value = object.is_object() && object.contains(key) ? &object.at(key) : nullptr;
-  if (value == nullptr || !value->is_number() || value->get<double>() < 0) return 0;
-  return value->get<T>();
+  if (value == nullptr || !value->is_number()) return 0;
+  double d = value->get<double>();
+  if (!(d >= 0) || d >= static_cast<double>(std::numeric_limits<T>::max())) return 0;
+  return value->is_number_float() ? static_cast<T>(d) : value->get<T>();
 }
+
+// Every field of StoreStats with its name in the file: read and written from this one list.
+constexpr std::pair<const char*, uint64_t StoreStats::*> kCounts[] = {
+    {"runs", &StoreStats::runs},
+    {"local_hits", &StoreStats::local_hits},
+    {"store_hits", &StoreStats::store_hits},
+    {"misses", &StoreStats::misses},
+    {"compiled", &StoreStats::compiled},
+    {"reused", &StoreStats::reused},
+    {"failed", &StoreStats::failed},
+    {"bytes_reused", &StoreStats::bytes_reused},
+    {"bytes_downloaded", &StoreStats::bytes_downloaded},
+    {"bytes_uploaded", &StoreStats::bytes_uploaded},
+};
+constexpr std::pair<const char*, double StoreStats::*> kSeconds[] = {
+    {"compile_seconds", &StoreStats::compile_seconds},
+    {"compile_seconds_saved", &StoreStats::compile_seconds_saved},
+};
 
 StoreStats store_from(const json& object) {
   StoreStats s;
-  s.runs = number<uint64_t>(object, "runs");
-  s.local_hits = number<uint64_t>(object, "local_hits");
-  s.store_hits = number<uint64_t>(object, "store_hits");
-  s.misses = number<uint64_t>(object, "misses");
-  s.compiled = number<uint64_t>(object, "compiled");
-  s.reused = number<uint64_t>(object, "reused");
-  s.bytes_reused = number<uint64_t>(object, "bytes_reused");
-  s.failed = number<uint64_t>(object, "failed");
-  s.bytes_downloaded = number<uint64_t>(object, "bytes_downloaded");
-  s.bytes_uploaded = number<uint64_t>(object, "bytes_uploaded");
-  s.compile_seconds = number<double>(object, "compile_seconds");
-  s.compile_seconds_saved = number<double>(object, "compile_seconds_saved");
+  for (const auto& [name, field] : kCounts) s.*field = number<uint64_t>(object, name);
+  for (const auto& [name, field] : kSeconds) s.*field = number<double>(object, name);
   return s;
 }
 
 json store_json(const StoreStats& s) {
-  return {{"runs", s.runs},
-          {"local_hits", s.local_hits},
-          {"store_hits", s.store_hits},
-          {"misses", s.misses},
-          {"compiled", s.compiled},
-          {"reused", s.reused},
-          {"failed", s.failed},
-          {"bytes_reused", s.bytes_reused},
-          {"bytes_downloaded", s.bytes_downloaded},
-          {"bytes_uploaded", s.bytes_uploaded},
-          {"compile_seconds", s.compile_seconds},
-          {"compile_seconds_saved", s.compile_seconds_saved}};
+  json object = json::object();
+  for (const auto& [name, field] : kCounts) object[name] = s.*field;
+  for (const auto& [name, field] : kSeconds) object[name] = s.*field;
+  return object;
 }
 
 Stats stats_from(const json& value) {
@@ -108,7 +115,7 @@ void zero_stats(const std::filesystem::path& cache_root, std::chrono::millisecon
   std::optional<sys::FileLock> lock = lock_stats(cache_root, wait);
   if (!lock) {
     throw operational_error("the statistics of " + cache_root.string() + " stayed locked for " +
-                            sys::wait_text(wait) +
+                            sys::duration_text(wait) +
                             " by another run recording its own: run `status --zero-stats` again "
                             "once it has finished");
   }

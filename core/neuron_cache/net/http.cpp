@@ -16,6 +16,7 @@
 #include "neuron_cache/log/log.h"
 #include "neuron_cache/net/meter.h"
 #include "neuron_cache/net/tls_trust.h"
+#include "neuron_cache/sys/duration.h"
 
 namespace neuron_cache::net {
 namespace {
@@ -344,12 +345,6 @@ std::chrono::milliseconds buffered_deadline(const HttpRequest& request,
       request.answer_timeout.value_or(std::chrono::milliseconds(0)) + options.answer_timeout);
 }
 
-std::string seconds_text(std::chrono::milliseconds ms) {
-  std::string text = std::to_string(ms.count() / 1000);
-  if (ms.count() % 1000 != 0) text += "." + std::to_string(ms.count() % 1000 / 100);
-  return text + " s";
-}
-
 }  // namespace
 
 bool HttpEngine::to_endpoint(const HttpRequest& request) const {
@@ -395,7 +390,7 @@ void HttpEngine::note_reachability(const HttpRequest& request, const HttpRespons
       std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - *failing_since_);
   if (failing >= options_.unreachable_budget) {
     set_unreachable(url::origin_of(options_.endpoint) + " kept failing for " +
-                    seconds_text(failing) + " (last: " + why + ")");
+                    sys::duration_text(failing) + " (last: " + why + ")");
   }
 }
 
@@ -406,9 +401,9 @@ bool HttpEngine::retry_fits(const HttpRequest& request, std::chrono::millisecond
   auto failing =
       std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - *failing_since_);
   if (failing + delay <= options_.unreachable_budget) return true;
-  set_unreachable(url::origin_of(options_.endpoint) + " kept failing for " + seconds_text(failing) +
-                  ", and the next retry would be past the " +
-                  seconds_text(options_.unreachable_budget) + " allowed");
+  set_unreachable(url::origin_of(options_.endpoint) + " kept failing for " +
+                  sys::duration_text(failing) + ", and the next retry would be past the " +
+                  sys::duration_text(options_.unreachable_budget) + " allowed");
   return false;
 }
 
@@ -548,12 +543,13 @@ class HttpEngine::Run {
     t.response.error = curl_easy_strerror(code);
     if (t.aborted) t.response.error = "aborted by the receiver";
     if (t.timed_out) {
-      t.response.error = "no answer within " +
-                         seconds_text(t.request.answer_timeout.value_or(options.answer_timeout));
+      t.response.error =
+          "no answer within " +
+          sys::duration_text(t.request.answer_timeout.value_or(options.answer_timeout));
     }
     if (t.overdue) {
       t.response.error = "the answer was not whole within " +
-                         seconds_text(buffered_deadline(t.request, options)) +
+                         sys::duration_text(buffered_deadline(t.request, options)) +
                          " (it kept trickling in)";
     }
     if (t.response.too_large) {

@@ -5,7 +5,6 @@
 // are they moved into the cache and recorded in the artifact index.
 #include <atomic>
 #include <chrono>
-#include <cstdio>
 #include <mutex>
 #include <set>
 #include <thread>
@@ -21,6 +20,7 @@
 #include "neuron_cache/manifest/command_template.h"
 #include "neuron_cache/pipeline/compile_step.h"
 #include "neuron_cache/pipeline/lease_step.h"
+#include "neuron_cache/sys/duration.h"
 #include "neuron_cache/sys/safe_dir.h"
 #include "neuron_cache/transfer/fetch.h"
 
@@ -287,23 +287,13 @@ std::vector<std::string> unique_notes(const std::vector<CompileOutcome>& outcome
   return texts;
 }
 
-// "45 s", "12 min", "2 h 05 min": a compile's time as a heartbeat names it.
-std::string compile_time(double seconds) {
-  auto whole = static_cast<long>(seconds + 0.5);
-  if (whole < 120) return std::to_string(whole) + " s";
-  if (whole < 7200) return std::to_string(whole / 60) + " min";
-  char text[32];
-  std::snprintf(text, sizeof text, "%ld h %02ld min", whole / 3600, whole % 3600 / 60);
-  return text;
-}
-
 // "still compiling llama-bs1: 12 min so far, expected about 31 min from its last compile; log:
 // /ci/out/llama-bs1.log"
 std::string still_compiling(const std::string& name, double seconds, double expected_seconds,
                             const std::string& log_file) {
-  std::string line = "still compiling " + name + ": " + compile_time(seconds) + " so far, ";
+  std::string line = "still compiling " + name + ": " + sys::duration_text(seconds) + " so far, ";
   line += expected_seconds > 0
-              ? "expected about " + compile_time(expected_seconds) + " from its last compile"
+              ? "expected about " + sys::duration_text(expected_seconds) + " from its last compile"
               : "expected time unknown (no earlier compile of it recorded)";
   return line + "; log: " + log_file;
 }

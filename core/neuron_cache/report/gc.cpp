@@ -3,6 +3,7 @@
 #include "neuron_cache/config/redact.h"
 #include "neuron_cache/format/bytes.h"
 #include "neuron_cache/format/printable.h"
+#include "neuron_cache/report/markdown.h"
 #include "neuron_cache/report/usage.h"
 
 namespace neuron_cache::report {
@@ -79,7 +80,8 @@ std::string gc_markdown(const maintenance::GcPlan& plan) {
           " more (the report file lists all).\n";
   if (!plan.kept.empty()) md += "\n";
   for (const auto& kept : plan.kept)
-    md += "- Kept " + tally_text(kept.folders, "unreferenced folders") + ": " + kept.why + "\n";
+    md += "- Kept " + tally_text(kept.folders, "unreferenced folders") + ": " +
+          markdown_text(kept.why) + "\n";
   for (const auto& path : plan.spared)
     md += "- Spared " + code_cell(printable(path, 300)) + ": a push referenced it meanwhile\n";
   if (!plan.squashed_revision.empty())

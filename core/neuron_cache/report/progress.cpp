@@ -8,6 +8,7 @@
 
 #include "neuron_cache/format/wording.h"
 #include "neuron_cache/report/report.h"
+#include "neuron_cache/sys/duration.h"
 
 namespace neuron_cache::report {
 namespace {
@@ -21,19 +22,6 @@ constexpr size_t kBarWidth = 24;
 // The display a message must clear the bar of; one per process (the meter is one).
 std::atomic<ProgressDisplay*> active{nullptr};
 
-std::string seconds_text(double seconds) {
-  char text[32];
-  if (seconds < 10) {
-    std::snprintf(text, sizeof text, "%.1f s", seconds);
-  } else if (seconds < 3600) {
-    std::snprintf(text, sizeof text, "%ld s", std::lround(seconds));
-  } else {
-    std::snprintf(text, sizeof text, "%ldh%02ldm", std::lround(seconds) / 3600,
-                  std::lround(seconds) % 3600 / 60);
-  }
-  return text;
-}
-
 // Retries may send bytes twice: what is shown never passes the total.
 uint64_t shown_bytes(const net::MeterReading& r) {
   return r.bytes_total > 0 ? std::min(r.bytes, r.bytes_total) : r.bytes;
@@ -45,7 +33,7 @@ int percent(const net::MeterReading& r) {
 
 std::string rate_and_eta(const Figures& f) {
   std::string text = human_bytes(static_cast<uint64_t>(f.rate)) + "/s";
-  if (f.eta_seconds) text += ", ETA " + seconds_text(*f.eta_seconds);
+  if (f.eta_seconds) text += ", ETA " + sys::duration_text(*f.eta_seconds);
   return text;
 }
 
@@ -88,7 +76,7 @@ std::string final_line(const std::string& label, const net::MeterReading& readin
                        double elapsed_seconds) {
   Figures f = figures(reading, elapsed_seconds);
   return label + " done: " + human_bytes(shown_bytes(reading)) + ", " +
-         count_of(reading.files, "file") + " in " + seconds_text(elapsed_seconds) + " (" +
+         count_of(reading.files, "file") + " in " + sys::duration_text(elapsed_seconds) + " (" +
          human_bytes(static_cast<uint64_t>(f.rate)) + "/s)";
 }
 

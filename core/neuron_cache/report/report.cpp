@@ -5,9 +5,12 @@
 
 #include "neuron_cache/error.h"
 #include "neuron_cache/format/bytes.h"
+#include "neuron_cache/format/printable.h"
 #include "neuron_cache/format/url.h"
 #include "neuron_cache/format/wording.h"
 #include "neuron_cache/local/cleanup.h"
+#include "neuron_cache/report/markdown.h"
+#include "neuron_cache/sys/duration.h"
 
 namespace neuron_cache::report {
 namespace {
@@ -100,13 +103,6 @@ void add_compile(Totals& t, const pipeline::CompileOutcome& o) {
   t.bytes_linked += o.bytes_linked;
 }
 
-std::string cell(std::string text) {
-  for (char& ch : text) {
-    if (ch == '|' || ch == '\n') ch = ' ';
-  }
-  return text;
-}
-
 // The plan's store kind (the Hub also when none was opened): what storage::describe names.
 storage::Kind kind_of(const plan::Plan& plan) {
   return storage::kind_named(plan.store);
@@ -192,18 +188,6 @@ void add_files(json& plan_report, const plan::Plan& plan, const local::LocalInde
 
 std::string human_bytes(uint64_t bytes) {
   return format::human_bytes(bytes);
-}
-
-std::string human_seconds(double seconds) {
-  char buffer[32];
-  if (seconds < 90) {
-    std::snprintf(buffer, sizeof buffer, "%.0f s", seconds);
-  } else if (seconds < 5400) {
-    std::snprintf(buffer, sizeof buffer, "%.0f min", seconds / 60);
-  } else {
-    std::snprintf(buffer, sizeof buffer, "%.1f h", seconds / 3600);
-  }
-  return buffer;
 }
 
 Totals totals(const RunResult& run) {
@@ -445,7 +429,7 @@ std::string plan_text(const plan::Plan& plan) {
     }
     if (row.status != plan::Status::Compile && row.compile_seconds_saved >= 1) {
       line += (row.status == plan::Status::Store ? ", saves " : "  saves ") +
-              human_seconds(row.compile_seconds_saved) + " of compiling";
+              sys::duration_text(row.compile_seconds_saved) + " of compiling";
     }
     out += line + "\n";
     if (plan::runs_compile(row.status)) out += "         " + row.reason + "\n";
@@ -485,16 +469,16 @@ std::string run_markdown(const RunResult& run) {
   }
   md += ".\n\n";
   md += "| | |\n|---|---|\n";
-  md += "| Cache repo | `" + cell(run.repo) + "` |\n";
-  md += "| Compiler | `" + cell(run.compiler_version) + "` |\n";
+  md += "| Cache repo | " + code_cell(printable(run.repo)) + " |\n";
+  md += "| Compiler | " + code_cell(printable(run.compiler_version)) + " |\n";
   md += "| Downloaded | " + human_bytes(t.bytes_downloaded) + " |\n";
   if (t.bytes_linked) {
     md += "| Taken from the HF file cache | " + human_bytes(t.bytes_linked) + " |\n";
   }
   md += "| Uploaded | " + human_bytes(t.bytes_uploaded) + " |\n";
-  md += "| Compile time spent | " + human_seconds(t.compile_seconds) + " |\n";
-  md += "| Compile time saved | " + human_seconds(t.compile_seconds_saved) + " |\n";
-  md += "| Total time | " + human_seconds(run.seconds) + " |\n\n";
+  md += "| Compile time spent | " + sys::duration_text(t.compile_seconds) + " |\n";
+  md += "| Compile time saved | " + sys::duration_text(t.compile_seconds_saved) + " |\n";
+  md += "| Total time | " + sys::duration_text(run.seconds) + " |\n\n";
   md += "| Configuration | Model | Outcome | Key | Note |\n|---|---|---|---|---|\n";
   for (const auto& row : run.initial.rows) {
     std::string note = plan::runs_compile(row.status) ? row.reason : "";
@@ -502,14 +486,14 @@ std::string run_markdown(const RunResult& run) {
     if (const auto* o = find_outcome(run, row.target.key); o && !o->ok) note = o->error;
     if (const auto* o = find_outcome(run, row.target.key); o && o->ok && !o->not_recorded.empty())
       note = "not recorded: " + o->not_recorded;
-    md += "| " + cell(row.target.configuration.name) + " | " +
-          cell(row.target.configuration.model_id) + " | " + outcome_of(run, row) + " | `" +
-          row.target.key.substr(0, 12) + "` | " + cell(note) + " |\n";
+    md += "| " + markdown_text(row.target.configuration.name) + " | " +
+          markdown_text(row.target.configuration.model_id) + " | " + outcome_of(run, row) + " | `" +
+          row.target.key.substr(0, 12) + "` | " + markdown_text(note) + " |\n";
   }
   if (!run.notices.empty()) {
     md += "\n### Notices\n\n";
     for (const auto& n : run.notices)
-      md += std::string("- ") + (n.warning ? "**warning:** " : "") + cell(n.text) + "\n";
+      md += std::string("- ") + (n.warning ? "**warning:** " : "") + markdown_text(n.text) + "\n";
   }
   return md;
 }

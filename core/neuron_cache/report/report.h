@@ -73,7 +73,5 @@ std::string run_markdown(const RunResult& run);
 // "1.5 GiB", "12.0 KiB", "512 B": powers of 1024 with their IEC names. (status and cleanup keep
 // optimum-neuron's "KB"/"MB" wording for the same powers: local/cleanup.h format_size.)
 std::string human_bytes(uint64_t bytes);
-// "45 s", "12 min", "1.5 h"
-std::string human_seconds(double seconds);
 
 }  // namespace neuron_cache::report

@@ -3,6 +3,7 @@
 #include "neuron_cache/format/wording.h"
 #include "neuron_cache/log/log.h"
 #include "neuron_cache/report/report.h"
+#include "neuron_cache/sys/duration.h"
 
 namespace neuron_cache::report {
 namespace {
@@ -69,8 +70,8 @@ std::string stats_text(const Stats& stats) {
             reused + "), " + count_of(s.misses, "miss", "misses") + " (" +
             std::to_string(s.compiled) + " compiled, " + std::to_string(s.failed) +
             " failed)\n    " + human_bytes(s.bytes_downloaded) + " downloaded, " +
-            human_bytes(s.bytes_uploaded) + " uploaded, " + human_seconds(s.compile_seconds) +
-            " compiling, " + human_seconds(s.compile_seconds_saved) + " of compiling saved\n";
+            human_bytes(s.bytes_uploaded) + " uploaded, " + sys::duration_text(s.compile_seconds) +
+            " compiling, " + sys::duration_text(s.compile_seconds_saved) + " of compiling saved\n";
   }
   return text;
 }

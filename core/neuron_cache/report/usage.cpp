@@ -5,6 +5,7 @@
 #include "neuron_cache/config/redact.h"
 #include "neuron_cache/format/bytes.h"
 #include "neuron_cache/format/printable.h"
+#include "neuron_cache/report/markdown.h"
 
 namespace neuron_cache::report {
 namespace {
@@ -75,17 +76,6 @@ json usage_json(const maintenance::StoreUsage& usage, size_t top_models) {
           {"requests", usage.requests}};
 }
 
-std::string code_cell(const std::string& text) {
-  std::string out;
-  for (char ch : text) {
-    if (ch == '|')
-      out += "\\|";
-    else
-      out += ch == '`' ? '\'' : ch;
-  }
-  return "`" + out + "`";
-}
-
 std::string usage_markdown(const maintenance::StoreUsage& usage) {
   using format::human_bytes;
   std::string md = "\n### Cache store usage\n\n" + code_cell(printable(usage.store)) + ": " +
@@ -109,8 +99,8 @@ std::string usage_markdown(const maintenance::StoreUsage& usage) {
 
 std::string usage_markdown_failure(const std::string& store, const std::string& why) {
   return config::redact("\n### Cache store usage\n\nWarning: could not measure " +
-                        code_cell(printable(store)) + ": " + printable(why, kPrintableMessage) +
-                        "\n");
+                        code_cell(printable(store)) + ": " +
+                        markdown_text(printable(why, kPrintableMessage)) + "\n");
 }
 
 }  // namespace neuron_cache::report

@@ -18,9 +18,6 @@ nlohmann::json count_json(const maintenance::Tally& tally);
 nlohmann::json usage_json(const maintenance::StoreUsage& usage, size_t top_models);
 // "### Cache store usage", the total and one table row per compiler version.
 std::string usage_markdown(const maintenance::StoreUsage& usage);
-// `text` (printable already, so on one line) as a Markdown code span no '|' or backtick of it
-// can break out of, in a table cell or a line.
-std::string code_cell(const std::string& text);
 // The section when the store could not be measured: one warning line, `why` redacted.
 std::string usage_markdown_failure(const std::string& store, const std::string& why);
 

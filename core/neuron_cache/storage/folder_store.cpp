@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cctype>
 #include <cerrno>
 #include <chrono>
@@ -22,6 +23,7 @@
 #include "neuron_cache/log/log.h"
 #include "neuron_cache/net/http.h"
 #include "neuron_cache/net/meter.h"
+#include "neuron_cache/sys/duration.h"
 #include "neuron_cache/sys/file_lock.h"
 #include "neuron_cache/sys/mounts.h"
 #include "neuron_cache/sys/random.h"
@@ -359,7 +361,7 @@ class IndexLock {
   static Error timeout(const sys::SafeDir& root, std::chrono::milliseconds wait) {
     return operational_error(
         "the index lock " + (root.path() / kFolderLockFile).string() + " stayed taken for " +
-        sys::wait_text(wait) +
+        sys::duration_text(wait) +
         ": another machine is publishing (or its NFS lock was not released); try again later, "
         "or wait longer with NEURON_CACHE_TIMEOUT_MS");
   }
@@ -583,6 +585,11 @@ CommitResult FolderStore::commit(const std::vector<CommitOperation>& operations,
     write_file(dir, planned.parts.back(), planned.op->local, result);
     log_operation("write " + location() + "/" + planned.op->path, "done", start);
   };
+  // Completion marks last (layout::is_completion_mark): each file is flushed and renamed before
+  // the next, so a mark is published only once every other file is durable.
+  std::stable_partition(artifacts.begin(), artifacts.end(), [](const Planned& planned) {
+    return !layout::is_completion_mark(planned.op->path);
+  });
   for (const Planned& planned : artifacts) {
     apply(planned);
     ++files_touched_;

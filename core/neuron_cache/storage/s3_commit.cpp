@@ -1,13 +1,17 @@
-// Publication to S3: artifacts (single PUT or multipart, skipped when already stored), then the
-// operations that expect a version of their file (s3_conditional.cpp), then deletes.
+// Publication to S3: artifacts (single PUT or multipart, skipped when already stored; completion
+// marks in a round of their own after the others), then the operations that expect a version of
+// their file (s3_conditional.cpp), then deletes.
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <iterator>
 #include <memory>
 #include <set>
 
 #include "neuron_cache/format/digest.h"
+#include "neuron_cache/format/layout.h"
 #include "neuron_cache/format/url.h"
 #include "neuron_cache/net/meter.h"
 #include "neuron_cache/net/retry.h"
@@ -435,7 +439,17 @@ CommitResult S3Store::commit(const std::vector<CommitOperation>& operations,
   }
   if (!artifacts.empty()) {
     sweep_.abort_abandoned_uploads(result);
-    Publisher(*this, result).upload(artifacts);
+    // Completion marks only once every other artifact is stored (layout::is_completion_mark):
+    // the PUTs of one round run in parallel and land in any order.
+    auto marks = std::stable_partition(artifacts.begin(), artifacts.end(), [](const Artifact& a) {
+      return !layout::is_completion_mark(a.op->path);
+    });
+    std::vector<Artifact> last(std::make_move_iterator(marks),
+                               std::make_move_iterator(artifacts.end()));
+    artifacts.erase(marks, artifacts.end());
+    for (std::vector<Artifact>* round : {&artifacts, &last}) {
+      if (!round->empty()) Publisher(*this, result).upload(*round);
+    }
   }
   if (!conditional.empty()) conditional_.write(conditional, result);
   for (const CommitOperation* op : conditional_deletes) {

@@ -1,7 +1,6 @@
 #include "neuron_cache/sys/fd.h"
 
 #include <fcntl.h>
-#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -15,18 +14,6 @@ namespace {
 
 Error io_error(const std::string& what, const std::filesystem::path& path) {
   return io_failure(what, path, errno);
-}
-
-struct flock whole_file(short type) {
-  struct flock range {};
-  range.l_type = type;
-  range.l_whence = SEEK_SET;  // l_start 0, l_len 0: the whole file, however it grows
-  return range;
-}
-
-// A filesystem without record locks (ENOLCK, EINVAL, EOPNOTSUPP) lets nobody hold one either.
-bool record_locks_unsupported(int error) {
-  return error == ENOLCK || error == EINVAL || error == EOPNOTSUPP;
 }
 
 }  // namespace
@@ -96,29 +83,6 @@ bool same_file(int fd, int dir_fd, const char* name) {
   if (fstat(fd, &held) != 0) return false;
   if (fstatat(dir_fd, name, &current, AT_SYMLINK_NOFOLLOW) != 0) return false;
   return held.st_dev == current.st_dev && held.st_ino == current.st_ino;
-}
-
-bool try_lock_both_kinds(int fd, const std::filesystem::path& path) {
-  if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
-    if (errno == EWOULDBLOCK || errno == EINTR) return false;
-    throw operational_error("cannot flock " + path.string() + ": " + std::strerror(errno));
-  }
-  struct flock range = whole_file(F_WRLCK);
-  if (fcntl(fd, F_OFD_SETLK, &range) == 0) return true;
-  int error = errno;
-  if (record_locks_unsupported(error)) return true;
-  flock(fd, LOCK_UN);
-  if (error == EAGAIN || error == EACCES || error == EINTR) return false;
-  throw operational_error("cannot take a record lock (fcntl F_OFD_SETLK) on " + path.string() +
-                          ": " + std::strerror(error));
-}
-
-bool locked_elsewhere(int fd) {
-  if (flock(fd, LOCK_EX | LOCK_NB) != 0) return errno == EWOULDBLOCK;
-  flock(fd, LOCK_UN);
-  struct flock range = whole_file(F_WRLCK);
-  if (fcntl(fd, F_OFD_GETLK, &range) != 0) return false;
-  return range.l_type != F_UNLCK;
 }
 
 }  // namespace neuron_cache::sys

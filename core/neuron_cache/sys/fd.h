@@ -38,18 +38,6 @@ std::string read_whole_fd(int fd);
 // since it was opened): what makes a lock taken on an open file the lock of that name.
 bool same_file(int fd, int dir_fd, const char* name);
 
-// Whole-file exclusive locks of both kinds other programs may hold on a lock file they share
-// with neuron-cache: flock and a POSIX record lock (fcntl, as Python's fcntl.lockf takes it).
-// libneuronxla's kind is not public, and on Linux neither excludes the other. The record lock is
-// an open-file-description one (F_OFD_SETLK): it conflicts with classic record locks but, unlike
-// them, is not dropped when this process closes some other descriptor of the file.
-// Both taken on `fd` (open for writing): true; held elsewhere: false, with neither taken.
-// Other failures throw an operational Error naming `path`.
-bool try_lock_both_kinds(int fd, const std::filesystem::path& path);
-// Whether another open file description holds either kind on `fd`'s file (takes nothing: `fd`
-// may be read-only).
-bool locked_elsewhere(int fd);
-
 // Throws unless `fd` (opened with O_NONBLOCK so that a FIFO cannot block the open) is a regular
 // file; then clears O_NONBLOCK.
 void require_regular_file(int fd, const std::filesystem::path& path);

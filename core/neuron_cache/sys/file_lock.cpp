@@ -16,8 +16,13 @@ namespace {
 struct flock whole_file(short type) {
   struct flock whole {};
   whole.l_type = type;
-  whole.l_whence = SEEK_SET;  // l_start 0, l_len 0: the whole file
+  whole.l_whence = SEEK_SET;  // l_start 0, l_len 0: the whole file, however it grows
   return whole;
+}
+
+// A filesystem without record locks (ENOLCK, EINVAL, EOPNOTSUPP) lets nobody hold one either.
+bool record_locks_unsupported(int error) {
+  return error == ENOLCK || error == EINVAL || error == EOPNOTSUPP;
 }
 
 // True when taken, false when another process holds it; throws on any other failure.
@@ -76,10 +81,27 @@ FileLock::~FileLock() {
   fcntl(fd_.get(), F_SETLK, &unlock);
 }
 
-std::string wait_text(std::chrono::milliseconds wait) {
-  if (wait.count() >= 120'000) return std::to_string(wait.count() / 60'000) + " min";
-  if (wait.count() >= 1000) return std::to_string(wait.count() / 1000) + " s";
-  return std::to_string(wait.count()) + " ms";
+bool try_lock_both_kinds(int fd, const std::filesystem::path& path) {
+  if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+    if (errno == EWOULDBLOCK || errno == EINTR) return false;
+    throw operational_error("cannot flock " + path.string() + ": " + std::strerror(errno));
+  }
+  struct flock range = whole_file(F_WRLCK);
+  if (fcntl(fd, F_OFD_SETLK, &range) == 0) return true;
+  int error = errno;
+  if (record_locks_unsupported(error)) return true;
+  flock(fd, LOCK_UN);
+  if (error == EAGAIN || error == EACCES || error == EINTR) return false;
+  throw operational_error("cannot take a record lock (fcntl F_OFD_SETLK) on " + path.string() +
+                          ": " + std::strerror(error));
+}
+
+bool locked_elsewhere(int fd) {
+  if (flock(fd, LOCK_EX | LOCK_NB) != 0) return errno == EWOULDBLOCK;
+  flock(fd, LOCK_UN);
+  struct flock range = whole_file(F_WRLCK);
+  if (fcntl(fd, F_OFD_GETLK, &range) != 0) return false;
+  return range.l_type != F_UNLCK;
 }
 
 }  // namespace neuron_cache::sys
