@@ -12,6 +12,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <ctime>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <random>
@@ -147,6 +148,29 @@ TEST_F(FolderStoreTest, AbandonedCopiesOfAKilledWriterAreSwept) {
   EXPECT_FALSE(fs::exists(stale));
   EXPECT_TRUE(fs::exists(fresh));
   EXPECT_EQ(read_file(dir / "model.neff"), "NEFF");
+}
+
+// A lease's age on a shared folder (fleet/lease_watch.h): the file's mtime against a probe's,
+// both the file server's clock. The probe is gone after; an absent file has no times.
+TEST_F(FolderStoreTest, WriteTimesAreTheFilesMtimeAndTheStoresNow) {
+  const std::string lease = "neuron-cache-leases/neuronxcc-2.21/" + std::string(32, 'a') + ".json";
+  FolderStore store(root());
+  EXPECT_EQ(store.write_times(lease, ""), std::nullopt);
+  store.commit({add(lease, local("lease", "{}"))}, "a lease", std::nullopt);
+  fs::path file = root() / lease;
+  const int64_t written = static_cast<int64_t>(std::time(nullptr)) - 100;
+  struct timespec times[2] = {{written, 0}, {written, 0}};
+  ASSERT_EQ(utimensat(AT_FDCWD, file.c_str(), times, 0), 0);
+  std::optional<StoreTimes> got = store.write_times(lease, "");
+  ASSERT_TRUE(got);
+  EXPECT_EQ(got->written, written);
+  EXPECT_GE(got->now - got->written, 100);
+  EXPECT_LT(got->now - got->written, 160);
+  std::vector<std::string> names;
+  for (const auto& entry : fs::directory_iterator(file.parent_path()))
+    names.push_back(entry.path().filename().string());
+  EXPECT_EQ(names, std::vector<std::string>{std::string(32, 'a') + ".json"}) << "no probe left";
+  EXPECT_EQ(store.write_times("neuron-cache-leases", ""), std::nullopt) << "a folder";
 }
 
 TEST_F(FolderStoreTest, AMissingRootIsUnreachableAndNeverCreated) {

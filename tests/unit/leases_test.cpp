@@ -2,8 +2,10 @@
 // expiry and take-over, renewal, the holder's end, and lease files that are damaged or hostile.
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <limits>
 #include <thread>
+#include <tuple>
 
 #include "memory_store.h"
 #include "neuron_cache/fleet/leases.h"
@@ -125,7 +127,7 @@ TEST(LeaseDamagedTest, ASoundLeaseIsLiveAndItsBoundsAreInclusive) {
   EXPECT_EQ(why_damaged(sound()), "");
   EXPECT_TRUE(sound().live(kNow));
   lease::Record r = sound();
-  r.heartbeat = kNow + lease::kMaxClockSkewSeconds;  // a clock a little ahead
+  r.heartbeat = kNow + lease::kMaxAheadSeconds;  // a holder 10 min ahead, a reader 10 min behind
   r.expires = r.heartbeat + lease::kMaxLifeSeconds;
   r.started = r.heartbeat - lease::kMaxCompileSeconds;
   r.expected_seconds = lease::kMaxCompileSeconds;
@@ -159,8 +161,8 @@ TEST(LeaseDamagedTest, TimesNoHolderWritesAreDamagedAtTheExtremes) {
            {"all in 2099", k2099, k2099, k2099 + 600, "is in the future"},
            {"heartbeat INT64_MAX", s, kMax, kMax, "is in the future"},
            {"heartbeat INT64_MIN", s, kMin, e, "heartbeat time"},
-           {"heartbeat a second too far ahead", s, kNow + lease::kMaxClockSkewSeconds + 1,
-            kNow + 1200, "is in the future"},
+           {"heartbeat a second too far ahead", s, kNow + lease::kMaxAheadSeconds + 1, kNow + 1800,
+            "is in the future"},
            {"started after heartbeat", h + 1, h, e, "started after its last heartbeat"},
            {"running beyond 48 h", h - lease::kMaxCompileSeconds - 1, h, e, "more than 48 hours"},
        }) {
@@ -299,8 +301,10 @@ TEST(LeasesTest, AnExpiredLeaseIsTakenOverOnceAndItsOldHolderLearnsItLostIt) {
   dead.key = kKey;
   dead.started = Leases::now() - 100;
   dead.heartbeat = dead.started;
-  dead.expires = Leases::now() - 1;
-  store.put(kPath, lease::serialize(dead));
+  dead.expires = dead.started + 60;  // 40 s ago, past the grace
+  // Written 100 s ago by the store's clock, which says so: it is that old at first sight.
+  store.report_times(true);
+  store.put(kPath, lease::serialize(dead), dead.heartbeat);
   Leases a(store, options("runner-a"));
   Leases b(store, options("runner-b"));
   fleet::Claim claim = a.claim(kVersion, kKey, "llama-bs1", 0);
@@ -385,6 +389,206 @@ TEST(LeasesTest, ADamagedLeaseIsTakenOverAtOnce) {
       EXPECT_EQ(claim.other->host, "runner-hostile");
       EXPECT_EQ(record_of(store).host, "runner-a");
     }
+  }
+}
+
+// The true time, which the test moves; each machine reads it through its own clocks, and the
+// store through its own (MemoryStore::set_clock). Declared before the store and the machines.
+class Time {
+ public:
+  explicit Time(int64_t start) : now_(start) {}
+  void advance(int64_t seconds) { now_ += seconds; }
+  int64_t now() const { return now_; }
+  std::function<int64_t()> store_clock() {
+    return [this] { return now_.load(); };
+  }
+  // A machine whose wall clock (what it writes in its leases) runs `skew` seconds off the true
+  // time; its monotonic clock runs true, as only its differences count.
+  fleet::LeaseOptions machine(const std::string& host, int64_t skew) {
+    fleet::LeaseOptions o = options(host);
+    o.wall_clock = [this, skew] { return now_.load() + skew; };
+    o.monotonic = [this] {
+      return std::chrono::steady_clock::time_point(std::chrono::seconds(now_.load()));
+    };
+    return o;
+  }
+
+ private:
+  std::atomic<int64_t> now_;
+};
+
+constexpr int64_t kTenMinutes = 600;
+
+// A holder that compiles with a true clock, then stops renewing: its lease promises `life`
+// seconds from kNow, as the store (written at kNow) and its own times say.
+lease::Record plant_dead_lease(MemoryStore& store, int64_t life, int64_t written = kNow) {
+  lease::Record dead;
+  dead.holder = std::string(32, '0');
+  dead.host = "runner-killed";
+  dead.configuration = "llama-bs1";
+  dead.key = kKey;
+  dead.started = dead.heartbeat = written;
+  dead.expires = written + life;
+  store.put(kPath, lease::serialize(dead), written);
+  return dead;
+}
+
+// Issue 42: a waiter whose clock ran 10 minutes ahead read a live lease as expired and compiled
+// it a second time. Judged by the store's clock and its own monotonic clock, it waits, with or
+// without the store's times.
+TEST(LeaseClockTest, AWaiterTenMinutesAheadDoesNotTakeALiveLeaseOver) {
+  for (bool store_times : {false, true}) {
+    Time time(kNow);
+    MemoryStore store;
+    store.set_clock(time.store_clock());
+    store.report_times(store_times);
+    Leases holder(store, time.machine("runner-true", 0));
+    Leases ahead(store, time.machine("runner-ahead", kTenMinutes));
+    ASSERT_TRUE(holder.claim(kVersion, kKey, "llama-bs1", 0).taken);
+    lease::Record held = record_of(store);
+    ASSERT_EQ(held.expires - held.heartbeat, kTenMinutes) << "the holder promised 10 minutes";
+    EXPECT_FALSE(held.live(time.now() + kTenMinutes)) << "the old rule: expired by its clock";
+
+    fleet::Claim claim = ahead.claim(kVersion, kKey, "llama-bs1", 0);
+    EXPECT_FALSE(claim.taken) << store_times;
+    EXPECT_TRUE(claim.verdict.waits) << store_times;
+    EXPECT_FALSE(claim.verdict.damaged) << claim.verdict.damaged.value_or("");
+    time.advance(kTenMinutes - 1);  // a second before the end of the life it promised
+    EXPECT_FALSE(ahead.claim(kVersion, kKey, "llama-bs1", 0).taken) << store_times;
+    std::optional<fleet::Observed> seen = ahead.read(kVersion, kKey);
+    ASSERT_TRUE(seen);
+    EXPECT_TRUE(seen->verdict.waits);
+    EXPECT_EQ(seen->verdict.unrenewed, kTenMinutes - 1);
+    EXPECT_EQ(seen->verdict.life, kTenMinutes);
+    EXPECT_EQ(record_of(store).holder, held.holder) << "one holder, one compile";
+  }
+}
+
+// A waiter whose clock ran 10 minutes behind waited 10 minutes past a dead holder's expiry. Now
+// it takes the lease over within a few seconds of the life the holder promised; and a machine
+// with a true clock does not read the lease it writes (times 10 minutes behind) as expired.
+TEST(LeaseClockTest, AWaiterTenMinutesBehindTakesAnExpiredLeaseOverSecondsAfterItsExpiry) {
+  Time time(kNow);
+  MemoryStore store;
+  store.set_clock(time.store_clock());
+  lease::Record dead = plant_dead_lease(store, 60);
+  Leases behind(store, time.machine("runner-behind", -kTenMinutes));
+  EXPECT_FALSE(behind.claim(kVersion, kKey, "llama-bs1", 0).taken) << "live when first seen";
+  time.advance(60 + fleet::kExpiryGraceSeconds);
+  EXPECT_FALSE(behind.claim(kVersion, kKey, "llama-bs1", 0).taken) << "its life and the grace";
+  time.advance(1);
+  fleet::Claim claim = behind.claim(kVersion, kKey, "llama-bs1", 0);
+  ASSERT_TRUE(claim.taken) << "not 10 minutes late";
+  EXPECT_TRUE(claim.took_over);
+  EXPECT_TRUE(claim.verdict.expired);
+  EXPECT_EQ(claim.verdict.unrenewed, 63);
+  EXPECT_EQ(claim.verdict.life, 60);
+  ASSERT_TRUE(claim.other);
+  EXPECT_EQ(claim.other->holder, dead.holder);
+  lease::Record taken = record_of(store);
+  EXPECT_EQ(taken.host, "runner-behind");
+  EXPECT_EQ(taken.heartbeat, time.now() - kTenMinutes) << "it writes its own clock";
+
+  Leases truth(store, time.machine("runner-true", 0));
+  EXPECT_FALSE(taken.live(time.now())) << "the old rule: expired by a true clock";
+  fleet::Claim other = truth.claim(kVersion, kKey, "llama-bs1", 0);
+  EXPECT_FALSE(other.taken);
+  EXPECT_TRUE(other.verdict.waits);
+  EXPECT_EQ(record_of(store).host, "runner-behind");
+}
+
+// A renewal is a new version of the file: its age starts again, whatever the old one's was.
+TEST(LeaseClockTest, ARenewalStartsTheLeasesAgeAgain) {
+  Time time(kNow);
+  MemoryStore store;
+  store.set_clock(time.store_clock());
+  lease::Record lease = plant_dead_lease(store, 60);
+  Leases waiter(store, time.machine("runner-waiter", 0));
+  EXPECT_FALSE(waiter.claim(kVersion, kKey, "llama-bs1", 0).taken);
+  time.advance(50);
+  lease.heartbeat = time.now();
+  lease.expires = time.now() + 60;
+  store.put(kPath, lease::serialize(lease));  // renewed
+  std::optional<fleet::Observed> seen = waiter.read(kVersion, kKey);
+  ASSERT_TRUE(seen);
+  EXPECT_EQ(seen->verdict.unrenewed, 0);
+  time.advance(50);  // 100 s after the first version: past its life
+  fleet::Claim claim = waiter.claim(kVersion, kKey, "llama-bs1", 0);
+  EXPECT_FALSE(claim.taken);
+  EXPECT_EQ(claim.verdict.unrenewed, 50);
+  time.advance(13);
+  EXPECT_TRUE(waiter.claim(kVersion, kKey, "llama-bs1", 0).taken);
+}
+
+// Where the store says when it wrote a lease (S3's Last-Modified and Date), a waiter that first
+// sees a dead lease late does not wait a whole life again; where it does not (the Hub), it does.
+TEST(LeaseClockTest, AFirstSightIsAsOldAsTheStoreSays) {
+  for (bool store_times : {true, false}) {
+    Time time(kNow);
+    MemoryStore store;
+    store.set_clock(time.store_clock());
+    store.report_times(store_times);
+    plant_dead_lease(store, 60, kNow - 50);
+    Leases late(store, time.machine("runner-late", -kTenMinutes));
+    std::optional<fleet::Observed> seen = late.read(kVersion, kKey);
+    ASSERT_TRUE(seen);
+    EXPECT_EQ(seen->verdict.unrenewed, store_times ? 50 : 0);
+    time.advance(13);
+    EXPECT_EQ(late.claim(kVersion, kKey, "llama-bs1", 0).taken, store_times);
+    if (store_times) continue;
+    time.advance(50);  // its whole life and the grace since this machine first saw it
+    EXPECT_TRUE(late.claim(kVersion, kKey, "llama-bs1", 0).taken);
+  }
+}
+
+// Damage (a heartbeat in the future) is judged against the store's clock when the store gives
+// one: a waiter whose own clock is beyond any tolerance neither sets a sound lease aside nor
+// keeps a hostile one.
+TEST(LeaseClockTest, DamageIsJudgedAgainstTheStoresClockWhenItGivesOne) {
+  constexpr int64_t kHalfAnHour = 1800;  // behind: beyond lease::kMaxAheadSeconds
+  for (bool store_times : {true, false}) {
+    Time time(kNow);
+    MemoryStore store;
+    store.set_clock(time.store_clock());
+    store.report_times(store_times);
+    plant_dead_lease(store, 600);
+    Leases far(store, time.machine("runner-far-behind", -kHalfAnHour));
+    std::optional<fleet::Observed> seen = far.read(kVersion, kKey);
+    ASSERT_TRUE(seen);
+    // Without the store's times only this machine's clock is left to judge by, and it is wrong.
+    EXPECT_EQ(seen->verdict.damaged.has_value(), !store_times) << store_times;
+    EXPECT_EQ(seen->verdict.waits, store_times);
+  }
+  Time time(kNow);
+  MemoryStore store;
+  store.set_clock(time.store_clock());
+  store.report_times(true);
+  lease::Record hostile = plant_dead_lease(store, 600);
+  hostile.heartbeat = hostile.started = k2099;
+  hostile.expires = k2099 + 600;
+  store.put(kPath, lease::serialize(hostile));
+  Leases far(store, time.machine("runner-far-ahead", k2099 - kNow));
+  fleet::Claim claim = far.claim(kVersion, kKey, "llama-bs1", 0);
+  EXPECT_TRUE(claim.taken);
+  EXPECT_TRUE(claim.took_over);
+  ASSERT_TRUE(claim.verdict.damaged);
+  EXPECT_NE(claim.verdict.damaged->find("is in the future (the store's clock: "), std::string::npos)
+      << *claim.verdict.damaged;
+}
+
+TEST(LeaseClockTest, ThePromisedLifeIsADifferenceBoundedAtTheExtremes) {
+  lease::Record r = sound();
+  EXPECT_EQ(r.promised_life(), 600);
+  r.expires = r.heartbeat - 1;
+  EXPECT_EQ(r.promised_life(), 0);
+  for (auto [heartbeat, expires, life] :
+       {std::tuple{kMin, kMax, lease::kMaxLifeSeconds}, std::tuple{kMax, kMin, int64_t{0}},
+        std::tuple{kMin, kMin, int64_t{0}}, std::tuple{kMax, kMax, int64_t{0}},
+        std::tuple{kNow, kMax, lease::kMaxLifeSeconds},
+        std::tuple{kMin, kNow, lease::kMaxLifeSeconds}}) {
+    r.heartbeat = heartbeat;
+    r.expires = expires;
+    EXPECT_EQ(r.promised_life(), life) << heartbeat << " " << expires;
   }
 }
 

@@ -41,7 +41,7 @@ void MemoryStore::put(const std::string& path, const std::string& content, int64
   std::lock_guard lock(mutex_);
   Files files = revisions_.back().second;
   files[path] = {content, ++writes_};
-  written_[path] = when != 0 ? when : static_cast<int64_t>(std::time(nullptr));
+  written_[path] = when != 0 ? when : now();
   add_revision(std::move(files));
 }
 
@@ -213,7 +213,14 @@ storage::SmallFile MemoryStore::read_versioned(const std::string& path, const st
   if (it == files.end()) return {};
   if (it->second.content.size() > max_bytes)
     throw input_error(path + " is too large to read whole");
-  return {it->second.content, std::to_string(it->second.version)};
+  storage::SmallFile read{it->second.content, std::to_string(it->second.version)};
+  if (auto when = written_.find(path); report_times_ && when != written_.end())
+    read.times = storage::StoreTimes{when->second, now()};
+  return read;
+}
+
+int64_t MemoryStore::now() const {
+  return clock_ ? clock_() : static_cast<int64_t>(std::time(nullptr));
 }
 
 // Writes the content, then verifies it against what the request expects, as the real backends
@@ -295,7 +302,7 @@ storage::CommitResult MemoryStore::commit(const std::vector<storage::CommitOpera
       continue;
     }
     files[op.path] = {data, ++writes_};
-    written_[op.path] = static_cast<int64_t>(std::time(nullptr));
+    written_[op.path] = now();
     ++result.large_sent;
     result.bytes_sent += data.size();
   }

@@ -7,6 +7,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -49,6 +50,12 @@ class MemoryStore : public storage::Store {
   size_t revisions() const;
   // Commits made so far.
   int commits() const { return commits_; }
+  // The store's own clock (seconds since 1970; default the system's): the time of each write and
+  // of each answer. Set before the store is used.
+  void set_clock(std::function<int64_t()> clock) { clock_ = std::move(clock); }
+  // read_versioned() gives the file's write time and the store's now (SmallFile::times), as S3's
+  // Last-Modified and Date do; by default it gives none, as the Hub's resolve does not.
+  void report_times(bool on) { report_times_ = on; }
   // A Store that forwards to this one, for a pipeline to own (Remotes::open_store) while the
   // test keeps the files across runs.
   std::unique_ptr<storage::Store> handle();
@@ -115,6 +122,9 @@ class MemoryStore : public storage::Store {
   size_t squashed_below_ = 0;
   int lost_answers_ = 0;
   std::atomic<bool> fail_times_queries_{false};
+  std::function<int64_t()> clock_;
+  std::atomic<bool> report_times_{false};
+  int64_t now() const;
 };
 
 }  // namespace neuron_cache::testing

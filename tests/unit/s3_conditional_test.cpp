@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <ctime>
 #include <nlohmann/json.hpp>
 #include <set>
 
@@ -50,6 +51,22 @@ TEST(S3StoreConditional, SecondCreatorConflicts) {
             1u);
   EXPECT_EQ(s3.body("c/" + kIndex), "{\"a\":1,\"b\":1}");
   EXPECT_TRUE(s3.signed_.load());
+}
+
+// A lease's age on S3 (fleet/lease_watch.h): Last-Modified against the same answer's Date, both
+// the server's clock; an absent object has none.
+TEST(S3StoreConditional, ASmallReadGivesTheServersTimes) {
+  testing::S3StandIn s3;
+  S3Store store("s3://bucket/c", s3.access(), s3.options());
+  EXPECT_FALSE(store.read_versioned(kIndex, "", 1 << 20).times);
+  s3.put("c/" + kIndex, "v1");
+  const int64_t written = static_cast<int64_t>(std::time(nullptr)) - 100;
+  s3.set_modified("c/" + kIndex, written);
+  SmallFile read = store.read_versioned(kIndex, "", 1 << 20);
+  ASSERT_TRUE(read.times);
+  EXPECT_EQ(read.times->written, written);
+  EXPECT_GE(read.times->now - written, 100);
+  EXPECT_LT(read.times->now - written, 160);
 }
 
 TEST(S3StoreConditional, StaleUpdateConflictsAndArtifactsGoFirst) {

@@ -121,6 +121,20 @@ bool S3StandIn::slow_down() {
   return true;
 }
 
+namespace {
+
+// "Sun, 06 Nov 1994 08:49:37 GMT"
+std::string http_date(int64_t seconds) {
+  std::time_t when = static_cast<std::time_t>(seconds);
+  std::tm utc{};
+  gmtime_r(&when, &utc);
+  char text[40];
+  std::strftime(text, sizeof text, "%a, %d %b %Y %H:%M:%S GMT", &utc);
+  return text;
+}
+
+}  // namespace
+
 void S3StandIn::get(const httplib::Request& req, httplib::Response& res) {
   std::function<void(const std::string&)> hook;
   {
@@ -144,6 +158,9 @@ void S3StandIn::get(const httplib::Request& req, httplib::Response& res) {
       etag = md5_hex("another writer");  // someone replaced it after our PUT
     }
     res.set_header("ETag", "\"" + etag + "\"");
+    // As S3 does: the object's time and the answer's, both on the server's clock.
+    res.set_header("Last-Modified", http_date(modified_[req.path]));
+    res.set_header("Date", http_date(std::time(nullptr)));
     res.set_content(found->second.first, "application/octet-stream");
     if (req.method == "HEAD" && after_head_) {
       hook = std::move(after_head_);

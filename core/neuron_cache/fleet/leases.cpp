@@ -15,7 +15,10 @@ namespace neuron_cache::fleet {
 using Record = lease::Record;
 
 Leases::Leases(storage::Store& store, LeaseOptions options)
-    : store_(store), options_(std::move(options)), holder_(sys::random_hex(32)) {
+    : store_(store),
+      options_(std::move(options)),
+      holder_(sys::random_hex(32)),
+      watch_(options_.monotonic) {
   if (options_.ttl.count() < 3) options_.ttl = std::chrono::seconds(3);
   // Longer reads as damaged to the other machines (lease::damaged).
   options_.ttl = std::min(options_.ttl, std::chrono::seconds(lease::kMaxTtlSeconds));
@@ -50,12 +53,32 @@ int64_t Leases::now() {
       .count();
 }
 
+int64_t Leases::wall_now() const {
+  return options_.wall_clock ? options_.wall_clock() : now();
+}
+
 bool Leases::holder_ended(const Record& lease) {
   return lease.state == lease::State::Compiling && process::ended(lease.process);
 }
 
-bool Leases::waits_for(const Record& lease, int64_t now) {
-  return lease.live(now) && !holder_ended(lease);
+Verdict Leases::judge(const std::string& path, const std::string& revision,
+                      const storage::SmallFile& read, const Record& record) {
+  LeaseWatch::Sight sight = watch_.seen(path, read.content.value_or(""), [&] {
+    // S3 gives its times with the read; a folder writes a probe (only for a new version).
+    return read.times ? read.times : store_.write_times(path, revision);
+  });
+  Verdict v;
+  // The heartbeat against the store's clock when the store said when it wrote it (the holder's
+  // skew alone), else against this machine's: kMaxAheadSeconds covers both clocks' skews.
+  v.damaged = sight.store_written
+                  ? lease::damaged(record, *sight.store_written, "the store's clock")
+                  : lease::damaged(record, wall_now());
+  v.life = record.promised_life();
+  v.unrenewed = sight.age;
+  bool compiling = record.state == lease::State::Compiling;
+  v.expired = compiling && sight.age > v.life + kExpiryGraceSeconds;
+  v.waits = compiling && !v.damaged && !v.expired && !holder_ended(record);
+  return v;
 }
 
 bool Leases::enforced() {
@@ -75,7 +98,7 @@ Record Leases::fresh(const std::string& key, const std::string& configuration,
   r.host = options_.host;
   r.configuration = configuration;
   r.key = key;
-  r.started = r.heartbeat = now();
+  r.started = r.heartbeat = wall_now();
   r.expires = r.started + options_.ttl.count();
   r.expected_seconds = expected_seconds;
   r.process = process::this_process();
@@ -94,7 +117,10 @@ std::vector<std::optional<Record>> Leases::update(const std::vector<std::string>
     std::vector<storage::CommitOperation> operations;
     for (size_t i = 0; i < paths.size(); ++i) {
       storage::SmallFile read = store_.read_versioned(paths[i], head, lease::kMaxLeaseBytes);
-      next[i] = decide(i, read.content ? lease::parse(*read.content) : std::nullopt);
+      std::optional<Record> record = read.content ? lease::parse(*read.content) : std::nullopt;
+      Verdict verdict;
+      if (record && record->holder != holder_) verdict = judge(paths[i], head, read, *record);
+      next[i] = decide(i, record, verdict);
       if (!next[i]) continue;
       files.push_back(std::make_unique<sys::TempFile>(lease::serialize(*next[i])));
       // Lands only on the version decided on: of two claimers, one wins.
@@ -116,15 +142,17 @@ std::vector<Claim> Leases::claim(const std::vector<ClaimRequest>& requests, bool
   std::vector<std::string> paths;
   for (const auto& r : requests) paths.push_back(lease::remote_path(r.compiler_version, r.key));
   std::vector<Claim> claims(requests.size());
-  auto decide = [&](size_t i, const std::optional<Record>& now) -> std::optional<Record> {
+  auto decide = [&](size_t i, const std::optional<Record>& now,
+                    const Verdict& verdict) -> std::optional<Record> {
     Claim& claim = claims[i];
     claim = {};
     if (now && now->holder != holder_) {
       // A lease no live holder wrote (lease::damaged) protects nothing, done or not.
-      bool damaged = lease::damaged(*now, Leases::now()).has_value();
+      bool damaged = verdict.damaged.has_value();
       bool done = now->state == lease::State::Done && !over_done && !damaged;
       claim.other = now;
-      if (done || waits_for(*now, Leases::now())) return std::nullopt;
+      claim.verdict = verdict;
+      if (done || verdict.waits) return std::nullopt;
       claim.took_over = now->state != lease::State::Done || damaged;
     }
     const ClaimRequest& r = requests[i];
@@ -142,12 +170,15 @@ std::vector<Claim> Leases::claim(const std::vector<ClaimRequest>& requests, bool
   return claims;
 }
 
-std::optional<Record> Leases::read(const std::string& compiler_version, const std::string& key) {
+std::optional<Observed> Leases::read(const std::string& compiler_version, const std::string& key) {
   std::lock_guard lock(io_mutex_);
   std::string head = store_.head();
-  auto text =
-      store_.read_small(lease::remote_path(compiler_version, key), head, lease::kMaxLeaseBytes);
-  return text ? lease::parse(*text) : std::nullopt;
+  std::string path = lease::remote_path(compiler_version, key);
+  storage::SmallFile read = store_.read_versioned(path, head, lease::kMaxLeaseBytes);
+  std::optional<Record> record = read.content ? lease::parse(*read.content) : std::nullopt;
+  if (!record) return std::nullopt;
+  if (record->holder == holder_) return Observed{*record, {}};  // not a lease to wait for
+  return Observed{*record, judge(path, head, read, *record)};
 }
 
 void Leases::finish(const std::string& compiler_version, const std::string& key, lease::State state,
@@ -168,12 +199,12 @@ void Leases::finish(const std::vector<LeaseEnd>& ends) {
     }
   }
   update(paths, "ending " + std::to_string(paths.size()) + " compile lease(s)",
-         [&](size_t i, const std::optional<Record>& now) -> std::optional<Record> {
+         [&](size_t i, const std::optional<Record>& now, const Verdict&) -> std::optional<Record> {
            if (!now || now->holder != holder_) return std::nullopt;
            Record next = *now;
            next.state = mine[i]->state;
            next.note = mine[i]->note;
-           next.heartbeat = Leases::now();
+           next.heartbeat = wall_now();
            return next;
          });
 }
@@ -198,7 +229,7 @@ std::vector<storage::CommitOperation> Leases::done_in_commit(const std::string& 
     Record next = *now;
     next.state = lease::State::Done;
     next.note.clear();
-    next.heartbeat = Leases::now();
+    next.heartbeat = wall_now();
     offered_files_.push_back(std::make_unique<sys::TempFile>(lease::serialize(next)));
     operations.push_back({storage::CommitOperation::Kind::Add, path, offered_files_.back()->path(),
                           read.expected()});
@@ -233,15 +264,16 @@ void Leases::renew_loop() {
 void Leases::renew(const std::vector<std::string>& paths) {
   std::vector<bool> lost(paths.size(), false);
   try {
-    update(paths, "renewing " + std::to_string(paths.size()) + " compile lease(s)",
-           [&](size_t i, const std::optional<Record>& now) -> std::optional<Record> {
-             lost[i] = !now || now->holder != holder_ || now->state != lease::State::Compiling;
-             if (lost[i]) return std::nullopt;
-             Record next = *now;
-             next.heartbeat = Leases::now();
-             next.expires = next.heartbeat + options_.ttl.count();
-             return next;
-           });
+    update(
+        paths, "renewing " + std::to_string(paths.size()) + " compile lease(s)",
+        [&](size_t i, const std::optional<Record>& now, const Verdict&) -> std::optional<Record> {
+          lost[i] = !now || now->holder != holder_ || now->state != lease::State::Compiling;
+          if (lost[i]) return std::nullopt;
+          Record next = *now;
+          next.heartbeat = wall_now();
+          next.expires = next.heartbeat + options_.ttl.count();
+          return next;
+        });
   } catch (const std::exception& error) {
     // The next round tries again; a lease lasts three rounds.
     log::debug("lease", std::string("could not renew the compile leases: ") + error.what());

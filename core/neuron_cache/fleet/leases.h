@@ -23,6 +23,7 @@
 #include <thread>
 #include <vector>
 
+#include "neuron_cache/fleet/lease_watch.h"
 #include "neuron_cache/format/lease.h"
 #include "neuron_cache/net/retry.h"
 #include "neuron_cache/storage/store.h"
@@ -35,6 +36,26 @@ struct LeaseOptions {
   std::chrono::seconds ttl{600};
   std::string host;            // this machine's name, for the other machines' messages
   net::RetryPolicy conflicts;  // between claims that met another writer's commit
+  // The clocks (tests move them; default: the system's). `wall_clock`, seconds since 1970, is
+  // written into this machine's leases and read by nobody against another clock but to find
+  // damaged leases; `monotonic` measures how long another machine's lease went unrenewed.
+  std::function<int64_t()> wall_clock;
+  MonotonicClock monotonic;
+};
+
+// How this machine judges another machine's lease (LeaseWatch): never by its own wall clock.
+struct Verdict {
+  bool waits = false;  // compiling, renewed within its life, not damaged, its holder not ended
+  std::optional<std::string> damaged;  // why no live holder could have written it
+  bool expired = false;                // compiling, but not renewed for longer than its life
+  int64_t unrenewed = 0;  // seconds since its last renewal, as far as this machine can tell
+  int64_t life = 0;       // the life its holder promised (lease::Record::promised_life)
+};
+
+// Another machine's lease as read now, and the verdict on it.
+struct Observed {
+  lease::Record record;
+  Verdict verdict;
 };
 
 // A configuration whose lease is claimed.
@@ -59,6 +80,7 @@ struct Claim {
   bool took_over = false;  // ... from a holder that stopped without a result
   // When not taken: the live lease of another machine. When taken over: the one replaced.
   std::optional<lease::Record> other;
+  Verdict verdict;  // on `other`
 };
 
 class Leases {
@@ -80,8 +102,9 @@ class Leases {
               const std::string& configuration, double expected_seconds, bool over_done = false);
   // The same for several configurations at once: one commit on the Hub, whatever their number.
   std::vector<Claim> claim(const std::vector<ClaimRequest>& requests, bool over_done = false);
-  // The lease of `key` as the store holds it now; nothing when there is none or it is damaged.
-  std::optional<lease::Record> read(const std::string& compiler_version, const std::string& key);
+  // The lease of `key` as the store holds it now, judged; nothing when there is none or its file
+  // is not a lease. Throws what the store throws.
+  std::optional<Observed> read(const std::string& compiler_version, const std::string& key);
   // The holder's end of a lease it holds: Done after its push, Released (with why) otherwise.
   // A lease this process no longer holds is left alone. Throws what the store throws.
   void finish(const std::string& compiler_version, const std::string& key, lease::State state,
@@ -100,12 +123,9 @@ class Leases {
   bool enforced();
   // Leases another machine took over while this one held them (its renewals came too late).
   std::vector<std::string> lost() const;
-  // Seconds since 1970 now, the clock every lease time is read against.
+  // Seconds since 1970 now on this machine's clock: what it writes in its leases and shows.
   static int64_t now();
-  // Whether another machine must wait for `lease` at `now`: it is live and its holder has not
-  // ended (a holder that ran on this machine and was killed is known dead at once).
-  static bool waits_for(const lease::Record& lease, int64_t now);
-  // Whether `lease` is live but its holder, a process of this machine, has ended.
+  // Whether `lease` is compiling but its holder, a process of this machine, has ended.
   static bool holder_ended(const lease::Record& lease);
 
  private:
@@ -114,9 +134,10 @@ class Leases {
     std::string configuration;
     lease::Record record;
   };
-  // What update() asks of each lease it read: the record to write, or nothing to leave it.
-  using Decide = std::function<std::optional<lease::Record>(size_t index,
-                                                            const std::optional<lease::Record>&)>;
+  // What update() asks of each lease it read (with the verdict on another machine's): the
+  // record to write, or nothing to leave it.
+  using Decide = std::function<std::optional<lease::Record>(
+      size_t index, const std::optional<lease::Record>&, const Verdict&)>;
   // Reads the leases at `paths` at the store's head and writes what `decide` makes of each, in
   // one commit conditional on the versions read, again from the new head while another writer
   // gets in between. Returns what was written, by index.
@@ -124,12 +145,17 @@ class Leases {
                                                    const std::string& what, const Decide& decide);
   lease::Record fresh(const std::string& key, const std::string& configuration,
                       double expected_seconds) const;
+  int64_t wall_now() const;
+  // The verdict on `record`, another machine's lease read at `path` as `read` (at `revision`).
+  Verdict judge(const std::string& path, const std::string& revision,
+                const storage::SmallFile& read, const lease::Record& record);
   void renew_loop();
   void renew(const std::vector<std::string>& paths);
 
   storage::Store& store_;
   LeaseOptions options_;
   std::string holder_;        // this process's random id
+  LeaseWatch watch_;          // when each version of other machines' leases was first seen
   std::mutex io_mutex_;       // store reads and writes of leases, one at a time
   mutable std::mutex mutex_;  // the fields below
   std::condition_variable wake_;

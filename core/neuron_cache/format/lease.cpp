@@ -70,10 +70,10 @@ std::string too_early(const Record& r) {
 }
 
 // Why its times are not those of a holder that claimed and renewed it, or "".
-std::string impossible_times(const Record& r, int64_t now) {
-  if (r.heartbeat > add_seconds(now, kMaxClockSkewSeconds))
-    return "its heartbeat " + time_text(r.heartbeat) +
-           " is in the future (this machine's clock: " + time_text(now) + ")";
+std::string impossible_times(const Record& r, int64_t now, std::string_view whose) {
+  if (r.heartbeat > add_seconds(now, kMaxAheadSeconds))
+    return "its heartbeat " + time_text(r.heartbeat) + " is in the future (" + std::string(whose) +
+           ": " + time_text(now) + ")";
   if (r.started > r.heartbeat) return "it started after its last heartbeat";
   // started >= kEarliestSeconds > 0 (too_early() came first): no overflow.
   if (r.heartbeat - r.started > kMaxCompileSeconds)
@@ -90,11 +90,19 @@ bool Record::live(int64_t now) const {
   return state == State::Compiling && now < expires && !damaged(*this, now);
 }
 
-std::optional<std::string> damaged(const Record& record, int64_t now) {
+int64_t Record::promised_life() const {
+  // Saturated, then bounded: a damaged lease's times may be anything.
+  return std::clamp(add_seconds(expires, heartbeat == std::numeric_limits<int64_t>::min()
+                                             ? std::numeric_limits<int64_t>::max()
+                                             : -heartbeat),
+                    int64_t{0}, kMaxLifeSeconds);
+}
+
+std::optional<std::string> damaged(const Record& record, int64_t now, std::string_view whose) {
   // In this order: impossible_times() counts on too_early() having passed.
   std::string why = absurd_expected(record.expected_seconds);
   if (why.empty()) why = too_early(record);
-  if (why.empty()) why = impossible_times(record, now);
+  if (why.empty()) why = impossible_times(record, now, whose);
   if (why.empty()) return std::nullopt;
   return why;
 }

@@ -40,8 +40,13 @@ inline constexpr int64_t kMaxTtlSeconds = 3600;
 inline constexpr int64_t kMaxLifeSeconds = 6 * 3600;
 // The longest compile a holder may expect, or hold one lease for.
 inline constexpr int64_t kMaxCompileSeconds = 48 * 3600;
-// How far another machine's clock may run ahead of this one's.
+// How far any machine's clock may be from the store's, either way. Expiry never reads a clock
+// against another (fleet/lease_watch.h); only damaged() does, with twice this tolerance.
 inline constexpr int64_t kMaxClockSkewSeconds = 600;
+// How far a heartbeat may be ahead of the time it is judged against (the store's clock when it
+// wrote the lease, else the reader's) before no live holder could have written it: a holder 10
+// minutes ahead read by a machine 10 minutes behind is not damaged.
+inline constexpr int64_t kMaxAheadSeconds = 2 * kMaxClockSkewSeconds;
 // 2020-01-01T00:00:00Z: no store of this tool holds anything older.
 inline constexpr int64_t kEarliestSeconds = 1'577'836'800;
 
@@ -63,13 +68,21 @@ struct Record {
   // rerun on the same machine knows a dead holder at once; empty in leases of older versions.
   std::string process;
 
-  // Whether another machine must wait for it at `now`: compiling, not expired, not damaged.
+  // Whether it is compiling and not expired at `now` on the holder's own clock, nor damaged:
+  // for a reader of the holder's clock (gc). Waiters judge expiry without any wall clock
+  // (fleet::LeaseWatch).
   bool live(int64_t now) const;
+  // The life its holder promised at its last heartbeat (expires - heartbeat, a difference on
+  // the holder's own clock), within [0, kMaxLifeSeconds].
+  int64_t promised_life() const;
 };
 
-// Why no live holder could have written `record` at `now` (its fields as a person may read them,
-// no text of the record in it), or nothing when it could have. A damaged lease protects nothing.
-std::optional<std::string> damaged(const Record& record, int64_t now);
+// Why no live holder could have written `record` (its fields as a person may read them, no text
+// of the record in it), or nothing when it could have. A damaged lease protects nothing.
+// `now`: the store's clock when it wrote the lease where the store says, else the reader's
+// clock; `whose` names it in the reason ("the store's clock", "this machine's clock").
+std::optional<std::string> damaged(const Record& record, int64_t now,
+                                   std::string_view whose = "this machine's clock");
 
 // a + b in seconds, at INT64_MIN or INT64_MAX instead of overflowing.
 int64_t add_seconds(int64_t a, int64_t b);

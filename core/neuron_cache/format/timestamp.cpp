@@ -33,6 +33,27 @@ std::optional<int64_t> parse_utc_timestamp(std::string_view text) {
   return static_cast<int64_t>(timegm(&when));
 }
 
+std::optional<int64_t> parse_http_date(std::string_view text) {
+  // "Www, DD Mon YYYY HH:MM:SS GMT"; the weekday is not checked against the date.
+  static constexpr std::string_view kShape = "aaa, dd aaa dddd dd:dd:dd GMT";
+  static constexpr std::string_view kMonths = "JanFebMarAprMayJunJulAugSepOctNovDec";
+  if (text.size() != kShape.size()) return std::nullopt;
+  for (size_t i = 0; i < kShape.size(); ++i) {
+    auto c = static_cast<unsigned char>(text[i]);
+    bool ok = kShape[i] == 'd'   ? std::isdigit(c) != 0
+              : kShape[i] == 'a' ? std::isalpha(c) != 0
+                                 : text[i] == kShape[i];
+    if (!ok) return std::nullopt;
+  }
+  size_t month = kMonths.find(text.substr(8, 3));
+  if (month == std::string_view::npos || month % 3 != 0) return std::nullopt;
+  // The same date in the shape parse_utc_timestamp() reads, which checks the fields' ranges.
+  std::string iso = std::string(text.substr(12, 4)) + "-" + (month / 3 < 9 ? "0" : "") +
+                    std::to_string(month / 3 + 1) + "-" + std::string(text.substr(5, 2)) + "T" +
+                    std::string(text.substr(17, 8)) + "Z";
+  return parse_utc_timestamp(iso);
+}
+
 std::string utc_text(int64_t seconds) {
   std::time_t when = static_cast<std::time_t>(seconds);
   std::tm utc{};

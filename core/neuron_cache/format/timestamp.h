@@ -12,6 +12,10 @@ namespace neuron_cache {
 
 // "YYYY-MM-DDTHH:MM:SS", then optional fractions and a Z, as seconds since 1970; or nothing.
 std::optional<int64_t> parse_utc_timestamp(std::string_view text);
+// An HTTP date as servers send it (RFC 9110's IMF-fixdate, "Sun, 06 Nov 1994 08:49:37 GMT": S3's
+// Date and Last-Modified) as seconds since 1970; nothing for any other text (the obsolete forms
+// included: no store of this tool sends them).
+std::optional<int64_t> parse_http_date(std::string_view text);
 // Seconds since 1970 as "YYYY-MM-DDTHH:MM:SSZ".
 std::string utc_text(int64_t seconds);
 

@@ -22,8 +22,8 @@ struct LeaseCoordinator::Waiting {
   plan::PlanRow* row = nullptr;
   LeaseOutcome outcome;
   Clock::time_point since;
-  int64_t deadline = 0;    // seconds since 1970: past it, compile without the lease
-  Clock::time_point said;  // when the last progress line about it was shown
+  Clock::time_point deadline;  // past it, compile without the lease
+  Clock::time_point said;      // when the last progress line about it was shown
 };
 
 std::string_view lease_kind_name(LeaseOutcome::Kind kind) {
@@ -93,26 +93,35 @@ int64_t whole_seconds(double seconds) {
   return static_cast<int64_t>(std::ceil(std::clamp(seconds, 0.0, 1e15)));
 }
 
-// When a machine waiting for `lease` since `now` stops waiting (seconds since 1970). The lease
-// is another machine's word: without --wait-timeout the wait ends by now + the longest life of
-// a lease, whatever it says.
-int64_t wait_deadline(const lease::Record& lease, const LeasePolicy& policy, int64_t now) {
-  if (policy.wait_timeout) return lease::add_seconds(now, policy.wait_timeout->count());
+// How long a machine that finds `lease` waits for it at most. The lease is another machine's
+// word: without --wait-timeout the wait is at most the longest life of a lease, whatever it says.
+// How long it has compiled is a difference of its own times (its holder's clock), never read
+// against this machine's clock.
+std::chrono::seconds wait_bound(const lease::Record& lease, const LeasePolicy& policy) {
+  if (policy.wait_timeout) return *policy.wait_timeout;
   int64_t expected = lease::expected_whole_seconds(lease.expected_seconds);  // <= 48 h
-  if (expected == 0) return lease::add_seconds(now, kDefaultWaitSeconds);
-  int64_t end = lease::add_seconds(lease.started, expected + expected / 4 + kEstimateMarginSeconds);
-  return std::clamp(end, lease::add_seconds(now, kEstimateMarginSeconds),
-                    lease::add_seconds(now, lease::kMaxLifeSeconds));
+  if (expected == 0) return std::chrono::seconds(kDefaultWaitSeconds);
+  int64_t ran = 0;  // a damaged lease's times may be anything: never overflowing
+  if (__builtin_sub_overflow(lease.heartbeat, lease.started, &ran)) ran = 0;
+  ran = std::clamp(ran, int64_t{0}, lease::kMaxCompileSeconds);
+  int64_t left = expected + expected / 4 + kEstimateMarginSeconds - ran;
+  return std::chrono::seconds(std::clamp(left, kEstimateMarginSeconds, lease::kMaxLifeSeconds));
+}
+
+// The time on this machine's clock `deadline` falls at: for messages only.
+int64_t wall_time_of(Clock::time_point deadline) {
+  auto left = std::chrono::duration_cast<std::chrono::seconds>(deadline - Clock::now()).count();
+  return lease::add_seconds(fleet::Leases::now(), left);
 }
 
 // "llama-bs1 is being compiled by runner-7 since 12:03 UTC, expected 41 min from its last
-// compile; waiting until 12:54 UTC"
-std::string being_compiled(const lease::Record& lease, int64_t deadline) {
+// compile; waiting until 12:54 UTC" (the holder's clock, then this machine's)
+std::string being_compiled(const lease::Record& lease, Clock::time_point deadline) {
   std::string text = printable(lease.configuration) + " is being compiled by " +
                      printable(lease.host) + " since " + clock_time(lease.started);
   if (int64_t expected = lease::expected_whole_seconds(lease.expected_seconds); expected > 0)
     text += ", expected " + minutes(expected) + " from its last compile";
-  return text + "; waiting until " + clock_time(deadline);
+  return text + "; waiting until " + clock_time(wall_time_of(deadline));
 }
 
 // "the lease of runner-7 is damaged or hostile (its heartbeat ... is in the future): set aside"
@@ -122,8 +131,8 @@ std::string why_damaged(const lease::Record& lease, const std::string& why) {
 }
 
 // Why `lease` no longer protects its configuration, for the note of a take-over.
-std::string why_free(const lease::Record& lease, int64_t now) {
-  if (std::optional<std::string> why = lease::damaged(lease, now)) return why_damaged(lease, *why);
+std::string why_free(const lease::Record& lease, const fleet::Verdict& verdict) {
+  if (verdict.damaged) return why_damaged(lease, *verdict.damaged);
   if (lease.state == lease::State::Released)
     return printable(lease.host) + " released it without a result (" +
            printable(lease.note, kPrintableMessage) + ")";
@@ -132,8 +141,9 @@ std::string why_free(const lease::Record& lease, int64_t now) {
   if (fleet::Leases::holder_ended(lease))
     return "the run on this machine that held it (" + printable(lease.host) +
            ") has ended without a result";
-  return printable(lease.host) + "'s lease expired at " + clock_time(lease.expires) +
-         " without a result (its runner stopped renewing it)";
+  return printable(lease.host) + "'s lease was not renewed for " + minutes(verdict.unrenewed) +
+         ", past the " + minutes(verdict.life) +
+         " its holder promised, without a result (its runner stopped renewing it)";
 }
 
 }  // namespace
@@ -199,8 +209,8 @@ std::vector<LeaseCoordinator::Waiting> LeaseCoordinator::claim_each(
     } else if (const fleet::Claim& claim = claims[i]; claim.taken) {
       if (claim.other) o.other_host = printable(claim.other->host);
       o.kind = claim.took_over ? LeaseOutcome::Kind::TookOver : LeaseOutcome::Kind::Held;
-      if (claim.took_over) o.note = why_free(*claim.other, fleet::Leases::now());
-      if (claim.other && lease::damaged(*claim.other, fleet::Leases::now()))
+      if (claim.took_over) o.note = why_free(*claim.other, claim.verdict);
+      if (claim.other && claim.verdict.damaged)
         run_.note(true, o.configuration + ": " + o.note + "; compiling it here");
     } else if (!run_.options.leases.wait) {
       o.other_host = printable(claim.other->host);
@@ -208,7 +218,7 @@ std::vector<LeaseCoordinator::Waiting> LeaseCoordinator::claim_each(
       o.note = "--no-wait: compiled although " + o.other_host + " compiles it too";
     } else {
       o.other_host = printable(claim.other->host);
-      int64_t deadline = wait_deadline(*claim.other, run_.options.leases, fleet::Leases::now());
+      Clock::time_point deadline = Clock::now() + wait_bound(*claim.other, run_.options.leases);
       waiting.push_back({rows[i], o, Clock::now(), deadline, Clock::now()});
       if (claim.other->state == lease::State::Compiling)
         run_.progress(being_compiled(*claim.other, deadline));
@@ -330,7 +340,7 @@ bool LeaseCoordinator::poll_other(const plan::Plan& plan, Waiting& w, CompileSte
   const plan::Target& t = w.row->target;
   fleet::Leases& leases = *leases_->get();
   w.outcome.waited_seconds = std::chrono::duration<double>(Clock::now() - w.since).count();
-  std::optional<lease::Record> now;
+  std::optional<fleet::Observed> now;
   try {
     now = leases.read(t.inputs.compiler_version, t.key);
   } catch (const Error& error) {
@@ -339,10 +349,11 @@ bool LeaseCoordinator::poll_other(const plan::Plan& plan, Waiting& w, CompileSte
     poll_failed_ = true;
     log::debug("lease",
                "could not read the lease of " + t.configuration.name + ": " + error.what());
-    if (fleet::Leases::now() < w.deadline) return false;
+    if (Clock::now() < w.deadline) return false;
     now = std::nullopt;
   }
-  if (!now || !fleet::Leases::waits_for(*now, fleet::Leases::now())) {
+  const bool waits = now && now->verdict.waits;
+  if (!waits) {
     // Done, released, expired or gone: the holder may have pushed before it stopped.
     Refetch got = fetch_after_wait(*w.row, step);
     if (got == Refetch::Fetched) {
@@ -351,20 +362,19 @@ bool LeaseCoordinator::poll_other(const plan::Plan& plan, Waiting& w, CompileSte
                     " (waited " + minutes(whole_seconds(w.outcome.waited_seconds)) + ")");
       return true;
     }
-    if (got == Refetch::Failed && fleet::Leases::now() < w.deadline) return false;
+    if (got == Refetch::Failed && Clock::now() < w.deadline) return false;
   }
-  int64_t seconds = fleet::Leases::now();
-  if (now && fleet::Leases::waits_for(*now, seconds)) {
-    if (seconds < w.deadline) {
+  if (waits) {
+    if (Clock::now() < w.deadline) {
       if (Clock::now() - w.said >= kProgressEvery) {
         w.said = Clock::now();
-        run_.progress(being_compiled(*now, w.deadline));
+        run_.progress(being_compiled(now->record, w.deadline));
       }
       return false;
     }
     w.outcome.kind = LeaseOutcome::Kind::WaitTimedOut;
     w.outcome.note = "waited " + minutes(whole_seconds(w.outcome.waited_seconds)) + " for " +
-                     printable(now->host) + "; compiled here without the lease";
+                     printable(now->record.host) + "; compiled here without the lease";
     run_.note(true, t.configuration.name + ": " + w.outcome.note);
     compiler_.compile_rows({w.row}, step, compiled);
     publish_before_waiting(plan, compiled, step);
@@ -373,21 +383,21 @@ bool LeaseCoordinator::poll_other(const plan::Plan& plan, Waiting& w, CompileSte
   try {
     fleet::Claim claim =
         leases.claim(t.inputs.compiler_version, t.key, t.configuration.name,
-                     now ? lease::bounded_expected(now->expected_seconds) : 0, true);
+                     now ? lease::bounded_expected(now->record.expected_seconds) : 0, true);
     if (!claim.taken) {  // another waiter took it over first: wait for that one now
       if (claim.other) {
         w.outcome.other_host = printable(claim.other->host);
         if (!run_.options.leases.wait_timeout)
-          w.deadline = wait_deadline(*claim.other, run_.options.leases, fleet::Leases::now());
+          w.deadline = Clock::now() + wait_bound(*claim.other, run_.options.leases);
       }
       return false;
     }
     w.outcome.kind = LeaseOutcome::Kind::TookOver;
-    w.outcome.note = now ? why_free(*now, fleet::Leases::now())
+    w.outcome.note = now ? why_free(now->record, now->verdict)
                          : "its lease is gone and the store has no entry for it";
   } catch (const Error& error) {
     rethrow_local_disk(error);
-    if (fleet::Leases::now() < w.deadline) return false;
+    if (Clock::now() < w.deadline) return false;
     w.outcome.kind = LeaseOutcome::Kind::WaitTimedOut;
     w.outcome.note = std::string("the lease could not be taken over: ") + error.what();
   }

@@ -460,6 +460,35 @@ SmallFile FolderStore::read_versioned(const std::string& path, const std::string
   return {std::move(content), std::move(version)};
 }
 
+// The probe is a dot-file ending in ".tmp": never listed, and swept like a writer's copy when a
+// killed reader leaves it.
+std::optional<StoreTimes> FolderStore::write_times(const std::string& path,
+                                                   const std::string& /*revision*/) {
+  if (options_.offline) return std::nullopt;
+  try {
+    std::vector<std::string> parts = plain_parts(path);
+    if (parts.empty()) return std::nullopt;
+    sys::SafeDir root = open_root(root_);
+    auto dir = open_parts(root, parts, parts.size() - 1);
+    auto item = dir ? dir->entry(parts.back()) : std::nullopt;
+    if (!item || item->type != sys::NodeType::File) return std::nullopt;
+    std::string probe = "." + parts.back() + "." + sys::random_hex(12) + ".tmp";
+    struct stat info {};
+    {
+      sys::UniqueFd fd = dir->create_new(probe);
+      int failed = fstat(fd.get(), &info);
+      unlinkat(dir->fd(), probe.c_str(), 0);
+      if (failed != 0) return std::nullopt;
+    }
+    ++files_touched_;
+    return StoreTimes{static_cast<int64_t>(item->mtime), static_cast<int64_t>(info.st_mtime)};
+  } catch (const Error& error) {
+    // A read-only mount, a full disk: the reader judges the file by its own monotonic clock.
+    log::debug("folder", "no store time for " + path + ": " + error.what());
+    return std::nullopt;
+  }
+}
+
 DownloadResult FolderStore::download_one(DownloadRequest& request) {
   auto start = Clock::now();
   DownloadResult result = copy_one(request);

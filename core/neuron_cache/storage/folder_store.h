@@ -89,6 +89,10 @@ class FolderStore : public Store {
                                 const std::string& revision) override;
   SmallFile read_versioned(const std::string& path, const std::string& revision,
                            uint64_t max_bytes) override;
+  // The file's mtime and that of a probe file written and removed beside it: both set by the
+  // file server's clock on NFS (by the kernel's on a local disk), never by the writers' clocks.
+  std::optional<StoreTimes> write_times(const std::string& path,
+                                        const std::string& revision) override;
   std::vector<DownloadResult> download(const std::string& revision,
                                        std::vector<DownloadRequest>& requests) override;
   bool content_matches(const RemoteEntry& entry, std::string_view content) const override;

@@ -30,6 +30,10 @@ SmallFile ForwardingStore::read_versioned(const std::string& path, const std::st
                                           uint64_t max_bytes) {
   return inner_.read_versioned(path, revision, max_bytes);
 }
+std::optional<StoreTimes> ForwardingStore::write_times(const std::string& path,
+                                                       const std::string& revision) {
+  return inner_.write_times(path, revision);
+}
 std::vector<DownloadResult> ForwardingStore::download(const std::string& revision,
                                                       std::vector<DownloadRequest>& requests) {
   return inner_.download(revision, requests);

@@ -26,6 +26,8 @@ class ForwardingStore : public Store {
                                       const std::string& revision) override;
   SmallFile read_versioned(const std::string& path, const std::string& revision,
                            uint64_t max_bytes) override;
+  std::optional<StoreTimes> write_times(const std::string& path,
+                                        const std::string& revision) override;
   std::vector<DownloadResult> download(const std::string& revision,
                                        std::vector<DownloadRequest>& requests) override;
   bool absorbs(const std::string& operation, const Error& error) override;

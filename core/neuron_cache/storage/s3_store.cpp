@@ -11,6 +11,7 @@
 
 #include "neuron_cache/format/digest.h"
 #include "neuron_cache/format/printable.h"
+#include "neuron_cache/format/timestamp.h"
 #include "neuron_cache/format/url.h"
 #include "neuron_cache/net/pages.h"
 #include "neuron_cache/net/retry.h"
@@ -384,7 +385,13 @@ SmallFile S3Store::read_versioned(const std::string& path, const std::string& /*
   }
   if (response.status == 404) return {};
   if (response.status != 200) throw failure(response, "reading " + path);
-  return {response.body, s3xml::unquote_etag(response.headers.get("ETag").value_or(""))};
+  SmallFile file{response.body, s3xml::unquote_etag(response.headers.get("ETag").value_or(""))};
+  // Both on the server's clock: their difference is the object's age, whatever this machine's
+  // clock says (compile leases, fleet/lease_watch.h). A server without them gives no times.
+  auto written = parse_http_date(response.headers.get("Last-Modified").value_or(""));
+  auto now = parse_http_date(response.headers.get("Date").value_or(""));
+  if (written && now) file.times = StoreTimes{*written, *now};
+  return file;
 }
 
 bool S3Store::content_matches(const RemoteEntry& entry, std::string_view content) const {

@@ -90,6 +90,11 @@ std::vector<RemoteEntry> Store::stat_times(const std::vector<std::string>& paths
   return stat(paths, revision);
 }
 
+std::optional<StoreTimes> Store::write_times(const std::string& /*path*/,
+                                             const std::string& /*revision*/) {
+  return std::nullopt;
+}
+
 bool Store::has_revision(const std::string& /*revision*/) {
   return true;
 }

@@ -100,12 +100,23 @@ struct Expected {
   bool met_by(const std::optional<std::string>& now) const;
 };
 
+// When the store wrote a file and when it answered, both read on the store's own clock (seconds
+// since 1970): S3's Last-Modified and Date, a folder file's mtime and that of a file written just
+// now beside it. Only their difference means something to another machine (its clock is not the
+// store's); both are store text, bounded by whoever uses them.
+struct StoreTimes {
+  int64_t written = 0;
+  int64_t now = 0;
+};
+
 // A small file (an index shard, a lease) as a reader saw it, with the version a write that
 // replaces it expects. The version is opaque outside the backend: an S3 ETag, a folder file's
 // sha256, the Hub's commit and git blob id, the in-memory store's write counter.
 struct SmallFile {
   std::optional<std::string> content;  // nothing when there is no such file
   std::string version = {};            // of an absent file: "" or where it was seen absent
+  // When the store's answer carried them at no cost (S3's Last-Modified and Date), else nothing.
+  std::optional<StoreTimes> times = {};
 
   // What a write replacing what was read expects: this version, or the file still absent.
   Expected expected() const { return content ? Expected::at(version) : Expected::absent(version); }
@@ -220,6 +231,12 @@ class Store {
   // Refuses files larger than max_bytes. The store keeps nothing of the read.
   virtual SmallFile read_versioned(const std::string& path, const std::string& revision,
                                    uint64_t max_bytes) = 0;
+  // When the store wrote `path` and its time now, on its own clock, for a reader that must judge
+  // a file's age without trusting its own clock nor the writer's (compile leases): nothing when
+  // the store cannot say or the file is absent. The folder store writes and removes a probe file
+  // beside it; the default asks nothing.
+  virtual std::optional<StoreTimes> write_times(const std::string& path,
+                                                const std::string& revision);
   // read_versioned's content, or nothing when there is no such file: for readers that do not
   // write it back.
   std::optional<std::string> read_small(const std::string& path, const std::string& revision,
