@@ -13,6 +13,7 @@
 #include "neuron_cache/format/printable.h"
 #include "neuron_cache/log/log.h"
 #include "neuron_cache/pipeline/lease_step.h"
+#include "neuron_cache/sys/duration.h"
 
 namespace neuron_cache::pipeline {
 
@@ -82,10 +83,9 @@ std::string clock_time(int64_t seconds) {
   return text.ends_with("Z") ? text.substr(11, 5) + " UTC" : text;
 }
 
-// "40 s", "41 min"
+// A lease's seconds as every length of time is shown (sys::duration_text): "40 s", "41 min".
 std::string minutes(int64_t seconds) {
-  if (seconds < 60) return std::to_string(seconds) + " s";
-  return std::to_string(seconds / 60 + (seconds % 60 != 0)) + " min";
+  return sys::duration_text(static_cast<double>(seconds));
 }
 
 // The seconds a wait took, whole (a steady clock's difference: finite and small).
