@@ -585,5 +585,6 @@ int main_action(int argc, char** argv) {
 
 int main(int argc, char** argv) {
   neuron_cache::sys::report_interrupts("neuron-cache-action", neuron_cache::sys::kInterruptedLine);
+  neuron_cache::sys::survive_file_size_limit();
   return neuron_cache::action::main_action(argc, argv);
 }

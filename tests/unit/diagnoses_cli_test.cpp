@@ -1,5 +1,5 @@
-// Issue 22, "Diagnoses that name the cause" and "Exit codes that mean what docs/commands.md says": the
-// tool as a first-day user meets it (no token, a repo that does not exist, Ctrl-C, a failed
+// Issue 22, "Diagnoses that name the cause" and "Exit codes that mean what docs/commands.md says":
+// the tool as a first-day user meets it (no token, a repo that does not exist, Ctrl-C, a failed
 // compile, an unwritable cache, offline), driven as a user's shell drives it.
 
 #include "pipeline_cli_fixture.h"
@@ -179,8 +179,9 @@ TEST_F(DiagnosesCliTest, AnUnwritableCacheFailsWithOneLine) {
   EXPECT_EQ(calls(), before) << "nothing was compiled into a cache that cannot take it";
 }
 
-// A full disk while downloading (a file size limit stands in for it: ulimit -f gives EFBIG, with
-// SIGXFSZ ignored as a shell's trap does) fails the prefetch with one line, exit 1.
+// A disk that refuses a write while downloading (a file size limit stands in for a full one:
+// ulimit -f gives EFBIG, with SIGXFSZ ignored as a shell's trap does) fails the prefetch with one
+// line, exit 1, naming what to raise.
 TEST_F(DiagnosesCliTest, AFullDiskFailsThePrefetchWithOneLine) {
   ManifestSpec spec;
   spec.confs = {{"llama-bs1", 1, 128}, {"llama-bs2", 2, 128}};
@@ -196,7 +197,9 @@ TEST_F(DiagnosesCliTest, AFullDiskFailsThePrefetchWithOneLine) {
   full.code = testing::run_command("bash -c " + shell_quoted(line), &full.out);
   EXPECT_EQ(full.code, 1) << full.out;
   EXPECT_EQ(occurrences(full.out, "neuron-cache: error: "), 1u) << full.out;
-  EXPECT_TRUE(contains(full.out, "free space on that disk (or raise the quota or file size limit)"))
+  EXPECT_TRUE(contains(full.out,
+                       "file size limit (ulimit -f) or the filesystem's is below this "
+                       "file's size: raise the limit"))
       << full.out;
   EXPECT_FALSE(contains(full.out, "warning: could not fetch")) << full.out;
   EXPECT_FALSE(contains(full.out, "is the disk full?")) << full.out;

@@ -1486,5 +1486,22 @@ TEST_F(PipelineCliTest, CheckoutModelTypeComesFromItsConfigAndALinkIsRefused) {
   EXPECT_TRUE(contains(refused.err, "set model_type in the manifest")) << refused.all();
 }
 
+// A file size limit (`ulimit -f`) makes the download's write fail: the tool names the file and
+// the limit and exits with an error, where it used to die by SIGXFSZ without a word.
+TEST_F(PipelineCliTest, AFileSizeLimitIsNamedNotASilentDeath) {
+  ManifestSpec spec;
+  spec.confs = {{"llama-bs1", 1, 128}};
+  fs::path manifest = write_manifest(spec);
+  ToolResult ci = tool("ci " + quoted(manifest) + " --output-dir " + quoted(work / "out"),
+                       "STAND_IN_NEFF_BYTES=" + std::to_string(4 << 20));
+  ASSERT_EQ(ci.code, 0) << ci.all();
+  wrapper = "sh -c 'ulimit -f 1024; exec \"$0\" \"$@\"'";  // 1024 blocks: at most 1 MiB
+  ToolResult fetched = tool("prefetch " + quoted(manifest), "", work / "limited-cache");
+  EXPECT_NE(fetched.code, 0) << fetched.all();
+  EXPECT_LT(fetched.code, 128) << "killed by a signal: " << fetched.all();
+  EXPECT_TRUE(contains(fetched.all(), "file size limit (ulimit -f)")) << fetched.all();
+  EXPECT_TRUE(contains(fetched.all(), "prefetching 1 configuration from")) << fetched.all();
+}
+
 }  // namespace
 }  // namespace neuron_cache

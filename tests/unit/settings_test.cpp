@@ -226,6 +226,17 @@ TEST(SettingsToken, PrecedenceEnvLegacyEnvFile) {
   EXPECT_EQ(env.token.origin, "HF_TOKEN");
   TempDir empty;
   EXPECT_EQ(resolve({{"HF_HOME", empty.path()}, {"HF_TOKEN", ""}}).token.value, "");
+  // No default token file is usual; an HF_TOKEN_PATH naming a missing file is a mistake, named.
+  EXPECT_TRUE(resolve({{"HF_HOME", empty.path()}}).warnings.empty());
+  config::Settings missing =
+      resolve({{"HF_HOME", empty.path()}, {"HF_TOKEN_PATH", (empty / "nope").string()}});
+  EXPECT_EQ(missing.token.value, "");
+  EXPECT_NE(missing.token.origin.find((empty / "nope").string()), std::string::npos);
+  ASSERT_EQ(missing.warnings.size(), 1u);
+  EXPECT_NE(missing.warnings[0].find("HF_TOKEN_PATH names " + (empty / "nope").string() +
+                                     ", which cannot be read"),
+            std::string::npos)
+      << missing.warnings[0];
 }
 
 // Every credential of the environment is known to the writers once the settings are resolved; a

@@ -102,6 +102,7 @@ int run(int argc, char** argv) {
 
 int main(int argc, char** argv) {
   neuron_cache::sys::report_interrupts("neuron-cache", neuron_cache::sys::kInterruptedLine);
+  neuron_cache::sys::survive_file_size_limit();
   neuron_cache::log::set_before_line(neuron_cache::report::ProgressDisplay::clear_line);
   try {
     return run(argc, argv);

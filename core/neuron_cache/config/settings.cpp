@@ -156,6 +156,13 @@ void resolve_hub(Settings& s, const Environment& env) {
       s.token = {*stored, path};
     } else {
       s.token = {"", "unset"};
+      // The default file is often absent (no `huggingface-cli login`); a path someone set is not.
+      if (path_env) {
+        s.token.origin = "unset: HF_TOKEN_PATH names " + printable(path) + ", which cannot be read";
+        s.warnings.push_back("HF_TOKEN_PATH names " + printable(path) +
+                             ", which cannot be read: no Hub token is used; fix the path or unset "
+                             "HF_TOKEN_PATH");
+      }
     }
   }
   // Known from now on to every writer, which masks it (config/redact.h), with every other

@@ -3,6 +3,7 @@
 #include <chrono>
 
 #include "neuron_cache/error.h"
+#include "neuron_cache/format/wording.h"
 #include "neuron_cache/local/use_record.h"
 #include "neuron_cache/remote/remote_index.h"
 #include "neuron_cache/version.h"
@@ -94,8 +95,7 @@ PrefetchStep Pipeline::prefetch(plan::Plan& plan) {
     step.seconds = seconds_since(start);
     return step;
   }
-  run_.progress("prefetching " + std::to_string(entries.size()) + " configurations from " +
-                run_.repo);
+  run_.progress("prefetching " + count_of(entries.size(), "configuration") + " from " + run_.repo);
   try {
     step.result =
         transfer::prefetch(*run_.store, run_.remote->revision(), *run_.local_index, entries,

@@ -26,11 +26,14 @@ bool is_disk_refusal(int error) {
 Error io_failure(const std::string& what, const std::filesystem::path& path, int error) {
   std::string text = what + " " + path.string() + ": " + std::strerror(error);
   if (!is_disk_refusal(error)) return operational_error(text);
-  bool space = error == ENOSPC || error == EDQUOT || error == EFBIG;
+  std::string fix = ": give this user read and write access to that folder";
+  if (error == ENOSPC || error == EDQUOT) fix = ": free space on that disk (or raise the quota)";
+  if (error == EFBIG)
+    fix =
+        ": the process's file size limit (ulimit -f) or the filesystem's is below this file's "
+        "size: raise the limit";
   return {ErrorKind::LocalDisk,
-          text +
-              (space ? ": free space on that disk (or raise the quota or file size limit)"
-                     : ": give this user read and write access to that folder") +
+          text + fix +
               ", or give the local cache another folder (--cache-dir, the Action's `cache-dir`, "
               "NEURON_COMPILE_CACHE_URL)"};
 }

@@ -51,4 +51,8 @@ void report_interrupts(const std::string& program, const std::string& line) {
   install(SIGTERM);
 }
 
+void survive_file_size_limit() {
+  ::signal(SIGXFSZ, SIG_IGN);
+}
+
 }  // namespace neuron_cache::sys

@@ -12,6 +12,11 @@ namespace neuron_cache::sys {
 // a script) stays ignored. Call once, early in main, before any thread starts.
 void report_interrupts(const std::string& program, const std::string& line);
 
+// A file size limit (`ulimit -f`) kills a process by SIGXFSZ, without a word, when a write goes
+// past it. Ignored, the write fails with EFBIG instead, and the tool names the file and the
+// limit (sys::io_failure). Children get the default back (process::spawn resets every signal).
+void survive_file_size_limit();
+
 // What an interrupted run leaves (docs/formats.md): entries are installed whole
 // or not at all, and the next prefetch reuses the files a killed one staged whole and resumes
 // the ones it had partly downloaded from their download journal (net::kProgressStep).
