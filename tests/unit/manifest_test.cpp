@@ -217,6 +217,32 @@ TEST(ManifestYaml, NonPositiveNumbers) {
             "\"-2\"");
 }
 
+// Numbers no real configuration reaches, and names too long for a file name, are typos: refused
+// at the manifest with the line, not at the compiler an hour later.
+TEST(ManifestYaml, NumbersAndNamesAreBounded) {
+  std::string prefix = "      - {batch_size: 1, sequence_length: 2, precision: bf16, ";
+  EXPECT_EQ(yaml_error(with_configuration(prefix + "num_cores: 100000}\n")),
+            "neuron-cache.yaml:6:73: \"num_cores\" is 100000, more than 1024 (no Neuron instance "
+            "has that many NeuronCores): check the value");
+  EXPECT_NE(yaml_error(with_configuration(prefix + "tensor_parallel_size: 4096}\n"))
+                .find("more than 1024"),
+            std::string::npos);
+  EXPECT_NE(yaml_error(with_configuration("      - {batch_size: 1000000, sequence_length: 2, "
+                                          "precision: bf16, num_cores: 2}\n"))
+                .find("\"batch_size\" is 1000000, more than 65536"),
+            std::string::npos);
+  EXPECT_NE(yaml_error(with_configuration("      - {batch_size: 1, sequence_length: 99999999, "
+                                          "precision: bf16, num_cores: 2}\n"))
+                .find("\"sequence_length\" is 99999999, more than 16777216"),
+            std::string::npos);
+  std::string long_name(300, 'a');
+  EXPECT_NE(yaml_error(with_configuration(prefix + "num_cores: 2, name: " + long_name + "}\n"))
+                .find("at most 200 characters"),
+            std::string::npos);
+  EXPECT_TRUE(is_valid_name(std::string(200, 'a')));
+  EXPECT_FALSE(is_valid_name(std::string(201, 'a')));
+}
+
 TEST(ManifestYaml, UnknownPrecisionAndInstanceType) {
   std::string prefix = "      - {batch_size: 1, sequence_length: 2, num_cores: 2, ";
   EXPECT_EQ(yaml_error(with_configuration(prefix + "precision: int8}\n")),
@@ -277,7 +303,7 @@ TEST(ManifestYaml, DuplicateConfigurationNames) {
       yaml_error(with_configuration("      - {name: \"a b\", batch_size: 1, sequence_length: 2, "
                                     "num_cores: 2, precision: fp16}\n")),
       "neuron-cache.yaml:6:16: invalid configuration name \"a b\" (start with a letter or "
-      "digit, then letters, digits and . _ - + @ : only)");
+      "digit, then letters, digits and . _ - + @ : only, at most 200 characters)");
   for (const char* name : {"..", ".hidden", "-rf", "_x"}) {
     EXPECT_TRUE(
         contains(yaml_error(with_configuration(

@@ -42,6 +42,11 @@ constexpr std::string_view kPrecisions = "bf16, fp16, fp32 (or bfloat16, float16
 constexpr std::uintmax_t kMaxManifestBytes = 1 << 20;
 constexpr std::size_t kMaxNodes = 500'000;
 constexpr std::size_t kMaxScalarBytes = 16 << 20;
+// What no real configuration passes (manifest.h: the bounds of a configuration).
+constexpr std::int64_t kMaxBatchSize = 65'536;
+constexpr std::int64_t kMaxSequenceLength = 1 << 24;  // 16 Mi tokens
+constexpr std::int64_t kMaxCores = 1'024;
+constexpr std::string_view kCoresWhy = "no Neuron instance has that many NeuronCores";
 constexpr std::string_view kStrTag = "tag:yaml.org,2002:str";
 constexpr std::string_view kIntTag = "tag:yaml.org,2002:int";
 
@@ -294,7 +299,17 @@ class YamlReader {
     return string(*value, key);
   }
 
-  // Plain integers only: a quoted "1" is a string.
+  // Plain integers only: a quoted "1" is a string. At most `most` (what no real model reaches,
+  // `why` says so): a typo of 100000 cores is refused here, not at the compiler an hour later.
+  std::int64_t positive(const YAML::Node& node, std::string_view key, std::int64_t most,
+                        std::string_view why) const {
+    std::int64_t number = positive(node, key);
+    if (number > most) {
+      fail(node, show(key) + " is " + std::to_string(number) + ", more than " +
+                     std::to_string(most) + " (" + std::string(why) + "): check the value");
+    }
+    return number;
+  }
   std::int64_t positive(const YAML::Node& node, std::string_view key) const {
     std::int64_t number = 0;
     bool parsed = false;
@@ -411,10 +426,11 @@ Configuration read_configuration(const YamlReader& r, const YAML::Node& node,
   c.checkout = model.checkout;
   c.task = model.task;
   c.source = r.location(node);
-  c.batch_size =
-      r.positive(r.required(f, "batch_size", kContext, "a positive integer"), "batch_size");
-  c.sequence_length = r.positive(r.required(f, "sequence_length", kContext, "a positive integer"),
-                                 "sequence_length");
+  c.batch_size = r.positive(r.required(f, "batch_size", kContext, "a positive integer"),
+                            "batch_size", kMaxBatchSize, "the largest batch a compile takes");
+  c.sequence_length =
+      r.positive(r.required(f, "sequence_length", kContext, "a positive integer"),
+                 "sequence_length", kMaxSequenceLength, "the longest context of any model");
 
   const YAML::Node* cores = f.value("num_cores");
   const YAML::Node* tp = f.value("tensor_parallel_size");
@@ -423,9 +439,9 @@ Configuration read_configuration(const YamlReader& r, const YAML::Node& node,
            "a configuration is missing the required key \"num_cores\" (or its alias "
            "\"tensor_parallel_size\"): a positive integer");
   }
-  if (cores != nullptr) c.num_cores = r.positive(*cores, "num_cores");
+  if (cores != nullptr) c.num_cores = r.positive(*cores, "num_cores", kMaxCores, kCoresWhy);
   if (tp != nullptr) {
-    std::int64_t value = r.positive(*tp, "tensor_parallel_size");
+    std::int64_t value = r.positive(*tp, "tensor_parallel_size", kMaxCores, kCoresWhy);
     if (cores != nullptr && value != c.num_cores) {
       r.fail(*tp, "\"tensor_parallel_size\" (" + std::to_string(value) + ") and \"num_cores\" (" +
                       std::to_string(c.num_cores) +
@@ -468,11 +484,17 @@ Configuration read_configuration(const YamlReader& r, const YAML::Node& node,
     if (!is_valid_name(c.name)) {
       r.fail(*name,
              "invalid configuration name " + show(c.name) +
-                 " (start with a letter or digit, then letters, digits and . _ - + @ : only)");
+                 " (start with a letter or digit, then letters, digits and . _ - + @ : only, at "
+                 "most " +
+                 std::to_string(kMaxNameLength) + " characters)");
     }
     *named_at = {*name, false};
   } else {
     c.name = default_name(c);
+    if (c.name.size() > kMaxNameLength) {
+      r.fail(node, "the configuration's default name (" + show(c.name) + ") is longer than " +
+                       std::to_string(kMaxNameLength) + " characters: give it a name");
+    }
     *named_at = {node, true};
   }
   return c;
@@ -643,8 +665,10 @@ bool is_name_char(char c) {
 }  // namespace
 
 bool is_valid_name(std::string_view name) {
-  // Names become file names and command arguments: no ".", "..", hidden files or options.
-  if (name.empty() || !std::isalnum(static_cast<unsigned char>(name.front()))) return false;
+  // Names become file names and command arguments: no ".", "..", hidden files or options, and
+  // short enough for a file name with a suffix (NAME_MAX is 255 bytes).
+  if (name.empty() || name.size() > kMaxNameLength) return false;
+  if (!std::isalnum(static_cast<unsigned char>(name.front()))) return false;
   return std::all_of(name.begin(), name.end(), is_name_char);
 }
 

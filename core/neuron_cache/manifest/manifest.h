@@ -135,8 +135,10 @@ bool is_known_instance_type(std::string_view instance_type);
 // The name of a configuration without one: "<model_id with / as -->-bs<B>-seq<S>-tp<N>-
 // <precision>-<instance type>", e.g. "meta-llama--Llama-3.1-8B-bs1-seq4096-tp8-bf16-trn2".
 std::string default_name(const Configuration& configuration);
-// A letter or digit, then letters, digits and . _ - + @ : only: safe in file names and on
-// command lines ("..", hidden names and options are impossible).
+// A letter or digit, then letters, digits and . _ - + @ : only, at most kMaxNameLength: safe in
+// file names (with a suffix) and on command lines ("..", hidden names and options are
+// impossible).
+inline constexpr std::size_t kMaxNameLength = 200;
 bool is_valid_name(std::string_view name);
 
 }  // namespace neuron_cache::manifest
