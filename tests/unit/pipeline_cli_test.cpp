@@ -123,6 +123,11 @@ TEST_F(PipelineCliTest, PlanFailOnMissIsAGateForRunnersThatMustNotCompile) {
                        "--fail-on-miss: 2 of 2 configurations are not cached and would "
                        "run the compile command: llama-bs1, llama-bs2"))
       << gate.err;
+  // --quiet: the gate's status and its one error line, no plan.
+  ToolResult quiet = tool("plan --quiet --fail-on-miss " + quoted(manifest));
+  EXPECT_EQ(quiet.code, 3) << quiet.all();
+  EXPECT_EQ(quiet.out, "") << quiet.all();
+  EXPECT_TRUE(contains(quiet.err, "--fail-on-miss: 2 of 2 configurations")) << quiet.all();
   ToolResult as_json = tool("plan --json --fail-on-miss " + quoted(manifest));
   EXPECT_EQ(as_json.code, 3);
   EXPECT_EQ(json::parse(as_json.out)["configurations"].size(), 2u);

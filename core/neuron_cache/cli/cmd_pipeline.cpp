@@ -201,7 +201,7 @@ void run_plan(Context& context, Args& args) {
       report::add_files(out, result.initial, *p->context().local_index, p->context().store);
     out["hub_requests"] = p->context().store_requests();
     print_json(out);
-  } else {
+  } else if (!args.quiet) {  // --quiet: the exit status (--fail-on-miss) and warnings only
     std::cout << report::plan_text(result.initial);
   }
   if (args.fail_on_miss) fail_if_any_would_compile(result.initial);
