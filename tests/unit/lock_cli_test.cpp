@@ -253,6 +253,62 @@ TEST_P(LockCliTest, ABundleInstallsWithNoNetworkAndHostileBundlesAreRefused) {
     EXPECT_TRUE(contains(bad.err, "refused")) << bad.all();
   }
   EXPECT_FALSE(fs::exists(fs::temp_directory_path() / "escape"));
+
+  // Bundles that hold more than their lock names: a file it does not name, a locked file twice,
+  // a second lockfile, or no lockfile first; and a bundle cut short. Each is refused (exit 2)
+  // and leaves nothing in TMPDIR.
+  std::string locked_neff = read_file(work / "machine5" / "cache" / neff);
+  write_file(work / "neff-bytes", locked_neff);
+  std::string more =
+      "import io, sys, tarfile\n"
+      "out, lock, kind, path, content = sys.argv[1:6]\n"
+      "t = tarfile.open(out, 'w', format=tarfile.USTAR_FORMAT)\n"
+      "def add(name, data):\n"
+      "    i = tarfile.TarInfo(name); i.size = len(data); t.addfile(i, io.BytesIO(data))\n"
+      "lock = open(lock, 'rb').read(); data = open(content, 'rb').read()\n"
+      "if kind != 'nolockfirst': add('neuron-cache.lock', lock)\n"
+      "add(path if kind != 'extra' else 'neuronxcc-x/MODULE_9/extra.bin', data)\n"
+      "if kind == 'dup': add(path, data)\n"
+      "if kind in ('twolocks', 'nolockfirst'): add('neuron-cache.lock', lock)\n"
+      "t.close()\n";
+  write_file(work / "more.py", more);
+  fs::path scratch = work / "scratch";
+  fs::create_directories(scratch);
+  auto refused_cleanly = [&](const fs::path& bundle, const std::string& what,
+                             const std::string& words) {
+    ToolResult bad = on(8, "prefetch --from-bundle " + quoted(bundle) + " " + quoted(manifest),
+                        down + " TMPDIR=" + quoted(scratch));
+    EXPECT_EQ(bad.code, 2) << what << ": " << bad.all();
+    EXPECT_TRUE(contains(bad.err, words)) << what << ": " << bad.all();
+    EXPECT_TRUE(fs::is_empty(scratch)) << what << ": the scratch folder was left";
+  };
+  for (const auto& [kind, words] : std::map<std::string, std::string>{
+           {"extra", "which its lock does not name"},
+           {"dup", "which its lock does not name or which it holds twice"},
+           {"twolocks", "a second neuron-cache.lock"},
+           {"nolockfirst", "not a neuron-cache bundle"}}) {
+    fs::path hostile = work / (kind + ".tar");
+    ASSERT_EQ(
+        testing::run_command(std::string(NEURON_CACHE_PYTHON) + " " + quoted(work / "more.py") +
+                                 " " + quoted(hostile) + " " + quoted(lock) + " " + kind + " " +
+                                 quoted(fs::path(neff)) + " " + quoted(work / "neff-bytes"),
+                             nullptr),
+        0);
+    refused_cleanly(hostile, kind, words);
+  }
+  std::string whole = read_file(tar);
+  write_file(work / "cut.tar", whole.substr(0, whole.size() / 2));
+  refused_cleanly(work / "cut.tar", "truncated", "is truncated");
+
+  // A link planted where `bundle -o` keeps its partial file is replaced, never written through.
+  write_file(work / "victim", "keep me");
+  fs::path out = work / "again.tar";
+  fs::create_symlink(work / "victim", out.string() + ".partial");
+  ToolResult again =
+      on(1, "bundle " + quoted(manifest) + " --repo " + store + " -o " + quoted(out));
+  ASSERT_EQ(again.code, 0) << again.all();
+  EXPECT_EQ(read_file(work / "victim"), "keep me");
+  EXPECT_EQ(read_file(out), read_file(tar));
 }
 
 TEST(LockFile, RoundTripIsStableAndTamperingIsRefused) {

@@ -224,18 +224,24 @@ class Unpacked {
       throw operational_error("cannot make a scratch folder in " +
                               fs::temp_directory_path().string() + " (set TMPDIR)");
     dir_ = pattern;
-    storage::create_folder_store(dir_);
-    lock_text_ = bundle::extract(bundle_file, dir_);
-    sys::write_whole_file(dir_ / ".bundle.lock", lock_text_);
+    try {
+      storage::create_folder_store(dir_);
+      lock_text_ = bundle::extract(bundle_file, dir_);
+      sys::write_whole_file(dir_ / ".bundle.lock", lock_text_);
+    } catch (...) {
+      remove();  // a refused bundle leaves nothing in TMPDIR either
+      throw;
+    }
   }
-  ~Unpacked() {
-    std::error_code ec;
-    fs::remove_all(dir_, ec);
-  }
+  ~Unpacked() { remove(); }
   fs::path lockfile() const { return dir_ / ".bundle.lock"; }
   std::string store() const { return "file://" + dir_.string(); }
 
  private:
+  void remove() {
+    std::error_code ec;
+    fs::remove_all(dir_, ec);
+  }
   fs::path dir_;
   std::string lock_text_;
 };

@@ -2,15 +2,18 @@
 
 #include <fcntl.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <array>
 #include <cerrno>
 #include <cstring>
+#include <map>
 #include <set>
 
 #include "neuron_cache/error.h"
+#include "neuron_cache/format/bytes.h"
 #include "neuron_cache/format/lockfile.h"
 #include "neuron_cache/format/printable.h"
 #include "neuron_cache/sys/fd.h"
@@ -172,12 +175,107 @@ void extract_member(int in, const sys::SafeDir& into, const std::string& path, u
   }
 }
 
+// A member's header, checked: a regular file at a safe relative path, of a bounded size.
+struct Header {
+  std::string path;
+  uint64_t size = 0;
+};
+
+Header read_header(const Block& block, const std::string& bundle) {
+  if (parse_octal(block.data() + 148, 8, bundle) != checksum(block) ||
+      std::memcmp(block.data() + 257, "ustar", 5) != 0)
+    throw input_error(bundle + " is not a neuron-cache bundle (a damaged tar header)");
+  Header h{member_path(block, bundle), parse_octal(block.data() + 124, 12, bundle)};
+  char type = block[156];
+  if (type != '0' && type != '\0') {
+    throw input_error(bundle + " holds \"" + h.path +
+                      "\", which is not a regular file (a link, a folder or a device): the "
+                      "bundle is refused");
+  }
+  if (h.size > kMaxMemberBytes)
+    throw input_error(bundle + ": \"" + h.path + "\" is beyond what a bundle may hold");
+  return h;
+}
+
+// The first member is the lockfile (`bundle` writes it first): read whole, bounded.
+std::string read_lock(int in, const Header& member, const std::string& bundle) {
+  if (member.path != lockfile::kFileName) {
+    throw input_error(bundle + " begins with \"" + member.path + "\", not " +
+                      std::string(lockfile::kFileName) + ": not a neuron-cache bundle");
+  }
+  if (member.size == 0 || member.size > lockfile::kMaxLockBytes)
+    throw input_error(bundle + ": its lockfile is empty or too large");
+  std::string text(static_cast<size_t>(member.size), '\0');
+  if (!read_all(in, text.data(), text.size(), bundle)) throw input_error(bundle + " is truncated");
+  if (member.size % kBlock != 0) {
+    Block skip;
+    read_all(in, skip.data(), kBlock - member.size % kBlock, bundle);
+  }
+  return text;
+}
+
+// Every file the lock names, with its size: the only members a bundle may hold after its lock.
+std::map<std::string, uint64_t> locked_sizes(const std::string& lock_text,
+                                             const std::string& bundle) {
+  lockfile::Lock lock = lockfile::parse(lock_text, bundle + "'s lockfile");
+  std::map<std::string, uint64_t> sizes;
+  for (const auto& locked : lock.configurations) {
+    const artifact_index::Entry& e = locked.entry;
+    for (const auto& module : e.modules) {
+      for (const auto& f : module.files)
+        sizes[e.compiler_dir() + "/" + module.name + "/" + f.name] = f.size;
+    }
+    for (const auto& f : e.registry) sizes[e.compiler_dir() + "/" + f.name] = f.size;
+  }
+  if (sizes.size() > kMaxMembers)
+    throw input_error(bundle + ": its lock names more files than a bundle may hold");
+  return sizes;
+}
+
+// The scratch folder's disk holds what the lock names, checked before anything is written.
+void require_space(const std::filesystem::path& into, const std::map<std::string, uint64_t>& sizes,
+                   const std::string& bundle) {
+  uint64_t total = 0;
+  for (const auto& [path, size] : sizes) total += std::min(size, kMaxMemberBytes);
+  struct statvfs disk {};
+  if (statvfs(into.c_str(), &disk) != 0) return;  // unknown: the writes will say
+  uint64_t free_bytes = static_cast<uint64_t>(disk.f_bavail) * disk.f_frsize;
+  if (free_bytes < total) {
+    throw operational_error("unpacking " + bundle + " needs " + format::human_bytes(total) +
+                            " in " + into.parent_path().string() + ", which has " +
+                            format::human_bytes(free_bytes) + " free: set TMPDIR to a larger disk");
+  }
+}
+
+// A member after the lock: one the lock names, of the size it locks, once.
+void check_named(const Header& member, const std::map<std::string, uint64_t>& expected,
+                 const std::string& bundle) {
+  if (member.path == lockfile::kFileName)
+    throw input_error(bundle + " holds a second " + member.path + ": the bundle is refused");
+  auto it = expected.find(member.path);
+  if (it == expected.end()) {
+    throw input_error(bundle + " holds \"" + member.path +
+                      "\", which its lock does not name or which it holds twice: the bundle is "
+                      "refused");
+  }
+  if (it->second != member.size) {
+    throw input_error(bundle + " holds \"" + member.path + "\" of " + std::to_string(member.size) +
+                      " bytes where its lock says " + std::to_string(it->second) +
+                      ": the bundle is refused");
+  }
+}
+
 }  // namespace
 
 void write(const std::filesystem::path& output, const std::string& lock_text,
            const std::filesystem::path& root, const std::vector<Member>& members) {
   std::filesystem::path temp = output.string() + ".partial";
-  sys::UniqueFd out(::open(temp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
+  // A left-over partial file (or a link planted in its place) is removed, never written
+  // through: the new one is created afresh, and a link made meanwhile is refused.
+  if (::unlink(temp.c_str()) != 0 && errno != ENOENT)
+    throw operational_error("cannot remove " + temp.string() + ": " + errno_text());
+  sys::UniqueFd out(
+      ::open(temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644));
   if (!out) throw operational_error("cannot write " + temp.string() + ": " + errno_text());
   std::string what = output.string();
   Block h = header(std::string(lockfile::kFileName), lock_text.size());
@@ -202,34 +300,19 @@ std::string extract(const std::filesystem::path& bundle, const std::filesystem::
   if (!in) throw input_error("cannot open the bundle " + name + ": " + errno_text());
   sys::SafeDir target = sys::SafeDir::open(into);
   std::string lock_text;
-  size_t members = 0;
+  std::map<std::string, uint64_t> expected;  // what the lock names and is not unpacked yet
   for (Block block; read_all(in.get(), block.data(), kBlock, name);) {
     if (std::all_of(block.begin(), block.end(), [](char c) { return c == 0; })) break;
-    if (parse_octal(block.data() + 148, 8, name) != checksum(block) ||
-        std::memcmp(block.data() + 257, "ustar", 5) != 0)
-      throw input_error(name + " is not a neuron-cache bundle (a damaged tar header)");
-    std::string path = member_path(block, name);
-    char type = block[156];
-    if (type != '0' && type != '\0') {
-      throw input_error(name + " holds \"" + path +
-                        "\", which is not a regular file (a link, a folder or a device): the "
-                        "bundle is refused");
-    }
-    uint64_t size = parse_octal(block.data() + 124, 12, name);
-    if (size > kMaxMemberBytes || ++members > kMaxMembers)
-      throw input_error(name + ": \"" + path + "\" is beyond what a bundle may hold");
-    if (path == lockfile::kFileName) {
-      if (size > lockfile::kMaxLockBytes) throw input_error(name + ": the lockfile is too large");
-      lock_text.resize(static_cast<size_t>(size));
-      if (size > 0 && !read_all(in.get(), lock_text.data(), lock_text.size(), name))
-        throw input_error(name + " is truncated");
-      if (size % kBlock != 0) {
-        Block skip;
-        read_all(in.get(), skip.data(), kBlock - size % kBlock, name);
-      }
+    Header member = read_header(block, name);
+    if (lock_text.empty()) {
+      lock_text = read_lock(in.get(), member, name);
+      expected = locked_sizes(lock_text, name);
+      require_space(into, expected, name);
       continue;
     }
-    extract_member(in.get(), target, path, size, name);
+    check_named(member, expected, name);
+    extract_member(in.get(), target, member.path, member.size, name);
+    expected.erase(member.path);
   }
   if (lock_text.empty())
     throw input_error(name + " holds no " + std::string(lockfile::kFileName) + ": not a bundle");

@@ -35,9 +35,12 @@ struct Member {
 void write(const std::filesystem::path& output, const std::string& lock_text,
            const std::filesystem::path& root, const std::vector<Member>& members);
 
-// Unpacks `bundle` into the empty folder `into`; returns the lockfile's text. Throws an input
-// Error naming the member for a damaged or hostile bundle (bad checksum, a link or a device, an
-// absolute path or "..", a duplicate, a truncated member, no neuron-cache.lock).
+// Unpacks `bundle` into the empty folder `into`; returns the lockfile's text. The lockfile comes
+// first; after it, only the files it names, each at the size it locks and once, after checking
+// that `into`'s disk has room for them all. Throws an input Error naming the member for a
+// damaged or hostile bundle (bad checksum, a link or a device, an absolute path or "..", a
+// member the lock does not name, a duplicate, a second lockfile, a truncated member, no
+// neuron-cache.lock first); the caller removes `into`.
 std::string extract(const std::filesystem::path& bundle, const std::filesystem::path& into);
 
 }  // namespace neuron_cache::bundle
