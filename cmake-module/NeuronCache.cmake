@@ -13,6 +13,8 @@
 #   NEURON_CACHE_ARTIFACTS_<NAME>      the folder, as a variable (NAME upper-cased, other chars -> _)
 #   <var> / <var>_MISSING / <var>_REPORT  with OUTPUT_VARIABLE: configurations with artifacts,
 #                                      those without, the tool's JSON report
+# A configuration without a folder (not found, the store down) still gets NeuronCache::<name>,
+# with the property NEURON_CACHE_MISSING: building what links it fails, naming it and what to do.
 # One namespace, NeuronCache::, for the tool (NeuronCache::neuron-cache), the library
 # (NeuronCache::neuron_cache, in-tree builds) and the configurations; the names "neuron-cache" and
 # "neuron_cache" are therefore not configuration names here.
@@ -405,6 +407,27 @@ function(_neuron_cache_add_target name dir step)
   endif()
 endfunction()
 
+# NeuronCache::<name> of a configuration that has no artifacts (and no COMPILE_MISSING): defined
+# all the same, so a plain target_link_libraries() configures, and marked NEURON_CACHE_MISSING.
+# It depends on a step that fails with the configuration's name and what to do: the build stops at
+# the first thing that links it, saying why, instead of CMake's "target not found" at generate.
+function(_neuron_cache_add_missing_target name)
+  _neuron_cache_target_name(safe "${name}")
+  set(fail "neuron_cache_missing_${safe}")
+  if(NOT TARGET ${fail})
+    string(CONCAT why "NeuronCache::${safe} has no artifacts: neuron_cache_prefetch() found none "
+           "for the configuration \"${name}\" at configure time (its message then said why). "
+           "Configure again once the cache store holds them, or pass COMPILE_MISSING to compile "
+           "it during the build.")
+    add_custom_target(${fail}
+      COMMAND ${CMAKE_COMMAND} -E echo "${why}"
+      COMMAND ${CMAKE_COMMAND} -E false
+      VERBATIM)
+  endif()
+  _neuron_cache_add_target("${name}" "" "${fail}")
+  set_target_properties(neuron_cache_config_${safe} PROPERTIES NEURON_CACHE_MISSING TRUE)
+endfunction()
+
 # "2 local, 1 from the Hub (3.1 MiB), ...": BYTES downloaded, the REPORT, the LOCAL_COUNT and
 # FETCHED counts, the MISSING names, COMPILE_MISSING as given to neuron_cache_prefetch().
 function(_neuron_cache_summary out)
@@ -589,6 +612,10 @@ macro(_neuron_cache_prefetch_at_configure)
     foreach(name IN LISTS missing)
       list(APPEND results "${name}|${export_dir}/${name}")
       _neuron_cache_add_target("${name}" "${export_dir}/${name}" "${step}")
+    endforeach()
+  else()
+    foreach(name IN LISTS missing)
+      _neuron_cache_add_missing_target("${name}")
     endforeach()
   endif()
 endmacro()

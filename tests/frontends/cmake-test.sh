@@ -264,9 +264,8 @@ set(NEURON_CACHE_TOOL $work/failing-tool CACHE FILEPATH "" FORCE)
 neuron_cache_prefetch(MANIFEST "$root/examples/neuron-cache.yaml" CONFIGS llama3-8b-chat
                       OUTPUT_VARIABLE got)
 message(STATUS "got=[\${got}] missing=[\${got_MISSING}]")
-if(TARGET NeuronCache::llama3-8b-chat)
-  message(STATUS "a target for a missing configuration")
-endif()
+get_target_property(marked NeuronCache::llama3-8b-chat NEURON_CACHE_MISSING)
+message(STATUS "a target for a missing configuration, marked \${marked}")
 CMAKE
 expect_ok cmake -S "$work/soft-src" -B "$work/soft-build" -DCMAKE_PREFIX_PATH="$prefix"
 expect_in "- failed"
@@ -276,19 +275,23 @@ out=$(tr -s ' \n' '  ' <<<"$out")  # CMake wraps long messages
 expect_in "neuron-cache prefetch failed (1; its message is above)"
 # The tool's own words are shown once, as they came, not again inside the warning.
 [[ $(grep -o "the disk is on fire" <<<"$out" | wc -l) == 1 ]] || { echo "$out"; fail "the tool's message was shown more than once"; }
-# docs/cmake.md: NeuronCache::<name> exists only when the artifacts were found (or COMPILE_MISSING).
-! grep -qF "a target for a missing configuration" <<<"$out" || fail "a missing configuration got a target"
+# docs/cmake.md: a missing configuration's target exists, marked.
+expect_in "a target for a missing configuration, marked TRUE"
 
 step "configure with the Hub down: the tool's warning once, marked for CMake's summary"
 mkdir -p "$work/down-src"
 cat >"$work/down-src/CMakeLists.txt" <<CMAKE
 cmake_minimum_required(VERSION 3.25)
-project(down NONE)
+project(down C)
 find_package(NeuronCache CONFIG REQUIRED)
 neuron_cache_prefetch(MANIFEST "$root/examples/neuron-cache.yaml" CONFIGS llama3-8b-chat
                       OUTPUT_VARIABLE got)
 message(STATUS "got=[\${got}] missing=[\${got_MISSING}]")
+# A plain link, no if(TARGET): it configures; building it says which model is missing and why.
+add_executable(app main.c)
+target_link_libraries(app PRIVATE NeuronCache::llama3-8b-chat)
 CMAKE
+printf 'int main(void) { return 0; }\n' >"$work/down-src/main.c"
 # Port 9 (discard) on loopback: nothing listens, every connection is refused at once.
 HF_ENDPOINT=http://127.0.0.1:9 NEURON_COMPILE_CACHE_URL=$work/down-cache \
   expect_ok cmake -S "$work/down-src" -B "$work/down-build" -DCMAKE_PREFIX_PATH="$prefix"
@@ -298,6 +301,9 @@ expect_in "CMake Warning"
 expect_in "neuron-cache worked around a problem with the cache (its message is above); the build goes on"
 [[ $(grep -o "127.0.0.1:9 could not be reached" <<<"$out" | wc -l) == 1 ]] ||
   { echo "$out"; fail "the unreachable Hub was not named exactly once"; }
+run cmake --build "$work/down-build"
+[[ $rc != 0 ]] || { echo "$out"; fail "a program linking a missing model built"; }
+expect_in "NeuronCache::llama3-8b-chat has no artifacts"
 
 # The same configure against an S3 bucket (s3rver) and a shared folder: only CACHE_REPO changes.
 source "$root/tests/tools/s3-env.sh" "$work/s3"
