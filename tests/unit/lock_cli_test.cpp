@@ -165,6 +165,43 @@ TEST_P(LockCliTest, AMirrorServesTheLockAndATamperedFileIsRefused) {
   EXPECT_FALSE(fs::exists(module / "model.neff")) << module;
 }
 
+// The store itself (Hub, S3 or folder) serves a locked file with one byte changed and the same
+// size: the locked prefetch fails (exit 1) and installs nothing of that MODULE folder.
+TEST_P(LockCliTest, AByteChangedInTheStoreIsRefusedAndNothingIsInstalled) {
+  ASSERT_EQ(on(1, "lock " + quoted(manifest) + " --repo " + store).code, 0);
+  std::map<std::string, std::string> files = locked_files(lock);
+  std::string neff;
+  for (const auto& [path, sha256] : files)
+    if (path.ends_with("model.neff")) neff = path;
+  ASSERT_FALSE(neff.empty());
+  auto flipped = [](std::string bytes) {
+    bytes[bytes.size() / 2] ^= 1;
+    return bytes;
+  };
+  if (GetParam() == "folder") {
+    fs::path file = work / "share" / neff;
+    write_file(file, flipped(read_file(file)));
+  } else if (GetParam() == "s3") {
+    std::string key = "fleet/" + neff;
+    ASSERT_TRUE(s3->has(key)) << key;
+    s3->put(key, flipped(s3->body(key)));
+  } else {  // the Hub's LFS object, by its sha256, changed where the server keeps it
+    std::optional<fs::path> object;
+    for (const auto& item : fs::recursive_directory_iterator(hub.data_dir()))
+      if (item.is_regular_file() && contains(item.path().string(), files[neff])) object = item;
+    ASSERT_TRUE(object) << "no stored object for " << files[neff];
+    fs::permissions(*object, fs::perms::owner_write, fs::perm_options::add);
+    write_file(*object, flipped(read_file(*object)));
+  }
+  ToolResult refused = on(2, "prefetch --locked " + quoted(manifest) + " --repo " + store);
+  EXPECT_EQ(refused.code, 1) << refused.all();
+  EXPECT_TRUE(contains(refused.err, "has sha256") || contains(refused.err, "does not match its"))
+      << refused.all();
+  fs::path module = work / "machine2" / "cache" / fs::path(neff).parent_path();
+  EXPECT_FALSE(fs::exists(module / "model.done")) << module;
+  EXPECT_FALSE(fs::exists(module / "model.neff")) << module;
+}
+
 TEST_P(LockCliTest, AChangedManifestIsNamedAndNothingIsFetched) {
   ASSERT_EQ(on(1, "lock " + quoted(manifest) + " --repo " + store).code, 0);
   testing::StandInModel model{testing::kStoreKindModel, {{"c1", 1}, {"c2", 2}, {"c3", 3}}};

@@ -1508,5 +1508,28 @@ TEST_F(PipelineCliTest, AFileSizeLimitIsNamedNotASilentDeath) {
   EXPECT_TRUE(contains(fetched.all(), "prefetching 1 configuration from")) << fetched.all();
 }
 
+// Eight runs at once on one cache: each adds its run to the statistics under the file's lock,
+// so status counts all of them (an update written without the lock loses some).
+TEST_F(PipelineCliTest, EightRunsAtOnceAreAllCounted) {
+  ManifestSpec spec;
+  spec.confs = {{"llama-bs1", 1, 128}};
+  fs::path manifest = write_manifest(spec);
+  ASSERT_EQ(tool("ci " + quoted(manifest) + " --output-dir " + quoted(work / "o")).code, 0);
+  testing::ToolRunner runner(work.path(), home.path(), endpoint, cache);
+  runner.token = token;
+  std::string one = runner.command("prefetch --quiet " + quoted(manifest));
+  std::string all;
+  for (int i = 0; i < 8; ++i) all += "(" + one + ") & ";
+  all += "wait";
+  std::string quoted_all = "'";
+  for (char c : all) quoted_all += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  ASSERT_EQ(testing::run_command("bash -c " + quoted_all + "'", nullptr), 0);
+  ToolResult status = tool("status --json");
+  ASSERT_EQ(status.code, 0) << status.all();
+  json s = json::parse(status.out)["stats"]["stores"][kRepo];
+  EXPECT_EQ(s["runs"], 9) << s;
+  EXPECT_EQ(s["local_hits"], 8) << s;  // the ci compiled it: a miss
+}
+
 }  // namespace
 }  // namespace neuron_cache
