@@ -4,7 +4,9 @@
 
 #include "neuron_cache/config/aws.h"
 #include "neuron_cache/config/redact.h"
+#include "neuron_cache/config/settings.h"
 #include "neuron_cache/error.h"
+#include "neuron_cache/storage/s3_store.h"
 #include "test_support.h"
 
 namespace neuron_cache {
@@ -352,4 +354,22 @@ TEST(AwsAccess, PathStyleForCustomEndpointsAndDottedBuckets) {
 }
 
 }  // namespace
+// HF_HUB_OFFLINE speaks of the Hugging Face Hub: an S3 store stays online (and so does a shared
+// folder, folder_store_test); only the tool's own NEURON_CACHE_OFFLINE takes it offline. No
+// request is made: static keys, a loopback endpoint nothing listens on.
+TEST(S3StoreSettings, OnlyTheNeutralOfflineSettingTakesTheBucketOffline) {
+  auto open_with = [](const char* name) {
+    config::Environment env({{"HOME", "/nonexistent"},
+                             {"AWS_ACCESS_KEY_ID", "AKIAOFFLINETEST0042"},
+                             {"AWS_SECRET_ACCESS_KEY", "offline/secret/0123456789"},
+                             {"AWS_REGION", "us-east-1"},
+                             {"AWS_EC2_METADATA_DISABLED", "true"},
+                             {"AWS_ENDPOINT_URL", "http://127.0.0.1:9"},
+                             {name, "1"}});
+    return storage::S3Store::open("s3://bucket/cache", config::Settings::resolve(env, {}));
+  };
+  EXPECT_FALSE(open_with("HF_HUB_OFFLINE")->offline());
+  EXPECT_TRUE(open_with("NEURON_CACHE_OFFLINE")->offline());
+}
+
 }  // namespace neuron_cache
