@@ -9,6 +9,7 @@
 #include "aws_stand_in.h"
 #include "neuron_cache/aws/credentials.h"
 #include "neuron_cache/config/aws.h"
+#include "neuron_cache/config/redact.h"
 #include "neuron_cache/error.h"
 #include "neuron_cache/storage/s3_store.h"
 
@@ -75,6 +76,19 @@ TEST(AwsSources, EachSourceGivesWhatBotocoreResolves) {
     EXPECT_EQ(got.session_token, want["SessionToken"]) << source;
     ASSERT_TRUE(got.expiration.has_value()) << source;
     EXPECT_GT(*got.expiration, std::chrono::system_clock::now()) << source;
+    // Fetched at run time, they are known to every writer from now on, masked by their kind.
+    EXPECT_EQ(config::redact("s=" + got.secret_access_key),
+              "s=" + config::mask(got.secret_access_key, config::kAwsSecretLabel))
+        << source;
+    EXPECT_EQ(config::redact("t=" + got.session_token),
+              "t=" + config::mask(got.session_token, config::kAwsSessionLabel))
+        << source;
+  }
+  // And every token a source used on the way (the web identity token, the SSO access token,
+  // the container's authorization token): none is written as it is.
+  for (const std::string& secret : secrets_of(stand_in.config())) {
+    if (secret.size() < 8) continue;  // too short to be treated as a secret (redact.h)
+    EXPECT_EQ(config::redact(secret).find(secret), std::string::npos) << secret;
   }
   // The region of an instance whose credentials are its role's.
   config::AwsAccess instance = access_for(stand_in, "imds", dir / "region");
