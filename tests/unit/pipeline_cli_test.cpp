@@ -1531,5 +1531,26 @@ TEST_F(PipelineCliTest, EightRunsAtOnceAreAllCounted) {
   EXPECT_EQ(s["local_hits"], 8) << s;  // the ci compiled it: a miss
 }
 
+// An S3 store that cannot be opened (its credentials endpoint does not answer): plan says why,
+// once, and calls the store S3, not the Hub.
+TEST_F(PipelineCliTest, AnS3StoreThatCannotBeOpenedIsNamedWithItsCause) {
+  ManifestSpec spec;
+  spec.confs = {{"llama-bs1", 1, 128}};
+  spec.cache_repo = "s3://bucket/cache";
+  fs::path manifest = write_manifest(spec);
+  ToolResult plan = tool("plan " + quoted(manifest),
+                         "AWS_CONTAINER_CREDENTIALS_FULL_URI=http://127.0.0.1:9/creds "
+                         "AWS_REGION=us-east-1 AWS_EC2_METADATA_DISABLED=true");
+  ASSERT_EQ(plan.code, 0) << plan.all();
+  const std::string cause =
+      "the container credentials endpoint (AWS_CONTAINER_CREDENTIALS_FULL_URI)";
+  size_t first = plan.err.find(cause);
+  EXPECT_NE(first, std::string::npos) << plan.all();
+  EXPECT_EQ(plan.err.find(cause, first + 1), std::string::npos) << "said once: " << plan.all();
+  EXPECT_TRUE(contains(plan.err, "the cache store s3://bucket/cache cannot be used")) << plan.all();
+  EXPECT_TRUE(contains(plan.out, "0 on S3")) << plan.all();
+  EXPECT_FALSE(contains(plan.out, "Hub")) << plan.all();
+}
+
 }  // namespace
 }  // namespace neuron_cache

@@ -74,14 +74,19 @@ std::unique_ptr<pipeline::Pipeline> Context::open_pipeline(const pipeline::Optio
   for (const auto& warning : with_compiler.warnings) warn(warning);
   auto pipeline = std::make_unique<pipeline::Pipeline>(with_compiler, remotes(), options);
   show_progress(quiet);
-  pipeline->on_progress([quiet](const std::string& line) {
+  auto show = [quiet](const std::string& line) {
     report::ProgressDisplay::clear_line();
     if (line.starts_with("warning: ")) {
       warn(line.substr(9));
     } else if (!quiet) {
       std::cerr << "neuron-cache: " << config::redact(line) << "\n";
     }
-  });
+  };
+  // What the pipeline said while it was being made (a store that cannot be used, the settings'
+  // notes) came before anyone listened: shown now, once.
+  for (const auto& notice : pipeline->context().notices)
+    show((notice.warning ? "warning: " : "") + notice.text);
+  pipeline->on_progress(show);
   return pipeline;
 }
 

@@ -5,6 +5,7 @@
 
 #include "neuron_cache/error.h"
 #include "neuron_cache/format/hub_names.h"
+#include "neuron_cache/format/store_name.h"
 #include "neuron_cache/format/wording.h"
 #include "neuron_cache/log/log.h"
 #include "neuron_cache/pipeline/registry_memo.h"
@@ -67,6 +68,7 @@ void note_foreign_links(const local::LocalCache& cache, const std::string& compi
 void explain_architectures(plan::Plan& plan, const std::map<std::string, std::string>& notes) {
   for (auto& row : plan.rows) {
     if (row.status != plan::Status::Compile && row.status != plan::Status::Registry) continue;
+    if (!row.target.unkeyed.empty()) continue;  // its reason already says the model is unread
     auto note = notes.find(row.target.inputs.model_id);
     if (note != notes.end()) row.reason += "; " + note->second;
   }
@@ -328,7 +330,19 @@ RegistryAnswer Planner::scan_registry(const std::string& compiler_version,
 void Planner::describe_repo(plan::Plan& plan) const {
   plan.repo = run_.repo;
   plan.repo_origin = run_.repo_origin;
-  if (run_.store) plan.store = storage::kind_name(run_.store->kind());
+  if (run_.store) {
+    plan.store = storage::kind_name(run_.store->kind());
+  } else if (!run_.repo.empty()) {
+    // Not opened (its failure was said): still named by its kind, never taken for the Hub.
+    try {
+      store_name::StoreKind kind = store_name::parse_store_name(run_.repo, "the cache repo").kind;
+      plan.store = kind == store_name::StoreKind::S3       ? "s3"
+                   : kind == store_name::StoreKind::Folder ? "folder"
+                                                           : "hub";
+    } catch (const Error&) {
+      // A name that is no store: the plan names none.
+    }
+  }
   if (!run_.settings.cache_repo_note.empty()) plan.notes.push_back(run_.settings.cache_repo_note);
 }
 

@@ -96,8 +96,8 @@ PlanRow local_row(const Target& target, const local::LocalIndex& local) {
   PlanRow row;
   row.target = target;
   if (!target.unkeyed.empty()) {
-    row.reason =
-        "not keyed: " + target.unkeyed + "; it is compiled, but not looked up, recorded or pushed";
+    // What follows (compiled, not looked up, recorded or pushed) the run's warning says once.
+    row.reason = "not keyed: " + target.unkeyed;
     return row;
   }
   std::optional<ai::Entry> entry = local.find(target.inputs, target.key);
