@@ -14,6 +14,12 @@
 //
 //   fleet-bench [--jobs 8] [--configurations 4] [--compile-seconds 3] [--store hub|folder|s3|all]
 //               [--rounds 1] [--work DIR]
+//               [--commit-quota N --commit-window S --api-quota N --quota-window S]
+//
+// With a quota (issue 42, the Hub's commit quota): the test Hub server enforces it (commits per
+// repo per commit window, api requests per token per window, 429 with Retry-After past them) and
+// only the leases scenario runs, on the Hub: every configuration must still be compiled once and
+// no job fail; the commits and requests the fleet made are printed beside the quotas.
 //
 // Stores: the test Hub server (tests/hub_server) on loopback, a shared folder (file://, made a
 // store with `neuron-cache create -n`), and S3 through the in-process S3 stand-in
@@ -81,12 +87,19 @@ struct Options {
   std::string store = "all";
   int rounds = 1;
   std::optional<fs::path> work;
+  // The test Hub server's quotas (tests/README.md); 0: none.
+  int commit_quota = 0;
+  int commit_window = 3600;
+  int api_quota = 0;
+  int quota_window = 300;
+  bool quotas() const { return commit_quota > 0 || api_quota > 0; }
 };
 
 [[noreturn]] void usage(const std::string& why) {
   std::cerr << "fleet-bench: " << why
             << "\nusage: fleet-bench [--jobs 8] [--configurations 4] [--compile-seconds 3] "
-               "[--store hub|folder|s3|all] [--rounds 1] [--work DIR]\n";
+               "[--store hub|folder|s3|all] [--rounds 1] [--work DIR] [--commit-quota N "
+               "--commit-window S --api-quota N --quota-window S]\n";
   std::exit(2);
 }
 
@@ -98,12 +111,19 @@ Options parse(int argc, char** argv) {
                  {"--compile-seconds", set_double(o.compile_seconds)},
                  {"--store", [&](const std::string& v) { o.store = v; }},
                  {"--rounds", set_int(o.rounds)},
-                 {"--work", [&](const std::string& v) { o.work = v; }}},
+                 {"--work", [&](const std::string& v) { o.work = v; }},
+                 {"--commit-quota", set_int(o.commit_quota)},
+                 {"--commit-window", set_int(o.commit_window)},
+                 {"--api-quota", set_int(o.api_quota)},
+                 {"--quota-window", set_int(o.quota_window)}},
                 usage);
   if (o.jobs < 2 || o.configurations < 1 || !(o.compile_seconds >= 0) || o.rounds < 1)
     usage("bad --jobs (2 or more), --configurations, --compile-seconds or --rounds");
   if (o.store != "hub" && o.store != "folder" && o.store != "s3" && o.store != "all")
     usage("--store must be hub, folder, s3 or all");
+  if (o.commit_quota < 0 || o.api_quota < 0 || o.commit_window < 1 || o.quota_window < 1)
+    usage("bad --commit-quota, --api-quota (0: none) or window (1 s or more)");
+  if (o.quotas() && o.store != "hub") usage("quotas are the Hub's: --store hub");
   return o;
 }
 
@@ -343,6 +363,73 @@ void print_row(const char* label, const std::vector<Scenario>& rounds, const Opt
   std::printf("  %d/%d\n", ok, total);
 }
 
+// The test Hub server's options for the quotas asked for.
+std::vector<std::string> quota_args(const Options& o) {
+  return {"--commit-quota",  std::to_string(o.commit_quota),
+          "--commit-window", std::to_string(o.commit_window),
+          "--api-quota",     std::to_string(o.api_quota),
+          "--quota-window",  std::to_string(o.quota_window)};
+}
+
+// The most a quota of `quota` per `window` s lets through in `seconds` (fixed windows).
+long most_allowed(int quota, int window, double seconds) {
+  return static_cast<long>(quota) * (static_cast<long>(seconds) / window + 1);
+}
+
+// The leases scenario on the Hub under its quotas: every configuration compiled once, no job
+// failed, and what the fleet asked of the Hub beside what the quotas allow.
+int quota_bench(const Options& o, const fs::path& work, const testing::HubServer& hub) {
+  std::printf(
+      "fleet-bench: %d jobs, %d new configurations, %g s per compile (stand-in-export), on the "
+      "test Hub server with quotas: %d commits per repo per %d s, %d api requests per token per "
+      "%d s (0: none)\n",
+      o.jobs, o.configurations, o.compile_seconds, o.commit_quota, o.commit_window, o.api_quota,
+      o.quota_window);
+  hub.clear_log();
+  Scenario s = run_scenario(o, hub, "hub", true, 1, work / "hub-quotas");
+  json log = hub.access_log();
+  auto count = [&](const std::function<bool(const json&)>& wanted) {
+    return testing::count_requests(log, wanted);
+  };
+  auto is_commit = [](const json& e) {
+    return e["method"] == "POST" &&
+           e["path"].get<std::string>().find("/commit/") != std::string::npos;
+  };
+  auto is_api = [](const json& e) {
+    std::string path = e["path"];
+    return e["listener"] == "hub" && path.find("/resolve/") == std::string::npos &&
+           !path.starts_with("/api/resolve-cache/");
+  };
+  size_t commits = count([&](const json& e) { return is_commit(e) && e["status"] == 200; });
+  size_t commits_refused = count([&](const json& e) { return is_commit(e) && e["status"] == 429; });
+  size_t api = count(is_api);
+  size_t refused = count([](const json& e) { return e["status"] == 429; });
+  size_t hub_requests = count([](const json& e) { return e["listener"] == "hub"; });
+  int ok = static_cast<int>(std::count(s.codes.begin(), s.codes.end(), 0));
+  std::printf("wall %.1f s, CPU %.1f s, compiles %d (expected %d), jobs ok %d/%d\n", s.wall, s.cpu,
+              s.compiles, o.configurations, ok, o.jobs);
+  for (const auto& [key, name] : kOutcomes) {
+    auto found = s.outcomes.find(key);
+    std::printf("  %s %d", name.c_str(), found == s.outcomes.end() ? 0 : found->second);
+  }
+  std::printf("\ncommits: %zu landed, %zu refused with 429", commits, commits_refused);
+  if (o.commit_quota > 0)
+    std::printf(" (quota %d per %d s: at most %ld in %.0f s)", o.commit_quota, o.commit_window,
+                most_allowed(o.commit_quota, o.commit_window, s.wall), s.wall);
+  std::printf(
+      "\napi requests: %zu of %zu to the hub, all jobs with one token; 429 answers in all: %zu",
+      api, hub_requests, refused);
+  if (o.api_quota > 0)
+    std::printf(" (quota %d per %d s: at most %ld in %.0f s)", o.api_quota, o.quota_window,
+                most_allowed(o.api_quota, o.quota_window, s.wall), s.wall);
+  std::printf("\n");
+  bool failed = !s.problems.empty() || s.compiles != o.configurations;
+  for (const auto& problem : s.problems) std::printf("FAILED: %s\n", problem.c_str());
+  if (s.compiles != o.configurations)
+    std::printf("WRONG: %d compiles, expected exactly %d\n", s.compiles, o.configurations);
+  return failed ? 1 : 0;
+}
+
 std::string describe_store(const std::string& store) {
   if (store == "hub") return "hub (the test Hub server on loopback)";
   if (store == "folder") return "folder (file://, a local folder as the shared one)";
@@ -426,7 +513,8 @@ int main(int argc, char** argv) {
   // Started before the signals are blocked, so that it stops on SIGTERM.
   std::unique_ptr<testing::HubServer> hub;
   try {
-    hub = std::make_unique<testing::HubServer>(hub_config(options));
+    hub = std::make_unique<testing::HubServer>(
+        hub_config(options), options.quotas() ? quota_args(options) : std::vector<std::string>{});
   } catch (const std::exception& error) {
     std::fprintf(stderr, "fleet-bench: %s\n", error.what());
     return 1;
@@ -435,6 +523,7 @@ int main(int argc, char** argv) {
   fs::path server_dir = hub->data_dir().parent_path();
   stop_when_interrupted(json::parse(testing::read_file(server_dir / "ready.json")).at("pid"));
   remove_when_interrupted(server_dir);
-  return run_bench("fleet-bench", options.work,
-                   [&](const fs::path& work) { return bench(options, work, *hub); });
+  return run_bench("fleet-bench", options.work, [&](const fs::path& work) {
+    return options.quotas() ? quota_bench(options, work, *hub) : bench(options, work, *hub);
+  });
 }

@@ -405,6 +405,7 @@ void Server::commit(Call& call, const std::string& type, const std::string& id,
       throw HttpError{404, "Invalid rev id: " + revision + " is not a branch of " + repo.id,
                       "RevisionNotFound"};
     }
+    check_commit_quota(repo);
     return repo;
   };
   {
@@ -443,6 +444,7 @@ void Server::commit(Call& call, const std::string& type, const std::string& id,
   json pull_request = nullptr;
   if (create_pr) pull_request = repo_url(repo) + "/discussions/" + std::to_string(repo.next_pr++);
   save(repo);
+  quotas_.add_commit(repo.key());
   send_json(call, 200,
             {{"success", true},
              {"commitOid", made.oid},

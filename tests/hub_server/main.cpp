@@ -107,6 +107,23 @@ int main(int argc, char** argv) {
                  "LFS objects of at least this size upload in parts (bytes)")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
+  app.add_option("--api-quota", options.quotas.api,
+                 "requests per window per token (per IP without one) in the api bucket; 0: none")
+      ->capture_default_str();
+  app.add_option("--resolvers-quota", options.quotas.resolvers,
+                 "the same for file URLs (/resolve/, /raw/); 0: none")
+      ->capture_default_str();
+  app.add_option("--quota-window", options.quotas.window_seconds,
+                 "seconds of the fixed window of the two quotas above (the Hub's: 300)")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  app.add_option("--commit-quota", options.quotas.commits,
+                 "commits per repo per commit window, then 429 with Retry-After; 0: none")
+      ->capture_default_str();
+  app.add_option("--commit-window", options.quotas.commit_window_seconds,
+                 "seconds of the commit quota's fixed window (the Hub's: an hour)")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
   app.add_flag("--storage-on-hub", options.storage_on_hub,
                "LFS upload URLs on the hub listener (same origin as the API), not the cdn");
   try {

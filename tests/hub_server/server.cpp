@@ -149,7 +149,8 @@ Server::Server(Options options, Config config)
     : options_(std::move(options)),
       config_(std::move(config)),
       blobs_(options_.data_dir / "blobs"),
-      secret_(random_secret()) {
+      secret_(random_secret()),
+      quotas_(options_.quotas) {
   fs::create_directories(options_.data_dir / "repos");
   load_repos();
   // Repos listed in the config exist from the start (an existing state is kept).
@@ -231,7 +232,7 @@ void Server::handle(Listener listener, const httplib::Request& req, httplib::Res
   // httplib slices bodies by itself when a Range header was parsed; ranges are answered here
   // (with 416 when unsatisfiable), so its copy must not apply them a second time.
   const_cast<httplib::Request&>(req).ranges.clear();
-  Call call{req, res, reader, listener, {}, {}, {}, std::nullopt, false};
+  Call call{req, res, reader, listener, {}, {}, {}, std::nullopt, false, std::nullopt};
   size_t question = req.target.find('?');
   call.raw_path = req.target.substr(0, question);
   if (question != std::string::npos) call.raw_query = req.target.substr(question + 1);
@@ -244,6 +245,10 @@ void Server::handle(Listener listener, const httplib::Request& req, httplib::Res
     t_stats.active = true;
     t_stats.sequence = ++sequence_;
     ++active_requests_;
+    // Storage (the cdn, or its upload URLs on the hub with --storage-on-hub) has no quota.
+    bool storage = options_.storage_on_hub && call.segments.size() >= 2 &&
+                   call.segments[0] == "lfs" && call.segments[1] == "upload";
+    if (listener == Listener::Hub && !storage) count_quota(call);
     if (auto fault = faults_.take(req.method, call.raw_path, req.path, listener_name(listener))) {
       t_stats.fault = fault->name();
       if (fault->action == FaultAction::Status || fault->action == FaultAction::Redirect) {
@@ -553,8 +558,48 @@ void Server::route_admin(Call& call) {
 
 // --- responses ---------------------------------------------------------------------------------
 
+void Server::count_quota(Call& call) {
+  std::string auth = call.req.get_header_value("Authorization");
+  // Like the Hub: a token's requests count for it, an anonymous caller's for its address.
+  call.quota = quotas_.count(Quotas::bucket_of(call.req.path),
+                             auth.empty() ? "ip " + call.req.remote_addr : auth);
+  if (!call.quota) return;
+  const QuotaState& q = *call.quota;
+  call.res.set_header("RateLimit", "\"" + q.bucket + "\";r=" + std::to_string(q.remaining) +
+                                       ";t=" + std::to_string(q.reset_seconds));
+  call.res.set_header("RateLimit-Policy", "\"fixed window\";\"" + q.bucket +
+                                              "\";q=" + std::to_string(q.quota) +
+                                              ";w=" + std::to_string(q.window_seconds));
+  if (!q.refused) return;
+  throw HttpError{429,
+                  "We had to rate limit you, you hit the quota of " + std::to_string(q.quota) +
+                      " " + q.bucket + " requests per " + window_text(q.window_seconds) +
+                      " period (test Hub server: --" + q.bucket +
+                      "-quota). Wait for the next period. See "
+                      "https://huggingface.co/docs/hub/rate-limits",
+                  "",
+                  ErrorStyle::Hub,
+                  {{"Retry-After", std::to_string(q.reset_seconds)}}};
+}
+
+void Server::check_commit_quota(const Repo& repo) {
+  std::optional<int64_t> wait = quotas_.commit_wait(repo.key());
+  if (!wait) return;
+  throw HttpError{429,
+                  "You have exceeded our hourly quotas for action: commit. We invite you to "
+                  "retry later.",
+                  "",
+                  ErrorStyle::Hub,
+                  {{"Retry-After", std::to_string(*wait)}}};
+}
+
 void Server::send_error(Call& call, const HttpError& error) {
+  // The quota headers are on every answer of the Hub, errors included.
+  std::string rate_limit = call.res.get_header_value("RateLimit");
+  std::string policy = call.res.get_header_value("RateLimit-Policy");
   call.res.headers.clear();
+  if (!rate_limit.empty()) call.res.set_header("RateLimit", rate_limit);
+  if (!policy.empty()) call.res.set_header("RateLimit-Policy", policy);
   for (const auto& [key, value] : error.headers) call.res.set_header(key, value);
   switch (error.style) {
     case ErrorStyle::Hub:

@@ -21,6 +21,7 @@
 
 #include "blob_store.h"
 #include "config.h"
+#include "quota.h"
 #include "repo_state.h"
 #include "traffic.h"
 
@@ -42,6 +43,8 @@ struct Options {
   // Upload URLs (single PUTs and parts) on the hub listener itself, as a Hub whose storage
   // shares its origin: a client that sends the token to every same-origin URL then leaks it.
   bool storage_on_hub = false;
+  // The Hub's request and commit quotas (quota.h); none by default.
+  QuotaOptions quotas;
 };
 
 enum class Listener { Hub, Cdn };
@@ -76,6 +79,7 @@ struct Call {
   std::vector<std::string> segments;    // decoded path segments
   std::optional<Fault> response_fault;  // drop_after / corrupt / trickle
   bool body_consumed = false;
+  std::optional<QuotaState> quota;  // its bucket's count, told in the RateLimit headers
 
   std::optional<std::string> param(const std::string& name) const;
   // Every value of a repeated parameter (expand=a&expand=b), in order.
@@ -137,6 +141,11 @@ class Server {
   void route_cdn(Call& call);
   void route_admin(Call& call);
   void send_error(Call& call, const HttpError& error);
+  // Counts the request in its quota bucket and sets the RateLimit headers; throws the Hub's 429
+  // when none is left.
+  void count_quota(Call& call);
+  // 429 when `repo` used up its commits (the caller holds state_mutex_).
+  void check_commit_quota(const Repo& repo);
   void send_fault_status(Call& call, const Fault& fault);
   // Waits `ms` milliseconds (forever when empty), or until the server stops.
   void wait_fault(std::optional<uint64_t> ms);
@@ -251,6 +260,7 @@ class Server {
   int cdn_port_ = 0;
   AccessLog log_;
   FaultTable faults_;
+  Quotas quotas_;
   // Delay and hang faults wait on this; stop() wakes them so the server can end.
   std::mutex wait_mutex_;
   std::condition_variable wait_cv_;

@@ -25,9 +25,11 @@ class CountedExchange : public Exchange {
   }
   std::optional<std::chrono::milliseconds> on_complete(const HttpResponse& response) override {
     status = response.status;
+    done_at = std::chrono::steady_clock::now();
     return std::nullopt;
   }
   long status = 0;
+  std::chrono::steady_clock::time_point done_at;
 
  private:
   std::string url_;
@@ -168,6 +170,100 @@ TEST(HttpEngineTest, AfterAnOutageLookAgainSendsOneRequest) {
   EXPECT_EQ(asked.load(), 4);
   server.stop();
   listener.join();
+}
+
+// An httplib server on a free port of 127.0.0.1, stopped by the destructor.
+class LoopbackServer {
+ public:
+  LoopbackServer() = default;
+  ~LoopbackServer() {
+    server.stop();
+    if (listener_.joinable()) listener_.join();
+  }
+  std::string start() {
+    int port = server.bind_to_any_port("127.0.0.1");
+    listener_ = std::thread([this] { server.listen_after_bind(); });
+    while (!server.is_running()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    return "http://127.0.0.1:" + std::to_string(port);
+  }
+  httplib::Server server;
+
+ private:
+  std::thread listener_;
+};
+
+double seconds_between(std::chrono::steady_clock::time_point a,
+                       std::chrono::steady_clock::time_point b) {
+  return std::chrono::duration<double>(b - a).count();
+}
+
+// Issue 42: a 429 with Retry-After pauses every request of the process in that quota bucket to
+// that host until the reset, so one request meets the wall and the others wait for it instead of
+// each meeting it; requests of another bucket (file URLs) go on meanwhile.
+TEST(HttpEngineTest, A429WithRetryAfterHoldsTheBucketsOtherRequestsUntilTheReset) {
+  LoopbackServer loopback;
+  std::atomic<int> asked{0}, refused{0};
+  loopback.server.Get(".*", [&](const httplib::Request&, httplib::Response& response) {
+    if (asked++ == 0) {
+      ++refused;
+      response.status = 429;
+      response.set_header("Retry-After", "1");
+    }
+    response.set_content("x", "text/plain");
+  });
+  HttpOptions options;
+  options.endpoint = loopback.start();
+  std::vector<std::unique_ptr<CountedExchange>> exchanges;
+  std::vector<Exchange*> pointers;
+  for (int i = 0; i < 6; ++i)
+    exchanges.push_back(std::make_unique<CountedExchange>(options.endpoint + "/api/models/x"));
+  exchanges.push_back(std::make_unique<CountedExchange>(options.endpoint + "/x/resolve/main/f"));
+  for (auto& e : exchanges) pointers.push_back(e.get());
+  HttpEngine http(options);
+  auto start = std::chrono::steady_clock::now();
+  http.run(pointers, 1);
+
+  EXPECT_EQ(refused.load(), 1) << "only the first request met the quota";
+  EXPECT_EQ(exchanges[0]->status, 429);
+  for (size_t i = 1; i < exchanges.size(); ++i) EXPECT_EQ(exchanges[i]->status, 200) << i;
+  for (size_t i = 1; i < 6; ++i)
+    EXPECT_GE(seconds_between(start, exchanges[i]->done_at), 0.95) << "held until the reset";
+  EXPECT_LT(seconds_between(start, exchanges[6]->done_at), 0.9) << "the resolvers bucket goes on";
+  EXPECT_EQ(http.stats().rate_limited, 1u);
+  EXPECT_GE(http.stats().quota_waits, 5u);
+  EXPECT_EQ(http.stats().requests, 7u);
+}
+
+// RateLimit r=0 on a good answer says the next request would be refused: the bucket pauses for
+// t + 1 s at once, before any 429. Another host's requests are not the endpoint's quota.
+TEST(HttpEngineTest, RateLimitWithNothingLeftPausesBeforeAny429) {
+  LoopbackServer hub, other;
+  std::atomic<int> asked{0};
+  hub.server.Get(".*", [&](const httplib::Request&, httplib::Response& response) {
+    if (asked++ == 0) response.set_header("RateLimit", "\"api\";r=0;t=0");
+    response.set_content("x", "text/plain");
+  });
+  other.server.Get(".*", [&](const httplib::Request&, httplib::Response& response) {
+    response.set_content("y", "text/plain");
+  });
+  HttpOptions options;
+  options.endpoint = hub.start();
+  std::string elsewhere = other.start();
+  HttpEngine http(options);
+  HttpRequest request;
+  request.url = options.endpoint + "/api/whoami-v2";
+  auto start = std::chrono::steady_clock::now();
+  EXPECT_EQ(http.perform(request).status, 200);
+  HttpRequest away;
+  away.url = elsewhere + "/api/whoami-v2";
+  EXPECT_EQ(http.perform(away).status, 200);
+  EXPECT_LT(seconds_between(start, std::chrono::steady_clock::now()), 0.9)
+      << "another host is not paused";
+  EXPECT_EQ(http.perform(request).status, 200);
+  EXPECT_GE(seconds_between(start, std::chrono::steady_clock::now()), 0.95) << "waited t + 1 s";
+  EXPECT_EQ(asked.load(), 2);
+  EXPECT_EQ(http.stats().rate_limited, 0u);
+  EXPECT_EQ(http.stats().quota_waits, 1u);
 }
 
 }  // namespace

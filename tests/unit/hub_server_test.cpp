@@ -8,6 +8,7 @@
 #include <chrono>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <thread>
 
 #include "hub_fixture.h"
 #include "neuron_cache/format/digest.h"
@@ -937,6 +938,99 @@ TEST(HubServerTest, FaultRulesAreValidated) {
   EXPECT_EQ(post({{{"action", "drop_after"}, {"bytes", 1}, {"match", {{"listener", "s3"}}}}}), 400);
   EXPECT_EQ(post({{{"action", "status"}, {"status", 500}, {"count", -1}}}), 200);
   EXPECT_EQ(body_of(hub->Get("/_admin/faults"))[0]["remaining"], -1);
+}
+
+// The number after `name=` in a RateLimit header (`"api";r=2;t=57`), or -1 without one.
+long rate_field(const std::string& header, const std::string& name) {
+  size_t at = header.find(";" + name + "=");
+  return at == std::string::npos ? -1 : std::stol(header.substr(at + name.size() + 2));
+}
+
+// The Hub's request quota (hub-http-api.md §7.2): every answer of the hub listener, errors
+// included, says what is left of the caller's window; the token's quota counts for the token
+// alone (an anonymous caller's for its address); past it comes the Hub's 429 with Retry-After,
+// and the next window starts full.
+TEST(HubServerTest, RateLimitHeadersCountDownToA429ThatSaysWhenToComeBack) {
+  HubServer server(HubServer::example_config(), {"--api-quota", "3", "--quota-window", "4"});
+  Http hub(server.url());
+  for (long left : {2L, 1L, 0L}) {
+    auto answer = hub->Get("/api/whoami-v2", bearer(kHubWriteToken));
+    ASSERT_EQ(answer->status, 200);
+    std::string limit = answer->get_header_value("RateLimit");
+    EXPECT_TRUE(limit.starts_with("\"api\";")) << limit;
+    EXPECT_EQ(rate_field(limit, "r"), left) << limit;
+    EXPECT_GE(rate_field(limit, "t"), 1) << limit;
+    EXPECT_LE(rate_field(limit, "t"), 4) << limit;
+    EXPECT_EQ(answer->get_header_value("RateLimit-Policy"), "\"fixed window\";\"api\";q=3;w=4");
+    server.access_log();  // admin calls count in no quota
+  }
+  auto refused = hub->Get("/api/whoami-v2", bearer(kHubWriteToken));
+  ASSERT_EQ(refused->status, 429);
+  EXPECT_EQ(rate_field(refused->get_header_value("RateLimit"), "r"), 0);
+  std::string error = body_of(refused)["error"];
+  EXPECT_TRUE(error.starts_with("We had to rate limit you")) << error;
+  std::string retry_after = refused->get_header_value("Retry-After");
+  ASSERT_FALSE(retry_after.empty());
+  long wait = std::stol(retry_after);
+  EXPECT_GE(wait, 1);
+  EXPECT_LE(wait, 4);
+  EXPECT_EQ(wait, rate_field(refused->get_header_value("RateLimit"), "t"));
+
+  // Another token, and an anonymous caller, have windows of their own; an error carries the
+  // headers too; file URLs are in the resolvers bucket, which has no quota here.
+  auto bob = hub->Get("/api/whoami-v2", bearer(kHubBobToken));
+  EXPECT_EQ(rate_field(bob->get_header_value("RateLimit"), "r"), 2);
+  auto missing = hub->Get("/api/models/acme/nothing-here");
+  EXPECT_EQ(missing->status, 401) << "anonymous: RepoNotFound as 401";
+  EXPECT_EQ(rate_field(missing->get_header_value("RateLimit"), "r"), 2);
+  auto file = (*hub).Get(std::string("/") + kHubPublicRepo + "/resolve/main/README.md",
+                         bearer(kHubWriteToken));
+  EXPECT_EQ(file->status, 307);
+  EXPECT_FALSE(file->has_header("RateLimit"));
+
+  std::this_thread::sleep_for(std::chrono::seconds(wait));
+  auto again = hub->Get("/api/whoami-v2", bearer(kHubWriteToken));
+  EXPECT_EQ(again->status, 200) << "a new window after Retry-After";
+  EXPECT_EQ(rate_field(again->get_header_value("RateLimit"), "r"), 2);
+  size_t limited =
+      count_requests(server.access_log(), [](const json& entry) { return entry["status"] == 429; });
+  EXPECT_EQ(limited, 1u);
+}
+
+// The Hub's commit quota, per repo per hour (here per 3 s): past it a commit is refused with the
+// Hub's message and a Retry-After before anything is written; other repos still commit, and the
+// next window takes commits again.
+TEST(HubServerTest, TheCommitQuotaRefusesWithTheHubsMessageUntilItsWindowEnds) {
+  HubServer server(HubServer::example_config(), {"--commit-quota", "2", "--commit-window", "3"});
+  Http hub(server.url());
+  // Two commits land per window; the third of a window is refused (a window that ends between
+  // two commits lets a few more in).
+  std::string head;
+  auto commit_until_refused = [&] {
+    for (int i = 0;; ++i) {
+      head = head_commit(hub, kHubPublicRepo);
+      std::string name = std::to_string(i) + ".txt";
+      httplib::Result made = commit(hub, kHubPublicRepo, {header_line(name), file_line(name, "x")});
+      if (made->status != 200 || i == 7) return made;
+    }
+  };
+  httplib::Result refused = commit_until_refused();
+  ASSERT_EQ(refused->status, 429) << refused->body;
+  const std::string message =
+      "You have exceeded our hourly quotas for action: commit. We invite you to retry later.";
+  EXPECT_EQ(body_of(refused)["error"], message);
+  EXPECT_EQ(refused->get_header_value("X-Error-Message"), message);
+  long wait = std::stol(refused->get_header_value("Retry-After"));
+  EXPECT_GE(wait, 1);
+  EXPECT_LE(wait, 3);
+  EXPECT_EQ(head_commit(hub, kHubPublicRepo), head) << "nothing was written";
+  EXPECT_FALSE(refused->has_header("RateLimit")) << "no request quota was asked for";
+
+  EXPECT_EQ(commit(hub, kHubPrivateRepo, {header_line("x"), file_line("x.txt", "x")})->status, 200)
+      << "each repo has its own quota";
+  std::this_thread::sleep_for(std::chrono::seconds(wait));
+  EXPECT_EQ(commit(hub, kHubPublicRepo, {header_line("later"), file_line("l.txt", "l")})->status,
+            200);
 }
 
 TEST(HubServerTest, DatasetReposUseTheirPrefix) {

@@ -73,6 +73,86 @@ TEST(HubRetries, ServerDelaysWinOverBackoff) {
   EXPECT_LE(delay, std::chrono::milliseconds(150));
 }
 
+TEST(HubRetries, AServersWaitIsBoundedToTenMinutes) {
+  net::RetryPolicy policy{6, std::chrono::milliseconds(100), std::chrono::milliseconds(1000)};
+  EXPECT_EQ(*net::retry_delay(answer(429, {{"Retry-After", "86400"}}), 1, policy),
+            net::kMaxServerWait);
+  EXPECT_EQ(*net::retry_delay(answer(429, {{"RateLimit", "\"api\";r=0;t=99999999999999999999"}}), 1,
+                              policy),
+            net::kMaxServerWait);
+}
+
+// The Hub's `RateLimit: "api";r=<left>;t=<seconds to the reset>` (hub-http-api.md §7.2).
+TEST(HubQuotas, RateLimitHeadersAreReadOrIgnoredWhole) {
+  auto limit = net::rate_limit(answer(200, {{"RateLimit", "\"api\";r=497;t=212"}}));
+  ASSERT_TRUE(limit);
+  EXPECT_EQ(limit->bucket, "api");
+  EXPECT_EQ(limit->remaining, 497);
+  EXPECT_EQ(limit->reset_seconds, 212);
+  limit = net::rate_limit(answer(200, {{"RateLimit", " \"resolvers\" ; r=0 ; t=3 "}}));
+  ASSERT_TRUE(limit);
+  EXPECT_EQ(limit->bucket, "resolvers");
+  EXPECT_EQ(limit->remaining, 0);
+  EXPECT_EQ(limit->reset_seconds, 3);
+  for (const char* bad : {"", "\"api\"", "\"api\";r=1", "\"api\";t=1", "r=0;t=1",
+                          "\"api\";r=-1;t=1", "\"api\";r=0;t=soon", "\"api\";r=0x1;t=1"}) {
+    EXPECT_FALSE(net::rate_limit(answer(200, {{"RateLimit", bad}}))) << bad;
+  }
+  EXPECT_FALSE(net::rate_limit(answer(200)));
+  // A hostile reset is saturated, not thrown on: quota_pause bounds it.
+  limit = net::rate_limit(answer(200, {{"RateLimit", "\"api\";r=0;t=123456789012345678901"}}));
+  ASSERT_TRUE(limit);
+  EXPECT_GT(limit->reset_seconds, 600);
+}
+
+TEST(HubQuotas, RequestsCountInTheHubsBuckets) {
+  auto request = [](std::string method, std::string url) {
+    net::HttpRequest r;
+    r.method = std::move(method);
+    r.url = std::move(url);
+    return r;
+  };
+  const std::string hub = "https://huggingface.co";
+  EXPECT_EQ(net::quota_buckets(request("GET", hub + "/org/repo/resolve/main/a.json")),
+            std::vector<std::string>{"resolvers"});
+  EXPECT_EQ(net::quota_buckets(request("GET", hub + "/api/resolve-cache/models/org/repo/c/a")),
+            std::vector<std::string>{"resolvers"});
+  EXPECT_EQ(net::quota_buckets(request("GET", hub + "/api/models/org/repo/tree/main?x=/commit/")),
+            std::vector<std::string>{"api"});
+  EXPECT_EQ(net::quota_buckets(request("POST", hub + "/api/models/org/repo/commit/main")),
+            (std::vector<std::string>{"api", "commit"}));
+  EXPECT_EQ(net::quota_buckets(request("GET", hub + "/api/models/org/repo/commit/abc")),
+            std::vector<std::string>{"api"})
+      << "reading a commit is no commit";
+}
+
+// What pauses a bucket: RateLimit r=0 on any answer (the next request would be refused), or a
+// 429 with Retry-After for the request's own bucket (the commit quota's answer). Nothing else.
+TEST(HubQuotas, AUsedUpQuotaPausesItsBucketUntilTheReset) {
+  net::HttpRequest get{"GET", "https://huggingface.co/api/models/org/repo"};
+  net::HttpRequest commit{"POST", "https://huggingface.co/api/models/org/repo/commit/main"};
+  auto pause = net::quota_pause(get, answer(200, {{"RateLimit", "\"api\";r=0;t=41"}}));
+  ASSERT_TRUE(pause);
+  EXPECT_EQ(pause->bucket, "api");
+  EXPECT_EQ(pause->wait, std::chrono::seconds(42)) << "t + 1, as huggingface_hub waits";
+  EXPECT_FALSE(net::quota_pause(get, answer(200, {{"RateLimit", "\"api\";r=1;t=41"}})));
+
+  pause = net::quota_pause(
+      commit, answer(429, {{"Retry-After", "1800"}, {"RateLimit", "\"api\";r=800;t=100"}}));
+  ASSERT_TRUE(pause);
+  EXPECT_EQ(pause->bucket, "commit");
+  EXPECT_EQ(pause->wait, std::chrono::seconds(600)) << "bounded to kMaxServerWait";
+  pause = net::quota_pause(get, answer(429, {{"Retry-After", "7"}}));
+  ASSERT_TRUE(pause);
+  EXPECT_EQ(pause->bucket, "api");
+  EXPECT_EQ(pause->wait, std::chrono::seconds(7));
+
+  EXPECT_FALSE(net::quota_pause(get, answer(429))) << "how long is not said";
+  EXPECT_FALSE(
+      net::quota_pause(get, answer(429, {{"Retry-After", "Wed, 21 Oct 2026 07:28:00 GMT"}})));
+  EXPECT_FALSE(net::quota_pause(get, answer(503, {{"Retry-After", "7"}})));
+}
+
 TEST(HubRetries, BackoffDoublesWithJitterAndIsCapped) {
   net::RetryPolicy policy{6, std::chrono::milliseconds(1000), std::chrono::milliseconds(30000)};
   for (int attempt = 1; attempt <= 8; ++attempt) {

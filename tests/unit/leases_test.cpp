@@ -336,6 +336,72 @@ TEST(LeasesTest, TheHolderRenewsWhileItCompilesAndReleasesWhatItStillHoldsWhenIt
   EXPECT_NE(after.note.find("ended without a result"), std::string::npos) << after.note;
 }
 
+// Issue 42: on the Hub each claim and renewal is a commit, and the Hub limits a repo's commits per
+// hour. A claim there covers the compile's expected time plus the ttl; a compile that runs past it
+// is renewed for half an hour plus the ttl, never twice within half an hour, and a lease claimed
+// between two renewals lives until the next one may come. S3 and folders keep the ttl, renewed
+// every third of it.
+TEST(LeaseTimesTest, OnTheHubAClaimCoversTheExpectedCompileAndRenewalsAreHalfAnHourApart) {
+  const int64_t now = 1'800'000'000;
+  const int64_t spacing = fleet::kHubRenewalSpacingSeconds;
+  fleet::LeaseTimes hub{storage::Kind::Hub, std::chrono::seconds(600)};
+  EXPECT_EQ(spacing, 1800);
+  EXPECT_EQ(hub.claimed_until(now, 1800, 0), now + 2400);
+  EXPECT_EQ(hub.claimed_until(now, 0, 0), now + 600) << "unknown: the ttl alone";
+  EXPECT_EQ(hub.claimed_until(now, 0.5, 0), now + 601) << "whole seconds, rounded up";
+  EXPECT_EQ(hub.claimed_until(now, 30 * 3600, 0), now + lease::kMaxLifeSeconds);
+  EXPECT_EQ(hub.renewed_until(now), now + spacing + 600);
+
+  // Renewed with two thirds of the ttl left (400 s), as elsewhere...
+  EXPECT_FALSE(hub.renewal_due(now, now + 2400, 0));
+  EXPECT_FALSE(hub.renewal_due(now + 1999, now + 2400, 0));
+  EXPECT_TRUE(hub.renewal_due(now + 2000, now + 2400, 0));
+  // ... but never within half an hour of the last renewal.
+  const int64_t renewed = now + 2000;
+  EXPECT_FALSE(hub.renewal_due(renewed + spacing - 1, renewed + 1, renewed));
+  EXPECT_TRUE(hub.renewal_due(renewed + spacing, renewed + 1, renewed));
+  // Which never leaves a lease to expire: what a renewal gives, or a claim made after it, lasts
+  // until a renewal is allowed again, with the lead to spare.
+  int64_t claimed = hub.claimed_until(renewed + 60, 0, renewed);
+  EXPECT_EQ(claimed, hub.renewed_until(renewed));
+  EXPECT_FALSE(hub.renewal_due(renewed + spacing - 1, claimed, renewed));
+  EXPECT_TRUE(hub.renewal_due(claimed - 400, claimed, renewed));
+  EXPECT_GT(claimed - 400, renewed + spacing);
+  EXPECT_EQ(hub.claimed_until(renewed + 60, 3600, renewed), renewed + 60 + 3600 + 600)
+      << "a longer compile keeps its own time";
+
+  for (storage::Kind kind : {storage::Kind::S3, storage::Kind::Folder}) {
+    fleet::LeaseTimes elsewhere{kind, std::chrono::seconds(600)};
+    EXPECT_EQ(elsewhere.claimed_until(now, 1800, 0), now + 600);
+    EXPECT_EQ(elsewhere.renewed_until(now), now + 600);
+    EXPECT_TRUE(elsewhere.renewal_due(now, now + 600, now - 1)) << "every third of the ttl";
+  }
+}
+
+// The renewal thread on the memory store (a Hub): a compile expected to take 1 s with a 3 s ttl
+// is claimed for 4 s and renewed once it is within 2 s of the end, for half an hour; no second
+// renewal follows while it goes on.
+TEST(LeasesTest, OnTheHubAHolderRenewsOnlyACompileThatRunsPastItsClaim) {
+  MemoryStore store;
+  Leases a(store, options("runner-a", 3));
+  auto start = std::chrono::steady_clock::now();
+  ASSERT_TRUE(a.claim(kVersion, kKey, "llama-bs1", 1).taken);
+  lease::Record claimed = record_of(store);
+  EXPECT_EQ(claimed.expires, claimed.heartbeat + 4);
+  int claims = store.commits();
+  auto deadline = start + std::chrono::seconds(10);
+  while (store.commits() == claims && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  ASSERT_EQ(store.commits(), claims + 1) << "renewed once";
+  EXPECT_GE(std::chrono::steady_clock::now() - start, std::chrono::milliseconds(900))
+      << "not before the compile ran near its claim's end";
+  lease::Record renewed = record_of(store);
+  EXPECT_EQ(renewed.expires, renewed.heartbeat + fleet::kHubRenewalSpacingSeconds + 3);
+  std::this_thread::sleep_for(std::chrono::milliseconds(2500));  // two more looks of the renewer
+  EXPECT_EQ(store.commits(), claims + 1) << "no renewal within half an hour of the last";
+  EXPECT_TRUE(a.lost().empty());
+}
+
 TEST(LeasesTest, AHolderWhoseLeaseWasTakenOverStopsRenewingIt) {
   MemoryStore store;
   Leases a(store, options("runner-a", 3));

@@ -14,6 +14,28 @@ namespace neuron_cache::fleet {
 
 using Record = lease::Record;
 
+int64_t LeaseTimes::claimed_until(int64_t now, double expected_seconds,
+                                  int64_t last_renewal) const {
+  if (kind != storage::Kind::Hub) return now + ttl.count();
+  int64_t until =
+      lease::add_seconds(now, lease::expected_whole_seconds(expected_seconds) + ttl.count());
+  if (last_renewal > 0) until = std::max(until, renewed_until(last_renewal));
+  // Longer reads as damaged to the other machines (lease::damaged).
+  return std::min(until, now + lease::kMaxLifeSeconds);
+}
+
+int64_t LeaseTimes::renewed_until(int64_t now) const {
+  if (kind != storage::Kind::Hub) return now + ttl.count();
+  return now + kHubRenewalSpacingSeconds + ttl.count();
+}
+
+bool LeaseTimes::renewal_due(int64_t now, int64_t earliest_expiry, int64_t last_renewal) const {
+  if (kind != storage::Kind::Hub) return true;  // every look, a third of the ttl apart
+  int64_t lead = ttl.count() - ttl.count() / 3;
+  bool spaced = last_renewal == 0 || now >= last_renewal + kHubRenewalSpacingSeconds;
+  return spaced && now >= earliest_expiry - lead;
+}
+
 Leases::Leases(storage::Store& store, LeaseOptions options)
     : store_(store),
       options_(std::move(options)),
@@ -22,6 +44,7 @@ Leases::Leases(storage::Store& store, LeaseOptions options)
   if (options_.ttl.count() < 3) options_.ttl = std::chrono::seconds(3);
   // Longer reads as damaged to the other machines (lease::damaged).
   options_.ttl = std::min(options_.ttl, std::chrono::seconds(lease::kMaxTtlSeconds));
+  times_ = {store_.kind(), options_.ttl};
   renewer_ = std::thread([this] { renew_loop(); });
 }
 
@@ -99,7 +122,7 @@ Record Leases::fresh(const std::string& key, const std::string& configuration,
   r.configuration = configuration;
   r.key = key;
   r.started = r.heartbeat = wall_now();
-  r.expires = r.started + options_.ttl.count();
+  r.expires = times_.claimed_until(r.started, expected_seconds, last_renewal_);
   r.expected_seconds = expected_seconds;
   r.process = process::this_process();
   return r;
@@ -253,25 +276,38 @@ void Leases::renew_loop() {
   while (!stopping_) {
     wake_.wait_for(lock, options_.ttl / 3, [this] { return stopping_; });
     if (stopping_) return;
-    std::vector<std::string> paths;
-    for (const auto& [path, held] : held_) paths.push_back(path);
+    std::vector<std::string> paths = due_for_renewal();
+    if (paths.empty()) continue;
     lock.unlock();
     renew(paths);
     lock.lock();
   }
 }
 
+std::vector<std::string> Leases::due_for_renewal() const {
+  if (held_.empty()) return {};
+  int64_t earliest = held_.begin()->second.record.expires;
+  for (const auto& [path, held] : held_) earliest = std::min(earliest, held.record.expires);
+  if (!times_.renewal_due(wall_now(), earliest, last_renewal_)) return {};
+  // All of them: on the Hub one commit renews any number.
+  std::vector<std::string> paths;
+  for (const auto& [path, held] : held_) paths.push_back(path);
+  return paths;
+}
+
 void Leases::renew(const std::vector<std::string>& paths) {
   std::vector<bool> lost(paths.size(), false);
+  std::vector<std::optional<Record>> written;
+  int64_t at = wall_now();
   try {
-    update(
+    written = update(
         paths, "renewing " + std::to_string(paths.size()) + " compile lease(s)",
         [&](size_t i, const std::optional<Record>& now, const Verdict&) -> std::optional<Record> {
           lost[i] = !now || now->holder != holder_ || now->state != lease::State::Compiling;
           if (lost[i]) return std::nullopt;
           Record next = *now;
           next.heartbeat = wall_now();
-          next.expires = next.heartbeat + options_.ttl.count();
+          next.expires = times_.renewed_until(next.heartbeat);
           return next;
         });
   } catch (const std::exception& error) {
@@ -279,9 +315,13 @@ void Leases::renew(const std::vector<std::string>& paths) {
     log::debug("lease", std::string("could not renew the compile leases: ") + error.what());
     return;
   }
+  if (std::any_of(written.begin(), written.end(), [](const auto& w) { return w.has_value(); }))
+    last_renewal_ = at;
   std::lock_guard lock(mutex_);
   for (size_t i = 0; i < paths.size(); ++i) {
     if (lost[i] && held_.erase(paths[i]) > 0) lost_.push_back(paths[i]);
+    auto held = held_.find(paths[i]);
+    if (written[i] && held != held_.end()) held->second.record = *written[i];
   }
 }
 

@@ -12,8 +12,10 @@
 // advisory (enforced() is false) and reports say so.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <cstdint>
 #include <functional>
 #include <map>
 #include <memory>
@@ -32,7 +34,8 @@
 namespace neuron_cache::fleet {
 
 struct LeaseOptions {
-  // How long a lease lives without renewal; the holder renews it every third of that.
+  // How long a lease lives without renewal; the holder renews it every third of that (on the
+  // Hub: LeaseTimes).
   std::chrono::seconds ttl{600};
   std::string host;            // this machine's name, for the other machines' messages
   net::RetryPolicy conflicts;  // between claims that met another writer's commit
@@ -56,6 +59,31 @@ struct Verdict {
 struct Observed {
   lease::Record record;
   Verdict verdict;
+};
+
+// On the Hub every claim, renewal and end of a lease is a commit, and the Hub limits a repo's
+// commits per hour ("exceeded our hourly quotas for action: commit"): there a holder renews at
+// most once per kHubRenewalSpacingSeconds.
+inline constexpr int64_t kHubRenewalSpacingSeconds = 30 * 60;
+
+// When one holder's leases expire and are renewed, in seconds since 1970. S3 and folders: a lease
+// lives the ttl and is renewed every third of it. The Hub: a lease is claimed for the compile's
+// expected time plus the ttl, and renewed only once the compile runs past that, for
+// kHubRenewalSpacingSeconds plus the ttl; a lease claimed between two renewals lives until the
+// next one may come, so one renewal (one commit) serves every lease the holder has.
+struct LeaseTimes {
+  storage::Kind kind = storage::Kind::Hub;
+  std::chrono::seconds ttl{600};
+
+  // The expiry of a lease claimed at `now` for a compile expected to take `expected_seconds`
+  // (0: unknown), by a holder whose last renewal was at `last_renewal` (0: none yet).
+  int64_t claimed_until(int64_t now, double expected_seconds, int64_t last_renewal) const;
+  // The expiry a renewal at `now` gives.
+  int64_t renewed_until(int64_t now) const;
+  // Whether a holder whose earliest lease expires at `earliest_expiry` renews at `now`: with two
+  // thirds of the ttl left, and on the Hub not sooner than kHubRenewalSpacingSeconds after its
+  // last renewal.
+  bool renewal_due(int64_t now, int64_t earliest_expiry, int64_t last_renewal) const;
 };
 
 // A configuration whose lease is claimed.
@@ -150,14 +178,18 @@ class Leases {
   Verdict judge(const std::string& path, const std::string& revision,
                 const storage::SmallFile& read, const lease::Record& record);
   void renew_loop();
+  // The paths of the held leases when their renewal is due now, else none (mutex_ held).
+  std::vector<std::string> due_for_renewal() const;
   void renew(const std::vector<std::string>& paths);
 
   storage::Store& store_;
   LeaseOptions options_;
-  std::string holder_;        // this process's random id
-  LeaseWatch watch_;          // when each version of other machines' leases was first seen
-  std::mutex io_mutex_;       // store reads and writes of leases, one at a time
-  mutable std::mutex mutex_;  // the fields below
+  std::string holder_;  // this process's random id
+  LeaseWatch watch_;    // when each version of other machines' leases was first seen
+  LeaseTimes times_;
+  std::atomic<int64_t> last_renewal_ = 0;  // seconds since 1970; 0: none yet
+  std::mutex io_mutex_;                    // store reads and writes of leases, one at a time
+  mutable std::mutex mutex_;               // the fields below
   std::condition_variable wake_;
   bool stopping_ = false;
   std::map<std::string, Held> held_;  // by path

@@ -495,7 +495,9 @@ CommitResult post_commit(HubClient& client, const std::string& repo, const std::
       return result;
     }
     // Each lost answer costs a read of the head for up to the timeout: three attempts at most.
-    auto delay = landing.known && attempt < kMaxCommitAttempts
+    // A 429 costs no read (the Hub refused before doing anything): the retry policy bounds those.
+    bool may_retry = response.status == 429 || attempt < kMaxCommitAttempts;
+    auto delay = landing.known && may_retry
                      ? net::retry_delay(response, attempt, client.options().retry)
                      : std::nullopt;
     if (!delay) {

@@ -15,6 +15,7 @@
 #include "neuron_cache/format/url.h"
 #include "neuron_cache/log/log.h"
 #include "neuron_cache/net/meter.h"
+#include "neuron_cache/net/retry.h"
 #include "neuron_cache/net/tls_trust.h"
 #include "neuron_cache/sys/duration.h"
 
@@ -407,6 +408,38 @@ bool HttpEngine::retry_fits(const HttpRequest& request, std::chrono::millisecond
   return false;
 }
 
+void HttpEngine::note_quota(const HttpRequest& request, const HttpResponse& response) {
+  if (response.status == 429) ++stats_.rate_limited;
+  if (!to_endpoint(request)) return;
+  std::optional<QuotaPause> pause = quota_pause(request, response);
+  if (!pause) return;
+  auto until = Clock::now() + pause->wait;
+  std::lock_guard lock(state_mutex_);
+  auto& paused = paused_until_[pause->bucket];
+  if (until <= paused) return;
+  if (paused < Clock::now()) {  // a new pause, not one pushed further: said once
+    log::debug("http", "the " + printable(pause->bucket) + " quota of " +
+                           url::origin_of(options_.endpoint) + " is used up (HTTP " +
+                           std::to_string(response.status) + "): its requests wait " +
+                           sys::duration_text(pause->wait) + " for the reset");
+  }
+  paused = until;
+}
+
+std::optional<Clock::time_point> HttpEngine::paused(const HttpRequest& request) {
+  if (!to_endpoint(request)) return std::nullopt;
+  std::vector<std::string> buckets = quota_buckets(request);
+  auto now = Clock::now();
+  std::lock_guard lock(state_mutex_);
+  std::optional<Clock::time_point> latest;
+  for (const std::string& bucket : buckets) {
+    auto found = paused_until_.find(bucket);
+    if (found != paused_until_.end() && found->second > now)
+      latest = std::max(latest.value_or(now), found->second);
+  }
+  return latest;
+}
+
 // One call of HttpEngine::run: the exchanges waiting for a slot (or for their retry time), the
 // transfers in the curl multi handle, and the steps that move an exchange from one to the other.
 class HttpEngine::Run {
@@ -441,38 +474,49 @@ class HttpEngine::Run {
   struct Waiting {
     Exchange* exchange;
     Clock::time_point ready_at;
-    HttpRequest redirected;  // set when following a redirect
+    // The request to send when `prepared`: a redirect to follow, or one a quota pause held back.
+    HttpRequest redirected;
     Headers origin_headers;
     std::string chain_origin;
     int redirects = 0;
-    bool has_redirect = false;
+    bool prepared = false;
   };
 
   // Starts the waiting exchanges that are ready, while a slot is free.
   void start_ready() {
     auto now = Clock::now();
+    std::vector<Waiting> held;  // by a quota pause: queued again once the loop is over
     for (auto it = waiting_.begin(); it != waiting_.end() && active_.size() < parallel_;) {
       if (it->exchange->given_up()) {
         it = waiting_.erase(it);  // over without a request: nothing it could fetch is wanted
       } else if (it->ready_at <= now || engine_.gone_) {
         Waiting w = std::move(*it);
         it = waiting_.erase(it);
-        start(w);
+        start(w, held);
       } else {
         ++it;
       }
     }
+    for (Waiting& w : held) waiting_.push_back(std::move(w));
   }
 
-  void start(Waiting& w) {
-    HttpRequest request = w.has_redirect ? std::move(w.redirected) : w.exchange->request();
+  void start(Waiting& w, std::vector<Waiting>& held) {
+    HttpRequest request = w.prepared ? std::move(w.redirected) : w.exchange->request();
     if (engine_.gone_ && engine_.to_endpoint(request)) return skip(w.exchange, request);
+    if (auto until = engine_.paused(request)) {
+      // Sent as it is once the quota resets: the request is kept, not asked for again.
+      ++engine_.stats_.quota_waits;
+      std::string origin = w.prepared ? w.chain_origin : url::origin_of(request.url);
+      held.push_back({w.exchange, *until, std::move(request), std::move(w.origin_headers),
+                      std::move(origin), w.redirects, true});
+      return;
+    }
     auto t = std::make_unique<Transfer>();
     t->exchange = w.exchange;
     t->request = std::move(request);
     t->redirects = w.redirects;
     t->response.origin_headers = std::move(w.origin_headers);
-    t->chain_origin = w.has_redirect ? std::move(w.chain_origin) : url::origin_of(t->request.url);
+    t->chain_origin = w.prepared ? std::move(w.chain_origin) : url::origin_of(t->request.url);
     t->engine = &engine_;
     t->progress = &engine_.on_progress;
     t->stats = &engine_.stats_;
@@ -521,6 +565,7 @@ class HttpEngine::Run {
     if (code == CURLE_OK && redirected(t)) return;
     if (url::origin_of(t.request.url) == t.chain_origin) t.response.origin_headers.items.clear();
     if (!t.aborted) engine_.note_reachability(t.request, t.response);
+    engine_.note_quota(t.request, t.response);
     if (engine_.gone_ && engine_.to_endpoint(t.request) && t.request.tells_reachability &&
         !t.response.unreachable && (t.response.status == 0 || t.response.status >= 500)) {
       // The failure that decided it: the exchange must not ask for another try.

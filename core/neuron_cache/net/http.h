@@ -9,6 +9,7 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -151,6 +152,9 @@ struct HttpStats {
   std::atomic<uint64_t> retries = 0;
   std::atomic<uint64_t> bytes_down = 0;
   std::atomic<uint64_t> bytes_up = 0;
+  std::atomic<uint64_t> rate_limited = 0;  // 429 answers
+  // Requests held back because their quota bucket was used up (HttpEngine: quota pauses).
+  std::atomic<uint64_t> quota_waits = 0;
 };
 
 class HttpEngine {
@@ -191,6 +195,12 @@ class HttpEngine {
   bool retry_fits(const HttpRequest& request, std::chrono::milliseconds delay);
   // Whether `request` goes to the endpoint's origin (what reachability and the token are about).
   bool to_endpoint(const HttpRequest& request) const;
+  // Quota pauses: an answer that says a quota bucket is used up (RateLimit r=0, a 429 with
+  // Retry-After, net::quota_pause) holds back every request of the process in that bucket until
+  // the reset, so one request meets the wall and the others wait instead of each meeting it.
+  void note_quota(const HttpRequest& request, const HttpResponse& response);
+  // Until when `request` must wait for its buckets' reset, or nothing when it may go now.
+  std::optional<std::chrono::steady_clock::time_point> paused(const HttpRequest& request);
 
   // Marks the endpoint unreachable for the rest of the run (the first reason stays).
   void set_unreachable(std::string why);
@@ -198,9 +208,11 @@ class HttpEngine {
   HttpOptions options_;
   HttpStats stats_;
   std::atomic<bool> gone_ = false;  // unreachable_ is set: checked without the lock
-  mutable std::mutex state_mutex_;  // the two fields below
+  mutable std::mutex state_mutex_;  // the fields below
   std::string unreachable_;
   // Since when requests to the endpoint have failed without a good answer in between.
   std::optional<std::chrono::steady_clock::time_point> failing_since_;
+  // By quota bucket: until when its requests to the endpoint wait (note_quota).
+  std::map<std::string, std::chrono::steady_clock::time_point> paused_until_;
 };
 }  // namespace neuron_cache::net

@@ -13,17 +13,22 @@ double jitter() {
   return std::uniform_real_distribution<double>(0.5, 1.5)(generator);
 }
 
-// The seconds in `RateLimit: "api";r=0;t=42` when no request is left in the window.
-std::optional<long> rate_limit_reset(const HttpResponse& response) {
-  auto header = response.headers.get("RateLimit");
-  if (!header || header->find("r=0") == std::string::npos) return std::nullopt;
-  size_t t = header->find("t=");
-  if (t == std::string::npos) return std::nullopt;
-  try {
-    return std::stol(header->substr(t + 2));
-  } catch (const std::exception&) {
-    return std::nullopt;
-  }
+// A whole number, saturated at 12 digits (a hostile t=10000000000000000000000 must not throw:
+// it is bounded like any long wait), or nothing when it is not one.
+std::optional<long> whole(std::string_view text) {
+  if (text.empty() || text.find_first_not_of("0123456789") != text.npos) return std::nullopt;
+  if (text.size() > 12) return 999'999'999'999L;
+  return std::stol(std::string(text));
+}
+
+std::string_view trimmed(std::string_view text) {
+  while (!text.empty() && (text.front() == ' ' || text.front() == '\t')) text.remove_prefix(1);
+  while (!text.empty() && (text.back() == ' ' || text.back() == '\t')) text.remove_suffix(1);
+  return text;
+}
+
+std::chrono::milliseconds bounded(std::chrono::seconds wait) {
+  return std::min<std::chrono::milliseconds>(wait, kMaxServerWait);
 }
 
 std::optional<long> retry_after(const HttpResponse& response) {
@@ -37,6 +42,50 @@ std::optional<long> retry_after(const HttpResponse& response) {
 }
 
 }  // namespace
+
+std::optional<RateLimit> rate_limit(const HttpResponse& response) {
+  auto header = response.headers.get("RateLimit");
+  if (!header) return std::nullopt;
+  RateLimit limit;
+  std::optional<long> remaining, reset;
+  std::string_view rest = *header;
+  for (bool first = true; !rest.empty() || first; first = false) {
+    size_t semicolon = rest.find(';');
+    std::string_view item = trimmed(rest.substr(0, semicolon));
+    rest = semicolon == rest.npos ? std::string_view() : rest.substr(semicolon + 1);
+    if (first && item.size() >= 2 && item.front() == '"' && item.back() == '"') {
+      limit.bucket = std::string(item.substr(1, item.size() - 2));
+    } else if (item.starts_with("r=")) {
+      remaining = whole(item.substr(2));
+    } else if (item.starts_with("t=")) {
+      reset = whole(item.substr(2));
+    }
+  }
+  if (limit.bucket.empty() || !remaining || !reset) return std::nullopt;
+  limit.remaining = *remaining;
+  limit.reset_seconds = *reset;
+  return limit;
+}
+
+std::vector<std::string> quota_buckets(const HttpRequest& request) {
+  std::string_view path = request.url;
+  path = path.substr(0, path.find('?'));
+  if (path.find("/resolve/") != path.npos || path.find("/api/resolve-cache/") != path.npos)
+    return {"resolvers"};
+  if (request.method == "POST" && path.find("/commit/") != path.npos) return {"api", "commit"};
+  return {"api"};
+}
+
+std::optional<QuotaPause> quota_pause(const HttpRequest& request, const HttpResponse& response) {
+  std::optional<RateLimit> limit = rate_limit(response);
+  // As huggingface_hub waits after r=0: t + 1 s, the reset being told in whole seconds.
+  if (limit && limit->remaining == 0)
+    return QuotaPause{limit->bucket, bounded(std::chrono::seconds(limit->reset_seconds + 1))};
+  if (response.status != 429) return std::nullopt;
+  std::optional<long> seconds = retry_after(response);
+  if (!seconds) return std::nullopt;  // how long is not said: each request backs off alone
+  return QuotaPause{quota_buckets(request).back(), bounded(std::chrono::seconds(*seconds))};
+}
 
 RetryPolicy retry_policy(const config::Settings& settings, int max_attempts) {
   RetryPolicy policy;
@@ -67,8 +116,9 @@ std::chrono::milliseconds backoff(int attempt, const RetryPolicy& policy) {
 std::optional<std::chrono::milliseconds> retry_delay(const HttpResponse& response, int attempt,
                                                      const RetryPolicy& policy) {
   if (!is_transient(response) || attempt >= policy.max_attempts) return std::nullopt;
-  if (auto reset = rate_limit_reset(response)) return std::chrono::seconds(*reset + 1);
-  if (auto seconds = retry_after(response)) return std::chrono::seconds(*seconds);
+  if (auto limit = rate_limit(response); limit && limit->remaining == 0)
+    return bounded(std::chrono::seconds(limit->reset_seconds + 1));
+  if (auto seconds = retry_after(response)) return bounded(std::chrono::seconds(*seconds));
   return backoff(attempt, policy);
 }
 

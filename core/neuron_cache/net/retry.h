@@ -9,11 +9,39 @@
 #include <string>
 #include <string_view>
 #include <utility>
+#include <vector>
 
 #include "neuron_cache/config/settings.h"
 #include "neuron_cache/net/http.h"
 
 namespace neuron_cache::net {
+
+// The longest a server's word (RateLimit t, Retry-After) makes a request or a quota pause wait:
+// a hostile or broken t=1e12 must neither overflow a clock nor hold a run for days.
+inline constexpr std::chrono::minutes kMaxServerWait{10};
+
+// The Hub's `RateLimit: "api";r=<remaining>;t=<seconds until the window resets>`
+// (hub-http-api.md §7.2), or nothing when the answer has none that reads so.
+struct RateLimit {
+  std::string bucket;  // "api", "resolvers", "pages"
+  long remaining = 0;
+  long reset_seconds = 0;
+};
+std::optional<RateLimit> rate_limit(const HttpResponse& response);
+
+// The Hub's quota buckets a request counts in: a file URL (/resolve/) in "resolvers", any other in
+// "api", and a commit also in "commit" (the Hub's hourly commit quota per repo).
+std::vector<std::string> quota_buckets(const HttpRequest& request);
+
+// What an answer says about the quota of the requests like it: the bucket that is used up and
+// how long to wait (at most kMaxServerWait). From `RateLimit` with r=0 on any answer (the next
+// request would be refused), else from a 429's integer `Retry-After` for the request's own
+// bucket (the commit quota's 429). Nothing otherwise.
+struct QuotaPause {
+  std::string bucket;
+  std::chrono::milliseconds wait{0};
+};
+std::optional<QuotaPause> quota_pause(const HttpRequest& request, const HttpResponse& response);
 
 struct RetryPolicy {
   int max_attempts = 6;  // the first try included
@@ -30,7 +58,8 @@ bool is_transient(const HttpResponse& response);
 
 // The delay before attempt number `attempt` + 1 (attempt counts from 1), or nothing when the
 // failure is not transient or the attempts are used up. Honours `RateLimit: ...;r=0;t=N` and an
-// integer `Retry-After` before falling back to base * 2^(attempt-1) * U(0.5, 1.5), capped.
+// integer `Retry-After` (both at most kMaxServerWait) before falling back to
+// base * 2^(attempt-1) * U(0.5, 1.5), capped.
 std::optional<std::chrono::milliseconds> retry_delay(const HttpResponse& response, int attempt,
                                                      const RetryPolicy& policy);
 
