@@ -49,7 +49,7 @@ class MemoryStore : public storage::Store {
   // Revisions that still resolve (a squash leaves one).
   size_t revisions() const;
   // Commits made so far.
-  int commits() const { return commits_; }
+  int commits() const { return commits_.load(); }
   // The store's own clock (seconds since 1970; default the system's): the time of each write and
   // of each answer. Set before the store is used.
   void set_clock(std::function<int64_t()> clock) { clock_ = std::move(clock); }
@@ -117,8 +117,8 @@ class MemoryStore : public storage::Store {
   std::string lie_prefix_;
   uint64_t lie_extra_ = 0;
   std::atomic<uint64_t> requests_{0};
-  int commits_ = 0;
-  uint64_t writes_ = 0;  // files written so far: each write's version
+  std::atomic<int> commits_ = 0;  // read by tests while a renewal thread commits
+  uint64_t writes_ = 0;           // files written so far: each write's version
   size_t squashed_below_ = 0;
   int lost_answers_ = 0;
   std::atomic<bool> fail_times_queries_{false};
