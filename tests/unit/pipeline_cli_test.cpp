@@ -1550,6 +1550,17 @@ TEST_F(PipelineCliTest, AnS3StoreThatCannotBeOpenedIsNamedWithItsCause) {
   EXPECT_TRUE(contains(plan.err, "the cache store s3://bucket/cache cannot be used")) << plan.all();
   EXPECT_TRUE(contains(plan.out, "0 on S3")) << plan.all();
   EXPECT_FALSE(contains(plan.out, "Hub")) << plan.all();
+  // prefetch's summary does not call them "not cached": nothing was checked.
+  ToolResult fetched = tool("prefetch " + quoted(manifest),
+                            "AWS_CONTAINER_CREDENTIALS_FULL_URI=http://127.0.0.1:9/creds "
+                            "AWS_REGION=us-east-1 AWS_EC2_METADATA_DISABLED=true");
+  ASSERT_EQ(fetched.code, 0) << fetched.all();
+  EXPECT_FALSE(contains(fetched.out, "not cached")) << fetched.all();
+  EXPECT_TRUE(contains(fetched.out,
+                       "1 configuration is not complete locally, and the cache store "
+                       "was not checked (the cache store s3://bucket/cache could not "
+                       "be opened)"))
+      << fetched.all();
 }
 
 }  // namespace

@@ -207,11 +207,17 @@ void run_plan(Context& context, Args& args) {
   if (args.fail_on_miss) fail_if_any_would_compile(result.initial);
 }
 
-// The configurations still missing after a prefetch.
+// The configurations still missing after a prefetch: "not cached" only when the store was read.
 std::string missing_line(const plan::Plan& plan) {
   size_t missing = plan.count(plan::Status::Compile) + plan.count(plan::Status::Registry);
   if (missing == 0) return "";
-  return count_of(missing, "configuration") + (missing == 1 ? " is" : " are") +
+  std::string are = missing == 1 ? " is" : " are";
+  if (!plan.hub_problem.empty()) {
+    return count_of(missing, "configuration") + are +
+           " not complete locally, and the cache store was not checked (" + plan.hub_problem +
+           "): a run that can read the store may find them\n";
+  }
+  return count_of(missing, "configuration") + are +
          " not cached and must be compiled (see `neuron-cache plan`)\n";
 }
 
