@@ -19,7 +19,11 @@
 #include <set>
 #include <thread>
 
+#include "index_samples.h"
+#include "neuron_cache/format/artifact_index.h"
 #include "neuron_cache/format/digest.h"
+#include "neuron_cache/remote/remote_index.h"
+#include "neuron_cache/storage/forwarding_store.h"
 #include "neuron_cache/sys/mounts.h"
 #include "neuron_cache/sys/safe_dir.h"
 #include "test_support.h"
@@ -311,6 +315,57 @@ TEST_F(FolderStoreTest, AnIndexFileChangedSinceItWasReadIsAConflict) {
   second.commit({add(kShard, local("c", "[\"a\",\"b\",\"c\"]"), second_read.expected())}, "m",
                 std::nullopt);
   EXPECT_EQ(read_file(root() / kShard), "[\"a\",\"b\",\"c\"]");
+}
+
+// Another machine's push, landing between a reader's stat of a shard and its download.
+class RewrittenDuringDownload : public ForwardingStore {
+ public:
+  RewrittenDuringDownload(FolderStore& inner, std::function<void()> rewrite, int times)
+      : ForwardingStore(inner), rewrite_(std::move(rewrite)), times_(times) {}
+  std::vector<DownloadResult> download(const std::string& revision,
+                                       std::vector<DownloadRequest>& requests) override {
+    if (times_-- > 0) rewrite_();
+    return ForwardingStore::download(revision, requests);
+  }
+
+ private:
+  std::function<void()> rewrite_;
+  int times_;
+};
+
+TEST_F(FolderStoreTest, AShardReplacedDuringItsDownloadIsReadAgainNeverTakenForAbsent) {
+  namespace ai = artifact_index;
+  FolderStore store(root());
+  ai::Entry first = testing::sample_index_entry(testing::sample_key_inputs("org/model"), "c1");
+  const std::string version = first.inputs.compiler_version;
+  const std::string shard = ai::remote_shard_path(first.inputs);
+  ai::IndexFile index = ai::shard_for(first.inputs);
+  index.entries.emplace(first.key, first);
+  store.commit({add(shard, local("one.json", ai::serialize_index(index)))}, "m", std::nullopt);
+  int pushes = 0;
+  std::vector<std::string> keys = {first.key};
+  auto push_another = [&] {  // each push adds one more configuration: the shard grows
+    cache_key::KeyInputs inputs = first.inputs;
+    inputs.batch_size = 10 + ++pushes;
+    ai::Entry more = testing::sample_index_entry(inputs, "c" + std::to_string(inputs.batch_size));
+    index.entries.emplace(more.key, more);
+    keys.push_back(more.key);
+    store.commit({add(shard, local("more.json", ai::serialize_index(index)))}, "m", std::nullopt);
+  };
+  for (int rewrites : {1, remote::kRewriteRetries}) {
+    RewrittenDuringDownload reader(store, push_another, rewrites);
+    remote::RemoteIndex read = remote::RemoteIndex::open(reader);
+    read.load({{version, shard}});
+    ASSERT_TRUE(read.complete()) << read.why_incomplete();
+    for (const std::string& key : keys) EXPECT_NE(read.find(version, key), nullptr) << key;
+  }
+  // Replaced on every try: what the shard holds is unknown, which the index says.
+  RewrittenDuringDownload reader(store, push_another, 100);
+  remote::RemoteIndex read = remote::RemoteIndex::open(reader);
+  read.load({{version, shard}});
+  EXPECT_FALSE(read.complete());
+  EXPECT_TRUE(testing::contains(read.why_incomplete(), "could not be fetched intact"))
+      << read.why_incomplete();
 }
 
 // Reads the shard, adds `entry`, commits; again after each CommitConflict. Returns conflicts.

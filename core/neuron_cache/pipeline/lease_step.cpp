@@ -9,6 +9,7 @@
 #include <random>
 #include <thread>
 
+#include "neuron_cache/error.h"
 #include "neuron_cache/format/lease.h"
 #include "neuron_cache/format/printable.h"
 #include "neuron_cache/log/log.h"
@@ -442,6 +443,8 @@ LeaseCoordinator::Refetch LeaseCoordinator::fetch_after_wait(plan::PlanRow& row,
     auto fresh = std::make_unique<remote::RemoteIndex>(
         remote::RemoteIndex::open(*run_.writer, run_.memo_folder()));
     one = plan::make_plan({row.target}, *run_.local_index, fresh.get(), "");
+    // An index file that could not be read intact may hold the holder's entry.
+    if (!fresh->complete()) throw operational_error(fresh->why_incomplete());
     if (one.rows.empty() || one.rows[0].status == plan::Status::Compile ||
         one.rows[0].status == plan::Status::Registry)
       return Refetch::Absent;

@@ -152,6 +152,25 @@ void RemoteIndex::load(const std::set<std::pair<std::string, std::string>>& vers
     ask(shard);
   }
   if (paths.empty()) return;
+  std::map<std::string, std::string> texts;
+  // Without revisions (S3, folders) another writer may replace a file between its listing and
+  // its download: a file that did not arrive as listed is listed and fetched again.
+  for (int round = 0; !paths.empty(); ++round) {
+    std::vector<storage::RemoteEntry> found = listed(paths);
+    bool last = round == kRewriteRetries || !revision().empty();
+    paths = fetch(found, texts, last);
+    if (last) break;
+  }
+  for (const auto& [path, text] : texts) {
+    try {
+      add(ai::parse_index(text, repo_ + "/" + path));
+    } catch (const Error& error) {
+      problems_.push_back(std::string("skipped a whole index file: ") + error.what());
+    }
+  }
+}
+
+std::vector<storage::RemoteEntry> RemoteIndex::listed(const std::vector<std::string>& paths) {
   std::vector<storage::RemoteEntry> found;
   for (auto& file : paths_info_at(*store_, revision(), copies_, paths)) {
     // paths-info answers only for paths that exist; anything else it sends is ignored.
@@ -163,46 +182,43 @@ void RemoteIndex::load(const std::set<std::pair<std::string, std::string>>& vers
     }
     found.push_back(std::move(file));
   }
-  for (const auto& [path, text] : fetch(found)) {
-    try {
-      add(ai::parse_index(text, repo_ + "/" + path));
-    } catch (const Error& error) {
-      problems_.push_back(std::string("skipped a whole index file: ") + error.what());
-    }
-  }
+  return found;
 }
 
-// The content of each file, from the kept copies or downloaded in parallel; a file that cannot
-// be fetched intact is a problem, not a failure: its configurations are then compiled.
-std::map<std::string, std::string> RemoteIndex::fetch(
-    const std::vector<storage::RemoteEntry>& files) {
-  std::map<std::string, std::string> texts;
+// The content of each file into `texts`, from the kept copies or downloaded in parallel. Returns
+// the paths of the files that did not arrive intact; on the `last` try each is a problem (its
+// configurations are then compiled) and the index is incomplete.
+std::vector<std::string> RemoteIndex::fetch(const std::vector<storage::RemoteEntry>& files,
+                                            std::map<std::string, std::string>& texts, bool last) {
   std::vector<storage::DownloadRequest> requests;
   std::vector<sys::UniqueFd> fds;
   for (const auto& file : files) {
     if (auto copy = read_copy(file)) {
-      texts.emplace(file.path, std::move(*copy));
+      texts.insert_or_assign(file.path, std::move(*copy));
       continue;
     }
     fds.emplace_back(memfd_create("neuron-cache-index", MFD_CLOEXEC));
     if (!fds.back()) throw operational_error("cannot create a memory file for an index file");
     requests.push_back({file.path, fds.back().get(), file});
   }
-  if (requests.empty()) return texts;
+  std::vector<std::string> failed;
+  if (requests.empty()) return failed;
   std::vector<storage::DownloadResult> results = store_->download(revision(), requests);
   for (size_t i = 0; i < requests.size(); ++i) {
     const storage::RemoteEntry& file = requests[i].expected;
     if (!results[i].ok) {
-      problems_.push_back("the index file " + repo_ + "/" + file.path +
-                          " could not be fetched intact (" + results[i].error +
-                          "): its configurations count as not cached");
+      failed.push_back(file.path);
+      if (!last) continue;
+      incomplete_ = "the index file " + repo_ + "/" + file.path + " could not be fetched intact (" +
+                    results[i].error + ")";
+      problems_.push_back(incomplete_ + ": its configurations count as not cached");
       continue;
     }
     std::string text = sys::read_whole_fd(fds[i].get());
     keep_copy(file, text);
-    texts.emplace(file.path, std::move(text));
+    texts.insert_or_assign(file.path, std::move(text));
   }
-  return texts;
+  return failed;
 }
 
 void RemoteIndex::add(const ai::IndexFile& file) {

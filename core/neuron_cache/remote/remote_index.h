@@ -25,6 +25,9 @@ namespace neuron_cache::remote {
 // configurations of ONE model; a format 1 file (all models, neuron-cache 0.1) beyond it, some
 // 6,000 configurations, is not read.
 inline constexpr uint64_t kMaxIndexFileBytes = pyjson::Limits{}.max_bytes;
+// How many times an index file replaced during its download is listed and fetched again (stores
+// without revisions).
+inline constexpr int kRewriteRetries = 2;
 
 class RemoteIndex {
  public:
@@ -56,10 +59,16 @@ class RemoteIndex {
   std::vector<const artifact_index::Entry*> entries_of(const cache_key::KeyInputs& inputs) const;
   // Entries (or whole files) set aside so far because they could not be read.
   const std::vector<std::string>& problems() const { return problems_; }
+  // False when an index file could not be fetched intact: what it holds is unknown, which is
+  // not the same as absent.
+  bool complete() const { return incomplete_.empty(); }
+  const std::string& why_incomplete() const { return incomplete_; }
 
  private:
   explicit RemoteIndex(storage::Store& store) : store_(&store), repo_(store.name()) {}
-  std::map<std::string, std::string> fetch(const std::vector<storage::RemoteEntry>& files);
+  std::vector<storage::RemoteEntry> listed(const std::vector<std::string>& paths);
+  std::vector<std::string> fetch(const std::vector<storage::RemoteEntry>& files,
+                                 std::map<std::string, std::string>& texts, bool last);
   std::optional<std::string> read_copy(const storage::RemoteEntry& file) const;
   void keep_copy(const storage::RemoteEntry& file, const std::string& text) const;
   void add(const artifact_index::IndexFile& file);
@@ -73,6 +82,7 @@ class RemoteIndex {
   std::map<std::string, std::map<std::string, artifact_index::Entry>> entries_;  // version, key
   std::vector<std::string> problems_;
   bool locked_ = false;
+  std::string incomplete_;  // why, when not complete
 };
 
 }  // namespace neuron_cache::remote
