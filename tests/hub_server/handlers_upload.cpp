@@ -379,9 +379,9 @@ void Server::complete_multipart(Call& call) {
     if (total != size || digest != oid) {
       fs::remove(temp);
       throw HttpError{400,
-                      "the assembled parts have sha256 " + digest + " and " +
-                          std::to_string(total) + " bytes, expected " + oid + " and " +
-                          std::to_string(size),
+                      "Content does not match oid/size (the assembled parts have sha256 " + digest +
+                          " and " + std::to_string(total) + " bytes, expected " + oid + " and " +
+                          std::to_string(size) + ")",
                       ""};
     }
     blobs_.install_lfs(temp, oid);

@@ -730,10 +730,20 @@ uint64_t Server::receive_body(Call& call, const std::function<void(std::string_v
     return call.req.body.size();
   }
   uint64_t total = 0;
+  std::optional<uint64_t> flip;  // a byte changed in transit (fault corrupt_upload)
+  if (call.response_fault && call.response_fault->action == FaultAction::CorruptUpload)
+    flip = call.response_fault->offset;
+  std::string chunk;
   bool ok = (*call.reader)([&](const char* data, size_t length) {
+    std::string_view received(data, length);
+    if (flip && *flip >= total && *flip - total < length) {
+      chunk.assign(data, length);
+      chunk[*flip - total] = static_cast<char>(chunk[*flip - total] ^ 0xFF);
+      received = chunk;
+    }
     total += length;
     t_stats.bytes_in += length;
-    sink(std::string_view(data, length));
+    sink(received);
     return true;
   });
   if (!ok) throw HttpError{400, "the request body could not be read completely", ""};

@@ -33,6 +33,8 @@ std::string Fault::name() const {
       return "drop_after";
     case FaultAction::Corrupt:
       return "corrupt";
+    case FaultAction::CorruptUpload:
+      return "corrupt_upload";
     case FaultAction::Trickle:
       return "trickle";
     case FaultAction::IgnoreRange:
@@ -133,6 +135,9 @@ FaultTable::Rule FaultTable::parse(const json& rule, size_t index) {
     fault.bytes = non_negative(rule, "bytes", where);
   } else if (action == "corrupt") {
     fault.action = FaultAction::Corrupt;
+    fault.offset = rule.contains("offset") ? non_negative(rule, "offset", where) : 0;
+  } else if (action == "corrupt_upload") {
+    fault.action = FaultAction::CorruptUpload;
     fault.offset = rule.contains("offset") ? non_negative(rule, "offset", where) : 0;
   } else if (action == "trickle") {
     fault.action = FaultAction::Trickle;

@@ -24,7 +24,17 @@ class AccessLog {
   std::map<uint64_t, nlohmann::json> entries_;
 };
 
-enum class FaultAction { Status, DropAfter, Corrupt, Trickle, IgnoreRange, Redirect, Delay, Hang };
+enum class FaultAction {
+  Status,
+  DropAfter,
+  Corrupt,
+  CorruptUpload,
+  Trickle,
+  IgnoreRange,
+  Redirect,
+  Delay,
+  Hang
+};
 
 struct Fault {
   FaultAction action = FaultAction::Status;
@@ -38,7 +48,8 @@ struct Fault {
   // Redirect (with `status`, a 3xx): the listener ("hub" or "cdn") the Location points at, with
   // the same path and query: the other listener plays a foreign host.
   std::string redirect_to;
-  // DropAfter: body bytes sent before the connection is closed; Corrupt: which body byte flips.
+  // DropAfter: body bytes sent before the connection is closed; Corrupt: which body byte flips;
+  // CorruptUpload: which byte of the request body flips on its way in.
   uint64_t bytes = 0;
   uint64_t offset = 0;
   // Trickle

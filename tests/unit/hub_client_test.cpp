@@ -289,6 +289,52 @@ TEST_F(HubClientTest, UploadThenDownloadByteIdenticalWithoutTokenOnTheCdn) {
       << "the token must never reach the CDN";
 }
 
+// Bytes the client hashed itself and storage refused as not matching (S3's BadDigest for a PUT,
+// the Hub's "Content does not match oid/size" for assembled parts) changed in transit: the object
+// is sent once more, to fresh URLs, and the commit lands; refused again, the push fails, naming
+// the network path, and commits nothing.
+TEST_F(HubClientTest, ContentChangedInTransitIsSentOnceMoreThenTheCommitLands) {
+  std::string repo = client.create_repo("transit", "", true);
+  const std::string neff = "neuronxcc-2.21/MODULE_1+d7cde3b5/model.neff";          // one PUT
+  const std::string hlo = "neuronxcc-2.21/MODULE_1+d7cde3b5/model.hlo_module.pb";  // 5 parts
+  std::map<std::string, std::string> files = {{neff, random_bytes(1536 * 1024, 3)},
+                                              {hlo, random_bytes(5 << 20, 4)}};
+  auto flip_once = [](const std::string& path_part, int times) {
+    return json{{"match", {{"listener", "cdn"}, {"method", "PUT"}, {"path_contains", path_part}}},
+                {"action", "corrupt_upload"},
+                {"offset", 4321},
+                {"count", times}};
+  };
+  std::string neff_oid = sha256_hex(files[neff]), hlo_oid = sha256_hex(files[hlo]);
+  server.set_faults(json::array({flip_once(neff_oid, 1), flip_once(hlo_oid + "/part/2", 1)}));
+  CommitResult commit = upload(repo, files);
+  EXPECT_TRUE(commit.committed);
+  EXPECT_EQ(commit.lfs_uploaded, 2u);
+  for (const auto& [path, content] : files) EXPECT_EQ(download(repo, path), content) << path;
+  json log = server.access_log();
+  EXPECT_EQ(testing::count_requests(log,
+                                    [](const json& e) {
+                                      return e["path"].get<std::string>().ends_with(
+                                          "/info/lfs/objects/batch");
+                                    }),
+            2u)
+      << "one batch request, then one for the refused objects";
+
+  std::string again = client.create_repo("transit-again", "", true);
+  files = {{neff, random_bytes(1536 * 1024, 5)}};
+  server.set_faults(json::array({flip_once(sha256_hex(files[neff]), 2)}));
+  try {
+    upload(again, files);
+    FAIL() << "a push whose bytes are changed on every try must fail";
+  } catch (const Error& error) {
+    std::string text = error.what();
+    EXPECT_TRUE(testing::contains(text, "twice")) << text;
+    EXPECT_TRUE(testing::contains(text, "network")) << text;
+    EXPECT_TRUE(testing::contains(text, "BadDigest")) << text;
+  }
+  EXPECT_TRUE(client.paths_info(again, {neff}).empty()) << "nothing was committed";
+}
+
 // The Hub answers a regular file's resolve with a 307 to /api/resolve-cache/... on the same host,
 // whose answer alone names the file (ETag: its git blob id) and the commit (X-Repo-Commit), as
 // huggingface_hub reads them: the client takes both from that final answer.

@@ -124,13 +124,50 @@ std::string server_message(const net::HttpResponse& response) {
   return "";
 }
 
+namespace {
+
+// An element of an S3 error document (what LFS storage answers a PUT with): "Code", "Message";
+// "" when there is none.
+std::string s3_error_field(std::string_view body, const std::string& name) {
+  body = body.substr(0, 4096);
+  std::string open = "<" + name + ">", close = "</" + name + ">";
+  size_t start = body.find(open);
+  if (start == std::string_view::npos) return "";
+  start += open.size();
+  size_t end = body.find(close, start);
+  return end == std::string_view::npos || end - start > 512
+             ? ""
+             : printable(std::string(body.substr(start, end - start)), kPrintableMessage);
+}
+
+// The code of a failed answer: the Hub's X-Error-Code, else storage's S3 <Code>.
+std::string error_code(const net::HttpResponse& response) {
+  if (auto code = response.headers.get("X-Error-Code")) return *code;
+  return s3_error_field(response.body, "Code");
+}
+
+}  // namespace
+
+bool content_refused(const net::HttpResponse& response) {
+  if (response.status != 400 && response.status != 422) return false;
+  std::string code = error_code(response);
+  for (const char* known : {"BadDigest", "IncompleteBody", "InvalidDigest",
+                            "XAmzContentSHA256Mismatch", "XAmzContentChecksumMismatch"}) {
+    if (code == known) return true;
+  }
+  std::string message = server_message(response);
+  for (char& ch : message) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+  return message.find("does not match oid") != std::string::npos;
+}
+
 Error hub_error(const net::HttpResponse& response, const std::string& what, const std::string& repo,
                 const AdviceContext& context) {
-  std::string code = response.headers.get("X-Error-Code").value_or("");
+  std::string code = error_code(response);
   std::string why = response.status == 0 ? "no answer (" + response.error + ")"
                                          : "HTTP " + std::to_string(response.status);
   if (!code.empty()) why += " " + printable(code);
   std::string message = server_message(response);
+  if (message.empty()) message = s3_error_field(response.body, "Message");
   if (!message.empty()) why += ": " + message;
   if (response.status >= 300 && response.status < 400 && !response.error.empty()) {
     why += " " + response.error;

@@ -36,6 +36,11 @@ struct AdviceContext {
 Error hub_error(const net::HttpResponse& response, const std::string& what, const std::string& repo,
                 const AdviceContext& context = {});
 
+// Whether storage or the Hub refused an upload's bytes as not those it was announced with (S3's
+// BadDigest, IncompleteBody and checksum codes; the Hub's "Content does not match oid/size"). The
+// tool hashed those bytes itself, so they changed or were lost on their way.
+bool content_refused(const net::HttpResponse& response);
+
 // Why nothing private can be read and nothing pushed when no token is set, in `audience`'s words.
 std::string no_token(Audience audience);
 

@@ -12,6 +12,7 @@
 #include "neuron_cache/format/pyjson.h"
 #include "neuron_cache/format/url.h"
 #include "neuron_cache/hub/client.h"
+#include "neuron_cache/log/log.h"
 #include "neuron_cache/net/answer.h"
 #include "neuron_cache/net/meter.h"
 #include "neuron_cache/net/retry.h"
@@ -222,10 +223,20 @@ LfsUpload plan_object(LocalFile* file, const json& upload, const net::RetryPolic
   return plan;
 }
 
+// An upload whose bytes storage refused as not those announced (content_refused): sent again.
+struct ContentRefused : Error {
+  explicit ContentRefused(const Error& error) : Error(error) {}
+};
+
+void check_answer(const net::HttpResponse& response, const std::string& what) {
+  if (ok(response)) return;
+  Error error = hub_error(response, what, "");
+  if (content_refused(response)) throw ContentRefused(error);
+  throw error;
+}
+
 void check_put(const PutExchange& put, const LocalFile& file) {
-  if (!ok(put.response_)) {
-    throw hub_error(put.response_, "uploading " + file.path_in_repo + " to LFS storage", "");
-  }
+  check_answer(put.response_, "uploading " + file.path_in_repo + " to LFS storage");
 }
 
 void complete_upload(HubClient& client, LfsUpload& upload) {
@@ -247,10 +258,8 @@ void complete_upload(HubClient& client, LfsUpload& upload) {
         {"Accept: application/vnd.git-lfs+json", "Content-Type: application/vnd.git-lfs+json"},
         json{{"oid", file.sha256}, {"parts", parts}}.dump()};
     request.send_token = false;  // signed like the part URLs, as huggingface_hub sends it
-    net::HttpResponse response =
-        client.call(request, "completing the upload of " + file.path_in_repo);
-    if (!ok(response))
-      throw hub_error(response, "completing the upload of " + file.path_in_repo, "");
+    std::string what = "completing the upload of " + file.path_in_repo;
+    check_answer(client.call(request, what), what);
   }
   // The LFS `verify` action is not called (one request per object, as the official JS client
   // also skips it): the commit itself is refused when an lfsFile's object is not stored.
@@ -335,6 +344,41 @@ void count_inline_sent(const std::vector<LocalFile>& files) {
   }
 }
 
+// Sends the uploads' bytes and completes them; returns the files whose content was refused.
+std::vector<LocalFile*> send(HubClient& client, std::vector<LfsUpload>& uploads,
+                             CommitResult& result, std::string& refusal) {
+  std::vector<net::Exchange*> puts;
+  for (auto& upload : uploads) {
+    for (auto& put : upload.puts) puts.push_back(put.get());
+  }
+  client.http().run(puts, client.options().parallel);
+  std::vector<LocalFile*> refused;
+  for (auto& upload : uploads) {
+    try {
+      complete_upload(client, upload);
+    } catch (const ContentRefused& error) {
+      refused.push_back(upload.file);
+      refusal = error.what();
+      continue;
+    }
+    net::meter().add_file();
+    ++result.lfs_uploaded;
+    result.bytes_uploaded += upload.file->size;
+  }
+  return refused;
+}
+
+// A file refused as changed in transit is read again before it is sent again: if it changed
+// here, the push must not go on with the hashes announced for it.
+void require_unchanged(const LocalFile& file) {
+  LocalFile now = describe({CommitOperation::Kind::Add, file.path_in_repo, file.local});
+  if (now.size == file.size && now.sha256 == file.sha256) return;
+  throw operational_error(file.local.string() + " changed while it was being uploaded as " +
+                          file.path_in_repo +
+                          ": something writes the local cache during the push; push again once "
+                          "it is done");
+}
+
 void upload_lfs_objects(HubClient& client, const std::string& repo, const std::string& revision,
                         std::vector<LocalFile>& files, CommitResult& result) {
   std::vector<LocalFile*> lfs;
@@ -343,17 +387,26 @@ void upload_lfs_objects(HubClient& client, const std::string& repo, const std::s
   }
   std::vector<LfsUpload> uploads = request_lfs_uploads(client, repo, revision, lfs, result);
   expect_sent(files, uploads);
-  std::vector<net::Exchange*> puts;
-  for (auto& upload : uploads) {
-    for (auto& put : upload.puts) puts.push_back(put.get());
+  std::string refusal;
+  std::vector<LocalFile*> refused = send(client, uploads, result, refusal);
+  if (refused.empty()) return;
+  // Bytes hashed here and refused there changed on their way: sent once more, to fresh URLs.
+  log::debug("hub", "sending " + std::to_string(refused.size()) +
+                        " LFS object(s) again after storage refused their content: " + refusal);
+  uint64_t bytes = 0;
+  for (LocalFile* file : refused) {
+    require_unchanged(*file);
+    bytes += file->size;
   }
-  client.http().run(puts, client.options().parallel);
-  for (auto& upload : uploads) {
-    complete_upload(client, upload);
-    net::meter().add_file();
-    ++result.lfs_uploaded;
-    result.bytes_uploaded += upload.file->size;
-  }
+  net::meter().expect(bytes, refused.size());
+  std::vector<LfsUpload> again = request_lfs_uploads(client, repo, revision, refused, result);
+  refused = send(client, again, result, refusal);
+  if (refused.empty()) return;
+  throw operational_error(refusal +
+                          " (twice: the bytes were read and hashed on this machine both times, so "
+                          "something on the network path changes them, such as a proxy or a "
+                          "faulty network card); push again, from another network if it "
+                          "persists");
 }
 
 std::string read_whole(const std::filesystem::path& path, uint64_t size) {
