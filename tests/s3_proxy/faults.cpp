@@ -42,11 +42,13 @@ FaultAction parse_action(const std::string& name, const std::string& where) {
   if (name == "drop") return FaultAction::Drop;
   if (name == "lose") return FaultAction::Lose;
   if (name == "short") return FaultAction::Short;
+  if (name == "cut") return FaultAction::Cut;
   if (name == "corrupt") return FaultAction::Corrupt;
   if (name == "delay") return FaultAction::Delay;
   if (name == "hang") return FaultAction::Hang;
-  throw std::invalid_argument(where + ".action: \"" + name +
-                              "\" is not one of status, drop, lose, short, corrupt, delay, hang");
+  throw std::invalid_argument(
+      where + ".action: \"" + name +
+      "\" is not one of status, drop, lose, short, cut, corrupt, delay, hang");
 }
 
 std::string xml_escape(const std::string& text) {
@@ -84,6 +86,8 @@ std::string Fault::name() const {
       return "lose";
     case FaultAction::Short:
       return "short";
+    case FaultAction::Cut:
+      return "cut";
     case FaultAction::Corrupt:
       return "corrupt";
     case FaultAction::Delay:

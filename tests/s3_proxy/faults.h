@@ -12,7 +12,7 @@
 
 namespace neuron_cache::s3_proxy {
 
-enum class FaultAction { Status, Drop, Lose, Short, Corrupt, Delay, Hang };
+enum class FaultAction { Status, Drop, Lose, Short, Cut, Corrupt, Delay, Hang };
 
 struct Fault {
   FaultAction action = FaultAction::Status;
@@ -23,7 +23,8 @@ struct Fault {
   std::optional<std::string> body;
   nlohmann::json headers = nlohmann::json::object();
   // Short: body bytes sent before the connection is closed (the full Content-Length is
-  // announced); nothing: half of the body.
+  // announced); Cut: body bytes announced and sent (a well-framed answer cut short); nothing:
+  // half of the body.
   std::optional<uint64_t> bytes;
   // Corrupt: the first body byte XOR-ed with 0xFF, and how many from there.
   uint64_t offset = 0;

@@ -123,18 +123,25 @@ bool shape_chunk(std::string& chunk, uint64_t sent, uint64_t total,
       chunk[at - sent] = static_cast<char>(chunk[at - sent] ^ 0xFF);
     }
   }
-  if (fault->action == FaultAction::Short) {
+  if (fault->action == FaultAction::Short || fault->action == FaultAction::Cut) {
     uint64_t limit = fault->bytes.value_or(total / 2);
     if (sent + chunk.size() >= limit) {
       chunk.resize(limit > sent ? limit - sent : 0);
-      return false;
+      return fault->action == FaultAction::Cut;  // cut: the answer is whole as announced
     }
   }
   return true;
 }
 
+// The Content-Length an answer of `total` bytes announces under `fault`.
+uint64_t announced_length(uint64_t total, const std::optional<Fault>& fault) {
+  if (!fault || fault->action != FaultAction::Cut) return total;
+  return std::min(total, fault->bytes.value_or(total / 2));
+}
+
 bool has_body_fault(const std::optional<Fault>& fault) {
-  return fault && (fault->action == FaultAction::Short || fault->action == FaultAction::Corrupt);
+  return fault && (fault->action == FaultAction::Short || fault->action == FaultAction::Cut ||
+                   fault->action == FaultAction::Corrupt);
 }
 
 // Sends `total` body bytes pulled from `next` through a content provider, shaped by `fault`.
@@ -143,7 +150,7 @@ void provide_body(httplib::Response& response, uint64_t total, const std::string
                   const std::optional<Fault>& fault, std::function<void(bool)> release) {
   auto sent = std::make_shared<uint64_t>(0);
   response.set_content_provider(
-      static_cast<size_t>(total), content_type,
+      static_cast<size_t>(announced_length(total, fault)), content_type,
       [next, fault, sent, total](size_t, size_t, httplib::DataSink& sink) {
         std::optional<std::string> chunk = next();
         if (!chunk) return false;  // the upstream broke off: so does this answer

@@ -211,6 +211,35 @@ TEST_F(S3FaultTest, AShortBodyIsResumedAndVerified) {
   EXPECT_EQ(std::get<2>(log[0]), "short");
 }
 
+// A well-framed answer shorter than the listed object (Content-Length says 1 MB; a middlebox cut
+// it) is resumed with a Range, as the Hub's are; an object that really is shorter is refused.
+TEST_F(S3FaultTest, AWellFramedShortAnswerIsResumedLikeTheHubs) {
+  NEED_S3RVER();
+  for (uint64_t part_size : {64ull << 20, 1ull << 20}) {  // one GET for the file; ranged parts
+    auto s3 = store(part_size);
+    std::string content = random_bytes(3 << 20, 5);
+    RemoteEntry entry = put_neff(*s3, content);
+    proxy_->faults({{"match", kNeffGet}, {"action", "cut"}, {"bytes", 1000000}});
+    proxy_->clear_stats();
+    std::string bytes;
+    DownloadResult result = download(*s3, entry, &bytes);
+    EXPECT_TRUE(result.ok) << result.error;
+    EXPECT_EQ(bytes, content);
+    auto log = proxy_->log_of("model.neff");
+    ASSERT_GE(log.size(), 2u);
+    EXPECT_EQ(std::get<2>(log[0]), "cut");
+  }
+  auto s3 = store(64ull << 20);
+  std::string content = random_bytes(3 << 20, 6);
+  RemoteEntry entry = put_neff(*s3, content);
+  entry.size += 1000;  // an entry that lists more bytes than the object has
+  proxy_->faults(json::array());
+  std::string bytes;
+  DownloadResult result = download(*s3, entry, &bytes);
+  EXPECT_FALSE(result.ok);
+  EXPECT_TRUE(testing::contains(result.error, "bytes")) << result.error;
+}
+
 TEST_F(S3FaultTest, ACorruptedBodyNeverPassesVerification) {
   NEED_S3RVER();
   auto s3 = store();

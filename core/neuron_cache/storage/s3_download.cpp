@@ -8,6 +8,7 @@
 #include <string>
 
 #include "neuron_cache/format/digest.h"
+#include "neuron_cache/format/printable.h"
 #include "neuron_cache/net/ranged_download.h"
 #include "neuron_cache/storage/s3_internal.h"
 #include "neuron_cache/storage/s3_store.h"
@@ -56,19 +57,25 @@ class S3Source : public net::RangedSource {
     const std::string& path = request_.path;
     uint64_t expected = request_.expected.size;
     auto size = served_size(status, headers);
+    if (auto changed = changed_since_listed(headers)) return changed;
+    // A whole answer shorter than listed, of the listed object, may be a body cut short on the
+    // way: it is resumed with a Range, which an object that really ends there answers with 416.
+    if (status == 200 && size && *size < expected) return std::nullopt;
     if (!size || *size != expected) {
       return path + " in the S3 store is " +
              (size ? std::to_string(*size) : std::string("of unknown size")) + " bytes, not the " +
              std::to_string(expected) +
              " expected: it changed since it was listed, or its entry is wrong";
     }
+    return std::nullopt;
+  }
+
+  std::optional<std::string> changed_since_listed(const net::Headers& headers) const {
     std::string etag = s3xml::unquote_etag(headers.get("ETag").value_or(""));
     const std::string& listed = request_.expected.oid;
-    if (!listed.empty() && !etag.empty() && etag != listed) {
-      return path + " changed in the S3 store since it was listed (ETag " + etag + " instead of " +
-             listed + "): run the command again";
-    }
-    return std::nullopt;
+    if (listed.empty() || etag.empty() || etag == listed) return std::nullopt;
+    return request_.path + " changed in the S3 store since it was listed (ETag " + printable(etag) +
+           " instead of " + listed + "): run the command again";
   }
 
   std::string failure(const net::HttpResponse& response, int attempts) override {
@@ -76,6 +83,11 @@ class S3Source : public net::RangedSource {
     if (response.status == 404) {
       return path + " is no longer in " + store_.location() +
              ": it was removed since it was listed; run the command again";
+    }
+    if (response.status == 416) {
+      return path + " in " + store_.location() + " is shorter than the " +
+             std::to_string(request_.expected.size) +
+             " bytes expected: it changed since it was listed, or its entry is wrong";
     }
     std::string error = store_.failure(response, "downloading " + path).what();
     if (!net::is_transient(response)) return error;
