@@ -75,17 +75,7 @@ class HubQuotaCliTest : public ::testing::Test {
 
   // Compiles the stand-in finished, by batch size.
   std::map<std::string, int> compiles() const {
-    std::map<std::string, int> by_batch;
-    std::ifstream in(work / "calls.jsonl");
-    for (std::string line; std::getline(in, line);) {
-      json call = json::parse(line);
-      if (call["compiled"].empty()) continue;
-      const auto& argv = call["argv"];
-      for (size_t i = 0; i + 1 < argv.size(); ++i) {
-        if (argv[i] == "--batch_size") ++by_batch[argv[i + 1].get<std::string>()];
-      }
-    }
-    return by_batch;
+    return testing::compiles_by_batch(work / "calls.jsonl");
   }
 
   std::map<std::string, int> once_each(int configurations) const {

@@ -62,10 +62,11 @@ class LeaseCliTest : public testing::StoreKindTest {
   std::vector<ToolResult> fleet(int n, int configurations, const std::string& extra) {
     std::vector<std::future<ToolResult>> runs;
     for (int i = 1; i <= n; ++i) {
-      runs.push_back(std::async(std::launch::async, [this, i, configurations, extra] {
+      // Here, not in the threads: the first call writes the manifest the others read.
+      std::string args = ci_args(i, configurations);
+      runs.push_back(std::async(std::launch::async, [this, i, args, extra] {
         testing::ToolRunner runner = machine(i);
-        return runner.run(ci_args(i, configurations),
-                          env(extra + " RUNNER_NAME=runner-" + std::to_string(i)));
+        return runner.run(args, env(extra + " RUNNER_NAME=runner-" + std::to_string(i)));
       }));
     }
     std::vector<ToolResult> results;
@@ -75,17 +76,7 @@ class LeaseCliTest : public testing::StoreKindTest {
 
   // Compiles the stand-in finished, by batch size ("1", "2", ...).
   std::map<std::string, int> compiles() const {
-    std::map<std::string, int> by_batch;
-    std::ifstream in(work / "calls.jsonl");
-    for (std::string line; std::getline(in, line);) {
-      json call = json::parse(line);
-      if (call["compiled"].empty()) continue;
-      const auto& argv = call["argv"];
-      for (size_t i = 0; i + 1 < argv.size(); ++i) {
-        if (argv[i] == "--batch_size") ++by_batch[argv[i + 1].get<std::string>()];
-      }
-    }
-    return by_batch;
+    return testing::compiles_by_batch(work / "calls.jsonl");
   }
 
   json report(int i) const {

@@ -4,6 +4,9 @@
 #pragma once
 
 #include <filesystem>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -65,5 +68,21 @@ class ToolRunner {
   fs::path hf_home_;
   int runs_ = 0;
 };
+
+// The compiles the stand-in finished, as its call log (ToolRunner::call_log) tells them, counted
+// by batch size ("1", "2", ...).
+inline std::map<std::string, int> compiles_by_batch(const std::filesystem::path& call_log) {
+  std::map<std::string, int> by_batch;
+  std::ifstream in(call_log);
+  for (std::string line; std::getline(in, line);) {
+    nlohmann::json call = nlohmann::json::parse(line);
+    if (call["compiled"].empty()) continue;
+    const auto& argv = call["argv"];
+    for (size_t i = 0; i + 1 < argv.size(); ++i) {
+      if (argv[i] == "--batch_size") ++by_batch[argv[i + 1].get<std::string>()];
+    }
+  }
+  return by_batch;
+}
 
 }  // namespace neuron_cache::testing
