@@ -44,11 +44,13 @@ FaultAction parse_action(const std::string& name, const std::string& where) {
   if (name == "short") return FaultAction::Short;
   if (name == "cut") return FaultAction::Cut;
   if (name == "corrupt") return FaultAction::Corrupt;
+  if (name == "corrupt_upload") return FaultAction::CorruptUpload;
   if (name == "delay") return FaultAction::Delay;
   if (name == "hang") return FaultAction::Hang;
   throw std::invalid_argument(
       where + ".action: \"" + name +
-      "\" is not one of status, drop, lose, short, cut, corrupt, delay, hang");
+      "\" is not one of status, drop, lose, short, cut, corrupt, corrupt_upload, delay, "
+      "hang");
 }
 
 std::string xml_escape(const std::string& text) {
@@ -90,6 +92,8 @@ std::string Fault::name() const {
       return "cut";
     case FaultAction::Corrupt:
       return "corrupt";
+    case FaultAction::CorruptUpload:
+      return "corrupt_upload";
     case FaultAction::Delay:
       return "delay";
     case FaultAction::Hang:

@@ -12,7 +12,7 @@
 
 namespace neuron_cache::s3_proxy {
 
-enum class FaultAction { Status, Drop, Lose, Short, Cut, Corrupt, Delay, Hang };
+enum class FaultAction { Status, Drop, Lose, Short, Cut, Corrupt, CorruptUpload, Delay, Hang };
 
 struct Fault {
   FaultAction action = FaultAction::Status;
@@ -26,7 +26,8 @@ struct Fault {
   // announced); Cut: body bytes announced and sent (a well-framed answer cut short); nothing:
   // half of the body.
   std::optional<uint64_t> bytes;
-  // Corrupt: the first body byte XOR-ed with 0xFF, and how many from there.
+  // Corrupt (the answer's body), CorruptUpload (the request's, before it is forwarded): the
+  // first body byte XOR-ed with 0xFF, and how many from there.
   uint64_t offset = 0;
   uint64_t length = 1;
   // Delay: how long the request waits before it is forwarded.

@@ -51,7 +51,8 @@ std::unique_ptr<httplib::Client> upstream_client(const std::string& upstream) {
   return client;
 }
 
-httplib::Request upstream_request(const httplib::Request& request) {
+httplib::Request upstream_request(const httplib::Request& request,
+                                  const std::optional<Fault>& fault) {
   httplib::Request out;
   out.method = request.method;
   out.path = request.target;
@@ -59,6 +60,11 @@ httplib::Request upstream_request(const httplib::Request& request) {
     if (!hop_header(name)) out.headers.emplace(name, value);
   }
   out.body = request.body;
+  if (fault && fault->action == FaultAction::CorruptUpload) {  // changed on its way
+    for (uint64_t at = fault->offset; at < fault->offset + fault->length && at < out.body.size();
+         ++at)
+      out.body[at] = static_cast<char>(out.body[at] ^ 0xFF);
+  }
   return out;
 }
 
@@ -381,7 +387,7 @@ bool Proxy::forward_buffered(const httplib::Request& request, httplib::Response&
   if (object_write && refuse_conditional_write(request, response)) return true;
 
   auto client = upstream_client(options_.upstream);
-  httplib::Request out = upstream_request(request);
+  httplib::Request out = upstream_request(request, fault);
   httplib::Response answer;
   httplib::Error error = httplib::Error::Success;
   if (!client->send(out, answer, error)) return false;
@@ -414,7 +420,7 @@ bool Proxy::forward_buffered(const httplib::Request& request, httplib::Response&
 bool Proxy::forward_streamed(const httplib::Request& request, httplib::Response& response,
                              const std::optional<Fault>& fault) {
   auto pipe = std::make_shared<Pipe>();
-  auto out = std::make_shared<httplib::Request>(upstream_request(request));
+  auto out = std::make_shared<httplib::Request>(upstream_request(request, fault));
   out->response_handler = [pipe](const httplib::Response& head) {
     std::lock_guard lock(pipe->mutex);
     pipe->status = head.status;

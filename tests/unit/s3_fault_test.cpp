@@ -224,7 +224,7 @@ TEST_F(S3FaultTest, AWellFramedShortAnswerIsResumedLikeTheHubs) {
     std::string bytes;
     DownloadResult result = download(*s3, entry, &bytes);
     EXPECT_TRUE(result.ok) << result.error;
-    EXPECT_EQ(bytes, content);
+    EXPECT_TRUE(bytes == content) << "other bytes than stored";
     auto log = proxy_->log_of("model.neff");
     ASSERT_GE(log.size(), 2u);
     EXPECT_EQ(std::get<2>(log[0]), "cut");
@@ -238,6 +238,56 @@ TEST_F(S3FaultTest, AWellFramedShortAnswerIsResumedLikeTheHubs) {
   DownloadResult result = download(*s3, entry, &bytes);
   EXPECT_FALSE(result.ok);
   EXPECT_TRUE(testing::contains(result.error, "bytes")) << result.error;
+}
+
+// s3rver does not check the x-amz-checksum-sha256 it is sent: a byte changed on the way (the
+// proxy's corrupt_upload) is stored unless the writer checks the store's answer (its plain-MD5
+// ETag). A whole PUT, a part of a multipart upload and an index file changed once are sent once
+// more and stored intact; changed every time, the push fails and leaves no object behind.
+TEST_F(S3FaultTest, BytesChangedOnTheWayToAServerThatChecksNothingAreSentAgain) {
+  NEED_S3RVER();
+  auto s3 = store();
+  auto changed_once = [](json match) {
+    return json{{"match", std::move(match)}, {"action", "corrupt_upload"}, {"offset", 777}};
+  };
+  std::string neff = random_bytes(2 << 20, 7);
+  proxy_->faults(changed_once({{"method", "PUT"}, {"path", "model\\.neff$"}}));
+  RemoteEntry entry = put_neff(*s3, neff);
+  std::string bytes;
+  EXPECT_TRUE(download(*s3, entry, &bytes).ok);
+  EXPECT_TRUE(bytes == neff) << "the stored bytes differ from those sent";
+  EXPECT_EQ(proxy_->faults_applied(), 1);
+
+  auto large = store(S3Options::kMinPartSize);
+  std::string big = random_bytes(11 << 20, 8);  // 3 parts
+  proxy_->faults(changed_once({{"method", "PUT"}, {"query", "partNumber=2"}}));
+  entry = put_neff(*large, big);
+  EXPECT_TRUE(download(*large, entry, &bytes).ok);
+  EXPECT_TRUE(bytes == big) << "the stored bytes differ from those sent";
+  EXPECT_EQ(proxy_->faults_applied(), 1);
+
+  std::string index = "{\"format\": 2, \"entries\": {}}";
+  write_file(temp_ / "index.json", index);
+  proxy_->faults(changed_once({{"method", "PUT"}, {"path", "org--m\\.json$"}}));
+  s3->commit({{CommitOperation::Kind::Add, kIndex, temp_ / "index.json", Expected::absent()}}, "",
+             std::nullopt);
+  EXPECT_EQ(s3->read_versioned(kIndex, "", 1 << 20).content, index);
+  EXPECT_EQ(proxy_->faults_applied(), 1);
+
+  // Changed on every try.
+  auto rule = changed_once({{"method", "PUT"}, {"path", "other\\.neff$"}});
+  rule["apply_first"] = -1;
+  proxy_->faults(rule);
+  write_file(temp_ / "other.neff", random_bytes(1 << 20, 9));
+  const std::string other = std::string(kModule) + "/other.neff";
+  try {
+    s3->commit({{CommitOperation::Kind::Add, other, temp_ / "other.neff"}}, "", std::nullopt);
+    FAIL() << "bytes changed on every try must fail the push";
+  } catch (const Error& error) {
+    EXPECT_TRUE(testing::contains(error.what(), "twice")) << error.what();
+    EXPECT_TRUE(testing::contains(error.what(), "checksum")) << error.what();
+  }
+  EXPECT_TRUE(s3->stat({other}, "").empty()) << "the object with the wrong bytes is removed";
 }
 
 TEST_F(S3FaultTest, ACorruptedBodyNeverPassesVerification) {

@@ -9,6 +9,7 @@
 #include <iterator>
 #include <memory>
 #include <set>
+#include <tuple>
 
 #include "neuron_cache/format/digest.h"
 #include "neuron_cache/format/layout.h"
@@ -40,6 +41,15 @@ RemoteEntry entry_of(const std::string& path, const net::Headers& headers) {
   return entry;
 }
 
+Kept kept_bytes(const net::Headers& answer, const std::string& checksum,
+                const std::function<std::string()>& md5, bool etag_is_md5) {
+  if (auto echoed = answer.get("x-amz-checksum-sha256"); echoed && !echoed->empty())
+    return *echoed == checksum ? Kept::Confirmed : Kept::Different;
+  std::string etag = s3xml::unquote_etag(answer.get("ETag").value_or(""));
+  if (!etag_is_md5 || !s3xml::is_plain_md5(etag)) return Kept::Unknown;
+  return etag == md5() ? Kept::Confirmed : Kept::Different;
+}
+
 }  // namespace s3
 
 namespace {
@@ -60,16 +70,15 @@ struct Artifact {
   std::string error;
 };
 
-std::string md5_of_file(int fd, uint64_t size) {
+std::string md5_of_range(int fd, uint64_t offset, uint64_t length) {
   Hasher hasher(HashAlgorithm::Md5);
-  std::string buffer(1 << 20, '\0');
-  for (uint64_t at = 0; at < size;) {
-    ssize_t n = pread(fd, buffer.data(), buffer.size(), static_cast<off_t>(at));
-    if (n <= 0) throw operational_error("cannot read a file back to compare it");
-    hasher.update(std::string_view(buffer.data(), static_cast<size_t>(n)));
-    at += static_cast<uint64_t>(n);
-  }
+  if (!hash_range(fd, hasher, offset, offset + length))
+    throw operational_error("cannot read a file back to compare it");
   return hasher.hex_digest();
+}
+
+std::string md5_of_file(int fd, uint64_t size) {
+  return md5_of_range(fd, 0, size);
 }
 
 std::string xml_escape(const std::string& text) {
@@ -180,6 +189,7 @@ class Publisher {
       }
     }
     run(sends);
+    send_changed_again(sends, owners);
     for (size_t i = 0; i < sends.size(); ++i) record(*owners[i].first, owners[i].second, *sends[i]);
     complete(large);
     for (Artifact* a : to_send) {
@@ -210,10 +220,72 @@ class Publisher {
     return missing;
   }
 
-  static bool same_content(const Artifact& a, const RemoteEntry& stored) {
+  // A plain-MD5 ETag is the id of the bytes the store holds; the sha256 metadata is only what
+  // their writer sent (a byte changed in transit on a server that checks nothing keeps it).
+  bool same_content(const Artifact& a, const RemoteEntry& stored) const {
     if (stored.size != a.size) return false;
-    if (!stored.content_sha256.empty()) return stored.content_sha256 == a.sha256;
-    return s3xml::is_plain_md5(stored.oid) && md5_of_file(a.fd->get(), a.size) == stored.oid;
+    if (store_.etags_are_md5() && s3xml::is_plain_md5(stored.oid))
+      return md5_of_file(a.fd->get(), a.size) == stored.oid;
+    return !stored.content_sha256.empty() && stored.content_sha256 == a.sha256;
+  }
+
+  // The range of `a` that `part` sends (npos: all of it), and the checksum sent with it.
+  std::tuple<uint64_t, uint64_t, std::string> sent_range(const Artifact& a, size_t part) const {
+    if (part == std::string::npos) return {0, a.size, base64_of_hex(a.sha256)};
+    uint64_t size = part_size_of(a);
+    uint64_t offset = part * size;
+    return {offset, std::min(size, a.size - offset), a.part_checksums[part]};
+  }
+
+  // Whether the store answered that it kept other bytes than `send` sent (s3::kept_bytes).
+  bool changed_in_transit(const Artifact& a, size_t part, const Send& send) const {
+    if (!ok(send.response_)) return false;
+    auto [offset, length, checksum] = sent_range(a, part);
+    auto md5 = [&, offset = offset, length = length] {
+      return md5_of_range(a.fd->get(), offset, length);
+    };
+    return s3::kept_bytes(send.response_.headers, checksum, md5, store_.etags_are_md5()) ==
+           s3::Kept::Different;
+  }
+
+  // Bytes hashed here and kept otherwise there changed on their way: each such PUT is sent once
+  // more; kept otherwise again, its artifact fails and the object is removed.
+  void send_changed_again(std::vector<std::unique_ptr<Send>>& sends,
+                          const std::vector<std::pair<Artifact*, size_t>>& owners) {
+    std::vector<size_t> again;
+    for (size_t i = 0; i < sends.size(); ++i) {
+      auto [a, part] = owners[i];
+      if (!changed_in_transit(*a, part, *sends[i])) continue;
+      again.push_back(i);
+      sends[i] = part == std::string::npos ? single_put(*a) : part_put(*a, part, part_size_of(*a));
+    }
+    if (again.empty()) return;
+    std::vector<net::Exchange*> pointers;
+    for (size_t i : again) pointers.push_back(sends[i].get());
+    store_.http().run(pointers, store_.options().parallel);
+    for (size_t i : again) {
+      auto [a, part] = owners[i];
+      if (!changed_in_transit(*a, part, *sends[i]) || a->failed) continue;
+      a->failed = true;
+      a->error = "the S3 store " + store_.location() + " kept other bytes than were sent for " +
+                 a->op->path +
+                 " twice (its answer's checksum or ETag is not that of the bytes read and hashed "
+                 "here): something on the network path changes bytes, and the server does not "
+                 "check the x-amz-checksum-sha256 it is sent. Push again; if it persists, push "
+                 "from another network or have the server verify checksums";
+      if (part == std::string::npos) remove_object(*a);
+    }
+  }
+
+  // An object this push stored with the wrong bytes: removed, so that nothing takes it for the
+  // artifact (its sha256 metadata says what was meant, not what is there).
+  void remove_object(const Artifact& a) {
+    try {
+      store_.call(store_.signed_request("DELETE", store_.address().object_url(a.op->path),
+                                        s3::kEmptySha256));
+    } catch (const Error&) {
+      // Unreferenced by any index entry, and replaced by the next push (same_content).
+    }
   }
 
   uint64_t part_size_of(const Artifact& a) const {

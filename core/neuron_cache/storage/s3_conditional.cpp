@@ -45,10 +45,39 @@ std::string S3ConditionalWrites::put(const CommitOperation& op, bool checked,
   uint64_t size = s3::size_of_file(op.local);
   std::string sha = sha256_of_file(op.local);
   s3::Fd fd(op.local);
+  std::string condition = op.expected.kind == Expected::Kind::Version
+                              ? "If-Match: \"" + op.expected.token + "\""
+                              : "If-None-Match: *";
+  net::HttpResponse response = send(op, fd, size, sha, condition);
+  std::string written = s3xml::unquote_etag(response.headers.get("ETag").value_or(""));
+  if (changed_in_transit(response, fd, size, sha) && !written.empty()) {
+    // The file now holds bytes changed on their way (readers refuse them): written again over
+    // exactly that version, once.
+    response = send(op, fd, size, sha, "If-Match: \"" + written + "\"");
+    written = s3xml::unquote_etag(response.headers.get("ETag").value_or(""));
+    if (changed_in_transit(response, fd, size, sha)) {
+      throw operational_error(
+          "the S3 store " + store_.location() + " kept other bytes than were sent for " + op.path +
+          " twice: something on the network path changes bytes, and the server does not check "
+          "the x-amz-checksum-sha256 it is sent; the next push rewrites the file. Push again; if "
+          "it persists, push from another network or have the server verify checksums");
+    }
+  }
+  // Stores that ignore the condition: another writer's version read back now is a lost update
+  // of theirs or ours, reported as a conflict so the caller merges again.
+  std::optional<std::string> now = etag_now(op.path);
+  if (!now || (!written.empty() && *now != written))
+    throw CommitConflict(conflict_message(op.path));
+  ++result.small_files;
+  result.bytes_sent += size;
+  return *now;
+}
+
+net::HttpResponse S3ConditionalWrites::send(const CommitOperation& op, const s3::Fd& fd,
+                                            uint64_t size, const std::string& sha,
+                                            const std::string& condition) {
   net::HttpRequest r = store_.signed_request("PUT", store_.address().object_url(op.path), sha);
-  r.headers.push_back(op.expected.kind == Expected::Kind::Version
-                          ? "If-Match: \"" + op.expected.token + "\""
-                          : "If-None-Match: *");
+  r.headers.push_back(condition);
   r.headers.push_back(std::string(s3::kShaMetaHeader) + ": " + sha);
   r.headers.push_back("x-amz-checksum-sha256: " + base64_of_hex(sha));
   r.headers.push_back("Content-Type: application/octet-stream");
@@ -62,15 +91,19 @@ std::string S3ConditionalWrites::put(const CommitOperation& op, bool checked,
     throw CommitConflict(conflict_message(op.path));
   }
   if (!ok(response)) throw store_.failure(response, "writing " + op.path);
-  std::string written = s3xml::unquote_etag(response.headers.get("ETag").value_or(""));
-  // Stores that ignore the condition: another writer's version read back now is a lost update
-  // of theirs or ours, reported as a conflict so the caller merges again.
-  std::optional<std::string> now = etag_now(op.path);
-  if (!now || (!written.empty() && *now != written))
-    throw CommitConflict(conflict_message(op.path));
-  ++result.small_files;
-  result.bytes_sent += size;
-  return *now;
+  return response;
+}
+
+bool S3ConditionalWrites::changed_in_transit(const net::HttpResponse& response, const s3::Fd& fd,
+                                             uint64_t size, const std::string& sha) const {
+  auto md5 = [&] {
+    Hasher hasher(HashAlgorithm::Md5);
+    if (!hash_range(fd.get(), hasher, 0, size))
+      throw operational_error("cannot read a file back to compare it");
+    return hasher.hex_digest();
+  };
+  return s3::kept_bytes(response.headers, base64_of_hex(sha), md5, store_.etags_are_md5()) ==
+         s3::Kept::Different;
 }
 
 void S3ConditionalWrites::require(const std::string& path, const Expected& expected) {

@@ -11,11 +11,15 @@
 #include <string>
 #include <vector>
 
+#include "neuron_cache/net/http.h"
 #include "neuron_cache/storage/store.h"
 
 namespace neuron_cache::storage {
 
 class S3Store;
+namespace s3 {
+class Fd;
+}
 
 class S3ConditionalWrites {
  public:
@@ -33,6 +37,12 @@ class S3ConditionalWrites {
  private:
   // Writes one operation; returns the ETag written. `checked`: the store enforces conditions.
   std::string put(const CommitOperation& op, bool checked, CommitResult& result);
+  // One PUT of `op`'s file under `condition` ("If-Match: ..."); CommitConflict when refused.
+  net::HttpResponse send(const CommitOperation& op, const s3::Fd& fd, uint64_t size,
+                         const std::string& sha, const std::string& condition);
+  // Whether the answer says the store kept other bytes than were sent (s3::kept_bytes).
+  bool changed_in_transit(const net::HttpResponse& response, const s3::Fd& fd, uint64_t size,
+                          const std::string& sha) const;
   // CommitConflict unless `path` is now as `expected` (an ETag, or absent).
   void require(const std::string& path, const Expected& expected);
   std::optional<std::string> etag_now(const std::string& path);

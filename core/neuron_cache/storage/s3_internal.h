@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <functional>
 #include <string>
 #include <system_error>
 
@@ -47,6 +48,18 @@ inline uint64_t size_of_file(const std::filesystem::path& path) {
     throw operational_error("cannot read " + path.string() + " to upload it: " + ec.message());
   return size;
 }
+
+// What a store's answer to a PUT says of the bytes it kept. Some S3-compatible servers (s3rver,
+// some MinIO setups) do not check x-amz-checksum-sha256, so a byte changed in transit is stored.
+enum class Kept {
+  Confirmed,  // it echoed our checksum, or its ETag is the MD5 of what was sent
+  Different,  // its checksum or plain-MD5 ETag is of other bytes
+  Unknown,    // neither: an ETag that is no MD5 (SSE-KMS), no checksum echoed
+};
+// `checksum`: the base64 sha256 sent; `md5`: computes the hex MD5 of what was sent;
+// `etag_is_md5`: whether this store's plain ETags are MD5s (not under SSE-KMS or SSE-C).
+Kept kept_bytes(const net::Headers& answer, const std::string& checksum,
+                const std::function<std::string()>& md5, bool etag_is_md5);
 
 // An entry from a HEAD answer: size, ETag, and the sha256 metadata when the object has it.
 RemoteEntry entry_of(const std::string& path, const net::Headers& headers);

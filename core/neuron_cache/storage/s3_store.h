@@ -138,6 +138,9 @@ class S3Store : public Store {
   void sign_again(net::HttpRequest& request) const;
   // Adds the server-side encryption headers of S3Options::sse to a request that creates an object.
   void add_encryption(net::HttpRequest& request) const;
+  // Whether the plain ETags of this store's objects are the MD5s of their bytes: not under
+  // SSE-KMS, whose ETags are opaque.
+  bool etags_are_md5() const { return options_.sse.rfind("aws:kms", 0) != 0; }
   // One request, retried on transient failures (5xx, 503 SlowDown, no answer).
   net::HttpResponse call(net::HttpRequest request);
   Error failure(const net::HttpResponse& response, const std::string& what) const;
