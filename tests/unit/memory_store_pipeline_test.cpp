@@ -172,6 +172,35 @@ TEST_F(MemoryStorePipeline, AnEmptyStoreCompilesAndPushes) {
   EXPECT_EQ(store.commits(), 1);
 }
 
+// An index shard damaged in the store (bytes changed on their way to a server that checks
+// nothing) is no dead end for later pushes: the next push rewrites it with its configurations
+// and says so; a newer tool's shard is never rewritten.
+TEST_F(MemoryStorePipeline, ADamagedIndexShardIsRewrittenByTheNextPushNotADeadEnd) {
+  fill();
+  std::string shard;
+  for (const std::string& path : store.paths())
+    if (path.starts_with(std::string(ai::kRemoteDir) + "/") && path.ends_with(".json")) shard = path;
+  ASSERT_FALSE(shard.empty());
+  std::string good = store.content(shard);
+  std::string damaged = good;
+  damaged[damaged.size() / 2] = static_cast<char>(damaged[damaged.size() / 2] ^ 0x5A);
+  damaged.insert(10, "\x01{");  // not JSON any more
+  store.put(shard, damaged);
+  pipeline::RunResult again = run("second", kCi);  // misses, compiles, pushes
+  ASSERT_TRUE(again.push && again.push->attempted) << notices;
+  EXPECT_EQ(again.push->result.pushed.size(), 1u) << notices;
+  EXPECT_TRUE(contains(notices, "could not be read")) << notices;
+  EXPECT_TRUE(contains(notices, "rewritten")) << notices;
+  EXPECT_NO_THROW(ai::parse_index(store.content(shard), shard));
+  EXPECT_EQ(status(run("third", kPrefetch)), plan::Status::Store) << notices;
+
+  std::string newer = "{\"format\": 99, \"entries\": {}}";
+  store.put(shard, newer);
+  run("fourth", kCi);
+  EXPECT_EQ(store.content(shard), newer) << "a newer tool's index file is never rewritten";
+  EXPECT_TRUE(contains(notices, "upgrade neuron-cache")) << notices;
+}
+
 // cleanup --max-size evicts the least recently used entries: a compile records what it produced,
 // a prefetch what it fetched, and a later prefetch what it found complete.
 TEST_F(MemoryStorePipeline, CompileAndPrefetchRecordTheUseOfTheirEntries) {

@@ -5,13 +5,16 @@
 #include <fcntl.h>
 #include <gtest/gtest.h>
 
+#include <signal.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 #include <set>
 
 #include <string>
 
 #include "neuron_cache/error.h"
+#include "neuron_cache/sys/temp_file.h"
 #include "test_support.h"
 
 namespace neuron_cache {
@@ -299,6 +302,35 @@ TEST(UniqueFdTest, ClosesOnDestructionAndMoves) {
     EXPECT_EQ(second.get(), raw);
   }
   EXPECT_EQ(fcntl(raw, F_GETFD), -1);  // closed exactly once
+}
+
+// What a commit sends from a temporary file (an index shard, a lease) is readable by its path
+// like any file, and a process killed while holding it leaves nothing in TMPDIR.
+TEST(TempFile, IsReadByItsPathAndAKilledProcessLeavesNothingBehind) {
+  TempDir tmp;
+  const char* old = getenv("TMPDIR");
+  std::string saved = old ? old : "";
+  setenv("TMPDIR", tmp.path().c_str(), 1);
+  {
+    sys::TempFile file("{\"format\": 2}");
+    EXPECT_EQ(read_file(file.path()), "{\"format\": 2}");
+    EXPECT_EQ(fs::file_size(file.path()), 13u);
+  }
+  pid_t child = fork();
+  if (child == 0) {
+    sys::TempFile file(std::string(1 << 20, 'x'));
+    kill(getpid(), SIGKILL);  // no destructor runs
+    _exit(0);
+  }
+  int status = 0;
+  waitpid(child, &status, 0);
+  EXPECT_TRUE(WIFSIGNALED(status));
+  if (saved.empty()) {
+    unsetenv("TMPDIR");
+  } else {
+    setenv("TMPDIR", saved.c_str(), 1);
+  }
+  EXPECT_TRUE(fs::is_empty(tmp.path())) << "a killed push left a file in TMPDIR";
 }
 
 }  // namespace

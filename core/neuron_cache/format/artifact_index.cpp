@@ -389,6 +389,17 @@ IndexFile parse_index(std::string_view text_in, const std::string& origin) {
   return index;
 }
 
+bool is_newer_index(std::string_view text) {
+  try {
+    Json json = pyjson::parse(text);
+    if (!json.is_object() || !json.contains("format")) return false;
+    const Json& format = json["format"];
+    return format.is_number_integer() && format.get<int64_t>() > kFormat;
+  } catch (const Error&) {
+    return false;
+  }
+}
+
 std::string remote_index_path(std::string_view compiler_version) {
   return std::string(kRemoteDir) + "/" + layout::compiler_dir_name(compiler_version) + ".json";
 }

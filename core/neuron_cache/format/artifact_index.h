@@ -122,6 +122,10 @@ std::string serialize_index(const IndexFile& index);
 // (or, in a shard, an entry of another model) only lands in `unreadable`, so one broken entry
 // never hides the others.
 IndexFile parse_index(std::string_view text, const std::string& origin);
+// Whether `text` is an index file of a newer format than this tool reads: parse_index refuses it,
+// and it is never rewritten (a newer tool's entries would be lost); anything else parse_index
+// refuses is damaged.
+bool is_newer_index(std::string_view text);
 
 // "neuron-cache-index/neuronxcc-<version>.json" (format 1)
 std::string remote_index_path(std::string_view compiler_version);

@@ -133,6 +133,7 @@ PushStep Publisher::push(const plan::Plan& plan, const transfer::AlsoCommit& als
     step.result = transfer::push(*run_.writer, *run_.local_index, entries, run_.options.push, also);
     for (const auto& [key, why] : step.result.skipped)
       run_.note(true, "not pushed: " + key + ": " + why);
+    for (const auto& repair : step.result.repaired) run_.note(true, repair);
     if (!step.result.commit.landed_unanswered.empty())
       run_.note(false, step.result.commit.landed_unanswered);
     if (size_t aborted = step.result.commit.uploads_aborted; aborted > 0) {

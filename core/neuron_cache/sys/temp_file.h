@@ -1,5 +1,6 @@
 // A temporary file for content a store's commit sends (an index shard, a lease): written whole
-// in the system's temporary folder, removed when the object goes away.
+// to a memory file (its path is /proc/self/fd/N, so a killed process leaves nothing), or without
+// /proc in the system's temporary folder; gone when the object goes away.
 #pragma once
 
 #include <filesystem>
@@ -19,6 +20,7 @@ class TempFile {
 
  private:
   std::filesystem::path path_;
+  int fd_ = -1;  // the memory file, when it is one
 };
 
 }  // namespace neuron_cache::sys

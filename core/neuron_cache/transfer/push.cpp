@@ -48,6 +48,7 @@ struct Attempt {
   std::vector<std::unique_ptr<sys::TempFile>> temp_files;
   std::vector<std::string> pushed;
   std::vector<std::string> already;
+  std::vector<std::string> repaired;
   size_t modules_added = 0;
 
   void add(const std::string& path, const fs::path& local, storage::Expected expected = {}) {
@@ -87,12 +88,24 @@ void add_entry_files(const local::LocalIndex& local, const ai::Entry& entry,
 // Reads the shard at `path` on `head` (an empty one when there is none) and checks it is the
 // shard of `inputs`' model or profile; `expected` is what its rewrite expects to replace.
 ai::IndexFile read_shard(storage::Store& store, const std::string& head, const std::string& path,
-                         const cache_key::KeyInputs& inputs, storage::Expected& expected) {
+                         const cache_key::KeyInputs& inputs, storage::Expected& expected,
+                         std::vector<std::string>& repaired) {
   const std::string repo = store.name();
   storage::SmallFile read = store.read_versioned(path, head, remote::kMaxIndexFileBytes);
   expected = read.expected();
   if (!read.content) return ai::shard_for(inputs);
-  ai::IndexFile index = ai::parse_index(*read.content, repo + "/" + path);
+  ai::IndexFile index;
+  try {
+    index = ai::parse_index(*read.content, repo + "/" + path);
+  } catch (const Error& error) {
+    if (error.kind() != ErrorKind::Input || ai::is_newer_index(*read.content)) throw;
+    // A damaged file (bytes changed on their way, a writer cut short) is no dead end for every
+    // later push: rewritten over exactly the version read, with what this push adds.
+    repaired.push_back(repo + "/" + path + " could not be read (" + error.what() +
+                       "): rewritten with the configurations of this push; the ones it listed "
+                       "besides are pushed again by the machines that have them");
+    return ai::shard_for(inputs);
+  }
   if (!ai::is_shard_for(index, inputs)) {
     throw input_error(repo + "/" + path + " is not the index shard of " +
                       cache_key::owner_of(inputs) + ": fix or delete that file");
@@ -123,7 +136,8 @@ Attempt prepare(storage::Store& store, const std::string& head, const local::Loc
   }
   for (const auto& [path, list] : by_shard) {
     storage::Expected expected;
-    ai::IndexFile index = read_shard(store, head, path, list.front()->inputs, expected);
+    ai::IndexFile index =
+        read_shard(store, head, path, list.front()->inputs, expected, attempt.repaired);
     bool changed = false;
     for (const ai::Entry* entry : list) {
       auto it = index.entries.find(entry->key);
@@ -167,6 +181,7 @@ PushResult& operator+=(PushResult& into, const PushResult& later) {
                              later.already_stored.end());
   into.modules_added += later.modules_added;
   for (const auto& [key, why] : later.skipped) into.skipped[key] = why;
+  into.repaired.insert(into.repaired.end(), later.repaired.begin(), later.repaired.end());
   into.commit += later.commit;
   into.attempts += later.attempts;
   return into;
@@ -199,6 +214,7 @@ PushResult push(storage::Store& store, const local::LocalIndex& local,
       store, options.conflicts, "pushing", result.attempts, [&](const std::string& head) {
         Attempt attempt = prepare(store, head, local, ready);
         result.pushed = attempt.pushed;
+        result.repaired = attempt.repaired;
         result.already_stored.clear();
         if (!attempt.pushed.empty()) result.modules_added = attempt.modules_added;
         for (const std::string& key : attempt.already)

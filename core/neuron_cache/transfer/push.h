@@ -37,6 +37,9 @@ struct PushResult {
   std::vector<std::string> already_stored;     // keys the store's index had with all their contents
   size_t modules_added = 0;                    // MODULE_ folders the pushed entries added
   std::map<std::string, std::string> skipped;  // key -> why it was not pushed
+  // Index files that could not be read (damaged) and were rewritten with what this push adds:
+  // what they listed besides is pushed again by the machines that have it, or compiled.
+  std::vector<std::string> repaired;
   storage::CommitResult commit;
   int attempts = 0;
 };
