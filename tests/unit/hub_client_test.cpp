@@ -602,6 +602,31 @@ TEST_F(HubClientTest, SuperSquashNeedsWriteAccess) {
   }
 }
 
+// A server without the super-squash route (a mirror, an older Hub) answers 404 without
+// RepoNotFound: named as a missing route of a repo that exists, not as a missing repo.
+TEST_F(HubClientTest, AMissingSuperSquashRouteIsNotCalledAMissingRepo) {
+  std::string repo = client.create_repo("no-squash", "", true);
+  server.set_faults(json::array({{{"match", {{"path_contains", "/super-squash/"}}},
+                                  {"action", "status"},
+                                  {"status", 404},
+                                  {"message", "Not Found"}}}));
+  try {
+    client.super_squash(repo, "main", "x");
+    FAIL() << "a missing route must fail";
+  } catch (const Error& e) {
+    std::string text = e.what();
+    EXPECT_TRUE(testing::contains(text, "no super-squash route")) << text;
+    EXPECT_FALSE(testing::contains(text, "does not exist")) << text;
+  }
+  server.set_faults(json::array());
+  try {
+    client.super_squash("acme/never-made", "main", "x");
+    FAIL() << "a missing repo must fail";
+  } catch (const Error& e) {
+    EXPECT_TRUE(testing::contains(e.what(), "does not exist")) << e.what();
+  }
+}
+
 TEST_F(HubClientTest, ParallelDownloadsOfLargeFilesUseRanges) {
   ClientOptions options = options_for(server, testing::kHubWriteToken);
   options.part_size = 1 << 20;

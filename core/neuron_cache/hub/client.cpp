@@ -188,6 +188,23 @@ std::string HubClient::create_repo(const std::string& name, const std::string& n
   return repo;
 }
 
+// A 404 without the Hub's RepoNotFound, for a repo that can be read: the server has no such
+// route (a mirror, an older or self-hosted Hub), which "the repo does not exist" would misname.
+void HubClient::refuse_missing_route(const std::string& repo, const std::string& what) {
+  try {
+    repo_info(repo);
+  } catch (const Error&) {
+    return;  // the repo itself cannot be read: the usual message says why
+  }
+  throw operational_error(what + " failed: HTTP 404: " + options_.endpoint +
+                          " has no super-squash route (a mirror, or a Hub server without it), "
+                          "though " +
+                          repo +
+                          " exists; nothing was squashed, so the storage of deleted files is not "
+                          "freed yet: squash the repo's history on huggingface.co itself (its "
+                          "settings page, or huggingface_hub's super_squash_history)");
+}
+
 std::string HubClient::super_squash(const std::string& repo, const std::string& branch,
                                     const std::string& message) {
   require_write_token("squashing a repo's history");
@@ -199,6 +216,8 @@ std::string HubClient::super_squash(const std::string& repo, const std::string& 
       {"Content-Type: application/json"},
       json{{"message", message}}.dump()};
   net::HttpResponse response = call(request, what);
+  if (response.status == 404 && !response.headers.get("X-Error-Code"))
+    refuse_missing_route(repo, what);
   if (!ok(response)) throw hub_error(response, what, repo, advice());
   json answer = json::parse(response.body, nullptr, false);
   if (!answer.is_object() || !answer.contains("commitId") || !answer["commitId"].is_string())

@@ -172,6 +172,7 @@ class HubClient {
   std::string api(const std::string& path) const;
 
  private:
+  void refuse_missing_route(const std::string& repo, const std::string& what);
   void check_online(const std::string& what) const;
   // Throws an input Error unless `repo` is a Hub repo id: a name like "../api/whoami-v2" would
   // otherwise become another API path, sent with the token.
