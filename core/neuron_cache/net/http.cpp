@@ -82,10 +82,11 @@ struct Transfer {
   // it, aborts the transfer, and run() rethrows it once curl has returned.
   std::exception_ptr failure;
   Clock::time_point started = Clock::now();
-  Clock::time_point last_sent = started;  // when request body bytes last went out
-  bool answered = false;                  // a header line of the answer arrived
-  bool timed_out = false;                 // no answer within the answer timeout
-  bool overdue = false;                   // a buffered answer not whole by its deadline
+  Clock::time_point last_sent = started;     // when request body bytes last went out
+  std::chrono::milliseconds answer_wait{0};  // HttpEngine::answer_wait, decided when it started
+  bool answered = false;                     // a header line of the answer arrived
+  bool timed_out = false;                    // no answer within the answer timeout
+  bool overdue = false;                      // a buffered answer not whole by its deadline
 
   ~Transfer() {
     if (header_list != nullptr) curl_slist_free_all(header_list);
@@ -331,7 +332,7 @@ bool connect_failed(CURL* easy, CURLcode code, bool timed_out) {
 // When a transfer that has had no answer yet gives up. A request body that is still going out
 // keeps it alive (low-speed limit only), and its answer gets at least the stall timeout once sent.
 Clock::time_point answer_deadline(const Transfer& t, const HttpOptions& options) {
-  std::chrono::milliseconds wait = t.request.answer_timeout.value_or(options.answer_timeout);
+  std::chrono::milliseconds wait = t.answer_wait;
   if (t.request.upload_fd >= 0) {
     wait = std::max<std::chrono::milliseconds>(wait, options.stall_timeout);
   }
@@ -370,7 +371,22 @@ void HttpEngine::set_unreachable(std::string why) {
   gone_ = true;
 }
 
-void HttpEngine::note_reachability(const HttpRequest& request, const HttpResponse& response) {
+std::chrono::milliseconds HttpEngine::answer_wait(const HttpRequest& request) const {
+  std::chrono::milliseconds wait = request.answer_timeout.value_or(options_.answer_timeout);
+  if (request.answer_timeout || !request.tells_reachability || !to_endpoint(request)) return wait;
+  // A stall and its retry share one unreachable budget: the first attempt waits half of it, a
+  // retry what is left since the first failed attempt was sent. A black-holed endpoint costs
+  // the budget once; one transient stall is still retried within it.
+  std::lock_guard lock(state_mutex_);
+  auto budget = options_.unreachable_budget;
+  if (!failing_since_) return std::min(wait, std::max(budget / 2, kMinAnswerWait));
+  auto spent =
+      std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - *failing_since_);
+  return std::clamp(budget - spent, kMinAnswerWait, wait);
+}
+
+void HttpEngine::note_reachability(const HttpRequest& request, const HttpResponse& response,
+                                   Clock::time_point sent) {
   if (gone_ || !request.tells_reachability || !to_endpoint(request)) return;
   std::lock_guard lock(state_mutex_);
   if (response.status != 0 && response.status < 500) {
@@ -383,10 +399,9 @@ void HttpEngine::note_reachability(const HttpRequest& request, const HttpRespons
     set_unreachable(url::origin_of(options_.endpoint) + " could not be reached (" + why + ")");
     return;
   }
-  // The clock starts when the first failure is known, not when its request was sent: one stall
-  // (no answer for the whole answer timeout) is a transient failure that is retried, not a
-  // budget spent by itself.
-  if (!failing_since_) failing_since_ = Clock::now();
+  // The clock starts when the first failed attempt was sent: its stall is part of the budget
+  // (answer_wait leaves a retry the rest of it).
+  if (!failing_since_) failing_since_ = sent;
   auto failing =
       std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - *failing_since_);
   if (failing >= options_.unreachable_budget) {
@@ -518,6 +533,7 @@ class HttpEngine::Run {
     t->response.origin_headers = std::move(w.origin_headers);
     t->chain_origin = w.prepared ? std::move(w.chain_origin) : url::origin_of(t->request.url);
     t->engine = &engine_;
+    t->answer_wait = engine_.answer_wait(t->request);
     t->progress = &engine_.on_progress;
     t->stats = &engine_.stats_;
     t->easy = curl_easy_init();
@@ -564,7 +580,7 @@ class HttpEngine::Run {
     if (code != CURLE_OK) describe_failure(t, code);
     if (code == CURLE_OK && redirected(t)) return;
     if (url::origin_of(t.request.url) == t.chain_origin) t.response.origin_headers.items.clear();
-    if (!t.aborted) engine_.note_reachability(t.request, t.response);
+    if (!t.aborted) engine_.note_reachability(t.request, t.response, t.started);
     engine_.note_quota(t.request, t.response);
     if (engine_.gone_ && engine_.to_endpoint(t.request) && t.request.tells_reachability &&
         !t.response.unreachable && (t.response.status == 0 || t.response.status >= 500)) {
@@ -587,11 +603,7 @@ class HttpEngine::Run {
     const HttpOptions& options = engine_.options_;
     t.response.error = curl_easy_strerror(code);
     if (t.aborted) t.response.error = "aborted by the receiver";
-    if (t.timed_out) {
-      t.response.error =
-          "no answer within " +
-          sys::duration_text(t.request.answer_timeout.value_or(options.answer_timeout));
-    }
+    if (t.timed_out) t.response.error = "no answer within " + sys::duration_text(t.answer_wait);
     if (t.overdue) {
       t.response.error = "the answer was not whole within " +
                          sys::duration_text(buffered_deadline(t.request, options)) +

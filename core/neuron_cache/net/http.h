@@ -118,6 +118,8 @@ class Exchange {
 
 // libcurl's connect timeout, at most: a server that is up accepts a connection within seconds.
 inline constexpr std::chrono::milliseconds kMaxConnectTimeout{10000};
+// The shortest wait for an answer's first byte, whatever remains of the unreachable budget.
+inline constexpr std::chrono::milliseconds kMinAnswerWait{500};
 
 struct HttpOptions {
   std::string endpoint;  // e.g. https://huggingface.co: its origin is the only one given the token
@@ -189,7 +191,10 @@ class HttpEngine {
   class Run;  // one call of run(): its waiting exchanges and its transfers (http.cpp)
   std::unique_ptr<Impl> impl_;
   // Records how an attempt at the endpoint went; decides unreachable_.
-  void note_reachability(const HttpRequest& request, const HttpResponse& response);
+  void note_reachability(const HttpRequest& request, const HttpResponse& response,
+                         std::chrono::steady_clock::time_point sent);
+  // How long an attempt of `request` waits for the first byte of its answer.
+  std::chrono::milliseconds answer_wait(const HttpRequest& request) const;
   // Whether a retry of a request to the endpoint `delay` from now would still fit the budget; if
   // not, the endpoint is taken as unreachable now instead of waiting.
   bool retry_fits(const HttpRequest& request, std::chrono::milliseconds delay);
