@@ -13,7 +13,7 @@ import sys
 
 # Lowest first. A folder may include itself and any folder before it.
 LAYERS = [
-    "sys", "format", "transformers", "process", "config", "log", "git", "manifest", "local", "net", "aws", "hub",
+    "sys", "format", "trust", "transformers", "process", "config", "log", "git", "manifest", "local", "net", "aws", "hub",
     "storage",
     "remote", "transfer", "fleet", "maintenance", "plan", "compile", "pipeline", "report", "cli",
 ]

@@ -96,5 +96,6 @@ void register_du(CLI::App& app, Context& context);        // the store's size
 void register_gc(CLI::App& app, Context& context);        // the store's garbage
 void register_pipeline(CLI::App& app, Context& context);  // plan, prefetch, compile, push, ci, run
 void register_lock(CLI::App& app, Context& context);      // lock
+void register_key(CLI::App& app, Context& context);       // key generate, key public
 
 }  // namespace neuron_cache::cli

@@ -4,6 +4,7 @@
 #include <cctype>
 #include <ctime>
 #include <set>
+#include <tuple>
 
 #include "neuron_cache/error.h"
 #include "neuron_cache/format/digest.h"
@@ -242,6 +243,79 @@ bool has_all_names(const std::vector<Record>& have, const std::vector<Record>& w
                      [&](const Record& record) { return names.count(record.name) > 0; });
 }
 
+bool is_base64_char(char c) {
+  return std::isalnum(static_cast<unsigned char>(c)) || c == '+' || c == '/' || c == '=';
+}
+
+// Only the shape: a name by the key name rule and a signature of 64 bytes' base64 length. Whether
+// its bytes decode and verify is trust/'s question, and a failure there is a bad signature, not
+// an unreadable entry.
+EntrySignature signature_from_json(const Json& item, const std::string& origin) {
+  EntrySignature signature{text(item, "key", origin), text(item, "sig", origin)};
+  if (auto problem = key_name_problem(signature.key)) {
+    bad(origin, "a signature's key name \"" + printable(signature.key.substr(0, kMaxKeyName)) +
+                    "\" is not valid (" + *problem + ")");
+  }
+  if (signature.sig.size() != kSignatureBase64Bytes ||
+      !std::all_of(signature.sig.begin(), signature.sig.end(), is_base64_char)) {
+    bad(origin, "the signature of key " + signature.key + " is not the base64 of 64 bytes");
+  }
+  return signature;
+}
+
+std::vector<EntrySignature> signatures_from_json(const Json& list, const std::string& origin) {
+  if (!list.is_array()) bad(origin, "\"signatures\" is not a list");
+  if (list.size() > kMaxSignatures) {
+    bad(origin, std::to_string(list.size()) + " signatures (at most " +
+                    std::to_string(kMaxSignatures) + ")");
+  }
+  std::vector<EntrySignature> signatures;
+  std::set<std::string> keys;
+  for (const Json& item : list) {
+    EntrySignature signature = signature_from_json(item, origin);
+    if (!keys.insert(signature.key).second) {
+      bad(origin, "two signatures of key " + signature.key);
+    }
+    signatures.push_back(std::move(signature));
+  }
+  return signatures;
+}
+
+Json signatures_to_json(const std::vector<EntrySignature>& signatures) {
+  Json out = Json::array();
+  for (const auto& signature : signatures) {
+    out.push_back({{"key", signature.key}, {"sig", signature.sig}});
+  }
+  return out;
+}
+
+bool same_files(const std::vector<FileRecord>& a, const std::vector<FileRecord>& b) {
+  auto fields = [](const FileRecord& f) { return std::tie(f.name, f.size, f.sha256); };
+  return std::equal(
+      a.begin(), a.end(), b.begin(), b.end(),
+      [&](const FileRecord& x, const FileRecord& y) { return fields(x) == fields(y); });
+}
+
+// Whether both list the same files with the same sizes and sha256s, in any order.
+bool same_contents(const Entry& a, const Entry& b) {
+  auto by_name = [](const auto& x, const auto& y) { return x.name < y.name; };
+  auto modules_a = a.modules, modules_b = b.modules;
+  auto registry_a = a.registry, registry_b = b.registry;
+  std::sort(modules_a.begin(), modules_a.end(), by_name);
+  std::sort(modules_b.begin(), modules_b.end(), by_name);
+  std::sort(registry_a.begin(), registry_a.end(), by_name);
+  std::sort(registry_b.begin(), registry_b.end(), by_name);
+  auto same_module = [](ModuleRecord x, ModuleRecord y) {
+    auto by_file = [](const FileRecord& p, const FileRecord& q) { return p.name < q.name; };
+    std::sort(x.files.begin(), x.files.end(), by_file);
+    std::sort(y.files.begin(), y.files.end(), by_file);
+    return x.name == y.name && same_files(x.files, y.files);
+  };
+  return std::equal(modules_a.begin(), modules_a.end(), modules_b.begin(), modules_b.end(),
+                    same_module) &&
+         same_files(registry_a, registry_b);
+}
+
 }  // namespace
 
 uint64_t ModuleRecord::size() const {
@@ -266,14 +340,16 @@ Json entry_to_json(const Entry& entry) {
   for (const auto& module : entry.modules) {
     modules.push_back({{"name", module.name}, {"files", files_to_json(module.files)}});
   }
-  return {{"key", entry.key},
-          {"inputs", cache_key::to_json(entry.inputs)},
-          {"configuration", entry.configuration},
-          {"modules", modules},
-          {"registry", files_to_json(entry.registry)},
-          {"compile_seconds", entry.compile_seconds},
-          {"tool", entry.tool},
-          {"created_at", entry.created_at}};
+  Json out = {{"key", entry.key},
+              {"inputs", cache_key::to_json(entry.inputs)},
+              {"configuration", entry.configuration},
+              {"modules", modules},
+              {"registry", files_to_json(entry.registry)},
+              {"compile_seconds", entry.compile_seconds},
+              {"tool", entry.tool},
+              {"created_at", entry.created_at}};
+  if (!entry.signatures.empty()) out["signatures"] = signatures_to_json(entry.signatures);
+  return out;
 }
 
 Entry entry_from_json(const Json& json, const std::string& origin, const KnownKey* known) {
@@ -320,6 +396,8 @@ Entry entry_from_json(const Json& json, const std::string& origin, const KnownKe
   entry.compile_seconds = seconds.get<double>();
   entry.tool = short_text(json, "tool", origin);
   entry.created_at = short_text(json, "created_at", origin);
+  if (json.contains("signatures"))
+    entry.signatures = signatures_from_json(json.at("signatures"), origin);
   return entry;
 }
 
@@ -457,6 +535,16 @@ Entry merged(const Entry& first, const Entry& more) {
   Entry out = first;
   add_missing(out.modules, more.modules);
   add_missing(out.registry, more.registry);
+  out.signatures.clear();
+  for (const Entry* input : {&first, &more}) {
+    if (input->key != out.key || input->inputs != out.inputs || !same_contents(*input, out))
+      continue;
+    for (const auto& signature : input->signatures) {
+      bool known = std::any_of(out.signatures.begin(), out.signatures.end(),
+                               [&](const auto& s) { return s.key == signature.key; });
+      if (!known && out.signatures.size() < kMaxSignatures) out.signatures.push_back(signature);
+    }
+  }
   return out;
 }
 
@@ -488,6 +576,24 @@ std::optional<std::string> module_name_problem(std::string_view name) {
     return "libneuronxla names its folders MODULE_<graph key>+<8 hex flags key>, traced exports "
            "MODULE_<20 hex>";
   }
+  return std::nullopt;
+}
+
+std::optional<std::string> key_name_problem(std::string_view name) {
+  if (name.empty()) return "empty";
+  if (name.size() > kMaxKeyName) return "longer than " + std::to_string(kMaxKeyName) + " bytes";
+  if (!std::isalnum(static_cast<unsigned char>(name.front())))
+    return "it must start with a letter or a digit";
+  bool allowed = std::all_of(name.begin(), name.end(), [](char ch) {
+    return std::isalnum(static_cast<unsigned char>(ch)) || ch == '.' || ch == '_' || ch == '-';
+  });
+  if (!allowed) return "only letters, digits, '.', '_' and '-' may appear";
+  size_t dash = name.rfind('-');
+  bool numbered = dash != std::string_view::npos && dash > 0 && dash + 1 < name.size() &&
+                  std::all_of(name.begin() + dash + 1, name.end(),
+                              [](char ch) { return ch >= '0' && ch <= '9'; });
+  if (!numbered)
+    return "it must end in '-' and a number (acme-ci-1), so that a key can be replaced";
   return std::nullopt;
 }
 

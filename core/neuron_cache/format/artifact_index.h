@@ -34,6 +34,7 @@
 //    "modules": [{"files": [{"name": "model.neff", "sha256": "...", "size": 123}, ...],
 //                 "name": "MODULE_...+..."}],
 //    "registry": [{"name": "0_REGISTRY/0.4.5/<arch>/<hash>.json", "sha256": "...", "size": 1229}],
+//    "signatures": [{"key": "acme-ci-1", "sig": "<base64>"}],  (only when signed)
 //    "tool": "neuron-cache 0.1.0"}
 // Module and registry paths are relative to the folder neuronxcc-<inputs.compiler.version>.
 // A traced export (MODULE_<entry hash>, no model.neff) is one module whose files are the export
@@ -75,6 +76,17 @@ struct ModuleRecord {
   uint64_t size() const;
 };
 
+// A signature over an entry's canonical statement (trust/signing.h): the key's name and the
+// base64 of the 64 signature bytes. Read structurally here; trust/ verifies it.
+struct EntrySignature {
+  std::string key;
+  std::string sig;
+  bool operator==(const EntrySignature&) const = default;
+};
+inline constexpr size_t kMaxSignatures = 16;
+inline constexpr size_t kMaxKeyName = 64;
+inline constexpr size_t kSignatureBase64Bytes = 88;  // 64 bytes
+
 struct Entry {
   std::string key;
   cache_key::KeyInputs inputs;
@@ -84,6 +96,9 @@ struct Entry {
   double compile_seconds = 0;
   std::string tool;
   std::string created_at;  // ISO 8601, UTC
+  // Written as "signatures" only when there is one, so an unsigned entry is the bytes it was
+  // before signing existed.
+  std::vector<EntrySignature> signatures;
 
   std::string compiler_dir() const;  // "neuronxcc-<inputs.compiler_version>"
   uint64_t total_bytes() const;      // modules and registry files
@@ -150,11 +165,15 @@ std::optional<std::string> compiler_version_of_index(std::string_view path_in_re
 std::string local_entry_path(std::string_view compiler_version, std::string_view key);
 
 // Whether `hub` lists every MODULE_ folder and registry file of `local` (by name): then pushing
-// `local` adds nothing.
+// `local` adds no file. Signatures are not compared: whether the Hub's entry lacks a signature
+// the pusher would add is the signing step's question, not this one's.
 bool covers(const Entry& hub, const Entry& local);
 // `first` with the MODULE_ folders and registry files of `more` it lacks added (same key; the
 // records of `first` win for names both list): the union a grown entry is written as. Sorted by
-// name.
+// name. A signature vouches for exact files, so the union keeps only the signatures of an input
+// whose files (names, sizes, sha256s) are exactly the union's (both inputs' when both are, those
+// of `first` winning for a key name both carry): a grown entry loses every signature until it is
+// signed again, rather than carry one the verifier would report as bad.
 Entry merged(const Entry& first, const Entry& more);
 // The key and the names of an entry's modules and registry files, as one short string: two
 // entries of one key with the same contents have the same one (what the push memo remembers).
@@ -173,6 +192,11 @@ std::optional<std::string> file_name_problem(std::string_view module, std::strin
 // file (layout::classify_listed, the rule a folder on disk is judged by). Index entries and store
 // listings are both judged by it: what lists less is a miss, never installed as complete.
 std::optional<std::string> incomplete_module_problem(const ModuleRecord& module);
+
+// Why `name` is not a signing key name, or nothing: a letter or digit first, then letters,
+// digits, '.', '_' or '-', ending in '-' and a number (acme-ci-1) so that a key can be replaced by
+// the next number; at most kMaxKeyName bytes.
+std::optional<std::string> key_name_problem(std::string_view name);
 
 // A relative '/'-path with no empty, "." or ".." component, no NUL and no lock file.
 bool is_safe_relative_path(std::string_view path);
