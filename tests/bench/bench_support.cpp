@@ -321,7 +321,7 @@ std::vector<ai::Entry> empty_entries(const Set& set, const fs::path& work,
   std::vector<ai::Entry> entries;
   for (const auto& t : plan::make_targets(manifest, context, resolver)) {
     entries.push_back(
-        {t.key, t.inputs, t.configuration.name, {}, {}, 1800.0, producer, ai::utc_now()});
+        {t.key, t.inputs, t.configuration.name, {}, {}, 1800.0, producer, ai::utc_now(), {}});
   }
   return entries;
 }

@@ -68,7 +68,8 @@ plan::Target target(int i) {
 // Lays out one compiled configuration's MODULE_ folders in the cache; the entry listing them.
 ai::Entry fake_modules(const local::LocalIndex& index, const plan::Target& t, int modules,
                        size_t neff_bytes, std::mt19937_64& random) {
-  ai::Entry entry{t.key, t.inputs, t.configuration.name, {}, {}, 1800.0, "bench", ai::utc_now()};
+  ai::Entry entry{t.key,  t.inputs, t.configuration.name, {}, {},
+                  1800.0, "bench",  ai::utc_now(),        {}};
   std::string compiler_dir = entry.compiler_dir();
   for (int m = 0; m < modules; ++m) {
     std::string name = "MODULE_" + t.key.substr(0, 16) + std::to_string(m) + "+d7517139";
