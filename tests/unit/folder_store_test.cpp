@@ -259,8 +259,8 @@ TEST_F(FolderStoreTest, ASymlinkInTheStoreIsNeverFollowed) {
   FolderStore store(root());
   EXPECT_TRUE(store.list("", true, "").empty());
   EXPECT_TRUE(store.list(kModule, true, "").empty());
-  EXPECT_TRUE(
-      store.stat({"neuronxcc-2.21/link.json", std::string(kModule) + "/model.neff"}, "").empty());
+  EXPECT_THROW(store.stat({"neuronxcc-2.21/link.json"}, ""), Error);  // named, not followed
+  EXPECT_TRUE(store.stat({std::string(kModule) + "/model.neff"}, "").empty());
   EXPECT_EQ(store.read_small("neuronxcc-2.21/link.json", "", 1 << 20), std::nullopt);
   EXPECT_EQ(store.read_small("neuron-cache-index/neuronxcc-2.21/secret.json", "", 1 << 20),
             std::nullopt);
@@ -289,6 +289,32 @@ TEST_F(FolderStoreTest, ASymlinkInTheStoreIsNeverFollowed) {
   EXPECT_FALSE(fs::is_symlink(root() / "top.json"));
   EXPECT_EQ(read_file(root() / "top.json"), "new");
   EXPECT_EQ(snapshot_tree(outside), before);
+}
+
+// An index file that is a symlink or a FIFO is never followed nor read, and never skipped without
+// a word: asking for it fails, naming it and what to do.
+TEST_F(FolderStoreTest, AnIndexFileThatIsASymlinkOrAFifoIsNamedNotSkipped) {
+  FolderStore store(root());
+  fs::create_directories((root() / kShard).parent_path());
+  write_file(work() / "elsewhere.json", "{}");
+  fs::create_symlink(work() / "elsewhere.json", root() / kShard);
+  try {
+    store.stat({kShard}, "");
+    FAIL() << "a symlinked index file must not pass for an absent one";
+  } catch (const Error& error) {
+    EXPECT_TRUE(testing::contains(error.what(), "symbolic link")) << error.what();
+    EXPECT_TRUE(testing::contains(error.what(), "never follows")) << error.what();
+  }
+  fs::remove(root() / kShard);
+  ASSERT_EQ(mkfifo((root() / kShard).c_str(), 0644), 0);
+  try {
+    store.stat({kShard}, "");
+    FAIL() << "a FIFO index file must not pass for an absent one";
+  } catch (const Error& error) {
+    EXPECT_TRUE(testing::contains(error.what(), "FIFO")) << error.what();
+  }
+  EXPECT_EQ(store.read_versioned(kShard, "", 1 << 20).content, std::nullopt)
+      << "never read: a FIFO would block the reader";
 }
 
 TEST_F(FolderStoreTest, AnIndexFileChangedSinceItWasReadIsAConflict) {

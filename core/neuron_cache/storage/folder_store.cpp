@@ -431,6 +431,16 @@ std::vector<RemoteEntry> FolderStore::stat(const std::vector<std::string>& paths
     if (!item) continue;
     if (item->type == sys::NodeType::File) out.push_back(file_entry(*dir, *item, path));
     if (item->type == sys::NodeType::Directory) out.push_back(folder_entry(path));
+    // What a writer of the store planted where a file belongs: never followed nor read, and
+    // never passed over in silence (its configurations would quietly count as not cached).
+    if (item->type == sys::NodeType::Symlink || item->type == sys::NodeType::Other) {
+      throw operational_error(
+          location() + "/" + path + " is " +
+          (item->type == sys::NodeType::Symlink ? "a symbolic link"
+                                                : "not a regular file (a FIFO or a device)") +
+          ", which neuron-cache never follows or reads: replace it by the file it should be, or "
+          "delete it (the next push writes it again)");
+    }
   }
   log::debug("folder", "stat of " + std::to_string(paths.size()) + " paths in " + location() +
                            " -> " + std::to_string(out.size()) + " found");
