@@ -22,6 +22,7 @@
 #include "neuron_cache/format/timestamp.h"
 #include "neuron_cache/local/cleanup.h"
 #include "neuron_cache/local/entry_install.h"
+#include "neuron_cache/local/in_use.h"
 #include "neuron_cache/local/use_record.h"
 #include "neuron_cache/sys/safe_dir.h"
 #include "test_support.h"
@@ -286,6 +287,44 @@ TEST_F(MaxSizeTest, AnEntryWhoseLockAnotherThreadHoldsIsSkippedAndCounted) {
   // Once released it goes like any other.
   EXPECT_EQ(evicted_paths(clean(75 * kKiB)),
             (std::vector<std::string>{in_compiler("MODULE_1+d7cde3b5")}));
+}
+
+// A live run keeps what it installed or found complete (its export links, its compile seeds)
+// from a cleanup in another process; once it ends, or when it was killed, its file protects
+// nothing and is removed.
+TEST_F(MaxSizeTest, EntriesALiveRunUsesAreKeptUntilItEnds) {
+  make_four();
+  {
+    local::InUse run(root());
+    run.add({{kCompiler, "MODULE_1+d7cde3b5"}});
+    local::CleanupResult result = clean(85 * kKiB);
+    EXPECT_EQ(result.skipped_in_use, 1);
+    EXPECT_EQ(evicted_paths(result), (std::vector<std::string>{in_compiler("MODULE_2+d7cde3b5")}));
+    EXPECT_TRUE(fs::exists(entry("MODULE_1+d7cde3b5") / "model.neff"));
+  }
+  EXPECT_EQ(evicted_paths(clean(75 * kKiB)),
+            (std::vector<std::string>{in_compiler("MODULE_1+d7cde3b5")}));
+  // A run killed with its file in place: unlocked, it protects nothing, and is swept.
+  pid_t child = fork();
+  if (child == 0) {
+    local::InUse run(root());
+    run.add({{kCompiler, "MODULE_3+d7cde3b5"}});
+    kill(getpid(), SIGKILL);
+    _exit(0);
+  }
+  int status = 0;
+  waitpid(child, &status, 0);
+  fs::path dir = root() / ".cache/huggingface/neuron-cache-in-use";
+  ASSERT_EQ(std::distance(fs::directory_iterator(dir), fs::directory_iterator()), 1);
+  for (const auto& file : fs::directory_iterator(dir)) set_time(file.path(), now_seconds() - 120);
+  EXPECT_EQ(evicted_paths(clean(40 * kKiB)),
+            (std::vector<std::string>{in_compiler("MODULE_3+d7cde3b5")}));
+  EXPECT_TRUE(fs::is_empty(dir));
+  // Hostile lines in a file a live run holds are ignored, never a path outside the cache.
+  local::InUse live(root());
+  live.add({{kCompiler, "MODULE_4+d7cde3b5"}, {"../etc", "MODULE_x"}, {kCompiler, "../../x"}});
+  EXPECT_EQ(local::entries_in_use(root()),
+            (std::set<local::EntryName>{{kCompiler, "MODULE_4+d7cde3b5"}}));
 }
 
 TEST_F(MaxSizeTest, AnEntryLockedByAChildProcessIsSkipped) {

@@ -50,6 +50,8 @@ inline constexpr std::string_view kPrefetchLock = "neuron-cache-prefetch.lock";
 // When each complete entry was last used (local/use_record.h): <dir>/<compiler dir>/<MODULE_ name>,
 // an empty file whose mtime is the time. Outside the entries, so their files stay the compiler's.
 inline constexpr std::string_view kUseRecordDir = ".cache/huggingface/neuron-cache-used";
+// One file per live run naming the entries it uses (local/in_use.h), locked while the run lives.
+inline constexpr std::string_view kInUseDir = ".cache/huggingface/neuron-cache-in-use";
 // Inside a staging folder: the journals of its partly downloaded files (local/download_journal.h).
 // Never installed with the entry, so never synchronized nor pushed.
 inline constexpr std::string_view kDownloadJournalDir = ".neuron-cache-journal";

@@ -15,6 +15,7 @@
 #include "neuron_cache/format/bytes.h"
 #include "neuron_cache/format/layout.h"
 #include "neuron_cache/local/entry_install.h"
+#include "neuron_cache/local/in_use.h"
 #include "neuron_cache/local/use_record.h"
 #include "neuron_cache/sys/file_lock.h"
 
@@ -155,12 +156,16 @@ void evict_to_size(const LocalCache& cache, const CleanupOptions& options, Clean
   result.size_before = size;
   CompilerFolders folders(cache.root());
   std::vector<EntryName> forgotten;
+  // What live runs installed or found complete and still use (their export links, their seeds).
+  const std::set<EntryName> in_use = entries_in_use(cache.root());
   for (const Candidate& candidate : eviction_order(tree, removed, read_use_records(cache.root()))) {
     if (size <= bound) break;
     const ModuleEntry& module = *candidate.module;
     const sys::SafeDir* compiler = folders.get(module.compiler_dir);
     uint64_t freed = 0;
-    Eviction done = compiler ? evict(*compiler, module, options.dry_run, freed) : Eviction::Gone;
+    Eviction done = Eviction::InUse;
+    if (!in_use.count({module.compiler_dir, module.name}))
+      done = compiler ? evict(*compiler, module, options.dry_run, freed) : Eviction::Gone;
     if (done == Eviction::InUse) ++result.skipped_in_use;
     if (done != Eviction::InUse) size -= module.size_bytes;  // a folder gone counts no more
     if (done != Eviction::Evicted) continue;

@@ -59,7 +59,8 @@ namespace {
 
 // The configurations complete locally (found so, or just fetched) are in use: cleanup --max-size
 // keeps their folders longest.
-void record_local_use(const std::filesystem::path& root, const plan::Plan& plan) {
+void record_local_use(const std::filesystem::path& root, const plan::Plan& plan,
+                      local::InUse& in_use) {
   std::vector<local::EntryName> used;
   for (const auto& row : plan.rows) {
     if (row.status != plan::Status::Local || !row.entry) continue;
@@ -68,6 +69,7 @@ void record_local_use(const std::filesystem::path& root, const plan::Plan& plan)
     }
   }
   local::record_use(root, used);
+  in_use.add(used);  // and no cleanup evicts them while this run lives
 }
 
 }  // namespace
@@ -91,7 +93,7 @@ PrefetchStep Pipeline::prefetch(plan::Plan& plan) {
     }
   }
   if (entries.empty() || !run_.store || !run_.remote) {
-    record_local_use(run_.root, plan);
+    record_local_use(run_.root, plan, in_use_);
     step.seconds = seconds_since(start);
     return step;
   }
@@ -123,7 +125,7 @@ PrefetchStep Pipeline::prefetch(plan::Plan& plan) {
     row.status = plan::Status::Local;
     ++step.hits;
   }
-  record_local_use(run_.root, plan);
+  record_local_use(run_.root, plan, in_use_);
   run_.report_misses();
   step.seconds = seconds_since(start);
   return step;

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "neuron_cache/format/lockfile.h"
+#include "neuron_cache/local/in_use.h"
 #include "neuron_cache/pipeline/compile_step.h"
 #include "neuron_cache/pipeline/lease_step.h"
 #include "neuron_cache/pipeline/lock_step.h"
@@ -86,6 +87,7 @@ class Pipeline {
 
  private:
   RunContext run_;
+  local::InUse in_use_{run_.root};  // the entries this run uses, kept from cleanup
   LockedMode locked_;
   Planner planner_;
   Compiler compiler_;
