@@ -92,24 +92,16 @@ struct BundleArgs {
 // Every file the lock's entries name (relative to the cache root `root`), read from itself, or
 // for a link (optimum-neuron's registry alias) from a locked regular file of the same sha256.
 std::vector<bundle::Member> locked_members(const lockfile::Lock& lock, const fs::path& root) {
-  std::vector<std::pair<std::string, std::string>> files;  // path, sha256
-  for (const auto& locked : lock.configurations) {
-    const artifact_index::Entry& e = locked.entry;
-    for (const auto& module : e.modules) {
-      for (const auto& f : module.files)
-        files.emplace_back(e.compiler_dir() + "/" + module.name + "/" + f.name, f.sha256);
-    }
-    for (const auto& f : e.registry) files.emplace_back(e.compiler_dir() + "/" + f.name, f.sha256);
-  }
+  const std::vector<lockfile::LockedFile> files = lockfile::locked_files(lock);
   std::map<std::string, std::string> regular;  // sha256 -> a path that is no link
-  for (const auto& [path, sha256] : files)
-    if (!fs::is_symlink(root / path)) regular.emplace(sha256, path);
+  for (const auto& file : files)
+    if (!fs::is_symlink(root / file.path)) regular.emplace(file.sha256, file.path);
   std::vector<bundle::Member> members;
-  for (const auto& [path, sha256] : files) {
-    auto it = regular.find(sha256);
+  for (const auto& file : files) {
+    auto it = regular.find(file.sha256);
     if (it == regular.end())
-      throw operational_error(path + " in " + root.string() + " is a link to no locked file");
-    members.push_back({path, fs::is_symlink(root / path) ? it->second : path});
+      throw operational_error(file.path + " in " + root.string() + " is a link to no locked file");
+    members.push_back({file.path, fs::is_symlink(root / file.path) ? it->second : file.path});
   }
   return members;
 }

@@ -98,4 +98,18 @@ Lock parse(std::string_view text, const std::string& origin) {
   return lock;
 }
 
+std::vector<LockedFile> locked_files(const Lock& lock) {
+  std::vector<LockedFile> files;
+  for (const auto& locked : lock.configurations) {
+    const artifact_index::Entry& e = locked.entry;
+    for (const auto& module : e.modules) {
+      for (const auto& f : module.files)
+        files.push_back({e.compiler_dir() + "/" + module.name + "/" + f.name, f.size, f.sha256});
+    }
+    for (const auto& f : e.registry)
+      files.push_back({e.compiler_dir() + "/" + f.name, f.size, f.sha256});
+  }
+  return files;
+}
+
 }  // namespace neuron_cache::lockfile

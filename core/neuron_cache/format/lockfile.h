@@ -42,6 +42,16 @@ struct Lock {
   const Locked* find(std::string_view name) const;
 };
 
+// A file a lock's entry names, relative to the cache root ("neuronxcc-<v>/MODULE_.../model.neff",
+// "neuronxcc-<v>/0_REGISTRY/...").
+struct LockedFile {
+  std::string path;
+  uint64_t size = 0;
+  std::string sha256;
+};
+// Every file the lock's entries name, in their order (a file two configurations share: twice).
+std::vector<LockedFile> locked_files(const Lock& lock);
+
 std::string serialize(Lock lock);
 // Throws an input Error naming `origin` for anything that is not a lock of this format: bad
 // JSON, a newer format, a duplicate name, an entry whose key does not match its inputs or whose

@@ -219,14 +219,7 @@ std::map<std::string, uint64_t> locked_sizes(const std::string& lock_text,
                                              const std::string& bundle) {
   lockfile::Lock lock = lockfile::parse(lock_text, bundle + "'s lockfile");
   std::map<std::string, uint64_t> sizes;
-  for (const auto& locked : lock.configurations) {
-    const artifact_index::Entry& e = locked.entry;
-    for (const auto& module : e.modules) {
-      for (const auto& f : module.files)
-        sizes[e.compiler_dir() + "/" + module.name + "/" + f.name] = f.size;
-    }
-    for (const auto& f : e.registry) sizes[e.compiler_dir() + "/" + f.name] = f.size;
-  }
+  for (const auto& file : lockfile::locked_files(lock)) sizes[file.path] = file.size;
   if (sizes.size() > kMaxMembers)
     throw input_error(bundle + ": its lock names more files than a bundle may hold");
   return sizes;
