@@ -41,6 +41,21 @@ RemoteEntry entry_of(const std::string& path, const net::Headers& headers) {
   return entry;
 }
 
+std::string md5_of_range(int fd, uint64_t offset, uint64_t length) {
+  Hasher hasher(HashAlgorithm::Md5);
+  if (!hash_range(fd, hasher, offset, offset + length))
+    throw operational_error("cannot read a file back to compare it");
+  return hasher.hex_digest();
+}
+
+std::string kept_otherwise_twice(const std::string& location, const std::string& path) {
+  return "the S3 store " + location + " kept other bytes than were sent for " + path +
+         " twice (its answer's checksum or ETag is not that of the bytes read and hashed here): "
+         "something on the network path changes bytes, and the server does not check the "
+         "x-amz-checksum-sha256 it is sent. Push again; if it persists, push from another "
+         "network or have the server verify checksums";
+}
+
 Kept kept_bytes(const net::Headers& answer, const std::string& checksum,
                 const std::function<std::string()>& md5, bool etag_is_md5) {
   if (auto echoed = answer.get("x-amz-checksum-sha256"); echoed && !echoed->empty())
@@ -70,15 +85,8 @@ struct Artifact {
   std::string error;
 };
 
-std::string md5_of_range(int fd, uint64_t offset, uint64_t length) {
-  Hasher hasher(HashAlgorithm::Md5);
-  if (!hash_range(fd, hasher, offset, offset + length))
-    throw operational_error("cannot read a file back to compare it");
-  return hasher.hex_digest();
-}
-
 std::string md5_of_file(int fd, uint64_t size) {
-  return md5_of_range(fd, 0, size);
+  return s3::md5_of_range(fd, 0, size);
 }
 
 std::string xml_escape(const std::string& text) {
@@ -242,7 +250,7 @@ class Publisher {
     if (!ok(send.response_)) return false;
     auto [offset, length, checksum] = sent_range(a, part);
     auto md5 = [&, offset = offset, length = length] {
-      return md5_of_range(a.fd->get(), offset, length);
+      return s3::md5_of_range(a.fd->get(), offset, length);
     };
     return s3::kept_bytes(send.response_.headers, checksum, md5, store_.etags_are_md5()) ==
            s3::Kept::Different;
@@ -267,12 +275,7 @@ class Publisher {
       auto [a, part] = owners[i];
       if (!changed_in_transit(*a, part, *sends[i]) || a->failed) continue;
       a->failed = true;
-      a->error = "the S3 store " + store_.location() + " kept other bytes than were sent for " +
-                 a->op->path +
-                 " twice (its answer's checksum or ETag is not that of the bytes read and hashed "
-                 "here): something on the network path changes bytes, and the server does not "
-                 "check the x-amz-checksum-sha256 it is sent. Push again; if it persists, push "
-                 "from another network or have the server verify checksums";
+      a->error = s3::kept_otherwise_twice(store_.location(), a->op->path);
       if (part == std::string::npos) remove_object(*a);
     }
   }

@@ -56,11 +56,7 @@ std::string S3ConditionalWrites::put(const CommitOperation& op, bool checked,
     response = send(op, fd, size, sha, "If-Match: \"" + written + "\"");
     written = s3xml::unquote_etag(response.headers.get("ETag").value_or(""));
     if (changed_in_transit(response, fd, size, sha)) {
-      throw operational_error(
-          "the S3 store " + store_.location() + " kept other bytes than were sent for " + op.path +
-          " twice: something on the network path changes bytes, and the server does not check "
-          "the x-amz-checksum-sha256 it is sent; the next push rewrites the file. Push again; if "
-          "it persists, push from another network or have the server verify checksums");
+      throw operational_error(s3::kept_otherwise_twice(store_.location(), op.path));
     }
   }
   // Stores that ignore the condition: another writer's version read back now is a lost update
@@ -96,12 +92,7 @@ net::HttpResponse S3ConditionalWrites::send(const CommitOperation& op, const s3:
 
 bool S3ConditionalWrites::changed_in_transit(const net::HttpResponse& response, const s3::Fd& fd,
                                              uint64_t size, const std::string& sha) const {
-  auto md5 = [&] {
-    Hasher hasher(HashAlgorithm::Md5);
-    if (!hash_range(fd.get(), hasher, 0, size))
-      throw operational_error("cannot read a file back to compare it");
-    return hasher.hex_digest();
-  };
+  auto md5 = [&] { return s3::md5_of_range(fd.get(), 0, size); };
   return s3::kept_bytes(response.headers, base64_of_hex(sha), md5, store_.etags_are_md5()) ==
          s3::Kept::Different;
 }

@@ -61,6 +61,11 @@ enum class Kept {
 Kept kept_bytes(const net::Headers& answer, const std::string& checksum,
                 const std::function<std::string()>& md5, bool etag_is_md5);
 
+// The hex MD5 of `length` bytes of `fd` from `offset` (what a plain ETag is of).
+std::string md5_of_range(int fd, uint64_t offset, uint64_t length);
+// Why a push stops when the store kept other bytes than were sent for `path` twice.
+std::string kept_otherwise_twice(const std::string& location, const std::string& path);
+
 // An entry from a HEAD answer: size, ETag, and the sha256 metadata when the object has it.
 RemoteEntry entry_of(const std::string& path, const net::Headers& headers);
 
