@@ -460,7 +460,7 @@ int main(int argc, char** argv) {
     start = Clock::now();
     auto index_store = testing::hub_store(fresh, repo);
     remote::RemoteIndex remote = remote::RemoteIndex::open(*index_store);
-    plan::Plan plan = plan::make_plan(some, second_index, &remote, "");
+    plan::Plan plan = plan::make_plan(some, second_index, &remote, "", {});
     std::string label = "plan, " + std::to_string(n) + " configurations";
     report(label.c_str(), seconds_since(start), fresh.http().stats().requests,
            std::to_string(plan.count(plan::Status::Store)) + " on the Hub");
@@ -471,7 +471,7 @@ int main(int argc, char** argv) {
     start = Clock::now();
     auto index_store = testing::hub_store(fresh, repo);
     remote::RemoteIndex remote = remote::RemoteIndex::open(*index_store);
-    plan::Plan plan = plan::make_plan(targets, second_index, &remote, "");
+    plan::Plan plan = plan::make_plan(targets, second_index, &remote, "", {});
     std::vector<ai::Entry> hits;
     for (const auto& row : plan.rows) {
       if (row.status == plan::Status::Store) hits.push_back(*row.entry);

@@ -149,7 +149,7 @@ TEST_F(IndexScaleTest, ColdPlanOfTwentyConfigurationsTakesFiveRequests) {
   auto start = std::chrono::steady_clock::now();
   auto index_store = testing::hub_store(client, kRepo);
   remote::RemoteIndex remote = remote::RemoteIndex::open(*index_store);
-  plan::Plan plan = plan::make_plan(targets, local, &remote, "");
+  plan::Plan plan = plan::make_plan(targets, local, &remote, "", {});
   double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   EXPECT_EQ(plan.count(plan::Status::Store), 20u);
   json log = server_->access_log();
@@ -171,7 +171,7 @@ TEST_F(IndexScaleTest, MissesAndFormatOneEntriesAreFoundAcrossVersions) {
   hub::HubClient client = client_of(*server_);
   auto index_store = testing::hub_store(client, kRepo);
   remote::RemoteIndex remote = remote::RemoteIndex::open(*index_store);
-  plan::Plan plan = plan::make_plan({target_of(in_legacy), missing}, local, &remote, "");
+  plan::Plan plan = plan::make_plan({target_of(in_legacy), missing}, local, &remote, "", {});
   EXPECT_EQ(plan.rows[0].status, plan::Status::Store) << "format 1 entries are still read";
   ASSERT_EQ(plan.rows[1].status, plan::Status::Compile);
   ASSERT_FALSE(plan.rows[1].nearest.empty());

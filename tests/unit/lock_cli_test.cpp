@@ -356,7 +356,7 @@ TEST(LockFile, RoundTripIsStableAndTamperingIsRefused) {
   lock.revision = std::string(40, 'b');
   artifact_index::Entry entry =
       testing::sample_index_entry(testing::sample_key_inputs("org/m"), "zeta");
-  lock.configurations = {{"zeta", entry}, {"alpha", entry}};
+  lock.configurations = {{"zeta", entry, {}}, {"alpha", entry, {}}};
   std::string text = lockfile::serialize(lock);
   lockfile::Lock parsed = lockfile::parse(text, "t");
   EXPECT_EQ(parsed.configurations[0].name, "alpha");  // sorted by name

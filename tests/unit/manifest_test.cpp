@@ -101,11 +101,33 @@ TEST(ManifestYaml, UnknownKeyInConfiguration) {
             "instance_type, compiler_flags)");
 }
 
+// trusted_keys holds public key lines, checked where they are written; require_signatures is a
+// YAML boolean, never a quoted one.
+TEST(ManifestYaml, TrustSettingsAreCheckedWhereTheyAreWritten) {
+  const std::string key = "acme-ci-1:" + std::string(43, 'A') + "=";
+  const std::string models =
+      "models:\n  - model_id: org/m\n    task: text-generation\n    configurations:\n"
+      "      - {batch_size: 1, sequence_length: 128, num_cores: 2, precision: bf16, "
+      "instance_type: trn1}\n";
+  manifest::Manifest m = manifest::parse_yaml(
+      "trusted_keys:\n  - \"" + key + "\"\nrequire_signatures: true\n" + models, "m.yaml");
+  ASSERT_TRUE(m.trusted_keys);
+  EXPECT_EQ(*m.trusted_keys, std::vector<std::string>{key});
+  EXPECT_EQ(m.require_signatures, std::optional<bool>(true));
+  EXPECT_TRUE(contains(yaml_error("trusted_keys:\n  - \"acme:AAAA\"\n" + models),
+                       "neuron-cache.yaml:2:5: "));
+  EXPECT_TRUE(contains(yaml_error("trusted_keys: \"" + key + "\"\n" + models),
+                       "must be a list of strings"));
+  EXPECT_TRUE(contains(yaml_error("require_signatures: \"true\"\n" + models),
+                       "\"require_signatures\" must be true or false"));
+  EXPECT_TRUE(contains(yaml_error("require_signatures: 1\n" + models), "must be true or false"));
+}
+
 TEST(ManifestYaml, UnknownKeysAtEveryLevel) {
   EXPECT_EQ(yaml_error("models: []\ncache_rep: x\n"),
             "neuron-cache.yaml:2:1: unknown key \"cache_rep\" in the manifest (expected one of: "
             "cache_repo, cache_dir, compiler_version, optimum_neuron_version, instance_type, "
-            "compiler_flags, compile, models)");
+            "compiler_flags, compile, models, trusted_keys, require_signatures)");
   EXPECT_EQ(yaml_error("models:\n  - model_id: a/b\n    revison: main\n"),
             "neuron-cache.yaml:3:5: unknown key \"revison\" in a model (expected one of: "
             "model_id, revision, model_type, checkout, task, configurations)");

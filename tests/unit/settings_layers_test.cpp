@@ -32,7 +32,7 @@ struct Inputs {
   fs::path home;
   std::map<std::string, std::string> env;
   config::SettingOverrides overrides;
-  config::ManifestLayer manifest{"/project/neuron-cache.yaml", {}, {}, {}};
+  config::ManifestLayer manifest{"/project/neuron-cache.yaml", {}, {}, {}, {}, {}};
 };
 
 // One layer of one knob: how to set it, and what it then gives.
@@ -169,6 +169,32 @@ std::vector<Knob> knobs() {
         env_layer("NEURON_CACHE_MAX_SIZE", "200GiB"),
         {"--max-size", [](Inputs& in) { in.overrides.max_size = "1.5TB"; }, "1.5TB",
          "--max-size"}}},
+      // The nearest layer's whole list wins (a key taken out of the manifest is not trusted
+      // because the environment still lists it only when the environment sets the list).
+      {"trusted_keys",
+       [](const config::Settings& s) { return s.trusted_keys; },
+       {nothing("", "unset"),
+        {"manifest",
+         [](Inputs& in) {
+           in.manifest.trusted_keys = {{"a-1:x", "b-2:y"}};
+         },
+         "a-1:x\nb-2:y", "the manifest's trusted_keys in " + manifest},
+        env_layer("NEURON_CACHE_TRUSTED_KEYS", "c-3:z, d-4:w", "c-3:z\nd-4:w"),
+        {"--trusted-key", [](Inputs& in) { in.overrides.trusted_keys = {"e-5:v"}; }, "e-5:v",
+         "--trusted-key"}}},
+      // Any layer turns it on; the nearest one that does is its origin.
+      {"require_signatures",
+       [](const config::Settings& s) { return s.require_signatures_origin; },
+       {nothing("false", "default"),
+        {"manifest", [](Inputs& in) { in.manifest.require_signatures = true; }, "true",
+         "the manifest's require_signatures in " + manifest},
+        env_layer("NEURON_CACHE_REQUIRE_SIGNATURES", "1", "true"),
+        {"--require-signatures", [](Inputs& in) { in.overrides.require_signatures = true; }, "true",
+         "--require-signatures"}}},
+      {"signing_key",
+       [](const config::Settings& s) { return s.signing_key; },
+       {nothing("", "unset (pushes do not sign)"),
+        env_layer("NEURON_CACHE_SIGNING_KEY", "/secrets/ci.key")}},
       {"debug_log",
        [](const config::Settings& s) { return s.debug_log_origin; },
        {nothing("false", "default"),
@@ -308,6 +334,22 @@ TEST(SettingsLayers, HubOfflineIsNotStoreOffline) {
   EXPECT_TRUE(all.store_offline);
   EXPECT_TRUE(all.offline) << "the Hub is a store too";
   EXPECT_EQ(all.offline_origin.origin, "NEURON_CACHE_OFFLINE");
+}
+
+// No layer weakens another's require_signatures: the variable set to 0 under a manifest that
+// requires signatures leaves them required and says so; a value that is no boolean is refused.
+TEST(SettingsLayers, RequireSignaturesIsNeverTurnedOffByALowerLayer) {
+  TempDir home;
+  Inputs in(home);
+  in.manifest.require_signatures = true;
+  in.env["NEURON_CACHE_REQUIRE_SIGNATURES"] = "0";
+  config::Settings s = resolve_as_a_run(in);
+  EXPECT_TRUE(s.require_signatures);
+  ASSERT_EQ(s.warnings.size(), 1u);
+  EXPECT_NE(s.warnings[0].find("does not turn off the require_signatures"), std::string::npos)
+      << s.warnings[0];
+  in.env["NEURON_CACHE_REQUIRE_SIGNATURES"] = "maybe";
+  EXPECT_THROW(resolve_as_a_run(in), Error);
 }
 
 // NEURON_CACHE_TIMEOUT_MS is the name; NEURON_CACHE_HUB_TIMEOUT_MS an alias it wins over.

@@ -163,6 +163,7 @@ void add_manifest_and_stores(CLI::App* cmd, Context& context, pipeline::Options&
   cmd->add_option("manifest", options.manifest, "The manifest")->required();
   add_repo_option(cmd, context, "the manifest's cache_repo, CUSTOM_CACHE_REPO, the saved one");
   add_cache_dir_option(cmd, context, kLocalCacheDefaults);
+  add_trust_options(cmd, context);
 }
 
 }  // namespace

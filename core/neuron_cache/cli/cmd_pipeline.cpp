@@ -55,6 +55,7 @@ void add_common(CLI::App* cmd, Context& context, const std::shared_ptr<Args>& ar
   cmd->add_flag(
       "--strict", args->options.strict,
       "Fail on cache problems (store down, no access) instead of compiling or skipping the push");
+  add_trust_options(cmd, context);
   cmd->add_flag("--quiet", args->quiet, "Print nothing but warnings and errors");
   cmd->add_flag("--progress", args->progress,
                 "Print progress lines on stderr (transfers, each compile's start, heartbeat and "
@@ -476,6 +477,7 @@ void register_pipeline(CLI::App& app, Context& context) {
       "commit)");
   add_common(push, context, push_args, true);
   push->add_flag("--json", push_args->json, "Print JSON for scripts");
+  push_args->options.signs = true;
   push->callback([&context, push_args] { run_push(context, *push_args); });
 
   auto ci_args = std::make_shared<Args>();
@@ -489,6 +491,7 @@ void register_pipeline(CLI::App& app, Context& context) {
   ci->add_option("--summary", ci_args->summary_file, "Write the Markdown summary here");
   ci->add_flag("--json", ci_args->json, "Print the JSON report on stdout");
   add_lease_options(ci, ci_args);
+  ci_args->options.signs = true;
   add_export_option(ci, ci_args);
   add_locked_options(ci, ci_args);
   ci->callback([&context, ci_args] { run_ci(context, *ci_args); });
@@ -508,6 +511,7 @@ void register_pipeline(CLI::App& app, Context& context) {
   run->add_flag("--read-only", run_args->options.read_only,
                 "Never write to the cache store (the Hub, S3 or the shared folder)");
   run->add_option("--output-dir", run_args->options.output_dir, "Where the run's log goes");
+  run_args->options.signs = true;
   run->add_option("command", run_args->command, "The command and its arguments, after --")
       ->required();
   run->callback([&context, run_args] { run_wrapped(context, *run_args); });

@@ -61,6 +61,20 @@ void add_repo_option(CLI::App* cmd, Context& context, const std::string& default
           ")");
 }
 
+void add_trust_options(CLI::App* cmd, Context& context) {
+  cmd->add_option_function<std::string>(
+      "--trusted-key",
+      [&context](const std::string& key) { context.overrides().trusted_keys.push_back(key); },
+      "A public key (NAME:<base64>, `neuron-cache key public`) whose signatures make a store "
+      "entry trusted; repeat for several (default: NEURON_CACHE_TRUSTED_KEYS, the manifest's "
+      "trusted_keys)");
+  cmd->add_flag_function(
+      "--require-signatures",
+      [&context](int64_t) { context.overrides().require_signatures = true; },
+      "Install only store entries a trusted key signed; the others are compiled (also "
+      "NEURON_CACHE_REQUIRE_SIGNATURES=1, the manifest's require_signatures)");
+}
+
 void add_cache_dir_option(CLI::App* cmd, Context& context, const std::string& defaults) {
   cmd->add_option_function<std::string>(
       "--cache-dir,--cache_dir",

@@ -83,6 +83,8 @@ inline constexpr const char* kLocalCacheDefaults =
     "NEURON_CC_FLAGS --cache_dir, NEURON_COMPILE_CACHE_URL, /var/tmp/neuron-compile-cache";
 void add_repo_option(CLI::App* cmd, Context& context, const std::string& defaults);
 void add_cache_dir_option(CLI::App* cmd, Context& context, const std::string& defaults);
+// --trusted-key and --require-signatures (config/trust_settings.h).
+void add_trust_options(CLI::App* cmd, Context& context);
 
 void register_config(CLI::App& app, Context& context);
 void register_status(CLI::App& app, Context& context);
@@ -91,6 +93,7 @@ void register_inspect(CLI::App& app, Context& context);
 void register_repo_commands(CLI::App& app, Context& context);  // whoami, create, set
 void register_lookup(CLI::App& app, Context& context);
 void register_fetch(CLI::App& app, Context& context);
+void register_verify(CLI::App& app, Context& context);
 void register_synchronize(CLI::App& app, Context& context);
 void register_du(CLI::App& app, Context& context);        // the store's size
 void register_gc(CLI::App& app, Context& context);        // the store's garbage

@@ -86,6 +86,7 @@ int run(int argc, char** argv) {
   cli::register_pipeline(app, context);
   cli::register_lock(app, context);
   cli::register_key(app, context);
+  cli::register_verify(app, context);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& error) {

@@ -23,6 +23,7 @@ inline constexpr const char* kAwsSessionLabel = "aws_session_";
 inline constexpr const char* kWebIdentityLabel = "web_identity_token_";
 inline constexpr const char* kContainerTokenLabel = "container_token_";
 inline constexpr const char* kSsoTokenLabel = "sso_token_";
+inline constexpr const char* kSigningKeyLabel = "signing_key_";
 inline constexpr const char* kSecretLabel = "secret_";  // a secret of no known kind
 std::string mask(const std::string& secret, const std::string& label);
 // The label of the value of the variable `name` (named like a secret): "db_password_".
@@ -68,7 +69,8 @@ class StreamRedactor {
 
 // Whether an environment variable's name says it holds a credential: TOKEN, SECRET, PASSWORD or
 // KEY in it, in any case (HF_TOKEN, AWS_SECRET_ACCESS_KEY, MY_API_KEY, db_password), unless it
-// ends in _PATH, _FILE or _DIR, which name where a secret is kept (HF_TOKEN_PATH), not the secret.
+// ends in _PATH, _FILE or _DIR, which name where a secret is kept (HF_TOKEN_PATH), not the secret,
+// or is NEURON_CACHE_SIGNING_KEY (a path too: the key file's secret is masked once it is read).
 bool is_secret_name(std::string_view name);
 
 // The secrets of this process, so every writer can redact without being handed them. Values

@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "neuron_cache/config/redact.h"
+#include "neuron_cache/config/trust_settings.h"
 #include "neuron_cache/error.h"
 #include "neuron_cache/format/bytes.h"
 #include "neuron_cache/format/compile_flags.h"
@@ -295,6 +296,7 @@ Settings Settings::resolve(const Environment& env, const SettingOverrides& overr
   resolve_knobs(s, env);
   resolve_debug_log(s, env, overrides);
   resolve_max_size(s, env, overrides);
+  resolve_trust(s, env, overrides, manifest);
   s.installed_compiler = {"", kNotDetected};
   s.choose_compiler();
   return s;

@@ -51,8 +51,10 @@ struct SettingOverrides {
   std::optional<std::string> cache_dir;
   std::optional<std::string> cache_repo;
   std::optional<std::string> compiler_version;
-  bool verbose = false;                 // --verbose: the debug log on
-  std::optional<std::string> max_size;  // cleanup --max-size
+  bool verbose = false;                   // --verbose: the debug log on
+  std::optional<std::string> max_size;    // cleanup --max-size
+  std::vector<std::string> trusted_keys;  // --trusted-key, repeated
+  bool require_signatures = false;        // --require-signatures
 };
 
 // What a manifest declares about the settings: one layer of the resolution. docs/configuration.md
@@ -64,6 +66,8 @@ struct ManifestLayer {
   std::optional<std::string> cache_repo;
   std::optional<std::string> cache_dir;  // already made absolute against the manifest's folder
   std::optional<std::string> compiler_version;
+  std::optional<std::vector<std::string>> trusted_keys;  // public key lines
+  std::optional<bool> require_signatures;
 };
 
 struct Settings {
@@ -133,6 +137,16 @@ struct Settings {
   // re-run with debug logging (RUNNER_DEBUG=1).
   bool debug_log = false;
   Setting debug_log_origin;  // value "true"/"false"
+  // Signed entries (trust/signing.h, config/trust_settings.h). The public keys a store entry's
+  // signature may come from, one per line: --trusted-key > NEURON_CACHE_TRUSTED_KEYS > the
+  // manifest's trusted_keys (the nearest layer's list, whole). Whether only entries they signed
+  // are installed: any of --require-signatures, NEURON_CACHE_REQUIRE_SIGNATURES and the
+  // manifest's require_signatures turns it on, and no layer turns another's off. The secret key
+  // file pushes sign with: NEURON_CACHE_SIGNING_KEY (a path, never the key).
+  Setting trusted_keys;
+  bool require_signatures = false;
+  Setting require_signatures_origin;  // value "true"/"false"
+  Setting signing_key;
   // CUSTOM_CACHE_REPO set but not used because the manifest's cache_repo wins, or empty.
   std::string cache_repo_note;
   std::vector<std::string> warnings;

@@ -35,6 +35,16 @@ Locked locked_from_json(const Json& item, const std::string& origin) {
   if (locked.name.empty() || locked.name.size() > 200 || printable(locked.name) != locked.name)
     bad(origin, "a configuration name that is empty, too long or not printable");
   locked.entry = artifact_index::entry_from_json(item["entry"], origin + " (" + locked.name + ")");
+  if (item.contains("signed_by")) {
+    const Json& keys = item["signed_by"];
+    if (!keys.is_array() || keys.size() > artifact_index::kMaxSignatures)
+      bad(origin, "\"signed_by\" of " + locked.name + " is not a short list of key names");
+    for (const auto& key : keys) {
+      if (!key.is_string() || artifact_index::key_name_problem(key.get<std::string>()))
+        bad(origin, "\"signed_by\" of " + locked.name + " holds something that is no key name");
+      locked.signed_by.push_back(key.get<std::string>());
+    }
+  }
   return locked;
 }
 
@@ -51,8 +61,9 @@ std::string serialize(Lock lock) {
             [](const Locked& a, const Locked& b) { return a.name < b.name; });
   Json configurations = Json::array();
   for (const auto& locked : lock.configurations) {
-    configurations.push_back(
-        {{"name", locked.name}, {"entry", artifact_index::entry_to_json(locked.entry)}});
+    Json item = {{"name", locked.name}, {"entry", artifact_index::entry_to_json(locked.entry)}};
+    if (!locked.signed_by.empty()) item["signed_by"] = locked.signed_by;
+    configurations.push_back(std::move(item));
   }
   Json document = {{"format_version", kFormat},
                    {"manifest", lock.manifest},

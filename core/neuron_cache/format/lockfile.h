@@ -5,7 +5,8 @@
 // prefetch from the lock reads neither the index nor the plan: it downloads these files,
 // verified against these sha256, from any store that holds them (the Hub, a mirror, a bundle).
 //
-//   {"configurations": [{"entry": <index entry, artifact_index.h>, "name": "llama-bs1"}, ...],
+//   {"configurations": [{"entry": <index entry, artifact_index.h>, "name": "llama-bs1",
+//                        "signed_by": ["acme-ci-1"] (only when a trusted key signed it)}, ...],
 //    "format_version": 1, "manifest": "neuron-cache.yaml", "manifest_sha256": "<64 hex>",
 //    "revision": "<Hub commit, or empty>", "store": "hf://acme/neuron-cache"}
 //
@@ -29,6 +30,10 @@ inline constexpr size_t kMaxLockBytes = 64u << 20;
 struct Locked {
   std::string name;  // the manifest's configuration name
   artifact_index::Entry entry;
+  // The trusted keys whose signature of the entry verified when it was locked (written as
+  // "signed_by" only when there is one): who vouched for these bytes. A locked prefetch verifies
+  // the entry's signatures again under the trust it runs with.
+  std::vector<std::string> signed_by;
 };
 
 struct Lock {

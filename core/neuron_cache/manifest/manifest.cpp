@@ -18,6 +18,7 @@
 #include "neuron_cache/format/hub_names.h"
 #include "neuron_cache/format/store_name.h"
 #include "neuron_cache/manifest/command_template.h"
+#include "neuron_cache/trust/keys.h"
 
 namespace neuron_cache::manifest {
 namespace {
@@ -25,8 +26,9 @@ namespace {
 using Keys = std::vector<std::string_view>;
 
 const Keys kTopKeys = {
-    "cache_repo",    "cache_dir",      "compiler_version", "optimum_neuron_version",
-    "instance_type", "compiler_flags", "compile",          "models"};
+    "cache_repo",    "cache_dir",         "compiler_version", "optimum_neuron_version",
+    "instance_type", "compiler_flags",    "compile",          "models",
+    "trusted_keys",  "require_signatures"};
 const Keys kCompileKeys = {"command", "env"};
 const Keys kModelKeys = {"model_id", "revision", "model_type",
                          "checkout", "task",     "configurations"};
@@ -49,6 +51,7 @@ constexpr std::int64_t kMaxCores = 1'024;
 constexpr std::string_view kCoresWhy = "no Neuron instance has that many NeuronCores";
 constexpr std::string_view kStrTag = "tag:yaml.org,2002:str";
 constexpr std::string_view kIntTag = "tag:yaml.org,2002:int";
+constexpr std::string_view kBoolTag = "tag:yaml.org,2002:bool";
 
 std::string join(const Keys& keys) {
   std::string out;
@@ -325,6 +328,21 @@ class YamlReader {
     return number;
   }
 
+  // A plain YAML boolean: true/false (YAML 1.1's yes/no/on/off too, as PyYAML reads them); a
+  // quoted "true" is a string and an error, as for integers.
+  bool boolean(const YAML::Node& node, std::string_view key) const {
+    static const std::set<std::string_view> kTrue = {"true", "True", "TRUE", "yes", "Yes",
+                                                     "YES",  "on",   "On",   "ON"};
+    static const std::set<std::string_view> kFalse = {"false", "False", "FALSE", "no", "No",
+                                                      "NO",    "off",   "Off",   "OFF"};
+    if (node.IsScalar() && (node.Tag() == "?" || node.Tag() == kBoolTag)) {
+      const std::string& value = text(node, show(key));
+      if (kTrue.contains(value)) return true;
+      if (kFalse.contains(value)) return false;
+    }
+    fail(node, show(key) + " must be true or false, got " + describe(node));
+  }
+
   std::vector<std::string> string_list(const YAML::Node& node, std::string_view key) const {
     if (!node.IsSequence()) {
       fail(node, show(key) + " must be a list of strings, got " + describe(node));
@@ -572,6 +590,24 @@ void check_unique_names(const YamlReader& r, const Manifest& manifest,
   }
 }
 
+// Public keys are checked here, so a typo is named at its line rather than when a store is read.
+void read_trust(const YamlReader& r, const Fields& f, Manifest& m) {
+  if (const YAML::Node* keys = f.value("trusted_keys")) {
+    m.trusted_keys = r.string_list(*keys, "trusted_keys");
+    size_t i = 0;
+    for (const YAML::Node& item : *keys) {
+      try {
+        trust::parse_public_key((*m.trusted_keys)[i++], "trusted_keys");
+      } catch (const Error& e) {
+        r.fail(item, e.what());
+      }
+    }
+  }
+  if (const YAML::Node* require = f.value("require_signatures")) {
+    m.require_signatures = r.boolean(*require, "require_signatures");
+  }
+}
+
 Manifest read_document(const YamlReader& r, const YAML::Node& root, const std::string& file) {
   constexpr std::string_view kContext = "the manifest";
   Fields f = r.fields(root, kContext, kTopKeys);
@@ -593,6 +629,7 @@ Manifest read_document(const YamlReader& r, const YAML::Node& root, const std::s
     m.compiler_flags = r.string_list(*flags, "compiler_flags");
   }
   if (const YAML::Node* compile = f.value("compile")) m.compile = read_compile(r, *compile);
+  read_trust(r, f, m);
 
   const YAML::Node& models = r.required(f, "models", kContext, "a list of models");
   r.visit(models);

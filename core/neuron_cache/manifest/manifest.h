@@ -13,6 +13,12 @@
 //                            trn2 or inf2. A configuration without one is an error when this
 //                            is not set.
 //    compiler_flags:         list of strings, optional. Put before each configuration's flags.
+//    trusted_keys:           list of strings, optional. Public keys ("acme-ci-1:<base64>",
+//                            `neuron-cache key public`) whose signatures a store entry may carry
+//                            (trust/signing.h); an entry a trusted key signed over other bytes
+//                            is never installed.
+//    require_signatures:     boolean, optional (false). Install only store entries a trusted
+//                            key signed; the others are compiled, the plan saying why.
 //    compile:                map, optional. How to compile a configuration no cache has:
 //      command:              string, required. An argv template (see command_template.h),
 //                            e.g. "optimum-cli export neuron --model {model_id} ... {output}".
@@ -108,6 +114,8 @@ struct Manifest {
   std::optional<std::string> optimum_neuron_version;
   std::optional<std::string> instance_type;
   std::vector<std::string> compiler_flags;
+  std::optional<std::vector<std::string>> trusted_keys;  // public key lines, checked
+  std::optional<bool> require_signatures;
   std::optional<CompileSpec> compile;
   std::vector<Configuration> configurations;  // in file order
 

@@ -15,6 +15,7 @@
 #include "neuron_cache/error.h"
 #include "neuron_cache/format/layout.h"
 #include "neuron_cache/format/registry.h"
+#include "neuron_cache/format/wording.h"
 #include "neuron_cache/local/hf_file_cache.h"
 #include "neuron_cache/log/log.h"
 #include "neuron_cache/manifest/command_template.h"
@@ -133,9 +134,15 @@ constexpr const char* kReusedThroughProxy = "reused from the Hub through optimum
 
 // Whether the command reads a Hub cache through optimum-neuron's hub proxy: the pipeline gave it
 // one (a Hub store), or the manifest's compile env names one.
+// With signatures required, the compile command's CUSTOM_CACHE_REPO: a name huggingface_hub
+// refuses as a repo id ("--" in it), so optimum-neuron's hub proxy cannot be made and it says
+// "Bypassing Hub cache": no NEFF nobody signed reaches the compiler, from the store or from
+// optimum-neuron's default public repo, to be recorded and signed as compiled here.
+constexpr const char* kNoHubCache = "neuron-cache--signatures-required--no-hub-cache";
+
 bool proxy_possible(const std::map<std::string, std::string>& child_env) {
   auto repo = child_env.find("CUSTOM_CACHE_REPO");
-  return repo != child_env.end() && !repo->second.empty();
+  return repo != child_env.end() && !repo->second.empty() && repo->second != kNoHubCache;
 }
 
 // Why a command that reads a Hub cache through the proxy and left no MODULE_ folder at all
@@ -328,6 +335,10 @@ std::unique_ptr<compile::CaptureCache> Compiler::capture_cache(const std::string
 }
 
 void Compiler::add_hub_env(std::map<std::string, std::string>& env) const {
+  if (run_.trust.require) {
+    env["CUSTOM_CACHE_REPO"] = kNoHubCache;  // over the manifest's own: see kNoHubCache
+    return;
+  }
   const std::string hub_repo =
       run_.store && run_.store->kind() == storage::Kind::Hub ? run_.store->name() : "";
   if (hub_repo.empty()) return;
@@ -466,6 +477,15 @@ bool Compiler::adopt_from_proxy(compile::CaptureResult& captured,
                                 const std::map<std::string, std::string>& child_env,
                                 CompileOutcome& out) {
   out.modules_from_hub = captured.proxied.size() + captured.unlinked.size();
+  if (out.modules_from_hub > 0 && run_.trust.require) {
+    out.error = "optimum-neuron's hub proxy gave the command " +
+                count_of(out.modules_from_hub, "graph") +
+                " from a Hub cache, which nobody signed, and signatures are required (" +
+                run_.trust.require_origin +
+                "): nothing of it is recorded; make the command compile without a Hub cache "
+                "(no CUSTOM_CACHE_REPO of its own)";
+    return false;
+  }
   if (out.modules_from_hub > 0) {
     Adoption adoption = complete_from_store(captured, capture, child_env);
     out.bytes_downloaded = adoption.bytes_downloaded;

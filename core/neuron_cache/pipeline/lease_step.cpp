@@ -138,7 +138,9 @@ std::string why_free(const lease::Record& lease, const fleet::Verdict& verdict) 
     return printable(lease.host) + " released it without a result (" +
            printable(lease.note, kPrintableMessage) + ")";
   if (lease.state == lease::State::Done)
-    return printable(lease.host) + " marked it done but the store has no entry for it";
+    return printable(lease.host) +
+           " marked it done but the store has no entry for it that this machine may "
+           "install";
   if (fleet::Leases::holder_ended(lease))
     return "the run on this machine that held it (" + printable(lease.host) +
            ") has ended without a result";
@@ -395,7 +397,8 @@ bool LeaseCoordinator::poll_other(const plan::Plan& plan, Waiting& w, CompileSte
     }
     w.outcome.kind = LeaseOutcome::Kind::TookOver;
     w.outcome.note = now ? why_free(now->record, now->verdict)
-                         : "its lease is gone and the store has no entry for it";
+                         : "its lease is gone and the store has no entry for it that this "
+                           "machine may install";
   } catch (const Error& error) {
     rethrow_local_disk(error);
     if (Clock::now() < w.deadline) return false;
@@ -442,7 +445,7 @@ LeaseCoordinator::Refetch LeaseCoordinator::fetch_after_wait(plan::PlanRow& row,
     // a configuration the store lacks (that would compile it a second time).
     auto fresh = std::make_unique<remote::RemoteIndex>(
         remote::RemoteIndex::open(*run_.writer, run_.memo_folder()));
-    one = plan::make_plan({row.target}, *run_.local_index, fresh.get(), "");
+    one = plan::make_plan({row.target}, *run_.local_index, fresh.get(), "", run_.trust);
     // An index file that could not be read intact may hold the holder's entry.
     if (!fresh->complete()) throw operational_error(fresh->why_incomplete());
     if (one.rows.empty() || one.rows[0].status == plan::Status::Compile ||

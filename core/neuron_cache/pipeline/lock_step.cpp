@@ -95,7 +95,13 @@ LockStep LockedMode::lock(const plan::Plan& plan) {
                              " (compile and push it first: neuron-cache ci)");
       continue;
     }
-    step.lock.configurations.push_back({name, *entry});
+    std::vector<std::string> signed_by;
+    if (auto why = plan::refusal(*entry, run_.trust, &signed_by)) {
+      step.missing.push_back(name + ": its entry in " + run_.repo + " is not trusted (" + *why +
+                             "): push it again with a trusted signing key (neuron-cache ci)");
+      continue;
+    }
+    step.lock.configurations.push_back({name, *entry, signed_by});
   }
   return step;
 }

@@ -185,6 +185,10 @@ LockStep Pipeline::lock(const plan::Plan& plan) {
   return locked_.lock(plan);
 }
 
+VerifyStep Pipeline::verify(const plan::Plan& plan) {
+  return verify_entries(run_, plan);
+}
+
 void Pipeline::use_lockfile(const std::string& given) {
   locked_.use_lockfile(given);
 }

@@ -29,6 +29,7 @@
 #include "neuron_cache/pipeline/publish_step.h"
 #include "neuron_cache/pipeline/results.h"
 #include "neuron_cache/pipeline/run_context.h"
+#include "neuron_cache/pipeline/verify_step.h"
 #include "neuron_cache/plan/plan.h"
 #include "neuron_cache/plan/targets.h"
 #include "neuron_cache/remote/lookup.h"
@@ -84,6 +85,8 @@ class Pipeline {
   // Locked builds (LockedMode): `lock`, and `--locked` from the lockfile.
   LockStep lock(const plan::Plan& plan);
   void use_lockfile(const std::string& given);
+  // `verify`: the store's entries of the plan's configurations judged by the trust policy.
+  VerifyStep verify(const plan::Plan& plan);
 
  private:
   RunContext run_;

@@ -204,7 +204,8 @@ plan::Plan Planner::make_plan(const std::vector<plan::Target>& targets) {
     }
   }
   try {
-    plan::Plan plan = plan::make_plan(targets, *run_.local_index, run_.remote.get(), hub_problem);
+    plan::Plan plan =
+        plan::make_plan(targets, *run_.local_index, run_.remote.get(), hub_problem, run_.trust);
     describe_repo(plan);
     note_foreign_links(*run_.cache, run_.compiler_version, plan);
     if (run_.remote && !run_.lock) read_registry(plan);
@@ -214,10 +215,13 @@ plan::Plan Planner::make_plan(const std::vector<plan::Target>& targets) {
     }
     run_.report_misses();
     log_decisions(plan);
+    if (run_.lock) untrusted_lock_ = untrusted_in_lock(plan);
+    if (!untrusted_lock_.empty()) throw input_error(untrusted_lock_);
     return plan;
   } catch (const Error& error) {
     rethrow_local_disk(error);
-    if (!short_version_.empty()) throw;  // the manifest's to fix, not the store's failure
+    // The manifest's or the lock's to fix, not the store's failure.
+    if (!short_version_.empty() || !untrusted_lock_.empty()) throw;
     // The head and the index downloads happen lazily inside make_plan.
     bool head = run_.remote && !run_.remote->revision_read();
     run_.cache_problem(storage::describe_part(run_.store, head ? "cache" : "index") +
@@ -225,7 +229,7 @@ plan::Plan Planner::make_plan(const std::vector<plan::Target>& targets) {
                        "every configuration not complete locally will be compiled");
     run_.remote.reset();
     plan::Plan plan =
-        plan::make_plan(targets, *run_.local_index, nullptr, run_.brief(error.what()));
+        plan::make_plan(targets, *run_.local_index, nullptr, run_.brief(error.what()), run_.trust);
     describe_repo(plan);
     note_foreign_links(*run_.cache, run_.compiler_version, plan);
     log_decisions(plan);
@@ -301,6 +305,7 @@ void Planner::read_registry(plan::Plan& plan) {
       has_registry = has_registry || answer->has_registry;
       plan::mark_registry_hits(plan, answer->candidates);
     }
+    refuse_unsigned_registry(plan);
     explain_architectures(plan, notes);
   } catch (const Error& error) {
     rethrow_local_disk(error);
@@ -315,6 +320,40 @@ void Planner::read_registry(plan::Plan& plan) {
         " has no neuron-cache index yet (optimum-cli wrote it): configurations its "
         "registry lists are compiled through optimum-neuron, which fetches their NEFFs "
         "from it; push then indexes them, so later runs prefetch them directly");
+  }
+}
+
+// optimum-neuron writes no signature: with signatures required, its registry entries are not
+// reused (the compile step keeps optimum-neuron's hub proxy away from them too).
+// A locked build installs the lock's bytes or fails: an entry the trust policy refuses is the
+// lock's problem, never a compile.
+std::string Planner::untrusted_in_lock(const plan::Plan& plan) const {
+  std::string refused;
+  for (const auto& row : plan.rows) {
+    if (row.refused.empty()) continue;
+    const lockfile::Locked* locked = run_.lock->find(row.target.configuration.name);
+    std::string was = locked && !locked->signed_by.empty()
+                          ? " (locked as signed by " + list_of(locked->signed_by) + ")"
+                          : "";
+    refused +=
+        (refused.empty() ? "" : "; ") + row.target.configuration.name + ": " + row.refused + was;
+  }
+  if (refused.empty()) return "";
+  return "the lock's entries are not trusted: " + refused +
+         ": lock again (neuron-cache lock) from entries a trusted key signed, or trust the key "
+         "that signed them";
+}
+
+void Planner::refuse_unsigned_registry(plan::Plan& plan) const {
+  if (!run_.trust.require) return;
+  for (auto& row : plan.rows) {
+    if (row.status != plan::Status::Registry) continue;
+    row.status = plan::Status::Compile;
+    row.refused = "optimum-neuron's registry lists it (" + row.registry->path +
+                  "), but optimum-neuron signs nothing and signatures are required (" +
+                  run_.trust.require_origin + ")";
+    row.reason = "not reused from " + run_.repo + ": " + row.refused;
+    row.registry.reset();
   }
 }
 
@@ -363,6 +402,10 @@ plan::Plan Planner::plan_run(const plan::Target& target) {
   std::optional<ai::Entry> local =
       run_.local_index->find(target.inputs.compiler_version, target.key);
   if (!hub || !local) return plan;
+  if (auto why = plan::refusal(*hub, run_.trust)) {
+    row.refused = *why;  // the local entry is this machine's own; the store's adds nothing
+    return plan;
+  }
   if (row.status == plan::Status::Local && ai::covers(*local, *hub)) return plan;
   // Another machine's run added folders: fetch them, and keep this cache's own complete ones.
   ai::Entry wanted = ai::merged(run_.complete_part(*local), *hub);

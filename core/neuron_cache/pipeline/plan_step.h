@@ -56,6 +56,9 @@ class Planner {
   // Compile rows that optimum-neuron's registry lists become Registry rows (one listing per
   // compiler version, whatever the number of configurations).
   void read_registry(plan::Plan& plan);
+  void refuse_unsigned_registry(plan::Plan& plan) const;
+  // Why the lock's entries may not be installed under the trust policy, or "".
+  std::string untrusted_in_lock(const plan::Plan& plan) const;
   RegistryAnswer scan_registry(const std::string& compiler_version,
                                const remote::ScanModels& models);
   std::string short_version_problem(const std::string& version,
@@ -68,7 +71,8 @@ class Planner {
   RunContext& run_;
   LockedMode& locked_;
   bool head_when_local_ = true;
-  std::string short_version_;  // why the manifest's compiler_version matches no store folder
+  std::string short_version_;   // why the manifest's compiler_version matches no store folder
+  std::string untrusted_lock_;  // why the lock's entries may not be installed
   // Made by targets(): the registry read asks it the models' architectures.
   std::unique_ptr<plan::ModelResolver> resolver_;
 };

@@ -56,6 +56,12 @@ void Publisher::refuse_skip_when_strict(bool owed, const std::string& reason) {
                      "skipping the push");
 }
 
+// The push memo's id of a stored entry: a signing push remembers what its key signed.
+std::string Publisher::contents_id(const ai::Entry& entry) const {
+  std::string id = ai::contents_id(entry);
+  return run_.signer ? id + " signed by " + run_.signer->name() : id;
+}
+
 std::vector<std::string> Publisher::covered_on_hub(const std::vector<const plan::PlanRow*>& rows) {
   if (!run_.remote) return {};
   std::vector<const plan::Target*> targets;
@@ -69,7 +75,8 @@ std::vector<std::string> Publisher::covered_on_hub(const std::vector<const plan:
   std::vector<std::string> found;
   for (const plan::PlanRow* row : rows) {
     const ai::Entry* hub = run_.remote->find(row->target.inputs.compiler_version, row->target.key);
-    if (hub && ai::covers(*hub, *row->entry)) found.push_back(ai::contents_id(*row->entry));
+    if (hub && transfer::already_stored(*hub, *row->entry, run_.signer.get()))
+      found.push_back(contents_id(*row->entry));
   }
   return found;
 }
@@ -80,7 +87,7 @@ std::vector<ai::Entry> Publisher::not_on_hub(const plan::Plan& plan) {
   for (const auto& row : plan.rows) {
     if (row.status != plan::Status::Local || !row.entry) continue;
     local.push_back(&row);
-    ids.push_back(ai::contents_id(*row.entry));
+    ids.push_back(contents_id(*row.entry));
   }
   // Remembered by contents, not by key: an entry that grew since is offered again.
   HubKeys on_hub(run_.memo_folder().child("on-hub.json"), run_.repo,
@@ -94,7 +101,7 @@ std::vector<ai::Entry> Publisher::not_on_hub(const plan::Plan& plan) {
   std::set<std::string> there(found.begin(), found.end());
   std::vector<ai::Entry> entries;
   for (const plan::PlanRow* row : local) {
-    if (there.count(ai::contents_id(*row->entry))) {
+    if (there.count(contents_id(*row->entry))) {
       log::debug("decide", "push: " + row->target.configuration.name + " is on " + run_.repo +
                                " already, with every file this cache has");
       continue;
@@ -130,7 +137,10 @@ PushStep Publisher::push(const plan::Plan& plan, const transfer::AlsoCommit& als
   step.attempted = true;
   run_.progress("pushing " + std::to_string(entries.size()) + " configurations to " + run_.repo);
   try {
-    step.result = transfer::push(*run_.writer, *run_.local_index, entries, run_.options.push, also);
+    transfer::PushOptions options = run_.options.push;
+    options.signer = run_.signer.get();
+    step.result = transfer::push(*run_.writer, *run_.local_index, entries, options, also);
+    for (const auto& [key, why] : step.result.replaced) run_.note(true, key + ": " + why);
     for (const auto& [key, why] : step.result.skipped)
       run_.note(true, "not pushed: " + key + ": " + why);
     for (const auto& repair : step.result.repaired) run_.note(true, repair);

@@ -44,6 +44,7 @@ class Publisher {
   // The contents ids (artifact_index::contents_id) of the rows' entries the store's index covers
   // (none when it cannot be read).
   std::vector<std::string> covered_on_hub(const std::vector<const plan::PlanRow*>& rows);
+  std::string contents_id(const artifact_index::Entry& entry) const;
 
   RunContext& run_;
 };

@@ -1,5 +1,7 @@
 #include "neuron_cache/pipeline/run_context.h"
 
+#include <algorithm>
+
 #include "neuron_cache/error.h"
 #include "neuron_cache/log/log.h"
 #include "neuron_cache/net/retry.h"
@@ -44,6 +46,8 @@ config::ManifestLayer manifest_layer(const manifest::Manifest& manifest, const f
     layer.cache_dir = (folder / *manifest.cache_dir).lexically_normal().string();
   }
   layer.compiler_version = manifest.compiler_version;
+  layer.trusted_keys = manifest.trusted_keys;
+  layer.require_signatures = manifest.require_signatures;
   return layer;
 }
 
@@ -56,8 +60,16 @@ RunContext::RunContext(const config::Settings& settings_in, Remotes remotes_in, 
   if (settings.retry_base())
     options.push.conflicts = net::retry_policy(settings, options.push.conflicts.max_attempts);
   manifest = load_selected(options);
-  if (!options.manifest.empty())
+  if (!options.manifest.empty()) {
+    std::vector<std::string> shown = settings.warnings;  // the front end showed these
     settings = settings.with_manifest(manifest_layer(manifest, options.manifest));
+    for (const auto& warning : settings.warnings) {
+      if (std::find(shown.begin(), shown.end(), warning) == shown.end()) note(true, warning);
+    }
+  }
+  trust = config::trust_policy(settings);
+  signer = options.signing_key;
+  if (!signer && options.signs && !options.read_only) signer = config::signing_key(settings);
   repo = settings.cache_repo.value;
   repo_origin = settings.cache_repo.origin;
   if (!settings.cache_repo_note.empty()) note(false, settings.cache_repo_note);

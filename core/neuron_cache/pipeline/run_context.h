@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "neuron_cache/config/settings.h"
+#include "neuron_cache/config/trust_settings.h"
 #include "neuron_cache/format/lockfile.h"
 #include "neuron_cache/local/cache_tree.h"
 #include "neuron_cache/local/local_index.h"
@@ -56,6 +57,11 @@ struct Options {
   std::filesystem::path output_dir = "neuron-cache-output";  // compile outputs and logs
   transfer::PushOptions push;
   LeasePolicy leases;
+  // push, ci and run publish what they compiled: the signing key (NEURON_CACHE_SIGNING_KEY) is
+  // read when the run starts, so a bad key fails before any compile.
+  bool signs = false;
+  // The key given directly (the Action's signing-key input); else read from the settings.
+  std::shared_ptr<const trust::SecretKey> signing_key;
 };
 
 // A warning or note the user must see; also goes into reports.
@@ -131,6 +137,11 @@ class RunContext {
   std::optional<lockfile::Lock> lock;  // locked mode
   // Configurations the compile step of this run recorded; nothing when it did not run.
   std::optional<size_t> compiled_here;
+
+  // Which store entries may be installed (trusted keys, require_signatures), and the key this
+  // run's pushes sign with (null: they do not sign).
+  config::TrustPolicy trust;
+  std::shared_ptr<const trust::SecretKey> signer;
 
   std::vector<Notice> notices;
   std::function<void(const std::string&)> on_progress;

@@ -6,6 +6,7 @@
 
 #include "neuron_cache/format/layout.h"
 #include "neuron_cache/remote/lookup.h"
+#include "neuron_cache/trust/signing.h"
 
 namespace neuron_cache::plan {
 namespace {
@@ -68,6 +69,8 @@ std::vector<Nearest> nearest(const Target& target, const std::vector<ai::Entry>&
 }
 
 std::string miss_reason(const Target& target, const Plan& plan, const PlanRow& row) {
+  if (!row.refused.empty())
+    return "the entry in " + plan.repo + " is not installed: " + row.refused;
   std::string where = plan.hub_checked ? "locally or in " + plan.repo : "locally";
   if (row.nearest.empty()) {
     std::string reason = (target.inputs.profile ? "nothing of " : "no configuration of ") +
@@ -81,6 +84,12 @@ std::string miss_reason(const Target& target, const Plan& plan, const PlanRow& r
                        explain_difference(best.differences);
   if (!plan.hub_checked && !plan.hub_problem.empty()) reason += " (" + plan.hub_problem + ")";
   return reason;
+}
+
+std::string join_names(const std::vector<std::string>& names) {
+  std::string out;
+  for (const auto& name : names) out += (out.empty() ? "" : ", ") + name;
+  return out;
 }
 
 void mark_local(PlanRow& row, const ai::Entry& entry, bool recorded) {
@@ -105,9 +114,14 @@ PlanRow local_row(const Target& target, const local::LocalIndex& local) {
   return row;
 }
 
-void hub_row(PlanRow& row, const local::LocalIndex& local, const remote::RemoteIndex& remote) {
+void hub_row(PlanRow& row, const local::LocalIndex& local, const remote::RemoteIndex& remote,
+             const config::TrustPolicy& trust) {
   const ai::Entry* hub_entry = remote.find(row.target.inputs.compiler_version, row.target.key);
   if (!hub_entry) return;
+  if (auto why = refusal(*hub_entry, trust, &row.signed_by)) {
+    row.refused = *why;
+    return;
+  }
   count_missing(*hub_entry, local, row);
   if (row.files_to_download == 0) {
     mark_local(row, *hub_entry, false);  // fetched earlier, or by optimum-neuron
@@ -117,6 +131,7 @@ void hub_row(PlanRow& row, const local::LocalIndex& local, const remote::RemoteI
   row.entry = *hub_entry;
   row.compile_seconds_saved = hub_entry->compile_seconds;
   row.reason = "available in " + remote.repo();
+  if (!row.signed_by.empty()) row.reason += ", signed by " + join_names(row.signed_by);
 }
 
 // Model, task, shape, compiler folder and pinned optimum-neuron version.
@@ -224,8 +239,24 @@ std::string explain_difference(const std::vector<cache_key::Difference>& differe
   return "cached for " + have + "; you asked for " + want;
 }
 
+std::optional<std::string> refusal(const ai::Entry& entry, const config::TrustPolicy& trust,
+                                   std::vector<std::string>* signed_by) {
+  if (!trust.active()) return std::nullopt;
+  trust::Verdict verdict = trust::verify_entry(entry, trust.keys);
+  if (signed_by) *signed_by = verdict.valid;
+  if (verdict.outcome() == trust::Verdict::Outcome::BadSignature) return verdict.reason();
+  if (!trust.require || verdict.trusted()) return std::nullopt;
+  return verdict.reason() + ", and signatures are required (" + trust.require_origin + ")";
+}
+
+size_t Plan::refused() const {
+  return static_cast<size_t>(
+      std::count_if(rows.begin(), rows.end(), [](const PlanRow& r) { return !r.refused.empty(); }));
+}
+
 Plan make_plan(const std::vector<Target>& targets, const local::LocalIndex& local,
-               remote::RemoteIndex* remote, const std::string& hub_problem) {
+               remote::RemoteIndex* remote, const std::string& hub_problem,
+               const config::TrustPolicy& trust) {
   Plan plan;
   plan.hub_problem = hub_problem;
   if (remote) {
@@ -244,7 +275,8 @@ Plan make_plan(const std::vector<Target>& targets, const local::LocalIndex& loca
     plan.hub_revision = remote->revision();
     remote->load(shards_of(incomplete));
     for (auto& row : plan.rows) {
-      if (row.status != Status::Local && row.target.unkeyed.empty()) hub_row(row, local, *remote);
+      if (row.status != Status::Local && row.target.unkeyed.empty())
+        hub_row(row, local, *remote, trust);
     }
   }
   if (plan.count(Status::Compile) == 0) return plan;

@@ -9,6 +9,7 @@
 #include <utility>
 #include <vector>
 
+#include "neuron_cache/config/trust_settings.h"
 #include "neuron_cache/format/artifact_index.h"
 #include "neuron_cache/local/local_index.h"
 #include "neuron_cache/plan/targets.h"
@@ -66,6 +67,11 @@ struct PlanRow {
   std::optional<RegistryMatch> registry;  // Status::Registry: the entry that lists it
   std::string reason;                     // one sentence: why this status
   std::vector<Nearest> nearest;           // for a miss, closest first
+  // Under a trust policy: why the store's entry of this key is not installed (unsigned, signed
+  // by an unknown key, a bad signature), or ""; and the trusted keys whose signature of the
+  // entry used verified.
+  std::string refused;
+  std::vector<std::string> signed_by;
 };
 
 struct Plan {
@@ -83,14 +89,26 @@ struct Plan {
   std::string hub_problem;
 
   size_t count(Status status) const;
+  // Rows whose store entry the trust policy refused.
+  size_t refused() const;
 };
+
+// Why the store's `entry` may not be installed under `trust`, or nothing. Without a policy every
+// entry is installed. A bad signature by a trusted key is refused whether or not signatures are
+// required; with require_signatures an entry no trusted key signed is refused too.
+std::optional<std::string> refusal(const artifact_index::Entry& entry,
+                                   const config::TrustPolicy& trust,
+                                   std::vector<std::string>* signed_by = nullptr);
 
 // The index shards that can hold these targets' entries: (compiler version, shard path) pairs.
 std::set<std::pair<std::string, std::string>> shards_of(const std::vector<const Target*>& targets);
 
 // `remote` is null when the Hub is not asked (offline, or unreachable: say why in hub_problem).
+// The store's entries are installed only as `trust` allows (refusal()); an entry complete in the
+// local cache and recorded in its index is this machine's own and is not checked again.
 Plan make_plan(const std::vector<Target>& targets, const local::LocalIndex& local,
-               remote::RemoteIndex* remote, const std::string& hub_problem);
+               remote::RemoteIndex* remote, const std::string& hub_problem,
+               const config::TrustPolicy& trust);
 
 // Compile rows that optimum-neuron's registry lists become Registry rows. A candidate matches
 // when model (or its architecture), task, batch size, sequence length, tensor parallel degree,

@@ -47,7 +47,9 @@ json row_json(const plan::PlanRow& row) {
           {"compile_seconds_saved", row.compile_seconds_saved},
           {"registry", registry_json(row)},
           {"source", c.source.to_string()},
-          {"nearest", nearest}};
+          {"nearest", nearest},
+          {"refused", row.refused.empty() ? json(nullptr) : json(row.refused)},
+          {"signed_by", row.signed_by}};
 }
 
 const plan::PlanRow* find_row(const plan::Plan& plan, const std::string& key) {
@@ -208,6 +210,7 @@ Totals totals(const RunResult& run) {
     bool missed = plan::runs_compile(row.status) ||
                   (row.status == plan::Status::Store && !fetched && run.prefetch);
     if (missed && !reused_through_proxy(run, row.target.key)) ++t.misses;
+    if (!row.refused.empty()) ++t.refused;
   }
   pipeline::PrefetchStep fetched = run.prefetch.value_or(pipeline::PrefetchStep{});
   if (run.compile) {
@@ -239,6 +242,7 @@ json plan_json(const plan::Plan& plan) {
           {"hub", plan.count(plan::Status::Store)},  // format 1's name of "in_store"
           {"registry", plan.count(plan::Status::Registry)},
           {"compile", plan.count(plan::Status::Compile)},
+          {"refused", plan.refused()},
           {"configurations", rows}};
 }
 
@@ -290,6 +294,8 @@ json run_json(const RunResult& run) {
             {"pushed", run.push->result.pushed},
             {"already_in_store", run.push->result.already_stored},
             {"already_on_hub", run.push->result.already_stored},  // format 1's name
+            {"cosigned", run.push->result.cosigned},
+            {"replaced", run.push->result.replaced},
             {"commit", run.push->result.commit.revision},
             {"bytes_uploaded", run.push->result.commit.bytes_sent}};
   }
@@ -305,6 +311,7 @@ json run_json(const RunResult& run) {
             {"store_hits", t.store_hits},
             {"hub_hits", t.store_hits},  // format 1's name of "store_hits"
             {"misses", t.misses},
+            {"refused", t.refused},
             {"compiled", t.compiled},
             {"reused", t.reused},
             {"failed", t.failed},
@@ -377,6 +384,7 @@ std::string push_line(const RunResult& run, const std::string& what) {
   const storage::Kind kind = kind_of(run.initial);
   const auto& r = step.result;
   std::string line = "pushed " + count_of(r.pushed.size(), what);
+  if (!r.cosigned.empty()) line += " (" + std::to_string(r.cosigned.size()) + " only signed)";
   if (!r.already_stored.empty()) {
     line += " (" + std::to_string(r.already_stored.size()) + " already " + storage::on(kind) + ")";
   }
@@ -443,6 +451,8 @@ std::string plan_text(const plan::Plan& plan) {
                     "fetches their NEFFs), "
               : "") +
          std::to_string(plan.count(plan::Status::Compile)) + " to compile";
+  if (size_t refused = plan.refused())
+    out += " (" + std::to_string(refused) + " of them because of their entry's signatures)";
   if (!plan.hub_checked && !plan.hub_problem.empty()) {
     out += " (" + std::string(plan.store == "hub" || plan.store.empty() ? "Hub" : "store") +
            " not checked: " + plan.hub_problem + ")";

@@ -20,6 +20,7 @@ struct Totals {
   size_t local = 0;       // complete locally before the run
   size_t store_hits = 0;  // fetched from the store
   size_t misses = 0;      // had to be compiled
+  size_t refused = 0;     // of which the store had an entry the trust policy refused
   size_t compiled = 0;    // compiled successfully
   // Reused from the Hub through optimum-neuron's hub proxy by their compile command, which
   // compiled nothing: hits, neither compiled nor misses.

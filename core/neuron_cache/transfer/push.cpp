@@ -12,6 +12,7 @@
 #include "neuron_cache/remote/remote_index.h"
 #include "neuron_cache/sys/safe_dir.h"
 #include "neuron_cache/sys/temp_file.h"
+#include "neuron_cache/trust/signing.h"
 
 namespace neuron_cache::transfer {
 namespace {
@@ -49,6 +50,8 @@ struct Attempt {
   std::vector<std::string> pushed;
   std::vector<std::string> already;
   std::vector<std::string> repaired;
+  std::vector<std::string> cosigned;
+  std::map<std::string, std::string> replaced;
   size_t modules_added = 0;
 
   void add(const std::string& path, const fs::path& local, storage::Expected expected = {}) {
@@ -125,10 +128,49 @@ ai::Entry grown(const ai::Entry* on_hub, const ai::Entry& entry) {
   return out;
 }
 
+// What a signing push keeps of the store's entry of the same key (PushOptions::signer).
+enum class Kept { All, SameFiles, Nothing };
+
+Kept kept_by_signer(const ai::Entry& on_hub, const ai::Entry& entry,
+                    const trust::SecretKey& signer) {
+  trust::TrustedKeys own;
+  own.add(signer.public_key());
+  if (trust::verify_entry(on_hub, own).trusted()) return Kept::All;
+  if (trust::canonical_statement(on_hub) == trust::canonical_statement(entry))
+    return Kept::SameFiles;
+  return Kept::Nothing;
+}
+
+// One entry of a signing push: the store's entry (`on_hub`, or null) kept, grown, co-signed or
+// replaced, and signed. Returns false when the store already has it as this key signed it.
+bool prepare_signed(const local::LocalIndex& local, const ai::Entry& entry, const ai::Entry* on_hub,
+                    const trust::SecretKey& signer, ai::IndexFile& index, Attempt& attempt) {
+  if (on_hub && already_stored(*on_hub, entry, &signer)) return false;
+  Kept kept = on_hub ? kept_by_signer(*on_hub, entry, signer) : Kept::Nothing;
+  ai::Entry out;
+  if (kept == Kept::SameFiles) {
+    out = *on_hub;
+    attempt.cosigned.push_back(entry.key);
+  } else {
+    if (on_hub && kept == Kept::Nothing) {
+      attempt.replaced.emplace(entry.key, "its entry in the store was not signed by " +
+                                              signer.name() +
+                                              " and listed other files: replaced by this "
+                                              "machine's, signed");
+      on_hub = nullptr;  // every file is sent again: the store's may be other bytes
+    }
+    add_entry_files(local, entry, on_hub, attempt);
+    out = grown(on_hub, entry);
+  }
+  trust::add_signature(out, trust::sign_entry(out, signer));
+  index.entries.insert_or_assign(entry.key, std::move(out));
+  return true;
+}
+
 // Only the shards of the pushed configurations' models are read and rewritten: the index data
 // a push sends does not grow with the repo.
 Attempt prepare(storage::Store& store, const std::string& head, const local::LocalIndex& local,
-                const std::vector<const ai::Entry*>& entries) {
+                const std::vector<const ai::Entry*>& entries, const trust::SecretKey* signer) {
   Attempt attempt;
   std::map<std::string, std::vector<const ai::Entry*>> by_shard;
   for (const ai::Entry* entry : entries) {
@@ -142,6 +184,15 @@ Attempt prepare(storage::Store& store, const std::string& head, const local::Loc
     for (const ai::Entry* entry : list) {
       auto it = index.entries.find(entry->key);
       const ai::Entry* on_hub = it == index.entries.end() ? nullptr : &it->second;
+      if (signer) {
+        if (prepare_signed(local, *entry, on_hub, *signer, index, attempt)) {
+          attempt.pushed.push_back(entry->key);
+          changed = true;
+        } else {
+          attempt.already.push_back(entry->key);
+        }
+        continue;
+      }
       if (on_hub && ai::covers(*on_hub, *entry)) {
         attempt.already.push_back(entry->key);
         continue;
@@ -182,9 +233,17 @@ PushResult& operator+=(PushResult& into, const PushResult& later) {
   into.modules_added += later.modules_added;
   for (const auto& [key, why] : later.skipped) into.skipped[key] = why;
   into.repaired.insert(into.repaired.end(), later.repaired.begin(), later.repaired.end());
+  into.cosigned.insert(into.cosigned.end(), later.cosigned.begin(), later.cosigned.end());
+  for (const auto& [key, why] : later.replaced) into.replaced[key] = why;
   into.commit += later.commit;
   into.attempts += later.attempts;
   return into;
+}
+
+bool already_stored(const ai::Entry& on_hub, const ai::Entry& local,
+                    const trust::SecretKey* signer) {
+  if (!ai::covers(on_hub, local)) return false;
+  return !signer || kept_by_signer(on_hub, local, *signer) == Kept::All;
 }
 
 std::string push_commit_message(size_t configurations) {
@@ -212,9 +271,11 @@ PushResult push(storage::Store& store, const local::LocalIndex& local,
   std::set<std::string> offered;  // keys an earlier attempt's commit carried
   remote::commit_on_head(
       store, options.conflicts, "pushing", result.attempts, [&](const std::string& head) {
-        Attempt attempt = prepare(store, head, local, ready);
+        Attempt attempt = prepare(store, head, local, ready, options.signer);
         result.pushed = attempt.pushed;
         result.repaired = attempt.repaired;
+        result.cosigned = attempt.cosigned;
+        result.replaced = attempt.replaced;
         result.already_stored.clear();
         if (!attempt.pushed.empty()) result.modules_added = attempt.modules_added;
         for (const std::string& key : attempt.already)

@@ -17,6 +17,7 @@
 #include "neuron_cache/local/local_index.h"
 #include "neuron_cache/net/retry.h"
 #include "neuron_cache/storage/store.h"
+#include "neuron_cache/trust/keys.h"
 
 namespace neuron_cache::transfer {
 
@@ -30,6 +31,12 @@ using AlsoCommit = std::function<std::vector<storage::CommitOperation>(
 
 struct PushOptions {
   net::RetryPolicy conflicts{6, std::chrono::milliseconds(1000), std::chrono::milliseconds(30000)};
+  // Signs every entry the push writes (trust/signing.h). A signing push vouches only for bytes
+  // it hashed itself or its own key signed before: the store's entry of the same key is kept
+  // when this key signed it (and grown when the push adds folders), co-signed when its files are
+  // exactly the local ones, and otherwise replaced by the local entry and its files (a writer
+  // without the key may have put other bytes there; what it listed besides is dropped).
+  const trust::SecretKey* signer = nullptr;
 };
 
 struct PushResult {
@@ -40,6 +47,10 @@ struct PushResult {
   // Index files that could not be read (damaged) and were rewritten with what this push adds:
   // what they listed besides is pushed again by the machines that have it, or compiled.
   std::vector<std::string> repaired;
+  // Keys of `pushed` whose store entry already had these exact files: the push added only its
+  // signature. And keys whose store entry it replaced, with why (PushOptions::signer).
+  std::vector<std::string> cosigned;
+  std::map<std::string, std::string> replaced;
   storage::CommitResult commit;
   int attempts = 0;
 };
@@ -47,6 +58,11 @@ struct PushResult {
 PushResult& operator+=(PushResult& into, const PushResult& later);
 
 std::string push_commit_message(size_t configurations);
+
+// Whether a push of `local` would leave the store's entry `on_hub` as it is: it lists every
+// folder and file of `local`, and, for a signing push, `signer` signed it.
+bool already_stored(const artifact_index::Entry& on_hub, const artifact_index::Entry& local,
+                    const trust::SecretKey* signer);
 
 PushResult push(storage::Store& store, const local::LocalIndex& local,
                 const std::vector<artifact_index::Entry>& entries, const PushOptions& options = {},
