@@ -327,6 +327,10 @@ def _tool_args(rctx, tool, command, configs = None):
         args.extend(["--cache-dir", rctx.attr.cache_dir])
     if rctx.attr.strict:
         args.append("--strict")
+    for key in rctx.attr.trusted_keys:
+        args.extend(["--trusted-key", key])
+    if rctx.attr.require_signatures:
+        args.append("--require-signatures")
     return args
 
 def _needs_prefetch(report):
@@ -555,6 +559,18 @@ _ATTRS = {
         doc = "Ask no store anything (`NEURON_CACHE_OFFLINE=1` for the plan): only configurations " +
               "complete in the local cache are available (or already in Bazel's repository " +
               "cache once planned).",
+    ),
+    "trusted_keys": attr.string_list(
+        doc = "Public keys (`NAME:<base64>`, `neuron-cache key public`) whose signatures make a " +
+              "cache entry trusted; replaces the manifest's `trusted_keys`. An entry a trusted " +
+              "key signed over other bytes is never fetched.",
+    ),
+    "require_signatures": attr.bool(
+        default = False,
+        doc = "Fetch only cache entries a trusted key signed (the manifest's " +
+              "`require_signatures: true` does too); the others are reported missing with the " +
+              "reason. With `lockfile`, the lock is the anchor: `neuron-cache lock` refused " +
+              "untrusted entries when it was written, and each file's sha256 decides.",
     ),
     "lockfile": attr.label(
         allow_single_file = True,

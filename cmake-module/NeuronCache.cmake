@@ -3,7 +3,8 @@
 #
 #   neuron_cache_prefetch(MANIFEST <file> [CONFIGS <names...>] [CACHE_REPO <repo>]
 #                         [CACHE_DIR <dir>] [COMPILE_MISSING] [PUSH] [READ_ONLY] [OFFLINE]
-#                         [STRICT] [LOCKED] [LOCKFILE <file>] [OUTPUT_VARIABLE <var>])
+#                         [STRICT] [LOCKED] [LOCKFILE <file>] [TRUSTED_KEYS <keys...>]
+#                         [REQUIRE_SIGNATURES] [OUTPUT_VARIABLE <var>])
 #
 # At configure time it runs `neuron-cache prefetch --export-dir` and gives each configuration
 # complete locally a folder ${CMAKE_BINARY_DIR}/neuron-cache/<manifest stem>/<name> (symlinks to
@@ -31,6 +32,10 @@
 # registry read, every file checked against the lock's sha256, a configuration the lock lacks or
 # a changed manifest an error; editing the lockfile configures again. Not with COMPILE_MISSING or
 # PUSH.
+# TRUSTED_KEYS (public key lines, `neuron-cache key public`) replaces the manifest's trusted_keys;
+# REQUIRE_SIGNATURES installs only entries one of them signed (the others are compiled with
+# COMPILE_MISSING, else missing, their reason in the report). Signing happens where the cache is
+# filled (`neuron-cache ci` with NEURON_CACHE_SIGNING_KEY); PUSH signs with that variable too.
 #
 # Defaults: CACHE_REPO, CACHE_DIR, STRICT, OFFLINE and READ_ONLY fall back to the cache variables
 # NEURON_CACHE_REPO, NEURON_CACHE_CACHE_DIR, NEURON_CACHE_STRICT, NEURON_CACHE_OFFLINE and
@@ -83,7 +88,8 @@ endfunction()
 # lack a value (cmake_parse_arguments' lists) and whether MANIFEST was given.
 function(_neuron_cache_check_arguments unparsed missing_values manifest_given)
   set(expected "MANIFEST, CONFIGS, CACHE_REPO, CACHE_DIR, COMPILE_MISSING, PUSH, READ_ONLY, "
-               "OFFLINE, STRICT, OUTPUT_VARIABLE")
+               "OFFLINE, STRICT, LOCKED, LOCKFILE, TRUSTED_KEYS, REQUIRE_SIGNATURES, "
+               "OUTPUT_VARIABLE")
   string(JOIN "" expected ${expected})
   if(NOT unparsed STREQUAL "")
     # The first one is the culprit: what follows is usually its value.
@@ -458,8 +464,10 @@ function(_neuron_cache_summary out)
 endfunction()
 
 function(neuron_cache_prefetch)
-  cmake_parse_arguments(PARSE_ARGV 0 arg "COMPILE_MISSING;PUSH;READ_ONLY;OFFLINE;STRICT;LOCKED"
-                        "MANIFEST;CACHE_REPO;CACHE_DIR;OUTPUT_VARIABLE;LOCKFILE" "CONFIGS")
+  cmake_parse_arguments(PARSE_ARGV 0 arg
+                        "COMPILE_MISSING;PUSH;READ_ONLY;OFFLINE;STRICT;LOCKED;REQUIRE_SIGNATURES"
+                        "MANIFEST;CACHE_REPO;CACHE_DIR;OUTPUT_VARIABLE;LOCKFILE"
+                        "CONFIGS;TRUSTED_KEYS")
   set(manifest_given FALSE)
   if(DEFINED arg_MANIFEST)
     set(manifest_given TRUE)
@@ -502,6 +510,12 @@ function(neuron_cache_prefetch)
   if(arg_STRICT OR NEURON_CACHE_STRICT)
     set(strict ON)
     list(APPEND shared_args --strict)
+  endif()
+  foreach(key IN LISTS arg_TRUSTED_KEYS)
+    list(APPEND shared_args --trusted-key "${key}")
+  endforeach()
+  if(arg_REQUIRE_SIGNATURES)
+    list(APPEND shared_args --require-signatures)
   endif()
   if(arg_LOCKED OR DEFINED arg_LOCKFILE)
     # Exactly the locked bytes (neuron-cache lock): nothing to compile or push here.

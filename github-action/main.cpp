@@ -20,6 +20,7 @@
 
 #include "neuron_cache/config/redact.h"
 #include "neuron_cache/config/settings.h"
+#include "neuron_cache/config/trust_settings.h"
 #include "neuron_cache/error.h"
 #include "neuron_cache/format/bytes.h"
 #include "neuron_cache/format/timestamp.h"
@@ -56,11 +57,12 @@ constexpr int kExitGate = 3;  // fail-on-miss, as `neuron-cache plan --fail-on-m
 
 // The action.yml inputs this binary reads, as INPUT_<NAME> with '-' as '_' (`binary` is the
 // build step's own). `--list-inputs` prints them so the tests can check action.yml maps each.
-constexpr std::array<const char*, 19> kInputs = {
-    "manifest",      "cache-repo", "mode",         "token",    "read-only",
-    "strict",        "cache-dir",  "configs",      "jobs",     "fail-on-miss",
-    "store-usage",   "wait",       "wait-timeout", "locked",   "lockfile",
-    "gc-older-than", "gc-grace",   "gc-apply",     "gc-squash"};
+constexpr std::array<const char*, 22> kInputs = {
+    "manifest",      "cache-repo",   "mode",         "token",        "read-only",
+    "strict",        "cache-dir",    "configs",      "jobs",         "fail-on-miss",
+    "store-usage",   "wait",         "wait-timeout", "locked",       "lockfile",
+    "gc-older-than", "gc-grace",     "gc-apply",     "gc-squash",    "trusted-keys",
+    "require-signatures", "signing-key"};
 
 enum class Mode { Plan, Prefetch, Compile, Push, All, Gc };
 
@@ -85,6 +87,8 @@ struct Inputs {
   std::optional<int64_t> gc_grace;       // seconds (mode gc)
   bool gc_apply = false;
   bool gc_squash = false;
+  std::vector<std::string> trusted_keys;  // public key lines (config/trust_settings.h)
+  bool require_signatures = false;
 };
 
 std::string env_name(const std::string& input) {
@@ -220,6 +224,8 @@ Inputs read_inputs(std::string token) {
     in.gc_grace = parse_duration(grace, "input gc-grace");
   in.gc_apply = parse_bool("gc-apply", input("gc-apply", "false"));
   in.gc_squash = parse_bool("gc-squash", input("gc-squash", "false"));
+  in.trusted_keys = config::split_key_list(input("trusted-keys"));
+  in.require_signatures = parse_bool("require-signatures", input("require-signatures", "false"));
   check_mode_inputs(in);
   return in;
 }
@@ -482,7 +488,8 @@ report::ProgressDisplay transfer_progress(const config::Settings& settings,
                                  [&commands](const std::string& line) { commands.line(line); });
 }
 
-int run_action(const std::string& token, WorkflowCommands& commands) {
+int run_action(const std::string& token, const std::string& signing_key,
+               WorkflowCommands& commands) {
   Inputs in = read_inputs(token);
   if (in.fail_on_miss && runs_compile(in.mode)) {
     throw input_error(
@@ -498,6 +505,8 @@ int run_action(const std::string& token, WorkflowCommands& commands) {
   config::SettingOverrides overrides;
   if (!in.cache_repo.empty()) overrides.cache_repo = in.cache_repo;
   if (!in.cache_dir.empty()) overrides.cache_dir = in.cache_dir;
+  overrides.trusted_keys = in.trusted_keys;
+  overrides.require_signatures = in.require_signatures;
   config::Settings settings = config::Settings::resolve(env, overrides);
   log::enable(settings.debug_log);
   net::use_trust_settings(settings);
@@ -513,6 +522,11 @@ int run_action(const std::string& token, WorkflowCommands& commands) {
   options.leases.enabled = runs_compile(in.mode) && runs_push(in.mode);
   options.leases.wait = in.wait;
   if (in.wait_timeout) options.leases.wait_timeout = std::chrono::seconds(*in.wait_timeout);
+  // Pushes sign with the signing-key input (the secret key file's text), else with the file
+  // NEURON_CACHE_SIGNING_KEY names.
+  options.signs = runs_push(in.mode);
+  if (!signing_key.empty() && options.signs)
+    options.signing_key = config::signing_key_from_text(signing_key, "the signing-key input");
   settings.detect_compiler(env);
   hub::ClientOptions client_options = hub::HubClient::options_from(settings);
   client_options.audience = hub::Audience::Action;  // advice in the action's words (inputs)
@@ -551,9 +565,23 @@ std::string take_token(WorkflowCommands& commands) {
   return token;
 }
 
+// The signing-key input likewise: its text is a secret key file's ("NAME:<base64 seed>"), masked
+// whole and by its seed, and gone from the environment before any child process starts.
+std::string take_signing_key(WorkflowCommands& commands) {
+  std::string text = input("signing-key");
+  if (!text.empty()) {
+    commands.mask(text);
+    if (size_t colon = text.find(':'); colon != std::string::npos)
+      commands.mask(trim(text.substr(colon + 1)));
+  }
+  unsetenv(env_name("signing-key").c_str());
+  return text;
+}
+
 int main_action(int argc, char** argv) {
   WorkflowCommands commands(std::cout);
   std::string token = take_token(commands);
+  std::string signing_key = take_signing_key(commands);
   std::string arg = argc > 1 ? argv[1] : "";
   if (argc == 2 && arg == "--list-inputs") {
     for (const char* name : kInputs) std::cout << name << "\n";
@@ -570,7 +598,7 @@ int main_action(int argc, char** argv) {
     return kExitInput;
   }
   try {
-    return run_action(token, commands);
+    return run_action(token, signing_key, commands);
   } catch (const Error& error) {
     commands.error(error.what());
     return error.kind() == ErrorKind::Input ? kExitInput : kExitFailed;

@@ -99,15 +99,24 @@ class SchemaCheck {
       for (const auto& name : schema["required"])
         if (!value.contains(name.get<std::string>()))
           out.push_back(where + ": lacks \"" + name.get<std::string>() + "\"");
+    auto is_false = [&schema](const char* keyword) {
+      return schema.contains(keyword) && schema[keyword] == false;
+    };
     bool closed = (as_writer_ && schema.value("x-every-key-documented", false)) ||
-                  schema.value("additionalProperties", true) == false ||
-                  schema.value("unevaluatedProperties", true) == false;
+                  is_false("additionalProperties") || is_false("unevaluatedProperties");
+    // A map ("additionalProperties": {schema}): every value of a name not declared has it.
+    const json* others = schema.contains("additionalProperties") &&
+                                 schema["additionalProperties"].is_object()
+                             ? &schema["additionalProperties"]
+                             : nullptr;
     std::set<std::string> names = declared(schema);
     for (const auto& [name, item] : value.items()) {
       if (closed && !names.count(name))
         out.push_back(where + ": \"" + name + "\" is not in the schema");
       if (schema.contains("properties") && schema["properties"].contains(name))
         check(item, schema["properties"][name], where + "." + name, out);
+      else if (others)
+        check(item, *others, where + "." + name, out);
     }
   }
 
