@@ -94,6 +94,7 @@ void add_lease_options(CLI::App* cmd, const std::shared_ptr<Args>& args) {
 }
 
 void add_compile_options(CLI::App* cmd, const std::shared_ptr<Args>& args) {
+  args->options.compiles = true;
   cmd->add_option("--jobs,-j", args->options.jobs, "Compile this many configurations at once")
       ->check(CLI::Range(1, 256));
   cmd->add_option("--output-dir", args->options.output_dir,
@@ -505,6 +506,7 @@ void register_pipeline(CLI::App& app, Context& context) {
       "training run, a custom loop): the next run with it prefetches them, and "
       "what a run adds is pushed");
   add_common(run, context, run_args, false);
+  run_args->options.compiles = true;  // the command it wraps compiles
   run->add_flag("--read-only", run_args->options.read_only,
                 "Never write to the cache store (the Hub, S3 or the shared folder)");
   run->add_option("--output-dir", run_args->options.output_dir, "Where the run's log goes");
