@@ -84,6 +84,12 @@ std::string unkeyed_fallback(bool compiles) {
          "40-hex commit and set its model_type in the manifest";
 }
 
+// Why an offline store was not asked, by the variable to unset: "HF_HUB_OFFLINE is set".
+std::string offline_cause(const config::Settings& settings) {
+  const std::string& variable = settings.offline_origin.origin;
+  return variable.ends_with("_OFFLINE") ? variable + " is set" : "offline";
+}
+
 }  // namespace
 
 // The debug log's line for one planned configuration: its key and why it has its status (a
@@ -193,7 +199,7 @@ plan::Plan Planner::make_plan(const std::vector<plan::Target>& targets) {
   } else if (!run_.store && run_.remotes.open_store) {
     hub_problem = "the cache store " + run_.repo + " could not be opened";
   } else if (run_.online_store() == nullptr) {
-    hub_problem = "offline: " + storage::describe(run_.store) + " was not asked";
+    hub_problem = offline_cause(run_.settings);
   } else {
     try {
       auto index = run_.lock ? locked_.locked_index()
