@@ -518,6 +518,7 @@ int run_action(const std::string& token, const std::string& signing_key,
   options.strict = in.strict;
   options.read_only = read_only.on;
   options.jobs = in.jobs;
+  options.compiles = runs_compile(in.mode);
   // A matrix of jobs missing the same configurations compiles each once (docs/fleet.md).
   options.leases.enabled = runs_compile(in.mode) && runs_push(in.mode);
   options.leases.wait = in.wait;

@@ -222,6 +222,55 @@ TEST_F(DiagnosesCliTest, DeliberateOfflineFailsNoHarderThanAnOutage) {
   EXPECT_EQ(down.code, offline.code) << down.all();
 }
 
+// HF_HUB_OFFLINE, one model at `main` (no earlier run remembered its commit) and one pinned: plan
+// and prefetch compile nothing, so they never say "compiled"; each message names the cause and
+// the next step once, and the unkeyed row shows no key.
+TEST_F(DiagnosesCliTest, OfflinePlanAndPrefetchWordAnUnkeyedConfigurationForWhatTheyDo) {
+  ManifestSpec spec;
+  spec.revisions[kQwen] = "0123456789abcdef0123456789abcdef01234567";
+  spec.model_types[kQwen] = "qwen2";
+  spec.confs = {{"llama-bs1", 1, 128}, {"qwen-bs1", 1, 128, 2, "bf16", kQwen}};
+  fs::path manifest = write_manifest(spec);
+  const std::string warning = "warning: llama-bs1 has no cache key: " + std::string(kLlama) +
+                              "@main could not be resolved (" + manifest.string() + ":";
+  const std::string cause_and_advice =
+      "the Hub is offline (HF_HUB_OFFLINE) and no earlier run remembered its commit): not looked "
+      "up in the cache; a run that can read the model from the Hub keys it, or pin the model's "
+      "revision to a 40-hex commit and set its model_type in the manifest\n";
+  for (const char* command : {"plan", "prefetch"}) {
+    ToolResult run = tool(std::string(command) + " " + quoted(manifest), "HF_HUB_OFFLINE=1");
+    ASSERT_EQ(run.code, 0) << run.all();
+    EXPECT_EQ(occurrences(run.err, warning), 1u) << run.all();
+    EXPECT_EQ(occurrences(run.err, cause_and_advice), 1u) << run.all();
+    // Each message once: the warning, then (plan) the row's reason, which gives no advice.
+    EXPECT_EQ(occurrences(run.all(), "40-hex"), 1u) << run.all();
+    EXPECT_EQ(occurrences(run.err, "HF_HUB_OFFLINE) and no earlier run"), 1u) << run.all();
+    EXPECT_LE(occurrences(run.out, "HF_HUB_OFFLINE) and no earlier run"), 1u) << run.all();
+    EXPECT_FALSE(contains(run.all(), "compiled")) << run.all();
+    EXPECT_FALSE(contains(run.all(), "was not asked")) << run.all();
+  }
+
+  ToolResult plan = tool("plan " + quoted(manifest), "HF_HUB_OFFLINE=1");
+  EXPECT_TRUE(contains(plan.out, "\ncompile  llama-bs1  no key\n         not keyed: " +
+                                     std::string(kLlama) + "@main could not be resolved ("))
+      << plan.out;
+  EXPECT_TRUE(contains(plan.out, "\ncompile  qwen-bs1   key ")) << plan.out;
+  EXPECT_TRUE(contains(plan.out, "no configuration of " + std::string(kQwen) +
+                                     " is cached locally (HF_HUB_OFFLINE is set)\n"))
+      << plan.out;
+  EXPECT_TRUE(contains(plan.out, "2 to compile (Hub not checked: HF_HUB_OFFLINE is set)\n"))
+      << plan.out;
+
+  ToolResult prefetch = tool("prefetch " + quoted(manifest), "HF_HUB_OFFLINE=1");
+  EXPECT_TRUE(contains(prefetch.out,
+                       "\n1 configuration is not complete locally, and the cache store was not "
+                       "checked (HF_HUB_OFFLINE is set): a run that can read the store may find "
+                       "it\n1 configuration has no cache key and was not looked up (see the "
+                       "warning above)\n"))
+      << prefetch.out;
+  EXPECT_TRUE(server.access_log().empty()) << "offline: no request";
+}
+
 // HF_HUB_OFFLINE speaks of the Hub only: a shared folder store is read and written under
 // --strict; and under --strict a push skipped for any reason (here: the Hub offline) fails.
 TEST_F(DiagnosesCliTest, HubOfflineLeavesOtherStoresOnlineAndStrictFailsASkippedPush) {

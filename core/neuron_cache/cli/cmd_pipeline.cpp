@@ -95,6 +95,7 @@ void add_lease_options(CLI::App* cmd, const std::shared_ptr<Args>& args) {
 }
 
 void add_compile_options(CLI::App* cmd, const std::shared_ptr<Args>& args) {
+  args->options.compiles = true;
   cmd->add_option("--jobs,-j", args->options.jobs, "Compile this many configurations at once")
       ->check(CLI::Range(1, 256));
   cmd->add_option("--output-dir", args->options.output_dir,
@@ -208,18 +209,31 @@ void run_plan(Context& context, Args& args) {
   if (args.fail_on_miss) fail_if_any_would_compile(result.initial);
 }
 
-// The configurations still missing after a prefetch: "not cached" only when the store was read.
+// The `missing` configurations a prefetch left to compile: "not cached" only when the store was
+// read.
+std::string not_fetched_line(size_t missing, const std::string& hub_problem) {
+  bool one = missing == 1;
+  std::string what = count_of(missing, "configuration") + (one ? " is" : " are");
+  if (hub_problem.empty())
+    return what + " not cached and must be compiled (see `neuron-cache plan`)\n";
+  return what + " not complete locally, and the cache store was not checked (" + hub_problem +
+         "): a run that can read the store may find " + (one ? "it" : "them") + "\n";
+}
+
+// The configurations still missing after a prefetch. Unkeyed ones apart: no store can find them
+// until their model is read (the plan's warning said how).
 std::string missing_line(const plan::Plan& plan) {
-  size_t missing = plan.count(plan::Status::Compile) + plan.count(plan::Status::Registry);
-  if (missing == 0) return "";
-  std::string are = missing == 1 ? " is" : " are";
-  if (!plan.hub_problem.empty()) {
-    return count_of(missing, "configuration") + are +
-           " not complete locally, and the cache store was not checked (" + plan.hub_problem +
-           "): a run that can read the store may find them\n";
+  size_t missing = 0, unkeyed = 0;
+  for (const auto& row : plan.rows) {
+    if (plan::runs_compile(row.status)) ++(row.target.unkeyed.empty() ? missing : unkeyed);
   }
-  return count_of(missing, "configuration") + are +
-         " not cached and must be compiled (see `neuron-cache plan`)\n";
+  std::string text = missing > 0 ? not_fetched_line(missing, plan.hub_problem) : "";
+  if (unkeyed > 0) {
+    text += count_of(unkeyed, "configuration") + (unkeyed == 1 ? " has" : " have") +
+            " no cache key and " + (unkeyed == 1 ? "was" : "were") +
+            " not looked up (see the warning above)\n";
+  }
+  return text;
 }
 
 // A folder that holds a bundle's files while a locked prefetch reads them, removed at the end.
@@ -508,6 +522,7 @@ void register_pipeline(CLI::App& app, Context& context) {
       "training run, a custom loop): the next run with it prefetches them, and "
       "what a run adds is pushed");
   add_common(run, context, run_args, false);
+  run_args->options.compiles = true;  // the command it wraps compiles
   run->add_flag("--read-only", run_args->options.read_only,
                 "Never write to the cache store (the Hub, S3 or the shared folder)");
   run->add_option("--output-dir", run_args->options.output_dir, "Where the run's log goes");

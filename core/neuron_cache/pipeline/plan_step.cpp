@@ -74,6 +74,22 @@ void explain_architectures(plan::Plan& plan, const std::map<std::string, std::st
   }
 }
 
+// What becomes of an unkeyed configuration in this command, then how it gets a key. Only a
+// command that compiles compiles it: plan and prefetch only cannot look it up.
+std::string unkeyed_fallback(bool compiles) {
+  std::string done = compiles ? "compiled, but not recorded in the cache index or pushed"
+                              : "not looked up in the cache";
+  return done +
+         "; a run that can read the model from the Hub keys it, or pin the model's revision to a "
+         "40-hex commit and set its model_type in the manifest";
+}
+
+// Why an offline store was not asked, by the variable to unset: "HF_HUB_OFFLINE is set".
+std::string offline_cause(const config::Settings& settings) {
+  const std::string& variable = settings.offline_origin.origin;
+  return variable.ends_with("_OFFLINE") ? variable + " is set" : "offline";
+}
+
 }  // namespace
 
 // The debug log's line for one planned configuration: its key and why it has its status (a
@@ -103,7 +119,7 @@ std::vector<plan::Target> Planner::targets() {
   context.optimum_neuron_version = run_.manifest.optimum_neuron_version;
   context.env_flags = plan::flag_words(run_.settings.cc_flags.value);
   // Keys cannot be made without revisions: with the Hub unreachable, a revision no earlier run
-  // remembered leaves its configuration unkeyed (compiled, never recorded or pushed).
+  // remembered leaves its configuration unkeyed (never looked up, recorded or pushed).
   std::vector<plan::Target> targets = plan::make_targets(run_.manifest, context, resolver);
   std::vector<std::string> remembered;
   for (const auto& used : resolver.from_memo()) {
@@ -120,17 +136,14 @@ std::vector<plan::Target> Planner::targets() {
 }
 
 void Planner::note_unkeyed(std::vector<plan::Target>& targets) {
-  static const std::string kFallback =
-      "compiled, but not recorded in the cache index or pushed; a run that can read the model "
-      "from the Hub keys it (or give the model's model_type and a 40-hex revision in the "
-      "manifest so no Hub is needed)";
+  const std::string fallback = unkeyed_fallback(run_.options.compiles);
   std::vector<std::string> outage;
   for (auto& target : targets) {
     if (target.unkeyed.empty()) continue;
     std::string detail = target.unkeyed;
     target.unkeyed = run_.brief(detail);
     if (target.unkeyed == detail) {
-      run_.cache_problem(target.configuration.name + " has no cache key: " + detail, kFallback);
+      run_.cache_problem(target.configuration.name + " has no cache key: " + detail, fallback);
       continue;
     }
     target.unkeyed = target.inputs.model_id + " could not be resolved: " + target.unkeyed;
@@ -140,7 +153,7 @@ void Planner::note_unkeyed(std::vector<plan::Target>& targets) {
   std::string what = count_of(outage.size(), "configuration") + " (" + list_of(outage) +
                      ") have no cache key, their models being unreadable";
   if (run_.options.strict) throw operational_error(what);
-  run_.note(true, what + ": " + kFallback);
+  run_.note(true, what + ": " + fallback);
 }
 
 plan::Target Planner::profile_target(const std::string& name) {
@@ -186,7 +199,7 @@ plan::Plan Planner::make_plan(const std::vector<plan::Target>& targets) {
   } else if (!run_.store && run_.remotes.open_store) {
     hub_problem = "the cache store " + run_.repo + " could not be opened";
   } else if (run_.online_store() == nullptr) {
-    hub_problem = "offline: " + storage::describe(run_.store) + " was not asked";
+    hub_problem = offline_cause(run_.settings);
   } else {
     try {
       auto index = run_.lock ? locked_.locked_index()

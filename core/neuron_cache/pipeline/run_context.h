@@ -53,6 +53,9 @@ struct Options {
   std::vector<std::string> configs;  // only these configuration names; empty: all
   bool strict = false;
   bool read_only = false;
+  // The command compiles what is missing (ci, compile, run): messages about a configuration
+  // that cannot be keyed say what becomes of it in this command, compiled or only not looked up.
+  bool compiles = false;
   int jobs = 1;
   std::filesystem::path output_dir = "neuron-cache-output";  // compile outputs and logs
   transfer::PushOptions push;

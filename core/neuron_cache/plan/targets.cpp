@@ -50,14 +50,14 @@ std::vector<std::string> flag_words(const std::string& neuron_cc_flags) {
 }
 
 storage::ModelSource& ModelResolver::online(const manifest::Configuration& c,
-                                            const std::string& why) {
+                                            const std::string& wanted) {
   // Deliberately offline is the Hub being out of reach on purpose: the same fallback as an
-  // outage (an earlier answer, else an unkeyed compile), never a harder failure than it.
+  // outage (an earlier answer, else an unkeyed configuration), never a harder failure than it.
+  // The cause only: the planner's warning says what to do, once (pipeline/plan_step.cpp).
   if (client_ == nullptr || client_->offline()) {
-    throw operational_error(c.source.to_string() + ": cannot " + why + " of " + c.model_id +
-                            ": the Hub is offline (HF_HUB_OFFLINE) and no earlier run remembered "
-                            "it; pin the model's revision to a 40-hex commit and set its "
-                            "model_type in the manifest");
+    throw operational_error(c.source.to_string() +
+                            ": the Hub is offline (HF_HUB_OFFLINE) and no earlier run remembered " +
+                            wanted);
   }
   return *client_;
 }
@@ -109,8 +109,7 @@ ResolvedModel ModelResolver::resolve_hub(const manifest::Configuration& c) {
   if (is_commit_id(revision)) {
     model.revision = revision;
   } else {
-    model.revision =
-        online(c, "resolve revision \"" + revision + "\"").commit_of(c.model_id, revision);
+    model.revision = online(c, "its commit").commit_of(c.model_id, revision);
   }
   if (c.model_type) {
     model.model_type = *c.model_type;
@@ -134,7 +133,7 @@ std::string ModelResolver::model_type_from_hub(const manifest::Configuration& c,
                                                const std::string& commit) {
   const std::string origin = c.model_id + "/config.json at " + commit.substr(0, 12);
   for (int attempt = 1;; ++attempt) {
-    auto text = online(c, "read config.json").read_file(c.model_id, "config.json", commit);
+    auto text = online(c, "its model_type").read_file(c.model_id, "config.json", commit);
     if (!text) {
       throw input_error(c.source.to_string() + ": " + c.model_id +
                         " has no config.json: set model_type in the manifest");

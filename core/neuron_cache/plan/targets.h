@@ -76,8 +76,9 @@ class ModelResolver {
   std::string model_type_from_hub(const manifest::Configuration& configuration,
                                   const std::string& commit);
   std::optional<std::string> read_config(const Target& target, std::string* why);
+  // The Hub, or an operational Error when offline: no earlier run remembered `wanted`.
   storage::ModelSource& online(const manifest::Configuration& configuration,
-                               const std::string& why);
+                               const std::string& wanted);
 
   storage::ModelSource* client_;
   std::filesystem::path manifest_dir_;

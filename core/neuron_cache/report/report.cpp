@@ -364,6 +364,11 @@ std::string location_of(const storage::Store* store) {
   return store ? store->location() : "";
 }
 
+// A key made without the model's revision (plan::Target::unkeyed) is not shown: it finds nothing.
+std::string key_cell(const plan::Target& target) {
+  return target.unkeyed.empty() ? "`" + target.key.substr(0, 12) + "`" : "no key";
+}
+
 }  // namespace
 
 std::string lease_line(const pipeline::CompileStep& step) {
@@ -430,7 +435,9 @@ std::string plan_text(const plan::Plan& plan) {
     line.resize(9, ' ');
     std::string name = row.target.configuration.name;
     name.resize(width, ' ');
-    line += name + "  key " + row.target.key.substr(0, 12);
+    // A key made without the model's revision is no key: it finds nothing.
+    line +=
+        name + (row.target.unkeyed.empty() ? "  key " + row.target.key.substr(0, 12) : "  no key");
     if (row.status == plan::Status::Store) {
       line += "  download " + human_bytes(row.bytes_to_download) + " in " +
               std::to_string(row.files_to_download) + " files";
@@ -497,8 +504,8 @@ std::string run_markdown(const RunResult& run) {
     if (const auto* o = find_outcome(run, row.target.key); o && o->ok && !o->not_recorded.empty())
       note = "not recorded: " + o->not_recorded;
     md += "| " + markdown_text(row.target.configuration.name) + " | " +
-          markdown_text(row.target.configuration.model_id) + " | " + outcome_of(run, row) + " | `" +
-          row.target.key.substr(0, 12) + "` | " + markdown_text(note) + " |\n";
+          markdown_text(row.target.configuration.model_id) + " | " + outcome_of(run, row) + " | " +
+          key_cell(row.target) + " | " + markdown_text(note) + " |\n";
   }
   if (!run.notices.empty()) {
     md += "\n### Notices\n\n";
