@@ -58,11 +58,14 @@ constexpr int kExitGate = 3;  // fail-on-miss, as `neuron-cache plan --fail-on-m
 // The action.yml inputs this binary reads, as INPUT_<NAME> with '-' as '_' (`binary` is the
 // build step's own). `--list-inputs` prints them so the tests can check action.yml maps each.
 constexpr std::array<const char*, 22> kInputs = {
-    "manifest",      "cache-repo",   "mode",         "token",        "read-only",
-    "strict",        "cache-dir",    "configs",      "jobs",         "fail-on-miss",
-    "store-usage",   "wait",         "wait-timeout", "locked",       "lockfile",
-    "gc-older-than", "gc-grace",     "gc-apply",     "gc-squash",    "trusted-keys",
-    "require-signatures", "signing-key"};
+    "manifest",      "cache-repo",   "mode",
+    "token",         "read-only",    "strict",
+    "cache-dir",     "configs",      "jobs",
+    "fail-on-miss",  "store-usage",  "wait",
+    "wait-timeout",  "locked",       "lockfile",
+    "gc-older-than", "gc-grace",     "gc-apply",
+    "gc-squash",     "trusted-keys", "require-signatures",
+    "signing-key"};
 
 enum class Mode { Plan, Prefetch, Compile, Push, All, Gc };
 

@@ -319,6 +319,61 @@ TEST_F(GithubActionTest, MainPushCompilesPushesAndMasksTheToken) {
   EXPECT_FALSE(contains(children, "INPUT_TOKEN"));
 }
 
+// The signing-key input (a secret key file's text) signs what main's run pushes: masked before
+// anything is printed, never in a file the runner keeps, gone from the compile commands'
+// environment. With require-signatures, optimum-neuron's hub proxy is kept from the compiles; a
+// second machine trusting the key fetches everything, one trusting another key fetches nothing.
+TEST_F(GithubActionTest, SigningKeyInputSignsThePushAndRequiredSignaturesAreChecked) {
+  auto key = [this](const std::string& name) {
+    fs::path file = work / (name + ".secret");
+    std::string public_line;
+    EXPECT_EQ(testing::run_command(quoted(NEURON_CACHE_TOOL) + " key generate " + name +
+                                       " --secret-file " + quoted(file),
+                                   &public_line),
+              0);
+    return std::pair{read_file(file), public_line.substr(0, public_line.find('\n'))};
+  };
+  auto [secret, trusted] = key("acme-ci-1");
+  auto [other_secret, other] = key("other-1");
+  std::string seed = secret.substr(secret.find(':') + 1, 44);
+  std::map<std::string, std::string> inputs = {{"manifest", "neuron-cache.yaml"},
+                                               {"mode", "all"},
+                                               {"token", kToken},
+                                               {"cache-dir", (work / "signer").string()},
+                                               {"trusted-keys", trusted},
+                                               {"require-signatures", "true"},
+                                               {"signing-key", secret}};
+  ActionRun r = run(inputs);
+  ASSERT_EQ(r.code, 0) << r.out << r.err;
+  EXPECT_EQ(r.outputs["compiled"], "5");
+  EXPECT_TRUE(contains(r.out, "::add-mask::" + seed + "\n")) << r.out;
+  EXPECT_EQ(occurrences(r.out, seed), 2u) << "only in the two add-mask lines: " << r.out;
+  for (const auto& text : {r.err, r.output_file, r.summary, r.report_text})
+    EXPECT_FALSE(contains(text, seed));
+  std::string children = child_environments();
+  EXPECT_FALSE(contains(children, seed));
+  EXPECT_FALSE(contains(children, "INPUT_SIGNING_KEY")) << children;
+  EXPECT_TRUE(contains(children, "CUSTOM_CACHE_REPO=neuron-cache--signatures-required"))
+      << children;
+
+  inputs.erase("signing-key");
+  inputs["cache-dir"] = (work / "trusting").string();
+  ActionRun fetched = run(inputs);
+  ASSERT_EQ(fetched.code, 0) << fetched.out << fetched.err;
+  EXPECT_EQ(fetched.outputs["hits"], "5") << fetched.out;
+  EXPECT_EQ(fetched.report["totals"]["refused"], 0);
+
+  inputs["cache-dir"] = (work / "distrusting").string();
+  inputs["trusted-keys"] = other;
+  inputs["mode"] = "plan";
+  ActionRun refused = run(inputs);
+  ASSERT_EQ(refused.code, 0) << refused.out << refused.err;
+  EXPECT_EQ(refused.outputs["misses"], "5") << refused.out;
+  EXPECT_EQ(refused.report["totals"]["refused"], 5) << refused.report_text;
+  EXPECT_TRUE(contains(refused.summary, "signed only by keys that are not trusted: acme-ci-1"))
+      << refused.summary;
+}
+
 // (2) a second machine (empty cache) after main's run: everything comes from the Hub.
 // Issue 22: the action's user has inputs and secrets, not `neuron-cache whoami`: a missing
 // token, a refused one and a missing repo are each explained in those words.
