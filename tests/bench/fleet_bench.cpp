@@ -6,6 +6,10 @@
 //                happened before compile leases: jobs x configurations compiles)
 //   with leases  `neuron-cache ci`: one job holds each configuration's lease and compiles it,
 //                the others wait for its push and fetch it (one compile per configuration)
+//   signed       the same with signed entries (docs/signing.md): each job signs its push with
+//                NEURON_CACHE_SIGNING_KEY, and its manifest trusts that key and requires
+//                signatures, so every fetch is verified; the cost of signing and verifying is
+//                this row beside the one above
 // Measured per scenario: the wall time of the whole matrix (first start to last exit), the
 // compiles the stand-in compiler logged (STAND_IN_CALL_LOG lines whose "compiled" is not empty),
 // the compile time they stand for (compiles x --compile-seconds), the CPU time of the fleet's
@@ -137,8 +141,12 @@ std::string quoted(const fs::path& path) {
 }
 
 // The Hub repo of one scenario's store (each scenario starts from an empty one).
-std::string hub_repo(bool leases, int round) {
-  return std::string("acme/fleet-") + (leases ? "leases" : "today") + "-r" + std::to_string(round);
+std::string hub_repo(bool leases, int round, bool signs = false) {
+  return std::string("acme/fleet-") +
+         (signs    ? "signed"
+          : leases ? "leases"
+                   : "today") +
+         "-r" + std::to_string(round);
 }
 
 // One Hub server for the whole run: the model's config.json (every store's jobs resolve the
@@ -147,10 +155,10 @@ json hub_config(const Options& o) {
   json config = testing::cache_hub_config(
       testing::kTestCacheRepo, {{kModel, {{"config.json", R"({"model_type": "llama"})"}}}});
   for (int round = 1; round <= o.rounds; ++round) {
-    for (bool leases : {false, true})
-      config["repos"].push_back({{"id", hub_repo(leases, round)},
-                                 {"private", false},
-                                 {"files", {{"README.md", "# fleet-bench\n"}}}});
+    for (const std::string& repo :
+         {hub_repo(false, round), hub_repo(true, round), hub_repo(true, round, true)})
+      config["repos"].push_back(
+          {{"id", repo}, {"private", false}, {"files", {{"README.md", "# fleet-bench\n"}}}});
   }
   return config;
 }
@@ -244,14 +252,32 @@ void count_compiles(const fs::path& call_log, Scenario& s) {
 }
 
 // One scenario on a fresh store: `jobs` concurrent `ci` runs of one manifest.
+// A signing key for the signed scenario, made with `neuron-cache key generate`: the manifest's
+// trusted_keys line and the environment that signs with it.
+struct Signing {
+  std::string trusted;  // "trusted_keys: [...]\nrequire_signatures: true\n"
+  std::string env;
+};
+
+Signing make_signing(const testing::HubServer& hub, const fs::path& dir) {
+  fs::create_directories(dir / "keys");
+  testing::ToolRunner keys(dir / "keys", dir / "keys", hub.url(), dir / "keys" / "c");
+  fs::path secret = dir / "keys" / "fleet-1.secret";
+  testing::ToolResult made = keys.run("key generate fleet-1 --secret-file " + quoted(secret));
+  if (made.code != 0) throw std::runtime_error("neuron-cache key generate failed:\n" + made.all());
+  std::string line = made.out.substr(0, made.out.find('\n'));
+  return {"trusted_keys: [\"" + line + "\"]\nrequire_signatures: true\n",
+          " NEURON_CACHE_SIGNING_KEY=" + secret.string()};
+}
+
 Scenario run_scenario(const Options& o, const testing::HubServer& hub, const std::string& store,
-                      bool leases, int round, const fs::path& dir) {
+                      bool leases, int round, const fs::path& dir, bool signs = false) {
   fs::create_directories(dir);
   std::optional<testing::S3StandIn> s3;
   std::string repo;
   std::string store_env;
   if (store == "hub") {
-    repo = hub_repo(leases, round);
+    repo = hub_repo(leases, round, signs);
   } else if (store == "folder") {
     fs::create_directories(dir / "share");
     repo = "file://" + (dir / "share").string();
@@ -271,7 +297,8 @@ Scenario run_scenario(const Options& o, const testing::HubServer& hub, const std
   for (int i = 1; i <= o.configurations; ++i)
     model.configurations.push_back({"c" + std::to_string(i), i});
   fs::path manifest = dir / "neuron-cache.yaml";
-  testing::write_file(manifest, testing::stand_in_manifest({model}));
+  Signing signing = signs ? make_signing(hub, dir) : Signing{};
+  testing::write_file(manifest, signing.trusted + testing::stand_in_manifest({model}));
 
   char delay[32];
   std::snprintf(delay, sizeof delay, "%g", o.compile_seconds / kGraphsPerConfiguration);
@@ -287,7 +314,7 @@ Scenario run_scenario(const Options& o, const testing::HubServer& hub, const std
                        quoted(machine / "report.json") + (leases ? "" : " --no-wait");
     // After ToolRunner's STAND_IN_DELAY=0: in `env`, the later NAME=value wins.
     std::string env = store_env + " NEURON_CACHE_LEASE_POLL_MS=200 RUNNER_NAME=job-" +
-                      std::to_string(job) + " STAND_IN_DELAY=" + delay;
+                      std::to_string(job) + " STAND_IN_DELAY=" + delay + signing.env;
     lines.push_back(runner.command(args, env));
     logs.push_back(machine / "ci.log");
   }
@@ -443,11 +470,13 @@ int bench(const Options& o, const fs::path& work, const testing::HubServer& hub)
       o.jobs, o.configurations, o.compile_seconds, o.rounds, o.rounds == 1 ? "" : "s");
   bool failed = false;
   for (const std::string& store : stores_of(o)) {
-    std::vector<Scenario> today, leased;
+    std::vector<Scenario> today, leased, signed_leases;
     for (int round = 1; round <= o.rounds; ++round) {
       std::string tag = store + "-r" + std::to_string(round);
       today.push_back(run_scenario(o, hub, store, false, round, work / (tag + "-today")));
       leased.push_back(run_scenario(o, hub, store, true, round, work / (tag + "-leases")));
+      signed_leases.push_back(
+          run_scenario(o, hub, store, true, round, work / (tag + "-signed"), true));
     }
     std::printf("\nstore: %s%s\n", describe_store(store).c_str(),
                 o.rounds > 1 ? " (wall and CPU: median of rounds; counts: min-max)" : "");
@@ -457,6 +486,7 @@ int bench(const Options& o, const fs::path& work, const testing::HubServer& hub)
     std::printf("  jobs ok\n");
     print_row("today (ci --no-wait)", today, o);
     print_row("with leases (ci)", leased, o);
+    print_row("signed, verified", signed_leases, o);
 
     double wall_today = median(each_double(today, [](const Scenario& s) { return s.wall; }));
     double wall_leases = median(each_double(leased, [](const Scenario& s) { return s.wall; }));
@@ -465,6 +495,15 @@ int bench(const Options& o, const fs::path& work, const testing::HubServer& hub)
     std::printf("leases: %s compiles vs %s, wall %.2fx of today's (%.1f s vs %.1f s)\n",
                 spread(leased_compiles).c_str(), spread(today_compiles).c_str(),
                 wall_today > 0 ? wall_leases / wall_today : 0.0, wall_leases, wall_today);
+    double wall_signed =
+        median(each_double(signed_leases, [](const Scenario& s) { return s.wall; }));
+    double cpu_leases = median(each_double(leased, [](const Scenario& s) { return s.cpu; }));
+    double cpu_signed = median(each_double(signed_leases, [](const Scenario& s) { return s.cpu; }));
+    std::printf(
+        "signed: wall %.2fx of unsigned leases' (%.1f s vs %.1f s), CPU %+.1f s (%.1f s vs "
+        "%.1f s)\n",
+        wall_leases > 0 ? wall_signed / wall_leases : 0.0, wall_signed, wall_leases,
+        cpu_signed - cpu_leases, cpu_signed, cpu_leases);
     std::string holders;
     for (const auto& [job, count] : leased.back().held_by)
       holders += (holders.empty() ? "" : ", ") + job + " " + std::to_string(count);
@@ -482,20 +521,20 @@ int bench(const Options& o, const fs::path& work, const testing::HubServer& hub)
                   rounds == &today ? "today" : "with leases", *first, *last);
     }
 
-    for (const auto* rounds : {&today, &leased}) {
+    for (const auto* rounds : {&today, &leased, &signed_leases}) {
+      const char* name = rounds == &today ? "today" : rounds == &leased ? "with leases" : "signed";
       for (size_t r = 0; r < rounds->size(); ++r) {
         for (const auto& problem : (*rounds)[r].problems) {
-          std::printf("FAILED (%s, %s, round %zu): %s\n", store.c_str(),
-                      rounds == &today ? "today" : "with leases", r + 1, problem.c_str());
+          std::printf("FAILED (%s, %s, round %zu): %s\n", store.c_str(), name, r + 1,
+                      problem.c_str());
           failed = true;
         }
-      }
-    }
-    for (size_t r = 0; r < leased.size(); ++r) {
-      if (leased[r].compiles != o.configurations) {
-        std::printf("WRONG (%s, round %zu): with leases %d compiles, expected exactly %d\n",
-                    store.c_str(), r + 1, leased[r].compiles, o.configurations);
-        failed = true;
+        // A fetch refused for its signature would compile again: exactly one compile each.
+        if (rounds != &today && (*rounds)[r].compiles != o.configurations) {
+          std::printf("WRONG (%s, %s, round %zu): %d compiles, expected exactly %d\n",
+                      store.c_str(), name, r + 1, (*rounds)[r].compiles, o.configurations);
+          failed = true;
+        }
       }
     }
   }
