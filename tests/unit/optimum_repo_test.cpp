@@ -240,6 +240,54 @@ TEST_F(OptimumRepoTest, PlanNamesRegistryHitsOfARepoWithoutIndex) {
   EXPECT_EQ(listings_for_one, listings_for_three);
 }
 
+// optimum-neuron signs nothing: where signatures are required (here through the environment),
+// its registry entries are not reused, the plan saying so, and its hub proxy is kept from the
+// compile command (a name huggingface_hub refuses as CUSTOM_CACHE_REPO), which compiles; the
+// entries pushed are signed, so a second machine with the same policy fetches them.
+TEST_F(OptimumRepoTest, UnderRequiredSignaturesTheRegistryIsNotReusedAndTheProxyIsKeptAway) {
+  Conf bs1{"llama-bs1", 1, 128}, bs2{"llama-bs2", 2, 128};
+  seed_like_optimum({bs1, bs2});
+  ManifestSpec spec;
+  spec.confs = {bs1, bs2};
+  fs::path manifest = write_manifest(spec);
+  fs::path secret = work / "ci-1.secret";
+  ToolResult made = tool("key generate ci-1 --secret-file " + quoted(secret));
+  ASSERT_EQ(made.code, 0) << made.all();
+  std::string policy = "NEURON_CACHE_REQUIRE_SIGNATURES=1 NEURON_CACHE_TRUSTED_KEYS='" +
+                       made.out.substr(0, made.out.find('\n')) + "'";
+
+  json plan = plan_json(manifest, policy);
+  ASSERT_FALSE(plan.is_null());
+  EXPECT_EQ(plan["registry"], 0) << plan.dump(1);
+  EXPECT_EQ(plan["refused"], 2) << plan.dump(1);
+  for (const auto& row : plan["configurations"]) {
+    EXPECT_EQ(row["status"], "compile") << row;
+    EXPECT_TRUE(contains(row["reason"].get<std::string>(),
+                         "optimum-neuron's registry lists it (" + kCompiler + "/0_REGISTRY/"))
+        << row;
+    EXPECT_TRUE(contains(row["reason"].get<std::string>(), "signatures are required")) << row;
+  }
+
+  ToolResult ci = tool("ci " + quoted(manifest) + " --report " + quoted(work / "signed.json"),
+                       policy + " STAND_IN_PROXY=1 NEURON_CACHE_SIGNING_KEY=" + secret.string());
+  ASSERT_EQ(ci.code, 0) << ci.all();
+  json report = json::parse(read_file(work / "signed.json"));
+  EXPECT_EQ(report["totals"]["compiled"], 2) << report["totals"];
+  EXPECT_EQ(report["totals"]["reused"], 0) << report["totals"];
+  std::ifstream calls_file(call_log);
+  size_t lines = 0;
+  for (std::string line; std::getline(calls_file, line); ++lines) {
+    json call = json::parse(line);
+    EXPECT_FALSE(call["compiled"].empty()) << line;
+    EXPECT_TRUE(call["hub_hits"].empty()) << line;
+    EXPECT_TRUE(contains(call["custom_cache_repo"].get<std::string>(), "--")) << line;
+  }
+  EXPECT_EQ(lines, 2u);
+  json second = plan_json(manifest, policy, work / "second-machine");
+  EXPECT_EQ(second["in_store"], 2) << second.dump(1);
+  EXPECT_EQ(second["refused"], 0) << second.dump(1);
+}
+
 TEST_F(OptimumRepoTest, CiThroughOptimumProxyIndexesRegistryHitsThenPrefetchIsDirect) {
   Conf bs1{"llama-bs1", 1, 128}, bs2{"llama-bs2", 2, 128};
   seed_like_optimum({bs1, bs2});
