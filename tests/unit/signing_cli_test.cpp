@@ -319,6 +319,15 @@ TEST_P(SigningCliTest, BadTrustSettingsAreNamedBeforeAnythingRuns) {
   EXPECT_EQ(none.code, 2) << none.all();
   EXPECT_TRUE(contains(none.err, "no key is trusted")) << none.all();
 
+  // `fetch` installs folders by name, outside any index entry: refused where signatures are
+  // required, before the store is asked anything.
+  ToolResult by_hand = on(1,
+                          "fetch MODULE_0123456789abcdef0123+abcdef01 --compiler-version " +
+                              std::string(testing::kTestCompilerVersion),
+                          "NEURON_CACHE_REQUIRE_SIGNATURES=1");
+  EXPECT_EQ(by_hand.code, 2) << by_hand.all();
+  EXPECT_TRUE(contains(by_hand.err, "no signature covers")) << by_hand.all();
+
   fs::permissions(keys["acme-ci-1"].secret_file, fs::perms::group_read, fs::perm_options::add);
   ToolResult exposed = on(1, "ci " + quoted(manifest), signing("acme-ci-1"));
   EXPECT_EQ(exposed.code, 2) << exposed.all();

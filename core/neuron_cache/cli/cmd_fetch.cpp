@@ -164,6 +164,15 @@ void fetch(Context& context, const Options& options) {
     throw input_error("nothing to fetch: name MODULE_ folders or pass --registry ENTRY");
   }
   const config::Settings& settings = context.settings_with_compiler();
+  if (settings.require_signatures) {
+    // Folders named by hand are installed without an index entry, so no signature covers them.
+    throw input_error(
+        "fetch installs MODULE folders no signature covers, and signatures are "
+        "required (" +
+        settings.require_signatures_origin.origin +
+        "): declare the configurations in a manifest and run `neuron-cache "
+        "prefetch`, which installs only entries a trusted key signed");
+  }
   storage::Store& store = context.store();
   std::string repo = store.name();
   local::LocalCache cache(settings.local_cache_root(), {settings.hf_hub_cache.value});
