@@ -138,6 +138,16 @@ class AbandonedWorkTest : public ::testing::Test {
     server.clear_log();
   }
 
+  // The MODULE_ folders a run compiled into `root`, as fill_hub finds them.
+  void fill_modules_from(const fs::path& root) {
+    module_dirs = {};
+    for (const auto& item : fs::directory_iterator(root / kCompiler)) {
+      std::string name = item.path().filename().string();
+      if (name.starts_with("MODULE_")) module_dirs.insert(name);
+    }
+    ASSERT_EQ(module_dirs.size(), 2u);
+  }
+
   // Every MODULE_ folder the Hub has is SUCCESS in `root` with a whole NEFF.
   void expect_complete(const fs::path& root) const {
     for (const auto& name : module_dirs) {
@@ -373,6 +383,46 @@ TEST_F(AbandonedWorkTest, AFileCutShortIsResumedFromItsJournalByTheNextRun) {
     for (const auto& name : module_dirs)
       EXPECT_TRUE(fs::is_regular_file(cache / kCompiler / name / "model.done")) << name;
     EXPECT_TRUE(staging_folders(cache).empty()) << "the killed run's staging is reclaimed";
+  }
+}
+
+// A push killed (kill -9) inside the resend of an object storage refused as changed in transit
+// (the first PUT corrupted, the re-request of fresh URLs never answered): nothing is committed,
+// nothing is left in TMPDIR, and the next run on the same machine takes its own lease back,
+// pushes every file whole and a second machine installs them.
+TEST_F(AbandonedWorkTest, APushKilledWhileResendingACorruptedUploadLeavesNothingAndRunsAgain) {
+  const json batch = {{"listener", "hub"}, {"path_contains", "/info/lfs/objects/batch"}};
+  server.set_faults(json::array(
+      {{{"match", {{"listener", "cdn"}, {"method", "PUT"}}}, {"action", "corrupt_upload"}},
+       {{"match", batch}, {"action", "delay"}, {"ms", 0}},  // the push's first batch passes
+       {{"match", batch}, {"action", "hang"}}}));           // the resend's batch never answers
+  fs::path cache = work / "cache";
+  fs::path tmp = work / "tmp";
+  fs::create_directories(tmp);
+  pid_t first = start("ci " + quoted(manifest) + " --output-dir " + quoted(work / "out"), cache,
+                      "killed", "TMPDIR=" + tmp.string());
+  ASSERT_TRUE(wait_until([&] { return server.faults()[2]["remaining"] == 0; }))
+      << "the resend's batch request never came";
+  ASSERT_EQ(kill(first, SIGKILL), 0);
+  finish(first, "killed");
+  server.clear_faults();
+  for (const auto& path : hub_files())
+    EXPECT_FALSE(contains(path, "MODULE_") || contains(path, "neuron-cache-index")) << path;
+  EXPECT_TRUE(fs::is_empty(tmp)) << "a killed push leaves nothing in TMPDIR";
+
+  ToolResult again =
+      tool("ci " + quoted(manifest) + " --output-dir " + quoted(work / "out"), cache, "again");
+  ASSERT_EQ(again.code, 0) << again.all();
+  EXPECT_TRUE(contains(again.out, "pushed 1 configuration")) << again.all();
+  fill_modules_from(cache);
+  ToolResult fetched = tool("prefetch " + quoted(manifest), work / "second", "second");
+  ASSERT_EQ(fetched.code, 0) << fetched.all();
+  EXPECT_TRUE(contains(fetched.out, "prefetched 1 configuration")) << fetched.all();
+  expect_complete(work / "second");
+  for (const auto& name : module_dirs) {
+    EXPECT_EQ(sha256_of_file(work / "second" / kCompiler / name / "model.neff"),
+              sha256_of_file(cache / kCompiler / name / "model.neff"))
+        << name;
   }
 }
 
