@@ -44,7 +44,7 @@ enum class Policy { MissOnFailure, Strict, ReadOnly };
 // Every model at one commit, each a llama.
 class FakeModels : public storage::ModelSource {
  public:
-  std::string commit_of(const std::string&, const std::string&) override {
+  std::string commit_of(const std::string&, const std::string&, bool) override {
     return "0123456789abcdef0123456789abcdef01234567";
   }
   std::optional<std::string> read_file(const std::string&, const std::string& path,

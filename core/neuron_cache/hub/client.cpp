@@ -100,13 +100,18 @@ std::string HubClient::api(const std::string& path) const {
 }
 
 net::HttpResponse HubClient::call(net::HttpRequest request, const std::string& what) {
+  return call(std::move(request), what, options_.retry);
+}
+
+net::HttpResponse HubClient::call(net::HttpRequest request, const std::string& what,
+                                  const net::RetryPolicy& retry) {
   check_online(what);
   if (!unreachable().empty()) {
     throw operational_error(what + " was not tried: " + unreachable() +
                             " earlier in this run, so no further request is made; check the "
                             "network and HF_ENDPOINT");
   }
-  net::RetryingExchange exchange(std::move(request), options_.retry);
+  net::RetryingExchange exchange(std::move(request), retry);
   http_.run({&exchange}, 1);
   return exchange.response_;
 }
@@ -225,7 +230,8 @@ std::string HubClient::super_squash(const std::string& repo, const std::string& 
   return printable(answer["commitId"].get<std::string>(), 80);
 }
 
-RepoInfo HubClient::repo_info(const std::string& repo, const std::string& revision) {
+RepoInfo HubClient::repo_info(const std::string& repo, const std::string& revision,
+                              std::optional<std::chrono::milliseconds> answer_wait) {
   check_repo(repo);
   // Only what RepoInfo holds: without `expand` the Hub also sends the repo's whole file list
   // (siblings), 818 KB for an 8,000-file cache repo. huggingface_hub repeats `expand` this way.
@@ -233,7 +239,10 @@ RepoInfo HubClient::repo_info(const std::string& repo, const std::string& revisi
                      url::url_encode(revision.empty() ? "main" : revision, false) +
                      "?expand=sha&expand=private";
   net::HttpRequest request{"GET", api(path)};
-  net::HttpResponse response = call(request, "reading " + repo);
+  request.answer_timeout = answer_wait;
+  net::RetryPolicy once = options_.retry;
+  if (answer_wait) once.max_attempts = 1;
+  net::HttpResponse response = call(request, "reading " + repo, once);
   if (!ok(response)) throw hub_error(response, "reading repo " + repo, repo, advice());
   return net::read_answer(response, net::request_name(request), "a repo", [&](const json& body) {
     net::object_in(body, "the answer");

@@ -120,7 +120,10 @@ class HubClient {
   void require_write_token(const std::string& what);
   // Creates a model repo in `namespace_` (the caller's when empty); returns its id.
   std::string create_repo(const std::string& name, const std::string& namespace_, bool is_private);
-  RepoInfo repo_info(const std::string& repo, const std::string& revision = "main");
+  // With `answer_wait`: asked once, its answer waited for that long at most (the caller has
+  // another answer to fall back to).
+  RepoInfo repo_info(const std::string& repo, const std::string& revision = "main",
+                     std::optional<std::chrono::milliseconds> answer_wait = std::nullopt);
   // Whether `revision` resolves in `repo` (false after a super-squash forgot it); throws on any
   // other failure than the Hub's RevisionNotFound.
   bool revision_exists(const std::string& repo, const std::string& revision);
@@ -169,6 +172,8 @@ class HubClient {
 
   // One API request, retried on transient failures; refuses to run offline.
   net::HttpResponse call(net::HttpRequest request, const std::string& what);
+  net::HttpResponse call(net::HttpRequest request, const std::string& what,
+                         const net::RetryPolicy& retry);
   std::string api(const std::string& path) const;
 
  private:

@@ -132,6 +132,7 @@ std::vector<plan::Target> Planner::targets() {
     run_.note(true, "the Hub could not resolve " + count_of(remembered.size(), "revision") +
                         ": using what an earlier run remembered: " + list_of(remembered));
   note_unkeyed(targets);
+  if (run_.store && run_.store->kind() == storage::Kind::Hub) run_.hub_slow = resolver.slow_hub();
   return targets;
 }
 
@@ -206,7 +207,7 @@ plan::Plan Planner::make_plan(const std::vector<plan::Target>& targets) {
                              : std::make_unique<remote::RemoteIndex>(
                                    remote::RemoteIndex::open(*run_.store, run_.memo_folder()));
       // Read here when a push follows; else on first need (a row not complete locally).
-      if (head_when_local_) index->revision();
+      if (head_when_local_ && run_.hub_slow.empty()) index->revision();
       run_.remote = std::move(index);
     } catch (const Error& error) {
       rethrow_local_disk(error);

@@ -27,6 +27,10 @@ std::string Publisher::why_not_push(bool nothing_new) {
            "with " +
            storage::describe(run_.store->kind()) + " pushes it";
   }
+  if (!run_.hub_slow.empty() && run_.compiled_here == size_t{0}) {
+    return "the Hub did not answer in time (see the warning above) and nothing was compiled "
+           "here: nothing is pushed; a later run pushes what this cache has";
+  }
   if (nothing_new) return "nothing new to push";
   return "";
 }

@@ -140,6 +140,10 @@ class RunContext {
   std::optional<lockfile::Lock> lock;  // locked mode
   // Configurations the compile step of this run recorded; nothing when it did not run.
   std::optional<size_t> compiled_here;
+  // The model whose remembered revision the Hub (the store's host too) did not confirm in time
+  // (ModelResolver::slow_hub), or "": a run with everything local then does not wait for the
+  // store's head, and one that compiled nothing does not push.
+  std::string hub_slow;
 
   // Which store entries may be installed (trusted keys, require_signatures), and the key this
   // run's pushes sign with (null: they do not sign).

@@ -103,13 +103,13 @@ ResolvedModel ModelResolver::resolve_checkout(const manifest::Configuration& c) 
   return model;
 }
 
-ResolvedModel ModelResolver::resolve_hub(const manifest::Configuration& c) {
+ResolvedModel ModelResolver::resolve_hub(const manifest::Configuration& c, bool remembered) {
   ResolvedModel model;
   std::string revision = c.revision.value_or("main");
   if (is_commit_id(revision)) {
     model.revision = revision;
   } else {
-    model.revision = online(c, "its commit").commit_of(c.model_id, revision);
+    model.revision = online(c, "its commit").commit_of(c.model_id, revision, remembered);
   }
   if (c.model_type) {
     model.model_type = *c.model_type;
@@ -254,13 +254,21 @@ ResolvedModel ModelResolver::resolve(const manifest::Configuration& c) {
   if (c.checkout) {
     model = resolve_checkout(c);
   } else {
+    std::optional<ResolvedModel> remembered =
+        client_ && !client_->offline() ? recall(hub_memo_key(c)) : std::nullopt;
     try {
-      model = resolve_hub(c);
+      // The Hub missed a remembered revision's short wait a moment ago: the others remembered
+      // are not asked (a warm run does not wait on a Hub that does not answer).
+      if (remembered && !slow_hub_.empty())
+        throw operational_error("not asked: the Hub did not answer for " + slow_hub_ +
+                                " a moment before");
+      model = resolve_hub(c, remembered.has_value());
       remember(hub_memo_key(c), model);
     } catch (const Error& error) {
       bool hub_unavailable =
           error.kind() == ErrorKind::Operational || client_ == nullptr || client_->offline();
       auto known = hub_unavailable ? recall(hub_memo_key(c)) : std::nullopt;
+      if (remembered && hub_unavailable && slow_hub_.empty()) slow_hub_ = c.model_id;
       // Any operational failure (the Hub down, a damaged answer) with nothing remembered: the
       // configuration is compiled unkeyed with a note, never the build failed.
       if (!known && error.kind() == ErrorKind::Operational) {

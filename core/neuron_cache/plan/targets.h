@@ -60,6 +60,9 @@ class ModelResolver {
   ResolvedModel resolve(const manifest::Configuration& configuration);
   // Answers taken from the memo because the Hub could not be asked (for warnings).
   const std::vector<std::string>& from_memo() const { return from_memo_; }
+  // The model whose remembered revision the Hub did not confirm within its short wait in this
+  // run (then the others remembered were not asked), or "".
+  const std::string& slow_hub() const { return slow_hub_; }
   // The architecture optimum-neuron's lookup computes for the target's model and task
   // (remote::architecture_of its config.json at the target's commit: a digest per transformers
   // release), digests remembered by commit like the model type. Nothing when the target has no
@@ -72,7 +75,8 @@ class ModelResolver {
   std::optional<ResolvedModel> recall(const std::string& memo_key) const;
   void remember(const std::string& memo_key, const ResolvedModel& model) const;
   ResolvedModel resolve_checkout(const manifest::Configuration& configuration);
-  ResolvedModel resolve_hub(const manifest::Configuration& configuration);
+  // `remembered`: an earlier answer is at hand, so the Hub is waited for only briefly.
+  ResolvedModel resolve_hub(const manifest::Configuration& configuration, bool remembered);
   std::string model_type_from_hub(const manifest::Configuration& configuration,
                                   const std::string& commit);
   std::optional<std::string> read_config(const Target& target, std::string* why);
@@ -86,6 +90,7 @@ class ModelResolver {
   std::map<std::string, ResolvedModel> resolved_;
   std::map<std::string, std::string> configs_;  // config.json texts read, by "model@commit"
   std::vector<std::string> from_memo_;
+  std::string slow_hub_;
 };
 
 bool is_commit_id(const std::string& revision);

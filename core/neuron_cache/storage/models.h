@@ -13,8 +13,11 @@ namespace neuron_cache::storage {
 class ModelSource {
  public:
   virtual ~ModelSource() = default;
-  // The commit `revision` (a branch or tag) of `model_id` points to.
-  virtual std::string commit_of(const std::string& model_id, const std::string& revision) = 0;
+  // The commit `revision` (a branch or tag) of `model_id` points to. `remembered`: an earlier
+  // answer is at hand, so the source waits only briefly for this one (ModelSource users fall
+  // back to it), and asks once.
+  virtual std::string commit_of(const std::string& model_id, const std::string& revision,
+                                bool remembered) = 0;
   // A small file at a commit, or nothing when the model has no such file.
   virtual std::optional<std::string> read_file(const std::string& model_id, const std::string& path,
                                                const std::string& revision) = 0;
