@@ -234,12 +234,19 @@ TEST_P(SigningCliTest, AnotherWritersEntryIsCompiledNotInstalled) {
   EXPECT_TRUE(contains(audit.out, "signed by mallory-1 (not trusted here): not installed"))
       << audit.all();
 
-  ToolResult ci = on(3, "ci " + quoted(manifest) + " --json", signing("acme-ci-1"));
+  // The compile command does not learn where the signing key is.
+  ToolResult ci = on(3, "ci " + quoted(manifest) + " --json",
+                     signing("acme-ci-1") + " STAND_IN_PRINT_ENV=NEURON_CACHE_SIGNING_KEY");
   ASSERT_EQ(ci.code, 0) << ci.all();
   json report = json::parse(ci.out);
   EXPECT_EQ(report["totals"]["compiled"], 2) << report.dump(1);
   EXPECT_EQ(report["totals"]["refused"], 2) << report.dump(1);
   EXPECT_EQ(report["push"]["replaced"].size(), 2u) << report.dump(1);
+  EXPECT_EQ(report["push"]["pushed"].size(), 2u) << report.dump(1);
+  EXPECT_EQ(report["push"]["already_in_store"].size(), 0u) << "offered once" << report.dump(1);
+  std::string log = read_file(work / "machine3" / "neuron-cache-output" / "c1.log");
+  EXPECT_TRUE(contains(log, "NEURON_CACHE_SIGNING_KEY=\n")) << log;
+  EXPECT_FALSE(contains(log, keys["acme-ci-1"].secret_file.string())) << log;
   EXPECT_EQ(neff_size(3), 65536u);
   ToolResult healed = on(4, "prefetch " + quoted(manifest));
   ASSERT_EQ(healed.code, 0) << healed.all();

@@ -33,6 +33,8 @@ nlohmann::json typed(const Row& row) {
 std::vector<Row> rows(const config::Settings& s) {
   config::Setting token = s.token;
   token.value = config::mask_token(token.value);
+  config::Setting keys = s.trusted_keys;  // one key per line: one line here
+  for (char& c : keys.value) c = c == '\n' ? ',' : c;
   return {
       {"cache_dir", s.cache_dir},
       {"cache_repo", s.cache_repo},
@@ -61,6 +63,9 @@ std::vector<Row> rows(const config::Settings& s) {
       {"lease_poll_ms", s.lease_poll_ms, Type::Number},
       {"runner_name", s.runner_name, Type::Text},
       {"max_size", s.max_size},
+      {"trusted_keys", keys},
+      {"require_signatures", s.require_signatures_origin, Type::Flag},
+      {"signing_key", s.signing_key},
       {"debug_log", s.debug_log_origin, Type::Flag},
   };
 }

@@ -52,7 +52,8 @@ std::string policy_text(const config::TrustPolicy& trust) {
   if (!trust.active()) return "no trusted key: signatures are listed, not checked";
   return std::to_string(trust.keys.size()) + " trusted " +
          (trust.keys.size() == 1 ? "key" : "keys") + " (" + trust.keys_origin + ")" +
-         (trust.require ? ", signatures required" : ", signatures not required");
+         (trust.require ? ", signatures required (" + trust.require_origin + ")"
+                        : ", signatures not required");
 }
 
 void print_text(const pipeline::VerifyStep& step, const config::TrustPolicy& trust) {

@@ -140,6 +140,9 @@ constexpr const char* kReusedThroughProxy = "reused from the Hub through optimum
 // optimum-neuron's default public repo, to be recorded and signed as compiled here.
 constexpr const char* kNoHubCache = "neuron-cache--signatures-required--no-hub-cache";
 
+// Where the signing key is, kept from the commands a run starts: they need it for nothing.
+constexpr const char* kSigningKeyVariable = "NEURON_CACHE_SIGNING_KEY";
+
 bool proxy_possible(const std::map<std::string, std::string>& child_env) {
   auto repo = child_env.find("CUSTOM_CACHE_REPO");
   return repo != child_env.end() && !repo->second.empty() && repo->second != kNoHubCache;
@@ -390,6 +393,7 @@ CompileOutcome Compiler::compile_one(const plan::PlanRow& row, std::chrono::seco
                                       (output_dir / c.name).string());
   run.set_env = run_.manifest.compile->env;
   add_hub_env(run.set_env);
+  run.unset_env.push_back(kSigningKeyVariable);
   run.set_env["NEURON_COMPILE_CACHE_URL"] = capture->dir().string();
   run.set_env["NEURON_CC_FLAGS"] = child_cc_flags(c.compiler_flags, run_.settings);
   run.log_file = output_dir / (c.name + ".log");
@@ -717,6 +721,7 @@ WrappedRun Compiler::run_wrapped(const plan::Target* target, const std::vector<s
   compile::CommandRun run;
   run.argv = argv;
   add_hub_env(run.set_env);
+  run.unset_env.push_back(kSigningKeyVariable);
   run.set_env["NEURON_COMPILE_CACHE_URL"] = capture->dir().string();
   run.set_env["NEURON_CC_FLAGS"] = child_cc_flags(
       target ? target->configuration.compiler_flags : std::vector<std::string>{}, run_.settings);

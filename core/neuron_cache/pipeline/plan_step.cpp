@@ -417,7 +417,9 @@ plan::Plan Planner::plan_run(const plan::Target& target) {
       run_.local_index->find(target.inputs.compiler_version, target.key);
   if (!hub || !local) return plan;
   if (auto why = plan::refusal(*hub, run_.trust)) {
-    row.refused = *why;  // the local entry is this machine's own; the store's adds nothing
+    // The local entry is this machine's own; the store's, refused, adds nothing to it.
+    if (row.status != plan::Status::Local) row.refused = *why;
+    log::debug("decide", target.configuration.name + ": the store's entry is not used: " + *why);
     return plan;
   }
   if (row.status == plan::Status::Local && ai::covers(*local, *hub)) return plan;

@@ -85,11 +85,20 @@ std::vector<std::string> Publisher::covered_on_hub(const std::vector<const plan:
   return found;
 }
 
+void Publisher::remember_stored(const std::vector<ai::Entry>& entries,
+                                const transfer::PushResult& result) {
+  std::set<std::string> keys(result.pushed.begin(), result.pushed.end());
+  keys.insert(result.already_stored.begin(), result.already_stored.end());
+  for (const auto& entry : entries)
+    if (keys.count(entry.key)) stored_this_run_.insert(contents_id(entry));
+}
+
 std::vector<ai::Entry> Publisher::not_on_hub(const plan::Plan& plan) {
   std::vector<const plan::PlanRow*> local;
   std::vector<std::string> ids;
   for (const auto& row : plan.rows) {
     if (row.status != plan::Status::Local || !row.entry) continue;
+    if (stored_this_run_.count(contents_id(*row.entry))) continue;
     local.push_back(&row);
     ids.push_back(contents_id(*row.entry));
   }
@@ -144,6 +153,7 @@ PushStep Publisher::push(const plan::Plan& plan, const transfer::AlsoCommit& als
     transfer::PushOptions options = run_.options.push;
     options.signer = run_.signer.get();
     step.result = transfer::push(*run_.writer, *run_.local_index, entries, options, also);
+    remember_stored(entries, step.result);
     for (const auto& [key, why] : step.result.replaced) run_.note(true, key + ": " + why);
     for (const auto& [key, why] : step.result.skipped)
       run_.note(true, "not pushed: " + key + ": " + why);

@@ -5,6 +5,7 @@
 
 #include <filesystem>
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -45,8 +46,13 @@ class Publisher {
   // (none when it cannot be read).
   std::vector<std::string> covered_on_hub(const std::vector<const plan::PlanRow*>& rows);
   std::string contents_id(const artifact_index::Entry& entry) const;
+  void remember_stored(const std::vector<artifact_index::Entry>& entries,
+                       const transfer::PushResult& result);
 
   RunContext& run_;
+  // What an earlier push of this run placed in the store (contents ids): a later push of the
+  // run (after waiting for other machines) does not offer it again on a stale view of the store.
+  std::set<std::string> stored_this_run_;
 };
 
 }  // namespace neuron_cache::pipeline
