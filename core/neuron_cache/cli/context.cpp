@@ -44,9 +44,7 @@ void Context::use_manifest(const std::string& file) {
 }
 
 bool Context::store_named() {
-  const std::string& origin = settings().cache_repo.origin;
-  return origin == "--repo" || origin == "CUSTOM_CACHE_REPO" ||
-         origin.starts_with("the manifest's cache_repo");
+  return settings().cache_repo_named;
 }
 
 pipeline::Remotes Context::remotes() {

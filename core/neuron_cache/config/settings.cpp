@@ -120,6 +120,7 @@ void resolve_cache_dir(Settings& s, const Environment& env, const SettingOverrid
 void resolve_cache_repo(Settings& s, const Environment& env, const SettingOverrides& o,
                         const ManifestLayer& m) {
   auto custom = env.get("CUSTOM_CACHE_REPO");
+  s.cache_repo_named = o.cache_repo || m.cache_repo || custom;
   if (o.cache_repo) {
     s.cache_repo = {*o.cache_repo, "--repo"};
   } else if (m.cache_repo) {

@@ -75,6 +75,9 @@ struct Settings {
   bool cache_dir_is_s3 = false;   // an s3:// URL: not a local path, local commands refuse it
   bool caching_disabled = false;  // --no_cache / --no-cache in NEURON_CC_FLAGS
   Setting cache_repo;
+  // Whether the cache repo was named for this run (--repo, the manifest, CUSTOM_CACHE_REPO), not
+  // taken from the saved file or optimum-neuron's default: what gc --apply requires.
+  bool cache_repo_named = false;
   Setting token;  // the secret itself: print only mask_token(token.value)
   Setting endpoint;
   // HF_HUB_OFFLINE (or NEURON_CACHE_OFFLINE): no request to the Hugging Face Hub, as a store or

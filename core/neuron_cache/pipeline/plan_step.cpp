@@ -388,10 +388,8 @@ void Planner::describe_repo(plan::Plan& plan) const {
   } else if (!run_.repo.empty()) {
     // Not opened (its failure was said): still named by its kind, never taken for the Hub.
     try {
-      store_name::StoreKind kind = store_name::parse_store_name(run_.repo, "the cache repo").kind;
-      plan.store = kind == store_name::StoreKind::S3       ? "s3"
-                   : kind == store_name::StoreKind::Folder ? "folder"
-                                                           : "hub";
+      plan.store =
+          storage::kind_name(store_name::parse_store_name(run_.repo, "the cache repo").kind);
     } catch (const Error&) {
       // A name that is no store: the plan names none.
     }

@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "neuron_cache/error.h"
+#include "neuron_cache/format/store_name.h"
 #include "neuron_cache/net/byte_range.h"
 
 namespace neuron_cache::storage {
@@ -183,7 +184,8 @@ class Read {
   std::variant<T, Failure> state_;
 };
 
-enum class Kind { Hub, S3, Folder };
+// A store's kind is the kind of the name that opens it (one enum for both).
+using Kind = store_name::StoreKind;
 std::string_view kind_name(Kind kind);  // "hub", "s3", "folder"
 // The kind kind_name gives `name`; "" (no store) reads as the Hub, optimum-neuron's default.
 Kind kind_named(std::string_view name);
