@@ -18,7 +18,8 @@
 //   and at once those no live holder could have written (lease::damaged: hostile or far off).
 // - what killed writers left, which no publication sweeps (Store::leftovers, each backend its
 //   own): a shared folder's temporary copies and probes older than an hour and its empty
-//   MODULE_ folders older than the grace that nothing references. The Hub has none.
+//   MODULE_ folders older than the grace that nothing references; S3 multipart uploads whose
+//   in-store record is older than a day (aborted, then the record deleted). The Hub has none.
 // Never removed: anything written within GcOptions::grace (a push in flight writes its folders
 // before its index entry on S3 and folders), an unreferenced folder written since a live
 // compile lease of its compiler version began (a damaged lease is not live, so this reaches back
