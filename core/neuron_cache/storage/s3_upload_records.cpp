@@ -139,32 +139,56 @@ std::vector<Leftover> S3Store::leftovers(const LeftoverAges& ages) {
   return out;
 }
 
+namespace {
+
+// Why `item` is not acted on, or "": a Leftover is data, and only this store's records and the
+// uploads they name below its prefix are touched. Its age is not asked again: a record is written
+// once, under a random name, so it never gets younger.
+std::string refused(const Leftover& item) {
+  if (item.kind != Leftover::Kind::Upload || !is_upload_record_path(item.path))
+    return "not an upload record of this store: refused";
+  if (item.upload_id.empty()) return "";  // a damaged record: only it goes
+  std::string why = bad_target(item.target);
+  return why.empty() ? bad_upload_id(item.upload_id) : why;
+}
+
+// Aborts the upload `item` names; "" when done (or gone already), else why not. A server without
+// AbortMultipartUpload (s3rver answers 405) can never abort it: `cannot` says so, and the record
+// goes all the same, or every later gc would try again in vain.
+std::string abort_upload(S3Store& store, const Leftover& item, bool& cannot) {
+  std::string url =
+      store.address().object_url(item.target, "uploadId=" + url::url_encode(item.upload_id, false));
+  net::HttpResponse response = store.call(store.signed_request("DELETE", url, s3::kEmptySha256));
+  if (ok(response.status)) return "";
+  cannot = response.status == 405 || response.status == 501;
+  std::string why =
+      store.failure(response, "aborting the multipart upload of " + item.target).what();
+  if (cannot)
+    why +=
+        ": this server cannot abort uploads; the record is deleted, the upload's parts stay "
+        "until the server itself removes them";
+  return why;
+}
+
+std::string remove_record(S3Store& store, const Leftover& item) {
+  bool cannot = false;
+  std::string why = item.upload_id.empty() ? "" : abort_upload(store, item, cannot);
+  if (!why.empty() && !cannot) return why;
+  net::HttpResponse response = store.call(
+      store.signed_request("DELETE", store.address().object_url(item.path), s3::kEmptySha256));
+  if (!ok(response.status)) return store.failure(response, "deleting " + item.path).what();
+  return why;
+}
+
+}  // namespace
+
 LeftoverRemoval S3Store::remove_leftovers(const std::vector<Leftover>& found,
                                           const LeftoverAges& /*ages*/) {
   LeftoverRemoval out;
   for (const Leftover& item : found) {
-    // Checked again: a Leftover is data, and only this store's records and uploads are acted on.
-    // Its age is not: a record is written once, under a random name, so it never gets younger.
-    std::string why;
-    if (item.kind != Leftover::Kind::Upload || !is_upload_record_path(item.path)) {
-      why = "not an upload record of this store: refused";
-    } else if (!item.upload_id.empty()) {
-      why = bad_target(item.target);
-      if (why.empty()) why = bad_upload_id(item.upload_id);
-    }
+    std::string why = refused(item);
     try {
-      if (why.empty() && !item.upload_id.empty()) {
-        std::string url =
-            address().object_url(item.target, "uploadId=" + url::url_encode(item.upload_id, false));
-        net::HttpResponse response = call(signed_request("DELETE", url, s3::kEmptySha256));
-        if (!ok(response.status))
-          why = failure(response, "aborting the multipart upload of " + item.target).what();
-      }
-      if (why.empty()) {
-        net::HttpResponse response =
-            call(signed_request("DELETE", address().object_url(item.path), s3::kEmptySha256));
-        if (!ok(response.status)) why = failure(response, "deleting " + item.path).what();
-      }
+      if (why.empty()) why = remove_record(*this, item);
     } catch (const Error& error) {
       why = error.what();
     }
