@@ -9,6 +9,7 @@
 #include "neuron_cache/format/layout.h"
 #include "neuron_cache/format/printable.h"
 #include "neuron_cache/format/url.h"
+#include "neuron_cache/log/log.h"
 #include "neuron_cache/storage/s3_internal.h"
 #include "neuron_cache/storage/s3_store.h"
 #include "neuron_cache/storage/s3_sweep.h"
@@ -106,15 +107,23 @@ std::optional<UploadRecord> parse_upload_record(std::string_view text, std::stri
 namespace {
 
 // The leftover a record `file` (old enough) stands for; a record that is not one stands for
-// itself alone: deleting it is all gc does.
-Leftover leftover_of(S3Store& store, const RemoteEntry& file, int64_t age) {
+// itself alone (deleting it is all gc does); nothing when it cannot be read now.
+std::optional<Leftover> leftover_of(S3Store& store, const RemoteEntry& file, int64_t age) {
   Leftover out{Leftover::Kind::Upload, file.path, file.size, age, ""};
   std::string why = "larger than a record may be";
   std::optional<UploadRecord> record;
   if (file.size <= kMaxUploadRecordBytes) {
-    std::optional<std::string> text = store.read_small(file.path, "", kMaxUploadRecordBytes);
-    if (!text) why = "gone since it was listed";
-    if (text) record = parse_upload_record(*text, why);
+    std::optional<std::string> text;
+    try {
+      text = store.read_small(file.path, "", kMaxUploadRecordBytes);
+    } catch (const Error& error) {
+      // Larger than listed, or the read failed: this record waits for the next gc, the others
+      // are not held up by it.
+      log::debug("s3", "upload record " + file.path + " not read: " + error.what());
+      return std::nullopt;
+    }
+    if (!text) return std::nullopt;  // gone since it was listed: its upload ended
+    record = parse_upload_record(*text, why);
   }
   if (!record) {
     out.why = "a damaged upload record (" + why + "): only the record goes";
@@ -134,7 +143,8 @@ std::vector<Leftover> S3Store::leftovers(const LeftoverAges& ages) {
     // Nothing of another shape is touched; a record of unknown age may be a live writer's.
     if (file.is_directory || !is_upload_record_path(file.path) || file.modified == 0) continue;
     int64_t age = ages.now - file.modified;
-    if (age >= ages.upload) out.push_back(leftover_of(*this, file, age));
+    if (age < ages.upload) continue;
+    if (std::optional<Leftover> found = leftover_of(*this, file, age)) out.push_back(*found);
   }
   return out;
 }
