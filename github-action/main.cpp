@@ -429,9 +429,11 @@ int run_gc(const Inputs& in, pipeline::Pipeline& p, const ReadOnly& read_only,
   if (const char* path = std::getenv("GITHUB_STEP_SUMMARY"); path && *path)
     append_file(path, report::gc_markdown(plan));
   commands.notice(std::string(plan.applied ? "gc removed " : "gc dry run: would remove ") +
-                  std::to_string(plan.removed.size()) + " MODULE folders and " +
-                  std::to_string(plan.leases.size()) + " lease files (" +
-                  format::human_bytes(plan.freed.bytes) + ") from " + p.context().repo +
+                  std::to_string(plan.removed.size()) + " MODULE folders, " +
+                  std::to_string(plan.leases.size()) + " lease files and " +
+                  std::to_string(plan.applied ? plan.leftovers_removed : plan.leftovers.size()) +
+                  " leftovers of killed writers (" + format::human_bytes(plan.freed.bytes) +
+                  ") from " + p.context().repo +
                   (plan.applied ? "" : "; set gc-apply: true to remove them"));
   return 0;
 }

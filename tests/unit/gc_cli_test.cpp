@@ -225,6 +225,41 @@ TEST_F(GcFolderCli, DryRunThenApplyRemovesTheUnreferencedAndEndedLeases) {
   EXPECT_TRUE(fs::exists(root() / layout.lease_live));
 }
 
+// What a killed writer left, as a user sees it: named with why in the dry run and in --json,
+// removed by --apply; a copy a live writer is filling stays.
+TEST_F(GcFolderCli, LeftoversOfKilledWritersAreNamedThenRemoved) {
+  std::string c = layout.folder('C');
+  std::string old = c + "/.model.neff.0123456789ab.tmp";
+  std::string live = c + "/.model.neff.ba9876543210.tmp";
+  std::string empty = c.substr(0, c.find('/')) + "/MODULE_9999+empty";
+  for (const auto& [path, age] : {std::pair{old, 2 * testing::kGcHour}, {live, int64_t{60}}}) {
+    write_file(root() / path, "partial");
+    timespec times[2] = {{now - age, 0}, {now - age, 0}};
+    ASSERT_EQ(utimensat(AT_FDCWD, (root() / path).c_str(), times, 0), 0);
+  }
+  fs::create_directories(root() / empty);
+  timespec times[2] = {{now - 2 * testing::kGcDay, 0}, {now - 2 * testing::kGcDay, 0}};
+  ASSERT_EQ(utimensat(AT_FDCWD, (root() / empty).c_str(), times, 0), 0);
+
+  std::string out, err;
+  ASSERT_EQ(gc("", out, err), 0) << out << err;
+  EXPECT_TRUE(contains(out, "Would remove 2 leftovers of killed writers")) << out;
+  EXPECT_TRUE(contains(out, old + "  copy, ")) << out;
+  EXPECT_TRUE(contains(out, empty + "  empty folder, ")) << out;
+  EXPECT_FALSE(contains(out, live)) << out;
+  ASSERT_EQ(gc("--json", out, err), 0) << out << err;
+  json dry = json::parse(out);
+  ASSERT_EQ(dry["leftovers"].size(), 2u) << out;
+  EXPECT_EQ(dry["leftovers"][0]["why"].get<std::string>().empty(), false);
+  EXPECT_TRUE(fs::exists(root() / old));
+
+  ASSERT_EQ(gc("--apply --json", out, err), 0) << out << err;
+  EXPECT_EQ(json::parse(out)["leftovers_removed"], 2) << out;
+  EXPECT_FALSE(fs::exists(root() / old));
+  EXPECT_FALSE(fs::exists(root() / empty));
+  EXPECT_TRUE(fs::exists(root() / live));
+}
+
 TEST_F(GcFolderCli, BadFlagsAreInputErrors) {
   std::string out, err;
   EXPECT_NE(gc("--apply --squash", out, err), 0);

@@ -165,6 +165,121 @@ TEST(GcApply, FolderStoreDeletesThePlanAndLeavesNoEmptyFolders) {
   EXPECT_TRUE(again.leases.empty());
 }
 
+std::set<std::string> leftover_paths(const GcPlan& plan) {
+  std::set<std::string> out;
+  for (const auto& l : plan.leftovers) out.insert(l.path);
+  return out;
+}
+
+// What killed writers left in a shared folder, which no publication sweeps: temporary copies and
+// probes of exactly neuron-cache's shape older than an hour, anywhere, and empty MODULE_ folders
+// nothing references older than the grace. Younger ones (a live writer), other shapes, other
+// writers' files and anything behind a symlink stay.
+TEST(GcLeftovers, FolderCopiesAndEmptyFoldersAreNamedThenRemoved) {
+  GcLayout layout = testing::gc_layout(kNow);
+  FolderFixture fixture(layout);
+  const fs::path& root = fixture.root;
+  std::string c = layout.folder('C');
+  std::string version = c.substr(0, c.find('/'));
+  auto file = [&](const std::string& path, int64_t modified) {
+    testing::write_file(root / path, "partial");
+    set_mtime(root / path, modified);
+  };
+  std::set<std::string> old = {
+      c + "/.model.neff.0123456789ab.tmp",                 // a copy killed mid-way
+      "neuron-cache-index/.shard.json.aaaaaaaaaaaa.tmp",   // an index write
+      "neuron-cache-leases/.lease.json.bbbbbbbbbbbb.tmp",  // a lease probe (write_times)
+      ".neuron-cache-store.cccccccccccc.tmp"};             // at the root
+  for (const auto& path : old) file(path, kNow - 2 * kGcHour);
+  std::set<std::string> untouched = {
+      c + "/.model.neff.ba9876543210.tmp",  // 10 minutes old: a live writer
+      c + "/.model.neff.0123456789AB.tmp",  // other shapes
+      c + "/.model.neff.12345.tmp",
+      c + "/model.neff.0123456789ab.tmp",
+      c + "/.abc.json.1234-xyz.tmp",  // another writer's
+      c + "/..0123456789ab.tmp"};
+  for (const auto& path : untouched)
+    file(path, path.find("ba98") != std::string::npos ? kNow - 600 : kNow - 2 * kGcDay);
+  // Behind a symlink: never followed, and a symlink of the shape is not a file.
+  testing::TempDir outside;
+  testing::write_file(outside / ".x.0123456789ab.tmp", "not the store's");
+  set_mtime(outside / ".x.0123456789ab.tmp", kNow - 2 * kGcDay);
+  fs::create_directory_symlink(outside.path(), root / "linked");
+  fs::create_symlink(outside / ".x.0123456789ab.tmp", root / ".y.0123456789ab.tmp");
+  // Empty MODULE_ folders: an old one goes; a young one, and one an entry references (A's,
+  // whose files are missing), stay.
+  fs::create_directories(root / version / "MODULE_9999+empty");
+  set_mtime(root / version / "MODULE_9999+empty", kNow - 2 * kGcDay);
+  fs::create_directories(root / version / "MODULE_9998+young");
+  set_mtime(root / version / "MODULE_9998+young", kNow - kGcHour);
+  for (const auto& entry : fs::directory_iterator(root / layout.folder('A')))
+    fs::remove_all(entry.path());
+  set_mtime(root / layout.folder('A'), kNow - 2 * kGcDay);
+
+  GcOptions o = declaring(layout);
+  GcPlan plan = plan_gc(*fixture.store, o);
+  std::set<std::string> expected = old;
+  expected.insert(version + "/MODULE_9999+empty");
+  EXPECT_EQ(leftover_paths(plan), expected);
+  for (const auto& l : plan.leftovers) {
+    bool folder = l.path.ends_with("+empty");
+    EXPECT_EQ(l.kind,
+              folder ? storage::Leftover::Kind::EmptyFolder : storage::Leftover::Kind::Copy);
+    EXPECT_EQ(l.age, folder ? 2 * kGcDay : 2 * kGcHour) << l.path;
+    EXPECT_FALSE(l.why.empty());
+  }
+  for (const auto& path : old) EXPECT_TRUE(fs::exists(root / path)) << "a dry run removed " << path;
+
+  apply_gc(*fixture.store, plan, o, quick());
+  EXPECT_EQ(plan.leftovers_removed, expected.size()) << joined(plan.problems);
+  for (const auto& path : expected) EXPECT_FALSE(fs::exists(root / path)) << path;
+  for (const auto& path : untouched) EXPECT_TRUE(fs::exists(root / path)) << path;
+  EXPECT_TRUE(fs::exists(outside / ".x.0123456789ab.tmp"));
+  EXPECT_TRUE(fs::is_symlink(root / ".y.0123456789ab.tmp"));
+  EXPECT_TRUE(fs::exists(root / version / "MODULE_9998+young"));
+  EXPECT_TRUE(fs::exists(root / layout.folder('A')));
+  EXPECT_TRUE(plan_gc(*fixture.store, o).leftovers.empty());
+}
+
+// Between the plan and --apply a leftover may change: each is checked again where it is.
+TEST(GcLeftovers, WhatChangedSinceThePlanIsKept) {
+  GcLayout layout = testing::gc_layout(kNow);
+  FolderFixture fixture(layout);
+  const fs::path& root = fixture.root;
+  std::string version = layout.folder('C').substr(0, layout.folder('C').find('/'));
+  fs::path folder = root / version / "MODULE_9999+empty";
+  fs::create_directories(folder);
+  set_mtime(folder, kNow - 2 * kGcDay);
+  std::string copy = layout.folder('C') + "/.model.neff.0123456789ab.tmp";
+  testing::write_file(root / copy, "partial");
+  set_mtime(root / copy, kNow - 2 * kGcHour);
+  GcOptions o = declaring(layout);
+  GcPlan plan = plan_gc(*fixture.store, o);
+  ASSERT_EQ(plan.leftovers.size(), 2u);
+  testing::write_file(folder / "model.neff", "a writer's first file");  // no longer empty
+  set_mtime(root / copy, kNow - 60);                                    // written again
+  // A leftover that is not of this store's shapes is refused, whatever the plan says.
+  plan.leftovers.push_back({storage::Leftover::Kind::Copy, "../outside.0123456789ab.tmp", 0, 0});
+  plan.leftovers.push_back(
+      {storage::Leftover::Kind::Copy, layout.folder('C') + "/model.neff", 0, 0});
+  apply_gc(*fixture.store, plan, o, quick());
+  EXPECT_EQ(plan.leftovers_removed, 0u);
+  EXPECT_EQ(plan.problems.size(), 4u) << joined(plan.problems);
+  EXPECT_TRUE(fs::exists(folder / "model.neff"));
+  EXPECT_TRUE(fs::exists(root / copy));
+  EXPECT_TRUE(fs::exists(root / layout.folder('C') / "model.neff"));
+}
+
+// The Hub's commit lands whole: nothing is left behind, and nothing is asked for it.
+TEST(GcLeftovers, TheHubHasNone) {
+  GcLayout layout = testing::gc_layout(kNow);
+  MemoryStore store;
+  put_all(store, layout);
+  GcPlan plan = plan_gc(store, declaring(layout));
+  EXPECT_TRUE(plan.leftovers.empty());
+  EXPECT_TRUE(plan.problems.empty()) << joined(plan.problems);
+}
+
 TEST(GcPlan, WithoutOlderThanNoEntryIsDropped) {
   GcLayout layout = testing::gc_layout(kNow);
   FolderFixture fixture(layout);

@@ -16,7 +16,9 @@
 #include <thread>
 
 #include "neuron_cache/format/digest.h"
+#include "neuron_cache/maintenance/gc.h"
 #include "neuron_cache/storage/s3_store.h"
+#include "neuron_cache/storage/s3_sweep.h"
 #include "s3_server.h"
 
 namespace neuron_cache::storage {
@@ -426,6 +428,56 @@ TEST_F(S3FaultTest, AKillAtAnyPointNeverLeavesAMarkWithoutItsWholeNeff) {
     EXPECT_TRUE(download(*s3, whole, &bytes).ok) << neff_path;
   }
   EXPECT_GT(marks, 0u) << "no push ever completed: the kills proved nothing";
+}
+
+// s3rver has no ListMultipartUploads (501), so no push's sweep finds what a pusher killed
+// mid-upload left: its upload record does, and gc aborts the upload a day later and deletes the
+// record, against the real server.
+TEST_F(S3FaultTest, APusherKilledMidUploadLeavesARecordGcActsOn) {
+  NEED_S3RVER();
+  write_file(temp_ / "neff", random_bytes(12 << 20, 11));  // three parts
+  proxy_->faults({{"match", {{"method", "PUT"}, {"query", "partNumber=2"}}}, {"action", "hang"}});
+  pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    try {
+      store()->commit(
+          {{CommitOperation::Kind::Add, std::string(kModule) + "/model.neff", temp_ / "neff"}}, "",
+          std::nullopt);
+    } catch (const std::exception& e) {
+      fprintf(stderr, "pusher: %s\n", e.what());
+    }
+    _exit(1);
+  }
+  S3Store direct(server_->url("cache"), server_->access());
+  std::vector<RemoteEntry> records;
+  for (int i = 0; i < 200 && records.empty(); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    records = direct.list(std::string(kUploadRecordDir), true, "");
+  }
+  kill(pid, SIGKILL);
+  waitpid(pid, nullptr, 0);
+  ASSERT_EQ(records.size(), 1u) << "the pusher wrote no upload record";
+
+  maintenance::GcOptions young;
+  young.now = records[0].modified + 3600;
+  EXPECT_TRUE(maintenance::plan_gc(direct, young).leftovers.empty()) << "a live upload is kept";
+  maintenance::GcOptions later;
+  later.now = records[0].modified + 2 * 86400;
+  maintenance::GcPlan plan = maintenance::plan_gc(direct, later);
+  ASSERT_EQ(plan.leftovers.size(), 1u);
+  EXPECT_EQ(plan.leftovers[0].target, std::string(kModule) + "/model.neff");
+  ASSERT_FALSE(plan.leftovers[0].upload_id.empty());
+  // s3rver cannot abort an upload either (DELETE ?uploadId answers 405): gc says so, and deletes
+  // the record all the same (no later gc could do more).
+  maintenance::apply_gc(direct, plan, later,
+                        {4, std::chrono::milliseconds(10), std::chrono::milliseconds(50)});
+  EXPECT_EQ(plan.leftovers_removed, 0u);
+  ASSERT_EQ(plan.problems.size(), 1u);
+  EXPECT_NE(plan.problems[0].find("this server cannot abort uploads"), std::string::npos)
+      << plan.problems[0];
+  EXPECT_TRUE(direct.list(std::string(kUploadRecordDir), true, "").empty());
+  EXPECT_TRUE(direct.stat({std::string(kModule) + "/model.neff"}, "").empty());
 }
 
 TEST_F(S3FaultTest, MultipartCommitWithDamagedAnswersNeverStoresWrongBytes) {

@@ -7,7 +7,9 @@
 #include "neuron_cache/format/artifact_index.h"
 #include "neuron_cache/maintenance/gc.h"
 #include "neuron_cache/storage/s3_store.h"
+#include "neuron_cache/storage/s3_sweep.h"
 #include "s3_stand_in.h"
+#include "test_support.h"
 
 namespace neuron_cache::maintenance {
 namespace {
@@ -82,6 +84,92 @@ TEST(S3Gc, AShardRewrittenAfterThePlanIsReadAgain) {
   EXPECT_EQ(plan.spared, (std::vector<std::string>{layout.folder('B')}));
   EXPECT_TRUE(s3.has("c/" + layout.folder('B') + "/model.neff"));
   EXPECT_FALSE(s3.has("c/" + layout.folder('U') + "/model.neff"));
+}
+
+// On a server without ListMultipartUploads (s3rver, some S3-compatibles) the push's sweep finds
+// nothing: each upload leaves a record under neuron-cache-uploads/ while it runs, and gc aborts
+// the uploads whose record is older than a day, then deletes the record.
+TEST(S3GcLeftovers, APushRecordsItsUploadOnlyWhileItRuns) {
+  testing::S3StandIn s3;
+  s3.lacks_upload_listing_ = true;
+  storage::S3Options small = s3.options();
+  small.part_size = storage::S3Options::kMinPartSize;
+  storage::S3Store store("s3://bucket/c", s3.access(), small);
+  testing::TempDir dir;
+  std::string neff(storage::S3Options::kMinPartSize + 40, 'n');  // two parts
+  testing::write_file(dir / "neff", neff);
+  storage::CommitResult result = store.commit(
+      {{storage::CommitOperation::Kind::Add, "neuronxcc-1/MODULE_1/model.neff", dir / "neff"}}, "",
+      std::nullopt);
+  EXPECT_TRUE(result.warnings.empty()) << result.warnings.front();
+  EXPECT_TRUE(s3.body("c/neuronxcc-1/MODULE_1/model.neff") == neff);
+  EXPECT_TRUE(s3.uploads().empty());
+  EXPECT_TRUE(s3.keys("c/neuron-cache-uploads/").empty());
+  size_t records = 0;
+  for (const auto& line : s3.log())
+    records += line.starts_with("PUT /bucket/c/neuron-cache-uploads/") ? 1 : 0;
+  EXPECT_EQ(records, 1u);
+}
+
+TEST(S3GcLeftovers, OldRecordsAbortTheirUploadsHostileOnesAreOnlyDeleted) {
+  testing::S3StandIn s3;
+  s3.lacks_upload_listing_ = true;
+  auto record = [&](const std::string& name, const std::string& text, int64_t modified) {
+    std::string key = "c/neuron-cache-uploads/" + name;
+    s3.put(key, text);
+    s3.set_modified(key, modified);
+    return key;
+  };
+  auto text = [](const std::string& path, const std::string& id) {
+    return storage::upload_record_text({path, id});
+  };
+  std::string neff = "neuronxcc-1/MODULE_1/model.neff";
+  std::string killed = s3.add_upload("c/" + neff, "2020-01-01T00:00:00.000Z");
+  std::string live = s3.add_upload("c/neuronxcc-1/MODULE_2/model.neff", "2020-01-01T00:00:00.000Z");
+  std::string outside = s3.add_upload("other/x", "2020-01-01T00:00:00.000Z");
+  std::string old_record = record("0123456789abcdef.json", text(neff, killed), kNow - 2 * kGcDay);
+  std::string young_record =
+      record("1111111111111111.json", text("neuronxcc-1/MODULE_2/model.neff", live), kNow - 3600);
+  // Hostile records, all old: only the record goes, never another upload.
+  std::set<std::string> hostile = {
+      record("2222222222222222.json", text("../other/x", outside), kNow - 2 * kGcDay),
+      record("3333333333333333.json", text("/other/x", outside), kNow - 2 * kGcDay),
+      record("4444444444444444.json", text(neff, "id\r\nHost: evil"), kNow - 2 * kGcDay),
+      record("5555555555555555.json", "{\"format\":1,\"path\":", kNow - 2 * kGcDay),
+      record("6666666666666666.json", std::string(5000, '{'), kNow - 2 * kGcDay),
+      record("7777777777777777.json", text("neuron-cache-uploads/x", outside), kNow - 2 * kGcDay)};
+  std::string other_shape = record("notes.txt", "not a record", kNow - 2 * kGcDay);
+  storage::S3Store store("s3://bucket/c", s3.access(), s3.options());
+  GcOptions o;
+  o.now = kNow;
+
+  GcPlan plan = plan_gc(store, o);
+  EXPECT_TRUE(plan.problems.empty()) << plan.problems.front();
+  ASSERT_EQ(plan.leftovers.size(), 1u + hostile.size());
+  for (const auto& l : plan.leftovers) {
+    EXPECT_EQ(l.kind, storage::Leftover::Kind::Upload);
+    bool good = "c/" + l.path == old_record;
+    EXPECT_TRUE(good || hostile.count("c/" + l.path)) << l.path;
+    EXPECT_EQ(l.target, good ? neff : "") << l.path << ": " << l.why;
+    EXPECT_EQ(l.upload_id, good ? killed : "") << l.path;
+    if (!good) {
+      EXPECT_NE(l.why.find("damaged upload record"), std::string::npos) << l.why;
+    }
+  }
+  EXPECT_EQ(s3.uploads().size(), 3u);  // a dry run
+
+  apply_gc(store, plan, o, {6, std::chrono::milliseconds(1), std::chrono::milliseconds(2)});
+  EXPECT_EQ(plan.leftovers_removed, 1u + hostile.size());
+  std::vector<std::string> left = s3.uploads();
+  std::sort(left.begin(), left.end());
+  std::vector<std::string> expected = {live, outside};
+  std::sort(expected.begin(), expected.end());
+  EXPECT_EQ(left, expected);
+  EXPECT_FALSE(s3.has(old_record));
+  for (const auto& key : hostile) EXPECT_FALSE(s3.has(key)) << key;
+  EXPECT_TRUE(s3.has(young_record));
+  EXPECT_TRUE(s3.has(other_shape));
+  EXPECT_TRUE(plan_gc(store, o).leftovers.empty());
 }
 
 }  // namespace

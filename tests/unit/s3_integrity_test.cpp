@@ -74,7 +74,7 @@ TEST(S3Integrity, ABucketThatRequiresEncryptionGetsIt) {
                    std::nullopt);
   EXPECT_EQ(s3.body("c/m/model.neff"), "NEFF");
   EXPECT_TRUE(s3.has("c/m/big.neff"));
-  EXPECT_EQ(s3.encryption_.size(), 2u) << "the PUT and the multipart upload";
+  EXPECT_EQ(s3.encryption_.size(), 3u) << "the PUT, the multipart upload and its record";
   for (const auto& sse : s3.encryption_) {
     EXPECT_EQ(sse, "aws:kms arn:aws:kms:eu-west-1:123456789012:key/neuron-cache");
   }

@@ -102,6 +102,16 @@ std::vector<std::string> S3StandIn::uploads() {
   return ids;
 }
 
+std::vector<std::string> S3StandIn::keys(const std::string& prefix) {
+  std::lock_guard lock(mutex_);
+  std::vector<std::string> out;
+  std::string full = std::string(kBucket) + "/" + prefix;
+  for (const auto& [path, object] : objects_) {
+    if (path.starts_with(full)) out.push_back(path.substr(std::string(kBucket).size() + 1));
+  }
+  return out;
+}
+
 std::vector<std::string> S3StandIn::log() {
   std::lock_guard lock(mutex_);
   return log_;
@@ -325,6 +335,7 @@ void S3StandIn::list_objects(const httplib::Request& req, httplib::Response& res
 // ListMultipartUploads: in key then id order, from after the markers, under the prefix.
 void S3StandIn::list_uploads(const httplib::Request& req, httplib::Response& res) {
   if (fail_upload_listing_) return error_answer(res, 500, "InternalError");
+  if (lacks_upload_listing_) return error_answer(res, 501, "NotImplemented");
   std::string prefix = req.get_param_value("prefix");
   std::string key_marker = req.get_param_value("key-marker");
   std::string id_marker = req.get_param_value("upload-id-marker");

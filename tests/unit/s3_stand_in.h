@@ -43,6 +43,8 @@ class S3StandIn {
   std::string add_upload(const std::string& key, const std::string& initiated);
   // The ids of the multipart uploads in progress.
   std::vector<std::string> uploads();
+  // The keys of the objects under `prefix` ("c/" is /bucket/c/...).
+  std::vector<std::string> keys(const std::string& prefix);
   std::vector<std::string> log();
   void clear_log();
 
@@ -54,6 +56,8 @@ class S3StandIn {
   std::atomic<bool> signed_{true};  // every PUT so far had the SigV4 form and payload sha256
   std::atomic<size_t> uploads_per_page_{1000};    // ListMultipartUploads page size
   std::atomic<bool> fail_upload_listing_{false};  // ListMultipartUploads answers 500
+  // As some S3-compatible servers (s3rver): ListMultipartUploads answers 501 NotImplemented.
+  std::atomic<bool> lacks_upload_listing_{false};
   // As S3: a PUT (object or part) whose x-amz-checksum-sha256 differs from its bytes is refused
   // (400 BadDigest); these count the PUTs that carried one, and the completions that listed a
   // ChecksumSHA256 for every part.

@@ -8,6 +8,7 @@
 #include <ctime>
 
 #include "neuron_cache/storage/s3_store.h"
+#include "neuron_cache/storage/s3_sweep.h"
 #include "s3_stand_in.h"
 #include "test_support.h"
 
@@ -106,6 +107,36 @@ TEST(S3Sweep, TheListingIsBoundedAndTheNextRunGoesOn) {
   S3Store next("s3://bucket/c", s3.access(), s3.options());
   EXPECT_EQ(push_one(next, dir, kNeff + ".2").uploads_aborted, 5u);
   EXPECT_TRUE(s3.uploads().empty());
+}
+
+// An upload record is store text: whatever it holds, it is refused with a reason or read as a
+// plain path below the store's prefix and an id of S3's characters.
+TEST(S3Sweep, UploadRecordsAreValidatedWhenReadBack) {
+  std::string why;
+  auto record = parse_upload_record(
+      upload_record_text({"neuronxcc-1/MODULE_1/model.neff", "a.B-c_d~e+f/g="}), why);
+  ASSERT_TRUE(record) << why;
+  EXPECT_EQ(record->path, "neuronxcc-1/MODULE_1/model.neff");
+  EXPECT_EQ(record->upload_id, "a.B-c_d~e+f/g=");
+  for (std::string hostile :
+       {std::string(""), std::string("[]"),
+        std::string("{\"format\":2,\"path\":\"a\",\"upload_id\":\"b\"}"),
+        std::string("{\"format\":1,\"path\":7,\"upload_id\":\"b\"}"),
+        upload_record_text({"a/../../b", "id"}), upload_record_text({"a//b", "id"}),
+        upload_record_text({"a/./b", "id"}), upload_record_text({"a/b/", "id"}),
+        upload_record_text({"a\nb", "id"}), upload_record_text({"a\\b", "id"}),
+        upload_record_text({std::string(2000, 'a'), "id"}), upload_record_text({"a", ""}),
+        upload_record_text({"a", "id&x=1"}), upload_record_text({"a", std::string(2000, 'i')}),
+        upload_record_text({"neuron-cache-uploads/0123456789abcdef.json", "id"}),
+        std::string(kMaxUploadRecordBytes + 1, ' '), std::string("\xff\xfe{")}) {
+    why.clear();
+    EXPECT_FALSE(parse_upload_record(hostile, why)) << hostile;
+    EXPECT_FALSE(why.empty()) << hostile;
+  }
+  EXPECT_TRUE(is_upload_record_path(new_upload_record_path()));
+  EXPECT_FALSE(is_upload_record_path("neuron-cache-uploads/0123456789ABCDEF.json"));
+  EXPECT_FALSE(is_upload_record_path("neuron-cache-uploads/x/0123456789abcdef.json"));
+  EXPECT_FALSE(is_upload_record_path("neuron-cache-index/0123456789abcdef.json"));
 }
 
 }  // namespace

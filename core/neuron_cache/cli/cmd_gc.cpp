@@ -69,6 +69,23 @@ void print_folders(const maintenance::GcPlan& plan) {
     std::cout << "    ... and " << plan.removed.size() - shown << " more (--json lists all)\n";
 }
 
+// What killed writers left, with why each may go.
+void print_leftovers(const maintenance::GcPlan& plan) {
+  if (plan.leftovers.empty()) return;
+  std::cout << "  " << (plan.applied ? "Removed " : "Would remove ")
+            << (plan.applied ? plan.leftovers_removed : plan.leftovers.size())
+            << " leftovers of killed writers\n";
+  size_t shown = std::min(kShownFolders, plan.leftovers.size());
+  for (size_t i = 0; i < shown; ++i) {
+    const storage::Leftover& l = plan.leftovers[i];
+    std::cout << "    " << printable(l.path, 300) << "  " << storage::leftover_kind_name(l.kind)
+              << ", " << human_bytes(l.size) << ", " << duration_text(l.age) << " old  (" << l.why
+              << ")\n";
+  }
+  if (shown < plan.leftovers.size())
+    std::cout << "    ... and " << plan.leftovers.size() - shown << " more (--json lists all)\n";
+}
+
 void print_summary(const maintenance::GcPlan& plan, const maintenance::GcOptions& options,
                    const std::string& origin) {
   std::string verb = plan.applied ? "Removed" : "Would remove";
@@ -85,6 +102,7 @@ void print_summary(const maintenance::GcPlan& plan, const maintenance::GcOptions
             << plan.leases.size() << " lease files: " << human_bytes(plan.freed.bytes) << " in "
             << plan.freed.count << " files\n";
   print_folders(plan);
+  print_leftovers(plan);
   for (const auto& kept : plan.kept) {
     std::cout << "  Kept " << kept.folders.count << " unreferenced folders ("
               << human_bytes(kept.folders.bytes) << "): " << kept.why << "\n";

@@ -61,6 +61,15 @@ bool expired(const ai::Entry& entry, const GcOptions& options) {
   return created && options.now - *created > *options.older_than;
 }
 
+// The ages past which no live writer owns a leftover: a copy takes seconds (an hour), a folder
+// waits for its first file within gc's grace, an upload ends within a day.
+storage::LeftoverAges leftover_ages(const GcOptions& options) {
+  storage::LeftoverAges ages;
+  ages.now = options.now;
+  ages.folder = options.grace;
+  return ages;
+}
+
 class Survey {
  public:
   Survey(storage::Store& store, const GcOptions& options)
@@ -76,6 +85,7 @@ class Survey {
     read_index();
     read_leases();
     decide_folders();
+    find_leftovers();
     plan_.requests = store_.requests() - before_;
     return std::move(plan_);
   }
@@ -356,6 +366,35 @@ class Survey {
     return "";
   }
 
+  // What killed writers left, as the store finds it (its own shapes and ages). An empty MODULE_
+  // folder an entry or registry file names stays: its files are missing, which is no garbage.
+  void find_leftovers() {
+    std::vector<storage::Leftover> found;
+    try {
+      found = store_.leftovers(leftover_ages(options_));
+    } catch (const Error& error) {
+      if (error.kind() != ErrorKind::Operational) throw;
+      problem("could not look for what killed writers left (" + std::string(error.what()) +
+              "): none is removed");
+    }
+    for (auto& item : found) {
+      if (item.kind == storage::Leftover::Kind::EmptyFolder && may_be_referenced(item.path))
+        continue;
+      plan_.leftovers.push_back(std::move(item));
+    }
+  }
+
+  // Whether "neuronxcc-<v>/MODULE_<name>" is referenced, or its version's index was not read
+  // whole.
+  bool may_be_referenced(const std::string& path) const {
+    size_t slash = path.find('/');
+    std::optional<std::string> version = layout::compiler_version_of(path.substr(0, slash));
+    if (!version || all_incomplete_) return true;
+    auto it = versions_.find(*version);
+    if (it == versions_.end()) return false;
+    return it->second.index_incomplete || it->second.referenced.count(path.substr(slash + 1)) != 0;
+  }
+
   void problem(const std::string& text) {
     if (plan_.problems.size() < kMaxProblems) plan_.problems.push_back(printable(text, 400));
   }
@@ -504,6 +543,23 @@ void delete_folders(storage::Store& store, GcPlan& plan, const net::RetryPolicy&
   }
 }
 
+// Phase 3: the leftovers, each checked again by the store. A failure is a problem line, never
+// a failed gc: what stays is found again by the next run.
+void remove_leftovers(storage::Store& store, GcPlan& plan, const GcOptions& options) {
+  storage::LeftoverRemoval removal;
+  try {
+    removal = store.remove_leftovers(plan.leftovers, leftover_ages(options));
+  } catch (const Error& error) {
+    if (error.kind() != ErrorKind::Operational) throw;
+    removal.kept.push_back("the leftovers: " + std::string(error.what()));
+  }
+  plan.leftovers_removed = removal.removed;
+  for (const auto& why : removal.kept) {
+    if (plan.problems.size() < kMaxProblems)
+      plan.problems.push_back(printable("not removed: " + why, 400));
+  }
+}
+
 }  // namespace
 
 std::optional<Unreferenced> unreferenced_named(std::string_view name) {
@@ -557,6 +613,7 @@ void apply_gc(storage::Store& store, GcPlan& plan, const GcOptions& options,
   uint64_t before = store.requests();
   if (!plan.dropped.empty()) drop_entries(store, plan, resolved, conflicts);
   if (!plan.removed.empty() || !plan.leases.empty()) delete_folders(store, plan, conflicts);
+  if (!plan.leftovers.empty()) remove_leftovers(store, plan, resolved);
   plan.applied = true;
   plan.requests += store.requests() - before;
 }

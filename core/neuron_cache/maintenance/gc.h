@@ -16,6 +16,10 @@
 //   index file gc cannot read, or registry files no index entry lists (another writer's sign);
 // - lease files of compiles that ended (done, released, or expired) longer than the grace ago,
 //   and at once those no live holder could have written (lease::damaged: hostile or far off).
+// - what killed writers left, which no publication sweeps (Store::leftovers, each backend its
+//   own): a shared folder's temporary copies and probes older than an hour and its empty
+//   MODULE_ folders older than the grace that nothing references; S3 multipart uploads whose
+//   in-store record is older than a day (aborted, then the record deleted). The Hub has none.
 // Never removed: anything written within GcOptions::grace (a push in flight writes its folders
 // before its index entry on S3 and folders), an unreferenced folder written since a live
 // compile lease of its compiler version began (a damaged lease is not live, so this reaches back
@@ -95,6 +99,8 @@ struct GcPlan {
   std::vector<GcFolder> removed;
   std::vector<KeptGroup> kept;
   std::vector<GcLeaseFile> leases;
+  // What killed writers left (Store::leftovers): removed by apply_gc, each checked again first.
+  std::vector<storage::Leftover> leftovers;
   Tally folders;                // every MODULE_ folder
   Tally referenced;             // folders an entry or registry file still references
   Tally freed;                  // the files removed folders and lease files hold
@@ -108,6 +114,7 @@ struct GcPlan {
   bool applied = false;
   size_t index_files_rewritten = 0;
   size_t files_deleted = 0;
+  size_t leftovers_removed = 0;
   int attempts = 0;
   // Folders a push referenced again between the plan and the deletion: not deleted.
   std::vector<std::string> spared;

@@ -49,6 +49,20 @@ json leases_json(const maintenance::GcPlan& plan) {
   return out;
 }
 
+json leftovers_json(const maintenance::GcPlan& plan) {
+  json out = json::array();
+  for (const auto& l : plan.leftovers) {
+    json item = {{"path", printable(l.path, 300)},
+                 {"kind", std::string(storage::leftover_kind_name(l.kind))},
+                 {"bytes", l.size},
+                 {"age", l.age},
+                 {"why", l.why}};
+    if (!l.target.empty()) item["upload_of"] = printable(l.target, 300);
+    out.push_back(std::move(item));
+  }
+  return out;
+}
+
 // Folders listed one by one in the summary; the report file lists all.
 constexpr size_t kShownFolders = 20;
 
@@ -77,6 +91,21 @@ std::string gc_markdown(const maintenance::GcPlan& plan) {
   }
   if (plan.removed.size() > kShownFolders)
     md += "\n... and " + std::to_string(plan.removed.size() - kShownFolders) +
+          " more (the report file lists all).\n";
+  if (!plan.leftovers.empty()) {
+    md +=
+        std::string("\n") + (plan.applied ? "Removed " : "Would remove ") +
+        std::to_string(plan.applied ? plan.leftovers_removed : plan.leftovers.size()) +
+        " leftovers of killed writers:\n\n| leftover | kind | bytes | why |\n|---|---|---:|---|\n";
+  }
+  for (size_t i = 0; i < plan.leftovers.size() && i < kShownFolders; ++i) {
+    const storage::Leftover& l = plan.leftovers[i];
+    md += "| " + code_cell(printable(l.path, 300)) + " | " +
+          std::string(storage::leftover_kind_name(l.kind)) + " | " + format::human_bytes(l.size) +
+          " | " + markdown_text(l.why) + " |\n";
+  }
+  if (plan.leftovers.size() > kShownFolders)
+    md += "\n... and " + std::to_string(plan.leftovers.size() - kShownFolders) +
           " more (the report file lists all).\n";
   if (!plan.kept.empty()) md += "\n";
   for (const auto& kept : plan.kept)
@@ -110,6 +139,8 @@ nlohmann::json gc_json(const maintenance::GcPlan& plan) {
           {"dropped_entries", entries_json(plan)},
           {"removed_modules", folders_json(plan)},
           {"removed_leases", leases_json(plan)},
+          {"leftovers", leftovers_json(plan)},
+          {"leftovers_removed", plan.leftovers_removed},
           {"kept_unreferenced", kept_json(plan)},
           {"freed", count_json(plan.freed)},
           {"index_files_rewritten", plan.index_files_rewritten},

@@ -98,6 +98,11 @@ class FolderStore : public Store {
   bool content_matches(const RemoteEntry& entry, std::string_view content) const override;
   CommitResult commit(const std::vector<CommitOperation>& operations, const std::string& message,
                       const std::optional<std::string>& parent) override;
+  // Temporary copies and probes a killed writer left anywhere below the root, and empty MODULE_
+  // folders (folder_leftovers.cpp); never through a symlink.
+  std::vector<Leftover> leftovers(const LeftoverAges& ages) override;
+  LeftoverRemoval remove_leftovers(const std::vector<Leftover>& found,
+                                   const LeftoverAges& ages) override;
   std::string why_not_writable() override;
   bool checks_conditional_writes() override { return true; }  // under the index lock
   Url download_url(const std::string& revision, const std::string& path) const override;

@@ -34,6 +34,13 @@ std::optional<StoreTimes> ForwardingStore::write_times(const std::string& path,
                                                        const std::string& revision) {
   return inner_.write_times(path, revision);
 }
+std::vector<Leftover> ForwardingStore::leftovers(const LeftoverAges& ages) {
+  return inner_.leftovers(ages);
+}
+LeftoverRemoval ForwardingStore::remove_leftovers(const std::vector<Leftover>& found,
+                                                  const LeftoverAges& ages) {
+  return inner_.remove_leftovers(found, ages);
+}
 std::vector<DownloadResult> ForwardingStore::download(const std::string& revision,
                                                       std::vector<DownloadRequest>& requests) {
   return inner_.download(revision, requests);

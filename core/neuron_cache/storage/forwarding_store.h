@@ -34,6 +34,9 @@ class ForwardingStore : public Store {
   bool content_matches(const RemoteEntry& entry, std::string_view content) const override;
   CommitResult commit(const std::vector<CommitOperation>& operations, const std::string& message,
                       const std::optional<std::string>& parent) override;
+  std::vector<Leftover> leftovers(const LeftoverAges& ages) override;
+  LeftoverRemoval remove_leftovers(const std::vector<Leftover>& found,
+                                   const LeftoverAges& ages) override;
   std::string squash_history(const std::string& message) override;
   bool has_revision(const std::string& revision) override;
   std::string why_not_writable() override;

@@ -21,6 +21,14 @@ std::string ReadOnlyStore::squash_history(const std::string& /*message*/) {
                           inner().location() + " was not squashed; run without it to squash");
 }
 
+LeftoverRemoval ReadOnlyStore::remove_leftovers(const std::vector<Leftover>& found,
+                                                const LeftoverAges& /*ages*/) {
+  LeftoverRemoval out;
+  for (const auto& item : found)
+    out.kept.push_back(item.path + ": this run is read-only (" + reason_ + ")");
+  return out;
+}
+
 std::string ReadOnlyStore::why_not_writable() {
   return "read-only (" + reason_ + ")";
 }

@@ -21,6 +21,8 @@ class ReadOnlyStore : public ForwardingStore {
   CommitResult commit(const std::vector<CommitOperation>& operations, const std::string& message,
                       const std::optional<std::string>& parent) override;
   std::string squash_history(const std::string& message) override;
+  LeftoverRemoval remove_leftovers(const std::vector<Leftover>& found,
+                                   const LeftoverAges& ages) override;
   // Asked before a push: always a reason, so nothing is prepared in vain.
   std::string why_not_writable() override;
 

@@ -18,6 +18,7 @@
 #include "neuron_cache/net/retry.h"
 #include "neuron_cache/storage/s3_internal.h"
 #include "neuron_cache/storage/s3_store.h"
+#include "neuron_cache/storage/s3_sweep.h"
 #include "neuron_cache/storage/s3_xml.h"
 
 namespace neuron_cache::storage {
@@ -79,6 +80,8 @@ struct Artifact {
   std::string sha256;
   std::unique_ptr<s3::Fd> fd;
   std::string upload_id;  // multipart
+  std::string record;     // its upload record (s3_sweep.h), once written
+  bool closed = false;    // its upload was completed or aborted: the record may go
   std::vector<std::string> part_etags;
   std::vector<std::string> part_checksums;  // base64 sha256 of each part, as S3 checks them
   bool failed = false;
@@ -200,6 +203,7 @@ class Publisher {
     send_changed_again(sends, owners);
     for (size_t i = 0; i < sends.size(); ++i) record(*owners[i].first, owners[i].second, *sends[i]);
     complete(large);
+    forget_records(large);
     for (Artifact* a : to_send) {
       if (a->failed) throw operational_error(a->error);
       net::meter().add_file();
@@ -375,6 +379,54 @@ class Publisher {
       }
       large[i]->upload_id = s3xml::parse_upload_id(response.body);
     }
+    write_records(large);
+  }
+
+  // A record of each upload begun, before its parts go: what gc finds when this writer is
+  // killed on a server without ListMultipartUploads. Housekeeping: a failure is a warning.
+  void write_records(const std::vector<Artifact*>& large) {
+    std::vector<std::unique_ptr<Send>> sends;
+    std::vector<Artifact*> owners;
+    for (Artifact* a : large) {
+      if (a->upload_id.empty()) continue;
+      a->record = new_upload_record_path();
+      std::string body = upload_record_text({a->op->path, a->upload_id});
+      net::HttpRequest r =
+          store_.signed_request("PUT", store_.address().object_url(a->record), sha256_hex(body));
+      r.body = std::move(body);
+      r.headers.push_back("Content-Type: application/json");
+      store_.add_encryption(r);
+      sends.push_back(std::make_unique<Send>(std::move(r), store_.options().retry, store_));
+      owners.push_back(a);
+    }
+    run(sends);
+    for (size_t i = 0; i < sends.size(); ++i) {
+      if (ok(sends[i]->response_)) continue;
+      owners[i]->record.clear();
+      result_.warnings.push_back(
+          store_.failure(sends[i]->response_, "recording the upload of " + owners[i]->op->path)
+              .what() +
+          std::string(": were this push killed, only ListMultipartUploads or the bucket's "
+                      "lifecycle rule would find its parts"));
+    }
+  }
+
+  // The records of the uploads that ended; one that stays is deleted by gc after a day.
+  void forget_records(const std::vector<Artifact*>& large) {
+    std::vector<std::unique_ptr<Send>> sends;
+    for (Artifact* a : large) {
+      if (a->record.empty() || !a->closed) continue;
+      sends.push_back(std::make_unique<Send>(
+          store_.signed_request("DELETE", store_.address().object_url(a->record), s3::kEmptySha256),
+          store_.options().retry, store_));
+    }
+    run(sends);
+    for (const auto& send : sends) {
+      if (ok(send->response_) || send->response_.status == 404) continue;
+      result_.warnings.push_back(
+          store_.failure(send->response_, "deleting an upload record").what() +
+          std::string(": gc deletes it after a day"));
+    }
   }
 
   // Whether the object is there as this upload's completion makes it: the multipart ETag of
@@ -407,6 +459,7 @@ class Publisher {
   void complete(const std::vector<Artifact*>& large) {
     std::vector<std::unique_ptr<Send>> sends;
     std::vector<Artifact*> owners;
+    std::vector<std::pair<Artifact*, const Send*>> aborts;
     for (Artifact* a : large) {
       if (a->upload_id.empty()) continue;
       std::string query = "uploadId=" + url::url_encode(a->upload_id, false);
@@ -416,6 +469,7 @@ class Publisher {
             std::make_unique<Send>(store_.signed_request("DELETE", url, s3::kEmptySha256),
                                    store_.options().retry, store_));
         owners.push_back(nullptr);
+        aborts.emplace_back(a, sends.back().get());
         continue;
       }
       std::string body = "<CompleteMultipartUpload>";
@@ -436,8 +490,11 @@ class Publisher {
       owners.push_back(a);
     }
     run(sends);
+    for (auto [a, abort] : aborts)
+      a->closed = ok(abort->response_) || abort->response_.status == 404;
     for (size_t i = 0; i < sends.size(); ++i) {
       if (owners[i] == nullptr) continue;
+      owners[i]->closed = true;  // completed, else aborted below
       const net::HttpResponse& response = sends[i]->response_;
       // S3 may answer 200 and still fail (the error is then the body); a cut or garbled answer
       // says nothing either way.
@@ -453,11 +510,12 @@ class Publisher {
       if (!completed) {
         owners[i]->failed = true;
         owners[i]->error = not_completed(response, *owners[i]);
-        store_.call(store_.signed_request(
+        net::HttpResponse aborted = store_.call(store_.signed_request(
             "DELETE",
             store_.address().object_url(owners[i]->op->path,
                                         "uploadId=" + url::url_encode(owners[i]->upload_id, false)),
             s3::kEmptySha256));
+        owners[i]->closed = ok(aborted) || aborted.status == 404;
       }
     }
   }

@@ -114,6 +114,11 @@ class S3Store : public Store {
   bool content_matches(const RemoteEntry& entry, std::string_view content) const override;
   CommitResult commit(const std::vector<CommitOperation>& operations, const std::string& message,
                       const std::optional<std::string>& parent) override;
+  // Multipart uploads whose record (s3_sweep.h, kUploadRecordDir) is older than ages.upload: a
+  // writer killed mid-upload, found without ListMultipartUploads.
+  std::vector<Leftover> leftovers(const LeftoverAges& ages) override;
+  LeftoverRemoval remove_leftovers(const std::vector<Leftover>& found,
+                                   const LeftoverAges& ages) override;
   // Anonymous access (AWS_NO_SIGN_REQUEST) reads only.
   std::string why_not_writable() override;
   bool checks_conditional_writes() override { return conditional_.enforced(); }

@@ -90,6 +90,30 @@ std::vector<RemoteEntry> Store::stat_times(const std::vector<std::string>& paths
   return stat(paths, revision);
 }
 
+std::string_view leftover_kind_name(Leftover::Kind kind) {
+  switch (kind) {
+    case Leftover::Kind::Copy:
+      return "copy";
+    case Leftover::Kind::EmptyFolder:
+      return "empty folder";
+    case Leftover::Kind::Upload:
+      return "upload";
+  }
+  return "copy";
+}
+
+std::vector<Leftover> Store::leftovers(const LeftoverAges& /*ages*/) {
+  return {};
+}
+
+LeftoverRemoval Store::remove_leftovers(const std::vector<Leftover>& found,
+                                        const LeftoverAges& /*ages*/) {
+  LeftoverRemoval out;
+  for (const auto& item : found)
+    out.kept.push_back(item.path + ": " + describe(kind(), location()) + " removes no leftovers");
+  return out;
+}
+
 std::optional<StoreTimes> Store::write_times(const std::string& /*path*/,
                                              const std::string& /*revision*/) {
   return std::nullopt;

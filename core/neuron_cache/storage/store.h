@@ -154,6 +154,38 @@ struct CommitResult {
 // commit is the store's head), messages accumulate.
 CommitResult& operator+=(CommitResult& into, const CommitResult& later);
 
+// What a killed writer left in a store that no publication will ever sweep: a folder store's
+// temporary copies (".<name>.<12 hex>.tmp", and probes of the same shape) and empty MODULE_
+// folders; an S3 multipart upload whose in-store record outlived it. Found by
+// Store::leftovers, removed by Store::remove_leftovers (gc's dry run and --apply).
+struct Leftover {
+  enum class Kind { Copy, EmptyFolder, Upload } kind = Kind::Copy;
+  std::string path;  // relative to the store's root: the file, folder or upload record
+  uint64_t size = 0;
+  int64_t age = 0;  // seconds since it was last written, on the store's clock
+  // For reports: what it is and why no live writer owns it.
+  std::string why = {};
+  // Upload: the path the upload was writing (relative to the root) and its id; both empty for a
+  // damaged record (only the record goes).
+  std::string target = {};
+  std::string upload_id = {};
+};
+std::string_view leftover_kind_name(Leftover::Kind kind);  // "copy", "empty folder", "upload"
+
+// How old a leftover must be before no live writer can own it.
+struct LeftoverAges {
+  int64_t now = 0;          // seconds since 1970
+  int64_t copy = 3600;      // a copy or probe takes seconds to write
+  int64_t folder = 86'400;  // gc's grace: a writer makes its folder before its first file
+  int64_t upload = 86'400;  // the largest NEFF goes up in minutes
+};
+
+// What remove_leftovers did: failures are values (housekeeping never fails gc).
+struct LeftoverRemoval {
+  size_t removed = 0;
+  std::vector<std::string> kept;  // each: what was kept and why (young again, failed, refused)
+};
+
 // Why a read failed, as a value: what a policy hands consumers instead of throwing.
 struct Failure {
   std::string message;  // what failed and why, as the store's error said it
@@ -276,6 +308,13 @@ class Store {
   virtual CommitResult commit(const std::vector<CommitOperation>& operations,
                               const std::string& message,
                               const std::optional<std::string>& parent) = 0;
+  // What killed writers left (see Leftover) that is older than `ages` says; the Hub (one commit
+  // lands whole) and the default have none. Throws the store's Error when it cannot be read.
+  virtual std::vector<Leftover> leftovers(const LeftoverAges& ages);
+  // Removes `found` (from leftovers()), each checked again first: the same shape, still that
+  // old, never through a symlink. Nothing outside the store's root is touched.
+  virtual LeftoverRemoval remove_leftovers(const std::vector<Leftover>& found,
+                                           const LeftoverAges& ages);
   // Replaces the store's history with one revision of its current files and returns it (the
   // Hub's super-squash of main: how it frees the storage of deleted files). Irreversible. Stores
   // without history (S3, folders: a deletion frees its bytes at once) throw an input Error.
