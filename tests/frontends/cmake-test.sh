@@ -225,7 +225,7 @@ bad_project() {  # NAME CALL EXPECTED
   expect_in "$3"
 }
 bad_project unknown "neuron_cache_prefetch(MANIFEST $root/examples/neuron-cache.yaml FOO bar)" \
-  "neuron_cache_prefetch: unknown argument FOO (expected MANIFEST, CONFIGS, CACHE_REPO, CACHE_DIR, COMPILE_MISSING, PUSH, READ_ONLY, OFFLINE, STRICT, OUTPUT_VARIABLE)"
+  "neuron_cache_prefetch: unknown argument FOO (expected MANIFEST, CONFIGS, CACHE_REPO, CACHE_DIR, COMPILE_MISSING, PUSH, READ_ONLY, OFFLINE, STRICT, LOCKED, LOCKFILE, TRUSTED_KEYS, REQUIRE_SIGNATURES, OUTPUT_VARIABLE)"
 bad_project no-value "neuron_cache_prefetch(MANIFEST $root/examples/neuron-cache.yaml CACHE_REPO)" \
   "neuron_cache_prefetch: CACHE_REPO needs a value"
 bad_project no-manifest "neuron_cache_prefetch(CONFIGS llama3-8b-chat)" \
@@ -251,6 +251,26 @@ bad_project future-format \
   "set(NEURON_CACHE_TOOL $work/future-tool CACHE FILEPATH \"\" FORCE)
 neuron_cache_prefetch(MANIFEST $root/examples/neuron-cache.yaml CONFIGS llama3-8b-chat STRICT)" \
   "writes JSON reports of format 99; this NeuronCache.cmake reads format 2"
+
+step "TRUSTED_KEYS and REQUIRE_SIGNATURES: the Hub's unsigned entries are not installed, and say why"
+expect_ok "$prefix/bin/neuron-cache" key generate cmake-ci-1 --secret-file "$work/cmake-ci-1.secret"
+trusted=${out%%$'\n'*}
+mkdir -p "$work/signed-src"
+cat >"$work/signed-src/CMakeLists.txt" <<CMAKE
+cmake_minimum_required(VERSION 3.25)
+project(signed NONE)
+find_package(NeuronCache CONFIG REQUIRED)
+neuron_cache_prefetch(MANIFEST "$root/examples/neuron-cache.yaml" CONFIGS llama3-8b-chat
+                      CACHE_DIR "$work/signed-cache" TRUSTED_KEYS "$trusted" REQUIRE_SIGNATURES
+                      OUTPUT_VARIABLE got)
+message(STATUS "got=[\${got}] missing=[\${got_MISSING}]")
+CMAKE
+hub_clear_log
+expect_ok cmake -S "$work/signed-src" -B "$work/signed-build" -DCMAKE_PREFIX_PATH="$prefix"
+expect_in "got=[] missing=[llama3-8b-chat]"
+out=$(tr -s ' \n' '  ' <<<"$out")  # CMake wraps long messages
+expect_in "unsigned, and signatures are required (--require-signatures)"
+[[ $(module_downloads) == 0 ]] || fail "an unsigned entry was downloaded under REQUIRE_SIGNATURES"
 
 step "a tool failing operationally (exit 1) without STRICT: a warning, the configurations missing"
 printf '#!/bin/sh\necho "the disk is on fire" >&2\nexit 1\n' >"$work/failing-tool"
