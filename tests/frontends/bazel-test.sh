@@ -273,6 +273,25 @@ if bazel_in_ws build @typo_models//:no-such-configuration; then show_last; fail 
 grep -q 'no configuration named "no-such-configuration"' "$last" ||
   { show_last; fail "unknown configuration: not the tool's message"; }
 
+step "trusted_keys and require_signatures: the Hub's unsigned entries are not fetched, and say why"
+"$NEURON_CACHE_TOOL" key generate bazel-ci-1 --secret-file "$work/bazel-ci-1.secret" >"$work/bazel-ci-1.pub"
+cat >>"$ws/WORKSPACE" <<WS
+
+neuron_model_artifacts(
+    name = "signed_models",
+    manifest = "//:neuron-cache.yaml",
+    configs = ["llama3-8b-chat"],
+    cache_dir = "$work/signed-cache",
+    trusted_keys = ["$(head -n1 "$work/bazel-ci-1.pub")"],
+    require_signatures = True,
+)
+WS
+hub_clear_log
+bazel_in_ws build @signed_models//:llama3-8b-chat || { show_last; fail "an untrusted entry failed the build"; }
+grep -q 'WARNING: neuron-cache: not in the cache.*unsigned, and signatures are required' "$last" ||
+  { show_last; fail "no reason for the refused entry"; }
+! hub_log | grep -q 'MODULE_[^"]*/model.neff' || { hub_log >&2; fail "an unsigned NEFF was downloaded"; }
+
 step "offline: served by the local cache (file:// URLs); a name with ':' becomes a valid target"
 echo '      - {name: "chat:bf16", batch_size: 1, sequence_length: 4096, num_cores: 8, precision: bf16}' \
   >>"$ws/neuron-cache.yaml"
