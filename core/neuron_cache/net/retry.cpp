@@ -8,10 +8,7 @@
 namespace neuron_cache::net {
 namespace {
 
-double jitter() {
-  static thread_local std::mt19937_64 generator{sys::random_seed()};
-  return std::uniform_real_distribution<double>(0.5, 1.5)(generator);
-}
+constexpr double kBackoffSpread = 0.5;
 
 // A whole number, saturated at 12 digits (a hostile t=10000000000000000000000 must not throw:
 // it is bounded like any long wait), or nothing when it is not one.
@@ -105,12 +102,18 @@ bool is_transient(const HttpResponse& response) {
   return s == 0 || s == 408 || s == 429 || s == 500 || s == 502 || s == 503 || s == 504;
 }
 
+std::chrono::milliseconds jittered(std::chrono::milliseconds wait, double spread) {
+  static thread_local std::mt19937_64 generator{sys::random_seed()};
+  double factor = std::uniform_real_distribution<double>(1 - spread, 1 + spread)(generator);
+  return std::chrono::milliseconds(static_cast<long>(static_cast<double>(wait.count()) * factor));
+}
+
 std::chrono::milliseconds backoff(int attempt, const RetryPolicy& policy) {
   double wait = static_cast<double>(policy.base.count());
   for (int i = 1; i < attempt && wait < policy.cap.count(); ++i) wait *= 2;
-  wait = std::min(wait, static_cast<double>(policy.cap.count())) * jitter();
-  return std::chrono::milliseconds(
+  auto capped = std::chrono::milliseconds(
       static_cast<long>(std::min(wait, static_cast<double>(policy.cap.count()))));
+  return std::min(jittered(capped, kBackoffSpread), policy.cap);
 }
 
 std::optional<std::chrono::milliseconds> retry_delay(const HttpResponse& response, int attempt,

@@ -91,5 +91,8 @@ class RetryingExchange : public Exchange {
 
 // The backoff alone, as optimum-neuron waits between commit conflicts: min(cap, w * U(0.5,1.5)).
 std::chrono::milliseconds backoff(int attempt, const RetryPolicy& policy);
+// `wait` scattered by up to `spread` of itself either way (0.5: between half and one and a half
+// times), so that the clients of one store do not act in step.
+std::chrono::milliseconds jittered(std::chrono::milliseconds wait, double spread);
 
 }  // namespace neuron_cache::net

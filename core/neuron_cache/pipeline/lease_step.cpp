@@ -6,13 +6,13 @@
 
 #include <algorithm>
 #include <cmath>
-#include <random>
 #include <thread>
 
 #include "neuron_cache/error.h"
 #include "neuron_cache/format/lease.h"
 #include "neuron_cache/format/printable.h"
 #include "neuron_cache/log/log.h"
+#include "neuron_cache/net/retry.h"
 #include "neuron_cache/pipeline/lease_step.h"
 #include "neuron_cache/sys/duration.h"
 
@@ -66,9 +66,7 @@ std::chrono::milliseconds poll_pause(std::chrono::milliseconds every, int failed
   auto pause = every;
   for (int i = 0; i < failed_rounds && pause < kMaxPollPause; ++i) pause *= 2;
   pause = std::max(every, std::min(pause, kMaxPollPause));
-  static thread_local std::minstd_rand random(std::random_device{}());
-  std::uniform_int_distribution<int64_t> jitter(-pause.count() / 5, pause.count() / 5);
-  return pause + std::chrono::milliseconds(jitter(random));
+  return net::jittered(pause, 0.2);
 }
 
 std::string host_name(const config::Settings& settings) {
