@@ -289,10 +289,10 @@ void Server::leave_body_fault(Call& call) {
 void Server::log_request(Listener listener, const httplib::Request& req,
                          const httplib::Response& res) {
   RequestStats stats = std::exchange(t_stats, RequestStats{});
-  if (stats.active) --active_requests_;
   size_t question = req.target.find('?');
   std::string raw_path = req.target.substr(0, question);
   if (listener == Listener::Hub && (raw_path == "/_admin" || raw_path.starts_with("/_admin/"))) {
+    if (stats.active) --active_requests_;
     return;
   }
   json entry = {
@@ -308,6 +308,8 @@ void Server::log_request(Listener listener, const httplib::Request& req,
       {"fault", stats.fault.empty() ? json(nullptr) : json(stats.fault)},
   };
   log_.add(stats.sequence != 0 ? stats.sequence : ++sequence_, std::move(entry));
+  // Only once its entry is in the log: GET /_admin/log waits for no request in flight, then reads.
+  if (stats.active) --active_requests_;
 }
 
 // --- routing -----------------------------------------------------------------------------------
