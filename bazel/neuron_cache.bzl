@@ -170,8 +170,22 @@ def _check_tool(rctx):
              (tool, origin, result.return_code, (answer or result.stderr.strip())[:200]))
     return tool
 
+def _is_progress_line(line):
+    """The tool's progress lines (`--progress`): its own lines that are neither a warning nor an
+    error ("neuron-cache: fetching ...") and transfer lines ("Downloading: 1.0 MiB of ...",
+    "Downloading done: ...")."""
+    if line.startswith("neuron-cache: "):
+        return not (line.startswith("neuron-cache: warning: ") or
+                    line.startswith("neuron-cache: error: "))
+    word, colon, rest = line.partition(": ")
+    word = word.removesuffix(" done")
+    return bool(colon) and word.isalpha() and word[:1].isupper() and rest[:1].isdigit()
+
 def _tool_message(result):
-    text = (result.stderr or result.stdout).strip()
+    """The tool's warnings and errors; its progress lines were shown as they came."""
+    lines = [line for line in (result.stderr or result.stdout).strip().split("\n")
+             if not _is_progress_line(line)]
+    text = "\n".join(lines).strip()
     return text if text else "(no output)"
 
 # The report format this rule reads (core/neuron_cache/report/report.schema.json in the tool's sources).
@@ -273,6 +287,12 @@ def _download_configuration(rctx, row, folder, through_tool):
 # repository being made and removed before it is done.
 _EXPORT_DIR = "_neuron_cache_fetched"
 
+def _run_showing_progress(rctx, args):
+    """Runs a prefetch with its stderr on the terminal as it comes (`quiet = False`): a download
+    of hundreds of MiB is not a silent minute. Its stdout is empty (`--quiet`, no `--json`)."""
+    return rctx.execute(args, environment = _FRONT_END, timeout = rctx.attr.timeout,
+                        quiet = False)
+
 def _fetch_through_tool(rctx, names, problems, pending):
     """Has the tool fetch the configurations `names` (their Hub files the repository cache
     lacks) into the local cache, then copies each pending file from there by its sha256, so the
@@ -283,8 +303,7 @@ def _fetch_through_tool(rctx, names, problems, pending):
     if rctx.attr.lockfile:
         args.extend(["--locked", "--lockfile", str(rctx.path(rctx.attr.lockfile))])
     rctx.report_progress("neuron-cache prefetch of %d configurations from the Hub" % len(names))
-    result = rctx.execute(args, environment = _FRONT_END, timeout = rctx.attr.timeout,
-                          quiet = True)
+    result = _run_showing_progress(rctx, args)
     if result.return_code != 0 and (rctx.attr.strict or result.return_code == _EXIT_USAGE):
         fail("neuron-cache prefetch failed (exit %d) for @%s:\n%s" %
              (result.return_code, rctx.name, _tool_message(result)))
@@ -312,13 +331,15 @@ def _bzl_list(items, indent):
     return "[\n" + "".join([pad + "    %s,\n" % repr(item) for item in items]) + pad + "]"
 
 def _tool_args(rctx, tool, command, configs = None):
-    """`neuron-cache COMMAND MANIFEST --json --quiet` with the rule's selection (or `configs`)
-    and stores."""
+    """`neuron-cache COMMAND MANIFEST --quiet` with the rule's selection (or `configs`) and
+    stores: `plan` with `--json` (the rule reads its report), `prefetch` with `--progress` (its
+    transfer lines are shown as they come: see _run_showing_progress)."""
     manifest = rctx.path(rctx.attr.manifest)  # through the label: Bazel tracks its content
     if rctx.attr.cache_dir and not rctx.attr.cache_dir.startswith("/"):
         fail("neuron_model_artifacts: cache_dir must be an absolute path, not `%s`" %
              rctx.attr.cache_dir)
-    args = [tool, command, str(manifest), "--json", "--quiet"]
+    shown = "--progress" if command == "prefetch" else "--json"
+    args = [tool, command, str(manifest), shown, "--quiet"]
     for config in (rctx.attr.configs if configs == None else configs):
         args.extend(["--config", config])
     if rctx.attr.cache_repo and not rctx.attr.lockfile:  # a lock names its store
@@ -371,8 +392,7 @@ def _run_plan(rctx, tool):
 def _prefetch(rctx, tool):
     """`neuron-cache prefetch`: the tool downloads (signed, verified) into the local cache."""
     rctx.report_progress("neuron-cache prefetch from a store without plain URLs")
-    result = rctx.execute(_tool_args(rctx, tool, "prefetch"), environment = _FRONT_END,
-                          timeout = rctx.attr.timeout, quiet = True)
+    result = _run_showing_progress(rctx, _tool_args(rctx, tool, "prefetch"))
     if result.return_code != 0:
         message = "neuron-cache prefetch failed (exit %d) for @%s:\n%s" % (
             result.return_code, rctx.name, _tool_message(result))

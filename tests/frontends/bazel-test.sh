@@ -198,6 +198,8 @@ grep -q '^plan .* --json .*--files' "$work/tool-calls.log" || fail "the rule did
 grep -q '^prefetch .*--config llama3-8b-chat .*--export-dir ' "$work/tool-calls.log" ||
   fail "with a token, the rule did not have the tool fetch"
 [[ -z $(find "$generated" -name '_neuron_cache_fetched') ]] || fail "the export folder was left behind"
+# The tool's transfer lines reached the terminal while it ran, and its message was kept clean.
+grep -q 'Downloading done: ' "$last" || { show_last; fail "the tool's progress was not shown"; }
 
 step "second build: the repository is not fetched again"
 hub_clear_log

@@ -35,12 +35,25 @@ struct Options {
   bool json = false;
 };
 
+// A --manifest, read once.
+struct Declared {
+  std::string file;
+  manifest::Manifest manifest;
+};
+
+std::vector<Declared> read_manifests(const std::vector<std::string>& files) {
+  std::vector<Declared> out;
+  for (const auto& file : files) out.push_back({file, manifest::load_manifest(file)});
+  return out;
+}
+
 // The keys of every configuration the manifests declare.
-std::set<std::string> declared_keys(Context& context, const std::vector<std::string>& manifests) {
+std::set<std::string> declared_keys(Context& context, const std::vector<Declared>& manifests) {
   std::set<std::string> keys;
-  for (const auto& manifest : manifests) {
+  for (const auto& declared : manifests) {
     pipeline::Options options;
-    options.manifest = manifest;
+    options.manifest = declared.file;
+    options.loaded = declared.manifest;
     pipeline::Pipeline pipeline(context.settings_with_compiler(), context.remotes(), options);
     std::set<std::string> more = pipeline.declared_keys();
     keys.insert(more.begin(), more.end());
@@ -48,12 +61,13 @@ std::set<std::string> declared_keys(Context& context, const std::vector<std::str
   return keys;
 }
 
-maintenance::GcOptions gc_options(Context& context, const Options& options) {
+maintenance::GcOptions gc_options(Context& context, const Options& options,
+                                  const std::vector<Declared>& manifests) {
   maintenance::GcOptions out;
   out.grace = parse_duration(options.grace, "--grace");
   if (!options.older_than.empty())
     out.older_than = parse_duration(options.older_than, "--older-than");
-  out.declared = declared_keys(context, options.manifests);
+  out.declared = declared_keys(context, manifests);
   out.unreferenced = *maintenance::unreferenced_named(options.unreferenced);
   return out;
 }
@@ -134,11 +148,12 @@ void print_text(const maintenance::GcPlan& plan, const maintenance::GcOptions& o
 // The store gc acts on: --repo, else the one the manifests name (they must agree: their
 // configurations are kept in one store), else the configured one. --apply deletes only from a
 // store named for it, never from the saved default that every `create` and `set` replaces.
-void choose_store(Context& context, const Options& options) {
-  if (!options.manifests.empty()) {
+void choose_store(Context& context, const Options& options,
+                  const std::vector<Declared>& manifests) {
+  if (!manifests.empty()) {
     std::optional<std::string> named;
-    for (const auto& file : options.manifests) {
-      std::optional<std::string> repo = manifest::load_manifest(file).cache_repo;
+    for (const auto& declared : manifests) {
+      const std::optional<std::string>& repo = declared.manifest.cache_repo;
       if (named && repo && *repo != *named) {
         throw input_error("the manifests name different cache stores (" + *named + ", " + *repo +
                           "): gc acts on one store; run it once per store, each with the "
@@ -146,7 +161,7 @@ void choose_store(Context& context, const Options& options) {
       }
       if (repo) named = repo;
     }
-    context.use_manifest(options.manifests.front());
+    context.use_manifest(manifests.front().manifest, manifests.front().file);
   }
   if (options.apply && !context.store_named()) {
     throw input_error("gc --apply would delete from " + context.settings().cache_repo.value + ", " +
@@ -162,8 +177,9 @@ void gc(Context& context, const Options& options) {
     throw input_error("--squash rewrites the Hub repo's history: give --apply too");
   if (!options.manifests.empty() && options.older_than.empty())
     throw input_error("--manifest says which old entries to keep: give --older-than too");
-  choose_store(context, options);
-  maintenance::GcOptions gc_options_ = gc_options(context, options);
+  const std::vector<Declared> manifests = read_manifests(options.manifests);
+  choose_store(context, options, manifests);
+  maintenance::GcOptions gc_options_ = gc_options(context, options, manifests);
   maintenance::GcPlan plan =
       maintenance::collect_garbage(context.store(), gc_options_, {options.apply, options.squash},
                                    net::retry_policy(context.settings(), 6));

@@ -38,7 +38,10 @@ storage::Store& Context::store() {
 }
 
 void Context::use_manifest(const std::string& file) {
-  manifest::Manifest manifest = manifest::load_manifest(file);
+  use_manifest(manifest::load_manifest(file), file);
+}
+
+void Context::use_manifest(const manifest::Manifest& manifest, const std::string& file) {
   settings_ = settings().with_manifest(pipeline::manifest_layer(manifest, file));
   store_.reset();
 }

@@ -48,6 +48,7 @@ class Context {
   // Takes the cache repo (and cache_dir, compiler_version) from the manifest `file` as a run of
   // it would (--repo still wins): gc and du then act on the manifest's store, not the saved one.
   void use_manifest(const std::string& file);
+  void use_manifest(const manifest::Manifest& manifest, const std::string& file);
   // Where the store comes from, for a line a person reads: "the cache repo from --repo".
   std::string store_origin() { return "the cache repo from " + settings().cache_repo.origin; }
   // Whether the store was named for this command (--repo, a manifest, CUSTOM_CACHE_REPO) rather

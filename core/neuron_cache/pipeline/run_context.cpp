@@ -14,7 +14,8 @@ namespace ai = artifact_index;
 
 manifest::Manifest load_selected(const Options& options) {
   if (options.manifest.empty()) return {};  // `run` without a manifest: no configurations
-  manifest::Manifest manifest = manifest::load_manifest(options.manifest);
+  manifest::Manifest manifest =
+      options.loaded ? *options.loaded : manifest::load_manifest(options.manifest);
   if (options.configs.empty()) return manifest;
   std::vector<manifest::Configuration> selected;
   for (const auto& name : options.configs) {

@@ -50,6 +50,8 @@ struct LeasePolicy {
 
 struct Options {
   std::filesystem::path manifest;
+  // The manifest's content when the caller has read it already (gc reads each once).
+  std::optional<manifest::Manifest> loaded;
   std::vector<std::string> configs;  // only these configuration names; empty: all
   bool strict = false;
   bool read_only = false;

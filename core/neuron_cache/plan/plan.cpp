@@ -5,6 +5,7 @@
 #include <set>
 
 #include "neuron_cache/format/layout.h"
+#include "neuron_cache/format/wording.h"
 #include "neuron_cache/remote/lookup.h"
 #include "neuron_cache/trust/signing.h"
 
@@ -86,12 +87,6 @@ std::string miss_reason(const Target& target, const Plan& plan, const PlanRow& r
   return reason;
 }
 
-std::string join_names(const std::vector<std::string>& names) {
-  std::string out;
-  for (const auto& name : names) out += (out.empty() ? "" : ", ") + name;
-  return out;
-}
-
 void mark_local(PlanRow& row, const ai::Entry& entry, bool recorded) {
   row.status = Status::Local;
   row.entry = entry;
@@ -131,7 +126,7 @@ void hub_row(PlanRow& row, const local::LocalIndex& local, const remote::RemoteI
   row.entry = *hub_entry;
   row.compile_seconds_saved = hub_entry->compile_seconds;
   row.reason = "available in " + remote.repo();
-  if (!row.signed_by.empty()) row.reason += ", signed by " + join_names(row.signed_by);
+  if (!row.signed_by.empty()) row.reason += ", signed by " + list_of(row.signed_by, ai::kMaxSignatures);
 }
 
 // Model, task, shape, compiler folder and pinned optimum-neuron version.

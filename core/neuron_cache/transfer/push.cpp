@@ -134,7 +134,7 @@ enum class Kept { All, SameFiles, Nothing };
 Kept kept_by_signer(const ai::Entry& on_hub, const ai::Entry& entry,
                     const trust::SecretKey& signer) {
   trust::TrustedKeys own;
-  own.add(signer.public_key());
+  own.add(signer.public_key());  // derived once, when the key was read
   if (trust::verify_entry(on_hub, own).trusted()) return Kept::All;
   if (trust::canonical_statement(on_hub) == trust::canonical_statement(entry))
     return Kept::SameFiles;

@@ -137,19 +137,15 @@ PublicKey parse_public_key(std::string_view line, const std::string& origin) {
 }
 
 SecretKey::SecretKey(std::string name, const KeyBytes& seed)
-    : name_(std::move(name)), seed_(seed) {}
+    : name_(std::move(name)), seed_(seed), public_{name_, ed25519::public_of_seed(seed_)} {}
 
 SecretKey::~SecretKey() {
   OPENSSL_cleanse(seed_.data(), seed_.size());
 }
 
 SecretKey::SecretKey(SecretKey&& other) noexcept
-    : name_(std::move(other.name_)), seed_(other.seed_) {
+    : name_(std::move(other.name_)), seed_(other.seed_), public_(other.public_) {
   OPENSSL_cleanse(other.seed_.data(), other.seed_.size());
-}
-
-PublicKey SecretKey::public_key() const {
-  return {name_, ed25519::public_of_seed(seed_)};
 }
 
 SecretKey generate_key(const std::string& name) {

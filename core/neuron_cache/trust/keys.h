@@ -53,11 +53,13 @@ class SecretKey {
 
   const std::string& name() const { return name_; }
   const KeyBytes& secret_seed() const { return seed_; }
-  PublicKey public_key() const;
+  // Derived once: a push checks it against every entry it writes.
+  const PublicKey& public_key() const { return public_; }
 
  private:
   std::string name_;
   KeyBytes seed_;
+  PublicKey public_;
 };
 
 // A new key from the system's random source; throws an input Error for a bad name.

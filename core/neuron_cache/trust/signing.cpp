@@ -6,6 +6,7 @@
 
 #include "neuron_cache/error.h"
 #include "neuron_cache/format/pyjson.h"
+#include "neuron_cache/format/wording.h"
 #include "neuron_cache/trust/ed25519.h"
 
 namespace neuron_cache::trust {
@@ -32,10 +33,9 @@ std::vector<SignedFile> signed_files(const ai::Entry& entry) {
   return files;
 }
 
+// Every key is named: a list never holds more than an entry's signatures.
 std::string join(const std::vector<std::string>& names) {
-  std::string out;
-  for (const auto& name : names) out += (out.empty() ? "" : ", ") + name;
-  return out;
+  return list_of(names, ai::kMaxSignatures);
 }
 
 std::optional<ed25519::SignatureBytes> signature_bytes(const std::string& text) {
