@@ -714,7 +714,10 @@ void SeedViews::prepare(SeedView& view, std::vector<std::string>& notes) {
   }
   bring_up_to_date(view, sync);
   notes.insert(notes.end(), sync.notes.begin(), sync.notes.end());
-  add_stats(sync.stats);
+  {
+    std::lock_guard lock(mutex_);
+    stats_ += sync.stats;
+  }
   background_->start();
 }
 
@@ -726,7 +729,8 @@ void SeedViews::release(SeedView& view, const std::set<ModuleKey>& touched, bool
       clean_after_run(view, touched, sync);
       bring_up_to_date(view, sync);
       record_state(view, sync);
-      add_stats(sync.stats);
+      std::lock_guard lock(mutex_);
+      stats_ += sync.stats;
     }
   } catch (const std::exception&) {
     // The state file stays missing: the next user rebuilds the view.
@@ -741,15 +745,15 @@ void SeedViews::unlock(SeedView& view) {
   view.busy_ = false;
 }
 
-void SeedViews::add_stats(const SeedStats& more) {
-  std::lock_guard lock(mutex_);
-  stats_.views_built += more.views_built;
-  stats_.full_listings += more.full_listings;
-  stats_.names_listed += more.names_listed;
-  stats_.entries_checked += more.entries_checked;
-  stats_.entries_seeded += more.entries_seeded;
-  stats_.entries_unseeded += more.entries_unseeded;
-  stats_.links_made += more.links_made;
+SeedStats& operator+=(SeedStats& into, const SeedStats& more) {
+  into.views_built += more.views_built;
+  into.full_listings += more.full_listings;
+  into.names_listed += more.names_listed;
+  into.entries_checked += more.entries_checked;
+  into.entries_seeded += more.entries_seeded;
+  into.entries_unseeded += more.entries_unseeded;
+  into.links_made += more.links_made;
+  return into;
 }
 
 void SeedViews::bring_up_to_date(SeedView& view, Sync& sync) {

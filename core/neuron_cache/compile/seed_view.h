@@ -83,6 +83,7 @@ struct SeedStats {
   size_t entries_unseeded = 0;
   size_t links_made = 0;  // hard links and symlinks
 };
+SeedStats& operator+=(SeedStats& into, const SeedStats& more);
 
 struct SeedOptions {
   // Tests turn inotify off to exercise the fallbacks: without watch_cache every use lists the
@@ -171,7 +172,6 @@ class SeedViews {
                             const std::string& compiler);
   bool unchanged_since_applied(const SeedView& view, const std::string& compiler);
   void unlock(SeedView& view);
-  void add_stats(const SeedStats& more);
 
   std::filesystem::path root_;
   std::vector<std::filesystem::path> trusted_;

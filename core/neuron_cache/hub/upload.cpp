@@ -14,6 +14,7 @@
 #include "neuron_cache/hub/client.h"
 #include "neuron_cache/log/log.h"
 #include "neuron_cache/net/answer.h"
+#include "neuron_cache/net/in_transit.h"
 #include "neuron_cache/net/meter.h"
 #include "neuron_cache/net/retry.h"
 #include "neuron_cache/sys/fd.h"
@@ -390,7 +391,8 @@ void upload_lfs_objects(HubClient& client, const std::string& repo, const std::s
   std::string refusal;
   std::vector<LocalFile*> refused = send(client, uploads, result, refusal);
   if (refused.empty()) return;
-  // Bytes hashed here and refused there changed on their way: sent once more, to fresh URLs.
+  // Bytes hashed here and refused there changed on their way: sent once more, to fresh URLs
+  // (net/in_transit.h).
   log::debug("hub", "sending " + std::to_string(refused.size()) +
                         " LFS object(s) again after storage refused their content: " + refusal);
   uint64_t bytes = 0;
@@ -402,11 +404,7 @@ void upload_lfs_objects(HubClient& client, const std::string& repo, const std::s
   std::vector<LfsUpload> again = request_lfs_uploads(client, repo, revision, refused, result);
   refused = send(client, again, result, refusal);
   if (refused.empty()) return;
-  throw operational_error(refusal +
-                          " (twice: the bytes were read and hashed on this machine both times, so "
-                          "something on the network path changes them, such as a proxy or a "
-                          "faulty network card); push again, from another network if it "
-                          "persists");
+  throw operational_error(net::changed_in_transit_twice(refusal));
 }
 
 std::string read_whole(const std::filesystem::path& path, uint64_t size) {

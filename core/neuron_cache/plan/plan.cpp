@@ -126,7 +126,8 @@ void hub_row(PlanRow& row, const local::LocalIndex& local, const remote::RemoteI
   row.entry = *hub_entry;
   row.compile_seconds_saved = hub_entry->compile_seconds;
   row.reason = "available in " + remote.repo();
-  if (!row.signed_by.empty()) row.reason += ", signed by " + list_of(row.signed_by, ai::kMaxSignatures);
+  if (!row.signed_by.empty())
+    row.reason += ", signed by " + list_of(row.signed_by, ai::kMaxSignatures);
 }
 
 // Model, task, shape, compiler folder and pinned optimum-neuron version.

@@ -14,6 +14,7 @@
 #include "neuron_cache/format/digest.h"
 #include "neuron_cache/format/layout.h"
 #include "neuron_cache/format/url.h"
+#include "neuron_cache/net/in_transit.h"
 #include "neuron_cache/net/meter.h"
 #include "neuron_cache/net/retry.h"
 #include "neuron_cache/storage/s3_internal.h"
@@ -50,11 +51,11 @@ std::string md5_of_range(int fd, uint64_t offset, uint64_t length) {
 }
 
 std::string kept_otherwise_twice(const std::string& location, const std::string& path) {
-  return "the S3 store " + location + " kept other bytes than were sent for " + path +
-         " twice (its answer's checksum or ETag is not that of the bytes read and hashed here): "
-         "something on the network path changes bytes, and the server does not check the "
-         "x-amz-checksum-sha256 it is sent. Push again; if it persists, push from another "
-         "network or have the server verify checksums";
+  return net::changed_in_transit_twice(
+      "the S3 store " + location + " kept other bytes than were sent for " + path +
+          " (its answer's checksum or ETag is not that of the bytes sent)",
+      "the server does not check the x-amz-checksum-sha256 it is sent",
+      "have the server verify checksums");
 }
 
 Kept kept_bytes(const net::Headers& answer, const std::string& checksum,
@@ -261,7 +262,7 @@ class Publisher {
   }
 
   // Bytes hashed here and kept otherwise there changed on their way: each such PUT is sent once
-  // more; kept otherwise again, its artifact fails and the object is removed.
+  // more; kept otherwise again, its artifact fails and the object is removed (net/in_transit.h).
   void send_changed_again(std::vector<std::unique_ptr<Send>>& sends,
                           const std::vector<std::pair<Artifact*, size_t>>& owners) {
     std::vector<size_t> again;

@@ -52,7 +52,7 @@ std::string S3ConditionalWrites::put(const CommitOperation& op, bool checked,
   std::string written = s3xml::unquote_etag(response.headers.get("ETag").value_or(""));
   if (changed_in_transit(response, fd, size, sha) && !written.empty()) {
     // The file now holds bytes changed on their way (readers refuse them): written again over
-    // exactly that version, once.
+    // exactly that version, once (net/in_transit.h).
     response = send(op, fd, size, sha, "If-Match: \"" + written + "\"");
     written = s3xml::unquote_etag(response.headers.get("ETag").value_or(""));
     if (changed_in_transit(response, fd, size, sha)) {
