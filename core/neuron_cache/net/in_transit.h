@@ -10,9 +10,6 @@
 
 namespace neuron_cache::net {
 
-// Sends of one body before a change in transit fails the push: the first and one more.
-inline constexpr int kSendsOfChangedBytes = 2;
-
 // `what` says what the store did ("storage refused the content of x.neff (BadDigest)");
 // `unchecked`, when not empty, why the store let it happen ("the server does not check the
 // x-amz-checksum-sha256 it is sent"), and `server_fix` what would make it check.
