@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <condition_variable>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -70,6 +71,7 @@ class MemoryStorePipeline : public ::testing::Test {
   MemoryStorePipeline() {
     write_file(work / "neuron-cache.yaml", stand_in_manifest({{"acme/tiny", {{"tiny-bs1", 1}}}}));
     setenv("STAND_IN_DELAY", "0", 1);  // the stand-in inherits the test's environment
+    store.on_event([this] { poke(); });
   }
 
   config::Settings settings(const fs::path& cache) const {
@@ -103,13 +105,22 @@ class MemoryStorePipeline : public ::testing::Test {
     options.jobs = jobs;
     options.leases.enabled = lease_seconds > 0;
     options.leases.wait_timeout = wait_timeout;
-    pipeline::Remotes remotes{[this](const config::Settings&) { return store.handle(); }, &models};
+    // The machine is named after its cache: what it sends to the store is counted by that name.
+    pipeline::Remotes remotes{
+        [this, cache_name](const config::Settings&) { return store.handle(cache_name); }, &models};
     pipeline::Pipeline p(settings(work / cache_name), remotes, options);
     // No lock of the run's own: the pipeline must hand over one line at a time, whichever thread
     // says it (ThreadSanitizer would see two at once). Runs of two machines at once add theirs
-    // to `progress` after.
+    // to `progress` after; each line is also heard at once, with when (heard).
     std::vector<std::string> lines;
-    p.on_progress([&lines](const std::string& line) { lines.push_back(line); });
+    p.on_progress([this, &lines, cache_name](const std::string& line) {
+      lines.push_back(line);
+      {
+        std::lock_guard lock(events_mutex);
+        heard.push_back({cache_name, line, std::chrono::steady_clock::now()});
+      }
+      events.notify_all();
+    });
     pipeline::RunResult result = pipeline::run(p, steps);
     {
       std::lock_guard lock(progress_mutex);
@@ -150,6 +161,32 @@ class MemoryStorePipeline : public ::testing::Test {
     return n;
   }
 
+  // Waits until `done` holds: asked (under events_mutex) after each progress line of a run and
+  // each request and commit of the store; false when `timeout` passed first.
+  bool await(const std::function<bool()>& done,
+             std::chrono::seconds timeout = std::chrono::seconds(30)) {
+    std::unique_lock lock(events_mutex);
+    return events.wait_for(lock, timeout, done);
+  }
+  void poke() {
+    { std::lock_guard lock(events_mutex); }
+    events.notify_all();
+  }
+
+  // A progress line of a run, as it was said.
+  struct Heard {
+    std::string machine;
+    std::string line;
+    std::chrono::steady_clock::time_point when;
+  };
+  // The lines of `machine` containing `part`, in order (events_mutex held or the runs over).
+  std::vector<Heard> heard_of(const std::string& machine, const std::string& part) const {
+    std::vector<Heard> out;
+    for (const Heard& h : heard)
+      if (h.machine == machine && contains(h.line, part)) out.push_back(h);
+    return out;
+  }
+
   TempDir work;
   MemoryStore store;
   FakeModels models;
@@ -160,6 +197,9 @@ class MemoryStorePipeline : public ::testing::Test {
   int jobs = 1;
   std::vector<std::string> progress;  // the progress lines of every run
   std::mutex progress_mutex;
+  std::mutex events_mutex;  // heard
+  std::condition_variable events;
+  std::vector<Heard> heard;  // every run's progress lines as they come
 };
 
 TEST_F(MemoryStorePipeline, AnEmptyStoreCompilesAndPushes) {
