@@ -27,10 +27,144 @@ bool below(const std::string& path, const std::string& folder) {
   return folder.empty() || path.starts_with(folder + "/");
 }
 
+// Why a request met the outage, as libcurl says of a refused connection.
+constexpr const char* kRefused = "Couldn't connect to server: an outage the test asked for";
+
 }  // namespace
 
-std::unique_ptr<storage::Store> MemoryStore::handle() {
-  return std::make_unique<storage::ForwardingStore>(*this);
+// One machine's way into the store. Its requests are counted by machine, and once one met the
+// outage the handle is unreachable, as net::HttpEngine makes an HTTP store: nothing more is sent
+// (each request fails at once, quoting why) until look_again(). The messages are worded as the
+// Hub client's, so the run's outage warning (pipeline/outages.h) recognises them.
+class MemoryStore::Handle : public storage::ForwardingStore {
+ public:
+  Handle(MemoryStore& store, std::string machine)
+      : ForwardingStore(store), store_(store), machine_(std::move(machine)) {}
+
+  std::string head() override {
+    reach("reading the head of " + name());
+    return ForwardingStore::head();
+  }
+  std::vector<storage::RemoteEntry> list(const std::string& path, bool recursive,
+                                         const std::string& revision) override {
+    reach("listing " + path);
+    return ForwardingStore::list(path, recursive, revision);
+  }
+  std::vector<storage::RemoteEntry> stat(const std::vector<std::string>& paths,
+                                         const std::string& revision) override {
+    reach("asking for " + std::to_string(paths.size()) + " paths");
+    return ForwardingStore::stat(paths, revision);
+  }
+  std::vector<storage::RemoteEntry> stat_times(const std::vector<std::string>& paths,
+                                               const std::string& revision) override {
+    reach("asking when " + std::to_string(paths.size()) + " paths were written");
+    return ForwardingStore::stat_times(paths, revision);
+  }
+  storage::SmallFile read_versioned(const std::string& path, const std::string& revision,
+                                    uint64_t max_bytes) override {
+    reach("reading " + path);
+    return ForwardingStore::read_versioned(path, revision, max_bytes);
+  }
+  std::vector<storage::DownloadResult> download(
+      const std::string& revision, std::vector<storage::DownloadRequest>& requests) override {
+    reach("downloading " + std::to_string(requests.size()) + " files");
+    return ForwardingStore::download(revision, requests);
+  }
+  storage::CommitResult commit(const std::vector<storage::CommitOperation>& operations,
+                               const std::string& message,
+                               const std::optional<std::string>& parent) override {
+    reach("committing to " + name());
+    return ForwardingStore::commit(operations, message, parent);
+  }
+  std::string squash_history(const std::string& message) override {
+    reach("squashing the history of " + name());
+    return ForwardingStore::squash_history(message);
+  }
+  bool has_revision(const std::string& revision) override {
+    reach("looking for revision " + revision);
+    return ForwardingStore::has_revision(revision);
+  }
+  std::string unreachable() const override {
+    std::lock_guard lock(mutex_);
+    return unreachable_;
+  }
+  void look_again() override {
+    std::lock_guard lock(mutex_);
+    unreachable_.clear();
+  }
+
+ private:
+  // Before each request: fails at once while unreachable; otherwise the request is sent, and
+  // one that meets the outage makes the handle unreachable.
+  void reach(const std::string& what) {
+    {
+      std::lock_guard lock(mutex_);
+      if (!unreachable_.empty()) {
+        throw operational_error(what + " was not tried: " + unreachable_ +
+                                " earlier in this run, so no further request is made");
+      }
+    }
+    bool refused = store_.refused(machine_);
+    if (refused) {
+      std::lock_guard lock(mutex_);
+      if (unreachable_.empty())
+        unreachable_ = location() + " could not be reached (" + kRefused + ")";
+    }
+    store_.notify();
+    if (refused) throw operational_error(what + " failed: no answer (" + kRefused + ")");
+  }
+
+  MemoryStore& store_;
+  const std::string machine_;
+  mutable std::mutex mutex_;
+  std::string unreachable_;  // why, once a request met the outage; "" after look_again()
+};
+
+std::unique_ptr<storage::Store> MemoryStore::handle(const std::string& machine) {
+  return std::make_unique<Handle>(*this, machine);
+}
+
+void MemoryStore::go_down() {
+  std::lock_guard lock(mutex_);
+  down_ = true;
+}
+
+void MemoryStore::come_back() {
+  std::lock_guard lock(mutex_);
+  down_ = false;
+}
+
+bool MemoryStore::refused(const std::string& machine) {
+  std::lock_guard lock(mutex_);
+  sent_[machine].push_back(std::chrono::steady_clock::now());
+  if (!down_) return false;  // the request goes on (request() counts it)
+  ++requests_;
+  ++met_outage_[machine];
+  return true;
+}
+
+int MemoryStore::sent(const std::string& machine,
+                      std::chrono::steady_clock::time_point since) const {
+  std::lock_guard lock(mutex_);
+  auto it = sent_.find(machine);
+  if (it == sent_.end()) return 0;
+  return static_cast<int>(std::count_if(it->second.begin(), it->second.end(),
+                                        [&](const auto& when) { return when >= since; }));
+}
+
+int MemoryStore::met_outage(const std::string& machine) const {
+  std::lock_guard lock(mutex_);
+  auto it = met_outage_.find(machine);
+  return it == met_outage_.end() ? 0 : it->second;
+}
+
+std::vector<MemoryStore::Landed> MemoryStore::landed() const {
+  std::lock_guard lock(mutex_);
+  return landed_;
+}
+
+void MemoryStore::notify() const {
+  if (observer_) observer_();
 }
 
 MemoryStore::MemoryStore(std::string repo) : repo_(std::move(repo)) {
@@ -86,6 +220,10 @@ void MemoryStore::request(const std::vector<std::string>& paths) {
   ++requests_;
   if (delay_.count() > 0) std::this_thread::sleep_for(delay_);
   std::lock_guard lock(mutex_);
+  if (down_) {  // used directly: no handle to mark unreachable
+    throw operational_error("the memory store could not be reached (" + std::string(kRefused) +
+                            ")");
+  }
   if (fail_times_ <= 0) return;
   for (const auto& path : paths) {
     if (!path.starts_with(fail_prefix_) && !fail_prefix_.starts_with(path)) continue;
@@ -283,37 +421,45 @@ storage::CommitResult MemoryStore::commit(const std::vector<storage::CommitOpera
                                           const std::string& /*message*/,
                                           const std::optional<std::string>& parent) {
   request({});
-  std::lock_guard lock(mutex_);
-  if (parent && !parent->empty() && *parent != revisions_.back().first) {
-    throw CommitConflict("the memory store moved from " + *parent + " to " +
-                         revisions_.back().first + ": read the head again and retry");
-  }
-  Files files = revisions_.back().second;
-  check_expected(files, operations);
   storage::CommitResult result;
-  for (const auto& op : operations) {
-    if (op.kind == storage::CommitOperation::Kind::Delete) {
-      result.deleted += files.erase(op.path);
-      continue;
+  bool lost = false;
+  {
+    std::lock_guard lock(mutex_);
+    if (parent && !parent->empty() && *parent != revisions_.back().first) {
+      throw CommitConflict("the memory store moved from " + *parent + " to " +
+                           revisions_.back().first + ": read the head again and retry");
     }
-    std::string data = read_file(op.local);
-    if (auto it = files.find(op.path); it != files.end() && it->second.content == data) {
-      ++result.unchanged;
-      continue;
+    Files files = revisions_.back().second;
+    check_expected(files, operations);
+    Landed landed{std::chrono::steady_clock::now(), {}};
+    for (const auto& op : operations) {
+      if (op.kind == storage::CommitOperation::Kind::Delete) {
+        size_t erased = files.erase(op.path);
+        result.deleted += erased;
+        if (erased > 0) landed.paths.push_back(op.path);
+        continue;
+      }
+      std::string data = read_file(op.local);
+      if (auto it = files.find(op.path); it != files.end() && it->second.content == data) {
+        ++result.unchanged;
+        continue;
+      }
+      files[op.path] = {data, ++writes_};
+      written_[op.path] = now();
+      landed.paths.push_back(op.path);
+      ++result.large_sent;
+      result.bytes_sent += data.size();
     }
-    files[op.path] = {data, ++writes_};
-    written_[op.path] = now();
-    ++result.large_sent;
-    result.bytes_sent += data.size();
+    if (result.large_sent == 0 && result.deleted == 0) return result;
+    add_revision(std::move(files));
+    landed_.push_back(std::move(landed));
+    ++commits_;
+    lost = lost_answers_ > 0 && lost_answers_--;
+    result.revision = revisions_.back().first;
   }
-  if (result.large_sent == 0 && result.deleted == 0) return result;
-  add_revision(std::move(files));
-  ++commits_;
-  if (lost_answers_ > 0 && lost_answers_--) {
-    throw CommitConflict("the commit's answer was lost and its retry met a moved head");
-  }
+  notify();  // without the lock: the observer may ask the store
+  if (lost) throw CommitConflict("the commit's answer was lost and its retry met a moved head");
   result.committed = true;
-  result.revision = revisions_.back().first;
   return result;
 }
 

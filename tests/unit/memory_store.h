@@ -2,7 +2,8 @@
 // head revision that changes on every commit (reads at an older revision see that snapshot), and
 // CommitConflict on a stale parent, as the Hub behaves, or when a file is not at the version an
 // operation expects (each write's number is its version). Fault hooks make reads fail, answer
-// slowly or list wrong sizes, without a server.
+// slowly or list wrong sizes, or take the whole store down for a while (an outage), without a
+// server.
 #pragma once
 
 #include <atomic>
@@ -57,8 +58,31 @@ class MemoryStore : public storage::Store {
   // Last-Modified and Date do; by default it gives none, as the Hub's resolve does not.
   void report_times(bool on) { report_times_ = on; }
   // A Store that forwards to this one, for a pipeline to own (Remotes::open_store) while the
-  // test keeps the files across runs.
-  std::unique_ptr<storage::Store> handle();
+  // test keeps the files across runs. `machine` names the process it stands for: the outage's
+  // accounting below is by machine, and a handle that met the outage is unreachable on its own.
+  std::unique_ptr<storage::Store> handle(const std::string& machine = "");
+
+  // An outage ------------------------------------------------------------------------------
+  // From go_down() to come_back() the store cannot be reached: every request (head, list, stat,
+  // read, download, commit) fails as a refused connection does. A handle that met the outage is
+  // then unreachable (unreachable() says why) and sends nothing more, each request failing at
+  // once with "... was not tried: ...", until look_again(): as the HTTP stores are
+  // (net::HttpEngine), the Hub's and S3's, each process on its own.
+  void go_down();
+  void come_back();
+  // Requests `machine`'s handles sent at or after `since` (those that met the outage included;
+  // none is sent while a handle is unreachable), and how many met the outage.
+  int sent(const std::string& machine, std::chrono::steady_clock::time_point since = {}) const;
+  int met_outage(const std::string& machine) const;
+  // A commit that landed: when, and the paths it wrote or deleted.
+  struct Landed {
+    std::chrono::steady_clock::time_point when;
+    std::vector<std::string> paths;
+  };
+  std::vector<Landed> landed() const;
+  // Called after each request and each commit, on the thread that made it, with no lock of the
+  // store held (a test awaits conditions on the store with it). Set before the store is used.
+  void on_event(std::function<void()> observer) { observer_ = std::move(observer); }
 
   // storage::Store ----------------------------------------------------------------------------
   storage::Kind kind() const override { return storage::Kind::Hub; }
@@ -87,10 +111,13 @@ class MemoryStore : public storage::Store {
   bool checks_conditional_writes() override { return true; }
   Url download_url(const std::string&, const std::string&) const override { return {}; }
   uint64_t requests() const override { return requests_; }
+  // A MemoryStore used directly is never unreachable: its handles are (handle()).
   std::string unreachable() const override { return ""; }
   bool offline() const override { return false; }
 
  private:
+  class Handle;  // handle(): one machine's way in (memory_store.cpp)
+
   struct File {
     std::string content;
     uint64_t version = 0;  // the write that left it: what read_versioned gives
@@ -99,6 +126,9 @@ class MemoryStore : public storage::Store {
 
   // Counts a request, waits as asked and throws when a fault hook says so.
   void request(const std::vector<std::string>& paths);
+  // A request of `machine` (through its handle) is sent: true when it meets the outage.
+  bool refused(const std::string& machine);
+  void notify() const;
   const Files& at(const std::string& revision) const;  // locked
   void add_revision(Files files);                      // locked
   storage::RemoteEntry entry_of(const std::string& path, const std::string& content) const;
@@ -124,6 +154,11 @@ class MemoryStore : public storage::Store {
   std::atomic<bool> fail_times_queries_{false};
   std::function<int64_t()> clock_;
   std::atomic<bool> report_times_{false};
+  bool down_ = false;
+  std::map<std::string, std::vector<std::chrono::steady_clock::time_point>> sent_;  // by machine
+  std::map<std::string, int> met_outage_;                                           // by machine
+  std::vector<Landed> landed_;
+  std::function<void()> observer_;
   int64_t now() const;
 };
 

@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <condition_variable>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -70,6 +71,7 @@ class MemoryStorePipeline : public ::testing::Test {
   MemoryStorePipeline() {
     write_file(work / "neuron-cache.yaml", stand_in_manifest({{"acme/tiny", {{"tiny-bs1", 1}}}}));
     setenv("STAND_IN_DELAY", "0", 1);  // the stand-in inherits the test's environment
+    store.on_event([this] { poke(); });
   }
 
   config::Settings settings(const fs::path& cache) const {
@@ -103,13 +105,22 @@ class MemoryStorePipeline : public ::testing::Test {
     options.jobs = jobs;
     options.leases.enabled = lease_seconds > 0;
     options.leases.wait_timeout = wait_timeout;
-    pipeline::Remotes remotes{[this](const config::Settings&) { return store.handle(); }, &models};
+    // The machine is named after its cache: what it sends to the store is counted by that name.
+    pipeline::Remotes remotes{
+        [this, cache_name](const config::Settings&) { return store.handle(cache_name); }, &models};
     pipeline::Pipeline p(settings(work / cache_name), remotes, options);
     // No lock of the run's own: the pipeline must hand over one line at a time, whichever thread
     // says it (ThreadSanitizer would see two at once). Runs of two machines at once add theirs
-    // to `progress` after.
+    // to `progress` after; each line is also heard at once, with when (heard).
     std::vector<std::string> lines;
-    p.on_progress([&lines](const std::string& line) { lines.push_back(line); });
+    p.on_progress([this, &lines, cache_name](const std::string& line) {
+      lines.push_back(line);
+      {
+        std::lock_guard lock(events_mutex);
+        heard.push_back({cache_name, line, std::chrono::steady_clock::now()});
+      }
+      events.notify_all();
+    });
     pipeline::RunResult result = pipeline::run(p, steps);
     {
       std::lock_guard lock(progress_mutex);
@@ -150,6 +161,32 @@ class MemoryStorePipeline : public ::testing::Test {
     return n;
   }
 
+  // Waits until `done` holds: asked (under events_mutex) after each progress line of a run and
+  // each request and commit of the store; false when `timeout` passed first.
+  bool await(const std::function<bool()>& done,
+             std::chrono::seconds timeout = std::chrono::seconds(30)) {
+    std::unique_lock lock(events_mutex);
+    return events.wait_for(lock, timeout, done);
+  }
+  void poke() {
+    { std::lock_guard lock(events_mutex); }
+    events.notify_all();
+  }
+
+  // A progress line of a run, as it was said.
+  struct Heard {
+    std::string machine;
+    std::string line;
+    std::chrono::steady_clock::time_point when;
+  };
+  // The lines of `machine` containing `part`, in order (events_mutex held or the runs over).
+  std::vector<Heard> heard_of(const std::string& machine, const std::string& part) const {
+    std::vector<Heard> out;
+    for (const Heard& h : heard)
+      if (h.machine == machine && contains(h.line, part)) out.push_back(h);
+    return out;
+  }
+
   TempDir work;
   MemoryStore store;
   FakeModels models;
@@ -160,6 +197,9 @@ class MemoryStorePipeline : public ::testing::Test {
   int jobs = 1;
   std::vector<std::string> progress;  // the progress lines of every run
   std::mutex progress_mutex;
+  std::mutex events_mutex;  // heard
+  std::condition_variable events;
+  std::vector<Heard> heard;  // every run's progress lines as they come
 };
 
 TEST_F(MemoryStorePipeline, AnEmptyStoreCompilesAndPushes) {
@@ -508,7 +548,214 @@ class LeaseCoordinatorTest : public MemoryStorePipeline {
     EXPECT_EQ(result.compile->leases.size(), 1u);
     return result.compile->leases.at(0);
   }
+
+  using Clock = std::chrono::steady_clock;
+
+  // Two machines, "machine-1" and "machine-2", run `ci` at once on the one configuration. Once
+  // one of them waits for the other's lease, `meanwhile(holder, waiter)` runs on the test's
+  // thread (it takes the store down and brings it back); then both runs are awaited.
+  struct TwoMachines {
+    std::string holder, waiter;  // "" when neither waited
+    std::map<std::string, pipeline::RunResult> result;
+    std::map<std::string, std::string> notes;
+  };
+  TwoMachines two_machines(
+      const std::function<void(const std::string& holder, const std::string& waiter)>& meanwhile) {
+    TwoMachines m;
+    pipeline::RunResult first, second;
+    std::string first_notes, second_notes;
+    std::thread one([&] { first = run_machine("machine-1", kCi, first_notes); });
+    std::thread two([&] { second = run_machine("machine-2", kCi, second_notes); });
+    const std::string waits = " is being compiled by ";
+    if (await([&] {
+          return !heard_of("machine-1", waits).empty() || !heard_of("machine-2", waits).empty();
+        })) {
+      {
+        std::lock_guard lock(events_mutex);
+        m.waiter = heard_of("machine-1", waits).empty() ? "machine-2" : "machine-1";
+      }
+      m.holder = m.waiter == "machine-1" ? "machine-2" : "machine-1";
+      meanwhile(m.holder, m.waiter);
+    }
+    store.come_back();  // whatever `meanwhile` did
+    one.join();
+    two.join();
+    m.result["machine-1"] = std::move(first);
+    m.result["machine-2"] = std::move(second);
+    m.notes["machine-1"] = first_notes;
+    m.notes["machine-2"] = second_notes;
+    return m;
+  }
+
+  // The configuration's lease as the store holds it now (these tests have one configuration).
+  std::optional<lease::Record> lease_now() const {
+    for (const std::string& path : store.paths()) {
+      if (path.starts_with(std::string(lease::kRemoteDir) + "/"))
+        return lease::parse(store.content(path));
+    }
+    return std::nullopt;
+  }
+
+  // When the first commit since `since` that wrote a path below `folder` landed.
+  std::optional<Clock::time_point> landed_below(std::string_view folder, Clock::time_point since) {
+    for (const MemoryStore::Landed& commit : store.landed()) {
+      if (commit.when < since) continue;
+      for (const std::string& path : commit.paths)
+        if (path.starts_with(std::string(folder) + "/")) return commit.when;
+    }
+    return std::nullopt;
+  }
+
+  // An outage of the store while the holder compiles: from when the other machine waits until
+  // both machines met it (the holder in a renewal of its lease, unless it renewed before) and
+  // for at least a second; it ends before the holder's push. An outage changes nothing about
+  // waiting: the configuration is compiled once; the waiter keeps looking (backing off while it
+  // cannot read the store), fetches the holder's push within a few polls after it lands, and
+  // does not announce its wait again.
+  void outage_while_the_holder_compiles() {
+    Clock::time_point down_at, up_at;
+    bool met_renewal = false;
+    TwoMachines m = two_machines([&](const std::string& holder, const std::string& waiter) {
+      std::optional<lease::Record> before = lease_now();
+      const bool renewed = before && before->heartbeat > before->started;
+      store.go_down();
+      down_at = Clock::now();
+      EXPECT_TRUE(await([&] {
+        return store.met_outage(waiter) >= 1 && (renewed || store.met_outage(holder) >= 1);
+      })) << "the holder did not renew its lease during the outage";
+      met_renewal = store.met_outage(holder) >= 1;
+      // The outage's length (the waiter backs off through it), not a synchronisation.
+      std::this_thread::sleep_until(down_at + std::chrono::seconds(1));
+      store.come_back();
+      up_at = Clock::now();
+    });
+    ASSERT_FALSE(m.waiter.empty()) << "neither machine waited:\n"
+                                   << m.notes["machine-1"] << m.notes["machine-2"];
+    const pipeline::RunResult& holder = m.result[m.holder];
+    const pipeline::RunResult& waiter = m.result[m.waiter];
+    const std::string notes = m.notes[m.holder] + m.notes[m.waiter];
+    SCOPED_TRACE(met_renewal ? "the outage met a renewal of the holder's lease"
+                             : "the holder renewed its lease before the outage");
+
+    // Compiled once, pushed after the outage, and fetched by the waiter.
+    EXPECT_EQ(only_lease(holder).kind, pipeline::LeaseOutcome::Kind::Held) << notes;
+    EXPECT_EQ(only_lease(waiter).kind, pipeline::LeaseOutcome::Kind::Fetched)
+        << only_lease(waiter).note << "\n"
+        << notes;
+    ASSERT_TRUE(holder.compile && waiter.compile && holder.push);
+    EXPECT_EQ(holder.compile->outcomes.size() + waiter.compile->outcomes.size(), 1u)
+        << "compiled more than once\n"
+        << notes;
+    EXPECT_EQ(holder.push->result.pushed.size(), 1u) << report::push_line(holder) << "\n" << notes;
+    EXPECT_EQ(waiter.compile->fetched.result.completed.size(), 1u) << notes;
+    EXPECT_GE(modules_in(m.waiter), 1u);
+    EXPECT_EQ(modules_in(m.waiter), modules_in(m.holder));
+
+    // The push landed after the outage (the commit that wrote the index); the waiter fetched it
+    // within a few polls: its pause doubles for each round that failed (100 ms, 200 ms, ... up
+    // to a minute, +-20% jitter), so its first poll after the outage comes within 1.5 times the
+    // outage's length, and the next ones every 100 ms.
+    std::optional<Clock::time_point> pushed = landed_below(ai::kRemoteDir, Clock::time_point{});
+    ASSERT_TRUE(pushed) << notes;
+    EXPECT_GT(*pushed, up_at) << "the holder pushed during the outage";
+    EXPECT_GE(store.sent(m.waiter, up_at), 1) << "the waiter stopped looking after the outage";
+    std::vector<Heard> fetched = heard_of(m.waiter, "fetched tiny-bs1 compiled by ");
+    ASSERT_EQ(fetched.size(), 1u) << list_of(progress, progress.size());
+    const auto outage = up_at - down_at;
+    const auto late = fetched[0].when - *pushed;
+    EXPECT_LE(late, outage * 3 / 2 + std::chrono::seconds(1))
+        << "fetched " << std::chrono::duration<double>(late).count() << " s after the push; the "
+        << "outage lasted " << std::chrono::duration<double>(outage).count() << " s";
+    // Its wait was announced once, when it began: the outage did not make it announce another.
+    std::vector<Heard> announced = heard_of(m.waiter, " is being compiled by ");
+    ASSERT_EQ(announced.size(), 1u) << list_of(progress, progress.size());
+    EXPECT_LT(announced[0].when, down_at);
+  }
 };
+
+// The first case, scaled down (the stand-in sleeps STAND_IN_DELAY twice: a compile of
+// 3 s). The outage meets the holder's renewal of its lease (due 2 s after the claim) and ends
+// before its push, which comes before the next renewal: that push is made, not skipped because
+// the renewal found the store unreachable earlier in the run.
+TEST_F(LeaseCoordinatorTest, AnOutageWhileTheHolderCompilesEndsInOneCompileAndTheWaiterFetches) {
+  lease_seconds = 6;
+  setenv("STAND_IN_DELAY", "1.5", 1);
+  outage_while_the_holder_compiles();
+}
+
+// The same with a compile (6 s) that outlasts the lease's life unrenewed (3 s; renewals are
+// tried every second): the holder renews it once the store is back, so the waiter does not take
+// it over and compile it a second time.
+TEST_F(LeaseCoordinatorTest, AnOutageThatMeetsTheHoldersRenewalDoesNotLetItsLeaseExpire) {
+  lease_seconds = 3;
+  setenv("STAND_IN_DELAY", "3", 1);
+  outage_while_the_holder_compiles();
+}
+
+// The second case: the outage covers the holder's push. The push fails, said as a
+// failure; the holder's lease (renewed before the outage: on the Hub that lasts 30 minutes) does
+// not stay `compiling`: the holder releases it once the store is back, and the waiter takes the
+// configuration over within a few polls, compiles it and pushes it.
+TEST_F(LeaseCoordinatorTest, AHolderWhosePushMetAnOutageReleasesItsLeaseOnceTheStoreIsBack) {
+  setenv("STAND_IN_DELAY", "1", 1);  // a compile of 2 s
+  // A lease left `compiling` is waited for 20 s, then compiled here (WaitTimedOut), not an hour.
+  wait_timeout = std::chrono::seconds(20);
+  Clock::time_point down_at, up_at;
+  TwoMachines m = two_machines([&](const std::string& holder, const std::string&) {
+    EXPECT_TRUE(await([&] {
+      std::optional<lease::Record> now = lease_now();
+      return now && now->expires - now->heartbeat > 1000;  // renewed, for 30 min
+    })) << "the holder did not renew its lease";
+    store.go_down();
+    down_at = Clock::now();
+    // Until the holder's push failed and its first try to release the lease failed too.
+    EXPECT_TRUE(await([&] { return store.met_outage(holder) >= 2; }));
+    store.come_back();
+    up_at = Clock::now();
+  });
+  ASSERT_FALSE(m.waiter.empty()) << "neither machine waited:\n"
+                                 << m.notes["machine-1"] << m.notes["machine-2"];
+  const pipeline::RunResult& holder = m.result[m.holder];
+  const pipeline::RunResult& waiter = m.result[m.waiter];
+  const std::string notes = m.notes[m.holder] + m.notes[m.waiter];
+
+  // The holder compiled; its push failed, and its run says so as a failure.
+  EXPECT_EQ(only_lease(holder).kind, pipeline::LeaseOutcome::Kind::Held) << notes;
+  ASSERT_TRUE(holder.compile && holder.push && waiter.compile && waiter.push);
+  ASSERT_EQ(holder.compile->outcomes.size(), 1u);
+  EXPECT_TRUE(holder.compile->outcomes[0].ok) << holder.compile->outcomes[0].error;
+  EXPECT_TRUE(holder.push->result.pushed.empty());
+  EXPECT_TRUE(report::push_line(holder).starts_with("push failed: ")) << report::push_line(holder);
+  EXPECT_TRUE(contains(m.notes[m.holder], "could not be reached")) << m.notes[m.holder];
+  EXPECT_FALSE(contains(m.notes[m.holder], "could not be ended")) << m.notes[m.holder];
+
+  // It released its lease once the store was back; the waiter took it over within a few polls
+  // (1.5 times the outage's length: its backoff), compiled it and pushed it.
+  std::optional<Clock::time_point> released = landed_below(lease::kRemoteDir, up_at);
+  ASSERT_TRUE(released) << notes;
+  const pipeline::LeaseOutcome& took = only_lease(waiter);
+  EXPECT_EQ(took.kind, pipeline::LeaseOutcome::Kind::TookOver) << took.note << "\n" << notes;
+  EXPECT_TRUE(contains(took.note, "released it without a result")) << took.note;
+  EXPECT_TRUE(contains(took.note, "its push failed")) << took.note;
+  std::vector<Heard> compiling = heard_of(m.waiter, "; compiling it here");
+  ASSERT_EQ(compiling.size(), 1u) << list_of(progress, progress.size());
+  const auto outage = up_at - down_at;
+  const auto late = compiling[0].when - *released;
+  EXPECT_LE(late, outage * 3 / 2 + std::chrono::seconds(1))
+      << "took over " << std::chrono::duration<double>(late).count() << " s after the release; "
+      << "the outage lasted " << std::chrono::duration<double>(outage).count() << " s";
+  ASSERT_EQ(waiter.compile->outcomes.size(), 1u);
+  EXPECT_TRUE(waiter.compile->outcomes[0].ok) << waiter.compile->outcomes[0].error;
+  EXPECT_EQ(waiter.push->result.pushed.size(), 1u) << report::push_line(waiter) << "\n" << notes;
+  std::optional<lease::Record> now = lease_now();
+  ASSERT_TRUE(now);
+  EXPECT_EQ(now->state, lease::State::Done);
+
+  // The configuration ended up in the store: a third machine fetches it.
+  pipeline::RunResult later = run("later", kPrefetch);
+  EXPECT_EQ(status(later), plan::Status::Store) << notices;
+  EXPECT_EQ(later.prefetch->hits, 1u) << notices;
+}
 
 TEST_F(LeaseCoordinatorTest, TwoMachinesCompileOnceAndTheOtherFetchesThePush) {
   pipeline::RunResult first, second;

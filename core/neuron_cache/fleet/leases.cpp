@@ -212,24 +212,36 @@ void Leases::finish(const std::string& compiler_version, const std::string& key,
 void Leases::finish(const std::vector<LeaseEnd>& ends) {
   std::vector<std::string> paths;
   std::vector<const LeaseEnd*> mine;
+  std::map<std::string, Held> ending;
   {
     std::lock_guard lock(mutex_);
     for (const LeaseEnd& end : ends) {
       std::string path = lease::remote_path(end.compiler_version, end.key);
-      if (held_.erase(path) == 0) continue;  // not held (any more) by this process
+      auto held = held_.find(path);
+      if (held == held_.end()) continue;  // not held (any more) by this process
+      ending.insert(held_.extract(held));
       paths.push_back(path);
       mine.push_back(&end);
     }
   }
-  update(paths, "ending " + std::to_string(paths.size()) + " compile lease(s)",
-         [&](size_t i, const std::optional<Record>& now, const Verdict&) -> std::optional<Record> {
-           if (!now || now->holder != holder_) return std::nullopt;
-           Record next = *now;
-           next.state = mine[i]->state;
-           next.note = mine[i]->note;
-           next.heartbeat = wall_now();
-           return next;
-         });
+  try {
+    update(
+        paths, "ending " + std::to_string(paths.size()) + " compile lease(s)",
+        [&](size_t i, const std::optional<Record>& now, const Verdict&) -> std::optional<Record> {
+          if (!now || now->holder != holder_) return std::nullopt;
+          Record next = *now;
+          next.state = mine[i]->state;
+          next.note = mine[i]->note;
+          next.heartbeat = wall_now();
+          return next;
+        });
+  } catch (...) {
+    // Still held, so that a later finish() (or the destructor) can end them: the machines that
+    // wait for them would otherwise wait until they expire.
+    std::lock_guard lock(mutex_);
+    held_.merge(ending);
+    throw;
+  }
 }
 
 std::vector<storage::CommitOperation> Leases::done_in_commit(const std::string& head,
@@ -299,6 +311,10 @@ void Leases::renew(const std::vector<std::string>& paths) {
   std::vector<bool> lost(paths.size(), false);
   std::vector<std::optional<Record>> written;
   int64_t at = wall_now();
+  // A renewal is the holder's poll of the store, and an outage changes nothing about it: one that
+  // met the outage (and marked the store unreachable for the run) must not keep the next ones
+  // from being sent, or the lease expires under a compile that runs on and is taken over.
+  store_.look_again();
   try {
     written = update(
         paths, "renewing " + std::to_string(paths.size()) + " compile lease(s)",

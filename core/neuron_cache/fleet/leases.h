@@ -134,7 +134,8 @@ class Leases {
   // is not a lease. Throws what the store throws.
   std::optional<Observed> read(const std::string& compiler_version, const std::string& key);
   // The holder's end of a lease it holds: Done after its push, Released (with why) otherwise.
-  // A lease this process no longer holds is left alone. Throws what the store throws.
+  // A lease this process no longer holds is left alone. Throws what the store throws; the leases
+  // are then still held (a later call, or the destructor, tries again).
   void finish(const std::string& compiler_version, const std::string& key, lease::State state,
               const std::string& note);
   // The same for several leases at once: one commit on the Hub.

@@ -304,6 +304,9 @@ void LeaseCoordinator::publish_before_waiting(const plan::Plan& plan,
 PushStep LeaseCoordinator::push(const plan::Plan& plan) {
   fleet::Leases* held = leases_ ? leases_->get() : nullptr;
   if (!held) return publisher_.push(plan);
+  // Other machines wait for this push: an outage met earlier in the run (by a renewal of the
+  // leases) that has ended must not skip it. One attempt: a store still down fails it again.
+  if (run_.writer) run_.writer->look_again();
   PushStep step =
       publisher_.push(plan, [held](const std::string& head, const std::vector<std::string>& keys) {
         return held->done_in_commit(head, keys);
@@ -479,13 +482,32 @@ void LeaseCoordinator::finish(const plan::Plan& plan, const PushStep& step) {
     ends.push_back({row.target.inputs.compiler_version, row.target.key,
                     done ? lease::State::Done : lease::State::Released, done ? "" : why});
   }
-  if (run_.writer) run_.writer->look_again();  // a push that met an outage still ends them
-  try {
-    (*leases_)->finish(ends);  // only the leases this process holds; one commit on the Hub
-  } catch (const Error& error) {
-    rethrow_local_disk(error);
-    run_.note(true, "the compile leases could not be ended: " + std::string(error.what()) +
-                        " (they expire by themselves)");
+  // A push that met an outage still ends them, or the machines waiting for them wait until they
+  // expire (on the Hub, once renewed, 30 minutes and more). While the store cannot be reached it
+  // is asked again with the waiters' backoff, for at most a lease's life unrenewed (off the Hub
+  // they have expired by then).
+  const Clock::time_point give_up = Clock::now() + run_.settings.lease_ttl();
+  for (int failed = 0;; ++failed) {
+    if (run_.writer) run_.writer->look_again();
+    try {
+      (*leases_)->finish(ends);  // only the leases this process holds; one commit on the Hub
+      return;
+    } catch (const Error& error) {
+      rethrow_local_disk(error);
+      const auto pause = poll_pause(run_.settings.lease_poll(), failed + 1);
+      const bool outage = run_.writer && !run_.writer->unreachable().empty();
+      if (!outage || Clock::now() + pause > give_up) {
+        run_.note(true, "the compile leases could not be ended: " + std::string(error.what()) +
+                            " (they expire by themselves)");
+        return;
+      }
+      if (failed == 0) {
+        run_.progress("the compile leases other machines wait for could not be ended (" +
+                      run_.brief(error.what()) + "): asking again for up to " +
+                      minutes(run_.settings.lease_ttl().count()));
+      }
+      std::this_thread::sleep_for(pause);
+    }
   }
 }
 

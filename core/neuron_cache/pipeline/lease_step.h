@@ -49,7 +49,8 @@ class LeaseCoordinator {
 
   fleet::Leases* leases();
   // After the push: each lease still held is done when the store has its configuration now, else
-  // released with the reason.
+  // released with the reason; asked again while the store cannot be reached (an outage), for at
+  // most the leases' life unrenewed.
   void finish(const plan::Plan& plan, const PushStep& step);
   // Pushes what this machine compiled and ends its leases before it waits for other machines:
   // they may be waiting for it in turn.
