@@ -727,6 +727,10 @@ TEST_F(LeaseCoordinatorTest, AHolderWhosePushMetAnOutageReleasesItsLeaseOnceTheS
   EXPECT_TRUE(holder.push->result.pushed.empty());
   EXPECT_TRUE(report::push_line(holder).starts_with("push failed: ")) << report::push_line(holder);
   EXPECT_TRUE(contains(m.notes[m.holder], "could not be reached")) << m.notes[m.holder];
+  EXPECT_TRUE(contains(m.notes[m.holder],
+                       "asked again in this run only for the compile leases and the push"))
+      << "the outage's warning says what the run still asks of the store\n"
+      << m.notes[m.holder];
   EXPECT_FALSE(contains(m.notes[m.holder], "could not be ended")) << m.notes[m.holder];
 
   // It released its lease once the store was back; the waiter took it over within a few polls

@@ -24,13 +24,18 @@ std::string Outages::brief_of(const Outage& outage) {
 }
 
 std::string Outages::announce(const std::string& why, const std::string& fallback,
-                              const std::string& advice) {
+                              const std::string& advice, bool leases_ask_again) {
   if (why.empty()) return "";
   for (const auto& outage : announced_) {
     if (outage.why == why) return "";
   }
   announced_.push_back({why, host_of(why), reason_of(why)});
-  return why + ": nothing more is asked of it in this run; " + fallback + "; " + advice;
+  // Compile leases ask again (fleet.md): other machines wait for what this one holds or pushes.
+  std::string asked = leases_ask_again
+                          ? "it is asked again in this run only for the compile leases and the "
+                            "push other machines wait for"
+                          : "nothing more is asked of it in this run";
+  return why + ": " + asked + "; " + fallback + "; " + advice;
 }
 
 const Outages::Outage* Outages::find(const std::string& detail) const {

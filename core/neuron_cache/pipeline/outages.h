@@ -14,9 +14,10 @@ class Outages {
  public:
   // `why` is a source's unreachable() (empty: nothing to say). The first time it is seen, the
   // warning to print: why, what the run does instead (`fallback`) and what to check (`advice`);
-  // afterwards, and for an empty `why`, "".
+  // afterwards, and for an empty `why`, "". `leases_ask_again`: the run takes compile leases in
+  // that store, which keep asking it (waiting, renewing, ending them).
   std::string announce(const std::string& why, const std::string& fallback,
-                       const std::string& advice);
+                       const std::string& advice, bool leases_ask_again = false);
   // Whether `detail` (an error's text) comes from an announced outage: it quotes the outage's
   // text ("... was not tried: <why> earlier in this run"), is the failed request that began it
   // ("... failed: no answer (<reason>)"), or already names it briefly.

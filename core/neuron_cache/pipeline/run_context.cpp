@@ -196,13 +196,16 @@ void RunContext::cache_problem(const std::string& what, const std::string& fallb
 
 void RunContext::announce_outages() {
   std::lock_guard lock_notes(notes_mutex_);
-  const std::string fallback =
-      "configurations not complete locally count as misses and nothing is pushed";
+  // With compile leases the push is tried once more: other machines wait for it.
+  const bool leases = options.leases.enabled && !options.read_only;
+  const std::string fallback = leases ? "configurations not complete locally count as misses"
+                                      : "configurations not complete locally count as misses "
+                                        "and nothing is pushed";
   if (store) {
     std::string advice = store->kind() == storage::Kind::S3
                              ? "check the network and the S3 endpoint"
                              : "check the network and HF_ENDPOINT";
-    std::string said = outages_.announce(store->unreachable(), fallback, advice);
+    std::string said = outages_.announce(store->unreachable(), fallback, advice, leases);
     if (!said.empty()) say(true, said);
   }
   if (remotes.models) {
