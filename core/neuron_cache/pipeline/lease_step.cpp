@@ -208,6 +208,7 @@ std::vector<LeaseCoordinator::Waiting> LeaseCoordinator::claim_each(
       o.kind = LeaseOutcome::Kind::NoLease;
       o.note = failure;
     } else if (const fleet::Claim& claim = claims[i]; claim.taken) {
+      run_.holds_leases = true;
       if (claim.other) o.other_host = printable(claim.other->host);
       o.kind = claim.took_over ? LeaseOutcome::Kind::TookOver : LeaseOutcome::Kind::Held;
       if (claim.took_over) o.note = why_free(*claim.other, claim.verdict);
@@ -396,6 +397,7 @@ bool LeaseCoordinator::poll_other(const plan::Plan& plan, Waiting& w, CompileSte
       }
       return false;
     }
+    run_.holds_leases = true;
     w.outcome.kind = LeaseOutcome::Kind::TookOver;
     w.outcome.note = now ? why_free(now->record, now->verdict)
                          : "its lease is gone and the store has no entry for it that this "

@@ -196,8 +196,8 @@ void RunContext::cache_problem(const std::string& what, const std::string& fallb
 
 void RunContext::announce_outages() {
   std::lock_guard lock_notes(notes_mutex_);
-  // With compile leases the push is tried once more: other machines wait for it.
-  const bool leases = options.leases.enabled && !options.read_only;
+  // With compile leases held the push is tried once more: other machines wait for it.
+  const bool leases = holds_leases;
   const std::string fallback = leases ? "configurations not complete locally count as misses"
                                       : "configurations not complete locally count as misses "
                                         "and nothing is pushed";

@@ -4,6 +4,7 @@
 // holds a reference to it; none holds another step's state.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <filesystem>
 #include <functional>
@@ -146,6 +147,9 @@ class RunContext {
   // (ModelResolver::slow_hub), or "": a run with everything local then does not wait for the
   // store's head, and one that compiled nothing does not push.
   std::string hub_slow;
+  // Set once this run holds a compile lease in the store: an outage's warning then says the
+  // leases (and the push other machines wait for) still ask it (pipeline/lease_step.cpp).
+  std::atomic<bool> holds_leases{false};
 
   // Which store entries may be installed (trusted keys, require_signatures), and the key this
   // run's pushes sign with (null: they do not sign).
