@@ -563,6 +563,27 @@ TEST(LeaseClockTest, AWaiterTenMinutesBehindTakesAnExpiredLeaseOverSecondsAfterI
   EXPECT_EQ(record_of(store).host, "runner-behind");
 }
 
+// How long a holder whose push met an outage keeps trying to end its leases: until the last of
+// them expires as it wrote them, on its own clock (skewed or not), never past it.
+TEST(LeaseClockTest, AHoldersLeasesHaveTheSecondsLeftItWroteThem) {
+  Time time(kNow);
+  MemoryStore store;
+  store.set_clock(time.store_clock());
+  Leases holder(store, time.machine("runner-ahead", kTenMinutes));
+  const std::vector<fleet::LeaseEnd> ends{{kVersion, kKey, lease::State::Done, ""}};
+  EXPECT_EQ(holder.seconds_left(ends), 0) << "none held";
+  ASSERT_TRUE(holder.claim(kVersion, kKey, "llama-bs1", 0).taken);
+  const lease::Record held = record_of(store);
+  EXPECT_EQ(holder.seconds_left(ends), held.expires - held.heartbeat);
+  time.advance(100);
+  EXPECT_EQ(holder.seconds_left(ends), held.expires - held.heartbeat - 100);
+  time.advance(held.expires - held.heartbeat);
+  EXPECT_EQ(holder.seconds_left(ends), 0) << "expired: nothing left to spare anyone";
+  holder.finish(ends);
+  EXPECT_EQ(holder.seconds_left(ends), 0) << "ended";
+  EXPECT_EQ(record_of(store).state, lease::State::Done);
+}
+
 // A renewal is a new version of the file: its age starts again, whatever the old one's was.
 TEST(LeaseClockTest, ARenewalStartsTheLeasesAgeAgain) {
   Time time(kNow);

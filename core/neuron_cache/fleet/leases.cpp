@@ -244,6 +244,17 @@ void Leases::finish(const std::vector<LeaseEnd>& ends) {
   }
 }
 
+int64_t Leases::seconds_left(const std::vector<LeaseEnd>& ends) const {
+  std::lock_guard lock(mutex_);
+  int64_t left = 0;
+  for (const LeaseEnd& end : ends) {
+    auto held = held_.find(lease::remote_path(end.compiler_version, end.key));
+    if (held != held_.end())
+      left = std::max(left, lease::add_seconds(held->second.record.expires, -wall_now()));
+  }
+  return left;
+}
+
 std::vector<storage::CommitOperation> Leases::done_in_commit(const std::string& head,
                                                              const std::vector<std::string>& keys) {
   std::set<std::string> wanted(keys.begin(), keys.end());

@@ -140,6 +140,10 @@ class Leases {
               const std::string& note);
   // The same for several leases at once: one commit on the Hub.
   void finish(const std::vector<LeaseEnd>& ends);
+  // Seconds until the last of the leases of `ends` this process still holds expires, as it wrote
+  // them (0 when none is held or all have expired): how long ending them still spares the
+  // machines that wait for them.
+  int64_t seconds_left(const std::vector<LeaseEnd>& ends) const;
   // The writes that mark "done" the leases of `keys` this process holds, for the commit on `head`
   // that publishes their results (transfer::AlsoCommit): the lease ends in the push's own commit.
   // Each write expects the version read, so a lease another machine took over is left alone.

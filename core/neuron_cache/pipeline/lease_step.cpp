@@ -486,9 +486,11 @@ void LeaseCoordinator::finish(const plan::Plan& plan, const PushStep& step) {
   }
   // A push that met an outage still ends them, or the machines waiting for them wait until they
   // expire (on the Hub, once renewed, 30 minutes and more). While the store cannot be reached it
-  // is asked again with the waiters' backoff, for at most a lease's life unrenewed (off the Hub
-  // they have expired by then).
-  const Clock::time_point give_up = Clock::now() + run_.settings.lease_ttl();
+  // is asked again with the waiters' backoff, for at most a lease's life unrenewed, and never
+  // past the leases' own expiry: then the waiters take them over anyway.
+  const std::chrono::seconds asking{
+      std::min<int64_t>(run_.settings.lease_ttl().count(), (*leases_)->seconds_left(ends))};
+  const Clock::time_point give_up = Clock::now() + asking;
   for (int failed = 0;; ++failed) {
     if (run_.writer) run_.writer->look_again();
     try {
@@ -506,7 +508,7 @@ void LeaseCoordinator::finish(const plan::Plan& plan, const PushStep& step) {
       if (failed == 0) {
         run_.progress("the compile leases other machines wait for could not be ended (" +
                       run_.brief(error.what()) + "): asking again for up to " +
-                      minutes(run_.settings.lease_ttl().count()));
+                      minutes(asking.count()));
       }
       std::this_thread::sleep_for(pause);
     }
