@@ -219,7 +219,8 @@ TEST_F(MemoryStorePipeline, ADamagedIndexShardIsRewrittenByTheNextPushNotADeadEn
   fill();
   std::string shard;
   for (const std::string& path : store.paths())
-    if (path.starts_with(std::string(ai::kRemoteDir) + "/") && path.ends_with(".json")) shard = path;
+    if (path.starts_with(std::string(ai::kRemoteDir) + "/") && path.ends_with(".json"))
+      shard = path;
   ASSERT_FALSE(shard.empty());
   std::string good = store.content(shard);
   std::string damaged = good;
@@ -558,6 +559,12 @@ class LeaseCoordinatorTest : public MemoryStorePipeline {
     std::string holder, waiter;  // "" when neither waited
     std::map<std::string, pipeline::RunResult> result;
     std::map<std::string, std::string> notes;
+
+    // Only once a machine waited (holder and waiter named).
+    const pipeline::RunResult& holder_run() const { return result.at(holder); }
+    const pipeline::RunResult& waiter_run() const { return result.at(waiter); }
+    // Both machines' notes, for a failure's message.
+    std::string all_notes() const { return notes.at("machine-1") + notes.at("machine-2"); }
   };
   TwoMachines two_machines(
       const std::function<void(const std::string& holder, const std::string& waiter)>& meanwhile) {
@@ -629,11 +636,10 @@ class LeaseCoordinatorTest : public MemoryStorePipeline {
       store.come_back();
       up_at = Clock::now();
     });
-    ASSERT_FALSE(m.waiter.empty()) << "neither machine waited:\n"
-                                   << m.notes["machine-1"] << m.notes["machine-2"];
-    const pipeline::RunResult& holder = m.result[m.holder];
-    const pipeline::RunResult& waiter = m.result[m.waiter];
-    const std::string notes = m.notes[m.holder] + m.notes[m.waiter];
+    ASSERT_FALSE(m.waiter.empty()) << "neither machine waited:\n" << m.all_notes();
+    const pipeline::RunResult& holder = m.holder_run();
+    const pipeline::RunResult& waiter = m.waiter_run();
+    const std::string notes = m.all_notes();
     SCOPED_TRACE(met_renewal ? "the outage met a renewal of the holder's lease"
                              : "the holder renewed its lease before the outage");
 
@@ -713,11 +719,10 @@ TEST_F(LeaseCoordinatorTest, AHolderWhosePushMetAnOutageReleasesItsLeaseOnceTheS
     store.come_back();
     up_at = Clock::now();
   });
-  ASSERT_FALSE(m.waiter.empty()) << "neither machine waited:\n"
-                                 << m.notes["machine-1"] << m.notes["machine-2"];
-  const pipeline::RunResult& holder = m.result[m.holder];
-  const pipeline::RunResult& waiter = m.result[m.waiter];
-  const std::string notes = m.notes[m.holder] + m.notes[m.waiter];
+  ASSERT_FALSE(m.waiter.empty()) << "neither machine waited:\n" << m.all_notes();
+  const pipeline::RunResult& holder = m.holder_run();
+  const pipeline::RunResult& waiter = m.waiter_run();
+  const std::string notes = m.all_notes();
 
   // The holder compiled; its push failed, and its run says so as a failure.
   EXPECT_EQ(only_lease(holder).kind, pipeline::LeaseOutcome::Kind::Held) << notes;

@@ -1,4 +1,5 @@
 // `neuron-cache config show`: every setting with where it came from, like `ccache -p`.
+#include <algorithm>
 #include <iostream>
 #include <sstream>
 
@@ -34,7 +35,7 @@ std::vector<Row> rows(const config::Settings& s) {
   config::Setting token = s.token;
   token.value = config::mask_token(token.value);
   config::Setting keys = s.trusted_keys;  // one key per line: one line here
-  for (char& c : keys.value) c = c == '\n' ? ',' : c;
+  std::replace(keys.value.begin(), keys.value.end(), '\n', ',');
   return {
       {"cache_dir", s.cache_dir},
       {"cache_repo", s.cache_repo},
